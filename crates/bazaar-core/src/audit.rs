@@ -1,0 +1,116 @@
+//! The auditor: verifies the event chain end to end and recomputes every
+//! balance from the immutable transfers. Fed page by page by `bazaar audit`.
+
+use crate::chain::{self, ChainHead};
+use crate::model::{Account, Hold, HoldState, Transfer};
+use bazaar_types::{AccountId, HoldId};
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Debug, Default)]
+pub struct Auditor {
+    head: Option<ChainHead>,
+    events: u64,
+    transfers: u64,
+    debits: HashMap<AccountId, u128>,
+    credits: HashMap<AccountId, u128>,
+    posted_by_hold: HashMap<HoldId, u128>,
+    pending: HashMap<AccountId, u128>,
+    holds: Vec<Hold>,
+    problems: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AuditReport {
+    pub ok: bool,
+    pub events_verified: u64,
+    pub head_seq: u64,
+    pub head_hash: String,
+    pub transfers: u64,
+    pub accounts: u64,
+    pub holds: u64,
+    /// Σ posted balances over all accounts; conservation says it is 0.
+    pub balance_sum_minor: i128,
+    pub problems: Vec<String>,
+}
+
+impl Auditor {
+    pub fn new() -> Auditor {
+        Auditor::default()
+    }
+
+    pub fn events(&mut self, page: &[crate::model::Event]) {
+        let head = self.head.get_or_insert_with(ChainHead::genesis);
+        if let Err(error) = chain::verify_page(head, page) {
+            self.problems.push(format!("event chain: {error}"));
+        }
+        self.events += page.len() as u64;
+    }
+
+    pub fn transfers(&mut self, page: &[Transfer]) {
+        for t in page {
+            *self.debits.entry(t.debit.clone()).or_default() += t.amount.0 as u128;
+            *self.credits.entry(t.credit.clone()).or_default() += t.amount.0 as u128;
+            if let Some(hold) = &t.hold {
+                *self.posted_by_hold.entry(hold.clone()).or_default() += t.amount.0 as u128;
+            }
+        }
+        self.transfers += page.len() as u64;
+    }
+
+    pub fn holds(&mut self, page: &[Hold]) {
+        for hold in page {
+            if hold.state == HoldState::Pending {
+                *self.pending.entry(hold.account.clone()).or_default() += hold.amount.0 as u128;
+            }
+            self.holds.push(hold.clone());
+        }
+    }
+
+    /// Compares the cached account rows with the recomputation.
+    pub fn finish(mut self, accounts: &[Account]) -> AuditReport {
+        let mut sum: i128 = 0;
+        for account in accounts {
+            let debits = self.debits.remove(&account.id).unwrap_or(0);
+            let credits = self.credits.remove(&account.id).unwrap_or(0);
+            let pending = self.pending.remove(&account.id).unwrap_or(0);
+            if debits != account.debits_posted as u128 || credits != account.credits_posted as u128 {
+                self.problems.push(format!(
+                    "account {}: cached debits/credits {}/{} but transfers sum to {debits}/{credits}",
+                    account.id, account.debits_posted, account.credits_posted
+                ));
+            }
+            if pending != account.debits_pending as u128 {
+                self.problems.push(format!("account {}: cached pending {} but pending holds sum to {pending}", account.id, account.debits_pending));
+            }
+            if !account.allow_negative && account.available() < 0 {
+                self.problems.push(format!("account {}: below its floor ({})", account.id, account.available()));
+            }
+            sum += account.balance();
+        }
+        for id in self.debits.keys().chain(self.credits.keys()) {
+            self.problems.push(format!("transfer names unknown account {id}"));
+        }
+        for hold in &self.holds {
+            let posted = self.posted_by_hold.get(&hold.id).copied().unwrap_or(0);
+            if posted != hold.posted_amount.0 as u128 {
+                self.problems.push(format!("hold {}: posted {} but its transfers sum to {posted}", hold.id, hold.posted_amount));
+            }
+        }
+        if sum != 0 {
+            self.problems.push(format!("conservation: balances sum to {sum}, not 0"));
+        }
+        let head = self.head.unwrap_or_else(ChainHead::genesis);
+        AuditReport {
+            ok: self.problems.is_empty(),
+            events_verified: self.events,
+            head_seq: head.seq,
+            head_hash: head.hash,
+            transfers: self.transfers,
+            accounts: accounts.len() as u64,
+            holds: self.holds.len() as u64,
+            balance_sum_minor: sum,
+            problems: self.problems,
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Sans-IO domain core of Bazaar: identity, the double-entry ledger, budgets,
+//! payment tokens, idempotency and the hash-chained event ledger.
+//!
+//! Nothing here performs I/O, reads a clock or draws randomness. A storage
+//! adapter loads a [`state::Snapshot`] for a batch of [`command::Command`]s,
+//! calls [`apply::apply_batch`], and writes the returned [`state::Changes`] in
+//! one transaction. Every outcome is a value: a receipt or a [`refusal::Refusal`]
+//! with a stable code.
+
+pub mod apply;
+pub mod audit;
+pub mod chain;
+pub mod command;
+pub mod crypto;
+pub mod model;
+pub mod refusal;
+pub mod state;
+pub mod token;
+pub mod validate;
+
+pub use bazaar_types as types;

@@ -1,0 +1,302 @@
+//! The rows the core reads and writes. Storage adapters persist them as they are.
+
+use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId, TransferId};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberKind {
+    Registry,
+    Operator,
+    Owner,
+    Agent,
+}
+
+impl MemberKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberKind::Registry => "registry",
+            MemberKind::Operator => "operator",
+            MemberKind::Owner => "owner",
+            MemberKind::Agent => "agent",
+        }
+    }
+    pub fn parse(text: &str) -> Option<MemberKind> {
+        Some(match text {
+            "registry" => MemberKind::Registry,
+            "operator" => MemberKind::Operator,
+            "owner" => MemberKind::Owner,
+            "agent" => MemberKind::Agent,
+            _ => return None,
+        })
+    }
+}
+
+/// A person, an agent, the operator or the registry itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: MemberId,
+    pub kind: MemberKind,
+    /// The principal an agent acts for; `None` for everyone else.
+    pub owner: Option<MemberId>,
+    pub handle: String,
+    pub created_at: Timestamp,
+}
+
+impl Member {
+    /// Whom this member's acts are on behalf of: an agent's owner, else itself.
+    pub fn principal(&self) -> &MemberId {
+        self.owner.as_ref().unwrap_or(&self.id)
+    }
+}
+
+/// A handle ever worn. A retired handle stays here forever so nobody can take it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandleRow {
+    pub handle: String,
+    pub member: MemberId,
+    pub retired: bool,
+    pub since: Timestamp,
+}
+
+/// A bearer credential, known only by its SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credential {
+    pub hash: String,
+    pub member: MemberId,
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Invite {
+    pub code_hash: String,
+    pub owner: MemberId,
+    pub expires_at: Timestamp,
+    pub used_by: Option<MemberId>,
+    pub used_at: Option<Timestamp>,
+}
+
+/// A ledger account. Balances are cached sums of the immutable transfers;
+/// `bazaar audit` recomputes them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Account {
+    pub id: AccountId,
+    /// Only the issuance account may go below zero.
+    pub allow_negative: bool,
+    pub debits_posted: u64,
+    pub credits_posted: u64,
+    pub debits_pending: u64,
+}
+
+impl Account {
+    pub fn new(id: AccountId, allow_negative: bool) -> Account {
+        Account { id, allow_negative, debits_posted: 0, credits_posted: 0, debits_pending: 0 }
+    }
+    /// Posted balance (credits − debits); negative only for issuance.
+    pub fn balance(&self) -> i128 {
+        self.credits_posted as i128 - self.debits_posted as i128
+    }
+    /// What can still be debited or held.
+    pub fn available(&self) -> i128 {
+        self.balance() - self.debits_pending as i128
+    }
+}
+
+/// An agent's spending ceilings, set by its owner, and what it has committed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    pub agent: MemberId,
+    pub per_call_max: Amount,
+    pub per_day_max: Amount,
+    pub total_max: Amount,
+    /// Held plus settled, over the agent's life.
+    pub spent_total: Amount,
+    /// The UTC day `spent_day` counts.
+    pub day: i64,
+    pub spent_day: Amount,
+}
+
+impl Budget {
+    pub fn zero(agent: MemberId) -> Budget {
+        Budget {
+            agent,
+            per_call_max: Amount::ZERO,
+            per_day_max: Amount::ZERO,
+            total_max: Amount::ZERO,
+            spent_total: Amount::ZERO,
+            day: 0,
+            spent_day: Amount::ZERO,
+        }
+    }
+    pub fn spent_on(&self, day: i64) -> Amount {
+        if self.day == day {
+            self.spent_day
+        } else {
+            Amount::ZERO
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldState {
+    Pending,
+    Posted,
+    Voided,
+    Expired,
+}
+
+impl HoldState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldState::Pending => "pending",
+            HoldState::Posted => "posted",
+            HoldState::Voided => "voided",
+            HoldState::Expired => "expired",
+        }
+    }
+    pub fn parse(text: &str) -> Option<HoldState> {
+        Some(match text {
+            "pending" => HoldState::Pending,
+            "posted" => HoldState::Posted,
+            "voided" => HoldState::Voided,
+            "expired" => HoldState::Expired,
+            _ => return None,
+        })
+    }
+}
+
+/// A pending debit on one account. It resolves at most once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    pub id: HoldId,
+    pub account: AccountId,
+    pub amount: Amount,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub state: HoldState,
+    pub posted_amount: Amount,
+    pub resolved_at: Option<Timestamp>,
+}
+
+/// The registry's record of a payment token it issued.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub jti: TokenId,
+    pub buyer: MemberId,
+    pub merchant: MemberId,
+    pub max_amount: Amount,
+    pub order_id: OrderId,
+    pub resource: String,
+    pub hold: HoldId,
+    pub issued_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// One settled paid call. Unique by token and by (merchant, order).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settlement {
+    pub id: String,
+    pub jti: TokenId,
+    pub buyer: MemberId,
+    pub merchant: MemberId,
+    pub order_id: OrderId,
+    pub amount: Amount,
+    pub fee: Amount,
+    pub net: Amount,
+    pub settled_at: Timestamp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferKind {
+    Issuance,
+    Funding,
+    Payment,
+    Fee,
+}
+
+impl TransferKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransferKind::Issuance => "issuance",
+            TransferKind::Funding => "funding",
+            TransferKind::Payment => "payment",
+            TransferKind::Fee => "fee",
+        }
+    }
+    pub fn parse(text: &str) -> Option<TransferKind> {
+        Some(match text {
+            "issuance" => TransferKind::Issuance,
+            "funding" => TransferKind::Funding,
+            "payment" => TransferKind::Payment,
+            "fee" => TransferKind::Fee,
+            _ => return None,
+        })
+    }
+}
+
+/// An immutable posted movement of units. Corrections are new transfers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    pub id: TransferId,
+    pub debit: AccountId,
+    pub credit: AccountId,
+    pub amount: Amount,
+    pub kind: TransferKind,
+    /// The hold this transfer posts, if any.
+    pub hold: Option<HoldId>,
+    /// Transfers sharing a link id were committed all together.
+    pub link: String,
+    pub authored_by: MemberId,
+    pub on_behalf_of: MemberId,
+    pub at: Timestamp,
+}
+
+/// What a request under an idempotency key produced. Refusals are kept too,
+/// so a retry cannot later succeed by surprise.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    pub scope: String,
+    pub key: String,
+    pub fingerprint: String,
+    /// The serialized [`crate::command::Outcome`].
+    pub outcome: String,
+    pub created_at: Timestamp,
+}
+
+/// One entry of the hash-chained event ledger.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub prev_hash: String,
+    pub hash: String,
+    pub kind: String,
+    pub body: serde_json::Value,
+    pub authored_by: MemberId,
+    pub on_behalf_of: MemberId,
+    pub at: Timestamp,
+}
+
+/// What a merchant learns from verify: a receipt check, never a work order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenState {
+    Open,
+    Settled,
+    Expired,
+    Voided,
+}
+
+impl TokenState {
+    pub fn of(hold: &Hold, now: Timestamp) -> TokenState {
+        match hold.state {
+            HoldState::Posted => TokenState::Settled,
+            HoldState::Voided => TokenState::Voided,
+            HoldState::Expired => TokenState::Expired,
+            HoldState::Pending if now >= hold.expires_at => TokenState::Expired,
+            HoldState::Pending => TokenState::Open,
+        }
+    }
+}

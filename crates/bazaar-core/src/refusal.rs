@@ -1,0 +1,104 @@
+//! Refusals: every way a command can be turned down, each with a stable code.
+//! The HTTP edge maps a code's [`Class`] to a status; the code string never changes.
+
+use serde::{Deserialize, Serialize};
+
+/// How a refusal reads to a client; the edge turns this into an HTTP status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Invalid,
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    Conflict,
+    Unprocessable,
+    Gone,
+}
+
+macro_rules! codes {
+    ($($variant:ident => $text:literal, $class:ident;)*) => {
+        /// Stable machine codes. Add new ones; never rename one.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Code { $($variant,)* }
+        impl Code {
+            pub fn as_str(self) -> &'static str { match self { $(Code::$variant => $text,)* } }
+            pub fn class(self) -> Class { match self { $(Code::$variant => Class::$class,)* } }
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+        }
+    };
+}
+
+codes! {
+    InvalidRequest => "invalid_request", Invalid;
+    AmountInvalid => "amount_invalid", Invalid;
+    HandleInvalid => "handle_invalid", Invalid;
+    PublicKeyInvalid => "public_key_invalid", Invalid;
+    TokenMalformed => "token_malformed", Invalid;
+    IdempotencyKeyRequired => "idempotency_key_required", Invalid;
+    IdempotencyKeyInvalid => "idempotency_key_invalid", Invalid;
+    Unauthenticated => "unauthenticated", Unauthenticated;
+    TokenSignatureInvalid => "token_signature_invalid", Unauthenticated;
+    ProofInvalid => "proof_invalid", Unauthenticated;
+    NotOwner => "not_owner", Forbidden;
+    NotAudience => "not_audience", Forbidden;
+    NotPermitted => "not_permitted", Forbidden;
+    MemberNotFound => "member_not_found", NotFound;
+    TokenNotFound => "token_not_found", NotFound;
+    InviteNotFound => "invite_not_found", NotFound;
+    MemberExists => "member_exists", Conflict;
+    HandleTaken => "handle_taken", Conflict;
+    HandleReserved => "handle_reserved", Conflict;
+    InviteUsed => "invite_used", Gone;
+    InviteExpired => "invite_expired", Gone;
+    TokenExpired => "token_expired", Gone;
+    TokenVoided => "token_voided", Gone;
+    TokenSettled => "token_settled", Conflict;
+    OrderAlreadySettled => "order_already_settled", Conflict;
+    OrderMismatch => "order_mismatch", Unprocessable;
+    AmountExceedsToken => "amount_exceeds_token", Unprocessable;
+    InsufficientFunds => "insufficient_funds", Unprocessable;
+    BudgetPerCallExceeded => "budget_per_call_exceeded", Unprocessable;
+    BudgetPerDayExceeded => "budget_per_day_exceeded", Unprocessable;
+    BudgetTotalExceeded => "budget_total_exceeded", Unprocessable;
+    EscrowRequired => "escrow_required", Unprocessable;
+    NotAnAgent => "not_an_agent", Unprocessable;
+    IdempotencyConflict => "idempotency_conflict", Unprocessable;
+    IdempotencyInFlight => "idempotency_in_flight", Conflict;
+}
+
+/// A command turned down: a stable code, a sentence saying what to do, and the
+/// numbers involved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub code: Code,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub facts: serde_json::Value,
+}
+
+impl Refusal {
+    pub fn new(code: Code, detail: impl Into<String>) -> Refusal {
+        Refusal { code, detail: detail.into(), facts: serde_json::Value::Null }
+    }
+    pub fn with(mut self, facts: serde_json::Value) -> Refusal {
+        self.facts = facts;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_snake_case() {
+        let mut seen = std::collections::HashSet::new();
+        for code in Code::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
+            assert!(code.as_str().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, serde_json::Value::String(code.as_str().into()));
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! The storage boundary: the [`Store`] trait every adapter implements, the
+//! shared group-commit [`writer`], and the [`conformance`] suite that runs
+//! unchanged against every adapter.
+//!
+//! Writes never go straight to an adapter: each command is queued to one
+//! writer per process, which folds whatever is waiting (up to
+//! `WRITE_BATCH_MAX`) into one transaction — load rows, run the core, write,
+//! commit, then answer everyone. Reads go to the adapter directly.
+
+pub mod conformance;
+pub mod writer;
+
+use async_trait::async_trait;
+use bazaar_core::apply::Applied;
+use bazaar_core::chain::ChainHead;
+use bazaar_core::command::{Command, Keys};
+use bazaar_core::model::*;
+use bazaar_core::state::{Changes, Snapshot};
+use bazaar_types::{AccountId, MemberId, OrderId, Timestamp, TokenId};
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The write queue is full; the caller should retry shortly.
+    #[error("the store is busy; retry shortly")]
+    Busy,
+    /// A uniqueness or check constraint refused a write: the second layer of
+    /// exactly-once caught something the core let through (or a racing node).
+    #[error("constraint violated: {0}")]
+    Constraint(String),
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// A token as the registry knows it, with its hold and any settlement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenView {
+    pub token: TokenRecord,
+    pub hold: Hold,
+    pub settlement: Option<Settlement>,
+}
+
+/// Everything Bazaar stores. Writes go through [`Store::submit`]; the rest are reads.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies one command through the group-commit writer; returns after commit.
+    async fn submit(&self, command: Command) -> Result<Applied, StoreError>;
+    /// The registry's signing key seed: stored on first call, returned ever after.
+    async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError>;
+    async fn head(&self) -> Result<ChainHead, StoreError>;
+    async fn member(&self, id: &MemberId) -> Result<Option<Member>, StoreError>;
+    /// The member currently wearing `handle` (retired handles resolve to nobody).
+    async fn member_by_handle(&self, handle: &str) -> Result<Option<Member>, StoreError>;
+    async fn credential(&self, hash: &str) -> Result<Option<Credential>, StoreError>;
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError>;
+    async fn budget(&self, agent: &MemberId) -> Result<Option<Budget>, StoreError>;
+    async fn token(&self, jti: &TokenId) -> Result<Option<TokenView>, StoreError>;
+    async fn settlement_by_order(&self, merchant: &MemberId, order: &OrderId) -> Result<Option<Settlement>, StoreError>;
+    /// Pending holds whose tokens expired at or before `now`, oldest first.
+    async fn expired_tokens(&self, now: Timestamp, limit: usize) -> Result<Vec<(TokenId, MemberId)>, StoreError>;
+    /// Events with `seq > after`, in order.
+    async fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError>;
+    /// Transfers in commit order; `after` is the position returned with the last page.
+    async fn transfers(&self, after: i64, limit: usize) -> Result<Vec<(i64, Transfer)>, StoreError>;
+    /// Holds ordered by id, after `after` (exclusive).
+    async fn holds(&self, after: &str, limit: usize) -> Result<Vec<Hold>, StoreError>;
+    /// Accounts ordered by id, after `after` (exclusive).
+    async fn accounts(&self, after: &str, limit: usize) -> Result<Vec<Account>, StoreError>;
+}
+
+/// What an adapter does inside the writer's transaction. Synchronous: the
+/// writer owns a thread and one connection.
+pub trait Engine: Send + 'static {
+    fn begin(&mut self) -> Result<(), StoreError>;
+    /// Loads the chain head (locking it against other nodes) and the rows named by `keys`.
+    fn load(&mut self, keys: &Keys) -> Result<Snapshot, StoreError>;
+    fn write(&mut self, changes: &Changes) -> Result<(), StoreError>;
+    fn commit(&mut self) -> Result<(), StoreError>;
+    fn rollback(&mut self);
+}

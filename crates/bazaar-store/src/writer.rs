@@ -1,0 +1,90 @@
+//! The group-commit writer shared by every adapter: one thread, one
+//! connection, a bounded queue, and one transaction per batch.
+
+use crate::{Engine, StoreError};
+use bazaar_core::apply::{apply_batch, Applied, Config};
+use bazaar_core::command::{Command, Keys};
+use bazaar_types::limits::{WRITE_BATCH_MAX, WRITE_QUEUE_MAX};
+use bazaar_types::Clock;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+type Reply = oneshot::Sender<Result<Applied, StoreError>>;
+
+/// The handle commands are submitted through. Cheap to clone.
+#[derive(Clone)]
+pub struct Writer {
+    queue: mpsc::Sender<(Command, Reply)>,
+}
+
+impl Writer {
+    /// Starts the writer thread. It stops when every `Writer` clone is dropped.
+    pub fn spawn<E: Engine>(engine: E, config: Config, clock: Arc<dyn Clock>) -> Writer {
+        let (queue, receiver) = mpsc::channel(WRITE_QUEUE_MAX);
+        std::thread::Builder::new()
+            .name("bazaar-writer".into())
+            .spawn(move || run(engine, config, clock, receiver))
+            .expect("spawn writer thread");
+        Writer { queue }
+    }
+
+    pub async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.queue.try_send((command, reply)).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => StoreError::Busy,
+            mpsc::error::TrySendError::Closed(_) => StoreError::Unavailable("writer stopped".into()),
+        })?;
+        answer.await.map_err(|_| StoreError::Unavailable("writer stopped".into()))?
+    }
+}
+
+fn run<E: Engine>(mut engine: E, config: Config, clock: Arc<dyn Clock>, mut receiver: mpsc::Receiver<(Command, Reply)>) {
+    while let Some(first) = receiver.blocking_recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < WRITE_BATCH_MAX {
+            match receiver.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let (commands, replies): (Vec<Command>, Vec<Reply>) = jobs.into_iter().unzip();
+        let results = match run_batch(&mut engine, &config, clock.as_ref(), &commands) {
+            Ok(results) => results.into_iter().map(Ok).collect(),
+            // A constraint fired: the batch is gone as a whole. Run each command
+            // alone so only the offending one fails and the rest see fresh rows.
+            Err(StoreError::Constraint(_)) if commands.len() > 1 => commands
+                .iter()
+                .map(|c| run_batch(&mut engine, &config, clock.as_ref(), std::slice::from_ref(c)).map(|mut r| r.remove(0)))
+                .collect(),
+            Err(error) => vec![Err(error); commands.len()],
+        };
+        for (reply, result) in replies.into_iter().zip(results) {
+            let _ = reply.send(result);
+        }
+    }
+}
+
+/// One transaction: load, apply, write, commit. Nothing is written unless all of it commits.
+pub fn run_batch<E: Engine>(engine: &mut E, config: &Config, clock: &dyn Clock, commands: &[Command]) -> Result<Vec<Applied>, StoreError> {
+    let mut keys = Keys::default();
+    for command in commands {
+        keys.add(command);
+    }
+    engine.begin()?;
+    let attempt = (|| {
+        let mut snapshot = engine.load(&keys)?;
+        let (results, changes) = apply_batch(&mut snapshot, config, commands, clock.now());
+        engine.write(&changes)?;
+        Ok(results)
+    })();
+    match attempt {
+        Ok(results) => {
+            engine.commit()?;
+            Ok(results)
+        }
+        Err(error) => {
+            engine.rollback();
+            Err(error)
+        }
+    }
+}

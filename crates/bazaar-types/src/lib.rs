@@ -1,0 +1,160 @@
+//! Ids, amounts, time and limits shared by every Bazaar crate. No I/O lives here.
+//!
+//! Money is an integer count of minor units (`Amount`); ids are newtypes so two
+//! strings cannot be swapped; every limit is a named `*_MAX` constant in `limits`.
+
+pub mod limits;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An amount of the network unit in minor units. Arithmetic is checked: an
+/// overflow is a refusal, never a wrap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Amount(pub u64);
+
+impl Amount {
+    pub const ZERO: Amount = Amount(0);
+    pub fn minor(self) -> u64 {
+        self.0
+    }
+    pub fn checked_add(self, other: Amount) -> Option<Amount> {
+        self.0.checked_add(other.0).map(Amount)
+    }
+    pub fn checked_sub(self, other: Amount) -> Option<Amount> {
+        self.0.checked_sub(other.0).map(Amount)
+    }
+    /// The fee on `self` at `bps` basis points, rounded down (the payer never
+    /// pays more than the published rate).
+    pub fn fee_bps(self, bps: u32) -> Amount {
+        assert!(bps <= 10_000);
+        Amount(((self.0 as u128 * bps as u128) / 10_000) as u64)
+    }
+}
+
+impl fmt::Display for Amount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Milliseconds since the Unix epoch, UTC. Produced only by an injected clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    pub fn ms(self) -> i64 {
+        self.0
+    }
+    pub fn plus_s(self, seconds: u64) -> Timestamp {
+        Timestamp(self.0.saturating_add((seconds as i64).saturating_mul(1000)))
+    }
+    /// The UTC day number (days since the epoch) this instant falls in.
+    pub fn utc_day(self) -> i64 {
+        self.0.div_euclid(86_400_000)
+    }
+}
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub String);
+        impl $name {
+            pub fn as_str(&self) -> &str { &self.0 }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(&self.0) }
+        }
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self { $name(s.to_string()) }
+        }
+    };
+}
+
+string_id!(
+    /// A member's identity: a `did:key` for agents and owners, `did:bazaar:operator` for the operator.
+    MemberId
+);
+string_id!(
+    /// A ledger account. Member accounts are named after the member; system accounts start with `sys:`.
+    AccountId
+);
+string_id!(
+    /// A payment token's unique id (`jti`).
+    TokenId
+);
+string_id!(
+    /// A hold (pending transfer) id.
+    HoldId
+);
+string_id!(
+    /// An immutable transfer id.
+    TransferId
+);
+string_id!(
+    /// A merchant-chosen order id.
+    OrderId
+);
+
+impl AccountId {
+    pub fn issuance() -> AccountId {
+        AccountId("sys:issuance".into())
+    }
+    pub fn fees() -> AccountId {
+        AccountId("sys:fees".into())
+    }
+    pub fn of_member(member: &MemberId) -> AccountId {
+        AccountId(format!("acct:{member}"))
+    }
+}
+
+/// The source of "now". Production uses the system clock in the runtime
+/// module; tests and the demo use a clock they move by hand.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Timestamp;
+}
+
+/// A clock that only moves when told to. Shared by tests, the demo and the simulator.
+#[derive(Debug, Default)]
+pub struct ManualClock(std::sync::atomic::AtomicI64);
+
+impl ManualClock {
+    pub fn new(start: Timestamp) -> Self {
+        ManualClock(std::sync::atomic::AtomicI64::new(start.0))
+    }
+    pub fn advance_s(&self, seconds: u64) {
+        self.0
+            .fetch_add(seconds as i64 * 1000, std::sync::atomic::Ordering::SeqCst);
+    }
+    pub fn set(&self, at: Timestamp) {
+        self.0.store(at.0, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fee_rounds_down_and_never_exceeds_amount() {
+        assert_eq!(Amount(999).fee_bps(100), Amount(9));
+        assert_eq!(Amount(100).fee_bps(100), Amount(1));
+        assert_eq!(Amount(u64::MAX).fee_bps(10_000), Amount(u64::MAX));
+    }
+
+    #[test]
+    fn utc_day_splits_at_midnight() {
+        assert_eq!(Timestamp(86_399_999).utc_day(), 0);
+        assert_eq!(Timestamp(86_400_000).utc_day(), 1);
+    }
+}

@@ -1,0 +1,51 @@
+//! Every limit in Bazaar, in one place. Nothing is unbounded and 0 never means
+//! "unlimited". Related limits are tied together with compile-time asserts.
+
+/// Payment tokens live this long unless the buyer asks for less.
+pub const TOKEN_TTL_S_MAX: u64 = 15 * 60;
+/// The shortest token lifetime a buyer may ask for.
+pub const TOKEN_TTL_S_MIN: u64 = 5;
+/// Invite codes die this long after they are issued.
+pub const INVITE_TTL_S: u64 = 24 * 60 * 60;
+/// Idempotency records are kept at least this long (longer than any token lives).
+pub const IDEMPOTENCY_RETENTION_S: u64 = 24 * 60 * 60;
+/// `Idempotency-Key` header length, as Stripe allows.
+pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 255;
+/// Handles: 3..=32 chars of `[a-z0-9-]`.
+pub const HANDLE_LEN_MIN: usize = 3;
+pub const HANDLE_LEN_MAX: usize = 32;
+/// Order ids chosen by merchants.
+pub const ORDER_ID_LEN_MAX: usize = 128;
+/// The resource a token is for (usually a URL).
+pub const RESOURCE_LEN_MAX: usize = 2048;
+/// A whole token string.
+pub const TOKEN_LEN_MAX: usize = 4096;
+/// Any JSON request body.
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
+/// A single amount in one request. Far above any paid call; keeps sums far from u64::MAX.
+pub const AMOUNT_MINOR_MAX: u64 = 1_000_000_000_000;
+/// Commands folded into one storage transaction by the group-commit writer.
+pub const WRITE_BATCH_MAX: usize = 512;
+/// Commands waiting for the writer; a full queue answers 503 rather than grow.
+pub const WRITE_QUEUE_MAX: usize = 8192;
+/// Rows on one page of any list endpoint.
+pub const PAGE_LIMIT_MAX: usize = 500;
+/// Expired holds voided by one sweeper pass.
+pub const SWEEP_BATCH_MAX: usize = 256;
+/// How often the sweeper runs.
+pub const SWEEP_INTERVAL_MS: u64 = 1_000;
+/// Protocol fee charged on each settlement, in basis points.
+pub const PROTOCOL_FEE_BPS: u32 = 100;
+/// Paid-call orders above this many minor units must ride escrow.
+pub const ESCROW_THRESHOLD_MINOR: u64 = 100_000;
+/// Seconds a client is told to wait when its idempotency key is in flight.
+pub const RETRY_AFTER_S: u64 = 1;
+/// Work receipts kept by the merchant middleware, per response body.
+pub const WORK_RECEIPT_BYTES_MAX: usize = 1024 * 1024;
+
+const _: () = assert!(TOKEN_TTL_S_MIN < TOKEN_TTL_S_MAX);
+const _: () = assert!(IDEMPOTENCY_RETENTION_S > TOKEN_TTL_S_MAX);
+const _: () = assert!(ESCROW_THRESHOLD_MINOR < AMOUNT_MINOR_MAX);
+const _: () = assert!(WRITE_BATCH_MAX <= WRITE_QUEUE_MAX);
+const _: () = assert!(PROTOCOL_FEE_BPS <= 10_000);
+const _: () = assert!(HANDLE_LEN_MIN <= HANDLE_LEN_MAX);
