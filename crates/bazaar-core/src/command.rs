@@ -32,20 +32,68 @@ pub struct Command {
 #[derive(Clone, Debug)]
 pub enum Op {
     /// First start: the registry, its system accounts and the operator.
-    Bootstrap { operator: MemberId, operator_credential_hash: String },
-    CreateOwner { id: MemberId, handle: String, credential_hash: String },
-    IssueInvite { code_hash: String, expires_at: Timestamp },
-    RedeemInvite { code_hash: String, agent: MemberId, handle: String, credential_hash: String },
-    RotateCredential { old_hash: String, new_hash: String },
-    RevokeCredential { member: MemberId, hash: String },
-    Rename { member: MemberId, handle: String },
-    SetBudget { agent: MemberId, per_call_max: Amount, per_day_max: Amount, total_max: Amount },
-    Mint { owner: MemberId, amount: Amount },
-    Fund { agent: MemberId, amount: Amount },
-    IssueToken { claims: TokenClaims, token: String },
-    Settle { claims: TokenClaims, amount: Amount, order_id: OrderId },
-    VoidToken { jti: TokenId, buyer: MemberId },
-    ExpireHold { jti: TokenId, buyer: MemberId },
+    Bootstrap {
+        operator: MemberId,
+        operator_credential_hash: String,
+    },
+    CreateOwner {
+        id: MemberId,
+        handle: String,
+        credential_hash: String,
+    },
+    IssueInvite {
+        code_hash: String,
+        expires_at: Timestamp,
+    },
+    RedeemInvite {
+        code_hash: String,
+        agent: MemberId,
+        handle: String,
+        credential_hash: String,
+    },
+    RotateCredential {
+        old_hash: String,
+        new_hash: String,
+    },
+    RevokeCredential {
+        member: MemberId,
+        hash: String,
+    },
+    Rename {
+        member: MemberId,
+        handle: String,
+    },
+    SetBudget {
+        agent: MemberId,
+        per_call_max: Amount,
+        per_day_max: Amount,
+        total_max: Amount,
+    },
+    Mint {
+        owner: MemberId,
+        amount: Amount,
+    },
+    Fund {
+        agent: MemberId,
+        amount: Amount,
+    },
+    IssueToken {
+        claims: TokenClaims,
+        token: String,
+    },
+    Settle {
+        claims: TokenClaims,
+        amount: Amount,
+        order_id: OrderId,
+    },
+    VoidToken {
+        jti: TokenId,
+        buyer: MemberId,
+    },
+    ExpireHold {
+        jti: TokenId,
+        buyer: MemberId,
+    },
 }
 
 impl Op {
@@ -97,13 +145,20 @@ impl Keys {
             self.idem.insert((idem.scope.clone(), idem.key.clone()));
         }
         match &command.op {
-            Op::Bootstrap { operator, operator_credential_hash } => {
+            Op::Bootstrap {
+                operator,
+                operator_credential_hash,
+            } => {
                 self.members.insert(operator.clone());
                 self.credentials.insert(operator_credential_hash.clone());
                 self.accounts.insert(AccountId::issuance());
                 self.accounts.insert(AccountId::fees());
             }
-            Op::CreateOwner { id, handle, credential_hash } => {
+            Op::CreateOwner {
+                id,
+                handle,
+                credential_hash,
+            } => {
                 self.members.insert(id.clone());
                 self.handles.insert(handle.clone());
                 self.credentials.insert(credential_hash.clone());
@@ -111,7 +166,12 @@ impl Keys {
             Op::IssueInvite { code_hash, .. } => {
                 self.invites.insert(code_hash.clone());
             }
-            Op::RedeemInvite { code_hash, agent, handle, credential_hash } => {
+            Op::RedeemInvite {
+                code_hash,
+                agent,
+                handle,
+                credential_hash,
+            } => {
                 self.invites.insert(code_hash.clone());
                 self.members.insert(agent.clone());
                 self.handles.insert(handle.clone());
@@ -140,7 +200,8 @@ impl Keys {
             }
             Op::Fund { agent, .. } => {
                 self.members.insert(agent.clone());
-                self.accounts.insert(AccountId::of_member(&command.actor.id));
+                self.accounts
+                    .insert(AccountId::of_member(&command.actor.id));
                 self.accounts.insert(AccountId::of_member(agent));
             }
             Op::IssueToken { claims, .. } => {
@@ -149,12 +210,16 @@ impl Keys {
                 self.budgets.insert(claims.sub.clone());
                 self.tokens.insert(claims.jti.clone());
             }
-            Op::Settle { claims, order_id, .. } => {
+            Op::Settle {
+                claims, order_id, ..
+            } => {
                 self.add_token_rows(&claims.jti, &claims.sub);
                 self.accounts.insert(AccountId::of_member(&claims.aud));
                 self.accounts.insert(AccountId::fees());
-                self.settlements_by_order.insert((claims.aud.clone(), order_id.clone()));
-                self.settlements_by_order.insert((claims.aud.clone(), claims.ord.clone()));
+                self.settlements_by_order
+                    .insert((claims.aud.clone(), order_id.clone()));
+                self.settlements_by_order
+                    .insert((claims.aud.clone(), claims.ord.clone()));
             }
             Op::VoidToken { jti, buyer } | Op::ExpireHold { jti, buyer } => {
                 self.add_token_rows(jti, buyer);

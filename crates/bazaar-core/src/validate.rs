@@ -6,7 +6,9 @@ use bazaar_types::Amount;
 
 pub fn handle(text: &str) -> Result<(), Refusal> {
     let ok = (HANDLE_LEN_MIN..=HANDLE_LEN_MAX).contains(&text.len())
-        && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !text.starts_with('-');
     if ok {
         Ok(())
@@ -61,10 +63,16 @@ pub fn resource(text: &str) -> Result<(), Refusal> {
 }
 
 pub fn idempotency_key(text: &str) -> Result<(), Refusal> {
-    if text.is_empty() || text.len() > IDEMPOTENCY_KEY_LEN_MAX || !text.is_ascii() || text.chars().any(|c| c.is_control()) {
+    if text.is_empty()
+        || text.len() > IDEMPOTENCY_KEY_LEN_MAX
+        || !text.is_ascii()
+        || text.chars().any(|c| c.is_control())
+    {
         return Err(Refusal::new(
             Code::IdempotencyKeyInvalid,
-            format!("`Idempotency-Key` must be 1-{IDEMPOTENCY_KEY_LEN_MAX} printable ASCII characters."),
+            format!(
+                "`Idempotency-Key` must be 1-{IDEMPOTENCY_KEY_LEN_MAX} printable ASCII characters."
+            ),
         ));
     }
     Ok(())
@@ -76,7 +84,14 @@ mod tests {
 
     #[test]
     fn handles() {
-        for (text, ok) in [("abc", true), ("ab", false), ("a-b-1", true), ("-ab", false), ("ABC", false), ("a b", false)] {
+        for (text, ok) in [
+            ("abc", true),
+            ("ab", false),
+            ("a-b-1", true),
+            ("-ab", false),
+            ("ABC", false),
+            ("a b", false),
+        ] {
             assert_eq!(handle(text).is_ok(), ok, "{text}");
         }
         assert!(handle(&"a".repeat(HANDLE_LEN_MAX)).is_ok());

@@ -30,15 +30,26 @@ impl Writer {
 
     pub async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.queue.try_send((command, reply)).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => StoreError::Busy,
-            mpsc::error::TrySendError::Closed(_) => StoreError::Unavailable("writer stopped".into()),
-        })?;
-        answer.await.map_err(|_| StoreError::Unavailable("writer stopped".into()))?
+        self.queue
+            .try_send((command, reply))
+            .map_err(|error| match error {
+                mpsc::error::TrySendError::Full(_) => StoreError::Busy,
+                mpsc::error::TrySendError::Closed(_) => {
+                    StoreError::Unavailable("writer stopped".into())
+                }
+            })?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("writer stopped".into()))?
     }
 }
 
-fn run<E: Engine>(mut engine: E, config: Config, clock: Arc<dyn Clock>, mut receiver: mpsc::Receiver<(Command, Reply)>) {
+fn run<E: Engine>(
+    mut engine: E,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    mut receiver: mpsc::Receiver<(Command, Reply)>,
+) {
     while let Some(first) = receiver.blocking_recv() {
         let mut jobs = vec![first];
         while jobs.len() < WRITE_BATCH_MAX {
@@ -54,7 +65,15 @@ fn run<E: Engine>(mut engine: E, config: Config, clock: Arc<dyn Clock>, mut rece
             // alone so only the offending one fails and the rest see fresh rows.
             Err(StoreError::Constraint(_)) if commands.len() > 1 => commands
                 .iter()
-                .map(|c| run_batch(&mut engine, &config, clock.as_ref(), std::slice::from_ref(c)).map(|mut r| r.remove(0)))
+                .map(|c| {
+                    run_batch(
+                        &mut engine,
+                        &config,
+                        clock.as_ref(),
+                        std::slice::from_ref(c),
+                    )
+                    .map(|mut r| r.remove(0))
+                })
                 .collect(),
             Err(error) => vec![Err(error); commands.len()],
         };
@@ -65,7 +84,12 @@ fn run<E: Engine>(mut engine: E, config: Config, clock: Arc<dyn Clock>, mut rece
 }
 
 /// One transaction: load, apply, write, commit. Nothing is written unless all of it commits.
-pub fn run_batch<E: Engine>(engine: &mut E, config: &Config, clock: &dyn Clock, commands: &[Command]) -> Result<Vec<Applied>, StoreError> {
+pub fn run_batch<E: Engine>(
+    engine: &mut E,
+    config: &Config,
+    clock: &dyn Clock,
+    commands: &[Command],
+) -> Result<Vec<Applied>, StoreError> {
     let mut keys = Keys::default();
     for command in commands {
         keys.add(command);

@@ -10,7 +10,9 @@ use std::fmt;
 
 /// An amount of the network unit in minor units. Arithmetic is checked: an
 /// overflow is a refusal, never a wrap.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Amount(pub u64);
 
@@ -40,7 +42,9 @@ impl fmt::Display for Amount {
 }
 
 /// Milliseconds since the Unix epoch, UTC. Produced only by an injected clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(pub i64);
 
