@@ -16,7 +16,6 @@ use serde_json::json;
 /// Registry-wide settings the core needs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub registry: MemberId,
     pub fee_bps: u32,
     pub escrow_threshold: Amount,
 }
@@ -34,13 +33,7 @@ pub fn apply_batch(
     commands: &[Command],
     now: Timestamp,
 ) -> (Vec<Applied>, Changes) {
-    let mut batch = Batch {
-        snap,
-        config,
-        now,
-        changes: Changes::default(),
-        dirty: Dirty::default(),
-    };
+    let mut batch = Batch { snap, config, now, changes: Changes::default(), dirty: Dirty::default() };
     let results = commands.iter().map(|c| batch.apply_one(c)).collect();
     let changes = batch.finish();
     (results, changes)
@@ -69,17 +62,10 @@ impl Batch<'_> {
                         Code::IdempotencyConflict,
                         "This Idempotency-Key was first used with a different request; use a new key for a new request.",
                     );
-                    return Applied {
-                        outcome: Err(refusal),
-                        replayed: false,
-                    };
+                    return Applied { outcome: Err(refusal), replayed: false };
                 }
-                let outcome: Outcome =
-                    serde_json::from_str(&record.outcome).expect("stored outcomes parse");
-                return Applied {
-                    outcome,
-                    replayed: true,
-                };
+                let outcome: Outcome = serde_json::from_str(&record.outcome).expect("stored outcomes parse");
+                return Applied { outcome, replayed: true };
             }
         }
         let outcome = self.run(command);
@@ -91,61 +77,36 @@ impl Batch<'_> {
                 outcome: serde_json::to_string(&outcome).expect("outcomes serialize"),
                 created_at: self.now,
             };
-            self.snap
-                .idem
-                .insert((record.scope.clone(), record.key.clone()), record.clone());
+            self.snap.idem.insert((record.scope.clone(), record.key.clone()), record.clone());
             self.changes.insert_idem.push(record);
             if let Err(refusal) = &outcome {
                 let body = json!({"op": command.op.name(), "code": refusal.code, "key": idem.key});
                 self.event(command, "refusal.recorded", body);
             }
         }
-        Applied {
-            outcome,
-            replayed: false,
-        }
+        Applied { outcome, replayed: false }
     }
 
     fn run(&mut self, command: &Command) -> Step {
         match &command.op {
-            Op::Bootstrap {
-                operator,
-                operator_credential_hash,
-            } => self.bootstrap(command, operator, operator_credential_hash),
-            Op::CreateOwner {
-                id,
-                handle,
-                credential_hash,
-            } => self.create_owner(command, id, handle, credential_hash),
-            Op::IssueInvite {
-                code_hash,
-                expires_at,
-            } => self.issue_invite(command, code_hash, *expires_at),
-            Op::RedeemInvite {
-                code_hash,
-                agent,
-                handle,
-                credential_hash,
-            } => self.redeem_invite(command, code_hash, agent, handle, credential_hash),
-            Op::RotateCredential { old_hash, new_hash } => {
-                self.rotate_credential(command, old_hash, new_hash)
+            Op::Bootstrap { registry, operator, operator_credential_hash } => {
+                self.bootstrap(command, registry, operator, operator_credential_hash)
             }
+            Op::CreateOwner { id, handle, credential_hash } => self.create_owner(command, id, handle, credential_hash),
+            Op::IssueInvite { code_hash, expires_at } => self.issue_invite(command, code_hash, *expires_at),
+            Op::RedeemInvite { code_hash, agent, handle, credential_hash } => {
+                self.redeem_invite(command, code_hash, agent, handle, credential_hash)
+            }
+            Op::RotateCredential { old_hash, new_hash } => self.rotate_credential(command, old_hash, new_hash),
             Op::RevokeCredential { member, hash } => self.revoke_credential(command, member, hash),
             Op::Rename { member, handle } => self.rename(command, member, handle),
-            Op::SetBudget {
-                agent,
-                per_call_max,
-                per_day_max,
-                total_max,
-            } => self.set_budget(command, agent, [*per_call_max, *per_day_max, *total_max]),
+            Op::SetBudget { agent, per_call_max, per_day_max, total_max } => {
+                self.set_budget(command, agent, [*per_call_max, *per_day_max, *total_max])
+            }
             Op::Mint { owner, amount } => self.mint(command, owner, *amount),
             Op::Fund { agent, amount } => self.fund(command, agent, *amount),
             Op::IssueToken { claims, token } => self.issue_token(command, claims, token),
-            Op::Settle {
-                claims,
-                amount,
-                order_id,
-            } => self.settle(command, claims, *amount, order_id),
+            Op::Settle { claims, amount, order_id } => self.settle(command, claims, *amount, order_id),
             Op::VoidToken { jti, buyer } => self.end_hold(command, jti, buyer, HoldState::Voided),
             Op::ExpireHold { jti, buyer } => self.end_hold(command, jti, buyer, HoldState::Expired),
         }
@@ -153,12 +114,21 @@ impl Batch<'_> {
 
     // ---- identity -------------------------------------------------------
 
-    fn bootstrap(&mut self, command: &Command, operator: &MemberId, credential_hash: &str) -> Step {
-        if self.snap.members.contains_key(&self.config.registry) {
+    fn bootstrap(
+        &mut self,
+        command: &Command,
+        registry: &MemberId,
+        operator: &MemberId,
+        credential_hash: &str,
+    ) -> Step {
+        if command.actor.kind != MemberKind::Registry || &command.actor.id != registry {
+            return refuse(Code::NotPermitted, "Only the registry bootstraps itself.");
+        }
+        if self.snap.members.contains_key(registry) {
             return refuse(Code::MemberExists, "This registry is already set up.");
         }
-        let registry = Member {
-            id: self.config.registry.clone(),
+        let registry_member = Member {
+            id: registry.clone(),
             kind: MemberKind::Registry,
             owner: None,
             handle: "registry".into(),
@@ -171,7 +141,7 @@ impl Batch<'_> {
             handle: "operator".into(),
             created_at: self.now,
         };
-        self.insert_member(registry);
+        self.insert_member(registry_member);
         self.insert_member(operator_member);
         self.put_credential(Credential {
             hash: credential_hash.to_string(),
@@ -181,24 +151,15 @@ impl Batch<'_> {
         });
         self.put_account(Account::new(AccountId::issuance(), true));
         self.put_account(Account::new(AccountId::fees(), false));
-        let body = json!({"registry": self.config.registry, "operator": operator,
+        let body = json!({"registry": registry, "operator": operator,
             "fee_bps": self.config.fee_bps, "escrow_threshold_minor": self.config.escrow_threshold});
         self.event(command, "registry.created", body.clone());
         Ok(body)
     }
 
-    fn create_owner(
-        &mut self,
-        command: &Command,
-        id: &MemberId,
-        handle: &str,
-        credential_hash: &str,
-    ) -> Step {
+    fn create_owner(&mut self, command: &Command, id: &MemberId, handle: &str, credential_hash: &str) -> Step {
         if command.actor.kind != MemberKind::Operator {
-            return refuse(
-                Code::NotPermitted,
-                "Only the registry operator creates owners.",
-            );
+            return refuse(Code::NotPermitted, "Only the registry operator creates owners.");
         }
         self.check_new_member(id, handle)?;
         let member = Member {
@@ -216,10 +177,7 @@ impl Batch<'_> {
             return refuse(Code::NotPermitted, "Only an owner invites agents.");
         }
         if self.snap.invites.contains_key(code_hash) {
-            return refuse(
-                Code::InvalidRequest,
-                "This invite code already exists; draw a new one.",
-            );
+            return refuse(Code::InvalidRequest, "This invite code already exists; draw a new one.");
         }
         let invite = Invite {
             code_hash: code_hash.into(),
@@ -243,19 +201,16 @@ impl Batch<'_> {
         credential_hash: &str,
     ) -> Step {
         let Some(invite) = self.snap.invites.get(code_hash).cloned() else {
-            return refuse(
-                Code::InviteNotFound,
-                "No such invite code; ask your owner for a new one.",
-            );
+            return refuse(Code::InviteNotFound, "No such invite code; ask your owner for a new one.");
         };
         if invite.used_at.is_some() {
-            return refuse(Code::InviteUsed, "This invite code was already used; each code works once. Ask your owner for a new one.");
+            return refuse(
+                Code::InviteUsed,
+                "This invite code was already used; each code works once. Ask your owner for a new one.",
+            );
         }
         if self.now >= invite.expires_at {
-            return refuse(
-                Code::InviteExpired,
-                "This invite code has expired; ask your owner for a new one.",
-            );
+            return refuse(Code::InviteExpired, "This invite code has expired; ask your owner for a new one.");
         }
         self.check_new_member(agent, handle)?;
         let member = Member {
@@ -265,50 +220,32 @@ impl Batch<'_> {
             handle: handle.into(),
             created_at: self.now,
         };
-        self.put_invite(Invite {
-            used_by: Some(agent.clone()),
-            used_at: Some(self.now),
-            ..invite
-        });
+        self.put_invite(Invite { used_by: Some(agent.clone()), used_at: Some(self.now), ..invite });
         self.put_budget(Budget::zero(agent.clone()));
         // The agent authors its own enrollment, on behalf of the owner who invited it.
-        let enrolling = Command {
-            actor: member.clone(),
-            idem: None,
-            op: command.op.clone(),
-        };
+        let enrolling = Command { actor: member.clone(), idem: None, op: command.op.clone() };
         self.enroll(&enrolling, member, credential_hash, "agent.enrolled")
     }
 
     fn check_new_member(&self, id: &MemberId, handle: &str) -> Result<(), Refusal> {
         crate::validate::handle(handle)?;
         if self.snap.members.contains_key(id) {
-            return refuse(
-                Code::MemberExists,
-                "A member with this key is already registered.",
-            );
+            return refuse(Code::MemberExists, "A member with this key is already registered.");
         }
         self.check_handle_free(handle)
     }
 
     fn check_handle_free(&self, handle: &str) -> Result<(), Refusal> {
         match self.snap.handles.get(handle) {
-            Some(row) if row.retired => refuse(
-                Code::HandleReserved,
-                "This handle was retired and stays reserved forever; pick another.",
-            ),
+            Some(row) if row.retired => {
+                refuse(Code::HandleReserved, "This handle was retired and stays reserved forever; pick another.")
+            }
             Some(_) => refuse(Code::HandleTaken, "This handle is taken; pick another."),
             None => Ok(()),
         }
     }
 
-    fn enroll(
-        &mut self,
-        command: &Command,
-        member: Member,
-        credential_hash: &str,
-        kind: &str,
-    ) -> Step {
+    fn enroll(&mut self, command: &Command, member: Member, credential_hash: &str, kind: &str) -> Step {
         if self.snap.credentials.contains_key(credential_hash) {
             return refuse(Code::InvalidRequest, "Credential collision; retry.");
         }
@@ -328,20 +265,12 @@ impl Batch<'_> {
     fn rotate_credential(&mut self, command: &Command, old_hash: &str, new_hash: &str) -> Step {
         let old = match self.snap.credentials.get(old_hash) {
             Some(c) if c.member == command.actor.id && c.revoked_at.is_none() => c.clone(),
-            _ => {
-                return refuse(
-                    Code::Unauthenticated,
-                    "Rotate with the credential you are signed in with.",
-                )
-            }
+            _ => return refuse(Code::Unauthenticated, "Rotate with the credential you are signed in with."),
         };
         if self.snap.credentials.contains_key(new_hash) {
             return refuse(Code::InvalidRequest, "Credential collision; retry.");
         }
-        self.put_credential(Credential {
-            revoked_at: Some(self.now),
-            ..old
-        });
+        self.put_credential(Credential { revoked_at: Some(self.now), ..old });
         self.put_credential(Credential {
             hash: new_hash.into(),
             member: command.actor.id.clone(),
@@ -361,10 +290,7 @@ impl Batch<'_> {
             _ => return refuse(Code::InvalidRequest, "No such credential for this member."),
         };
         if credential.revoked_at.is_none() {
-            self.put_credential(Credential {
-                revoked_at: Some(self.now),
-                ..credential
-            });
+            self.put_credential(Credential { revoked_at: Some(self.now), ..credential });
         }
         let body = json!({"member": member});
         self.event(command, "credential.revoked", body.clone());
@@ -380,12 +306,7 @@ impl Batch<'_> {
         self.changes.retire_handles.push(old.clone());
         self.snap.handles.insert(
             old.clone(),
-            HandleRow {
-                handle: old.clone(),
-                member: member.clone(),
-                retired: true,
-                since: self.now,
-            },
+            HandleRow { handle: old.clone(), member: member.clone(), retired: true, since: self.now },
         );
         self.put_new_handle(HandleRow {
             handle: handle.into(),
@@ -393,13 +314,7 @@ impl Batch<'_> {
             retired: false,
             since: self.now,
         });
-        self.snap.members.insert(
-            member.clone(),
-            Member {
-                handle: handle.into(),
-                ..target
-            },
-        );
+        self.snap.members.insert(member.clone(), Member { handle: handle.into(), ..target });
         self.dirty.members.insert(member.clone());
         let body = json!({"member": member, "from": old, "to": handle});
         self.event(command, "member.renamed", body.clone());
@@ -410,36 +325,26 @@ impl Batch<'_> {
         if command.actor.id == target.id || target.owner.as_ref() == Some(&command.actor.id) {
             Ok(())
         } else {
-            refuse(
-                Code::NotOwner,
-                "Only the member itself or its owner may do this.",
-            )
+            refuse(Code::NotOwner, "Only the member itself or its owner may do this.")
         }
     }
 
     fn member(&self, id: &MemberId) -> Result<Member, Refusal> {
-        self.snap.members.get(id).cloned().ok_or_else(|| {
-            Refusal::new(
-                Code::MemberNotFound,
-                format!("No member {id} on this registry."),
-            )
-        })
+        self.snap
+            .members
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Refusal::new(Code::MemberNotFound, format!("No member {id} on this registry.")))
     }
 
     /// The agent `id`, which must belong to the actor.
     fn owned_agent(&self, command: &Command, id: &MemberId) -> Result<Member, Refusal> {
         let agent = self.member(id)?;
         if agent.kind != MemberKind::Agent {
-            return refuse(
-                Code::NotAnAgent,
-                "Budgets belong to agents; this member is not an agent.",
-            );
+            return refuse(Code::NotAnAgent, "Budgets belong to agents; this member is not an agent.");
         }
         if agent.owner.as_ref() != Some(&command.actor.id) {
-            return refuse(
-                Code::NotOwner,
-                "Only the agent's owner may do this; an agent never sets its own budget.",
-            );
+            return refuse(Code::NotOwner, "Only the agent's owner may do this; an agent never sets its own budget.");
         }
         Ok(agent)
     }
@@ -449,18 +354,8 @@ impl Batch<'_> {
     fn set_budget(&mut self, command: &Command, agent: &MemberId, ceilings: [Amount; 3]) -> Step {
         self.owned_agent(command, agent)?;
         let [per_call_max, per_day_max, total_max] = ceilings;
-        let current = self
-            .snap
-            .budgets
-            .get(agent)
-            .cloned()
-            .unwrap_or_else(|| Budget::zero(agent.clone()));
-        let budget = Budget {
-            per_call_max,
-            per_day_max,
-            total_max,
-            ..current
-        };
+        let current = self.snap.budgets.get(agent).cloned().unwrap_or_else(|| Budget::zero(agent.clone()));
+        let budget = Budget { per_call_max, per_day_max, total_max, ..current };
         self.put_budget(budget.clone());
         let body = budget_view(&budget, self.now);
         self.event(command, "budget.set", body.clone());
@@ -469,10 +364,7 @@ impl Batch<'_> {
 
     fn mint(&mut self, command: &Command, owner: &MemberId, amount: Amount) -> Step {
         if command.actor.kind != MemberKind::Operator {
-            return refuse(
-                Code::NotPermitted,
-                "Only the registry operator mints units.",
-            );
+            return refuse(Code::NotPermitted, "Only the registry operator mints units.");
         }
         let target = self.member(owner)?;
         if target.kind != MemberKind::Owner {
@@ -481,12 +373,7 @@ impl Batch<'_> {
                 "Units are minted into an owner's account only; owners fund their agents.",
             );
         }
-        let legs = [(
-            AccountId::issuance(),
-            AccountId::of_member(owner),
-            amount,
-            TransferKind::Issuance,
-        )];
+        let legs = [(AccountId::issuance(), AccountId::of_member(owner), amount, TransferKind::Issuance)];
         self.post_linked(command, "transfer.minted", &legs, json!({"owner": owner}))
     }
 
@@ -494,22 +381,12 @@ impl Batch<'_> {
         self.owned_agent(command, agent)?;
         let source = AccountId::of_member(&command.actor.id);
         self.check_available(&source, amount)?;
-        let legs = [(
-            source,
-            AccountId::of_member(agent),
-            amount,
-            TransferKind::Funding,
-        )];
+        let legs = [(source, AccountId::of_member(agent), amount, TransferKind::Funding)];
         self.post_linked(command, "transfer.funded", &legs, json!({"agent": agent}))
     }
 
     fn check_available(&self, account: &AccountId, amount: Amount) -> Result<(), Refusal> {
-        let available = self
-            .snap
-            .accounts
-            .get(account)
-            .map(Account::available)
-            .unwrap_or(0);
+        let available = self.snap.accounts.get(account).map(Account::available).unwrap_or(0);
         if available < amount.0 as i128 {
             return Err(Refusal::new(
                 Code::InsufficientFunds,
@@ -561,31 +438,11 @@ impl Batch<'_> {
     fn post_transfer(&mut self, _command: &Command, transfer: Transfer) {
         assert!(transfer.amount.0 > 0);
         assert!(transfer.debit != transfer.credit);
-        let mut debit = self
-            .snap
-            .accounts
-            .get(&transfer.debit)
-            .cloned()
-            .expect("debit account loaded");
-        let mut credit = self
-            .snap
-            .accounts
-            .get(&transfer.credit)
-            .cloned()
-            .expect("credit account loaded");
-        debit.debits_posted = debit
-            .debits_posted
-            .checked_add(transfer.amount.0)
-            .expect("no overflow");
-        credit.credits_posted = credit
-            .credits_posted
-            .checked_add(transfer.amount.0)
-            .expect("no overflow");
-        assert!(
-            debit.allow_negative || debit.available() >= 0,
-            "overdraft on {}",
-            debit.id
-        );
+        let mut debit = self.snap.accounts.get(&transfer.debit).cloned().expect("debit account loaded");
+        let mut credit = self.snap.accounts.get(&transfer.credit).cloned().expect("credit account loaded");
+        debit.debits_posted = debit.debits_posted.checked_add(transfer.amount.0).expect("no overflow");
+        credit.credits_posted = credit.credits_posted.checked_add(transfer.amount.0).expect("no overflow");
+        assert!(debit.allow_negative || debit.available() >= 0, "overdraft on {}", debit.id);
         self.put_account(debit);
         self.put_account(credit);
         self.changes.insert_transfers.push(transfer);
@@ -593,31 +450,23 @@ impl Batch<'_> {
 
     fn issue_token(&mut self, command: &Command, claims: &TokenClaims, token: &str) -> Step {
         if command.actor.kind != MemberKind::Agent || command.actor.id != claims.sub {
-            return refuse(
-                Code::NotPermitted,
-                "Only an agent asks for payment tokens, and only on its own budget.",
-            );
+            return refuse(Code::NotPermitted, "Only an agent asks for payment tokens, and only on its own budget.");
         }
         let merchant = self.member(&claims.aud)?;
         if merchant.kind != MemberKind::Agent {
-            return refuse(
-                Code::NotAnAgent,
-                "Payment tokens are addressed to merchant agents.",
-            );
+            return refuse(Code::NotAnAgent, "Payment tokens are addressed to merchant agents.");
         }
         if merchant.id == claims.sub {
             return refuse(Code::NotPermitted, "An agent cannot pay itself.");
         }
         if claims.max > self.config.escrow_threshold {
-            return Err(Refusal::new(Code::EscrowRequired, "Orders above the escrow threshold must ride an escrowed contract, not a bare token.")
-                .with(json!({"max_minor": claims.max, "escrow_threshold_minor": self.config.escrow_threshold})));
+            return Err(Refusal::new(
+                Code::EscrowRequired,
+                "Orders above the escrow threshold must ride an escrowed contract, not a bare token.",
+            )
+            .with(json!({"max_minor": claims.max, "escrow_threshold_minor": self.config.escrow_threshold})));
         }
-        let budget = self
-            .snap
-            .budgets
-            .get(&claims.sub)
-            .cloned()
-            .unwrap_or_else(|| Budget::zero(claims.sub.clone()));
+        let budget = self.snap.budgets.get(&claims.sub).cloned().unwrap_or_else(|| Budget::zero(claims.sub.clone()));
         check_ceilings(&budget, claims.max, self.now)?;
         let account = AccountId::of_member(&claims.sub);
         self.check_available(&account, claims.max)?;
@@ -635,10 +484,7 @@ impl Batch<'_> {
             resolved_at: None,
         };
         let mut buyer = self.snap.accounts[&account].clone();
-        buyer.debits_pending = buyer
-            .debits_pending
-            .checked_add(claims.max.0)
-            .expect("no overflow");
+        buyer.debits_pending = buyer.debits_pending.checked_add(claims.max.0).expect("no overflow");
         assert!(buyer.available() >= 0);
         self.put_account(buyer);
         self.put_budget(spend(budget, claims.max, self.now));
@@ -666,13 +512,7 @@ impl Batch<'_> {
         Ok(receipt)
     }
 
-    fn settle(
-        &mut self,
-        command: &Command,
-        claims: &TokenClaims,
-        amount: Amount,
-        order_id: &OrderId,
-    ) -> Step {
+    fn settle(&mut self, command: &Command, claims: &TokenClaims, amount: Amount, order_id: &OrderId) -> Step {
         if command.actor.id != claims.aud {
             return refuse(
                 Code::NotAudience,
@@ -680,16 +520,9 @@ impl Batch<'_> {
             );
         }
         let Some(record) = self.snap.tokens.get(&claims.jti).cloned() else {
-            return refuse(
-                Code::TokenNotFound,
-                "This registry never issued this token.",
-            );
+            return refuse(Code::TokenNotFound, "This registry never issued this token.");
         };
-        assert!(
-            record.buyer == claims.sub
-                && record.merchant == claims.aud
-                && record.max_amount == claims.max
-        );
+        assert!(record.buyer == claims.sub && record.merchant == claims.aud && record.max_amount == claims.max);
         if &record.order_id != order_id {
             return Err(Refusal::new(
                 Code::OrderMismatch,
@@ -698,45 +531,28 @@ impl Batch<'_> {
             .with(json!({"token_order_id": record.order_id, "order_id": order_id})));
         }
         if let Some(original) = self.snap.settlements_by_token.get(&claims.jti) {
-            return Err(Refusal::new(Code::TokenSettled, "This token was already settled; a token pays once. The original settlement is attached.")
-                .with(settlement_view(original)));
+            return Err(Refusal::new(
+                Code::TokenSettled,
+                "This token was already settled; a token pays once. The original settlement is attached.",
+            )
+            .with(settlement_view(original)));
         }
-        if let Some(original) = self
-            .snap
-            .settlements_by_order
-            .get(&(claims.aud.clone(), order_id.clone()))
-        {
+        if let Some(original) = self.snap.settlements_by_order.get(&(claims.aud.clone(), order_id.clone())) {
             return Err(Refusal::new(Code::OrderAlreadySettled, "This order was already settled with another token; it is paid once. The original settlement is attached.")
                 .with(settlement_view(original)));
         }
-        let hold = self
-            .snap
-            .holds
-            .get(&record.hold)
-            .cloned()
-            .expect("every token has a hold");
+        let hold = self.snap.holds.get(&record.hold).cloned().expect("every token has a hold");
         match hold.state {
             HoldState::Pending if self.now < hold.expires_at => {}
             HoldState::Pending | HoldState::Expired => {
-                return refuse(
-                    Code::TokenExpired,
-                    "The token expired; ask the buyer for a new one.",
-                )
+                return refuse(Code::TokenExpired, "The token expired; ask the buyer for a new one.")
             }
-            HoldState::Voided => {
-                return refuse(
-                    Code::TokenVoided,
-                    "The buyer voided this token; ask for a new one.",
-                )
-            }
+            HoldState::Voided => return refuse(Code::TokenVoided, "The buyer voided this token; ask for a new one."),
             HoldState::Posted => unreachable!("a posted hold always has a settlement"),
         }
         if amount.0 == 0 || amount > record.max_amount {
-            return Err(Refusal::new(
-                Code::AmountExceedsToken,
-                "Settle between 1 and the token's maximum amount.",
-            )
-            .with(json!({"amount_minor": amount, "max_amount_minor": record.max_amount})));
+            return Err(Refusal::new(Code::AmountExceedsToken, "Settle between 1 and the token's maximum amount.")
+                .with(json!({"amount_minor": amount, "max_amount_minor": record.max_amount})));
         }
         Ok(self.post_settlement(command, &record, hold, amount))
     }
@@ -754,20 +570,12 @@ impl Batch<'_> {
         let buyer_account = hold.account.clone();
         // Remove the whole hold from pending, then post the legs against the posted balance.
         let mut buyer = self.snap.accounts[&buyer_account].clone();
-        buyer.debits_pending = buyer
-            .debits_pending
-            .checked_sub(hold.amount.0)
-            .expect("pending covers hold");
+        buyer.debits_pending = buyer.debits_pending.checked_sub(hold.amount.0).expect("pending covers hold");
         self.put_account(buyer);
         let seq = self.snap.head.seq + 1;
         let link = format!("lnk_{seq}");
         let legs = [
-            (
-                AccountId::of_member(&record.merchant),
-                net,
-                TransferKind::Payment,
-                "pay",
-            ),
+            (AccountId::of_member(&record.merchant), net, TransferKind::Payment, "pay"),
             (AccountId::fees(), fee, TransferKind::Fee, "fee"),
         ];
         let mut transfer_ids = Vec::new();
@@ -805,13 +613,10 @@ impl Batch<'_> {
             net,
             settled_at: self.now,
         };
+        self.snap.settlements_by_token.insert(settlement.jti.clone(), settlement.clone());
         self.snap
-            .settlements_by_token
-            .insert(settlement.jti.clone(), settlement.clone());
-        self.snap.settlements_by_order.insert(
-            (settlement.merchant.clone(), settlement.order_id.clone()),
-            settlement.clone(),
-        );
+            .settlements_by_order
+            .insert((settlement.merchant.clone(), settlement.order_id.clone()), settlement.clone());
         self.changes.insert_settlements.push(settlement.clone());
         let mut body = settlement_view(&settlement);
         merge(
@@ -822,72 +627,38 @@ impl Batch<'_> {
         body
     }
 
-    fn end_hold(
-        &mut self,
-        command: &Command,
-        jti: &TokenId,
-        buyer: &MemberId,
-        end: HoldState,
-    ) -> Step {
+    fn end_hold(&mut self, command: &Command, jti: &TokenId, buyer: &MemberId, end: HoldState) -> Step {
         let allowed = match end {
             HoldState::Expired => command.actor.kind == MemberKind::Registry,
             _ => &command.actor.id == buyer || command.actor.principal() == buyer,
         };
         if !allowed {
-            return refuse(
-                Code::NotPermitted,
-                "Only the buyer voids its token; only the registry expires holds.",
-            );
+            return refuse(Code::NotPermitted, "Only the buyer voids its token; only the registry expires holds.");
         }
-        let Some(record) = self
-            .snap
-            .tokens
-            .get(jti)
-            .filter(|t| &t.buyer == buyer)
-            .cloned()
-        else {
+        let Some(record) = self.snap.tokens.get(jti).filter(|t| &t.buyer == buyer).cloned() else {
             return refuse(Code::TokenNotFound, "No such token for this buyer.");
         };
-        let hold = self
-            .snap
-            .holds
-            .get(&record.hold)
-            .cloned()
-            .expect("every token has a hold");
+        let hold = self.snap.holds.get(&record.hold).cloned().expect("every token has a hold");
         match hold.state {
             HoldState::Pending => {}
             HoldState::Posted => {
-                return refuse(
-                    Code::TokenSettled,
-                    "The token was already settled; it can no longer be voided.",
-                )
+                return refuse(Code::TokenSettled, "The token was already settled; it can no longer be voided.")
             }
             HoldState::Voided => return refuse(Code::TokenVoided, "The token was already voided."),
             HoldState::Expired => {
-                return refuse(
-                    Code::TokenExpired,
-                    "The token already expired and its hold was released.",
-                )
+                return refuse(Code::TokenExpired, "The token already expired and its hold was released.")
             }
         }
         if end == HoldState::Expired && self.now < hold.expires_at {
             return refuse(Code::NotPermitted, "The hold has not expired yet.");
         }
         let mut account = self.snap.accounts[&hold.account].clone();
-        account.debits_pending = account
-            .debits_pending
-            .checked_sub(hold.amount.0)
-            .expect("pending covers hold");
+        account.debits_pending = account.debits_pending.checked_sub(hold.amount.0).expect("pending covers hold");
         self.put_account(account);
         let released = hold.amount;
         self.resolve_hold(hold, end, Amount::ZERO, buyer);
-        let kind = if end == HoldState::Expired {
-            "hold.expired"
-        } else {
-            "hold.voided"
-        };
-        let body =
-            json!({"jti": jti, "hold": record.hold, "released_minor": released, "state": end});
+        let kind = if end == HoldState::Expired { "hold.expired" } else { "hold.voided" };
+        let body = json!({"jti": jti, "hold": record.hold, "released_minor": released, "state": end});
         self.event(command, kind, body.clone());
         Ok(body)
     }
@@ -901,15 +672,8 @@ impl Batch<'_> {
         if let Some(budget) = self.snap.budgets.get(buyer).cloned() {
             self.put_budget(unspend(budget, released, hold.created_at.utc_day()));
         }
-        let resolved = Hold {
-            state: end,
-            posted_amount: posted,
-            resolved_at: Some(self.now),
-            ..hold
-        };
-        self.snap
-            .holds
-            .insert(resolved.id.clone(), resolved.clone());
+        let resolved = Hold { state: end, posted_amount: posted, resolved_at: Some(self.now), ..hold };
+        self.snap.holds.insert(resolved.id.clone(), resolved.clone());
         self.changes.resolve_holds.push(resolved);
     }
 
@@ -917,14 +681,8 @@ impl Batch<'_> {
 
     fn event(&mut self, command: &Command, kind: &str, mut body: serde_json::Value) {
         merge(&mut body, json!({"authored_handle": command.actor.handle}));
-        let event = chain::append(
-            &mut self.snap.head,
-            kind,
-            body,
-            &command.actor.id,
-            command.actor.principal(),
-            self.now,
-        );
+        let event =
+            chain::append(&mut self.snap.head, kind, body, &command.actor.id, command.actor.principal(), self.now);
         self.changes.insert_events.push(event);
     }
 
@@ -946,9 +704,7 @@ impl Batch<'_> {
 
     fn put_credential(&mut self, credential: Credential) {
         self.dirty.credentials.insert(credential.hash.clone());
-        self.snap
-            .credentials
-            .insert(credential.hash.clone(), credential);
+        self.snap.credentials.insert(credential.hash.clone(), credential);
     }
 
     fn put_invite(&mut self, invite: Invite) {
@@ -971,36 +727,13 @@ impl Batch<'_> {
         let snap = &*self.snap;
         let dirty = std::mem::take(&mut self.dirty);
         let mut changes = self.changes;
-        changes.insert_members = dirty
-            .members_new
-            .iter()
-            .map(|id| snap.members[id].clone())
-            .collect();
-        changes.update_members = dirty
-            .members
-            .difference(&dirty.members_new)
-            .map(|id| snap.members[id].clone())
-            .collect();
-        changes.upsert_credentials = dirty
-            .credentials
-            .iter()
-            .map(|h| snap.credentials[h].clone())
-            .collect();
-        changes.upsert_invites = dirty
-            .invites
-            .iter()
-            .map(|h| snap.invites[h].clone())
-            .collect();
-        changes.upsert_accounts = dirty
-            .accounts
-            .iter()
-            .map(|id| snap.accounts[id].clone())
-            .collect();
-        changes.upsert_budgets = dirty
-            .budgets
-            .iter()
-            .map(|id| snap.budgets[id].clone())
-            .collect();
+        changes.insert_members = dirty.members_new.iter().map(|id| snap.members[id].clone()).collect();
+        changes.update_members =
+            dirty.members.difference(&dirty.members_new).map(|id| snap.members[id].clone()).collect();
+        changes.upsert_credentials = dirty.credentials.iter().map(|h| snap.credentials[h].clone()).collect();
+        changes.upsert_invites = dirty.invites.iter().map(|h| snap.invites[h].clone()).collect();
+        changes.upsert_accounts = dirty.accounts.iter().map(|id| snap.accounts[id].clone()).collect();
+        changes.upsert_budgets = dirty.budgets.iter().map(|id| snap.budgets[id].clone()).collect();
         changes
     }
 }
@@ -1009,12 +742,7 @@ impl Batch<'_> {
 pub fn check_ceilings(budget: &Budget, amount: Amount, now: Timestamp) -> Result<(), Refusal> {
     let today = budget.spent_on(now.utc_day());
     let checks = [
-        (
-            amount,
-            budget.per_call_max,
-            Code::BudgetPerCallExceeded,
-            "per-call",
-        ),
+        (amount, budget.per_call_max, Code::BudgetPerCallExceeded, "per-call"),
         (
             today.checked_add(amount).unwrap_or(Amount(u64::MAX)),
             budget.per_day_max,
@@ -1022,10 +750,7 @@ pub fn check_ceilings(budget: &Budget, amount: Amount, now: Timestamp) -> Result
             "per-day",
         ),
         (
-            budget
-                .spent_total
-                .checked_add(amount)
-                .unwrap_or(Amount(u64::MAX)),
+            budget.spent_total.checked_add(amount).unwrap_or(Amount(u64::MAX)),
             budget.total_max,
             Code::BudgetTotalExceeded,
             "total",
@@ -1043,28 +768,16 @@ pub fn check_ceilings(budget: &Budget, amount: Amount, now: Timestamp) -> Result
 
 fn spend(mut budget: Budget, amount: Amount, now: Timestamp) -> Budget {
     let day = now.utc_day();
-    budget.spent_day = budget
-        .spent_on(day)
-        .checked_add(amount)
-        .expect("checked against ceiling");
+    budget.spent_day = budget.spent_on(day).checked_add(amount).expect("checked against ceiling");
     budget.day = day;
-    budget.spent_total = budget
-        .spent_total
-        .checked_add(amount)
-        .expect("checked against ceiling");
+    budget.spent_total = budget.spent_total.checked_add(amount).expect("checked against ceiling");
     budget
 }
 
 fn unspend(mut budget: Budget, released: Amount, hold_day: i64) -> Budget {
-    budget.spent_total = budget
-        .spent_total
-        .checked_sub(released)
-        .expect("released was spent");
+    budget.spent_total = budget.spent_total.checked_sub(released).expect("released was spent");
     if budget.day == hold_day {
-        budget.spent_day = budget
-            .spent_day
-            .checked_sub(released)
-            .expect("released was spent today");
+        budget.spent_day = budget.spent_day.checked_sub(released).expect("released was spent today");
     }
     budget
 }

@@ -74,8 +74,7 @@ impl Auditor {
             let debits = self.debits.remove(&account.id).unwrap_or(0);
             let credits = self.credits.remove(&account.id).unwrap_or(0);
             let pending = self.pending.remove(&account.id).unwrap_or(0);
-            if debits != account.debits_posted as u128 || credits != account.credits_posted as u128
-            {
+            if debits != account.debits_posted as u128 || credits != account.credits_posted as u128 {
                 self.problems.push(format!(
                     "account {}: cached debits/credits {}/{} but transfers sum to {debits}/{credits}",
                     account.id, account.debits_posted, account.credits_posted
@@ -88,30 +87,22 @@ impl Auditor {
                 ));
             }
             if !account.allow_negative && account.available() < 0 {
-                self.problems.push(format!(
-                    "account {}: below its floor ({})",
-                    account.id,
-                    account.available()
-                ));
+                self.problems.push(format!("account {}: below its floor ({})", account.id, account.available()));
             }
             sum += account.balance();
         }
         for id in self.debits.keys().chain(self.credits.keys()) {
-            self.problems
-                .push(format!("transfer names unknown account {id}"));
+            self.problems.push(format!("transfer names unknown account {id}"));
         }
         for hold in &self.holds {
             let posted = self.posted_by_hold.get(&hold.id).copied().unwrap_or(0);
             if posted != hold.posted_amount.0 as u128 {
-                self.problems.push(format!(
-                    "hold {}: posted {} but its transfers sum to {posted}",
-                    hold.id, hold.posted_amount
-                ));
+                self.problems
+                    .push(format!("hold {}: posted {} but its transfers sum to {posted}", hold.id, hold.posted_amount));
             }
         }
         if sum != 0 {
-            self.problems
-                .push(format!("conservation: balances sum to {sum}, not 0"));
+            self.problems.push(format!("conservation: balances sum to {sum}, not 0"));
         }
         let head = self.head.unwrap_or_else(ChainHead::genesis);
         AuditReport {

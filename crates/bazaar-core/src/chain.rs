@@ -19,10 +19,7 @@ pub struct ChainHead {
 
 impl ChainHead {
     pub fn genesis() -> ChainHead {
-        ChainHead {
-            seq: 0,
-            hash: GENESIS_HASH.to_string(),
-        }
+        ChainHead { seq: 0, hash: GENESIS_HASH.to_string() }
     }
 }
 
@@ -92,10 +89,7 @@ pub fn verify_page(head: &mut ChainHead, events: &[Event]) -> Result<(), ChainEr
     for event in events {
         let expected = head.seq + 1;
         if event.seq != expected {
-            return Err(ChainError::Gap {
-                seq: event.seq,
-                expected,
-            });
+            return Err(ChainError::Gap { seq: event.seq, expected });
         }
         if event.prev_hash != head.hash {
             return Err(ChainError::BrokenLink { seq: event.seq });
@@ -112,10 +106,7 @@ pub fn verify_page(head: &mut ChainHead, events: &[Event]) -> Result<(), ChainEr
         if hash != event.hash {
             return Err(ChainError::BadHash { seq: event.seq });
         }
-        *head = ChainHead {
-            seq: event.seq,
-            hash,
-        };
+        *head = ChainHead { seq: event.seq, hash };
     }
     Ok(())
 }
@@ -128,9 +119,7 @@ mod tests {
     fn three() -> Vec<Event> {
         let mut head = ChainHead::genesis();
         let who = MemberId::from("did:key:zA");
-        (0..3)
-            .map(|i| append(&mut head, "k", json!({"i": i}), &who, &who, Timestamp(i)))
-            .collect()
+        (0..3).map(|i| append(&mut head, "k", json!({"i": i}), &who, &who, Timestamp(i))).collect()
     }
 
     #[test]
@@ -144,24 +133,12 @@ mod tests {
     fn any_edit_breaks_the_chain() {
         let mut events = three();
         events[1].body = json!({"i": 99});
-        assert_eq!(
-            verify_page(&mut ChainHead::genesis(), &events),
-            Err(ChainError::BadHash { seq: 2 })
-        );
+        assert_eq!(verify_page(&mut ChainHead::genesis(), &events), Err(ChainError::BadHash { seq: 2 }));
         let mut events = three();
         events.remove(1);
-        assert_eq!(
-            verify_page(&mut ChainHead::genesis(), &events),
-            Err(ChainError::Gap {
-                seq: 3,
-                expected: 2
-            })
-        );
+        assert_eq!(verify_page(&mut ChainHead::genesis(), &events), Err(ChainError::Gap { seq: 3, expected: 2 }));
         let mut events = three();
         events[2].prev_hash = GENESIS_HASH.into();
-        assert_eq!(
-            verify_page(&mut ChainHead::genesis(), &events),
-            Err(ChainError::BrokenLink { seq: 3 })
-        );
+        assert_eq!(verify_page(&mut ChainHead::genesis(), &events), Err(ChainError::BrokenLink { seq: 3 }));
     }
 }

@@ -33,6 +33,7 @@ pub struct Command {
 pub enum Op {
     /// First start: the registry, its system accounts and the operator.
     Bootstrap {
+        registry: MemberId,
         operator: MemberId,
         operator_credential_hash: String,
     },
@@ -145,20 +146,14 @@ impl Keys {
             self.idem.insert((idem.scope.clone(), idem.key.clone()));
         }
         match &command.op {
-            Op::Bootstrap {
-                operator,
-                operator_credential_hash,
-            } => {
+            Op::Bootstrap { registry, operator, operator_credential_hash } => {
+                self.members.insert(registry.clone());
                 self.members.insert(operator.clone());
                 self.credentials.insert(operator_credential_hash.clone());
                 self.accounts.insert(AccountId::issuance());
                 self.accounts.insert(AccountId::fees());
             }
-            Op::CreateOwner {
-                id,
-                handle,
-                credential_hash,
-            } => {
+            Op::CreateOwner { id, handle, credential_hash } => {
                 self.members.insert(id.clone());
                 self.handles.insert(handle.clone());
                 self.credentials.insert(credential_hash.clone());
@@ -166,12 +161,7 @@ impl Keys {
             Op::IssueInvite { code_hash, .. } => {
                 self.invites.insert(code_hash.clone());
             }
-            Op::RedeemInvite {
-                code_hash,
-                agent,
-                handle,
-                credential_hash,
-            } => {
+            Op::RedeemInvite { code_hash, agent, handle, credential_hash } => {
                 self.invites.insert(code_hash.clone());
                 self.members.insert(agent.clone());
                 self.handles.insert(handle.clone());
@@ -200,8 +190,7 @@ impl Keys {
             }
             Op::Fund { agent, .. } => {
                 self.members.insert(agent.clone());
-                self.accounts
-                    .insert(AccountId::of_member(&command.actor.id));
+                self.accounts.insert(AccountId::of_member(&command.actor.id));
                 self.accounts.insert(AccountId::of_member(agent));
             }
             Op::IssueToken { claims, .. } => {
@@ -210,16 +199,12 @@ impl Keys {
                 self.budgets.insert(claims.sub.clone());
                 self.tokens.insert(claims.jti.clone());
             }
-            Op::Settle {
-                claims, order_id, ..
-            } => {
+            Op::Settle { claims, order_id, .. } => {
                 self.add_token_rows(&claims.jti, &claims.sub);
                 self.accounts.insert(AccountId::of_member(&claims.aud));
                 self.accounts.insert(AccountId::fees());
-                self.settlements_by_order
-                    .insert((claims.aud.clone(), order_id.clone()));
-                self.settlements_by_order
-                    .insert((claims.aud.clone(), claims.ord.clone()));
+                self.settlements_by_order.insert((claims.aud.clone(), order_id.clone()));
+                self.settlements_by_order.insert((claims.aud.clone(), claims.ord.clone()));
             }
             Op::VoidToken { jti, buyer } | Op::ExpireHold { jti, buyer } => {
                 self.add_token_rows(jti, buyer);

@@ -31,9 +31,7 @@ pub fn did_key(public: &VerifyingKey) -> String {
 
 pub fn public_key_from_did(did: &str) -> Result<VerifyingKey, KeyError> {
     let encoded = did.strip_prefix("did:key:z").ok_or(KeyError::BadDid)?;
-    let bytes = bs58::decode(encoded)
-        .into_vec()
-        .map_err(|_| KeyError::BadDid)?;
+    let bytes = bs58::decode(encoded).into_vec().map_err(|_| KeyError::BadDid)?;
     if bytes.len() != 34 || bytes[..2] != ED25519_MULTICODEC {
         return Err(KeyError::BadDid);
     }
@@ -64,16 +62,10 @@ pub fn sign(key: &SigningKey, message: &[u8]) -> String {
     b64url(&key.sign(message).to_bytes())
 }
 
-pub fn verify(
-    public: &VerifyingKey,
-    message: &[u8],
-    signature_b64url: &str,
-) -> Result<(), KeyError> {
+pub fn verify(public: &VerifyingKey, message: &[u8], signature_b64url: &str) -> Result<(), KeyError> {
     let bytes = b64url_decode(signature_b64url).map_err(|_| KeyError::BadSignature)?;
     let raw: [u8; 64] = bytes.try_into().map_err(|_| KeyError::BadSignature)?;
-    public
-        .verify(message, &Signature::from_bytes(&raw))
-        .map_err(|_| KeyError::BadSignature)
+    public.verify(message, &Signature::from_bytes(&raw)).map_err(|_| KeyError::BadSignature)
 }
 
 /// The message an agent signs to prove it holds the key it registers with an invite.

@@ -91,13 +91,7 @@ pub struct Account {
 
 impl Account {
     pub fn new(id: AccountId, allow_negative: bool) -> Account {
-        Account {
-            id,
-            allow_negative,
-            debits_posted: 0,
-            credits_posted: 0,
-            debits_pending: 0,
-        }
+        Account { id, allow_negative, debits_posted: 0, credits_posted: 0, debits_pending: 0 }
     }
     /// Posted balance (credits − debits); negative only for issuance.
     pub fn balance(&self) -> i128 {

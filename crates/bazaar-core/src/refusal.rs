@@ -79,11 +79,7 @@ pub struct Refusal {
 
 impl Refusal {
     pub fn new(code: Code, detail: impl Into<String>) -> Refusal {
-        Refusal {
-            code,
-            detail: detail.into(),
-            facts: serde_json::Value::Null,
-        }
+        Refusal { code, detail: detail.into(), facts: serde_json::Value::Null }
     }
     pub fn with(mut self, facts: serde_json::Value) -> Refusal {
         self.facts = facts;
@@ -100,10 +96,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for code in Code::ALL {
             assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
-            assert!(code
-                .as_str()
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c == '_'));
+            assert!(code.as_str().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
             let json = serde_json::to_value(code).unwrap();
             assert_eq!(json, serde_json::Value::String(code.as_str().into()));
         }

@@ -50,21 +50,15 @@ pub fn decode(token: &str, registry_key: &VerifyingKey) -> Result<TokenClaims, T
     if token.len() > TOKEN_LEN_MAX {
         return Err(TokenError::Malformed);
     }
-    let body = token
-        .strip_prefix(TOKEN_PREFIX)
-        .ok_or(TokenError::Malformed)?;
+    let body = token.strip_prefix(TOKEN_PREFIX).ok_or(TokenError::Malformed)?;
     let (payload, signature) = body.split_once('.').ok_or(TokenError::Malformed)?;
     let bytes = b64url_decode(payload).map_err(|_| TokenError::Malformed)?;
     let claims: TokenClaims = serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)?;
     if claims.v != 1 {
         return Err(TokenError::Malformed);
     }
-    verify(
-        registry_key,
-        format!("{SIGNING_DOMAIN}{payload}").as_bytes(),
-        signature,
-    )
-    .map_err(|_| TokenError::BadSignature)?;
+    verify(registry_key, format!("{SIGNING_DOMAIN}{payload}").as_bytes(), signature)
+        .map_err(|_| TokenError::BadSignature)?;
     Ok(claims)
 }
 
@@ -100,26 +94,14 @@ mod tests {
         let key = SigningKey::from_bytes(&[1u8; 32]);
         let other = SigningKey::from_bytes(&[2u8; 32]);
         let token = encode(&claims(), &key);
-        assert_eq!(
-            decode(&encode(&claims(), &other), &key.verifying_key()),
-            Err(TokenError::BadSignature)
-        );
+        assert_eq!(decode(&encode(&claims(), &other), &key.verifying_key()), Err(TokenError::BadSignature));
         let mut raised = claims();
         raised.max = Amount(25_000);
         let payload = b64url(&serde_json::to_vec(&raised).unwrap());
         let signature = token.split_once('.').unwrap().1;
         let altered = format!("apt_{payload}.{signature}");
-        assert_eq!(
-            decode(&altered, &key.verifying_key()),
-            Err(TokenError::BadSignature)
-        );
-        assert_eq!(
-            decode("apt_nope", &key.verifying_key()),
-            Err(TokenError::Malformed)
-        );
-        assert_eq!(
-            decode("xyz", &key.verifying_key()),
-            Err(TokenError::Malformed)
-        );
+        assert_eq!(decode(&altered, &key.verifying_key()), Err(TokenError::BadSignature));
+        assert_eq!(decode("apt_nope", &key.verifying_key()), Err(TokenError::Malformed));
+        assert_eq!(decode("xyz", &key.verifying_key()), Err(TokenError::Malformed));
     }
 }

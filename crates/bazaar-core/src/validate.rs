@@ -6,16 +6,16 @@ use bazaar_types::Amount;
 
 pub fn handle(text: &str) -> Result<(), Refusal> {
     let ok = (HANDLE_LEN_MIN..=HANDLE_LEN_MAX).contains(&text.len())
-        && text
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !text.starts_with('-');
     if ok {
         Ok(())
     } else {
         Err(Refusal::new(
             Code::HandleInvalid,
-            format!("A handle is {HANDLE_LEN_MIN}-{HANDLE_LEN_MAX} characters of a-z, 0-9 and '-', not starting with '-'."),
+            format!(
+                "A handle is {HANDLE_LEN_MIN}-{HANDLE_LEN_MAX} characters of a-z, 0-9 and '-', not starting with '-'."
+            ),
         ))
     }
 }
@@ -70,9 +70,7 @@ pub fn idempotency_key(text: &str) -> Result<(), Refusal> {
     {
         return Err(Refusal::new(
             Code::IdempotencyKeyInvalid,
-            format!(
-                "`Idempotency-Key` must be 1-{IDEMPOTENCY_KEY_LEN_MAX} printable ASCII characters."
-            ),
+            format!("`Idempotency-Key` must be 1-{IDEMPOTENCY_KEY_LEN_MAX} printable ASCII characters."),
         ));
     }
     Ok(())
@@ -84,14 +82,9 @@ mod tests {
 
     #[test]
     fn handles() {
-        for (text, ok) in [
-            ("abc", true),
-            ("ab", false),
-            ("a-b-1", true),
-            ("-ab", false),
-            ("ABC", false),
-            ("a b", false),
-        ] {
+        for (text, ok) in
+            [("abc", true), ("ab", false), ("a-b-1", true), ("-ab", false), ("ABC", false), ("a b", false)]
+        {
             assert_eq!(handle(text).is_ok(), ok, "{text}");
         }
         assert!(handle(&"a".repeat(HANDLE_LEN_MAX)).is_ok());

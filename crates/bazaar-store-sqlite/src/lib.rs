@@ -19,10 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Migrations, in order. Never edit a landed one; add a new file.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_foundation",
-    include_str!("../migrations/0001_foundation.sql"),
-)];
+const MIGRATIONS: &[(&str, &str)] = &[("0001_foundation", include_str!("../migrations/0001_foundation.sql"))];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
 /// How long a connection waits on a lock before giving up.
@@ -36,9 +33,7 @@ pub struct SqliteStore {
 
 fn unavailable(error: rusqlite::Error) -> StoreError {
     match &error {
-        rusqlite::Error::SqliteFailure(e, _)
-            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-        {
+        rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
             StoreError::Constraint(error.to_string())
         }
         _ => StoreError::Unavailable(error.to_string()),
@@ -47,35 +42,27 @@ fn unavailable(error: rusqlite::Error) -> StoreError {
 
 fn open(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(unavailable)?;
-    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
         .map_err(unavailable)?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-    )
-    .map_err(unavailable)?;
     Ok(conn)
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
-        .map_err(unavailable)?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)",
+    )
+    .map_err(unavailable)?;
     for (name, sql) in MIGRATIONS {
         let tx = conn.transaction().map_err(unavailable)?;
         let done: Option<String> = tx
-            .query_row(
-                "SELECT name FROM schema_migrations WHERE name = ?1",
-                [name],
-                |r| r.get(0),
-            )
+            .query_row("SELECT name FROM schema_migrations WHERE name = ?1", [name], |r| r.get(0))
             .optional()
             .map_err(unavailable)?;
         if done.is_none() {
             tx.execute_batch(sql).map_err(unavailable)?;
-            tx.execute(
-                "INSERT INTO schema_migrations VALUES (?1, strftime('%s','now'))",
-                [name],
-            )
-            .map_err(unavailable)?;
+            tx.execute("INSERT INTO schema_migrations VALUES (?1, strftime('%s','now'))", [name])
+                .map_err(unavailable)?;
         }
         tx.commit().map_err(unavailable)?;
     }
@@ -84,33 +71,20 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 
 impl SqliteStore {
     /// Opens (creating and migrating) the database file `path`.
-    pub fn open(
-        path: impl Into<PathBuf>,
-        config: Config,
-        clock: Arc<dyn Clock>,
-    ) -> Result<SqliteStore, StoreError> {
+    pub fn open(path: impl Into<PathBuf>, config: Config, clock: Arc<dyn Clock>) -> Result<SqliteStore, StoreError> {
         let path = path.into();
         let mut conn = open(&path)?;
         migrate(&mut conn)?;
         let writer = Writer::spawn(SqliteEngine { conn }, config, clock);
-        let readers = (0..READERS_MAX)
-            .map(|_| open(&path).map(Mutex::new))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(SqliteStore {
-            writer,
-            readers: Arc::new(readers),
-            next_reader: Default::default(),
-        })
+        let readers = (0..READERS_MAX).map(|_| open(&path).map(Mutex::new)).collect::<Result<Vec<_>, _>>()?;
+        Ok(SqliteStore { writer, readers: Arc::new(readers), next_reader: Default::default() })
     }
 
     async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let index = self
-            .next_reader
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            % READERS_MAX;
+        let index = self.next_reader.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % READERS_MAX;
         let readers = self.readers.clone();
         tokio::task::spawn_blocking(move || {
             let conn = readers[index].lock().expect("reader mutex");
@@ -130,15 +104,8 @@ impl Store for SqliteStore {
     async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
         let stored = self
             .read(move |c| {
-                c.execute(
-                    "INSERT OR IGNORE INTO meta VALUES ('registry_key_seed', ?1)",
-                    [hex_encode(&candidate)],
-                )?;
-                c.query_row(
-                    "SELECT value FROM meta WHERE key = 'registry_key_seed'",
-                    [],
-                    |r| r.get::<_, String>(0),
-                )
+                c.execute("INSERT OR IGNORE INTO meta VALUES ('registry_key_seed', ?1)", [hex_encode(&candidate)])?;
+                c.query_row("SELECT value FROM meta WHERE key = 'registry_key_seed'", [], |r| r.get::<_, String>(0))
             })
             .await?;
         hex_decode_32(&stored).ok_or_else(|| StoreError::Corrupt("registry key seed".into()))
@@ -147,10 +114,7 @@ impl Store for SqliteStore {
     async fn head(&self) -> Result<ChainHead, StoreError> {
         self.read(|c| {
             c.query_row("SELECT seq, hash FROM chain_head", [], |r| {
-                Ok(ChainHead {
-                    seq: r.get::<_, i64>(0)? as u64,
-                    hash: r.get(1)?,
-                })
+                Ok(ChainHead { seq: r.get::<_, i64>(0)? as u64, hash: r.get(1)? })
             })
         })
         .await
@@ -158,91 +122,45 @@ impl Store for SqliteStore {
 
     async fn member(&self, id: &MemberId) -> Result<Option<Member>, StoreError> {
         let id = id.0.clone();
-        self.read(move |c| {
-            c.query_row(&format!("{MEMBER_SELECT} WHERE id = ?1"), [id], member_row)
-                .optional()
-        })
-        .await
+        self.read(move |c| c.query_row(&format!("{MEMBER_SELECT} WHERE id = ?1"), [id], member_row).optional()).await
     }
 
     async fn member_by_handle(&self, handle: &str) -> Result<Option<Member>, StoreError> {
         let handle = handle.to_string();
-        self.read(move |c| {
-            c.query_row(
-                &format!("{MEMBER_SELECT} WHERE handle = ?1"),
-                [handle],
-                member_row,
-            )
-            .optional()
-        })
-        .await
+        self.read(move |c| c.query_row(&format!("{MEMBER_SELECT} WHERE handle = ?1"), [handle], member_row).optional())
+            .await
     }
 
     async fn credential(&self, hash: &str) -> Result<Option<Credential>, StoreError> {
         let hash = hash.to_string();
         self.read(move |c| {
-            c.query_row(
-                &format!("{CREDENTIAL_SELECT} WHERE hash = ?1"),
-                [hash],
-                credential_row,
-            )
-            .optional()
+            c.query_row(&format!("{CREDENTIAL_SELECT} WHERE hash = ?1"), [hash], credential_row).optional()
         })
         .await
     }
 
     async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError> {
         let id = id.0.clone();
-        self.read(move |c| {
-            c.query_row(
-                &format!("{ACCOUNT_SELECT} WHERE id = ?1"),
-                [id],
-                account_row,
-            )
-            .optional()
-        })
-        .await
+        self.read(move |c| c.query_row(&format!("{ACCOUNT_SELECT} WHERE id = ?1"), [id], account_row).optional()).await
     }
 
     async fn budget(&self, agent: &MemberId) -> Result<Option<Budget>, StoreError> {
         let agent = agent.0.clone();
-        self.read(move |c| {
-            c.query_row(
-                &format!("{BUDGET_SELECT} WHERE agent = ?1"),
-                [agent],
-                budget_row,
-            )
-            .optional()
-        })
-        .await
+        self.read(move |c| c.query_row(&format!("{BUDGET_SELECT} WHERE agent = ?1"), [agent], budget_row).optional())
+            .await
     }
 
     async fn token(&self, jti: &TokenId) -> Result<Option<TokenView>, StoreError> {
         let jti = jti.0.clone();
         self.read(move |c| {
-            let Some(token) = c
-                .query_row(&format!("{TOKEN_SELECT} WHERE jti = ?1"), [&jti], token_row)
-                .optional()?
+            let Some(token) = c.query_row(&format!("{TOKEN_SELECT} WHERE jti = ?1"), [&jti], token_row).optional()?
             else {
                 return Ok(None);
             };
-            let hold = c.query_row(
-                &format!("{HOLD_SELECT} WHERE id = ?1"),
-                [&token.hold.0],
-                hold_row,
-            )?;
-            let settlement = c
-                .query_row(
-                    &format!("{SETTLEMENT_SELECT} WHERE jti = ?1"),
-                    [&jti],
-                    settlement_row,
-                )
-                .optional()?;
-            Ok(Some(TokenView {
-                token,
-                hold,
-                settlement,
-            }))
+            let hold = c.query_row(&format!("{HOLD_SELECT} WHERE id = ?1"), [&token.hold.0], hold_row)?;
+            let settlement =
+                c.query_row(&format!("{SETTLEMENT_SELECT} WHERE jti = ?1"), [&jti], settlement_row).optional()?;
+            Ok(Some(TokenView { token, hold, settlement }))
         })
         .await
     }
@@ -264,19 +182,14 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn expired_tokens(
-        &self,
-        now: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<(TokenId, MemberId)>, StoreError> {
+    async fn expired_tokens(&self, now: Timestamp, limit: usize) -> Result<Vec<(TokenId, MemberId)>, StoreError> {
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
                 "SELECT t.jti, t.buyer FROM holds h JOIN tokens t ON t.hold = h.id
                  WHERE h.state = 'pending' AND h.expires_at <= ?1 ORDER BY h.expires_at LIMIT ?2",
             )?;
-            let rows = stmt.query_map(params![now.0, limit as i64], |r| {
-                Ok((TokenId(r.get(0)?), MemberId(r.get(1)?)))
-            })?;
+            let rows =
+                stmt.query_map(params![now.0, limit as i64], |r| Ok((TokenId(r.get(0)?), MemberId(r.get(1)?))))?;
             rows.collect()
         })
         .await
@@ -284,27 +197,17 @@ impl Store for SqliteStore {
 
     async fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         self.read(move |c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{EVENT_SELECT} WHERE seq > ?1 ORDER BY seq LIMIT ?2"
-            ))?;
+            let mut stmt = c.prepare_cached(&format!("{EVENT_SELECT} WHERE seq > ?1 ORDER BY seq LIMIT ?2"))?;
             let rows = stmt.query_map(params![after as i64, limit as i64], event_row)?;
             rows.collect()
         })
         .await
     }
 
-    async fn transfers(
-        &self,
-        after: i64,
-        limit: usize,
-    ) -> Result<Vec<(i64, Transfer)>, StoreError> {
+    async fn transfers(&self, after: i64, limit: usize) -> Result<Vec<(i64, Transfer)>, StoreError> {
         self.read(move |c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{TRANSFER_SELECT} WHERE pos > ?1 ORDER BY pos LIMIT ?2"
-            ))?;
-            let rows = stmt.query_map(params![after, limit as i64], |r| {
-                Ok((r.get(0)?, transfer_row(r)?))
-            })?;
+            let mut stmt = c.prepare_cached(&format!("{TRANSFER_SELECT} WHERE pos > ?1 ORDER BY pos LIMIT ?2"))?;
+            let rows = stmt.query_map(params![after, limit as i64], |r| Ok((r.get(0)?, transfer_row(r)?)))?;
             rows.collect()
         })
         .await
@@ -313,8 +216,7 @@ impl Store for SqliteStore {
     async fn holds(&self, after: &str, limit: usize) -> Result<Vec<Hold>, StoreError> {
         let after = after.to_string();
         self.read(move |c| {
-            let mut stmt =
-                c.prepare_cached(&format!("{HOLD_SELECT} WHERE id > ?1 ORDER BY id LIMIT ?2"))?;
+            let mut stmt = c.prepare_cached(&format!("{HOLD_SELECT} WHERE id > ?1 ORDER BY id LIMIT ?2"))?;
             let rows = stmt.query_map(params![after, limit as i64], hold_row)?;
             rows.collect()
         })
@@ -324,9 +226,7 @@ impl Store for SqliteStore {
     async fn accounts(&self, after: &str, limit: usize) -> Result<Vec<Account>, StoreError> {
         let after = after.to_string();
         self.read(move |c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{ACCOUNT_SELECT} WHERE id > ?1 ORDER BY id LIMIT ?2"
-            ))?;
+            let mut stmt = c.prepare_cached(&format!("{ACCOUNT_SELECT} WHERE id > ?1 ORDER BY id LIMIT ?2"))?;
             let rows = stmt.query_map(params![after, limit as i64], account_row)?;
             rows.collect()
         })
@@ -340,9 +240,7 @@ struct SqliteEngine {
 
 impl Engine for SqliteEngine {
     fn begin(&mut self) -> Result<(), StoreError> {
-        self.conn
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(unavailable)
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(unavailable)
     }
 
     fn load(&mut self, keys: &Keys) -> Result<Snapshot, StoreError> {

@@ -13,27 +13,22 @@ pub const ACCOUNT_SELECT: &str =
     "SELECT id, allow_negative, debits_posted, credits_posted, debits_pending FROM accounts";
 pub const BUDGET_SELECT: &str =
     "SELECT agent, per_call_max, per_day_max, total_max, spent_total, day, spent_day FROM budgets";
-pub const HOLD_SELECT: &str = "SELECT id, account, amount, created_at, expires_at, state, posted_amount, resolved_at FROM holds";
-pub const TOKEN_SELECT: &str = "SELECT jti, buyer, merchant, max_amount, order_id, resource, hold, issued_at, expires_at FROM tokens";
+pub const HOLD_SELECT: &str =
+    "SELECT id, account, amount, created_at, expires_at, state, posted_amount, resolved_at FROM holds";
+pub const TOKEN_SELECT: &str =
+    "SELECT jti, buyer, merchant, max_amount, order_id, resource, hold, issued_at, expires_at FROM tokens";
 pub const SETTLEMENT_SELECT: &str =
     "SELECT id, jti, buyer, merchant, order_id, amount, fee, net, settled_at FROM settlements";
 pub const TRANSFER_SELECT: &str =
     "SELECT pos, id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at FROM transfers";
-pub const EVENT_SELECT: &str =
-    "SELECT seq, prev_hash, hash, kind, body, authored_by, on_behalf_of, at FROM events";
+pub const EVENT_SELECT: &str = "SELECT seq, prev_hash, hash, kind, body, authored_by, on_behalf_of, at FROM events";
 
 fn bad(column: usize, what: &str) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        column,
-        rusqlite::types::Type::Text,
-        what.to_string().into(),
-    )
+    rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, what.to_string().into())
 }
 
 fn amount(r: &Row, i: usize) -> rusqlite::Result<Amount> {
-    Ok(Amount(
-        u64::try_from(r.get::<_, i64>(i)?).map_err(|_| bad(i, "negative amount"))?,
-    ))
+    Ok(Amount(u64::try_from(r.get::<_, i64>(i)?).map_err(|_| bad(i, "negative amount"))?))
 }
 
 fn ts(r: &Row, i: usize) -> rusqlite::Result<Timestamp> {
@@ -80,12 +75,7 @@ fn invite_row(r: &Row) -> rusqlite::Result<Invite> {
 }
 
 fn handle_row(r: &Row) -> rusqlite::Result<HandleRow> {
-    Ok(HandleRow {
-        handle: r.get(0)?,
-        member: MemberId(r.get(1)?),
-        retired: r.get(2)?,
-        since: ts(r, 3)?,
-    })
+    Ok(HandleRow { handle: r.get(0)?, member: MemberId(r.get(1)?), retired: r.get(2)?, since: ts(r, 3)? })
 }
 
 pub fn account_row(r: &Row) -> rusqlite::Result<Account> {
@@ -203,40 +193,23 @@ fn one<T>(
 }
 
 pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapshot> {
-    let head = conn.query_row("SELECT seq, hash FROM chain_head", [], |r| {
-        Ok(ChainHead {
-            seq: u(r, 0)?,
-            hash: r.get(1)?,
-        })
-    })?;
+    let head =
+        conn.query_row("SELECT seq, hash FROM chain_head", [], |r| Ok(ChainHead { seq: u(r, 0)?, hash: r.get(1)? }))?;
     let mut s = Snapshot::empty(head);
     for id in &keys.members {
-        if let Some(row) = one(
-            conn,
-            &format!("{MEMBER_SELECT} WHERE id = ?1"),
-            [&id.0],
-            member_row,
-        )? {
+        if let Some(row) = one(conn, &format!("{MEMBER_SELECT} WHERE id = ?1"), [&id.0], member_row)? {
             s.members.insert(id.clone(), row);
         }
     }
     for handle in &keys.handles {
-        if let Some(row) = one(
-            conn,
-            "SELECT handle, member, retired, since FROM handles WHERE handle = ?1",
-            [handle],
-            handle_row,
-        )? {
+        if let Some(row) =
+            one(conn, "SELECT handle, member, retired, since FROM handles WHERE handle = ?1", [handle], handle_row)?
+        {
             s.handles.insert(handle.clone(), row);
         }
     }
     for hash in &keys.credentials {
-        if let Some(row) = one(
-            conn,
-            &format!("{CREDENTIAL_SELECT} WHERE hash = ?1"),
-            [hash],
-            credential_row,
-        )? {
+        if let Some(row) = one(conn, &format!("{CREDENTIAL_SELECT} WHERE hash = ?1"), [hash], credential_row)? {
             s.credentials.insert(hash.clone(), row);
         }
     }
@@ -247,60 +220,34 @@ pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapsho
         }
     }
     for id in &keys.accounts {
-        if let Some(row) = one(
-            conn,
-            &format!("{ACCOUNT_SELECT} WHERE id = ?1"),
-            [&id.0],
-            account_row,
-        )? {
+        if let Some(row) = one(conn, &format!("{ACCOUNT_SELECT} WHERE id = ?1"), [&id.0], account_row)? {
             s.accounts.insert(id.clone(), row);
         }
     }
     for agent in &keys.budgets {
-        if let Some(row) = one(
-            conn,
-            &format!("{BUDGET_SELECT} WHERE agent = ?1"),
-            [&agent.0],
-            budget_row,
-        )? {
+        if let Some(row) = one(conn, &format!("{BUDGET_SELECT} WHERE agent = ?1"), [&agent.0], budget_row)? {
             s.budgets.insert(agent.clone(), row);
         }
     }
     for id in &keys.holds {
-        if let Some(row) = one(
-            conn,
-            &format!("{HOLD_SELECT} WHERE id = ?1"),
-            [&id.0],
-            hold_row,
-        )? {
+        if let Some(row) = one(conn, &format!("{HOLD_SELECT} WHERE id = ?1"), [&id.0], hold_row)? {
             s.holds.insert(id.clone(), row);
         }
     }
     for jti in &keys.tokens {
-        if let Some(row) = one(
-            conn,
-            &format!("{TOKEN_SELECT} WHERE jti = ?1"),
-            [&jti.0],
-            token_row,
-        )? {
+        if let Some(row) = one(conn, &format!("{TOKEN_SELECT} WHERE jti = ?1"), [&jti.0], token_row)? {
             s.tokens.insert(jti.clone(), row);
         }
     }
     for jti in &keys.settlements_by_token {
-        if let Some(row) = one(
-            conn,
-            &format!("{SETTLEMENT_SELECT} WHERE jti = ?1"),
-            [&jti.0],
-            settlement_row,
-        )? {
+        if let Some(row) = one(conn, &format!("{SETTLEMENT_SELECT} WHERE jti = ?1"), [&jti.0], settlement_row)? {
             s.settlements_by_token.insert(jti.clone(), row);
         }
     }
     for (merchant, order) in &keys.settlements_by_order {
         let sql = format!("{SETTLEMENT_SELECT} WHERE merchant = ?1 AND order_id = ?2");
         if let Some(row) = one(conn, &sql, [&merchant.0, &order.0], settlement_row)? {
-            s.settlements_by_order
-                .insert((merchant.clone(), order.clone()), row);
+            s.settlements_by_order.insert((merchant.clone(), order.clone()), row);
         }
     }
     for (scope, key) in &keys.idem {
@@ -314,22 +261,19 @@ pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapsho
 
 pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     for m in &c.insert_members {
-        conn.prepare_cached("INSERT INTO members VALUES (?1, ?2, ?3, ?4, ?5)")?
-            .execute(params![
-                m.id.0,
-                m.kind.as_str(),
-                m.owner.as_ref().map(|o| &o.0),
-                m.handle,
-                m.created_at.0
-            ])?;
+        conn.prepare_cached("INSERT INTO members VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![
+            m.id.0,
+            m.kind.as_str(),
+            m.owner.as_ref().map(|o| &o.0),
+            m.handle,
+            m.created_at.0
+        ])?;
     }
     for m in &c.update_members {
-        conn.prepare_cached("UPDATE members SET handle = ?2 WHERE id = ?1")?
-            .execute(params![m.id.0, m.handle])?;
+        conn.prepare_cached("UPDATE members SET handle = ?2 WHERE id = ?1")?.execute(params![m.id.0, m.handle])?;
     }
     for h in &c.retire_handles {
-        conn.prepare_cached("UPDATE handles SET retired = 1 WHERE handle = ?1")?
-            .execute([h])?;
+        conn.prepare_cached("UPDATE handles SET retired = 1 WHERE handle = ?1")?.execute([h])?;
     }
     for h in &c.insert_handles {
         conn.prepare_cached("INSERT INTO handles VALUES (?1, ?2, ?3, ?4)")?
@@ -358,55 +302,64 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
              per_call_max = excluded.per_call_max, per_day_max = excluded.per_day_max, total_max = excluded.total_max,
              spent_total = excluded.spent_total, day = excluded.day, spent_day = excluded.spent_day",
         )?
-        .execute(params![b.agent.0, i(b.per_call_max.0), i(b.per_day_max.0), i(b.total_max.0), i(b.spent_total.0), b.day, i(b.spent_day.0)])?;
+        .execute(params![
+            b.agent.0,
+            i(b.per_call_max.0),
+            i(b.per_day_max.0),
+            i(b.total_max.0),
+            i(b.spent_total.0),
+            b.day,
+            i(b.spent_day.0)
+        ])?;
     }
     for h in &c.insert_holds {
-        conn.prepare_cached("INSERT INTO holds VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?
-            .execute(params![
-                h.id.0,
-                h.account.0,
-                i(h.amount.0),
-                h.created_at.0,
-                h.expires_at.0,
-                h.state.as_str(),
-                i(h.posted_amount.0),
-                h.resolved_at.map(|t| t.0)
-            ])?;
+        conn.prepare_cached("INSERT INTO holds VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
+            h.id.0,
+            h.account.0,
+            i(h.amount.0),
+            h.created_at.0,
+            h.expires_at.0,
+            h.state.as_str(),
+            i(h.posted_amount.0),
+            h.resolved_at.map(|t| t.0)
+        ])?;
     }
     for h in &c.resolve_holds {
         let at = h.resolved_at.expect("resolved holds carry a time").0;
-        conn.prepare_cached("INSERT INTO hold_resolutions VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![h.id.0, h.state.as_str(), i(h.posted_amount.0), at])?;
+        conn.prepare_cached("INSERT INTO hold_resolutions VALUES (?1, ?2, ?3, ?4)")?.execute(params![
+            h.id.0,
+            h.state.as_str(),
+            i(h.posted_amount.0),
+            at
+        ])?;
         let changed = conn
-            .prepare_cached("UPDATE holds SET state = ?2, posted_amount = ?3, resolved_at = ?4 WHERE id = ?1 AND state = 'pending'")?
+            .prepare_cached(
+                "UPDATE holds SET state = ?2, posted_amount = ?3, resolved_at = ?4 WHERE id = ?1 AND state = 'pending'",
+            )?
             .execute(params![h.id.0, h.state.as_str(), i(h.posted_amount.0), at])?;
         if changed != 1 {
             return Err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error {
-                    code: rusqlite::ErrorCode::ConstraintViolation,
-                    extended_code: 0,
-                },
+                rusqlite::ffi::Error { code: rusqlite::ErrorCode::ConstraintViolation, extended_code: 0 },
                 Some(format!("hold {} is not pending", h.id)),
             ));
         }
     }
     for t in &c.insert_tokens {
-        conn.prepare_cached("INSERT INTO tokens VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?
-            .execute(params![
-                t.jti.0,
-                t.buyer.0,
-                t.merchant.0,
-                i(t.max_amount.0),
-                t.order_id.0,
-                t.resource,
-                t.hold.0,
-                t.issued_at.0,
-                t.expires_at.0
-            ])?;
+        conn.prepare_cached("INSERT INTO tokens VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![
+            t.jti.0,
+            t.buyer.0,
+            t.merchant.0,
+            i(t.max_amount.0),
+            t.order_id.0,
+            t.resource,
+            t.hold.0,
+            t.issued_at.0,
+            t.expires_at.0
+        ])?;
     }
     for s in &c.insert_settlements {
-        conn.prepare_cached("INSERT INTO settlements VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?
-            .execute(params![
+        conn.prepare_cached("INSERT INTO settlements VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(
+            params![
                 s.id,
                 s.jti.0,
                 s.buyer.0,
@@ -416,7 +369,8 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
                 i(s.fee.0),
                 i(s.net.0),
                 s.settled_at.0
-            ])?;
+            ],
+        )?;
     }
     for t in &c.insert_transfers {
         conn.prepare_cached(
@@ -424,32 +378,38 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
         .execute(params![
-            t.id.0, t.debit.0, t.credit.0, i(t.amount.0), t.kind.as_str(), t.hold.as_ref().map(|h| &h.0), t.link,
-            t.authored_by.0, t.on_behalf_of.0, t.at.0
+            t.id.0,
+            t.debit.0,
+            t.credit.0,
+            i(t.amount.0),
+            t.kind.as_str(),
+            t.hold.as_ref().map(|h| &h.0),
+            t.link,
+            t.authored_by.0,
+            t.on_behalf_of.0,
+            t.at.0
         ])?;
     }
     for r in &c.insert_idem {
-        conn.prepare_cached("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5)")?
-            .execute(params![
-                r.scope,
-                r.key,
-                r.fingerprint,
-                r.outcome,
-                r.created_at.0
-            ])?;
+        conn.prepare_cached("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![
+            r.scope,
+            r.key,
+            r.fingerprint,
+            r.outcome,
+            r.created_at.0
+        ])?;
     }
     for e in &c.insert_events {
-        conn.prepare_cached("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?
-            .execute(params![
-                i(e.seq),
-                e.prev_hash,
-                e.hash,
-                e.kind,
-                e.body.to_string(),
-                e.authored_by.0,
-                e.on_behalf_of.0,
-                e.at.0
-            ])?;
+        conn.prepare_cached("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
+            i(e.seq),
+            e.prev_hash,
+            e.hash,
+            e.kind,
+            e.body.to_string(),
+            e.authored_by.0,
+            e.on_behalf_of.0,
+            e.at.0
+        ])?;
     }
     if let Some(last) = c.insert_events.last() {
         conn.prepare_cached("UPDATE chain_head SET seq = ?1, hash = ?2 WHERE id = 1")?

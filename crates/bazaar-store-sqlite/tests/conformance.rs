@@ -13,9 +13,7 @@ async fn sqlite_passes_the_conformance_suite() {
     bazaar_store::conformance::run_all(move |config, clock| {
         let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let path = dir2.join(format!("case-{n}.db"));
-        Box::pin(async move {
-            Arc::new(SqliteStore::open(path, config, clock).unwrap()) as Arc<dyn Store>
-        })
+        Box::pin(async move { Arc::new(SqliteStore::open(path, config, clock).unwrap()) as Arc<dyn Store> })
     })
     .await;
     std::fs::remove_dir_all(&dir).ok();

@@ -23,6 +23,8 @@ pub struct Fixture {
     pub store: Arc<dyn Store>,
     pub clock: Arc<ManualClock>,
     pub config: Config,
+    /// The registry's own member id (its did:key).
+    pub registry: MemberId,
     pub key: SigningKey,
     pub operator: Member,
     counter: AtomicU64,
@@ -31,18 +33,15 @@ pub struct Fixture {
 /// 2026-01-01T00:00:00Z, a fixed start for every case.
 pub const EPOCH: Timestamp = Timestamp(1_767_225_600_000);
 
-pub fn test_config(key: &SigningKey) -> Config {
-    Config {
-        registry: MemberId(did_key(&key.verifying_key())),
-        fee_bps: PROTOCOL_FEE_BPS,
-        escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR),
-    }
+pub fn test_config() -> Config {
+    Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
 }
 
 impl Fixture {
     /// Wraps a fresh store and bootstraps it.
     pub async fn new(store: Arc<dyn Store>, clock: Arc<ManualClock>, key: SigningKey) -> Fixture {
-        let config = test_config(&key);
+        let config = test_config();
+        let registry = MemberId(did_key(&key.verifying_key()));
         let operator = Member {
             id: MemberId("did:bazaar:operator".into()),
             kind: MemberKind::Operator,
@@ -50,16 +49,10 @@ impl Fixture {
             handle: "operator".into(),
             created_at: EPOCH,
         };
-        let fixture = Fixture {
-            store,
-            clock,
-            config,
-            key,
-            operator,
-            counter: AtomicU64::new(0),
-        };
+        let fixture = Fixture { store, clock, config, registry, key, operator, counter: AtomicU64::new(0) };
         let registry = fixture.registry_member();
         let op = Op::Bootstrap {
+            registry: registry.id.clone(),
             operator: fixture.operator.id.clone(),
             operator_credential_hash: "op-cred".into(),
         };
@@ -69,7 +62,7 @@ impl Fixture {
 
     pub fn registry_member(&self) -> Member {
         Member {
-            id: self.config.registry.clone(),
+            id: self.registry.clone(),
             kind: MemberKind::Registry,
             owner: None,
             handle: "registry".into(),
@@ -82,14 +75,7 @@ impl Fixture {
     }
 
     pub async fn submit(&self, actor: &Member, idem: Option<Idem>, op: Op) -> Applied {
-        self.store
-            .submit(Command {
-                actor: actor.clone(),
-                idem,
-                op,
-            })
-            .await
-            .expect("store answers")
+        self.store.submit(Command { actor: actor.clone(), idem, op }).await.expect("store answers")
     }
 
     pub async fn run(&self, actor: &Member, op: Op) -> Outcome {
@@ -105,33 +91,20 @@ impl Fixture {
 
     fn member_key(&self) -> MemberId {
         let n = self.next();
-        let seed: [u8; 32] = std::array::from_fn(|i| {
-            (n as u8).wrapping_mul(31).wrapping_add(i as u8) ^ (n >> 8) as u8
-        });
+        let seed: [u8; 32] = std::array::from_fn(|i| (n as u8).wrapping_mul(31).wrapping_add(i as u8) ^ (n >> 8) as u8);
         MemberId(did_key(&SigningKey::from_bytes(&seed).verifying_key()))
     }
 
     pub async fn owner(&self, handle: &str) -> Member {
         let id = self.member_key();
-        let op = Op::CreateOwner {
-            id: id.clone(),
-            handle: handle.into(),
-            credential_hash: format!("cred-{id}"),
-        };
+        let op = Op::CreateOwner { id: id.clone(), handle: handle.into(), credential_hash: format!("cred-{id}") };
         self.ok(&self.operator, op).await;
         self.store.member(&id).await.unwrap().expect("owner stored")
     }
 
     pub async fn agent(&self, owner: &Member, handle: &str) -> Member {
         let code_hash = format!("invite-{}", self.next());
-        self.ok(
-            owner,
-            Op::IssueInvite {
-                code_hash: code_hash.clone(),
-                expires_at: self.clock.now_plus(3600),
-            },
-        )
-        .await;
+        self.ok(owner, Op::IssueInvite { code_hash: code_hash.clone(), expires_at: self.clock.now_plus(3600) }).await;
         let id = self.member_key();
         let op = Op::RedeemInvite {
             code_hash,
@@ -145,13 +118,7 @@ impl Fixture {
 
     /// The actor an HTTP edge builds for a caller it cannot yet name.
     pub fn stranger(&self, id: &MemberId) -> Member {
-        Member {
-            id: id.clone(),
-            kind: MemberKind::Agent,
-            owner: None,
-            handle: String::new(),
-            created_at: EPOCH,
-        }
+        Member { id: id.clone(), kind: MemberKind::Agent, owner: None, handle: String::new(), created_at: EPOCH }
     }
 
     /// An owner with one funded buyer agent and one merchant agent.
@@ -161,48 +128,18 @@ impl Fixture {
         let buyer = self.agent(&owner, &format!("buyer-{n}")).await;
         let seller_owner = self.owner(&format!("seller-owner-{n}")).await;
         let merchant = self.agent(&seller_owner, &format!("merchant-{n}")).await;
-        self.ok(
-            &self.operator,
-            Op::Mint {
-                owner: owner.id.clone(),
-                amount: Amount(funds),
-            },
-        )
-        .await;
-        self.ok(
-            &owner,
-            Op::Fund {
-                agent: buyer.id.clone(),
-                amount: Amount(funds),
-            },
-        )
-        .await;
+        self.ok(&self.operator, Op::Mint { owner: owner.id.clone(), amount: Amount(funds) }).await;
+        self.ok(&owner, Op::Fund { agent: buyer.id.clone(), amount: Amount(funds) }).await;
         let [per_call_max, per_day_max, total_max] = ceilings.map(Amount);
-        self.ok(
-            &owner,
-            Op::SetBudget {
-                agent: buyer.id.clone(),
-                per_call_max,
-                per_day_max,
-                total_max,
-            },
-        )
-        .await;
+        self.ok(&owner, Op::SetBudget { agent: buyer.id.clone(), per_call_max, per_day_max, total_max }).await;
         (owner, buyer, merchant)
     }
 
-    pub fn claims(
-        &self,
-        buyer: &Member,
-        merchant: &Member,
-        max: u64,
-        order: &str,
-        ttl_s: u64,
-    ) -> TokenClaims {
+    pub fn claims(&self, buyer: &Member, merchant: &Member, max: u64, order: &str, ttl_s: u64) -> TokenClaims {
         let now = self.clock.now();
         TokenClaims {
             v: 1,
-            iss: self.config.registry.clone(),
+            iss: self.registry.clone(),
             jti: TokenId(format!("tok_{}", self.next())),
             sub: buyer.id.clone(),
             aud: merchant.id.clone(),
@@ -214,56 +151,26 @@ impl Fixture {
         }
     }
 
-    pub async fn token(
-        &self,
-        buyer: &Member,
-        merchant: &Member,
-        max: u64,
-        order: &str,
-    ) -> Result<TokenClaims, Code> {
+    pub async fn token(&self, buyer: &Member, merchant: &Member, max: u64, order: &str) -> Result<TokenClaims, Code> {
         let claims = self.claims(buyer, merchant, max, order, 900);
-        let op = Op::IssueToken {
-            claims: claims.clone(),
-            token: token::encode(&claims, &self.key),
-        };
-        self.run(buyer, op)
-            .await
-            .map(|_| claims)
-            .map_err(|r| r.code)
+        let op = Op::IssueToken { claims: claims.clone(), token: token::encode(&claims, &self.key) };
+        self.run(buyer, op).await.map(|_| claims).map_err(|r| r.code)
     }
 
     pub fn settle_op(&self, claims: &TokenClaims, amount: u64) -> Op {
-        Op::Settle {
-            claims: claims.clone(),
-            amount: Amount(amount),
-            order_id: claims.ord.clone(),
-        }
+        Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() }
     }
 
     pub fn idem(&self, scope: &str, key: &str, fingerprint: &str) -> Option<Idem> {
-        Some(Idem {
-            scope: scope.into(),
-            key: key.into(),
-            fingerprint: fingerprint.into(),
-        })
+        Some(Idem { scope: scope.into(), key: key.into(), fingerprint: fingerprint.into() })
     }
 
     pub async fn balance(&self, member: &Member) -> i128 {
-        self.store
-            .account(&AccountId::of_member(&member.id))
-            .await
-            .unwrap()
-            .expect("account")
-            .balance()
+        self.store.account(&AccountId::of_member(&member.id)).await.unwrap().expect("account").balance()
     }
 
     pub async fn available(&self, member: &Member) -> i128 {
-        self.store
-            .account(&AccountId::of_member(&member.id))
-            .await
-            .unwrap()
-            .expect("account")
-            .available()
+        self.store.account(&AccountId::of_member(&member.id)).await.unwrap().expect("account").available()
     }
 
     /// Runs the full auditor over the store, page by page.
@@ -321,20 +228,14 @@ type Case = fn(Fixture) -> BoxFuture<'static, ()>;
 
 /// Every case, by name.
 pub const CASES: &[(&str, Case)] = &[
-    ("identity_and_handles", |f| {
-        Box::pin(identity_and_handles(f))
-    }),
+    ("identity_and_handles", |f| Box::pin(identity_and_handles(f))),
     ("invites_work_once", |f| Box::pin(invites_work_once(f))),
-    ("pay_settle_conserves", |f| {
-        Box::pin(pay_settle_conserves(f))
-    }),
+    ("pay_settle_conserves", |f| Box::pin(pay_settle_conserves(f))),
     ("settle_exactly_once", |f| Box::pin(settle_exactly_once(f))),
     ("budget_ceilings", |f| Box::pin(budget_ceilings(f))),
     ("expiry_and_void", |f| Box::pin(expiry_and_void(f))),
     ("refusals_are_sticky", |f| Box::pin(refusals_are_sticky(f))),
-    ("authority_follows_principal", |f| {
-        Box::pin(authority_follows_principal(f))
-    }),
+    ("authority_follows_principal", |f| Box::pin(authority_follows_principal(f))),
     ("concurrent_settles", |f| Box::pin(concurrent_settles(f))),
     ("escrow_threshold", |f| Box::pin(escrow_threshold(f))),
     ("registry_key_kept", |f| Box::pin(registry_key_kept(f))),
@@ -348,7 +249,7 @@ where
     for (name, case) in CASES {
         let key = SigningKey::from_bytes(&[42u8; 32]);
         let clock = Arc::new(ManualClock::new(EPOCH));
-        let store = open(test_config(&key), clock.clone()).await;
+        let store = open(test_config(), clock.clone()).await;
         eprintln!("conformance: {name}");
         let fixture = Fixture::new(store, clock, key).await;
         case(fixture).await;
@@ -371,22 +272,8 @@ async fn identity_and_handles(f: Fixture) {
         )
         .await;
     assert_eq!(taken.unwrap_err().code, Code::HandleTaken);
-    f.ok(
-        &agent,
-        Op::Rename {
-            member: agent.id.clone(),
-            handle: "buyer-bot".into(),
-        },
-    )
-    .await;
-    assert_eq!(
-        f.store
-            .member_by_handle("buyer-bot")
-            .await
-            .unwrap()
-            .map(|m| m.id),
-        Some(agent.id.clone())
-    );
+    f.ok(&agent, Op::Rename { member: agent.id.clone(), handle: "buyer-bot".into() }).await;
+    assert_eq!(f.store.member_by_handle("buyer-bot").await.unwrap().map(|m| m.id), Some(agent.id.clone()));
     assert_eq!(f.store.member_by_handle("shopper").await.unwrap(), None);
     let reserved = f
         .run(
@@ -406,33 +293,15 @@ async fn identity_and_handles(f: Fixture) {
     assert_eq!(enrolled.authored_by, agent.id);
     assert_eq!(enrolled.on_behalf_of, owner.id);
     let renamed = events.iter().find(|e| e.kind == "member.renamed").unwrap();
-    assert_eq!(
-        (renamed.body["from"].as_str(), renamed.body["to"].as_str()),
-        (Some("shopper"), Some("buyer-bot"))
-    );
-    let stranger = f
-        .run(
-            &owner,
-            Op::Rename {
-                member: f.operator.id.clone(),
-                handle: "boss".into(),
-            },
-        )
-        .await;
+    assert_eq!((renamed.body["from"].as_str(), renamed.body["to"].as_str()), (Some("shopper"), Some("buyer-bot")));
+    let stranger = f.run(&owner, Op::Rename { member: f.operator.id.clone(), handle: "boss".into() }).await;
     assert_eq!(stranger.unwrap_err().code, Code::NotOwner);
     assert!(f.audit().await.ok);
 }
 
 async fn invites_work_once(f: Fixture) {
     let owner = f.owner("olga").await;
-    f.ok(
-        &owner,
-        Op::IssueInvite {
-            code_hash: "inv-1".into(),
-            expires_at: f.clock.now_plus(60),
-        },
-    )
-    .await;
+    f.ok(&owner, Op::IssueInvite { code_hash: "inv-1".into(), expires_at: f.clock.now_plus(60) }).await;
     let a = MemberId("did:key:zAgentA".into());
     let b = MemberId("did:key:zAgentB".into());
     let redeem = |agent: &MemberId, handle: &str, code: &str| Op::RedeemInvite {
@@ -442,79 +311,19 @@ async fn invites_work_once(f: Fixture) {
         credential_hash: format!("cred-{agent}"),
     };
     f.ok(&f.stranger(&a), redeem(&a, "agent-a", "inv-1")).await;
-    assert_eq!(
-        f.run(&f.stranger(&b), redeem(&b, "agent-b", "inv-1"))
-            .await
-            .unwrap_err()
-            .code,
-        Code::InviteUsed
-    );
-    f.ok(
-        &owner,
-        Op::IssueInvite {
-            code_hash: "inv-2".into(),
-            expires_at: f.clock.now_plus(60),
-        },
-    )
-    .await;
+    assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "inv-1")).await.unwrap_err().code, Code::InviteUsed);
+    f.ok(&owner, Op::IssueInvite { code_hash: "inv-2".into(), expires_at: f.clock.now_plus(60) }).await;
     f.clock.advance_s(61);
-    assert_eq!(
-        f.run(&f.stranger(&b), redeem(&b, "agent-b", "inv-2"))
-            .await
-            .unwrap_err()
-            .code,
-        Code::InviteExpired
-    );
-    assert_eq!(
-        f.run(&f.stranger(&b), redeem(&b, "agent-b", "nope"))
-            .await
-            .unwrap_err()
-            .code,
-        Code::InviteNotFound
-    );
+    assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "inv-2")).await.unwrap_err().code, Code::InviteExpired);
+    assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "nope")).await.unwrap_err().code, Code::InviteNotFound);
     assert_eq!(f.store.member(&b).await.unwrap(), None);
     // Rotation: the old credential dies, the new one works.
     let agent = f.store.member(&a).await.unwrap().unwrap();
-    f.ok(
-        &agent,
-        Op::RotateCredential {
-            old_hash: format!("cred-{a}"),
-            new_hash: "fresh".into(),
-        },
-    )
-    .await;
-    assert!(f
-        .store
-        .credential(&format!("cred-{a}"))
-        .await
-        .unwrap()
-        .unwrap()
-        .revoked_at
-        .is_some());
-    assert!(f
-        .store
-        .credential("fresh")
-        .await
-        .unwrap()
-        .unwrap()
-        .revoked_at
-        .is_none());
-    f.ok(
-        &owner,
-        Op::RevokeCredential {
-            member: a.clone(),
-            hash: "fresh".into(),
-        },
-    )
-    .await;
-    assert!(f
-        .store
-        .credential("fresh")
-        .await
-        .unwrap()
-        .unwrap()
-        .revoked_at
-        .is_some());
+    f.ok(&agent, Op::RotateCredential { old_hash: format!("cred-{a}"), new_hash: "fresh".into() }).await;
+    assert!(f.store.credential(&format!("cred-{a}")).await.unwrap().unwrap().revoked_at.is_some());
+    assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_none());
+    f.ok(&owner, Op::RevokeCredential { member: a.clone(), hash: "fresh".into() }).await;
+    assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_some());
 }
 
 async fn pay_settle_conserves(f: Fixture) {
@@ -535,10 +344,7 @@ async fn pay_settle_conserves(f: Fixture) {
     let fees = f.store.account(&AccountId::fees()).await.unwrap().unwrap();
     assert_eq!(fees.balance(), 4);
     let view = f.store.token(&claims.jti).await.unwrap().unwrap();
-    assert_eq!(
-        TokenState::of(&view.hold, f.clock.now()),
-        TokenState::Settled
-    );
+    assert_eq!(TokenState::of(&view.hold, f.clock.now()), TokenState::Settled);
     assert_eq!(view.settlement.unwrap().amount, Amount(400));
     let budget = f.store.budget(&buyer.id).await.unwrap().unwrap();
     assert_eq!(budget.spent_total, Amount(400));
@@ -551,44 +357,17 @@ async fn settle_exactly_once(f: Fixture) {
     let (_, buyer, merchant) = f.cast(10_000, [1_000, 5_000, 10_000]).await;
     let claims = f.token(&buyer, &merchant, 300, "order-7").await.unwrap();
     let scope = format!("{}:settle", merchant.id);
-    let first = f
-        .submit(
-            &merchant,
-            f.idem(&scope, "k1", "fp-a"),
-            f.settle_op(&claims, 300),
-        )
-        .await;
+    let first = f.submit(&merchant, f.idem(&scope, "k1", "fp-a"), f.settle_op(&claims, 300)).await;
     assert!(!first.replayed);
-    let again = f
-        .submit(
-            &merchant,
-            f.idem(&scope, "k1", "fp-a"),
-            f.settle_op(&claims, 300),
-        )
-        .await;
+    let again = f.submit(&merchant, f.idem(&scope, "k1", "fp-a"), f.settle_op(&claims, 300)).await;
     assert!(again.replayed);
     assert_eq!(again.outcome, first.outcome);
-    let changed = f
-        .submit(
-            &merchant,
-            f.idem(&scope, "k1", "fp-b"),
-            f.settle_op(&claims, 200),
-        )
-        .await;
+    let changed = f.submit(&merchant, f.idem(&scope, "k1", "fp-b"), f.settle_op(&claims, 200)).await;
     assert_eq!(changed.outcome.unwrap_err().code, Code::IdempotencyConflict);
-    let fresh_key = f
-        .submit(
-            &merchant,
-            f.idem(&scope, "k2", "fp-a"),
-            f.settle_op(&claims, 300),
-        )
-        .await;
+    let fresh_key = f.submit(&merchant, f.idem(&scope, "k2", "fp-a"), f.settle_op(&claims, 300)).await;
     assert_eq!(fresh_key.outcome.unwrap_err().code, Code::TokenSettled);
     let second_token = f.token(&buyer, &merchant, 300, "order-7").await.unwrap();
-    let refused = f
-        .run(&merchant, f.settle_op(&second_token, 300))
-        .await
-        .unwrap_err();
+    let refused = f.run(&merchant, f.settle_op(&second_token, 300)).await.unwrap_err();
     assert_eq!(refused.code, Code::OrderAlreadySettled);
     assert_eq!(refused.facts["jti"], serde_json::json!(claims.jti));
     assert_eq!(f.balance(&buyer).await, 9_700, "one debit for the order");
@@ -598,104 +377,38 @@ async fn settle_exactly_once(f: Fixture) {
 
 async fn budget_ceilings(f: Fixture) {
     let (_, buyer, merchant) = f.cast(100_000, [1_000, 2_500, 4_000]).await;
-    assert_eq!(
-        f.token(&buyer, &merchant, 1_001, "o1").await.unwrap_err(),
-        Code::BudgetPerCallExceeded
-    );
+    assert_eq!(f.token(&buyer, &merchant, 1_001, "o1").await.unwrap_err(), Code::BudgetPerCallExceeded);
     f.token(&buyer, &merchant, 1_000, "o2").await.unwrap();
     f.token(&buyer, &merchant, 1_000, "o3").await.unwrap();
-    assert_eq!(
-        f.token(&buyer, &merchant, 600, "o4").await.unwrap_err(),
-        Code::BudgetPerDayExceeded
-    );
+    assert_eq!(f.token(&buyer, &merchant, 600, "o4").await.unwrap_err(), Code::BudgetPerDayExceeded);
     f.clock.advance_s(86_400);
     f.token(&buyer, &merchant, 1_000, "o5").await.unwrap();
     f.token(&buyer, &merchant, 600, "o6").await.unwrap();
-    assert_eq!(
-        f.token(&buyer, &merchant, 600, "o7").await.unwrap_err(),
-        Code::BudgetTotalExceeded
-    );
+    assert_eq!(f.token(&buyer, &merchant, 600, "o7").await.unwrap_err(), Code::BudgetTotalExceeded);
     let (_, poor, shop) = f.cast(100, [1_000, 1_000, 1_000]).await;
-    assert_eq!(
-        f.token(&poor, &shop, 101, "p1").await.unwrap_err(),
-        Code::InsufficientFunds
-    );
+    assert_eq!(f.token(&poor, &shop, 101, "p1").await.unwrap_err(), Code::InsufficientFunds);
     assert!(f.audit().await.ok);
 }
 
 async fn expiry_and_void(f: Fixture) {
     let (_, buyer, merchant) = f.cast(10_000, [1_000, 5_000, 10_000]).await;
     let claims = f.token(&buyer, &merchant, 700, "exp-1").await.unwrap();
-    assert!(f
-        .store
-        .expired_tokens(f.clock.now(), 10)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(f.store.expired_tokens(f.clock.now(), 10).await.unwrap().is_empty());
     f.clock.advance_s(901);
-    assert_eq!(
-        f.run(&merchant, f.settle_op(&claims, 700))
-            .await
-            .unwrap_err()
-            .code,
-        Code::TokenExpired
-    );
+    assert_eq!(f.run(&merchant, f.settle_op(&claims, 700)).await.unwrap_err().code, Code::TokenExpired);
     let due = f.store.expired_tokens(f.clock.now(), 10).await.unwrap();
     assert_eq!(due, vec![(claims.jti.clone(), buyer.id.clone())]);
     let registry = f.registry_member();
-    f.ok(
-        &registry,
-        Op::ExpireHold {
-            jti: claims.jti.clone(),
-            buyer: buyer.id.clone(),
-        },
-    )
-    .await;
-    let again = f
-        .run(
-            &registry,
-            Op::ExpireHold {
-                jti: claims.jti.clone(),
-                buyer: buyer.id.clone(),
-            },
-        )
-        .await;
-    assert_eq!(
-        again.unwrap_err().code,
-        Code::TokenExpired,
-        "a hold resolves once"
-    );
+    f.ok(&registry, Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() }).await;
+    let again = f.run(&registry, Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() }).await;
+    assert_eq!(again.unwrap_err().code, Code::TokenExpired, "a hold resolves once");
     assert_eq!(f.available(&buyer).await, 10_000);
-    assert_eq!(
-        f.store
-            .budget(&buyer.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .spent_total,
-        Amount::ZERO
-    );
+    assert_eq!(f.store.budget(&buyer.id).await.unwrap().unwrap().spent_total, Amount::ZERO);
     let claims = f.token(&buyer, &merchant, 200, "void-1").await.unwrap();
-    f.ok(
-        &buyer,
-        Op::VoidToken {
-            jti: claims.jti.clone(),
-            buyer: buyer.id.clone(),
-        },
-    )
-    .await;
-    assert_eq!(
-        f.run(&merchant, f.settle_op(&claims, 200))
-            .await
-            .unwrap_err()
-            .code,
-        Code::TokenVoided
-    );
+    f.ok(&buyer, Op::VoidToken { jti: claims.jti.clone(), buyer: buyer.id.clone() }).await;
+    assert_eq!(f.run(&merchant, f.settle_op(&claims, 200)).await.unwrap_err().code, Code::TokenVoided);
     let view = f.store.token(&claims.jti).await.unwrap().unwrap();
-    assert_eq!(
-        TokenState::of(&view.hold, f.clock.now()),
-        TokenState::Voided
-    );
+    assert_eq!(TokenState::of(&view.hold, f.clock.now()), TokenState::Voided);
     assert_eq!(f.available(&buyer).await, 10_000);
     assert!(f.audit().await.ok);
 }
@@ -704,48 +417,17 @@ async fn refusals_are_sticky(f: Fixture) {
     let (owner, buyer, _) = f.cast(100, [1_000, 1_000, 1_000]).await;
     let scope = format!("{}:fund", owner.id);
     let first = f
-        .submit(
-            &owner,
-            f.idem(&scope, "top-up", "fp"),
-            Op::Fund {
-                agent: buyer.id.clone(),
-                amount: Amount(50),
-            },
-        )
+        .submit(&owner, f.idem(&scope, "top-up", "fp"), Op::Fund { agent: buyer.id.clone(), amount: Amount(50) })
         .await;
     assert_eq!(first.outcome.unwrap_err().code, Code::InsufficientFunds);
-    f.ok(
-        &f.operator,
-        Op::Mint {
-            owner: owner.id.clone(),
-            amount: Amount(1_000),
-        },
-    )
-    .await;
+    f.ok(&f.operator, Op::Mint { owner: owner.id.clone(), amount: Amount(1_000) }).await;
     let retry = f
-        .submit(
-            &owner,
-            f.idem(&scope, "top-up", "fp"),
-            Op::Fund {
-                agent: buyer.id.clone(),
-                amount: Amount(50),
-            },
-        )
+        .submit(&owner, f.idem(&scope, "top-up", "fp"), Op::Fund { agent: buyer.id.clone(), amount: Amount(50) })
         .await;
     assert!(retry.replayed);
-    assert_eq!(
-        retry.outcome.unwrap_err().code,
-        Code::InsufficientFunds,
-        "a recorded refusal stays refused"
-    );
+    assert_eq!(retry.outcome.unwrap_err().code, Code::InsufficientFunds, "a recorded refusal stays refused");
     let events = f.store.events(0, PAGE_LIMIT_MAX).await.unwrap();
-    assert_eq!(
-        events
-            .iter()
-            .filter(|e| e.kind == "refusal.recorded")
-            .count(),
-        1
-    );
+    assert_eq!(events.iter().filter(|e| e.kind == "refusal.recorded").count(), 1);
 }
 
 async fn authority_follows_principal(f: Fixture) {
@@ -757,58 +439,22 @@ async fn authority_follows_principal(f: Fixture) {
         per_day_max: Amount(9),
         total_max: Amount(9),
     };
+    assert_eq!(f.run(&buyer, raise(&buyer)).await.unwrap_err().code, Code::NotOwner);
+    assert_eq!(f.run(&other_owner, raise(&buyer)).await.unwrap_err().code, Code::NotOwner);
     assert_eq!(
-        f.run(&buyer, raise(&buyer)).await.unwrap_err().code,
+        f.run(&owner, Op::Fund { agent: other_buyer.id.clone(), amount: Amount(1) }).await.unwrap_err().code,
         Code::NotOwner
     );
     assert_eq!(
-        f.run(&other_owner, raise(&buyer)).await.unwrap_err().code,
-        Code::NotOwner
-    );
-    assert_eq!(
-        f.run(
-            &owner,
-            Op::Fund {
-                agent: other_buyer.id.clone(),
-                amount: Amount(1)
-            }
-        )
-        .await
-        .unwrap_err()
-        .code,
-        Code::NotOwner
-    );
-    assert_eq!(
-        f.run(
-            &buyer,
-            Op::Mint {
-                owner: owner.id.clone(),
-                amount: Amount(1)
-            }
-        )
-        .await
-        .unwrap_err()
-        .code,
+        f.run(&buyer, Op::Mint { owner: owner.id.clone(), amount: Amount(1) }).await.unwrap_err().code,
         Code::NotPermitted
     );
     // Spending another agent's budget: the token's subject must be the caller.
     let claims = f.claims(&other_buyer, &merchant, 100, "theft", 900);
-    let op = Op::IssueToken {
-        claims: claims.clone(),
-        token: token::encode(&claims, &f.key),
-    };
-    assert_eq!(
-        f.run(&buyer, op).await.unwrap_err().code,
-        Code::NotPermitted
-    );
+    let op = Op::IssueToken { claims: claims.clone(), token: token::encode(&claims, &f.key) };
+    assert_eq!(f.run(&buyer, op).await.unwrap_err().code, Code::NotPermitted);
     let claims = f.token(&buyer, &merchant, 100, "aud").await.unwrap();
-    assert_eq!(
-        f.run(&other_buyer, f.settle_op(&claims, 100))
-            .await
-            .unwrap_err()
-            .code,
-        Code::NotAudience
-    );
+    assert_eq!(f.run(&other_buyer, f.settle_op(&claims, 100)).await.unwrap_err().code, Code::NotAudience);
     assert_eq!(f.balance(&merchant).await, 0);
 }
 
@@ -820,11 +466,7 @@ async fn concurrent_settles(f: Fixture) {
     for i in 0..64 {
         let (f, merchant, claims) = (f.clone(), merchant.clone(), claims.clone());
         tasks.push(tokio::spawn(async move {
-            let idem = f.idem(
-                &format!("{}:settle", merchant.id),
-                &format!("key-{i}"),
-                "fp",
-            );
+            let idem = f.idem(&format!("{}:settle", merchant.id), &format!("key-{i}"), "fp");
             f.submit(&merchant, idem, f.settle_op(&claims, 250)).await
         }));
     }
@@ -845,15 +487,8 @@ async fn concurrent_settles(f: Fixture) {
 
 async fn escrow_threshold(f: Fixture) {
     let (_, buyer, merchant) = f.cast(500_000, [500_000, 500_000, 500_000]).await;
-    assert_eq!(
-        f.token(&buyer, &merchant, ESCROW_THRESHOLD_MINOR + 1, "big")
-            .await
-            .unwrap_err(),
-        Code::EscrowRequired
-    );
-    f.token(&buyer, &merchant, ESCROW_THRESHOLD_MINOR, "at-threshold")
-        .await
-        .unwrap();
+    assert_eq!(f.token(&buyer, &merchant, ESCROW_THRESHOLD_MINOR + 1, "big").await.unwrap_err(), Code::EscrowRequired);
+    f.token(&buyer, &merchant, ESCROW_THRESHOLD_MINOR, "at-threshold").await.unwrap();
 }
 
 async fn registry_key_kept(f: Fixture) {

@@ -57,22 +57,14 @@ pub trait Store: Send + Sync + 'static {
     async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError>;
     async fn budget(&self, agent: &MemberId) -> Result<Option<Budget>, StoreError>;
     async fn token(&self, jti: &TokenId) -> Result<Option<TokenView>, StoreError>;
-    async fn settlement_by_order(
-        &self,
-        merchant: &MemberId,
-        order: &OrderId,
-    ) -> Result<Option<Settlement>, StoreError>;
+    async fn settlement_by_order(&self, merchant: &MemberId, order: &OrderId)
+        -> Result<Option<Settlement>, StoreError>;
     /// Pending holds whose tokens expired at or before `now`, oldest first.
-    async fn expired_tokens(
-        &self,
-        now: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<(TokenId, MemberId)>, StoreError>;
+    async fn expired_tokens(&self, now: Timestamp, limit: usize) -> Result<Vec<(TokenId, MemberId)>, StoreError>;
     /// Events with `seq > after`, in order.
     async fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError>;
     /// Transfers in commit order; `after` is the position returned with the last page.
-    async fn transfers(&self, after: i64, limit: usize)
-        -> Result<Vec<(i64, Transfer)>, StoreError>;
+    async fn transfers(&self, after: i64, limit: usize) -> Result<Vec<(i64, Transfer)>, StoreError>;
     /// Holds ordered by id, after `after` (exclusive).
     async fn holds(&self, after: &str, limit: usize) -> Result<Vec<Hold>, StoreError>;
     /// Accounts ordered by id, after `after` (exclusive).

@@ -30,17 +30,11 @@ impl Writer {
 
     pub async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.queue
-            .try_send((command, reply))
-            .map_err(|error| match error {
-                mpsc::error::TrySendError::Full(_) => StoreError::Busy,
-                mpsc::error::TrySendError::Closed(_) => {
-                    StoreError::Unavailable("writer stopped".into())
-                }
-            })?;
-        answer
-            .await
-            .map_err(|_| StoreError::Unavailable("writer stopped".into()))?
+        self.queue.try_send((command, reply)).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => StoreError::Busy,
+            mpsc::error::TrySendError::Closed(_) => StoreError::Unavailable("writer stopped".into()),
+        })?;
+        answer.await.map_err(|_| StoreError::Unavailable("writer stopped".into()))?
     }
 }
 
@@ -66,13 +60,7 @@ fn run<E: Engine>(
             Err(StoreError::Constraint(_)) if commands.len() > 1 => commands
                 .iter()
                 .map(|c| {
-                    run_batch(
-                        &mut engine,
-                        &config,
-                        clock.as_ref(),
-                        std::slice::from_ref(c),
-                    )
-                    .map(|mut r| r.remove(0))
+                    run_batch(&mut engine, &config, clock.as_ref(), std::slice::from_ref(c)).map(|mut r| r.remove(0))
                 })
                 .collect(),
             Err(error) => vec![Err(error); commands.len()],

@@ -10,9 +10,7 @@ use std::fmt;
 
 /// An amount of the network unit in minor units. Arithmetic is checked: an
 /// overflow is a refusal, never a wrap.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Amount(pub u64);
 
@@ -42,9 +40,7 @@ impl fmt::Display for Amount {
 }
 
 /// Milliseconds since the Unix epoch, UTC. Produced only by an injected clock.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Timestamp(pub i64);
 
@@ -131,8 +127,7 @@ impl ManualClock {
         ManualClock(std::sync::atomic::AtomicI64::new(start.0))
     }
     pub fn advance_s(&self, seconds: u64) {
-        self.0
-            .fetch_add(seconds as i64 * 1000, std::sync::atomic::Ordering::SeqCst);
+        self.0.fetch_add(seconds as i64 * 1000, std::sync::atomic::Ordering::SeqCst);
     }
     pub fn set(&self, at: Timestamp) {
         self.0.store(at.0, std::sync::atomic::Ordering::SeqCst);
