@@ -38,7 +38,7 @@ codes! {
     IdempotencyKeyRequired => "idempotency_key_required", Invalid;
     IdempotencyKeyInvalid => "idempotency_key_invalid", Invalid;
     Unauthenticated => "unauthenticated", Unauthenticated;
-    TokenSignatureInvalid => "token_signature_invalid", Unauthenticated;
+    TokenSignatureInvalid => "token_signature_invalid", Invalid;
     ProofInvalid => "proof_invalid", Unauthenticated;
     NotOwner => "not_owner", Forbidden;
     NotAudience => "not_audience", Forbidden;

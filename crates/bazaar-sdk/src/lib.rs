@@ -1,1 +1,31 @@
-//! placeholder
+//! Rust SDK for a Bazaar registry: a typed HTTP [`client::Client`] for owners,
+//! buyers and merchants, and [`paid`], the axum middleware that turns a route
+//! into a paid route that settles exactly once and runs its work once.
+//!
+//! Verify is a receipt check, never a work order: a settled token still
+//! verifies as genuine. Only a settlement (and the middleware's work receipt)
+//! decides whether work runs.
+
+pub mod client;
+pub mod paid;
+
+pub use client::{Client, SdkError};
+
+/// The request header a buyer puts its payment token in.
+pub const PAYMENT_HEADER: &str = "bazaar-payment";
+/// The response header carrying the settlement id a paid response belongs to.
+pub const SETTLEMENT_HEADER: &str = "bazaar-settlement";
+/// Set to `replayed` when a paid route answers from its work receipt.
+pub const WORK_RECEIPT_HEADER: &str = "bazaar-work-receipt";
+
+/// A new Ed25519 key for an owner or agent.
+pub fn generate_key() -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::generate(&mut rand::rngs::OsRng)
+}
+
+/// The `did:key` of a signing key.
+pub fn did_of(key: &ed25519_dalek::SigningKey) -> String {
+    let mut bytes = vec![0xed, 0x01];
+    bytes.extend_from_slice(key.verifying_key().as_bytes());
+    format!("did:key:z{}", bs58::encode(bytes).into_string())
+}

@@ -1,1 +1,164 @@
-//! placeholder
+//! The HTTP edge of a Bazaar registry: the only crate that knows HTTP.
+//!
+//! It authenticates callers, turns JSON requests into core commands, applies
+//! idempotency-key semantics (scope, fingerprint, in-flight detection,
+//! `Idempotent-Replayed`), maps refusals to problem+json, and serves
+//! `/healthz`, `/metrics`, `/openapi.json` and `/.well-known/bazaar`.
+
+pub mod auth;
+pub mod metrics;
+pub mod problem;
+pub mod routes;
+
+use bazaar_core::apply::Config;
+use bazaar_core::command::{Command, Op};
+use bazaar_core::crypto::{did_key, sha256_hex};
+use bazaar_core::model::{Member, MemberKind};
+use bazaar_core::refusal::Code;
+use bazaar_store::{Store, StoreError};
+use bazaar_types::limits::SWEEP_BATCH_MAX;
+use bazaar_types::{Clock, MemberId, Timestamp};
+use ed25519_dalek::SigningKey;
+use rand::RngCore;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+pub use routes::router;
+
+/// Member id of the registry operator.
+pub const OPERATOR_ID: &str = "did:bazaar:operator";
+/// The network unit's name, as published in the registry card.
+pub const NETWORK_UNIT: &str = "BNU";
+
+/// Shared by every request handler.
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub config: Config,
+    pub key: SigningKey,
+    pub registry: MemberId,
+    pub metrics: metrics::Metrics,
+    /// Idempotency keys whose first request is still running on this node.
+    inflight: Mutex<HashSet<(String, String)>>,
+}
+
+/// What `boot` returns: the state, and the operator credential if this start created the registry.
+pub struct Booted {
+    pub state: Arc<AppState>,
+    pub operator_credential: Option<String>,
+}
+
+/// Opens the registry on `store`: keeps (or creates) its key and bootstraps it on first start.
+/// `operator_credential` is used only on first start; if absent, one is drawn and returned.
+pub async fn boot(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: Config,
+    operator_credential: Option<String>,
+) -> Result<Booted, StoreError> {
+    let mut candidate = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut candidate);
+    let seed = store.registry_key_seed(candidate).await?;
+    let key = SigningKey::from_bytes(&seed);
+    let registry = MemberId(did_key(&key.verifying_key()));
+    let state = Arc::new(AppState {
+        store,
+        clock,
+        config,
+        key,
+        registry: registry.clone(),
+        metrics: Default::default(),
+        inflight: Default::default(),
+    });
+    let credential = operator_credential.unwrap_or_else(new_secret_credential);
+    let op = Op::Bootstrap {
+        registry: registry.clone(),
+        operator: MemberId(OPERATOR_ID.into()),
+        operator_credential_hash: sha256_hex(credential.as_bytes()),
+    };
+    let applied = state.store.submit(Command { actor: state.registry_actor(), idem: None, op }).await?;
+    let operator_credential = match applied.outcome {
+        Ok(_) => Some(credential),
+        Err(refusal) if refusal.code == Code::MemberExists => None,
+        Err(refusal) => return Err(StoreError::Corrupt(format!("bootstrap refused: {refusal:?}"))),
+    };
+    Ok(Booted { state, operator_credential })
+}
+
+/// A fresh bearer credential: `bzc_` and 32 random bytes.
+pub fn new_secret_credential() -> String {
+    format!("bzc_{}", random_b64(32))
+}
+
+pub fn random_b64(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    rand::thread_rng().fill_bytes(&mut buffer);
+    bazaar_core::crypto::b64url(&buffer)
+}
+
+impl AppState {
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    pub fn registry_actor(&self) -> Member {
+        Member {
+            id: self.registry.clone(),
+            kind: MemberKind::Registry,
+            owner: None,
+            handle: "registry".into(),
+            created_at: Timestamp(0),
+        }
+    }
+
+    /// Marks a key in flight; `None` if it already is (the caller answers 409).
+    fn claim(self: &Arc<Self>, scope: &str, key: &str) -> Option<InflightGuard> {
+        let entry = (scope.to_string(), key.to_string());
+        let mut inflight = self.inflight.lock().expect("inflight mutex");
+        if !inflight.insert(entry.clone()) {
+            return None;
+        }
+        Some(InflightGuard { state: self.clone(), entry })
+    }
+}
+
+struct InflightGuard {
+    state: Arc<AppState>,
+    entry: (String, String),
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.state.inflight.lock().expect("inflight mutex").remove(&self.entry);
+    }
+}
+
+/// One pass of the expiry sweeper: voids the holds of tokens that expired by
+/// the injected clock's `now`. Returns how many it released.
+pub async fn sweep_once(state: &Arc<AppState>) -> Result<usize, StoreError> {
+    let due = state.store.expired_tokens(state.now(), SWEEP_BATCH_MAX).await?;
+    let mut released = 0;
+    for (jti, buyer) in due {
+        let command = Command { actor: state.registry_actor(), idem: None, op: Op::ExpireHold { jti, buyer } };
+        if state.store.submit(command).await?.outcome.is_ok() {
+            released += 1;
+        }
+    }
+    if released > 0 {
+        state.metrics.add("bazaar_holds_expired_total", String::new(), released as f64);
+    }
+    Ok(released)
+}
+
+/// Runs the sweeper until the process ends.
+pub fn spawn_sweeper(state: Arc<AppState>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(bazaar_types::limits::SWEEP_INTERVAL_MS));
+        loop {
+            tick.tick().await;
+            if let Err(error) = sweep_once(&state).await {
+                tracing::warn!(%error, "expiry sweep failed; will retry");
+            }
+        }
+    })
+}

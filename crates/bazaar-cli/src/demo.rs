@@ -1,0 +1,291 @@
+//! `bazaar demo`: the restock story on a fresh embedded registry, narrated.
+//!
+//! An owner funds a procurement agent; the agent makes paid calls to a
+//! wholesaler storefront built on the SDK's paid-route middleware; one order is
+//! re-sent five times (some concurrently) as if the buyer crashed mid-retry;
+//! the merchant "crashes" once after settling and once before answering; one
+//! request above the per-call ceiling is refused. The summary proves one debit
+//! per order, the work run once per order, conservation, and a passing audit.
+
+use crate::runtime::{registry_config, SystemClock};
+use anyhow::{ensure, Context, Result};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use bazaar_sdk::paid::{paid, FaultPoint, PaidRoute, Settled};
+use bazaar_sdk::{generate_key, Client};
+use bazaar_store::Store;
+use bazaar_types::Clock;
+use serde::Serialize;
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Price of one restock call, in minor units.
+pub const PRICE_MINOR: u64 = 250;
+/// The order the buyer re-sends after its simulated crash.
+const CRASHY_BUYER_ORDER: u32 = 50;
+/// Times the crashed buyer re-sends that order (3 at once, then 2 in turn).
+const RESENDS: usize = 5;
+/// Orders on which the merchant "crashes" once: after settle, and before answering.
+const MERCHANT_CRASH_AFTER_SETTLE: u32 = 42;
+const MERCHANT_CRASH_BEFORE_ANSWER: u32 = 77;
+const CALLS_MAX: u32 = 10_000;
+
+/// What the story measured; the test and the summary read it.
+#[derive(Debug, Serialize)]
+pub struct StoryReport {
+    pub calls: u32,
+    pub settlements: u64,
+    pub work_runs: u64,
+    pub buyer_debited_minor: i128,
+    pub merchant_received_minor: i128,
+    pub fees_minor: i128,
+    pub requests_sent: u64,
+    pub replayed_answers: u64,
+    pub over_ceiling_code: String,
+    pub consumed_token_verify: serde_json::Value,
+    pub audit_ok: bool,
+    pub balance_sum_minor: i128,
+}
+
+pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
+    let dir = std::env::temp_dir().join(format!("bazaar-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let say = |line: String| {
+        if !json_output {
+            println!("{line}");
+        }
+    };
+    let report = story(&dir, calls.min(CALLS_MAX), &say).await;
+    std::fs::remove_dir_all(&dir).ok();
+    let report = report?;
+    if json_output {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    let ok = report.audit_ok && report.settlements == report.calls as u64 && report.work_runs == report.calls as u64;
+    Ok(if ok { 0 } else { 1 })
+}
+
+/// Runs the whole story in `dir` and reports; `say` narrates.
+pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> Result<StoryReport> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store: Arc<dyn Store> =
+        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("registry.db"), registry_config(), clock.clone())?);
+    let booted = bazaar_server::boot(store.clone(), clock, registry_config(), None).await?;
+    let operator_credential = booted.operator_credential.context("fresh registry gives an operator credential")?;
+    let state = booted.state;
+    bazaar_server::spawn_sweeper(state.clone());
+    let registry_url = serve(bazaar_server::router(state.clone())).await?;
+    say(format!("registry {} on {registry_url} (embedded SQLite, WAL, synchronous=FULL)", state.registry));
+
+    let operator = Client::new(&registry_url, Some(operator_credential));
+    let (owner, buyer) = enroll_pair(&operator, "restaurant", "procurement").await?;
+    let (_, merchant) = enroll_pair(&operator, "wholesale-co", "wholesaler").await?;
+    let owner_id = owner.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    operator.mint(&owner_id, 1_000_000, "demo-mint").await?;
+    owner.fund("procurement", 60_000, "demo-fund").await?;
+    owner.set_budget("procurement", 1_000, 60_000, 60_000).await?;
+    say("owner `restaurant` funded agent `procurement` with 60000; ceilings: 1000 per call, 60000 per day, 60000 in total".into());
+
+    let work_runs = Arc::new(AtomicU64::new(0));
+    let crashed = Arc::new(Mutex::new(HashSet::new()));
+    let route =
+        PaidRoute::new(merchant.clone(), PRICE_MINOR, &dir.join("work-receipts.db"))?.with_fault(fault_once(crashed));
+    let storefront = storefront(Arc::new(route), work_runs.clone());
+    let shop_url = serve(storefront).await?;
+    say(format!(
+        "storefront `wholesaler` on {shop_url}/restock, {PRICE_MINOR} per call, behind the paid-route middleware"
+    ));
+
+    let mut requests_sent = 0u64;
+    let mut replayed_answers = 0u64;
+    for i in 1..=calls {
+        let order = format!("order-{i:04}");
+        let url = format!("{shop_url}/restock");
+        if i == CRASHY_BUYER_ORDER {
+            say(format!("  {order}: the buyer crashes mid-retry and re-sends the order {RESENDS} times (3 at once, then 2 in turn)"));
+            let mut sends: Vec<_> = (0..3)
+                .map(|_| {
+                    let (b, u, o) = (buyer.clone(), url.clone(), order.clone());
+                    tokio::spawn(async move { b.pay(&u, "wholesaler", PRICE_MINOR, &o).await })
+                })
+                .collect();
+            for _ in 3..RESENDS {
+                for send in sends.drain(..) {
+                    let paid = send.await??;
+                    requests_sent += paid.attempts as u64;
+                    replayed_answers += paid.replayed as u64;
+                }
+                let paid = buyer.pay(&url, "wholesaler", PRICE_MINOR, &order).await?;
+                requests_sent += paid.attempts as u64;
+                replayed_answers += paid.replayed as u64;
+            }
+        } else {
+            let paid = buyer.pay(&url, "wholesaler", PRICE_MINOR, &order).await?;
+            ensure!(paid.status == 200, "{order} failed: {} {}", paid.status, paid.body);
+            requests_sent += paid.attempts as u64;
+            replayed_answers += paid.replayed as u64;
+            report_crash(i, &order, &paid, say);
+        }
+        if i % 10 == 0 {
+            say(format!("  {i}/{calls} paid calls settled; work ran {} times", work_runs.load(Ordering::SeqCst)));
+        }
+    }
+    after_calls(&buyer, &merchant, &shop_url, calls, say, store, &state, &work_runs, requests_sent, replayed_answers)
+        .await
+}
+
+fn report_crash(i: u32, order: &str, paid: &bazaar_sdk::client::PaidResponse, say: &dyn Fn(String)) {
+    if i == MERCHANT_CRASH_AFTER_SETTLE || i == MERCHANT_CRASH_BEFORE_ANSWER {
+        say(format!(
+            "  {order}: the merchant crashed {} — the buyer retried {} time(s) and got {}",
+            if i == MERCHANT_CRASH_AFTER_SETTLE {
+                "after settling, before the work"
+            } else {
+                "after the work, before answering"
+            },
+            paid.attempts - 1,
+            if paid.replayed { "the stored work receipt" } else { "the work, run once" }
+        ));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn after_calls(
+    buyer: &Client,
+    merchant: &Client,
+    shop_url: &str,
+    calls: u32,
+    say: &dyn Fn(String),
+    store: Arc<dyn Store>,
+    state: &bazaar_server::AppState,
+    work_runs: &AtomicU64,
+    requests_sent: u64,
+    replayed_answers: u64,
+) -> Result<StoryReport> {
+    let over = buyer.issue_token("wholesaler", 5_000, "order-too-big", "restock").await;
+    let over_ceiling_code = over.err().and_then(|e| e.code().map(str::to_string)).unwrap_or_else(|| "ACCEPTED".into());
+    say(format!("an order of 5000 against the 1000 per-call ceiling was refused: {over_ceiling_code}"));
+
+    let last = buyer
+        .issue_token("wholesaler", PRICE_MINOR, &format!("order-{calls:04}"), &format!("{shop_url}/restock"))
+        .await?;
+    let consumed_token_verify = merchant.verify(last.body["token"].as_str().unwrap_or_default()).await?;
+    say(format!(
+        "verify of a consumed token still says genuine={} state={} — verify is a receipt check, never a work order",
+        consumed_token_verify["genuine"], consumed_token_verify["state"]
+    ));
+
+    let report = summary(
+        state,
+        store.as_ref(),
+        calls,
+        work_runs,
+        requests_sent,
+        replayed_answers,
+        over_ceiling_code,
+        consumed_token_verify,
+    )
+    .await?;
+    say(format!(
+        "\nsummary: {} orders, {} requests sent, {} answered from work receipts",
+        report.calls, report.requests_sent, report.replayed_answers
+    ));
+    say(format!("  settlements: {} (one debit per order)   work runs: {}", report.settlements, report.work_runs));
+    say(format!(
+        "  buyer paid {}; merchant received {}; protocol fees {}",
+        report.buyer_debited_minor, report.merchant_received_minor, report.fees_minor
+    ));
+    say(format!(
+        "  Σ balances = {} (conserved)   audit: {}",
+        report.balance_sum_minor,
+        if report.audit_ok { "passed" } else { "FAILED" }
+    ));
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn summary(
+    state: &bazaar_server::AppState,
+    store: &dyn Store,
+    calls: u32,
+    work_runs: &AtomicU64,
+    requests_sent: u64,
+    replayed_answers: u64,
+    over_ceiling_code: String,
+    consumed_token_verify: serde_json::Value,
+) -> Result<StoryReport> {
+    let audit = bazaar_store::conformance::audit(store).await?;
+    let mut settlements = 0;
+    let mut after = 0;
+    loop {
+        let page = store.events(after, bazaar_types::limits::PAGE_LIMIT_MAX).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        settlements += page.iter().filter(|e| e.kind == "settlement.posted").count() as u64;
+    }
+    let balance = |id: bazaar_types::AccountId| async move {
+        store.account(&id).await.ok().flatten().map(|a| a.balance()).unwrap_or(0)
+    };
+    let buyer = store.member_by_handle("procurement").await?.context("buyer")?;
+    let merchant = store.member_by_handle("wholesaler").await?.context("merchant")?;
+    let _ = state;
+    Ok(StoryReport {
+        calls,
+        settlements,
+        work_runs: work_runs.load(Ordering::SeqCst),
+        buyer_debited_minor: 60_000 - balance(bazaar_types::AccountId::of_member(&buyer.id)).await,
+        merchant_received_minor: balance(bazaar_types::AccountId::of_member(&merchant.id)).await,
+        fees_minor: balance(bazaar_types::AccountId::fees()).await,
+        requests_sent,
+        replayed_answers,
+        over_ceiling_code,
+        consumed_token_verify,
+        audit_ok: audit.ok,
+        balance_sum_minor: audit.balance_sum_minor,
+    })
+}
+
+/// Creates an owner and one agent enrolled through an invite; returns their clients.
+pub async fn enroll_pair(operator: &Client, owner_handle: &str, agent_handle: &str) -> Result<(Client, Client)> {
+    let owner_key = generate_key();
+    let created = operator.create_owner(&owner_key, owner_handle).await?;
+    let owner = operator.with_credential(created["credential"].as_str().unwrap_or_default());
+    let invite = owner.issue_invite().await?;
+    let agent_key = generate_key();
+    let enrolled = operator.with_credential("").redeem_invite(&invite, &agent_key, agent_handle).await?;
+    Ok((owner, operator.with_credential(enrolled["credential"].as_str().unwrap_or_default())))
+}
+
+/// The wholesaler's storefront: one paid route whose work is counted.
+pub fn storefront(route: Arc<PaidRoute>, work_runs: Arc<AtomicU64>) -> Router {
+    Router::new()
+        .route("/restock", post(move |Extension(settled): Extension<Settled>| {
+            let work_runs = work_runs.clone();
+            async move {
+                let run = work_runs.fetch_add(1, Ordering::SeqCst) + 1;
+                Json(json!({"order": settled.order_id, "settlement": settled.settlement_id, "picked": 12, "work_run": run}))
+            }
+        }))
+        .route_layer(axum::middleware::from_fn_with_state(route, paid))
+}
+
+/// Crashes the merchant once per (point, order) on the story's chosen orders.
+fn fault_once(crashed: Arc<Mutex<HashSet<String>>>) -> bazaar_sdk::paid::FaultHook {
+    Arc::new(move |point, order| {
+        let target = match point {
+            FaultPoint::AfterSettle => format!("order-{MERCHANT_CRASH_AFTER_SETTLE:04}"),
+            FaultPoint::BeforeAnswer => format!("order-{MERCHANT_CRASH_BEFORE_ANSWER:04}"),
+        };
+        order == target && crashed.lock().expect("fault mutex").insert(format!("{point:?}{order}"))
+    })
+}
+
+/// Serves `router` on 127.0.0.1 and an OS-chosen port; returns its base URL.
+pub async fn serve(router: Router) -> Result<String> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(format!("http://{address}"))
+}

@@ -1,0 +1,130 @@
+//! Process plumbing: opening the configured store, serving with graceful
+//! shutdown, the audit command, and secret files. The system clock lives here
+//! and only here.
+
+use crate::StoreArgs;
+use anyhow::{Context, Result};
+use bazaar_core::apply::Config;
+use bazaar_store::Store;
+use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PROTOCOL_FEE_BPS};
+use bazaar_types::{Amount, Clock, Timestamp};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The wall clock. Everything else receives time through `Clock`.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970");
+        Timestamp(since.as_millis() as i64)
+    }
+}
+
+pub fn registry_config() -> Config {
+    Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
+}
+
+pub async fn open_store(args: &StoreArgs, clock: Arc<dyn Clock>) -> Result<Arc<dyn Store>> {
+    if let Some(url) = &args.database_url {
+        let store = bazaar_store_postgres::PostgresStore::connect(url, registry_config(), clock)
+            .await
+            .with_context(|| "opening PostgreSQL (check --database-url)".to_string())?;
+        return Ok(Arc::new(store));
+    }
+    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let path = args.data_dir.join("bazaar.db");
+    let store = bazaar_store_sqlite::SqliteStore::open(&path, registry_config(), clock)
+        .with_context(|| format!("opening {}", path.display()))?;
+    Ok(Arc::new(store))
+}
+
+pub fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BAZAAR_LOG").unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).json().with_writer(std::io::stderr).try_init();
+}
+
+pub async fn serve(args: StoreArgs, port: u16, operator_credential: Option<String>) -> Result<()> {
+    init_logs();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = open_store(&args, clock.clone()).await?;
+    let booted = bazaar_server::boot(store, clock, registry_config(), operator_credential).await?;
+    if let Some(credential) = &booted.operator_credential {
+        std::fs::create_dir_all(&args.data_dir)?;
+        let path = args.data_dir.join("operator-credential");
+        write_secret(&path, credential)?;
+        tracing::info!(path = %path.display(), "registry created; operator credential written (mode 0600)");
+    }
+    let state = booted.state;
+    bazaar_server::spawn_sweeper(state.clone());
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .with_context(|| format!("binding 127.0.0.1:{port}"))?;
+    let address = listener.local_addr()?;
+    tracing::info!(%address, did = %state.registry, "bazaar registry listening");
+    // A line on stdout that scripts and tests wait for.
+    println!("listening on http://{address}");
+    axum::serve(listener, bazaar_server::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    tracing::info!("shut down cleanly");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+pub async fn audit(args: StoreArgs, json_output: bool) -> Result<i32> {
+    let store = open_store(&args, Arc::new(SystemClock)).await?;
+    let report = bazaar_store::conformance::audit(store.as_ref()).await?;
+    if json_output {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "events verified: {} (head {} {})\ntransfers: {}\naccounts: {}\nholds: {}\nΣ balances: {}",
+            report.events_verified,
+            report.head_seq,
+            &report.head_hash[..16],
+            report.transfers,
+            report.accounts,
+            report.holds,
+            report.balance_sum_minor
+        );
+        for problem in &report.problems {
+            println!("PROBLEM: {problem}");
+        }
+        println!("{}", if report.ok { "audit passed" } else { "AUDIT FAILED" });
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}
+
+/// Writes a secret readable by its owner only (0600).
+pub fn write_secret(path: &Path, secret: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.write_all(secret.as_bytes())?;
+    Ok(())
+}
+
+pub fn read_key(path: &Path) -> Result<ed25519_dalek::SigningKey> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes: Vec<u8> = (0..text.trim().len())
+        .step_by(2)
+        .filter_map(|i| u8::from_str_radix(text.trim().get(i..i + 2)?, 16).ok())
+        .collect();
+    let seed: [u8; 32] =
+        bytes.try_into().map_err(|_| anyhow::anyhow!("{} does not hold a 32-byte hex secret key", path.display()))?;
+    Ok(ed25519_dalek::SigningKey::from_bytes(&seed))
+}

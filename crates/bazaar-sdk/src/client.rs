@@ -1,0 +1,277 @@
+//! A small typed client over the registry's HTTP API. Every money-moving call
+//! takes an idempotency key; retries must reuse it.
+
+use base64::Engine;
+use ed25519_dalek::{Signer, SigningKey};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Requests give up after this long.
+pub const REQUEST_TIMEOUT_S: u64 = 30;
+/// Attempts `pay` makes on transport errors and 5xx/409-in-flight answers.
+pub const PAY_ATTEMPTS_MAX: u32 = 5;
+/// First retry delay; it doubles each attempt.
+pub const RETRY_BASE_MS: u64 = 50;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SdkError {
+    /// The registry (or merchant) answered with problem+json.
+    #[error("{status} {code}: {detail}")]
+    Problem { status: u16, code: String, detail: String, body: Value },
+    #[error("transport: {0}")]
+    Transport(#[from] reqwest::Error),
+}
+
+impl SdkError {
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            SdkError::Problem { code, .. } => Some(code),
+            SdkError::Transport(_) => None,
+        }
+    }
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            SdkError::Problem { status, .. } => Some(*status),
+            SdkError::Transport(_) => None,
+        }
+    }
+}
+
+/// One answer: the JSON body and whether it was replayed from an idempotency record.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub body: Value,
+    pub replayed: bool,
+}
+
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+    credential: Option<String>,
+}
+
+impl Client {
+    pub fn new(base: impl Into<String>, credential: Option<String>) -> Client {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(REQUEST_TIMEOUT_S))
+            .pool_max_idle_per_host(64)
+            .build()
+            .expect("reqwest client builds");
+        Client { base: base.into().trim_end_matches('/').to_string(), http, credential }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub fn with_credential(&self, credential: impl Into<String>) -> Client {
+        Client { credential: Some(credential.into()), ..self.clone() }
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Sends one request; problem+json answers become [`SdkError::Problem`].
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        idempotency_key: Option<&str>,
+    ) -> Result<Answer, SdkError> {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(credential) = &self.credential {
+            request = request.bearer_auth(credential);
+        }
+        if let Some(key) = idempotency_key {
+            request = request.header("idempotency-key", key);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let replayed = response.headers().get("idempotent-replayed").is_some();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if status >= 400 {
+            return Err(SdkError::Problem {
+                status,
+                code: body["code"].as_str().unwrap_or("unknown").to_string(),
+                detail: body["detail"].as_str().unwrap_or("").to_string(),
+                body,
+            });
+        }
+        Ok(Answer { body, replayed })
+    }
+
+    async fn get(&self, path: &str) -> Result<Value, SdkError> {
+        Ok(self.call(reqwest::Method::GET, path, None, None).await?.body)
+    }
+
+    async fn post(&self, path: &str, body: Value, key: Option<&str>) -> Result<Value, SdkError> {
+        Ok(self.call(reqwest::Method::POST, path, Some(body), key).await?.body)
+    }
+
+    pub async fn well_known(&self) -> Result<Value, SdkError> {
+        self.get("/.well-known/bazaar").await
+    }
+
+    pub async fn me(&self) -> Result<Value, SdkError> {
+        self.get("/v1/me").await
+    }
+
+    pub async fn member(&self, who: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/members/{who}")).await
+    }
+
+    /// Operator: register an owner by its public key. The answer holds its credential (shown once).
+    pub async fn create_owner(&self, key: &SigningKey, handle: &str) -> Result<Value, SdkError> {
+        let public = hex(key.verifying_key().as_bytes());
+        self.post("/v1/owners", json!({"public_key": public, "handle": handle}), None).await
+    }
+
+    pub async fn issue_invite(&self) -> Result<String, SdkError> {
+        let body = self.call(reqwest::Method::POST, "/v1/invites", None, None).await?.body;
+        Ok(body["invite_code"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// Agent's first act: redeem an invite with its own key. Returns the answer with its credential.
+    pub async fn redeem_invite(&self, invite_code: &str, key: &SigningKey, handle: &str) -> Result<Value, SdkError> {
+        let message = format!("bazaar-invite-v1\n{invite_code}\n{handle}");
+        let proof = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
+        let body = json!({"invite_code": invite_code, "public_key": hex(key.verifying_key().as_bytes()), "handle": handle, "proof": proof});
+        self.post("/v1/agents", body, None).await
+    }
+
+    pub async fn rotate_credential(&self) -> Result<String, SdkError> {
+        let body = self.call(reqwest::Method::POST, "/v1/credentials/rotate", None, None).await?.body;
+        Ok(body["credential"].as_str().unwrap_or_default().to_string())
+    }
+
+    pub async fn set_budget(&self, agent: &str, per_call: u64, per_day: u64, total: u64) -> Result<Value, SdkError> {
+        let body = json!({"per_call_max_minor": per_call, "per_day_max_minor": per_day, "total_max_minor": total});
+        Ok(self.call(reqwest::Method::PUT, &format!("/v1/agents/{agent}/budget"), Some(body), None).await?.body)
+    }
+
+    pub async fn mint(&self, owner: &str, amount: u64, key: &str) -> Result<Value, SdkError> {
+        self.post("/v1/mint", json!({"owner": owner, "amount_minor": amount}), Some(key)).await
+    }
+
+    pub async fn fund(&self, agent: &str, amount: u64, key: &str) -> Result<Value, SdkError> {
+        self.post(&format!("/v1/agents/{agent}/fund"), json!({"amount_minor": amount}), Some(key)).await
+    }
+
+    /// Buyer: a token for one order. Asking again for the same (merchant, order) returns the same token.
+    pub async fn issue_token(
+        &self,
+        merchant: &str,
+        max_amount: u64,
+        order_id: &str,
+        resource: &str,
+    ) -> Result<Answer, SdkError> {
+        let body =
+            json!({"merchant": merchant, "max_amount_minor": max_amount, "order_id": order_id, "resource": resource});
+        self.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await
+    }
+
+    /// A receipt check, never a work order: a settled token still says `genuine: true`.
+    pub async fn verify(&self, token: &str) -> Result<Value, SdkError> {
+        self.post("/v1/tokens/verify", json!({"token": token}), None).await
+    }
+
+    /// Merchant: settle exactly once. With `key = None` the registry derives the key from the order.
+    pub async fn settle(
+        &self,
+        token: &str,
+        amount: u64,
+        order_id: &str,
+        key: Option<&str>,
+    ) -> Result<Answer, SdkError> {
+        let body = json!({"token": token, "amount_minor": amount, "order_id": order_id});
+        self.call(reqwest::Method::POST, "/v1/settlements", Some(body), key).await
+    }
+
+    pub async fn void(&self, jti: &str) -> Result<Value, SdkError> {
+        self.post(&format!("/v1/tokens/{jti}/void"), json!(null), None).await
+    }
+
+    pub async fn events(&self, after: u64, limit: usize) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/events?after={after}&limit={limit}")).await
+    }
+
+    /// Buyer: get (or re-get) the order's token and call a paid URL with it,
+    /// retrying transport errors and 5xx with the same token. The merchant's
+    /// work receipt makes every retry safe.
+    pub async fn pay(
+        &self,
+        url: &str,
+        merchant: &str,
+        max_amount: u64,
+        order_id: &str,
+    ) -> Result<PaidResponse, SdkError> {
+        let issued = self.retrying(|| self.issue_token(merchant, max_amount, order_id, url)).await?;
+        let token = issued.body["token"].as_str().unwrap_or_default().to_string();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = self.http.post(url).header(crate::PAYMENT_HEADER, &token).send().await;
+            let retryable = match &result {
+                Ok(response) => response.status().is_server_error() || response.status() == 409,
+                Err(_) => true,
+            };
+            if !retryable || attempt >= PAY_ATTEMPTS_MAX {
+                let response = result?;
+                let status = response.status().as_u16();
+                let replayed = response.headers().get(crate::WORK_RECEIPT_HEADER).is_some();
+                let settlement =
+                    response.headers().get(crate::SETTLEMENT_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
+                let body = response.text().await?;
+                return Ok(PaidResponse { status, body, settlement, replayed, attempts: attempt, token });
+            }
+            tokio::time::sleep(Duration::from_millis(RETRY_BASE_MS << (attempt - 1))).await;
+        }
+    }
+}
+
+impl Client {
+    /// Retries `call` while the answer is retryable: transport errors, 5xx, or
+    /// `idempotency_in_flight` — always with the same request (and so the same key).
+    pub async fn retrying<F, Fut>(&self, call: F) -> Result<Answer, SdkError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<Answer, SdkError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = call().await;
+            let retryable = match &result {
+                Err(SdkError::Transport(_)) => true,
+                Err(SdkError::Problem { status, code, .. }) => *status >= 500 || code == "idempotency_in_flight",
+                Ok(_) => false,
+            };
+            if !retryable || attempt >= PAY_ATTEMPTS_MAX {
+                return result;
+            }
+            tokio::time::sleep(Duration::from_millis(RETRY_BASE_MS << (attempt - 1))).await;
+        }
+    }
+}
+
+/// What a paid call returned.
+#[derive(Debug, Clone)]
+pub struct PaidResponse {
+    pub status: u16,
+    pub body: String,
+    pub settlement: Option<String>,
+    /// The merchant answered from its work receipt (the work had already run).
+    pub replayed: bool,
+    pub attempts: u32,
+    pub token: String,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,250 @@
+//! Paid routes for axum: read the buyer's token, verify it (a receipt check),
+//! settle it exactly once, run the handler once per settlement, and keep the
+//! handler's response as a **work receipt** keyed by the settlement.
+//!
+//! A retry or replay of an order that already has a receipt gets the stored
+//! response and the handler does not run again — also after the merchant
+//! process crashed between settling and answering, because receipts live in
+//! an SQLite file (`synchronous = FULL`).
+//!
+//! Sharp edge: the receipt is written right after the handler returns. If the
+//! process dies inside that window, the settlement exists without a receipt and
+//! the next retry runs the handler again. Handlers whose effects must never
+//! repeat should make them idempotent on the `Bazaar-Settlement` id the
+//! middleware passes in the request extensions ([`Settled`]).
+
+use crate::client::{Client, SdkError};
+use crate::{PAYMENT_HEADER, SETTLEMENT_HEADER, WORK_RECEIPT_HEADER};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bazaar_types::limits::WORK_RECEIPT_BYTES_MAX;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Where a test or the demo may make the merchant "crash".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// Settled, handler not yet run.
+    AfterSettle,
+    /// Handler ran and its receipt is stored; the answer is never sent.
+    BeforeAnswer,
+}
+
+/// Decides, per order id, whether to crash at a point. For tests and the demo only.
+pub type FaultHook = Arc<dyn Fn(FaultPoint, &str) -> bool + Send + Sync>;
+
+/// Handed to the handler in request extensions.
+#[derive(Clone, Debug)]
+pub struct Settled {
+    pub settlement_id: String,
+    pub order_id: String,
+    pub buyer: String,
+    pub amount_minor: u64,
+}
+
+/// One paid route's settings and its work-receipt store.
+pub struct PaidRoute {
+    client: Client,
+    price_minor: u64,
+    receipts: Arc<Mutex<Connection>>,
+    /// One lock per settlement so concurrent retries run the handler once.
+    running: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    fault: Option<FaultHook>,
+}
+
+impl PaidRoute {
+    /// `client` carries the merchant's credential; receipts persist in `receipts_path`.
+    pub fn new(client: Client, price_minor: u64, receipts_path: &Path) -> Result<PaidRoute, rusqlite::Error> {
+        let conn = Connection::open(receipts_path)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
+             CREATE TABLE IF NOT EXISTS work_receipts (settlement_id TEXT PRIMARY KEY, order_id TEXT NOT NULL,
+               status INTEGER NOT NULL, content_type TEXT, body BLOB NOT NULL, created_at INTEGER NOT NULL);",
+        )?;
+        Ok(PaidRoute {
+            client,
+            price_minor,
+            receipts: Arc::new(Mutex::new(conn)),
+            running: Default::default(),
+            fault: None,
+        })
+    }
+
+    pub fn with_fault(mut self, fault: FaultHook) -> PaidRoute {
+        self.fault = Some(fault);
+        self
+    }
+
+    fn crash(&self, point: FaultPoint, order: &str) -> bool {
+        self.fault.as_ref().is_some_and(|f| f(point, order))
+    }
+
+    async fn receipt(&self, settlement_id: &str) -> Option<Response> {
+        let receipts = self.receipts.clone();
+        let id = settlement_id.to_string();
+        let row = tokio::task::spawn_blocking(move || {
+            let conn = receipts.lock().expect("receipts mutex");
+            conn.query_row("SELECT status, content_type, body FROM work_receipts WHERE settlement_id = ?1", [id], |r| {
+                Ok((r.get::<_, u16>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, Vec<u8>>(2)?))
+            })
+            .optional()
+        })
+        .await
+        .ok()?
+        .ok()??;
+        let (status, content_type, body) = row;
+        let mut response = Response::new(Body::from(body));
+        *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+        if let Some(value) = content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            response.headers_mut().insert(axum::http::header::CONTENT_TYPE, value);
+        }
+        response.headers_mut().insert(WORK_RECEIPT_HEADER, HeaderValue::from_static("replayed"));
+        Some(response)
+    }
+
+    async fn keep(
+        &self,
+        settled: &Settled,
+        status: u16,
+        content_type: Option<String>,
+        body: Vec<u8>,
+    ) -> Result<(), String> {
+        let receipts = self.receipts.clone();
+        let (id, order) = (settled.settlement_id.clone(), settled.order_id.clone());
+        tokio::task::spawn_blocking(move || {
+            let conn = receipts.lock().expect("receipts mutex");
+            conn.execute(
+                "INSERT OR IGNORE INTO work_receipts VALUES (?1, ?2, ?3, ?4, ?5, strftime('%s','now'))",
+                params![id, order, status, content_type, body],
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    fn lock_for(&self, settlement_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut running = self.running.lock().expect("running mutex");
+        running.retain(|_, lock| Arc::strong_count(lock) > 1);
+        running.entry(settlement_id.to_string()).or_default().clone()
+    }
+}
+
+fn payment_problem(status: StatusCode, code: &str, detail: &str) -> Response {
+    let body = json!({"type": format!("https://bazaar.dev/problems/{code}"), "title": code.replace('_', " "),
+        "status": status.as_u16(), "code": code, "detail": detail});
+    let mut response = (status, axum::Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    response
+}
+
+/// Reads the claims without trusting them; the registry checks the signature on settle.
+fn order_of(token: &str) -> Option<String> {
+    use base64::Engine;
+    let payload = token.strip_prefix("apt_")?.split_once('.')?.0;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims["ord"].as_str().map(str::to_string)
+}
+
+/// The middleware. Use with `axum::middleware::from_fn_with_state(Arc<PaidRoute>, paid)`.
+pub async fn paid(State(route): State<Arc<PaidRoute>>, mut request: Request, next: Next) -> Response {
+    let Some(token) = request.headers().get(PAYMENT_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string) else {
+        let detail = format!(
+            "This route costs {} minor units: send a registry token in the `Bazaar-Payment` header.",
+            route.price_minor
+        );
+        return payment_problem(StatusCode::PAYMENT_REQUIRED, "payment_required", &detail);
+    };
+    let Some(order_id) = order_of(&token) else {
+        return payment_problem(
+            StatusCode::PAYMENT_REQUIRED,
+            "token_malformed",
+            "The payment token is not an apt_ token.",
+        );
+    };
+    // Verify is a receipt check: it tells us genuineness and state, never "do the work".
+    if let Err(error) = route.client.verify(&token).await {
+        return settle_failure(error);
+    }
+    let receipt = match route.client.settle(&token, route.price_minor, &order_id, None).await {
+        Ok(answer) => answer.body,
+        // The order was paid before (by this token under another key, or another token):
+        // answer from the original settlement's work receipt.
+        Err(SdkError::Problem { code, body, .. }) if code == "token_settled" || code == "order_already_settled" => {
+            body["facts"].clone()
+        }
+        Err(error) => return settle_failure(error),
+    };
+    let settled = Settled {
+        settlement_id: receipt["settlement_id"].as_str().unwrap_or_default().to_string(),
+        order_id: order_id.clone(),
+        buyer: receipt["buyer"].as_str().unwrap_or_default().to_string(),
+        amount_minor: receipt["amount_minor"].as_u64().unwrap_or_default(),
+    };
+    let lock = route.lock_for(&settled.settlement_id);
+    let _running = lock.lock().await;
+    if let Some(stored) = route.receipt(&settled.settlement_id).await {
+        return with_settlement(stored, &settled.settlement_id);
+    }
+    if route.crash(FaultPoint::AfterSettle, &order_id) {
+        return payment_problem(StatusCode::SERVICE_UNAVAILABLE, "merchant_crashed", "Simulated crash after settle.");
+    }
+    request.extensions_mut().insert(settled.clone());
+    let response = next.run(request).await;
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, WORK_RECEIPT_BYTES_MAX).await else {
+        return payment_problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "work_receipt_too_large",
+            "The paid response exceeded the work-receipt limit.",
+        );
+    };
+    let content_type =
+        parts.headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Err(error) = route.keep(&settled, parts.status.as_u16(), content_type, bytes.to_vec()).await {
+        tracing::error!(%error, settlement = %settled.settlement_id, "work receipt not stored");
+    }
+    if route.crash(FaultPoint::BeforeAnswer, &order_id) {
+        return payment_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "merchant_crashed",
+            "Simulated crash before answering.",
+        );
+    }
+    with_settlement(Response::from_parts(parts, Body::from(bytes)), &settled.settlement_id)
+}
+
+fn with_settlement(mut response: Response, settlement_id: &str) -> Response {
+    if let Ok(value) = HeaderValue::from_str(settlement_id) {
+        response.headers_mut().insert(SETTLEMENT_HEADER, value);
+    }
+    response
+}
+
+fn settle_failure(error: SdkError) -> Response {
+    match error {
+        SdkError::Problem { status, code, detail, .. } => {
+            let status = if status >= 500 || status == 409 {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::PAYMENT_REQUIRED
+            };
+            payment_problem(status, &code, &detail)
+        }
+        SdkError::Transport(error) => payment_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "registry_unreachable",
+            &format!("The registry could not be reached: {error}"),
+        ),
+    }
+}

@@ -1,0 +1,648 @@
+//! Routes: each handler parses, authenticates, builds one core command (or a
+//! read), and answers. Idempotency is applied in [`execute`], once for all.
+
+use crate::auth::{ApiJson, Auth};
+use crate::problem::Problem;
+use crate::{new_secret_credential, random_b64, AppState, NETWORK_UNIT};
+use axum::extract::{MatchedPath, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use bazaar_core::command::{Command, Idem, Op};
+use bazaar_core::crypto::{did_key, invite_proof_message, parse_public_key, sha256_hex, verify};
+use bazaar_core::model::{Member, MemberKind, TokenState};
+use bazaar_core::refusal::{Code, Refusal};
+use bazaar_core::token::{self, TokenClaims};
+use bazaar_core::validate;
+use bazaar_types::limits::*;
+use bazaar_types::{AccountId, MemberId, OrderId, TokenId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::Arc;
+use utoipa::{OpenApi, ToSchema};
+
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .route("/.well-known/bazaar", get(well_known))
+        .route("/v1/owners", post(create_owner))
+        .route("/v1/invites", post(issue_invite))
+        .route("/v1/agents", post(redeem_invite))
+        .route("/v1/agents/{agent}/budget", put(set_budget))
+        .route("/v1/agents/{agent}/fund", post(fund))
+        .route("/v1/credentials/rotate", post(rotate_credential))
+        .route("/v1/credentials/revoke", post(revoke_credential))
+        .route("/v1/members/{member}", get(get_member))
+        .route("/v1/members/{member}/handle", put(rename))
+        .route("/v1/me", get(me))
+        .route("/v1/mint", post(mint))
+        .route("/v1/tokens", post(issue_token))
+        .route("/v1/tokens/verify", post(verify_token))
+        .route("/v1/tokens/{jti}/void", post(void_token))
+        .route("/v1/settlements", post(settle))
+        .route("/v1/events", get(events))
+        .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+async fn observe(State(state): State<Arc<AppState>>, request: axum::extract::Request, next: Next) -> Response {
+    let route =
+        request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    state.metrics.add("bazaar_http_requests_total", format!("route=\"{route}\",status=\"{status}\""), 1.0);
+    state.metrics.add("bazaar_http_request_seconds_sum", format!("route=\"{route}\""), started.elapsed().as_secs_f64());
+    response
+}
+
+async fn not_found() -> Problem {
+    Problem::new(StatusCode::NOT_FOUND, "route_not_found", "No such route; see /openapi.json for the API.")
+}
+
+// ---- idempotency and execution ---------------------------------------------
+
+/// How a request's idempotency key is found.
+enum KeyRule {
+    /// Money-moving: the caller must send `Idempotency-Key`.
+    Required,
+    /// Money-moving with a natural key (the order) used when the caller sends none.
+    DefaultTo(String),
+}
+
+fn idem_for(
+    actor: &Member,
+    op_name: &str,
+    headers: &HeaderMap,
+    rule: KeyRule,
+    request: &impl Serialize,
+) -> Result<Option<Idem>, Problem> {
+    let sent = headers.get(IDEMPOTENCY_KEY).map(|v| v.to_str().map(str::to_string));
+    let key = match (sent, rule) {
+        (Some(Err(_)), _) => {
+            return Err(Refusal::new(Code::IdempotencyKeyInvalid, "`Idempotency-Key` must be printable ASCII.").into())
+        }
+        (Some(Ok(key)), _) => key,
+        (None, KeyRule::DefaultTo(key)) => key,
+        (None, KeyRule::Required) => {
+            return Err(Refusal::new(
+                Code::IdempotencyKeyRequired,
+                "This request moves money: send an `Idempotency-Key` header (a UUID is fine) and reuse it on retries.",
+            )
+            .into())
+        }
+    };
+    validate::idempotency_key(&key)?;
+    let body =
+        serde_json::to_string(&serde_json::to_value(request).expect("requests serialize")).expect("values serialize");
+    Ok(Some(Idem {
+        scope: format!("{}:{op_name}", actor.id),
+        key,
+        fingerprint: sha256_hex(format!("{op_name}\n{body}").as_bytes()),
+    }))
+}
+
+/// Submits one command and answers: refusals as problem+json, replays marked.
+async fn execute(state: &Arc<AppState>, actor: Member, idem: Option<Idem>, op: Op, success: StatusCode) -> Response {
+    let _guard = match &idem {
+        Some(idem) => match state.claim(&idem.scope, &idem.key) {
+            Some(guard) => Some(guard),
+            None => {
+                return Problem::from(Refusal::new(
+                    Code::IdempotencyInFlight,
+                    "A request with this Idempotency-Key is still running; retry after the delay in Retry-After.",
+                ))
+                .into_response()
+            }
+        },
+        None => None,
+    };
+    let op_name = op.name();
+    let applied = match state.store.submit(Command { actor, idem, op }).await {
+        Ok(applied) => applied,
+        Err(error) => return Problem::from(error).into_response(),
+    };
+    if applied.replayed {
+        state.metrics.add("bazaar_idempotent_replays_total", format!("op=\"{op_name}\""), 1.0);
+    }
+    let mut response = match applied.outcome {
+        Ok(body) => {
+            if op_name == "settle" {
+                state.metrics.add("bazaar_settlements_total", String::new(), 1.0);
+            }
+            (success, Json(body)).into_response()
+        }
+        Err(refusal) => {
+            state.metrics.add("bazaar_refusals_total", format!("code=\"{}\"", refusal.code.as_str()), 1.0);
+            Problem::from(refusal).into_response()
+        }
+    };
+    if applied.replayed {
+        response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
+
+async fn resolve(state: &AppState, who: &str) -> Result<Member, Problem> {
+    let found = if who.starts_with("did:") {
+        state.store.member(&MemberId(who.into())).await?
+    } else {
+        state.store.member_by_handle(who).await?
+    };
+    found.ok_or_else(|| {
+        Refusal::new(
+            Code::MemberNotFound,
+            format!("No member `{who}` on this registry; use a DID or a current handle."),
+        )
+        .into()
+    })
+}
+
+// ---- registry ----------------------------------------------------------------
+
+async fn healthz(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, Problem> {
+    let head = state.store.head().await?;
+    Ok(Json(json!({"status": "ok", "event_seq": head.seq})))
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+}
+
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+/// The registry's public card: identity, fee, thresholds and limits.
+#[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card")))]
+async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(json!({
+        "did": state.registry,
+        "public_key": bazaar_core::crypto::b64url(state.key.verifying_key().as_bytes()),
+        "public_key_hex": hex_of(state.key.verifying_key().as_bytes()),
+        "network_unit": NETWORK_UNIT,
+        "fee_bps": state.config.fee_bps,
+        "escrow_threshold_minor": state.config.escrow_threshold,
+        "token_ttl_s": TOKEN_TTL_S_MAX,
+        "token_format": "apt_<base64url(claims)>.<base64url(ed25519(\"bazaar-apt-v1.\" + base64url(claims)))>",
+        "limits": {
+            "amount_minor_max": AMOUNT_MINOR_MAX,
+            "token_ttl_s_min": TOKEN_TTL_S_MIN,
+            "token_ttl_s_max": TOKEN_TTL_S_MAX,
+            "invite_ttl_s": INVITE_TTL_S,
+            "idempotency_key_len_max": IDEMPOTENCY_KEY_LEN_MAX,
+            "idempotency_retention_s": IDEMPOTENCY_RETENTION_S,
+            "request_body_bytes_max": REQUEST_BODY_BYTES_MAX,
+            "order_id_len_max": ORDER_ID_LEN_MAX,
+            "resource_len_max": RESOURCE_LEN_MAX,
+            "page_limit_max": PAGE_LIMIT_MAX,
+        },
+    }))
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---- members -----------------------------------------------------------------
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOwnerRequest {
+    /// Ed25519 public key, 64 hex chars or base64url.
+    pub public_key: String,
+    pub handle: String,
+}
+
+/// Operator only: registers a person (owner) and shows its credential once.
+#[utoipa::path(post, path = "/v1/owners", request_body = CreateOwnerRequest, responses((status = 201, description = "Owner created; `credential` is shown once")))]
+async fn create_owner(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(body): ApiJson<CreateOwnerRequest>,
+) -> Result<Response, Problem> {
+    let public = parse_public_key(&body.public_key).map_err(|_| {
+        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
+    })?;
+    validate::handle(&body.handle)?;
+    let credential = new_secret_credential();
+    let id = MemberId(did_key(&public));
+    let op = Op::CreateOwner { id, handle: body.handle, credential_hash: sha256_hex(credential.as_bytes()) };
+    Ok(with_credential(execute(&state, auth.member, None, op, StatusCode::CREATED).await, &credential).await)
+}
+
+/// Adds the one-time credential to a successful creation's body.
+async fn with_credential(response: Response, credential: &str) -> Response {
+    if !response.status().is_success() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, REQUEST_BODY_BYTES_MAX).await.unwrap_or_default();
+    let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or(json!({}));
+    value["credential"] = json!(credential);
+    let mut response = (parts.status, Json(value)).into_response();
+    *response.headers_mut() = parts.headers;
+    response
+}
+
+/// Owner only: draws a single-use invite code for one agent.
+#[utoipa::path(post, path = "/v1/invites", responses((status = 201, description = "`invite_code` is shown once and dies after one use or at `expires_at_ms`")))]
+async fn issue_invite(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
+    let code = format!("inv_{}", random_b64(24));
+    let expires_at = state.now().plus_s(INVITE_TTL_S);
+    let op = Op::IssueInvite { code_hash: sha256_hex(code.as_bytes()), expires_at };
+    let response = execute(&state, auth.member, None, op, StatusCode::CREATED).await;
+    if !response.status().is_success() {
+        return response;
+    }
+    (StatusCode::CREATED, Json(json!({"invite_code": code, "expires_at_ms": expires_at}))).into_response()
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedeemInviteRequest {
+    pub invite_code: String,
+    /// The agent's own Ed25519 public key (hex or base64url); its DID is derived from it.
+    pub public_key: String,
+    pub handle: String,
+    /// base64url Ed25519 signature over `bazaar-invite-v1\n<invite_code>\n<handle>`.
+    pub proof: String,
+}
+
+/// An agent's first act: trade an invite code for its identity and a fresh credential.
+#[utoipa::path(post, path = "/v1/agents", request_body = RedeemInviteRequest, responses((status = 201, description = "Agent enrolled; `credential` is shown once")))]
+async fn redeem_invite(
+    State(state): State<Arc<AppState>>,
+    ApiJson(body): ApiJson<RedeemInviteRequest>,
+) -> Result<Response, Problem> {
+    let public = parse_public_key(&body.public_key).map_err(|_| {
+        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
+    })?;
+    validate::handle(&body.handle)?;
+    if body.invite_code.len() > 128 {
+        return Err(Refusal::new(Code::InviteNotFound, "No such invite code.").into());
+    }
+    verify(&public, &invite_proof_message(&body.invite_code, &body.handle), &body.proof).map_err(|_| {
+        Refusal::new(
+            Code::ProofInvalid,
+            "`proof` must be your key's signature over `bazaar-invite-v1\\n<invite_code>\\n<handle>`.",
+        )
+    })?;
+    let id = MemberId(did_key(&public));
+    let credential = new_secret_credential();
+    let actor = Member {
+        id: id.clone(),
+        kind: MemberKind::Agent,
+        owner: None,
+        handle: body.handle.clone(),
+        created_at: state.now(),
+    };
+    let op = Op::RedeemInvite {
+        code_hash: sha256_hex(body.invite_code.as_bytes()),
+        agent: id,
+        handle: body.handle,
+        credential_hash: sha256_hex(credential.as_bytes()),
+    };
+    Ok(with_credential(execute(&state, actor, None, op, StatusCode::CREATED).await, &credential).await)
+}
+
+/// Replaces the caller's credential; the old one stops working at once.
+#[utoipa::path(post, path = "/v1/credentials/rotate", responses((status = 200, description = "New `credential`, shown once")))]
+async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
+    let credential = new_secret_credential();
+    let op = Op::RotateCredential { old_hash: auth.credential_hash, new_hash: sha256_hex(credential.as_bytes()) };
+    with_credential(execute(&state, auth.member, None, op, StatusCode::OK).await, &credential).await
+}
+
+/// Revokes the credential this request is made with.
+#[utoipa::path(post, path = "/v1/credentials/revoke", responses((status = 200, description = "Revoked")))]
+async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
+    let op = Op::RevokeCredential { member: auth.member.id.clone(), hash: auth.credential_hash };
+    execute(&state, auth.member, None, op, StatusCode::OK).await
+}
+
+/// A member by DID or current handle.
+#[utoipa::path(get, path = "/v1/members/{member}", params(("member" = String, Path, description = "DID or handle")), responses((status = 200, description = "Member")))]
+async fn get_member(
+    State(state): State<Arc<AppState>>,
+    _auth: Auth,
+    Path(who): Path<String>,
+) -> Result<Json<Member>, Problem> {
+    Ok(Json(resolve(&state, &who).await?))
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameRequest {
+    pub handle: String,
+}
+
+/// Renames a member (itself, or an agent of the caller). The old handle is reserved forever.
+#[utoipa::path(put, path = "/v1/members/{member}/handle", request_body = RenameRequest, responses((status = 200, description = "Renamed")))]
+async fn rename(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(who): Path<String>,
+    ApiJson(body): ApiJson<RenameRequest>,
+) -> Result<Response, Problem> {
+    let target = resolve(&state, &who).await?;
+    validate::handle(&body.handle)?;
+    Ok(execute(&state, auth.member, None, Op::Rename { member: target.id, handle: body.handle }, StatusCode::OK).await)
+}
+
+/// The caller, its account and (for agents) its budget.
+#[utoipa::path(get, path = "/v1/me", responses((status = 200, description = "Caller")))]
+async fn me(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<serde_json::Value>, Problem> {
+    let account = state.store.account(&AccountId::of_member(&auth.member.id)).await?;
+    let budget = state.store.budget(&auth.member.id).await?;
+    Ok(Json(json!({
+        "member": auth.member,
+        "balance_minor": account.as_ref().map(|a| a.balance() as i64),
+        "available_minor": account.as_ref().map(|a| a.available() as i64),
+        "held_minor": account.as_ref().map(|a| a.debits_pending),
+        "budget": budget.map(|b| bazaar_core::apply::budget_view(&b, state.now())),
+    })))
+}
+
+// ---- money -------------------------------------------------------------------
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MintRequest {
+    /// Owner DID or handle.
+    pub owner: String,
+    pub amount_minor: u64,
+}
+
+/// Operator only: issues units into an owner's account (purchase-only; there is no withdrawal).
+#[utoipa::path(post, path = "/v1/mint", request_body = MintRequest, params(("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Minted")))]
+async fn mint(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<MintRequest>,
+) -> Result<Response, Problem> {
+    let amount = validate::amount(body.amount_minor, "amount_minor")?;
+    let idem = idem_for(&auth.member, "mint", &headers, KeyRule::Required, &body)?;
+    let owner = resolve(&state, &body.owner).await?;
+    Ok(execute(&state, auth.member, idem, Op::Mint { owner: owner.id, amount }, StatusCode::OK).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FundRequest {
+    pub amount_minor: u64,
+}
+
+/// Owner only: moves units from the owner's account into its agent's budget account.
+#[utoipa::path(post, path = "/v1/agents/{agent}/fund", request_body = FundRequest, params(("agent" = String, Path, description = "DID or handle"), ("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Funded")))]
+async fn fund(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    Path(who): Path<String>,
+    ApiJson(body): ApiJson<FundRequest>,
+) -> Result<Response, Problem> {
+    let amount = validate::amount(body.amount_minor, "amount_minor")?;
+    let agent = resolve(&state, &who).await?;
+    let request = json!({"agent": agent.id, "amount_minor": amount});
+    let idem = idem_for(&auth.member, "fund", &headers, KeyRule::Required, &request)?;
+    Ok(execute(&state, auth.member, idem, Op::Fund { agent: agent.id, amount }, StatusCode::OK).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRequest {
+    pub per_call_max_minor: u64,
+    pub per_day_max_minor: u64,
+    pub total_max_minor: u64,
+}
+
+/// Owner only: sets an agent's ceilings. An agent can never set its own.
+#[utoipa::path(put, path = "/v1/agents/{agent}/budget", request_body = BudgetRequest, responses((status = 200, description = "Budget")))]
+async fn set_budget(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(who): Path<String>,
+    ApiJson(body): ApiJson<BudgetRequest>,
+) -> Result<Response, Problem> {
+    let agent = resolve(&state, &who).await?;
+    let op = Op::SetBudget {
+        agent: agent.id,
+        per_call_max: validate::ceiling(body.per_call_max_minor, "per_call_max_minor")?,
+        per_day_max: validate::ceiling(body.per_day_max_minor, "per_day_max_minor")?,
+        total_max: validate::ceiling(body.total_max_minor, "total_max_minor")?,
+    };
+    Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    /// Merchant DID or handle.
+    pub merchant: String,
+    pub max_amount_minor: u64,
+    pub order_id: String,
+    pub resource: String,
+    /// Shorter than the default 900 s if you like.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u64>,
+}
+
+/// Agent only: places a hold on its budget and returns a registry-signed `apt_` token.
+/// Without `Idempotency-Key`, the key is the (merchant, order): asking twice for one order returns the same token.
+#[utoipa::path(post, path = "/v1/tokens", request_body = TokenRequest, responses((status = 201, description = "Token issued")))]
+async fn issue_token(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<TokenRequest>,
+) -> Result<Response, Problem> {
+    let max = validate::amount(body.max_amount_minor, "max_amount_minor")?;
+    validate::order_id(&body.order_id)?;
+    validate::resource(&body.resource)?;
+    let ttl_s = body.ttl_s.unwrap_or(TOKEN_TTL_S_MAX);
+    if !(TOKEN_TTL_S_MIN..=TOKEN_TTL_S_MAX).contains(&ttl_s) {
+        return Err(Problem::invalid(format!(
+            "`ttl_s` must be between {TOKEN_TTL_S_MIN} and {TOKEN_TTL_S_MAX} seconds."
+        )));
+    }
+    let merchant = resolve(&state, &body.merchant).await?;
+    let request = json!({"merchant": merchant.id, "max_amount_minor": max, "order_id": body.order_id, "resource": body.resource, "ttl_s": ttl_s});
+    let rule = KeyRule::DefaultTo(format!("order:{}:{}", merchant.id, body.order_id));
+    let idem = idem_for(&auth.member, "issue_token", &headers, rule, &request)?;
+    let now = state.now();
+    let claims = TokenClaims {
+        v: 1,
+        iss: state.registry.clone(),
+        jti: TokenId(format!("tok_{}", random_b64(18))),
+        sub: auth.member.id.clone(),
+        aud: merchant.id,
+        max,
+        ord: OrderId(body.order_id),
+        res: body.resource,
+        iat_ms: now,
+        exp_ms: now.plus_s(ttl_s),
+    };
+    let encoded = token::encode(&claims, &state.key);
+    Ok(execute(&state, auth.member, idem, Op::IssueToken { claims, token: encoded }, StatusCode::CREATED).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    pub token: String,
+}
+
+/// A receipt check, never a work order: says whether the token is genuine and
+/// its state. A settled token still verifies as genuine (state `settled`), so a
+/// merchant must never do paid work because verify said "genuine".
+#[utoipa::path(post, path = "/v1/tokens/verify", request_body = VerifyRequest, responses((status = 200, description = "Genuineness and state")))]
+async fn verify_token(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(body): ApiJson<VerifyRequest>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let claims = match token::decode(&body.token, &state.key.verifying_key()) {
+        Ok(claims) => claims,
+        Err(error) => return Ok(Json(json!({"genuine": false, "reason": error.to_string()}))),
+    };
+    if auth.member.id != claims.aud && auth.member.id != claims.sub {
+        return Err(
+            Refusal::new(Code::NotAudience, "Only the token's merchant (audience) or buyer may verify it.").into()
+        );
+    }
+    let Some(view) = state.store.token(&claims.jti).await? else {
+        return Ok(Json(json!({"genuine": false, "reason": "signed by this registry but unknown to it"})));
+    };
+    let token_state = TokenState::of(&view.hold, state.now());
+    Ok(Json(json!({
+        "genuine": true,
+        "state": token_state,
+        "work_order": false,
+        "claims": claims,
+        "settlement": view.settlement.as_ref().map(bazaar_core::apply::settlement_view),
+    })))
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettleRequest {
+    pub token: String,
+    pub amount_minor: u64,
+    pub order_id: String,
+}
+
+/// Merchant only: settles a token exactly once. Without `Idempotency-Key` the key
+/// is derived from (merchant, order), so a retry returns the original receipt
+/// with `Idempotent-Replayed: true`.
+#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to order:<order_id>")), responses((status = 200, description = "Settlement receipt"), (status = 409, description = "In flight, or token/order already settled"), (status = 422, description = "Same key, different body")))]
+async fn settle(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<SettleRequest>,
+) -> Result<Response, Problem> {
+    let amount = validate::amount(body.amount_minor, "amount_minor")?;
+    validate::order_id(&body.order_id)?;
+    let claims = token::decode(&body.token, &state.key.verifying_key()).map_err(|error| match error {
+        token::TokenError::Malformed => {
+            Refusal::new(Code::TokenMalformed, "`token` is not an apt_ token from this registry.")
+        }
+        token::TokenError::BadSignature => Refusal::new(
+            Code::TokenSignatureInvalid,
+            "The token's signature does not verify against this registry's key: it was forged or altered.",
+        ),
+    })?;
+    let idem =
+        idem_for(&auth.member, "settle", &headers, KeyRule::DefaultTo(format!("order:{}", body.order_id)), &body)?;
+    let op = Op::Settle { claims, amount, order_id: OrderId(body.order_id) };
+    Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
+}
+
+/// Buyer (or its owner): voids an unsettled token and releases its hold.
+#[utoipa::path(post, path = "/v1/tokens/{jti}/void", responses((status = 200, description = "Voided")))]
+async fn void_token(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(jti): Path<String>,
+) -> Result<Response, Problem> {
+    let view = state
+        .store
+        .token(&TokenId(jti.clone()))
+        .await?
+        .ok_or_else(|| Refusal::new(Code::TokenNotFound, "No such token."))?;
+    let op = Op::VoidToken { jti: TokenId(jti), buyer: view.token.buyer };
+    Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    #[serde(default)]
+    pub after: u64,
+    pub limit: Option<usize>,
+}
+
+/// Operator only: the hash-chained event ledger, a page at a time.
+#[utoipa::path(get, path = "/v1/events", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Events")))]
+async fn events(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Query(query): Query<EventsQuery>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    if auth.member.kind != MemberKind::Operator {
+        return Err(Refusal::new(Code::NotPermitted, "Only the operator reads the whole event ledger.").into());
+    }
+    let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
+    let page = state.store.events(query.after, limit).await?;
+    Ok(Json(json!({"events": page, "next_after": page.last().map(|e| e.seq)})))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Bazaar registry API",
+        description = "Identities, a double-entry ledger, and paid calls settled exactly once. Errors are RFC 9457 problem+json with a stable `code`."
+    ),
+    paths(
+        well_known,
+        create_owner,
+        issue_invite,
+        redeem_invite,
+        rotate_credential,
+        revoke_credential,
+        get_member,
+        rename,
+        me,
+        mint,
+        fund,
+        set_budget,
+        issue_token,
+        verify_token,
+        settle,
+        void_token,
+        events
+    ),
+    components(schemas(
+        CreateOwnerRequest,
+        RedeemInviteRequest,
+        RenameRequest,
+        MintRequest,
+        FundRequest,
+        BudgetRequest,
+        TokenRequest,
+        VerifyRequest,
+        SettleRequest
+    ))
+)]
+pub struct ApiDoc;
