@@ -61,6 +61,10 @@ impl Client {
         Client { base: base.into().trim_end_matches('/').to_string(), http, credential }
     }
 
+    pub fn credential(&self) -> Option<&str> {
+        self.credential.as_deref()
+    }
+
     pub fn base(&self) -> &str {
         &self.base
     }

@@ -1,0 +1,272 @@
+//! The HTTP API end to end on an embedded store: problem+json, idempotency
+//! headers, exactly-once under concurrency, authorization, expiry, and the
+//! registry's published documents.
+
+use bazaar_core::apply::Config;
+use bazaar_sdk::{generate_key, Client, SdkError};
+use bazaar_server::{boot, router, sweep_once, AppState};
+use bazaar_store::conformance::EPOCH;
+use bazaar_store::Store;
+use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PROTOCOL_FEE_BPS};
+use bazaar_types::{Amount, ManualClock};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+struct Registry {
+    url: String,
+    state: Arc<AppState>,
+    clock: Arc<ManualClock>,
+    operator: Client,
+    _dir: TempDir,
+}
+
+struct TempDir(std::path::PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+fn config() -> Config {
+    Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
+}
+
+async fn registry() -> Registry {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("bazaar-api-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clock = Arc::new(ManualClock::new(EPOCH));
+    let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), config(), clock.clone()).unwrap());
+    let booted = boot(store, clock.clone(), config(), Some("operator-secret".into())).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(booted.state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let operator = Client::new(&url, Some("operator-secret".into()));
+    Registry { url, state: booted.state, clock, operator, _dir: TempDir(dir) }
+}
+
+/// Owner client, buyer client, merchant client; the buyer holds `funds` with generous ceilings.
+async fn cast(r: &Registry, tag: &str, funds: u64) -> (Client, Client, Client, String) {
+    let owner_key = generate_key();
+    let owner = r.operator.create_owner(&owner_key, &format!("owner-{tag}")).await.unwrap();
+    let owner = r.operator.with_credential(owner["credential"].as_str().unwrap());
+    let enroll = |handle: String| {
+        let owner = owner.clone();
+        async move {
+            let invite = owner.issue_invite().await.unwrap();
+            let agent = owner.with_credential("none").redeem_invite(&invite, &generate_key(), &handle).await.unwrap();
+            owner.with_credential(agent["credential"].as_str().unwrap())
+        }
+    };
+    let buyer = enroll(format!("buyer-{tag}")).await;
+    let merchant = enroll(format!("shop-{tag}")).await;
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    r.operator.mint(&owner_id, funds, &format!("mint-{tag}")).await.unwrap();
+    owner.fund(&format!("buyer-{tag}"), funds, &format!("fund-{tag}")).await.unwrap();
+    owner.set_budget(&format!("buyer-{tag}"), funds, funds, funds).await.unwrap();
+    (owner, buyer, merchant, format!("shop-{tag}"))
+}
+
+fn code(error: SdkError) -> (u16, String) {
+    (error.status().unwrap_or(0), error.code().unwrap_or("").to_string())
+}
+
+#[tokio::test]
+async fn problems_are_rfc9457_with_stable_codes() {
+    let r = registry().await;
+    let http = reqwest::Client::new();
+    let response = http.post(format!("{}/v1/tokens", r.url)).json(&json!({})).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(response.headers()["content-type"], "application/problem+json");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "unauthenticated");
+    assert_eq!(body["type"], "https://bazaar.dev/problems/unauthenticated");
+    let response = http
+        .post(format!("{}/v1/mint", r.url))
+        .bearer_auth("operator-secret")
+        .header("idempotency-key", "k")
+        .json(&json!({"owner": "x", "amount_minor": 1, "surprise": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "invalid_request");
+    assert!(body["detail"].as_str().unwrap().contains("surprise"), "{body}");
+    let unkeyed = r.operator.call(reqwest::Method::POST, "/v1/mint", Some(json!({"owner": "x", "amount_minor": 1})), None).await;
+    assert_eq!(code(unkeyed.unwrap_err()), (400, "idempotency_key_required".into()));
+    let too_big = http.post(format!("{}/v1/tokens/verify", r.url)).bearer_auth("operator-secret")
+        .header("content-type", "application/json").body(vec![b' '; 70 * 1024]).send().await.unwrap();
+    assert_eq!(too_big.status(), 413);
+    let missing = http.get(format!("{}/v1/nope", r.url)).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+}
+
+#[tokio::test]
+async fn settle_replays_conflicts_and_in_flight() {
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "a", 10_000).await;
+    let token = buyer.issue_token(&shop, 500, "o-1", "https://shop/x").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let first = merchant.settle(&token, 500, "o-1", None).await.unwrap();
+    assert!(!first.replayed);
+    let again = merchant.settle(&token, 500, "o-1", None).await.unwrap();
+    assert!(again.replayed, "a replay is marked Idempotent-Replayed");
+    assert_eq!(again.body, first.body);
+    let different = merchant.settle(&token, 400, "o-1", None).await.unwrap_err();
+    assert_eq!(code(different), (422, "idempotency_conflict".into()));
+    let fresh_key = merchant.settle(&token, 500, "o-1", Some("other-key")).await.unwrap_err();
+    assert_eq!(code(fresh_key), (409, "token_settled".into()));
+    // Many concurrent requests under one key: each is the original or "in flight" with Retry-After.
+    let token2 = buyer.issue_token(&shop, 500, "o-2", "https://shop/x").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let http = reqwest::Client::new();
+    let credential = merchant_credential(&merchant);
+    let sends = (0..32).map(|_| {
+        http.post(format!("{}/v1/settlements", r.url)).bearer_auth(&credential).header("idempotency-key", "same")
+            .json(&json!({"token": token2, "amount_minor": 500, "order_id": "o-2"})).send()
+    });
+    let mut bodies = Vec::new();
+    for response in futures::future::join_all(sends).await {
+        let response = response.unwrap();
+        match response.status().as_u16() {
+            200 => bodies.push(response.json::<Value>().await.unwrap()),
+            409 => {
+                assert!(response.headers().contains_key("retry-after"));
+                assert_eq!(response.json::<Value>().await.unwrap()["code"], "idempotency_in_flight");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(!bodies.is_empty());
+    assert!(bodies.iter().all(|b| b == &bodies[0]));
+    assert_eq!(buyer.me().await.unwrap()["balance_minor"], 9_000);
+}
+
+fn merchant_credential(client: &Client) -> String {
+    client.credential().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn sixty_four_concurrent_settles_make_one_transfer() {
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "c", 100_000).await;
+    let token = buyer.issue_token(&shop, 250, "race", "https://shop/x").await.unwrap().body["token"].as_str().unwrap().to_string();
+    // Same token, 64 different keys.
+    let sends = (0..64).map(|i| {
+        let (merchant, token) = (merchant.clone(), token.clone());
+        async move { merchant.settle(&token, 250, "race", Some(&format!("k-{i}"))).await }
+    });
+    let results = futures::future::join_all(sends).await;
+    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1);
+    for result in &results {
+        if let Err(error) = result {
+            assert!(matches!(error.code(), Some("token_settled")), "{error}");
+        }
+    }
+    // Same order, 64 different tokens (the buyer asked again under fresh keys).
+    let mut tokens = Vec::new();
+    for i in 0..64 {
+        let answer = buyer.call(reqwest::Method::POST, "/v1/tokens", Some(json!({"merchant": shop, "max_amount_minor": 250, "order_id": "race-2", "resource": "r"})), Some(&format!("t-{i}"))).await.unwrap();
+        tokens.push(answer.body["token"].as_str().unwrap().to_string());
+    }
+    let sends = tokens.iter().enumerate().map(|(i, token)| {
+        let (merchant, token) = (merchant.clone(), token.clone());
+        async move { (i, merchant.settle(&token, 250, "race-2", Some(&format!("o-{i}"))).await) }
+    });
+    let results = futures::future::join_all(sends).await;
+    assert_eq!(results.iter().filter(|(_, r)| r.is_ok()).count(), 1);
+    // Every replay returns the original body.
+    for (i, result) in &results {
+        let replay = merchant.settle(&tokens[*i], 250, "race-2", Some(&format!("o-{i}"))).await;
+        match (result, replay) {
+            (Ok(first), Ok(again)) => assert_eq!(first.body, again.body),
+            (Err(first), Err(again)) => assert_eq!(first.code(), again.code()),
+            _ => panic!("replay changed the outcome"),
+        }
+    }
+    let me = buyer.me().await.unwrap();
+    assert_eq!(me["balance_minor"], 100_000 - 500, "two orders, one debit each");
+    let report = bazaar_store::conformance::audit(r.state.store.as_ref()).await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+}
+
+#[tokio::test]
+async fn authority_follows_the_principal_chain() {
+    let r = registry().await;
+    let (owner, buyer, merchant, shop) = cast(&r, "d", 10_000).await;
+    let (_, other_buyer, other_shop_client, other_shop) = cast(&r, "e", 10_000).await;
+    // An agent cannot change its own budget.
+    assert_eq!(code(buyer.set_budget("buyer-d", 1, 1, 1).await.unwrap_err()), (403, "not_owner".into()));
+    // An owner cannot fund or budget someone else's agent.
+    assert_eq!(code(owner.fund("buyer-e", 1, "x").await.unwrap_err()), (403, "not_owner".into()));
+    // A merchant cannot settle a token addressed to another merchant.
+    let token = buyer.issue_token(&other_shop, 100, "p-1", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    assert_eq!(code(merchant.settle(&token, 100, "p-1", None).await.unwrap_err()), (403, "not_audience".into()));
+    assert_eq!(code(merchant.verify(&token).await.unwrap_err()), (403, "not_audience".into()));
+    other_shop_client.settle(&token, 100, "p-1", None).await.unwrap();
+    // A token is always on the caller's own budget: another agent's budget is out of reach.
+    let before = other_buyer.me().await.unwrap()["available_minor"].clone();
+    buyer.issue_token(&shop, 100, "p-2", "r").await.unwrap();
+    assert_eq!(other_buyer.me().await.unwrap()["available_minor"], before);
+    // Invite codes work once.
+    let invite = owner.issue_invite().await.unwrap();
+    owner.redeem_invite(&invite, &generate_key(), "first-use").await.unwrap();
+    assert_eq!(code(owner.redeem_invite(&invite, &generate_key(), "second-use").await.unwrap_err()), (410, "invite_used".into()));
+    // Wrong and rotated-away credentials get 401.
+    assert_eq!(code(buyer.with_credential("bzc_wrong").me().await.unwrap_err()), (401, "unauthenticated".into()));
+    let fresh = buyer.rotate_credential().await.unwrap();
+    assert_eq!(code(buyer.me().await.unwrap_err()), (401, "unauthenticated".into()));
+    buyer.with_credential(fresh).me().await.unwrap();
+}
+
+#[tokio::test]
+async fn expired_tokens_release_their_holds_and_cannot_settle() {
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "f", 10_000).await;
+    let token = buyer.issue_token(&shop, 700, "late", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    assert_eq!(buyer.me().await.unwrap()["available_minor"], 9_300);
+    r.clock.advance_s(901);
+    assert_eq!(sweep_once(&r.state).await.unwrap(), 1);
+    assert_eq!(buyer.me().await.unwrap()["available_minor"], 10_000);
+    assert_eq!(merchant.verify(&token).await.unwrap()["state"], "expired");
+    assert_eq!(code(merchant.settle(&token, 700, "late", None).await.unwrap_err()), (410, "token_expired".into()));
+    assert_eq!(sweep_once(&r.state).await.unwrap(), 0, "a hold expires once");
+    let big = buyer.issue_token(&shop, ESCROW_THRESHOLD_MINOR + 1, "big", "r").await.unwrap_err();
+    assert_eq!(code(big), (422, "escrow_required".into()));
+}
+
+#[tokio::test]
+async fn verify_is_a_receipt_check() {
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "g", 10_000).await;
+    let token = buyer.issue_token(&shop, 300, "v", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    assert_eq!(merchant.verify(&token).await.unwrap()["state"], "open");
+    merchant.settle(&token, 300, "v", None).await.unwrap();
+    let verified = merchant.verify(&token).await.unwrap();
+    assert_eq!(verified["genuine"], true, "a consumed token still verifies as genuine");
+    assert_eq!(verified["state"], "settled");
+    assert_eq!(verified["work_order"], false);
+    assert_eq!(verified["settlement"]["amount_minor"], 300);
+    let forged = format!("{}x", &token[..token.len() - 2]);
+    assert_eq!(merchant.verify(&forged).await.unwrap()["genuine"], false);
+    assert_eq!(code(merchant.settle(&forged, 300, "v", Some("f")).await.unwrap_err()).1, "token_signature_invalid");
+}
+
+#[tokio::test]
+async fn registry_publishes_card_openapi_and_metrics() {
+    let r = registry().await;
+    let http = reqwest::Client::new();
+    let card: Value = http.get(format!("{}/.well-known/bazaar", r.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(card["did"], json!(r.state.registry));
+    assert_eq!(card["token_ttl_s"], 900);
+    assert_eq!(card["escrow_threshold_minor"], ESCROW_THRESHOLD_MINOR);
+    let spec: Value = http.get(format!("{}/openapi.json", r.url)).send().await.unwrap().json().await.unwrap();
+    assert!(spec["openapi"].as_str().unwrap().starts_with("3.1"));
+    assert!(spec["paths"]["/v1/settlements"]["post"].is_object());
+    let health: Value = http.get(format!("{}/healthz", r.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["status"], "ok");
+    let metrics = http.get(format!("{}/metrics", r.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("bazaar_http_requests_total{route=\"/healthz\",status=\"200\"} 1"), "{metrics}");
+}
