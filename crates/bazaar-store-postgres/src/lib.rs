@@ -1,1 +1,301 @@
-//! placeholder
+//! PostgreSQL adapter: [`PostgresStore`] runs migrations under an advisory
+//! lock, hands writes to the shared group-commit writer with a PostgreSQL
+//! [`Engine`](bazaar_store::Engine) (one transaction per batch, serialised
+//! across nodes by a row lock on `chain_head`), and answers reads from a small
+//! round-robin pool of connections.
+//!
+//! Durability is the server's: `synchronous_commit` is left at its default,
+//! so a batch is acknowledged only after its commit is flushed.
+
+/// Declares a struct of prepared statements and an `async fn prepare` that
+/// prepares them all in one pipelined round trip.
+macro_rules! statements {
+    ($name:ident { $($field:ident = $sql:expr;)* }) => {
+        pub(crate) struct $name {
+            $(pub(crate) $field: tokio_postgres::Statement,)*
+        }
+
+        impl $name {
+            pub(crate) async fn prepare(
+                client: &tokio_postgres::Client,
+            ) -> Result<$name, tokio_postgres::Error> {
+                $(let $field: String = ($sql).into();)*
+                let ($($field,)*) = futures::try_join!($(client.prepare(&$field),)*)?;
+                Ok($name { $($field,)* })
+            }
+        }
+    };
+}
+pub(crate) use statements;
+
+mod engine;
+mod migrate;
+mod rows;
+
+use async_trait::async_trait;
+use bazaar_core::apply::{Applied, Config};
+use bazaar_core::chain::ChainHead;
+use bazaar_core::command::Command;
+use bazaar_core::model::*;
+use bazaar_store::writer::Writer;
+use bazaar_store::{Store, StoreError, TokenView};
+use bazaar_types::{AccountId, Clock, MemberId, OrderId, Timestamp, TokenId};
+use rows::{bound, ACCOUNT_COLUMNS, BUDGET_COLUMNS, CREDENTIAL_COLUMNS, EVENT_COLUMNS};
+use rows::{HOLD_COLUMNS, HOLD_WIDTH, MEMBER_COLUMNS, SETTLEMENT_COLUMNS, TOKEN_COLUMNS};
+use rows::{TOKEN_WIDTH, TRANSFER_COLUMNS};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_postgres::{Client, NoTls};
+
+pub use engine::PgEngine;
+
+/// Read connections kept open, used round-robin.
+pub const READERS_MAX: usize = 4;
+/// How long opening one connection may take before the store gives up.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// `application_name` of the read connections.
+const READER_APPLICATION_NAME: &str = "bazaar-reader";
+/// `meta` key of the registry's signing key seed.
+const SEED_KEY: &str = "registry_key_seed";
+
+/// Maps a driver error: SQLSTATE class 23 (integrity constraint violation)
+/// is [`StoreError::Constraint`], anything else [`StoreError::Unavailable`].
+/// The text carries the SQLSTATE and the server's message, never SQL.
+pub(crate) fn pg_error(error: tokio_postgres::Error) -> StoreError {
+    if let Some(db) = error.as_db_error() {
+        let code = db.code().code();
+        let text = format!("[{code}] {}", db.message());
+        return if code.starts_with("23") { StoreError::Constraint(text) } else { StoreError::Unavailable(text) };
+    }
+    match std::error::Error::source(&error) {
+        Some(source) => StoreError::Unavailable(format!("{error}: {source}")),
+        None => StoreError::Unavailable(error.to_string()),
+    }
+}
+
+/// Opens one connection and drives it on the current runtime.
+pub(crate) async fn connect_client(
+    config: &tokio_postgres::Config,
+    application_name: &str,
+) -> Result<Client, StoreError> {
+    let mut config = config.clone();
+    config.application_name(application_name);
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    let (client, connection) = config.connect(NoTls).await.map_err(pg_error)?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!(%error, "PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
+}
+
+statements! {
+    ReadStatements {
+        seed_insert = "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING";
+        seed_select = "SELECT value FROM meta WHERE key = $1";
+        head = "SELECT seq, hash FROM chain_head WHERE id = 1";
+        member = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE id = $1");
+        member_by_handle = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE handle = $1 LIMIT 1");
+        credential = format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE hash = $1");
+        account = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id = $1");
+        budget = format!("SELECT {BUDGET_COLUMNS} FROM budgets WHERE agent = $1");
+        token = format!(
+            "SELECT {}, {}, {} FROM tokens t LEFT JOIN holds h ON h.id = t.hold \
+             LEFT JOIN settlements s ON s.jti = t.jti WHERE t.jti = $1",
+            prefixed("t", TOKEN_COLUMNS),
+            prefixed("h", HOLD_COLUMNS),
+            prefixed("s", SETTLEMENT_COLUMNS)
+        );
+        settlement_by_order = format!(
+            "SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE merchant = $1 AND order_id = $2"
+        );
+        expired_tokens = "SELECT t.jti, t.buyer FROM holds h JOIN tokens t ON t.hold = h.id \
+            WHERE h.state = 'pending' AND h.expires_at <= $1 ORDER BY h.expires_at, h.id LIMIT $2";
+        events = format!("SELECT {EVENT_COLUMNS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2");
+        transfers = format!(
+            "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE pos > $1 ORDER BY pos LIMIT $2"
+        );
+        holds = format!("SELECT {HOLD_COLUMNS} FROM holds WHERE id > $1 ORDER BY id LIMIT $2");
+        accounts = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id > $1 ORDER BY id LIMIT $2");
+    }
+}
+
+/// `a, b` as `t.a, t.b`, for joins.
+fn prefixed(table: &str, columns: &str) -> String {
+    columns.split(", ").map(|c| format!("{table}.{c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// One read connection and its prepared statements.
+struct Reader {
+    client: Client,
+    st: ReadStatements,
+}
+
+impl Reader {
+    async fn open(config: &tokio_postgres::Config) -> Result<Reader, StoreError> {
+        let client = connect_client(config, READER_APPLICATION_NAME).await?;
+        let st = ReadStatements::prepare(&client).await.map_err(pg_error)?;
+        Ok(Reader { client, st })
+    }
+}
+
+/// The PostgreSQL [`Store`]. Several nodes may share one database.
+pub struct PostgresStore {
+    writer: Writer,
+    config: tokio_postgres::Config,
+    readers: Vec<Mutex<Arc<Reader>>>,
+    next_reader: AtomicUsize,
+}
+
+impl PostgresStore {
+    /// Connects to `url`, migrates the schema, starts the writer and opens
+    /// [`READERS_MAX`] read connections. Must be called inside a Tokio runtime,
+    /// which then drives the read connections.
+    pub async fn connect(url: &str, config: Config, clock: Arc<dyn Clock>) -> Result<PostgresStore, StoreError> {
+        let pg: tokio_postgres::Config = url.parse().map_err(pg_error)?;
+        migrate::run(&pg).await?;
+        let engine_config = pg.clone();
+        // The engine blocks on its own runtime, which must not start inside async code.
+        let engine = tokio::task::spawn_blocking(move || PgEngine::open(engine_config))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("writer start: {e}")))??;
+        let writer = Writer::spawn(engine, config, clock);
+        let mut readers = Vec::with_capacity(READERS_MAX);
+        for _ in 0..READERS_MAX {
+            readers.push(Mutex::new(Arc::new(Reader::open(&pg).await?)));
+        }
+        Ok(PostgresStore { writer, config: pg, readers, next_reader: AtomicUsize::new(0) })
+    }
+
+    /// The next read connection, reopened first if it was lost.
+    async fn reader(&self) -> Result<Arc<Reader>, StoreError> {
+        let index = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        let slot = &self.readers[index];
+        let current = slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if !current.client.is_closed() {
+            return Ok(current);
+        }
+        let fresh = Arc::new(Reader::open(&self.config).await?);
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
+        tracing::info!("reader reconnected to PostgreSQL");
+        Ok(fresh)
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
+        self.writer.submit(command).await
+    }
+
+    async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        let r = self.reader().await?;
+        let encoded = hex::encode(candidate);
+        r.client.execute(&r.st.seed_insert, &[&SEED_KEY, &encoded]).await.map_err(pg_error)?;
+        let row = r.client.query_one(&r.st.seed_select, &[&SEED_KEY]).await.map_err(pg_error)?;
+        rows::seed_decode(rows::get(&row, 0)?)
+    }
+
+    async fn head(&self) -> Result<ChainHead, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_one(&r.st.head, &[]).await.map_err(pg_error)?;
+        Ok(ChainHead {
+            seq: u64::try_from(rows::get::<i64>(&row, 0)?)
+                .map_err(|_| StoreError::Corrupt("negative chain head".into()))?,
+            hash: rows::get(&row, 1)?,
+        })
+    }
+
+    async fn member(&self, id: &MemberId) -> Result<Option<Member>, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_opt(&r.st.member, &[&id.0]).await;
+        rows::optional(row.map_err(pg_error)?, rows::member)
+    }
+
+    async fn member_by_handle(&self, handle: &str) -> Result<Option<Member>, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_opt(&r.st.member_by_handle, &[&handle]).await;
+        rows::optional(row.map_err(pg_error)?, rows::member)
+    }
+
+    async fn credential(&self, hash: &str) -> Result<Option<Credential>, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_opt(&r.st.credential, &[&hash]).await;
+        rows::optional(row.map_err(pg_error)?, rows::credential)
+    }
+
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_opt(&r.st.account, &[&id.0]).await;
+        rows::optional(row.map_err(pg_error)?, rows::account)
+    }
+
+    async fn budget(&self, agent: &MemberId) -> Result<Option<Budget>, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_opt(&r.st.budget, &[&agent.0]).await;
+        rows::optional(row.map_err(pg_error)?, rows::budget)
+    }
+
+    async fn token(&self, jti: &TokenId) -> Result<Option<TokenView>, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_opt(&r.st.token, &[&jti.0]).await;
+        let Some(row) = row.map_err(pg_error)? else {
+            return Ok(None);
+        };
+        let token = rows::token(&row, 0)?;
+        if rows::get::<Option<&str>>(&row, TOKEN_WIDTH)?.is_none() {
+            return Err(StoreError::Corrupt(format!("token {} has no hold", jti.0)));
+        }
+        let hold = rows::hold(&row, TOKEN_WIDTH)?;
+        let settled = TOKEN_WIDTH + HOLD_WIDTH;
+        let settlement = match rows::get::<Option<&str>>(&row, settled)? {
+            Some(_) => Some(rows::settlement(&row, settled)?),
+            None => None,
+        };
+        Ok(Some(TokenView { token, hold, settlement }))
+    }
+
+    async fn settlement_by_order(
+        &self,
+        merchant: &MemberId,
+        order: &OrderId,
+    ) -> Result<Option<Settlement>, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_opt(&r.st.settlement_by_order, &[&merchant.0, &order.0]).await;
+        rows::optional(row.map_err(pg_error)?, rows::settlement)
+    }
+
+    async fn expired_tokens(&self, now: Timestamp, limit: usize) -> Result<Vec<(TokenId, MemberId)>, StoreError> {
+        let r = self.reader().await?;
+        let found = r.client.query(&r.st.expired_tokens, &[&now.0, &bound(limit)]).await.map_err(pg_error)?;
+        found.iter().map(|row| Ok((TokenId(rows::get(row, 0)?), MemberId(rows::get(row, 1)?)))).collect()
+    }
+
+    async fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let r = self.reader().await?;
+        let found = r.client.query(&r.st.events, &[&bound(after), &bound(limit)]).await.map_err(pg_error)?;
+        rows::all(&found, rows::event)
+    }
+
+    async fn transfers(&self, after: i64, limit: usize) -> Result<Vec<(i64, Transfer)>, StoreError> {
+        let r = self.reader().await?;
+        let found = r.client.query(&r.st.transfers, &[&after, &bound(limit)]).await.map_err(pg_error)?;
+        rows::all(&found, rows::transfer)
+    }
+
+    async fn holds(&self, after: &str, limit: usize) -> Result<Vec<Hold>, StoreError> {
+        let r = self.reader().await?;
+        let found = r.client.query(&r.st.holds, &[&after, &bound(limit)]).await.map_err(pg_error)?;
+        rows::all(&found, rows::hold)
+    }
+
+    async fn accounts(&self, after: &str, limit: usize) -> Result<Vec<Account>, StoreError> {
+        let r = self.reader().await?;
+        let found = r.client.query(&r.st.accounts, &[&after, &bound(limit)]).await.map_err(pg_error)?;
+        rows::all(&found, rows::account)
+    }
+}

@@ -1,0 +1,47 @@
+//! Schema migrations: the numbered files in `migrations/`, applied once each
+//! and recorded in `schema_migrations`, all in one transaction holding an
+//! advisory lock so nodes starting together do not race.
+
+use crate::{connect_client, pg_error};
+use bazaar_store::StoreError;
+
+/// Migrations, in order. Never edit a landed one; add a new file.
+/// Each runs inside the migration transaction, so none may need to run
+/// outside one (no `CREATE INDEX CONCURRENTLY`).
+const MIGRATIONS: &[(&str, &str)] = &[("0001_foundation", include_str!("../migrations/0001_foundation.sql"))];
+
+/// The advisory lock key every node takes while migrating ("bazaar" then 1).
+const MIGRATION_LOCK_KEY: i64 = 0x6261_7a61_6172_0001;
+/// `application_name` of the migration connection.
+const MIGRATION_APPLICATION_NAME: &str = "bazaar-migrate";
+
+/// Applies every migration not yet recorded. Safe to run from several nodes
+/// at once: the second waits for the first, then finds nothing left to do.
+pub async fn run(config: &tokio_postgres::Config) -> Result<(), StoreError> {
+    let mut client = connect_client(config, MIGRATION_APPLICATION_NAME).await?;
+    let tx = client.transaction().await.map_err(pg_error)?;
+    // Transaction-scoped: released by COMMIT or ROLLBACK, even if this
+    // process dies half way.
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY]).await.map_err(pg_error)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+    )
+    .await
+    .map_err(pg_error)?;
+    for (name, sql) in MIGRATIONS {
+        let done =
+            tx.query_opt("SELECT 1 FROM schema_migrations WHERE name = $1", &[name]).await.map_err(pg_error)?.is_some();
+        if done {
+            continue;
+        }
+        tx.batch_execute(sql).await.map_err(pg_error)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (name, applied_at) VALUES ($1, extract(epoch FROM now())::bigint)",
+            &[name],
+        )
+        .await
+        .map_err(pg_error)?;
+        tracing::info!(migration = name, "applied migration");
+    }
+    tx.commit().await.map_err(pg_error)
+}

@@ -1,0 +1,150 @@
+//! Runs the shared conformance suite against the PostgreSQL adapter, one fresh
+//! database per case. Fails (never skips) when PostgreSQL is unreachable.
+
+use bazaar_core::command::Command;
+use bazaar_core::refusal::Code;
+use bazaar_store::conformance::{self, Fixture};
+use bazaar_store::Store;
+use bazaar_store_postgres::PostgresStore;
+use bazaar_types::ManualClock;
+use ed25519_dalek::SigningKey;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio_postgres::NoTls;
+
+/// Where the test server is unless `BAZAAR_TEST_DATABASE_URL` says otherwise.
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+fn admin_url() -> String {
+    std::env::var("BAZAAR_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_string())
+}
+
+/// `url` pointed at database `name` (URL or key=value form).
+fn with_database(url: &str, name: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return format!("{url} dbname={name}");
+    };
+    let rest = &url[scheme_end + 3..];
+    let query = rest.find('?').map(|i| &rest[i..]).unwrap_or("");
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    format!("{}{}/{name}{query}", &url[..scheme_end + 3], &rest[..authority_end])
+}
+
+async fn admin() -> tokio_postgres::Client {
+    let url = admin_url();
+    let (client, connection) = tokio_postgres::connect(&url, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL must be reachable at {url}: {e}"));
+    tokio::spawn(connection);
+    client
+}
+
+/// Drops this run's databases when the test ends, even by panic.
+struct Cleanup(Arc<Mutex<Vec<String>>>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let names = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        // A thread of its own: this may run inside the test's runtime.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let Ok((client, connection)) = tokio_postgres::connect(&admin_url(), NoTls).await else {
+                    return;
+                };
+                tokio::spawn(connection);
+                for name in names {
+                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    if let Err(e) = client.batch_execute(&sql).await {
+                        eprintln!("could not drop {name}: {e}");
+                    }
+                }
+            });
+        })
+        .join();
+    }
+}
+
+#[test]
+fn database_urls_are_rewritten() {
+    assert_eq!(with_database("postgres://u@h:5432/postgres", "x"), "postgres://u@h:5432/x");
+    assert_eq!(with_database("postgresql://u@h/postgres?sslmode=disable", "x"), "postgresql://u@h/x?sslmode=disable");
+    assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
+    assert_eq!(with_database("host=h user=u", "x"), "host=h user=u dbname=x");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_passes_the_conformance_suite() {
+    let admin = Arc::new(admin().await);
+    let created = Arc::new(Mutex::new(Vec::new()));
+    let _cleanup = Cleanup(created.clone());
+    let counter = Arc::new(AtomicU64::new(0));
+    bazaar_store::conformance::run_all(move |config, clock| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        let name = format!("bazaar_conf_{}_{n}", std::process::id());
+        let (admin, created) = (admin.clone(), created.clone());
+        Box::pin(async move {
+            admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
+            admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+            created.lock().unwrap().push(name.clone());
+            let url = with_database(&admin_url(), &name);
+            let store = PostgresStore::connect(&url, config, clock).await.unwrap();
+            Arc::new(store) as Arc<dyn Store>
+        })
+    })
+    .await;
+}
+
+/// Two nodes on one database: they migrate at the same moment, then race to
+/// settle one token through two writers. The lock on `chain_head` must let
+/// exactly one settle and keep one unbroken event chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_one_database() {
+    let admin = admin().await;
+    let name = format!("bazaar_conf_{}_nodes", std::process::id());
+    let _cleanup = Cleanup(Arc::new(Mutex::new(vec![name.clone()])));
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let url = with_database(&admin_url(), &name);
+    let key = SigningKey::from_bytes(&[42u8; 32]);
+    let config = conformance::test_config();
+    let clock = Arc::new(ManualClock::new(conformance::EPOCH));
+    let (a, b) = tokio::join!(
+        PostgresStore::connect(&url, config.clone(), clock.clone()),
+        PostgresStore::connect(&url, config.clone(), clock.clone()),
+    );
+    let (a, b): (Arc<dyn Store>, Arc<dyn Store>) = (Arc::new(a.unwrap()), Arc::new(b.unwrap()));
+    assert_eq!(a.registry_key_seed([7u8; 32]).await.unwrap(), [7u8; 32]);
+    assert_eq!(b.registry_key_seed([8u8; 32]).await.unwrap(), [7u8; 32]);
+
+    let f = Arc::new(Fixture::new(a.clone(), clock, key).await);
+    let (_, buyer, merchant) = f.cast(10_000, [1_000, 5_000, 10_000]).await;
+    let claims = f.token(&buyer, &merchant, 250, "race").await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..RACERS {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let (f, merchant, claims) = (f.clone(), merchant.clone(), claims.clone());
+        tasks.push(tokio::spawn(async move {
+            let command = Command {
+                actor: merchant.clone(),
+                idem: f.idem(&format!("{}:settle", merchant.id), &format!("k{i}"), "fp"),
+                op: f.settle_op(&claims, 250),
+            };
+            store.submit(command).await.unwrap().outcome
+        }));
+    }
+    let mut settled = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => settled += 1,
+            Err(refusal) => assert_eq!(refusal.code, Code::TokenSettled),
+        }
+    }
+    assert_eq!(settled, 1);
+    assert_eq!(a.head().await.unwrap(), b.head().await.unwrap());
+    let report = conformance::audit(b.as_ref()).await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+}
+
+/// Settle attempts raced across the two nodes.
+const RACERS: usize = 32;

@@ -1,0 +1,167 @@
+//! The writer's engine on its own: the database's second layer of
+//! exactly-once refuses what the core should never send, as a constraint,
+//! and a refused batch leaves nothing behind.
+
+use bazaar_core::chain::GENESIS_HASH;
+use bazaar_core::command::Keys;
+use bazaar_core::model::{Event, Hold, HoldState, Transfer, TransferKind};
+use bazaar_core::state::Changes;
+use bazaar_store::conformance::{test_config, EPOCH};
+use bazaar_store::{Engine, Store, StoreError};
+use bazaar_store_postgres::{PgEngine, PostgresStore};
+use bazaar_types::{AccountId, Amount, HoldId, ManualClock, MemberId, Timestamp, TransferId};
+use std::sync::Arc;
+use tokio_postgres::NoTls;
+
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+fn admin_url() -> String {
+    std::env::var("BAZAAR_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_string())
+}
+
+fn with_database(url: &str, name: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return format!("{url} dbname={name}");
+    };
+    let rest = &url[scheme_end + 3..];
+    let query = rest.find('?').map(|i| &rest[i..]).unwrap_or("");
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    format!("{}{}/{name}{query}", &url[..scheme_end + 3], &rest[..authority_end])
+}
+
+async fn admin(sql: &str) {
+    let url = admin_url();
+    let (client, connection) = tokio_postgres::connect(&url, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL must be reachable at {url}: {e}"));
+    tokio::spawn(connection);
+    client.batch_execute(sql).await.unwrap();
+}
+
+fn hold(id: &str, state: HoldState) -> Hold {
+    Hold {
+        id: HoldId(id.into()),
+        account: AccountId("acct:buyer".into()),
+        amount: Amount(100),
+        created_at: EPOCH,
+        expires_at: Timestamp(EPOCH.0 + 60_000),
+        state,
+        posted_amount: Amount::ZERO,
+        resolved_at: None,
+    }
+}
+
+fn resolved(id: &str, state: HoldState) -> Hold {
+    Hold { state, posted_amount: Amount(100), resolved_at: Some(EPOCH), ..hold(id, HoldState::Pending) }
+}
+
+fn transfer(id: &str) -> Transfer {
+    Transfer {
+        id: TransferId(id.into()),
+        debit: AccountId("acct:a".into()),
+        credit: AccountId("acct:b".into()),
+        amount: Amount(5),
+        kind: TransferKind::Funding,
+        hold: None,
+        link: "link".into(),
+        authored_by: MemberId("did:key:zA".into()),
+        on_behalf_of: MemberId("did:key:zA".into()),
+        at: EPOCH,
+    }
+}
+
+fn event(seq: u64) -> Event {
+    Event {
+        seq,
+        prev_hash: GENESIS_HASH.into(),
+        hash: format!("hash-{seq}"),
+        kind: "test".into(),
+        body: serde_json::json!({"n": seq}),
+        authored_by: MemberId("did:key:zA".into()),
+        on_behalf_of: MemberId("did:key:zA".into()),
+        at: EPOCH,
+    }
+}
+
+/// begin, load, write, commit; a failure rolls back, as the writer does.
+fn batch(engine: &mut PgEngine, changes: &Changes) -> Result<(), StoreError> {
+    engine.begin()?;
+    let attempt = engine.load(&Keys::default()).and_then(|_| engine.write(changes));
+    match attempt {
+        Ok(()) => engine.commit(),
+        Err(error) => {
+            engine.rollback();
+            Err(error)
+        }
+    }
+}
+
+fn is_constraint(result: Result<(), StoreError>) -> bool {
+    matches!(result, Err(StoreError::Constraint(_)))
+}
+
+#[test]
+fn refused_batches_leave_nothing_behind() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let name = format!("bazaar_engine_{}", std::process::id());
+    let url = with_database(&admin_url(), &name);
+    let store = runtime.block_on(async {
+        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+        admin(&format!("CREATE DATABASE {name}")).await;
+        let clock = Arc::new(ManualClock::new(EPOCH));
+        PostgresStore::connect(&url, test_config(), clock).await.unwrap()
+    });
+    let mut engine = PgEngine::connect(&url).unwrap();
+
+    // A duplicate transfer id refuses the whole batch, event and head included.
+    let dup = Changes {
+        insert_events: vec![event(1)],
+        insert_transfers: vec![transfer("t1"), transfer("t1")],
+        ..Changes::default()
+    };
+    assert!(is_constraint(batch(&mut engine, &dup)));
+    assert_eq!(runtime.block_on(store.head()).unwrap().seq, 0);
+    assert!(runtime.block_on(store.events(0, 10)).unwrap().is_empty());
+    assert!(runtime.block_on(store.transfers(0, 10)).unwrap().is_empty());
+
+    // The same connection carries on after a refusal.
+    let good = Changes {
+        insert_events: vec![event(1), event(2)],
+        insert_transfers: vec![transfer("t1"), transfer("t2")],
+        insert_holds: vec![hold("h1", HoldState::Pending), hold("h2", HoldState::Voided)],
+        ..Changes::default()
+    };
+    batch(&mut engine, &good).unwrap();
+    let head = runtime.block_on(store.head()).unwrap();
+    assert_eq!((head.seq, head.hash.as_str()), (2, "hash-2"));
+    let transfers = runtime.block_on(store.transfers(0, 10)).unwrap();
+    let ids: Vec<_> = transfers.iter().map(|(_, t)| t.id.0.as_str()).collect();
+    assert_eq!(ids, ["t1", "t2"], "positions follow the batch's order");
+    assert!(transfers[0].0 < transfers[1].0);
+
+    // A hold resolves once.
+    let post = Changes { resolve_holds: vec![resolved("h1", HoldState::Posted)], ..Changes::default() };
+    batch(&mut engine, &post).unwrap();
+    let void = Changes { resolve_holds: vec![resolved("h1", HoldState::Voided)], ..Changes::default() };
+    assert!(is_constraint(batch(&mut engine, &void)));
+    // A hold that is not pending cannot resolve, even without a resolution row.
+    let late = Changes { resolve_holds: vec![resolved("h2", HoldState::Expired)], ..Changes::default() };
+    assert!(is_constraint(batch(&mut engine, &late)));
+    let holds = runtime.block_on(store.holds("", 10)).unwrap();
+    let states: Vec<_> = holds.iter().map(|h| (h.id.0.as_str(), h.state)).collect();
+    assert_eq!(states, [("h1", HoldState::Posted), ("h2", HoldState::Voided)]);
+
+    // An account may not go below zero unless it is allowed to.
+    let overdrawn = Changes {
+        upsert_accounts: vec![bazaar_core::model::Account {
+            debits_posted: 1,
+            ..bazaar_core::model::Account::new(AccountId("acct:x".into()), false)
+        }],
+        ..Changes::default()
+    };
+    assert!(is_constraint(batch(&mut engine, &overdrawn)));
+
+    drop(engine);
+    drop(store);
+    runtime.block_on(admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
+}
