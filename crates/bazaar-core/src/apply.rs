@@ -161,7 +161,7 @@ impl Batch<'_> {
         if command.actor.kind != MemberKind::Operator {
             return refuse(Code::NotPermitted, "Only the registry operator creates owners.");
         }
-        self.check_new_member(id, handle)?;
+        self.check_new_member(id, handle, credential_hash)?;
         let member = Member {
             id: id.clone(),
             kind: MemberKind::Owner,
@@ -212,7 +212,7 @@ impl Batch<'_> {
         if self.now >= invite.expires_at {
             return refuse(Code::InviteExpired, "This invite code has expired; ask your owner for a new one.");
         }
-        self.check_new_member(agent, handle)?;
+        self.check_new_member(agent, handle, credential_hash)?;
         let member = Member {
             id: agent.clone(),
             kind: MemberKind::Agent,
@@ -227,8 +227,12 @@ impl Batch<'_> {
         self.enroll(&enrolling, member, credential_hash, "agent.enrolled")
     }
 
-    fn check_new_member(&self, id: &MemberId, handle: &str) -> Result<(), Refusal> {
+    /// Everything enrolment needs, checked before anything is written.
+    fn check_new_member(&self, id: &MemberId, handle: &str, credential_hash: &str) -> Result<(), Refusal> {
         crate::validate::handle(handle)?;
+        if self.snap.credentials.contains_key(credential_hash) {
+            return refuse(Code::InvalidRequest, "Credential collision; retry.");
+        }
         if self.snap.members.contains_key(id) {
             return refuse(Code::MemberExists, "A member with this key is already registered.");
         }
@@ -245,10 +249,9 @@ impl Batch<'_> {
         }
     }
 
+    /// Writes a new member; `check_new_member` ran first.
     fn enroll(&mut self, command: &Command, member: Member, credential_hash: &str, kind: &str) -> Step {
-        if self.snap.credentials.contains_key(credential_hash) {
-            return refuse(Code::InvalidRequest, "Credential collision; retry.");
-        }
+        assert!(!self.snap.credentials.contains_key(credential_hash));
         self.put_credential(Credential {
             hash: credential_hash.into(),
             member: member.id.clone(),
@@ -630,10 +633,16 @@ impl Batch<'_> {
     fn end_hold(&mut self, command: &Command, jti: &TokenId, buyer: &MemberId, end: HoldState) -> Step {
         let allowed = match end {
             HoldState::Expired => command.actor.kind == MemberKind::Registry,
-            _ => &command.actor.id == buyer || command.actor.principal() == buyer,
+            _ => {
+                let buyer_owner = self.snap.members.get(buyer).and_then(|m| m.owner.as_ref());
+                &command.actor.id == buyer || buyer_owner == Some(&command.actor.id)
+            }
         };
         if !allowed {
-            return refuse(Code::NotPermitted, "Only the buyer voids its token; only the registry expires holds.");
+            return refuse(
+                Code::NotPermitted,
+                "Only the buyer or its owner voids a token; only the registry expires holds.",
+            );
         }
         let Some(record) = self.snap.tokens.get(jti).filter(|t| &t.buyer == buyer).cloned() else {
             return refuse(Code::TokenNotFound, "No such token for this buyer.");

@@ -213,6 +213,7 @@ impl Keys {
     }
 
     fn add_token_rows(&mut self, jti: &TokenId, buyer: &MemberId) {
+        self.members.insert(buyer.clone());
         self.tokens.insert(jti.clone());
         self.holds.insert(hold_id_for(jti));
         self.settlements_by_token.insert(jti.clone());
