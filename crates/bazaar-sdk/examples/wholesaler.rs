@@ -23,9 +23,11 @@ const PRICE_MINOR: u64 = 250;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let registry = std::env::var("BAZAAR_REGISTRY").unwrap_or_else(|_| "http://127.0.0.1:7878".into());
-    let credential = std::env::var("BAZAAR_CREDENTIAL").map_err(|_| "set BAZAAR_CREDENTIAL to the merchant agent's credential")?;
+    let credential =
+        std::env::var("BAZAAR_CREDENTIAL").map_err(|_| "set BAZAAR_CREDENTIAL to the merchant agent's credential")?;
     let port: u16 = std::env::args().nth(1).map(|p| p.parse()).transpose()?.unwrap_or(8080);
-    let route = PaidRoute::new(Client::new(registry, Some(credential)), PRICE_MINOR, std::path::Path::new("work-receipts.db"))?;
+    let route =
+        PaidRoute::new(Client::new(registry, Some(credential)), PRICE_MINOR, std::path::Path::new("work-receipts.db"))?;
     let picked = Arc::new(AtomicU64::new(0));
     let app = Router::new()
         .route(

@@ -12,6 +12,15 @@ pub const REQUEST_TIMEOUT_S: u64 = 30;
 pub const PAY_ATTEMPTS_MAX: u32 = 5;
 /// First retry delay; it doubles each attempt.
 pub const RETRY_BASE_MS: u64 = 50;
+/// A replayed token this close to expiry (or past it) is renewed before use.
+pub const TOKEN_RENEW_MARGIN_MS: i64 = 5_000;
+
+/// Milliseconds since the epoch by this machine's clock; the SDK runs in the
+/// caller's process, outside the registry's injected clock.
+#[allow(clippy::disallowed_methods)]
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SdkError {
@@ -215,7 +224,19 @@ impl Client {
         max_amount: u64,
         order_id: &str,
     ) -> Result<PaidResponse, SdkError> {
-        let issued = self.retrying(|| self.issue_token(merchant, max_amount, order_id, url)).await?;
+        let mut issued = self.retrying(|| self.issue_token(merchant, max_amount, order_id, url)).await?;
+        // The order's derived key replays the first token, even once it has expired or
+        // was voided. Then ask again under a key naming the dead token: still one key per attempt.
+        if issued.replayed
+            && issued.body["expires_at_ms"].as_i64().unwrap_or(0) <= wall_clock_ms() + TOKEN_RENEW_MARGIN_MS
+        {
+            let key = format!("renew:{}", issued.body["jti"].as_str().unwrap_or_default());
+            let body =
+                json!({"merchant": merchant, "max_amount_minor": max_amount, "order_id": order_id, "resource": url});
+            issued = self
+                .retrying(|| self.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), Some(&key)))
+                .await?;
+        }
         let token = issued.body["token"].as_str().unwrap_or_default().to_string();
         let mut attempt = 0;
         loop {

@@ -37,7 +37,8 @@ async fn registry() -> Registry {
     let dir = std::env::temp_dir().join(format!("bazaar-api-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let clock = Arc::new(ManualClock::new(EPOCH));
-    let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), config(), clock.clone()).unwrap());
+    let store: Arc<dyn Store> =
+        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), config(), clock.clone()).unwrap());
     let booted = boot(store, clock.clone(), config(), Some("operator-secret".into())).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -95,10 +96,17 @@ async fn problems_are_rfc9457_with_stable_codes() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["code"], "invalid_request");
     assert!(body["detail"].as_str().unwrap().contains("surprise"), "{body}");
-    let unkeyed = r.operator.call(reqwest::Method::POST, "/v1/mint", Some(json!({"owner": "x", "amount_minor": 1})), None).await;
+    let unkeyed =
+        r.operator.call(reqwest::Method::POST, "/v1/mint", Some(json!({"owner": "x", "amount_minor": 1})), None).await;
     assert_eq!(code(unkeyed.unwrap_err()), (400, "idempotency_key_required".into()));
-    let too_big = http.post(format!("{}/v1/tokens/verify", r.url)).bearer_auth("operator-secret")
-        .header("content-type", "application/json").body(vec![b' '; 70 * 1024]).send().await.unwrap();
+    let too_big = http
+        .post(format!("{}/v1/tokens/verify", r.url))
+        .bearer_auth("operator-secret")
+        .header("content-type", "application/json")
+        .body(vec![b' '; 70 * 1024])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(too_big.status(), 413);
     let missing = http.get(format!("{}/v1/nope", r.url)).send().await.unwrap();
     assert_eq!(missing.status(), 404);
@@ -108,7 +116,10 @@ async fn problems_are_rfc9457_with_stable_codes() {
 async fn settle_replays_conflicts_and_in_flight() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "a", 10_000).await;
-    let token = buyer.issue_token(&shop, 500, "o-1", "https://shop/x").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let token = buyer.issue_token(&shop, 500, "o-1", "https://shop/x").await.unwrap().body["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let first = merchant.settle(&token, 500, "o-1", None).await.unwrap();
     assert!(!first.replayed);
     let again = merchant.settle(&token, 500, "o-1", None).await.unwrap();
@@ -119,12 +130,18 @@ async fn settle_replays_conflicts_and_in_flight() {
     let fresh_key = merchant.settle(&token, 500, "o-1", Some("other-key")).await.unwrap_err();
     assert_eq!(code(fresh_key), (409, "token_settled".into()));
     // Many concurrent requests under one key: each is the original or "in flight" with Retry-After.
-    let token2 = buyer.issue_token(&shop, 500, "o-2", "https://shop/x").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let token2 = buyer.issue_token(&shop, 500, "o-2", "https://shop/x").await.unwrap().body["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let http = reqwest::Client::new();
     let credential = merchant_credential(&merchant);
     let sends = (0..32).map(|_| {
-        http.post(format!("{}/v1/settlements", r.url)).bearer_auth(&credential).header("idempotency-key", "same")
-            .json(&json!({"token": token2, "amount_minor": 500, "order_id": "o-2"})).send()
+        http.post(format!("{}/v1/settlements", r.url))
+            .bearer_auth(&credential)
+            .header("idempotency-key", "same")
+            .json(&json!({"token": token2, "amount_minor": 500, "order_id": "o-2"}))
+            .send()
     });
     let mut bodies = Vec::new();
     for response in futures::future::join_all(sends).await {
@@ -151,7 +168,10 @@ fn merchant_credential(client: &Client) -> String {
 async fn sixty_four_concurrent_settles_make_one_transfer() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "c", 100_000).await;
-    let token = buyer.issue_token(&shop, 250, "race", "https://shop/x").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let token = buyer.issue_token(&shop, 250, "race", "https://shop/x").await.unwrap().body["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Same token, 64 different keys.
     let sends = (0..64).map(|i| {
         let (merchant, token) = (merchant.clone(), token.clone());
@@ -168,7 +188,15 @@ async fn sixty_four_concurrent_settles_make_one_transfer() {
     // Same order, 64 different tokens (the buyer asked again under fresh keys).
     let mut tokens = Vec::new();
     for i in 0..64 {
-        let answer = buyer.call(reqwest::Method::POST, "/v1/tokens", Some(json!({"merchant": shop, "max_amount_minor": 250, "order_id": "race-2", "resource": "r"})), Some(&format!("t-{i}"))).await.unwrap();
+        let answer = buyer
+            .call(
+                reqwest::Method::POST,
+                "/v1/tokens",
+                Some(json!({"merchant": shop, "max_amount_minor": 250, "order_id": "race-2", "resource": "r"})),
+                Some(&format!("t-{i}")),
+            )
+            .await
+            .unwrap();
         tokens.push(answer.body["token"].as_str().unwrap().to_string());
     }
     let sends = tokens.iter().enumerate().map(|(i, token)| {
@@ -202,7 +230,8 @@ async fn authority_follows_the_principal_chain() {
     // An owner cannot fund or budget someone else's agent.
     assert_eq!(code(owner.fund("buyer-e", 1, "x").await.unwrap_err()), (403, "not_owner".into()));
     // A merchant cannot settle a token addressed to another merchant.
-    let token = buyer.issue_token(&other_shop, 100, "p-1", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let token =
+        buyer.issue_token(&other_shop, 100, "p-1", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
     assert_eq!(code(merchant.settle(&token, 100, "p-1", None).await.unwrap_err()), (403, "not_audience".into()));
     assert_eq!(code(merchant.verify(&token).await.unwrap_err()), (403, "not_audience".into()));
     other_shop_client.settle(&token, 100, "p-1", None).await.unwrap();
@@ -213,7 +242,10 @@ async fn authority_follows_the_principal_chain() {
     // Invite codes work once.
     let invite = owner.issue_invite().await.unwrap();
     owner.redeem_invite(&invite, &generate_key(), "first-use").await.unwrap();
-    assert_eq!(code(owner.redeem_invite(&invite, &generate_key(), "second-use").await.unwrap_err()), (410, "invite_used".into()));
+    assert_eq!(
+        code(owner.redeem_invite(&invite, &generate_key(), "second-use").await.unwrap_err()),
+        (410, "invite_used".into())
+    );
     // Wrong and rotated-away credentials get 401.
     assert_eq!(code(buyer.with_credential("bzc_wrong").me().await.unwrap_err()), (401, "unauthenticated".into()));
     let fresh = buyer.rotate_credential().await.unwrap();
@@ -269,4 +301,31 @@ async fn registry_publishes_card_openapi_and_metrics() {
     assert_eq!(health["status"], "ok");
     let metrics = http.get(format!("{}/metrics", r.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("bazaar_http_requests_total{route=\"/healthz\",status=\"200\"} 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn pay_renews_a_replayed_token_that_has_expired() {
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "h", 10_000).await;
+    let echo = axum::Router::new().route(
+        "/paid",
+        axum::routing::post(|headers: axum::http::HeaderMap| async move {
+            headers.get(bazaar_sdk::PAYMENT_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/paid", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, echo).await });
+    #[allow(clippy::disallowed_methods)] // The SDK judges expiry by the wall clock; line the registry up with it.
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    r.clock.set(bazaar_types::Timestamp(wall - 1_000_000));
+    let first =
+        buyer.issue_token(&shop, 100, "renew-me", &url).await.unwrap().body["token"].as_str().unwrap().to_string();
+    r.clock.set(bazaar_types::Timestamp(wall));
+    let paid = buyer.pay(&url, &shop, 100, "renew-me").await.unwrap();
+    assert_ne!(paid.body, first, "an expired token is renewed, not replayed to the merchant");
+    assert_eq!(paid.token, paid.body);
+    assert_eq!(merchant.verify(&paid.token).await.unwrap()["state"], "open");
+    let again = buyer.pay(&url, &shop, 100, "renew-me").await.unwrap();
+    assert_eq!(again.token, paid.token, "a live token for the order is reused");
 }
