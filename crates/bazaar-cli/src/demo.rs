@@ -70,8 +70,11 @@ pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
 /// Runs the whole story in `dir` and reports; `say` narrates.
 pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> Result<StoryReport> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store: Arc<dyn Store> =
-        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("registry.db"), registry_config(), clock.clone())?);
+    let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(
+        dir.join(crate::runtime::SQLITE_FILE),
+        registry_config(),
+        clock.clone(),
+    )?);
     let booted = bazaar_server::boot(store.clone(), clock, registry_config(), None).await?;
     let operator_credential = booted.operator_credential.context("fresh registry gives an operator credential")?;
     let state = booted.state;
@@ -216,7 +219,7 @@ async fn summary(
     over_ceiling_code: String,
     consumed_token_verify: serde_json::Value,
 ) -> Result<StoryReport> {
-    let audit = bazaar_store::conformance::audit(store).await?;
+    let audit = bazaar_store::audit::audit(store, &|_| {}).await?;
     let mut settlements = 0;
     let mut after = 0;
     loop {

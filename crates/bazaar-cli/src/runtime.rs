@@ -22,6 +22,9 @@ impl Clock for SystemClock {
     }
 }
 
+/// The embedded store's file inside the data directory.
+pub const SQLITE_FILE: &str = "bazaar.db";
+
 pub fn registry_config() -> Config {
     Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
 }
@@ -34,7 +37,7 @@ pub async fn open_store(args: &StoreArgs, clock: Arc<dyn Clock>) -> Result<Arc<d
         return Ok(Arc::new(store));
     }
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let path = args.data_dir.join("bazaar.db");
+    let path = args.data_dir.join(SQLITE_FILE);
     let store = bazaar_store_sqlite::SqliteStore::open(&path, registry_config(), clock)
         .with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
@@ -80,9 +83,20 @@ async fn shutdown_signal() {
     }
 }
 
+/// How often `bazaar audit` reports progress on stderr.
+const AUDIT_PROGRESS_EVERY_MS: u64 = 1_000;
+
 pub async fn audit(args: StoreArgs, json_output: bool) -> Result<i32> {
     let store = open_store(&args, Arc::new(SystemClock)).await?;
-    let report = bazaar_store::conformance::audit(store.as_ref()).await?;
+    let last_report = std::sync::Mutex::new(std::time::Instant::now());
+    let progress = |p: bazaar_store::audit::Progress| {
+        let mut last = last_report.lock().expect("progress mutex");
+        if !json_output && last.elapsed() >= std::time::Duration::from_millis(AUDIT_PROGRESS_EVERY_MS) {
+            eprintln!("audit: {} {} read", p.rows, p.stage);
+            *last = std::time::Instant::now();
+        }
+    };
+    let report = bazaar_store::audit::audit(store.as_ref(), &progress).await?;
     if json_output {
         println!("{}", serde_json::to_string(&report)?);
     } else {

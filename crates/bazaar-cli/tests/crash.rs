@@ -83,7 +83,8 @@ async fn crash_run(store_args: Vec<String>) {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
-            let (buyer, merchant, acknowledged, stop) = (buyer.clone(), merchant.clone(), acknowledged.clone(), stop.clone());
+            let (buyer, merchant, acknowledged, stop) =
+                (buyer.clone(), merchant.clone(), acknowledged.clone(), stop.clone());
             tokio::spawn(async move {
                 let mut n = 0;
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -134,7 +135,11 @@ async fn crash_run(store_args: Vec<String>) {
     assert!(after > 0);
     assert!(settled >= acknowledged.len() as u64);
     let me = buyer.me().await.unwrap();
-    assert_eq!(me["balance_minor"].as_i64().unwrap(), 10_000_000 - (settled * PRICE) as i64, "one debit per settled order");
+    assert_eq!(
+        me["balance_minor"].as_i64().unwrap(),
+        10_000_000 - (settled * PRICE) as i64,
+        "one debit per settled order"
+    );
     server.kill().unwrap();
     server.wait().unwrap();
     let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).arg("audit").args(&store_args).output().unwrap();
@@ -151,8 +156,11 @@ async fn sigkill_under_load_loses_nothing_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_nothing_on_postgres() {
-    let admin_url = std::env::var("BAZAAR_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let (client, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls).await.expect("PostgreSQL must be running for this test");
+    let admin_url = std::env::var("BAZAAR_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (client, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL must be running for this test");
     tokio::spawn(connection);
     let name = format!("bazaar_crash_{}", std::process::id());
     client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
@@ -161,6 +169,12 @@ async fn sigkill_under_load_loses_nothing_on_postgres() {
         Some((base, _)) => format!("{base}/{name}"),
         None => panic!("BAZAAR_TEST_DATABASE_URL needs a database path"),
     };
-    crash_run(vec!["--database-url".into(), url, "--data-dir".into(), std::env::temp_dir().join(&name).display().to_string()]).await;
+    crash_run(vec![
+        "--database-url".into(),
+        url,
+        "--data-dir".into(),
+        std::env::temp_dir().join(&name).display().to_string(),
+    ])
+    .await;
     client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
 }

@@ -142,7 +142,7 @@ async fn two_nodes_share_one_database() {
     }
     assert_eq!(settled, 1);
     assert_eq!(a.head().await.unwrap(), b.head().await.unwrap());
-    let report = conformance::audit(b.as_ref()).await.unwrap();
+    let report = bazaar_store::audit::audit(b.as_ref(), &|_| {}).await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
 }
 

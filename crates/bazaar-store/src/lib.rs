@@ -7,6 +7,7 @@
 //! `WRITE_BATCH_MAX`) into one transaction — load rows, run the core, write,
 //! commit, then answer everyone. Reads go to the adapter directly.
 
+pub mod audit;
 pub mod conformance;
 pub mod writer;
 
