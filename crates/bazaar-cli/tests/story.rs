@@ -20,3 +20,51 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     assert!(report.audit_ok);
     assert_eq!(report.balance_sum_minor, 0);
 }
+
+/// An order whose first token was refused (here: voided) can still be paid with a
+/// new token: the middleware falls back to a key naming the token, and the
+/// registry's (merchant, order) uniqueness still allows one settlement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_refused_once_is_paid_with_a_new_token() {
+    use bazaar_cli::demo::{enroll_pair, serve, storefront, PRICE_MINOR};
+    use bazaar_cli::runtime::{registry_config, SystemClock};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let dir = std::env::temp_dir().join(format!("bazaar-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clock: Arc<dyn bazaar_types::Clock> = Arc::new(SystemClock);
+    let store =
+        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), registry_config(), clock.clone()).unwrap());
+    let booted = bazaar_server::boot(store, clock, registry_config(), Some("op".into())).await.unwrap();
+    let url = serve(bazaar_server::router(booted.state)).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&url, Some("op".into()));
+    let (owner, buyer) = enroll_pair(&operator, "owner-r", "buyer-r").await.unwrap();
+    let (_, merchant) = enroll_pair(&operator, "owner-m", "shop-r").await.unwrap();
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&owner_id, 10_000, "m").await.unwrap();
+    owner.fund("buyer-r", 10_000, "f").await.unwrap();
+    owner.set_budget("buyer-r", 1_000, 10_000, 10_000).await.unwrap();
+    let work = Arc::new(AtomicU64::new(0));
+    let route = bazaar_sdk::paid::PaidRoute::new(merchant, PRICE_MINOR, &dir.join("receipts.db")).unwrap();
+    let shop = format!("{}/restock", serve(storefront(Arc::new(route), work.clone())).await.unwrap());
+    let ask = |key: &'static str| {
+        let buyer = buyer.clone();
+        let body = serde_json::json!({"merchant": "shop-r", "max_amount_minor": PRICE_MINOR, "order_id": "x", "resource": "r"});
+        async move { buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), Some(key)).await.unwrap().body }
+    };
+    let http = reqwest::Client::new();
+    let first = ask("first").await;
+    buyer.void(first["jti"].as_str().unwrap()).await.unwrap();
+    let refused = http.post(&shop).header("bazaar-payment", first["token"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(refused.status(), 402);
+    assert_eq!(work.load(Ordering::SeqCst), 0);
+    let second = ask("second").await;
+    let paid = http.post(&shop).header("bazaar-payment", second["token"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(paid.status(), 200, "{:?}", paid.text().await);
+    let again = http.post(&shop).header("bazaar-payment", second["token"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(again.headers()["bazaar-work-receipt"], "replayed");
+    assert_eq!(work.load(Ordering::SeqCst), 1, "the work ran once for the order");
+    assert_eq!(buyer.me().await.unwrap()["balance_minor"], 10_000 - PRICE_MINOR as i64);
+    std::fs::remove_dir_all(&dir).ok();
+}

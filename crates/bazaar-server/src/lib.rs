@@ -16,7 +16,7 @@ use bazaar_core::crypto::{did_key, sha256_hex};
 use bazaar_core::model::{Member, MemberKind};
 use bazaar_core::refusal::Code;
 use bazaar_store::{Store, StoreError};
-use bazaar_types::limits::SWEEP_BATCH_MAX;
+use bazaar_types::limits::{IDEMPOTENCY_RETENTION_S, SWEEP_BATCH_MAX};
 use bazaar_types::{Clock, MemberId, Timestamp};
 use ed25519_dalek::SigningKey;
 use rand::RngCore;
@@ -133,8 +133,9 @@ impl Drop for InflightGuard {
     }
 }
 
-/// One pass of the expiry sweeper: voids the holds of tokens that expired by
-/// the injected clock's `now`. Returns how many it released.
+/// One pass of the sweeper: voids the holds of tokens that expired by the
+/// injected clock's `now` (returning how many), then prunes idempotency records
+/// older than `IDEMPOTENCY_RETENTION_S`.
 pub async fn sweep_once(state: &Arc<AppState>) -> Result<usize, StoreError> {
     let due = state.store.expired_tokens(state.now(), SWEEP_BATCH_MAX).await?;
     let mut released = 0;
@@ -146,6 +147,11 @@ pub async fn sweep_once(state: &Arc<AppState>) -> Result<usize, StoreError> {
     }
     if released > 0 {
         state.metrics.add("bazaar_holds_expired_total", String::new(), released as f64);
+    }
+    let cutoff = Timestamp(state.now().ms().saturating_sub(IDEMPOTENCY_RETENTION_S as i64 * 1000));
+    let pruned = state.store.prune_idempotency(cutoff, SWEEP_BATCH_MAX).await?;
+    if pruned > 0 {
+        state.metrics.add("bazaar_idempotency_pruned_total", String::new(), pruned as f64);
     }
     Ok(released)
 }

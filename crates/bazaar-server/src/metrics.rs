@@ -17,6 +17,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("bazaar_settlements_total", "Settlements committed."),
     ("bazaar_idempotent_replays_total", "Requests answered from an idempotency record."),
     ("bazaar_holds_expired_total", "Holds released by the expiry sweeper."),
+    ("bazaar_idempotency_pruned_total", "Idempotency records deleted after the retention period."),
 ];
 
 impl Metrics {

@@ -298,4 +298,11 @@ impl Store for PostgresStore {
         let found = r.client.query(&r.st.accounts, &[&after, &bound(limit)]).await.map_err(pg_error)?;
         rows::all(&found, rows::account)
     }
+
+    async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError> {
+        let r = self.reader().await?;
+        let sql = "DELETE FROM idempotency WHERE ctid IN (SELECT ctid FROM idempotency WHERE created_at < $1 LIMIT $2)";
+        let deleted = r.client.execute(sql, &[&before.0, &bound(limit)]).await.map_err(pg_error)?;
+        Ok(deleted as usize)
+    }
 }

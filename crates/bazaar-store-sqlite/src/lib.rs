@@ -232,6 +232,16 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError> {
+        self.read(move |c| {
+            c.prepare_cached(
+                "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency WHERE created_at < ?1 LIMIT ?2)",
+            )?
+            .execute(params![before.0, limit as i64])
+        })
+        .await
+    }
 }
 
 struct SqliteEngine {

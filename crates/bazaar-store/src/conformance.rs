@@ -204,6 +204,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("concurrent_settles", |f| Box::pin(concurrent_settles(f))),
     ("escrow_threshold", |f| Box::pin(escrow_threshold(f))),
     ("registry_key_kept", |f| Box::pin(registry_key_kept(f))),
+    ("idempotency_records_expire", |f| Box::pin(idempotency_records_expire(f))),
 ];
 
 /// Runs every case against fresh stores from `open`, naming each as it goes.
@@ -461,4 +462,25 @@ async fn registry_key_kept(f: Fixture) {
     let second = f.store.registry_key_seed([2u8; 32]).await.unwrap();
     assert_eq!(first, [1u8; 32]);
     assert_eq!(second, first, "the first key stays");
+}
+
+async fn idempotency_records_expire(f: Fixture) {
+    let (owner, buyer, _) = f.cast(1_000, [1_000, 1_000, 1_000]).await;
+    f.ok(&f.operator, Op::Mint { owner: owner.id.clone(), amount: Amount(100) }).await;
+    let scope = format!("{}:fund", owner.id);
+    let fund = || Op::Fund { agent: buyer.id.clone(), amount: Amount(10) };
+    assert!(!f.submit(&owner, f.idem(&scope, "weekly", "fp"), fund()).await.replayed);
+    f.clock.advance_s(3_600);
+    let cutoff = f.clock.now();
+    assert!(f.store.prune_idempotency(cutoff, 100).await.unwrap() > 0);
+    // Records younger than the cutoff stay.
+    let young = f.submit(&owner, f.idem(&scope, "daily", "fp"), fund()).await;
+    assert_eq!(f.store.prune_idempotency(cutoff, 100).await.unwrap(), 0);
+    assert!(f.submit(&owner, f.idem(&scope, "daily", "fp"), fund()).await.replayed, "{young:?}");
+    // A key whose record is gone is a new request.
+    let reused = f.submit(&owner, f.idem(&scope, "weekly", "fp"), fund()).await;
+    assert!(!reused.replayed);
+    assert!(reused.outcome.is_ok());
+    assert_eq!(f.balance(&buyer).await, 1_030, "three funds ran: weekly, daily, weekly again");
+    assert!(f.audit().await.ok);
 }

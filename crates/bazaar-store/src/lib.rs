@@ -70,6 +70,10 @@ pub trait Store: Send + Sync + 'static {
     async fn holds(&self, after: &str, limit: usize) -> Result<Vec<Hold>, StoreError>;
     /// Accounts ordered by id, after `after` (exclusive).
     async fn accounts(&self, after: &str, limit: usize) -> Result<Vec<Account>, StoreError>;
+    /// Deletes up to `limit` idempotency records created before `before`; returns how many.
+    /// A key used again after its record is gone is a new request (Stripe semantics);
+    /// the ledger's uniqueness constraints still stop a second settlement.
+    async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError>;
 }
 
 /// What an adapter does inside the writer's transaction. Synchronous: the
