@@ -165,10 +165,7 @@ async fn sigkill_under_load_loses_nothing_on_postgres() {
     let name = format!("bazaar_crash_{}", std::process::id());
     client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
     client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let url = match admin_url.rsplit_once('/') {
-        Some((base, _)) => format!("{base}/{name}"),
-        None => panic!("BAZAAR_TEST_DATABASE_URL needs a database path"),
-    };
+    let url = bazaar_store_postgres::testing::with_database(&admin_url, &name);
     crash_run(vec![
         "--database-url".into(),
         url,

@@ -31,6 +31,7 @@ pub(crate) use statements;
 mod engine;
 mod migrate;
 mod rows;
+pub mod testing;
 
 use async_trait::async_trait;
 use bazaar_core::apply::{Applied, Config};

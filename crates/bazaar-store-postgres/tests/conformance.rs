@@ -5,30 +5,13 @@ use bazaar_core::command::Command;
 use bazaar_core::refusal::Code;
 use bazaar_store::conformance::{self, Fixture};
 use bazaar_store::Store;
+use bazaar_store_postgres::testing::{admin_url, with_database};
 use bazaar_store_postgres::PostgresStore;
 use bazaar_types::ManualClock;
 use ed25519_dalek::SigningKey;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_postgres::NoTls;
-
-/// Where the test server is unless `BAZAAR_TEST_DATABASE_URL` says otherwise.
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-fn admin_url() -> String {
-    std::env::var("BAZAAR_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_string())
-}
-
-/// `url` pointed at database `name` (URL or key=value form).
-fn with_database(url: &str, name: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return format!("{url} dbname={name}");
-    };
-    let rest = &url[scheme_end + 3..];
-    let query = rest.find('?').map(|i| &rest[i..]).unwrap_or("");
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    format!("{}{}/{name}{query}", &url[..scheme_end + 3], &rest[..authority_end])
-}
 
 async fn admin() -> tokio_postgres::Client {
     let url = admin_url();
@@ -63,14 +46,6 @@ impl Drop for Cleanup {
         })
         .join();
     }
-}
-
-#[test]
-fn database_urls_are_rewritten() {
-    assert_eq!(with_database("postgres://u@h:5432/postgres", "x"), "postgres://u@h:5432/x");
-    assert_eq!(with_database("postgresql://u@h/postgres?sslmode=disable", "x"), "postgresql://u@h/x?sslmode=disable");
-    assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
-    assert_eq!(with_database("host=h user=u", "x"), "host=h user=u dbname=x");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,26 +8,11 @@ use bazaar_core::model::{Event, Hold, HoldState, Transfer, TransferKind};
 use bazaar_core::state::Changes;
 use bazaar_store::conformance::{test_config, EPOCH};
 use bazaar_store::{Engine, Store, StoreError};
+use bazaar_store_postgres::testing::{admin_url, with_database};
 use bazaar_store_postgres::{PgEngine, PostgresStore};
 use bazaar_types::{AccountId, Amount, HoldId, ManualClock, MemberId, Timestamp, TransferId};
 use std::sync::Arc;
 use tokio_postgres::NoTls;
-
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-fn admin_url() -> String {
-    std::env::var("BAZAAR_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_string())
-}
-
-fn with_database(url: &str, name: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return format!("{url} dbname={name}");
-    };
-    let rest = &url[scheme_end + 3..];
-    let query = rest.find('?').map(|i| &rest[i..]).unwrap_or("");
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    format!("{}{}/{name}{query}", &url[..scheme_end + 3], &rest[..authority_end])
-}
 
 async fn admin(sql: &str) {
     let url = admin_url();
