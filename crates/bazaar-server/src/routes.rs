@@ -60,6 +60,7 @@ async fn observe(State(state): State<Arc<AppState>>, request: axum::extract::Req
     let started = std::time::Instant::now();
     let response = next.run(request).await;
     let status = response.status().as_u16();
+    tracing::debug!(%route, status, elapsed_us = started.elapsed().as_micros() as u64, "request");
     state.metrics.add("bazaar_http_requests_total", format!("route=\"{route}\",status=\"{status}\""), 1.0);
     state.metrics.add("bazaar_http_request_seconds_sum", format!("route=\"{route}\""), started.elapsed().as_secs_f64());
     response

@@ -1,0 +1,14 @@
+//! Benchmark harness for Bazaar: drives complete paid calls (token → verify →
+//! settle) against the embedded registry, the registry on PostgreSQL and a
+//! plain-PostgreSQL baseline peer, side by side, and gates every run on
+//! correctness (conservation, exactly one transfer per order and key).
+
+pub mod baseline;
+pub mod drive;
+pub mod gate;
+pub mod limits;
+pub mod metrics;
+pub mod procfs;
+pub mod report;
+pub mod servers;
+pub mod setup;
