@@ -29,11 +29,10 @@ impl FromRequestParts<Arc<AppState>> for Auth {
             return Err(Problem::unauthenticated());
         }
         let hash = sha256_hex(credential.as_bytes());
-        let stored = state.store.credential(&hash).await?.ok_or_else(Problem::unauthenticated)?;
+        let (stored, member) = state.store.authenticate(&hash).await?.ok_or_else(Problem::unauthenticated)?;
         if stored.revoked_at.is_some() {
             return Err(Problem::unauthenticated());
         }
-        let member = state.store.member(&stored.member).await?.ok_or_else(Problem::unauthenticated)?;
         Ok(Auth { member, credential_hash: hash })
     }
 }

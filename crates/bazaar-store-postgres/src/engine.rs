@@ -21,6 +21,7 @@ use bazaar_core::chain::ChainHead;
 use bazaar_core::command::Keys;
 use bazaar_core::state::{Changes, Snapshot};
 use bazaar_store::{Engine, StoreError};
+use bazaar_types::Timestamp;
 use futures::future::join_all;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
@@ -162,6 +163,9 @@ struct Connection {
 impl Connection {
     async fn open(config: &tokio_postgres::Config) -> Result<Connection, StoreError> {
         let client = connect_client(config, WRITER_APPLICATION_NAME).await?;
+        // The batch loads take arrays whose sizes vary; a generic plan made
+        // while tables were small scans them whole. Plan each with its values.
+        client.batch_execute("SET plan_cache_mode = force_custom_plan").await.map_err(pg_error)?;
         let statements = WriteStatements::prepare(&client).await.map_err(pg_error)?;
         Ok(Connection { client, statements })
     }
@@ -572,6 +576,14 @@ impl Engine for PgEngine {
             return Ok(()); // Nothing was sent: there is no transaction to end.
         }
         self.simple("COMMIT")
+    }
+
+    fn prune_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<usize, StoreError> {
+        let connection = live(&self.connection)?;
+        let sql = "DELETE FROM idempotency WHERE ctid IN (SELECT ctid FROM idempotency WHERE created_at < $1 LIMIT $2)";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let deleted = self.runtime.block_on(connection.client.execute(sql, &[&before.0, &limit])).map_err(pg_error)?;
+        Ok(deleted as usize)
     }
 
     fn rollback(&mut self) {

@@ -42,8 +42,8 @@ use bazaar_store::writer::Writer;
 use bazaar_store::{Store, StoreError, TokenView};
 use bazaar_types::{AccountId, Clock, MemberId, OrderId, Timestamp, TokenId};
 use rows::{bound, ACCOUNT_COLUMNS, BUDGET_COLUMNS, CREDENTIAL_COLUMNS, EVENT_COLUMNS};
+use rows::{CREDENTIAL_WIDTH, TOKEN_WIDTH, TRANSFER_COLUMNS};
 use rows::{HOLD_COLUMNS, HOLD_WIDTH, MEMBER_COLUMNS, SETTLEMENT_COLUMNS, TOKEN_COLUMNS};
-use rows::{TOKEN_WIDTH, TRANSFER_COLUMNS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -102,6 +102,11 @@ statements! {
         member = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE id = $1");
         member_by_handle = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE handle = $1 LIMIT 1");
         credential = format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE hash = $1");
+        authenticate = format!(
+            "SELECT {}, {} FROM credentials c JOIN members m ON m.id = c.member WHERE c.hash = $1",
+            prefixed("c", CREDENTIAL_COLUMNS),
+            prefixed("m", MEMBER_COLUMNS)
+        );
         account = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id = $1");
         budget = format!("SELECT {BUDGET_COLUMNS} FROM budgets WHERE agent = $1");
         token = format!(
@@ -301,9 +306,15 @@ impl Store for PostgresStore {
     }
 
     async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError> {
+        self.writer.prune_idempotency(before, limit).await
+    }
+
+    async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {
         let r = self.reader().await?;
-        let sql = "DELETE FROM idempotency WHERE ctid IN (SELECT ctid FROM idempotency WHERE created_at < $1 LIMIT $2)";
-        let deleted = r.client.execute(sql, &[&before.0, &bound(limit)]).await.map_err(pg_error)?;
-        Ok(deleted as usize)
+        let row = r.client.query_opt(&r.st.authenticate, &[&hash]).await.map_err(pg_error)?;
+        match row {
+            Some(row) => Ok(Some((rows::credential(&row, 0)?, rows::member(&row, CREDENTIAL_WIDTH)?))),
+            None => Ok(None),
+        }
     }
 }

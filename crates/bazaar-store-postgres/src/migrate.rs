@@ -8,7 +8,10 @@ use bazaar_store::StoreError;
 /// Migrations, in order. Never edit a landed one; add a new file.
 /// Each runs inside the migration transaction, so none may need to run
 /// outside one (no `CREATE INDEX CONCURRENTLY`).
-const MIGRATIONS: &[(&str, &str)] = &[("0001_foundation", include_str!("../migrations/0001_foundation.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_foundation", include_str!("../migrations/0001_foundation.sql")),
+    ("0002_idempotency_created_at", include_str!("../migrations/0002_idempotency_created_at.sql")),
+];
 
 /// The advisory lock key every node takes while migrating ("bazaar" then 1).
 const MIGRATION_LOCK_KEY: i64 = 0x6261_7a61_6172_0001;

@@ -55,6 +55,19 @@ pub fn member_row(r: &Row) -> rusqlite::Result<Member> {
     })
 }
 
+/// A credential (columns 0..4) joined with its member (columns 4..9).
+pub fn credential_and_member_row(r: &Row) -> rusqlite::Result<(Credential, Member)> {
+    let kind: String = r.get(5)?;
+    let member = Member {
+        id: MemberId(r.get(4)?),
+        kind: MemberKind::parse(&kind).ok_or_else(|| bad(5, "member kind"))?,
+        owner: r.get::<_, Option<String>>(6)?.map(MemberId),
+        handle: r.get(7)?,
+        created_at: ts(r, 8)?,
+    };
+    Ok((credential_row(r)?, member))
+}
+
 pub fn credential_row(r: &Row) -> rusqlite::Result<Credential> {
     Ok(Credential {
         hash: r.get(0)?,

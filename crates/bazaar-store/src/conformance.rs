@@ -288,6 +288,9 @@ async fn invites_work_once(f: Fixture) {
     f.ok(&agent, Op::RotateCredential { old_hash: format!("cred-{a}"), new_hash: "fresh".into() }).await;
     assert!(f.store.credential(&format!("cred-{a}")).await.unwrap().unwrap().revoked_at.is_some());
     assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_none());
+    let (credential, member) = f.store.authenticate("fresh").await.unwrap().expect("credential and member");
+    assert_eq!((credential.member, member.id, member.owner), (a.clone(), a.clone(), Some(owner.id.clone())));
+    assert_eq!(f.store.authenticate("no-such-credential").await.unwrap(), None);
     f.ok(&owner, Op::RevokeCredential { member: a.clone(), hash: "fresh".into() }).await;
     assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_some());
 }

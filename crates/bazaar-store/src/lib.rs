@@ -55,6 +55,9 @@ pub trait Store: Send + Sync + 'static {
     /// The member currently wearing `handle` (retired handles resolve to nobody).
     async fn member_by_handle(&self, handle: &str) -> Result<Option<Member>, StoreError>;
     async fn credential(&self, hash: &str) -> Result<Option<Credential>, StoreError>;
+    /// The credential with this hash and the member holding it, in one read.
+    /// The caller checks `revoked_at`.
+    async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError>;
     async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError>;
     async fn budget(&self, agent: &MemberId) -> Result<Option<Budget>, StoreError>;
     async fn token(&self, jti: &TokenId) -> Result<Option<TokenView>, StoreError>;
@@ -85,4 +88,7 @@ pub trait Engine: Send + 'static {
     fn write(&mut self, changes: &Changes) -> Result<(), StoreError>;
     fn commit(&mut self) -> Result<(), StoreError>;
     fn rollback(&mut self);
+    /// Deletes up to `limit` idempotency records created before `before`, in a
+    /// transaction of its own, on the writer's connection (so SQLite keeps one writer).
+    fn prune_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<usize, StoreError>;
 }

@@ -5,16 +5,24 @@ use crate::{Engine, StoreError};
 use bazaar_core::apply::{apply_batch, Applied, Config};
 use bazaar_core::command::{Command, Keys};
 use bazaar_types::limits::{WRITE_BATCH_MAX, WRITE_QUEUE_MAX};
-use bazaar_types::Clock;
+use bazaar_types::{Clock, Timestamp};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 type Reply = oneshot::Sender<Result<Applied, StoreError>>;
 
+/// Work for the writer thread. Nearly every job is `Apply`; boxing it to
+/// shrink the rare `Prune` would cost an allocation per command.
+#[allow(clippy::large_enum_variant)]
+enum Job {
+    Apply(Command, Reply),
+    Prune { before: Timestamp, limit: usize, reply: oneshot::Sender<Result<usize, StoreError>> },
+}
+
 /// The handle commands are submitted through. Cheap to clone.
 #[derive(Clone)]
 pub struct Writer {
-    queue: mpsc::Sender<(Command, Reply)>,
+    queue: mpsc::Sender<Job>,
 }
 
 impl Writer {
@@ -30,25 +38,44 @@ impl Writer {
 
     pub async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.queue.try_send((command, reply)).map_err(|error| match error {
+        self.enqueue(Job::Apply(command, reply))?;
+        answer.await.map_err(|_| StoreError::Unavailable("writer stopped".into()))?
+    }
+
+    /// Prunes idempotency records on the writer's own connection, between batches.
+    pub async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.enqueue(Job::Prune { before, limit, reply })?;
+        answer.await.map_err(|_| StoreError::Unavailable("writer stopped".into()))?
+    }
+
+    fn enqueue(&self, job: Job) -> Result<(), StoreError> {
+        self.queue.try_send(job).map_err(|error| match error {
             mpsc::error::TrySendError::Full(_) => StoreError::Busy,
             mpsc::error::TrySendError::Closed(_) => StoreError::Unavailable("writer stopped".into()),
-        })?;
-        answer.await.map_err(|_| StoreError::Unavailable("writer stopped".into()))?
+        })
     }
 }
 
-fn run<E: Engine>(
-    mut engine: E,
-    config: Config,
-    clock: Arc<dyn Clock>,
-    mut receiver: mpsc::Receiver<(Command, Reply)>,
-) {
-    while let Some(first) = receiver.blocking_recv() {
-        let mut jobs = vec![first];
+fn run<E: Engine>(mut engine: E, config: Config, clock: Arc<dyn Clock>, mut receiver: mpsc::Receiver<Job>) {
+    let mut next = None;
+    while let Some(first) = next.take().or_else(|| receiver.blocking_recv()) {
+        let mut jobs = Vec::new();
+        match first {
+            Job::Prune { before, limit, reply } => {
+                let _ = reply.send(engine.prune_idempotency(before, limit));
+                continue;
+            }
+            Job::Apply(command, reply) => jobs.push((command, reply)),
+        }
+        // Fold in whatever else is waiting, up to a batch; a prune waits for the next turn.
         while jobs.len() < WRITE_BATCH_MAX {
             match receiver.try_recv() {
-                Ok(job) => jobs.push(job),
+                Ok(Job::Apply(command, reply)) => jobs.push((command, reply)),
+                Ok(prune) => {
+                    next = Some(prune);
+                    break;
+                }
                 Err(_) => break,
             }
         }
