@@ -361,9 +361,12 @@ impl Cpu {
     }
 }
 
-async fn scrape(http: &reqwest::Client, base: &str) -> metrics::RouteTimes {
+async fn scrape(http: &reqwest::Client, base: &str) -> (metrics::RouteTimes, Option<(f64, f64)>) {
     match http.get(format!("{base}/metrics")).send().await {
-        Ok(response) => metrics::parse(&response.text().await.unwrap_or_default()),
+        Ok(response) => {
+            let text = response.text().await.unwrap_or_default();
+            (metrics::parse(&text), metrics::writer(&text))
+        }
         Err(_) => Default::default(),
     }
 }
@@ -449,7 +452,8 @@ async fn measure(
         pg_shared_cpu_s_per_1k: pg_delta(|p| &p.shared),
         client_cpu_s_per_1k: per_1k(cpu_after.client.saturating_sub(cpu_before.client)),
         machine_busy_pct: Some(busy as f64 / total as f64 * 100.0),
-        server_ms_per_request: metrics::mean_ms(&routes_before, &routes_after),
+        server_ms_per_request: metrics::mean_ms(&routes_before.0, &routes_after.0),
+        writer_commands_per_batch: metrics::commands_per_batch(routes_before.1, routes_after.1),
         pg_commits_per_settlement: stats
             .filter(|_| settled > 0)
             .map(|(b, a)| (a.xact_commit - b.xact_commit) as f64 / settled as f64),

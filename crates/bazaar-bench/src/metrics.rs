@@ -29,6 +29,19 @@ pub fn parse(text: &str) -> RouteTimes {
     routes
 }
 
+/// The group-commit writer's (batches, commands) counters, if the server has them.
+pub fn writer(text: &str) -> Option<(f64, f64)> {
+    let value =
+        |name: &str| text.lines().find_map(|l| l.strip_prefix(name).and_then(|rest| rest.trim().parse::<f64>().ok()));
+    Some((value("bazaar_writer_batches_total ")?, value("bazaar_writer_commands_total ")?))
+}
+
+/// Commands per writer transaction between two scrapes.
+pub fn commands_per_batch(before: Option<(f64, f64)>, after: Option<(f64, f64)>) -> Option<f64> {
+    let ((batches0, commands0), (batches1, commands1)) = (before?, after?);
+    (batches1 > batches0).then(|| (commands1 - commands0) / (batches1 - batches0))
+}
+
 fn label(labels: &str, key: &str) -> Option<String> {
     let start = labels.find(&format!("{key}=\""))? + key.len() + 2;
     let end = labels[start..].find('"')? + start;
@@ -92,6 +105,14 @@ mod tests {
         assert_eq!(routes["/v1/settlements"], (12.0, 0.6));
         let before = RouteTimes::from([("/v1/settlements".to_string(), (2.0, 0.1))]);
         assert!((mean_ms(&before, &routes)["/v1/settlements"] - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn reads_writer_batch_sizes() {
+        let before = writer("bazaar_writer_batches_total 10\nbazaar_writer_commands_total 100\n");
+        let after = writer("bazaar_writer_batches_total 20\nbazaar_writer_commands_total 400\n");
+        assert_eq!(commands_per_batch(before, after), Some(30.0));
+        assert_eq!(writer("nothing here"), None);
     }
 
     #[test]

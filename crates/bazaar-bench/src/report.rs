@@ -43,6 +43,8 @@ pub struct TargetReport {
     pub machine_busy_pct: Option<f64>,
     /// Mean server-side milliseconds per request, from `/metrics`.
     pub server_ms_per_request: BTreeMap<String, f64>,
+    /// Mean commands per group-commit transaction (Bazaar targets only).
+    pub writer_commands_per_batch: Option<f64>,
     pub pg_commits_per_settlement: Option<f64>,
     /// Cluster-wide WAL fsyncs per 1,000 settlements.
     pub wal_syncs_per_1k: Option<f64>,
@@ -165,9 +167,9 @@ impl Report {
         let _ = writeln!(out, "\n### Where time goes\n");
         let _ = writeln!(
             out,
-            "| target | calls (failed) | server ms: token / verify / settle | server CPU-s/1k by thread | machine busy % | PG commits/settlement | WAL fsyncs/1k | retries | errors |"
+            "| target | calls (failed) | server ms: token / verify / settle | server CPU-s/1k by thread | machine busy % | writer commands/batch | PG commits/settlement | WAL fsyncs/1k | retries | errors |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---|---:|---:|---:|---:|---|");
+        let _ = writeln!(out, "|---|---:|---:|---|---:|---:|---:|---:|---:|---|");
         for t in self.targets.iter().filter(|t| t.status == "ok") {
             let route = |r: &str| ms(t.server_ms_per_request.get(r).copied());
             let errors: Vec<String> = t.errors.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
@@ -177,7 +179,7 @@ impl Report {
             let threads: Vec<String> = threads.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
             let _ = writeln!(
                 out,
-                "| {} | {} ({}) | {} / {} / {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} ({}) | {} / {} / {} | {} | {} | {} | {} | {} | {} | {} |",
                 t.target,
                 t.calls,
                 t.failed_calls,
@@ -186,6 +188,7 @@ impl Report {
                 route("/v1/settlements"),
                 if threads.is_empty() { "—".into() } else { threads.join(", ") },
                 t.machine_busy_pct.map(|v| format!("{v:.0}")).unwrap_or_else(|| "—".into()),
+                t.writer_commands_per_batch.map(|v| format!("{v:.1}")).unwrap_or_else(|| "—".into()),
                 num(t.pg_commits_per_settlement),
                 t.wal_syncs_per_1k.map(|v| format!("{v:.0}")).unwrap_or_else(|| "—".into()),
                 t.retries,

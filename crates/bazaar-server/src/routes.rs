@@ -176,7 +176,16 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+    let writer = state.store.writer_stats();
+    let mut text = state.metrics.render();
+    for (name, help, value) in [
+        ("bazaar_writer_batches_total", "Transactions the group-commit writer ran.", writer.batches as f64),
+        ("bazaar_writer_commands_total", "Commands applied inside those transactions.", writer.commands as f64),
+        ("bazaar_writer_busy_seconds_total", "Seconds the writer spent inside transactions.", writer.busy_us as f64 / 1e6),
+    ] {
+        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
+    }
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {

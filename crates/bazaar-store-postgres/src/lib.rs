@@ -198,6 +198,10 @@ impl Store for PostgresStore {
         self.writer.submit(command).await
     }
 
+    fn writer_stats(&self) -> bazaar_store::writer::WriterStats {
+        self.writer.stats()
+    }
+
     async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
         let r = self.reader().await?;
         let encoded = hex::encode(candidate);

@@ -29,6 +29,8 @@ const READERS_MAX: usize = 4;
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 
 pub struct SqliteStore {
+    /// Dropping it stops the checkpointer thread.
+    _checkpointer: std::sync::mpsc::Sender<()>,
     writer: Writer,
     readers: Arc<Vec<Mutex<Connection>>>,
     next_reader: std::sync::atomic::AtomicUsize,
@@ -75,15 +77,48 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// How often the background checkpointer copies the WAL into the database.
+const CHECKPOINT_INTERVAL_MS: u64 = 100;
+/// The writer checkpoints by itself only if the WAL grows past this many pages
+/// (4 KiB each): a backstop in case the background checkpointer falls behind.
+const WAL_AUTOCHECKPOINT_PAGES: u32 = 16_384;
+
+/// Copies WAL frames into the database file off the writer's thread, so the
+/// writer's commits stay short. PASSIVE never blocks the writer or readers;
+/// once the WAL is fully copied the next write starts it again from the top,
+/// reusing its disk space instead of growing the file.
+fn spawn_checkpointer(conn: Connection) -> std::sync::mpsc::Sender<()> {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let interval = std::time::Duration::from_millis(CHECKPOINT_INTERVAL_MS);
+    std::thread::Builder::new()
+        .name("bazaar-checkpoint".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                if let Err(error) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+                    tracing::warn!(%error, "WAL checkpoint failed; will retry");
+                }
+            }
+        })
+        .expect("spawn checkpointer thread");
+    stop
+}
+
 impl SqliteStore {
     /// Opens (creating and migrating) the database file `path`.
     pub fn open(path: impl Into<PathBuf>, config: Config, clock: Arc<dyn Clock>) -> Result<SqliteStore, StoreError> {
         let path = path.into();
         let mut conn = open(&path)?;
         migrate(&mut conn)?;
+        conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")).map_err(unavailable)?;
         let writer = Writer::spawn(SqliteEngine { conn }, config, clock);
         let readers = (0..READERS_MAX).map(|_| open(&path).map(Mutex::new)).collect::<Result<Vec<_>, _>>()?;
-        Ok(SqliteStore { writer, readers: Arc::new(readers), next_reader: Default::default() })
+        let checkpointer = spawn_checkpointer(open(&path)?);
+        Ok(SqliteStore {
+            writer,
+            readers: Arc::new(readers),
+            next_reader: Default::default(),
+            _checkpointer: checkpointer,
+        })
     }
 
     /// Runs a read on a free reader connection, on the calling thread. A read
@@ -108,6 +143,10 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
         self.writer.submit(command).await
+    }
+
+    fn writer_stats(&self) -> bazaar_store::writer::WriterStats {
+        self.writer.stats()
     }
 
     async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {

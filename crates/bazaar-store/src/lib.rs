@@ -48,6 +48,8 @@ pub struct TokenView {
 pub trait Store: Send + Sync + 'static {
     /// Applies one command through the group-commit writer; returns after commit.
     async fn submit(&self, command: Command) -> Result<Applied, StoreError>;
+    /// This process's writer: batches, commands and time spent so far.
+    fn writer_stats(&self) -> writer::WriterStats;
     /// The registry's signing key seed: stored on first call, returned ever after.
     async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError>;
     async fn head(&self) -> Result<ChainHead, StoreError>;

@@ -6,6 +6,7 @@ use bazaar_core::apply::{apply_batch, Applied, Config};
 use bazaar_core::command::{Command, Keys};
 use bazaar_types::limits::{WRITE_BATCH_MAX, WRITE_QUEUE_MAX};
 use bazaar_types::{Clock, Timestamp};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -23,17 +24,44 @@ enum Job {
 #[derive(Clone)]
 pub struct Writer {
     queue: mpsc::Sender<Job>,
+    stats: Arc<Counters>,
+}
+
+#[derive(Default)]
+struct Counters {
+    batches: AtomicU64,
+    commands: AtomicU64,
+    busy_us: AtomicU64,
+}
+
+/// What the writer has done since start: batches committed (or failed),
+/// commands in them, and microseconds spent inside batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    pub batches: u64,
+    pub commands: u64,
+    pub busy_us: u64,
 }
 
 impl Writer {
     /// Starts the writer thread. It stops when every `Writer` clone is dropped.
     pub fn spawn<E: Engine>(engine: E, config: Config, clock: Arc<dyn Clock>) -> Writer {
         let (queue, receiver) = mpsc::channel(WRITE_QUEUE_MAX);
+        let stats = Arc::new(Counters::default());
+        let counters = stats.clone();
         std::thread::Builder::new()
             .name("bazaar-writer".into())
-            .spawn(move || run(engine, config, clock, receiver))
+            .spawn(move || run(engine, config, clock, receiver, &counters))
             .expect("spawn writer thread");
-        Writer { queue }
+        Writer { queue, stats }
+    }
+
+    pub fn stats(&self) -> WriterStats {
+        WriterStats {
+            batches: self.stats.batches.load(Ordering::Relaxed),
+            commands: self.stats.commands.load(Ordering::Relaxed),
+            busy_us: self.stats.busy_us.load(Ordering::Relaxed),
+        }
     }
 
     pub async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
@@ -57,7 +85,13 @@ impl Writer {
     }
 }
 
-fn run<E: Engine>(mut engine: E, config: Config, clock: Arc<dyn Clock>, mut receiver: mpsc::Receiver<Job>) {
+fn run<E: Engine>(
+    mut engine: E,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    mut receiver: mpsc::Receiver<Job>,
+    counters: &Counters,
+) {
     let mut next = None;
     while let Some(first) = next.take().or_else(|| receiver.blocking_recv()) {
         let mut jobs = Vec::new();
@@ -80,6 +114,7 @@ fn run<E: Engine>(mut engine: E, config: Config, clock: Arc<dyn Clock>, mut rece
             }
         }
         let (commands, replies): (Vec<Command>, Vec<Reply>) = jobs.into_iter().unzip();
+        let started = std::time::Instant::now();
         let results = match run_batch(&mut engine, &config, clock.as_ref(), &commands) {
             Ok(results) => results.into_iter().map(Ok).collect(),
             // A constraint fired: the batch is gone as a whole. Run each command
@@ -92,6 +127,9 @@ fn run<E: Engine>(mut engine: E, config: Config, clock: Arc<dyn Clock>, mut rece
                 .collect(),
             Err(error) => vec![Err(error); commands.len()],
         };
+        counters.batches.fetch_add(1, Ordering::Relaxed);
+        counters.commands.fetch_add(commands.len() as u64, Ordering::Relaxed);
+        counters.busy_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         for (reply, result) in replies.into_iter().zip(results) {
             let _ = reply.send(result);
         }
