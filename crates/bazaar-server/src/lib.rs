@@ -15,6 +15,7 @@ use bazaar_core::command::{Command, Op};
 use bazaar_core::crypto::{did_key, sha256_hex};
 use bazaar_core::model::{Member, MemberKind};
 use bazaar_core::refusal::Code;
+use bazaar_core::token::{TokenClaims, TokenError};
 use bazaar_store::{Store, StoreError};
 use bazaar_types::limits::{IDEMPOTENCY_RETENTION_S, SWEEP_BATCH_MAX};
 use bazaar_types::{Clock, MemberId, Timestamp};
@@ -40,7 +41,20 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     /// Idempotency keys whose first request is still running on this node.
     inflight: Mutex<HashSet<(String, String)>>,
+    /// Token strings whose signature already verified, so verify-then-settle
+    /// checks each signature once. Bounded; oldest evicted first.
+    verified: Mutex<VerifiedTokens>,
 }
+
+/// Token strings already verified against the registry key, and their claims.
+#[derive(Default)]
+struct VerifiedTokens {
+    claims: std::collections::HashMap<String, TokenClaims>,
+    order: std::collections::VecDeque<String>,
+}
+
+/// Verified token strings remembered per node.
+pub const VERIFIED_TOKENS_MAX: usize = 4096;
 
 /// What `boot` returns: the state, and the operator credential if this start created the registry.
 pub struct Booted {
@@ -69,6 +83,7 @@ pub async fn boot(
         registry: registry.clone(),
         metrics: Default::default(),
         inflight: Default::default(),
+        verified: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(new_secret_credential);
     let op = Op::Bootstrap {
@@ -99,6 +114,26 @@ pub fn random_b64(bytes: usize) -> String {
 impl AppState {
     pub fn now(&self) -> Timestamp {
         self.clock.now()
+    }
+
+    /// Checks a token's shape and signature (see `bazaar_core::token::decode`),
+    /// remembering strings that verified: the same bytes under the same key
+    /// verify the same way every time.
+    pub fn decode_token(&self, token: &str) -> Result<TokenClaims, TokenError> {
+        if let Some(claims) = self.verified.lock().expect("verified mutex").claims.get(token) {
+            return Ok(claims.clone());
+        }
+        let claims = bazaar_core::token::decode(token, &self.key.verifying_key())?;
+        let mut verified = self.verified.lock().expect("verified mutex");
+        if verified.claims.insert(token.to_string(), claims.clone()).is_none() {
+            verified.order.push_back(token.to_string());
+        }
+        while verified.order.len() > VERIFIED_TOKENS_MAX {
+            if let Some(oldest) = verified.order.pop_front() {
+                verified.claims.remove(&oldest);
+            }
+        }
+        Ok(claims)
     }
 
     pub fn registry_actor(&self) -> Member {
@@ -167,4 +202,52 @@ pub fn spawn_sweeper(state: Arc<AppState>) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazaar_types::{Amount, ManualClock, OrderId, TokenId};
+
+    fn claims(n: usize) -> TokenClaims {
+        TokenClaims {
+            v: 1,
+            iss: "did:key:zReg".into(),
+            jti: TokenId(format!("tok_{n}")),
+            sub: "did:key:zB".into(),
+            aud: "did:key:zM".into(),
+            max: Amount(1),
+            ord: OrderId(format!("o{n}")),
+            res: "r".into(),
+            iat_ms: Timestamp(0),
+            exp_ms: Timestamp(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn verified_tokens_are_remembered_within_a_bound_and_forgeries_never() {
+        let dir = std::env::temp_dir().join(format!("bazaar-verified-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp(0)));
+        let config = Config { fee_bps: 100, escrow_threshold: Amount(100_000) };
+        let store =
+            Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("v.db"), config.clone(), clock.clone()).unwrap());
+        let state = boot(store, clock, config, Some("op".into())).await.unwrap().state;
+        let forger = SigningKey::from_bytes(&[9u8; 32]);
+        let forged = bazaar_core::token::encode(&claims(0), &forger);
+        for _ in 0..2 {
+            assert_eq!(state.decode_token(&forged), Err(TokenError::BadSignature));
+        }
+        for n in 0..VERIFIED_TOKENS_MAX + 10 {
+            let token = bazaar_core::token::encode(&claims(n), &state.key);
+            assert_eq!(state.decode_token(&token), Ok(claims(n)));
+            assert_eq!(state.decode_token(&token), Ok(claims(n)), "a remembered token decodes the same");
+        }
+        let verified = state.verified.lock().unwrap();
+        assert_eq!(verified.claims.len(), VERIFIED_TOKENS_MAX);
+        assert_eq!(verified.order.len(), VERIFIED_TOKENS_MAX);
+        assert!(!verified.claims.contains_key(&forged));
+        drop(verified);
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -181,7 +181,11 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     for (name, help, value) in [
         ("bazaar_writer_batches_total", "Transactions the group-commit writer ran.", writer.batches as f64),
         ("bazaar_writer_commands_total", "Commands applied inside those transactions.", writer.commands as f64),
-        ("bazaar_writer_busy_seconds_total", "Seconds the writer spent inside transactions.", writer.busy_us as f64 / 1e6),
+        (
+            "bazaar_writer_busy_seconds_total",
+            "Seconds the writer spent inside transactions.",
+            writer.busy_us as f64 / 1e6,
+        ),
     ] {
         text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
     }
@@ -522,7 +526,7 @@ async fn verify_token(
     auth: Auth,
     ApiJson(body): ApiJson<VerifyRequest>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    let claims = match token::decode(&body.token, &state.key.verifying_key()) {
+    let claims = match state.decode_token(&body.token) {
         Ok(claims) => claims,
         Err(error) => return Ok(Json(json!({"genuine": false, "reason": error.to_string()}))),
     };
@@ -564,7 +568,7 @@ async fn settle(
 ) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     validate::order_id(&body.order_id)?;
-    let claims = token::decode(&body.token, &state.key.verifying_key()).map_err(|error| match error {
+    let claims = state.decode_token(&body.token).map_err(|error| match error {
         token::TokenError::Malformed => {
             Refusal::new(Code::TokenMalformed, "`token` is not an apt_ token from this registry.")
         }
