@@ -77,3 +77,10 @@ fn dependency_direction_holds() {
     }
     assert!(!dependencies("bazaar-types").iter().any(|d| d.starts_with("bazaar-")));
 }
+
+#[test]
+fn cargo_run_in_the_workspace_runs_the_bazaar_binary() {
+    // README: `cargo run --release -- demo` must pick the `bazaar` binary with no -p.
+    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("default-members = [\"crates/bazaar-cli\"]"), "root Cargo.toml lost default-members");
+}
