@@ -66,5 +66,22 @@ async fn an_order_refused_once_is_paid_with_a_new_token() {
     assert_eq!(again.headers()["bazaar-work-receipt"], "replayed");
     assert_eq!(work.load(Ordering::SeqCst), 1, "the work ran once for the order");
     assert_eq!(buyer.me().await.unwrap()["balance_minor"], 10_000 - PRICE_MINOR as i64);
+    // `bazaar verify --registry-key` checks genuineness offline.
+    let key = operator.well_known().await.unwrap()["public_key"].as_str().unwrap().to_string();
+    let token = second["token"].as_str().unwrap();
+    let verify = |token: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+            .args(["verify", "--json", "--registry-key", &key, token])
+            .output()
+            .unwrap()
+    };
+    let offline = verify(token);
+    assert!(offline.status.success());
+    let answer: serde_json::Value = serde_json::from_slice(&offline.stdout).unwrap();
+    assert_eq!((answer["genuine"].as_bool(), answer["claims"]["ord"].as_str()), (Some(true), Some("x")));
+    let at = token.len() - 10;
+    let swapped = if &token[at..at + 1] == "B" { "C" } else { "B" };
+    let tampered = format!("{}{swapped}{}", &token[..at], &token[at + 1..]);
+    assert!(!verify(&tampered).status.success(), "an altered token fails offline");
     std::fs::remove_dir_all(&dir).ok();
 }

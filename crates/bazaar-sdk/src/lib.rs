@@ -8,6 +8,7 @@
 
 pub mod client;
 pub mod paid;
+pub mod token;
 
 pub use client::{Client, SdkError};
 

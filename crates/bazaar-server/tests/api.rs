@@ -281,6 +281,17 @@ async fn verify_is_a_receipt_check() {
     assert_eq!(verified["state"], "settled");
     assert_eq!(verified["work_order"], false);
     assert_eq!(verified["settlement"]["amount_minor"], 300);
+    // Genuineness offline, with the key from the registry card and no call to the registry.
+    let card = merchant.well_known().await.unwrap();
+    let key = card["public_key"].as_str().unwrap();
+    let claims = bazaar_sdk::token::verify_offline(&token, key).unwrap();
+    assert_eq!((claims["ord"].as_str(), claims["max"].as_u64()), (Some("v"), Some(300)));
+    assert_eq!(bazaar_sdk::token::verify_offline(&token, card["public_key_hex"].as_str().unwrap()).unwrap(), claims);
+    let (payload, signature) = token.trim_start_matches("apt_").split_once('.').unwrap();
+    let mut raised: Value = serde_json::from_slice(&base64_url(payload)).unwrap();
+    raised["max"] = json!(30_000);
+    let altered = format!("apt_{}.{signature}", base64_url_encode(&serde_json::to_vec(&raised).unwrap()));
+    assert_eq!(bazaar_sdk::token::verify_offline(&altered, key), Err(bazaar_sdk::token::OfflineError::BadSignature));
     let forged = format!("{}x", &token[..token.len() - 2]);
     assert_eq!(merchant.verify(&forged).await.unwrap()["genuine"], false);
     assert_eq!(code(merchant.settle(&forged, 300, "v", Some("f")).await.unwrap_err()).1, "token_signature_invalid");
@@ -328,4 +339,14 @@ async fn pay_renews_a_replayed_token_that_has_expired() {
     assert_eq!(merchant.verify(&paid.token).await.unwrap()["state"], "open");
     let again = buyer.pay(&url, &shop, 100, "renew-me").await.unwrap();
     assert_eq!(again.token, paid.token, "a live token for the order is reused");
+}
+
+fn base64_url(text: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).unwrap()
+}
+
+fn base64_url_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
