@@ -1,0 +1,101 @@
+//! `bazaar serve` as a process, driven by the `bazaar` CLI: the registry keeps
+//! its identity across restarts, writes the operator credential 0600, shuts
+//! down cleanly on SIGTERM, and the member/money commands work end to end.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+
+fn bazaar(args: &[&str], env: &[(&str, &str)]) -> Value {
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_bazaar")).arg("--json").args(args).envs(env.iter().copied()).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "bazaar {args:?} failed: {text} {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}
+
+fn serve(dir: &std::path::Path, port: u16) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["serve", "--port", &port.to_string(), "--data-dir"])
+        .arg(dir)
+        .env("BAZAAR_LOG", "warn")
+        .env_remove("BAZAAR_OPERATOR_CREDENTIAL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let line = BufReader::new(child.stdout.take().unwrap()).lines().next().unwrap().unwrap();
+    assert!(line.starts_with("listening on http://127.0.0.1:"), "{line}");
+    child
+}
+
+fn stop(mut child: Child) {
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "serve exits 0 on SIGTERM, got {exit:?}");
+}
+
+#[test]
+fn the_cli_runs_a_registry_end_to_end() {
+    let dir = std::env::temp_dir().join(format!("bazaar-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let registry = format!("http://127.0.0.1:{port}");
+    let server = serve(&dir, port);
+    let credential_file = dir.join("operator-credential");
+    let mode = std::fs::metadata(&credential_file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the operator credential is private");
+    let card: Value = reqwest::blocking::get(format!("{registry}/.well-known/bazaar")).unwrap().json().unwrap();
+    let operator =
+        [("BAZAAR_REGISTRY", registry.as_str()), ("BAZAAR_CREDENTIAL_FILE", credential_file.to_str().unwrap())];
+
+    let owner_key = bazaar(&["keygen"], &[]);
+    let owner = bazaar(
+        &["owner", "--handle", "cli-owner", "--public-key", owner_key["public_key"].as_str().unwrap()],
+        &operator,
+    );
+    assert_eq!(owner["id"], owner_key["did"]);
+    let as_owner =
+        [("BAZAAR_REGISTRY", registry.as_str()), ("BAZAAR_CREDENTIAL", owner["credential"].as_str().unwrap())];
+    let invite = bazaar(&["invite"], &as_owner);
+    let key_file = dir.join("agent.key");
+    let agent_key = bazaar(&["keygen", "--out", key_file.to_str().unwrap()], &[]);
+    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    let enroll = [
+        "enroll",
+        "--invite",
+        invite["invite_code"].as_str().unwrap(),
+        "--handle",
+        "cli-agent",
+        "--key-file",
+        key_file.to_str().unwrap(),
+    ];
+    let agent = bazaar(&enroll, &[("BAZAAR_REGISTRY", registry.as_str())]);
+    assert_eq!(agent["id"], agent_key["did"]);
+    assert_eq!(agent["owner"], owner["id"]);
+    bazaar(&["mint", "cli-owner", "5000", "--key", "m1"], &operator);
+    let replayed = bazaar(&["mint", "cli-owner", "5000", "--key", "m1"], &operator);
+    assert_eq!(replayed["amount_minor"], 5000);
+    bazaar(&["fund", "cli-agent", "3000", "--key", "f1"], &as_owner);
+    bazaar(&["budget", "cli-agent", "--per-call", "100", "--per-day", "1000", "--total", "3000"], &as_owner);
+    let as_agent =
+        [("BAZAAR_REGISTRY", registry.as_str()), ("BAZAAR_CREDENTIAL", agent["credential"].as_str().unwrap())];
+    let me = bazaar(&["me"], &as_agent);
+    assert_eq!(me["balance_minor"], 3000);
+    assert_eq!(me["budget"]["per_call_max_minor"], 100);
+    let owner_me = bazaar(&["me"], &as_owner);
+    assert_eq!(owner_me["balance_minor"], 2000, "minted once under one key, 3000 moved to the agent");
+    stop(server);
+
+    // Restarted on the same data: the same registry, same members.
+    let server = serve(&dir, port);
+    let again: Value = reqwest::blocking::get(format!("{registry}/.well-known/bazaar")).unwrap().json().unwrap();
+    assert_eq!(again["did"], card["did"], "the registry keeps its key");
+    assert_eq!(bazaar(&["me"], &as_agent)["balance_minor"], 3000);
+    stop(server);
+    let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(["audit", "--data-dir"]).arg(&dir).output().unwrap();
+    assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stdout));
+    std::fs::remove_dir_all(&dir).ok();
+}
