@@ -4,13 +4,13 @@
 
 use bazaar_core::chain::GENESIS_HASH;
 use bazaar_core::command::Keys;
-use bazaar_core::model::{Event, Hold, HoldState, Transfer, TransferKind};
+use bazaar_core::model::{Event, Hold, HoldState, Settlement, Transfer, TransferKind};
 use bazaar_core::state::Changes;
 use bazaar_store::conformance::{test_config, EPOCH};
 use bazaar_store::{Engine, Store, StoreError};
 use bazaar_store_postgres::testing::{admin_url, with_database};
 use bazaar_store_postgres::{PgEngine, PostgresStore};
-use bazaar_types::{AccountId, Amount, HoldId, ManualClock, MemberId, Timestamp, TransferId};
+use bazaar_types::{AccountId, Amount, HoldId, ManualClock, MemberId, OrderId, Timestamp, TokenId, TransferId};
 use std::sync::Arc;
 use tokio_postgres::NoTls;
 
@@ -65,6 +65,20 @@ fn event(seq: u64) -> Event {
         authored_by: MemberId("did:key:zA".into()),
         on_behalf_of: MemberId("did:key:zA".into()),
         at: EPOCH,
+    }
+}
+
+fn settlement(id: &str, jti: &str, order: &str) -> Settlement {
+    Settlement {
+        id: id.into(),
+        jti: TokenId(jti.into()),
+        buyer: MemberId("did:key:zBuyer".into()),
+        merchant: MemberId("did:key:zShop".into()),
+        order_id: OrderId(order.into()),
+        amount: Amount(100),
+        fee: Amount(1),
+        net: Amount(99),
+        settled_at: EPOCH,
     }
 }
 
@@ -123,6 +137,14 @@ fn refused_batches_leave_nothing_behind() {
     let ids: Vec<_> = transfers.iter().map(|(_, t)| t.id.0.as_str()).collect();
     assert_eq!(ids, ["t1", "t2"], "positions follow the batch's order");
     assert!(transfers[0].0 < transfers[1].0);
+
+    // A token settles once and an order is paid once, even if the core were bypassed.
+    let paid = Changes { insert_settlements: vec![settlement("s1", "tok-1", "order-1")], ..Changes::default() };
+    batch(&mut engine, &paid).unwrap();
+    for second in [settlement("s2", "tok-1", "order-2"), settlement("s3", "tok-2", "order-1")] {
+        let again = Changes { insert_settlements: vec![second], ..Changes::default() };
+        assert!(is_constraint(batch(&mut engine, &again)));
+    }
 
     // A hold resolves once.
     let post = Changes { resolve_holds: vec![resolved("h1", HoldState::Posted)], ..Changes::default() };
