@@ -267,6 +267,19 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     assert_eq!(sweep_once(&r.state).await.unwrap(), 0, "a hold expires once");
     let big = buyer.issue_token(&shop, ESCROW_THRESHOLD_MINOR + 1, "big", "r").await.unwrap_err();
     assert_eq!(code(big), (422, "escrow_required".into()));
+    // Tokens live 15 minutes unless the buyer asks for less (never for more, never below the minimum).
+    let ask = |order: &str, ttl_s: u64| {
+        let body =
+            json!({"merchant": shop, "max_amount_minor": 10, "order_id": order, "resource": "r", "ttl_s": ttl_s});
+        buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), None)
+    };
+    let short = ask("short", 60).await.unwrap().body;
+    let now = bazaar_types::Clock::now(r.clock.as_ref()).ms();
+    assert_eq!(short["expires_at_ms"].as_i64(), Some(now + 60_000));
+    assert_eq!(code(ask("too-short", 1).await.unwrap_err()), (400, "invalid_request".into()));
+    assert_eq!(code(ask("too-long", 901).await.unwrap_err()), (400, "invalid_request".into()));
+    let default = buyer.issue_token(&shop, 10, "default-ttl", "r").await.unwrap().body;
+    assert_eq!(default["expires_at_ms"].as_i64(), Some(now + 900_000));
 }
 
 #[tokio::test]
