@@ -9,6 +9,11 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
+/// The port `bazaar serve` listens on by default…
+const DEFAULT_PORT: u16 = 7878;
+/// …and the registry the client commands call by default.
+const DEFAULT_REGISTRY: &str = "http://127.0.0.1:7878";
+
 #[derive(Parser)]
 #[command(name = "bazaar", version, about = "A registry where software agents pay each other per call, exactly once.")]
 struct Cli {
@@ -22,7 +27,7 @@ struct Cli {
 #[derive(Args, Clone)]
 struct Remote {
     /// Registry base URL.
-    #[arg(long, env = "BAZAAR_REGISTRY", default_value = "http://127.0.0.1:7878")]
+    #[arg(long, env = "BAZAAR_REGISTRY", default_value = DEFAULT_REGISTRY)]
     registry: String,
     /// Bearer credential (or use --credential-file).
     #[arg(long, env = "BAZAAR_CREDENTIAL", hide_env_values = true)]
@@ -54,7 +59,7 @@ enum Command {
     Serve {
         #[command(flatten)]
         store: StoreArgs,
-        #[arg(long, default_value_t = 7878)]
+        #[arg(long, default_value_t = DEFAULT_PORT)]
         port: u16,
         /// Operator credential to set on first start (otherwise one is drawn and written to <data-dir>/operator-credential).
         #[arg(long, env = "BAZAAR_OPERATOR_CREDENTIAL", hide_env_values = true)]
@@ -310,5 +315,13 @@ async fn run(cli: Cli) -> Result<i32> {
             print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(0)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_registry_is_the_default_serve_port() {
+        assert_eq!(super::DEFAULT_REGISTRY, format!("http://127.0.0.1:{}", super::DEFAULT_PORT));
     }
 }

@@ -6,6 +6,8 @@ use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{json, Value};
 use std::time::Duration;
 
+/// Idle keep-alive connections the client keeps per host.
+pub const IDLE_CONNECTIONS_MAX: usize = 64;
 /// Requests give up after this long.
 pub const REQUEST_TIMEOUT_S: u64 = 30;
 /// Attempts `pay` makes on transport errors and 5xx/409-in-flight answers.
@@ -64,7 +66,7 @@ impl Client {
     pub fn new(base: impl Into<String>, credential: Option<String>) -> Client {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(REQUEST_TIMEOUT_S))
-            .pool_max_idle_per_host(64)
+            .pool_max_idle_per_host(IDLE_CONNECTIONS_MAX)
             .build()
             .expect("reqwest client builds");
         Client { base: base.into().trim_end_matches('/').to_string(), http, credential }

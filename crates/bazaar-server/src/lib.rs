@@ -102,7 +102,7 @@ pub async fn boot(
 
 /// A fresh bearer credential: `bzc_` and 32 random bytes.
 pub fn new_secret_credential() -> String {
-    format!("bzc_{}", random_b64(32))
+    format!("bzc_{}", random_b64(bazaar_types::limits::CREDENTIAL_RANDOM_BYTES))
 }
 
 pub fn random_b64(bytes: usize) -> String {

@@ -271,7 +271,7 @@ async fn with_credential(response: Response, credential: &str) -> Response {
 /// Owner only: draws a single-use invite code for one agent.
 #[utoipa::path(post, path = "/v1/invites", responses((status = 201, description = "`invite_code` is shown once and dies after one use or at `expires_at_ms`")))]
 async fn issue_invite(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
-    let code = format!("inv_{}", random_b64(24));
+    let code = format!("inv_{}", random_b64(INVITE_RANDOM_BYTES));
     let expires_at = state.now().plus_s(INVITE_TTL_S);
     let op = Op::IssueInvite { code_hash: sha256_hex(code.as_bytes()), expires_at };
     let response = execute(&state, auth.member, None, op, StatusCode::CREATED).await;
@@ -302,7 +302,7 @@ async fn redeem_invite(
         Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
     })?;
     validate::handle(&body.handle)?;
-    if body.invite_code.len() > 128 {
+    if body.invite_code.len() > INVITE_CODE_LEN_MAX {
         return Err(Refusal::new(Code::InviteNotFound, "No such invite code.").into());
     }
     verify(&public, &invite_proof_message(&body.invite_code, &body.handle), &body.proof).map_err(|_| {
@@ -498,7 +498,7 @@ async fn issue_token(
     let claims = TokenClaims {
         v: 1,
         iss: state.registry.clone(),
-        jti: TokenId(format!("tok_{}", random_b64(18))),
+        jti: TokenId(format!("tok_{}", random_b64(TOKEN_ID_RANDOM_BYTES))),
         sub: auth.member.id.clone(),
         aud: merchant.id,
         max,

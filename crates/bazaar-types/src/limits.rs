@@ -7,6 +7,12 @@ pub const TOKEN_TTL_S_MAX: u64 = 15 * 60;
 pub const TOKEN_TTL_S_MIN: u64 = 5;
 /// Invite codes die this long after they are issued.
 pub const INVITE_TTL_S: u64 = 24 * 60 * 60;
+/// An invite code as presented; longer ones are refused unread.
+pub const INVITE_CODE_LEN_MAX: usize = 128;
+/// Random bytes in secrets and ids the registry draws (before base64url).
+pub const CREDENTIAL_RANDOM_BYTES: usize = 32;
+pub const INVITE_RANDOM_BYTES: usize = 24;
+pub const TOKEN_ID_RANDOM_BYTES: usize = 18;
 /// Idempotency records are kept at least this long (longer than any token lives).
 pub const IDEMPOTENCY_RETENTION_S: u64 = 24 * 60 * 60;
 /// `Idempotency-Key` header length, as Stripe allows.
@@ -49,3 +55,6 @@ const _: () = assert!(ESCROW_THRESHOLD_MINOR < AMOUNT_MINOR_MAX);
 const _: () = assert!(WRITE_BATCH_MAX <= WRITE_QUEUE_MAX);
 const _: () = assert!(PROTOCOL_FEE_BPS <= 10_000);
 const _: () = assert!(HANDLE_LEN_MIN <= HANDLE_LEN_MAX);
+// base64url of the random part plus its 4-character prefix fits the length limit.
+const _: () = assert!(4 + INVITE_RANDOM_BYTES.div_ceil(3) * 4 <= INVITE_CODE_LEN_MAX);
+const _: () = assert!(TOKEN_ID_RANDOM_BYTES >= 16);
