@@ -81,6 +81,30 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Untrusted input never panics the decoder, and only the registry's
+        /// signature over the exact bytes decodes.
+        #[test]
+        fn decode_is_total_on_arbitrary_input(text in ".{0,600}", flip in 0usize..600) {
+            let key = SigningKey::from_bytes(&[1u8; 32]);
+            let _ = decode(&text, &key.verifying_key());
+            let _ = decode(&format!("apt_{text}"), &key.verifying_key());
+            let token = encode(&claims(), &key);
+            let mut bytes = token.clone().into_bytes();
+            let at = 4 + flip % (bytes.len() - 4);
+            bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+            let altered = String::from_utf8(bytes).unwrap();
+            proptest::prop_assert!(altered == token || decode(&altered, &key.verifying_key()).is_err());
+        }
+
+        #[test]
+        fn key_parsers_are_total(text in ".{0,200}") {
+            let _ = crate::crypto::parse_public_key(&text);
+            let _ = crate::crypto::public_key_from_did(&text);
+            let _ = crate::crypto::public_key_from_did(&format!("did:key:z{text}"));
+        }
+    }
+
     #[test]
     fn round_trip() {
         let key = SigningKey::from_bytes(&[1u8; 32]);
