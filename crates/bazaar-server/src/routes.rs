@@ -153,6 +153,16 @@ async fn execute(state: &Arc<AppState>, actor: Member, idem: Option<Idem>, op: O
     response
 }
 
+/// The id behind a DID or handle. A DID is taken as given: every command that
+/// names a member loads it and refuses `member_not_found` itself, so only
+/// handles cost a read here.
+async fn resolve_id(state: &AppState, who: &str) -> Result<MemberId, Problem> {
+    if who.starts_with("did:") {
+        return Ok(MemberId(who.into()));
+    }
+    Ok(resolve(state, who).await?.id)
+}
+
 async fn resolve(state: &AppState, who: &str) -> Result<Member, Problem> {
     let found = if who.starts_with("did:") {
         state.store.member(&MemberId(who.into())).await?
@@ -368,9 +378,9 @@ async fn rename(
     Path(who): Path<String>,
     ApiJson(body): ApiJson<RenameRequest>,
 ) -> Result<Response, Problem> {
-    let target = resolve(&state, &who).await?;
+    let target = resolve_id(&state, &who).await?;
     validate::handle(&body.handle)?;
-    Ok(execute(&state, auth.member, None, Op::Rename { member: target.id, handle: body.handle }, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, None, Op::Rename { member: target, handle: body.handle }, StatusCode::OK).await)
 }
 
 /// The caller, its account and (for agents) its budget.
@@ -407,8 +417,8 @@ async fn mint(
 ) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     let idem = idem_for(&auth.member, "mint", &headers, KeyRule::Required, &body)?;
-    let owner = resolve(&state, &body.owner).await?;
-    Ok(execute(&state, auth.member, idem, Op::Mint { owner: owner.id, amount }, StatusCode::OK).await)
+    let owner = resolve_id(&state, &body.owner).await?;
+    Ok(execute(&state, auth.member, idem, Op::Mint { owner, amount }, StatusCode::OK).await)
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -427,10 +437,10 @@ async fn fund(
     ApiJson(body): ApiJson<FundRequest>,
 ) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
-    let agent = resolve(&state, &who).await?;
-    let request = json!({"agent": agent.id, "amount_minor": amount});
+    let agent = resolve_id(&state, &who).await?;
+    let request = json!({"agent": agent, "amount_minor": amount});
     let idem = idem_for(&auth.member, "fund", &headers, KeyRule::Required, &request)?;
-    Ok(execute(&state, auth.member, idem, Op::Fund { agent: agent.id, amount }, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, idem, Op::Fund { agent, amount }, StatusCode::OK).await)
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -449,9 +459,8 @@ async fn set_budget(
     Path(who): Path<String>,
     ApiJson(body): ApiJson<BudgetRequest>,
 ) -> Result<Response, Problem> {
-    let agent = resolve(&state, &who).await?;
     let op = Op::SetBudget {
-        agent: agent.id,
+        agent: resolve_id(&state, &who).await?,
         per_call_max: validate::ceiling(body.per_call_max_minor, "per_call_max_minor")?,
         per_day_max: validate::ceiling(body.per_day_max_minor, "per_day_max_minor")?,
         total_max: validate::ceiling(body.total_max_minor, "total_max_minor")?,
@@ -490,9 +499,9 @@ async fn issue_token(
             "`ttl_s` must be between {TOKEN_TTL_S_MIN} and {TOKEN_TTL_S_MAX} seconds."
         )));
     }
-    let merchant = resolve(&state, &body.merchant).await?;
-    let request = json!({"merchant": merchant.id, "max_amount_minor": max, "order_id": body.order_id, "resource": body.resource, "ttl_s": ttl_s});
-    let rule = KeyRule::DefaultTo(format!("order:{}:{}", merchant.id, body.order_id));
+    let merchant = resolve_id(&state, &body.merchant).await?;
+    let request = json!({"merchant": merchant, "max_amount_minor": max, "order_id": body.order_id, "resource": body.resource, "ttl_s": ttl_s});
+    let rule = KeyRule::DefaultTo(format!("order:{merchant}:{}", body.order_id));
     let idem = idem_for(&auth.member, "issue_token", &headers, rule, &request)?;
     let now = state.now();
     let claims = TokenClaims {
@@ -500,7 +509,7 @@ async fn issue_token(
         iss: state.registry.clone(),
         jti: TokenId(format!("tok_{}", random_b64(TOKEN_ID_RANDOM_BYTES))),
         sub: auth.member.id.clone(),
-        aud: merchant.id,
+        aud: merchant,
         max,
         ord: OrderId(body.order_id),
         res: body.resource,

@@ -239,6 +239,14 @@ async fn authority_follows_the_principal_chain() {
     let before = other_buyer.me().await.unwrap()["available_minor"].clone();
     buyer.issue_token(&shop, 100, "p-2", "r").await.unwrap();
     assert_eq!(other_buyer.me().await.unwrap()["available_minor"], before);
+    // Unknown members are refused whether named by DID or by handle.
+    let nobody = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
+    assert_eq!(code(buyer.issue_token(nobody, 100, "p-3", "r").await.unwrap_err()), (404, "member_not_found".into()));
+    assert_eq!(
+        code(buyer.issue_token("no-such-shop", 100, "p-3", "r").await.unwrap_err()),
+        (404, "member_not_found".into())
+    );
+    assert_eq!(code(owner.fund(nobody, 1, "y").await.unwrap_err()), (404, "member_not_found".into()));
     // Invite codes work once.
     let invite = owner.issue_invite().await.unwrap();
     owner.redeem_invite(&invite, &generate_key(), "first-use").await.unwrap();
