@@ -89,8 +89,7 @@ crate::statements! {
         resolve_holds = "UPDATE holds AS h \
             SET state = u.state, posted_amount = u.posted_amount, resolved_at = u.at \
             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) \
-            AS u(id, state, posted_amount, at) WHERE h.id = u.id AND h.state = 'pending' \
-            RETURNING h.id";
+            AS u(id, state, posted_amount, at) WHERE h.id = u.id RETURNING h.id";
         insert_tokens = "INSERT INTO tokens \
             (jti, buyer, merchant, max_amount, order_id, resource, hold, issued_at, expires_at) \
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], \
@@ -129,7 +128,7 @@ struct Job<'a> {
     statement: &'a Statement,
     params: Vec<Param<'a>>,
     /// How many rows the statement must return, if that is checked (holds
-    /// leaving `pending`: fewer rows means one was not pending).
+    /// being resolved: fewer rows means one was missing).
     expect_rows: Option<usize>,
 }
 
@@ -178,6 +177,9 @@ pub struct PgEngine {
     connection: Option<Connection>,
     /// `begin` was called but `BEGIN` is not sent yet: it rides with the loads.
     begin_pending: bool,
+    /// `write` already sent `COMMIT` at the end of its pipeline; the server
+    /// committed, or (after a failed statement) rolled back.
+    ended_in_write: bool,
 }
 
 impl PgEngine {
@@ -193,7 +195,7 @@ impl PgEngine {
             .build()
             .map_err(|e| StoreError::Unavailable(format!("writer runtime: {e}")))?;
         let connection = runtime.block_on(Connection::open(&config))?;
-        Ok(PgEngine { runtime, config, connection: Some(connection), begin_pending: false })
+        Ok(PgEngine { runtime, config, connection: Some(connection), begin_pending: false, ended_in_write: false })
     }
 
     /// Runs one statement outside the pipeline helpers (COMMIT, ROLLBACK).
@@ -207,18 +209,22 @@ fn live(connection: &Option<Connection>) -> Result<&Connection, StoreError> {
     connection.as_ref().ok_or_else(|| StoreError::Unavailable("writer connection closed".into()))
 }
 
-/// Sends `jobs` as one pipeline, after `BEGIN` if it is still pending, and
-/// returns each statement's rows, or the first failure in order. Each
-/// statement's `expect_rows` is checked against the rows it returned.
+/// Sends `jobs` as one pipeline, after `BEGIN` if it is still pending and,
+/// with `commit`, followed by `COMMIT`, and returns each statement's rows, or
+/// the first failure in order. If a statement fails, the transaction is
+/// aborted and the server answers that `COMMIT` by rolling back, so nothing
+/// of the batch is kept. Each statement's `expect_rows` is checked against the
+/// rows it returned.
 fn pipeline(
     runtime: &tokio::runtime::Runtime,
     client: &Client,
     begin_pending: &mut bool,
     jobs: &[Job<'_>],
+    commit: bool,
 ) -> Result<Vec<Vec<Row>>, StoreError> {
     let send_begin = std::mem::take(begin_pending);
     let params = refs(jobs);
-    let (begun, results) = runtime.block_on(async {
+    let (begun, results, committed) = runtime.block_on(async {
         let begin = async {
             if send_begin {
                 client.batch_execute(BEGIN_SQL).await
@@ -227,12 +233,20 @@ fn pipeline(
             }
         };
         let statements = join_all(jobs.iter().zip(&params).map(|(job, params)| client.query(job.statement, params)));
-        futures::join!(begin, statements)
+        let end = async {
+            if commit {
+                client.batch_execute("COMMIT").await
+            } else {
+                Ok(())
+            }
+        };
+        futures::join!(begin, statements, end)
     });
     begun.map_err(pg_error)?;
     // Later statements of an aborted transaction only report that it is
     // aborted, so the first failure in order is the one that matters.
     let results = results.into_iter().collect::<Result<Vec<_>, _>>().map_err(pg_error)?;
+    committed.map_err(pg_error)?;
     for (job, rows) in jobs.iter().zip(&results) {
         if let Some(expected) = job.expect_rows {
             if rows.len() != expected {
@@ -341,7 +355,7 @@ impl Engine for PgEngine {
                 jobs.push(Job::new(statement, params));
             }
         }
-        let results = pipeline(&self.runtime, &connection.client, &mut self.begin_pending, &jobs)?;
+        let results = pipeline(&self.runtime, &connection.client, &mut self.begin_pending, &jobs, false)?;
         let mut results = results.into_iter();
         let head_rows = results.next().unwrap_or_default();
         let head_row = head_rows.first().ok_or_else(|| StoreError::Corrupt("chain head row missing".into()))?;
@@ -567,11 +581,17 @@ impl Engine for PgEngine {
         if jobs.is_empty() {
             return Ok(());
         }
-        pipeline(&self.runtime, &connection.client, &mut self.begin_pending, &jobs)?;
+        // COMMIT rides in the same round trip as the writes. Any failure above
+        // aborts the transaction, and the server then answers COMMIT with a rollback.
+        self.ended_in_write = true;
+        pipeline(&self.runtime, &connection.client, &mut self.begin_pending, &jobs, true)?;
         Ok(())
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
+        if std::mem::take(&mut self.ended_in_write) {
+            return Ok(()); // `write` committed already.
+        }
         if std::mem::take(&mut self.begin_pending) {
             return Ok(()); // Nothing was sent: there is no transaction to end.
         }
@@ -589,6 +609,9 @@ impl Engine for PgEngine {
     fn rollback(&mut self) {
         if std::mem::take(&mut self.begin_pending) {
             return;
+        }
+        if std::mem::take(&mut self.ended_in_write) {
+            return; // The pipelined COMMIT met an aborted transaction and rolled it back.
         }
         if let Err(error) = self.simple("ROLLBACK") {
             tracing::warn!(%error, "writer rollback failed");

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_foundation", include_str!("../migrations/0001_foundation.sql")),
     ("0002_idempotency_created_at", include_str!("../migrations/0002_idempotency_created_at.sql")),
+    ("0003_holds_resolve_once", include_str!("../migrations/0003_holds_resolve_once.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
