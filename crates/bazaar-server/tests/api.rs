@@ -288,6 +288,9 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     assert_eq!(code(ask("too-long", 901).await.unwrap_err()), (400, "invalid_request".into()));
     let default = buyer.issue_token(&shop, 10, "default-ttl", "r").await.unwrap().body;
     assert_eq!(default["expires_at_ms"].as_i64(), Some(now + 900_000));
+    r.clock.advance_s(1);
+    let later = ask("later", 60).await.unwrap().body;
+    assert!(short["jti"].as_str().unwrap() < later["jti"].as_str().unwrap(), "token ids sort by issue time");
 }
 
 #[tokio::test]
