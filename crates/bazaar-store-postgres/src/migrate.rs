@@ -12,6 +12,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_foundation", include_str!("../migrations/0001_foundation.sql")),
     ("0002_idempotency_created_at", include_str!("../migrations/0002_idempotency_created_at.sql")),
     ("0003_holds_resolve_once", include_str!("../migrations/0003_holds_resolve_once.sql")),
+    ("0004_events_hash_not_unique", include_str!("../migrations/0004_events_hash_not_unique.sql")),
 ];
 
 /// The advisory lock key every node takes while migrating ("bazaar" then 1).

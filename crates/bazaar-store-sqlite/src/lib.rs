@@ -23,6 +23,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_foundation", include_str!("../migrations/0001_foundation.sql")),
     ("0002_idempotency_created_at", include_str!("../migrations/0002_idempotency_created_at.sql")),
     ("0003_holds_resolve_once", include_str!("../migrations/0003_holds_resolve_once.sql")),
+    ("0004_events_hash_not_unique", include_str!("../migrations/0004_events_hash_not_unique.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
@@ -348,5 +349,34 @@ impl Engine for SqliteEngine {
             )
             .and_then(|mut statement| statement.execute(params![before.0, limit as i64]))
             .map_err(unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database made by an earlier release upgrades in place and keeps its rows.
+    #[test]
+    fn migrations_upgrade_a_database_in_place() {
+        let dir = std::env::temp_dir().join(format!("bazaar-upgrade-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut conn = open(&dir.join("u.db")).unwrap();
+        conn.execute_batch("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
+            .unwrap();
+        for (name, sql) in &MIGRATIONS[..3] {
+            conn.execute_batch(sql).unwrap();
+            conn.execute("INSERT INTO schema_migrations VALUES (?1, 0)", [name]).unwrap();
+        }
+        let event = "INSERT INTO events VALUES (?1, 'p', 'same-hash', 'k', '{}', 'a', 'a', 0)";
+        conn.execute(event, [1]).unwrap();
+        assert!(conn.execute(event, [2]).is_err(), "before 0004 the hash was unique");
+        migrate(&mut conn).unwrap();
+        conn.execute(event, [2]).unwrap();
+        let count: i64 = conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0)).unwrap();
+        assert_eq!(count, 2, "rows survive the rebuild");
+        assert!(conn.execute("DELETE FROM events", []).is_err(), "the append-only guard is back");
+        migrate(&mut conn).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
