@@ -189,6 +189,13 @@ async fn resolve(state: &AppState, who: &str) -> Result<Member, Problem> {
 // ---- registry ----------------------------------------------------------------
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, Problem> {
+    if !state.store.writer_stats().running {
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "writer_stopped",
+            "The ledger writer has stopped; writes fail until the registry restarts. See the logs.",
+        ));
+    }
     let head = state.store.head().await?;
     Ok(Json(json!({"status": "ok", "event_seq": head.seq})))
 }

@@ -38,6 +38,9 @@ struct Counters {
 /// commands in them, and microseconds spent inside batches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriterStats {
+    /// False once the writer thread has stopped (a failed invariant stops it
+    /// rather than commit a wrong ledger); every write then fails.
+    pub running: bool,
     pub batches: u64,
     pub commands: u64,
     pub busy_us: u64,
@@ -58,6 +61,7 @@ impl Writer {
 
     pub fn stats(&self) -> WriterStats {
         WriterStats {
+            running: !self.queue.is_closed(),
             batches: self.stats.batches.load(Ordering::Relaxed),
             commands: self.stats.commands.load(Ordering::Relaxed),
             busy_us: self.stats.busy_us.load(Ordering::Relaxed),
@@ -163,5 +167,63 @@ pub fn run_batch<E: Engine>(
             engine.rollback();
             Err(error)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazaar_core::command::Op;
+    use bazaar_core::model::{Member, MemberKind};
+    use bazaar_core::state::{Changes, Snapshot};
+    use bazaar_types::{Amount, ManualClock, MemberId};
+
+    /// An engine whose load trips an assert, as a corrupt row would.
+    struct Tripping;
+
+    impl Engine for Tripping {
+        fn begin(&mut self) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn load(&mut self, _: &Keys) -> Result<Snapshot, StoreError> {
+            panic!("invariant failed while loading");
+        }
+        fn write(&mut self, _: &Changes) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn commit(&mut self) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn rollback(&mut self) {}
+        fn prune_idempotency(&mut self, _: Timestamp, _: usize) -> Result<usize, StoreError> {
+            Ok(0)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stopped_writer_says_so_and_refuses_writes() {
+        let config = Config { fee_bps: 100, escrow_threshold: Amount(100_000) };
+        let writer = Writer::spawn(Tripping, config, Arc::new(ManualClock::new(Timestamp(0))));
+        assert!(writer.stats().running);
+        let actor = Member {
+            id: MemberId("did:x".into()),
+            kind: MemberKind::Owner,
+            owner: None,
+            handle: "x".into(),
+            created_at: Timestamp(0),
+        };
+        let command =
+            Command { actor, idem: None, op: Op::IssueInvite { code_hash: "h".into(), expires_at: Timestamp(1) } };
+        assert!(matches!(writer.submit(command.clone()).await, Err(StoreError::Unavailable(_))));
+        // The thread is gone (its queue closes as it unwinds, just after it
+        // dropped the reply), and every later write fails fast.
+        for _ in 0..1_000_000 {
+            if !writer.stats().running {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        assert!(!writer.stats().running);
+        assert!(matches!(writer.submit(command).await, Err(StoreError::Unavailable(_))));
     }
 }
