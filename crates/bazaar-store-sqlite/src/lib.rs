@@ -36,6 +36,7 @@ pub struct SqliteStore {
     writer: Writer,
     readers: Arc<Vec<Mutex<Connection>>>,
     next_reader: std::sync::atomic::AtomicUsize,
+    auth: Arc<Mutex<AuthCache>>,
 }
 
 fn unavailable(error: rusqlite::Error) -> StoreError {
@@ -112,7 +113,9 @@ impl SqliteStore {
         let mut conn = open(&path)?;
         migrate(&mut conn)?;
         conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")).map_err(unavailable)?;
-        let writer = Writer::spawn(SqliteEngine { conn }, config, clock);
+        let auth = Arc::new(Mutex::new(AuthCache::default()));
+        let engine = SqliteEngine { conn, auth: auth.clone(), touched: Default::default() };
+        let writer = Writer::spawn(engine, config, clock);
         let readers = (0..READERS_MAX).map(|_| open(&path).map(Mutex::new)).collect::<Result<Vec<_>, _>>()?;
         let checkpointer = spawn_checkpointer(open(&path)?);
         Ok(SqliteStore {
@@ -120,6 +123,7 @@ impl SqliteStore {
             readers: Arc::new(readers),
             next_reader: Default::default(),
             _checkpointer: checkpointer,
+            auth,
         })
     }
 
@@ -304,6 +308,30 @@ impl Store for SqliteStore {
     }
 
     async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {
+        let generation = {
+            let cache = self.auth.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(hit) = cache.entries.get(hash) {
+                return Ok(Some(hit.clone()));
+            }
+            cache.generation
+        };
+        let found = self.authenticate_uncached(hash).await?;
+        if let Some(row) = &found {
+            let mut cache = self.auth.lock().unwrap_or_else(|p| p.into_inner());
+            if cache.generation == generation {
+                if cache.entries.len() >= AUTH_CACHE_MAX {
+                    let victim = cache.entries.keys().next().cloned();
+                    victim.map(|key| cache.entries.remove(&key));
+                }
+                cache.entries.insert(hash.to_string(), row.clone());
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl SqliteStore {
+    async fn authenticate_uncached(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {
         let hash = hash.to_string();
         self.read(move |c| {
             c.prepare_cached(
@@ -317,8 +345,32 @@ impl Store for SqliteStore {
     }
 }
 
+/// Credentials remembered by the embedded store's `authenticate`.
+const AUTH_CACHE_MAX: usize = 4096;
+
+/// Credentials and their members, remembered between requests. Exact, because
+/// one process owns the file and its writer forgets every credential and
+/// member a batch touched, after commit and before anyone is answered.
+#[derive(Default)]
+struct AuthCache {
+    entries: std::collections::HashMap<String, (Credential, Member)>,
+    /// Bumped by every batch that touched credentials or members: a read that
+    /// raced such a batch does not store what it read.
+    generation: u64,
+}
+
+impl AuthCache {
+    fn forget(&mut self, hashes: &[String], members: &[MemberId]) {
+        self.entries.retain(|hash, (_, member)| !hashes.contains(hash) && !members.contains(&member.id));
+        self.generation += 1;
+    }
+}
+
 struct SqliteEngine {
     conn: Connection,
+    auth: Arc<Mutex<AuthCache>>,
+    /// Credentials and members the open transaction changes.
+    touched: (Vec<String>, Vec<MemberId>),
 }
 
 impl Engine for SqliteEngine {
@@ -331,14 +383,23 @@ impl Engine for SqliteEngine {
     }
 
     fn write(&mut self, changes: &Changes) -> Result<(), StoreError> {
+        self.touched.0.extend(changes.upsert_credentials.iter().map(|c| c.hash.clone()));
+        let members = changes.insert_members.iter().chain(&changes.update_members);
+        self.touched.1.extend(members.map(|m| m.id.clone()));
         write_changes(&self.conn, changes).map_err(unavailable)
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
-        self.conn.execute_batch("COMMIT").map_err(unavailable)
+        let committed = self.conn.execute_batch("COMMIT").map_err(unavailable);
+        let (hashes, members) = std::mem::take(&mut self.touched);
+        if !hashes.is_empty() || !members.is_empty() {
+            self.auth.lock().unwrap_or_else(|p| p.into_inner()).forget(&hashes, &members);
+        }
+        committed
     }
 
     fn rollback(&mut self) {
+        self.touched = Default::default();
         let _ = self.conn.execute_batch("ROLLBACK");
     }
 

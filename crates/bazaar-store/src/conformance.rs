@@ -238,8 +238,15 @@ async fn identity_and_handles(f: Fixture) {
         )
         .await;
     assert_eq!(taken.unwrap_err().code, Code::HandleTaken);
+    let agent_credential = format!("cred-{}", agent.id);
+    assert_eq!(f.store.authenticate(&agent_credential).await.unwrap().unwrap().1.handle, "shopper");
     f.ok(&agent, Op::Rename { member: agent.id.clone(), handle: "buyer-bot".into() }).await;
     assert_eq!(f.store.member_by_handle("buyer-bot").await.unwrap().map(|m| m.id), Some(agent.id.clone()));
+    assert_eq!(
+        f.store.authenticate(&agent_credential).await.unwrap().unwrap().1.handle,
+        "buyer-bot",
+        "renames show at once"
+    );
     assert_eq!(f.store.member_by_handle("shopper").await.unwrap(), None);
     let reserved = f
         .run(
@@ -293,6 +300,8 @@ async fn invites_work_once(f: Fixture) {
     assert_eq!(f.store.authenticate("no-such-credential").await.unwrap(), None);
     f.ok(&owner, Op::RevokeCredential { member: a.clone(), hash: "fresh".into() }).await;
     assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_some());
+    // `authenticate` (which an adapter may cache) sees the revocation at once.
+    assert!(f.store.authenticate("fresh").await.unwrap().unwrap().0.revoked_at.is_some());
 }
 
 async fn pay_settle_conserves(f: Fixture) {
