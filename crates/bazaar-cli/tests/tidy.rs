@@ -1,5 +1,5 @@
 //! Tidy checks that run under `cargo test`: every Rust file opens with a `//!`
-//! line, no `todo!`/`dbg!`/`unimplemented!` in the tree, and the dependency
+//! line, none of the banned debugging or placeholder macros in the tree, and the dependency
 //! direction holds (the core knows no HTTP, SQL or async runtime).
 
 use std::path::{Path, PathBuf};
