@@ -414,21 +414,18 @@ impl Batch<'_> {
         let mut ids = Vec::new();
         for (index, (debit, credit, amount, transfer_kind)) in legs.iter().enumerate() {
             let id = TransferId(format!("tr_{seq}_{index}"));
-            self.post_transfer(
-                command,
-                Transfer {
-                    id: id.clone(),
-                    debit: debit.clone(),
-                    credit: credit.clone(),
-                    amount: *amount,
-                    kind: *transfer_kind,
-                    hold: None,
-                    link: link.clone(),
-                    authored_by: command.actor.id.clone(),
-                    on_behalf_of: command.actor.principal().clone(),
-                    at: self.now,
-                },
-            );
+            self.post_transfer(Transfer {
+                id: id.clone(),
+                debit: debit.clone(),
+                credit: credit.clone(),
+                amount: *amount,
+                kind: *transfer_kind,
+                hold: None,
+                link: link.clone(),
+                authored_by: command.actor.id.clone(),
+                on_behalf_of: command.actor.principal().clone(),
+                at: self.now,
+            });
             ids.push(id);
         }
         let total: u64 = legs.iter().map(|l| l.2 .0).sum();
@@ -438,7 +435,7 @@ impl Batch<'_> {
         Ok(body)
     }
 
-    fn post_transfer(&mut self, _command: &Command, transfer: Transfer) {
+    fn post_transfer(&mut self, transfer: Transfer) {
         assert!(transfer.amount.0 > 0);
         assert!(transfer.debit != transfer.credit);
         let mut debit = self.snap.accounts.get(&transfer.debit).cloned().expect("debit account loaded");
@@ -587,21 +584,18 @@ impl Batch<'_> {
                 continue;
             }
             let id = TransferId(format!("tr_{}_{suffix}", record.jti));
-            self.post_transfer(
-                command,
-                Transfer {
-                    id: id.clone(),
-                    debit: buyer_account.clone(),
-                    credit,
-                    amount: leg_amount,
-                    kind,
-                    hold: Some(hold.id.clone()),
-                    link: link.clone(),
-                    authored_by: command.actor.id.clone(),
-                    on_behalf_of: command.actor.principal().clone(),
-                    at: self.now,
-                },
-            );
+            self.post_transfer(Transfer {
+                id: id.clone(),
+                debit: buyer_account.clone(),
+                credit,
+                amount: leg_amount,
+                kind,
+                hold: Some(hold.id.clone()),
+                link: link.clone(),
+                authored_by: command.actor.id.clone(),
+                on_behalf_of: command.actor.principal().clone(),
+                at: self.now,
+            });
             transfer_ids.push(id);
         }
         self.resolve_hold(hold, HoldState::Posted, amount, &record.buyer);
