@@ -166,6 +166,34 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Replace your credential; the old one stops working at once. Prints the new one.
+    Rotate {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Rename yourself or one of your agents; the old handle stays reserved forever.
+    Rename {
+        #[command(flatten)]
+        remote: Remote,
+        /// DID or current handle.
+        member: String,
+        handle: String,
+    },
+    /// Buyer (or its owner): void an unsettled token and release its hold.
+    Void {
+        #[command(flatten)]
+        remote: Remote,
+        jti: String,
+    },
+    /// Operator: read the hash-chained event ledger, a page at a time.
+    Events {
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, default_value_t = bazaar_types::limits::PAGE_LIMIT_MAX)]
+        limit: usize,
+    },
 }
 
 fn main() {
@@ -313,6 +341,46 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Me { remote } => {
             let value = remote.client()?.me().await?;
             print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(0)
+        }
+        Command::Rotate { remote } => {
+            let credential = remote.client()?.rotate_credential().await?;
+            print(j, &json!({"credential": credential}), |_| {
+                format!("new credential (shown once; the old one is dead): {credential}")
+            });
+            Ok(0)
+        }
+        Command::Rename { remote, member, handle } => {
+            let body = json!({"handle": handle});
+            let path = format!("/v1/members/{member}/handle");
+            let value = remote.client()?.call(reqwest::Method::PUT, &path, Some(body), None).await?.body;
+            print(j, &value, |v| format!("renamed {} to {}; {} stays reserved", v["from"], v["to"], v["from"]));
+            Ok(0)
+        }
+        Command::Void { remote, jti } => {
+            let value = remote.client()?.void(&jti).await?;
+            print(j, &value, |v| format!("voided {jti}; released {}", v["released_minor"]));
+            Ok(0)
+        }
+        Command::Events { remote, after, limit } => {
+            let value = remote.client()?.events(after, limit).await?;
+            print(j, &value, |v| {
+                let lines: Vec<String> = v["events"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|e| {
+                        format!(
+                            "{:>6} {} {} by {}",
+                            e["seq"],
+                            e["kind"].as_str().unwrap_or(""),
+                            &e["hash"].as_str().unwrap_or("")[..12.min(e["hash"].as_str().unwrap_or("").len())],
+                            e["authored_by"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                lines.join("\n")
+            });
             Ok(0)
         }
     }

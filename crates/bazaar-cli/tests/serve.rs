@@ -87,6 +87,56 @@ fn the_cli_runs_a_registry_end_to_end() {
     assert_eq!(me["budget"]["per_call_max_minor"], 100);
     let owner_me = bazaar(&["me"], &as_owner);
     assert_eq!(owner_me["balance_minor"], 2000, "minted once under one key, 3000 moved to the agent");
+
+    // The owner renames its agent; a token is issued and voided; the agent rotates.
+    let renamed = bazaar(&["rename", "cli-agent", "cli-buyer"], &as_owner);
+    assert_eq!((renamed["from"].as_str(), renamed["to"].as_str()), (Some("cli-agent"), Some("cli-buyer")));
+    let shop_key = dir.join("shop.key");
+    bazaar(&["keygen", "--out", shop_key.to_str().unwrap()], &[]);
+    let shop_invite = bazaar(&["invite"], &as_owner);
+    let enroll_shop = [
+        "enroll",
+        "--invite",
+        shop_invite["invite_code"].as_str().unwrap(),
+        "--handle",
+        "cli-shop",
+        "--key-file",
+        shop_key.to_str().unwrap(),
+    ];
+    bazaar(&enroll_shop, &[("BAZAAR_REGISTRY", registry.as_str())]);
+    let token: Value = reqwest::blocking::Client::new()
+        .post(format!("{registry}/v1/tokens"))
+        .bearer_auth(agent["credential"].as_str().unwrap())
+        .json(&serde_json::json!({"merchant": "cli-shop", "max_amount_minor": 50, "order_id": "o-1", "resource": "r"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(bazaar(&["me"], &as_agent)["available_minor"], 2950);
+    let voided = bazaar(&["void", token["jti"].as_str().unwrap()], &as_agent);
+    assert_eq!(voided["released_minor"], 50);
+    assert_eq!(bazaar(&["me"], &as_agent)["available_minor"], 3000);
+    let rotated = bazaar(&["rotate"], &as_agent);
+    let old = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(["--json", "me"]).envs(as_agent).output().unwrap();
+    assert!(!old.status.success(), "the rotated-away credential is dead");
+    let as_agent =
+        [("BAZAAR_REGISTRY", registry.as_str()), ("BAZAAR_CREDENTIAL", rotated["credential"].as_str().unwrap())];
+    assert_eq!(bazaar(&["me"], &as_agent)["member"]["handle"], "cli-buyer");
+    let events = bazaar(&["events", "--limit", "100"], &operator);
+    let kinds: Vec<&str> = events["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let expected = [
+        "registry.created",
+        "owner.created",
+        "agent.enrolled",
+        "transfer.minted",
+        "member.renamed",
+        "token.issued",
+        "hold.voided",
+        "credential.rotated",
+    ];
+    for kind in expected {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
     stop(server);
 
     // Restarted on the same data: the same registry, same members.
@@ -94,6 +144,12 @@ fn the_cli_runs_a_registry_end_to_end() {
     let again: Value = reqwest::blocking::get(format!("{registry}/.well-known/bazaar")).unwrap().json().unwrap();
     assert_eq!(again["did"], card["did"], "the registry keeps its key");
     assert_eq!(bazaar(&["me"], &as_agent)["balance_minor"], 3000);
+    let void = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["--json", "void", "tok_nope"])
+        .envs(as_agent)
+        .output()
+        .unwrap();
+    assert!(!void.status.success(), "voiding an unknown token is refused");
     stop(server);
     let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(["audit", "--data-dir"]).arg(&dir).output().unwrap();
     assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stdout));
