@@ -1,6 +1,7 @@
 //! Library side of the `bazaar` binary: process plumbing and the demo story,
 //! shared by `main.rs` and the integration tests.
 
+pub mod attack;
 pub mod demo;
 pub mod runtime;
 

@@ -166,6 +166,17 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Run the refusal rails: named attacks (or all) through the public API. Each
+    /// must be refused with its code and change nothing. Needs the operator credential.
+    Attack {
+        #[command(flatten)]
+        remote: Remote,
+        /// Attack names; none means all.
+        names: Vec<String>,
+        /// List the catalogue and exit.
+        #[arg(long)]
+        list: bool,
+    },
     /// Replace your credential; the old one stops working at once. Prints the new one.
     Rotate {
         #[command(flatten)]
@@ -342,6 +353,30 @@ async fn run(cli: Cli) -> Result<i32> {
             let value = remote.client()?.me().await?;
             print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(0)
+        }
+        Command::Attack { list: true, .. } => {
+            for attack in bazaar_cli::attack::CATALOGUE {
+                println!("{:<18} must be refused with {} {}", attack.name, attack.expect_status, attack.expect_code);
+            }
+            Ok(0)
+        }
+        Command::Attack { remote, names, list: false } => {
+            let client = remote.client()?;
+            let credential = client
+                .credential()
+                .context("the attack needs the operator credential (--credential or --credential-file)")?;
+            let say = |line: String| {
+                if !j {
+                    println!("{line}");
+                }
+            };
+            let verdicts = bazaar_cli::attack::run(client.base(), credential, &names, &say).await?;
+            if j {
+                println!("{}", serde_json::to_string(&verdicts)?);
+            }
+            let held = verdicts.iter().filter(|v| v.held()).count();
+            say(format!("\n{held} of {} attacks refused with nothing changed", verdicts.len()));
+            Ok(if held == verdicts.len() { 0 } else { 1 })
         }
         Command::Rotate { remote } => {
             let credential = remote.client()?.rotate_credential().await?;

@@ -1,0 +1,50 @@
+//! The refusal rails: every attack in the catalogue, run through the public
+//! API against a live registry, must be refused with its code and leave
+//! balances and the event ledger unchanged (but for the refusal itself).
+
+use bazaar_cli::attack::{ensure_all_held, run, CATALOGUE};
+use bazaar_cli::demo::serve;
+use bazaar_cli::runtime::{registry_config, SystemClock};
+use std::sync::Arc;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_attack_is_refused_and_changes_nothing() {
+    let dir = std::env::temp_dir().join(format!("bazaar-attack-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clock: Arc<dyn bazaar_types::Clock> = Arc::new(SystemClock);
+    let store =
+        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("a.db"), registry_config(), clock.clone()).unwrap());
+    let booted = bazaar_server::boot(store, clock, registry_config(), Some("attack-op".into())).await.unwrap();
+    let url = serve(bazaar_server::router(booted.state.clone())).await.unwrap();
+
+    let verdicts = run(&url, "attack-op", &[], &|line| eprintln!("{line}")).await.unwrap();
+    assert_eq!(verdicts.len(), CATALOGUE.len());
+    for (verdict, attack) in verdicts.iter().zip(CATALOGUE) {
+        assert_eq!(
+            (verdict.status, verdict.code.as_str()),
+            (attack.expect_status, attack.expect_code),
+            "{}",
+            verdict.name
+        );
+        assert!(verdict.balances_unchanged, "{}: balances changed", verdict.name);
+        assert!(verdict.ledger_unchanged, "{}: ledger changed: {:?}", verdict.name, verdict.events_appended);
+    }
+    ensure_all_held(&verdicts).unwrap();
+    let report = bazaar_store::audit::audit(booted.state.store.as_ref(), &|_| {}).await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+
+    // The binary runs the same catalogue by name and exits 0 when it holds.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["attack", "--json", "--registry", &url, "--credential", "attack-op", "over-ceiling", "forged-token"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let verdicts: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(verdicts.as_array().unwrap().len(), 2);
+    let unknown = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["attack", "--registry", &url, "--credential", "attack-op", "no-such-attack"])
+        .output()
+        .unwrap();
+    assert!(!unknown.status.success());
+    std::fs::remove_dir_all(&dir).ok();
+}
