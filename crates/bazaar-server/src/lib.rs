@@ -44,6 +44,8 @@ pub struct AppState {
     /// Token strings whose signature already verified, so verify-then-settle
     /// checks each signature once. Bounded; oldest evicted first.
     verified: Mutex<VerifiedTokens>,
+    /// One permit per request being worked on (`HTTP_REQUESTS_IN_FLIGHT_MAX`).
+    pub(crate) requests: tokio::sync::Semaphore,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -84,6 +86,7 @@ pub async fn boot(
         metrics: Default::default(),
         inflight: Default::default(),
         verified: Default::default(),
+        requests: tokio::sync::Semaphore::new(bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX),
     });
     let credential = operator_credential.unwrap_or_else(new_secret_credential);
     let op = Op::Bootstrap {

@@ -51,7 +51,22 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .layer(middleware::from_fn_with_state(state.clone(), admit))
         .with_state(state)
+}
+
+/// Bounds the requests in flight: past the limit, answer 503 now rather than queue.
+async fn admit(State(state): State<Arc<AppState>>, request: axum::extract::Request, next: Next) -> Response {
+    let Ok(_permit) = state.requests.try_acquire() else {
+        let mut problem = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "The registry is working on as many requests as it takes at once; retry shortly.",
+        );
+        problem.retry_after = true;
+        return problem.into_response();
+    };
+    next.run(request).await
 }
 
 async fn observe(State(state): State<Arc<AppState>>, request: axum::extract::Request, next: Next) -> Response {
@@ -684,3 +699,33 @@ async fn events(
     ))
 )]
 pub struct ApiDoc;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazaar_types::{Amount, ManualClock, Timestamp};
+    use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn requests_past_the_limit_are_shed_with_503() {
+        let dir = std::env::temp_dir().join(format!("bazaar-shed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp(0)));
+        let config = bazaar_core::apply::Config { fee_bps: 100, escrow_threshold: Amount(100_000) };
+        let store =
+            Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("s.db"), config.clone(), clock.clone()).unwrap());
+        let state = crate::boot(store, clock, config, Some("op".into())).await.unwrap().state;
+        let app = router(state.clone());
+        let get = || axum::http::Request::get("/healthz").body(axum::body::Body::empty()).unwrap();
+        assert_eq!(app.clone().oneshot(get()).await.unwrap().status(), StatusCode::OK);
+        let busy = state.requests.try_acquire_many(HTTP_REQUESTS_IN_FLIGHT_MAX as u32).unwrap();
+        let shed = app.clone().oneshot(get()).await.unwrap();
+        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(shed.headers().contains_key("retry-after"));
+        let body = axum::body::to_bytes(shed.into_body(), 4096).await.unwrap();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&body).unwrap()["code"], "overloaded");
+        drop(busy);
+        assert_eq!(app.oneshot(get()).await.unwrap().status(), StatusCode::OK);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -44,6 +44,9 @@ pub const SWEEP_INTERVAL_MS: u64 = 1_000;
 pub const PROTOCOL_FEE_BPS: u32 = 100;
 /// Paid-call orders above this many minor units must ride escrow.
 pub const ESCROW_THRESHOLD_MINOR: u64 = 100_000;
+/// HTTP requests one node works on at once; beyond it a request is answered
+/// 503 `overloaded` at once instead of queueing.
+pub const HTTP_REQUESTS_IN_FLIGHT_MAX: usize = 1024;
 /// Seconds a client is told to wait when its idempotency key is in flight.
 pub const RETRY_AFTER_S: u64 = 1;
 /// Work receipts kept by the merchant middleware, per response body.
