@@ -164,11 +164,24 @@ impl Connection {
         let client = connect_client(config, WRITER_APPLICATION_NAME).await?;
         // The batch loads take arrays whose sizes vary; a generic plan made
         // while tables were small scans them whole. Plan each with its values.
-        client.batch_execute("SET plan_cache_mode = force_custom_plan").await.map_err(pg_error)?;
+        // A node that stalls inside a transaction is cut off, so it cannot
+        // hold the chain head lock (and every other node) for long; a batch
+        // that waits too long for that lock fails and is retried by its client.
+        let settings = format!(
+            "SET plan_cache_mode = force_custom_plan; SET lock_timeout = '{LOCK_TIMEOUT_MS}ms'; \
+             SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_MS}ms'"
+        );
+        client.batch_execute(&settings).await.map_err(pg_error)?;
         let statements = WriteStatements::prepare(&client).await.map_err(pg_error)?;
         Ok(Connection { client, statements })
     }
 }
+
+/// Longest the writer waits for a lock (the chain head, held by another node's batch).
+pub const LOCK_TIMEOUT_MS: u64 = 10_000;
+/// A writer session idle inside a transaction this long is ended by PostgreSQL.
+pub const IDLE_IN_TRANSACTION_MS: u64 = 30_000;
+const _: () = assert!(LOCK_TIMEOUT_MS < IDLE_IN_TRANSACTION_MS);
 
 /// The PostgreSQL side of the group-commit writer.
 pub struct PgEngine {
@@ -196,6 +209,13 @@ impl PgEngine {
             .map_err(|e| StoreError::Unavailable(format!("writer runtime: {e}")))?;
         let connection = runtime.block_on(Connection::open(&config))?;
         Ok(PgEngine { runtime, config, connection: Some(connection), begin_pending: false, ended_in_write: false })
+    }
+
+    /// A setting of the writer's session (`SHOW name`), for diagnostics and tests.
+    pub fn session_setting(&mut self, name: &str) -> Result<String, StoreError> {
+        let client = &live(&self.connection)?.client;
+        let row = self.runtime.block_on(client.query_one(&format!("SHOW {name}"), &[])).map_err(pg_error)?;
+        Ok(row.get(0))
     }
 
     /// Runs one statement outside the pipeline helpers (COMMIT, ROLLBACK).

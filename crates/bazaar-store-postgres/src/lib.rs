@@ -49,7 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_postgres::{Client, NoTls};
 
-pub use engine::PgEngine;
+pub use engine::{PgEngine, IDLE_IN_TRANSACTION_MS, LOCK_TIMEOUT_MS};
 
 /// Read connections kept open, used round-robin.
 pub const READERS_MAX: usize = 4;

@@ -111,6 +111,10 @@ fn refused_batches_leave_nothing_behind() {
         PostgresStore::connect(&url, test_config(), clock).await.unwrap()
     });
     let mut engine = PgEngine::connect(&url).unwrap();
+    // The writer's session is bounded: it cannot hold the chain head forever.
+    assert_eq!(engine.session_setting("lock_timeout").unwrap(), "10s");
+    assert_eq!(engine.session_setting("idle_in_transaction_session_timeout").unwrap(), "30s");
+    assert_eq!(engine.session_setting("plan_cache_mode").unwrap(), "force_custom_plan");
 
     // A duplicate transfer id refuses the whole batch, event and head included.
     let dup = Changes {
