@@ -6,8 +6,7 @@ use crate::StoreArgs;
 use anyhow::{Context, Result};
 use bazaar_core::apply::Config;
 use bazaar_store::Store;
-use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PROTOCOL_FEE_BPS};
-use bazaar_types::{Amount, Clock, Timestamp};
+use bazaar_types::{Clock, Timestamp};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -26,7 +25,7 @@ impl Clock for SystemClock {
 pub const SQLITE_FILE: &str = "bazaar.db";
 
 pub fn registry_config() -> Config {
-    Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
+    Config::standard()
 }
 
 pub async fn open_store(args: &StoreArgs, clock: Arc<dyn Clock>) -> Result<Arc<dyn Store>> {

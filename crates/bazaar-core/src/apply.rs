@@ -20,6 +20,14 @@ pub struct Config {
     pub escrow_threshold: Amount,
 }
 
+impl Config {
+    /// The published defaults: `PROTOCOL_FEE_BPS` and `ESCROW_THRESHOLD_MINOR`.
+    pub fn standard() -> Config {
+        use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PROTOCOL_FEE_BPS};
+        Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Applied {
     pub outcome: Outcome,

@@ -232,7 +232,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("bazaar-verified-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let clock = Arc::new(ManualClock::new(Timestamp(0)));
-        let config = Config { fee_bps: 100, escrow_threshold: Amount(100_000) };
+        let config = Config::standard();
         let store =
             Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("v.db"), config.clone(), clock.clone()).unwrap());
         let state = boot(store, clock, config, Some("op".into())).await.unwrap().state;

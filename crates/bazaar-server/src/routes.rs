@@ -703,7 +703,7 @@ pub struct ApiDoc;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bazaar_types::{Amount, ManualClock, Timestamp};
+    use bazaar_types::{ManualClock, Timestamp};
     use tower::ServiceExt;
 
     #[tokio::test]
@@ -711,7 +711,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("bazaar-shed-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let clock = Arc::new(ManualClock::new(Timestamp(0)));
-        let config = bazaar_core::apply::Config { fee_bps: 100, escrow_threshold: Amount(100_000) };
+        let config = bazaar_core::apply::Config::standard();
         let store =
             Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("s.db"), config.clone(), clock.clone()).unwrap());
         let state = crate::boot(store, clock, config, Some("op".into())).await.unwrap().state;

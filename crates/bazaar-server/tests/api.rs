@@ -7,8 +7,8 @@ use bazaar_sdk::{generate_key, Client, SdkError};
 use bazaar_server::{boot, router, sweep_once, AppState};
 use bazaar_store::conformance::EPOCH;
 use bazaar_store::Store;
-use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PROTOCOL_FEE_BPS};
-use bazaar_types::{Amount, ManualClock};
+use bazaar_types::limits::ESCROW_THRESHOLD_MINOR;
+use bazaar_types::ManualClock;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -28,7 +28,7 @@ impl Drop for TempDir {
 }
 
 fn config() -> Config {
-    Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
+    Config::standard()
 }
 
 async fn registry() -> Registry {

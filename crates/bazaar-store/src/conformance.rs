@@ -11,7 +11,7 @@ use bazaar_core::crypto::did_key;
 use bazaar_core::model::{Member, MemberKind, TokenState};
 use bazaar_core::refusal::Code;
 use bazaar_core::token::{self, TokenClaims};
-use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PAGE_LIMIT_MAX, PROTOCOL_FEE_BPS};
+use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PAGE_LIMIT_MAX};
 use bazaar_types::{AccountId, Amount, Clock, ManualClock, MemberId, OrderId, Timestamp, TokenId};
 use ed25519_dalek::SigningKey;
 use futures::future::BoxFuture;
@@ -34,7 +34,7 @@ pub struct Fixture {
 pub const EPOCH: Timestamp = Timestamp(1_767_225_600_000);
 
 pub fn test_config() -> Config {
-    Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
+    Config::standard()
 }
 
 impl Fixture {

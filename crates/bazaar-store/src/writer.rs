@@ -176,7 +176,7 @@ mod tests {
     use bazaar_core::command::Op;
     use bazaar_core::model::{Member, MemberKind};
     use bazaar_core::state::{Changes, Snapshot};
-    use bazaar_types::{Amount, ManualClock, MemberId};
+    use bazaar_types::{ManualClock, MemberId};
 
     /// An engine whose load trips an assert, as a corrupt row would.
     struct Tripping;
@@ -202,7 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stopped_writer_says_so_and_refuses_writes() {
-        let config = Config { fee_bps: 100, escrow_threshold: Amount(100_000) };
+        let config = Config::standard();
         let writer = Writer::spawn(Tripping, config, Arc::new(ManualClock::new(Timestamp(0))));
         assert!(writer.stats().running);
         let actor = Member {
