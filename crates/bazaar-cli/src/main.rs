@@ -246,8 +246,8 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Demo { calls } => demo::run(calls, j).await,
         Command::Keygen { out } => {
             let key = bazaar_sdk::generate_key();
-            let secret: String = key.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
-            let public: String = key.verifying_key().as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+            let secret = hex::encode(key.to_bytes());
+            let public = hex::encode(key.verifying_key().as_bytes());
             if let Some(path) = &out {
                 runtime::write_secret(path, &secret)?;
             }

@@ -134,10 +134,7 @@ pub fn write_secret(path: &Path, secret: &str) -> Result<()> {
 
 pub fn read_key(path: &Path) -> Result<ed25519_dalek::SigningKey> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let bytes: Vec<u8> = (0..text.trim().len())
-        .step_by(2)
-        .filter_map(|i| u8::from_str_radix(text.trim().get(i..i + 2)?, 16).ok())
-        .collect();
+    let bytes = hex::decode(text.trim()).unwrap_or_default();
     let seed: [u8; 32] =
         bytes.try_into().map_err(|_| anyhow::anyhow!("{} does not hold a 32-byte hex secret key", path.display()))?;
     Ok(ed25519_dalek::SigningKey::from_bytes(&seed))

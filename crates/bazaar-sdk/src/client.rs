@@ -143,7 +143,7 @@ impl Client {
 
     /// Operator: register an owner by its public key. The answer holds its credential (shown once).
     pub async fn create_owner(&self, key: &SigningKey, handle: &str) -> Result<Value, SdkError> {
-        let public = hex(key.verifying_key().as_bytes());
+        let public = hex::encode(key.verifying_key().as_bytes());
         self.post("/v1/owners", json!({"public_key": public, "handle": handle}), None).await
     }
 
@@ -156,7 +156,7 @@ impl Client {
     pub async fn redeem_invite(&self, invite_code: &str, key: &SigningKey, handle: &str) -> Result<Value, SdkError> {
         let message = format!("bazaar-invite-v1\n{invite_code}\n{handle}");
         let proof = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
-        let body = json!({"invite_code": invite_code, "public_key": hex(key.verifying_key().as_bytes()), "handle": handle, "proof": proof});
+        let body = json!({"invite_code": invite_code, "public_key": hex::encode(key.verifying_key().as_bytes()), "handle": handle, "proof": proof});
         self.post("/v1/agents", body, None).await
     }
 
@@ -297,8 +297,4 @@ pub struct PaidResponse {
     pub replayed: bool,
     pub attempts: u32,
     pub token: String,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -28,11 +28,8 @@ fn b64(text: &str) -> Option<Vec<u8>> {
 /// Verifies `token` against `registry_public_key` (base64url or 64 hex chars)
 /// and returns its claims.
 pub fn verify_offline(token: &str, registry_public_key: &str) -> Result<serde_json::Value, OfflineError> {
-    let key_bytes = if registry_public_key.len() == 64 {
-        (0..32).map(|i| u8::from_str_radix(registry_public_key.get(i * 2..i * 2 + 2)?, 16).ok()).collect()
-    } else {
-        b64(registry_public_key)
-    };
+    let key_bytes =
+        if registry_public_key.len() == 64 { hex::decode(registry_public_key).ok() } else { b64(registry_public_key) };
     let key: [u8; 32] = key_bytes.and_then(|b| b.try_into().ok()).ok_or(OfflineError::BadKey)?;
     let key = VerifyingKey::from_bytes(&key).map_err(|_| OfflineError::BadKey)?;
     let (payload, signature) =

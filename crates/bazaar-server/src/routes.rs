@@ -242,7 +242,7 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
     Json(json!({
         "did": state.registry,
         "public_key": bazaar_core::crypto::b64url(state.key.verifying_key().as_bytes()),
-        "public_key_hex": hex_of(state.key.verifying_key().as_bytes()),
+        "public_key_hex": hex::encode(state.key.verifying_key().as_bytes()),
         "network_unit": NETWORK_UNIT,
         "fee_bps": state.config.fee_bps,
         "escrow_threshold_minor": state.config.escrow_threshold,
@@ -261,10 +261,6 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
             "page_limit_max": PAGE_LIMIT_MAX,
         },
     }))
-}
-
-fn hex_of(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 // ---- members -----------------------------------------------------------------

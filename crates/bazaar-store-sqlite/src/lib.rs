@@ -158,11 +158,14 @@ impl Store for SqliteStore {
     async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
         let stored = self
             .read(move |c| {
-                c.execute("INSERT OR IGNORE INTO meta VALUES ('registry_key_seed', ?1)", [hex_encode(&candidate)])?;
+                c.execute("INSERT OR IGNORE INTO meta VALUES ('registry_key_seed', ?1)", [hex::encode(candidate)])?;
                 c.query_row("SELECT value FROM meta WHERE key = 'registry_key_seed'", [], |r| r.get::<_, String>(0))
             })
             .await?;
-        hex_decode_32(&stored).ok_or_else(|| StoreError::Corrupt("registry key seed".into()))
+        hex::decode(&stored)
+            .ok()
+            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+            .ok_or_else(|| StoreError::Corrupt("registry key seed".into()))
     }
 
     async fn head(&self) -> Result<ChainHead, StoreError> {
