@@ -135,8 +135,7 @@ pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> R
             say(format!("  {i}/{calls} paid calls settled; work ran {} times", work_runs.load(Ordering::SeqCst)));
         }
     }
-    after_calls(&buyer, &merchant, &shop_url, calls, say, store, &state, &work_runs, requests_sent, replayed_answers)
-        .await
+    after_calls(&buyer, &merchant, &shop_url, calls, say, store, &work_runs, requests_sent, replayed_answers).await
 }
 
 fn report_crash(i: u32, order: &str, paid: &bazaar_sdk::client::PaidResponse, say: &dyn Fn(String)) {
@@ -162,7 +161,6 @@ async fn after_calls(
     calls: u32,
     say: &dyn Fn(String),
     store: Arc<dyn Store>,
-    state: &bazaar_server::AppState,
     work_runs: &AtomicU64,
     requests_sent: u64,
     replayed_answers: u64,
@@ -181,7 +179,6 @@ async fn after_calls(
     ));
 
     let report = summary(
-        state,
         store.as_ref(),
         calls,
         work_runs,
@@ -210,7 +207,6 @@ async fn after_calls(
 
 #[allow(clippy::too_many_arguments)]
 async fn summary(
-    state: &bazaar_server::AppState,
     store: &dyn Store,
     calls: u32,
     work_runs: &AtomicU64,
@@ -233,7 +229,6 @@ async fn summary(
     };
     let buyer = store.member_by_handle("procurement").await?.context("buyer")?;
     let merchant = store.member_by_handle("wholesaler").await?.context("merchant")?;
-    let _ = state;
     Ok(StoryReport {
         calls,
         settlements,
