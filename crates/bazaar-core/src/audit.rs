@@ -16,7 +16,7 @@ pub struct Auditor {
     credits: HashMap<AccountId, u128>,
     posted_by_hold: HashMap<HoldId, u128>,
     pending: HashMap<AccountId, u128>,
-    holds: Vec<Hold>,
+    holds: u64,
     problems: Vec<String>,
 }
 
@@ -58,13 +58,20 @@ impl Auditor {
         self.transfers += page.len() as u64;
     }
 
+    /// Feed holds after every transfer page: each hold's posted amount is
+    /// checked against its transfers as it passes, so no hold is kept.
     pub fn holds(&mut self, page: &[Hold]) {
         for hold in page {
             if hold.state == HoldState::Pending {
                 *self.pending.entry(hold.account.clone()).or_default() += hold.amount.0 as u128;
             }
-            self.holds.push(hold.clone());
+            let posted = self.posted_by_hold.get(&hold.id).copied().unwrap_or(0);
+            if posted != hold.posted_amount.0 as u128 {
+                self.problems
+                    .push(format!("hold {}: posted {} but its transfers sum to {posted}", hold.id, hold.posted_amount));
+            }
         }
+        self.holds += page.len() as u64;
     }
 
     /// Compares the cached account rows with the recomputation.
@@ -94,13 +101,6 @@ impl Auditor {
         for id in self.debits.keys().chain(self.credits.keys()) {
             self.problems.push(format!("transfer names unknown account {id}"));
         }
-        for hold in &self.holds {
-            let posted = self.posted_by_hold.get(&hold.id).copied().unwrap_or(0);
-            if posted != hold.posted_amount.0 as u128 {
-                self.problems
-                    .push(format!("hold {}: posted {} but its transfers sum to {posted}", hold.id, hold.posted_amount));
-            }
-        }
         if sum != 0 {
             self.problems.push(format!("conservation: balances sum to {sum}, not 0"));
         }
@@ -112,9 +112,97 @@ impl Auditor {
             head_hash: head.hash,
             transfers: self.transfers,
             accounts: accounts.len() as u64,
-            holds: self.holds.len() as u64,
+            holds: self.holds,
             balance_sum_minor: sum,
             problems: self.problems,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TransferKind;
+    use bazaar_types::{Amount, MemberId, Timestamp, TransferId};
+
+    fn transfer(debit: &str, credit: &str, amount: u64, hold: Option<&str>) -> Transfer {
+        Transfer {
+            id: TransferId(format!("t-{debit}-{credit}-{amount}")),
+            debit: AccountId(debit.into()),
+            credit: AccountId(credit.into()),
+            amount: Amount(amount),
+            kind: TransferKind::Payment,
+            hold: hold.map(|h| HoldId(h.into())),
+            link: "l".into(),
+            authored_by: MemberId("m".into()),
+            on_behalf_of: MemberId("m".into()),
+            at: Timestamp(0),
+        }
+    }
+
+    fn account(id: &str, debits: u64, credits: u64, pending: u64, allow_negative: bool) -> Account {
+        Account {
+            id: AccountId(id.into()),
+            allow_negative,
+            debits_posted: debits,
+            credits_posted: credits,
+            debits_pending: pending,
+        }
+    }
+
+    fn hold(id: &str, amount: u64, state: HoldState, posted: u64) -> Hold {
+        Hold {
+            id: HoldId(id.into()),
+            account: AccountId("b".into()),
+            amount: Amount(amount),
+            created_at: Timestamp(0),
+            expires_at: Timestamp(1),
+            state,
+            posted_amount: Amount(posted),
+            resolved_at: None,
+        }
+    }
+
+    fn audit(accounts: &[Account], holds: &[Hold]) -> AuditReport {
+        let mut auditor = Auditor::new();
+        auditor.transfers(&[transfer("i", "b", 100, None), transfer("b", "m", 30, Some("h1"))]);
+        auditor.holds(holds);
+        auditor.finish(accounts)
+    }
+
+    #[test]
+    fn each_mismatch_is_named() {
+        let honest = [account("i", 100, 0, 0, true), account("b", 30, 100, 10, false), account("m", 0, 30, 0, false)];
+        let holds = [hold("h1", 40, HoldState::Posted, 30), hold("h2", 10, HoldState::Pending, 0)];
+        let report = audit(&honest, &holds);
+        assert!(report.ok, "{:?}", report.problems);
+        assert_eq!((report.holds, report.transfers, report.balance_sum_minor), (2, 2, 0));
+
+        let cases: [(&[Account], &[Hold], &str); 4] = [
+            (
+                &[account("i", 100, 0, 0, true), account("b", 30, 100, 10, false), account("m", 0, 31, 0, false)],
+                &holds,
+                "transfers sum to",
+            ),
+            (&honest, &[hold("h1", 40, HoldState::Posted, 40), holds[1].clone()], "hold h1: posted 40"),
+            (&honest, &[holds[0].clone()], "pending holds sum to 0"),
+            (&[account("i", 100, 0, 0, true), account("b", 30, 100, 10, false)], &holds, "unknown account m"),
+        ];
+        for (accounts, holds, problem) in cases {
+            let report = audit(accounts, holds);
+            assert!(!report.ok);
+            assert!(report.problems.iter().any(|p| p.contains(problem)), "{problem}: {:?}", report.problems);
+        }
+        let missing = audit(&[account("i", 100, 0, 0, true), account("b", 30, 100, 10, false)], &holds);
+        assert!(
+            missing.problems.iter().any(|p| p.contains("conservation: balances sum to -30")),
+            "{:?}",
+            missing.problems
+        );
+        let unbalanced = audit(
+            &[account("i", 100, 0, 0, false), account("b", 30, 100, 10, false), account("m", 0, 30, 0, false)],
+            &holds,
+        );
+        assert!(unbalanced.problems.iter().any(|p| p.contains("below its floor")), "{:?}", unbalanced.problems);
     }
 }
