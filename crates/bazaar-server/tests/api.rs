@@ -273,6 +273,17 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     assert_eq!(merchant.verify(&token).await.unwrap()["state"], "expired");
     assert_eq!(code(merchant.settle(&token, 700, "late", None).await.unwrap_err()), (410, "token_expired".into()));
     assert_eq!(sweep_once(&r.state).await.unwrap(), 0, "a hold expires once");
+    // A day later the sweeper prunes the idempotency records; the key then starts anew.
+    r.clock.advance_s(bazaar_types::limits::IDEMPOTENCY_RETENTION_S + 1);
+    sweep_once(&r.state).await.unwrap();
+    let metrics = reqwest::get(format!("{}/metrics", r.url)).await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.lines().any(|l| l.starts_with("bazaar_idempotency_pruned_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    let fresh = buyer.issue_token(&shop, 700, "late", "r").await.unwrap();
+    assert!(!fresh.replayed, "the order's pruned key is a new request");
+    assert_ne!(fresh.body["token"].as_str(), Some(token.as_str()));
     let big = buyer.issue_token(&shop, ESCROW_THRESHOLD_MINOR + 1, "big", "r").await.unwrap_err();
     assert_eq!(code(big), (422, "escrow_required".into()));
     // Tokens live 15 minutes unless the buyer asks for less (never for more, never below the minimum).
@@ -336,6 +347,13 @@ async fn registry_publishes_card_openapi_and_metrics() {
     assert_eq!(health["status"], "ok");
     let metrics = http.get(format!("{}/metrics", r.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("bazaar_http_requests_total{route=\"/healthz\",status=\"200\"} 1"), "{metrics}");
+    let counter = |name: &str| -> f64 {
+        let line =
+            metrics.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} missing"));
+        line.rsplit_once(' ').unwrap().1.parse().unwrap()
+    };
+    assert!(counter("bazaar_writer_batches_total") >= 1.0, "bootstrap ran through the writer");
+    assert!(counter("bazaar_writer_commands_total") >= counter("bazaar_writer_batches_total"));
 }
 
 #[tokio::test]
