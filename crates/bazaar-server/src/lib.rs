@@ -176,10 +176,13 @@ impl Drop for InflightGuard {
 /// older than `IDEMPOTENCY_RETENTION_S`.
 pub async fn sweep_once(state: &Arc<AppState>) -> Result<usize, StoreError> {
     let due = state.store.expired_tokens(state.now(), SWEEP_BATCH_MAX).await?;
+    // Submitted together, so the writer folds them into one transaction.
+    let expiries = due.into_iter().map(|(jti, buyer)| {
+        state.store.submit(Command { actor: state.registry_actor(), idem: None, op: Op::ExpireHold { jti, buyer } })
+    });
     let mut released = 0;
-    for (jti, buyer) in due {
-        let command = Command { actor: state.registry_actor(), idem: None, op: Op::ExpireHold { jti, buyer } };
-        if state.store.submit(command).await?.outcome.is_ok() {
+    for applied in futures::future::join_all(expiries).await {
+        if applied?.outcome.is_ok() {
             released += 1;
         }
     }

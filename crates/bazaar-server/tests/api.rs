@@ -267,8 +267,11 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     let (_, buyer, merchant, shop) = cast(&r, "f", 10_000).await;
     let token = buyer.issue_token(&shop, 700, "late", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
     assert_eq!(buyer.me().await.unwrap()["available_minor"], 9_300);
+    for order in ["late-2", "late-3"] {
+        buyer.issue_token(&shop, 100, order, "r").await.unwrap();
+    }
     r.clock.advance_s(901);
-    assert_eq!(sweep_once(&r.state).await.unwrap(), 1);
+    assert_eq!(sweep_once(&r.state).await.unwrap(), 3, "one pass releases every expired hold");
     assert_eq!(buyer.me().await.unwrap()["available_minor"], 10_000);
     assert_eq!(merchant.verify(&token).await.unwrap()["state"], "expired");
     assert_eq!(code(merchant.settle(&token, 700, "late", None).await.unwrap_err()), (410, "token_expired".into()));
