@@ -69,17 +69,9 @@ pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
 
 /// Runs the whole story in `dir` and reports; `say` narrates.
 pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> Result<StoryReport> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(
-        dir.join(crate::runtime::SQLITE_FILE),
-        registry_config(),
-        clock.clone(),
-    )?);
-    let booted = bazaar_server::boot(store.clone(), clock, registry_config(), None).await?;
-    let operator_credential = booted.operator_credential.context("fresh registry gives an operator credential")?;
-    let state = booted.state;
-    bazaar_server::spawn_sweeper(state.clone());
-    let registry_url = serve(bazaar_server::router(state.clone())).await?;
+    let local = embedded_registry(dir, None).await?;
+    let (state, registry_url, operator_credential) = (local.state, local.url, local.operator_credential);
+    let store = state.store.clone();
     say(format!("registry {} on {registry_url} (embedded SQLite, WAL, synchronous=FULL)", state.registry));
 
     let operator = Client::new(&registry_url, Some(operator_credential));
@@ -243,6 +235,27 @@ async fn summary(
         audit_ok: audit.ok,
         balance_sum_minor: audit.balance_sum_minor,
     })
+}
+
+/// A registry on an embedded store in `dir`, served on 127.0.0.1 with its sweeper running.
+pub struct LocalRegistry {
+    pub state: Arc<bazaar_server::AppState>,
+    pub url: String,
+    pub operator_credential: String,
+}
+
+/// Opens (or creates) an embedded registry in `dir` and serves it. A fresh one
+/// takes `operator_credential`, or draws one.
+pub async fn embedded_registry(dir: &std::path::Path, operator_credential: Option<String>) -> Result<LocalRegistry> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let path = dir.join(crate::runtime::SQLITE_FILE);
+    let store: Arc<dyn Store> =
+        Arc::new(bazaar_store_sqlite::SqliteStore::open(path, registry_config(), clock.clone())?);
+    let booted = bazaar_server::boot(store, clock, registry_config(), operator_credential.clone()).await?;
+    let operator_credential = booted.operator_credential.or(operator_credential).context("an operator credential")?;
+    bazaar_server::spawn_sweeper(booted.state.clone());
+    let url = serve(bazaar_server::router(booted.state.clone())).await?;
+    Ok(LocalRegistry { state: booted.state, url, operator_credential })
 }
 
 /// Creates an owner and one agent enrolled through an invite; returns their clients.

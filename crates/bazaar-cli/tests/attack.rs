@@ -3,19 +3,14 @@
 //! balances and the event ledger unchanged (but for the refusal itself).
 
 use bazaar_cli::attack::{ensure_all_held, run, CATALOGUE};
-use bazaar_cli::demo::serve;
-use bazaar_cli::runtime::{registry_config, SystemClock};
-use std::sync::Arc;
+use bazaar_cli::demo::embedded_registry;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_attack_is_refused_and_changes_nothing() {
     let dir = std::env::temp_dir().join(format!("bazaar-attack-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let clock: Arc<dyn bazaar_types::Clock> = Arc::new(SystemClock);
-    let store =
-        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("a.db"), registry_config(), clock.clone()).unwrap());
-    let booted = bazaar_server::boot(store, clock, registry_config(), Some("attack-op".into())).await.unwrap();
-    let url = serve(bazaar_server::router(booted.state.clone())).await.unwrap();
+    let local = embedded_registry(&dir, Some("attack-op".into())).await.unwrap();
+    let url = local.url.clone();
 
     let verdicts = run(&url, "attack-op", &[], &|line| eprintln!("{line}")).await.unwrap();
     assert_eq!(verdicts.len(), CATALOGUE.len());
@@ -30,7 +25,7 @@ async fn every_attack_is_refused_and_changes_nothing() {
         assert!(verdict.ledger_unchanged, "{}: ledger changed: {:?}", verdict.name, verdict.events_appended);
     }
     ensure_all_held(&verdicts).unwrap();
-    let report = bazaar_store::audit::audit(booted.state.store.as_ref(), &|_| {}).await.unwrap();
+    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
 
     // The binary runs the same catalogue by name and exits 0 when it holds.

@@ -26,18 +26,13 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
 /// registry's (merchant, order) uniqueness still allows one settlement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_refused_once_is_paid_with_a_new_token() {
-    use bazaar_cli::demo::{enroll_pair, serve, storefront, PRICE_MINOR};
-    use bazaar_cli::runtime::{registry_config, SystemClock};
+    use bazaar_cli::demo::{embedded_registry, enroll_pair, serve, storefront, PRICE_MINOR};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
     let dir = std::env::temp_dir().join(format!("bazaar-refused-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let clock: Arc<dyn bazaar_types::Clock> = Arc::new(SystemClock);
-    let store =
-        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), registry_config(), clock.clone()).unwrap());
-    let booted = bazaar_server::boot(store, clock, registry_config(), Some("op".into())).await.unwrap();
-    let url = serve(bazaar_server::router(booted.state)).await.unwrap();
+    let url = embedded_registry(&dir, Some("op".into())).await.unwrap().url;
     let operator = bazaar_sdk::Client::new(&url, Some("op".into()));
     let (owner, buyer) = enroll_pair(&operator, "owner-r", "buyer-r").await.unwrap();
     let (_, merchant) = enroll_pair(&operator, "owner-m", "shop-r").await.unwrap();
