@@ -9,6 +9,7 @@
 
 use crate::demo::enroll_pair;
 use anyhow::{bail, ensure, Context, Result};
+use bazaar_core::refusal::Code;
 use bazaar_sdk::{generate_key, Client, SdkError};
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -43,51 +44,27 @@ type Run = for<'a> fn(&'a Cast) -> BoxFuture<'a, Result<Measured>>;
 /// One named attack and the refusal it must meet.
 pub struct Attack {
     pub name: &'static str,
-    pub expect_status: u16,
-    pub expect_code: &'static str,
+    /// The refusal it must meet; its HTTP status follows from the code.
+    pub expect: Code,
     run: Run,
 }
 
 /// Every attack, by name.
 pub const CATALOGUE: &[Attack] = &[
-    Attack {
-        name: "second-settlement",
-        expect_status: 409,
-        expect_code: "order_already_settled",
-        run: |c| Box::pin(second_settlement(c)),
-    },
-    Attack {
-        name: "replayed-token",
-        expect_status: 409,
-        expect_code: "token_settled",
-        run: |c| Box::pin(replayed_token(c)),
-    },
-    Attack {
-        name: "expired-token",
-        expect_status: 410,
-        expect_code: "token_expired",
-        run: |c| Box::pin(expired_token(c)),
-    },
-    Attack {
-        name: "over-ceiling",
-        expect_status: 422,
-        expect_code: "budget_per_call_exceeded",
-        run: |c| Box::pin(over_ceiling(c)),
-    },
-    Attack {
-        name: "other-merchant",
-        expect_status: 403,
-        expect_code: "not_audience",
-        run: |c| Box::pin(other_merchant(c)),
-    },
-    Attack {
-        name: "forged-token",
-        expect_status: 400,
-        expect_code: "token_signature_invalid",
-        run: |c| Box::pin(forged_token(c)),
-    },
-    Attack { name: "invite-reuse", expect_status: 410, expect_code: "invite_used", run: |c| Box::pin(invite_reuse(c)) },
+    Attack { name: "second-settlement", expect: Code::OrderAlreadySettled, run: |c| Box::pin(second_settlement(c)) },
+    Attack { name: "replayed-token", expect: Code::TokenSettled, run: |c| Box::pin(replayed_token(c)) },
+    Attack { name: "expired-token", expect: Code::TokenExpired, run: |c| Box::pin(expired_token(c)) },
+    Attack { name: "over-ceiling", expect: Code::BudgetPerCallExceeded, run: |c| Box::pin(over_ceiling(c)) },
+    Attack { name: "other-merchant", expect: Code::NotAudience, run: |c| Box::pin(other_merchant(c)) },
+    Attack { name: "forged-token", expect: Code::TokenSignatureInvalid, run: |c| Box::pin(forged_token(c)) },
+    Attack { name: "invite-reuse", expect: Code::InviteUsed, run: |c| Box::pin(invite_reuse(c)) },
 ];
+
+impl Attack {
+    pub fn expect_status(&self) -> u16 {
+        bazaar_server::problem::status_of(self.expect).as_u16()
+    }
+}
 
 /// The verdict on one attack.
 #[derive(Debug, Serialize)]
@@ -211,7 +188,7 @@ async fn judge(attack: &Attack, cast: &Cast) -> Result<Verdict> {
         name: attack.name.to_string(),
         tried: attempt.tried,
         status,
-        refused_as_expected: status == attack.expect_status && code == attack.expect_code,
+        refused_as_expected: status == attack.expect_status() && code == attack.expect.as_str(),
         code,
         balances_unchanged: before == after,
         ledger_unchanged: head_after == head_before + appended.len() as u64

@@ -356,7 +356,12 @@ async fn run(cli: Cli) -> Result<i32> {
         }
         Command::Attack { list: true, .. } => {
             for attack in bazaar_cli::attack::CATALOGUE {
-                println!("{:<18} must be refused with {} {}", attack.name, attack.expect_status, attack.expect_code);
+                println!(
+                    "{:<18} must be refused with {} {}",
+                    attack.name,
+                    attack.expect_status(),
+                    attack.expect.as_str()
+                );
             }
             Ok(0)
         }

@@ -17,7 +17,7 @@ async fn every_attack_is_refused_and_changes_nothing() {
     for (verdict, attack) in verdicts.iter().zip(CATALOGUE) {
         assert_eq!(
             (verdict.status, verdict.code.as_str()),
-            (attack.expect_status, attack.expect_code),
+            (attack.expect_status(), attack.expect.as_str()),
             "{}",
             verdict.name
         );
