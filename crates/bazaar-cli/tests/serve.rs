@@ -155,3 +155,30 @@ fn the_cli_runs_a_registry_end_to_end() {
     assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stdout));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn serve_logs_structured_json() {
+    let dir = std::env::temp_dir().join(format!("bazaar-logs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["serve", "--port", &port.to_string(), "--data-dir"])
+        .arg(&dir)
+        .env("BAZAAR_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let listening = lines
+        .by_ref()
+        .take(20)
+        .map(|l| serde_json::from_str::<Value>(&l.unwrap()).expect("every log line is JSON"))
+        .find(|l| l["fields"]["message"] == "bazaar registry listening")
+        .expect("a listening line");
+    assert_eq!(listening["level"], "INFO");
+    assert!(listening["fields"]["did"].as_str().unwrap().starts_with("did:key:z"));
+    assert!(listening["fields"]["address"].as_str().unwrap().starts_with("127.0.0.1:"));
+    stop(child);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -78,5 +78,31 @@ async fn an_order_refused_once_is_paid_with_a_new_token() {
     let swapped = if &token[at..at + 1] == "B" { "C" } else { "B" };
     let tampered = format!("{}{swapped}{}", &token[..at], &token[at + 1..]);
     assert!(!verify(&tampered).status.success(), "an altered token fails offline");
+    // `bazaar pay` gets a token for the order and calls the paid URL with it; twice is paid once.
+    let pay = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+            .args([
+                "pay",
+                "--json",
+                &shop,
+                "--merchant",
+                "shop-r",
+                "--max",
+                &PRICE_MINOR.to_string(),
+                "--order",
+                "cli-order",
+            ])
+            .env("BAZAAR_REGISTRY", &url)
+            .env("BAZAAR_CREDENTIAL", buyer.credential().unwrap())
+            .output()
+            .unwrap()
+    };
+    let first: serde_json::Value = serde_json::from_slice(&pay().stdout).unwrap();
+    assert_eq!(first["status"], 200, "{first}");
+    assert!(first["body"].as_str().unwrap().contains("cli-order"));
+    let again: serde_json::Value = serde_json::from_slice(&pay().stdout).unwrap();
+    assert_eq!((again["replayed"].as_bool(), &again["settlement"]), (Some(true), &first["settlement"]));
+    assert_eq!(work.load(Ordering::SeqCst), 2, "the CLI's order ran its work once");
+    assert_eq!(buyer.me().await.unwrap()["balance_minor"], 10_000 - 2 * PRICE_MINOR as i64);
     std::fs::remove_dir_all(&dir).ok();
 }
