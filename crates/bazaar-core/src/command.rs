@@ -137,6 +137,7 @@ pub struct Keys {
     pub settlements_by_token: BTreeSet<TokenId>,
     pub settlements_by_order: BTreeSet<(MemberId, OrderId)>,
     pub idem: BTreeSet<(String, String)>,
+    pub docs: BTreeSet<(crate::model::DocKind, String)>,
 }
 
 impl Keys {

@@ -215,6 +215,17 @@ pub enum TransferKind {
     Funding,
     Payment,
     Fee,
+    /// Balance → stake account, and back on withdrawal.
+    Stake,
+    Unstake,
+    /// An escrowed milestone paid to its seller.
+    Release,
+    /// Units returned to a claimant by a dispute ruling.
+    Refund,
+    /// Stake taken from a merchant by a ruling.
+    Slash,
+    /// An appeal bond forfeited to the other party.
+    Bond,
 }
 
 impl TransferKind {
@@ -224,6 +235,12 @@ impl TransferKind {
             TransferKind::Funding => "funding",
             TransferKind::Payment => "payment",
             TransferKind::Fee => "fee",
+            TransferKind::Stake => "stake",
+            TransferKind::Unstake => "unstake",
+            TransferKind::Release => "release",
+            TransferKind::Refund => "refund",
+            TransferKind::Slash => "slash",
+            TransferKind::Bond => "bond",
         }
     }
     pub fn parse(text: &str) -> Option<TransferKind> {
@@ -232,6 +249,12 @@ impl TransferKind {
             "funding" => TransferKind::Funding,
             "payment" => TransferKind::Payment,
             "fee" => TransferKind::Fee,
+            "stake" => TransferKind::Stake,
+            "unstake" => TransferKind::Unstake,
+            "release" => TransferKind::Release,
+            "refund" => TransferKind::Refund,
+            "slash" => TransferKind::Slash,
+            "bond" => TransferKind::Bond,
             _ => return None,
         })
     }
@@ -299,4 +322,46 @@ impl TokenState {
             HoldState::Pending => TokenState::Open,
         }
     }
+}
+
+/// The kinds of state-machine documents (contracts, disputes, stake records).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DocKind {
+    Contract,
+    Dispute,
+    Stake,
+}
+
+impl DocKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocKind::Contract => "contract",
+            DocKind::Dispute => "dispute",
+            DocKind::Stake => "stake",
+        }
+    }
+    pub fn parse(text: &str) -> Option<DocKind> {
+        Some(match text {
+            "contract" => DocKind::Contract,
+            "dispute" => DocKind::Dispute,
+            "stake" => DocKind::Stake,
+            _ => return None,
+        })
+    }
+}
+
+/// A state-machine document as stored: the core owns the JSON body's shape
+/// (see [`crate::escrow`] and [`crate::dispute`]); adapters keep it as text
+/// with two indexable columns: when the sweeper must next look at it
+/// (`due_at`) and who may list it (`parties`). Money never lives here: every
+/// unit a document speaks of is a hold or a transfer in the ledger.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocRow {
+    pub kind: DocKind,
+    pub id: String,
+    pub body: serde_json::Value,
+    pub due_at: Option<Timestamp>,
+    /// Members this document concerns; set when it is created and never changed.
+    pub parties: Vec<MemberId>,
 }

@@ -21,6 +21,7 @@ pub struct Snapshot {
     pub settlements_by_token: HashMap<TokenId, Settlement>,
     pub settlements_by_order: HashMap<(MemberId, OrderId), Settlement>,
     pub idem: HashMap<(String, String), IdempotencyRecord>,
+    pub docs: HashMap<(DocKind, String), DocRow>,
 }
 
 impl Snapshot {
@@ -38,6 +39,7 @@ impl Snapshot {
             settlements_by_token: HashMap::new(),
             settlements_by_order: HashMap::new(),
             idem: HashMap::new(),
+            docs: HashMap::new(),
         }
     }
 }
@@ -66,6 +68,11 @@ pub struct Changes {
     pub insert_transfers: Vec<Transfer>,
     pub insert_idem: Vec<IdempotencyRecord>,
     pub insert_events: Vec<Event>,
+    /// New documents; a stored one with the same (kind, id) is a constraint
+    /// violation (a contract id or a dispute's subject used twice).
+    pub insert_docs: Vec<DocRow>,
+    /// Documents that changed; `parties` of an updated row are already stored.
+    pub update_docs: Vec<DocRow>,
 }
 
 /// Tracks which cached rows a batch touched, so each is written once with its final value.
@@ -77,4 +84,6 @@ pub(crate) struct Dirty {
     pub invites: BTreeSet<String>,
     pub accounts: BTreeSet<AccountId>,
     pub budgets: BTreeSet<MemberId>,
+    pub docs_new: BTreeSet<(DocKind, String)>,
+    pub docs: BTreeSet<(DocKind, String)>,
 }

@@ -79,6 +79,17 @@ pub trait Store: Send + Sync + 'static {
     /// A key used again after its record is gone is a new request (Stripe semantics);
     /// the ledger's uniqueness constraints still stop a second settlement.
     async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError>;
+    async fn doc(&self, kind: DocKind, id: &str) -> Result<Option<DocRow>, StoreError>;
+    /// Documents of `kind` naming `party`, ordered by id, after `after` (exclusive).
+    async fn docs_by_party(
+        &self,
+        kind: DocKind,
+        party: &MemberId,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<DocRow>, StoreError>;
+    /// Documents whose `due_at` is at or before `now`, earliest first: the sweeper's work list.
+    async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, StoreError>;
 }
 
 /// What an adapter does inside the writer's transaction. Synchronous: the

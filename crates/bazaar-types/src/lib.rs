@@ -45,6 +45,8 @@ impl fmt::Display for Amount {
 pub struct Timestamp(pub i64);
 
 impl Timestamp {
+    /// A deadline that never comes (holds that only a decision resolves).
+    pub const NEVER: Timestamp = Timestamp(i64::MAX);
     pub fn ms(self) -> i64 {
         self.0
     }
@@ -109,6 +111,14 @@ impl AccountId {
     }
     pub fn of_member(member: &MemberId) -> AccountId {
         AccountId(format!("acct:{member}"))
+    }
+    /// Where a merchant's locked stake sits: never spendable, never funds a release.
+    pub fn stake_of(member: &MemberId) -> AccountId {
+        AccountId(format!("stake:{member}"))
+    }
+    /// Receives slashed stake beyond what made a claimant whole.
+    pub fn insurance() -> AccountId {
+        AccountId("sys:insurance".into())
     }
 }
 
