@@ -10,7 +10,7 @@ use crate::model::*;
 use crate::refusal::{Code, Refusal};
 use crate::state::{Changes, Dirty, Snapshot};
 use crate::token::TokenClaims;
-use bazaar_types::{AccountId, Amount, MemberId, OrderId, Timestamp, TokenId, TransferId};
+use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId, TransferId};
 use serde_json::json;
 
 /// Registry-wide settings the core needs.
@@ -18,13 +18,19 @@ use serde_json::json;
 pub struct Config {
     pub fee_bps: u32,
     pub escrow_threshold: Amount,
+    /// Dispute phase deadlines and the stake cooldown.
+    pub windows: crate::dispute::Windows,
 }
 
 impl Config {
     /// The published defaults: `PROTOCOL_FEE_BPS` and `ESCROW_THRESHOLD_MINOR`.
     pub fn standard() -> Config {
         use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PROTOCOL_FEE_BPS};
-        Config { fee_bps: PROTOCOL_FEE_BPS, escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR) }
+        Config {
+            fee_bps: PROTOCOL_FEE_BPS,
+            escrow_threshold: Amount(ESCROW_THRESHOLD_MINOR),
+            windows: crate::dispute::Windows::standard(),
+        }
     }
 }
 
@@ -47,17 +53,17 @@ pub fn apply_batch(
     (results, changes)
 }
 
-struct Batch<'a> {
-    snap: &'a mut Snapshot,
-    config: &'a Config,
-    now: Timestamp,
+pub(crate) struct Batch<'a> {
+    pub(crate) snap: &'a mut Snapshot,
+    pub(crate) config: &'a Config,
+    pub(crate) now: Timestamp,
     changes: Changes,
     dirty: Dirty,
 }
 
-type Step = Result<serde_json::Value, Refusal>;
+pub(crate) type Step = Result<serde_json::Value, Refusal>;
 
-fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
+pub(crate) fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal::new(code, detail))
 }
 
@@ -117,6 +123,22 @@ impl Batch<'_> {
             Op::Settle { claims, amount, order_id } => self.settle(command, claims, *amount, order_id),
             Op::VoidToken { jti, buyer } => self.end_hold(command, jti, buyer, HoldState::Voided),
             Op::ExpireHold { jti, buyer } => self.end_hold(command, jti, buyer, HoldState::Expired),
+            Op::CreateDesk { credential_hash } => self.create_desk(command, credential_hash),
+            Op::CreateContract { seller, arbiter, milestones, terms_hash, review_window_s } => {
+                self.create_contract(command, seller, arbiter, milestones, terms_hash, *review_window_s)
+            }
+            Op::ContractAct { contract, buyer, seller, act, .. } => {
+                self.contract_act(command, contract, buyer, seller, act)
+            }
+            Op::FileDispute { subject, claimant, respondent, reason, claimed, note } => {
+                self.file_dispute(command, subject, (claimant, respondent), *reason, *claimed, note)
+            }
+            Op::DisputeAct { dispute, claimant, respondent, act, .. } => {
+                self.dispute_act(command, dispute, claimant, respondent, act)
+            }
+            Op::StakeLock { amount } => self.stake_lock(command, *amount),
+            Op::StakeUnlock { amount } => self.stake_unlock(command, *amount),
+            Op::StakeWithdraw => self.stake_withdraw(command),
         }
     }
 
@@ -163,6 +185,23 @@ impl Batch<'_> {
             "fee_bps": self.config.fee_bps, "escrow_threshold_minor": self.config.escrow_threshold});
         self.event(command, "registry.created", body.clone());
         Ok(body)
+    }
+
+    fn create_desk(&mut self, command: &Command, credential_hash: &str) -> Step {
+        if command.actor.kind != MemberKind::Operator {
+            return refuse(Code::NotPermitted, "Only the operator sets up the dispute desk.");
+        }
+        let id = MemberId(DESK_ID.into());
+        self.check_new_member(&id, DESK_HANDLE, credential_hash)?;
+        let member = Member {
+            id: id.clone(),
+            kind: MemberKind::Agent,
+            owner: Some(command.actor.id.clone()),
+            handle: DESK_HANDLE.into(),
+            created_at: self.now,
+        };
+        self.put_budget(Budget::zero(id));
+        self.enroll(command, member, credential_hash, "desk.created")
     }
 
     fn create_owner(&mut self, command: &Command, id: &MemberId, handle: &str, credential_hash: &str) -> Step {
@@ -340,7 +379,7 @@ impl Batch<'_> {
         }
     }
 
-    fn member(&self, id: &MemberId) -> Result<Member, Refusal> {
+    pub(crate) fn member(&self, id: &MemberId) -> Result<Member, Refusal> {
         self.snap
             .members
             .get(id)
@@ -396,7 +435,7 @@ impl Batch<'_> {
         self.post_linked(command, "transfer.funded", &legs, json!({"agent": agent}))
     }
 
-    fn check_available(&self, account: &AccountId, amount: Amount) -> Result<(), Refusal> {
+    pub(crate) fn check_available(&self, account: &AccountId, amount: Amount) -> Result<(), Refusal> {
         let available = self.snap.accounts.get(account).map(Account::available).unwrap_or(0);
         if available < amount.0 as i128 {
             return Err(Refusal::new(
@@ -443,7 +482,7 @@ impl Batch<'_> {
         Ok(body)
     }
 
-    fn post_transfer(&mut self, transfer: Transfer) {
+    pub(crate) fn post_transfer(&mut self, transfer: Transfer) {
         assert!(transfer.amount.0 > 0);
         assert!(transfer.debit != transfer.credit);
         let mut debit = self.snap.accounts.get(&transfer.debit).cloned().expect("debit account loaded");
@@ -606,7 +645,7 @@ impl Batch<'_> {
             });
             transfer_ids.push(id);
         }
-        self.resolve_hold(hold, HoldState::Posted, amount, &record.buyer);
+        self.resolve_hold(hold, HoldState::Posted, amount, Some(&record.buyer));
         let settlement = Settlement {
             id: format!("stl_{}", record.jti),
             jti: record.jti.clone(),
@@ -667,7 +706,7 @@ impl Batch<'_> {
         account.debits_pending = account.debits_pending.checked_sub(hold.amount.0).expect("pending covers hold");
         self.put_account(account);
         let released = hold.amount;
-        self.resolve_hold(hold, end, Amount::ZERO, buyer);
+        self.resolve_hold(hold, end, Amount::ZERO, Some(buyer));
         let kind = if end == HoldState::Expired { "hold.expired" } else { "hold.voided" };
         let body = json!({"jti": jti, "hold": record.hold, "released_minor": released, "state": end});
         self.event(command, kind, body.clone());
@@ -675,12 +714,12 @@ impl Batch<'_> {
     }
 
     /// Marks a pending hold resolved and gives the unposted part back to the budget.
-    fn resolve_hold(&mut self, hold: Hold, end: HoldState, posted: Amount, buyer: &MemberId) {
+    fn resolve_hold(&mut self, hold: Hold, end: HoldState, posted: Amount, budget_of: Option<&MemberId>) {
         assert!(hold.state == HoldState::Pending);
         assert!(end != HoldState::Pending);
         assert!(posted <= hold.amount);
         let released = hold.amount.checked_sub(posted).expect("posted within hold");
-        if let Some(budget) = self.snap.budgets.get(buyer).cloned() {
+        if let Some(budget) = budget_of.and_then(|b| self.snap.budgets.get(b)).cloned() {
             self.put_budget(unspend(budget, released, hold.created_at.utc_day()));
         }
         let resolved = Hold { state: end, posted_amount: posted, resolved_at: Some(self.now), ..hold };
@@ -688,9 +727,113 @@ impl Batch<'_> {
         self.changes.resolve_holds.push(resolved);
     }
 
+    // ---- holds and plain transfers shared by escrow and disputes ---------
+
+    /// Opens a pending hold on `account`; the caller checked it is available.
+    pub(crate) fn open_hold(&mut self, id: HoldId, account: AccountId, amount: Amount, expires_at: Timestamp) {
+        let mut debited = self.snap.accounts.get(&account).cloned().expect("held account loaded");
+        debited.debits_pending = debited.debits_pending.checked_add(amount.0).expect("no overflow");
+        self.put_account(debited);
+        let hold = Hold {
+            id,
+            account,
+            amount,
+            created_at: self.now,
+            expires_at,
+            state: HoldState::Pending,
+            posted_amount: Amount::ZERO,
+            resolved_at: None,
+        };
+        assert!(!self.snap.holds.contains_key(&hold.id), "hold ids are never reused");
+        self.snap.holds.insert(hold.id.clone(), hold.clone());
+        self.changes.insert_holds.push(hold);
+    }
+
+    /// Resolves a pending hold: posts `legs` (credit, amount, kind, id) from its
+    /// account, all in one link, and returns the rest to the account. No legs
+    /// (or all zero) voids it. `budget_of` gets the unposted part back.
+    pub(crate) fn post_hold(
+        &mut self,
+        command: &Command,
+        hold: Hold,
+        legs: &[(AccountId, Amount, TransferKind, TransferId)],
+        budget_of: Option<&MemberId>,
+    ) -> (String, Vec<TransferId>) {
+        let posted: u64 = legs.iter().map(|l| l.1 .0).sum();
+        assert!(posted <= hold.amount.0, "a hold posts at most its amount");
+        let mut account = self.snap.accounts[&hold.account].clone();
+        account.debits_pending = account.debits_pending.checked_sub(hold.amount.0).expect("pending covers hold");
+        self.put_account(account);
+        let link = format!("lnk_{}", self.snap.head.seq + 1);
+        let mut ids = Vec::new();
+        for (credit, amount, kind, id) in legs {
+            if amount.0 == 0 {
+                continue;
+            }
+            self.post_transfer(Transfer {
+                id: id.clone(),
+                debit: hold.account.clone(),
+                credit: credit.clone(),
+                amount: *amount,
+                kind: *kind,
+                hold: Some(hold.id.clone()),
+                link: link.clone(),
+                authored_by: command.actor.id.clone(),
+                on_behalf_of: command.actor.principal().clone(),
+                at: self.now,
+            });
+            ids.push(id.clone());
+        }
+        let end = if posted > 0 { HoldState::Posted } else { HoldState::Voided };
+        self.resolve_hold(hold, end, Amount(posted), budget_of);
+        (link, ids)
+    }
+
+    /// One transfer with no hold; the caller checked the debit is available.
+    pub(crate) fn post_plain(
+        &mut self,
+        command: &Command,
+        id: TransferId,
+        debit: AccountId,
+        credit: AccountId,
+        amount: Amount,
+        kind: TransferKind,
+    ) {
+        let link = format!("lnk_{}", self.snap.head.seq + 1);
+        self.post_transfer(Transfer {
+            id,
+            debit,
+            credit,
+            amount,
+            kind,
+            hold: None,
+            link,
+            authored_by: command.actor.id.clone(),
+            on_behalf_of: command.actor.principal().clone(),
+            at: self.now,
+        });
+    }
+
+    /// Creates an account that may not exist yet (stake, insurance on an older registry).
+    pub(crate) fn ensure_account(&mut self, id: AccountId) {
+        if !self.snap.accounts.contains_key(&id) {
+            self.put_account(Account::new(id, false));
+        }
+    }
+
+    pub(crate) fn put_doc(&mut self, row: DocRow, new: bool) {
+        let key = (row.kind, row.id.clone());
+        if new {
+            assert!(!self.snap.docs.contains_key(&key), "new documents are new");
+            self.dirty.docs_new.insert(key.clone());
+        }
+        self.dirty.docs.insert(key.clone());
+        self.snap.docs.insert(key, row);
+    }
+
     // ---- writes ---------------------------------------------------------
 
-    fn event(&mut self, command: &Command, kind: &str, mut body: serde_json::Value) {
+    pub(crate) fn event(&mut self, command: &Command, kind: &str, mut body: serde_json::Value) {
         merge(&mut body, json!({"authored_handle": command.actor.handle}));
         let event =
             chain::append(&mut self.snap.head, kind, body, &command.actor.id, command.actor.principal(), self.now);
@@ -723,13 +866,13 @@ impl Batch<'_> {
         self.snap.invites.insert(invite.code_hash.clone(), invite);
     }
 
-    fn put_account(&mut self, account: Account) {
+    pub(crate) fn put_account(&mut self, account: Account) {
         assert!(account.allow_negative || account.available() >= 0);
         self.dirty.accounts.insert(account.id.clone());
         self.snap.accounts.insert(account.id.clone(), account);
     }
 
-    fn put_budget(&mut self, budget: Budget) {
+    pub(crate) fn put_budget(&mut self, budget: Budget) {
         self.dirty.budgets.insert(budget.agent.clone());
         self.snap.budgets.insert(budget.agent.clone(), budget);
     }
@@ -745,6 +888,8 @@ impl Batch<'_> {
         changes.upsert_invites = dirty.invites.iter().map(|h| snap.invites[h].clone()).collect();
         changes.upsert_accounts = dirty.accounts.iter().map(|id| snap.accounts[id].clone()).collect();
         changes.upsert_budgets = dirty.budgets.iter().map(|id| snap.budgets[id].clone()).collect();
+        changes.insert_docs = dirty.docs_new.iter().map(|k| snap.docs[k].clone()).collect();
+        changes.update_docs = dirty.docs.difference(&dirty.docs_new).map(|k| snap.docs[k].clone()).collect();
         changes
     }
 }
@@ -777,7 +922,7 @@ pub fn check_ceilings(budget: &Budget, amount: Amount, now: Timestamp) -> Result
     Ok(())
 }
 
-fn spend(mut budget: Budget, amount: Amount, now: Timestamp) -> Budget {
+pub(crate) fn spend(mut budget: Budget, amount: Amount, now: Timestamp) -> Budget {
     let day = now.utc_day();
     budget.spent_day = budget.spent_on(day).checked_add(amount).expect("checked against ceiling");
     budget.day = day;

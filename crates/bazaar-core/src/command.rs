@@ -2,7 +2,9 @@
 //! single writer in batches. A command names the rows it needs ([`Keys`]) so an
 //! adapter can load them all before [`crate::apply::apply_batch`] runs.
 
-use crate::model::Member;
+use crate::dispute::{dispute_id_for, DisputeAct, ReasonCode, Subject};
+use crate::escrow::{contract_id_for, milestone_hold, ContractAct, MilestoneSpec};
+use crate::model::{DocKind, Member};
 use crate::refusal::Refusal;
 use crate::token::TokenClaims;
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId};
@@ -95,6 +97,54 @@ pub enum Op {
         jti: TokenId,
         buyer: MemberId,
     },
+    /// The registry's dispute desk: an agent of the operator, the default arbiter.
+    CreateDesk {
+        credential_hash: String,
+    },
+    /// The buyer (the actor) opens an escrowed contract. Its id is derived from
+    /// the parties and the command's idempotency key, which is required.
+    CreateContract {
+        seller: MemberId,
+        arbiter: MemberId,
+        milestones: Vec<MilestoneSpec>,
+        terms_hash: String,
+        review_window_s: u64,
+    },
+    /// Anything done to an existing contract. `buyer`, `seller` and
+    /// `milestones` are read from the stored contract by the edge so the rows
+    /// can be loaded; the core checks they still match.
+    ContractAct {
+        contract: String,
+        buyer: MemberId,
+        seller: MemberId,
+        milestones: u32,
+        act: ContractAct,
+    },
+    FileDispute {
+        subject: Subject,
+        /// The buyer of the subject, read by the edge; the core checks it.
+        claimant: MemberId,
+        respondent: MemberId,
+        reason: ReasonCode,
+        claimed: Amount,
+        note: String,
+    },
+    DisputeAct {
+        dispute: String,
+        subject: Subject,
+        claimant: MemberId,
+        respondent: MemberId,
+        act: DisputeAct,
+    },
+    StakeLock {
+        amount: Amount,
+    },
+    /// Starts the cooldown on `amount` of the actor's stake.
+    StakeUnlock {
+        amount: Amount,
+    },
+    /// Moves unlocked stake back to the balance after the cooldown.
+    StakeWithdraw,
 }
 
 impl Op {
@@ -115,6 +165,14 @@ impl Op {
             Op::Settle { .. } => "settle",
             Op::VoidToken { .. } => "void_token",
             Op::ExpireHold { .. } => "expire_hold",
+            Op::CreateDesk { .. } => "create_desk",
+            Op::CreateContract { .. } => "create_contract",
+            Op::ContractAct { act, .. } => act.name(),
+            Op::FileDispute { .. } => "file_dispute",
+            Op::DisputeAct { act, .. } => act.name(),
+            Op::StakeLock { .. } => "stake_lock",
+            Op::StakeUnlock { .. } => "stake_unlock",
+            Op::StakeWithdraw => "stake_withdraw",
         }
     }
 }
@@ -210,6 +268,74 @@ impl Keys {
             Op::VoidToken { jti, buyer } | Op::ExpireHold { jti, buyer } => {
                 self.add_token_rows(jti, buyer);
             }
+            Op::CreateDesk { credential_hash } => {
+                self.members.insert(MemberId(crate::model::DESK_ID.into()));
+                self.handles.insert(crate::model::DESK_HANDLE.into());
+                self.credentials.insert(credential_hash.clone());
+            }
+            Op::CreateContract { seller, arbiter, milestones, .. } => {
+                let buyer = &command.actor.id;
+                self.members.insert(seller.clone());
+                self.members.insert(arbiter.clone());
+                self.accounts.insert(AccountId::of_member(buyer));
+                self.budgets.insert(buyer.clone());
+                if let Some(idem) = &command.idem {
+                    let id = contract_id_for(buyer, seller, arbiter, &idem.key);
+                    for index in 0..milestones.len().min(crate::types::limits::CONTRACT_MILESTONES_MAX) {
+                        self.holds.insert(milestone_hold(&id, index as u32));
+                    }
+                    self.docs.insert((DocKind::Contract, id));
+                }
+            }
+            Op::ContractAct { contract, buyer, seller, milestones, .. } => {
+                self.add_contract_rows(contract, buyer, seller, *milestones);
+            }
+            Op::FileDispute { subject, claimant, respondent, .. }
+            | Op::DisputeAct { subject, claimant, respondent, .. } => {
+                let id = dispute_id_for(subject);
+                self.docs.insert((DocKind::Dispute, id.clone()));
+                self.members.insert(claimant.clone());
+                self.members.insert(respondent.clone());
+                self.accounts.insert(AccountId::of_member(claimant));
+                self.accounts.insert(AccountId::of_member(respondent));
+                self.accounts.insert(AccountId::stake_of(respondent));
+                self.accounts.insert(AccountId::insurance());
+                self.accounts.insert(AccountId::fees());
+                self.budgets.insert(claimant.clone());
+                self.docs.insert((DocKind::Stake, respondent.to_string()));
+                for hold in crate::dispute::dispute_holds(&id) {
+                    self.holds.insert(hold);
+                }
+                match subject {
+                    Subject::Call { merchant, order_id } => {
+                        self.settlements_by_order.insert((merchant.clone(), order_id.clone()));
+                    }
+                    Subject::Milestone { contract, index } => {
+                        self.docs.insert((DocKind::Contract, contract.clone()));
+                        self.holds.insert(milestone_hold(contract, *index));
+                    }
+                }
+            }
+            Op::StakeLock { .. } | Op::StakeUnlock { .. } | Op::StakeWithdraw => {
+                let me = &command.actor.id;
+                self.accounts.insert(AccountId::of_member(me));
+                self.accounts.insert(AccountId::stake_of(me));
+                self.docs.insert((DocKind::Stake, me.to_string()));
+            }
+        }
+    }
+
+    fn add_contract_rows(&mut self, contract: &str, buyer: &MemberId, seller: &MemberId, milestones: u32) {
+        self.docs.insert((DocKind::Contract, contract.to_string()));
+        self.members.insert(buyer.clone());
+        self.members.insert(seller.clone());
+        self.accounts.insert(AccountId::of_member(buyer));
+        self.accounts.insert(AccountId::of_member(seller));
+        self.accounts.insert(AccountId::fees());
+        self.budgets.insert(buyer.clone());
+        let count = (milestones as usize).min(crate::types::limits::CONTRACT_MILESTONES_MAX) as u32;
+        for index in 0..count {
+            self.holds.insert(milestone_hold(contract, index));
         }
     }
 

@@ -1,5 +1,6 @@
 //! Sans-IO domain core of Bazaar: identity, the double-entry ledger, budgets,
-//! payment tokens, idempotency and the hash-chained event ledger.
+//! payment tokens, idempotency, the hash-chained event ledger, escrowed
+//! contracts, disputes and stake.
 //!
 //! Nothing here performs I/O, reads a clock or draws randomness. A storage
 //! adapter loads a [`state::Snapshot`] for a batch of [`command::Command`]s,
@@ -12,6 +13,8 @@ pub mod audit;
 pub mod chain;
 pub mod command;
 pub mod crypto;
+pub mod dispute;
+pub mod escrow;
 pub mod model;
 pub mod refusal;
 pub mod state;

@@ -32,6 +32,12 @@ impl MemberKind {
     }
 }
 
+/// The operator's fixed member id (it has no key of its own; it signs in with a credential).
+pub const OPERATOR_ID: &str = "did:bazaar:operator";
+/// The registry's dispute desk: an agent of the operator and the default arbiter.
+pub const DESK_ID: &str = "did:bazaar:dispute-desk";
+pub const DESK_HANDLE: &str = "dispute-desk";
+
 /// A person, an agent, the operator or the registry itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {

@@ -65,6 +65,32 @@ codes! {
     NotAnAgent => "not_an_agent", Unprocessable;
     IdempotencyConflict => "idempotency_conflict", Unprocessable;
     IdempotencyInFlight => "idempotency_in_flight", Conflict;
+    MilestonesInvalid => "milestones_invalid", Invalid;
+    ArbiterInvalid => "arbiter_invalid", Unprocessable;
+    ContractNotFound => "contract_not_found", NotFound;
+    ContractExists => "contract_exists", Conflict;
+    ContractState => "contract_state", Conflict;
+    NotParty => "not_party", Forbidden;
+    MilestoneNotFound => "milestone_not_found", NotFound;
+    MilestoneState => "milestone_state", Conflict;
+    MilestoneAlreadyReleased => "milestone_already_released", Conflict;
+    MilestoneDisputed => "milestone_disputed", Conflict;
+    DisputeNotFound => "dispute_not_found", NotFound;
+    DisputeExists => "dispute_exists", Conflict;
+    NotDisputable => "not_disputable", Unprocessable;
+    ClaimWindowClosed => "claim_window_closed", Gone;
+    EvidenceClosed => "evidence_closed", Conflict;
+    EvidenceLimit => "evidence_limit", Unprocessable;
+    EvidenceSignatureInvalid => "evidence_signature_invalid", Invalid;
+    NotArbiter => "not_arbiter", Forbidden;
+    PartyCannotRule => "party_cannot_rule", Forbidden;
+    RulingInvalid => "ruling_invalid", Invalid;
+    DisputePhase => "dispute_phase", Conflict;
+    AppealWindowClosed => "appeal_window_closed", Gone;
+    DisputeExecuted => "dispute_executed", Conflict;
+    StakeDisputeOpen => "stake_dispute_open", Conflict;
+    StakeCooldown => "stake_cooldown", Conflict;
+    StakeNotUnlocked => "stake_not_unlocked", Conflict;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

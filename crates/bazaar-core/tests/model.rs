@@ -7,6 +7,7 @@
 //! `Keys` name, as a real adapter would load it, and must give the same answer.
 
 use bazaar_core::apply::{apply_batch, Applied, Config};
+use bazaar_core::dispute::Windows;
 use bazaar_core::audit::Auditor;
 use bazaar_core::chain::{self, ChainHead};
 use bazaar_core::command::{hold_id_for, Command, Idem, Keys, Op, Outcome};
@@ -29,7 +30,7 @@ const START: Timestamp = Timestamp(1_767_225_600_000 + 86_400_000 - 20 * 60_000)
 const ORDERS: [&str; 3] = ["order-a", "order-b", "order-c"];
 
 fn config() -> Config {
-    Config { fee_bps: FEE_BPS as u32, escrow_threshold: Amount(ESCROW) }
+    Config { fee_bps: FEE_BPS as u32, escrow_threshold: Amount(ESCROW), windows: Windows::standard() }
 }
 
 // ---- the cast ---------------------------------------------------------------------------------------------------
@@ -143,6 +144,7 @@ impl Db {
             settlements_by_token: pick(&r.settlements_by_token, keys.settlements_by_token.iter().cloned()),
             settlements_by_order: pick(&r.settlements_by_order, keys.settlements_by_order.iter().cloned()),
             idem: pick(&r.idem, keys.idem.iter().cloned()),
+            docs: pick(&r.docs, keys.docs.iter().cloned()),
         }
     }
 
@@ -199,6 +201,14 @@ impl Db {
         }
         for i in changes.insert_idem {
             insert_new(&mut r.idem, (i.scope.clone(), i.key.clone()), i, "idempotency");
+        }
+        for d in changes.insert_docs {
+            insert_new(&mut r.docs, (d.kind, d.id.clone()), d, "docs");
+        }
+        for d in changes.update_docs {
+            let stored = r.docs.get_mut(&(d.kind, d.id.clone())).expect("updated document exists");
+            assert_eq!(stored.parties, d.parties, "parties never change");
+            *stored = d;
         }
         for e in changes.insert_events {
             assert_eq!(e.seq, r.head.seq + 1, "events are appended in order");

@@ -52,6 +52,53 @@ pub const RETRY_AFTER_S: u64 = 1;
 /// Work receipts kept by the merchant middleware, per response body.
 pub const WORK_RECEIPT_BYTES_MAX: usize = 1024 * 1024;
 
+// ---- escrow, disputes, stake ------------------------------------------------
+
+/// Milestones in one contract.
+pub const CONTRACT_MILESTONES_MAX: usize = 16;
+/// A milestone's description.
+pub const MILESTONE_DESCRIPTION_LEN_MAX: usize = 500;
+/// How long a buyer has to accept a delivered milestone before it is released
+/// automatically, unless the contract names another window within the bounds below.
+pub const REVIEW_WINDOW_S: u64 = 3 * 24 * 60 * 60;
+pub const REVIEW_WINDOW_S_MIN: u64 = 60;
+pub const REVIEW_WINDOW_S_MAX: u64 = 30 * 24 * 60 * 60;
+/// Default phase deadlines for disputes; a registry may set its own within
+/// `DISPUTE_WINDOW_S_MIN..=DISPUTE_WINDOW_S_MAX`.
+/// After a paid call settles or a milestone is released, the buyer may file this long.
+pub const DISPUTE_CLAIM_WINDOW_S: u64 = 7 * 24 * 60 * 60;
+/// Filed: the respondent must answer (add evidence) within this, or lose by default.
+pub const DISPUTE_ANSWER_S: u64 = 2 * 24 * 60 * 60;
+/// Evidence: both sides add evidence until this passes.
+pub const DISPUTE_EVIDENCE_S: u64 = 3 * 24 * 60 * 60;
+/// Ruling: the arbiter rules within this, or is replaced.
+pub const DISPUTE_RULING_S: u64 = 3 * 24 * 60 * 60;
+/// Appeal: the losing side may appeal once within this.
+pub const DISPUTE_APPEAL_S: u64 = 2 * 24 * 60 * 60;
+pub const DISPUTE_WINDOW_S_MIN: u64 = 60;
+pub const DISPUTE_WINDOW_S_MAX: u64 = 90 * 24 * 60 * 60;
+/// An appeal bond is this share of the disputed amount, and at least `APPEAL_BOND_MIN_MINOR`.
+pub const APPEAL_BOND_BPS: u32 = 1_000;
+pub const APPEAL_BOND_MIN_MINOR: u64 = 100;
+/// Evidence items in one dispute (both sides, both rounds).
+pub const EVIDENCE_PER_DISPUTE_MAX: usize = 64;
+/// A URL given with evidence.
+pub const EVIDENCE_URL_LEN_MAX: usize = 2048;
+/// Free text: reasons for a ruling, a dispute's note.
+pub const REASONS_LEN_MAX: usize = 2000;
+/// Stake asked to unlock waits this long before it can be withdrawn (and stays slashable).
+pub const STAKE_COOLDOWN_S: u64 = 7 * 24 * 60 * 60;
+/// Documents (contracts, disputes) one sweeper pass advances.
+pub const SWEEP_DOCS_MAX: usize = 128;
+
+const _: () = assert!(REVIEW_WINDOW_S_MIN <= REVIEW_WINDOW_S && REVIEW_WINDOW_S <= REVIEW_WINDOW_S_MAX);
+const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_ANSWER_S && DISPUTE_ANSWER_S <= DISPUTE_WINDOW_S_MAX);
+const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_CLAIM_WINDOW_S && DISPUTE_CLAIM_WINDOW_S <= DISPUTE_WINDOW_S_MAX);
+const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_EVIDENCE_S && DISPUTE_EVIDENCE_S <= DISPUTE_WINDOW_S_MAX);
+const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_RULING_S && DISPUTE_RULING_S <= DISPUTE_WINDOW_S_MAX);
+const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_APPEAL_S && DISPUTE_APPEAL_S <= DISPUTE_WINDOW_S_MAX);
+const _: () = assert!(APPEAL_BOND_BPS <= 10_000);
+
 const _: () = assert!(TOKEN_TTL_S_MIN < TOKEN_TTL_S_MAX);
 const _: () = assert!(IDEMPOTENCY_RETENTION_S > TOKEN_TTL_S_MAX);
 const _: () = assert!(ESCROW_THRESHOLD_MINOR < AMOUNT_MINOR_MAX);

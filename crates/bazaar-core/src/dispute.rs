@@ -1,0 +1,878 @@
+//! Disputes in four phases, bound to a settled paid call or a milestone, and
+//! the merchant stake a ruling can reach.
+//!
+//! ```text
+//! filed ──respondent answers──► evidence ──deadline──► ruling ──ruled──► appealable ──deadline──► executed
+//!   │ respondent silent past deadline: default ruling for the claimant ──────────────────────────► executed
+//!                                     ruling ◄──appeal (once, with a bond)── appealable
+//!                                     ruling, round 2 ──ruled──────────────────────────────────► executed
+//!                                     ruling past deadline: arbiter replaced, deadline renewed
+//! ```
+//!
+//! Filing freezes the disputed amount at once: an unreleased milestone stays
+//! held (and cannot be released); otherwise a hold on the merchant's balance
+//! and, where that is short, on its stake. Execution is one batch that runs
+//! once: refund, release, bond and slash transfers with ids derived from the
+//! dispute, so even a second run the core let through would collide in the
+//! database. A slash goes to the claimant first, up to the part of the refund
+//! the frozen units did not cover, and the rest to the insurance account.
+
+use crate::apply::{refuse, Batch, Step};
+use crate::command::Command;
+use crate::crypto::{public_key_from_did, sha256_hex, verify};
+use crate::escrow::{milestone_hold, ContractState, MilestoneState};
+use crate::model::*;
+use crate::refusal::{Code, Refusal};
+use bazaar_types::limits::{
+    APPEAL_BOND_BPS, APPEAL_BOND_MIN_MINOR, EVIDENCE_PER_DISPUTE_MAX, EVIDENCE_URL_LEN_MAX, REASONS_LEN_MAX,
+};
+use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TransferId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Phase deadlines, in seconds. A registry may set its own within the bounds in `limits`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Windows {
+    pub claim_s: u64,
+    pub answer_s: u64,
+    pub evidence_s: u64,
+    pub ruling_s: u64,
+    pub appeal_s: u64,
+    pub stake_cooldown_s: u64,
+}
+
+impl Windows {
+    pub fn standard() -> Windows {
+        use bazaar_types::limits::*;
+        Windows {
+            claim_s: DISPUTE_CLAIM_WINDOW_S,
+            answer_s: DISPUTE_ANSWER_S,
+            evidence_s: DISPUTE_EVIDENCE_S,
+            ruling_s: DISPUTE_RULING_S,
+            appeal_s: DISPUTE_APPEAL_S,
+            stake_cooldown_s: STAKE_COOLDOWN_S,
+        }
+    }
+}
+
+/// What a dispute is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Subject {
+    Call { merchant: MemberId, order_id: OrderId },
+    Milestone { contract: String, index: u32 },
+}
+
+impl Subject {
+    pub fn key(&self) -> String {
+        match self {
+            Subject::Call { merchant, order_id } => format!("call\n{merchant}\n{order_id}"),
+            Subject::Milestone { contract, index } => format!("milestone\n{contract}\n{index}"),
+        }
+    }
+}
+
+/// One dispute per subject, ever: the id is derived from it.
+pub fn dispute_id_for(subject: &Subject) -> String {
+    format!("dsp_{}", &sha256_hex(format!("bazaar-dispute-v1\n{}", subject.key()).as_bytes())[..32])
+}
+
+pub fn dispute_holds(id: &str) -> [HoldId; 3] {
+    [HoldId(format!("hold_{id}_bal")), HoldId(format!("hold_{id}_stk")), HoldId(format!("hold_{id}_bond"))]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonCode {
+    NotDelivered,
+    NotAsDescribed,
+    Defective,
+    Unauthorized,
+    Other,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Filed,
+    Evidence,
+    Ruling,
+    Appealable,
+    Executed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    RefundFull,
+    RefundPartial,
+    Reject,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ruling {
+    pub round: u8,
+    /// `None` for a default ruling against a silent respondent.
+    pub arbiter: Option<MemberId>,
+    pub decision: Decision,
+    pub refund: Amount,
+    pub slash: Amount,
+    pub reasons: String,
+    pub at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub seq: u32,
+    pub author: MemberId,
+    /// `claimant` or `respondent`.
+    pub side: String,
+    pub sha256: String,
+    pub url: Option<String>,
+    pub signature: String,
+    pub at: Timestamp,
+}
+
+/// What filing froze, and from where.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frozen {
+    /// Still held in escrow (an unreleased milestone).
+    pub escrow: Amount,
+    pub balance: Amount,
+    pub stake: Amount,
+}
+
+impl Frozen {
+    pub fn total(&self) -> Amount {
+        Amount(self.escrow.0 + self.balance.0 + self.stake.0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Appeal {
+    pub by: MemberId,
+    pub side: String,
+    pub bond: Amount,
+    pub at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    pub phase: Phase,
+    pub at: Timestamp,
+    pub note: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dispute {
+    pub id: String,
+    pub subject: Subject,
+    pub claimant: MemberId,
+    pub respondent: MemberId,
+    pub filed_by: MemberId,
+    pub reason: ReasonCode,
+    pub note: String,
+    pub claimed: Amount,
+    /// What the claimant paid for the subject: the most a ruling can refund.
+    pub at_risk: Amount,
+    pub frozen: Frozen,
+    pub phase: Phase,
+    pub deadline: Option<Timestamp>,
+    pub round: u8,
+    pub arbiter: Option<MemberId>,
+    pub arbiters_used: Vec<MemberId>,
+    pub responded: bool,
+    pub evidence: Vec<Evidence>,
+    pub rulings: Vec<Ruling>,
+    pub appeal: Option<Appeal>,
+    pub outcome: Option<serde_json::Value>,
+    pub timeline: Vec<TimelineEntry>,
+    pub filed_at: Timestamp,
+}
+
+impl Dispute {
+    pub fn to_row(&self) -> DocRow {
+        DocRow {
+            kind: DocKind::Dispute,
+            id: self.id.clone(),
+            body: serde_json::to_value(self).expect("disputes serialize"),
+            due_at: if self.phase == Phase::Executed { None } else { self.deadline },
+            parties: vec![self.claimant.clone(), self.respondent.clone()],
+        }
+    }
+    pub fn from_row(row: &DocRow) -> Dispute {
+        serde_json::from_value(row.body.clone()).expect("stored disputes parse")
+    }
+    pub fn view(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("disputes serialize")
+    }
+    fn enter(&mut self, phase: Phase, at: Timestamp, deadline: Option<Timestamp>, note: impl Into<String>) {
+        self.phase = phase;
+        self.deadline = deadline;
+        self.timeline.push(TimelineEntry { phase, at, note: note.into() });
+    }
+}
+
+/// A merchant's stake record; the units themselves sit in `stake:<did>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stake {
+    pub member: MemberId,
+    pub open_disputes: u32,
+    pub unlock: Option<Unlock>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unlock {
+    pub amount: Amount,
+    pub requested_at: Timestamp,
+    pub available_at: Timestamp,
+}
+
+impl Stake {
+    pub fn to_row(&self) -> DocRow {
+        DocRow {
+            kind: DocKind::Stake,
+            id: self.member.to_string(),
+            body: serde_json::to_value(self).expect("stakes serialize"),
+            due_at: None,
+            parties: vec![self.member.clone()],
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "act", rename_all = "snake_case")]
+pub enum DisputeAct {
+    /// `signature` is Ed25519 by the author's did:key over [`evidence_message`].
+    Evidence { sha256: String, url: Option<String>, signature: String },
+    Rule { decision: Decision, refund: Amount, slash: Amount, reasons: String },
+    Appeal,
+    /// Runs a final ruling; a second call is refused with the outcome attached.
+    Execute,
+    /// The sweeper: act on a phase whose deadline passed.
+    Advance,
+}
+
+impl DisputeAct {
+    pub fn name(&self) -> &'static str {
+        match self {
+            DisputeAct::Evidence { .. } => "dispute_evidence",
+            DisputeAct::Rule { .. } => "dispute_rule",
+            DisputeAct::Appeal => "dispute_appeal",
+            DisputeAct::Execute => "dispute_execute",
+            DisputeAct::Advance => "dispute_advance",
+        }
+    }
+}
+
+/// The bytes an evidence author signs.
+pub fn evidence_message(dispute: &str, sha256: &str) -> Vec<u8> {
+    format!("bazaar-evidence-v1.{dispute}.{sha256}").into_bytes()
+}
+
+pub fn appeal_bond(claimed: Amount) -> Amount {
+    Amount(claimed.fee_bps(APPEAL_BOND_BPS).0.max(APPEAL_BOND_MIN_MINOR))
+}
+
+impl Batch<'_> {
+    fn dispute(&self, id: &str) -> Option<Dispute> {
+        self.snap.docs.get(&(DocKind::Dispute, id.to_string())).map(Dispute::from_row)
+    }
+
+    fn put_dispute(&mut self, dispute: &Dispute, new: bool) {
+        self.put_doc(dispute.to_row(), new);
+    }
+
+    pub(crate) fn stake_record(&self, member: &MemberId) -> Stake {
+        self.snap
+            .docs
+            .get(&(DocKind::Stake, member.to_string()))
+            .map(|row| serde_json::from_value(row.body.clone()).expect("stored stakes parse"))
+            .unwrap_or(Stake { member: member.clone(), open_disputes: 0, unlock: None })
+    }
+
+    fn put_stake(&mut self, stake: &Stake) {
+        let new = !self.snap.docs.contains_key(&(DocKind::Stake, stake.member.to_string()));
+        self.put_doc(stake.to_row(), new);
+    }
+
+    fn available(&self, account: &AccountId) -> Amount {
+        Amount(self.snap.accounts.get(account).map(|a| a.available().max(0) as u64).unwrap_or(0))
+    }
+
+    /// Acts for `member`: the member itself or its owner.
+    fn acts_for(&self, command: &Command, member: &MemberId) -> bool {
+        command.actor.id == *member
+            || self.snap.members.get(member).and_then(|m| m.owner.as_ref()) == Some(&command.actor.id)
+    }
+
+    pub(crate) fn file_dispute(
+        &mut self,
+        command: &Command,
+        subject: &Subject,
+        (claimant, respondent): (&MemberId, &MemberId),
+        reason: ReasonCode,
+        claimed: Amount,
+        note: &str,
+    ) -> Step {
+        if note.len() > REASONS_LEN_MAX {
+            return refuse(Code::InvalidRequest, "The note is longer than the registry accepts.");
+        }
+        let id = dispute_id_for(subject);
+        if let Some(existing) = self.dispute(&id) {
+            return Err(Refusal::new(
+                Code::DisputeExists,
+                "This call or milestone already has a dispute; each is disputed once. It is attached.",
+            )
+            .with(json!({"dispute": existing.id, "phase": existing.phase})));
+        }
+        // What was paid, by whom, and when the claim window closes.
+        let (at_risk, paid_at, escrowed) = match subject {
+            Subject::Call { merchant, order_id } => {
+                let Some(settlement) = self.snap.settlements_by_order.get(&(merchant.clone(), order_id.clone())) else {
+                    return refuse(
+                        Code::NotDisputable,
+                        "No settled paid call with this merchant and order id; only a paid call can be disputed.",
+                    );
+                };
+                if &settlement.buyer != claimant || &settlement.merchant != respondent {
+                    return refuse(Code::NotDisputable, "Only the buyer of a paid call can dispute it.");
+                }
+                (settlement.amount, Some(settlement.settled_at), false)
+            }
+            Subject::Milestone { contract, index } => {
+                let Some(c) = self.contract(contract) else {
+                    return refuse(Code::ContractNotFound, "No such contract.");
+                };
+                if &c.buyer != claimant || &c.seller != respondent {
+                    return refuse(Code::NotDisputable, "Only the buyer of a contract can dispute its milestones.");
+                }
+                let Some(m) = c.milestones.get(*index as usize) else {
+                    return refuse(Code::MilestoneNotFound, "No such milestone in this contract.");
+                };
+                match (c.state, m.state) {
+                    (ContractState::Accepted, MilestoneState::Pending | MilestoneState::Delivered) => {
+                        (m.amount, None, true)
+                    }
+                    (_, MilestoneState::Released) => (m.amount, m.released_at, false),
+                    _ => {
+                        return Err(Refusal::new(
+                            Code::NotDisputable,
+                            "Only a milestone of an accepted contract, or a released one, can be disputed.",
+                        )
+                        .with(json!({"contract_state": c.state, "milestone_state": m.state})))
+                    }
+                }
+            }
+        };
+        if !self.acts_for(command, claimant) {
+            return refuse(Code::NotParty, "Only the buyer (or its owner) files a dispute on its purchase.");
+        }
+        if let Some(paid_at) = paid_at {
+            let closes = paid_at.plus_s(self.config.windows.claim_s);
+            if self.now >= closes {
+                return Err(Refusal::new(Code::ClaimWindowClosed, "The window to dispute this payment has closed.")
+                    .with(json!({"closed_at_ms": closes})));
+            }
+        }
+        if claimed.0 == 0 || claimed > at_risk {
+            return Err(Refusal::new(Code::AmountInvalid, "Claim between 1 and what was paid.")
+                .with(json!({"claimed_minor": claimed, "at_risk_minor": at_risk})));
+        }
+        // Freeze.
+        let mut frozen = Frozen::default();
+        let [balance_hold, stake_hold, _] = dispute_holds(&id);
+        if escrowed {
+            let Subject::Milestone { contract, index } = subject else { unreachable!() };
+            let mut c = self.contract(contract).expect("checked above");
+            let m = &mut c.milestones[*index as usize];
+            m.state = MilestoneState::Disputed;
+            m.dispute = Some(id.clone());
+            self.put_contract(&c, false);
+            frozen.escrow = claimed;
+        } else {
+            let balance_account = AccountId::of_member(respondent);
+            let stake_account = AccountId::stake_of(respondent);
+            frozen.balance = Amount(claimed.0.min(self.available(&balance_account).0));
+            frozen.stake = Amount((claimed.0 - frozen.balance.0).min(self.available(&stake_account).0));
+            if frozen.balance.0 > 0 {
+                self.open_hold(balance_hold, balance_account, frozen.balance, Timestamp::NEVER);
+            }
+            if frozen.stake.0 > 0 {
+                self.open_hold(stake_hold, stake_account, frozen.stake, Timestamp::NEVER);
+            }
+        }
+        let mut stake = self.stake_record(respondent);
+        stake.open_disputes += 1;
+        self.put_stake(&stake);
+        let deadline = self.now.plus_s(self.config.windows.answer_s);
+        let mut dispute = Dispute {
+            id: id.clone(),
+            subject: subject.clone(),
+            claimant: claimant.clone(),
+            respondent: respondent.clone(),
+            filed_by: command.actor.id.clone(),
+            reason,
+            note: note.to_string(),
+            claimed,
+            at_risk,
+            frozen,
+            phase: Phase::Filed,
+            deadline: None,
+            round: 1,
+            arbiter: None,
+            arbiters_used: Vec::new(),
+            responded: false,
+            evidence: Vec::new(),
+            rulings: Vec::new(),
+            appeal: None,
+            outcome: None,
+            timeline: Vec::new(),
+            filed_at: self.now,
+        };
+        dispute.enter(Phase::Filed, self.now, Some(deadline), "filed; the respondent must answer by the deadline");
+        self.put_dispute(&dispute, true);
+        self.event(
+            command,
+            "dispute.filed",
+            json!({"dispute": id, "subject": subject, "claimant": claimant, "respondent": respondent,
+                "reason": reason, "claimed_minor": claimed, "frozen": frozen, "answer_by_ms": deadline}),
+        );
+        Ok(dispute.view())
+    }
+
+    pub(crate) fn dispute_act(
+        &mut self,
+        command: &Command,
+        id: &str,
+        claimant: &MemberId,
+        respondent: &MemberId,
+        act: &DisputeAct,
+    ) -> Step {
+        let Some(mut dispute) = self.dispute(id) else {
+            return refuse(Code::DisputeNotFound, format!("No dispute {id} on this registry."));
+        };
+        if &dispute.claimant != claimant || &dispute.respondent != respondent {
+            return refuse(Code::InvalidRequest, "The dispute's parties do not match the request; read it again.");
+        }
+        match act {
+            DisputeAct::Evidence { sha256, url, signature } => {
+                let side = if self.acts_for(command, &dispute.claimant) {
+                    "claimant"
+                } else if self.acts_for(command, &dispute.respondent) {
+                    "respondent"
+                } else {
+                    return refuse(Code::NotParty, "Only the parties to a dispute (or their owners) add evidence.");
+                };
+                let open = matches!(dispute.phase, Phase::Filed | Phase::Evidence)
+                    && dispute.deadline.is_none_or(|d| self.now < d);
+                if !open {
+                    return Err(Refusal::new(Code::EvidenceClosed, "The evidence phase of this dispute has closed.")
+                        .with(json!({"phase": dispute.phase})));
+                }
+                if !crate::escrow::is_sha256_hex(sha256) {
+                    return refuse(Code::InvalidRequest, "`sha256` is 64 lowercase hex chars.");
+                }
+                if url.as_ref().is_some_and(|u| u.is_empty() || u.len() > EVIDENCE_URL_LEN_MAX) {
+                    return refuse(Code::InvalidRequest, "`url` is 1 to 2048 bytes.");
+                }
+                if dispute.evidence.len() >= EVIDENCE_PER_DISPUTE_MAX {
+                    return Err(Refusal::new(Code::EvidenceLimit, "This dispute holds as much evidence as it may.")
+                        .with(json!({"max": EVIDENCE_PER_DISPUTE_MAX})));
+                }
+                let message = evidence_message(id, sha256);
+                let signed = public_key_from_did(command.actor.id.as_str())
+                    .ok()
+                    .is_some_and(|key| verify(&key, &message, signature).is_ok());
+                if !signed {
+                    return refuse(
+                        Code::EvidenceSignatureInvalid,
+                        "Sign `bazaar-evidence-v1.<dispute>.<sha256>` with the key of the member adding it.",
+                    );
+                }
+                let item = Evidence {
+                    seq: dispute.evidence.len() as u32 + 1,
+                    author: command.actor.id.clone(),
+                    side: side.into(),
+                    sha256: sha256.clone(),
+                    url: url.clone(),
+                    signature: signature.clone(),
+                    at: self.now,
+                };
+                dispute.evidence.push(item.clone());
+                if side == "respondent" && !dispute.responded {
+                    dispute.responded = true;
+                    if dispute.phase == Phase::Filed {
+                        let deadline = self.now.plus_s(self.config.windows.evidence_s);
+                        dispute.enter(Phase::Evidence, self.now, Some(deadline), "the respondent answered");
+                    }
+                }
+                self.put_dispute(&dispute, false);
+                let body = json!({"dispute": id, "evidence": item, "phase": dispute.phase});
+                self.event(command, "dispute.evidence", body.clone());
+                Ok(body)
+            }
+            DisputeAct::Rule { decision, refund, slash, reasons } => {
+                let parties = [&dispute.claimant, &dispute.respondent];
+                let principals: Vec<&MemberId> =
+                    parties.iter().filter_map(|p| self.snap.members.get(*p)).map(|m| m.principal()).collect();
+                if parties.contains(&&command.actor.id) || principals.contains(&command.actor.principal()) {
+                    return refuse(Code::PartyCannotRule, "Nobody rules on a case they (or their owner) are party to.");
+                }
+                if dispute.phase != Phase::Ruling {
+                    return Err(Refusal::new(Code::DisputePhase, "This dispute is not waiting for a ruling.")
+                        .with(json!({"phase": dispute.phase})));
+                }
+                if dispute.arbiter.as_ref() != Some(&command.actor.id) {
+                    return Err(Refusal::new(Code::NotArbiter, "Only the assigned arbiter rules.")
+                        .with(json!({"arbiter": dispute.arbiter})));
+                }
+                let refund = match decision {
+                    Decision::RefundFull => dispute.claimed,
+                    Decision::Reject => Amount::ZERO,
+                    Decision::RefundPartial if refund.0 > 0 && *refund < dispute.claimed => *refund,
+                    Decision::RefundPartial => {
+                        return Err(Refusal::new(Code::RulingInvalid, "A partial refund is between 1 and the claim less 1.")
+                            .with(json!({"refund_minor": refund, "claimed_minor": dispute.claimed})))
+                    }
+                };
+                if *decision == Decision::Reject && slash.0 > 0 {
+                    return refuse(Code::RulingInvalid, "A rejected claim slashes nothing.");
+                }
+                if slash.0 > bazaar_types::limits::AMOUNT_MINOR_MAX || reasons.is_empty() || reasons.len() > REASONS_LEN_MAX
+                {
+                    return refuse(Code::RulingInvalid, "A ruling gives reasons (1 to 2000 bytes) and a bounded slash.");
+                }
+                let ruling = Ruling {
+                    round: dispute.round,
+                    arbiter: Some(command.actor.id.clone()),
+                    decision: *decision,
+                    refund,
+                    slash: *slash,
+                    reasons: reasons.clone(),
+                    at: self.now,
+                };
+                dispute.rulings.push(ruling.clone());
+                self.event(command, "dispute.ruled", json!({"dispute": id, "ruling": ruling}));
+                if dispute.round == 1 {
+                    let deadline = self.now.plus_s(self.config.windows.appeal_s);
+                    dispute.enter(Phase::Appealable, self.now, Some(deadline), "ruled; open to one appeal");
+                    self.put_dispute(&dispute, false);
+                    Ok(dispute.view())
+                } else {
+                    self.execute(command, dispute)
+                }
+            }
+            DisputeAct::Appeal => {
+                let side = if self.acts_for(command, &dispute.claimant) {
+                    "claimant"
+                } else if self.acts_for(command, &dispute.respondent) {
+                    "respondent"
+                } else {
+                    return refuse(Code::NotParty, "Only a party to the dispute appeals.");
+                };
+                if dispute.phase != Phase::Appealable || dispute.appeal.is_some() {
+                    return Err(Refusal::new(Code::DisputePhase, "There is no ruling open to appeal.")
+                        .with(json!({"phase": dispute.phase, "appealed": dispute.appeal.is_some()})));
+                }
+                let closes = dispute.deadline.expect("appealable has a deadline");
+                if self.now >= closes {
+                    return Err(Refusal::new(Code::AppealWindowClosed, "The appeal window has closed.")
+                        .with(json!({"closed_at_ms": closes})));
+                }
+                let ruling = dispute.rulings.last().expect("appealable has a ruling").clone();
+                let lost = match side {
+                    "claimant" => ruling.refund < dispute.claimed,
+                    _ => ruling.refund.0 > 0 || ruling.slash.0 > 0,
+                };
+                if !lost {
+                    return refuse(Code::NotPermitted, "Only a side the ruling went against may appeal.");
+                }
+                let party = if side == "claimant" { dispute.claimant.clone() } else { dispute.respondent.clone() };
+                let bond = appeal_bond(dispute.claimed);
+                let account = AccountId::of_member(&party);
+                self.check_available(&account, bond)?;
+                let [_, _, bond_hold] = dispute_holds(id);
+                self.open_hold(bond_hold, account, bond, Timestamp::NEVER);
+                dispute.appeal = Some(Appeal { by: party, side: side.into(), bond, at: self.now });
+                dispute.round = 2;
+                self.assign_arbiter(&mut dispute, "appealed; a new arbiter rules");
+                self.put_dispute(&dispute, false);
+                self.event(command, "dispute.appealed", json!({"dispute": id, "side": side, "bond_minor": bond,
+                    "arbiter": dispute.arbiter}));
+                Ok(dispute.view())
+            }
+            DisputeAct::Execute => {
+                if dispute.phase == Phase::Executed {
+                    return Err(Refusal::new(
+                        Code::DisputeExecuted,
+                        "This dispute's ruling was already executed; it runs once. The outcome is attached.",
+                    )
+                    .with(dispute.outcome.clone().unwrap_or_default()));
+                }
+                let final_ruling =
+                    dispute.phase == Phase::Appealable && dispute.deadline.is_some_and(|d| self.now >= d);
+                if !final_ruling {
+                    return Err(Refusal::new(Code::DisputePhase, "There is no final ruling to execute yet.")
+                        .with(json!({"phase": dispute.phase, "deadline_ms": dispute.deadline})));
+                }
+                self.execute(command, dispute)
+            }
+            DisputeAct::Advance => {
+                if command.actor.kind != MemberKind::Registry {
+                    return refuse(Code::NotPermitted, "Only the registry's sweeper advances disputes.");
+                }
+                let due = dispute.deadline.is_some_and(|d| self.now >= d);
+                if !due || dispute.phase == Phase::Executed {
+                    return Ok(json!({"dispute": id, "phase": dispute.phase, "advanced": false}));
+                }
+                match dispute.phase {
+                    Phase::Filed if dispute.responded => unreachable!("an answer moves the dispute to evidence"),
+                    Phase::Filed => {
+                        let ruling = Ruling {
+                            round: 1,
+                            arbiter: None,
+                            decision: Decision::RefundFull,
+                            refund: dispute.claimed,
+                            slash: Amount::ZERO,
+                            reasons: "The respondent did not answer before the deadline: default for the claimant."
+                                .into(),
+                            at: self.now,
+                        };
+                        dispute.rulings.push(ruling.clone());
+                        self.event(command, "dispute.ruled", json!({"dispute": id, "ruling": ruling, "default": true}));
+                        self.execute(command, dispute)
+                    }
+                    Phase::Evidence => {
+                        self.assign_arbiter(&mut dispute, "evidence closed; the arbiter rules");
+                        self.put_dispute(&dispute, false);
+                        self.event(command, "dispute.ruling_opened", json!({"dispute": id, "arbiter": dispute.arbiter}));
+                        Ok(dispute.view())
+                    }
+                    Phase::Ruling => {
+                        let missed = dispute.arbiter.clone();
+                        self.assign_arbiter(&mut dispute, "the arbiter missed its deadline and was replaced");
+                        self.put_dispute(&dispute, false);
+                        self.event(
+                            command,
+                            "dispute.arbiter_replaced",
+                            json!({"dispute": id, "missed": missed, "arbiter": dispute.arbiter}),
+                        );
+                        Ok(dispute.view())
+                    }
+                    Phase::Appealable => self.execute(command, dispute),
+                    Phase::Executed => unreachable!("checked above"),
+                }
+            }
+        }
+    }
+
+    /// Picks the next arbiter: the contract's own (first round of a milestone
+    /// dispute), then the dispute desk, then the operator — never one used
+    /// before in this dispute unless none is left, and never a party.
+    fn assign_arbiter(&self, dispute: &mut Dispute, note: &str) {
+        let mut candidates = Vec::new();
+        if let Subject::Milestone { contract, .. } = &dispute.subject {
+            if let Some(c) = self.contract(contract) {
+                candidates.push(c.arbiter);
+            }
+        }
+        candidates.push(MemberId(DESK_ID.into()));
+        candidates.push(MemberId(OPERATOR_ID.into()));
+        candidates.retain(|c| c != &dispute.claimant && c != &dispute.respondent);
+        let fresh = candidates.iter().find(|c| !dispute.arbiters_used.contains(c)).cloned();
+        let chosen = fresh.unwrap_or_else(|| candidates.last().expect("the operator is never a party").clone());
+        dispute.arbiters_used.push(chosen.clone());
+        dispute.arbiter = Some(chosen);
+        let deadline = self.now.plus_s(self.config.windows.ruling_s);
+        dispute.enter(Phase::Ruling, self.now, Some(deadline), note);
+    }
+
+    /// The final ruling, executed in one batch. Runs once: the phase guard
+    /// here, and transfer ids derived from the dispute id in the database.
+    fn execute(&mut self, command: &Command, mut dispute: Dispute) -> Step {
+        assert!(dispute.phase != Phase::Executed);
+        let ruling = dispute.rulings.last().expect("executing a ruling").clone();
+        let id = dispute.id.clone();
+        let claimant_account = AccountId::of_member(&dispute.claimant);
+        let stake_account = AccountId::stake_of(&dispute.respondent);
+        let [balance_hold, stake_hold, bond_hold] = dispute_holds(&id);
+        let mut transfers: Vec<TransferId> = Vec::new();
+        let mut refunded = Amount::ZERO;
+        let mut released = Amount::ZERO;
+        if dispute.frozen.escrow.0 > 0 {
+            let Subject::Milestone { contract, index } = &dispute.subject else { unreachable!("escrow is a milestone") };
+            let mut c = self.contract(contract).expect("the disputed contract is loaded");
+            let m = c.milestones[*index as usize].clone();
+            assert_eq!(m.state, MilestoneState::Disputed);
+            let hold = self.snap.holds.get(&milestone_hold(contract, *index)).cloned().expect("milestone hold loaded");
+            let refund = Amount(ruling.refund.0.min(m.amount.0));
+            let pay = m.amount.checked_sub(refund).expect("refund within milestone");
+            let fee = pay.fee_bps(self.config.fee_bps);
+            let net = pay.checked_sub(fee).expect("fee within amount");
+            let legs = [
+                (AccountId::of_member(&c.seller), net, TransferKind::Release, TransferId(format!("tr_{id}_rel"))),
+                (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("tr_{id}_fee"))),
+            ];
+            let (_, ids) = self.post_hold(command, hold, &legs, Some(&c.buyer));
+            transfers.extend(ids);
+            c.released_net = c.released_net.checked_add(net).expect("within total");
+            c.fees = c.fees.checked_add(fee).expect("within total");
+            c.refunded = c.refunded.checked_add(refund).expect("within total");
+            let slot = &mut c.milestones[*index as usize];
+            slot.state = MilestoneState::Resolved;
+            self.maybe_complete(&mut c);
+            self.put_contract(&c, false);
+            refunded = refund;
+            released = pay;
+        }
+        // Frozen balance first, then frozen stake.
+        let mut to_refund = ruling.refund.checked_sub(refunded).unwrap_or(Amount::ZERO);
+        for (hold_id, frozen, suffix) in
+            [(&balance_hold, dispute.frozen.balance, "refund_bal"), (&stake_hold, dispute.frozen.stake, "refund_stk")]
+        {
+            if frozen.0 == 0 {
+                continue;
+            }
+            let hold = self.snap.holds.get(hold_id).cloned().expect("freeze holds are loaded");
+            let part = Amount(to_refund.0.min(frozen.0));
+            let legs = [(claimant_account.clone(), part, TransferKind::Refund, TransferId(format!("tr_{id}_{suffix}")))];
+            let (_, ids) = self.post_hold(command, hold, &legs, None);
+            transfers.extend(ids);
+            to_refund = to_refund.checked_sub(part).expect("part within");
+            refunded = refunded.checked_add(part).expect("bounded");
+        }
+        let shortfall = to_refund;
+        // Slash what the ruling says, bounded by the stake left; restitution first.
+        let slashed = Amount(ruling.slash.0.min(self.available(&stake_account).0));
+        let to_claimant = Amount(slashed.0.min(shortfall.0));
+        let to_insurance = slashed.checked_sub(to_claimant).expect("within slash");
+        if slashed.0 > 0 {
+            self.ensure_account(AccountId::insurance());
+            let legs = [
+                (stake_account.clone(), claimant_account.clone(), to_claimant, TransferKind::Slash),
+                (stake_account.clone(), AccountId::insurance(), to_insurance, TransferKind::Slash),
+            ];
+            for ((debit, credit, amount, kind), suffix) in legs.into_iter().zip(["slash_claimant", "slash_insurance"]) {
+                if amount.0 > 0 {
+                    let tid = TransferId(format!("tr_{id}_{suffix}"));
+                    self.post_plain(command, tid.clone(), debit, credit, amount, kind);
+                    transfers.push(tid);
+                }
+            }
+        }
+        // The appeal bond: back to an appellant the second ruling favoured, else to the other side.
+        let mut bond_outcome = serde_json::Value::Null;
+        if let Some(appeal) = &dispute.appeal {
+            let first = &dispute.rulings[dispute.rulings.len() - 2];
+            let won = match appeal.side.as_str() {
+                "claimant" => ruling.refund > first.refund,
+                _ => ruling.refund < first.refund || ruling.slash < first.slash,
+            };
+            let hold = self.snap.holds.get(&bond_hold).cloned().expect("bond hold loaded");
+            let other = if appeal.side == "claimant" { &dispute.respondent } else { &dispute.claimant };
+            let legs = if won {
+                vec![]
+            } else {
+                vec![(AccountId::of_member(other), appeal.bond, TransferKind::Bond, TransferId(format!("tr_{id}_bond")))]
+            };
+            let (_, ids) = self.post_hold(command, hold, &legs, None);
+            transfers.extend(ids);
+            bond_outcome = json!({"by": appeal.by, "bond_minor": appeal.bond,
+                "returned": won, "forfeited_to": if won { None } else { Some(other) }});
+        }
+        let mut stake = self.stake_record(&dispute.respondent);
+        stake.open_disputes = stake.open_disputes.checked_sub(1).expect("an open dispute was counted");
+        self.put_stake(&stake);
+        let winner = match ruling.decision {
+            Decision::RefundFull => "claimant",
+            Decision::RefundPartial => "split",
+            Decision::Reject => "respondent",
+        };
+        let outcome = json!({"dispute": id, "subject": dispute.subject, "claimant": dispute.claimant,
+            "respondent": dispute.respondent, "winner": winner, "decision": ruling.decision,
+            "default": ruling.arbiter.is_none(), "rounds": dispute.round, "refunded_minor": refunded,
+            "released_minor": released, "shortfall_minor": shortfall, "slashed_minor": slashed,
+            "slash_to_claimant_minor": to_claimant, "slash_to_insurance_minor": to_insurance,
+            "bond": bond_outcome, "transfers": transfers, "executed_at_ms": self.now});
+        dispute.outcome = Some(outcome.clone());
+        dispute.enter(Phase::Executed, self.now, None, format!("executed: {winner}"));
+        self.put_dispute(&dispute, false);
+        // The outcome event reputation is computed from.
+        self.event(command, "dispute.executed", outcome.clone());
+        Ok(outcome)
+    }
+
+    pub(crate) fn stake_lock(&mut self, command: &Command, amount: Amount) -> Step {
+        if command.actor.kind != MemberKind::Agent {
+            return refuse(Code::NotAnAgent, "Stake is locked by merchant agents.");
+        }
+        let me = command.actor.id.clone();
+        let balance = AccountId::of_member(&me);
+        self.check_available(&balance, amount)?;
+        self.ensure_account(AccountId::stake_of(&me));
+        let tid = TransferId(format!("tr_{}_stake", self.snap.head.seq + 1));
+        self.post_plain(command, tid.clone(), balance, AccountId::stake_of(&me), amount, TransferKind::Stake);
+        let stake = self.stake_record(&me);
+        self.put_stake(&stake);
+        let body = json!({"member": me, "locked_minor": amount, "transfer": tid, "stake": self.stake_view(&me)});
+        self.event(command, "stake.locked", body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn stake_unlock(&mut self, command: &Command, amount: Amount) -> Step {
+        let me = command.actor.id.clone();
+        let mut stake = self.stake_record(&me);
+        if stake.open_disputes > 0 {
+            return Err(Refusal::new(Code::StakeDisputeOpen, "Stake cannot be unlocked while a dispute is open against you.")
+                .with(json!({"open_disputes": stake.open_disputes})));
+        }
+        let available = self.available(&AccountId::stake_of(&me));
+        if amount.0 == 0 || amount > available {
+            return Err(Refusal::new(Code::InsufficientFunds, "Unlock between 1 and your available stake.")
+                .with(json!({"available_minor": available, "requested_minor": amount})));
+        }
+        let available_at = self.now.plus_s(self.config.windows.stake_cooldown_s);
+        stake.unlock = Some(Unlock { amount, requested_at: self.now, available_at });
+        self.put_stake(&stake);
+        let body = json!({"member": me, "unlock_minor": amount, "available_at_ms": available_at});
+        self.event(command, "stake.unlock_requested", body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn stake_withdraw(&mut self, command: &Command) -> Step {
+        let me = command.actor.id.clone();
+        let mut stake = self.stake_record(&me);
+        let Some(unlock) = stake.unlock.clone() else {
+            return refuse(Code::StakeNotUnlocked, "Ask to unlock stake first; it can be withdrawn after the cooldown.");
+        };
+        if stake.open_disputes > 0 {
+            return Err(Refusal::new(Code::StakeDisputeOpen, "Stake cannot be withdrawn while a dispute is open against you.")
+                .with(json!({"open_disputes": stake.open_disputes})));
+        }
+        if self.now < unlock.available_at {
+            return Err(Refusal::new(Code::StakeCooldown, "The unlock cooldown has not passed yet.")
+                .with(json!({"available_at_ms": unlock.available_at})));
+        }
+        let stake_account = AccountId::stake_of(&me);
+        let amount = Amount(unlock.amount.0.min(self.available(&stake_account).0));
+        let mut body = json!({"member": me, "withdrawn_minor": amount});
+        if amount.0 > 0 {
+            let tid = TransferId(format!("tr_{}_unstake", self.snap.head.seq + 1));
+            self.post_plain(command, tid.clone(), stake_account, AccountId::of_member(&me), amount, TransferKind::Unstake);
+            body["transfer"] = json!(tid);
+        }
+        stake.unlock = None;
+        self.put_stake(&stake);
+        self.event(command, "stake.withdrawn", body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn stake_view(&self, member: &MemberId) -> serde_json::Value {
+        let stake = self.stake_record(member);
+        let account = self.snap.accounts.get(&AccountId::stake_of(member));
+        json!({"member": member, "balance_minor": account.map(|a| a.balance()).unwrap_or(0) as i64,
+            "frozen_minor": account.map(|a| a.debits_pending).unwrap_or(0),
+            "open_disputes": stake.open_disputes, "unlock": stake.unlock})
+    }
+}

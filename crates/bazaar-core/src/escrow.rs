@@ -1,0 +1,509 @@
+//! Escrowed contracts: a buyer funds milestones up front as holds on its own
+//! account, the seller delivers, and each milestone is released (posted) to
+//! the seller once — on the buyer's word or when the review window passes.
+//!
+//! Invariant, per contract, after every command:
+//! `total == held + released_net + fees + refunded`, where `held` is the sum
+//! of milestones whose hold is still pending. Nothing moves on a milestone
+//! while a dispute is open on it; the dispute's execution resolves its hold.
+
+use crate::apply::{refuse, Batch, Step};
+use crate::command::Command;
+use crate::crypto::sha256_hex;
+use crate::model::*;
+use crate::refusal::{Code, Refusal};
+use bazaar_types::limits::{
+    CONTRACT_MILESTONES_MAX, MILESTONE_DESCRIPTION_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
+};
+use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp, TransferId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// A milestone as the buyer asks for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MilestoneSpec {
+    pub amount: Amount,
+    pub description: String,
+    pub due_at: Timestamp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContractState {
+    /// Funded, waiting for the seller.
+    Offered,
+    Accepted,
+    Declined,
+    Cancelled,
+    /// Every milestone released or resolved.
+    Completed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MilestoneState {
+    Pending,
+    Delivered,
+    Released,
+    /// A dispute froze it before release; its execution resolves it.
+    Disputed,
+    /// A dispute's execution paid it out (in part or whole) and refunded the rest.
+    Resolved,
+    /// Declined or cancelled before acceptance; the hold went back to the buyer.
+    Voided,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Milestone {
+    pub index: u32,
+    pub amount: Amount,
+    pub description: String,
+    pub due_at: Timestamp,
+    pub hold: HoldId,
+    pub state: MilestoneState,
+    pub delivered_at: Option<Timestamp>,
+    pub evidence_sha256: Option<String>,
+    /// When a delivered milestone is released if the buyer stays silent.
+    pub review_deadline: Option<Timestamp>,
+    pub released_at: Option<Timestamp>,
+    /// The release receipt, returned again to anyone who asks twice.
+    pub release: Option<serde_json::Value>,
+    pub dispute: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contract {
+    pub id: String,
+    pub buyer: MemberId,
+    pub seller: MemberId,
+    pub arbiter: MemberId,
+    pub total: Amount,
+    pub terms_sha256: String,
+    pub review_window_s: u64,
+    pub state: ContractState,
+    pub milestones: Vec<Milestone>,
+    pub created_at: Timestamp,
+    pub accepted_at: Option<Timestamp>,
+    pub released_net: Amount,
+    pub fees: Amount,
+    pub refunded: Amount,
+}
+
+impl Contract {
+    /// Units still held for this contract (milestones whose hold is pending).
+    pub fn held(&self) -> Amount {
+        let held = self
+            .milestones
+            .iter()
+            .filter(|m| matches!(m.state, MilestoneState::Pending | MilestoneState::Delivered | MilestoneState::Disputed))
+            .map(|m| m.amount.0)
+            .sum();
+        Amount(held)
+    }
+
+    /// `total == held + released_net + fees + refunded`.
+    pub fn balanced(&self) -> bool {
+        let sum = self.held().0 as u128 + self.released_net.0 as u128 + self.fees.0 as u128 + self.refunded.0 as u128;
+        sum == self.total.0 as u128
+    }
+
+    /// When the sweeper must next look: the earliest review deadline.
+    pub fn due_at(&self) -> Option<Timestamp> {
+        if self.state != ContractState::Accepted {
+            return None;
+        }
+        self.milestones.iter().filter(|m| m.state == MilestoneState::Delivered).filter_map(|m| m.review_deadline).min()
+    }
+
+    pub fn to_row(&self) -> DocRow {
+        DocRow {
+            kind: DocKind::Contract,
+            id: self.id.clone(),
+            body: serde_json::to_value(self).expect("contracts serialize"),
+            due_at: self.due_at(),
+            parties: vec![self.buyer.clone(), self.seller.clone(), self.arbiter.clone()],
+        }
+    }
+
+    pub fn from_row(row: &DocRow) -> Contract {
+        serde_json::from_value(row.body.clone()).expect("stored contracts parse")
+    }
+
+    pub fn view(&self) -> serde_json::Value {
+        let mut body = serde_json::to_value(self).expect("contracts serialize");
+        body["held_minor"] = json!(self.held());
+        body
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "act", rename_all = "snake_case")]
+pub enum ContractAct {
+    Accept,
+    Decline,
+    Cancel,
+    Deliver { milestone: u32, evidence_sha256: String },
+    Release { milestone: u32 },
+    /// The sweeper: release every delivered milestone whose review window passed.
+    Advance,
+}
+
+impl ContractAct {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ContractAct::Accept => "contract_accept",
+            ContractAct::Decline => "contract_decline",
+            ContractAct::Cancel => "contract_cancel",
+            ContractAct::Deliver { .. } => "milestone_deliver",
+            ContractAct::Release { .. } => "milestone_release",
+            ContractAct::Advance => "contract_advance",
+        }
+    }
+}
+
+/// `ctr_` + 32 hex chars of SHA-256 over the three parties and the buyer's
+/// idempotency key: a retried create lands on the same contract.
+pub fn contract_id_for(buyer: &MemberId, seller: &MemberId, arbiter: &MemberId, key: &str) -> String {
+    let digest = sha256_hex(format!("bazaar-contract-v1\n{buyer}\n{seller}\n{arbiter}\n{key}").as_bytes());
+    format!("ctr_{}", &digest[..32])
+}
+
+pub fn milestone_hold(contract: &str, index: u32) -> HoldId {
+    HoldId(format!("hold_{contract}_m{index}"))
+}
+
+pub(crate) fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl Batch<'_> {
+    pub(crate) fn contract(&self, id: &str) -> Option<Contract> {
+        self.snap.docs.get(&(DocKind::Contract, id.to_string())).map(Contract::from_row)
+    }
+
+    pub(crate) fn put_contract(&mut self, contract: &Contract, new: bool) {
+        assert!(contract.balanced(), "escrow out of balance on {}", contract.id);
+        self.put_doc(contract.to_row(), new);
+    }
+
+    pub(crate) fn create_contract(
+        &mut self,
+        command: &Command,
+        seller: &MemberId,
+        arbiter: &MemberId,
+        specs: &[MilestoneSpec],
+        terms: &str,
+        review_window_s: u64,
+    ) -> Step {
+        let buyer = command.actor.clone();
+        if buyer.kind != MemberKind::Agent {
+            return refuse(Code::NotPermitted, "Only an agent opens a contract, on its own budget.");
+        }
+        let Some(idem) = &command.idem else {
+            return refuse(Code::IdempotencyKeyRequired, "Creating a contract needs an Idempotency-Key.");
+        };
+        if specs.is_empty() || specs.len() > CONTRACT_MILESTONES_MAX {
+            return Err(Refusal::new(Code::MilestonesInvalid, "A contract has 1 to 16 milestones.")
+                .with(json!({"milestones": specs.len(), "max": CONTRACT_MILESTONES_MAX})));
+        }
+        let mut total = Amount::ZERO;
+        for (index, spec) in specs.iter().enumerate() {
+            if spec.amount.0 == 0 || spec.amount.0 > bazaar_types::limits::AMOUNT_MINOR_MAX {
+                return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone's amount is at least 1 minor unit.")
+                    .with(json!({"milestone": index})));
+            }
+            if spec.description.is_empty() || spec.description.len() > MILESTONE_DESCRIPTION_LEN_MAX {
+                return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone needs a description of 1 to 500 bytes.")
+                    .with(json!({"milestone": index})));
+            }
+            if spec.due_at <= self.now {
+                return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone's due date must be in the future.")
+                    .with(json!({"milestone": index, "due_at_ms": spec.due_at})));
+            }
+            total = total.checked_add(spec.amount).unwrap_or(Amount(u64::MAX));
+        }
+        if total.0 > bazaar_types::limits::AMOUNT_MINOR_MAX {
+            return refuse(Code::AmountInvalid, "The contract total is above the largest amount one request may move.");
+        }
+        if !is_sha256_hex(terms) {
+            return refuse(Code::InvalidRequest, "`terms_sha256` is the SHA-256 of the terms, as 64 lowercase hex chars.");
+        }
+        if !(REVIEW_WINDOW_S_MIN..=REVIEW_WINDOW_S_MAX).contains(&review_window_s) {
+            return Err(Refusal::new(Code::InvalidRequest, "The review window is outside the registry's bounds.").with(
+                json!({"review_window_s": review_window_s, "min": REVIEW_WINDOW_S_MIN, "max": REVIEW_WINDOW_S_MAX}),
+            ));
+        }
+        let seller_member = self.member(seller)?;
+        if seller_member.kind != MemberKind::Agent {
+            return refuse(Code::NotAnAgent, "Contracts are made with seller agents.");
+        }
+        if seller == &buyer.id || seller_member.principal() == buyer.principal() {
+            return refuse(Code::NotPermitted, "An agent cannot contract with itself or an agent of its own owner.");
+        }
+        let arbiter_member = self.member(arbiter)?;
+        let principals = [buyer.principal(), seller_member.principal()];
+        if arbiter == &buyer.id || arbiter == seller || principals.contains(&arbiter_member.principal()) {
+            return refuse(Code::ArbiterInvalid, "The arbiter must be neither party nor act for either party's owner.");
+        }
+        let id = crate::escrow::contract_id_for(&buyer.id, seller, arbiter, &idem.key);
+        if let Some(existing) = self.contract(&id) {
+            return Err(Refusal::new(
+                Code::ContractExists,
+                "A contract with these parties and this Idempotency-Key already exists; it is attached.",
+            )
+            .with(existing.view()));
+        }
+        let account = AccountId::of_member(&buyer.id);
+        self.check_available(&account, total)?;
+        let budget = self.snap.budgets.get(&buyer.id).cloned().unwrap_or_else(|| Budget::zero(buyer.id.clone()));
+        crate::apply::check_ceilings(&budget, total, self.now)?;
+        self.put_budget(crate::apply::spend(budget, total, self.now));
+        let mut milestones = Vec::new();
+        for (index, spec) in specs.iter().enumerate() {
+            let hold = milestone_hold(&id, index as u32);
+            self.open_hold(hold.clone(), account.clone(), spec.amount, Timestamp::NEVER);
+            milestones.push(Milestone {
+                index: index as u32,
+                amount: spec.amount,
+                description: spec.description.clone(),
+                due_at: spec.due_at,
+                hold,
+                state: MilestoneState::Pending,
+                delivered_at: None,
+                evidence_sha256: None,
+                review_deadline: None,
+                released_at: None,
+                release: None,
+                dispute: None,
+            });
+        }
+        let contract = Contract {
+            id: id.clone(),
+            buyer: buyer.id.clone(),
+            seller: seller.clone(),
+            arbiter: arbiter.clone(),
+            total,
+            terms_sha256: terms.to_string(),
+            review_window_s,
+            state: ContractState::Offered,
+            milestones,
+            created_at: self.now,
+            accepted_at: None,
+            released_net: Amount::ZERO,
+            fees: Amount::ZERO,
+            refunded: Amount::ZERO,
+        };
+        self.put_contract(&contract, true);
+        let body = contract.view();
+        self.event(
+            command,
+            "contract.created",
+            json!({"contract": id, "buyer": buyer.id, "seller": seller, "arbiter": arbiter, "total_minor": total,
+                "milestones": specs.len(), "terms_sha256": terms}),
+        );
+        Ok(body)
+    }
+
+    pub(crate) fn contract_act(
+        &mut self,
+        command: &Command,
+        id: &str,
+        buyer: &MemberId,
+        seller: &MemberId,
+        act: &ContractAct,
+    ) -> Step {
+        let Some(mut contract) = self.contract(id) else {
+            return refuse(Code::ContractNotFound, format!("No contract {id} on this registry."));
+        };
+        if &contract.buyer != buyer || &contract.seller != seller {
+            return refuse(Code::InvalidRequest, "The contract's parties do not match the request; read it again.");
+        }
+        let actor = &command.actor;
+        let is_buyer = actor.id == contract.buyer || self.owner_of(&contract.buyer) == Some(&actor.id);
+        let is_seller = actor.id == contract.seller || self.owner_of(&contract.seller) == Some(&actor.id);
+        let is_registry = actor.kind == MemberKind::Registry;
+        match act {
+            ContractAct::Accept | ContractAct::Decline => {
+                if !is_seller {
+                    return refuse(Code::NotParty, "Only the seller (or its owner) accepts or declines a contract.");
+                }
+                if contract.state != ContractState::Offered {
+                    return Err(Refusal::new(Code::ContractState, "The contract is no longer waiting for the seller.")
+                        .with(json!({"state": contract.state})));
+                }
+                if matches!(act, ContractAct::Accept) {
+                    contract.state = ContractState::Accepted;
+                    contract.accepted_at = Some(self.now);
+                    self.put_contract(&contract, false);
+                    self.event(command, "contract.accepted", json!({"contract": id}));
+                    return Ok(contract.view());
+                }
+                self.void_contract(command, contract, ContractState::Declined)
+            }
+            ContractAct::Cancel => {
+                if !is_buyer {
+                    return refuse(Code::NotParty, "Only the buyer (or its owner) cancels a contract.");
+                }
+                if contract.state != ContractState::Offered {
+                    return Err(Refusal::new(
+                        Code::ContractState,
+                        "Only a contract the seller has not accepted can be cancelled; after that, dispute it.",
+                    )
+                    .with(json!({"state": contract.state})));
+                }
+                self.void_contract(command, contract, ContractState::Cancelled)
+            }
+            ContractAct::Deliver { milestone, evidence_sha256 } => {
+                if !is_seller {
+                    return refuse(Code::NotParty, "Only the seller (or its owner) marks a milestone delivered.");
+                }
+                if !is_sha256_hex(evidence_sha256) {
+                    return refuse(Code::InvalidRequest, "`evidence_sha256` is 64 lowercase hex chars.");
+                }
+                self.check_active(&contract)?;
+                let index = self.milestone_index(&contract, *milestone)?;
+                let m = &contract.milestones[index];
+                if m.state != MilestoneState::Pending {
+                    return Err(Refusal::new(Code::MilestoneState, "Only a pending milestone can be marked delivered.")
+                        .with(json!({"milestone": milestone, "state": m.state})));
+                }
+                let deadline = self.now.plus_s(contract.review_window_s);
+                let m = &mut contract.milestones[index];
+                m.state = MilestoneState::Delivered;
+                m.delivered_at = Some(self.now);
+                m.evidence_sha256 = Some(evidence_sha256.clone());
+                m.review_deadline = Some(deadline);
+                self.put_contract(&contract, false);
+                let body = json!({"contract": id, "milestone": milestone, "evidence_sha256": evidence_sha256,
+                    "review_deadline_ms": deadline});
+                self.event(command, "milestone.delivered", body.clone());
+                Ok(body)
+            }
+            ContractAct::Release { milestone } => {
+                if !is_buyer {
+                    return refuse(Code::NotParty, "Only the buyer (or its owner) releases a milestone.");
+                }
+                let index = self.milestone_index(&contract, *milestone)?;
+                self.release(command, contract, index, false)
+            }
+            ContractAct::Advance => {
+                if !is_registry {
+                    return refuse(Code::NotPermitted, "Only the registry's sweeper advances contracts.");
+                }
+                let due: Vec<usize> = contract
+                    .milestones
+                    .iter()
+                    .filter(|m| m.state == MilestoneState::Delivered && m.review_deadline.is_some_and(|d| d <= self.now))
+                    .map(|m| m.index as usize)
+                    .collect();
+                let mut released = Vec::new();
+                for index in due {
+                    let receipt = self.release(command, contract.clone(), index, true)?;
+                    released.push(receipt);
+                    contract = self.contract(id).expect("just written");
+                }
+                Ok(json!({"contract": id, "released": released}))
+            }
+        }
+    }
+
+    fn check_active(&self, contract: &Contract) -> Result<(), Refusal> {
+        if contract.state != ContractState::Accepted {
+            return Err(Refusal::new(Code::ContractState, "The contract is not in force (accepted by the seller).")
+                .with(json!({"state": contract.state})));
+        }
+        Ok(())
+    }
+
+    fn milestone_index(&self, contract: &Contract, milestone: u32) -> Result<usize, Refusal> {
+        if (milestone as usize) < contract.milestones.len() {
+            Ok(milestone as usize)
+        } else {
+            Err(Refusal::new(Code::MilestoneNotFound, "No such milestone in this contract.")
+                .with(json!({"milestone": milestone, "milestones": contract.milestones.len()})))
+        }
+    }
+
+    /// Posts a milestone's hold to the seller, less the fee. Runs at most once
+    /// per milestone: a second ask is refused with the original receipt attached.
+    fn release(&mut self, command: &Command, mut contract: Contract, index: usize, automatic: bool) -> Step {
+        let m = contract.milestones[index].clone();
+        match m.state {
+            MilestoneState::Delivered => {}
+            MilestoneState::Released => {
+                return Err(Refusal::new(
+                    Code::MilestoneAlreadyReleased,
+                    "This milestone was already released; it pays once. The original release is attached.",
+                )
+                .with(m.release.clone().unwrap_or_default()))
+            }
+            MilestoneState::Disputed => {
+                return Err(Refusal::new(
+                    Code::MilestoneDisputed,
+                    "A dispute is open on this milestone; nothing moves until its ruling is executed.",
+                )
+                .with(json!({"dispute": m.dispute})))
+            }
+            MilestoneState::Pending => {
+                return refuse(Code::MilestoneState, "The seller has not marked this milestone delivered yet.")
+            }
+            MilestoneState::Resolved | MilestoneState::Voided => {
+                return Err(Refusal::new(Code::MilestoneState, "This milestone is closed.")
+                    .with(json!({"state": m.state, "dispute": m.dispute})))
+            }
+        }
+        self.check_active(&contract)?;
+        let hold = self.snap.holds.get(&m.hold).cloned().expect("milestone holds are loaded");
+        let fee = m.amount.fee_bps(self.config.fee_bps);
+        let net = m.amount.checked_sub(fee).expect("fee within amount");
+        let prefix = format!("tr_{}_m{}", contract.id, m.index);
+        let legs = [
+            (AccountId::of_member(&contract.seller), net, TransferKind::Release, TransferId(format!("{prefix}_rel"))),
+            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{prefix}_fee"))),
+        ];
+        let (link, transfers) = self.post_hold(command, hold, &legs, Some(&contract.buyer));
+        contract.released_net = contract.released_net.checked_add(net).expect("within total");
+        contract.fees = contract.fees.checked_add(fee).expect("within total");
+        let receipt = json!({"contract": contract.id, "milestone": m.index, "amount_minor": m.amount, "net_minor": net,
+            "fee_minor": fee, "seller": contract.seller, "transfers": transfers, "link": link,
+            "released_at_ms": self.now, "automatic": automatic});
+        let slot = &mut contract.milestones[index];
+        slot.state = MilestoneState::Released;
+        slot.released_at = Some(self.now);
+        slot.release = Some(receipt.clone());
+        self.maybe_complete(&mut contract);
+        self.put_contract(&contract, false);
+        self.event(command, "milestone.released", receipt.clone());
+        Ok(receipt)
+    }
+
+    pub(crate) fn maybe_complete(&self, contract: &mut Contract) {
+        let open = contract
+            .milestones
+            .iter()
+            .any(|m| matches!(m.state, MilestoneState::Pending | MilestoneState::Delivered | MilestoneState::Disputed));
+        if contract.state == ContractState::Accepted && !open {
+            contract.state = ContractState::Completed;
+        }
+    }
+
+    fn void_contract(&mut self, command: &Command, mut contract: Contract, end: ContractState) -> Step {
+        for index in 0..contract.milestones.len() {
+            let m = contract.milestones[index].clone();
+            assert_eq!(m.state, MilestoneState::Pending, "an offered contract has only pending milestones");
+            let hold = self.snap.holds.get(&m.hold).cloned().expect("milestone holds are loaded");
+            self.post_hold(command, hold, &[], Some(&contract.buyer));
+            contract.refunded = contract.refunded.checked_add(m.amount).expect("within total");
+            contract.milestones[index].state = MilestoneState::Voided;
+        }
+        contract.state = end;
+        self.put_contract(&contract, false);
+        let kind = if end == ContractState::Declined { "contract.declined" } else { "contract.cancelled" };
+        self.event(command, kind, json!({"contract": contract.id, "released_minor": contract.total}));
+        Ok(contract.view())
+    }
+
+    fn owner_of(&self, member: &MemberId) -> Option<&MemberId> {
+        self.snap.members.get(member).and_then(|m| m.owner.as_ref())
+    }
+}
