@@ -21,6 +21,14 @@ const PER_CALL_MAX_MINOR: u64 = 1_000;
 const PRICE_MINOR: u64 = 250;
 /// Quarter-intervals the expired-token attack waits for the sweeper (about 5 sweeps).
 const SWEEP_WAITS_MAX: usize = 20;
+/// Dispute attacks that must outwait a phase do so only on registries whose
+/// windows are this short (serve with `--answer-window-s 2` and friends);
+/// on others they stop with an error saying so.
+pub const PHASE_WAIT_S_MAX: u64 = 30;
+/// A milestone's price in the escrow attacks.
+const MILESTONE_MINOR: u64 = 400;
+/// Stake the merchant locks in the stake attack.
+const STAKE_MINOR: u64 = 100;
 
 /// The parties an attack plays with, freshly enrolled for it.
 pub struct Cast {
@@ -29,7 +37,9 @@ pub struct Cast {
     pub buyer: Client,
     pub merchant: Client,
     pub merchant_handle: String,
+    pub merchant_key: ed25519_dalek::SigningKey,
     pub other_merchant: Client,
+    pub other_handle: String,
     tag: String,
 }
 
@@ -58,6 +68,19 @@ pub const CATALOGUE: &[Attack] = &[
     Attack { name: "other-merchant", expect: Code::NotAudience, run: |c| Box::pin(other_merchant(c)) },
     Attack { name: "forged-token", expect: Code::TokenSignatureInvalid, run: |c| Box::pin(forged_token(c)) },
     Attack { name: "invite-reuse", expect: Code::InviteUsed, run: |c| Box::pin(invite_reuse(c)) },
+    Attack {
+        name: "double-release",
+        expect: Code::MilestoneAlreadyReleased,
+        run: |c| Box::pin(double_release(c)),
+    },
+    Attack { name: "release-disputed", expect: Code::MilestoneDisputed, run: |c| Box::pin(release_disputed(c)) },
+    Attack { name: "dispute-unpaid", expect: Code::NotDisputable, run: |c| Box::pin(dispute_unpaid(c)) },
+    Attack { name: "dispute-foreign", expect: Code::NotParty, run: |c| Box::pin(dispute_foreign(c)) },
+    Attack { name: "evidence-stranger", expect: Code::NotParty, run: |c| Box::pin(evidence_stranger(c)) },
+    Attack { name: "party-rules", expect: Code::PartyCannotRule, run: |c| Box::pin(party_rules(c)) },
+    Attack { name: "second-execution", expect: Code::DisputeExecuted, run: |c| Box::pin(second_execution(c)) },
+    Attack { name: "stake-withdraw", expect: Code::StakeDisputeOpen, run: |c| Box::pin(stake_withdraw(c)) },
+    Attack { name: "late-appeal", expect: Code::AppealWindowClosed, run: |c| Box::pin(late_appeal(c)) },
 ];
 
 impl Attack {
@@ -134,7 +157,10 @@ async fn cast(operator: &Client, attack: &str) -> Result<Cast> {
         &bazaar_server::random_b64(6).to_lowercase().replace(['-', '_'], "x")
     );
     let (owner, buyer) = enroll_pair(operator, &format!("own-{tag}"), &format!("buy-{tag}")).await?;
-    let (_, merchant) = enroll_pair(operator, &format!("sown-{tag}"), &format!("shop-{tag}")).await?;
+    let merchant_key = generate_key();
+    let (_, merchant) =
+        crate::demo::enroll_pair_with_key(operator, &format!("sown-{tag}"), &format!("shop-{tag}"), &merchant_key)
+            .await?;
     let (_, other_merchant) = enroll_pair(operator, &format!("oown-{tag}"), &format!("rival-{tag}")).await?;
     let owner_id = owner.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
     operator.mint(&owner_id, FUNDS_MINOR, &format!("attack-mint-{tag}")).await?;
@@ -146,7 +172,9 @@ async fn cast(operator: &Client, attack: &str) -> Result<Cast> {
         buyer,
         merchant,
         merchant_handle: format!("shop-{tag}"),
+        merchant_key,
         other_merchant,
+        other_handle: format!("rival-{tag}"),
         tag,
     })
 }
@@ -161,6 +189,8 @@ async fn balances(cast: &Cast) -> Result<Balances> {
         let me = party.me().await?;
         out.push(json!([me["balance_minor"], me["available_minor"], me["budget"]["spent_total_minor"]]));
     }
+    let stake = cast.merchant.stake(&cast.merchant_handle).await?;
+    out.push(json!([stake["balance_minor"], stake["frozen_minor"], stake["open_disputes"]]));
     Ok(Balances(out))
 }
 
@@ -302,6 +332,139 @@ async fn invite_reuse(cast: &Cast) -> Result<Measured> {
     cast.owner.redeem_invite(&invite, &generate_key(), &format!("first-{}", cast.tag)).await?;
     measured!(cast, "redeem an invite code a second time", async {
         cast.owner.redeem_invite(&invite, &generate_key(), &format!("second-{}", cast.tag)).await
+    })
+}
+
+// ---- escrow, disputes, stake -------------------------------------------------------
+
+/// A funded, accepted one-milestone contract from the buyer to the merchant,
+/// delivered; `arbiter` defaults to the dispute desk.
+async fn delivered_contract(cast: &Cast, arbiter: Option<&str>) -> Result<String> {
+    let due = crate::runtime_now_ms() + 86_400_000;
+    let key = format!("contract-{}", cast.tag);
+    let created = cast
+        .buyer
+        .create_contract(&cast.merchant_handle, arbiter, &[(MILESTONE_MINOR, "restock", due)], "terms", None, &key)
+        .await?;
+    let id = created.body["id"].as_str().context("contract id")?.to_string();
+    cast.merchant.contract_act(&id, "accept").await?;
+    cast.merchant.deliver(&id, 0, b"delivery note").await?;
+    Ok(id)
+}
+
+async fn milestone_dispute(cast: &Cast, contract: &str) -> Result<String> {
+    let subject = json!({"type": "milestone", "contract": contract, "index": 0});
+    let filed = cast.buyer.file_dispute(subject, "not_as_described", MILESTONE_MINOR, "wrong colour").await?;
+    filed.body["id"].as_str().map(str::to_string).context("dispute id")
+}
+
+async fn call_dispute(cast: &Cast, order: &str) -> Result<String> {
+    paid_order(cast, order).await?;
+    let subject = json!({"type": "call", "merchant": cast.merchant_handle, "order_id": order});
+    let filed = cast.buyer.file_dispute(subject, "not_delivered", PRICE_MINOR, "nothing came back").await?;
+    filed.body["id"].as_str().map(str::to_string).context("dispute id")
+}
+
+/// Waits until the dispute leaves `phase` (the sweeper acts on deadlines), if
+/// the registry's deadline is near enough to wait for.
+async fn outwait(cast: &Cast, client: &Client, dispute: &str, phase: &str) -> Result<Value> {
+    let started = std::time::Instant::now();
+    loop {
+        let record = client.dispute(dispute).await?;
+        if record["phase"] != phase {
+            return Ok(record);
+        }
+        let deadline = record["deadline"].as_i64().unwrap_or(i64::MAX);
+        let wait_ms = deadline.saturating_sub(crate::runtime_now_ms());
+        ensure!(
+            wait_ms <= (PHASE_WAIT_S_MAX * 1000) as i64,
+            "this attack outwaits the {phase} phase, whose deadline is {} s away; run it against a registry \
+             with short windows (serve --answer-window-s 2 --evidence-window-s 2 --appeal-window-s 2)",
+            wait_ms / 1000
+        );
+        ensure!(started.elapsed().as_secs() <= 2 * PHASE_WAIT_S_MAX, "the sweeper did not advance {dispute}");
+        let _ = cast;
+        tokio::time::sleep(std::time::Duration::from_millis(bazaar_types::limits::SWEEP_INTERVAL_MS / 2)).await;
+    }
+}
+
+async fn double_release(cast: &Cast) -> Result<Measured> {
+    let id = delivered_contract(cast, None).await?;
+    cast.buyer.release(&id, 0, None).await?;
+    measured!(cast, "release a milestone that was already released, under a fresh key", async {
+        cast.buyer.release(&id, 0, Some("another-key")).await.map(|a| a.body)
+    })
+}
+
+async fn release_disputed(cast: &Cast) -> Result<Measured> {
+    let id = delivered_contract(cast, None).await?;
+    milestone_dispute(cast, &id).await?;
+    measured!(cast, "release a milestone while a dispute on it is open", async {
+        cast.buyer.release(&id, 0, None).await.map(|a| a.body)
+    })
+}
+
+async fn dispute_unpaid(cast: &Cast) -> Result<Measured> {
+    let subject = json!({"type": "call", "merchant": cast.merchant_handle, "order_id": "never-paid"});
+    measured!(cast, "dispute an order that was never paid", async {
+        cast.buyer.file_dispute(subject, "not_delivered", PRICE_MINOR, "").await.map(|a| a.body)
+    })
+}
+
+async fn dispute_foreign(cast: &Cast) -> Result<Measured> {
+    paid_order(cast, "order-1").await?;
+    let subject = json!({"type": "call", "merchant": cast.merchant_handle, "order_id": "order-1"});
+    measured!(cast, "dispute a paid call someone else bought (to freeze a rival's funds)", async {
+        cast.other_merchant.file_dispute(subject, "not_delivered", PRICE_MINOR, "").await.map(|a| a.body)
+    })
+}
+
+async fn evidence_stranger(cast: &Cast) -> Result<Measured> {
+    let dispute = call_dispute(cast, "order-1").await?;
+    let stranger_key = generate_key();
+    measured!(cast, "add evidence to a dispute one is not party to", async {
+        cast.other_merchant.add_evidence(&dispute, &stranger_key, b"fake receipt", None).await.map(|a| a.body)
+    })
+}
+
+async fn party_rules(cast: &Cast) -> Result<Measured> {
+    let dispute = call_dispute(cast, "order-1").await?;
+    measured!(cast, "the respondent rules on its own dispute (reject the claim)", async {
+        cast.merchant.rule(&dispute, "reject", 0, 0, "I did nothing wrong").await.map(|a| a.body)
+    })
+}
+
+async fn second_execution(cast: &Cast) -> Result<Measured> {
+    let dispute = call_dispute(cast, "order-1").await?;
+    // The merchant stays silent: past the answer deadline the sweeper executes a default ruling.
+    let record = outwait(cast, &cast.buyer, &dispute, "filed").await?;
+    ensure!(record["phase"] == "executed", "expected a default execution, got {}", record["phase"]);
+    measured!(cast, "execute a dispute's ruling a second time", async {
+        cast.buyer.execute_dispute(&dispute, Some("again")).await.map(|a| a.body)
+    })
+}
+
+async fn stake_withdraw(cast: &Cast) -> Result<Measured> {
+    paid_order(cast, "order-0").await?;
+    cast.merchant.stake_lock(STAKE_MINOR, &format!("lock-{}", cast.tag)).await?;
+    cast.merchant.stake_unlock(STAKE_MINOR, &format!("unlock-{}", cast.tag)).await?;
+    call_dispute(cast, "order-1").await?;
+    measured!(cast, "withdraw stake while a dispute against the merchant is open", async {
+        cast.merchant.stake_withdraw(&format!("withdraw-{}", cast.tag)).await.map(|a| a.body)
+    })
+}
+
+async fn late_appeal(cast: &Cast) -> Result<Measured> {
+    // The rival merchant's agent is a neutral arbiter for this contract.
+    let arbiter = cast.other_merchant.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    let id = delivered_contract(cast, Some(&arbiter)).await?;
+    let dispute = milestone_dispute(cast, &id).await?;
+    cast.merchant.add_evidence(&dispute, &cast.merchant_key, b"signed delivery receipt", None).await?;
+    outwait(cast, &cast.buyer, &dispute, "evidence").await?;
+    cast.other_merchant.rule(&dispute, "reject", 0, 0, "delivery receipt is signed").await?;
+    outwait(cast, &cast.buyer, &dispute, "appealable").await?;
+    measured!(cast, "appeal a ruling after the appeal window closed", async {
+        cast.buyer.appeal(&dispute).await.map(|a| a.body)
     })
 }
 

@@ -6,8 +6,9 @@
 //! the merchant "crashes" once after settling and once before answering; one
 //! request above the per-call ceiling is refused. The summary proves one debit
 //! per order, the work run once per order, conservation, and a passing audit.
+//! Then the escrow chapter ([`crate::demo_escrow`]) runs on the same registry.
 
-use crate::runtime::{registry_config, SystemClock};
+use crate::runtime::registry_config;
 use anyhow::{ensure, Context, Result};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
@@ -47,6 +48,8 @@ pub struct StoryReport {
     pub consumed_token_verify: serde_json::Value,
     pub audit_ok: bool,
     pub balance_sum_minor: i128,
+    /// The escrow chapter, run after the paid calls on the same registry.
+    pub escrow: Option<crate::demo_escrow::EscrowReport>,
 }
 
 pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
@@ -63,7 +66,11 @@ pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
     if json_output {
         println!("{}", serde_json::to_string(&report)?);
     }
-    let ok = report.audit_ok && report.settlements == report.calls as u64 && report.work_runs == report.calls as u64;
+    let escrow_ok = report.escrow.as_ref().is_some_and(|e| e.second_execution_code == "dispute_executed");
+    let ok = report.audit_ok
+        && escrow_ok
+        && report.settlements == report.calls as u64
+        && report.work_runs == report.calls as u64;
     Ok(if ok { 0 } else { 1 })
 }
 
@@ -71,6 +78,7 @@ pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
 pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> Result<StoryReport> {
     let local = embedded_registry(dir, None).await?;
     let (state, registry_url, operator_credential) = (local.state, local.url, local.operator_credential);
+    let (desk_credential, clock) = (local.desk_credential, local.clock);
     let store = state.store.clone();
     say(format!("registry {} on {registry_url} (embedded SQLite, WAL, synchronous=FULL)", state.registry));
 
@@ -127,7 +135,26 @@ pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> R
             say(format!("  {i}/{calls} paid calls settled; work ran {} times", work_runs.load(Ordering::SeqCst)));
         }
     }
-    after_calls(&buyer, &merchant, &shop_url, calls, say, store, &work_runs, requests_sent, replayed_answers).await
+    let mut report =
+        after_calls(&buyer, &merchant, &shop_url, calls, say, store.clone(), &work_runs, requests_sent, replayed_answers)
+            .await?;
+    let local = LocalRegistry {
+        state,
+        url: registry_url,
+        operator_credential: operator.credential().unwrap_or_default().to_string(),
+        desk_credential,
+        clock,
+    };
+    report.escrow = Some(crate::demo_escrow::escrow_story(&local, say).await?);
+    let audit = bazaar_store::audit::audit(store.as_ref(), &|_| {}).await?;
+    report.audit_ok = audit.ok;
+    report.balance_sum_minor = audit.balance_sum_minor;
+    say(format!(
+        "\nafter both stories: Σ balances = {} (conserved)   audit: {}",
+        audit.balance_sum_minor,
+        if audit.ok { "passed" } else { "FAILED" }
+    ));
+    Ok(report)
 }
 
 fn report_crash(i: u32, order: &str, paid: &bazaar_sdk::client::PaidResponse, say: &dyn Fn(String)) {
@@ -234,6 +261,7 @@ async fn summary(
         consumed_token_verify,
         audit_ok: audit.ok,
         balance_sum_minor: audit.balance_sum_minor,
+        escrow: None,
     })
 }
 
@@ -242,30 +270,63 @@ pub struct LocalRegistry {
     pub state: Arc<bazaar_server::AppState>,
     pub url: String,
     pub operator_credential: String,
+    /// The dispute desk's credential, when this start created the registry.
+    pub desk_credential: Option<String>,
+    /// The registry's clock: the wall clock plus whatever the caller advanced.
+    pub clock: Arc<crate::runtime::OffsetClock>,
 }
 
 /// Opens (or creates) an embedded registry in `dir` and serves it. A fresh one
 /// takes `operator_credential`, or draws one.
 pub async fn embedded_registry(dir: &std::path::Path, operator_credential: Option<String>) -> Result<LocalRegistry> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    embedded_registry_with(dir, operator_credential, registry_config()).await
+}
+
+/// [`embedded_registry`] with the registry's settings (short dispute windows in tests).
+pub async fn embedded_registry_with(
+    dir: &std::path::Path,
+    operator_credential: Option<String>,
+    config: bazaar_core::apply::Config,
+) -> Result<LocalRegistry> {
+    let offset = Arc::new(crate::runtime::OffsetClock::default());
     let path = dir.join(crate::runtime::SQLITE_FILE);
-    let store: Arc<dyn Store> =
-        Arc::new(bazaar_store_sqlite::SqliteStore::open(path, registry_config(), clock.clone())?);
-    let booted = bazaar_server::boot(store, clock, registry_config(), operator_credential.clone()).await?;
+    let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(path, config.clone(), offset.clone())?);
+    local_registry(store, offset, config, operator_credential).await
+}
+
+/// Serves a registry on `store` (whose writer reads `clock`) on 127.0.0.1, with its sweeper.
+pub async fn local_registry(
+    store: Arc<dyn Store>,
+    offset: Arc<crate::runtime::OffsetClock>,
+    config: bazaar_core::apply::Config,
+    operator_credential: Option<String>,
+) -> Result<LocalRegistry> {
+    let clock: Arc<dyn Clock> = offset.clone();
+    let booted = bazaar_server::boot(store, clock, config, operator_credential.clone()).await?;
+    let desk_credential = booted.desk_credential.clone();
     let operator_credential = booted.operator_credential.or(operator_credential).context("an operator credential")?;
     bazaar_server::spawn_sweeper(booted.state.clone());
     let url = serve(bazaar_server::router(booted.state.clone())).await?;
-    Ok(LocalRegistry { state: booted.state, url, operator_credential })
+    Ok(LocalRegistry { state: booted.state, url, operator_credential, desk_credential, clock: offset })
 }
 
 /// Creates an owner and one agent enrolled through an invite; returns their clients.
 pub async fn enroll_pair(operator: &Client, owner_handle: &str, agent_handle: &str) -> Result<(Client, Client)> {
+    enroll_pair_with_key(operator, owner_handle, agent_handle, &generate_key()).await
+}
+
+/// [`enroll_pair`] with the agent's key chosen by the caller (to sign evidence later).
+pub async fn enroll_pair_with_key(
+    operator: &Client,
+    owner_handle: &str,
+    agent_handle: &str,
+    agent_key: &ed25519_dalek::SigningKey,
+) -> Result<(Client, Client)> {
     let owner_key = generate_key();
     let created = operator.create_owner(&owner_key, owner_handle).await?;
     let owner = operator.with_credential(created["credential"].as_str().unwrap_or_default());
     let invite = owner.issue_invite().await?;
-    let agent_key = generate_key();
-    let enrolled = operator.with_credential("").redeem_invite(&invite, &agent_key, agent_handle).await?;
+    let enrolled = operator.with_credential("").redeem_invite(&invite, agent_key, agent_handle).await?;
     Ok((owner, operator.with_credential(enrolled["credential"].as_str().unwrap_or_default())))
 }
 

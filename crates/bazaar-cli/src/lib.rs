@@ -3,7 +3,64 @@
 
 pub mod attack;
 pub mod demo;
+pub mod demo_escrow;
 pub mod runtime;
+
+/// Wall-clock milliseconds, for client-side commands (due dates, waits).
+pub fn runtime_now_ms() -> i64 {
+    bazaar_types::Clock::now(&runtime::SystemClock).ms()
+}
+
+/// Dispute phase deadlines and the stake cooldown this registry uses.
+#[derive(clap::Args, Clone, Debug)]
+pub struct WindowArgs {
+    /// Seconds after a paid call settles (or a milestone is released) that its buyer may dispute it.
+    #[arg(long, default_value_t = bazaar_types::limits::DISPUTE_CLAIM_WINDOW_S)]
+    pub claim_window_s: u64,
+    /// Seconds a respondent has to answer a dispute before losing by default.
+    #[arg(long, default_value_t = bazaar_types::limits::DISPUTE_ANSWER_S)]
+    pub answer_window_s: u64,
+    /// Seconds of the evidence phase.
+    #[arg(long, default_value_t = bazaar_types::limits::DISPUTE_EVIDENCE_S)]
+    pub evidence_window_s: u64,
+    /// Seconds an arbiter has to rule before it is replaced.
+    #[arg(long, default_value_t = bazaar_types::limits::DISPUTE_RULING_S)]
+    pub ruling_window_s: u64,
+    /// Seconds the losing side has to appeal a first ruling.
+    #[arg(long, default_value_t = bazaar_types::limits::DISPUTE_APPEAL_S)]
+    pub appeal_window_s: u64,
+    /// Seconds unlocked stake waits before it can be withdrawn.
+    #[arg(long, default_value_t = bazaar_types::limits::STAKE_COOLDOWN_S)]
+    pub stake_cooldown_s: u64,
+}
+
+impl WindowArgs {
+    /// The registry's windows, each checked against `DISPUTE_WINDOW_S_MIN..=DISPUTE_WINDOW_S_MAX`.
+    pub fn windows(&self) -> Result<bazaar_core::dispute::Windows, String> {
+        use bazaar_types::limits::{DISPUTE_WINDOW_S_MAX, DISPUTE_WINDOW_S_MIN};
+        let named = [
+            ("--claim-window-s", self.claim_window_s),
+            ("--answer-window-s", self.answer_window_s),
+            ("--evidence-window-s", self.evidence_window_s),
+            ("--ruling-window-s", self.ruling_window_s),
+            ("--appeal-window-s", self.appeal_window_s),
+            ("--stake-cooldown-s", self.stake_cooldown_s),
+        ];
+        for (flag, value) in named {
+            if !(DISPUTE_WINDOW_S_MIN..=DISPUTE_WINDOW_S_MAX).contains(&value) {
+                return Err(format!("{flag} {value} is outside {DISPUTE_WINDOW_S_MIN}..={DISPUTE_WINDOW_S_MAX} seconds"));
+            }
+        }
+        Ok(bazaar_core::dispute::Windows {
+            claim_s: self.claim_window_s,
+            answer_s: self.answer_window_s,
+            evidence_s: self.evidence_window_s,
+            ruling_s: self.ruling_window_s,
+            appeal_s: self.appeal_window_s,
+            stake_cooldown_s: self.stake_cooldown_s,
+        })
+    }
+}
 
 /// Where the embedded store lives and which database to use instead.
 #[derive(clap::Args, Clone)]

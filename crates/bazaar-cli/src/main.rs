@@ -59,6 +59,8 @@ enum Command {
     Serve {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        windows: bazaar_cli::WindowArgs,
         #[arg(long, default_value_t = DEFAULT_PORT)]
         port: u16,
         /// Operator credential to set on first start (otherwise one is drawn and written to <data-dir>/operator-credential).
@@ -171,8 +173,11 @@ enum Command {
     Attack {
         #[command(flatten)]
         remote: Remote,
-        /// Attack names; none means all.
+        /// Attack names; none (or --all) means the whole catalogue.
         names: Vec<String>,
+        /// Run the whole catalogue.
+        #[arg(long, conflicts_with = "names")]
+        all: bool,
         /// List the catalogue and exit.
         #[arg(long)]
         list: bool,
@@ -196,6 +201,27 @@ enum Command {
         remote: Remote,
         jti: String,
     },
+    /// Escrowed contracts: create, show, list, accept, decline, cancel, deliver, release.
+    Contract {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: ContractCmd,
+    },
+    /// Disputes: file, evidence, rule, appeal, execute, show (the timeline), list.
+    Dispute {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: DisputeCmd,
+    },
+    /// Merchant stake: lock, unlock (starts the cooldown), withdraw, show.
+    Stake {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: StakeCmd,
+    },
     /// Operator: read the hash-chained event ledger, a page at a time.
     Events {
         #[command(flatten)]
@@ -205,6 +231,211 @@ enum Command {
         #[arg(long, default_value_t = bazaar_types::limits::PAGE_LIMIT_MAX)]
         limit: usize,
     },
+}
+
+#[derive(Subcommand)]
+enum ContractCmd {
+    /// Buyer agent: open and fund a contract.
+    Create {
+        /// Seller agent (DID or handle).
+        #[arg(long)]
+        seller: String,
+        /// Arbiter (DID or handle); the registry's dispute desk by default.
+        #[arg(long)]
+        arbiter: Option<String>,
+        /// AMOUNT:DUE_IN_DAYS:DESCRIPTION, once per milestone, in order.
+        #[arg(long = "milestone", required = true)]
+        milestones: Vec<String>,
+        /// The terms text; only its SHA-256 is stored.
+        #[arg(long)]
+        terms: String,
+        #[arg(long)]
+        review_window_s: Option<u64>,
+        /// Idempotency key; reuse it when retrying (a retry finds the same contract).
+        #[arg(long)]
+        key: Option<String>,
+    },
+    Show {
+        id: String,
+    },
+    /// Contracts naming you (or --party, for an owner or the operator).
+    List {
+        #[arg(long)]
+        party: Option<String>,
+    },
+    Accept {
+        id: String,
+    },
+    Decline {
+        id: String,
+    },
+    Cancel {
+        id: String,
+    },
+    /// Seller: mark a milestone delivered; the evidence text is hashed.
+    Deliver {
+        id: String,
+        milestone: u32,
+        #[arg(long)]
+        evidence: String,
+    },
+    /// Buyer: release a delivered milestone to the seller.
+    Release {
+        id: String,
+        milestone: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum DisputeCmd {
+    /// Buyer (or its owner): dispute a paid call (--call MERCHANT:ORDER) or a milestone (--milestone CONTRACT:INDEX).
+    File {
+        #[arg(long, conflicts_with = "milestone")]
+        call: Option<String>,
+        #[arg(long)]
+        milestone: Option<String>,
+        /// not_delivered, not_as_described, defective, unauthorized or other.
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        claimed: u64,
+        #[arg(long, default_value = "")]
+        note: String,
+    },
+    /// A party: add evidence (its text is hashed and signed with your key).
+    Evidence {
+        id: String,
+        #[arg(long)]
+        key_file: PathBuf,
+        #[arg(long)]
+        content: String,
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// The assigned arbiter: refund_full, refund_partial or reject.
+    Rule {
+        id: String,
+        #[arg(long)]
+        decision: String,
+        #[arg(long, default_value_t = 0)]
+        refund: u64,
+        #[arg(long, default_value_t = 0)]
+        slash: u64,
+        #[arg(long)]
+        reasons: String,
+    },
+    Appeal {
+        id: String,
+    },
+    Execute {
+        id: String,
+    },
+    /// The dispute's record and timeline.
+    Show {
+        id: String,
+    },
+    List {
+        #[arg(long)]
+        party: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum StakeCmd {
+    Lock {
+        amount: u64,
+        #[arg(long)]
+        key: Option<String>,
+    },
+    Unlock {
+        amount: u64,
+        #[arg(long)]
+        key: Option<String>,
+    },
+    Withdraw {
+        #[arg(long)]
+        key: Option<String>,
+    },
+    Show {
+        member: String,
+    },
+}
+
+fn split_pair(text: &str, what: &str) -> Result<(String, String)> {
+    let (a, b) = text.rsplit_once(':').with_context(|| format!("{what} is A:B"))?;
+    Ok((a.to_string(), b.to_string()))
+}
+
+async fn contract_cmd(client: &Client, action: ContractCmd) -> Result<Value> {
+    Ok(match action {
+        ContractCmd::Create { seller, arbiter, milestones, terms, review_window_s, key } => {
+            let now = bazaar_types::Clock::now(&bazaar_cli::runtime::SystemClock).ms();
+            let mut specs = Vec::new();
+            for text in &milestones {
+                let mut parts = text.splitn(3, ':');
+                let amount: u64 = parts.next().unwrap_or("").parse().context("milestone AMOUNT")?;
+                let days: i64 = parts.next().unwrap_or("").parse().context("milestone DUE_IN_DAYS")?;
+                let description = parts.next().context("milestone DESCRIPTION")?.to_string();
+                specs.push((amount, description, now + days * 86_400_000));
+            }
+            let specs: Vec<(u64, &str, i64)> = specs.iter().map(|(a, d, t)| (*a, d.as_str(), *t)).collect();
+            client
+                .create_contract(&seller, arbiter.as_deref(), &specs, &terms, review_window_s, &key_or_random(key))
+                .await?
+                .body
+        }
+        ContractCmd::Show { id } => client.contract(&id).await?,
+        ContractCmd::List { party } => {
+            let path = party.map(|p| format!("/v1/contracts?party={p}")).unwrap_or_else(|| "/v1/contracts".into());
+            client.call(reqwest::Method::GET, &path, None, None).await?.body
+        }
+        ContractCmd::Accept { id } => client.contract_act(&id, "accept").await?.body,
+        ContractCmd::Decline { id } => client.contract_act(&id, "decline").await?.body,
+        ContractCmd::Cancel { id } => client.contract_act(&id, "cancel").await?.body,
+        ContractCmd::Deliver { id, milestone, evidence } => {
+            client.deliver(&id, milestone, evidence.as_bytes()).await?.body
+        }
+        ContractCmd::Release { id, milestone } => client.release(&id, milestone, None).await?.body,
+    })
+}
+
+async fn dispute_cmd(client: &Client, action: DisputeCmd) -> Result<Value> {
+    Ok(match action {
+        DisputeCmd::File { call, milestone, reason, claimed, note } => {
+            let subject = match (call, milestone) {
+                (Some(call), None) => {
+                    let (merchant, order) = split_pair(&call, "--call")?;
+                    json!({"type": "call", "merchant": merchant, "order_id": order})
+                }
+                (None, Some(m)) => {
+                    let (contract, index) = split_pair(&m, "--milestone")?;
+                    json!({"type": "milestone", "contract": contract, "index": index.parse::<u32>()?})
+                }
+                _ => anyhow::bail!("give --call MERCHANT:ORDER or --milestone CONTRACT:INDEX"),
+            };
+            client.file_dispute(subject, &reason, claimed, &note).await?.body
+        }
+        DisputeCmd::Evidence { id, key_file, content, url } => {
+            let key = runtime::read_key(&key_file)?;
+            client.add_evidence(&id, &key, content.as_bytes(), url.as_deref()).await?.body
+        }
+        DisputeCmd::Rule { id, decision, refund, slash, reasons } => {
+            client.rule(&id, &decision, refund, slash, &reasons).await?.body
+        }
+        DisputeCmd::Appeal { id } => client.appeal(&id).await?.body,
+        DisputeCmd::Execute { id } => client.execute_dispute(&id, None).await?.body,
+        DisputeCmd::Show { id } => client.dispute(&id).await?,
+        DisputeCmd::List { party } => client.disputes(party.as_deref()).await?,
+    })
+}
+
+async fn stake_cmd(client: &Client, action: StakeCmd) -> Result<Value> {
+    Ok(match action {
+        StakeCmd::Lock { amount, key } => client.stake_lock(amount, &key_or_random(key)).await?.body,
+        StakeCmd::Unlock { amount, key } => client.stake_unlock(amount, &key_or_random(key)).await?.body,
+        StakeCmd::Withdraw { key } => client.stake_withdraw(&key_or_random(key)).await?.body,
+        StakeCmd::Show { member } => client.stake(&member).await?,
+    })
 }
 
 fn main() {
@@ -239,8 +470,8 @@ fn key_or_random(key: Option<String>) -> String {
 async fn run(cli: Cli) -> Result<i32> {
     let j = cli.json;
     match cli.command {
-        Command::Serve { store, port, operator_credential } => {
-            runtime::serve(store, port, operator_credential).await.map(|_| 0)
+        Command::Serve { store, windows, port, operator_credential } => {
+            runtime::serve(store, windows, port, operator_credential).await.map(|_| 0)
         }
         Command::Audit { store } => runtime::audit(store, j).await,
         Command::Demo { calls } => demo::run(calls, j).await,
@@ -318,7 +549,22 @@ async fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Pay { remote, url, merchant, max, order } => {
-            let paid = remote.client()?.pay(&url, &merchant, max, &order).await?;
+            let paid = match remote.client()?.purchase(&url, &merchant, max, &order).await? {
+                bazaar_sdk::Purchase::Paid(paid) => paid,
+                bazaar_sdk::Purchase::Escrowed(contract) => {
+                    print(j, &contract, |c| {
+                        format!(
+                            "{max} is above the registry's escrow threshold: opened escrowed contract {} \
+                             (one milestone, {} held). The merchant accepts and delivers; release it with \
+                             `bazaar contract release {} 0`.",
+                            c["id"].as_str().unwrap_or(""),
+                            c["held_minor"],
+                            c["id"].as_str().unwrap_or("")
+                        )
+                    });
+                    return Ok(0);
+                }
+            };
             let value = json!({"status": paid.status, "settlement": paid.settlement, "replayed": paid.replayed, "attempts": paid.attempts, "body": paid.body});
             print(j, &value, |_| {
                 format!(
@@ -365,7 +611,7 @@ async fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Command::Attack { remote, names, list: false } => {
+        Command::Attack { remote, names, list: false, .. } => {
             let client = remote.client()?;
             let credential = client
                 .credential()
@@ -400,6 +646,21 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Void { remote, jti } => {
             let value = remote.client()?.void(&jti).await?;
             print(j, &value, |v| format!("voided {jti}; released {}", v["released_minor"]));
+            Ok(0)
+        }
+        Command::Contract { remote, action } => {
+            let value = contract_cmd(&remote.client()?, action).await?;
+            print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(0)
+        }
+        Command::Dispute { remote, action } => {
+            let value = dispute_cmd(&remote.client()?, action).await?;
+            print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(0)
+        }
+        Command::Stake { remote, action } => {
+            let value = stake_cmd(&remote.client()?, action).await?;
+            print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(0)
         }
         Command::Events { remote, after, limit } => {

@@ -21,6 +21,23 @@ impl Clock for SystemClock {
     }
 }
 
+/// The wall clock plus an offset the demo moves forward to show deadlines
+/// passing (review windows, dispute phases) without waiting days.
+#[derive(Debug, Default)]
+pub struct OffsetClock(std::sync::atomic::AtomicI64);
+
+impl OffsetClock {
+    pub fn advance_s(&self, seconds: u64) {
+        self.0.fetch_add(seconds as i64 * 1000, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(SystemClock.now().0 + self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
 /// The embedded store's file inside the data directory.
 pub const SQLITE_FILE: &str = "bazaar.db";
 
@@ -28,16 +45,16 @@ pub fn registry_config() -> Config {
     Config::standard()
 }
 
-pub async fn open_store(args: &StoreArgs, clock: Arc<dyn Clock>) -> Result<Arc<dyn Store>> {
+pub async fn open_store(args: &StoreArgs, config: Config, clock: Arc<dyn Clock>) -> Result<Arc<dyn Store>> {
     if let Some(url) = &args.database_url {
-        let store = bazaar_store_postgres::PostgresStore::connect(url, registry_config(), clock)
+        let store = bazaar_store_postgres::PostgresStore::connect(url, config, clock)
             .await
             .with_context(|| "opening PostgreSQL (check --database-url)".to_string())?;
         return Ok(Arc::new(store));
     }
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
     let path = args.data_dir.join(SQLITE_FILE);
-    let store = bazaar_store_sqlite::SqliteStore::open(&path, registry_config(), clock)
+    let store = bazaar_store_sqlite::SqliteStore::open(&path, config, clock)
         .with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
 }
@@ -47,16 +64,28 @@ pub fn init_logs() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).json().with_writer(std::io::stderr).try_init();
 }
 
-pub async fn serve(args: StoreArgs, port: u16, operator_credential: Option<String>) -> Result<()> {
+pub async fn serve(
+    args: StoreArgs,
+    windows: crate::WindowArgs,
+    port: u16,
+    operator_credential: Option<String>,
+) -> Result<()> {
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = open_store(&args, clock.clone()).await?;
-    let booted = bazaar_server::boot(store, clock, registry_config(), operator_credential).await?;
+    let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
+    let store = open_store(&args, config.clone(), clock.clone()).await?;
+    let booted = bazaar_server::boot(store, clock, config, operator_credential).await?;
     if let Some(credential) = &booted.operator_credential {
         std::fs::create_dir_all(&args.data_dir)?;
         let path = args.data_dir.join("operator-credential");
         write_secret(&path, credential)?;
         tracing::info!(path = %path.display(), "registry created; operator credential written (mode 0600)");
+    }
+    if let Some(credential) = &booted.desk_credential {
+        std::fs::create_dir_all(&args.data_dir)?;
+        let path = args.data_dir.join("desk-credential");
+        write_secret(&path, credential)?;
+        tracing::info!(path = %path.display(), "dispute desk created; its credential written (mode 0600)");
     }
     let state = booted.state;
     bazaar_server::spawn_sweeper(state.clone());
@@ -86,7 +115,7 @@ async fn shutdown_signal() {
 const AUDIT_PROGRESS_EVERY_MS: u64 = 1_000;
 
 pub async fn audit(args: StoreArgs, json_output: bool) -> Result<i32> {
-    let store = open_store(&args, Arc::new(SystemClock)).await?;
+    let store = open_store(&args, registry_config(), Arc::new(SystemClock)).await?;
     let last_report = std::sync::Mutex::new(std::time::Instant::now());
     let progress = |p: bazaar_store::audit::Progress| {
         let mut last = last_report.lock().expect("progress mutex");

@@ -1,43 +1,98 @@
 //! The refusal rails: every attack in the catalogue, run through the public
 //! API against a live registry, must be refused with its code and leave
 //! balances and the event ledger unchanged (but for the refusal itself).
+//! One test per attack, each against its own registry whose dispute windows
+//! are short enough for the attacks that must outwait a phase.
 
 use bazaar_cli::attack::{ensure_all_held, run, CATALOGUE};
-use bazaar_cli::demo::embedded_registry;
+use bazaar_cli::demo::{embedded_registry_with, LocalRegistry};
+use bazaar_core::apply::Config;
+use bazaar_core::dispute::Windows;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_attack_is_refused_and_changes_nothing() {
-    let dir = std::env::temp_dir().join(format!("bazaar-attack-{}", std::process::id()));
+/// Seconds of each dispute phase the attacks outwait.
+const SHORT_WINDOW_S: u64 = 2;
+
+async fn registry(name: &str) -> (LocalRegistry, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("bazaar-attack-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
-    let local = embedded_registry(&dir, Some("attack-op".into())).await.unwrap();
-    let url = local.url.clone();
+    let windows = Windows {
+        answer_s: SHORT_WINDOW_S,
+        evidence_s: SHORT_WINDOW_S,
+        appeal_s: SHORT_WINDOW_S,
+        ..Windows::standard()
+    };
+    let config = Config { windows, ..Config::standard() };
+    (embedded_registry_with(&dir, Some("attack-op".into()), config).await.unwrap(), dir)
+}
 
-    let verdicts = run(&url, "attack-op", &[], &|line| eprintln!("{line}")).await.unwrap();
-    assert_eq!(verdicts.len(), CATALOGUE.len());
-    for (verdict, attack) in verdicts.iter().zip(CATALOGUE) {
-        assert_eq!(
-            (verdict.status, verdict.code.as_str()),
-            (attack.expect_status(), attack.expect.as_str()),
-            "{}",
-            verdict.name
-        );
-        assert!(verdict.balances_unchanged, "{}: balances changed", verdict.name);
-        assert!(verdict.ledger_unchanged, "{}: ledger changed: {:?}", verdict.name, verdict.events_appended);
-    }
+async fn holds(name: &str) {
+    let attack = CATALOGUE.iter().find(|a| a.name == name).expect("in the catalogue");
+    let (local, dir) = registry(name).await;
+    let verdicts = run(&local.url, "attack-op", &[name.to_string()], &|line| eprintln!("{line}")).await.unwrap();
+    let verdict = &verdicts[0];
+    assert_eq!((verdict.status, verdict.code.as_str()), (attack.expect_status(), attack.expect.as_str()), "{name}");
+    assert!(verdict.balances_unchanged, "{name}: balances changed");
+    assert!(verdict.ledger_unchanged, "{name}: ledger changed: {:?}", verdict.events_appended);
     ensure_all_held(&verdicts).unwrap();
     let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
+    std::fs::remove_dir_all(&dir).ok();
+}
 
-    // The binary runs the same catalogue by name and exits 0 when it holds.
+macro_rules! attack_tests {
+    ($($test:ident => $name:literal,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                holds($name).await;
+            }
+        )*
+
+        #[test]
+        fn every_attack_in_the_catalogue_has_a_test() {
+            let tested = [$($name),*];
+            for attack in CATALOGUE {
+                assert!(tested.contains(&attack.name), "no test for {}", attack.name);
+            }
+            assert_eq!(tested.len(), CATALOGUE.len());
+        }
+    };
+}
+
+attack_tests! {
+    second_settlement => "second-settlement",
+    replayed_token => "replayed-token",
+    expired_token => "expired-token",
+    over_ceiling => "over-ceiling",
+    other_merchant => "other-merchant",
+    forged_token => "forged-token",
+    invite_reuse => "invite-reuse",
+    double_release => "double-release",
+    release_disputed => "release-disputed",
+    dispute_unpaid => "dispute-unpaid",
+    dispute_foreign => "dispute-foreign",
+    evidence_stranger => "evidence-stranger",
+    party_rules => "party-rules",
+    second_execution => "second-execution",
+    stake_withdraw => "stake-withdraw",
+    late_appeal => "late-appeal",
+}
+
+/// The binary runs the same catalogue by name, exits 0 when it holds, and
+/// refuses an unknown name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_runs_named_attacks() {
+    let (local, dir) = registry("binary").await;
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args(["attack", "--json", "--registry", &url, "--credential", "attack-op", "over-ceiling", "forged-token"])
+        .args(["attack", "--json", "--registry", &local.url, "--credential", "attack-op", "over-ceiling", "double-release"])
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let verdicts: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(verdicts.as_array().unwrap().len(), 2);
     let unknown = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args(["attack", "--registry", &url, "--credential", "attack-op", "no-such-attack"])
+        .args(["attack", "--registry", &local.url, "--credential", "attack-op", "no-such-attack"])
         .output()
         .unwrap();
     assert!(!unknown.status.success());

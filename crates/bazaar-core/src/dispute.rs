@@ -14,8 +14,12 @@
 //! and, where that is short, on its stake. Execution is one batch that runs
 //! once: refund, release, bond and slash transfers with ids derived from the
 //! dispute, so even a second run the core let through would collide in the
-//! database. A slash goes to the claimant first, up to the part of the refund
-//! the frozen units did not cover, and the rest to the insurance account.
+//! database.
+//!
+//! A refund is paid from the frozen balance first, then from the frozen stake;
+//! the stake-funded part is the first part of the slash (restitution to the
+//! claimant). Whatever the ruling's slash names beyond that goes from the
+//! stake left to the registry's insurance account, bounded by what is there.
 
 use crate::apply::{refuse, Batch, Step};
 use crate::command::Command;
@@ -571,14 +575,15 @@ impl Batch<'_> {
                 } else {
                     return refuse(Code::NotParty, "Only a party to the dispute appeals.");
                 };
+                let lapsed = dispute.phase == Phase::Executed && dispute.appeal.is_none();
+                let closes = dispute.deadline.filter(|_| dispute.phase == Phase::Appealable);
+                if lapsed || closes.is_some_and(|d| self.now >= d) {
+                    return Err(Refusal::new(Code::AppealWindowClosed, "The appeal window has closed.")
+                        .with(json!({"phase": dispute.phase, "closed_at_ms": closes})));
+                }
                 if dispute.phase != Phase::Appealable || dispute.appeal.is_some() {
                     return Err(Refusal::new(Code::DisputePhase, "There is no ruling open to appeal.")
                         .with(json!({"phase": dispute.phase, "appealed": dispute.appeal.is_some()})));
-                }
-                let closes = dispute.deadline.expect("appealable has a deadline");
-                if self.now >= closes {
-                    return Err(Refusal::new(Code::AppealWindowClosed, "The appeal window has closed.")
-                        .with(json!({"closed_at_ms": closes})));
                 }
                 let ruling = dispute.rulings.last().expect("appealable has a ruling").clone();
                 let lost = match side {
@@ -726,40 +731,38 @@ impl Batch<'_> {
             refunded = refund;
             released = pay;
         }
-        // Frozen balance first, then frozen stake.
+        // Frozen balance first, then frozen stake. The stake-funded part of the
+        // refund is the first part of the slash (restitution to the claimant).
         let mut to_refund = ruling.refund.checked_sub(refunded).unwrap_or(Amount::ZERO);
+        let mut to_claimant = Amount::ZERO;
         for (hold_id, frozen, suffix) in
-            [(&balance_hold, dispute.frozen.balance, "refund_bal"), (&stake_hold, dispute.frozen.stake, "refund_stk")]
+            [(&balance_hold, dispute.frozen.balance, "refund_bal"), (&stake_hold, dispute.frozen.stake, "slash_claimant")]
         {
             if frozen.0 == 0 {
                 continue;
             }
             let hold = self.snap.holds.get(hold_id).cloned().expect("freeze holds are loaded");
             let part = Amount(to_refund.0.min(frozen.0));
-            let legs = [(claimant_account.clone(), part, TransferKind::Refund, TransferId(format!("tr_{id}_{suffix}")))];
+            let kind = if hold_id == &stake_hold { TransferKind::Slash } else { TransferKind::Refund };
+            let legs = [(claimant_account.clone(), part, kind, TransferId(format!("tr_{id}_{suffix}")))];
             let (_, ids) = self.post_hold(command, hold, &legs, None);
             transfers.extend(ids);
             to_refund = to_refund.checked_sub(part).expect("part within");
             refunded = refunded.checked_add(part).expect("bounded");
+            if hold_id == &stake_hold {
+                to_claimant = part;
+            }
         }
         let shortfall = to_refund;
-        // Slash what the ruling says, bounded by the stake left; restitution first.
-        let slashed = Amount(ruling.slash.0.min(self.available(&stake_account).0));
-        let to_claimant = Amount(slashed.0.min(shortfall.0));
-        let to_insurance = slashed.checked_sub(to_claimant).expect("within slash");
-        if slashed.0 > 0 {
+        // The rest of the slash the ruling names goes to insurance, bounded by the stake left.
+        let beyond = ruling.slash.checked_sub(to_claimant).unwrap_or(Amount::ZERO);
+        let to_insurance = Amount(beyond.0.min(self.available(&stake_account).0));
+        let slashed = to_claimant.checked_add(to_insurance).expect("bounded");
+        if to_insurance.0 > 0 {
             self.ensure_account(AccountId::insurance());
-            let legs = [
-                (stake_account.clone(), claimant_account.clone(), to_claimant, TransferKind::Slash),
-                (stake_account.clone(), AccountId::insurance(), to_insurance, TransferKind::Slash),
-            ];
-            for ((debit, credit, amount, kind), suffix) in legs.into_iter().zip(["slash_claimant", "slash_insurance"]) {
-                if amount.0 > 0 {
-                    let tid = TransferId(format!("tr_{id}_{suffix}"));
-                    self.post_plain(command, tid.clone(), debit, credit, amount, kind);
-                    transfers.push(tid);
-                }
-            }
+            let tid = TransferId(format!("tr_{id}_slash_insurance"));
+            self.post_plain(command, tid.clone(), stake_account.clone(), AccountId::insurance(), to_insurance, TransferKind::Slash);
+            transfers.push(tid);
         }
         // The appeal bond: back to an appellant the second ruling favoured, else to the other side.
         let mut bond_outcome = serde_json::Value::Null;

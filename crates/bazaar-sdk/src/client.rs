@@ -262,8 +262,153 @@ impl Client {
     }
 }
 
+/// Escrowed contracts, disputes and stake. Calls that move money take a key;
+/// where the registry derives one (release, file, rule, …) `None` is safe to retry.
 impl Client {
-    /// Retries `call` while the answer is retryable: transport errors, 5xx, or
+    /// Buyer: opens and funds a contract. `milestones` are (amount, description, due_at_ms).
+    pub async fn create_contract(
+        &self,
+        seller: &str,
+        arbiter: Option<&str>,
+        milestones: &[(u64, &str, i64)],
+        terms: &str,
+        review_window_s: Option<u64>,
+        key: &str,
+    ) -> Result<Answer, SdkError> {
+        let milestones: Vec<Value> = milestones
+            .iter()
+            .map(|(amount, description, due)| json!({"amount_minor": amount, "description": description, "due_at_ms": due}))
+            .collect();
+        let terms_sha256 = hex_sha256(terms.as_bytes());
+        let body = json!({"seller": seller, "arbiter": arbiter, "milestones": milestones,
+            "terms_sha256": terms_sha256, "review_window_s": review_window_s});
+        self.call(reqwest::Method::POST, "/v1/contracts", Some(body), Some(key)).await
+    }
+
+    pub async fn contract(&self, id: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/contracts/{id}")).await
+    }
+
+    /// `act` is accept, decline or cancel.
+    pub async fn contract_act(&self, id: &str, act: &str) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/{act}"), None, None).await
+    }
+
+    pub async fn deliver(&self, id: &str, milestone: u32, evidence: &[u8]) -> Result<Answer, SdkError> {
+        let body = json!({"evidence_sha256": hex_sha256(evidence)});
+        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/deliver"), Some(body), None)
+            .await
+    }
+
+    /// Buyer: releases a delivered milestone. `key = None` uses the registry's
+    /// derived key, so a retry replays the first receipt.
+    pub async fn release(&self, id: &str, milestone: u32, key: Option<&str>) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/release"), None, key).await
+    }
+
+    /// Buyer: disputes a paid call (`{"type":"call","merchant","order_id"}`) or a
+    /// milestone (`{"type":"milestone","contract","index"}`).
+    pub async fn file_dispute(
+        &self,
+        subject: Value,
+        reason: &str,
+        claimed: u64,
+        note: &str,
+    ) -> Result<Answer, SdkError> {
+        let body = json!({"subject": subject, "reason": reason, "claimed_minor": claimed, "note": note});
+        self.call(reqwest::Method::POST, "/v1/disputes", Some(body), None).await
+    }
+
+    pub async fn dispute(&self, id: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/disputes/{id}")).await
+    }
+
+    /// Disputes naming `party` (DID or handle), or the caller.
+    pub async fn disputes(&self, party: Option<&str>) -> Result<Value, SdkError> {
+        match party {
+            Some(party) => self.get(&format!("/v1/disputes?party={party}")).await,
+            None => self.get("/v1/disputes").await,
+        }
+    }
+
+    /// Adds evidence: hashes `content`, signs `bazaar-evidence-v1.<dispute>.<sha256>` with `key`.
+    pub async fn add_evidence(
+        &self,
+        dispute: &str,
+        key: &SigningKey,
+        content: &[u8],
+        url: Option<&str>,
+    ) -> Result<Answer, SdkError> {
+        let sha256 = hex_sha256(content);
+        let message = format!("bazaar-evidence-v1.{dispute}.{sha256}");
+        let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
+        let body = json!({"sha256": sha256, "url": url, "signature": signature});
+        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/evidence"), Some(body), None).await
+    }
+
+    /// Arbiter: `decision` is refund_full, refund_partial or reject.
+    pub async fn rule(
+        &self,
+        dispute: &str,
+        decision: &str,
+        refund: u64,
+        slash: u64,
+        reasons: &str,
+    ) -> Result<Answer, SdkError> {
+        let body = json!({"decision": decision, "refund_minor": refund, "slash_minor": slash, "reasons": reasons});
+        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/ruling"), Some(body), None).await
+    }
+
+    pub async fn appeal(&self, dispute: &str) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/appeal"), None, None).await
+    }
+
+    pub async fn execute_dispute(&self, dispute: &str, key: Option<&str>) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/execute"), None, key).await
+    }
+
+    pub async fn stake_lock(&self, amount: u64, key: &str) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, "/v1/stake", Some(json!({"amount_minor": amount})), Some(key)).await
+    }
+
+    pub async fn stake_unlock(&self, amount: u64, key: &str) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, "/v1/stake/unlock", Some(json!({"amount_minor": amount})), Some(key)).await
+    }
+
+    pub async fn stake_withdraw(&self, key: &str) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, "/v1/stake/withdraw", None, Some(key)).await
+    }
+
+    pub async fn stake(&self, member: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/stake/{member}")).await
+    }
+
+    /// Buys at `price`: a bare paid call when the price is within the registry's
+    /// escrow threshold, else an escrowed contract with one milestone (due in
+    /// `ESCROW_DUE_S`) whose key is derived from the order, so a retry finds the
+    /// same contract. The threshold is read from `/.well-known/bazaar`.
+    pub async fn purchase(
+        &self,
+        url: &str,
+        merchant: &str,
+        price: u64,
+        order_id: &str,
+    ) -> Result<Purchase, SdkError> {
+        let card = self.well_known().await?;
+        let threshold = card["escrow_threshold_minor"].as_u64().unwrap_or(0);
+        if price <= threshold {
+            return Ok(Purchase::Paid(self.pay(url, merchant, price, order_id).await?));
+        }
+        let due = wall_clock_ms() + ESCROW_DUE_S as i64 * 1000;
+        let description = format!("order {order_id}: {url}");
+        let terms = format!("bazaar-order-v1\n{merchant}\n{order_id}\n{url}\n{price}");
+        let key = format!("order:{merchant}:{order_id}");
+        let answer = self
+            .retrying(|| self.create_contract(merchant, None, &[(price, &description, due)], &terms, None, &key))
+            .await?;
+        Ok(Purchase::Escrowed(answer.body))
+    }
+: transport errors, 5xx, or
     /// `idempotency_in_flight` — always with the same request (and so the same key).
     pub async fn retrying<F, Fut>(&self, call: F) -> Result<Answer, SdkError>
     where
@@ -285,6 +430,23 @@ impl Client {
             tokio::time::sleep(Duration::from_millis(RETRY_BASE_MS << (attempt - 1))).await;
         }
     }
+}
+
+/// A milestone opened by [`Client::purchase`] is due this long after it is opened.
+pub const ESCROW_DUE_S: u64 = 7 * 24 * 60 * 60;
+
+/// What [`Client::purchase`] did.
+#[derive(Debug, Clone)]
+pub enum Purchase {
+    /// At or below the threshold: paid per call.
+    Paid(PaidResponse),
+    /// Above it: an escrowed contract, funded and offered to the merchant.
+    Escrowed(Value),
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// What a paid call returned.

@@ -6,6 +6,7 @@
 //! `/healthz`, `/metrics`, `/openapi.json` and `/.well-known/bazaar`.
 
 pub mod auth;
+pub mod escrow_routes;
 pub mod metrics;
 pub mod problem;
 pub mod routes;
@@ -26,8 +27,7 @@ use std::sync::{Arc, Mutex};
 
 pub use routes::router;
 
-/// Member id of the registry operator.
-pub const OPERATOR_ID: &str = "did:bazaar:operator";
+pub use bazaar_core::model::{DESK_ID, OPERATOR_ID};
 /// The network unit's name, as published in the registry card.
 pub const NETWORK_UNIT: &str = "BNU";
 
@@ -62,6 +62,8 @@ pub const VERIFIED_TOKENS_MAX: usize = 4096;
 pub struct Booted {
     pub state: Arc<AppState>,
     pub operator_credential: Option<String>,
+    /// The dispute desk's credential, if this start created the desk.
+    pub desk_credential: Option<String>,
 }
 
 /// Opens the registry on `store`: keeps (or creates) its key and bootstraps it on first start.
@@ -100,7 +102,17 @@ pub async fn boot(
         Err(refusal) if refusal.code == Code::MemberExists => None,
         Err(refusal) => return Err(StoreError::Corrupt(format!("bootstrap refused: {refusal:?}"))),
     };
-    Ok(Booted { state, operator_credential })
+    // The dispute desk (the default arbiter); registries older than it get it on their next start.
+    let desk_credential = new_secret_credential();
+    let operator = state.store.member(&MemberId(OPERATOR_ID.into())).await?.expect("bootstrapped above");
+    let op = Op::CreateDesk { credential_hash: sha256_hex(desk_credential.as_bytes()) };
+    let applied = state.store.submit(Command { actor: operator, idem: None, op }).await?;
+    let desk_credential = match applied.outcome {
+        Ok(_) => Some(desk_credential),
+        Err(refusal) if refusal.code == Code::MemberExists => None,
+        Err(refusal) => return Err(StoreError::Corrupt(format!("dispute desk refused: {refusal:?}"))),
+    };
+    Ok(Booted { state, operator_credential, desk_credential })
 }
 
 /// A fresh bearer credential: `bzc_` and 32 random bytes.
@@ -189,12 +201,57 @@ pub async fn sweep_once(state: &Arc<AppState>) -> Result<usize, StoreError> {
     if released > 0 {
         state.metrics.add("bazaar_holds_expired_total", String::new(), released as f64);
     }
+    advance_documents(state).await?;
     let cutoff = Timestamp(state.now().ms().saturating_sub(IDEMPOTENCY_RETENTION_S as i64 * 1000));
     let pruned = state.store.prune_idempotency(cutoff, SWEEP_BATCH_MAX).await?;
     if pruned > 0 {
         state.metrics.add("bazaar_idempotency_pruned_total", String::new(), pruned as f64);
     }
     Ok(released)
+}
+
+/// Advances contracts and disputes whose deadline passed (auto-release,
+/// default rulings, arbiter replacement, execution after the appeal window).
+/// Returns how many documents it advanced.
+pub async fn advance_documents(state: &Arc<AppState>) -> Result<usize, StoreError> {
+    use bazaar_core::dispute::{Dispute, DisputeAct};
+    use bazaar_core::escrow::{Contract, ContractAct};
+    use bazaar_core::model::DocKind;
+    let due = state.store.due_docs(state.now(), bazaar_types::limits::SWEEP_DOCS_MAX).await?;
+    let mut ops = Vec::new();
+    for (kind, id) in due {
+        let Some(row) = state.store.doc(kind, &id).await? else { continue };
+        let op = match kind {
+            DocKind::Contract => {
+                let c = Contract::from_row(&row);
+                let milestones = c.milestones.len() as u32;
+                Op::ContractAct { contract: id, buyer: c.buyer, seller: c.seller, milestones, act: ContractAct::Advance }
+            }
+            DocKind::Dispute => {
+                let d = Dispute::from_row(&row);
+                Op::DisputeAct {
+                    dispute: id,
+                    subject: d.subject,
+                    claimant: d.claimant,
+                    respondent: d.respondent,
+                    act: DisputeAct::Advance,
+                }
+            }
+            DocKind::Stake => continue,
+        };
+        ops.push(state.store.submit(Command { actor: state.registry_actor(), idem: None, op }));
+    }
+    let mut advanced = 0;
+    for applied in futures::future::join_all(ops).await {
+        match applied?.outcome {
+            Ok(_) => advanced += 1,
+            Err(refusal) => tracing::warn!(code = refusal.code.as_str(), detail = %refusal.detail, "advance refused"),
+        }
+    }
+    if advanced > 0 {
+        state.metrics.add("bazaar_documents_advanced_total", String::new(), advanced as f64);
+    }
+    Ok(advanced)
 }
 
 /// Runs the sweeper until the process ends.

@@ -2,6 +2,7 @@
 //! read), and answers. Idempotency is applied in [`execute`], once for all.
 
 use crate::auth::{ApiJson, Auth};
+use crate::escrow_routes as escrow;
 use crate::problem::Problem;
 use crate::{new_secret_credential, random_b64, AppState, NETWORK_UNIT};
 use axum::extract::{MatchedPath, Path, Query, State};
@@ -48,6 +49,23 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/tokens/{jti}/void", post(void_token))
         .route("/v1/settlements", post(settle))
         .route("/v1/events", get(events))
+        .route("/v1/contracts", post(escrow::create_contract).get(escrow::list_contracts))
+        .route("/v1/contracts/{id}", get(escrow::get_contract))
+        .route("/v1/contracts/{id}/accept", post(escrow::accept_contract))
+        .route("/v1/contracts/{id}/decline", post(escrow::decline_contract))
+        .route("/v1/contracts/{id}/cancel", post(escrow::cancel_contract))
+        .route("/v1/contracts/{id}/milestones/{index}/deliver", post(escrow::deliver_milestone))
+        .route("/v1/contracts/{id}/milestones/{index}/release", post(escrow::release_milestone))
+        .route("/v1/disputes", post(escrow::file_dispute).get(escrow::list_disputes))
+        .route("/v1/disputes/{id}", get(escrow::get_dispute))
+        .route("/v1/disputes/{id}/evidence", post(escrow::add_evidence))
+        .route("/v1/disputes/{id}/ruling", post(escrow::rule))
+        .route("/v1/disputes/{id}/appeal", post(escrow::appeal))
+        .route("/v1/disputes/{id}/execute", post(escrow::execute_dispute))
+        .route("/v1/stake", post(escrow::stake_lock))
+        .route("/v1/stake/unlock", post(escrow::stake_unlock))
+        .route("/v1/stake/withdraw", post(escrow::stake_withdraw))
+        .route("/v1/stake/{member}", get(escrow::get_stake))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
@@ -88,14 +106,14 @@ async fn not_found() -> Problem {
 // ---- idempotency and execution ---------------------------------------------
 
 /// How a request's idempotency key is found.
-enum KeyRule {
+pub(crate) enum KeyRule {
     /// Money-moving: the caller must send `Idempotency-Key`.
     Required,
     /// Money-moving with a natural key (the order) used when the caller sends none.
     DefaultTo(String),
 }
 
-fn idem_for(
+pub(crate) fn idem_for(
     actor: &Member,
     op_name: &str,
     headers: &HeaderMap,
@@ -128,7 +146,7 @@ fn idem_for(
 }
 
 /// Submits one command and answers: refusals as problem+json, replays marked.
-async fn execute(state: &Arc<AppState>, actor: Member, idem: Option<Idem>, op: Op, success: StatusCode) -> Response {
+pub(crate) async fn execute(state: &Arc<AppState>, actor: Member, idem: Option<Idem>, op: Op, success: StatusCode) -> Response {
     let _guard = match &idem {
         Some(idem) => match state.claim(&idem.scope, &idem.key) {
             Some(guard) => Some(guard),
@@ -179,14 +197,14 @@ fn new_token_id(now: bazaar_types::Timestamp) -> TokenId {
 /// The id behind a DID or handle. A DID is taken as given: every command that
 /// names a member loads it and refuses `member_not_found` itself, so only
 /// handles cost a read here.
-async fn resolve_id(state: &AppState, who: &str) -> Result<MemberId, Problem> {
+pub(crate) async fn resolve_id(state: &AppState, who: &str) -> Result<MemberId, Problem> {
     if who.starts_with("did:") {
         return Ok(MemberId(who.into()));
     }
     Ok(resolve(state, who).await?.id)
 }
 
-async fn resolve(state: &AppState, who: &str) -> Result<Member, Problem> {
+pub(crate) async fn resolve(state: &AppState, who: &str) -> Result<Member, Problem> {
     let found = if who.starts_with("did:") {
         state.store.member(&MemberId(who.into())).await?
     } else {
@@ -246,6 +264,8 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
         "network_unit": NETWORK_UNIT,
         "fee_bps": state.config.fee_bps,
         "escrow_threshold_minor": state.config.escrow_threshold,
+        "dispute_windows_s": state.config.windows,
+        "dispute_desk": bazaar_core::model::DESK_ID,
         "token_ttl_s": TOKEN_TTL_S_MAX,
         "token_format": "apt_<base64url(claims)>.<base64url(ed25519(\"bazaar-apt-v1.\" + base64url(claims)))>",
         "limits": {
@@ -661,7 +681,7 @@ async fn events(
 #[openapi(
     info(
         title = "Bazaar registry API",
-        description = "Identities, a double-entry ledger, and paid calls settled exactly once. Errors are RFC 9457 problem+json with a stable `code`."
+        description = "Identities, a double-entry ledger, paid calls settled exactly once, escrowed contracts, disputes and stake. Errors are RFC 9457 problem+json with a stable `code`."
     ),
     paths(
         well_known,
@@ -680,7 +700,26 @@ async fn events(
         verify_token,
         settle,
         void_token,
-        events
+        events,
+        escrow::create_contract,
+        escrow::list_contracts,
+        escrow::get_contract,
+        escrow::accept_contract,
+        escrow::decline_contract,
+        escrow::cancel_contract,
+        escrow::deliver_milestone,
+        escrow::release_milestone,
+        escrow::file_dispute,
+        escrow::list_disputes,
+        escrow::get_dispute,
+        escrow::add_evidence,
+        escrow::rule,
+        escrow::appeal,
+        escrow::execute_dispute,
+        escrow::stake_lock,
+        escrow::stake_unlock,
+        escrow::stake_withdraw,
+        escrow::get_stake
     ),
     components(schemas(
         CreateOwnerRequest,
@@ -691,7 +730,14 @@ async fn events(
         BudgetRequest,
         TokenRequest,
         VerifyRequest,
-        SettleRequest
+        SettleRequest,
+        escrow::ContractRequest,
+        escrow::MilestoneRequest,
+        escrow::DeliverRequest,
+        escrow::DisputeRequest,
+        escrow::EvidenceRequest,
+        escrow::RulingRequest,
+        escrow::StakeRequest
     ))
 )]
 pub struct ApiDoc;

@@ -75,7 +75,7 @@ pub const DISPUTE_EVIDENCE_S: u64 = 3 * 24 * 60 * 60;
 pub const DISPUTE_RULING_S: u64 = 3 * 24 * 60 * 60;
 /// Appeal: the losing side may appeal once within this.
 pub const DISPUTE_APPEAL_S: u64 = 2 * 24 * 60 * 60;
-pub const DISPUTE_WINDOW_S_MIN: u64 = 60;
+pub const DISPUTE_WINDOW_S_MIN: u64 = 1;
 pub const DISPUTE_WINDOW_S_MAX: u64 = 90 * 24 * 60 * 60;
 /// An appeal bond is this share of the disputed amount, and at least `APPEAL_BOND_MIN_MINOR`.
 pub const APPEAL_BOND_BPS: u32 = 1_000;
