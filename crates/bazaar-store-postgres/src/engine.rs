@@ -14,8 +14,8 @@
 //! the previous holder of the lock committed.
 
 use crate::rows::{self, int, ACCOUNT_COLUMNS, BUDGET_COLUMNS, CREDENTIAL_COLUMNS};
+use crate::rows::{DOC_COLUMNS, SETTLEMENT_COLUMNS, TOKEN_COLUMNS};
 use crate::rows::{HANDLE_COLUMNS, HOLD_COLUMNS, IDEM_COLUMNS, INVITE_COLUMNS, MEMBER_COLUMNS};
-use crate::rows::{SETTLEMENT_COLUMNS, TOKEN_COLUMNS};
 use crate::{connect_client, pg_error};
 use bazaar_core::chain::ChainHead;
 use bazaar_core::command::Keys;
@@ -23,6 +23,7 @@ use bazaar_core::state::{Changes, Snapshot};
 use bazaar_store::{Engine, StoreError};
 use bazaar_types::Timestamp;
 use futures::future::join_all;
+use std::collections::BTreeSet;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 
@@ -53,6 +54,10 @@ crate::statements! {
         );
         load_idem = format!(
             "SELECT {IDEM_COLUMNS} FROM idempotency WHERE (scope, key) IN \
+             (SELECT * FROM unnest($1::text[], $2::text[]))"
+        );
+        load_docs = format!(
+            "SELECT {DOC_COLUMNS} FROM docs WHERE (kind, id) IN \
              (SELECT * FROM unnest($1::text[], $2::text[]))"
         );
         insert_members = "INSERT INTO members (id, kind, owner, handle, created_at) \
@@ -112,6 +117,13 @@ crate::statements! {
             (seq, prev_hash, hash, kind, body, authored_by, on_behalf_of, at) \
             SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], \
             $6::text[], $7::text[], $8::bigint[])";
+        insert_docs = "INSERT INTO docs (kind, id, body, due_at, parties) \
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[])";
+        insert_doc_parties = "INSERT INTO doc_parties (kind, party, id) \
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[])";
+        update_docs = "UPDATE docs AS d SET body = u.body, due_at = u.due_at \
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS u(kind, id, body, due_at) \
+            WHERE d.kind = u.kind AND d.id = u.id RETURNING d.id";
         set_head = "UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1";
     }
 }
@@ -127,9 +139,10 @@ fn param<'a, T: ToSql + Sync + 'a>(value: T) -> Param<'a> {
 struct Job<'a> {
     statement: &'a Statement,
     params: Vec<Param<'a>>,
-    /// How many rows the statement must return, if that is checked (holds
-    /// being resolved: fewer rows means one was missing).
-    expect_rows: Option<usize>,
+    /// How many rows the statement must return, if that is checked, and what
+    /// the rows are (holds being resolved, documents being updated: fewer
+    /// rows means one was missing).
+    expect_rows: Option<(usize, &'static str)>,
 }
 
 impl<'a> Job<'a> {
@@ -152,6 +165,7 @@ enum Table {
     SettlementsByToken,
     SettlementsByOrder,
     Idem,
+    Docs,
 }
 
 struct Connection {
@@ -268,12 +282,9 @@ fn pipeline(
     let results = results.into_iter().collect::<Result<Vec<_>, _>>().map_err(pg_error)?;
     committed.map_err(pg_error)?;
     for (job, rows) in jobs.iter().zip(&results) {
-        if let Some(expected) = job.expect_rows {
+        if let Some((expected, what)) = job.expect_rows {
             if rows.len() != expected {
-                return Err(StoreError::Constraint(format!(
-                    "only {} of {expected} holds being resolved were pending",
-                    rows.len()
-                )));
+                return Err(StoreError::Constraint(format!("only {} of {expected} {what}", rows.len())));
             }
         }
     }
@@ -368,6 +379,12 @@ impl Engine for PgEngine {
                 vec![strs(&keys.idem, |(scope, _)| scope.as_str()), strs(&keys.idem, |(_, key)| key.as_str())],
                 keys.idem.is_empty(),
             ),
+            (
+                Table::Docs,
+                &st.load_docs,
+                vec![strs(&keys.docs, |(kind, _)| kind.as_str()), strs(&keys.docs, |(_, id)| id.as_str())],
+                keys.docs.is_empty(),
+            ),
         ];
         for (table, statement, params, empty) in candidates {
             if !empty {
@@ -393,6 +410,15 @@ impl Engine for PgEngine {
     fn write(&mut self, c: &Changes) -> Result<(), StoreError> {
         let connection = live(&self.connection)?;
         let st = &connection.statements;
+        // One `doc_parties` row per distinct party of each new document.
+        let doc_parties: Vec<(&str, &str, &str)> = c
+            .insert_docs
+            .iter()
+            .flat_map(|d| {
+                let parties: BTreeSet<&str> = d.parties.iter().map(|p| p.0.as_str()).collect();
+                parties.into_iter().map(|party| (d.kind.as_str(), party, d.id.as_str()))
+            })
+            .collect();
         let mut jobs = Vec::new();
         if !c.insert_members.is_empty() {
             let m = &c.insert_members;
@@ -514,7 +540,8 @@ impl Engine for PgEngine {
                 ])
             };
             jobs.push(Job::new(&st.insert_resolutions, params()?));
-            jobs.push(Job { expect_rows: Some(h.len()), ..Job::new(&st.resolve_holds, params()?) });
+            let expect_rows = Some((h.len(), "holds being resolved were pending"));
+            jobs.push(Job { expect_rows, ..Job::new(&st.resolve_holds, params()?) });
         }
         if !c.insert_tokens.is_empty() {
             let t = &c.insert_tokens;
@@ -580,6 +607,37 @@ impl Engine for PgEngine {
                     ints(r, |r| r.created_at.0),
                 ],
             ));
+        }
+        if !c.insert_docs.is_empty() {
+            let d = &c.insert_docs;
+            jobs.push(Job::new(
+                &st.insert_docs,
+                vec![
+                    strs(d, |d| d.kind.as_str()),
+                    strs(d, |d| d.id.as_str()),
+                    param(d.iter().map(rows::doc_body).collect::<Result<Vec<String>, _>>()?),
+                    opt_ints(d, |d| d.due_at.map(|t| t.0)),
+                    param(d.iter().map(rows::doc_parties).collect::<Vec<String>>()),
+                ],
+            ));
+        }
+        if !doc_parties.is_empty() {
+            let p = &doc_parties;
+            jobs.push(Job::new(
+                &st.insert_doc_parties,
+                vec![strs(p, |row| row.0), strs(p, |row| row.1), strs(p, |row| row.2)],
+            ));
+        }
+        if !c.update_docs.is_empty() {
+            let d = &c.update_docs;
+            let params = vec![
+                strs(d, |d| d.kind.as_str()),
+                strs(d, |d| d.id.as_str()),
+                param(d.iter().map(rows::doc_body).collect::<Result<Vec<String>, _>>()?),
+                opt_ints(d, |d| d.due_at.map(|t| t.0)),
+            ];
+            let expect_rows = Some((d.len(), "documents being updated were stored"));
+            jobs.push(Job { expect_rows, ..Job::new(&st.update_docs, params) });
         }
         if let Some(last) = c.insert_events.last() {
             let e = &c.insert_events;
@@ -687,6 +745,10 @@ fn fill(snapshot: &mut Snapshot, table: Table, found: &[Row]) -> Result<(), Stor
             Table::Idem => {
                 let row = rows::idem(r, 0)?;
                 s.idem.insert((row.scope.clone(), row.key.clone()), row);
+            }
+            Table::Docs => {
+                let row = rows::doc(r, 0)?;
+                s.docs.insert((row.kind, row.id.clone()), row);
             }
         }
     }

@@ -42,11 +42,12 @@ use bazaar_store::writer::Writer;
 use bazaar_store::{Store, StoreError, TokenView};
 use bazaar_types::{AccountId, Clock, MemberId, OrderId, Timestamp, TokenId};
 use rows::{bound, ACCOUNT_COLUMNS, BUDGET_COLUMNS, CREDENTIAL_COLUMNS, EVENT_COLUMNS};
-use rows::{CREDENTIAL_WIDTH, TOKEN_WIDTH, TRANSFER_COLUMNS};
+use rows::{CREDENTIAL_WIDTH, DOC_COLUMNS, TOKEN_WIDTH, TRANSFER_COLUMNS};
 use rows::{HOLD_COLUMNS, HOLD_WIDTH, MEMBER_COLUMNS, SETTLEMENT_COLUMNS, TOKEN_COLUMNS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
 pub use engine::{PgEngine, IDLE_IN_TRANSACTION_MS, LOCK_TIMEOUT_MS};
@@ -127,6 +128,13 @@ statements! {
         );
         holds = format!("SELECT {HOLD_COLUMNS} FROM holds WHERE id > $1 ORDER BY id LIMIT $2");
         accounts = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id > $1 ORDER BY id LIMIT $2");
+        doc = format!("SELECT {DOC_COLUMNS} FROM docs WHERE kind = $1 AND id = $2");
+        docs_by_party = format!(
+            "SELECT {} FROM doc_parties p JOIN docs d ON d.kind = p.kind AND d.id = p.id \
+             WHERE p.kind = $1 AND p.party = $2 AND p.id > $3 ORDER BY p.id LIMIT $4",
+            prefixed("d", DOC_COLUMNS)
+        );
+        due_docs = "SELECT kind, id FROM docs WHERE due_at <= $1 ORDER BY due_at, kind, id LIMIT $2";
     }
 }
 
@@ -311,6 +319,31 @@ impl Store for PostgresStore {
 
     async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError> {
         self.writer.prune_idempotency(before, limit).await
+    }
+
+    async fn doc(&self, kind: DocKind, id: &str) -> Result<Option<DocRow>, StoreError> {
+        let r = self.reader().await?;
+        let row = r.client.query_opt(&r.st.doc, &[&kind.as_str(), &id]).await;
+        rows::optional(row.map_err(pg_error)?, rows::doc)
+    }
+
+    async fn docs_by_party(
+        &self,
+        kind: DocKind,
+        party: &MemberId,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<DocRow>, StoreError> {
+        let r = self.reader().await?;
+        let params: [&(dyn ToSql + Sync); 4] = [&kind.as_str(), &party.0, &after, &bound(limit)];
+        let found = r.client.query(&r.st.docs_by_party, &params).await.map_err(pg_error)?;
+        rows::all(&found, rows::doc)
+    }
+
+    async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, StoreError> {
+        let r = self.reader().await?;
+        let found = r.client.query(&r.st.due_docs, &[&now.0, &bound(limit)]).await.map_err(pg_error)?;
+        rows::all(&found, rows::doc_key)
     }
 
     async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {

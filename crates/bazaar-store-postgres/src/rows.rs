@@ -24,6 +24,7 @@ pub const SETTLEMENT_COLUMNS: &str = "id, jti, buyer, merchant, order_id, amount
 pub const TRANSFER_COLUMNS: &str = "pos, id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at";
 pub const EVENT_COLUMNS: &str = "seq, prev_hash, hash, kind, body, authored_by, on_behalf_of, at";
 pub const IDEM_COLUMNS: &str = "scope, key, fingerprint, outcome, created_at";
+pub const DOC_COLUMNS: &str = "kind, id, body, due_at, parties";
 
 /// Columns per record, for decoding joined rows.
 pub const TOKEN_WIDTH: usize = 9;
@@ -210,6 +211,36 @@ pub fn idem(r: &Row, o: usize) -> Result<IdempotencyRecord, StoreError> {
         outcome: get(r, o + 3)?,
         created_at: ts(r, o + 4)?,
     })
+}
+
+/// A document's (kind, id).
+pub fn doc_key(r: &Row, o: usize) -> Result<(DocKind, String), StoreError> {
+    let kind: &str = get(r, o)?;
+    Ok((DocKind::parse(kind).ok_or_else(|| corrupt("document kind"))?, get(r, o + 1)?))
+}
+
+pub fn doc(r: &Row, o: usize) -> Result<DocRow, StoreError> {
+    let (kind, id) = doc_key(r, o)?;
+    let body: &str = get(r, o + 2)?;
+    let parties: Vec<String> =
+        serde_json::from_str(get(r, o + 4)?).map_err(|_| corrupt(format!("{} {id}: parties", kind.as_str())))?;
+    Ok(DocRow {
+        kind,
+        body: serde_json::from_str(body).map_err(|_| corrupt(format!("{} {id}: body", kind.as_str())))?,
+        id,
+        due_at: ts_opt(r, o + 3)?,
+        parties: parties.into_iter().map(MemberId).collect(),
+    })
+}
+
+/// A document's body as stored: its JSON text.
+pub fn doc_body(d: &DocRow) -> Result<String, StoreError> {
+    serde_json::to_string(&d.body).map_err(|e| corrupt(format!("{} {}: body: {e}", d.kind.as_str(), d.id)))
+}
+
+/// A document's party list as stored in `docs.parties`: a JSON array of ids, in order.
+pub fn doc_parties(d: &DocRow) -> String {
+    serde_json::Value::from(d.parties.iter().map(|p| p.0.as_str()).collect::<Vec<_>>()).to_string()
 }
 
 /// Decodes every row of a result with `f`, starting at column 0.

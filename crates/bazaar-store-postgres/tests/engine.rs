@@ -1,12 +1,12 @@
 //! The writer's engine on its own: the database's second layer of
 //! exactly-once refuses what the core should never send, as a constraint,
-//! and a refused batch leaves nothing behind.
+//! and a refused batch leaves nothing behind; and the shared documents case.
 
 use bazaar_core::chain::GENESIS_HASH;
 use bazaar_core::command::Keys;
 use bazaar_core::model::{Event, Hold, HoldState, Settlement, Transfer, TransferKind};
 use bazaar_core::state::Changes;
-use bazaar_store::conformance::{test_config, EPOCH};
+use bazaar_store::conformance::{documents, test_config, EPOCH};
 use bazaar_store::{Engine, Store, StoreError};
 use bazaar_store_postgres::testing::{admin_url, with_database};
 use bazaar_store_postgres::{PgEngine, PostgresStore};
@@ -172,6 +172,24 @@ fn refused_batches_leave_nothing_behind() {
     };
     assert!(is_constraint(batch(&mut engine, &overdrawn)));
 
+    drop(engine);
+    drop(store);
+    runtime.block_on(admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
+}
+
+#[test]
+fn documents_are_stored_listed_and_inserted_once() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let name = format!("bazaar_docs_{}", std::process::id());
+    let url = with_database(&admin_url(), &name);
+    let store = runtime.block_on(async {
+        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+        admin(&format!("CREATE DATABASE {name}")).await;
+        let clock = Arc::new(ManualClock::new(EPOCH));
+        PostgresStore::connect(&url, test_config(), clock).await.unwrap()
+    });
+    let mut engine = PgEngine::connect(&url).unwrap();
+    documents(&mut engine, &store, &runtime);
     drop(engine);
     drop(store);
     runtime.block_on(admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));

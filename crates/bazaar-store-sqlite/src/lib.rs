@@ -24,6 +24,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0002_idempotency_created_at", include_str!("../migrations/0002_idempotency_created_at.sql")),
     ("0003_holds_resolve_once", include_str!("../migrations/0003_holds_resolve_once.sql")),
     ("0004_events_hash_not_unique", include_str!("../migrations/0004_events_hash_not_unique.sql")),
+    ("0005_documents", include_str!("../migrations/0005_documents.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
@@ -310,6 +311,46 @@ impl Store for SqliteStore {
         self.writer.prune_idempotency(before, limit).await
     }
 
+    async fn doc(&self, kind: DocKind, id: &str) -> Result<Option<DocRow>, StoreError> {
+        let id = id.to_string();
+        self.read(move |c| {
+            c.prepare_cached(&format!("{DOC_SELECT} WHERE kind = ?1 AND id = ?2"))?
+                .query_row([kind.as_str(), id.as_str()], doc_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn docs_by_party(
+        &self,
+        kind: DocKind,
+        party: &MemberId,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<DocRow>, StoreError> {
+        let (party, after) = (party.0.clone(), after.to_string());
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT d.kind, d.id, d.body, d.due_at, d.parties FROM doc_parties p
+                 JOIN docs d ON d.kind = p.kind AND d.id = p.id
+                 WHERE p.kind = ?1 AND p.party = ?2 AND p.id > ?3 ORDER BY p.id LIMIT ?4",
+            )?;
+            let rows = stmt.query_map(params![kind.as_str(), party, after, limit as i64], doc_row)?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, StoreError> {
+        self.read(move |c| {
+            let mut stmt =
+                c.prepare_cached("SELECT kind, id FROM docs WHERE due_at <= ?1 ORDER BY due_at, kind, id LIMIT ?2")?;
+            let rows = stmt.query_map(params![now.0, limit as i64], doc_key_row)?;
+            rows.collect()
+        })
+        .await
+    }
+
     async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {
         let generation = {
             let cache = self.auth.lock().unwrap_or_else(|p| p.into_inner());
@@ -369,11 +410,25 @@ impl AuthCache {
     }
 }
 
-struct SqliteEngine {
+/// The SQLite side of the group-commit writer: one connection, one batch per
+/// `BEGIN IMMEDIATE` transaction.
+pub struct SqliteEngine {
     conn: Connection,
     auth: Arc<Mutex<AuthCache>>,
     /// Credentials and members the open transaction changes.
     touched: (Vec<String>, Vec<MemberId>),
+}
+
+impl SqliteEngine {
+    /// An engine on a connection of its own to `path` (created and migrated
+    /// if need be), for tests and tools that drive batches directly. Its
+    /// credential cache is its own: a [`SqliteStore`] open on the same file
+    /// does not see credentials or members it changes until restarted.
+    pub fn connect(path: impl AsRef<Path>) -> Result<SqliteEngine, StoreError> {
+        let mut conn = open(path.as_ref())?;
+        migrate(&mut conn)?;
+        Ok(SqliteEngine { conn, auth: Default::default(), touched: Default::default() })
+    }
 }
 
 impl Engine for SqliteEngine {
@@ -440,6 +495,9 @@ mod tests {
         let count: i64 = conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0)).unwrap();
         assert_eq!(count, 2, "rows survive the rebuild");
         assert!(conn.execute("DELETE FROM events", []).is_err(), "the append-only guard is back");
+        let doc = "INSERT INTO docs VALUES ('contract', 'c1', '{}', NULL, '[]')";
+        conn.execute(doc, []).unwrap();
+        assert!(conn.execute(doc, []).is_err(), "0005 made documents unique by (kind, id)");
         migrate(&mut conn).unwrap();
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -22,6 +22,7 @@ pub const SETTLEMENT_SELECT: &str =
 pub const TRANSFER_SELECT: &str =
     "SELECT pos, id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at FROM transfers";
 pub const EVENT_SELECT: &str = "SELECT seq, prev_hash, hash, kind, body, authored_by, on_behalf_of, at FROM events";
+pub const DOC_SELECT: &str = "SELECT kind, id, body, due_at, parties FROM docs";
 
 fn bad(column: usize, what: &str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, what.to_string().into())
@@ -186,6 +187,31 @@ pub fn event_row(r: &Row) -> rusqlite::Result<Event> {
     })
 }
 
+pub fn doc_row(r: &Row) -> rusqlite::Result<DocRow> {
+    let (kind, id) = doc_key_row(r)?;
+    let body: String = r.get(2)?;
+    let parties: String = r.get(4)?;
+    let parties: Vec<String> = serde_json::from_str(&parties).map_err(|_| bad(4, "document parties"))?;
+    Ok(DocRow {
+        kind,
+        id,
+        body: serde_json::from_str(&body).map_err(|_| bad(2, "document body"))?,
+        due_at: r.get::<_, Option<i64>>(3)?.map(Timestamp),
+        parties: parties.into_iter().map(MemberId).collect(),
+    })
+}
+
+/// A document's (kind, id).
+pub fn doc_key_row(r: &Row) -> rusqlite::Result<(DocKind, String)> {
+    let kind: String = r.get(0)?;
+    Ok((DocKind::parse(&kind).ok_or_else(|| bad(0, "document kind"))?, r.get(1)?))
+}
+
+/// A document's party list as stored in `docs.parties`: a JSON array of ids, in order.
+fn parties_json(d: &DocRow) -> String {
+    serde_json::Value::from(d.parties.iter().map(|p| p.0.as_str()).collect::<Vec<_>>()).to_string()
+}
+
 fn idem_row(r: &Row) -> rusqlite::Result<IdempotencyRecord> {
     Ok(IdempotencyRecord {
         scope: r.get(0)?,
@@ -269,7 +295,21 @@ pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapsho
             s.idem.insert((scope.clone(), key.clone()), row);
         }
     }
+    for (kind, id) in &keys.docs {
+        let sql = format!("{DOC_SELECT} WHERE kind = ?1 AND id = ?2");
+        if let Some(row) = one(conn, &sql, [kind.as_str(), id.as_str()], doc_row)? {
+            s.docs.insert((*kind, id.clone()), row);
+        }
+    }
     Ok(s)
+}
+
+/// A write the adapter itself refuses, reported like a constraint SQLite enforced.
+fn refused(message: String) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error { code: rusqlite::ErrorCode::ConstraintViolation, extended_code: 0 },
+        Some(message),
+    )
 }
 
 pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
@@ -351,10 +391,7 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             )?
             .execute(params![h.id.0, h.state.as_str(), i(h.posted_amount.0), at])?;
         if changed != 1 {
-            return Err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error { code: rusqlite::ErrorCode::ConstraintViolation, extended_code: 0 },
-                Some(format!("hold {} is not pending", h.id)),
-            ));
+            return Err(refused(format!("hold {} is not pending", h.id)));
         }
     }
     for t in &c.insert_tokens {
@@ -411,6 +448,33 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             r.outcome,
             r.created_at.0
         ])?;
+    }
+    for d in &c.insert_docs {
+        let body = serde_json::to_string(&d.body).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        conn.prepare_cached("INSERT INTO docs VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![
+            d.kind.as_str(),
+            d.id,
+            body,
+            d.due_at.map(|t| t.0),
+            parties_json(d)
+        ])?;
+        let parties: std::collections::BTreeSet<&str> = d.parties.iter().map(|p| p.0.as_str()).collect();
+        for party in parties {
+            conn.prepare_cached("INSERT INTO doc_parties VALUES (?1, ?2, ?3)")?.execute(params![
+                d.kind.as_str(),
+                party,
+                d.id
+            ])?;
+        }
+    }
+    for d in &c.update_docs {
+        let body = serde_json::to_string(&d.body).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        let changed = conn
+            .prepare_cached("UPDATE docs SET body = ?3, due_at = ?4 WHERE kind = ?1 AND id = ?2")?
+            .execute(params![d.kind.as_str(), d.id, body, d.due_at.map(|t| t.0)])?;
+        if changed != 1 {
+            return Err(refused(format!("{} {} is not stored", d.kind.as_str(), d.id)));
+        }
     }
     for e in &c.insert_events {
         conn.prepare_cached("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![

@@ -1,15 +1,17 @@
 //! The conformance suite: one set of cases every [`Store`] adapter must pass,
 //! run unchanged against SQLite and PostgreSQL. Each case gets a fresh store.
 //!
-//! An adapter's test calls [`run_all`] with a factory that opens an empty store.
+//! An adapter's test calls [`run_all`] with a factory that opens an empty store,
+//! and [`documents`] with its writer engine and store on an empty database.
 
-use crate::Store;
+use crate::{Engine, Store, StoreError};
 use bazaar_core::apply::{Applied, Config};
 use bazaar_core::audit::AuditReport;
-use bazaar_core::command::{Command, Idem, Op, Outcome};
+use bazaar_core::command::{Command, Idem, Keys, Op, Outcome};
 use bazaar_core::crypto::did_key;
 use bazaar_core::model::{Member, MemberKind, TokenState};
 use bazaar_core::refusal::Code;
+use bazaar_core::state::Snapshot;
 use bazaar_core::token::{self, TokenClaims};
 use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PAGE_LIMIT_MAX};
 use bazaar_types::{AccountId, Amount, Clock, ManualClock, MemberId, OrderId, Timestamp, TokenId};
@@ -495,4 +497,140 @@ async fn idempotency_records_expire(f: Fixture) {
     assert!(reused.outcome.is_ok());
     assert_eq!(f.balance(&buyer).await, 1_030, "three funds ran: weekly, daily, weekly again");
     assert!(f.audit().await.ok);
+}
+
+/// Documents through an adapter's writer [`Engine`] and back through its
+/// [`Store`]. No core command makes documents yet, so unlike the cases above
+/// this one drives the engine directly, the way the writer does. Call it from
+/// a plain (not async) test with a fresh, empty database: the engine blocks,
+/// and `runtime` runs the store's reads.
+///
+/// Checks: rows load by key (absent ones missing) and read back exactly as
+/// written, parties in their order; a (kind, id) is inserted once, and a batch
+/// that tries again is refused as a constraint and leaves nothing behind;
+/// updates change body and deadline in place; `docs_by_party` pages by id;
+/// `due_docs` lists only what is due, earliest first.
+pub fn documents(engine: &mut dyn Engine, store: &dyn Store, runtime: &tokio::runtime::Runtime) {
+    use bazaar_core::chain::GENESIS_HASH;
+    use bazaar_core::model::{DocKind, DocRow, Event};
+    use bazaar_core::state::Changes;
+    use DocKind::{Contract, Dispute, Stake};
+
+    let at = |s: i64| Timestamp(EPOCH.0 + s * 1_000);
+    let buyer = MemberId("did:key:zBuyer".into());
+    let seller = MemberId("did:key:zSeller".into());
+    let arbiter = MemberId("did:key:zArbiter".into());
+    let doc = |kind: DocKind, id: &str, due: Option<Timestamp>, parties: &[&MemberId]| DocRow {
+        kind,
+        id: id.into(),
+        body: serde_json::json!({"id": id, "state": "open", "milestones": [{"amount": 100, "note": "première"}]}),
+        due_at: due,
+        parties: parties.iter().map(|&p| p.clone()).collect(),
+    };
+    let batch = |engine: &mut dyn Engine, keys: &Keys, changes: &Changes| -> Result<Snapshot, StoreError> {
+        engine.begin()?;
+        let attempt = engine.load(keys).and_then(|snapshot| engine.write(changes).map(|()| snapshot));
+        match attempt {
+            Ok(snapshot) => engine.commit().map(|()| snapshot),
+            Err(error) => {
+                engine.rollback();
+                Err(error)
+            }
+        }
+    };
+    let none = Keys::default();
+    let ids = |rows: Vec<DocRow>| rows.into_iter().map(|d| d.id).collect::<Vec<_>>();
+    let key = |kind: DocKind, id: &str| (kind, id.to_string());
+
+    // Parties unsorted and repeated: stored as given, indexed once each.
+    let c1 = doc(Contract, "c1", Some(at(300)), &[&seller, &buyer, &buyer]);
+    let c2 = doc(Contract, "c2", Some(at(100)), &[&buyer, &seller]);
+    let c3 = doc(Contract, "c3", None, &[&buyer]);
+    // Same id, another kind: a different document.
+    let d1 = doc(Dispute, "c1", Some(at(100)), &[&buyer, &seller, &arbiter]);
+    let insert = Changes { insert_docs: vec![c1.clone(), c2.clone(), c3.clone(), d1.clone()], ..Changes::default() };
+    batch(engine, &none, &insert).unwrap();
+
+    let keys = Keys {
+        docs: [key(Contract, "c1"), key(Dispute, "c1"), key(Contract, "missing"), key(Stake, "c1")].into(),
+        ..Keys::default()
+    };
+    let snapshot = batch(engine, &keys, &Changes::default()).unwrap();
+    assert_eq!(snapshot.docs.len(), 2, "absent documents are simply missing");
+    assert_eq!(snapshot.docs.get(&key(Contract, "c1")), Some(&c1));
+    assert_eq!(snapshot.docs.get(&key(Dispute, "c1")), Some(&d1));
+
+    let read = |kind, id: &'static str| runtime.block_on(store.doc(kind, id)).unwrap();
+    let by_party = |kind, party: &MemberId, after: &str, limit| {
+        ids(runtime.block_on(store.docs_by_party(kind, party, after, limit)).unwrap())
+    };
+    let due = |now, limit| runtime.block_on(store.due_docs(now, limit)).unwrap();
+    assert_eq!(read(Contract, "c1"), Some(c1.clone()));
+    assert_eq!(read(Contract, "c3"), Some(c3.clone()));
+    assert_eq!(read(Stake, "c1"), None);
+    assert_eq!(by_party(Contract, &buyer, "", 10), ["c1", "c2", "c3"]);
+    assert_eq!(by_party(Contract, &buyer, "", 2), ["c1", "c2"]);
+    assert_eq!(by_party(Contract, &buyer, "c2", 2), ["c3"]);
+    assert!(by_party(Contract, &buyer, "c3", 2).is_empty());
+    assert_eq!(by_party(Contract, &seller, "", 10), ["c1", "c2"]);
+    assert!(by_party(Contract, &arbiter, "", 10).is_empty(), "parties are per kind");
+    assert_eq!(by_party(Dispute, &arbiter, "", 10), ["c1"]);
+    let listed = runtime.block_on(store.docs_by_party(Dispute, &arbiter, "", 10)).unwrap();
+    assert_eq!(listed, [d1], "listed documents are whole");
+    assert!(due(at(99), 10).is_empty());
+    // Ties on due_at are ordered by kind, then id.
+    assert_eq!(due(at(100), 10), [key(Contract, "c2"), key(Dispute, "c1")]);
+    assert_eq!(due(at(100), 1), [key(Contract, "c2")]);
+    assert_eq!(
+        due(at(10_000), 10),
+        [key(Contract, "c2"), key(Dispute, "c1"), key(Contract, "c1")],
+        "no deadline, never due"
+    );
+
+    // Updates change body and deadline; parties stay as stored.
+    let c2_settled = DocRow { body: serde_json::json!({"state": "settled"}), due_at: None, ..c2.clone() };
+    let c3_due = DocRow { due_at: Some(at(50)), ..c3.clone() };
+    let keys = Keys { docs: [key(Contract, "c2"), key(Contract, "c3")].into(), ..Keys::default() };
+    let update = Changes { update_docs: vec![c2_settled.clone(), c3_due.clone()], ..Changes::default() };
+    let loaded = batch(engine, &keys, &update).unwrap();
+    assert_eq!(loaded.docs.get(&key(Contract, "c2")), Some(&c2));
+    assert_eq!(read(Contract, "c2"), Some(c2_settled));
+    assert_eq!(read(Contract, "c3"), Some(c3_due));
+    assert_eq!(due(at(10_000), 10), [key(Contract, "c3"), key(Dispute, "c1"), key(Contract, "c1")]);
+
+    // A (kind, id) stored already refuses the whole batch: the new document,
+    // its parties and the event go with it.
+    let event = Event {
+        seq: 1,
+        prev_hash: GENESIS_HASH.into(),
+        hash: "hash-1".into(),
+        kind: "test".into(),
+        body: serde_json::json!({}),
+        authored_by: buyer.clone(),
+        on_behalf_of: buyer.clone(),
+        at: EPOCH,
+    };
+    let c4 = doc(Contract, "c4", Some(at(1)), &[&buyer]);
+    let again = Changes {
+        insert_docs: vec![c4.clone(), DocRow { body: serde_json::json!({"state": "forged"}), ..c1.clone() }],
+        insert_events: vec![event],
+        ..Changes::default()
+    };
+    let refused = batch(engine, &none, &again);
+    assert!(matches!(refused, Err(StoreError::Constraint(_))), "{refused:?}");
+    assert_eq!(read(Contract, "c4"), None);
+    assert_eq!(read(Contract, "c1"), Some(c1.clone()));
+    assert_eq!(by_party(Contract, &buyer, "", 10), ["c1", "c2", "c3"]);
+    assert_eq!(runtime.block_on(store.head()).unwrap().seq, 0);
+    // Twice in one batch, too.
+    let twice = Changes { insert_docs: vec![c4.clone(), c4.clone()], ..Changes::default() };
+    assert!(matches!(batch(engine, &none, &twice), Err(StoreError::Constraint(_))));
+    // An update of a document that is not stored is refused, not lost.
+    let ghost = Changes { update_docs: vec![doc(Stake, "s1", None, &[&seller])], ..Changes::default() };
+    assert!(matches!(batch(engine, &none, &ghost), Err(StoreError::Constraint(_))));
+
+    // The engine carries on after refusals.
+    batch(engine, &none, &Changes { insert_docs: vec![c4.clone()], ..Changes::default() }).unwrap();
+    assert_eq!(read(Contract, "c4"), Some(c4));
+    assert_eq!(by_party(Contract, &buyer, "c3", 10), ["c4"]);
 }
