@@ -84,9 +84,6 @@ pub(crate) struct Dirty {
     pub invites: BTreeSet<String>,
     pub accounts: BTreeSet<AccountId>,
     pub budgets: BTreeSet<MemberId>,
-    // Read by the document commands being written; until they land nothing does.
-    #[allow(dead_code)]
     pub docs_new: BTreeSet<(DocKind, String)>,
-    #[allow(dead_code)]
     pub docs: BTreeSet<(DocKind, String)>,
 }

@@ -384,9 +384,10 @@ impl Client {
     }
 
     /// Buys at `price`: a bare paid call when the price is within the registry's
-    /// escrow threshold, else an escrowed contract with one milestone (due in
-    /// `ESCROW_DUE_S`) whose key is derived from the order, so a retry finds the
-    /// same contract. The threshold is read from `/.well-known/bazaar`.
+    /// escrow threshold, else an escrowed contract with one milestone (due
+    /// `ESCROW_DUE_S` after the end of today, UTC) whose key is derived from the
+    /// order, so a retry the same day finds the same contract. The threshold is
+    /// read from `/.well-known/bazaar`.
     pub async fn purchase(
         &self,
         url: &str,
@@ -399,16 +400,20 @@ impl Client {
         if price <= threshold {
             return Ok(Purchase::Paid(self.pay(url, merchant, price, order_id).await?));
         }
-        let due = wall_clock_ms() + ESCROW_DUE_S as i64 * 1000;
+        // Rounded to the UTC day so a retry sends the same body (and so replays);
+        // a retry on a later day is refused `idempotency_conflict` instead.
+        let day_ms = 86_400_000;
+        let due = (wall_clock_ms() / day_ms + 1) * day_ms + ESCROW_DUE_S as i64 * 1000;
         let description = format!("order {order_id}: {url}");
         let terms = format!("bazaar-order-v1\n{merchant}\n{order_id}\n{url}\n{price}");
         let key = format!("order:{merchant}:{order_id}");
-        let answer = self
-            .retrying(|| self.create_contract(merchant, None, &[(price, &description, due)], &terms, None, &key))
-            .await?;
+        let milestones = [(price, description.as_str(), due)];
+        let answer =
+            self.retrying(|| self.create_contract(merchant, None, &milestones, &terms, None, &key)).await?;
         Ok(Purchase::Escrowed(answer.body))
     }
-: transport errors, 5xx, or
+
+    /// Retries `call` while the answer is retryable: transport errors, 5xx, or
     /// `idempotency_in_flight` — always with the same request (and so the same key).
     pub async fn retrying<F, Fut>(&self, call: F) -> Result<Answer, SdkError>
     where
