@@ -68,11 +68,7 @@ pub const CATALOGUE: &[Attack] = &[
     Attack { name: "other-merchant", expect: Code::NotAudience, run: |c| Box::pin(other_merchant(c)) },
     Attack { name: "forged-token", expect: Code::TokenSignatureInvalid, run: |c| Box::pin(forged_token(c)) },
     Attack { name: "invite-reuse", expect: Code::InviteUsed, run: |c| Box::pin(invite_reuse(c)) },
-    Attack {
-        name: "double-release",
-        expect: Code::MilestoneAlreadyReleased,
-        run: |c| Box::pin(double_release(c)),
-    },
+    Attack { name: "double-release", expect: Code::MilestoneAlreadyReleased, run: |c| Box::pin(double_release(c)) },
     Attack { name: "release-disputed", expect: Code::MilestoneDisputed, run: |c| Box::pin(release_disputed(c)) },
     Attack { name: "dispute-unpaid", expect: Code::NotDisputable, run: |c| Box::pin(dispute_unpaid(c)) },
     Attack { name: "dispute-foreign", expect: Code::NotParty, run: |c| Box::pin(dispute_foreign(c)) },

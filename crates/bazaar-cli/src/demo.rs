@@ -135,9 +135,18 @@ pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> R
             say(format!("  {i}/{calls} paid calls settled; work ran {} times", work_runs.load(Ordering::SeqCst)));
         }
     }
-    let mut report =
-        after_calls(&buyer, &merchant, &shop_url, calls, say, store.clone(), &work_runs, requests_sent, replayed_answers)
-            .await?;
+    let mut report = after_calls(
+        &buyer,
+        &merchant,
+        &shop_url,
+        calls,
+        say,
+        store.clone(),
+        &work_runs,
+        requests_sent,
+        replayed_answers,
+    )
+    .await?;
     let local = LocalRegistry {
         state,
         url: registry_url,

@@ -68,7 +68,8 @@ pub async fn escrow_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
     let due = crate::runtime_now_ms() + 30 * 86_400_000;
     let names = ["cut", "weave", "hem and ship"];
     let specs: Vec<(u64, &str, i64)> = MILESTONES_MINOR.iter().zip(names).map(|(a, n)| (*a, n, due)).collect();
-    let created = buyer.create_contract("linen-mill", None, &specs, "200 sets, 300 thread count", None, "linen-1").await?;
+    let created =
+        buyer.create_contract("linen-mill", None, &specs, "200 sets, 300 thread count", None, "linen-1").await?;
     let contract = created.body["id"].as_str().context("contract id")?.to_string();
     say(format!(
         "  contract {contract}: milestones {MILESTONES_MINOR:?} held on the buyer's budget; arbiter: the dispute desk"

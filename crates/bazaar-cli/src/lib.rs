@@ -48,7 +48,9 @@ impl WindowArgs {
         ];
         for (flag, value) in named {
             if !(DISPUTE_WINDOW_S_MIN..=DISPUTE_WINDOW_S_MAX).contains(&value) {
-                return Err(format!("{flag} {value} is outside {DISPUTE_WINDOW_S_MIN}..={DISPUTE_WINDOW_S_MAX} seconds"));
+                return Err(format!(
+                    "{flag} {value} is outside {DISPUTE_WINDOW_S_MIN}..={DISPUTE_WINDOW_S_MAX} seconds"
+                ));
             }
         }
         Ok(bazaar_core::dispute::Windows {

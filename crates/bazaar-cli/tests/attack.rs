@@ -85,7 +85,16 @@ attack_tests! {
 async fn the_binary_runs_named_attacks() {
     let (local, dir) = registry("binary").await;
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args(["attack", "--json", "--registry", &local.url, "--credential", "attack-op", "over-ceiling", "double-release"])
+        .args([
+            "attack",
+            "--json",
+            "--registry",
+            &local.url,
+            "--credential",
+            "attack-op",
+            "over-ceiling",
+            "double-release",
+        ])
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

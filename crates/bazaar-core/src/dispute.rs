@@ -248,8 +248,17 @@ impl Stake {
 #[serde(tag = "act", rename_all = "snake_case")]
 pub enum DisputeAct {
     /// `signature` is Ed25519 by the author's did:key over [`evidence_message`].
-    Evidence { sha256: String, url: Option<String>, signature: String },
-    Rule { decision: Decision, refund: Amount, slash: Amount, reasons: String },
+    Evidence {
+        sha256: String,
+        url: Option<String>,
+        signature: String,
+    },
+    Rule {
+        decision: Decision,
+        refund: Amount,
+        slash: Amount,
+        reasons: String,
+    },
     Appeal,
     /// Runs a final ruling; a second call is refused with the outcome attached.
     Execute,
@@ -536,16 +545,24 @@ impl Batch<'_> {
                     Decision::Reject => Amount::ZERO,
                     Decision::RefundPartial if refund.0 > 0 && *refund < dispute.claimed => *refund,
                     Decision::RefundPartial => {
-                        return Err(Refusal::new(Code::RulingInvalid, "A partial refund is between 1 and the claim less 1.")
-                            .with(json!({"refund_minor": refund, "claimed_minor": dispute.claimed})))
+                        return Err(Refusal::new(
+                            Code::RulingInvalid,
+                            "A partial refund is between 1 and the claim less 1.",
+                        )
+                        .with(json!({"refund_minor": refund, "claimed_minor": dispute.claimed})))
                     }
                 };
                 if *decision == Decision::Reject && slash.0 > 0 {
                     return refuse(Code::RulingInvalid, "A rejected claim slashes nothing.");
                 }
-                if slash.0 > bazaar_types::limits::AMOUNT_MINOR_MAX || reasons.is_empty() || reasons.len() > REASONS_LEN_MAX
+                if slash.0 > bazaar_types::limits::AMOUNT_MINOR_MAX
+                    || reasons.is_empty()
+                    || reasons.len() > REASONS_LEN_MAX
                 {
-                    return refuse(Code::RulingInvalid, "A ruling gives reasons (1 to 2000 bytes) and a bounded slash.");
+                    return refuse(
+                        Code::RulingInvalid,
+                        "A ruling gives reasons (1 to 2000 bytes) and a bounded slash.",
+                    );
                 }
                 let ruling = Ruling {
                     round: dispute.round,
@@ -603,8 +620,12 @@ impl Batch<'_> {
                 dispute.round = 2;
                 self.assign_arbiter(&mut dispute, "appealed; a new arbiter rules");
                 self.put_dispute(&dispute, false);
-                self.event(command, "dispute.appealed", json!({"dispute": id, "side": side, "bond_minor": bond,
-                    "arbiter": dispute.arbiter}));
+                self.event(
+                    command,
+                    "dispute.appealed",
+                    json!({"dispute": id, "side": side, "bond_minor": bond,
+                    "arbiter": dispute.arbiter}),
+                );
                 Ok(dispute.view())
             }
             DisputeAct::Execute => {
@@ -651,7 +672,11 @@ impl Batch<'_> {
                     Phase::Evidence => {
                         self.assign_arbiter(&mut dispute, "evidence closed; the arbiter rules");
                         self.put_dispute(&dispute, false);
-                        self.event(command, "dispute.ruling_opened", json!({"dispute": id, "arbiter": dispute.arbiter}));
+                        self.event(
+                            command,
+                            "dispute.ruling_opened",
+                            json!({"dispute": id, "arbiter": dispute.arbiter}),
+                        );
                         Ok(dispute.view())
                     }
                     Phase::Ruling => {
@@ -706,7 +731,9 @@ impl Batch<'_> {
         let mut refunded = Amount::ZERO;
         let mut released = Amount::ZERO;
         if dispute.frozen.escrow.0 > 0 {
-            let Subject::Milestone { contract, index } = &dispute.subject else { unreachable!("escrow is a milestone") };
+            let Subject::Milestone { contract, index } = &dispute.subject else {
+                unreachable!("escrow is a milestone")
+            };
             let mut c = self.contract(contract).expect("the disputed contract is loaded");
             let m = c.milestones[*index as usize].clone();
             assert_eq!(m.state, MilestoneState::Disputed);
@@ -735,9 +762,10 @@ impl Batch<'_> {
         // refund is the first part of the slash (restitution to the claimant).
         let mut to_refund = ruling.refund.checked_sub(refunded).unwrap_or(Amount::ZERO);
         let mut to_claimant = Amount::ZERO;
-        for (hold_id, frozen, suffix) in
-            [(&balance_hold, dispute.frozen.balance, "refund_bal"), (&stake_hold, dispute.frozen.stake, "slash_claimant")]
-        {
+        for (hold_id, frozen, suffix) in [
+            (&balance_hold, dispute.frozen.balance, "refund_bal"),
+            (&stake_hold, dispute.frozen.stake, "slash_claimant"),
+        ] {
             if frozen.0 == 0 {
                 continue;
             }
@@ -761,7 +789,14 @@ impl Batch<'_> {
         if to_insurance.0 > 0 {
             self.ensure_account(AccountId::insurance());
             let tid = TransferId(format!("tr_{id}_slash_insurance"));
-            self.post_plain(command, tid.clone(), stake_account.clone(), AccountId::insurance(), to_insurance, TransferKind::Slash);
+            self.post_plain(
+                command,
+                tid.clone(),
+                stake_account.clone(),
+                AccountId::insurance(),
+                to_insurance,
+                TransferKind::Slash,
+            );
             transfers.push(tid);
         }
         // The appeal bond: back to an appellant the second ruling favoured, else to the other side.
@@ -777,7 +812,12 @@ impl Batch<'_> {
             let legs = if won {
                 vec![]
             } else {
-                vec![(AccountId::of_member(other), appeal.bond, TransferKind::Bond, TransferId(format!("tr_{id}_bond")))]
+                vec![(
+                    AccountId::of_member(other),
+                    appeal.bond,
+                    TransferKind::Bond,
+                    TransferId(format!("tr_{id}_bond")),
+                )]
             };
             let (_, ids) = self.post_hold(command, hold, &legs, None);
             transfers.extend(ids);
@@ -827,8 +867,11 @@ impl Batch<'_> {
         let me = command.actor.id.clone();
         let mut stake = self.stake_record(&me);
         if stake.open_disputes > 0 {
-            return Err(Refusal::new(Code::StakeDisputeOpen, "Stake cannot be unlocked while a dispute is open against you.")
-                .with(json!({"open_disputes": stake.open_disputes})));
+            return Err(Refusal::new(
+                Code::StakeDisputeOpen,
+                "Stake cannot be unlocked while a dispute is open against you.",
+            )
+            .with(json!({"open_disputes": stake.open_disputes})));
         }
         let available = self.available(&AccountId::stake_of(&me));
         if amount.0 == 0 || amount > available {
@@ -847,11 +890,17 @@ impl Batch<'_> {
         let me = command.actor.id.clone();
         let mut stake = self.stake_record(&me);
         let Some(unlock) = stake.unlock.clone() else {
-            return refuse(Code::StakeNotUnlocked, "Ask to unlock stake first; it can be withdrawn after the cooldown.");
+            return refuse(
+                Code::StakeNotUnlocked,
+                "Ask to unlock stake first; it can be withdrawn after the cooldown.",
+            );
         };
         if stake.open_disputes > 0 {
-            return Err(Refusal::new(Code::StakeDisputeOpen, "Stake cannot be withdrawn while a dispute is open against you.")
-                .with(json!({"open_disputes": stake.open_disputes})));
+            return Err(Refusal::new(
+                Code::StakeDisputeOpen,
+                "Stake cannot be withdrawn while a dispute is open against you.",
+            )
+            .with(json!({"open_disputes": stake.open_disputes})));
         }
         if self.now < unlock.available_at {
             return Err(Refusal::new(Code::StakeCooldown, "The unlock cooldown has not passed yet.")
@@ -862,7 +911,14 @@ impl Batch<'_> {
         let mut body = json!({"member": me, "withdrawn_minor": amount});
         if amount.0 > 0 {
             let tid = TransferId(format!("tr_{}_unstake", self.snap.head.seq + 1));
-            self.post_plain(command, tid.clone(), stake_account, AccountId::of_member(&me), amount, TransferKind::Unstake);
+            self.post_plain(
+                command,
+                tid.clone(),
+                stake_account,
+                AccountId::of_member(&me),
+                amount,
+                TransferKind::Unstake,
+            );
             body["transfer"] = json!(tid);
         }
         stake.unlock = None;

@@ -7,11 +7,11 @@
 //! `Keys` name, as a real adapter would load it, and must give the same answer.
 
 use bazaar_core::apply::{apply_batch, Applied, Config};
-use bazaar_core::dispute::Windows;
 use bazaar_core::audit::Auditor;
 use bazaar_core::chain::{self, ChainHead};
 use bazaar_core::command::{hold_id_for, Command, Idem, Keys, Op, Outcome};
 use bazaar_core::crypto::{did_key, sha256_hex};
+use bazaar_core::dispute::Windows;
 use bazaar_core::model::*;
 use bazaar_core::refusal::Code;
 use bazaar_core::state::{Changes, Snapshot};

@@ -296,8 +296,13 @@ impl Client {
 
     pub async fn deliver(&self, id: &str, milestone: u32, evidence: &[u8]) -> Result<Answer, SdkError> {
         let body = json!({"evidence_sha256": hex_sha256(evidence)});
-        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/deliver"), Some(body), None)
-            .await
+        self.call(
+            reqwest::Method::POST,
+            &format!("/v1/contracts/{id}/milestones/{milestone}/deliver"),
+            Some(body),
+            None,
+        )
+        .await
     }
 
     /// Buyer: releases a delivered milestone. `key = None` uses the registry's
@@ -341,7 +346,8 @@ impl Client {
     ) -> Result<Answer, SdkError> {
         let sha256 = hex_sha256(content);
         let message = format!("bazaar-evidence-v1.{dispute}.{sha256}");
-        let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
+        let signature =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
         let body = json!({"sha256": sha256, "url": url, "signature": signature});
         self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/evidence"), Some(body), None).await
     }
@@ -388,13 +394,7 @@ impl Client {
     /// `ESCROW_DUE_S` after the end of today, UTC) whose key is derived from the
     /// order, so a retry the same day finds the same contract. The threshold is
     /// read from `/.well-known/bazaar`.
-    pub async fn purchase(
-        &self,
-        url: &str,
-        merchant: &str,
-        price: u64,
-        order_id: &str,
-    ) -> Result<Purchase, SdkError> {
+    pub async fn purchase(&self, url: &str, merchant: &str, price: u64, order_id: &str) -> Result<Purchase, SdkError> {
         let card = self.well_known().await?;
         let threshold = card["escrow_threshold_minor"].as_u64().unwrap_or(0);
         if price <= threshold {
@@ -408,8 +408,7 @@ impl Client {
         let terms = format!("bazaar-order-v1\n{merchant}\n{order_id}\n{url}\n{price}");
         let key = format!("order:{merchant}:{order_id}");
         let milestones = [(price, description.as_str(), due)];
-        let answer =
-            self.retrying(|| self.create_contract(merchant, None, &milestones, &terms, None, &key)).await?;
+        let answer = self.retrying(|| self.create_contract(merchant, None, &milestones, &terms, None, &key)).await?;
         Ok(Purchase::Escrowed(answer.body))
     }
 

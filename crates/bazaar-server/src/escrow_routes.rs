@@ -220,7 +220,12 @@ pub struct PartyQuery {
     pub limit: Option<usize>,
 }
 
-async fn list_docs(state: &AppState, auth: &Auth, kind: DocKind, query: PartyQuery) -> Result<Vec<serde_json::Value>, Problem> {
+async fn list_docs(
+    state: &AppState,
+    auth: &Auth,
+    kind: DocKind,
+    query: PartyQuery,
+) -> Result<Vec<serde_json::Value>, Problem> {
     let party = match &query.party {
         Some(who) => resolve(state, who).await?,
         None => auth.member.clone(),
@@ -229,7 +234,11 @@ async fn list_docs(state: &AppState, auth: &Auth, kind: DocKind, query: PartyQue
         || party.id == auth.member.id
         || party.owner.as_ref() == Some(&auth.member.id);
     if !allowed {
-        return Err(Refusal::new(Code::NotPermitted, "List your own (or your agents') records; the operator lists anyone's.").into());
+        return Err(Refusal::new(
+            Code::NotPermitted,
+            "List your own (or your agents') records; the operator lists anyone's.",
+        )
+        .into());
     }
     let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
     let rows = state.store.docs_by_party(kind, &party.id, &query.after, limit).await?;

@@ -225,7 +225,13 @@ pub async fn advance_documents(state: &Arc<AppState>) -> Result<usize, StoreErro
             DocKind::Contract => {
                 let c = Contract::from_row(&row);
                 let milestones = c.milestones.len() as u32;
-                Op::ContractAct { contract: id, buyer: c.buyer, seller: c.seller, milestones, act: ContractAct::Advance }
+                Op::ContractAct {
+                    contract: id,
+                    buyer: c.buyer,
+                    seller: c.seller,
+                    milestones,
+                    act: ContractAct::Advance,
+                }
             }
             DocKind::Dispute => {
                 let d = Dispute::from_row(&row);

@@ -146,7 +146,13 @@ pub(crate) fn idem_for(
 }
 
 /// Submits one command and answers: refusals as problem+json, replays marked.
-pub(crate) async fn execute(state: &Arc<AppState>, actor: Member, idem: Option<Idem>, op: Op, success: StatusCode) -> Response {
+pub(crate) async fn execute(
+    state: &Arc<AppState>,
+    actor: Member,
+    idem: Option<Idem>,
+    op: Op,
+    success: StatusCode,
+) -> Response {
     let _guard = match &idem {
         Some(idem) => match state.claim(&idem.scope, &idem.key) {
             Some(guard) => Some(guard),
