@@ -175,3 +175,161 @@ async fn sigkill_under_load_loses_nothing_on_postgres() {
     .await;
     client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
 }
+
+/// Contracts (each with `MILESTONES` milestones) released while the server is killed.
+const CONTRACTS: usize = 8;
+const MILESTONES: usize = 8;
+const MILESTONE_PRICE: u64 = 1_000;
+/// Paid calls disputed with a silent respondent, so the sweeper executes them.
+const DISPUTES: usize = 4;
+
+async fn retry<T, F, Fut>(what: &str, call: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, bazaar_sdk::SdkError>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
+    loop {
+        assert!(Instant::now() < deadline, "{what} never completed");
+        match call().await {
+            Ok(value) => return value,
+            Err(error) if error.status().is_none_or(|s| s >= 500 || s == 409) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("{what} refused: {error}"),
+        }
+    }
+}
+
+async fn count_events(operator: &Client, kind: &str) -> usize {
+    let (mut count, mut after) = (0, 0);
+    loop {
+        let page = retry("events", || operator.events(after, 500)).await;
+        let list = page["events"].as_array().unwrap().clone();
+        let Some(last) = list.last() else { return count };
+        count += list.iter().filter(|e| e["kind"] == kind).count();
+        after = last["seq"].as_u64().unwrap();
+    }
+}
+
+/// Milestone releases and dispute executions run while the server is killed;
+/// after restarts, each release and each execution happened exactly once.
+async fn escrow_crash_run(store_args: Vec<String>) {
+    let mut args = store_args.clone();
+    args.extend(["--answer-window-s", "1"].map(String::from));
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut server = start(&args, port);
+    let operator = Client::new(&url, Some("crash-operator".into()));
+    let (buyer_key, seller_key) = (generate_key(), generate_key());
+    let mut parties = Vec::new();
+    for (owner_handle, handle, key) in
+        [("esc-owner-b", "esc-buyer", &buyer_key), ("esc-owner-s", "esc-seller", &seller_key)]
+    {
+        let owner = operator.create_owner(&generate_key(), owner_handle).await.unwrap();
+        let owner = operator.with_credential(owner["credential"].as_str().unwrap());
+        let invite = owner.issue_invite().await.unwrap();
+        let agent = owner.redeem_invite(&invite, key, handle).await.unwrap();
+        parties.push((owner.clone(), owner.with_credential(agent["credential"].as_str().unwrap())));
+    }
+    let ((buyer_owner, buyer), (seller_owner, seller)) = (parties[0].clone(), parties[1].clone());
+    let owner_id = buyer_owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&owner_id, 1_000_000, "esc-mint").await.unwrap();
+    // The seller holds enough that every default ruling refunds in full.
+    let seller_owner_id = seller_owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&seller_owner_id, 10_000, "esc-mint-s").await.unwrap();
+    seller_owner.fund("esc-seller", 10_000, "esc-fund-s").await.unwrap();
+    buyer_owner.fund("esc-buyer", 1_000_000, "esc-fund").await.unwrap();
+    buyer_owner.set_budget("esc-buyer", 100_000, 1_000_000, 1_000_000).await.unwrap();
+    let due = bazaar_cli::runtime_now_ms() + 86_400_000;
+    let specs: Vec<(u64, &str, i64)> = (0..MILESTONES).map(|_| (MILESTONE_PRICE, "part", due)).collect();
+    let mut contracts = Vec::new();
+    for c in 0..CONTRACTS {
+        let created =
+            buyer.create_contract("esc-seller", None, &specs, "terms", None, &format!("esc-{c}")).await.unwrap();
+        let id = created.body["id"].as_str().unwrap().to_string();
+        seller.contract_act(&id, "accept").await.unwrap();
+        for m in 0..MILESTONES as u32 {
+            seller.deliver(&id, m, b"done").await.unwrap();
+        }
+        contracts.push(id);
+    }
+    // Paid calls, disputed; the seller stays silent so the sweeper executes default rulings.
+    for d in 0..DISPUTES {
+        let order = format!("esc-call-{d}");
+        let token = buyer.issue_token("esc-seller", PRICE, &order, "https://shop/esc").await.unwrap();
+        seller.settle(token.body["token"].as_str().unwrap(), PRICE, &order, None).await.unwrap();
+        let subject = serde_json::json!({"type": "call", "merchant": "esc-seller", "order_id": order});
+        buyer.file_dispute(subject, "not_delivered", PRICE, "").await.unwrap();
+    }
+
+    let releases: Vec<_> = contracts
+        .iter()
+        .flat_map(|id| (0..MILESTONES as u32).map(move |m| (id.clone(), m)))
+        .map(|(id, m)| {
+            let buyer = buyer.clone();
+            tokio::spawn(async move {
+                let answer = retry("release", || buyer.release(&id, m, None)).await;
+                answer.body["transfers"].clone()
+            })
+        })
+        .collect();
+    for kill in 0..KILLS {
+        tokio::time::sleep(Duration::from_millis(50 + 400 * kill as u64)).await;
+        server.kill().expect("SIGKILL");
+        server.wait().unwrap();
+        let done = releases.iter().filter(|r| r.is_finished()).count();
+        eprintln!("kill {}: {done} of {} releases acknowledged", kill + 1, releases.len());
+        server = start(&args, port);
+    }
+    let mut receipts = Vec::new();
+    for release in releases {
+        receipts.push(release.await.unwrap());
+    }
+    // A second ask for every release answers the same transfers.
+    for ((id, m), first) in contracts.iter().flat_map(|id| (0..MILESTONES as u32).map(move |m| (id, m))).zip(&receipts)
+    {
+        let again = retry("release again", || buyer.release(id, m, None)).await;
+        assert_eq!(&again.body["transfers"], first, "{id}/{m} released differently");
+    }
+    // Every dispute executes once (the sweeper, across the restarts).
+    let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
+    while count_events(&operator, "dispute.executed").await < DISPUTES {
+        assert!(Instant::now() < deadline, "disputes never executed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(count_events(&operator, "milestone.released").await, CONTRACTS * MILESTONES, "one release each");
+    assert_eq!(count_events(&operator, "dispute.executed").await, DISPUTES, "one execution each");
+    let me = retry("me", || buyer.me()).await;
+    let spent = (CONTRACTS * MILESTONES) as i64 * MILESTONE_PRICE as i64;
+    assert_eq!(me["balance_minor"].as_i64().unwrap(), 1_000_000 - spent, "released once, calls refunded once");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).arg("audit").args(&store_args).output().unwrap();
+    assert!(audit.status.success(), "audit failed: {}", String::from_utf8_lossy(&audit.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_releases_and_executions_runs_nothing_twice_on_sqlite() {
+    let dir = std::env::temp_dir().join(format!("bazaar-crash-escrow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    escrow_crash_run(vec!["--data-dir".into(), dir.display().to_string()]).await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_releases_and_executions_runs_nothing_twice_on_postgres() {
+    let admin_url = bazaar_store_postgres::testing::admin_url();
+    let (client, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL must be running for this test");
+    tokio::spawn(connection);
+    let name = format!("bazaar_crash_escrow_{}", std::process::id());
+    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let url = bazaar_store_postgres::testing::with_database(&admin_url, &name);
+    let data_dir = std::env::temp_dir().join(&name).display().to_string();
+    escrow_crash_run(vec!["--database-url".into(), url, "--data-dir".into(), data_dir]).await;
+    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+}
