@@ -19,6 +19,11 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     assert_eq!(report.consumed_token_verify["state"], "settled");
     assert!(report.audit_ok);
     assert_eq!(report.balance_sum_minor, 0);
+    // The escrow chapter ran on the same registry (its numbers: tests/escrow.rs).
+    let escrow = report.escrow.expect("the escrow chapter ran");
+    assert_eq!(escrow.second_execution_code, "dispute_executed");
+    assert_eq!(escrow.held_minor, 0);
+    assert_eq!(escrow.released_net_minor + escrow.fees_minor + escrow.refunded_minor, escrow.total_minor);
 }
 
 /// An order whose first token was refused (here: voided) can still be paid with a
