@@ -476,9 +476,11 @@ impl Batch<'_> {
                 if url.as_ref().is_some_and(|u| u.is_empty() || u.len() > EVIDENCE_URL_LEN_MAX) {
                     return refuse(Code::InvalidRequest, "`url` is 1 to 2048 bytes.");
                 }
-                if dispute.evidence.len() >= EVIDENCE_PER_DISPUTE_MAX {
-                    return Err(Refusal::new(Code::EvidenceLimit, "This dispute holds as much evidence as it may.")
-                        .with(json!({"max": EVIDENCE_PER_DISPUTE_MAX})));
+                // Each side has its half of the limit, so neither can fill it to keep the other from answering.
+                let per_side = EVIDENCE_PER_DISPUTE_MAX / 2;
+                if dispute.evidence.iter().filter(|e| e.side == side).count() >= per_side {
+                    return Err(Refusal::new(Code::EvidenceLimit, "This side has added as much evidence as it may.")
+                        .with(json!({"max": EVIDENCE_PER_DISPUTE_MAX, "max_per_side": per_side})));
                 }
                 let message = evidence_message(id, sha256);
                 let signed = public_key_from_did(command.actor.id.as_str())

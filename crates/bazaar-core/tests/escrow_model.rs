@@ -259,7 +259,8 @@ struct MDispute {
     arbiter: Option<MemberId>,
     used: Vec<MemberId>,
     responded: bool,
-    evidence: usize,
+    /// Evidence items added by the claimant's side and the respondent's.
+    evidence: [usize; 2],
     rulings: Vec<MRuling>,
     appeal: Option<MAppeal>,
 }
@@ -755,7 +756,7 @@ impl Model {
             arbiter: None,
             used: Vec::new(),
             responded: false,
-            evidence: 0,
+            evidence: [0, 0],
             rulings: Vec::new(),
             appeal: None,
         };
@@ -814,7 +815,7 @@ impl Model {
                 if !is_hex64(sha256) || url.as_ref().is_some_and(|u| u.is_empty() || u.len() > EVIDENCE_URL_LEN_MAX) {
                     return Err(Code::InvalidRequest);
                 }
-                if d.evidence >= EVIDENCE_PER_DISPUTE_MAX {
+                if d.evidence[usize::from(!claimant_side)] >= EVIDENCE_PER_DISPUTE_MAX / 2 {
                     return Err(Code::EvidenceLimit);
                 }
                 let key = cast.all.iter().position(|m| m.id == actor.id).and_then(|i| cast.keys[i].as_ref());
@@ -823,7 +824,7 @@ impl Model {
                     return Err(Code::EvidenceSignatureInvalid);
                 }
                 let d = self.disputes.get_mut(id).unwrap();
-                d.evidence += 1;
+                d.evidence[usize::from(!claimant_side)] += 1;
                 if !claimant_side && !d.responded {
                     d.responded = true;
                     if d.phase == Phase::Filed {
@@ -1550,11 +1551,8 @@ impl World {
                 "{what}"
             );
             assert_eq!((&d.arbiter, &d.arbiters_used, d.responded), (&e.arbiter, &e.used, e.responded), "{what}");
-            assert_eq!(
-                (d.evidence.len(), d.rulings.len(), d.frozen),
-                (e.evidence, e.rulings.len(), e.frozen),
-                "{what}"
-            );
+            let sides = ["claimant", "respondent"].map(|side| d.evidence.iter().filter(|x| x.side == side).count());
+            assert_eq!((sides, d.rulings.len(), d.frozen), (e.evidence, e.rulings.len(), e.frozen), "{what}");
             assert_eq!(d.appeal.as_ref().map(|a| (&a.by, a.bond.0)), e.appeal.as_ref().map(|a| (&a.party, a.bond)));
             for (ruling, expected) in d.rulings.iter().zip(&e.rulings) {
                 let got = (ruling.decision, ruling.refund.0, ruling.slash.0, ruling.arbiter.is_none());
@@ -2902,4 +2900,24 @@ fn stake_unlocks_after_the_cooldown_and_never_while_a_dispute_is_open() {
     assert_eq!(withdrawn["withdrawn_minor"], 6_000);
     assert_eq!(w.stake(SELLER), (23_960 - 4_000 - 6_000, 23_960 - 4_000 - 6_000));
     assert_eq!(code(w.one(command(&w.m(SELLER), None, Op::StakeWithdraw))), Code::StakeNotUnlocked, "once");
+}
+
+// ---- regressions for core bugs this test found ------------------------------------------------------------------
+
+#[test]
+fn a_claimant_cannot_use_up_the_evidence_limit_to_silence_the_respondent() {
+    let mut w = World::funded(short_windows(), [100_000, 0, 0, 0, 0]);
+    let (merchant, order_id) = w.pay(BUYER, SELLER, 5_000);
+    let d = ok(w.file(BUYER, Subject::Call { merchant, order_id }, 5_000))["id"].as_str().unwrap().to_string();
+    // The claimant floods the dispute with evidence before the respondent answers...
+    let mut accepted = 0;
+    for _ in 0..EVIDENCE_PER_DISPUTE_MAX {
+        if w.answer(BUYER, &d).outcome.is_ok() {
+            accepted += 1;
+        }
+    }
+    assert!(accepted < EVIDENCE_PER_DISPUTE_MAX, "one side filled the whole evidence limit");
+    // ...yet the respondent can still answer, and does not lose by default.
+    ok(w.answer(SELLER, &d));
+    assert_eq!(w.dispute(&d).phase, Phase::Evidence);
 }
