@@ -244,8 +244,17 @@ impl Stake {
 #[serde(tag = "act", rename_all = "snake_case")]
 pub enum DisputeAct {
     /// `signature` is Ed25519 by the author's did:key over [`evidence_message`].
-    Evidence { sha256: String, url: Option<String>, signature: String },
-    Rule { decision: Decision, refund: Amount, slash: Amount, reasons: String },
+    Evidence {
+        sha256: String,
+        url: Option<String>,
+        signature: String,
+    },
+    Rule {
+        decision: Decision,
+        refund: Amount,
+        slash: Amount,
+        reasons: String,
+    },
     Appeal,
     /// Runs a final ruling; a second call is refused with the outcome attached.
     Execute,
@@ -534,16 +543,24 @@ impl Batch<'_> {
                     Decision::Reject => Amount::ZERO,
                     Decision::RefundPartial if refund.0 > 0 && *refund < dispute.claimed => *refund,
                     Decision::RefundPartial => {
-                        return Err(Refusal::new(Code::RulingInvalid, "A partial refund is between 1 and the claim less 1.")
-                            .with(json!({"refund_minor": refund, "claimed_minor": dispute.claimed})))
+                        return Err(Refusal::new(
+                            Code::RulingInvalid,
+                            "A partial refund is between 1 and the claim less 1.",
+                        )
+                        .with(json!({"refund_minor": refund, "claimed_minor": dispute.claimed})))
                     }
                 };
                 if *decision == Decision::Reject && slash.0 > 0 {
                     return refuse(Code::RulingInvalid, "A rejected claim slashes nothing.");
                 }
-                if slash.0 > bazaar_types::limits::AMOUNT_MINOR_MAX || reasons.is_empty() || reasons.len() > REASONS_LEN_MAX
+                if slash.0 > bazaar_types::limits::AMOUNT_MINOR_MAX
+                    || reasons.is_empty()
+                    || reasons.len() > REASONS_LEN_MAX
                 {
-                    return refuse(Code::RulingInvalid, "A ruling gives reasons (1 to 2000 bytes) and a bounded slash.");
+                    return refuse(
+                        Code::RulingInvalid,
+                        "A ruling gives reasons (1 to 2000 bytes) and a bounded slash.",
+                    );
                 }
                 let ruling = Ruling {
                     round: dispute.round,
@@ -600,8 +617,12 @@ impl Batch<'_> {
                 dispute.round = 2;
                 self.assign_arbiter(&mut dispute, "appealed; a new arbiter rules");
                 self.put_dispute(&dispute, false);
-                self.event(command, "dispute.appealed", json!({"dispute": id, "side": side, "bond_minor": bond,
-                    "arbiter": dispute.arbiter}));
+                self.event(
+                    command,
+                    "dispute.appealed",
+                    json!({"dispute": id, "side": side, "bond_minor": bond,
+                    "arbiter": dispute.arbiter}),
+                );
                 Ok(dispute.view())
             }
             DisputeAct::Execute => {
@@ -648,7 +669,11 @@ impl Batch<'_> {
                     Phase::Evidence => {
                         self.assign_arbiter(&mut dispute, "evidence closed; the arbiter rules");
                         self.put_dispute(&dispute, false);
-                        self.event(command, "dispute.ruling_opened", json!({"dispute": id, "arbiter": dispute.arbiter}));
+                        self.event(
+                            command,
+                            "dispute.ruling_opened",
+                            json!({"dispute": id, "arbiter": dispute.arbiter}),
+                        );
                         Ok(dispute.view())
                     }
                     Phase::Ruling => {
@@ -703,7 +728,9 @@ impl Batch<'_> {
         let mut refunded = Amount::ZERO;
         let mut released = Amount::ZERO;
         if dispute.frozen.escrow.0 > 0 {
-            let Subject::Milestone { contract, index } = &dispute.subject else { unreachable!("escrow is a milestone") };
+            let Subject::Milestone { contract, index } = &dispute.subject else {
+                unreachable!("escrow is a milestone")
+            };
             let mut c = self.contract(contract).expect("the disputed contract is loaded");
             let m = c.milestones[*index as usize].clone();
             assert_eq!(m.state, MilestoneState::Disputed);
@@ -738,7 +765,8 @@ impl Batch<'_> {
             }
             let hold = self.snap.holds.get(hold_id).cloned().expect("freeze holds are loaded");
             let part = Amount(to_refund.0.min(frozen.0));
-            let legs = [(claimant_account.clone(), part, TransferKind::Refund, TransferId(format!("tr_{id}_{suffix}")))];
+            let legs =
+                [(claimant_account.clone(), part, TransferKind::Refund, TransferId(format!("tr_{id}_{suffix}")))];
             let (_, ids) = self.post_hold(command, hold, &legs, None);
             transfers.extend(ids);
             to_refund = to_refund.checked_sub(part).expect("part within");
@@ -776,7 +804,12 @@ impl Batch<'_> {
             let legs = if won {
                 vec![]
             } else {
-                vec![(AccountId::of_member(other), appeal.bond, TransferKind::Bond, TransferId(format!("tr_{id}_bond")))]
+                vec![(
+                    AccountId::of_member(other),
+                    appeal.bond,
+                    TransferKind::Bond,
+                    TransferId(format!("tr_{id}_bond")),
+                )]
             };
             let (_, ids) = self.post_hold(command, hold, &legs, None);
             transfers.extend(ids);
@@ -826,8 +859,11 @@ impl Batch<'_> {
         let me = command.actor.id.clone();
         let mut stake = self.stake_record(&me);
         if stake.open_disputes > 0 {
-            return Err(Refusal::new(Code::StakeDisputeOpen, "Stake cannot be unlocked while a dispute is open against you.")
-                .with(json!({"open_disputes": stake.open_disputes})));
+            return Err(Refusal::new(
+                Code::StakeDisputeOpen,
+                "Stake cannot be unlocked while a dispute is open against you.",
+            )
+            .with(json!({"open_disputes": stake.open_disputes})));
         }
         let available = self.available(&AccountId::stake_of(&me));
         if amount.0 == 0 || amount > available {
@@ -846,11 +882,17 @@ impl Batch<'_> {
         let me = command.actor.id.clone();
         let mut stake = self.stake_record(&me);
         let Some(unlock) = stake.unlock.clone() else {
-            return refuse(Code::StakeNotUnlocked, "Ask to unlock stake first; it can be withdrawn after the cooldown.");
+            return refuse(
+                Code::StakeNotUnlocked,
+                "Ask to unlock stake first; it can be withdrawn after the cooldown.",
+            );
         };
         if stake.open_disputes > 0 {
-            return Err(Refusal::new(Code::StakeDisputeOpen, "Stake cannot be withdrawn while a dispute is open against you.")
-                .with(json!({"open_disputes": stake.open_disputes})));
+            return Err(Refusal::new(
+                Code::StakeDisputeOpen,
+                "Stake cannot be withdrawn while a dispute is open against you.",
+            )
+            .with(json!({"open_disputes": stake.open_disputes})));
         }
         if self.now < unlock.available_at {
             return Err(Refusal::new(Code::StakeCooldown, "The unlock cooldown has not passed yet.")
@@ -861,7 +903,14 @@ impl Batch<'_> {
         let mut body = json!({"member": me, "withdrawn_minor": amount});
         if amount.0 > 0 {
             let tid = TransferId(format!("tr_{}_unstake", self.snap.head.seq + 1));
-            self.post_plain(command, tid.clone(), stake_account, AccountId::of_member(&me), amount, TransferKind::Unstake);
+            self.post_plain(
+                command,
+                tid.clone(),
+                stake_account,
+                AccountId::of_member(&me),
+                amount,
+                TransferKind::Unstake,
+            );
             body["transfer"] = json!(tid);
         }
         stake.unlock = None;

@@ -95,7 +95,9 @@ impl Contract {
         let held = self
             .milestones
             .iter()
-            .filter(|m| matches!(m.state, MilestoneState::Pending | MilestoneState::Delivered | MilestoneState::Disputed))
+            .filter(|m| {
+                matches!(m.state, MilestoneState::Pending | MilestoneState::Delivered | MilestoneState::Disputed)
+            })
             .map(|m| m.amount.0)
             .sum();
         Amount(held)
@@ -142,8 +144,13 @@ pub enum ContractAct {
     Accept,
     Decline,
     Cancel,
-    Deliver { milestone: u32, evidence_sha256: String },
-    Release { milestone: u32 },
+    Deliver {
+        milestone: u32,
+        evidence_sha256: String,
+    },
+    Release {
+        milestone: u32,
+    },
     /// The sweeper: release every delivered milestone whose review window passed.
     Advance,
 }
@@ -213,8 +220,11 @@ impl Batch<'_> {
                     .with(json!({"milestone": index})));
             }
             if spec.description.is_empty() || spec.description.len() > MILESTONE_DESCRIPTION_LEN_MAX {
-                return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone needs a description of 1 to 500 bytes.")
-                    .with(json!({"milestone": index})));
+                return Err(Refusal::new(
+                    Code::MilestonesInvalid,
+                    "Each milestone needs a description of 1 to 500 bytes.",
+                )
+                .with(json!({"milestone": index})));
             }
             if spec.due_at <= self.now {
                 return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone's due date must be in the future.")
@@ -226,12 +236,16 @@ impl Batch<'_> {
             return refuse(Code::AmountInvalid, "The contract total is above the largest amount one request may move.");
         }
         if !is_sha256_hex(terms) {
-            return refuse(Code::InvalidRequest, "`terms_sha256` is the SHA-256 of the terms, as 64 lowercase hex chars.");
+            return refuse(
+                Code::InvalidRequest,
+                "`terms_sha256` is the SHA-256 of the terms, as 64 lowercase hex chars.",
+            );
         }
         if !(REVIEW_WINDOW_S_MIN..=REVIEW_WINDOW_S_MAX).contains(&review_window_s) {
-            return Err(Refusal::new(Code::InvalidRequest, "The review window is outside the registry's bounds.").with(
-                json!({"review_window_s": review_window_s, "min": REVIEW_WINDOW_S_MIN, "max": REVIEW_WINDOW_S_MAX}),
-            ));
+            return Err(Refusal::new(Code::InvalidRequest, "The review window is outside the registry's bounds.")
+                .with(
+                    json!({"review_window_s": review_window_s, "min": REVIEW_WINDOW_S_MIN, "max": REVIEW_WINDOW_S_MAX}),
+                ));
         }
         let seller_member = self.member(seller)?;
         if seller_member.kind != MemberKind::Agent {
@@ -364,8 +378,11 @@ impl Batch<'_> {
                 let index = self.milestone_index(&contract, *milestone)?;
                 let m = &contract.milestones[index];
                 if m.state != MilestoneState::Pending {
-                    return Err(Refusal::new(Code::MilestoneState, "Only a pending milestone can be marked delivered.")
-                        .with(json!({"milestone": milestone, "state": m.state})));
+                    return Err(Refusal::new(
+                        Code::MilestoneState,
+                        "Only a pending milestone can be marked delivered.",
+                    )
+                    .with(json!({"milestone": milestone, "state": m.state})));
                 }
                 let deadline = self.now.plus_s(contract.review_window_s);
                 let m = &mut contract.milestones[index];
@@ -393,7 +410,9 @@ impl Batch<'_> {
                 let due: Vec<usize> = contract
                     .milestones
                     .iter()
-                    .filter(|m| m.state == MilestoneState::Delivered && m.review_deadline.is_some_and(|d| d <= self.now))
+                    .filter(|m| {
+                        m.state == MilestoneState::Delivered && m.review_deadline.is_some_and(|d| d <= self.now)
+                    })
                     .map(|m| m.index as usize)
                     .collect();
                 let mut released = Vec::new();
