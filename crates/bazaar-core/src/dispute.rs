@@ -18,8 +18,9 @@
 //!
 //! A refund is paid from the frozen balance first, then from the frozen stake;
 //! the stake-funded part is the first part of the slash (restitution to the
-//! claimant). Whatever the ruling's slash names beyond that goes from the
-//! stake left to the registry's insurance account, bounded by what is there.
+//! claimant). Whatever the ruling's slash names beyond that comes from the
+//! stake left, bounded by what is there: first to the claimant for any refund
+//! the frozen units could not cover, the rest to the insurance account.
 
 use crate::apply::{refuse, Batch, Step};
 use crate::command::Command;
@@ -489,9 +490,11 @@ impl Batch<'_> {
                 if url.as_ref().is_some_and(|u| u.is_empty() || u.len() > EVIDENCE_URL_LEN_MAX) {
                     return refuse(Code::InvalidRequest, "`url` is 1 to 2048 bytes.");
                 }
-                if dispute.evidence.len() >= EVIDENCE_PER_DISPUTE_MAX {
-                    return Err(Refusal::new(Code::EvidenceLimit, "This dispute holds as much evidence as it may.")
-                        .with(json!({"max": EVIDENCE_PER_DISPUTE_MAX})));
+                // Each side has its half of the limit, so neither can fill it to keep the other from answering.
+                let per_side = EVIDENCE_PER_DISPUTE_MAX / 2;
+                if dispute.evidence.iter().filter(|e| e.side == side).count() >= per_side {
+                    return Err(Refusal::new(Code::EvidenceLimit, "This side has added as much evidence as it may.")
+                        .with(json!({"max": EVIDENCE_PER_DISPUTE_MAX, "max_per_side": per_side})));
                 }
                 let message = evidence_message(id, sha256);
                 let signed = public_key_from_did(command.actor.id.as_str())
@@ -782,22 +785,24 @@ impl Batch<'_> {
             }
         }
         let shortfall = to_refund;
-        // The rest of the slash the ruling names goes to insurance, bounded by the stake left.
+        // The rest of the slash the ruling names comes from the stake left: first
+        // to the claimant for any refund still short, then to insurance.
         let beyond = ruling.slash.checked_sub(to_claimant).unwrap_or(Amount::ZERO);
-        let to_insurance = Amount(beyond.0.min(self.available(&stake_account).0));
+        let extra = Amount(beyond.0.min(self.available(&stake_account).0));
+        let made_good = Amount(extra.0.min(shortfall.0));
+        let to_insurance = extra.checked_sub(made_good).expect("within extra");
+        let to_claimant = to_claimant.checked_add(made_good).expect("bounded");
         let slashed = to_claimant.checked_add(to_insurance).expect("bounded");
-        if to_insurance.0 > 0 {
-            self.ensure_account(AccountId::insurance());
-            let tid = TransferId(format!("tr_{id}_slash_insurance"));
-            self.post_plain(
-                command,
-                tid.clone(),
-                stake_account.clone(),
-                AccountId::insurance(),
-                to_insurance,
-                TransferKind::Slash,
-            );
-            transfers.push(tid);
+        for (credit, amount, suffix) in [
+            (claimant_account.clone(), made_good, "slash_shortfall"),
+            (AccountId::insurance(), to_insurance, "slash_insurance"),
+        ] {
+            if amount.0 > 0 {
+                self.ensure_account(credit.clone());
+                let tid = TransferId(format!("tr_{id}_{suffix}"));
+                self.post_plain(command, tid.clone(), stake_account.clone(), credit, amount, TransferKind::Slash);
+                transfers.push(tid);
+            }
         }
         // The appeal bond: back to an appellant the second ruling favoured, else to the other side.
         let mut bond_outcome = serde_json::Value::Null;

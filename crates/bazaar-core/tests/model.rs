@@ -6,22 +6,22 @@
 //! and orders, budgets, idempotency records). Each batch is also re-run on a snapshot holding only the rows its
 //! `Keys` name, as a real adapter would load it, and must give the same answer.
 
+mod common;
+
 use bazaar_core::apply::{apply_batch, Applied, Config};
-use bazaar_core::audit::Auditor;
-use bazaar_core::chain::{self, ChainHead};
 use bazaar_core::command::{hold_id_for, Command, Idem, Keys, Op, Outcome};
 use bazaar_core::crypto::{did_key, sha256_hex};
 use bazaar_core::dispute::Windows;
 use bazaar_core::model::*;
 use bazaar_core::refusal::Code;
-use bazaar_core::state::{Changes, Snapshot};
+use bazaar_core::state::Changes;
 use bazaar_core::token::{self, TokenClaims};
-use bazaar_core::types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId, TransferId};
+use bazaar_core::types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId};
+use common::{assert_same_rows, Db};
 use ed25519_dalek::SigningKey;
 use proptest::prelude::*;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::Hash;
 
 const FEE_BPS: u64 = 100;
 const ESCROW: u64 = 100_000;
@@ -96,142 +96,6 @@ fn command(actor: &Member, key: Option<&str>, op: Op) -> Command {
 
 fn settle_op(claims: &TokenClaims, amount: u64) -> Op {
     Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() }
-}
-
-// ---- the database ------------------------------------------------------------------------------------------------
-
-/// Every row ever written, as an adapter would hold it.
-#[derive(Clone)]
-struct Db {
-    rows: Snapshot,
-    transfers: Vec<Transfer>,
-    transfer_ids: HashSet<TransferId>,
-    events: Vec<Event>,
-}
-
-fn insert_new<K: Hash + Eq + std::fmt::Debug, V>(map: &mut HashMap<K, V>, key: K, value: V, table: &str) {
-    assert!(!map.contains_key(&key), "unique constraint on {table}: {key:?} already stored");
-    map.insert(key, value);
-}
-
-fn pick<K: Hash + Eq + Clone, V: Clone>(from: &HashMap<K, V>, keys: impl IntoIterator<Item = K>) -> HashMap<K, V> {
-    keys.into_iter().filter_map(|k| from.get(&k).map(|v| (k, v.clone()))).collect()
-}
-
-impl Db {
-    fn new() -> Db {
-        Db {
-            rows: Snapshot::empty(ChainHead::genesis()),
-            transfers: Vec::new(),
-            transfer_ids: HashSet::new(),
-            events: Vec::new(),
-        }
-    }
-
-    /// The snapshot an adapter loads for a batch: only the rows its keys name.
-    fn load(&self, keys: &Keys) -> Snapshot {
-        let r = &self.rows;
-        Snapshot {
-            head: r.head.clone(),
-            members: pick(&r.members, keys.members.iter().cloned()),
-            handles: pick(&r.handles, keys.handles.iter().cloned()),
-            credentials: pick(&r.credentials, keys.credentials.iter().cloned()),
-            invites: pick(&r.invites, keys.invites.iter().cloned()),
-            accounts: pick(&r.accounts, keys.accounts.iter().cloned()),
-            budgets: pick(&r.budgets, keys.budgets.iter().cloned()),
-            holds: pick(&r.holds, keys.holds.iter().cloned()),
-            tokens: pick(&r.tokens, keys.tokens.iter().cloned()),
-            settlements_by_token: pick(&r.settlements_by_token, keys.settlements_by_token.iter().cloned()),
-            settlements_by_order: pick(&r.settlements_by_order, keys.settlements_by_order.iter().cloned()),
-            idem: pick(&r.idem, keys.idem.iter().cloned()),
-            docs: pick(&r.docs, keys.docs.iter().cloned()),
-        }
-    }
-
-    /// Writes one batch's changes, refusing what a database's unique constraints would refuse.
-    fn fold(&mut self, changes: Changes) {
-        let r = &mut self.rows;
-        for m in changes.insert_members {
-            insert_new(&mut r.members, m.id.clone(), m, "members");
-        }
-        for m in changes.update_members {
-            assert!(r.members.contains_key(&m.id), "update of unknown member {}", m.id);
-            r.members.insert(m.id.clone(), m);
-        }
-        for h in changes.insert_handles {
-            insert_new(&mut r.handles, h.handle.clone(), h, "handles");
-        }
-        for h in changes.retire_handles {
-            r.handles.get_mut(&h).expect("retired handle exists").retired = true;
-        }
-        for c in changes.upsert_credentials {
-            r.credentials.insert(c.hash.clone(), c);
-        }
-        for i in changes.upsert_invites {
-            r.invites.insert(i.code_hash.clone(), i);
-        }
-        for a in changes.upsert_accounts {
-            r.accounts.insert(a.id.clone(), a);
-        }
-        for b in changes.upsert_budgets {
-            r.budgets.insert(b.agent.clone(), b);
-        }
-        for h in changes.insert_holds {
-            assert_eq!(h.state, HoldState::Pending, "holds are born pending");
-            insert_new(&mut r.holds, h.id.clone(), h, "holds");
-        }
-        for h in changes.resolve_holds {
-            let stored = r.holds.get_mut(&h.id).expect("resolved hold exists");
-            assert_eq!(stored.state, HoldState::Pending, "hold {} resolved twice", h.id);
-            assert_ne!(h.state, HoldState::Pending, "hold {} resolved to pending", h.id);
-            assert_eq!((&stored.account, stored.amount, stored.expires_at), (&h.account, h.amount, h.expires_at));
-            *stored = h;
-        }
-        for t in changes.insert_tokens {
-            insert_new(&mut r.tokens, t.jti.clone(), t, "tokens");
-        }
-        for s in changes.insert_settlements {
-            insert_new(&mut r.settlements_by_token, s.jti.clone(), s.clone(), "settlements(jti)");
-            let order = (s.merchant.clone(), s.order_id.clone());
-            insert_new(&mut r.settlements_by_order, order, s, "settlements(merchant, order)");
-        }
-        for t in changes.insert_transfers {
-            assert!(self.transfer_ids.insert(t.id.clone()), "unique constraint on transfers: {}", t.id);
-            self.transfers.push(t);
-        }
-        for i in changes.insert_idem {
-            insert_new(&mut r.idem, (i.scope.clone(), i.key.clone()), i, "idempotency");
-        }
-        for d in changes.insert_docs {
-            insert_new(&mut r.docs, (d.kind, d.id.clone()), d, "docs");
-        }
-        for d in changes.update_docs {
-            let stored = r.docs.get_mut(&(d.kind, d.id.clone())).expect("updated document exists");
-            assert_eq!(stored.parties, d.parties, "parties never change");
-            *stored = d;
-        }
-        for e in changes.insert_events {
-            assert_eq!(e.seq, r.head.seq + 1, "events are appended in order");
-            r.head = ChainHead { seq: e.seq, hash: e.hash.clone() };
-            self.events.push(e);
-        }
-    }
-}
-
-/// The maps of two snapshots agree, row for row.
-fn assert_same_rows(a: &Snapshot, b: &Snapshot, context: &str) {
-    assert_eq!(a.head, b.head, "{context}: head");
-    assert_eq!(a.members, b.members, "{context}: members");
-    assert_eq!(a.handles, b.handles, "{context}: handles");
-    assert_eq!(a.credentials, b.credentials, "{context}: credentials");
-    assert_eq!(a.invites, b.invites, "{context}: invites");
-    assert_eq!(a.accounts, b.accounts, "{context}: accounts");
-    assert_eq!(a.budgets, b.budgets, "{context}: budgets");
-    assert_eq!(a.holds, b.holds, "{context}: holds");
-    assert_eq!(a.tokens, b.tokens, "{context}: tokens");
-    assert_eq!(a.settlements_by_token, b.settlements_by_token, "{context}: settlements by token");
-    assert_eq!(a.settlements_by_order, b.settlements_by_order, "{context}: settlements by order");
-    assert_eq!(a.idem, b.idem, "{context}: idempotency");
 }
 
 // ---- the model ---------------------------------------------------------------------------------------------------
@@ -767,16 +631,7 @@ impl World {
         assert_eq!(self.db.events.len(), model.events, "event count");
         assert_eq!(self.db.transfers.len(), model.transfers, "transfer count");
         // The chain verifies end to end and the auditor agrees with every cached row.
-        let mut head = ChainHead::genesis();
-        chain::verify_page(&mut head, &self.db.events).expect("the chain verifies");
-        assert_eq!(head, rows.head, "the stored head is the last event");
-        let mut auditor = Auditor::new();
-        auditor.events(&self.db.events);
-        auditor.transfers(&self.db.transfers);
-        auditor.holds(&rows.holds.values().cloned().collect::<Vec<_>>());
-        let report = auditor.finish(&rows.accounts.values().cloned().collect::<Vec<_>>());
-        assert!(report.ok, "audit: {:?}", report.problems);
-        assert_eq!((report.balance_sum_minor, report.events_verified), (0, self.db.events.len() as u64));
+        self.db.audit();
     }
 
     /// Remembers holds that left `pending` so later steps can check they never change.

@@ -80,7 +80,7 @@ pub const DISPUTE_WINDOW_S_MAX: u64 = 90 * 24 * 60 * 60;
 /// An appeal bond is this share of the disputed amount, and at least `APPEAL_BOND_MIN_MINOR`.
 pub const APPEAL_BOND_BPS: u32 = 1_000;
 pub const APPEAL_BOND_MIN_MINOR: u64 = 100;
-/// Evidence items in one dispute (both sides, both rounds).
+/// Evidence items in one dispute (both sides, both rounds); each side may add half.
 pub const EVIDENCE_PER_DISPUTE_MAX: usize = 64;
 /// A URL given with evidence.
 pub const EVIDENCE_URL_LEN_MAX: usize = 2048;
