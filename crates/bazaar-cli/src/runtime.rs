@@ -88,6 +88,8 @@ pub async fn serve(
         tracing::info!(path = %path.display(), "dispute desk created; its credential written (mode 0600)");
     }
     let state = booted.state;
+    let terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
     bazaar_server::spawn_sweeper(state.clone());
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
@@ -96,15 +98,15 @@ pub async fn serve(
     tracing::info!(%address, did = %state.registry, "bazaar registry listening");
     // A line on stdout that scripts and tests wait for.
     println!("listening on http://{address}");
-    axum::serve(listener, bazaar_server::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    axum::serve(listener, bazaar_server::router(state)).with_graceful_shutdown(shutdown_signal(terminate)).await?;
     tracing::info!("shut down cleanly");
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// Waits for SIGINT or SIGTERM. `terminate` is registered by the caller before
+/// it announces itself, so a SIGTERM sent right after "listening" is caught.
+async fn shutdown_signal(mut terminate: tokio::signal::unix::Signal) {
     let interrupt = tokio::signal::ctrl_c();
-    let mut terminate =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     tokio::select! {
         _ = interrupt => {}
         _ = terminate.recv() => {}
