@@ -233,7 +233,23 @@ pub struct Unlock {
     pub available_at: Timestamp,
 }
 
+/// A member's stake as the API shows it: the account's balance and frozen part, and the record.
+pub fn stake_view(member: &MemberId, account: Option<&Account>, stake: &Stake) -> serde_json::Value {
+    json!({"member": member, "balance_minor": account.map(|a| a.balance()).unwrap_or(0) as i64,
+        "frozen_minor": account.map(|a| a.debits_pending).unwrap_or(0),
+        "open_disputes": stake.open_disputes, "unlock": stake.unlock})
+}
+
 impl Stake {
+    /// The stored record, or an empty one for a member who never staked.
+    pub fn from_row(member: &MemberId, row: Option<&DocRow>) -> Stake {
+        row.map(|r| serde_json::from_value(r.body.clone()).expect("stored stakes parse")).unwrap_or(Stake {
+            member: member.clone(),
+            open_disputes: 0,
+            unlock: None,
+        })
+    }
+
     pub fn to_row(&self) -> DocRow {
         DocRow {
             kind: DocKind::Stake,
@@ -298,11 +314,7 @@ impl Batch<'_> {
     }
 
     pub(crate) fn stake_record(&self, member: &MemberId) -> Stake {
-        self.snap
-            .docs
-            .get(&(DocKind::Stake, member.to_string()))
-            .map(|row| serde_json::from_value(row.body.clone()).expect("stored stakes parse"))
-            .unwrap_or(Stake { member: member.clone(), open_disputes: 0, unlock: None })
+        Stake::from_row(member, self.snap.docs.get(&(DocKind::Stake, member.to_string())))
     }
 
     fn put_stake(&mut self, stake: &Stake) {
@@ -933,10 +945,6 @@ impl Batch<'_> {
     }
 
     pub(crate) fn stake_view(&self, member: &MemberId) -> serde_json::Value {
-        let stake = self.stake_record(member);
-        let account = self.snap.accounts.get(&AccountId::stake_of(member));
-        json!({"member": member, "balance_minor": account.map(|a| a.balance()).unwrap_or(0) as i64,
-            "frozen_minor": account.map(|a| a.debits_pending).unwrap_or(0),
-            "open_disputes": stake.open_disputes, "unlock": stake.unlock})
+        stake_view(member, self.snap.accounts.get(&AccountId::stake_of(member)), &self.stake_record(member))
     }
 }

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::{Idem, Op};
-use bazaar_core::dispute::{dispute_id_for, Decision, Dispute, DisputeAct, ReasonCode, Subject};
+use bazaar_core::dispute::{dispute_id_for, stake_view, Decision, Dispute, DisputeAct, ReasonCode, Stake, Subject};
 use bazaar_core::escrow::{Contract, ContractAct, MilestoneSpec};
 use bazaar_core::model::{DocKind, Member, MemberKind, DESK_ID};
 use bazaar_core::refusal::{Code, Refusal};
@@ -508,10 +508,8 @@ pub async fn get_stake(
 ) -> Result<Json<serde_json::Value>, Problem> {
     let member = resolve(&state, &member).await?;
     let account = state.store.account(&AccountId::stake_of(&member.id)).await?;
-    let record = state.store.doc(DocKind::Stake, member.id.as_str()).await?;
-    let record = record.map(|r| r.body).unwrap_or(json!({"open_disputes": 0, "unlock": null}));
-    Ok(Json(json!({"member": member.id, "handle": member.handle,
-        "balance_minor": account.as_ref().map(|a| a.balance()).unwrap_or(0) as i64,
-        "frozen_minor": account.as_ref().map(|a| a.debits_pending).unwrap_or(0),
-        "open_disputes": record["open_disputes"], "unlock": record["unlock"]})))
+    let row = state.store.doc(DocKind::Stake, member.id.as_str()).await?;
+    let mut view = stake_view(&member.id, account.as_ref(), &Stake::from_row(&member.id, row.as_ref()));
+    view["handle"] = json!(member.handle);
+    Ok(Json(view))
 }
