@@ -17,6 +17,7 @@ pub mod dispute;
 pub mod escrow;
 pub mod model;
 pub mod refusal;
+pub mod reputation;
 pub mod state;
 pub mod token;
 pub mod validate;

@@ -108,3 +108,38 @@ const _: () = assert!(HANDLE_LEN_MIN <= HANDLE_LEN_MAX);
 // base64url of the random part plus its 4-character prefix fits the length limit.
 const _: () = assert!(4 + INVITE_RANDOM_BYTES.div_ceil(3) * 4 <= INVITE_CODE_LEN_MAX);
 const _: () = assert!(TOKEN_ID_RANDOM_BYTES >= 16);
+
+// ---- reputation, passports, federation ---------------------------------------
+
+/// Work older than this does not count towards reputation at all.
+pub const REPUTATION_WINDOW_DAYS: i64 = 365;
+/// Reputation decays by half every this many days of age.
+pub const REPUTATION_HALF_LIFE_DAYS: i64 = 180;
+/// Successes one counterparty owner can add to a member's reputation per ISO
+/// week (failures are never capped).
+pub const REPUTATION_SUCCESSES_PER_OWNER_WEEK: u64 = 1;
+/// Events one reputation catch-up reads per page.
+pub const REPUTATION_EVENTS_PAGE_MAX: usize = 2_000;
+/// A trust passport is valid this long after it is issued.
+pub const PASSPORT_VALIDITY_S: u64 = 24 * 60 * 60;
+/// A passport document as presented for import or verification.
+pub const PASSPORT_BYTES_MAX: usize = 16 * 1024;
+/// Imported passports one member may hold (one per issuing registry).
+pub const IMPORTED_PASSPORTS_MAX: usize = 16;
+/// Peer registries one registry recognises.
+pub const FEDERATION_PEERS_MAX: usize = 64;
+/// A federation weight is in basis points of a local unit (10 000 = counts like local work).
+pub const FEDERATION_WEIGHT_BPS_MAX: u32 = 10_000;
+/// Registry signing keys kept in the published history.
+pub const REGISTRY_KEYS_MAX: usize = 64;
+/// A signed server-to-server request older or newer than this (by the receiver's clock) is refused.
+pub const FEDERATION_SKEW_S_MAX: u64 = 5 * 60;
+/// A peer's URL.
+pub const PEER_URL_LEN_MAX: usize = 512;
+/// Retries of one relayed cross-registry settlement before it is left to the sweeper.
+pub const RELAY_ATTEMPTS_MAX: u32 = 3;
+/// How long an HTTP call to a peer registry may take.
+pub const FEDERATION_HTTP_TIMEOUT_MS: u64 = 5_000;
+
+const _: () = assert!(REPUTATION_HALF_LIFE_DAYS > 0 && REPUTATION_HALF_LIFE_DAYS <= REPUTATION_WINDOW_DAYS);
+const _: () = assert!(REPUTATION_SUCCESSES_PER_OWNER_WEEK >= 1);

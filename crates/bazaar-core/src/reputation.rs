@@ -1,0 +1,526 @@
+//! Reputation: arithmetic over settled work, folded from the event ledger.
+//!
+//! The formula `bazaar-rep-v1` is documented in `docs/reputation.md`. Its only
+//! inputs are events the ledger already holds — `settlement.posted`,
+//! `contract.created`, `milestone.released`, `dispute.filed`,
+//! `dispute.executed`, and the enrolment events that say who owns whom — so
+//! anyone holding the ledger can recompute every figure from scratch with
+//! [`Ledger::observe`] and [`Ledger::figures`]. Stake is folded into a separate
+//! record ([`StakeFigures`]) and never enters the score.
+//!
+//! Integer arithmetic throughout, except the Wilson lower bound (IEEE-754
+//! `f64`, then floored to basis points) and the decay table (rounded to ppm).
+
+use crate::dispute::Subject;
+use crate::model::Event;
+use bazaar_types::limits::{
+    REPUTATION_HALF_LIFE_DAYS, REPUTATION_SUCCESSES_PER_OWNER_WEEK, REPUTATION_WINDOW_DAYS,
+};
+use bazaar_types::{MemberId, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// The formula's published name; bump it whenever any rule below changes.
+pub const FORMULA: &str = "bazaar-rep-v1";
+/// One whole unit of weight (a fresh, fully successful piece of work).
+pub const PPM: u64 = 1_000_000;
+const BPS: u64 = 10_000;
+const DAY_MS: i64 = 86_400_000;
+
+/// One piece of settled work a member was paid for: a paid call or a milestone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Work {
+    /// Who paid for it.
+    pub buyer: MemberId,
+    pub amount_minor: u64,
+    pub at: Timestamp,
+    /// How much of it stood: 10 000 unless a dispute refunded some or all of it.
+    pub quality_bps: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mark {
+    Filed,
+    Lost,
+    Won,
+    Split,
+    Refund,
+}
+
+/// Everything the fold knows about one member as a seller.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// Keyed by the work's subject key (see [`Subject::key`]).
+    pub work: BTreeMap<String, Work>,
+    marks: Vec<(Timestamp, Mark)>,
+    stake_locked: u64,
+    stake_withdrawn: u64,
+    slashed: u64,
+    slash_count: u64,
+}
+
+/// The figures published for one member: the raw counts beside the score.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Figures {
+    pub formula: String,
+    pub window_days: i64,
+    /// The instant ages were measured from.
+    pub computed_at_ms: i64,
+    /// Work paid for by another owner within the window (calls and milestones).
+    pub settled_count: u64,
+    /// … of which stood in full.
+    pub success_count: u64,
+    /// … of which a dispute refunded some or all.
+    pub failure_count: u64,
+    /// Units paid for that work, as a decimal string.
+    pub settled_volume_minor: String,
+    /// Work paid for by an agent of the member's own owner: never counted.
+    pub excluded_same_owner: u64,
+    pub disputes_filed: u64,
+    pub disputes_lost: u64,
+    pub disputes_won: u64,
+    pub disputes_split: u64,
+    /// Disputes that ended with units back to the claimant.
+    pub refunds: u64,
+    pub distinct_buyer_owners: u64,
+    /// The largest buyer owner's share of the volume.
+    pub top_buyer_share_bps: u64,
+    /// r: decayed successes after the per-owner weekly cap, in ppm of one job.
+    pub weighted_success_ppm: u64,
+    /// s: decayed failures (never capped), in ppm of one job.
+    pub weighted_failure_ppm: u64,
+    /// ⌊10 000 · (r + 1) / (r + s + 2)⌋ — the Beta expectation.
+    pub score_bps: u64,
+    /// Wilson 95 % lower bound over the undecayed, capped counts.
+    pub score_lower_bound_bps: u64,
+}
+
+/// Stake: collateral a merchant locked. Published beside reputation, never in it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StakeFigures {
+    pub locked_minor: String,
+    pub slashed_minor: String,
+    pub slash_count: u64,
+}
+
+/// Reputation imported from a recognised registry, counted with its weight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Imported {
+    pub registry: String,
+    pub weight_bps: u64,
+    pub weighted_success_ppm: u64,
+    pub weighted_failure_ppm: u64,
+    pub score_bps: u64,
+    pub valid_until_ms: i64,
+}
+
+/// Local figures combined with imported ones: r_total = r_local + Σ wₖ·rₖ (same for s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Combined {
+    pub weighted_success_ppm: u64,
+    pub weighted_failure_ppm: u64,
+    pub score_bps: u64,
+}
+
+/// The fold: feed it every event in order, then ask for any member's figures.
+#[derive(Clone, Debug, Default)]
+pub struct Ledger {
+    /// The last event observed.
+    pub seq: u64,
+    pub head: String,
+    owners: HashMap<MemberId, MemberId>,
+    contract_buyers: HashMap<String, MemberId>,
+    records: HashMap<MemberId, Record>,
+}
+
+fn u64_at(body: &serde_json::Value, field: &str) -> u64 {
+    body.get(field).and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+fn member_at(body: &serde_json::Value, field: &str) -> Option<MemberId> {
+    body.get(field).and_then(|v| v.as_str()).map(MemberId::from)
+}
+
+impl Ledger {
+    pub fn new() -> Ledger {
+        Ledger::default()
+    }
+
+    /// Whom `member` acts for: its owner if it is an agent, else itself.
+    pub fn principal<'a>(&'a self, member: &'a MemberId) -> &'a MemberId {
+        self.owners.get(member).unwrap_or(member)
+    }
+
+    pub fn record(&self, member: &MemberId) -> Option<&Record> {
+        self.records.get(member)
+    }
+
+    /// Folds one event in. Events must come in ledger order, each once.
+    pub fn observe(&mut self, event: &Event) {
+        assert!(event.seq > self.seq, "events fold in order, each once");
+        self.seq = event.seq;
+        self.head = event.hash.clone();
+        let body = &event.body;
+        match event.kind.as_str() {
+            "owner.created" | "agent.enrolled" | "desk.created" => {
+                if let (Some(id), Some(owner)) = (member_at(body, "id"), member_at(body, "owner")) {
+                    self.owners.insert(id, owner);
+                }
+            }
+            "settlement.posted" => {
+                let (Some(merchant), Some(buyer)) = (member_at(body, "merchant"), member_at(body, "buyer")) else {
+                    return;
+                };
+                let order = body.get("order_id").and_then(|v| v.as_str()).unwrap_or_default();
+                let key = Subject::Call { merchant: merchant.clone(), order_id: order.into() }.key();
+                let work =
+                    Work { buyer, amount_minor: u64_at(body, "amount_minor"), at: event.at, quality_bps: BPS as u32 };
+                self.records.entry(merchant).or_default().work.insert(key, work);
+            }
+            "contract.created" => {
+                if let (Some(contract), Some(buyer)) =
+                    (body.get("contract").and_then(|v| v.as_str()), member_at(body, "buyer"))
+                {
+                    self.contract_buyers.insert(contract.to_string(), buyer);
+                }
+            }
+            "milestone.released" => {
+                let (Some(contract), Some(seller)) =
+                    (body.get("contract").and_then(|v| v.as_str()), member_at(body, "seller"))
+                else {
+                    return;
+                };
+                let Some(buyer) = self.contract_buyers.get(contract).cloned() else { return };
+                let index = u64_at(body, "milestone") as u32;
+                let key = Subject::Milestone { contract: contract.to_string(), index }.key();
+                let work =
+                    Work { buyer, amount_minor: u64_at(body, "amount_minor"), at: event.at, quality_bps: BPS as u32 };
+                self.records.entry(seller).or_default().work.insert(key, work);
+            }
+            "dispute.filed" => {
+                if let Some(respondent) = member_at(body, "respondent") {
+                    self.records.entry(respondent).or_default().marks.push((event.at, Mark::Filed));
+                }
+            }
+            "dispute.executed" => self.observe_execution(event),
+            "stake.locked" => {
+                if let Some(member) = member_at(body, "member") {
+                    self.records.entry(member).or_default().stake_locked += u64_at(body, "locked_minor");
+                }
+            }
+            "stake.withdrawn" => {
+                if let Some(member) = member_at(body, "member") {
+                    self.records.entry(member).or_default().stake_withdrawn += u64_at(body, "withdrawn_minor");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn observe_execution(&mut self, event: &Event) {
+        let body = &event.body;
+        let (Some(respondent), Some(claimant)) = (member_at(body, "respondent"), member_at(body, "claimant")) else {
+            return;
+        };
+        let Ok(subject) = serde_json::from_value::<Subject>(body["subject"].clone()) else { return };
+        let refunded = u64_at(body, "refunded_minor");
+        let released = u64_at(body, "released_minor");
+        let slashed = u64_at(body, "slashed_minor");
+        let record = self.records.entry(respondent).or_default();
+        let mark = match body.get("winner").and_then(|v| v.as_str()) {
+            Some("claimant") => Mark::Lost,
+            Some("split") => Mark::Split,
+            _ => Mark::Won,
+        };
+        record.marks.push((event.at, mark));
+        if refunded > 0 {
+            record.marks.push((event.at, Mark::Refund));
+        }
+        if slashed > 0 {
+            record.slashed += slashed;
+            record.slash_count += 1;
+        }
+        let key = subject.key();
+        match record.work.get_mut(&key) {
+            Some(work) => {
+                let kept = work.amount_minor.saturating_sub(refunded);
+                work.quality_bps = work.quality_bps.min(share_bps(kept, work.amount_minor) as u32);
+            }
+            None => {
+                // Work disputed before it was ever released: judged by the ruling alone.
+                let amount = refunded + released;
+                if amount > 0 {
+                    let quality_bps = share_bps(released, amount) as u32;
+                    record.work.insert(key, Work { buyer: claimant, amount_minor: amount, at: event.at, quality_bps });
+                }
+            }
+        }
+    }
+
+    /// The member's stake record (never part of the score).
+    pub fn stake(&self, member: &MemberId) -> StakeFigures {
+        let record = self.records.get(member).cloned().unwrap_or_default();
+        let locked = record.stake_locked.saturating_sub(record.stake_withdrawn).saturating_sub(record.slashed);
+        StakeFigures {
+            locked_minor: locked.to_string(),
+            slashed_minor: record.slashed.to_string(),
+            slash_count: record.slash_count,
+        }
+    }
+
+    /// The member's figures as of `now`.
+    pub fn figures(&self, member: &MemberId, now: Timestamp) -> Figures {
+        let empty = Record::default();
+        let record = self.records.get(member).unwrap_or(&empty);
+        let own = self.principal(member);
+        let work = record.work.values().map(|w| (self.principal(&w.buyer).clone(), w.clone()));
+        compute(own, work, &record_marks(record), now)
+    }
+}
+
+fn record_marks(record: &Record) -> Vec<(Timestamp, &'static str)> {
+    record
+        .marks
+        .iter()
+        .map(|(at, mark)| {
+            let name = match mark {
+                Mark::Filed => "filed",
+                Mark::Lost => "lost",
+                Mark::Won => "won",
+                Mark::Split => "split",
+                Mark::Refund => "refund",
+            };
+            (*at, name)
+        })
+        .collect()
+}
+
+/// `part / whole` in basis points, rounded down; a zero whole counts as all.
+fn share_bps(part: u64, whole: u64) -> u64 {
+    if whole == 0 {
+        return BPS;
+    }
+    ((part.min(whole) as u128 * BPS as u128) / whole as u128) as u64
+}
+
+/// The weight of work `age_days` old: 2^(−age/half-life), rounded to ppm.
+pub fn decay_ppm(age_days: i64) -> u64 {
+    let age = age_days.max(0) as f64;
+    ((-age / REPUTATION_HALF_LIFE_DAYS as f64).exp2() * PPM as f64).round() as u64
+}
+
+/// The ISO week (Monday-based) an instant falls in, counted from the epoch.
+pub fn iso_week(at: Timestamp) -> i64 {
+    // 1970-01-01 was a Thursday: shifting by 3 days puts Monday at the start of each week.
+    (at.utc_day() + 3).div_euclid(7)
+}
+
+/// ⌊10 000 · (r + 1) / (r + s + 2)⌋ with r and s in ppm.
+pub fn score_bps(r_ppm: u64, s_ppm: u64) -> u64 {
+    ((BPS as u128 * (r_ppm as u128 + PPM as u128)) / (r_ppm as u128 + s_ppm as u128 + 2 * PPM as u128)) as u64
+}
+
+/// Wilson 95 % lower bound of `successes / (successes + failures)`, in basis points.
+pub fn wilson_lower_bps(successes: f64, failures: f64) -> u64 {
+    let n = successes + failures;
+    if n <= 0.0 {
+        return 0;
+    }
+    let z = 1.96_f64;
+    let p = successes / n;
+    let centre = p + z * z / (2.0 * n);
+    let margin = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt();
+    let bound = ((centre - margin) / (1.0 + z * z / n)).clamp(0.0, 1.0);
+    (bound * BPS as f64).floor() as u64
+}
+
+/// The formula itself, over (buyer's owner, work) pairs and dispute marks.
+/// `own` is the seller's owner: work whose buyer has the same owner never counts.
+pub fn compute(
+    own: &MemberId,
+    work: impl IntoIterator<Item = (MemberId, Work)>,
+    marks: &[(Timestamp, &str)],
+    now: Timestamp,
+) -> Figures {
+    let cutoff = Timestamp(now.ms().saturating_sub(REPUTATION_WINDOW_DAYS * DAY_MS));
+    let in_window = |at: Timestamp| at >= cutoff && at <= now;
+    let mut figures = Figures {
+        formula: FORMULA.into(),
+        window_days: REPUTATION_WINDOW_DAYS,
+        computed_at_ms: now.ms(),
+        settled_count: 0,
+        success_count: 0,
+        failure_count: 0,
+        settled_volume_minor: String::new(),
+        excluded_same_owner: 0,
+        disputes_filed: 0,
+        disputes_lost: 0,
+        disputes_won: 0,
+        disputes_split: 0,
+        refunds: 0,
+        distinct_buyer_owners: 0,
+        top_buyer_share_bps: 0,
+        weighted_success_ppm: 0,
+        weighted_failure_ppm: 0,
+        score_bps: 0,
+        score_lower_bound_bps: 0,
+    };
+    // Per (buyer owner, ISO week): decayed success sum, undecayed success sum (bps).
+    let mut groups: BTreeMap<(MemberId, i64), (u64, u64)> = BTreeMap::new();
+    let mut volume_by_owner: BTreeMap<MemberId, u128> = BTreeMap::new();
+    let mut volume: u128 = 0;
+    let mut failure_ppm: u64 = 0;
+    let mut failure_units_bps: u64 = 0;
+    for (owner, w) in work {
+        if !in_window(w.at) {
+            continue;
+        }
+        if &owner == own {
+            figures.excluded_same_owner += 1;
+            continue;
+        }
+        let q = (w.quality_bps as u64).min(BPS);
+        figures.settled_count += 1;
+        if q == BPS {
+            figures.success_count += 1;
+        } else {
+            figures.failure_count += 1;
+        }
+        volume += w.amount_minor as u128;
+        *volume_by_owner.entry(owner.clone()).or_default() += w.amount_minor as u128;
+        let d = decay_ppm((now.ms() - w.at.ms()).div_euclid(DAY_MS));
+        failure_ppm += d * (BPS - q) / BPS;
+        failure_units_bps += BPS - q;
+        let group = groups.entry((owner, iso_week(w.at))).or_default();
+        group.0 += d * q / BPS;
+        group.1 += q;
+    }
+    let cap = REPUTATION_SUCCESSES_PER_OWNER_WEEK;
+    let mut success_ppm: u64 = 0;
+    let mut success_units_bps: u64 = 0;
+    for ((_, week), (decayed, units)) in &groups {
+        // The cap is aged from the week's last day (or now, for this week), so it
+        // depends only on which week it is and a single job is never cut by it.
+        let week_end_day = (week * 7 - 3 + 6).min(now.utc_day());
+        let cap_ppm = cap * decay_ppm(now.utc_day() - week_end_day);
+        success_ppm += (*decayed).min(cap_ppm);
+        success_units_bps += (*units).min(cap * BPS);
+    }
+    for (at, mark) in marks {
+        if !in_window(*at) {
+            continue;
+        }
+        match *mark {
+            "filed" => figures.disputes_filed += 1,
+            "lost" => figures.disputes_lost += 1,
+            "won" => figures.disputes_won += 1,
+            "split" => figures.disputes_split += 1,
+            "refund" => figures.refunds += 1,
+            _ => {}
+        }
+    }
+    figures.settled_volume_minor = volume.to_string();
+    figures.distinct_buyer_owners = volume_by_owner.len() as u64;
+    let top = volume_by_owner.values().copied().max().unwrap_or(0);
+    figures.top_buyer_share_bps = if volume == 0 { 0 } else { ((top * BPS as u128) / volume) as u64 };
+    figures.weighted_success_ppm = success_ppm;
+    figures.weighted_failure_ppm = failure_ppm;
+    figures.score_bps = score_bps(success_ppm, failure_ppm);
+    figures.score_lower_bound_bps =
+        wilson_lower_bps(success_units_bps as f64 / BPS as f64, failure_units_bps as f64 / BPS as f64);
+    figures
+}
+
+/// Local figures plus imported ones, each counted at its weight.
+pub fn combine(local: &Figures, imported: &[Imported]) -> Combined {
+    let mut r = local.weighted_success_ppm as u128;
+    let mut s = local.weighted_failure_ppm as u128;
+    for import in imported {
+        let weight = import.weight_bps.min(BPS) as u128;
+        r += import.weighted_success_ppm as u128 * weight / BPS as u128;
+        s += import.weighted_failure_ppm as u128 * weight / BPS as u128;
+    }
+    let (r, s) = (r.min(u64::MAX as u128) as u64, s.min(u64::MAX as u128) as u64);
+    Combined { weighted_success_ppm: r, weighted_failure_ppm: s, score_bps: score_bps(r, s) }
+}
+
+/// A `passport.issued` event's claim: these figures, for this subject, as of that seq.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedFigures {
+    pub subject: MemberId,
+    pub as_of_seq: u64,
+    pub figures: Figures,
+}
+
+impl IssuedFigures {
+    pub fn from_event(event: &Event) -> Option<IssuedFigures> {
+        if event.kind != "passport.issued" {
+            return None;
+        }
+        serde_json::from_value(event.body.clone()).ok()
+    }
+}
+
+/// Checks recorded figures against a recompute from scratch. Feed every event
+/// twice: first to [`PassportAudit::collect`], then to [`PassportAudit::check`].
+#[derive(Debug, Default)]
+pub struct PassportAudit {
+    /// Claims by the seq they were computed at.
+    claims: BTreeMap<u64, Vec<(u64, IssuedFigures)>>,
+    ledger: Ledger,
+    pub checked: u64,
+    pub problems: Vec<String>,
+}
+
+impl PassportAudit {
+    pub fn new() -> PassportAudit {
+        PassportAudit::default()
+    }
+
+    pub fn collect(&mut self, page: &[Event]) {
+        for event in page {
+            if let Some(claim) = IssuedFigures::from_event(event) {
+                self.claims.entry(claim.as_of_seq).or_default().push((event.seq, claim));
+            } else if event.kind == "passport.issued" {
+                self.problems.push(format!("event {}: passport.issued body does not parse", event.seq));
+            }
+        }
+    }
+
+    fn check_at(&mut self, seq: u64) {
+        if let Some(claims) = self.claims.remove(&seq) {
+            for (at_event, claim) in claims {
+                let recomputed = self.ledger.figures(&claim.subject, Timestamp(claim.figures.computed_at_ms));
+                self.checked += 1;
+                if recomputed != claim.figures {
+                    self.problems.push(format!(
+                        "passport at event {at_event} for {}: recorded figures differ from a recompute at seq {seq}",
+                        claim.subject
+                    ));
+                }
+            }
+        }
+    }
+
+    pub fn check(&mut self, page: &[Event]) {
+        if self.ledger.seq == 0 {
+            self.check_at(0);
+        }
+        for event in page {
+            self.ledger.observe(event);
+            self.check_at(event.seq);
+        }
+    }
+
+    pub fn finish(mut self) -> (u64, Vec<String>) {
+        let left: Vec<u64> = self.claims.keys().copied().collect();
+        for seq in left {
+            self.problems.push(format!("passport figures claim seq {seq}, beyond the ledger's head"));
+        }
+        (self.checked, self.problems)
+    }
+}
