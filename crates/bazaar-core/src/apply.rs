@@ -139,6 +139,15 @@ impl Batch<'_> {
             Op::StakeLock { amount } => self.stake_lock(command, *amount),
             Op::StakeUnlock { amount } => self.stake_unlock(command, *amount),
             Op::StakeWithdraw => self.stake_withdraw(command),
+            Op::AddPeer { peer } => self.add_peer(command, peer),
+            Op::RecordKey { entry } => self.record_key(command, entry),
+            Op::RecordPassport { issued, credential_id, valid_until_ms } => {
+                self.record_passport(command, issued, credential_id, *valid_until_ms)
+            }
+            Op::ImportPassport { record } => self.import_passport(command, record),
+            Op::SettleRelayed { claims, amount, order_id } => self.settle_relayed(command, claims, *amount, order_id),
+            Op::RelayOpen { claims, token, amount } => self.relay_open(command, claims, token, *amount),
+            Op::RelayFinish { jti, result, .. } => self.relay_finish(command, jti, result),
         }
     }
 
@@ -499,11 +508,21 @@ impl Batch<'_> {
         if command.actor.kind != MemberKind::Agent || command.actor.id != claims.sub {
             return refuse(Code::NotPermitted, "Only an agent asks for payment tokens, and only on its own budget.");
         }
-        let merchant = self.member(&claims.aud)?;
-        if merchant.kind != MemberKind::Agent {
-            return refuse(Code::NotAnAgent, "Payment tokens are addressed to merchant agents.");
-        }
-        if merchant.id == claims.sub {
+        let merchant_handle = match &claims.via {
+            // A merchant on a peer registry: that registry vouches for it when it settles.
+            Some(via) => {
+                self.check_corridor_token(claims, via)?;
+                serde_json::Value::Null
+            }
+            None => {
+                let merchant = self.member(&claims.aud)?;
+                if merchant.kind != MemberKind::Agent {
+                    return refuse(Code::NotAnAgent, "Payment tokens are addressed to merchant agents.");
+                }
+                json!(merchant.handle)
+            }
+        };
+        if claims.aud == claims.sub {
             return refuse(Code::NotPermitted, "An agent cannot pay itself.");
         }
         if claims.max > self.config.escrow_threshold {
@@ -551,7 +570,7 @@ impl Batch<'_> {
         self.snap.tokens.insert(record.jti.clone(), record.clone());
         self.changes.insert_tokens.push(record);
         let body = json!({"jti": claims.jti, "hold": hold_id_for(&claims.jti), "buyer": claims.sub, "merchant": claims.aud,
-            "merchant_handle": merchant.handle, "max_amount_minor": claims.max, "order_id": claims.ord,
+            "merchant_handle": merchant_handle, "via": claims.via, "max_amount_minor": claims.max, "order_id": claims.ord,
             "resource": claims.res, "expires_at_ms": claims.exp_ms});
         self.event(command, "token.issued", body.clone());
         let mut receipt = body;
@@ -566,6 +585,29 @@ impl Batch<'_> {
                 "This token is addressed to another merchant; only its audience may settle it.",
             );
         }
+        if claims.via.is_some() {
+            return refuse(Code::NotAudience, "This token is settled through the merchant's own registry.");
+        }
+        self.settle_checked(command, claims, amount, order_id, None)
+    }
+
+    /// The buyer's registry settles a token its peer relayed: the units go to the corridor.
+    fn settle_relayed(&mut self, command: &Command, claims: &TokenClaims, amount: Amount, order_id: &OrderId) -> Step {
+        if command.actor.kind != MemberKind::Peer || claims.via.as_ref() != Some(&command.actor.id) {
+            return refuse(Code::PeerUnknown, "Only the registry this token names may relay its settlement.");
+        }
+        self.peer(&command.actor.id)?;
+        self.settle_checked(command, claims, amount, order_id, Some(command.actor.id.clone()))
+    }
+
+    fn settle_checked(
+        &mut self,
+        command: &Command,
+        claims: &TokenClaims,
+        amount: Amount,
+        order_id: &OrderId,
+        corridor: Option<MemberId>,
+    ) -> Step {
         let Some(record) = self.snap.tokens.get(&claims.jti).cloned() else {
             return refuse(Code::TokenNotFound, "This registry never issued this token.");
         };
@@ -601,7 +643,7 @@ impl Batch<'_> {
             return Err(Refusal::new(Code::AmountExceedsToken, "Settle between 1 and the token's maximum amount.")
                 .with(json!({"amount_minor": amount, "max_amount_minor": record.max_amount})));
         }
-        Ok(self.post_settlement(command, &record, hold, amount))
+        Ok(self.post_settlement(command, &record, hold, amount, corridor))
     }
 
     fn post_settlement(
@@ -610,8 +652,11 @@ impl Batch<'_> {
         record: &TokenRecord,
         hold: Hold,
         amount: Amount,
+        corridor: Option<MemberId>,
     ) -> serde_json::Value {
-        let fee = amount.fee_bps(self.config.fee_bps);
+        // A relayed settlement pays the whole amount into the corridor; the
+        // merchant's registry takes its fee on its own side.
+        let fee = if corridor.is_some() { Amount::ZERO } else { amount.fee_bps(self.config.fee_bps) };
         let net = amount.checked_sub(fee).expect("fee never exceeds amount");
         let released = hold.amount.checked_sub(amount).expect("amount within hold");
         let buyer_account = hold.account.clone();
@@ -622,7 +667,12 @@ impl Batch<'_> {
         let seq = self.snap.head.seq + 1;
         let link = format!("lnk_{seq}");
         let legs = [
-            (AccountId::of_member(&record.merchant), net, TransferKind::Payment, "pay"),
+            (
+                corridor.as_ref().map(AccountId::corridor).unwrap_or_else(|| AccountId::of_member(&record.merchant)),
+                net,
+                TransferKind::Payment,
+                "pay",
+            ),
             (AccountId::fees(), fee, TransferKind::Fee, "fee"),
         ];
         let mut transfer_ids = Vec::new();
@@ -657,16 +707,15 @@ impl Batch<'_> {
             net,
             settled_at: self.now,
         };
-        self.snap.settlements_by_token.insert(settlement.jti.clone(), settlement.clone());
-        self.snap
-            .settlements_by_order
-            .insert((settlement.merchant.clone(), settlement.order_id.clone()), settlement.clone());
-        self.changes.insert_settlements.push(settlement.clone());
+        self.record_settlement(settlement.clone());
         let mut body = settlement_view(&settlement);
         merge(
             &mut body,
             json!({"transfers": transfer_ids, "link": link, "released_minor": released, "event_seq": seq}),
         );
+        if let Some(peer) = &corridor {
+            merge(&mut body, json!({"corridor": peer, "corridor_minor": amount}));
+        }
         self.event(command, "settlement.posted", body.clone());
         body
     }
@@ -838,6 +887,18 @@ impl Batch<'_> {
         let event =
             chain::append(&mut self.snap.head, kind, body, &command.actor.id, command.actor.principal(), self.now);
         self.changes.insert_events.push(event);
+    }
+
+    pub(crate) fn record_settlement(&mut self, settlement: Settlement) {
+        self.snap.settlements_by_token.insert(settlement.jti.clone(), settlement.clone());
+        self.snap
+            .settlements_by_order
+            .insert((settlement.merchant.clone(), settlement.order_id.clone()), settlement.clone());
+        self.changes.insert_settlements.push(settlement);
+    }
+
+    pub(crate) fn add_member(&mut self, member: Member) {
+        self.insert_member(member);
     }
 
     fn insert_member(&mut self, member: Member) {

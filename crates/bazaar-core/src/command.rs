@@ -145,6 +145,43 @@ pub enum Op {
     },
     /// Moves unlocked stake back to the balance after the cooldown.
     StakeWithdraw,
+    /// The operator recognises (or updates) a peer registry.
+    AddPeer {
+        peer: crate::federation::Peer,
+    },
+    /// The registry records a new signing key on the event ledger.
+    RecordKey {
+        entry: crate::federation::KeyEntry,
+    },
+    /// The registry records the figures of a passport it signed.
+    RecordPassport {
+        issued: crate::reputation::IssuedFigures,
+        credential_id: String,
+        valid_until_ms: i64,
+    },
+    /// The registry stores reputation imported from a verified peer passport.
+    ImportPassport {
+        record: crate::federation::ImportRecord,
+    },
+    /// A peer registry (the actor) relays the settlement of a token this registry issued.
+    SettleRelayed {
+        claims: TokenClaims,
+        amount: Amount,
+        order_id: OrderId,
+    },
+    /// The merchant (the actor) presents a peer registry's token for settlement.
+    RelayOpen {
+        claims: TokenClaims,
+        token: String,
+        amount: Amount,
+    },
+    /// The registry records the issuer's answer to a relayed settlement.
+    RelayFinish {
+        jti: TokenId,
+        merchant: MemberId,
+        issuer: MemberId,
+        result: crate::federation::RelayResult,
+    },
 }
 
 impl Op {
@@ -173,6 +210,13 @@ impl Op {
             Op::StakeLock { .. } => "stake_lock",
             Op::StakeUnlock { .. } => "stake_unlock",
             Op::StakeWithdraw => "stake_withdraw",
+            Op::AddPeer { .. } => "add_peer",
+            Op::RecordKey { .. } => "record_key",
+            Op::RecordPassport { .. } => "record_passport",
+            Op::ImportPassport { .. } => "import_passport",
+            Op::SettleRelayed { .. } => "settle_relayed",
+            Op::RelayOpen { .. } => "relay_open",
+            Op::RelayFinish { .. } => "relay_finish",
         }
     }
 }
@@ -254,6 +298,10 @@ impl Keys {
             }
             Op::IssueToken { claims, .. } => {
                 self.members.insert(claims.aud.clone());
+                if let Some(via) = &claims.via {
+                    self.docs.insert((DocKind::Peer, via.to_string()));
+                    self.accounts.insert(AccountId::corridor(via));
+                }
                 self.accounts.insert(AccountId::of_member(&claims.sub));
                 self.budgets.insert(claims.sub.clone());
                 self.tokens.insert(claims.jti.clone());
@@ -315,6 +363,38 @@ impl Keys {
                         self.holds.insert(milestone_hold(contract, *index));
                     }
                 }
+            }
+            Op::AddPeer { peer } => {
+                self.members.insert(peer.did.clone());
+                self.handles.insert(peer.handle.clone());
+                self.docs.insert((DocKind::Peer, peer.did.to_string()));
+                self.accounts.insert(AccountId::corridor(&peer.did));
+            }
+            Op::RecordKey { .. } | Op::RecordPassport { .. } => {}
+            Op::ImportPassport { record } => {
+                self.docs.insert((DocKind::Peer, record.imported.registry.clone()));
+                self.docs.insert((DocKind::Import, crate::federation::import_id(&record.subject, &record.imported.registry)));
+            }
+            Op::SettleRelayed { claims, order_id, .. } => {
+                self.add_token_rows(&claims.jti, &claims.sub);
+                self.docs.insert((DocKind::Peer, command.actor.id.to_string()));
+                self.accounts.insert(AccountId::corridor(&command.actor.id));
+                self.accounts.insert(AccountId::fees());
+                self.settlements_by_order.insert((claims.aud.clone(), order_id.clone()));
+                self.settlements_by_order.insert((claims.aud.clone(), claims.ord.clone()));
+            }
+            Op::RelayOpen { claims, .. } => {
+                self.docs.insert((DocKind::Relay, claims.jti.to_string()));
+                self.docs.insert((DocKind::Peer, claims.iss.to_string()));
+                self.settlements_by_order.insert((claims.aud.clone(), claims.ord.clone()));
+            }
+            Op::RelayFinish { jti, merchant, issuer, .. } => {
+                self.docs.insert((DocKind::Relay, jti.to_string()));
+                self.docs.insert((DocKind::Peer, issuer.to_string()));
+                self.accounts.insert(AccountId::corridor(issuer));
+                self.accounts.insert(AccountId::of_member(merchant));
+                self.accounts.insert(AccountId::fees());
+                self.settlements_by_token.insert(jti.clone());
             }
             Op::StakeLock { .. } | Op::StakeUnlock { .. } | Op::StakeWithdraw => {
                 let me = &command.actor.id;

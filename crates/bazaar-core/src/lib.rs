@@ -15,6 +15,7 @@ pub mod command;
 pub mod crypto;
 pub mod dispute;
 pub mod escrow;
+pub mod federation;
 pub mod model;
 pub mod refusal;
 pub mod reputation;

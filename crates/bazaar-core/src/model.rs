@@ -10,6 +10,8 @@ pub enum MemberKind {
     Operator,
     Owner,
     Agent,
+    /// A peer registry this one recognises; it acts only through signed server-to-server requests.
+    Peer,
 }
 
 impl MemberKind {
@@ -19,6 +21,7 @@ impl MemberKind {
             MemberKind::Operator => "operator",
             MemberKind::Owner => "owner",
             MemberKind::Agent => "agent",
+            MemberKind::Peer => "peer",
         }
     }
     pub fn parse(text: &str) -> Option<MemberKind> {
@@ -27,6 +30,7 @@ impl MemberKind {
             "operator" => MemberKind::Operator,
             "owner" => MemberKind::Owner,
             "agent" => MemberKind::Agent,
+            "peer" => MemberKind::Peer,
             _ => return None,
         })
     }
@@ -337,6 +341,12 @@ pub enum DocKind {
     Contract,
     Dispute,
     Stake,
+    /// A peer registry this one recognises (see [`crate::federation`]).
+    Peer,
+    /// Reputation imported from a peer's passport, per (subject, issuer).
+    Import,
+    /// A cross-registry settlement relayed to the buyer's registry.
+    Relay,
 }
 
 impl DocKind {
@@ -345,6 +355,9 @@ impl DocKind {
             DocKind::Contract => "contract",
             DocKind::Dispute => "dispute",
             DocKind::Stake => "stake",
+            DocKind::Peer => "peer",
+            DocKind::Import => "import",
+            DocKind::Relay => "relay",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -352,6 +365,9 @@ impl DocKind {
             "contract" => DocKind::Contract,
             "dispute" => DocKind::Dispute,
             "stake" => DocKind::Stake,
+            "peer" => DocKind::Peer,
+            "import" => DocKind::Import,
+            "relay" => DocKind::Relay,
             _ => return None,
         })
     }

@@ -13,6 +13,8 @@ pub enum Class {
     Conflict,
     Unprocessable,
     Gone,
+    /// Another system (a peer registry) did not answer; retrying later is safe.
+    Unavailable,
 }
 
 macro_rules! codes {
@@ -91,6 +93,25 @@ codes! {
     StakeDisputeOpen => "stake_dispute_open", Conflict;
     StakeCooldown => "stake_cooldown", Conflict;
     StakeNotUnlocked => "stake_not_unlocked", Conflict;
+    PassportMalformed => "passport_malformed", Invalid;
+    PassportProofInvalid => "passport_proof_invalid", Unprocessable;
+    PassportCryptosuite => "passport_cryptosuite", Unprocessable;
+    PassportContext => "passport_context", Unprocessable;
+    PassportIssuerMismatch => "passport_issuer_mismatch", Unprocessable;
+    PassportNotYetValid => "passport_not_yet_valid", Unprocessable;
+    PassportExpired => "passport_expired", Gone;
+    PassportIssuerUnknown => "passport_issuer_unknown", Forbidden;
+    PassportSubjectMismatch => "passport_subject_mismatch", Forbidden;
+    PresentationInvalid => "presentation_invalid", Unauthenticated;
+    PeerInvalid => "peer_invalid", Unprocessable;
+    PeerUnknown => "peer_unknown", Forbidden;
+    PeerUnreachable => "peer_unreachable", Unavailable;
+    RequestSignatureInvalid => "request_signature_invalid", Unauthenticated;
+    RequestStale => "request_stale", Unauthenticated;
+    CorridorLimit => "corridor_limit", Unprocessable;
+    RelayPending => "relay_pending", Unavailable;
+    RelayFailed => "relay_failed", Unprocessable;
+    KeyHistoryFull => "key_history_full", Unprocessable;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

@@ -171,6 +171,8 @@ impl Ledger {
                     self.owners.insert(id, owner);
                 }
             }
+            // A settlement this registry made for a peer's merchant counts on that merchant's own registry.
+            "settlement.posted" if body.get("corridor").is_some() => {}
             "settlement.posted" => {
                 let (Some(merchant), Some(buyer)) = (member_at(body, "merchant"), member_at(body, "buyer")) else {
                     return;

@@ -29,6 +29,10 @@ pub struct TokenClaims {
     pub res: String,
     pub iat_ms: Timestamp,
     pub exp_ms: Timestamp,
+    /// Cross-registry tokens only: the peer registry the merchant settles
+    /// through. Absent on local tokens, whose bytes are unchanged by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<MemberId>,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +82,7 @@ mod tests {
             res: "https://shop/restock".into(),
             iat_ms: Timestamp(1),
             exp_ms: Timestamp(900_001),
+            via: None,
         }
     }
 

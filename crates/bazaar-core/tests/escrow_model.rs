@@ -1252,6 +1252,7 @@ impl World {
             res: "https://merchant.test/call".into(),
             iat_ms: self.now,
             exp_ms: self.now.plus_s(60),
+            via: None,
         };
         let token = token::encode(&claims, &self.registry_key);
         let settle = Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() };
@@ -2259,7 +2260,9 @@ impl World {
                     command(&registry, None, contract_op(&Contract::from_row(row), ContractAct::Advance))
                 }
                 DocKind::Dispute => command(&registry, None, dispute_op(&Dispute::from_row(row), DisputeAct::Advance)),
-                DocKind::Stake => unreachable!("stake records are never due"),
+                DocKind::Stake | DocKind::Peer | DocKind::Import | DocKind::Relay => {
+                    unreachable!("only contracts and disputes are due in this model")
+                }
             })
             .collect();
         if !commands.is_empty() {

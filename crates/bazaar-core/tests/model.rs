@@ -518,6 +518,7 @@ impl World {
             res: "https://merchant.test/restock".into(),
             iat_ms: self.now,
             exp_ms: self.now.plus_s(ttl_s),
+            via: None,
         };
         let token = token::encode(&claims, &self.cast.key);
         self.tokens.push(claims.clone());

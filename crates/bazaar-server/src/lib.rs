@@ -290,6 +290,7 @@ mod tests {
             res: "r".into(),
             iat_ms: Timestamp(0),
             exp_ms: Timestamp(1),
+            via: None,
         }
     }
 

@@ -46,6 +46,7 @@ pub fn status_of(code: Code) -> StatusCode {
         Class::Conflict => StatusCode::CONFLICT,
         Class::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
         Class::Gone => StatusCode::GONE,
+        Class::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 

@@ -567,6 +567,7 @@ async fn issue_token(
         res: body.resource,
         iat_ms: now,
         exp_ms: now.plus_s(ttl_s),
+        via: None,
     };
     let encoded = token::encode(&claims, &state.key);
     Ok(execute(&state, auth.member, idem, Op::IssueToken { claims, token: encoded }, StatusCode::CREATED).await)

@@ -150,6 +150,7 @@ impl Fixture {
             res: "https://merchant.test/restock".into(),
             iat_ms: now,
             exp_ms: now.plus_s(ttl_s),
+            via: None,
         }
     }
 

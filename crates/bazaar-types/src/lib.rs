@@ -120,6 +120,15 @@ impl AccountId {
     pub fn insurance() -> AccountId {
         AccountId("sys:insurance".into())
     }
+    /// What this registry and a peer registry owe each other: on the buyer's
+    /// registry it grows with what the peer's merchants earned here; on the
+    /// merchant's registry it goes negative by the same amount.
+    pub fn corridor(peer: &MemberId) -> AccountId {
+        AccountId(format!("corridor:{peer}"))
+    }
+    pub fn is_corridor(&self) -> bool {
+        self.0.starts_with("corridor:")
+    }
 }
 
 /// The source of "now". Production uses the system clock in the runtime

@@ -1,0 +1,431 @@
+//! Federation: the registry's key history, the peers it recognises, passports
+//! it issued or imported, and cross-registry settlements.
+//!
+//! A cross-registry paid call moves units on two ledgers under one token id:
+//!
+//! ```text
+//! registry A (buyer's)                       registry B (merchant's)
+//!   IssueToken{via: B}: hold on the buyer      RelayOpen: a `relay` document, pending
+//!   SettleRelayed (B's signed request):  <──   (B calls A; the sweeper retries)
+//!     buyer hold → corridor:B             ──>  RelayFinish: corridor:A → merchant + fee
+//! ```
+//!
+//! Each side is exactly once on its own: A's settlement is unique by token and
+//! by (merchant, order) as for local calls; B's relay document is keyed by the
+//! token id and its settlement row is unique by token. Afterwards A's
+//! `corridor:B` balance is the negation of B's `corridor:A`.
+
+use crate::apply::{refuse, Batch, Step};
+use crate::command::Command;
+use crate::crypto;
+use crate::model::{Account, DocKind, DocRow, MemberKind, Settlement, TransferKind};
+use crate::refusal::{Code, Refusal};
+use crate::reputation::{Imported, IssuedFigures};
+use crate::token::TokenClaims;
+use bazaar_types::limits::{FEDERATION_WEIGHT_BPS_MAX, REGISTRY_KEYS_MAX};
+use bazaar_types::{AccountId, Amount, MemberId, OrderId, Timestamp, TokenId, TransferId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// What a corridor between two registries allows: published in the signed recognition list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Terms {
+    /// Fee the merchant's registry takes on relayed settlements, in basis points.
+    pub fee_bps: u32,
+    /// The largest single cross-registry token.
+    pub per_call_max_minor: Amount,
+    /// The most this registry may owe the peer (its `corridor:` balance) after a settlement.
+    pub outstanding_max_minor: Amount,
+}
+
+/// One signing key in a registry's history. The first is the registry's own
+/// DID; each later one is signed by its predecessor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyEntry {
+    /// `did:key:z6Mk…` of this key.
+    pub did: String,
+    pub from_ms: i64,
+    /// When the next key took over; `None` for the current key.
+    #[serde(default)]
+    pub until_ms: Option<i64>,
+    /// The predecessor's signature over [`rotation_message`]; absent on the first key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sig: Option<String>,
+}
+
+/// What the outgoing key signs to hand over to the next one.
+pub fn rotation_message(registry: &str, next_did: &str, from_ms: i64) -> Vec<u8> {
+    format!("bazaar-key-rotation-v1\n{registry}\n{next_did}\n{from_ms}").into_bytes()
+}
+
+/// Checks a published key history: it starts at the registry's own DID, each
+/// key is signed by the one before, and the periods follow each other.
+pub fn verify_history(registry: &str, history: &[KeyEntry]) -> Result<(), String> {
+    let Some(first) = history.first() else { return Err("the key history is empty".into()) };
+    if first.did != registry {
+        return Err("the key history does not start with the registry's own DID".into());
+    }
+    if history.len() > REGISTRY_KEYS_MAX {
+        return Err(format!("more than {REGISTRY_KEYS_MAX} keys"));
+    }
+    for pair in history.windows(2) {
+        let (old, new) = (&pair[0], &pair[1]);
+        let old_key = crypto::public_key_from_did(&old.did).map_err(|e| format!("{}: {e}", old.did))?;
+        crypto::public_key_from_did(&new.did).map_err(|e| format!("{}: {e}", new.did))?;
+        let sig = new.sig.as_deref().ok_or_else(|| format!("{} is not signed by its predecessor", new.did))?;
+        crypto::verify(&old_key, &rotation_message(registry, &new.did, new.from_ms), sig)
+            .map_err(|_| format!("{}: the predecessor's signature does not verify", new.did))?;
+        if old.until_ms != Some(new.from_ms) || new.from_ms < old.from_ms {
+            return Err(format!("{}: periods do not follow each other", new.did));
+        }
+    }
+    if history.last().is_some_and(|k| k.until_ms.is_some()) {
+        return Err("the last key in the history must be current".into());
+    }
+    Ok(())
+}
+
+/// The key that was current at `at_ms` with DID `did`, if any.
+pub fn key_valid_at<'a>(history: &'a [KeyEntry], did: &str, at_ms: i64) -> Option<&'a KeyEntry> {
+    history.iter().find(|k| k.did == did && k.from_ms <= at_ms && k.until_ms.is_none_or(|until| at_ms < until))
+}
+
+/// A registry this one recognises, as its operator added it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    pub did: MemberId,
+    pub url: String,
+    pub handle: String,
+    /// How much the peer's passports count here, in basis points of local work.
+    pub weight_bps: u32,
+    pub terms: Terms,
+    /// The peer's key history as last fetched and verified.
+    pub keys: Vec<KeyEntry>,
+    pub added_at: Timestamp,
+}
+
+impl Peer {
+    pub fn to_row(&self) -> DocRow {
+        DocRow {
+            kind: DocKind::Peer,
+            id: self.did.to_string(),
+            body: serde_json::to_value(self).expect("peer serializes"),
+            due_at: None,
+            parties: vec![MemberId(crate::model::OPERATOR_ID.into())],
+        }
+    }
+    pub fn from_row(row: &DocRow) -> Peer {
+        serde_json::from_value(row.body.clone()).expect("stored peers parse")
+    }
+}
+
+/// A member's imported reputation from one issuer, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportRecord {
+    pub subject: MemberId,
+    pub imported: Imported,
+    pub credential_id: String,
+    pub imported_at: Timestamp,
+}
+
+pub fn import_id(subject: &MemberId, registry: &str) -> String {
+    format!("imp:{subject}:{registry}")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RelayState {
+    Pending,
+    Settled,
+    Failed,
+}
+
+/// A settlement this registry relays to the buyer's registry. Keyed by token id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relay {
+    pub jti: TokenId,
+    /// The buyer's registry, which issued the token.
+    pub issuer: MemberId,
+    pub buyer: MemberId,
+    pub merchant: MemberId,
+    pub order_id: OrderId,
+    pub amount: Amount,
+    /// The signed token, kept so the sweeper can retry without the merchant.
+    pub token: String,
+    pub state: RelayState,
+    pub attempts: u32,
+    pub opened_at: Timestamp,
+    #[serde(default)]
+    pub receipt: Option<serde_json::Value>,
+    #[serde(default)]
+    pub failure: Option<Refusal>,
+}
+
+impl Relay {
+    pub fn to_row(&self, due_at: Option<Timestamp>) -> DocRow {
+        DocRow {
+            kind: DocKind::Relay,
+            id: self.jti.to_string(),
+            body: serde_json::to_value(self).expect("relay serializes"),
+            due_at,
+            parties: vec![self.merchant.clone()],
+        }
+    }
+    pub fn from_row(row: &DocRow) -> Relay {
+        serde_json::from_value(row.body.clone()).expect("stored relays parse")
+    }
+    pub fn view(&self) -> serde_json::Value {
+        json!({"jti": self.jti, "issuer": self.issuer, "buyer": self.buyer, "merchant": self.merchant,
+            "order_id": self.order_id, "amount_minor": self.amount, "state": self.state, "attempts": self.attempts,
+            "opened_at_ms": self.opened_at, "receipt": self.receipt, "failure": self.failure})
+    }
+}
+
+/// What the buyer's registry answered a relayed settlement with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RelayResult {
+    /// Its settlement receipt (the units it moved to `corridor:<us>`).
+    Settled(serde_json::Value),
+    /// A refusal that will not change on retry (expired, voided, settled elsewhere).
+    Refused(Refusal),
+    /// No answer: try again later.
+    Unreachable,
+}
+
+/// Seconds between relay retries by the sweeper, doubling per attempt up to the cap.
+pub const RELAY_RETRY_S: u64 = 2;
+pub const RELAY_RETRY_S_MAX: u64 = 60;
+
+impl Batch<'_> {
+    fn require(&self, command: &Command, kind: MemberKind, what: &str) -> Result<(), Refusal> {
+        if command.actor.kind != kind {
+            return refuse(Code::NotPermitted, format!("Only {what} may do this."));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn peer(&self, did: &MemberId) -> Result<Peer, Refusal> {
+        match self.snap.docs.get(&(DocKind::Peer, did.to_string())) {
+            Some(row) => Ok(Peer::from_row(row)),
+            None => Err(Refusal::new(Code::PeerUnknown, format!("{did} is not a registry this one recognises."))
+                .with(json!({"registry": did}))),
+        }
+    }
+
+    pub(crate) fn add_peer(&mut self, command: &Command, peer: &Peer) -> Step {
+        self.require(command, MemberKind::Operator, "the operator")?;
+        if peer.weight_bps > FEDERATION_WEIGHT_BPS_MAX {
+            return refuse(Code::PeerInvalid, format!("`weight_bps` is at most {FEDERATION_WEIGHT_BPS_MAX}."));
+        }
+        if peer.terms.fee_bps > 10_000 {
+            return refuse(Code::PeerInvalid, "`fee_bps` is at most 10000.");
+        }
+        let existing = self.snap.docs.contains_key(&(DocKind::Peer, peer.did.to_string()));
+        match self.snap.members.get(&peer.did) {
+            Some(member) if member.kind != MemberKind::Peer => {
+                return refuse(Code::PeerInvalid, "That DID is a member of this registry, not a peer registry.")
+            }
+            Some(_) => {}
+            None => {
+                if self.snap.handles.contains_key(&peer.handle) {
+                    return refuse(Code::HandleTaken, "A peer's handle is taken; it is derived from its DID.");
+                }
+                let member = crate::model::Member {
+                    id: peer.did.clone(),
+                    kind: MemberKind::Peer,
+                    owner: None,
+                    handle: peer.handle.clone(),
+                    created_at: self.now,
+                };
+                self.add_member(member);
+            }
+        }
+        let corridor = AccountId::corridor(&peer.did);
+        if !self.snap.accounts.contains_key(&corridor) {
+            self.put_account(Account::new(corridor, true));
+        }
+        let peer = Peer { added_at: if existing { peer.added_at } else { self.now }, ..peer.clone() };
+        self.put_doc(peer.to_row(), !existing);
+        let body = json!({"peer": peer.did, "url": peer.url, "weight_bps": peer.weight_bps, "terms": peer.terms,
+            "keys": peer.keys.len(), "updated": existing});
+        self.event(command, if existing { "federation.peer_updated" } else { "federation.peer_added" }, body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn record_key(&mut self, command: &Command, entry: &KeyEntry) -> Step {
+        self.require(command, MemberKind::Registry, "the registry")?;
+        let body = json!({"did": entry.did, "from_ms": entry.from_ms, "sig": entry.sig});
+        self.event(command, "registry.key_rotated", body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn record_passport(&mut self, command: &Command, issued: &IssuedFigures, id: &str, until: i64) -> Step {
+        self.require(command, MemberKind::Registry, "the registry")?;
+        if issued.as_of_seq > self.snap.head.seq {
+            return refuse(Code::InvalidRequest, "A passport cannot be computed at a sequence beyond the head.");
+        }
+        let mut body = serde_json::to_value(issued).expect("figures serialize");
+        body["credential_id"] = json!(id);
+        body["valid_until_ms"] = json!(until);
+        self.event(command, "passport.issued", body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn import_passport(&mut self, command: &Command, record: &ImportRecord) -> Step {
+        self.require(command, MemberKind::Registry, "the registry")?;
+        let issuer = MemberId(record.imported.registry.clone());
+        let peer = self.peer(&issuer)?;
+        let record = ImportRecord {
+            imported: Imported { weight_bps: peer.weight_bps as u64, ..record.imported.clone() },
+            imported_at: self.now,
+            ..record.clone()
+        };
+        let id = import_id(&record.subject, &record.imported.registry);
+        let new = !self.snap.docs.contains_key(&(DocKind::Import, id.clone()));
+        let row = DocRow {
+            kind: DocKind::Import,
+            id,
+            body: serde_json::to_value(&record).expect("import serializes"),
+            due_at: None,
+            parties: vec![record.subject.clone()],
+        };
+        self.put_doc(row, new);
+        let body = serde_json::to_value(&record).expect("import serializes");
+        self.event(command, "passport.imported", body.clone());
+        Ok(body)
+    }
+
+    /// A token for a merchant on a peer registry: the corridor's limits apply.
+    pub(crate) fn check_corridor_token(&self, claims: &TokenClaims, via: &MemberId) -> Result<(), Refusal> {
+        let peer = self.peer(via)?;
+        if claims.max > peer.terms.per_call_max_minor {
+            return Err(Refusal::new(Code::CorridorLimit, "The corridor to that registry allows smaller calls.")
+                .with(json!({"max_minor": claims.max, "per_call_max_minor": peer.terms.per_call_max_minor})));
+        }
+        let owed = self.snap.accounts.get(&AccountId::corridor(via)).map(Account::balance).unwrap_or(0);
+        if owed + claims.max.0 as i128 > peer.terms.outstanding_max_minor.0 as i128 {
+            return Err(Refusal::new(Code::CorridorLimit, "The corridor to that registry is at its outstanding limit.")
+                .with(json!({"outstanding_minor": owed as i64, "outstanding_max_minor": peer.terms.outstanding_max_minor})));
+        }
+        Ok(())
+    }
+
+    /// On the merchant's registry: the merchant presents a peer's token. Opens
+    /// (or finds) the relay document; the edge then calls the issuer.
+    pub(crate) fn relay_open(&mut self, command: &Command, claims: &TokenClaims, token: &str, amount: Amount) -> Step {
+        if command.actor.id != claims.aud {
+            return refuse(Code::NotAudience, "This token is addressed to another merchant; only its audience may settle it.");
+        }
+        self.peer(&claims.iss)?;
+        if let Some(row) = self.snap.docs.get(&(DocKind::Relay, claims.jti.to_string())) {
+            let relay = Relay::from_row(row);
+            if relay.amount != amount || relay.order_id != claims.ord {
+                return Err(Refusal::new(Code::TokenSettled, "This token is already being settled for another amount.")
+                    .with(relay.view()));
+            }
+            return Ok(relay.view());
+        }
+        if let Some(original) = self.snap.settlements_by_order.get(&(claims.aud.clone(), claims.ord.clone())) {
+            return Err(Refusal::new(Code::OrderAlreadySettled, "This order was already settled; it is paid once.")
+                .with(crate::apply::settlement_view(original)));
+        }
+        if amount.0 == 0 || amount > claims.max {
+            return Err(Refusal::new(Code::AmountExceedsToken, "Settle between 1 and the token's maximum amount.")
+                .with(json!({"amount_minor": amount, "max_amount_minor": claims.max})));
+        }
+        let relay = Relay {
+            jti: claims.jti.clone(),
+            issuer: claims.iss.clone(),
+            buyer: claims.sub.clone(),
+            merchant: claims.aud.clone(),
+            order_id: claims.ord.clone(),
+            amount,
+            token: token.to_string(),
+            state: RelayState::Pending,
+            attempts: 0,
+            opened_at: self.now,
+            receipt: None,
+            failure: None,
+        };
+        self.put_doc(relay.to_row(Some(self.now.plus_s(RELAY_RETRY_S))), true);
+        self.event(command, "relay.opened", relay.view());
+        Ok(relay.view())
+    }
+
+    /// On the merchant's registry: the issuer answered (or did not).
+    pub(crate) fn relay_finish(&mut self, command: &Command, jti: &TokenId, result: &RelayResult) -> Step {
+        self.require(command, MemberKind::Registry, "the registry")?;
+        let Some(row) = self.snap.docs.get(&(DocKind::Relay, jti.to_string())) else {
+            return refuse(Code::TokenNotFound, "No relay for this token.");
+        };
+        let mut relay = Relay::from_row(row);
+        if relay.state != RelayState::Pending {
+            return Ok(relay.view());
+        }
+        match result {
+            RelayResult::Unreachable => {
+                relay.attempts += 1;
+                let wait = (RELAY_RETRY_S << relay.attempts.min(5)).min(RELAY_RETRY_S_MAX);
+                self.put_doc(relay.to_row(Some(self.now.plus_s(wait))), false);
+                Err(Refusal::new(
+                    Code::RelayPending,
+                    "The buyer's registry did not answer; the settlement is pending and will be retried. Retry the same request later.",
+                )
+                .with(relay.view()))
+            }
+            RelayResult::Refused(refusal) => {
+                relay.state = RelayState::Failed;
+                relay.failure = Some(refusal.clone());
+                self.put_doc(relay.to_row(None), false);
+                self.event(command, "relay.failed", relay.view());
+                Err(Refusal::new(Code::RelayFailed, format!("The buyer's registry refused: {}", refusal.detail))
+                    .with(relay.view()))
+            }
+            RelayResult::Settled(receipt) => {
+                let corridor_minor = receipt.get("corridor_minor").and_then(|v| v.as_u64()).unwrap_or(0);
+                if corridor_minor != relay.amount.0 {
+                    return Err(Refusal::new(Code::RelayFailed, "The buyer's registry settled a different amount.")
+                        .with(json!({"relay": relay.view(), "receipt": receipt})));
+                }
+                let peer = self.peer(&relay.issuer)?;
+                let fee = relay.amount.fee_bps(peer.terms.fee_bps);
+                let net = relay.amount.checked_sub(fee).expect("fee within amount");
+                let corridor = AccountId::corridor(&relay.issuer);
+                let mut transfers = Vec::new();
+                for (credit, leg, kind, suffix) in [
+                    (AccountId::of_member(&relay.merchant), net, TransferKind::Payment, "pay"),
+                    (AccountId::fees(), fee, TransferKind::Fee, "fee"),
+                ] {
+                    if leg.0 > 0 {
+                        self.ensure_account(credit.clone());
+                        let id = TransferId(format!("tr_{}_relay_{suffix}", relay.jti));
+                        self.post_plain(command, id.clone(), corridor.clone(), credit, leg, kind);
+                        transfers.push(id);
+                    }
+                }
+                let settlement = Settlement {
+                    id: format!("stl_{}", relay.jti),
+                    jti: relay.jti.clone(),
+                    buyer: relay.buyer.clone(),
+                    merchant: relay.merchant.clone(),
+                    order_id: relay.order_id.clone(),
+                    amount: relay.amount,
+                    fee,
+                    net,
+                    settled_at: self.now,
+                };
+                self.record_settlement(settlement.clone());
+                relay.state = RelayState::Settled;
+                relay.attempts += 1;
+                relay.receipt = Some(receipt.clone());
+                self.put_doc(relay.to_row(None), false);
+                let mut body = crate::apply::settlement_view(&settlement);
+                body["via"] = json!(relay.issuer);
+                body["transfers"] = json!(transfers);
+                body["issuer_receipt"] = receipt.clone();
+                self.event(command, "settlement.posted", body.clone());
+                Ok(body)
+            }
+        }
+    }
+}
