@@ -429,3 +429,90 @@ impl Batch<'_> {
         }
     }
 }
+
+// ---- passports -----------------------------------------------------------------
+
+/// The W3C VC 2.0 base context, first in every credential.
+pub const VC_CONTEXT: &str = "https://www.w3.org/ns/credentials/v2";
+/// Bazaar's own terms (passport figures, registry cards, recognition lists).
+pub const BAZAAR_CONTEXT: &str = "https://bazaar.dev/ns/passport/v1";
+pub const PASSPORT_TYPE: &str = "TrustPassport";
+
+/// A passport whose proof, validity window and issuer all checked out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassportInfo {
+    /// The registry (its genesis DID) whose key signed it.
+    pub registry: String,
+    /// The signing key's DID (the credential's `issuer`).
+    pub key: String,
+    pub subject: MemberId,
+    pub id: String,
+    pub figures: crate::reputation::Figures,
+    pub valid_from_ms: i64,
+    pub valid_until_ms: i64,
+    pub as_of_seq: u64,
+}
+
+/// The refusal code for a credential the `vc` module turned down.
+pub fn code_of(error: &crate::vc::VcError) -> Code {
+    let code = error.code();
+    Code::ALL.iter().copied().find(|c| c.as_str() == code).unwrap_or(Code::PassportMalformed)
+}
+
+/// Verifies a trust passport offline: the eddsa-jcs-2022 proof, the validity
+/// window at `now_ms`, the type, and that the signing key belongs to one of
+/// `registries` (each given with its published key history) and was current
+/// at `validFrom`.
+pub fn verify_passport(
+    doc: &serde_json::Value,
+    now_ms: i64,
+    registries: &[(String, Vec<KeyEntry>)],
+) -> Result<PassportInfo, Refusal> {
+    let fail = |error: crate::vc::VcError| Refusal::new(code_of(&error), error.to_string());
+    let verified = crate::vc::verify_eddsa_jcs_2022(doc).map_err(fail)?;
+    let is_passport = doc
+        .get("type")
+        .and_then(|t| t.as_array())
+        .is_some_and(|types| types.iter().any(|t| t == PASSPORT_TYPE));
+    if !is_passport {
+        return refuse(Code::PassportMalformed, "This credential is not a TrustPassport.");
+    }
+    crate::vc::check_validity(doc, now_ms).map_err(fail)?;
+    let valid_from_ms = doc["validFrom"].as_str().and_then(crate::vc::ms_from_rfc3339).unwrap_or(0);
+    let valid_until_ms = doc["validUntil"].as_str().and_then(crate::vc::ms_from_rfc3339).unwrap_or(0);
+    let registry = registries
+        .iter()
+        .find(|(_, history)| key_valid_at(history, &verified.issuer_did, valid_from_ms).is_some())
+        .map(|(registry, _)| registry.clone())
+        .ok_or_else(|| {
+            Refusal::new(
+                Code::PassportIssuerUnknown,
+                "The passport was signed by a key no recognised registry held when it was issued.",
+            )
+            .with(json!({"issuer": verified.issuer_did}))
+        })?;
+    let subject = &doc["credentialSubject"];
+    let figures: crate::reputation::Figures = serde_json::from_value(subject.clone())
+        .map_err(|e| Refusal::new(Code::PassportMalformed, format!("credentialSubject: {e}")))?;
+    let subject_id = subject["id"].as_str().ok_or_else(|| Refusal::new(Code::PassportMalformed, "no subject id"))?;
+    Ok(PassportInfo {
+        registry,
+        key: verified.issuer_did,
+        subject: MemberId::from(subject_id),
+        id: doc["id"].as_str().unwrap_or_default().to_string(),
+        figures,
+        valid_from_ms,
+        valid_until_ms,
+        as_of_seq: subject["asOf"]["ledgerSeq"].as_u64().unwrap_or(0),
+    })
+}
+
+/// What the subject of a passport signs to present it to `audience` (a registry DID).
+pub fn presentation_message(audience: &str, credential_id: &str, at_ms: i64) -> Vec<u8> {
+    format!("bazaar-passport-presentation-v1\n{audience}\n{credential_id}\n{at_ms}").into_bytes()
+}
+
+/// What a registry signs on a server-to-server request or response.
+pub fn s2s_message(registry: &str, method: &str, path: &str, at_ms: i64, body: &[u8]) -> Vec<u8> {
+    format!("bazaar-s2s-v1\n{registry}\n{method}\n{path}\n{at_ms}\n{}", crypto::sha256_hex(body)).into_bytes()
+}

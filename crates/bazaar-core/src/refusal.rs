@@ -96,6 +96,8 @@ codes! {
     PassportMalformed => "passport_malformed", Invalid;
     PassportProofInvalid => "passport_proof_invalid", Unprocessable;
     PassportCryptosuite => "passport_cryptosuite", Unprocessable;
+    PassportProofPurpose => "passport_proof_purpose", Unprocessable;
+    PassportVerificationMethod => "passport_verification_method", Unprocessable;
     PassportContext => "passport_context", Unprocessable;
     PassportIssuerMismatch => "passport_issuer_mismatch", Unprocessable;
     PassportNotYetValid => "passport_not_yet_valid", Unprocessable;

@@ -49,6 +49,22 @@ pub fn encode(claims: &TokenClaims, key: &SigningKey) -> String {
     format!("{TOKEN_PREFIX}{payload}.{signature}")
 }
 
+/// Reads the claims without checking the signature: only to learn which
+/// registry (and which of its keys) to check the signature with.
+pub fn peek(token: &str) -> Result<TokenClaims, TokenError> {
+    if token.len() > TOKEN_LEN_MAX {
+        return Err(TokenError::Malformed);
+    }
+    let body = token.strip_prefix(TOKEN_PREFIX).ok_or(TokenError::Malformed)?;
+    let (payload, _) = body.split_once('.').ok_or(TokenError::Malformed)?;
+    let bytes = b64url_decode(payload).map_err(|_| TokenError::Malformed)?;
+    let claims: TokenClaims = serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)?;
+    if claims.v != 1 {
+        return Err(TokenError::Malformed);
+    }
+    Ok(claims)
+}
+
 /// Checks shape and signature; says nothing about the token's state.
 pub fn decode(token: &str, registry_key: &VerifyingKey) -> Result<TokenClaims, TokenError> {
     if token.len() > TOKEN_LEN_MAX {

@@ -7,6 +7,8 @@
 
 pub mod auth;
 pub mod escrow_routes;
+pub mod federation_routes;
+pub mod keyring;
 pub mod metrics;
 pub mod problem;
 pub mod routes;
@@ -36,8 +38,17 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub config: Config,
-    pub key: SigningKey,
+    /// The signing key in use and every key this registry ever signed with.
+    keys: std::sync::RwLock<keyring::KeyRing>,
+    genesis_seed: [u8; 32],
+    /// The registry's identity: the DID of its first key, kept across rotations.
     pub registry: MemberId,
+    /// This node's base URL as peers reach it (published in the card), if known.
+    pub public_url: std::sync::RwLock<Option<String>>,
+    /// The reputation fold, caught up from the event ledger on each read.
+    pub reputation: tokio::sync::Mutex<bazaar_core::reputation::Ledger>,
+    /// HTTP client for peer registries (bounded by `FEDERATION_HTTP_TIMEOUT_MS`).
+    pub http: reqwest::Client,
     pub metrics: metrics::Metrics,
     /// Idempotency keys whose first request is still running on this node.
     inflight: Mutex<HashSet<(String, String)>>,
@@ -77,14 +88,22 @@ pub async fn boot(
     let mut candidate = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut candidate);
     let seed = store.registry_key_seed(candidate).await?;
-    let key = SigningKey::from_bytes(&seed);
-    let registry = MemberId(did_key(&key.verifying_key()));
+    let registry = MemberId(did_key(&SigningKey::from_bytes(&seed).verifying_key()));
+    let ring = keyring::KeyRing::load(&seed, &store.registry_keys().await?)?;
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(bazaar_types::limits::FEDERATION_HTTP_TIMEOUT_MS))
+        .build()
+        .map_err(|e| StoreError::Unavailable(format!("http client: {e}")))?;
     let state = Arc::new(AppState {
         store,
         clock,
         config,
-        key,
+        keys: std::sync::RwLock::new(ring),
+        genesis_seed: seed,
         registry: registry.clone(),
+        public_url: Default::default(),
+        reputation: Default::default(),
+        http,
         metrics: Default::default(),
         inflight: Default::default(),
         verified: Default::default(),
@@ -138,7 +157,7 @@ impl AppState {
         if let Some(claims) = self.verified.lock().expect("verified mutex").claims.get(token) {
             return Ok(claims.clone());
         }
-        let claims = bazaar_core::token::decode(token, &self.key.verifying_key())?;
+        let claims = keyring::decode_token_with(token, &self.key_history())?;
         let mut verified = self.verified.lock().expect("verified mutex");
         if verified.claims.insert(token.to_string(), claims.clone()).is_none() {
             verified.order.push_back(token.to_string());
@@ -149,6 +168,46 @@ impl AppState {
             }
         }
         Ok(claims)
+    }
+
+    /// The key this registry signs with now.
+    pub fn signing_key(&self) -> SigningKey {
+        self.keys.read().expect("keys lock").current.clone()
+    }
+
+    /// Every key this registry ever signed with, oldest first (published).
+    pub fn key_history(&self) -> Vec<bazaar_core::federation::KeyEntry> {
+        self.keys.read().expect("keys lock").history.clone()
+    }
+
+    /// Picks up keys another node rotated to.
+    pub async fn refresh_keys(&self) -> Result<(), StoreError> {
+        let records = self.store.registry_keys().await?;
+        if records.len() + 1 != self.keys.read().expect("keys lock").history.len() {
+            let ring = keyring::KeyRing::load(&self.genesis_seed, &records)?;
+            *self.keys.write().expect("keys lock") = ring;
+        }
+        Ok(())
+    }
+
+    /// Rotates to a fresh signing key: stored first, then recorded on the
+    /// event ledger, then used. Old keys stay in the published history.
+    pub async fn rotate_key(self: &Arc<Self>) -> Result<bazaar_core::federation::KeyEntry, StoreError> {
+        self.refresh_keys().await?;
+        let (record, entry, n) = {
+            let ring = self.keys.read().expect("keys lock");
+            ring.next(&self.registry, self.now())
+        };
+        if n as usize >= bazaar_types::limits::REGISTRY_KEYS_MAX {
+            return Err(StoreError::Constraint("key history full".into()));
+        }
+        if !self.store.add_registry_key(n, record).await? {
+            return Err(StoreError::Constraint("another node rotated the key at the same time; retry".into()));
+        }
+        self.refresh_keys().await?;
+        let op = Op::RecordKey { entry: entry.clone() };
+        self.store.submit(Command { actor: self.registry_actor(), idem: None, op }).await?;
+        Ok(entry)
     }
 
     pub fn registry_actor(&self) -> Member {
@@ -202,6 +261,7 @@ pub async fn sweep_once(state: &Arc<AppState>) -> Result<usize, StoreError> {
         state.metrics.add("bazaar_holds_expired_total", String::new(), released as f64);
     }
     advance_documents(state).await?;
+    state.refresh_keys().await?;
     let cutoff = Timestamp(state.now().ms().saturating_sub(IDEMPOTENCY_RETENTION_S as i64 * 1000));
     let pruned = state.store.prune_idempotency(cutoff, SWEEP_BATCH_MAX).await?;
     if pruned > 0 {
@@ -219,6 +279,7 @@ pub async fn advance_documents(state: &Arc<AppState>) -> Result<usize, StoreErro
     use bazaar_core::model::DocKind;
     let due = state.store.due_docs(state.now(), bazaar_types::limits::SWEEP_DOCS_MAX).await?;
     let mut ops = Vec::new();
+    let mut relays = Vec::new();
     for (kind, id) in due {
         let Some(row) = state.store.doc(kind, &id).await? else { continue };
         let op = match kind {
@@ -243,11 +304,22 @@ pub async fn advance_documents(state: &Arc<AppState>) -> Result<usize, StoreErro
                     act: DisputeAct::Advance,
                 }
             }
-            DocKind::Stake => continue,
+            DocKind::Relay => {
+                let relay = bazaar_core::federation::Relay::from_row(&row);
+                relays.push(relay);
+                continue;
+            }
+            DocKind::Stake | DocKind::Peer | DocKind::Import => continue,
         };
         ops.push(state.store.submit(Command { actor: state.registry_actor(), idem: None, op }));
     }
     let mut advanced = 0;
+    for relay in relays {
+        // Retried one at a time: each is a call to a peer registry.
+        if federation_routes::relay_attempt(state, &relay).await.is_ok() {
+            advanced += 1;
+        }
+    }
     for applied in futures::future::join_all(ops).await {
         match applied?.outcome {
             Ok(_) => advanced += 1,
@@ -309,7 +381,7 @@ mod tests {
             assert_eq!(state.decode_token(&forged), Err(TokenError::BadSignature));
         }
         for n in 0..VERIFIED_TOKENS_MAX + 10 {
-            let token = bazaar_core::token::encode(&claims(n), &state.key);
+            let token = bazaar_core::token::encode(&claims(n), &state.signing_key());
             assert_eq!(state.decode_token(&token), Ok(claims(n)));
             assert_eq!(state.decode_token(&token), Ok(claims(n)), "a remembered token decodes the same");
         }

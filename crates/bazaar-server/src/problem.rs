@@ -54,7 +54,8 @@ impl From<Refusal> for Problem {
     fn from(refusal: Refusal) -> Problem {
         let mut problem = Problem::new(status_of(refusal.code), refusal.code.as_str(), refusal.detail);
         problem.facts = refusal.facts;
-        problem.retry_after = refusal.code == Code::IdempotencyInFlight;
+        problem.retry_after =
+            matches!(refusal.code, Code::IdempotencyInFlight | Code::RelayPending | Code::PeerUnreachable);
         problem
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::auth::{ApiJson, Auth};
 use crate::escrow_routes as escrow;
+use crate::federation_routes as fed;
 use crate::problem::Problem;
 use crate::{new_secret_credential, random_b64, AppState, NETWORK_UNIT};
 use axum::extract::{MatchedPath, Path, Query, State};
@@ -33,6 +34,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .route("/.well-known/bazaar", get(well_known))
+        .route("/.well-known/bazaar-keys", get(fed::key_history))
+        .route("/.well-known/bazaar-recognition", get(fed::recognition))
+        .route("/v1/reputation/{member}", get(fed::get_reputation))
+        .route("/v1/reputation/import", post(fed::import_passport))
+        .route("/v1/passports", post(fed::post_passport))
+        .route("/v1/passports/verify", post(fed::verify_passport_route))
+        .route("/v1/registry/keys/rotate", post(fed::rotate_key))
+        .route("/v1/federation/peers", post(fed::add_peer).get(fed::list_peers))
+        .route(fed::FEDERATION_SETTLE_PATH, post(fed::federation_settle))
         .route("/v1/owners", post(create_owner))
         .route("/v1/invites", post(issue_invite))
         .route("/v1/agents", post(redeem_invite))
@@ -263,10 +273,11 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
 /// The registry's public card: identity, fee, thresholds and limits.
 #[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card")))]
 async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    Json(json!({
+    let key = state.signing_key().verifying_key();
+    Json(crate::federation_routes::card(&state, json!({
         "did": state.registry,
-        "public_key": bazaar_core::crypto::b64url(state.key.verifying_key().as_bytes()),
-        "public_key_hex": hex::encode(state.key.verifying_key().as_bytes()),
+        "public_key": bazaar_core::crypto::b64url(key.as_bytes()),
+        "public_key_hex": hex::encode(key.as_bytes()),
         "network_unit": NETWORK_UNIT,
         "fee_bps": state.config.fee_bps,
         "escrow_threshold_minor": state.config.escrow_threshold,
@@ -286,7 +297,7 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
             "resource_len_max": RESOURCE_LEN_MAX,
             "page_limit_max": PAGE_LIMIT_MAX,
         },
-    }))
+    })))
 }
 
 // ---- members -----------------------------------------------------------------
@@ -531,6 +542,9 @@ pub struct TokenRequest {
     /// Shorter than the default 900 s if you like.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_s: Option<u64>,
+    /// For a merchant on a peer registry: that registry's DID. `merchant` must then be a DID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
 }
 
 /// Agent only: places a hold on its budget and returns a registry-signed `apt_` token.
@@ -551,8 +565,20 @@ async fn issue_token(
             "`ttl_s` must be between {TOKEN_TTL_S_MIN} and {TOKEN_TTL_S_MAX} seconds."
         )));
     }
-    let merchant = resolve_id(&state, &body.merchant).await?;
-    let request = json!({"merchant": merchant, "max_amount_minor": max, "order_id": body.order_id, "resource": body.resource, "ttl_s": ttl_s});
+    let via = match &body.registry {
+        Some(registry) if registry != state.registry.as_str() => {
+            if !body.merchant.starts_with("did:") {
+                return Err(Problem::invalid("A merchant on a peer registry is named by its DID."));
+            }
+            Some(MemberId(registry.clone()))
+        }
+        _ => None,
+    };
+    let merchant = if via.is_some() { MemberId(body.merchant.clone()) } else { resolve_id(&state, &body.merchant).await? };
+    let mut request = json!({"merchant": merchant, "max_amount_minor": max, "order_id": body.order_id, "resource": body.resource, "ttl_s": ttl_s});
+    if let Some(via) = &via {
+        request["registry"] = json!(via);
+    }
     let rule = KeyRule::DefaultTo(format!("order:{merchant}:{}", body.order_id));
     let idem = idem_for(&auth.member, "issue_token", &headers, rule, &request)?;
     let now = state.now();
@@ -567,9 +593,9 @@ async fn issue_token(
         res: body.resource,
         iat_ms: now,
         exp_ms: now.plus_s(ttl_s),
-        via: None,
+        via,
     };
-    let encoded = token::encode(&claims, &state.key);
+    let encoded = token::encode(&claims, &state.signing_key());
     Ok(execute(&state, auth.member, idem, Op::IssueToken { claims, token: encoded }, StatusCode::CREATED).await)
 }
 
@@ -630,6 +656,10 @@ async fn settle(
 ) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     validate::order_id(&body.order_id)?;
+    if let Some(claims) = fed::peek(&body.token).filter(|c| c.iss != state.registry) {
+        // A peer registry's token: settled through that registry, exactly once on each side.
+        return fed::settle_foreign(&state, auth.member, &body.token, claims, amount, &body.order_id).await;
+    }
     let claims = state.decode_token(&body.token).map_err(|error| match error {
         token::TokenError::Malformed => {
             Refusal::new(Code::TokenMalformed, "`token` is not an apt_ token from this registry.")
@@ -726,7 +756,16 @@ async fn events(
         escrow::stake_lock,
         escrow::stake_unlock,
         escrow::stake_withdraw,
-        escrow::get_stake
+        escrow::get_stake,
+        fed::get_reputation,
+        fed::import_passport,
+        fed::post_passport,
+        fed::verify_passport_route,
+        fed::key_history,
+        fed::rotate_key,
+        fed::recognition,
+        fed::add_peer,
+        fed::list_peers
     ),
     components(schemas(
         CreateOwnerRequest,
@@ -744,7 +783,11 @@ async fn events(
         escrow::DisputeRequest,
         escrow::EvidenceRequest,
         escrow::RulingRequest,
-        escrow::StakeRequest
+        escrow::StakeRequest,
+        fed::PassportRequest,
+        fed::VerifyPassportRequest,
+        fed::ImportRequest,
+        fed::AddPeerRequest
     ))
 )]
 pub struct ApiDoc;

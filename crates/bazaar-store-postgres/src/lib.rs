@@ -218,6 +218,20 @@ impl Store for PostgresStore {
         rows::seed_decode(rows::get(&row, 0)?)
     }
 
+    async fn registry_keys(&self) -> Result<Vec<String>, StoreError> {
+        let r = self.reader().await?;
+        let sql = "SELECT value FROM meta WHERE key LIKE 'registry_key.%' ORDER BY key";
+        let rows = r.client.query(sql, &[]).await.map_err(pg_error)?;
+        rows.iter().map(|row| rows::get::<String>(row, 0)).collect()
+    }
+
+    async fn add_registry_key(&self, n: u32, record: String) -> Result<bool, StoreError> {
+        let r = self.reader().await?;
+        let key = format!("registry_key.{n:06}");
+        let sql = "INSERT INTO meta VALUES ($1, $2) ON CONFLICT (key) DO NOTHING";
+        Ok(r.client.execute(sql, &[&key, &record]).await.map_err(pg_error)? == 1)
+    }
+
     async fn head(&self) -> Result<ChainHead, StoreError> {
         let r = self.reader().await?;
         let row = r.client.query_one(&r.st.head, &[]).await.map_err(pg_error)?;

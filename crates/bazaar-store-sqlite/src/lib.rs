@@ -169,6 +169,21 @@ impl Store for SqliteStore {
             .ok_or_else(|| StoreError::Corrupt("registry key seed".into()))
     }
 
+    async fn registry_keys(&self) -> Result<Vec<String>, StoreError> {
+        self.read(|c| {
+            let mut statement = c.prepare("SELECT value FROM meta WHERE key LIKE 'registry_key.%' ORDER BY key")?;
+            let rows = statement.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn add_registry_key(&self, n: u32, record: String) -> Result<bool, StoreError> {
+        let key = format!("registry_key.{n:06}");
+        self.read(move |c| c.execute("INSERT OR IGNORE INTO meta VALUES (?1, ?2)", [key, record]).map(|n| n == 1))
+            .await
+    }
+
     async fn head(&self) -> Result<ChainHead, StoreError> {
         self.read(|c| {
             c.query_row("SELECT seq, hash FROM chain_head", [], |r| {

@@ -52,6 +52,12 @@ pub trait Store: Send + Sync + 'static {
     fn writer_stats(&self) -> writer::WriterStats;
     /// The registry's signing key seed: stored on first call, returned ever after.
     async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError>;
+    /// Rotated registry signing keys, oldest first (the genesis key is
+    /// `registry_key_seed`): each an opaque record the server wrote, seed included.
+    async fn registry_keys(&self) -> Result<Vec<String>, StoreError>;
+    /// Stores rotated key number `n` (1-based); `false` if that number is
+    /// already taken (another node rotated first) — nothing is overwritten.
+    async fn add_registry_key(&self, n: u32, record: String) -> Result<bool, StoreError>;
     async fn head(&self) -> Result<ChainHead, StoreError>;
     async fn member(&self, id: &MemberId) -> Result<Option<Member>, StoreError>;
     /// The member currently wearing `handle` (retired handles resolve to nobody).
