@@ -1,6 +1,6 @@
 //! Sans-IO domain core of Bazaar: identity, the double-entry ledger, budgets,
 //! payment tokens, idempotency, the hash-chained event ledger, escrowed
-//! contracts, disputes and stake.
+//! contracts, disputes, stake, and verifiable credentials (passports).
 //!
 //! Nothing here performs I/O, reads a clock or draws randomness. A storage
 //! adapter loads a [`state::Snapshot`] for a batch of [`command::Command`]s,
@@ -20,5 +20,6 @@ pub mod refusal;
 pub mod state;
 pub mod token;
 pub mod validate;
+pub mod vc;
 
 pub use bazaar_types as types;

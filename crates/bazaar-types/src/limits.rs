@@ -90,6 +90,11 @@ pub const REASONS_LEN_MAX: usize = 2000;
 pub const STAKE_COOLDOWN_S: u64 = 7 * 24 * 60 * 60;
 /// Documents (contracts, disputes) one sweeper pass advances.
 pub const SWEEP_DOCS_MAX: usize = 128;
+/// Nesting depth of a passport (a signed credential) that is signed or verified.
+pub const PASSPORT_DEPTH_MAX: usize = 32;
+/// Largest integer a passport may carry: JavaScript's `Number.MAX_SAFE_INTEGER`, so that every
+/// verifier parses and canonicalises it to the same digits. Money travels as decimal strings.
+pub const PASSPORT_INTEGER_MAX: u64 = (1 << 53) - 1;
 
 const _: () = assert!(REVIEW_WINDOW_S_MIN <= REVIEW_WINDOW_S && REVIEW_WINDOW_S <= REVIEW_WINDOW_S_MAX);
 const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_ANSWER_S && DISPUTE_ANSWER_S <= DISPUTE_WINDOW_S_MAX);
@@ -108,3 +113,4 @@ const _: () = assert!(HANDLE_LEN_MIN <= HANDLE_LEN_MAX);
 // base64url of the random part plus its 4-character prefix fits the length limit.
 const _: () = assert!(4 + INVITE_RANDOM_BYTES.div_ceil(3) * 4 <= INVITE_CODE_LEN_MAX);
 const _: () = assert!(TOKEN_ID_RANDOM_BYTES >= 16);
+const _: () = assert!(PASSPORT_INTEGER_MAX < i64::MAX as u64);
