@@ -81,10 +81,18 @@ pub struct Verified {
     pub created: String,
 }
 
+/// The verification method for an Ed25519 key: `did:key:z6Mk…#z6Mk…`, the DID and its key again as fragment.
+pub fn did_key_verification_method(key: &VerifyingKey) -> String {
+    let did = did_key(key);
+    let fragment = &did["did:key:".len()..];
+    format!("{did}#{fragment}")
+}
+
 /// Signs `document` (a credential without a proof) and returns it with a `proof`.
 ///
 /// `verification_method` must be `did:key:z…#z…` naming `key`'s public key (the only
-/// form [`verify_eddsa_jcs_2022`] accepts), and `created` an RFC 3339 UTC time
+/// form [`verify_eddsa_jcs_2022`] accepts; see [`did_key_verification_method`]), and
+/// `created` an RFC 3339 UTC time
 /// `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn sign_eddsa_jcs_2022(
     document: &Value,

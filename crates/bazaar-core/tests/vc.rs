@@ -4,7 +4,8 @@
 
 use bazaar_core::crypto::did_key;
 use bazaar_core::vc::{
-    check_validity, hash_data, jcs, ms_from_rfc3339, sign_eddsa_jcs_2022, verify_eddsa_jcs_2022, verify_proof,
+    check_validity, did_key_verification_method, hash_data, jcs, ms_from_rfc3339, sign_eddsa_jcs_2022,
+    verify_eddsa_jcs_2022, verify_proof,
 };
 use ed25519_dalek::SigningKey;
 use serde_json::{json, Value};
@@ -70,6 +71,7 @@ fn w3c_signed_credential_verifies() {
 fn w3c_unsigned_credential_signs_to_the_published_proof() {
     let published = parse(W3C_SIGNED);
     let proof = &published["proof"];
+    assert_eq!(did_key_verification_method(&w3c_secret_key().verifying_key()), proof["verificationMethod"]);
     let signed = sign_eddsa_jcs_2022(
         &without_proof(&published),
         &w3c_secret_key(),
@@ -113,9 +115,7 @@ fn issuer_key() -> SigningKey {
 }
 
 fn method_of(key: &SigningKey) -> String {
-    let did = did_key(&key.verifying_key());
-    let fragment = did.strip_prefix("did:key:").unwrap().to_string();
-    format!("{did}#{fragment}")
+    did_key_verification_method(&key.verifying_key())
 }
 
 fn passport_body(issuer: &SigningKey) -> Value {

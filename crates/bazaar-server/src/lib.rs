@@ -3,13 +3,15 @@
 //! It authenticates callers, turns JSON requests into core commands, applies
 //! idempotency-key semantics (scope, fingerprint, in-flight detection,
 //! `Idempotent-Replayed`), maps refusals to problem+json, and serves
-//! `/healthz`, `/metrics`, `/openapi.json` and `/.well-known/bazaar`.
+//! `/healthz`, `/metrics`, `/openapi.json`, `/.well-known/bazaar` and the
+//! in-browser passport verifier `/passport/verify`.
 
 pub mod auth;
 pub mod escrow_routes;
 pub mod federation_routes;
 pub mod keyring;
 pub mod metrics;
+pub mod passport_page;
 pub mod problem;
 pub mod routes;
 

@@ -43,6 +43,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/registry/keys/rotate", post(fed::rotate_key))
         .route("/v1/federation/peers", post(fed::add_peer).get(fed::list_peers))
         .route(fed::FEDERATION_SETTLE_PATH, post(fed::federation_settle))
+        .route("/passport/verify", get(passport_verify))
         .route("/v1/owners", post(create_owner))
         .route("/v1/invites", post(issue_invite))
         .route("/v1/agents", post(redeem_invite))
@@ -298,6 +299,24 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
             "page_limit_max": PAGE_LIMIT_MAX,
         },
     })))
+}
+
+/// The passport verifier: a page that checks a pasted passport in the browser against this registry's keys.
+#[utoipa::path(get, path = "/passport/verify", responses((status = 200, description = "Passport verifier page (HTML); verifying happens in the browser and sends nothing", content_type = "text/html")))]
+async fn passport_verify(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    use crate::passport_page::{passport_page, CONTENT_SECURITY_POLICY};
+    use axum::http::header;
+    let keys = serde_json::to_string(&state.key_history()).expect("keys serialize");
+    let page = passport_page(&keys);
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        page,
+    )
 }
 
 // ---- members -----------------------------------------------------------------
@@ -722,6 +741,7 @@ async fn events(
     ),
     paths(
         well_known,
+        passport_verify,
         create_owner,
         issue_invite,
         redeem_invite,
