@@ -4,6 +4,7 @@
 pub mod attack;
 pub mod demo;
 pub mod demo_escrow;
+pub mod passport;
 pub mod runtime;
 
 /// Wall-clock milliseconds, for client-side commands (due dates, waits).

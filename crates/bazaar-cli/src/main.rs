@@ -66,6 +66,9 @@ enum Command {
         /// Operator credential to set on first start (otherwise one is drawn and written to <data-dir>/operator-credential).
         #[arg(long, env = "BAZAAR_OPERATOR_CREDENTIAL", hide_env_values = true)]
         operator_credential: Option<String>,
+        /// The base URL peers reach this registry at (published in its card); default http://127.0.0.1:<port>.
+        #[arg(long)]
+        public_url: Option<String>,
     },
     /// Verify the event chain end to end and recompute every balance; exits 1 on any mismatch.
     Audit {
@@ -222,6 +225,31 @@ enum Command {
         #[command(subcommand)]
         action: StakeCmd,
     },
+    /// Reputation of a DID or handle: local figures, stake, imports, combined score.
+    Reputation {
+        #[command(flatten)]
+        remote: Remote,
+        member: String,
+    },
+    /// Trust passports: issue (from a registry), verify (offline), import (a peer's, at this registry).
+    Passport {
+        #[command(subcommand)]
+        action: PassportCmd,
+    },
+    /// Operator: peer registries (federation).
+    Federation {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: FederationCmd,
+    },
+    /// The registry's signing keys: show the published history, or rotate (operator).
+    Keys {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: KeysCmd,
+    },
     /// Operator: read the hash-chained event ledger, a page at a time.
     Events {
         #[command(flatten)]
@@ -231,6 +259,66 @@ enum Command {
         #[arg(long, default_value_t = bazaar_types::limits::PAGE_LIMIT_MAX)]
         limit: usize,
     },
+}
+
+#[derive(Subcommand)]
+enum PassportCmd {
+    /// Ask the registry for a signed passport (yours, or an agent's you own).
+    Issue {
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(long)]
+        subject: Option<String>,
+        /// Write the passport here instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Verify a passport file offline: proof, validity window, and (with --keys) that
+    /// its key belongs to the registry's published key history. Exits 1 if refused.
+    Verify {
+        file: PathBuf,
+        /// A key history as served at /.well-known/bazaar-keys.
+        #[arg(long)]
+        keys: Option<PathBuf>,
+    },
+    /// Present a peer registry's passport to this registry, signed with the subject's key.
+    Import {
+        #[command(flatten)]
+        remote: Remote,
+        file: PathBuf,
+        /// The subject's secret key file (from `keygen --out`).
+        #[arg(long)]
+        key: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum FederationCmd {
+    /// Recognise a peer registry: its card at URL must be signed by DID's key history.
+    Add {
+        url: String,
+        did: String,
+        /// How much its passports count here, in basis points (10000 = like local work).
+        #[arg(long, default_value_t = 5_000)]
+        weight_bps: u32,
+        /// Fee this registry takes on settlements relayed from that registry's buyers.
+        #[arg(long, default_value_t = 0)]
+        fee_bps: u32,
+        #[arg(long, default_value_t = bazaar_types::limits::ESCROW_THRESHOLD_MINOR)]
+        per_call_max: u64,
+        #[arg(long, default_value_t = 10_000_000)]
+        outstanding_max: u64,
+    },
+    /// The peers this registry recognises.
+    List,
+}
+
+#[derive(Subcommand)]
+enum KeysCmd {
+    /// The published key history.
+    Show,
+    /// Operator: rotate to a fresh key; old passports stay verifiable through the history.
+    Rotate,
 }
 
 #[derive(Subcommand)]
@@ -470,8 +558,8 @@ fn key_or_random(key: Option<String>) -> String {
 async fn run(cli: Cli) -> Result<i32> {
     let j = cli.json;
     match cli.command {
-        Command::Serve { store, windows, port, operator_credential } => {
-            runtime::serve(store, windows, port, operator_credential).await.map(|_| 0)
+        Command::Serve { store, windows, port, operator_credential, public_url } => {
+            runtime::serve(store, windows, port, operator_credential, public_url).await.map(|_| 0)
         }
         Command::Audit { store } => runtime::audit(store, j).await,
         Command::Demo { calls } => demo::run(calls, j).await,
@@ -663,6 +751,44 @@ async fn run(cli: Cli) -> Result<i32> {
             print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(0)
         }
+        Command::Reputation { remote, member } => {
+            let value = remote.client()?.reputation(&member).await?;
+            print(j, &value, |v| {
+                let local = &v["local"];
+                format!(
+                    "{}: score {} bps (lower bound {}), {} settled ({} ok, {} failed), volume {}, {} distinct buyer owners, top share {} bps, {} self-dealt excluded\ndisputes: {} filed, {} lost, {} won, {} split; stake {} (slashed {})\ncombined with {} import(s): {} bps",
+                    v["subject"].as_str().unwrap_or(""),
+                    local["scoreBps"], local["scoreLowerBoundBps"], local["settledCount"], local["successCount"],
+                    local["failureCount"], local["settledVolumeMinor"].as_str().unwrap_or(""), local["distinctBuyerOwners"],
+                    local["topBuyerShareBps"], local["excludedSameOwner"], local["disputesFiled"], local["disputesLost"],
+                    local["disputesWon"], local["disputesSplit"], v["stake"]["lockedMinor"].as_str().unwrap_or(""),
+                    v["stake"]["slashedMinor"].as_str().unwrap_or(""), v["imported"].as_array().map_or(0, |a| a.len()),
+                    v["combined"]["scoreBps"]
+                )
+            });
+            Ok(0)
+        }
+        Command::Passport { action } => passport_cmd(action, j).await,
+        Command::Federation { remote, action } => {
+            let client = remote.client()?;
+            let value = match action {
+                FederationCmd::Add { url, did, weight_bps, fee_bps, per_call_max, outstanding_max } => {
+                    client.add_peer(&url, &did, weight_bps, (fee_bps, per_call_max, outstanding_max)).await?
+                }
+                FederationCmd::List => client.peers().await?,
+            };
+            print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(0)
+        }
+        Command::Keys { remote, action } => {
+            let client = remote.client()?;
+            let value = match action {
+                KeysCmd::Show => client.key_history().await?,
+                KeysCmd::Rotate => client.rotate_key().await?,
+            };
+            print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(0)
+        }
         Command::Events { remote, after, limit } => {
             let value = remote.client()?.events(after, limit).await?;
             print(j, &value, |v| {
@@ -692,5 +818,56 @@ mod tests {
     #[test]
     fn the_default_registry_is_the_default_serve_port() {
         assert_eq!(super::DEFAULT_REGISTRY, format!("http://127.0.0.1:{}", super::DEFAULT_PORT));
+    }
+}
+
+async fn passport_cmd(action: PassportCmd, j: bool) -> Result<i32> {
+    match action {
+        PassportCmd::Issue { remote, subject, out } => {
+            let passport = remote.client()?.passport(subject.as_deref()).await?;
+            let text = serde_json::to_string_pretty(&passport)?;
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+                    eprintln!("passport written to {}", path.display());
+                }
+                None => println!("{text}"),
+            }
+            Ok(0)
+        }
+        PassportCmd::Verify { file, keys } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let passport: Value =
+                serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+            let verdict = bazaar_cli::passport::verify_file(&passport, keys.as_deref(), bazaar_cli::runtime_now_ms())?;
+            print(j, &verdict, |v| {
+                if v["valid"] == true {
+                    format!(
+                        "VALID: {} for {} (score {} bps, {} settled), signed by {}{}, valid until {}",
+                        v["id"].as_str().unwrap_or(""),
+                        v["subject"].as_str().unwrap_or(""),
+                        v["figures"]["scoreBps"],
+                        v["figures"]["settledCount"],
+                        v["key"].as_str().unwrap_or(""),
+                        v["registry"].as_str().map(|r| format!(" of registry {r}")).unwrap_or_else(|| {
+                            " (no --keys: the key was not checked against a registry's history)".into()
+                        }),
+                        v["valid_until"].as_str().unwrap_or("")
+                    )
+                } else {
+                    format!("INVALID: {} — {}", v["code"].as_str().unwrap_or(""), v["detail"].as_str().unwrap_or(""))
+                }
+            });
+            Ok(if verdict["valid"] == true { 0 } else { 1 })
+        }
+        PassportCmd::Import { remote, file, key } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let passport: Value = serde_json::from_str(&text)?;
+            let client = remote.client()?;
+            let audience = client.well_known().await?["did"].as_str().unwrap_or_default().to_string();
+            let value = client.import_passport(&passport, &runtime::read_key(&key)?, &audience).await?;
+            print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
+            Ok(0)
+        }
     }
 }

@@ -69,6 +69,7 @@ pub async fn serve(
     windows: crate::WindowArgs,
     port: u16,
     operator_credential: Option<String>,
+    public_url: Option<String>,
 ) -> Result<()> {
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -95,6 +96,7 @@ pub async fn serve(
         .await
         .with_context(|| format!("binding 127.0.0.1:{port}"))?;
     let address = listener.local_addr()?;
+    *state.public_url.write().expect("url lock") = Some(public_url.unwrap_or_else(|| format!("http://{address}")));
     tracing::info!(%address, did = %state.registry, "bazaar registry listening");
     // A line on stdout that scripts and tests wait for.
     println!("listening on http://{address}");

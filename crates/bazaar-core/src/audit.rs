@@ -17,6 +17,7 @@ pub struct Auditor {
     posted_by_hold: HashMap<HoldId, u128>,
     pending: HashMap<AccountId, u128>,
     holds: u64,
+    passports_checked: u64,
     problems: Vec<String>,
 }
 
@@ -29,6 +30,10 @@ pub struct AuditReport {
     pub transfers: u64,
     pub accounts: u64,
     pub holds: u64,
+    /// Passports whose recorded figures matched a recompute from the ledger.
+    pub passports_checked: u64,
+    /// Balances of `corridor:<peer>` accounts (what this registry and each peer owe each other).
+    pub corridors: std::collections::BTreeMap<String, i128>,
     /// Σ posted balances over all accounts; conservation says it is 0.
     pub balance_sum_minor: i128,
     pub problems: Vec<String>,
@@ -45,6 +50,12 @@ impl Auditor {
             self.problems.push(format!("event chain: {error}"));
         }
         self.events += page.len() as u64;
+    }
+
+    /// Records the outcome of the passport-figures check (see `reputation::PassportAudit`).
+    pub fn passport_figures(&mut self, checked: u64, problems: Vec<String>) {
+        self.passports_checked = checked;
+        self.problems.extend(problems);
     }
 
     pub fn transfers(&mut self, page: &[Transfer]) {
@@ -77,7 +88,11 @@ impl Auditor {
     /// Compares the cached account rows with the recomputation.
     pub fn finish(mut self, accounts: &[Account]) -> AuditReport {
         let mut sum: i128 = 0;
+        let mut corridors = std::collections::BTreeMap::new();
         for account in accounts {
+            if account.id.is_corridor() {
+                corridors.insert(account.id.0.clone(), account.balance());
+            }
             let debits = self.debits.remove(&account.id).unwrap_or(0);
             let credits = self.credits.remove(&account.id).unwrap_or(0);
             let pending = self.pending.remove(&account.id).unwrap_or(0);
@@ -113,6 +128,8 @@ impl Auditor {
             transfers: self.transfers,
             accounts: accounts.len() as u64,
             holds: self.holds,
+            passports_checked: self.passports_checked,
+            corridors,
             balance_sum_minor: sum,
             problems: self.problems,
         }

@@ -373,7 +373,10 @@ impl Keys {
             Op::RecordKey { .. } | Op::RecordPassport { .. } => {}
             Op::ImportPassport { record } => {
                 self.docs.insert((DocKind::Peer, record.imported.registry.clone()));
-                self.docs.insert((DocKind::Import, crate::federation::import_id(&record.subject, &record.imported.registry)));
+                self.docs.insert((
+                    DocKind::Import,
+                    crate::federation::import_id(&record.subject, &record.imported.registry),
+                ));
             }
             Op::SettleRelayed { claims, order_id, .. } => {
                 self.add_token_rows(&claims.jti, &claims.sub);

@@ -304,8 +304,13 @@ impl Batch<'_> {
         }
         let owed = self.snap.accounts.get(&AccountId::corridor(via)).map(Account::balance).unwrap_or(0);
         if owed + claims.max.0 as i128 > peer.terms.outstanding_max_minor.0 as i128 {
-            return Err(Refusal::new(Code::CorridorLimit, "The corridor to that registry is at its outstanding limit.")
-                .with(json!({"outstanding_minor": owed as i64, "outstanding_max_minor": peer.terms.outstanding_max_minor})));
+            return Err(Refusal::new(
+                Code::CorridorLimit,
+                "The corridor to that registry is at its outstanding limit.",
+            )
+            .with(
+                json!({"outstanding_minor": owed as i64, "outstanding_max_minor": peer.terms.outstanding_max_minor}),
+            ));
         }
         Ok(())
     }
@@ -314,14 +319,20 @@ impl Batch<'_> {
     /// (or finds) the relay document; the edge then calls the issuer.
     pub(crate) fn relay_open(&mut self, command: &Command, claims: &TokenClaims, token: &str, amount: Amount) -> Step {
         if command.actor.id != claims.aud {
-            return refuse(Code::NotAudience, "This token is addressed to another merchant; only its audience may settle it.");
+            return refuse(
+                Code::NotAudience,
+                "This token is addressed to another merchant; only its audience may settle it.",
+            );
         }
         self.peer(&claims.iss)?;
         if let Some(row) = self.snap.docs.get(&(DocKind::Relay, claims.jti.to_string())) {
             let relay = Relay::from_row(row);
             if relay.amount != amount || relay.order_id != claims.ord {
-                return Err(Refusal::new(Code::TokenSettled, "This token is already being settled for another amount.")
-                    .with(relay.view()));
+                return Err(Refusal::new(
+                    Code::TokenSettled,
+                    "This token is already being settled for another amount.",
+                )
+                .with(relay.view()));
             }
             return Ok(relay.view());
         }
@@ -470,10 +481,8 @@ pub fn verify_passport(
 ) -> Result<PassportInfo, Refusal> {
     let fail = |error: crate::vc::VcError| Refusal::new(code_of(&error), error.to_string());
     let verified = crate::vc::verify_eddsa_jcs_2022(doc).map_err(fail)?;
-    let is_passport = doc
-        .get("type")
-        .and_then(|t| t.as_array())
-        .is_some_and(|types| types.iter().any(|t| t == PASSPORT_TYPE));
+    let is_passport =
+        doc.get("type").and_then(|t| t.as_array()).is_some_and(|types| types.iter().any(|t| t == PASSPORT_TYPE));
     if !is_passport {
         return refuse(Code::PassportMalformed, "This credential is not a TrustPassport.");
     }

@@ -13,9 +13,7 @@
 
 use crate::dispute::Subject;
 use crate::model::Event;
-use bazaar_types::limits::{
-    REPUTATION_HALF_LIFE_DAYS, REPUTATION_SUCCESSES_PER_OWNER_WEEK, REPUTATION_WINDOW_DAYS,
-};
+use bazaar_types::limits::{REPUTATION_HALF_LIFE_DAYS, REPUTATION_SUCCESSES_PER_OWNER_WEEK, REPUTATION_WINDOW_DAYS};
 use bazaar_types::{MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};

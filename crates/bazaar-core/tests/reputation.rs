@@ -17,7 +17,10 @@ fn m(id: &str) -> MemberId {
 }
 
 fn job(buyer_owner: &str, days_ago: i64, quality_bps: u32) -> (MemberId, Work) {
-    (m(buyer_owner), Work { buyer: m(buyer_owner), amount_minor: 1_000, at: Timestamp(NOW - days_ago * DAY), quality_bps })
+    (
+        m(buyer_owner),
+        Work { buyer: m(buyer_owner), amount_minor: 1_000, at: Timestamp(NOW - days_ago * DAY), quality_bps },
+    )
 }
 
 fn figures(jobs: Vec<(MemberId, Work)>) -> Figures {
@@ -129,7 +132,12 @@ fn story() -> (ChainHead, Vec<Event>) {
     }
     push(&mut c, "stake.locked", json!({"member": "seller", "locked_minor": 50_000}), 20);
     push(&mut c, "contract.created", json!({"contract": "ctr_1", "buyer": "buyer", "seller": "seller"}), 5);
-    push(&mut c, "milestone.released", json!({"contract": "ctr_1", "milestone": 0, "amount_minor": 9_000, "seller": "seller"}), 1);
+    push(
+        &mut c,
+        "milestone.released",
+        json!({"contract": "ctr_1", "milestone": 0, "amount_minor": 9_000, "seller": "seller"}),
+        1,
+    );
     c
 }
 

@@ -226,15 +226,34 @@ impl Client {
         max_amount: u64,
         order_id: &str,
     ) -> Result<PaidResponse, SdkError> {
-        let mut issued = self.retrying(|| self.issue_token(merchant, max_amount, order_id, url)).await?;
+        self.pay_via(url, merchant, None, max_amount, order_id).await
+    }
+
+    /// [`Client::pay`] a merchant on a peer registry (`registry` is its DID,
+    /// `merchant` the merchant's DID): this registry holds the funds, the
+    /// merchant settles through its own registry, which relays here.
+    pub async fn pay_via(
+        &self,
+        url: &str,
+        merchant: &str,
+        registry: Option<&str>,
+        max_amount: u64,
+        order_id: &str,
+    ) -> Result<PaidResponse, SdkError> {
+        let mut request =
+            json!({"merchant": merchant, "max_amount_minor": max_amount, "order_id": order_id, "resource": url});
+        if let Some(registry) = registry {
+            request["registry"] = json!(registry);
+        }
+        let mut issued =
+            self.retrying(|| self.call(reqwest::Method::POST, "/v1/tokens", Some(request.clone()), None)).await?;
         // The order's derived key replays the first token, even once it has expired or
         // was voided. Then ask again under a key naming the dead token: still one key per attempt.
         if issued.replayed
             && issued.body["expires_at_ms"].as_i64().unwrap_or(0) <= wall_clock_ms() + TOKEN_RENEW_MARGIN_MS
         {
             let key = format!("renew:{}", issued.body["jti"].as_str().unwrap_or_default());
-            let body =
-                json!({"merchant": merchant, "max_amount_minor": max_amount, "order_id": order_id, "resource": url});
+            let body = request.clone();
             issued = self
                 .retrying(|| self.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), Some(&key)))
                 .await?;
@@ -259,6 +278,76 @@ impl Client {
             }
             tokio::time::sleep(Duration::from_millis(RETRY_BASE_MS << (attempt - 1))).await;
         }
+    }
+}
+
+/// Reputation, passports, the registry's keys and federation.
+impl Client {
+    /// Public: a DID's or handle's figures, stake, imports and combined score.
+    pub async fn reputation(&self, who: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/reputation/{who}")).await
+    }
+
+    /// A signed TrustPassport for the caller, or for `subject` (an agent the caller owns).
+    pub async fn passport(&self, subject: Option<&str>) -> Result<Value, SdkError> {
+        let body = match subject {
+            Some(subject) => json!({"subject": subject}),
+            None => json!({}),
+        };
+        self.post("/v1/passports", body, None).await
+    }
+
+    /// Public: asks the registry to check a passport (its own or a recognised peer's).
+    pub async fn verify_passport(&self, passport: &Value) -> Result<Value, SdkError> {
+        self.post("/v1/passports/verify", json!({"passport": passport}), None).await
+    }
+
+    /// Presents a peer registry's passport here, signed by its subject's key.
+    /// `audience` is this registry's DID (from [`Client::well_known`]).
+    pub async fn import_passport(
+        &self,
+        passport: &Value,
+        subject_key: &SigningKey,
+        audience: &str,
+    ) -> Result<Value, SdkError> {
+        let at = wall_clock_ms();
+        let id = passport["id"].as_str().unwrap_or_default();
+        let message = format!("bazaar-passport-presentation-v1\n{audience}\n{id}\n{at}");
+        let signature =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(subject_key.sign(message.as_bytes()).to_bytes());
+        let body = json!({"passport": passport, "presented_at_ms": at, "signature": signature});
+        self.post("/v1/reputation/import", body, None).await
+    }
+
+    pub async fn key_history(&self) -> Result<Value, SdkError> {
+        self.get("/.well-known/bazaar-keys").await
+    }
+
+    /// Operator: rotate the registry's signing key.
+    pub async fn rotate_key(&self) -> Result<Value, SdkError> {
+        self.post("/v1/registry/keys/rotate", json!(null), None).await
+    }
+
+    /// Operator: recognise a peer registry by URL and DID, with a weight and corridor terms.
+    pub async fn add_peer(
+        &self,
+        url: &str,
+        did: &str,
+        weight_bps: u32,
+        terms: (u32, u64, u64),
+    ) -> Result<Value, SdkError> {
+        let (fee_bps, per_call_max_minor, outstanding_max_minor) = terms;
+        let body = json!({"url": url, "did": did, "weight_bps": weight_bps, "fee_bps": fee_bps,
+            "per_call_max_minor": per_call_max_minor, "outstanding_max_minor": outstanding_max_minor});
+        self.post("/v1/federation/peers", body, None).await
+    }
+
+    pub async fn peers(&self) -> Result<Value, SdkError> {
+        self.get("/v1/federation/peers").await
+    }
+
+    pub async fn recognition(&self) -> Result<Value, SdkError> {
+        self.get("/.well-known/bazaar-recognition").await
     }
 }
 

@@ -15,8 +15,8 @@ use axum::Json;
 use bazaar_core::command::{Command, Idem, Op};
 use bazaar_core::crypto::{public_key_from_did, sha256_hex, sign, verify};
 use bazaar_core::federation::{
-    key_valid_at, presentation_message, s2s_message, verify_history, verify_passport, ImportRecord,
-    KeyEntry, Peer, Relay, RelayResult, RelayState, Terms, BAZAAR_CONTEXT, PASSPORT_TYPE, VC_CONTEXT,
+    key_valid_at, presentation_message, s2s_message, verify_history, verify_passport, ImportRecord, KeyEntry, Peer,
+    Relay, RelayResult, RelayState, Terms, BAZAAR_CONTEXT, PASSPORT_TYPE, VC_CONTEXT,
 };
 use bazaar_core::model::{DocKind, Member, MemberKind};
 use bazaar_core::refusal::{Code, Refusal};
@@ -173,8 +173,11 @@ pub struct VerifyPassportRequest {
 
 fn passport_size(passport: &Value) -> Result<(), Problem> {
     if serde_json::to_vec(passport).map(|b| b.len()).unwrap_or(usize::MAX) > PASSPORT_BYTES_MAX {
-        return Err(Refusal::new(Code::PassportMalformed, format!("A passport is at most {PASSPORT_BYTES_MAX} bytes."))
-            .into());
+        return Err(Refusal::new(
+            Code::PassportMalformed,
+            format!("A passport is at most {PASSPORT_BYTES_MAX} bytes."),
+        )
+        .into());
     }
     Ok(())
 }
@@ -220,7 +223,11 @@ pub async fn import_passport(
         Err(refusal) if refusal.code == Code::PassportIssuerUnknown => {
             let own = [(state.registry.to_string(), state.key_history())];
             if verify_passport(&body.passport, now, &own).is_ok() {
-                return Err(Refusal::new(Code::PassportIssuerUnknown, "This registry's own passports need no import: its figures are already local.").into());
+                return Err(Refusal::new(
+                    Code::PassportIssuerUnknown,
+                    "This registry's own passports need no import: its figures are already local.",
+                )
+                .into());
             }
             return Err(Refusal::new(
                 Code::PassportIssuerUnknown,
@@ -256,7 +263,8 @@ pub async fn import_passport(
         score_bps: info.figures.score_bps,
         valid_until_ms: info.valid_until_ms,
     };
-    let record = ImportRecord { subject: info.subject.clone(), imported, credential_id: info.id, imported_at: Timestamp(now) };
+    let record =
+        ImportRecord { subject: info.subject.clone(), imported, credential_id: info.id, imported_at: Timestamp(now) };
     Ok(execute(&state, state.registry_actor(), None, Op::ImportPassport { record }, StatusCode::CREATED).await)
 }
 
@@ -380,14 +388,19 @@ pub async fn add_peer(
         return Err(Refusal::new(Code::NotPermitted, "Only the operator adds peer registries.").into());
     }
     if body.url.len() > PEER_URL_LEN_MAX || !(body.url.starts_with("http://") || body.url.starts_with("https://")) {
-        return Err(Refusal::new(Code::PeerInvalid, format!("`url` is an http(s) URL of at most {PEER_URL_LEN_MAX} bytes.")).into());
+        return Err(Refusal::new(
+            Code::PeerInvalid,
+            format!("`url` is an http(s) URL of at most {PEER_URL_LEN_MAX} bytes."),
+        )
+        .into());
     }
     if body.did == state.registry.as_str() {
         return Err(Refusal::new(Code::PeerInvalid, "A registry does not add itself as a peer.").into());
     }
     let per_call = bazaar_core::validate::amount(body.per_call_max_minor, "per_call_max_minor")?;
     let outstanding = bazaar_core::validate::amount(body.outstanding_max_minor, "outstanding_max_minor")?;
-    if peers(&state).await?.len() >= FEDERATION_PEERS_MAX && state.store.doc(DocKind::Peer, &body.did).await?.is_none() {
+    if peers(&state).await?.len() >= FEDERATION_PEERS_MAX && state.store.doc(DocKind::Peer, &body.did).await?.is_none()
+    {
         return Err(Refusal::new(Code::PeerInvalid, format!("At most {FEDERATION_PEERS_MAX} peers.")).into());
     }
     let url = body.url.trim_end_matches('/').to_string();
@@ -452,10 +465,20 @@ fn parse_s2s(value: &str) -> Option<S2sSignature> {
 }
 
 /// Checks a signature from `keys` (a peer's history) over a request or response.
-fn check_s2s(header: Option<&HeaderValue>, keys: &[KeyEntry], method: &str, path: &str, body: &[u8]) -> Result<String, Refusal> {
+fn check_s2s(
+    header: Option<&HeaderValue>,
+    keys: &[KeyEntry],
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<String, Refusal> {
     let bad = |detail: &str| Refusal::new(Code::RequestSignatureInvalid, detail.to_string());
-    let sig = header.and_then(|v| v.to_str().ok()).and_then(parse_s2s).ok_or_else(|| bad("missing or malformed Bazaar-Registry-Signature"))?;
-    let entry = key_valid_at(keys, &sig.key, sig.ts).ok_or_else(|| bad("signed by a key the registry did not hold at that time"))?;
+    let sig = header
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_s2s)
+        .ok_or_else(|| bad("missing or malformed Bazaar-Registry-Signature"))?;
+    let entry = key_valid_at(keys, &sig.key, sig.ts)
+        .ok_or_else(|| bad("signed by a key the registry did not hold at that time"))?;
     let public = public_key_from_did(&entry.did).map_err(|_| bad("bad key"))?;
     verify(&public, &s2s_message(&sig.registry, method, path, sig.ts, body), &sig.sig)
         .map_err(|_| bad("the signature does not verify"))?;
@@ -474,13 +497,19 @@ async fn s2s_peer(state: &AppState, headers: &HeaderMap, path: &str, body: &[u8]
     })?;
     let peer = Peer::from_row(&row);
     if (state.now().ms() - sig.ts).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
-        return Err(Refusal::new(Code::RequestStale, "The request's timestamp is too far from this registry's clock.").into());
+        return Err(
+            Refusal::new(Code::RequestStale, "The request's timestamp is too far from this registry's clock.").into()
+        );
     }
     let registry = check_s2s(header, &peer.keys, "POST", path, body)?;
     if registry != peer.did.as_str() {
         return Err(Refusal::new(Code::RequestSignatureInvalid, "The signature names another registry.").into());
     }
-    let member = state.store.member(&peer.did).await?.ok_or_else(|| Refusal::new(Code::PeerUnknown, "No member for the peer."))?;
+    let member = state
+        .store
+        .member(&peer.did)
+        .await?
+        .ok_or_else(|| Refusal::new(Code::PeerUnknown, "No member for the peer."))?;
     Ok((member, peer))
 }
 
@@ -539,7 +568,9 @@ pub async fn settle_foreign(
     })?;
     let peer = Peer::from_row(&row);
     if claims.via.as_ref() != Some(&state.registry) {
-        return Err(Refusal::new(Code::PeerUnknown, "This token was not issued for settlement through this registry.").into());
+        return Err(
+            Refusal::new(Code::PeerUnknown, "This token was not issued for settlement through this registry.").into()
+        );
     }
     let verified = crate::keyring::decode_token_with(text, &peer.keys).map_err(|_| {
         Refusal::new(Code::TokenSignatureInvalid, "The token's signature does not verify against its issuer's keys.")
@@ -562,8 +593,9 @@ pub async fn settle_foreign(
     let outcome = match relay.state {
         RelayState::Pending => relay_attempt(state, &relay).await,
         RelayState::Settled => settled_view(state, &relay).await,
-        RelayState::Failed => Err(Refusal::new(Code::RelayFailed, "The buyer's registry refused this settlement.")
-            .with(relay.view())),
+        RelayState::Failed => {
+            Err(Refusal::new(Code::RelayFailed, "The buyer's registry refused this settlement.").with(relay.view()))
+        }
     };
     match outcome {
         Ok(body) => Ok((StatusCode::OK, Json(body)).into_response()),
@@ -617,8 +649,10 @@ pub async fn relay_attempt(state: &Arc<AppState>, relay: &Relay) -> Result<Value
             let row = state.store.doc(DocKind::Relay, relay.jti.as_str()).await.ok().flatten();
             match row.map(|r| Relay::from_row(&r)) {
                 Some(done) if done.state == RelayState::Settled => settled_view(state, &done).await,
-                Some(done) => Err(Refusal::new(Code::RelayFailed, "The buyer's registry refused this settlement.")
-                    .with(done.view())),
+                Some(done) => {
+                    Err(Refusal::new(Code::RelayFailed, "The buyer's registry refused this settlement.")
+                        .with(done.view()))
+                }
                 None => Err(Refusal::new(Code::RelayPending, "relay missing")),
             }
         }

@@ -275,30 +275,33 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
 #[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card")))]
 async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     let key = state.signing_key().verifying_key();
-    Json(crate::federation_routes::card(&state, json!({
-        "did": state.registry,
-        "public_key": bazaar_core::crypto::b64url(key.as_bytes()),
-        "public_key_hex": hex::encode(key.as_bytes()),
-        "network_unit": NETWORK_UNIT,
-        "fee_bps": state.config.fee_bps,
-        "escrow_threshold_minor": state.config.escrow_threshold,
-        "dispute_windows_s": state.config.windows,
-        "dispute_desk": bazaar_core::model::DESK_ID,
-        "token_ttl_s": TOKEN_TTL_S_MAX,
-        "token_format": "apt_<base64url(claims)>.<base64url(ed25519(\"bazaar-apt-v1.\" + base64url(claims)))>",
-        "limits": {
-            "amount_minor_max": AMOUNT_MINOR_MAX,
-            "token_ttl_s_min": TOKEN_TTL_S_MIN,
-            "token_ttl_s_max": TOKEN_TTL_S_MAX,
-            "invite_ttl_s": INVITE_TTL_S,
-            "idempotency_key_len_max": IDEMPOTENCY_KEY_LEN_MAX,
-            "idempotency_retention_s": IDEMPOTENCY_RETENTION_S,
-            "request_body_bytes_max": REQUEST_BODY_BYTES_MAX,
-            "order_id_len_max": ORDER_ID_LEN_MAX,
-            "resource_len_max": RESOURCE_LEN_MAX,
-            "page_limit_max": PAGE_LIMIT_MAX,
-        },
-    })))
+    Json(crate::federation_routes::card(
+        &state,
+        json!({
+            "did": state.registry,
+            "public_key": bazaar_core::crypto::b64url(key.as_bytes()),
+            "public_key_hex": hex::encode(key.as_bytes()),
+            "network_unit": NETWORK_UNIT,
+            "fee_bps": state.config.fee_bps,
+            "escrow_threshold_minor": state.config.escrow_threshold,
+            "dispute_windows_s": state.config.windows,
+            "dispute_desk": bazaar_core::model::DESK_ID,
+            "token_ttl_s": TOKEN_TTL_S_MAX,
+            "token_format": "apt_<base64url(claims)>.<base64url(ed25519(\"bazaar-apt-v1.\" + base64url(claims)))>",
+            "limits": {
+                "amount_minor_max": AMOUNT_MINOR_MAX,
+                "token_ttl_s_min": TOKEN_TTL_S_MIN,
+                "token_ttl_s_max": TOKEN_TTL_S_MAX,
+                "invite_ttl_s": INVITE_TTL_S,
+                "idempotency_key_len_max": IDEMPOTENCY_KEY_LEN_MAX,
+                "idempotency_retention_s": IDEMPOTENCY_RETENTION_S,
+                "request_body_bytes_max": REQUEST_BODY_BYTES_MAX,
+                "order_id_len_max": ORDER_ID_LEN_MAX,
+                "resource_len_max": RESOURCE_LEN_MAX,
+                "page_limit_max": PAGE_LIMIT_MAX,
+            },
+        }),
+    ))
 }
 
 /// The passport verifier: a page that checks a pasted passport in the browser against this registry's keys.
@@ -593,7 +596,8 @@ async fn issue_token(
         }
         _ => None,
     };
-    let merchant = if via.is_some() { MemberId(body.merchant.clone()) } else { resolve_id(&state, &body.merchant).await? };
+    let merchant =
+        if via.is_some() { MemberId(body.merchant.clone()) } else { resolve_id(&state, &body.merchant).await? };
     let mut request = json!({"merchant": merchant, "max_amount_minor": max, "order_id": body.order_id, "resource": body.resource, "ttl_s": ttl_s});
     if let Some(via) = &via {
         request["registry"] = json!(via);

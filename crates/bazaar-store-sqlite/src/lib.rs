@@ -180,8 +180,7 @@ impl Store for SqliteStore {
 
     async fn add_registry_key(&self, n: u32, record: String) -> Result<bool, StoreError> {
         let key = format!("registry_key.{n:06}");
-        self.read(move |c| c.execute("INSERT OR IGNORE INTO meta VALUES (?1, ?2)", [key, record]).map(|n| n == 1))
-            .await
+        self.read(move |c| c.execute("INSERT OR IGNORE INTO meta VALUES (?1, ?2)", [key, record]).map(|n| n == 1)).await
     }
 
     async fn head(&self) -> Result<ChainHead, StoreError> {

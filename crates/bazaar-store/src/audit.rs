@@ -15,14 +15,28 @@ pub struct Progress<'a> {
 /// Reads every event, transfer, hold and account and checks them.
 pub async fn audit(store: &dyn Store, progress: &(dyn Fn(Progress) + Sync)) -> Result<AuditReport, StoreError> {
     let mut auditor = Auditor::new();
+    let mut passports = bazaar_core::reputation::PassportAudit::new();
     let mut after = 0;
     loop {
         let page = store.events(after, PAGE_LIMIT_MAX).await?;
         let Some(last) = page.last() else { break };
         after = last.seq;
         auditor.events(&page);
+        passports.collect(&page);
         progress(Progress { stage: "events", rows: after });
     }
+    // Second pass: every passport's recorded figures against a recompute from
+    // scratch at the sequence it was computed at.
+    let mut after = 0;
+    loop {
+        let page = store.events(after, PAGE_LIMIT_MAX).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        passports.check(&page);
+        progress(Progress { stage: "passport figures", rows: after });
+    }
+    let (checked, problems) = passports.finish();
+    auditor.passport_figures(checked, problems);
     let (mut position, mut transfers) = (0, 0u64);
     loop {
         let page = store.transfers(position, PAGE_LIMIT_MAX).await?;
