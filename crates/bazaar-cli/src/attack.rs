@@ -29,6 +29,9 @@ pub const PHASE_WAIT_S_MAX: u64 = 30;
 const MILESTONE_MINOR: u64 = 400;
 /// Stake the merchant locks in the stake attack.
 const STAKE_MINOR: u64 = 100;
+/// Purchases in the reputation-farming attacks.
+const SELF_DEALS: usize = 5;
+const TINY_BUYS: usize = 10;
 
 /// The parties an attack plays with, freshly enrolled for it.
 pub struct Cast {
@@ -51,37 +54,120 @@ pub struct Attempt {
 
 type Run = for<'a> fn(&'a Cast) -> BoxFuture<'a, Result<Measured>>;
 
-/// One named attack and the refusal it must meet.
+/// What an attack must meet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// A refusal with this code; its HTTP status follows from the code.
+    Refused(Code),
+    /// Nothing to refuse (the payments are real), but the reputation the
+    /// attacker farmed does not count: its score does not rise.
+    NotCounted,
+}
+
+impl Expect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Expect::Refused(code) => code.as_str(),
+            Expect::NotCounted => "not_counted",
+        }
+    }
+}
+
+/// One named attack and what it must meet.
 pub struct Attack {
     pub name: &'static str,
-    /// The refusal it must meet; its HTTP status follows from the code.
-    pub expect: Code,
+    pub expect: Expect,
     run: Run,
 }
 
 /// Every attack, by name.
 pub const CATALOGUE: &[Attack] = &[
-    Attack { name: "second-settlement", expect: Code::OrderAlreadySettled, run: |c| Box::pin(second_settlement(c)) },
-    Attack { name: "replayed-token", expect: Code::TokenSettled, run: |c| Box::pin(replayed_token(c)) },
-    Attack { name: "expired-token", expect: Code::TokenExpired, run: |c| Box::pin(expired_token(c)) },
-    Attack { name: "over-ceiling", expect: Code::BudgetPerCallExceeded, run: |c| Box::pin(over_ceiling(c)) },
-    Attack { name: "other-merchant", expect: Code::NotAudience, run: |c| Box::pin(other_merchant(c)) },
-    Attack { name: "forged-token", expect: Code::TokenSignatureInvalid, run: |c| Box::pin(forged_token(c)) },
-    Attack { name: "invite-reuse", expect: Code::InviteUsed, run: |c| Box::pin(invite_reuse(c)) },
-    Attack { name: "double-release", expect: Code::MilestoneAlreadyReleased, run: |c| Box::pin(double_release(c)) },
-    Attack { name: "release-disputed", expect: Code::MilestoneDisputed, run: |c| Box::pin(release_disputed(c)) },
-    Attack { name: "dispute-unpaid", expect: Code::NotDisputable, run: |c| Box::pin(dispute_unpaid(c)) },
-    Attack { name: "dispute-foreign", expect: Code::NotParty, run: |c| Box::pin(dispute_foreign(c)) },
-    Attack { name: "evidence-stranger", expect: Code::NotParty, run: |c| Box::pin(evidence_stranger(c)) },
-    Attack { name: "party-rules", expect: Code::PartyCannotRule, run: |c| Box::pin(party_rules(c)) },
-    Attack { name: "second-execution", expect: Code::DisputeExecuted, run: |c| Box::pin(second_execution(c)) },
-    Attack { name: "stake-withdraw", expect: Code::StakeDisputeOpen, run: |c| Box::pin(stake_withdraw(c)) },
-    Attack { name: "late-appeal", expect: Code::AppealWindowClosed, run: |c| Box::pin(late_appeal(c)) },
+    Attack {
+        name: "second-settlement",
+        expect: Expect::Refused(Code::OrderAlreadySettled),
+        run: |c| Box::pin(second_settlement(c)),
+    },
+    Attack {
+        name: "replayed-token",
+        expect: Expect::Refused(Code::TokenSettled),
+        run: |c| Box::pin(replayed_token(c)),
+    },
+    Attack { name: "expired-token", expect: Expect::Refused(Code::TokenExpired), run: |c| Box::pin(expired_token(c)) },
+    Attack {
+        name: "over-ceiling",
+        expect: Expect::Refused(Code::BudgetPerCallExceeded),
+        run: |c| Box::pin(over_ceiling(c)),
+    },
+    Attack { name: "other-merchant", expect: Expect::Refused(Code::NotAudience), run: |c| Box::pin(other_merchant(c)) },
+    Attack {
+        name: "forged-token",
+        expect: Expect::Refused(Code::TokenSignatureInvalid),
+        run: |c| Box::pin(forged_token(c)),
+    },
+    Attack { name: "invite-reuse", expect: Expect::Refused(Code::InviteUsed), run: |c| Box::pin(invite_reuse(c)) },
+    Attack {
+        name: "double-release",
+        expect: Expect::Refused(Code::MilestoneAlreadyReleased),
+        run: |c| Box::pin(double_release(c)),
+    },
+    Attack {
+        name: "release-disputed",
+        expect: Expect::Refused(Code::MilestoneDisputed),
+        run: |c| Box::pin(release_disputed(c)),
+    },
+    Attack {
+        name: "dispute-unpaid",
+        expect: Expect::Refused(Code::NotDisputable),
+        run: |c| Box::pin(dispute_unpaid(c)),
+    },
+    Attack { name: "dispute-foreign", expect: Expect::Refused(Code::NotParty), run: |c| Box::pin(dispute_foreign(c)) },
+    Attack {
+        name: "evidence-stranger",
+        expect: Expect::Refused(Code::NotParty),
+        run: |c| Box::pin(evidence_stranger(c)),
+    },
+    Attack { name: "party-rules", expect: Expect::Refused(Code::PartyCannotRule), run: |c| Box::pin(party_rules(c)) },
+    Attack {
+        name: "second-execution",
+        expect: Expect::Refused(Code::DisputeExecuted),
+        run: |c| Box::pin(second_execution(c)),
+    },
+    Attack {
+        name: "stake-withdraw",
+        expect: Expect::Refused(Code::StakeDisputeOpen),
+        run: |c| Box::pin(stake_withdraw(c)),
+    },
+    Attack {
+        name: "late-appeal",
+        expect: Expect::Refused(Code::AppealWindowClosed),
+        run: |c| Box::pin(late_appeal(c)),
+    },
+    Attack {
+        name: "tampered-passport",
+        expect: Expect::Refused(Code::PassportProofInvalid),
+        run: |c| Box::pin(tampered_passport(c)),
+    },
+    Attack {
+        name: "unrecognised-issuer",
+        expect: Expect::Refused(Code::PassportIssuerUnknown),
+        run: |c| Box::pin(unrecognised_issuer(c)),
+    },
+    Attack {
+        name: "passport-other-agent",
+        expect: Expect::Refused(Code::PassportSubjectMismatch),
+        run: |c| Box::pin(passport_other_agent(c)),
+    },
+    Attack { name: "replayed-relay", expect: Expect::Refused(Code::PeerUnknown), run: |c| Box::pin(replayed_relay(c)) },
+    Attack { name: "self-dealing", expect: Expect::NotCounted, run: |c| Box::pin(self_dealing(c)) },
+    Attack { name: "tiny-buys", expect: Expect::NotCounted, run: |c| Box::pin(tiny_buys(c)) },
 ];
 
 impl Attack {
     pub fn expect_status(&self) -> u16 {
-        bazaar_server::problem::status_of(self.expect).as_u16()
+        match self.expect {
+            Expect::Refused(code) => bazaar_server::problem::status_of(code).as_u16(),
+            Expect::NotCounted => 200,
+        }
     }
 }
 
@@ -208,6 +294,7 @@ async fn judge(attack: &Attack, cast: &Cast) -> Result<Verdict> {
     let (status, code) = match &attempt.result {
         Err(SdkError::Problem { status, code, .. }) => (*status, code.clone()),
         Err(error) => bail!("{}: transport failed: {error}", attack.name),
+        Ok(body) if attack.expect == Expect::NotCounted && body["gained"] == false => (200, "not_counted".to_string()),
         Ok(body) => (200, format!("ACCEPTED: {body}")),
     };
     Ok(Verdict {
@@ -469,4 +556,119 @@ pub fn ensure_all_held(verdicts: &[Verdict]) -> Result<()> {
     let failed: Vec<&str> = verdicts.iter().filter(|v| !v.held()).map(|v| v.name.as_str()).collect();
     ensure!(failed.is_empty(), "attacks not refused cleanly: {}", failed.join(", "));
     Ok(())
+}
+
+// ---- reputation, passports, federation ---------------------------------------------
+
+async fn merchant_passport(cast: &Cast) -> Result<Value> {
+    paid_order(cast, "order-1").await?;
+    Ok(cast.merchant.passport(None).await?)
+}
+
+async fn tampered_passport(cast: &Cast) -> Result<Measured> {
+    let mut passport = merchant_passport(cast).await?;
+    passport["credentialSubject"]["scoreBps"] = json!(9_999);
+    measured!(cast, "raise the score in a genuine passport and present it", async {
+        cast.merchant.verify_passport(&passport).await
+    })
+}
+
+async fn unrecognised_issuer(cast: &Cast) -> Result<Measured> {
+    // A passport-shaped credential signed by a key no registry this one recognises holds.
+    let rogue = generate_key();
+    let mut passport = merchant_passport(cast).await?;
+    passport.as_object_mut().context("passport object")?.remove("proof");
+    let rogue_did = bazaar_sdk::did_of(&rogue);
+    passport["issuer"] = json!(rogue_did);
+    passport["credentialSubject"]["scoreBps"] = json!(10_000);
+    let method = bazaar_core::vc::did_key_verification_method(&rogue.verifying_key());
+    let created = passport["validFrom"].as_str().unwrap_or_default().to_string();
+    let forged = bazaar_core::vc::sign_eddsa_jcs_2022(&passport, &rogue, &method, &created)?;
+    let audience = cast.operator.well_known().await?["did"].as_str().unwrap_or_default().to_string();
+    measured!(cast, "import a passport signed by an unrecognised issuer", async {
+        cast.merchant.import_passport(&forged, &cast.merchant_key, &audience).await
+    })
+}
+
+async fn passport_other_agent(cast: &Cast) -> Result<Measured> {
+    let passport = merchant_passport(cast).await?;
+    let audience = cast.operator.well_known().await?["did"].as_str().unwrap_or_default().to_string();
+    measured!(cast, "present another agent's genuine passport as one's own", async {
+        cast.buyer.import_passport(&passport, &generate_key(), &audience).await
+    })
+}
+
+async fn replayed_relay(cast: &Cast) -> Result<Measured> {
+    // A settlement relay for a genuine token, signed by a registry this one does not recognise.
+    let token = token(cast, "order-1", PRICE_MINOR).await?;
+    let rogue = generate_key();
+    let rogue_did = bazaar_sdk::did_of(&rogue);
+    let body = serde_json::to_vec(&json!({"token": token, "amount_minor": PRICE_MINOR, "order_id": "order-1"}))?;
+    let ts = crate::runtime_now_ms();
+    let message = bazaar_core::federation::s2s_message(&rogue_did, "POST", "/v1/federation/settle", ts, &body);
+    let sig = bazaar_core::crypto::sign(&rogue, &message);
+    let header = format!("registry={rogue_did},key={rogue_did},ts={ts},sig={sig}");
+    let url = format!("{}/v1/federation/settle", cast.operator.base());
+    measured!(cast, "relay a settlement of this registry's token from an unrecognised registry", async {
+        let response = cast
+            .operator
+            .http()
+            .post(&url)
+            .header("bazaar-registry-signature", &header)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if status >= 400 {
+            Err(SdkError::Problem {
+                status,
+                code: body["code"].as_str().unwrap_or("unknown").to_string(),
+                detail: body["detail"].as_str().unwrap_or("").to_string(),
+                body,
+            })
+        } else {
+            Ok(body)
+        }
+    })
+}
+
+/// Reads a member's reputation and says whether the score rose from `before`.
+async fn gained(cast: &Cast, who: &str, before: &Value) -> Result<Value, SdkError> {
+    let after = cast.operator.reputation(who).await?;
+    let rose = after["local"]["scoreBps"].as_u64() > before["local"]["scoreBps"].as_u64()
+        || after["local"]["weightedSuccessPpm"].as_u64() > before["local"]["weightedSuccessPpm"].as_u64();
+    Ok(json!({"gained": rose, "before": before["local"], "after": after["local"]}))
+}
+
+async fn self_dealing(cast: &Cast) -> Result<Measured> {
+    // The buyer's owner enrolls a second agent as a shop and buys from it: wash trading.
+    let twin_handle = format!("twin-{}", cast.tag);
+    let invite = cast.owner.issue_invite().await?;
+    let twin = cast.owner.redeem_invite(&invite, &generate_key(), &twin_handle).await?;
+    let twin = cast.owner.with_credential(twin["credential"].as_str().unwrap_or_default());
+    let before = cast.operator.reputation(&twin_handle).await?;
+    for n in 0..SELF_DEALS {
+        let order = format!("wash-{n}");
+        let token = cast.buyer.issue_token(&twin_handle, PRICE_MINOR, &order, "https://twin/wash").await?;
+        twin.settle(token.body["token"].as_str().unwrap_or_default(), PRICE_MINOR, &order, None).await?;
+    }
+    measured!(cast, "buy from an agent of one's own owner to farm its reputation", async {
+        gained(cast, &twin_handle, &before).await
+    })
+}
+
+async fn tiny_buys(cast: &Cast) -> Result<Measured> {
+    // One buyer after one genuine purchase: many more tiny buys the same week.
+    paid_order(cast, "first").await?;
+    let before = cast.operator.reputation(&cast.merchant_handle).await?;
+    for n in 0..TINY_BUYS {
+        let order = format!("tiny-{n}");
+        let token = token(cast, &order, 1).await?;
+        cast.merchant.settle(&token, 1, &order, None).await?;
+    }
+    measured!(cast, "inflate a merchant's count with many one-unit buys from one counterparty", async {
+        gained(cast, &cast.merchant_handle, &before).await
+    })
 }

@@ -77,6 +77,12 @@ attack_tests! {
     second_execution => "second-execution",
     stake_withdraw => "stake-withdraw",
     late_appeal => "late-appeal",
+    tampered_passport => "tampered-passport",
+    unrecognised_issuer => "unrecognised-issuer",
+    passport_other_agent => "passport-other-agent",
+    replayed_relay => "replayed-relay",
+    self_dealing => "self-dealing",
+    tiny_buys => "tiny-buys",
 }
 
 /// The binary runs the same catalogue by name, exits 0 when it holds, and

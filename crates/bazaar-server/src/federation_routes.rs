@@ -217,27 +217,9 @@ pub async fn import_passport(
 ) -> Result<Response, Problem> {
     passport_size(&body.passport)?;
     let now = state.now().ms();
-    let peers = peers(&state).await?;
-    let registries: Vec<_> = peers.iter().map(|p| (p.did.to_string(), p.keys.clone())).collect();
-    let info = match verify_passport(&body.passport, now, &registries) {
-        Err(refusal) if refusal.code == Code::PassportIssuerUnknown => {
-            let own = [(state.registry.to_string(), state.key_history())];
-            if verify_passport(&body.passport, now, &own).is_ok() {
-                return Err(Refusal::new(
-                    Code::PassportIssuerUnknown,
-                    "This registry's own passports need no import: its figures are already local.",
-                )
-                .into());
-            }
-            return Err(Refusal::new(
-                Code::PassportIssuerUnknown,
-                "The passport's issuer is not a registry this one recognises; ask the operator to add it as a peer.",
-            )
-            .with(refusal.facts)
-            .into());
-        }
-        other => other?,
-    };
+    // Checked in this order: the proof and window, then that the subject itself
+    // presents it, then that its issuer is a recognised peer.
+    let info = verify_passport(&body.passport, now, &known_registries(&state).await?)?;
     let subject_key = public_key_from_did(info.subject.as_str()).map_err(|_| {
         Refusal::new(Code::PassportSubjectMismatch, "The passport's subject is not a did:key that can sign.")
     })?;
@@ -253,6 +235,13 @@ pub async fn import_passport(
             "The presentation is not signed by the passport's subject: only the agent the passport names may present it.",
         )
         .with(json!({"subject": info.subject}))
+        .into());
+    }
+    if info.registry == state.registry.as_str() {
+        return Err(Refusal::new(
+            Code::InvalidRequest,
+            "This registry's own passports need no import: their figures are already local.",
+        )
         .into());
     }
     let imported = Imported {
