@@ -1,0 +1,368 @@
+//! Cross-registry payments between two real `bazaar serve` processes, each on
+//! its own SQLite data: a buyer on registry A pays a merchant on registry B,
+//! which relays the settlement to A. Replays charge nothing twice, a stranger
+//! from A pays at B with no onboarding, and SIGKILL of either registry
+//! mid-flow loses nothing: every order settles exactly once on each side and
+//! the corridor balances mirror each other.
+
+use bazaar_sdk::{generate_key, Client, SdkError};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const OPERATOR: &str = "federation-operator";
+const PRICE: u64 = 100;
+/// B's fee on relayed settlements, in basis points (5 %).
+const FEE_BPS: u32 = 500;
+const FEE: u64 = PRICE * FEE_BPS as u64 / 10_000;
+const FUNDS: u64 = 1_000_000;
+/// A worker gives up on one order after this long (servers restart well before).
+const ORDER_DEADLINE_S: u64 = 40;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bazaar-federation-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One `bazaar serve` process on its own data dir and loopback port.
+struct Registry {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+    url: String,
+    operator: Client,
+    did: String,
+}
+
+impl Registry {
+    async fn start(name: &str) -> Registry {
+        let dir = temp_dir(name);
+        let port = free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let operator = Client::new(&url, Some(OPERATOR.into()));
+        let mut registry = Registry { dir, port, child: None, url, operator, did: String::new() };
+        registry.spawn();
+        registry.did = registry.operator.well_known().await.unwrap()["did"].as_str().unwrap().to_string();
+        registry
+    }
+
+    fn spawn(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+            .args(["serve", "--port", &self.port.to_string(), "--operator-credential", OPERATOR])
+            .args(["--data-dir", &self.dir.display().to_string()])
+            .env("BAZAAR_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start bazaar serve");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = lines.next().expect("server prints a line").unwrap();
+        assert!(line.starts_with("listening on http://127.0.0.1:"), "{line}");
+        std::thread::spawn(move || for _ in lines {});
+        self.child = Some(child);
+    }
+
+    /// SIGKILL, then start again on the same data and port.
+    fn kill_and_restart(&mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().expect("SIGKILL");
+        child.wait().unwrap();
+        self.spawn();
+    }
+
+    /// SIGTERM and wait for a graceful exit.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+            assert!(status.success());
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().unwrap().is_none() {
+                if Instant::now() > deadline {
+                    child.kill().ok();
+                    child.wait().ok();
+                    panic!("bazaar serve did not stop on SIGTERM");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    /// `bazaar audit --json` on the stopped registry's data: must pass; returns its report.
+    fn audit(&self) -> Value {
+        assert!(self.child.is_none(), "audit a stopped registry");
+        let out = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+            .args(["--json", "audit", "--data-dir", &self.dir.display().to_string()])
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("audit printed no JSON: {}", String::from_utf8_lossy(&out.stdout)));
+        assert!(out.status.success() && report["ok"] == true, "audit of {} failed: {report}", self.url);
+        report
+    }
+
+    fn corridor(report: &Value, peer: &Registry) -> i64 {
+        report["corridors"][format!("corridor:{}", peer.did)].as_i64().unwrap_or(0)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+/// An owner and one agent on `registry`; the agent is funded and budgeted when `funds > 0`.
+async fn agent(registry: &Registry, name: &str, funds: u64) -> (Client, String) {
+    let operator = &registry.operator;
+    let owner = operator.create_owner(&generate_key(), &format!("{name}-owner")).await.unwrap();
+    let owner = operator.with_credential(owner["credential"].as_str().unwrap());
+    let invite = owner.issue_invite().await.unwrap();
+    let created = owner.redeem_invite(&invite, &generate_key(), name).await.unwrap();
+    let agent = owner.with_credential(created["credential"].as_str().unwrap());
+    let did = agent.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    if funds > 0 {
+        let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+        operator.mint(&owner_id, funds, &format!("{name}-mint")).await.unwrap();
+        owner.fund(name, funds, &format!("{name}-fund")).await.unwrap();
+        owner.set_budget(name, PRICE * 10, funds, funds).await.unwrap();
+    }
+    (agent, did)
+}
+
+/// Two registries that recognise each other, a funded buyer on A and a merchant on B.
+struct World {
+    a: Registry,
+    b: Registry,
+    buyer: Client,
+    buyer_did: String,
+    merchant: Client,
+    merchant_did: String,
+}
+
+async fn world(name: &str) -> World {
+    let a = Registry::start(&format!("{name}-a")).await;
+    let b = Registry::start(&format!("{name}-b")).await;
+    let (buyer, buyer_did) = agent(&a, "fed-buyer", FUNDS).await;
+    let (merchant, merchant_did) = agent(&b, "fed-shop", 0).await;
+    let terms = (FEE_BPS, PRICE * 10, FUNDS * 10);
+    a.operator.add_peer(&b.url, &b.did, 5_000, terms).await.unwrap();
+    b.operator.add_peer(&a.url, &a.did, 5_000, terms).await.unwrap();
+    World { a, b, buyer, buyer_did, merchant, merchant_did }
+}
+
+/// Buyer on A: the order's token for the merchant on B (the same token on every ask).
+async fn cross_token(w: &World, order: &str) -> Result<String, SdkError> {
+    let body = json!({"merchant": w.merchant_did, "registry": w.b.did, "max_amount_minor": PRICE,
+        "order_id": order, "resource": "https://shop.b/fed"});
+    let answer = w.buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?;
+    Ok(answer.body["token"].as_str().unwrap().to_string())
+}
+
+/// Transport errors, 5xx (including `relay_pending`) and in-flight 409s are worth retrying.
+fn retryable(error: &SdkError) -> bool {
+    match error.status() {
+        None => true,
+        Some(status) => status >= 500 || error.code() == Some("idempotency_in_flight"),
+    }
+}
+
+/// Issue (or re-get) the token on A and settle it at B until B acknowledges.
+async fn pay_until_settled(w: &World, order: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
+    loop {
+        assert!(Instant::now() < deadline, "order {order} never settled");
+        let attempt = async {
+            let token = cross_token(w, order).await?;
+            w.merchant.settle(&token, PRICE, order, None).await
+        };
+        match attempt.await {
+            Ok(answer) => return answer.body,
+            Err(error) if retryable(&error) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(error) => panic!("order {order} refused: {error}"),
+        }
+    }
+}
+
+async fn retry<T, F, Fut>(what: &str, call: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, SdkError>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
+    loop {
+        assert!(Instant::now() < deadline, "{what} never completed");
+        match call().await {
+            Ok(value) => return value,
+            Err(error) if retryable(&error) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(error) => panic!("{what} refused: {error}"),
+        }
+    }
+}
+
+/// Every `settlement.posted` event's order id on a registry, in ledger order.
+async fn settled_orders(operator: &Client) -> Vec<String> {
+    let (mut orders, mut after) = (Vec::new(), 0);
+    loop {
+        let page = retry("events", || operator.events(after, 500)).await;
+        let list = page["events"].as_array().unwrap().clone();
+        let Some(last) = list.last() else { return orders };
+        for event in list.iter().filter(|e| e["kind"] == "settlement.posted") {
+            let body = if event["body"].is_object() { &event["body"] } else { event };
+            orders.push(body["order_id"].as_str().unwrap_or_default().to_string());
+        }
+        after = last["seq"].as_u64().unwrap();
+    }
+}
+
+async fn balance(client: &Client) -> i64 {
+    retry("me", || client.me()).await["balance_minor"].as_i64().unwrap()
+}
+
+/// Both registries stopped and audited; corridors mirror each other at `n` payments.
+fn stop_and_check_corridors(w: &mut World, n: u64) {
+    w.a.stop();
+    w.b.stop();
+    let (report_a, report_b) = (w.a.audit(), w.b.audit());
+    let a_owes_b = Registry::corridor(&report_a, &w.b);
+    let b_owes_a = Registry::corridor(&report_b, &w.a);
+    assert_eq!(a_owes_b, (n * PRICE) as i64, "A's corridor:B: {report_a}");
+    assert_eq!(b_owes_a, -((n * PRICE) as i64), "B's corridor:A: {report_b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_registry_pay_with_retries_is_exactly_once() {
+    const N: u64 = 20;
+    let mut w = world("once").await;
+    // The buyer is a stranger to B: no member, no onboarding.
+    let unknown = w.b.operator.member(&w.buyer_did).await.unwrap_err();
+    assert_eq!(unknown.status(), Some(404), "{unknown}");
+
+    for i in 0..N {
+        let order = format!("once-{i}");
+        let token = cross_token(&w, &order).await.unwrap();
+        assert_eq!(cross_token(&w, &order).await.unwrap(), token, "one token per order");
+        let first = w.merchant.settle(&token, PRICE, &order, None).await.unwrap().body;
+        assert_eq!(first["amount_minor"], PRICE, "{first}");
+        assert_eq!(first["fee_minor"], FEE, "{first}");
+        assert_eq!(first["via"], w.a.did.as_str(), "{first}");
+        for _ in 0..3 {
+            let again = w.merchant.settle(&token, PRICE, &order, None).await.unwrap().body;
+            assert_eq!(again["settlement_id"], first["settlement_id"], "{order}: replay answers the same settlement");
+            assert_eq!(again["net_minor"], first["net_minor"]);
+        }
+    }
+
+    assert_eq!(balance(&w.buyer).await, (FUNDS - N * PRICE) as i64, "the buyer paid once per order");
+    assert_eq!(balance(&w.merchant).await, (N * (PRICE - FEE)) as i64, "the merchant was paid once per order");
+    let on_a = settled_orders(&w.a.operator).await;
+    let on_b = settled_orders(&w.b.operator).await;
+    assert_eq!(on_a.len() as u64, N, "A settled each order once: {on_a:?}");
+    assert_eq!(on_b.len() as u64, N, "B settled each order once: {on_b:?}");
+    let unknown = w.b.operator.member(&w.buyer_did).await.unwrap_err();
+    assert_eq!(unknown.status(), Some(404), "paying at B made the buyer no member of B");
+    stop_and_check_corridors(&mut w, N);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
+    const WORKERS: usize = 4;
+    const ORDERS: usize = 12;
+    const LOAD_BEFORE_KILL_MS: u64 = 400;
+    let mut w = world("kill").await;
+    // Workers hold clients and DIDs only; the registries stay here to be killed.
+    let (buyer, merchant, merchant_did, b_did) =
+        (w.buyer.clone(), w.merchant.clone(), w.merchant_did.clone(), w.b.did.clone());
+    let acknowledged: Arc<Mutex<HashMap<String, Value>>> = Default::default();
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|k| {
+            let (buyer, merchant, merchant_did, b_did, acknowledged) =
+                (buyer.clone(), merchant.clone(), merchant_did.clone(), b_did.clone(), acknowledged.clone());
+            tokio::spawn(async move {
+                for n in 0..ORDERS {
+                    let order = format!("kill-{k}-{n}");
+                    let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
+                    let body = json!({"merchant": merchant_did, "registry": b_did, "max_amount_minor": PRICE,
+                        "order_id": order, "resource": "https://shop.b/fed"});
+                    let settled = loop {
+                        assert!(Instant::now() < deadline, "order {order} never settled");
+                        let attempt = async {
+                            let issued =
+                                buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), None).await?;
+                            let token = issued.body["token"].as_str().unwrap().to_string();
+                            merchant.settle(&token, PRICE, &order, None).await
+                        };
+                        match attempt.await {
+                            Ok(answer) => break answer.body,
+                            Err(error) if retryable(&error) => tokio::time::sleep(Duration::from_millis(50)).await,
+                            Err(error) => panic!("order {order} refused: {error}"),
+                        }
+                    };
+                    acknowledged.lock().unwrap().insert(order, settled);
+                }
+            })
+        })
+        .collect();
+
+    let mut at_kill = Vec::new();
+    for victim in ["A", "B"] {
+        tokio::time::sleep(Duration::from_millis(LOAD_BEFORE_KILL_MS)).await;
+        let registry = if victim == "A" { &mut w.a } else { &mut w.b };
+        let done = acknowledged.lock().unwrap().len();
+        registry.kill_and_restart();
+        eprintln!("SIGKILL registry {victim}: {done} of {} orders acknowledged", WORKERS * ORDERS);
+        at_kill.push(done);
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let total = (WORKERS * ORDERS) as u64;
+    assert_eq!(acknowledged.len() as u64, total);
+    assert!(at_kill[0] < total as usize && at_kill[1] < total as usize, "kills landed mid-flow: {at_kill:?}");
+
+    // Let B's sweeper finish anything still pending: poll until both ledgers stop moving.
+    let (operator_a, operator_b) = (w.a.operator.clone(), w.b.operator.clone());
+    let mut last = (usize::MAX, usize::MAX);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = (settled_orders(&operator_a).await.len(), settled_orders(&operator_b).await.len());
+        if now == last && now.0 as u64 >= total && now.1 as u64 >= total {
+            break;
+        }
+        assert!(Instant::now() < deadline, "ledgers never settled down: {now:?}");
+        last = now;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Exactly once on each side: every order appears once among A's and B's settlements.
+    for (side, orders) in [("A", settled_orders(&operator_a).await), ("B", settled_orders(&operator_b).await)] {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for order in &orders {
+            *counts.entry(order.as_str()).or_default() += 1;
+        }
+        assert_eq!(orders.len() as u64, total, "{side} settled {} times for {total} orders", orders.len());
+        assert!(counts.values().all(|&c| c == 1), "{side} settled an order twice: {counts:?}");
+        assert!(acknowledged.keys().all(|o| counts.contains_key(o.as_str())), "{side} lost an acknowledged order");
+    }
+    // A replay after the dust settles answers the acknowledged settlement.
+    for (order, first) in acknowledged.iter().take(4) {
+        let again = pay_until_settled(&w, order).await;
+        assert_eq!(again["settlement_id"], first["settlement_id"], "{order}");
+    }
+    assert_eq!(balance(&w.buyer).await, (FUNDS - total * PRICE) as i64, "no double charge on A");
+    assert_eq!(balance(&w.merchant).await, (total * (PRICE - FEE)) as i64, "paid once on B");
+    stop_and_check_corridors(&mut w, total);
+}
