@@ -85,9 +85,15 @@ pub fn verify_history(registry: &str, history: &[KeyEntry]) -> Result<(), String
     Ok(())
 }
 
-/// The key that was current at `at_ms` with DID `did`, if any.
+/// The key with DID `did` that was current at `at_ms`, if any. Credentials
+/// carry whole seconds, so periods are compared at second granularity: the
+/// second in which a rotation happened belongs to both keys.
 pub fn key_valid_at<'a>(history: &'a [KeyEntry], did: &str, at_ms: i64) -> Option<&'a KeyEntry> {
-    history.iter().find(|k| k.did == did && k.from_ms <= at_ms && k.until_ms.is_none_or(|until| at_ms < until))
+    let floor = |ms: i64| ms.div_euclid(1000) * 1000;
+    let ceil = |ms: i64| ms.saturating_add(999).div_euclid(1000) * 1000;
+    history.iter().find(|k| {
+        k.did == did && floor(k.from_ms) <= at_ms && k.until_ms.is_none_or(|until| at_ms < ceil(until).max(until))
+    })
 }
 
 /// A registry this one recognises, as its operator added it.

@@ -69,12 +69,15 @@ impl KeyRing {
 /// when it was issued (its `iat_ms`).
 pub fn decode_token_with(text: &str, history: &[KeyEntry]) -> Result<TokenClaims, TokenError> {
     let claims = token::peek(text)?;
-    for entry in history {
+    // Newest first: around a rotation two keys may both cover the issue time.
+    for entry in history.iter().rev() {
         if key_valid_at(std::slice::from_ref(entry), &entry.did, claims.iat_ms.ms()).is_none() {
             continue;
         }
         let Ok(public) = bazaar_core::crypto::public_key_from_did(&entry.did) else { continue };
-        return token::decode(text, &public);
+        if let Ok(claims) = token::decode(text, &public) {
+            return Ok(claims);
+        }
     }
     Err(TokenError::BadSignature)
 }

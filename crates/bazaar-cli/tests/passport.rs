@@ -1,0 +1,125 @@
+//! Passports through HTTP and the binary: issued after real settlements,
+//! verified online and offline (`bazaar passport verify`), still verifiable
+//! after the registry rotates its key (through the published key history),
+//! and rechecked by `audit` against a recompute from the ledger; a tampered
+//! figure in a recorded passport event fails the audit.
+
+use bazaar_cli::demo::{embedded_registry_with, enroll_pair, enroll_pair_with_key};
+use bazaar_core::apply::Config;
+use bazaar_sdk::generate_key;
+use serde_json::{json, Value};
+
+fn verify_offline(passport: &Value, keys: Option<&Value>, dir: &std::path::Path) -> (i32, Value) {
+    let file = dir.join("passport.json");
+    std::fs::write(&file, serde_json::to_vec(passport).unwrap()).unwrap();
+    let mut args = vec!["--json".to_string(), "passport".into(), "verify".into(), file.display().to_string()];
+    if let Some(keys) = keys {
+        let path = dir.join("keys.json");
+        std::fs::write(&path, serde_json::to_vec(keys).unwrap()).unwrap();
+        args.extend(["--keys".into(), path.display().to_string()]);
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar")).args(&args).output().unwrap();
+    let verdict: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), verdict)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passports_verify_survive_rotation_and_are_audited() {
+    let dir = std::env::temp_dir().join(format!("bazaar-passport-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = embedded_registry_with(&dir, Some("pp-op".into()), Config::standard()).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("pp-op".into()));
+    let (owner, buyer) = enroll_pair(&operator, "pp-owner", "pp-buyer").await.unwrap();
+    let (_, shop) = enroll_pair_with_key(&operator, "pp-shop-owner", "pp-shop", &generate_key()).await.unwrap();
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&owner_id, 100_000, "pp-mint").await.unwrap();
+    owner.fund("pp-buyer", 100_000, "pp-fund").await.unwrap();
+    owner.set_budget("pp-buyer", 10_000, 100_000, 100_000).await.unwrap();
+    for n in 0..3 {
+        let order = format!("o{n}");
+        let token = buyer.issue_token("pp-shop", 1_000, &order, "https://shop").await.unwrap();
+        shop.settle(token.body["token"].as_str().unwrap(), 1_000, &order, None).await.unwrap();
+    }
+
+    let reputation = operator.reputation("pp-shop").await.unwrap();
+    assert_eq!(reputation["local"]["settledCount"], 3);
+    assert_eq!(reputation["local"]["weightedSuccessPpm"], 1_000_000, "one buyer owner, one week: counted once");
+    let passport = shop.passport(None).await.unwrap();
+    assert_eq!(passport["type"], json!(["VerifiableCredential", "TrustPassport"]));
+    assert_eq!(passport["credentialSubject"]["settledCount"], 3);
+    assert_eq!(passport["proof"]["cryptosuite"], "eddsa-jcs-2022");
+    let online = operator.verify_passport(&passport).await.unwrap();
+    assert_eq!((online["valid"].clone(), online["local"].clone()), (json!(true), json!(true)));
+
+    // Offline: with and without the key history; a changed number fails.
+    let keys = operator.key_history().await.unwrap();
+    let (code, verdict) = verify_offline(&passport, Some(&keys), &dir);
+    assert_eq!((code, verdict["valid"].clone()), (0, json!(true)), "{verdict}");
+    let mut tampered = passport.clone();
+    tampered["credentialSubject"]["settledCount"] = json!(300);
+    let (code, verdict) = verify_offline(&tampered, Some(&keys), &dir);
+    assert_eq!((code, verdict["code"].as_str()), (1, Some("passport_proof_invalid")));
+    let refused = operator.verify_passport(&tampered).await.unwrap_err();
+    assert_eq!(refused.code(), Some("passport_proof_invalid"));
+
+    // Rotation: a new key signs from now on; the old passport still verifies through the history.
+    let rotated = operator.rotate_key().await.unwrap();
+    let history = operator.key_history().await.unwrap();
+    assert_eq!(history["keys"].as_array().unwrap().len(), 2);
+    assert!(history["keys"][0]["until_ms"].is_i64(), "the old key's period closed");
+    assert_eq!(history["keys"][1]["did"], rotated["entry"]["did"]);
+    assert!(bazaar_core::federation::verify_history(
+        history["registry"].as_str().unwrap(),
+        &serde_json::from_value::<Vec<_>>(history["keys"].clone()).unwrap()
+    )
+    .is_ok());
+    assert_eq!(operator.verify_passport(&passport).await.unwrap()["valid"], true, "old passport after rotation");
+    let (code, _) = verify_offline(&passport, Some(&history), &dir);
+    assert_eq!(code, 0, "old passport verifies offline with the new history");
+    let fresh = shop.passport(None).await.unwrap();
+    assert_eq!(fresh["issuer"], rotated["entry"]["did"], "new passports are signed by the new key");
+    assert_eq!(operator.verify_passport(&fresh).await.unwrap()["valid"], true);
+    let card = operator.well_known().await.unwrap();
+    assert_eq!(card["did"], history["registry"], "the registry's identity survives rotation");
+    assert!(bazaar_core::vc::verify_eddsa_jcs_2022(&card).is_ok(), "the card is signed by the current key");
+    // Tokens issued after rotation settle (signed by the new key).
+    let token = buyer.issue_token("pp-shop", 1_000, "after-rotation", "https://shop").await.unwrap();
+    shop.settle(token.body["token"].as_str().unwrap(), 1_000, "after-rotation", None).await.unwrap();
+
+    // The audit recomputes every passport's figures from the ledger.
+    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.passports_checked, 2);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A passport.issued event whose figures differ from the ledger fails the audit.
+#[test]
+fn audit_catches_recorded_figures_that_do_not_recompute() {
+    use bazaar_core::chain::{append, ChainHead};
+    use bazaar_core::reputation::{Ledger, PassportAudit};
+    use bazaar_types::{MemberId, Timestamp};
+    let mut head = ChainHead::genesis();
+    let x = MemberId::from("x");
+    let mut events = vec![append(
+        &mut head,
+        "settlement.posted",
+        json!({"buyer": "b", "merchant": "m", "order_id": "o", "amount_minor": 10}),
+        &x,
+        &x,
+        Timestamp(1_000),
+    )];
+    let mut ledger = Ledger::new();
+    ledger.observe(&events[0]);
+    let mut figures = ledger.figures(&MemberId::from("m"), Timestamp(2_000));
+    figures.settled_count += 1;
+    let body = json!({"subject": "m", "as_of_seq": 1, "figures": figures});
+    events.push(append(&mut head, "passport.issued", body, &x, &x, Timestamp(2_000)));
+    let mut audit = PassportAudit::new();
+    audit.collect(&events);
+    audit.check(&events);
+    let (checked, problems) = audit.finish();
+    assert_eq!(checked, 1);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+}
