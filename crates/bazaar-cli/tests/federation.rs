@@ -72,12 +72,11 @@ impl Registry {
         self.child = Some(child);
     }
 
-    /// SIGKILL, then start again on the same data and port.
-    fn kill_and_restart(&mut self) {
+    /// SIGKILL (start again on the same data and port with [`Registry::spawn`]).
+    fn kill(&mut self) {
         let mut child = self.child.take().unwrap();
         child.kill().expect("SIGKILL");
         child.wait().unwrap();
-        self.spawn();
     }
 
     /// SIGTERM and wait for a graceful exit.
@@ -280,17 +279,30 @@ async fn cross_registry_pay_with_retries_is_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
     const WORKERS: usize = 4;
-    const ORDERS: usize = 12;
-    const LOAD_BEFORE_KILL_MS: u64 = 400;
+    const ORDERS: usize = 50;
+    /// Orders the merchant settles once while A is down and never retries: B's sweeper finishes them.
+    const PARKED: usize = 4;
     let mut w = world("kill").await;
+    let mut parked = Vec::new();
+    for p in 0..PARKED {
+        let order = format!("parked-{p}");
+        parked.push((cross_token(&w, &order).await.unwrap(), order));
+    }
+    let retries: Arc<Mutex<HashMap<String, usize>>> = Default::default();
     // Workers hold clients and DIDs only; the registries stay here to be killed.
     let (buyer, merchant, merchant_did, b_did) =
         (w.buyer.clone(), w.merchant.clone(), w.merchant_did.clone(), w.b.did.clone());
     let acknowledged: Arc<Mutex<HashMap<String, Value>>> = Default::default();
     let workers: Vec<_> = (0..WORKERS)
         .map(|k| {
-            let (buyer, merchant, merchant_did, b_did, acknowledged) =
-                (buyer.clone(), merchant.clone(), merchant_did.clone(), b_did.clone(), acknowledged.clone());
+            let (buyer, merchant, merchant_did, b_did, acknowledged, retries) = (
+                buyer.clone(),
+                merchant.clone(),
+                merchant_did.clone(),
+                b_did.clone(),
+                acknowledged.clone(),
+                retries.clone(),
+            );
             tokio::spawn(async move {
                 for n in 0..ORDERS {
                     let order = format!("kill-{k}-{n}");
@@ -307,7 +319,11 @@ async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
                         };
                         match attempt.await {
                             Ok(answer) => break answer.body,
-                            Err(error) if retryable(&error) => tokio::time::sleep(Duration::from_millis(50)).await,
+                            Err(error) if retryable(&error) => {
+                                let code = error.code().unwrap_or("transport").to_string();
+                                *retries.lock().unwrap().entry(code).or_default() += 1;
+                                tokio::time::sleep(Duration::from_millis(50)).await
+                            }
                             Err(error) => panic!("order {order} refused: {error}"),
                         }
                     };
@@ -318,11 +334,24 @@ async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
         .collect();
 
     let mut at_kill = Vec::new();
-    for victim in ["A", "B"] {
-        tokio::time::sleep(Duration::from_millis(LOAD_BEFORE_KILL_MS)).await;
+    // Kill A a fifth of the way in and B past the half, while all workers are mid-order.
+    for (victim, fraction) in [("A", 5), ("B", 2)] {
+        let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
+        while acknowledged.lock().unwrap().len() < WORKERS * ORDERS / fraction {
+            assert!(Instant::now() < deadline, "load stalled before killing {victim}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let registry = if victim == "A" { &mut w.a } else { &mut w.b };
         let done = acknowledged.lock().unwrap().len();
-        registry.kill_and_restart();
+        registry.kill();
+        if victim == "A" {
+            for (token, order) in &parked {
+                let error = w.merchant.settle(token, PRICE, order, None).await.unwrap_err();
+                assert_eq!(error.code(), Some("relay_pending"), "{order} while A is down: {error}");
+            }
+        }
+        let registry = if victim == "A" { &mut w.a } else { &mut w.b };
+        registry.spawn();
         eprintln!("SIGKILL registry {victim}: {done} of {} orders acknowledged", WORKERS * ORDERS);
         at_kill.push(done);
     }
@@ -330,8 +359,9 @@ async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
         worker.await.unwrap();
     }
     let acknowledged = acknowledged.lock().unwrap().clone();
-    let total = (WORKERS * ORDERS) as u64;
-    assert_eq!(acknowledged.len() as u64, total);
+    assert_eq!(acknowledged.len(), WORKERS * ORDERS);
+    eprintln!("retries by cause: {:?}", retries.lock().unwrap());
+    let total = (WORKERS * ORDERS + PARKED) as u64;
     assert!(at_kill[0] < total as usize && at_kill[1] < total as usize, "kills landed mid-flow: {at_kill:?}");
 
     // Let B's sweeper finish anything still pending: poll until both ledgers stop moving.
@@ -356,6 +386,12 @@ async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
         assert_eq!(orders.len() as u64, total, "{side} settled {} times for {total} orders", orders.len());
         assert!(counts.values().all(|&c| c == 1), "{side} settled an order twice: {counts:?}");
         assert!(acknowledged.keys().all(|o| counts.contains_key(o.as_str())), "{side} lost an acknowledged order");
+        assert!(parked.iter().all(|(_, o)| counts.contains_key(o.as_str())), "{side}: a parked relay never finished");
+    }
+    // The parked orders, settled by B's sweeper, answer a replay with their settlement.
+    for (token, order) in &parked {
+        let settled = w.merchant.settle(token, PRICE, order, None).await.unwrap().body;
+        assert_eq!(settled["order_id"], order.as_str(), "{settled}");
     }
     // A replay after the dust settles answers the acknowledged settlement.
     for (order, first) in acknowledged.iter().take(4) {
