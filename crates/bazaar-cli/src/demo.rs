@@ -6,7 +6,8 @@
 //! the merchant "crashes" once after settling and once before answering; one
 //! request above the per-call ceiling is refused. The summary proves one debit
 //! per order, the work run once per order, conservation, and a passing audit.
-//! Then the escrow chapter ([`crate::demo_escrow`]) runs on the same registry.
+//! Then the escrow chapter ([`crate::demo_escrow`]) runs on the same registry,
+//! then the passport and cross-registry chapter ([`crate::demo_federation`]).
 
 use crate::runtime::registry_config;
 use anyhow::{ensure, Context, Result};
@@ -50,6 +51,8 @@ pub struct StoryReport {
     pub balance_sum_minor: i128,
     /// The escrow chapter, run after the paid calls on the same registry.
     pub escrow: Option<crate::demo_escrow::EscrowReport>,
+    /// The passport and cross-registry chapter.
+    pub federation: Option<crate::demo_federation::FederationReport>,
 }
 
 pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
@@ -67,8 +70,12 @@ pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
         println!("{}", serde_json::to_string(&report)?);
     }
     let escrow_ok = report.escrow.as_ref().is_some_and(|e| e.second_execution_code == "dispute_executed");
+    let federation_ok = report.federation.as_ref().is_some_and(|f| {
+        f.audits_ok && f.cross_status == 200 && f.corridor_on_a == -f.corridor_on_b && f.corridor_on_a > 0
+    });
     let ok = report.audit_ok
         && escrow_ok
+        && federation_ok
         && report.settlements == report.calls as u64
         && report.work_runs == report.calls as u64;
     Ok(if ok { 0 } else { 1 })
@@ -155,11 +162,12 @@ pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> R
         clock,
     };
     report.escrow = Some(crate::demo_escrow::escrow_story(&local, say).await?);
+    report.federation = Some(crate::demo_federation::federation_story(&local, &merchant, &buyer, dir, say).await?);
     let audit = bazaar_store::audit::audit(store.as_ref(), &|_| {}).await?;
     report.audit_ok = audit.ok;
     report.balance_sum_minor = audit.balance_sum_minor;
     say(format!(
-        "\nafter both stories: Σ balances = {} (conserved)   audit: {}",
+        "\nafter all three stories, on registry A: Σ balances = {} (conserved)   audit: {}",
         audit.balance_sum_minor,
         if audit.ok { "passed" } else { "FAILED" }
     ));
@@ -271,6 +279,7 @@ async fn summary(
         audit_ok: audit.ok,
         balance_sum_minor: audit.balance_sum_minor,
         escrow: None,
+        federation: None,
     })
 }
 
@@ -316,6 +325,7 @@ pub async fn local_registry(
     let operator_credential = booted.operator_credential.or(operator_credential).context("an operator credential")?;
     bazaar_server::spawn_sweeper(booted.state.clone());
     let url = serve(bazaar_server::router(booted.state.clone())).await?;
+    *booted.state.public_url.write().expect("url lock") = Some(url.clone());
     Ok(LocalRegistry { state: booted.state, url, operator_credential, desk_credential, clock: offset })
 }
 

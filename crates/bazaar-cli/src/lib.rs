@@ -4,6 +4,7 @@
 pub mod attack;
 pub mod demo;
 pub mod demo_escrow;
+pub mod demo_federation;
 pub mod passport;
 pub mod runtime;
 

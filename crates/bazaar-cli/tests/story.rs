@@ -1,6 +1,7 @@
 //! The hundred-paid-calls story through HTTP and the SDK middleware: the work
 //! counter reaches exactly 100 despite a buyer re-sending one order five times
-//! and the merchant crashing once after settling and once before answering.
+//! and the merchant crashing once after settling and once before answering;
+//! then the escrow and federation chapters of the demo on the same registry.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
@@ -24,6 +25,21 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     assert_eq!(escrow.second_execution_code, "dispute_executed");
     assert_eq!(escrow.held_minor, 0);
     assert_eq!(escrow.released_net_minor + escrow.fees_minor + escrow.refunded_minor, escrow.total_minor);
+    // The federation chapter: a verified passport and a cross-registry paid call.
+    use bazaar_cli::demo_federation::{CORRIDOR_FEE_BPS, PEER_WEIGHT_BPS, TRANSLATE_MINOR};
+    let federation = report.federation.expect("the federation chapter ran");
+    assert!(federation.passport_valid);
+    assert_eq!(federation.passport["credentialSubject"]["settledCount"], 100);
+    assert_eq!(federation.tampered_code, "passport_proof_invalid");
+    assert_eq!(federation.cross_status, 200);
+    assert!(federation.cross_retry_replayed, "the retried order was answered from the work receipt");
+    assert!(!federation.buyer_known_to_b, "B never enrolled the buyer");
+    assert_eq!(federation.corridor_on_a, TRANSLATE_MINOR as i128, "charged once");
+    assert_eq!(federation.corridor_on_b, -(TRANSLATE_MINOR as i128), "the corridors mirror");
+    let fee = TRANSLATE_MINOR * CORRIDOR_FEE_BPS as u64 / 10_000;
+    assert_eq!(federation.translator_received_minor, (TRANSLATE_MINOR - fee) as i128);
+    assert_eq!(federation.imported[0]["weightBps"], PEER_WEIGHT_BPS);
+    assert!(federation.audits_ok);
 }
 
 /// An order whose first token was refused (here: voided) can still be paid with a

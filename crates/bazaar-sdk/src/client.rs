@@ -310,7 +310,18 @@ impl Client {
         subject_key: &SigningKey,
         audience: &str,
     ) -> Result<Value, SdkError> {
-        let at = wall_clock_ms();
+        self.import_passport_at(passport, subject_key, audience, wall_clock_ms()).await
+    }
+
+    /// [`Client::import_passport`] with the presentation time given (milliseconds,
+    /// within the registry's allowed clock skew of its own clock).
+    pub async fn import_passport_at(
+        &self,
+        passport: &Value,
+        subject_key: &SigningKey,
+        audience: &str,
+        at: i64,
+    ) -> Result<Value, SdkError> {
         let id = passport["id"].as_str().unwrap_or_default();
         let message = format!("bazaar-passport-presentation-v1\n{audience}\n{id}\n{at}");
         let signature =

@@ -1,0 +1,173 @@
+//! The federation chapter of `bazaar demo`, after the restock story and the
+//! escrowed order on the same registry (A):
+//!
+//! 1. the wholesaler asks A for a trust passport and it is verified offline
+//!    against A's published key history; one changed number breaks it;
+//! 2. a second registry (B) starts; each operator recognises the other;
+//! 3. A's procurement agent, which B has never seen, pays a translator agent on
+//!    B per call: A holds the funds, the translator settles through B, B relays
+//!    to A; a retry is charged nothing; A's corridor account for B and B's for
+//!    A mirror each other;
+//! 4. the translator carries B's passport to A, where it counts at B's weight,
+//!    shown apart from A's local figures; both audits pass.
+
+use crate::demo::{enroll_pair_with_key, local_registry, serve, LocalRegistry};
+use anyhow::{ensure, Result};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use bazaar_core::federation::verify_passport;
+use bazaar_sdk::paid::{paid, PaidRoute, Settled};
+use bazaar_sdk::{did_of, generate_key, Client};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The translator's price per call on registry B.
+pub const TRANSLATE_MINOR: u64 = 300;
+/// How much each registry counts the other's passports, in basis points.
+pub const PEER_WEIGHT_BPS: u32 = 5_000;
+/// B's fee on settlements relayed from A's buyers.
+pub const CORRIDOR_FEE_BPS: u32 = 100;
+/// Corridor limits each side grants the other.
+const PER_CALL_MAX_MINOR: u64 = 10_000;
+const OUTSTANDING_MAX_MINOR: u64 = 1_000_000;
+
+#[derive(Debug, Serialize)]
+pub struct FederationReport {
+    pub passport: Value,
+    pub passport_valid: bool,
+    pub tampered_code: String,
+    pub cross_status: u16,
+    pub cross_retry_replayed: bool,
+    /// `corridor:<B>` on A and `corridor:<A>` on B.
+    pub corridor_on_a: i128,
+    pub corridor_on_b: i128,
+    pub translator_received_minor: i128,
+    pub buyer_known_to_b: bool,
+    pub imported: Value,
+    pub audits_ok: bool,
+}
+
+pub async fn federation_story(
+    a: &LocalRegistry,
+    wholesaler: &Client,
+    buyer: &Client,
+    dir: &std::path::Path,
+    say: &dyn Fn(String),
+) -> Result<FederationReport> {
+    say("\n— passports and a second registry —".into());
+    // 1. A passport for the wholesaler, checked offline.
+    let passport = wholesaler.passport(None).await?;
+    let registry_a = a.state.registry.to_string();
+    // The story's clock (it ran days ahead during the escrow chapter); B shares it.
+    let now = bazaar_types::Clock::now(a.clock.as_ref()).ms();
+    let info = verify_passport(&passport, now, &[(registry_a.clone(), a.state.key_history())])
+        .map_err(|r| anyhow::anyhow!("the wholesaler's passport: {}", r.detail))?;
+    let figures = &passport["credentialSubject"];
+    say(format!(
+        "the wholesaler's trust passport (VC 2.0, eddsa-jcs-2022, valid until {}): {} calls settled, counted as {} success(es) — one buyer owner adds at most one a week — score {} bps, lower bound {} bps, {} distinct buyer owner(s); computed at ledger seq {}",
+        passport["validUntil"].as_str().unwrap_or(""),
+        figures["settledCount"], info.figures.weighted_success_ppm / 1_000_000, figures["scoreBps"],
+        figures["scoreLowerBoundBps"], figures["distinctBuyerOwners"], info.as_of_seq
+    ));
+    let mut tampered = passport.clone();
+    tampered["credentialSubject"]["scoreBps"] = json!(10_000);
+    let tampered_code = verify_passport(&tampered, now, &[(registry_a.clone(), a.state.key_history())])
+        .err()
+        .map(|r| r.code.as_str().to_string())
+        .unwrap_or_else(|| "ACCEPTED".into());
+    say(format!("verified offline against A's key history: valid; with the score raised to 10000: {tampered_code}"));
+
+    // 2. Registry B, and mutual recognition.
+    let b_dir = dir.join("registry-b");
+    std::fs::create_dir_all(&b_dir)?;
+    let config = bazaar_core::apply::Config::standard();
+    let store = bazaar_store_sqlite::SqliteStore::open(
+        b_dir.join(crate::runtime::SQLITE_FILE),
+        config.clone(),
+        a.clock.clone(),
+    )?;
+    let b = local_registry(Arc::new(store), a.clock.clone(), config, None).await?;
+    let registry_b = b.state.registry.to_string();
+    let operator_a = Client::new(&a.url, Some(a.operator_credential.clone()));
+    let operator_b = Client::new(&b.url, Some(b.operator_credential.clone()));
+    let terms = (CORRIDOR_FEE_BPS, PER_CALL_MAX_MINOR, OUTSTANDING_MAX_MINOR);
+    operator_a.add_peer(&b.url, &registry_b, PEER_WEIGHT_BPS, (0, PER_CALL_MAX_MINOR, OUTSTANDING_MAX_MINOR)).await?;
+    operator_b.add_peer(&a.url, &registry_a, PEER_WEIGHT_BPS, terms).await?;
+    say(format!(
+        "registry B {} on {}; each operator checked the other's signed card and recognised it (weight {PEER_WEIGHT_BPS} bps; B takes {CORRIDOR_FEE_BPS} bps on relayed settlements)",
+        registry_b, b.url
+    ));
+
+    // 3. A translator on B, paid per call by A's procurement agent.
+    let translator_key = generate_key();
+    let (_, translator) = enroll_pair_with_key(&operator_b, "lingua", "translator", &translator_key).await?;
+    let translator_did = did_of(&translator_key);
+    let route = PaidRoute::new(translator.clone(), TRANSLATE_MINOR, &dir.join("translator-receipts.db"))?;
+    let shop = serve(translator_front(Arc::new(route))).await?;
+    let buyer_did = buyer.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    let buyer_known_to_b = operator_b.member(&buyer_did).await.is_ok();
+    let url = format!("{shop}/translate");
+    let paid = buyer.pay_via(&url, &translator_did, Some(&registry_b), TRANSLATE_MINOR, "menu-0001").await?;
+    ensure!(paid.status == 200, "cross-registry call failed: {} {}", paid.status, paid.body);
+    let retry = buyer.pay_via(&url, &translator_did, Some(&registry_b), TRANSLATE_MINOR, "menu-0001").await?;
+    let report_a = bazaar_store::audit::audit(a.state.store.as_ref(), &|_| {}).await?;
+    let report_b = bazaar_store::audit::audit(b.state.store.as_ref(), &|_| {}).await?;
+    let corridor_on_a = report_a.corridors.get(&format!("corridor:{registry_b}")).copied().unwrap_or(0);
+    let corridor_on_b = report_b.corridors.get(&format!("corridor:{registry_a}")).copied().unwrap_or(0);
+    let translator_received_minor = translator.me().await?["balance_minor"].as_i64().unwrap_or(0) as i128;
+    say(format!(
+        "procurement (on A, never seen by B: {}) paid the translator on B {TRANSLATE_MINOR} for one call: A held and debited the buyer, the translator settled through B, B relayed to A over signed requests; a retry of the same order was answered from the work receipt ({})",
+        if buyer_known_to_b { "it was" } else { "no member there" },
+        if retry.replayed { "replayed, charged nothing" } else { "NOT replayed" }
+    ));
+    say(format!(
+        "corridors: A's corridor:B = {corridor_on_a}, B's corridor:A = {corridor_on_b} (they mirror); translator received {translator_received_minor}"
+    ));
+
+    // 4. The translator's passport from B counts at A at B's weight.
+    let passport_b = translator.passport(None).await?;
+    let at = bazaar_types::Clock::now(a.clock.as_ref()).ms();
+    operator_a.with_credential("").import_passport_at(&passport_b, &translator_key, &registry_a, at).await?;
+    let reputation = operator_a.reputation(&translator_did).await?;
+    say(format!(
+        "the translator presented B's passport to A (signed with its own key): A shows it apart from local figures — local {} settled, imported from B at {} bps, combined score {} bps",
+        reputation["local"]["settledCount"],
+        reputation["imported"][0]["weightBps"],
+        reputation["combined"]["scoreBps"]
+    ));
+    let report_a = bazaar_store::audit::audit(a.state.store.as_ref(), &|_| {}).await?;
+    let report_b = bazaar_store::audit::audit(b.state.store.as_ref(), &|_| {}).await?;
+    let audits_ok = report_a.ok && report_b.ok;
+    say(format!(
+        "audit A: {} ({} passport(s) rechecked); audit B: {} ({} passport(s) rechecked)",
+        if report_a.ok { "passed" } else { "FAILED" },
+        report_a.passports_checked,
+        if report_b.ok { "passed" } else { "FAILED" },
+        report_b.passports_checked
+    ));
+    Ok(FederationReport {
+        passport,
+        passport_valid: true,
+        tampered_code,
+        cross_status: paid.status,
+        cross_retry_replayed: retry.replayed,
+        corridor_on_a,
+        corridor_on_b,
+        translator_received_minor,
+        buyer_known_to_b,
+        imported: reputation["imported"].clone(),
+        audits_ok,
+    })
+}
+
+fn translator_front(route: Arc<PaidRoute>) -> Router {
+    Router::new()
+        .route(
+            "/translate",
+            post(|Extension(settled): Extension<Settled>| async move {
+                Json(json!({"order": settled.order_id, "menu": "carte du jour", "settlement": settled.settlement_id}))
+            }),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(route, paid))
+}
