@@ -273,7 +273,19 @@ async fn cross_registry_pay_with_retries_is_exactly_once() {
     assert_eq!(on_b.len() as u64, N, "B settled each order once: {on_b:?}");
     let unknown = w.b.operator.member(&w.buyer_did).await.unwrap_err();
     assert_eq!(unknown.status(), Some(404), "paying at B made the buyer no member of B");
-    stop_and_check_corridors(&mut w, N);
+
+    // A rotates its key: B learns the longer history from A's card on the first
+    // signature it cannot check, and the next payment settles as before.
+    let rotated = w.a.operator.rotate_key().await.unwrap();
+    let order = "after-rotation";
+    let token = cross_token(&w, order).await.unwrap();
+    let settled = w.merchant.settle(&token, PRICE, order, None).await.unwrap().body;
+    assert_eq!(settled["amount_minor"], PRICE, "{settled}");
+    let peers = w.b.operator.peers().await.unwrap();
+    let keys = peers["peers"][0]["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2, "B refreshed A's key history");
+    assert_eq!(keys[1]["did"], rotated["entry"]["did"]);
+    stop_and_check_corridors(&mut w, N + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

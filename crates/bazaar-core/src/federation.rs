@@ -380,23 +380,20 @@ impl Batch<'_> {
             return Ok(relay.view());
         }
         match result {
+            // Both outcomes are recorded (the retry schedule, the failure), so
+            // they succeed as commands; the edge answers the merchant by the state.
             RelayResult::Unreachable => {
                 relay.attempts += 1;
                 let wait = (RELAY_RETRY_S << relay.attempts.min(5)).min(RELAY_RETRY_S_MAX);
                 self.put_doc(relay.to_row(Some(self.now.plus_s(wait))), false);
-                Err(Refusal::new(
-                    Code::RelayPending,
-                    "The buyer's registry did not answer; the settlement is pending and will be retried. Retry the same request later.",
-                )
-                .with(relay.view()))
+                Ok(relay.view())
             }
             RelayResult::Refused(refusal) => {
                 relay.state = RelayState::Failed;
                 relay.failure = Some(refusal.clone());
                 self.put_doc(relay.to_row(None), false);
                 self.event(command, "relay.failed", relay.view());
-                Err(Refusal::new(Code::RelayFailed, format!("The buyer's registry refused: {}", refusal.detail))
-                    .with(relay.view()))
+                Ok(relay.view())
             }
             RelayResult::Settled(receipt) => {
                 let corridor_minor = receipt.get("corridor_minor").and_then(|v| v.as_u64()).unwrap_or(0);

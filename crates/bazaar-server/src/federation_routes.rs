@@ -422,6 +422,25 @@ async fn fetch_json(state: &AppState, url: &str) -> Result<Value, Problem> {
     Ok(response.json::<Value>().await.map_err(|e| unreachable(e.to_string()))?)
 }
 
+/// Fetches a peer's card again after it may have rotated its key; stores the
+/// longer history (it may only grow) and returns the updated peer.
+pub async fn refresh_peer(state: &AppState, peer: &Peer) -> Option<Peer> {
+    let card = fetch_json(state, &format!("{}/.well-known/bazaar", peer.url)).await.ok()?;
+    let keys = verify_card(&card, peer.did.as_str(), state.now().ms()).ok()?;
+    if keys.len() <= peer.keys.len()
+        || keys[..peer.keys.len()].iter().map(|k| &k.did).ne(peer.keys.iter().map(|k| &k.did))
+    {
+        return None;
+    }
+    let operator = state.store.member(&MemberId(bazaar_core::model::OPERATOR_ID.into())).await.ok()??;
+    let updated = Peer { keys, ..peer.clone() };
+    let op = Op::AddPeer { peer: updated.clone() };
+    let applied = state.store.submit(Command { actor: operator, idem: None, op }).await.ok()?;
+    applied.outcome.ok()?;
+    tracing::info!(peer = %peer.did, keys = updated.keys.len(), "a peer rotated its key; its history was refreshed");
+    Some(updated)
+}
+
 // ---- server-to-server signatures ----------------------------------------------
 
 fn s2s_header(state: &AppState, method: &str, path: &str, body: &[u8]) -> String {
@@ -490,7 +509,13 @@ async fn s2s_peer(state: &AppState, headers: &HeaderMap, path: &str, body: &[u8]
             Refusal::new(Code::RequestStale, "The request's timestamp is too far from this registry's clock.").into()
         );
     }
-    let registry = check_s2s(header, &peer.keys, "POST", path, body)?;
+    let registry = match check_s2s(header, &peer.keys, "POST", path, body) {
+        Ok(registry) => registry,
+        Err(refusal) => match refresh_peer(state, &peer).await {
+            Some(fresh) => check_s2s(header, &fresh.keys, "POST", path, body)?,
+            None => return Err(refusal.into()),
+        },
+    };
     if registry != peer.did.as_str() {
         return Err(Refusal::new(Code::RequestSignatureInvalid, "The signature names another registry.").into());
     }
@@ -561,7 +586,14 @@ pub async fn settle_foreign(
             Refusal::new(Code::PeerUnknown, "This token was not issued for settlement through this registry.").into()
         );
     }
-    let verified = crate::keyring::decode_token_with(text, &peer.keys).map_err(|_| {
+    let verified = match crate::keyring::decode_token_with(text, &peer.keys) {
+        Ok(claims) => Ok(claims),
+        Err(_) => match refresh_peer(state, &peer).await {
+            Some(fresh) => crate::keyring::decode_token_with(text, &fresh.keys),
+            None => Err(token::TokenError::BadSignature),
+        },
+    }
+    .map_err(|_| {
         Refusal::new(Code::TokenSignatureInvalid, "The token's signature does not verify against its issuer's keys.")
     })?;
     if verified != claims {
@@ -632,20 +664,21 @@ pub async fn relay_attempt(state: &Arc<AppState>, relay: &Relay) -> Result<Value
         .submit(Command { actor: state.registry_actor(), idem: None, op })
         .await
         .map_err(|e| Refusal::new(Code::RelayPending, format!("storage: {e}")))?;
-    match applied.outcome {
-        Ok(body) if body.get("state").is_some() => {
-            // Already finished by another attempt: answer with the settlement.
-            let row = state.store.doc(DocKind::Relay, relay.jti.as_str()).await.ok().flatten();
-            match row.map(|r| Relay::from_row(&r)) {
-                Some(done) if done.state == RelayState::Settled => settled_view(state, &done).await,
-                Some(done) => {
-                    Err(Refusal::new(Code::RelayFailed, "The buyer's registry refused this settlement.")
-                        .with(done.view()))
-                }
-                None => Err(Refusal::new(Code::RelayPending, "relay missing")),
-            }
+    applied.outcome?;
+    // Answer by the relay's state now: this attempt's result, or an earlier one's.
+    let row = state.store.doc(DocKind::Relay, relay.jti.as_str()).await.ok().flatten();
+    match row.map(|r| Relay::from_row(&r)) {
+        Some(done) if done.state == RelayState::Settled => settled_view(state, &done).await,
+        Some(done) if done.state == RelayState::Failed => {
+            let why = done.failure.as_ref().map(|f| format!("{}: {}", f.code.as_str(), f.detail)).unwrap_or_default();
+            Err(Refusal::new(Code::RelayFailed, format!("The buyer's registry refused this settlement ({why}).")).with(done.view()))
         }
-        other => other,
+        Some(pending) => Err(Refusal::new(
+            Code::RelayPending,
+            "The buyer's registry did not answer; the settlement is pending and this registry retries it. Retry the same request later.",
+        )
+        .with(pending.view())),
+        None => Err(Refusal::new(Code::RelayPending, "relay missing")),
     }
 }
 
@@ -666,7 +699,12 @@ async fn call_issuer(state: &AppState, peer: &Peer, body: Vec<u8>) -> RelayResul
     if status.is_server_error() || status == StatusCode::CONFLICT && is_in_flight(&bytes) {
         return RelayResult::Unreachable;
     }
-    if check_s2s(header.as_ref(), &peer.keys, "RESPONSE", FEDERATION_SETTLE_PATH, &bytes).is_err() {
+    let signed = check_s2s(header.as_ref(), &peer.keys, "RESPONSE", FEDERATION_SETTLE_PATH, &bytes).is_ok()
+        || match refresh_peer(state, peer).await {
+            Some(fresh) => check_s2s(header.as_ref(), &fresh.keys, "RESPONSE", FEDERATION_SETTLE_PATH, &bytes).is_ok(),
+            None => false,
+        };
+    if !signed {
         tracing::warn!(peer = %peer.did, %status, "a peer's answer is not signed by its keys; treated as no answer");
         return RelayResult::Unreachable;
     }
