@@ -414,3 +414,64 @@ async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
     assert_eq!(balance(&w.merchant).await, (total * (PRICE - FEE)) as i64, "paid once on B");
     stop_and_check_corridors(&mut w, total);
 }
+
+/// A stranger's agent on A, never seen by B, joins B by its own signature (no
+/// operator, no invite), funds its guest account through the corridor and
+/// opens an escrowed order with B's merchant, released on delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
+    const FUNDING: u64 = 800;
+    const MILESTONE: u64 = 500;
+    let mut w = world("guest").await;
+    let key = generate_key();
+    let owner = w.a.operator.create_owner(&generate_key(), "stranger-owner").await.unwrap();
+    let owner = w.a.operator.with_credential(owner["credential"].as_str().unwrap());
+    let invite = owner.issue_invite().await.unwrap();
+    let created = owner.redeem_invite(&invite, &key, "stranger").await.unwrap();
+    let stranger = owner.with_credential(created["credential"].as_str().unwrap());
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    w.a.operator.mint(&owner_id, FUNDS, "stranger-mint").await.unwrap();
+    owner.fund("stranger", FUNDS, "stranger-fund").await.unwrap();
+    owner.set_budget("stranger", PRICE * 10, FUNDS, FUNDS).await.unwrap();
+    let did = bazaar_sdk::did_of(&key);
+    assert_eq!(w.b.operator.member(&did).await.unwrap_err().status(), Some(404), "B has never seen it");
+
+    // Zero manual onboarding: the agent's own signature, checked against a recognised home.
+    let anonymous = Client::new(&w.b.url, None);
+    let guest = anonymous.join_as_guest(&key, &w.a.did, &w.b.did).await.unwrap();
+    assert_eq!(guest.me().await.unwrap()["member"]["id"], did.as_str());
+    let Err(forged) = anonymous.join_as_guest(&key, "did:key:z6MkNotAPeerOfB", &w.b.did).await else {
+        panic!("a guest of an unrecognised registry was let in");
+    };
+    assert_eq!(forged.code(), Some("peer_unknown"), "only agents of recognised registries join");
+
+    // Funding: a token on A addressed to itself at B, settled by itself at B.
+    let body = json!({"merchant": did, "registry": w.b.did, "max_amount_minor": FUNDING,
+        "order_id": "guest-funding-1", "resource": "guest funding"});
+    let token = stranger.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await.unwrap();
+    let token = token.body["token"].as_str().unwrap().to_string();
+    guest.settle(&token, FUNDING, "guest-funding-1", None).await.unwrap();
+    let funded = FUNDING - FUNDING * FEE_BPS as u64 / 10_000;
+    assert_eq!(balance(&guest).await, funded as i64);
+
+    // The escrowed order: held on the guest's budget at B, released on delivery.
+    let due = bazaar_cli::runtime_now_ms() + 86_400_000;
+    let milestones = [(MILESTONE, "translate the menu", due)];
+    let created =
+        guest.create_contract(&w.merchant_did, None, &milestones, "terms", None, "guest-order-1").await.unwrap();
+    let contract = created.body["id"].as_str().unwrap().to_string();
+    w.merchant.contract_act(&contract, "accept").await.unwrap();
+    w.merchant.deliver(&contract, 0, b"menu.txt").await.unwrap();
+    guest.release(&contract, 0, None).await.unwrap();
+    let shown = guest.contract(&contract).await.unwrap();
+    assert_eq!(shown["state"], "completed", "{shown}");
+    assert_eq!(balance(&guest).await, (funded - MILESTONE) as i64);
+    assert_eq!(balance(&w.merchant).await, (MILESTONE - MILESTONE / 100) as i64, "net of B's 1 % protocol fee");
+    assert_eq!(balance(&stranger).await, (FUNDS - FUNDING) as i64, "A debited the stranger once");
+
+    w.a.stop();
+    w.b.stop();
+    let (report_a, report_b) = (w.a.audit(), w.b.audit());
+    assert_eq!(Registry::corridor(&report_a, &w.b), FUNDING as i64);
+    assert_eq!(Registry::corridor(&report_b, &w.a), -(FUNDING as i64));
+}

@@ -175,6 +175,14 @@ pub enum Op {
         token: String,
         amount: Amount,
     },
+    /// The registry enrolls an agent of a peer registry as a guest (its DID
+    /// signature checked by the edge), or gives a returning guest a new credential.
+    EnrollGuest {
+        agent: MemberId,
+        handle: String,
+        credential_hash: String,
+        home: MemberId,
+    },
     /// The registry records the issuer's answer to a relayed settlement.
     RelayFinish {
         jti: TokenId,
@@ -217,6 +225,7 @@ impl Op {
             Op::SettleRelayed { .. } => "settle_relayed",
             Op::RelayOpen { .. } => "relay_open",
             Op::RelayFinish { .. } => "relay_finish",
+            Op::EnrollGuest { .. } => "enroll_guest",
         }
     }
 }
@@ -390,6 +399,13 @@ impl Keys {
                 self.docs.insert((DocKind::Relay, claims.jti.to_string()));
                 self.docs.insert((DocKind::Peer, claims.iss.to_string()));
                 self.settlements_by_order.insert((claims.aud.clone(), claims.ord.clone()));
+            }
+            Op::EnrollGuest { agent, handle, credential_hash, home } => {
+                self.members.insert(agent.clone());
+                self.handles.insert(handle.clone());
+                self.credentials.insert(credential_hash.clone());
+                self.budgets.insert(agent.clone());
+                self.docs.insert((DocKind::Peer, home.to_string()));
             }
             Op::RelayFinish { jti, merchant, issuer, .. } => {
                 self.docs.insert((DocKind::Relay, jti.to_string()));

@@ -202,7 +202,72 @@ pub enum RelayResult {
 pub const RELAY_RETRY_S: u64 = 2;
 pub const RELAY_RETRY_S_MAX: u64 = 60;
 
+/// Guests' handles: this prefix and the first hex digits of the SHA-256 of their DID.
+pub const GUEST_HANDLE_PREFIX: &str = "guest-";
+
+pub fn guest_handle(did: &str) -> String {
+    format!("{GUEST_HANDLE_PREFIX}{}", &crypto::sha256_hex(did.as_bytes())[..16])
+}
+
+/// What an agent of a peer registry signs to join this one as a guest.
+pub fn guest_message(audience: &str, did: &str, home: &str, at_ms: i64) -> Vec<u8> {
+    format!("bazaar-guest-v1\n{audience}\n{did}\n{home}\n{at_ms}").into_bytes()
+}
+
 impl Batch<'_> {
+    /// An agent of a recognised peer joins without an invite: no owner here,
+    /// ceilings equal to what the corridor may carry, funded only through it.
+    pub(crate) fn enroll_guest(
+        &mut self,
+        command: &Command,
+        agent: &MemberId,
+        handle: &str,
+        credential_hash: &str,
+        home: &MemberId,
+    ) -> Step {
+        self.require(command, MemberKind::Registry, "the registry")?;
+        let peer = self.peer(home)?;
+        if let Some(existing) = self.snap.members.get(agent).cloned() {
+            if existing.kind != MemberKind::Agent || existing.handle != guest_handle(agent.as_str()) {
+                return refuse(Code::MemberExists, "That DID is already a member here; sign in with its credential.");
+            }
+            if self.snap.credentials.contains_key(credential_hash) {
+                return refuse(Code::InvalidRequest, "Credential collision; retry.");
+            }
+            self.put_credential(crate::model::Credential {
+                hash: credential_hash.to_string(),
+                member: agent.clone(),
+                created_at: self.now,
+                revoked_at: None,
+            });
+            let body = json!({"id": agent, "handle": existing.handle, "home": home, "returning": true});
+            self.event(command, "guest.credential_added", body.clone());
+            return Ok(body);
+        }
+        self.check_new_member(agent, handle, credential_hash)?;
+        let member = crate::model::Member {
+            id: agent.clone(),
+            kind: MemberKind::Agent,
+            owner: None,
+            handle: handle.to_string(),
+            created_at: self.now,
+        };
+        let ceiling = peer.terms.outstanding_max_minor;
+        let budget = crate::model::Budget {
+            per_call_max: ceiling,
+            per_day_max: ceiling,
+            total_max: ceiling,
+            ..crate::model::Budget::zero(agent.clone())
+        };
+        self.put_budget(budget);
+        let enrolling = Command { actor: member.clone(), idem: None, op: command.op.clone() };
+        let mut body = self.enroll(&enrolling, member, credential_hash, "guest.enrolled")?;
+        body["home"] = json!(home);
+        body["ceiling_minor"] = json!(ceiling);
+        body["returning"] = json!(false);
+        Ok(body)
+    }
+
     fn require(&self, command: &Command, kind: MemberKind, what: &str) -> Result<(), Refusal> {
         if command.actor.kind != kind {
             return refuse(Code::NotPermitted, format!("Only {what} may do this."));

@@ -330,6 +330,29 @@ impl Client {
         self.post("/v1/reputation/import", body, None).await
     }
 
+    /// An agent of `home` (a registry this one recognises) joins here as a guest,
+    /// signing with its own key; returns a client holding its new credential.
+    pub async fn join_as_guest(&self, key: &SigningKey, home: &str, audience: &str) -> Result<Client, SdkError> {
+        self.join_as_guest_at(key, home, audience, wall_clock_ms()).await
+    }
+
+    /// [`Client::join_as_guest`] with the signing time given.
+    pub async fn join_as_guest_at(
+        &self,
+        key: &SigningKey,
+        home: &str,
+        audience: &str,
+        at: i64,
+    ) -> Result<Client, SdkError> {
+        let did = crate::did_of(key);
+        let message = format!("bazaar-guest-v1\n{audience}\n{did}\n{home}\n{at}");
+        let signature =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
+        let body = json!({"did": did, "home": home, "presented_at_ms": at, "signature": signature});
+        let joined = self.post("/v1/federation/guests", body, None).await?;
+        Ok(self.with_credential(joined["credential"].as_str().unwrap_or_default()))
+    }
+
     pub async fn key_history(&self) -> Result<Value, SdkError> {
         self.get("/.well-known/bazaar-keys").await
     }

@@ -527,6 +527,57 @@ async fn s2s_peer(state: &AppState, headers: &HeaderMap, path: &str, body: &[u8]
     Ok((member, peer))
 }
 
+// ---- guests ------------------------------------------------------------------------
+
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuestRequest {
+    /// The agent's did:key (its home registry's member id).
+    pub did: String,
+    /// The agent's home registry: a peer this registry recognises.
+    pub home: String,
+    pub presented_at_ms: i64,
+    /// base64url Ed25519 signature by `did` over
+    /// `bazaar-guest-v1\n<this registry's DID>\n<did>\n<home>\n<presented_at_ms>`.
+    pub signature: String,
+}
+
+/// Public (the DID's signature is the authentication): an agent of a
+/// recognised peer registry joins as a guest, with no invite and no owner
+/// here, and gets a bearer credential. It is funded only through the
+/// corridor (a token from its home registry addressed to itself here), and
+/// may then open escrowed contracts like any agent. Asking again with a fresh
+/// signature issues another credential.
+#[utoipa::path(post, path = "/v1/federation/guests", request_body = GuestRequest, responses((status = 201, description = "Guest enrolled; its credential")))]
+pub async fn join_guest(
+    State(state): State<Arc<AppState>>,
+    ApiJson(body): ApiJson<GuestRequest>,
+) -> Result<Response, Problem> {
+    let key = public_key_from_did(&body.did)
+        .map_err(|_| Refusal::new(Code::PublicKeyInvalid, "`did` must be a did:key for an Ed25519 key."))?;
+    let now = state.now().ms();
+    if (now - body.presented_at_ms).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
+        return Err(Refusal::new(Code::RequestStale, "`presented_at_ms` is too far from this registry's clock.")
+            .with(json!({"now_ms": now, "skew_s_max": FEDERATION_SKEW_S_MAX}))
+            .into());
+    }
+    let message =
+        bazaar_core::federation::guest_message(state.registry.as_str(), &body.did, &body.home, body.presented_at_ms);
+    verify(&key, &message, &body.signature)
+        .map_err(|_| Refusal::new(Code::ProofInvalid, "The signature does not verify with the DID's key."))?;
+    let credential = crate::new_secret_credential();
+    let op = Op::EnrollGuest {
+        agent: MemberId(body.did.clone()),
+        handle: bazaar_core::federation::guest_handle(&body.did),
+        credential_hash: sha256_hex(credential.as_bytes()),
+        home: MemberId(body.home.clone()),
+    };
+    let applied = state.store.submit(Command { actor: state.registry_actor(), idem: None, op }).await?;
+    let mut receipt = applied.outcome.map_err(Problem::from)?;
+    receipt["credential"] = json!(credential);
+    Ok((StatusCode::CREATED, Json(receipt)).into_response())
+}
+
 // ---- cross-registry settlement: the buyer's registry --------------------------
 
 #[derive(Deserialize, Serialize)]

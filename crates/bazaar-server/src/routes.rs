@@ -42,6 +42,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/passports/verify", post(fed::verify_passport_route))
         .route("/v1/registry/keys/rotate", post(fed::rotate_key))
         .route("/v1/federation/peers", post(fed::add_peer).get(fed::list_peers))
+        .route("/v1/federation/guests", post(fed::join_guest))
         .route(fed::FEDERATION_SETTLE_PATH, post(fed::federation_settle))
         .route("/passport/verify", get(passport_verify))
         .route("/v1/owners", post(create_owner))
@@ -789,7 +790,8 @@ async fn events(
         fed::rotate_key,
         fed::recognition,
         fed::add_peer,
-        fed::list_peers
+        fed::list_peers,
+        fed::join_guest
     ),
     components(schemas(
         CreateOwnerRequest,
@@ -811,7 +813,8 @@ async fn events(
         fed::PassportRequest,
         fed::VerifyPassportRequest,
         fed::ImportRequest,
-        fed::AddPeerRequest
+        fed::AddPeerRequest,
+        fed::GuestRequest
     ))
 )]
 pub struct ApiDoc;
