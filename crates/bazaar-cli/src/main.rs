@@ -813,14 +813,6 @@ async fn run(cli: Cli) -> Result<i32> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_default_registry_is_the_default_serve_port() {
-        assert_eq!(super::DEFAULT_REGISTRY, format!("http://127.0.0.1:{}", super::DEFAULT_PORT));
-    }
-}
-
 async fn passport_cmd(action: PassportCmd, j: bool) -> Result<i32> {
     match action {
         PassportCmd::Issue { remote, subject, out } => {
@@ -869,5 +861,13 @@ async fn passport_cmd(action: PassportCmd, j: bool) -> Result<i32> {
             print(j, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
             Ok(0)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_registry_is_the_default_serve_port() {
+        assert_eq!(super::DEFAULT_REGISTRY, format!("http://127.0.0.1:{}", super::DEFAULT_PORT));
     }
 }

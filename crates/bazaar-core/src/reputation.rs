@@ -426,7 +426,7 @@ pub fn compute(
     figures.settled_volume_minor = volume.to_string();
     figures.distinct_buyer_owners = volume_by_owner.len() as u64;
     let top = volume_by_owner.values().copied().max().unwrap_or(0);
-    figures.top_buyer_share_bps = if volume == 0 { 0 } else { ((top * BPS as u128) / volume) as u64 };
+    figures.top_buyer_share_bps = (top * BPS as u128).checked_div(volume).unwrap_or(0) as u64;
     figures.weighted_success_ppm = success_ppm;
     figures.weighted_failure_ppm = failure_ppm;
     figures.score_bps = score_bps(success_ppm, failure_ppm);
