@@ -122,7 +122,26 @@ async fn the_browser_page_verifies_passports_signed_by_the_registry() {
     let expected: Vec<&str> = cases.iter().map(|(_, _, verdict)| *verdict).collect();
     let passports = cases.into_iter().map(|(name, passport, _)| (name, passport)).collect();
     let url = format!("{}/passport/verify", local.url);
-    assert_eq!(verdicts(url, &dir, &[], passports).await, expected);
+    assert_eq!(verdicts(url.clone(), &dir, &[], passports).await, expected);
+
+    // After a key rotation the page (fed the history) still accepts the old key's
+    // passport and accepts the new key's; a passport the old key signs after it
+    // was retired is refused.
+    let old_key = registry_key.clone();
+    local.state.rotate_key().await.unwrap();
+    let new_key = local.state.signing_key();
+    // Past the rotation's second, so only the new key covers the issue time.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let later = bazaar_cli::runtime_now_ms();
+    let cases = vec![
+        ("old-key-before-rotation", passport(&old_key, now, now + DAY_MS)),
+        ("new-key", passport(&new_key, later, later + DAY_MS)),
+        ("old-key-after-rotation", passport(&old_key, later, later + DAY_MS)),
+    ];
+    let got = verdicts(url, &dir, &[], cases).await;
+    assert_eq!(got[0], "VALID", "{got:?}");
+    assert_eq!(got[1], "VALID", "{got:?}");
+    assert_eq!(got[2], "INVALID: passport_issuer_unknown", "a retired key signs nothing new: {got:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -477,6 +477,13 @@ async fn registry_key_kept(f: Fixture) {
     let second = f.store.registry_key_seed([2u8; 32]).await.unwrap();
     assert_eq!(first, [1u8; 32]);
     assert_eq!(second, first, "the first key stays");
+    // Rotated keys: kept in order, each number taken once, never overwritten.
+    assert!(f.store.registry_keys().await.unwrap().is_empty());
+    assert!(f.store.add_registry_key(1, "one".into()).await.unwrap());
+    assert!(!f.store.add_registry_key(1, "other".into()).await.unwrap(), "a racing rotation loses");
+    assert!(f.store.add_registry_key(2, "two".into()).await.unwrap());
+    assert_eq!(f.store.registry_keys().await.unwrap(), ["one", "two"]);
+    assert_eq!(f.store.registry_key_seed([3u8; 32]).await.unwrap(), first, "rotation leaves the genesis seed");
 }
 
 async fn idempotency_records_expire(f: Fixture) {

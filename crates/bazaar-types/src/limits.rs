@@ -141,8 +141,6 @@ pub const REGISTRY_KEYS_MAX: usize = 64;
 pub const FEDERATION_SKEW_S_MAX: u64 = 5 * 60;
 /// A peer's URL.
 pub const PEER_URL_LEN_MAX: usize = 512;
-/// Retries of one relayed cross-registry settlement before it is left to the sweeper.
-pub const RELAY_ATTEMPTS_MAX: u32 = 3;
 /// How long an HTTP call to a peer registry may take.
 pub const FEDERATION_HTTP_TIMEOUT_MS: u64 = 5_000;
 
