@@ -123,3 +123,68 @@ fn audit_catches_recorded_figures_that_do_not_recompute() {
     assert_eq!(checked, 1);
     assert_eq!(problems.len(), 1, "{problems:?}");
 }
+
+/// Two embedded registries on one clock: a passport from B, presented at A by
+/// its subject, counts at B's weight beside (not inside) A's local figures;
+/// presented by another agent it is refused; expired it is refused, and a
+/// stored import stops counting once its passport's window has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_passports_count_at_the_peer_weight_shown_apart() {
+    use bazaar_cli::demo::local_registry;
+    use std::sync::Arc;
+    let dir = std::env::temp_dir().join(format!("bazaar-import-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    let config = Config::standard();
+    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), config.clone()).await.unwrap();
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    let store_b =
+        bazaar_store_sqlite::SqliteStore::open(dir.join("b/bazaar.db"), config.clone(), a.clock.clone()).unwrap();
+    let b = local_registry(Arc::new(store_b), a.clock.clone(), config, Some("op-b".into())).await.unwrap();
+    let (op_a, op_b) =
+        (bazaar_sdk::Client::new(&a.url, Some("op-a".into())), bazaar_sdk::Client::new(&b.url, Some("op-b".into())));
+    let (did_a, did_b) = (a.state.registry.to_string(), b.state.registry.to_string());
+    op_a.add_peer(&b.url, &did_b, 2_500, (0, 10_000, 1_000_000)).await.unwrap();
+
+    // Work on B: a seller with three buyers of different owners.
+    let seller_key = generate_key();
+    let (_, seller) = enroll_pair_with_key(&op_b, "b-seller-owner", "b-seller", &seller_key).await.unwrap();
+    for n in 0..3 {
+        let (owner, buyer) = enroll_pair(&op_b, &format!("b-owner-{n}"), &format!("b-buyer-{n}")).await.unwrap();
+        let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+        op_b.mint(&owner_id, 10_000, &format!("m{n}")).await.unwrap();
+        owner.fund(&format!("b-buyer-{n}"), 10_000, &format!("f{n}")).await.unwrap();
+        owner.set_budget(&format!("b-buyer-{n}"), 1_000, 10_000, 10_000).await.unwrap();
+        let order = format!("o{n}");
+        let token = buyer.issue_token("b-seller", 500, &order, "https://b").await.unwrap();
+        seller.settle(token.body["token"].as_str().unwrap(), 500, &order, None).await.unwrap();
+    }
+    let passport = seller.passport(None).await.unwrap();
+    let seller_did = bazaar_sdk::did_of(&seller_key);
+    let now = || bazaar_types::Clock::now(a.clock.as_ref()).ms();
+
+    let anyone = bazaar_sdk::Client::new(&a.url, None);
+    let stolen = anyone.import_passport_at(&passport, &generate_key(), &did_a, now()).await.unwrap_err();
+    assert_eq!(stolen.code(), Some("passport_subject_mismatch"));
+    let unrecognised = bazaar_sdk::Client::new(&b.url, None);
+    let at_b = unrecognised.import_passport_at(&passport, &seller_key, &did_b, now()).await.unwrap_err();
+    assert_eq!(at_b.code(), Some("invalid_request"), "a registry's own passports need no import");
+
+    anyone.import_passport_at(&passport, &seller_key, &did_a, now()).await.unwrap();
+    let shown = op_a.reputation(&seller_did).await.unwrap();
+    assert_eq!(shown["local"]["settledCount"], 0, "nothing local at A");
+    assert_eq!(shown["imported"][0]["registry"], did_b.as_str());
+    assert_eq!(shown["imported"][0]["weightBps"], 2_500);
+    let r_b = passport["credentialSubject"]["weightedSuccessPpm"].as_u64().unwrap();
+    assert_eq!(r_b, 3_000_000, "three owners, one success each");
+    assert_eq!(shown["combined"]["weightedSuccessPpm"], r_b / 4, "counted at a quarter");
+
+    // A day later: the passport has expired; it is refused and the stored import no longer counts.
+    a.clock.advance_s(bazaar_types::limits::PASSPORT_VALIDITY_S + 1);
+    let late = anyone.import_passport_at(&passport, &seller_key, &did_a, now()).await.unwrap_err();
+    assert_eq!(late.code(), Some("passport_expired"));
+    let shown = op_a.reputation(&seller_did).await.unwrap();
+    assert_eq!(shown["imported"].as_array().unwrap().len(), 0);
+    assert_eq!(shown["combined"]["weightedSuccessPpm"], 0);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -65,6 +65,14 @@ pub fn peek(token: &str) -> Result<TokenClaims, TokenError> {
     Ok(claims)
 }
 
+/// Checks only the signature of a token already read with [`peek`].
+pub fn check_signature(token: &str, registry_key: &VerifyingKey) -> Result<(), TokenError> {
+    let body = token.strip_prefix(TOKEN_PREFIX).ok_or(TokenError::Malformed)?;
+    let (payload, signature) = body.split_once('.').ok_or(TokenError::Malformed)?;
+    verify(registry_key, format!("{SIGNING_DOMAIN}{payload}").as_bytes(), signature)
+        .map_err(|_| TokenError::BadSignature)
+}
+
 /// Checks shape and signature; says nothing about the token's state.
 pub fn decode(token: &str, registry_key: &VerifyingKey) -> Result<TokenClaims, TokenError> {
     if token.len() > TOKEN_LEN_MAX {

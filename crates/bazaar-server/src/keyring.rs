@@ -8,7 +8,7 @@ use bazaar_core::federation::{key_valid_at, rotation_message, KeyEntry};
 use bazaar_core::token::{self, TokenClaims, TokenError};
 use bazaar_store::StoreError;
 use bazaar_types::{MemberId, Timestamp};
-use ed25519_dalek::SigningKey;
+use ed25519_dalek::{SigningKey, VerifyingKey};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +23,8 @@ pub struct KeyRing {
     pub current: SigningKey,
     /// Oldest first; the last entry is current (`until_ms: None`).
     pub history: Vec<KeyEntry>,
+    /// The same keys, decoded once.
+    pub public: Vec<(KeyEntry, VerifyingKey)>,
 }
 
 impl KeyRing {
@@ -45,7 +47,15 @@ impl KeyRing {
             history.last_mut().expect("genesis first").until_ms = Some(stored.entry.from_ms);
             history.push(KeyEntry { until_ms: None, ..stored.entry });
         }
-        Ok(KeyRing { current, history })
+        let public = history
+            .iter()
+            .map(|k| {
+                let key = bazaar_core::crypto::public_key_from_did(&k.did)
+                    .map_err(|_| StoreError::Corrupt(format!("key {} in the history", k.did)))?;
+                Ok((k.clone(), key))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(KeyRing { current, history, public })
     }
 
     /// A fresh key, handed over by the current one from `now`: the record to
@@ -68,14 +78,22 @@ impl KeyRing {
 /// Checks a token's signature against whichever key in `history` was current
 /// when it was issued (its `iat_ms`).
 pub fn decode_token_with(text: &str, history: &[KeyEntry]) -> Result<TokenClaims, TokenError> {
+    let keys: Vec<(KeyEntry, VerifyingKey)> = history
+        .iter()
+        .filter_map(|k| bazaar_core::crypto::public_key_from_did(&k.did).ok().map(|v| (k.clone(), v)))
+        .collect();
+    decode_token_among(text, &keys)
+}
+
+/// [`decode_token_with`] over keys already decoded (the hot path keeps them).
+pub fn decode_token_among(text: &str, keys: &[(KeyEntry, VerifyingKey)]) -> Result<TokenClaims, TokenError> {
     let claims = token::peek(text)?;
     // Newest first: around a rotation two keys may both cover the issue time.
-    for entry in history.iter().rev() {
+    for (entry, public) in keys.iter().rev() {
         if key_valid_at(std::slice::from_ref(entry), &entry.did, claims.iat_ms.ms()).is_none() {
             continue;
         }
-        let Ok(public) = bazaar_core::crypto::public_key_from_did(&entry.did) else { continue };
-        if let Ok(claims) = token::decode(text, &public) {
+        if token::check_signature(text, public).is_ok() {
             return Ok(claims);
         }
     }

@@ -680,11 +680,14 @@ async fn settle(
 ) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     validate::order_id(&body.order_id)?;
-    if let Some(claims) = fed::peek(&body.token).filter(|c| c.iss != state.registry) {
-        // A peer registry's token: settled through that registry, exactly once on each side.
-        return fed::settle_foreign(&state, auth.member, &body.token, claims, amount, &body.order_id).await;
+    let decoded = state.decode_token(&body.token);
+    if decoded.is_err() {
+        if let Some(claims) = fed::peek(&body.token).filter(|c| c.iss != state.registry) {
+            // A peer registry's token: settled through that registry, exactly once on each side.
+            return fed::settle_foreign(&state, auth.member, &body.token, claims, amount, &body.order_id).await;
+        }
     }
-    let claims = state.decode_token(&body.token).map_err(|error| match error {
+    let claims = decoded.map_err(|error| match error {
         token::TokenError::Malformed => {
             Refusal::new(Code::TokenMalformed, "`token` is not an apt_ token from this registry.")
         }
