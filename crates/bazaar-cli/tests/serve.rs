@@ -182,3 +182,91 @@ fn serve_logs_structured_json() {
     stop(child);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The federation, key and passport commands as processes against two `serve` processes.
+#[test]
+fn the_cli_federates_two_registries_and_carries_a_passport() {
+    let dir = std::env::temp_dir().join(format!("bazaar-serve-fed-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    let (dir_a, dir_b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&dir_a).unwrap();
+    std::fs::create_dir_all(&dir_b).unwrap();
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (port_a, port_b) = (free(), free());
+    let (server_a, server_b) = (serve(&dir_a, port_a), serve(&dir_b, port_b));
+    let (url_a, url_b) = (format!("http://127.0.0.1:{port_a}"), format!("http://127.0.0.1:{port_b}"));
+    let cred = |d: &std::path::Path| d.join("operator-credential").to_str().unwrap().to_string();
+    let (cred_a, cred_b) = (cred(&dir_a), cred(&dir_b));
+    let op_a = [("BAZAAR_REGISTRY", url_a.as_str()), ("BAZAAR_CREDENTIAL_FILE", cred_a.as_str())];
+    let op_b = [("BAZAAR_REGISTRY", url_b.as_str()), ("BAZAAR_CREDENTIAL_FILE", cred_b.as_str())];
+    let did_b = bazaar(&["keys", "show"], &op_b)["registry"].as_str().unwrap().to_string();
+    let did_a = bazaar(&["keys", "show"], &op_a)["registry"].as_str().unwrap().to_string();
+
+    // A recognises B.
+    let added = bazaar(&["federation", "add", &url_b, &did_b, "--weight-bps", "4000"], &op_a);
+    assert_eq!(added["peer"], did_b.as_str());
+    let listed = bazaar(&["federation", "list"], &op_a);
+    assert_eq!(listed["peers"][0]["weight_bps"], 4000);
+    let wrong = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["--json", "federation", "add", &url_b, &did_a])
+        .envs(op_a)
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success(), "a card that names another DID is refused");
+
+    // An agent on B with a key file gets a passport, verifies it offline, and presents it at A.
+    let owner_key = bazaar(&["keygen"], &[]);
+    let owner =
+        bazaar(&["owner", "--handle", "b-owner", "--public-key", owner_key["public_key"].as_str().unwrap()], &op_b);
+    let as_owner = [("BAZAAR_REGISTRY", url_b.as_str()), ("BAZAAR_CREDENTIAL", owner["credential"].as_str().unwrap())];
+    let invite = bazaar(&["invite"], &as_owner);
+    let key_file = dir.join("agent.key");
+    bazaar(&["keygen", "--out", key_file.to_str().unwrap()], &[]);
+    let enroll = [
+        "enroll",
+        "--invite",
+        invite["invite_code"].as_str().unwrap(),
+        "--handle",
+        "b-agent",
+        "--key-file",
+        key_file.to_str().unwrap(),
+    ];
+    let agent = bazaar(&enroll, &[("BAZAAR_REGISTRY", url_b.as_str())]);
+    let as_agent = [("BAZAAR_REGISTRY", url_b.as_str()), ("BAZAAR_CREDENTIAL", agent["credential"].as_str().unwrap())];
+    let reputation = bazaar(&["reputation", "b-agent"], &as_agent);
+    assert_eq!(reputation["local"]["scoreBps"], 5000, "no work yet");
+    let passport_file = dir.join("passport.json");
+    let issued = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["passport", "issue", "--out", passport_file.to_str().unwrap()])
+        .envs(as_agent)
+        .output()
+        .unwrap();
+    assert!(issued.status.success());
+    let keys_file = dir.join("keys-b.json");
+    std::fs::write(&keys_file, serde_json::to_vec(&bazaar(&["keys", "show"], &op_b)).unwrap()).unwrap();
+    let verdict =
+        bazaar(&["passport", "verify", passport_file.to_str().unwrap(), "--keys", keys_file.to_str().unwrap()], &[]);
+    assert_eq!(verdict["valid"], true);
+    assert_eq!(verdict["registry"], did_b.as_str());
+    // B rotates; the passport still verifies against the longer history.
+    let rotated = bazaar(&["keys", "rotate"], &op_b);
+    assert_eq!(rotated["keys"].as_array().unwrap().len(), 2);
+    std::fs::write(&keys_file, serde_json::to_vec(&bazaar(&["keys", "show"], &op_b)).unwrap()).unwrap();
+    let verdict =
+        bazaar(&["passport", "verify", passport_file.to_str().unwrap(), "--keys", keys_file.to_str().unwrap()], &[]);
+    assert_eq!(verdict["valid"], true, "{verdict}");
+    let imported = bazaar(
+        &["passport", "import", passport_file.to_str().unwrap(), "--key", key_file.to_str().unwrap()],
+        &[("BAZAAR_REGISTRY", url_a.as_str())],
+    );
+    assert_eq!(imported["imported"]["weightBps"], 4000);
+    let at_a = bazaar(&["reputation", agent["id"].as_str().unwrap()], &[("BAZAAR_REGISTRY", url_a.as_str())]);
+    assert_eq!(at_a["imported"][0]["registry"], did_b.as_str());
+    stop(server_a);
+    stop(server_b);
+    for d in [&dir_a, &dir_b] {
+        let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(["audit", "--data-dir"]).arg(d).output().unwrap();
+        assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stdout));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
