@@ -469,9 +469,19 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     assert_eq!(balance(&w.merchant).await, (MILESTONE - MILESTONE / 100) as i64, "net of B's 1 % protocol fee");
     assert_eq!(balance(&stranger).await, (FUNDS - FUNDING) as i64, "A debited the stranger once");
 
+    // A paid call relayed from A: the buyer, now also a guest at B, can dispute it there.
+    let body = json!({"merchant": w.merchant_did, "registry": w.b.did, "max_amount_minor": PRICE,
+        "order_id": "call-1", "resource": "https://shop.b/fed"});
+    let token = stranger.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await.unwrap();
+    w.merchant.settle(token.body["token"].as_str().unwrap(), PRICE, "call-1", None).await.unwrap();
+    let subject = json!({"type": "call", "merchant": w.merchant_did, "order_id": "call-1"});
+    let filed = guest.file_dispute(subject, "not_delivered", PRICE, "no menu came back").await.unwrap();
+    assert_eq!(filed.body["phase"], "filed", "{}", filed.body);
+    assert_eq!(filed.body["claimant"], did.as_str());
+
     w.a.stop();
     w.b.stop();
     let (report_a, report_b) = (w.a.audit(), w.b.audit());
-    assert_eq!(Registry::corridor(&report_a, &w.b), FUNDING as i64);
-    assert_eq!(Registry::corridor(&report_b, &w.a), -(FUNDING as i64));
+    assert_eq!(Registry::corridor(&report_a, &w.b), (FUNDING + PRICE) as i64);
+    assert_eq!(Registry::corridor(&report_b, &w.a), -((FUNDING + PRICE) as i64));
 }
