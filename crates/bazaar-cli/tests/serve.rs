@@ -207,6 +207,16 @@ fn the_cli_federates_two_registries_and_carries_a_passport() {
     assert_eq!(added["peer"], did_b.as_str());
     let listed = bazaar(&["federation", "list"], &op_a);
     assert_eq!(listed["peers"][0]["weight_bps"], 4000);
+    // The signed recognition list names B with its weight and corridor terms.
+    let list: Value =
+        reqwest::blocking::get(format!("{url_a}/.well-known/bazaar-recognition")).unwrap().json().unwrap();
+    bazaar_core::vc::verify_eddsa_jcs_2022(&list).expect("the recognition list is signed by A's key");
+    let recognised = &list["credentialSubject"]["recognised"][0];
+    assert_eq!((recognised["id"].as_str(), recognised["weightBps"].as_u64()), (Some(did_b.as_str()), Some(4000)));
+    assert!(recognised["terms"]["perCallMaxMinor"].is_string());
+    let mut forged = list.clone();
+    forged["credentialSubject"]["recognised"][0]["weightBps"] = serde_json::json!(10_000);
+    assert!(bazaar_core::vc::verify_eddsa_jcs_2022(&forged).is_err(), "a raised weight breaks the signature");
     let wrong = Command::new(env!("CARGO_BIN_EXE_bazaar"))
         .args(["--json", "federation", "add", &url_b, &did_a])
         .envs(op_a)
