@@ -254,7 +254,20 @@ async fn cross_registry_pay_with_retries_is_exactly_once() {
         let order = format!("once-{i}");
         let token = cross_token(&w, &order).await.unwrap();
         assert_eq!(cross_token(&w, &order).await.unwrap(), token, "one token per order");
+        if i == 0 {
+            // Verify at B, a receipt check: genuine (A's key signed it for settlement here), not yet settled.
+            let verified = w.merchant.verify(&token).await.unwrap();
+            assert_eq!((verified["genuine"].clone(), verified["state"].clone()), (json!(true), json!("unsettled")));
+            assert_eq!(verified["work_order"], false);
+        }
         let first = w.merchant.settle(&token, PRICE, &order, None).await.unwrap().body;
+        if i == 0 {
+            assert_eq!(w.merchant.verify(&token).await.unwrap()["state"], "settled");
+            let mut forged = token.clone();
+            forged.truncate(forged.len() - 4);
+            forged.push_str("AAAA");
+            assert_eq!(w.merchant.verify(&forged).await.unwrap()["genuine"], false, "a bad signature is not genuine");
+        }
         assert_eq!(first["amount_minor"], PRICE, "{first}");
         assert_eq!(first["fee_minor"], FEE, "{first}");
         assert_eq!(first["via"], w.a.did.as_str(), "{first}");

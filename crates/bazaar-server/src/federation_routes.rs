@@ -675,6 +675,40 @@ pub async fn settle_foreign(
     }
 }
 
+/// Verify (a receipt check, never a work order) of a peer's token at the
+/// merchant's registry: genuine if a recognised issuer's key signed it for
+/// settlement here; its state is the relay's, or `unsettled` if none was opened
+/// (only the issuer knows whether it is still open).
+pub async fn verify_foreign(
+    state: &AppState,
+    caller: &Member,
+    text: &str,
+    claims: TokenClaims,
+) -> Result<Value, Problem> {
+    if caller.id != claims.aud {
+        return Err(Refusal::new(Code::NotAudience, "Only the token's merchant (audience) verifies it here.").into());
+    }
+    let Some(row) = state.store.doc(DocKind::Peer, claims.iss.as_str()).await? else {
+        return Ok(json!({"genuine": false, "reason": "issued by a registry this one does not recognise"}));
+    };
+    let peer = Peer::from_row(&row);
+    if claims.via.as_ref() != Some(&state.registry) {
+        return Ok(json!({"genuine": false, "reason": "not issued for settlement through this registry"}));
+    }
+    if crate::keyring::decode_token_with(text, &peer.keys).is_err() {
+        return Ok(json!({"genuine": false, "reason": "the signature does not verify against the issuer's keys"}));
+    }
+    let relay = state.store.doc(DocKind::Relay, claims.jti.as_str()).await?.map(|r| Relay::from_row(&r));
+    let token_state = match &relay {
+        Some(relay) if relay.state == RelayState::Settled => "settled",
+        Some(relay) if relay.state == RelayState::Failed => "refused",
+        Some(_) => "settling",
+        None => "unsettled",
+    };
+    Ok(json!({"genuine": true, "state": token_state, "work_order": false, "issuer": claims.iss, "claims": claims,
+        "relay": relay.map(|r| r.view())}))
+}
+
 async fn settled_view(state: &AppState, relay: &Relay) -> Result<Value, Refusal> {
     let settlement = state
         .store
