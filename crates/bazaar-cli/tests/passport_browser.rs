@@ -119,6 +119,14 @@ async fn the_browser_page_verifies_passports_signed_by_the_registry() {
         ("expired", passport(registry_key, now - 2 * DAY_MS, now - DAY_MS), "INVALID: passport_expired"),
         ("not-yet-valid", passport(registry_key, now + DAY_MS, now + 2 * DAY_MS), "INVALID: passport_not_yet_valid"),
     ];
+    // And one the registry issued itself through its API.
+    let operator = bazaar_sdk::Client::new(&local.url, Some(local.operator_credential.clone()));
+    let issued = operator.passport(None).await.unwrap();
+    let mut issued_changed = issued.clone();
+    issued_changed["credentialSubject"]["scoreBps"] = json!(9_999);
+    let mut cases = cases;
+    cases.push(("issued-by-the-api", issued, "VALID"));
+    cases.push(("issued-then-changed", issued_changed, "INVALID: passport_proof_invalid"));
     let expected: Vec<&str> = cases.iter().map(|(_, _, verdict)| *verdict).collect();
     let passports = cases.into_iter().map(|(name, passport, _)| (name, passport)).collect();
     let url = format!("{}/passport/verify", local.url);
