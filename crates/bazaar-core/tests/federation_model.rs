@@ -1,0 +1,339 @@
+//! Cross-registry settlement on two in-memory ledgers (A: the buyer's registry,
+//! B: the merchant's), driven through `apply_batch` as the two HTTP edges would,
+//! under random interleavings: tokens issued, relays opened, requests to A lost
+//! on the way there or their answers lost on the way back, retries, expiries,
+//! and B's sweeper finishing what is pending. After every step both ledgers
+//! audit clean; at quiescence each token settled at most once on each side,
+//! A settled exactly what B settled, and A's `corridor:B` is the negation of
+//! B's `corridor:A`.
+
+mod common;
+
+use bazaar_core::apply::{apply_batch, Applied, Config};
+use bazaar_core::command::{Command, Idem, Op};
+use bazaar_core::crypto::{did_key, sha256_hex};
+use bazaar_core::federation::{KeyEntry, Peer, Relay, RelayResult, RelayState, Terms};
+use bazaar_core::model::{DocKind, Member, MemberKind, OPERATOR_ID};
+use bazaar_core::token::TokenClaims;
+use bazaar_types::{AccountId, Amount, MemberId, OrderId, Timestamp, TokenId};
+use common::Db;
+use ed25519_dalek::SigningKey;
+use proptest::prelude::*;
+
+const START: Timestamp = Timestamp(1_800_000_000_000);
+const FUNDS: u64 = 100_000;
+const FEE_BPS: u32 = 200;
+
+fn member(id: &str, kind: MemberKind, owner: Option<&str>) -> Member {
+    Member { id: MemberId::from(id), kind, owner: owner.map(MemberId::from), handle: String::new(), created_at: START }
+}
+
+/// One registry's ledger and the clock its writer reads.
+struct Side {
+    db: Db,
+    registry: Member,
+    operator: Member,
+}
+
+impl Side {
+    fn run(&mut self, command: Command, now: Timestamp) -> Applied {
+        let mut snap = self.db.rows.clone();
+        let (mut results, changes) = apply_batch(&mut snap, &Config::standard(), &[command], now);
+        self.db.fold(changes);
+        results.remove(0)
+    }
+
+    fn ok(&mut self, actor: &Member, op: Op, now: Timestamp) -> serde_json::Value {
+        let name = op.name();
+        let applied = self.run(Command { actor: actor.clone(), idem: None, op }, now);
+        applied.outcome.unwrap_or_else(|r| panic!("{name}: {r:?}"))
+    }
+
+    fn balance(&self, account: &AccountId) -> i128 {
+        self.db.rows.accounts.get(account).map(|a| a.balance()).unwrap_or(0)
+    }
+
+    fn member(&self, id: &str) -> Member {
+        self.db.rows.members[&MemberId::from(id)].clone()
+    }
+}
+
+fn registry(seed: u8) -> Side {
+    let key = SigningKey::from_bytes(&[seed; 32]);
+    let registry = member(&did_key(&key.verifying_key()), MemberKind::Registry, None);
+    let mut side =
+        Side { db: Db::new(), registry: registry.clone(), operator: member(OPERATOR_ID, MemberKind::Operator, None) };
+    let op = Op::Bootstrap {
+        registry: registry.id.clone(),
+        operator: MemberId::from(OPERATOR_ID),
+        operator_credential_hash: format!("op-{seed}"),
+    };
+    side.ok(&registry, op, START);
+    side.operator = side.member(OPERATOR_ID);
+    side
+}
+
+fn recognise(side: &mut Side, peer: &Side, handle: &str) {
+    let peer = Peer {
+        did: peer.registry.id.clone(),
+        url: format!("http://{handle}.example"),
+        handle: handle.into(),
+        weight_bps: 5_000,
+        terms: Terms { fee_bps: FEE_BPS, per_call_max_minor: Amount(1_000), outstanding_max_minor: Amount(FUNDS * 10) },
+        keys: vec![KeyEntry { did: peer.registry.id.to_string(), from_ms: 0, until_ms: None, sig: None }],
+        added_at: START,
+    };
+    let operator = side.operator.clone();
+    side.ok(&operator, Op::AddPeer { peer }, START);
+}
+
+/// An owner and an agent on `side`; the agent is funded and budgeted when `funds > 0`.
+fn agent(side: &mut Side, name: &str, funds: u64) -> Member {
+    let operator = side.operator.clone();
+    let owner_id = format!("did:key:z-owner-{name}");
+    side.ok(
+        &operator,
+        Op::CreateOwner {
+            id: MemberId(owner_id.clone()),
+            handle: format!("{name}-owner"),
+            credential_hash: format!("c-o-{name}"),
+        },
+        START,
+    );
+    let owner = side.member(&owner_id);
+    side.ok(&owner, Op::IssueInvite { code_hash: format!("i-{name}"), expires_at: START.plus_s(3_600) }, START);
+    let agent_id = format!("did:key:z-agent-{name}");
+    let stranger = member(&agent_id, MemberKind::Agent, None);
+    let redeem = Op::RedeemInvite {
+        code_hash: format!("i-{name}"),
+        agent: MemberId(agent_id.clone()),
+        handle: name.into(),
+        credential_hash: format!("c-a-{name}"),
+    };
+    side.ok(&stranger, redeem, START);
+    if funds > 0 {
+        side.ok(&operator, Op::Mint { owner: owner.id.clone(), amount: Amount(funds) }, START);
+        side.ok(&owner, Op::Fund { agent: MemberId(agent_id.clone()), amount: Amount(funds) }, START);
+        let budget = Op::SetBudget {
+            agent: MemberId(agent_id.clone()),
+            per_call_max: Amount(1_000),
+            per_day_max: Amount(funds),
+            total_max: Amount(funds),
+        };
+        side.ok(&owner, budget, START);
+    }
+    side.member(&agent_id)
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    /// The buyer asks A for the token of order `n` (amount from the order number).
+    Issue(usize),
+    /// The merchant presents order `n`'s token at B (opens or finds the relay).
+    Present(usize),
+    /// B calls A for order `n`'s pending relay; the request may be lost going, or the answer coming back.
+    Call { order: usize, lose_request: bool, lose_answer: bool },
+    /// Time passes (tokens may expire; A's sweeper voids their holds).
+    Wait(u64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0usize..6).prop_map(Step::Issue),
+        3 => (0usize..6).prop_map(Step::Present),
+        4 => (0usize..6, any::<bool>(), any::<bool>()).prop_map(|(order, lose_request, lose_answer)| Step::Call { order, lose_request, lose_answer }),
+        1 => (1u64..400).prop_map(Step::Wait),
+    ]
+}
+
+struct World {
+    a: Side,
+    b: Side,
+    buyer: Member,
+    merchant_on_b: Member,
+    peer_b_on_a: Member,
+    now: Timestamp,
+    tokens: std::collections::HashMap<usize, TokenClaims>,
+}
+
+fn world() -> World {
+    let mut a = registry(1);
+    let mut b = registry(2);
+    recognise(&mut a, &b, "peer-b");
+    recognise(&mut b, &a, "peer-a");
+    let buyer = agent(&mut a, "buyer", FUNDS);
+    let merchant_on_b = agent(&mut b, "shop", 0);
+    let peer_b_on_a = a.member(b.registry.id.as_str());
+    World { a, b, buyer, merchant_on_b, peer_b_on_a, now: START, tokens: Default::default() }
+}
+
+impl World {
+    fn amount(order: usize) -> Amount {
+        Amount(100 + 37 * order as u64)
+    }
+
+    fn apply(&mut self, step: &Step) {
+        match step {
+            Step::Issue(order) => {
+                if self.tokens.contains_key(order) {
+                    return;
+                }
+                let claims = TokenClaims {
+                    v: 1,
+                    iss: self.a.registry.id.clone(),
+                    jti: TokenId(format!("tok_{order}")),
+                    sub: self.buyer.id.clone(),
+                    aud: self.merchant_on_b.id.clone(),
+                    max: World::amount(*order),
+                    ord: OrderId(format!("o-{order}")),
+                    res: "r".into(),
+                    iat_ms: self.now,
+                    exp_ms: self.now.plus_s(900),
+                    via: Some(self.b.registry.id.clone()),
+                };
+                let op = Op::IssueToken { claims: claims.clone(), token: format!("apt_{order}") };
+                let buyer = self.buyer.clone();
+                if self.a.run(Command { actor: buyer, idem: None, op }, self.now).outcome.is_ok() {
+                    self.tokens.insert(*order, claims);
+                }
+            }
+            Step::Present(order) => {
+                let Some(claims) = self.tokens.get(order).cloned() else { return };
+                let op = Op::RelayOpen { claims: claims.clone(), token: format!("apt_{order}"), amount: claims.max };
+                let merchant = self.merchant_on_b.clone();
+                let _ = self.b.run(Command { actor: merchant, idem: None, op }, self.now);
+            }
+            Step::Call { order, lose_request, lose_answer } => {
+                let Some(claims) = self.tokens.get(order).cloned() else { return };
+                self.call(&claims, *lose_request, *lose_answer);
+            }
+            Step::Wait(seconds) => {
+                self.now = self.now.plus_s(*seconds);
+                let expired: Vec<(TokenId, MemberId)> = self
+                    .a
+                    .db
+                    .rows
+                    .tokens
+                    .values()
+                    .filter(|t| {
+                        let hold = &self.a.db.rows.holds[&t.hold];
+                        hold.state == bazaar_core::model::HoldState::Pending && hold.expires_at <= self.now
+                    })
+                    .map(|t| (t.jti.clone(), t.buyer.clone()))
+                    .collect();
+                let registry = self.a.registry.clone();
+                for (jti, buyer) in expired {
+                    self.a.ok(&registry, Op::ExpireHold { jti, buyer }, self.now);
+                }
+            }
+        }
+    }
+
+    /// One attempt of B's relay for this token, as the edge makes it.
+    fn call(&mut self, claims: &TokenClaims, lose_request: bool, lose_answer: bool) {
+        let pending = self
+            .b
+            .db
+            .rows
+            .docs
+            .get(&(DocKind::Relay, claims.jti.to_string()))
+            .map(Relay::from_row)
+            .filter(|r| r.state == RelayState::Pending);
+        let Some(relay) = pending else { return };
+        let result = if lose_request {
+            RelayResult::Unreachable
+        } else {
+            // A's edge: the peer's request under idempotency key = token id.
+            let op =
+                Op::SettleRelayed { claims: claims.clone(), amount: relay.amount, order_id: relay.order_id.clone() };
+            let idem = Idem {
+                scope: format!("{}:settle_relayed", self.peer_b_on_a.id),
+                key: claims.jti.to_string(),
+                fingerprint: sha256_hex(format!("{}:{}", relay.amount.0, relay.order_id).as_bytes()),
+            };
+            let answer = self.a.run(Command { actor: self.peer_b_on_a.clone(), idem: Some(idem), op }, self.now);
+            match (lose_answer, answer.outcome) {
+                (true, _) => RelayResult::Unreachable,
+                (false, Ok(receipt)) => RelayResult::Settled(receipt),
+                (false, Err(refusal)) => RelayResult::Refused(refusal),
+            }
+        };
+        let op = Op::RelayFinish {
+            jti: claims.jti.clone(),
+            merchant: relay.merchant.clone(),
+            issuer: relay.issuer.clone(),
+            result,
+        };
+        let registry = self.b.registry.clone();
+        self.b.ok(&registry, op, self.now);
+    }
+
+    /// B's sweeper: every pending relay retried until A answers (no more losses).
+    fn quiesce(&mut self) {
+        for _ in 0..3 {
+            let orders: Vec<usize> = self.tokens.keys().copied().collect();
+            for order in orders {
+                let claims = self.tokens[&order].clone();
+                self.call(&claims, false, false);
+            }
+        }
+    }
+
+    fn check(&self, quiet: bool) {
+        self.a.db.audit();
+        self.b.db.audit();
+        let corridor_a = self.a.balance(&AccountId::corridor(&self.b.registry.id));
+        let corridor_b = self.b.balance(&AccountId::corridor(&self.a.registry.id));
+        // What each side settled for these tokens: at most once per token (the maps are keyed by token).
+        let settled_a: u64 = self.a.db.rows.settlements_by_token.values().map(|s| s.amount.0).sum();
+        let settled_b: u64 = self.b.db.rows.settlements_by_token.values().map(|s| s.amount.0).sum();
+        assert_eq!(corridor_a, settled_a as i128, "A's corridor holds what A settled for B");
+        assert_eq!(corridor_b, -(settled_b as i128), "B's corridor is what B credited its merchant");
+        assert!(settled_b <= settled_a, "B never credits what A has not settled");
+        let buyer = self.a.balance(&AccountId::of_member(&self.buyer.id));
+        assert_eq!(buyer, FUNDS as i128 - settled_a as i128, "the buyer paid once per settled token");
+        if quiet {
+            assert_eq!(corridor_a, -corridor_b, "at quiescence the corridors mirror");
+            for relay in self.b.db.rows.docs.values().filter(|d| d.kind == DocKind::Relay).map(Relay::from_row) {
+                let on_a = self.a.db.rows.settlements_by_token.contains_key(&relay.jti);
+                let on_b = self.b.db.rows.settlements_by_token.contains_key(&relay.jti);
+                assert_eq!(on_a, on_b, "{}: settled on one side only", relay.jti);
+                assert_eq!(relay.state == RelayState::Settled, on_b);
+            }
+            let merchant = self.b.balance(&AccountId::of_member(&self.merchant_on_b.id));
+            let fees = self.b.balance(&AccountId::fees());
+            assert_eq!(merchant + fees, settled_b as i128, "B paid out exactly what came through the corridor");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn corridors_mirror_and_each_side_settles_once(steps in prop::collection::vec(step(), 1..60)) {
+        let mut world = world();
+        for step in &steps {
+            world.apply(step);
+            world.check(false);
+        }
+        world.quiesce();
+        world.check(true);
+    }
+}
+
+/// The scenario spelled out: the answer to the first call is lost, the retry replays A's settlement.
+#[test]
+fn a_lost_answer_is_replayed_not_settled_twice() {
+    let mut world = world();
+    world.apply(&Step::Issue(0));
+    world.apply(&Step::Present(0));
+    world.apply(&Step::Call { order: 0, lose_request: false, lose_answer: true });
+    world.check(false);
+    assert_eq!(world.a.db.rows.settlements_by_token.len(), 1, "A settled");
+    assert_eq!(world.b.db.rows.settlements_by_token.len(), 0, "B has not heard");
+    world.apply(&Step::Call { order: 0, lose_request: false, lose_answer: false });
+    world.check(true);
+    assert_eq!(world.b.db.rows.settlements_by_token.len(), 1);
+    assert_eq!(world.a.balance(&AccountId::corridor(&world.b.registry.id)), World::amount(0).0 as i128);
+}
