@@ -272,6 +272,20 @@ fn the_cli_federates_two_registries_and_carries_a_passport() {
     assert_eq!(imported["imported"]["weightBps"], 4000);
     let at_a = bazaar(&["reputation", agent["id"].as_str().unwrap()], &[("BAZAAR_REGISTRY", url_a.as_str())]);
     assert_eq!(at_a["imported"][0]["registry"], did_b.as_str());
+    // A passport signed by B's new key: A learns B's longer history from B's card and accepts it.
+    let issued = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["passport", "issue", "--out", passport_file.to_str().unwrap()])
+        .envs(as_agent)
+        .output()
+        .unwrap();
+    assert!(issued.status.success());
+    let reimported = bazaar(
+        &["passport", "import", passport_file.to_str().unwrap(), "--key", key_file.to_str().unwrap()],
+        &[("BAZAAR_REGISTRY", url_a.as_str())],
+    );
+    assert_eq!(reimported["imported"]["registry"], did_b.as_str());
+    let peers = bazaar(&["federation", "list"], &op_a);
+    assert_eq!(peers["peers"][0]["keys"].as_array().unwrap().len(), 2, "A refreshed B's key history");
     stop(server_a);
     stop(server_b);
     for d in [&dir_a, &dir_b] {

@@ -149,6 +149,25 @@ pub async fn post_passport(
     Ok((StatusCode::CREATED, Json(passport)).into_response())
 }
 
+/// [`verify_passport`] against this registry and its peers. A passport signed
+/// by a key a peer rotated to after this registry last read its card names its
+/// registry in `credentialSubject.registry`; that one peer (if recognised) is
+/// refreshed once and the passport checked again.
+async fn verify_known(state: &AppState, passport: &Value) -> Result<bazaar_core::federation::PassportInfo, Problem> {
+    let now = state.now().ms();
+    match verify_passport(passport, now, &known_registries(state).await?) {
+        Err(refusal) if refusal.code == Code::PassportIssuerUnknown => {
+            let named = passport["credentialSubject"]["registry"].as_str().unwrap_or_default();
+            let Some(row) = state.store.doc(DocKind::Peer, named).await? else { return Err(refusal.into()) };
+            if refresh_peer(state, &Peer::from_row(&row)).await.is_none() {
+                return Err(refusal.into());
+            }
+            Ok(verify_passport(passport, now, &known_registries(state).await?)?)
+        }
+        other => Ok(other?),
+    }
+}
+
 /// The registries whose passports this one accepts: itself and every peer.
 async fn known_registries(state: &AppState) -> Result<Vec<(String, Vec<KeyEntry>)>, Problem> {
     let mut registries = vec![(state.registry.to_string(), state.key_history())];
@@ -189,8 +208,7 @@ pub async fn verify_passport_route(
     ApiJson(body): ApiJson<VerifyPassportRequest>,
 ) -> Result<Json<Value>, Problem> {
     passport_size(&body.passport)?;
-    let registries = known_registries(&state).await?;
-    let info = verify_passport(&body.passport, state.now().ms(), &registries)?;
+    let info = verify_known(&state, &body.passport).await?;
     Ok(Json(json!({"valid": true, "registry": info.registry, "key": info.key, "subject": info.subject,
         "credential_id": info.id, "valid_until_ms": info.valid_until_ms, "as_of_seq": info.as_of_seq,
         "figures": info.figures, "local": info.registry == state.registry.as_str()})))
@@ -219,7 +237,7 @@ pub async fn import_passport(
     let now = state.now().ms();
     // Checked in this order: the proof and window, then that the subject itself
     // presents it, then that its issuer is a recognised peer.
-    let info = verify_passport(&body.passport, now, &known_registries(&state).await?)?;
+    let info = verify_known(&state, &body.passport).await?;
     let subject_key = public_key_from_did(info.subject.as_str()).map_err(|_| {
         Refusal::new(Code::PassportSubjectMismatch, "The passport's subject is not a did:key that can sign.")
     })?;
