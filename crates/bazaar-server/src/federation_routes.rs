@@ -445,9 +445,11 @@ async fn fetch_json(state: &AppState, url: &str) -> Result<Value, Problem> {
 pub async fn refresh_peer(state: &AppState, peer: &Peer) -> Option<Peer> {
     let card = fetch_json(state, &format!("{}/.well-known/bazaar", peer.url)).await.ok()?;
     let keys = verify_card(&card, peer.did.as_str(), state.now().ms()).ok()?;
-    if keys.len() <= peer.keys.len()
-        || keys[..peer.keys.len()].iter().map(|k| &k.did).ne(peer.keys.iter().map(|k| &k.did))
-    {
+    if keys.len() <= peer.keys.len() {
+        return None;
+    }
+    if keys[..peer.keys.len()].iter().map(|k| &k.did).ne(peer.keys.iter().map(|k| &k.did)) {
+        tracing::warn!(peer = %peer.did, "a peer's key history does not extend the stored one; ignored (re-add the peer to accept it)");
         return None;
     }
     let operator = state.store.member(&MemberId(bazaar_core::model::OPERATOR_ID.into())).await.ok()??;
