@@ -188,3 +188,23 @@ async fn imported_passports_count_at_the_peer_weight_shown_apart() {
     assert_eq!(shown["combined"]["weightedSuccessPpm"], 0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Each passport is recorded on the ledger, so issuance is bounded per subject per UTC day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passports_per_subject_per_day_are_bounded() {
+    use bazaar_types::limits::PASSPORTS_PER_SUBJECT_DAY_MAX;
+    let dir = std::env::temp_dir().join(format!("bazaar-passport-limit-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = embedded_registry_with(&dir, Some("pl-op".into()), Config::standard()).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("pl-op".into()));
+    let (_, agent) = enroll_pair(&operator, "pl-owner", "pl-agent").await.unwrap();
+    for _ in 0..PASSPORTS_PER_SUBJECT_DAY_MAX {
+        agent.passport(None).await.unwrap();
+    }
+    let refused = agent.passport(None).await.unwrap_err();
+    assert_eq!((refused.status(), refused.code()), (Some(429), Some("passport_limit")));
+    local.clock.advance_s(86_400);
+    agent.passport(None).await.expect("a new UTC day, a new allowance");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -15,6 +15,8 @@ pub enum Class {
     Gone,
     /// Another system (a peer registry) did not answer; retrying later is safe.
     Unavailable,
+    /// Too many requests of this kind for now; retry later.
+    TooMany,
 }
 
 macro_rules! codes {
@@ -114,6 +116,7 @@ codes! {
     RelayPending => "relay_pending", Unavailable;
     RelayFailed => "relay_failed", Unprocessable;
     KeyHistoryFull => "key_history_full", Unprocessable;
+    PassportLimit => "passport_limit", TooMany;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

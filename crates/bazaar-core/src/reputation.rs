@@ -133,6 +133,8 @@ pub struct Ledger {
     owners: HashMap<MemberId, MemberId>,
     contract_buyers: HashMap<String, MemberId>,
     records: HashMap<MemberId, Record>,
+    /// Passports issued per subject on its latest UTC day of issue: (day, count).
+    passports: HashMap<MemberId, (i64, u32)>,
 }
 
 fn u64_at(body: &serde_json::Value, field: &str) -> u64 {
@@ -207,6 +209,16 @@ impl Ledger {
                 }
             }
             "dispute.executed" => self.observe_execution(event),
+            "passport.issued" => {
+                if let Some(subject) = member_at(body, "subject") {
+                    let day = event.at.utc_day();
+                    let entry = self.passports.entry(subject).or_insert((day, 0));
+                    if entry.0 != day {
+                        *entry = (day, 0);
+                    }
+                    entry.1 += 1;
+                }
+            }
             "stake.locked" => {
                 if let Some(member) = member_at(body, "member") {
                     self.records.entry(member).or_default().stake_locked += u64_at(body, "locked_minor");
@@ -258,6 +270,14 @@ impl Ledger {
                     record.work.insert(key, Work { buyer: claimant, amount_minor: amount, at: event.at, quality_bps });
                 }
             }
+        }
+    }
+
+    /// Passports issued to `member` on the UTC day of `now`.
+    pub fn passports_on(&self, member: &MemberId, now: Timestamp) -> u32 {
+        match self.passports.get(member) {
+            Some((day, count)) if *day == now.utc_day() => *count,
+            _ => 0,
         }
     }
 

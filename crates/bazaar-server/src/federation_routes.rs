@@ -96,6 +96,15 @@ pub async fn issue_passport(state: &Arc<AppState>, subject: &MemberId) -> Result
     let now = state.now();
     let (figures, stake, seq, head) = {
         let ledger = caught_up(state).await?;
+        let issued = ledger.passports_on(subject, now);
+        if issued >= PASSPORTS_PER_SUBJECT_DAY_MAX {
+            return Err(Refusal::new(
+                Code::PassportLimit,
+                format!("At most {PASSPORTS_PER_SUBJECT_DAY_MAX} passports per subject per UTC day; a passport stays valid for 24 h."),
+            )
+            .with(json!({"issued_today": issued}))
+            .into());
+        }
         (ledger.figures(subject, now), ledger.stake(subject), ledger.seq, ledger.head.clone())
     };
     let until = now.plus_s(PASSPORT_VALIDITY_S);

@@ -47,6 +47,7 @@ pub fn status_of(code: Code) -> StatusCode {
         Class::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
         Class::Gone => StatusCode::GONE,
         Class::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Class::TooMany => StatusCode::TOO_MANY_REQUESTS,
     }
 }
 

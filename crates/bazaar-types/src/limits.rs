@@ -127,6 +127,8 @@ pub const REPUTATION_SUCCESSES_PER_OWNER_WEEK: u64 = 1;
 pub const REPUTATION_EVENTS_PAGE_MAX: usize = 2_000;
 /// A trust passport is valid this long after it is issued.
 pub const PASSPORT_VALIDITY_S: u64 = 24 * 60 * 60;
+/// Passports one subject may be issued per UTC day (each is recorded on the ledger).
+pub const PASSPORTS_PER_SUBJECT_DAY_MAX: u32 = 24;
 /// A passport document as presented for import or verification.
 pub const PASSPORT_BYTES_MAX: usize = 16 * 1024;
 /// Imported passports one member may hold (one per issuing registry).
