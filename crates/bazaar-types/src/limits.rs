@@ -131,8 +131,8 @@ pub const PASSPORT_VALIDITY_S: u64 = 24 * 60 * 60;
 pub const PASSPORTS_PER_SUBJECT_DAY_MAX: u32 = 24;
 /// A passport document as presented for import or verification.
 pub const PASSPORT_BYTES_MAX: usize = 16 * 1024;
-/// Imported passports one member may hold (one per issuing registry).
-pub const IMPORTED_PASSPORTS_MAX: usize = 16;
+/// Imported passports one member may hold: one per issuing registry, so one per peer.
+pub const IMPORTED_PASSPORTS_MAX: usize = FEDERATION_PEERS_MAX;
 /// Peer registries one registry recognises.
 pub const FEDERATION_PEERS_MAX: usize = 64;
 /// A federation weight is in basis points of a local unit (10 000 = counts like local work).
