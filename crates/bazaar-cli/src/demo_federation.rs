@@ -55,7 +55,8 @@ pub async fn federation_story(
     dir: &std::path::Path,
     say: &dyn Fn(String),
 ) -> Result<FederationReport> {
-    say("\n— passports and a second registry (on the story's clock, which the escrow chapter moved days ahead) —".into());
+    say("\n— passports and a second registry (on the story's clock, which the escrow chapter moved days ahead) —"
+        .into());
     // 1. A passport for the wholesaler, checked offline.
     let passport = wholesaler.passport(None).await?;
     let registry_a = a.state.registry.to_string();
