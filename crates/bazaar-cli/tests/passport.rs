@@ -208,3 +208,54 @@ async fn passports_per_subject_per_day_are_bounded() {
     agent.passport(None).await.expect("a new UTC day, a new allowance");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Server-to-server requests: signed by a recognised peer's key, fresh — or refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_requests_must_be_signed_fresh_and_by_a_recognised_key() {
+    use bazaar_cli::demo::local_registry;
+    use bazaar_core::federation::s2s_message;
+    use std::sync::Arc;
+    let dir = std::env::temp_dir().join(format!("bazaar-s2s-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    let config = Config::standard();
+    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), config.clone()).await.unwrap();
+    let store_b =
+        bazaar_store_sqlite::SqliteStore::open(dir.join("b/bazaar.db"), config.clone(), a.clock.clone()).unwrap();
+    let b = local_registry(Arc::new(store_b), a.clock.clone(), config, Some("op-b".into())).await.unwrap();
+    let op_a = bazaar_sdk::Client::new(&a.url, Some("op-a".into()));
+    let did_b = b.state.registry.to_string();
+    op_a.add_peer(&b.url, &did_b, 5_000, (0, 10_000, 1_000_000)).await.unwrap();
+    let body = br#"{"token":"apt_x.y","amount_minor":1,"order_id":"o"}"#.to_vec();
+    let key = b.state.signing_key();
+    let key_did = bazaar_core::crypto::did_key(&key.verifying_key());
+    let now = bazaar_types::Clock::now(a.clock.as_ref()).ms();
+    let send = |ts: i64, signer: ed25519_dalek::SigningKey, body_signed: Vec<u8>| {
+        let message = s2s_message(&did_b, "POST", "/v1/federation/settle", ts, &body_signed);
+        let sig = bazaar_core::crypto::sign(&signer, &message);
+        let header = format!("registry={did_b},key={key_did},ts={ts},sig={sig}");
+        let (url, body) = (format!("{}/v1/federation/settle", a.url), body.clone());
+        async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .header("bazaar-registry-signature", header)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let json: serde_json::Value = response.json().await.unwrap();
+            (status, json["code"].as_str().unwrap_or_default().to_string())
+        }
+    };
+    let stale = now - (bazaar_types::limits::FEDERATION_SKEW_S_MAX as i64 + 1) * 1000;
+    assert_eq!(send(stale, key.clone(), body.clone()).await, (401, "request_stale".into()));
+    assert_eq!(send(now, generate_key(), body.clone()).await, (401, "request_signature_invalid".into()));
+    let other_body = br#"{"token":"apt_x.y","amount_minor":999,"order_id":"o"}"#.to_vec();
+    assert_eq!(send(now, key.clone(), other_body).await, (401, "request_signature_invalid".into()), "body changed");
+    // Signed properly, the request reaches the token check (this token is not A's).
+    assert_eq!(send(now, key, body.clone()).await, (400, "token_malformed".into()));
+    std::fs::remove_dir_all(&dir).ok();
+}

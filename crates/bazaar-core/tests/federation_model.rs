@@ -337,3 +337,61 @@ fn a_lost_answer_is_replayed_not_settled_twice() {
     assert_eq!(world.b.db.rows.settlements_by_token.len(), 1);
     assert_eq!(world.a.balance(&AccountId::corridor(&world.b.registry.id)), World::amount(0).0 as i128);
 }
+
+/// A's corridor terms for B bound each token and what A may come to owe B.
+#[test]
+fn corridor_limits_are_enforced_when_the_token_is_issued() {
+    let mut world = world();
+    let buyer = world.buyer.clone();
+    let claims = |n: u64, max: u64, world: &World| TokenClaims {
+        v: 1,
+        iss: world.a.registry.id.clone(),
+        jti: TokenId(format!("tok_limit_{n}")),
+        sub: world.buyer.id.clone(),
+        aud: world.merchant_on_b.id.clone(),
+        max: Amount(max),
+        ord: OrderId(format!("limit-{n}")),
+        res: "r".into(),
+        iat_ms: world.now,
+        exp_ms: world.now.plus_s(900),
+        via: Some(world.b.registry.id.clone()),
+    };
+    // Per call: the terms allow 1 000.
+    let op = Op::IssueToken { claims: claims(0, 1_001, &world), token: "t".into() };
+    let refused = world.a.run(Command { actor: buyer.clone(), idem: None, op }, world.now).outcome.unwrap_err();
+    assert_eq!(refused.code.as_str(), "corridor_limit");
+    // Outstanding: a peer A recognises with a small outstanding limit.
+    let mut tight = Peer::from_row(&world.a.db.rows.docs[&(DocKind::Peer, world.b.registry.id.to_string())]);
+    tight.terms.outstanding_max_minor = Amount(150);
+    let operator = world.a.operator.clone();
+    world.a.ok(&operator, Op::AddPeer { peer: tight }, world.now);
+    world.apply(&Step::Issue(0));
+    world.apply(&Step::Present(0));
+    world.apply(&Step::Call { order: 0, lose_request: false, lose_answer: false });
+    assert_eq!(world.a.balance(&AccountId::corridor(&world.b.registry.id)), 100, "A owes B 100 now");
+    let op = Op::IssueToken { claims: claims(1, 51, &world), token: "t".into() };
+    let refused = world.a.run(Command { actor: buyer.clone(), idem: None, op }, world.now).outcome.unwrap_err();
+    assert_eq!(refused.code.as_str(), "corridor_limit", "100 owed + 51 > 150");
+    let op = Op::IssueToken { claims: claims(2, 50, &world), token: "t".into() };
+    assert!(world.a.run(Command { actor: buyer, idem: None, op }, world.now).outcome.is_ok(), "100 + 50 fits");
+    world.check(false);
+}
+
+/// A peer weight above 10 000 bps and a relay from an unrecognised registry are refused.
+#[test]
+fn peers_are_checked() {
+    let mut world = world();
+    let mut heavy = Peer::from_row(&world.a.db.rows.docs[&(DocKind::Peer, world.b.registry.id.to_string())]);
+    heavy.weight_bps = 10_001;
+    let operator = world.a.operator.clone();
+    let applied = world.a.run(Command { actor: operator, idem: None, op: Op::AddPeer { peer: heavy } }, world.now);
+    assert_eq!(applied.outcome.unwrap_err().code.as_str(), "peer_invalid");
+    world.apply(&Step::Issue(0));
+    let claims = world.tokens[&0].clone();
+    // The buyer itself (not a peer) tries to settle the relayed token at A.
+    let op = Op::SettleRelayed { claims: claims.clone(), amount: claims.max, order_id: claims.ord.clone() };
+    let buyer = world.buyer.clone();
+    let applied = world.a.run(Command { actor: buyer, idem: None, op }, world.now);
+    assert_eq!(applied.outcome.unwrap_err().code.as_str(), "peer_unknown");
+    world.check(false);
+}

@@ -628,8 +628,12 @@ pub async fn federation_settle(
     let request: RelayedSettleRequest =
         serde_json::from_slice(&body).map_err(|e| Problem::invalid(format!("request body: {e}")))?;
     let amount = bazaar_core::validate::amount(request.amount_minor, "amount_minor")?;
-    let claims = state.decode_token(&request.token).map_err(|_| {
-        Refusal::new(Code::TokenSignatureInvalid, "The token's signature does not verify against this registry's keys.")
+    let claims = state.decode_token(&request.token).map_err(|error| match error {
+        token::TokenError::Malformed => Refusal::new(Code::TokenMalformed, "`token` is not an apt_ token."),
+        token::TokenError::BadSignature => Refusal::new(
+            Code::TokenSignatureInvalid,
+            "The token's signature does not verify against this registry's keys.",
+        ),
     })?;
     let idem = Idem {
         scope: format!("{}:settle_relayed", member.id),
