@@ -167,8 +167,8 @@ async fn verify_known(state: &AppState, passport: &Value) -> Result<bazaar_core:
     match verify_passport(passport, now, &known_registries(state).await?) {
         Err(refusal) if refusal.code == Code::PassportIssuerUnknown => {
             let named = passport["credentialSubject"]["registry"].as_str().unwrap_or_default();
-            let Some(row) = state.store.doc(DocKind::Peer, named).await? else { return Err(refusal.into()) };
-            if refresh_peer(state, &Peer::from_row(&row)).await.is_none() {
+            let Some(peer) = peer_of(state, named).await? else { return Err(refusal.into()) };
+            if refresh_peer(state, &peer).await.is_none() {
                 return Err(refusal.into());
             }
             Ok(verify_passport(passport, now, &known_registries(state).await?)?)
@@ -184,6 +184,11 @@ async fn known_registries(state: &AppState) -> Result<Vec<(String, Vec<KeyEntry>
         registries.push((peer.did.to_string(), peer.keys));
     }
     Ok(registries)
+}
+
+/// The peer registry `did`, if this registry recognises it.
+pub async fn peer_of(state: &AppState, did: &str) -> Result<Option<Peer>, Problem> {
+    Ok(state.store.doc(DocKind::Peer, did).await?.map(|row| Peer::from_row(&row)))
 }
 
 pub async fn peers(state: &AppState) -> Result<Vec<Peer>, Problem> {
@@ -415,8 +420,7 @@ pub async fn add_peer(
     }
     let per_call = bazaar_core::validate::amount(body.per_call_max_minor, "per_call_max_minor")?;
     let outstanding = bazaar_core::validate::amount(body.outstanding_max_minor, "outstanding_max_minor")?;
-    if peers(&state).await?.len() >= FEDERATION_PEERS_MAX && state.store.doc(DocKind::Peer, &body.did).await?.is_none()
-    {
+    if peers(&state).await?.len() >= FEDERATION_PEERS_MAX && peer_of(&state, &body.did).await?.is_none() {
         return Err(Refusal::new(Code::PeerInvalid, format!("At most {FEDERATION_PEERS_MAX} peers.")).into());
     }
     let url = body.url.trim_end_matches('/').to_string();
@@ -528,11 +532,10 @@ async fn s2s_peer(state: &AppState, headers: &HeaderMap, path: &str, body: &[u8]
     let sig = header.and_then(|v| v.to_str().ok()).and_then(parse_s2s).ok_or_else(|| {
         Refusal::new(Code::RequestSignatureInvalid, "Send Bazaar-Registry-Signature: registry=…,key=…,ts=…,sig=…")
     })?;
-    let row = state.store.doc(DocKind::Peer, &sig.registry).await?.ok_or_else(|| {
+    let peer = peer_of(state, &sig.registry).await?.ok_or_else(|| {
         Refusal::new(Code::PeerUnknown, "This registry does not recognise the calling registry.")
             .with(json!({"registry": sig.registry}))
     })?;
-    let peer = Peer::from_row(&row);
     if (state.now().ms() - sig.ts).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
         return Err(
             Refusal::new(Code::RequestStale, "The request's timestamp is too far from this registry's clock.").into()
@@ -660,11 +663,10 @@ pub async fn settle_foreign(
     amount: Amount,
     order_id: &str,
 ) -> Result<Response, Problem> {
-    let row = state.store.doc(DocKind::Peer, claims.iss.as_str()).await?.ok_or_else(|| {
+    let peer = peer_of(state, claims.iss.as_str()).await?.ok_or_else(|| {
         Refusal::new(Code::PeerUnknown, "This token was issued by a registry this one does not recognise.")
             .with(json!({"issuer": claims.iss}))
     })?;
-    let peer = Peer::from_row(&row);
     if claims.via.as_ref() != Some(&state.registry) {
         return Err(
             Refusal::new(Code::PeerUnknown, "This token was not issued for settlement through this registry.").into()
@@ -721,10 +723,9 @@ pub async fn verify_foreign(
     if caller.id != claims.aud {
         return Err(Refusal::new(Code::NotAudience, "Only the token's merchant (audience) verifies it here.").into());
     }
-    let Some(row) = state.store.doc(DocKind::Peer, claims.iss.as_str()).await? else {
+    let Some(peer) = peer_of(state, claims.iss.as_str()).await? else {
         return Ok(json!({"genuine": false, "reason": "issued by a registry this one does not recognise"}));
     };
-    let peer = Peer::from_row(&row);
     if claims.via.as_ref() != Some(&state.registry) {
         return Ok(json!({"genuine": false, "reason": "not issued for settlement through this registry"}));
     }
@@ -757,8 +758,8 @@ async fn settled_view(state: &AppState, relay: &Relay) -> Result<Value, Refusal>
 
 /// One call to the issuing registry for a pending relay, and its answer recorded.
 pub async fn relay_attempt(state: &Arc<AppState>, relay: &Relay) -> Result<Value, Refusal> {
-    let peer = match state.store.doc(DocKind::Peer, relay.issuer.as_str()).await {
-        Ok(Some(row)) => Peer::from_row(&row),
+    let peer = match peer_of(state, relay.issuer.as_str()).await {
+        Ok(Some(peer)) => peer,
         _ => return Err(Refusal::new(Code::PeerUnknown, "The issuing registry is no longer recognised.")),
     };
     let body = serde_json::to_vec(&RelayedSettleRequest {
@@ -838,9 +839,4 @@ async fn call_issuer(state: &AppState, peer: &Peer, body: Vec<u8>) -> RelayResul
 
 fn is_in_flight(bytes: &[u8]) -> bool {
     serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v["code"] == Code::IdempotencyInFlight.as_str())
-}
-
-/// The claims of a token, unverified, to route it: local or a peer's.
-pub fn peek(text: &str) -> Option<TokenClaims> {
-    token::peek(text).ok()
 }
