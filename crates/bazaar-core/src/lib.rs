@@ -16,6 +16,7 @@ pub mod crypto;
 pub mod dispute;
 pub mod escrow;
 pub mod federation;
+pub mod market;
 pub mod model;
 pub mod refusal;
 pub mod reputation;

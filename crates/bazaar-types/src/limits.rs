@@ -149,3 +149,12 @@ pub const FEDERATION_HTTP_TIMEOUT_MS: u64 = 5_000;
 const _: () = assert!(REPUTATION_HALF_LIFE_DAYS > 0 && REPUTATION_HALF_LIFE_DAYS <= REPUTATION_WINDOW_DAYS);
 const _: () = assert!(REPUTATION_SUCCESSES_PER_OWNER_WEEK >= 1);
 const _: () = assert!(PASSPORT_INTEGER_MAX < i64::MAX as u64);
+
+// ---- storefront market ----------------------------------------------------------
+
+/// Proposals one seller may make on one request for quote: the first and two revisions.
+pub const OFFER_ATTEMPTS_MAX: u32 = 3;
+/// Units one request for quote may ask for.
+pub const RFQ_QUANTITY_MAX: u64 = 1_000_000;
+
+const _: () = assert!(OFFER_ATTEMPTS_MAX >= 1);
