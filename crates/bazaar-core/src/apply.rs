@@ -57,7 +57,7 @@ pub(crate) struct Batch<'a> {
     pub(crate) snap: &'a mut Snapshot,
     pub(crate) config: &'a Config,
     pub(crate) now: Timestamp,
-    changes: Changes,
+    pub(crate) changes: Changes,
     dirty: Dirty,
 }
 
@@ -151,6 +151,8 @@ impl Batch<'_> {
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 self.enroll_guest(command, agent, handle, credential_hash, home)
             }
+            Op::PutListing { spec } => self.put_listing(command, spec),
+            Op::RecordSearch { query, hits } => self.record_search(command, query, *hits),
         }
     }
 

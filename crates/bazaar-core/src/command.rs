@@ -183,6 +183,15 @@ pub enum Op {
         credential_hash: String,
         home: MemberId,
     },
+    /// A seller's agent (the actor) lists a product, or relists the same SKU.
+    PutListing {
+        spec: crate::market::ListingSpec,
+    },
+    /// The registry counts a search (its normalised query and hits) for demand.
+    RecordSearch {
+        query: String,
+        hits: u64,
+    },
     /// The registry records the issuer's answer to a relayed settlement.
     RelayFinish {
         jti: TokenId,
@@ -226,6 +235,8 @@ impl Op {
             Op::RelayOpen { .. } => "relay_open",
             Op::RelayFinish { .. } => "relay_finish",
             Op::EnrollGuest { .. } => "enroll_guest",
+            Op::PutListing { .. } => "put_listing",
+            Op::RecordSearch { .. } => "record_search",
         }
     }
 }
@@ -400,6 +411,10 @@ impl Keys {
                 self.docs.insert((DocKind::Peer, claims.iss.to_string()));
                 self.settlements_by_order.insert((claims.aud.clone(), claims.ord.clone()));
             }
+            Op::PutListing { spec } => {
+                self.docs.insert((DocKind::Listing, crate::market::listing_id(&command.actor.id, &spec.sku)));
+            }
+            Op::RecordSearch { .. } => {}
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 self.members.insert(agent.clone());
                 self.handles.insert(handle.clone());

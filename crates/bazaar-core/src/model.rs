@@ -347,6 +347,8 @@ pub enum DocKind {
     Import,
     /// A cross-registry settlement relayed to the buyer's registry.
     Relay,
+    /// A product a seller lists in the storefront.
+    Listing,
 }
 
 impl DocKind {
@@ -358,6 +360,7 @@ impl DocKind {
             DocKind::Peer => "peer",
             DocKind::Import => "import",
             DocKind::Relay => "relay",
+            DocKind::Listing => "listing",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -368,6 +371,7 @@ impl DocKind {
             "peer" => DocKind::Peer,
             "import" => DocKind::Import,
             "relay" => DocKind::Relay,
+            "listing" => DocKind::Listing,
             _ => return None,
         })
     }

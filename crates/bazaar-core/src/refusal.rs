@@ -117,6 +117,8 @@ codes! {
     RelayFailed => "relay_failed", Unprocessable;
     KeyHistoryFull => "key_history_full", Unprocessable;
     PassportLimit => "passport_limit", TooMany;
+    ListingInvalid => "listing_invalid", Invalid;
+    ListingNotFound => "listing_not_found", NotFound;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

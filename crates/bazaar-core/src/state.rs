@@ -73,6 +73,8 @@ pub struct Changes {
     pub insert_docs: Vec<DocRow>,
     /// Documents that changed; `parties` of an updated row are already stored.
     pub update_docs: Vec<DocRow>,
+    /// Searches to count for demand (not ledger state: no event, no money).
+    pub record_searches: Vec<crate::market::SearchRecord>,
 }
 
 /// Tracks which cached rows a batch touched, so each is written once with its final value.

@@ -125,6 +125,10 @@ crate::statements! {
             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS u(kind, id, body, due_at) \
             WHERE d.kind = u.kind AND d.id = u.id RETURNING d.id";
         set_head = "UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1";
+        record_searches = "INSERT INTO searches (query, count, hits_last, first_at, last_at) \
+            SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $4::bigint[]) \
+            ON CONFLICT (query) DO UPDATE SET count = searches.count + EXCLUDED.count, \
+            hits_last = EXCLUDED.hits_last, last_at = EXCLUDED.last_at";
     }
 }
 
@@ -638,6 +642,25 @@ impl Engine for PgEngine {
             ];
             let expect_rows = Some((d.len(), "documents being updated were stored"));
             jobs.push(Job { expect_rows, ..Job::new(&st.update_docs, params) });
+        }
+        if !c.record_searches.is_empty() {
+            // One row per query (a statement may not update a row twice): counts
+            // summed, the last search's hits and time kept.
+            let mut by_query: std::collections::BTreeMap<&str, (i64, i64, i64)> = Default::default();
+            for r in &c.record_searches {
+                let entry = by_query.entry(r.query.as_str()).or_insert((0, 0, 0));
+                *entry = (entry.0 + 1, r.hits.min(i64::MAX as u64) as i64, r.at.0);
+            }
+            let rows: Vec<(&str, (i64, i64, i64))> = by_query.into_iter().collect();
+            jobs.push(Job::new(
+                &st.record_searches,
+                vec![
+                    param(rows.iter().map(|r| r.0).collect::<Vec<&str>>()),
+                    param(rows.iter().map(|r| r.1 .0).collect::<Vec<i64>>()),
+                    param(rows.iter().map(|r| r.1 .1).collect::<Vec<i64>>()),
+                    param(rows.iter().map(|r| r.1 .2).collect::<Vec<i64>>()),
+                ],
+            ));
         }
         if let Some(last) = c.insert_events.last() {
             let e = &c.insert_events;

@@ -354,6 +354,37 @@ impl Store for PostgresStore {
         rows::all(&found, rows::doc)
     }
 
+    async fn search_listings(&self, terms: &[String], limit: usize) -> Result<Vec<DocRow>, StoreError> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Terms are alphanumeric words (see `bazaar_core::market::words`): no tsquery syntax in them.
+        let query: Vec<String> = terms.iter().map(|t| format!("{t}:*")).collect();
+        let query = query.join(" & ");
+        let sql = format!(
+            "SELECT {} FROM listing_search s JOIN docs d ON d.kind = 'listing' AND d.id = s.id \
+             WHERE s.tsv @@ to_tsquery('simple', $1) \
+             ORDER BY ts_rank(s.tsv, to_tsquery('simple', $1)) DESC, d.id LIMIT $2",
+            prefixed("d", DOC_COLUMNS)
+        );
+        let r = self.reader().await?;
+        let found = r.client.query(sql.as_str(), &[&query, &bound(limit)]).await.map_err(pg_error)?;
+        rows::all(&found, rows::doc)
+    }
+
+    async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, StoreError> {
+        let r = self.reader().await?;
+        let sql = "SELECT query, count, last_at FROM searches WHERE hits_last = 0 ORDER BY count DESC, query LIMIT $1";
+        let found = r.client.query(sql, &[&bound(limit)]).await.map_err(pg_error)?;
+        found
+            .iter()
+            .map(|row| {
+                let count: i64 = rows::get(row, 1)?;
+                Ok((rows::get::<String>(row, 0)?, count.max(0) as u64, Timestamp(rows::get(row, 2)?)))
+            })
+            .collect()
+    }
+
     async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, StoreError> {
         let r = self.reader().await?;
         let found = r.client.query(&r.st.due_docs, &[&now.0, &bound(limit)]).await.map_err(pg_error)?;

@@ -14,6 +14,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0003_holds_resolve_once", include_str!("../migrations/0003_holds_resolve_once.sql")),
     ("0004_events_hash_not_unique", include_str!("../migrations/0004_events_hash_not_unique.sql")),
     ("0005_documents", include_str!("../migrations/0005_documents.sql")),
+    ("0006_market", include_str!("../migrations/0006_market.sql")),
 ];
 
 /// The advisory lock key every node takes while migrating ("bazaar" then 1).

@@ -25,6 +25,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0003_holds_resolve_once", include_str!("../migrations/0003_holds_resolve_once.sql")),
     ("0004_events_hash_not_unique", include_str!("../migrations/0004_events_hash_not_unique.sql")),
     ("0005_documents", include_str!("../migrations/0005_documents.sql")),
+    ("0006_market", include_str!("../migrations/0006_market.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
@@ -350,6 +351,38 @@ impl Store for SqliteStore {
                  WHERE p.kind = ?1 AND p.party = ?2 AND p.id > ?3 ORDER BY p.id LIMIT ?4",
             )?;
             let rows = stmt.query_map(params![kind.as_str(), party, after, limit as i64], doc_row)?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn search_listings(&self, terms: &[String], limit: usize) -> Result<Vec<DocRow>, StoreError> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Each term quoted (so nothing in it is FTS5 syntax) and matched as a prefix; all must match.
+        let query: Vec<String> = terms.iter().map(|t| format!("\"{}\"*", t.replace('"', ""))).collect();
+        let query = query.join(" ");
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT d.kind, d.id, d.body, d.due_at, d.parties FROM listing_fts f
+                 JOIN docs d ON d.rowid = f.rowid
+                 WHERE listing_fts MATCH ?1 ORDER BY f.rank, d.id LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![query, limit as i64], doc_row)?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, StoreError> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT query, count, last_at FROM searches WHERE hits_last = 0 ORDER BY count DESC, query LIMIT ?1",
+            )?;
+            let rows = stmt.query_map(params![limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64, Timestamp(r.get(2)?)))
+            })?;
             rows.collect()
         })
         .await

@@ -476,6 +476,13 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             return Err(refused(format!("{} {} is not stored", d.kind.as_str(), d.id)));
         }
     }
+    for r in &c.record_searches {
+        conn.prepare_cached(
+            "INSERT INTO searches VALUES (?1, 1, ?2, ?3, ?3) ON CONFLICT (query) DO UPDATE \
+             SET count = count + 1, hits_last = excluded.hits_last, last_at = excluded.last_at",
+        )?
+        .execute(params![r.query, i(r.hits), r.at.0])?;
+    }
     for e in &c.insert_events {
         conn.prepare_cached("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
             i(e.seq),

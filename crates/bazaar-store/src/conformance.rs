@@ -208,6 +208,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("escrow_threshold", |f| Box::pin(escrow_threshold(f))),
     ("registry_key_kept", |f| Box::pin(registry_key_kept(f))),
     ("idempotency_records_expire", |f| Box::pin(idempotency_records_expire(f))),
+    ("listings_search_and_demand", |f| Box::pin(listings_search_and_demand(f))),
 ];
 
 /// Runs every case against fresh stores from `open`, naming each as it goes.
@@ -641,4 +642,66 @@ pub fn documents(engine: &mut dyn Engine, store: &dyn Store, runtime: &tokio::ru
     batch(engine, &none, &Changes { insert_docs: vec![c4.clone()], ..Changes::default() }).unwrap();
     assert_eq!(read(Contract, "c4"), Some(c4));
     assert_eq!(by_party(Contract, &buyer, "c3", 10), ["c4"]);
+}
+
+async fn listings_search_and_demand(f: Fixture) {
+    use bazaar_core::market::{search_terms, Listing, ListingSpec, Terms};
+    let owner = f.owner("maker-owner").await;
+    let maker = f.agent(&owner, "maker").await;
+    let other = f.agent(&owner, "other-maker").await;
+    let terms = Terms {
+        list_price: Amount(3_200),
+        floor: Amount(2_400),
+        max_discount_bps: 2_000,
+        capacity_per_day: 2,
+        capacity_max: 20,
+        lead_time_days: 3,
+        notice_days: 7,
+    };
+    let spec = |sku: &str, title: &str, tags: &[&str]| ListingSpec {
+        sku: sku.into(),
+        title: title.into(),
+        description: "Made to order by hand.".into(),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        terms: terms.clone(),
+        language: "es".into(),
+    };
+    f.ok(&maker, Op::PutListing { spec: spec("cc-1", "Hand-embroidered cushion cover", &["textile", "cushion"]) })
+        .await;
+    f.ok(&other, Op::PutListing { spec: spec("tt-1", "Embroidered table runner", &["textile"]) }).await;
+    let found = |q: &str| {
+        let terms = search_terms(q);
+        let store = f.store.clone();
+        async move {
+            store
+                .search_listings(&terms, 10)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| Listing::from_row(r).sku)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found("cushion covers").await, ["cc-1"], "prefix terms, all must match");
+    let mut both = found("EMBROID").await;
+    both.sort();
+    assert_eq!(both, ["cc-1", "tt-1"], "case-folded prefix");
+    assert!(found("lampshade").await.is_empty());
+    assert!(found("").await.is_empty());
+    // Relisting the same SKU updates the listing and its words.
+    f.ok(&maker, Op::PutListing { spec: spec("cc-1", "Hand-embroidered pillow cover", &["textile"]) }).await;
+    assert!(found("cushion").await.is_empty(), "the old words are gone");
+    assert_eq!(found("pillow").await, ["cc-1"]);
+    // Searches are counted; the ones that found nothing last are unmet demand, most frequent first.
+    let registry = f.registry_member();
+    for (query, hits) in [("lampshade", 0), ("lampshade", 0), ("cushion", 0), ("pillow", 1), ("lampshade", 0)] {
+        f.ok(&registry, Op::RecordSearch { query: query.into(), hits }).await;
+    }
+    let unmet: Vec<(String, u64)> =
+        f.store.unmet_searches(10).await.unwrap().into_iter().map(|(q, n, _)| (q, n)).collect();
+    assert_eq!(unmet, [("lampshade".to_string(), 3), ("cushion".to_string(), 1)]);
+    f.ok(&registry, Op::RecordSearch { query: "lampshade".into(), hits: 2 }).await;
+    let unmet: Vec<String> = f.store.unmet_searches(10).await.unwrap().into_iter().map(|(q, _, _)| q).collect();
+    assert_eq!(unmet, ["cushion"], "a query that now finds something is no longer unmet");
+    assert!(f.audit().await.ok);
 }

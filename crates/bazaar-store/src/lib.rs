@@ -94,6 +94,11 @@ pub trait Store: Send + Sync + 'static {
         after: &str,
         limit: usize,
     ) -> Result<Vec<DocRow>, StoreError>;
+    /// Listings whose words match every term (each as a word prefix), best match first.
+    async fn search_listings(&self, terms: &[String], limit: usize) -> Result<Vec<DocRow>, StoreError>;
+    /// Recorded searches that found nothing the last time, most frequent first:
+    /// (normalised query, times searched, last searched).
+    async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, StoreError>;
     /// Documents whose `due_at` is at or before `now`, earliest first: the sweeper's work list.
     async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, StoreError>;
 }

@@ -158,3 +158,20 @@ pub const OFFER_ATTEMPTS_MAX: u32 = 3;
 pub const RFQ_QUANTITY_MAX: u64 = 1_000_000;
 
 const _: () = assert!(OFFER_ATTEMPTS_MAX >= 1);
+/// A listing's stock-keeping unit, chosen by its seller.
+pub const LISTING_SKU_LEN_MAX: usize = 64;
+pub const LISTING_TITLE_LEN_MAX: usize = 200;
+pub const LISTING_DESCRIPTION_LEN_MAX: usize = 4_000;
+/// Tags on one listing, each `[a-z0-9-]`, at most `LISTING_TAG_LEN_MAX` chars.
+pub const LISTING_TAGS_MAX: usize = 16;
+pub const LISTING_TAG_LEN_MAX: usize = 32;
+/// A BCP 47 language tag (`en`, `es-MX`, `hi`…).
+pub const LANGUAGE_TAG_LEN_MAX: usize = 35;
+/// Days of notice or lead time a listing may ask for.
+pub const LISTING_DAYS_MAX: u32 = 365;
+/// A search query as sent, and the terms kept from it.
+pub const SEARCH_QUERY_LEN_MAX: usize = 256;
+pub const SEARCH_TERMS_MAX: usize = 8;
+pub const SEARCH_TERM_LEN_MAX: usize = 32;
+/// Listings one search returns.
+pub const SEARCH_RESULTS_MAX: usize = 50;
