@@ -385,6 +385,31 @@ impl Client {
     }
 }
 
+/// The storefront: listings, search, unmet demand.
+impl Client {
+    /// Seller's agent: list (or relist, same `sku`) a product. `listing` is the
+    /// JSON body of `PUT /v1/listings` (sku, title, prices, capacity, language…).
+    pub async fn put_listing(&self, listing: Value) -> Result<Value, SdkError> {
+        Ok(self.call(reqwest::Method::PUT, "/v1/listings", Some(listing), None).await?.body)
+    }
+
+    pub async fn listing(&self, id: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/listings/{id}")).await
+    }
+
+    /// Full-text search; the query is counted for demand.
+    pub async fn search(&self, query: &str) -> Result<Value, SdkError> {
+        let mut url = reqwest::Url::parse("http://x/v1/search").expect("static URL");
+        url.query_pairs_mut().append_pair("q", query);
+        self.get(&format!("/v1/search?{}", url.query().unwrap_or_default())).await
+    }
+
+    /// Searches that found nothing, most frequent first.
+    pub async fn unmet_searches(&self) -> Result<Value, SdkError> {
+        self.get("/v1/searches/unmet").await
+    }
+}
+
 /// Escrowed contracts, disputes and stake. Calls that move money take a key;
 /// where the registry derives one (release, file, rule, …) `None` is safe to retry.
 impl Client {

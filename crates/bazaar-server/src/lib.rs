@@ -10,6 +10,7 @@ pub mod auth;
 pub mod escrow_routes;
 pub mod federation_routes;
 pub mod keyring;
+pub mod market_routes;
 pub mod metrics;
 pub mod passport_page;
 pub mod problem;

@@ -4,6 +4,7 @@
 use crate::auth::{ApiJson, Auth};
 use crate::escrow_routes as escrow;
 use crate::federation_routes as fed;
+use crate::market_routes as market;
 use crate::problem::Problem;
 use crate::{new_secret_credential, random_b64, AppState, NETWORK_UNIT};
 use axum::extract::{MatchedPath, Path, Query, State};
@@ -43,6 +44,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/registry/keys/rotate", post(fed::rotate_key))
         .route("/v1/federation/peers", post(fed::add_peer).get(fed::list_peers))
         .route("/v1/federation/guests", post(fed::join_guest))
+        .route("/v1/listings", put(market::put_listing))
+        .route("/v1/listings/{id}", get(market::get_listing))
+        .route("/v1/search", get(market::search))
+        .route("/v1/searches/unmet", get(market::unmet))
         .route(fed::FEDERATION_SETTLE_PATH, post(fed::federation_settle))
         .route("/passport/verify", get(passport_verify))
         .route("/v1/owners", post(create_owner))
@@ -799,7 +804,11 @@ async fn events(
         fed::recognition,
         fed::add_peer,
         fed::list_peers,
-        fed::join_guest
+        fed::join_guest,
+        market::put_listing,
+        market::get_listing,
+        market::search,
+        market::unmet
     ),
     components(schemas(
         CreateOwnerRequest,
@@ -822,7 +831,8 @@ async fn events(
         fed::VerifyPassportRequest,
         fed::ImportRequest,
         fed::AddPeerRequest,
-        fed::GuestRequest
+        fed::GuestRequest,
+        market::ListingRequest
     ))
 )]
 pub struct ApiDoc;
