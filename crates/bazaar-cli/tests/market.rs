@@ -77,3 +77,110 @@ async fn sellers_list_members_search_and_unmet_demand_is_counted() {
     assert!(report.ok, "{:?}", report.problems);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn maker_listing(sku: &str, list: u64, floor: u64, per_day: u64, max: u64, notice: u32, language: &str) -> Value {
+    json!({"sku": sku, "title": "Hand-embroidered cushion cover", "description": "Cotton, made to order.",
+        "tags": ["cushion", "textile"], "list_price_minor": list, "floor_minor": floor, "max_discount_bps": 2000,
+        "capacity_per_day": per_day, "capacity_max": max, "lead_time_days": 2, "notice_days": notice,
+        "language": language})
+}
+
+/// A request for quote: invited makers, refused offers with their numbers and
+/// revisions, a maker who cannot meet the notice, the attempt limit, and the
+/// cheapest-first allocation across makers with the remainder reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
+    let dir = std::env::temp_dir().join(format!("bazaar-rfq-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = embedded_registry_with(&dir, Some("rfq-op".into()), Config::standard()).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("rfq-op".into()));
+    let mut makers = Vec::new();
+    for (name, listing) in [
+        ("amara", maker_listing("cc", 3_200, 2_400, 2, 20, 7, "hi")),
+        ("lucia", maker_listing("cc", 3_000, 2_800, 1, 15, 5, "es")),
+        ("chloe", maker_listing("cc", 2_900, 2_000, 3, 30, 45, "fr")),
+    ] {
+        let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
+        let listed = maker.put_listing(listing).await.unwrap();
+        makers.push((maker, listed["id"].as_str().unwrap().to_string()));
+    }
+    let (_, buyer) = enroll_pair(&operator, "hotel-owner", "hotel-buyer").await.unwrap();
+    let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 30 * 86_400_000;
+    let ask = json!({"item": "embroidered cushion covers", "quantity": 40, "max_unit_price_minor": 3000, "deadline_ms": deadline});
+    let no_key = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask.clone()), None).await.unwrap_err();
+    assert_eq!(no_key.code(), Some("idempotency_key_required"));
+    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask.clone()), Some("rfq-1")).await.unwrap().body;
+    let again = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("rfq-1")).await.unwrap();
+    assert!(again.replayed, "a retried request for quote is the same request");
+    let id = rfq["id"].as_str().unwrap().to_string();
+    assert_eq!(rfq["invited"].as_array().unwrap().len(), 3, "every matching maker is invited");
+    let polled = makers[0].0.call(reqwest::Method::GET, "/v1/rfqs", None, None).await.unwrap().body;
+    assert_eq!(polled["rfqs"][0]["id"], id.as_str(), "makers find it by polling");
+
+    let offer = |n: usize, price: u64, quantity: u64| {
+        let (maker, listing) = (makers[n].0.clone(), makers[n].1.clone());
+        let path = format!("/v1/rfqs/{id}/offers");
+        async move {
+            let body = json!({"listing": listing, "unit_price_minor": price, "quantity": quantity});
+            maker.call(reqwest::Method::POST, &path, Some(body), None).await
+        }
+    };
+    // Amara: below her own lowest price (2560), then revised.
+    let refused = offer(0, 2_500, 20).await.unwrap_err();
+    assert_eq!((refused.status(), refused.code()), (Some(422), Some("offer_below_floor")));
+    let SdkProblem { body, .. } = problem(refused);
+    assert_eq!(body["facts"]["lowest_price_minor"], 2560);
+    assert_eq!(body["facts"]["offer"]["attempts_left"], 2);
+    offer(0, 2_600, 20).await.unwrap();
+    // Lucia: above the buyer's cap, then beyond her capacity (1 a day, 28 making days, at most 15), then valid.
+    assert_eq!(offer(1, 3_100, 15).await.unwrap_err().code(), Some("offer_above_cap"));
+    assert_eq!(offer(1, 2_900, 16).await.unwrap_err().code(), Some("offer_beyond_capacity"));
+    offer(1, 2_900, 15).await.unwrap();
+    // A fourth proposal is refused outright.
+    assert_eq!(offer(1, 2_850, 15).await.unwrap_err().code(), Some("offer_revision_limit"));
+    // Chloe needs 45 days' notice; the deadline gives 30.
+    assert_eq!(offer(2, 2_500, 20).await.unwrap_err().code(), Some("offer_notice_too_short"));
+    // A stranger cannot offer.
+    let stranger = buyer
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/rfqs/{id}/offers"),
+            Some(json!({"listing": makers[0].1, "unit_price_minor": 2600, "quantity": 1})),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(stranger.code(), Some("not_party"));
+
+    let allocation =
+        buyer.call(reqwest::Method::GET, &format!("/v1/rfqs/{id}/allocation"), None, None).await.unwrap().body;
+    let lines: Vec<(u64, u64)> = allocation["allocation"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["units"].as_u64().unwrap(), l["unit_price"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(lines, [(20, 2_600), (15, 2_900)], "cheapest first, each maker up to her offer");
+    assert_eq!(
+        (allocation["allocation"]["filled"].as_u64(), allocation["allocation"]["unfilled"].as_u64()),
+        (Some(35), Some(5))
+    );
+    let closed = buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{id}/close"), None, None).await.unwrap().body;
+    assert_eq!(closed["allocation"]["total"], 20 * 2_600 + 15 * 2_900);
+    assert_eq!(offer(0, 2_560, 20).await.unwrap_err().code(), Some("rfq_closed"));
+    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+struct SdkProblem {
+    body: Value,
+}
+
+fn problem(error: bazaar_sdk::SdkError) -> SdkProblem {
+    match error {
+        bazaar_sdk::SdkError::Problem { body, .. } => SdkProblem { body },
+        other => panic!("not a problem: {other}"),
+    }
+}

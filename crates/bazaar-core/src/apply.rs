@@ -153,6 +153,11 @@ impl Batch<'_> {
             }
             Op::PutListing { spec } => self.put_listing(command, spec),
             Op::RecordSearch { query, hits } => self.record_search(command, query, *hits),
+            Op::CreateRfq { item, request, invited } => self.create_rfq(command, item, request, invited),
+            Op::MakeOffer { rfq, listing, proposal, committed } => {
+                self.make_offer(command, rfq, listing, proposal, *committed)
+            }
+            Op::CloseRfq { rfq } => self.close_rfq(command, rfq),
         }
     }
 

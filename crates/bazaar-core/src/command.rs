@@ -187,6 +187,25 @@ pub enum Op {
     PutListing {
         spec: crate::market::ListingSpec,
     },
+    /// A buyer's agent (the actor) opens a request for quote; the edge names the
+    /// sellers whose listings matched. Its id derives from the required key.
+    CreateRfq {
+        item: String,
+        request: crate::market::Request,
+        invited: Vec<(MemberId, String)>,
+    },
+    /// A seller's agent (the actor) proposes a price on a request with one of
+    /// its listings; `committed` is what it already promised before the deadline.
+    MakeOffer {
+        rfq: String,
+        listing: String,
+        proposal: crate::market::Proposal,
+        committed: u64,
+    },
+    /// The buyer closes its request; the allocation is fixed.
+    CloseRfq {
+        rfq: String,
+    },
     /// The registry counts a search (its normalised query and hits) for demand.
     RecordSearch {
         query: String,
@@ -237,6 +256,9 @@ impl Op {
             Op::EnrollGuest { .. } => "enroll_guest",
             Op::PutListing { .. } => "put_listing",
             Op::RecordSearch { .. } => "record_search",
+            Op::CreateRfq { .. } => "create_rfq",
+            Op::MakeOffer { .. } => "make_offer",
+            Op::CloseRfq { .. } => "close_rfq",
         }
     }
 }
@@ -415,6 +437,18 @@ impl Keys {
                 self.docs.insert((DocKind::Listing, crate::market::listing_id(&command.actor.id, &spec.sku)));
             }
             Op::RecordSearch { .. } => {}
+            Op::CreateRfq { .. } => {
+                if let Some(idem) = &command.idem {
+                    self.docs.insert((DocKind::Rfq, crate::market::rfq_id(&command.actor.id, &idem.key)));
+                }
+            }
+            Op::MakeOffer { rfq, listing, .. } => {
+                self.docs.insert((DocKind::Rfq, rfq.clone()));
+                self.docs.insert((DocKind::Listing, listing.clone()));
+            }
+            Op::CloseRfq { rfq } => {
+                self.docs.insert((DocKind::Rfq, rfq.clone()));
+            }
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 self.members.insert(agent.clone());
                 self.handles.insert(handle.clone());

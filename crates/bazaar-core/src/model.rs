@@ -349,6 +349,8 @@ pub enum DocKind {
     Relay,
     /// A product a seller lists in the storefront.
     Listing,
+    /// A buyer's request for quote, with every offer on it.
+    Rfq,
 }
 
 impl DocKind {
@@ -361,6 +363,7 @@ impl DocKind {
             DocKind::Import => "import",
             DocKind::Relay => "relay",
             DocKind::Listing => "listing",
+            DocKind::Rfq => "rfq",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -372,6 +375,7 @@ impl DocKind {
             "import" => DocKind::Import,
             "relay" => DocKind::Relay,
             "listing" => DocKind::Listing,
+            "rfq" => DocKind::Rfq,
             _ => return None,
         })
     }

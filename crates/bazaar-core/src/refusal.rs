@@ -119,6 +119,15 @@ codes! {
     PassportLimit => "passport_limit", TooMany;
     ListingInvalid => "listing_invalid", Invalid;
     ListingNotFound => "listing_not_found", NotFound;
+    RfqInvalid => "rfq_invalid", Invalid;
+    RfqNotFound => "rfq_not_found", NotFound;
+    RfqClosed => "rfq_closed", Conflict;
+    OfferRevisionLimit => "offer_revision_limit", Unprocessable;
+    OfferDeadlinePassed => "offer_deadline_passed", Unprocessable;
+    OfferNoticeTooShort => "offer_notice_too_short", Unprocessable;
+    OfferAboveCap => "offer_above_cap", Unprocessable;
+    OfferBelowFloor => "offer_below_floor", Unprocessable;
+    OfferBeyondCapacity => "offer_beyond_capacity", Unprocessable;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

@@ -27,9 +27,9 @@ fn request(days: i64) -> Request {
     Request { quantity: 40, max_unit_price: Amount(3_000), deadline: Timestamp(NOW.ms() + days * DAY) }
 }
 
-fn check(terms: &Terms, request: &Request, price: u64, quantity: u64, attempts: u32, committed: u64) -> &'static str {
+fn check(terms: &Terms, request: &Request, price: u64, quantity: u64, attempts: u32, committed: u64) -> String {
     match check_offer(terms, request, &Proposal { unit_price: Amount(price), quantity }, attempts, committed, NOW) {
-        Ok(()) => "ok",
+        Ok(()) => "ok".into(),
         Err(refusal) => refusal.code,
     }
 }

@@ -312,7 +312,7 @@ pub async fn advance_documents(state: &Arc<AppState>) -> Result<usize, StoreErro
                 relays.push(relay);
                 continue;
             }
-            DocKind::Stake | DocKind::Peer | DocKind::Import | DocKind::Listing => continue,
+            DocKind::Stake | DocKind::Peer | DocKind::Import | DocKind::Listing | DocKind::Rfq => continue,
         };
         ops.push(state.store.submit(Command { actor: state.registry_actor(), idem: None, op }));
     }

@@ -48,6 +48,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/listings/{id}", get(market::get_listing))
         .route("/v1/search", get(market::search))
         .route("/v1/searches/unmet", get(market::unmet))
+        .route("/v1/rfqs", post(market::create_rfq).get(market::list_rfqs))
+        .route("/v1/rfqs/{id}", get(market::get_rfq))
+        .route("/v1/rfqs/{id}/offers", post(market::make_offer))
+        .route("/v1/rfqs/{id}/allocation", get(market::allocation))
+        .route("/v1/rfqs/{id}/close", post(market::close_rfq))
         .route(fed::FEDERATION_SETTLE_PATH, post(fed::federation_settle))
         .route("/passport/verify", get(passport_verify))
         .route("/v1/owners", post(create_owner))
@@ -808,7 +813,13 @@ async fn events(
         market::put_listing,
         market::get_listing,
         market::search,
-        market::unmet
+        market::unmet,
+        market::create_rfq,
+        market::list_rfqs,
+        market::get_rfq,
+        market::make_offer,
+        market::allocation,
+        market::close_rfq
     ),
     components(schemas(
         CreateOwnerRequest,
@@ -832,7 +843,9 @@ async fn events(
         fed::ImportRequest,
         fed::AddPeerRequest,
         fed::GuestRequest,
-        market::ListingRequest
+        market::ListingRequest,
+        market::RfqRequest,
+        market::OfferRequest
     ))
 )]
 pub struct ApiDoc;

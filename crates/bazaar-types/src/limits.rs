@@ -175,3 +175,5 @@ pub const SEARCH_TERMS_MAX: usize = 8;
 pub const SEARCH_TERM_LEN_MAX: usize = 32;
 /// Listings one search returns.
 pub const SEARCH_RESULTS_MAX: usize = 50;
+/// Sellers one request for quote invites (the best-matching listings).
+pub const RFQ_SELLERS_MAX: usize = 32;
