@@ -105,7 +105,11 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         let listed = maker.put_listing(listing).await.unwrap();
         makers.push((maker, listed["id"].as_str().unwrap().to_string()));
     }
-    let (_, buyer) = enroll_pair(&operator, "hotel-owner", "hotel-buyer").await.unwrap();
+    let (hotel, buyer) = enroll_pair(&operator, "hotel-owner", "hotel-buyer").await.unwrap();
+    let hotel_id = hotel.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&hotel_id, 200_000, "hotel-mint").await.unwrap();
+    hotel.fund("hotel-buyer", 150_000, "hotel-fund").await.unwrap();
+    hotel.set_budget("hotel-buyer", 150_000, 150_000, 150_000).await.unwrap();
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 30 * 86_400_000;
     let ask = json!({"item": "embroidered cushion covers", "quantity": 40, "max_unit_price_minor": 3000, "deadline_ms": deadline});
     let no_key = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask.clone()), None).await.unwrap_err();
@@ -169,6 +173,84 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     let closed = buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{id}/close"), None, None).await.unwrap().body;
     assert_eq!(closed["allocation"]["total"], 20 * 2_600 + 15 * 2_900);
     assert_eq!(offer(0, 2_560, 20).await.unwrap_err().code(), Some("rfq_closed"));
+
+    // The order: the owner's policy asks for a person above 50 000; the agent cannot approve.
+    let policy = json!({"approval_above_minor": 50_000});
+    hotel.call(reqwest::Method::PUT, "/v1/agents/hotel-buyer/order-policy", Some(policy), None).await.unwrap();
+    let order =
+        buyer.call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": id})), Some("order-1")).await.unwrap().body;
+    assert_eq!(order["state"], "awaiting_approval");
+    let order_id = order["id"].as_str().unwrap().to_string();
+    assert_eq!(order["approval_url"], format!("/approve/{order_id}"));
+    assert_eq!(buyer.me().await.unwrap()["held_minor"], 0, "nothing is held before approval");
+    let page = reqwest::get(format!("{}/approve/{order_id}", local.url)).await.unwrap();
+    assert!(page.text().await.unwrap().contains("Only you, its owner, can approve it"));
+    let path = |action: &str| format!("/v1/orders/{order_id}/{action}");
+    let by_agent = buyer.call(reqwest::Method::POST, &path("approve"), None, None).await.unwrap_err();
+    assert_eq!((by_agent.status(), by_agent.code()), (Some(403), Some("approval_by_person")));
+    let approved = hotel.call(reqwest::Method::POST, &path("approve"), None, None).await.unwrap().body;
+    assert_eq!(approved["state"], "authorized");
+    let total = 20 * 2_600 + 15 * 2_900;
+    assert_eq!(buyer.me().await.unwrap()["held_minor"], total, "one authorization for the whole order");
+    // Each maker is told in her language.
+    let amara_sees = makers[0].0.call(reqwest::Method::GET, "/v1/orders", None, None).await.unwrap().body;
+    let note = &amara_sees["orders"][0]["lines"][0]["notification"];
+    assert_eq!((note["language"].as_str(), note["fallback"].as_bool()), (Some("hi"), Some(false)));
+    assert!(note["text"].as_str().unwrap().starts_with("नया ऑर्डर"), "{note}");
+    let lucia_note = &approved["lines"][1]["notification"];
+    assert!(lucia_note["text"].as_str().unwrap().starts_with("Nuevo pedido"), "{lucia_note}");
+
+    // Lucia proves shipment and is paid her share on that proof, once.
+    let receipt = b"\x89PNG courier receipt".to_vec();
+    let prove = |n: usize, share: u32, tracking: &str| {
+        let maker = makers[n].0.clone();
+        let url = format!("{}/v1/orders/{order_id}/shares/{share}/proof?tracking={tracking}", local.url);
+        let receipt = receipt.clone();
+        async move {
+            let response = maker
+                .http()
+                .post(url)
+                .bearer_auth(maker.credential().unwrap())
+                .header("content-type", "image/png")
+                .body(receipt)
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, by_other) = prove(0, 1, "XX1").await;
+    assert_eq!((status, by_other["code"].as_str()), (403, Some("not_party")), "proof for another maker's share");
+    let (status, paid) = prove(1, 1, "ES123456789").await;
+    assert_eq!(status, 200, "{paid}");
+    assert_eq!(paid["payment"]["net_minor"], 15 * 2_900 - 15 * 29);
+    let (status, twice) = prove(1, 1, "ES123456789").await;
+    assert_eq!((status, twice["code"].as_str()), (409, Some("share_paid")), "a share is paid once");
+    assert_eq!(makers[1].0.me().await.unwrap()["balance_minor"], 15 * 2_900 - 15 * 29);
+    // The tracking shows on the order; the receipt is stored by its hash.
+    let shown = buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
+    assert_eq!(shown["lines"][1]["proof"]["tracking"], "ES123456789");
+    let sha = shown["lines"][1]["proof"]["receipt_sha256"].as_str().unwrap().to_string();
+    let image = hotel
+        .http()
+        .get(format!("{}/v1/blobs/{sha}", local.url))
+        .bearer_auth(hotel.credential().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(image.bytes().await.unwrap().to_vec(), receipt);
+    // Cancelling Amara's share before it ships releases its hold; the order is then complete.
+    let cancelled = buyer
+        .call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/0/cancel"), None, None)
+        .await
+        .unwrap()
+        .body;
+    assert_eq!(
+        (cancelled["released_minor"].as_u64(), cancelled["order_state"].as_str()),
+        (Some(20 * 2_600), Some("completed"))
+    );
+    let me = buyer.me().await.unwrap();
+    assert_eq!((me["held_minor"].as_i64(), me["balance_minor"].as_i64()), (Some(0), Some(150_000 - 15 * 2_900)));
     let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
     std::fs::remove_dir_all(&dir).ok();

@@ -158,6 +158,17 @@ impl Batch<'_> {
                 self.make_offer(command, rfq, listing, proposal, *committed)
             }
             Op::CloseRfq { rfq } => self.close_rfq(command, rfq),
+            Op::SetOrderPolicy { agent, approval_above } => self.set_order_policy(command, agent, *approval_above),
+            Op::CreateOrder { rfq, .. } => self.create_order(command, rfq),
+            Op::DecideOrder { order, buyer, approve, .. } => {
+                self.order_for(order, buyer).and_then(|_| self.decide_order(command, order, *approve))
+            }
+            Op::ProveShipment { order, buyer, line, receipt_sha256, tracking, receipt } => self
+                .order_for(order, buyer)
+                .and_then(|_| self.prove_shipment(command, order, *line, receipt_sha256, tracking, receipt.as_ref())),
+            Op::CancelShare { order, buyer, line } => {
+                self.order_for(order, buyer).and_then(|_| self.cancel_share(command, order, *line))
+            }
         }
     }
 

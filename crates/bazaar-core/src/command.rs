@@ -206,6 +206,41 @@ pub enum Op {
     CloseRfq {
         rfq: String,
     },
+    /// An owner (the actor) sets when its agent's orders need a person's approval.
+    SetOrderPolicy {
+        agent: MemberId,
+        approval_above: Amount,
+    },
+    /// The buyer's agent (the actor) orders a closed request's allocation. The
+    /// edge names the listings and the share count so their rows load.
+    CreateOrder {
+        rfq: String,
+        listings: Vec<String>,
+        lines: u32,
+    },
+    /// The buyer's owner approves (or declines) an order waiting for it.
+    DecideOrder {
+        order: String,
+        buyer: MemberId,
+        lines: u32,
+        approve: bool,
+    },
+    /// A maker (the actor) proves shipment of her share and is paid for it.
+    ProveShipment {
+        order: String,
+        buyer: MemberId,
+        line: u32,
+        receipt_sha256: String,
+        tracking: String,
+        /// The receipt image itself (content type, bytes), stored by its hash with the payment.
+        receipt: Option<(String, Vec<u8>)>,
+    },
+    /// The buyer agent or its owner cancels a share before it ships.
+    CancelShare {
+        order: String,
+        buyer: MemberId,
+        line: u32,
+    },
     /// The registry counts a search (its normalised query and hits) for demand.
     RecordSearch {
         query: String,
@@ -259,6 +294,11 @@ impl Op {
             Op::CreateRfq { .. } => "create_rfq",
             Op::MakeOffer { .. } => "make_offer",
             Op::CloseRfq { .. } => "close_rfq",
+            Op::SetOrderPolicy { .. } => "set_order_policy",
+            Op::CreateOrder { .. } => "create_order",
+            Op::DecideOrder { .. } => "decide_order",
+            Op::ProveShipment { .. } => "prove_shipment",
+            Op::CancelShare { .. } => "cancel_share",
         }
     }
 }
@@ -449,6 +489,46 @@ impl Keys {
             Op::CloseRfq { rfq } => {
                 self.docs.insert((DocKind::Rfq, rfq.clone()));
             }
+            Op::SetOrderPolicy { agent, .. } => {
+                self.members.insert(agent.clone());
+                self.docs.insert((DocKind::Policy, agent.to_string()));
+            }
+            Op::CreateOrder { rfq, listings, lines } => {
+                let buyer = &command.actor.id;
+                self.docs.insert((DocKind::Rfq, rfq.clone()));
+                self.docs.insert((DocKind::Policy, buyer.to_string()));
+                for listing in listings.iter().take(crate::types::limits::ORDER_LINES_MAX) {
+                    self.docs.insert((DocKind::Listing, listing.clone()));
+                }
+                self.accounts.insert(AccountId::of_member(buyer));
+                self.budgets.insert(buyer.clone());
+                if let Some(idem) = &command.idem {
+                    let id = crate::order::order_id(buyer, &idem.key);
+                    self.add_order_holds(&id, *lines);
+                    self.docs.insert((DocKind::Order, id));
+                }
+            }
+            Op::DecideOrder { order, buyer, lines, .. } => {
+                self.docs.insert((DocKind::Order, order.clone()));
+                self.accounts.insert(AccountId::of_member(buyer));
+                self.budgets.insert(buyer.clone());
+                self.add_order_holds(order, *lines);
+            }
+            Op::ProveShipment { order, buyer, line, receipt_sha256, .. } => {
+                self.docs.insert((DocKind::Order, order.clone()));
+                self.docs.insert((DocKind::Blob, receipt_sha256.to_ascii_lowercase()));
+                self.accounts.insert(AccountId::of_member(buyer));
+                self.accounts.insert(AccountId::of_member(&command.actor.id));
+                self.accounts.insert(AccountId::fees());
+                self.budgets.insert(buyer.clone());
+                self.holds.insert(crate::order::line_hold(order, *line));
+            }
+            Op::CancelShare { order, buyer, line } => {
+                self.docs.insert((DocKind::Order, order.clone()));
+                self.accounts.insert(AccountId::of_member(buyer));
+                self.budgets.insert(buyer.clone());
+                self.holds.insert(crate::order::line_hold(order, *line));
+            }
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 self.members.insert(agent.clone());
                 self.handles.insert(handle.clone());
@@ -484,6 +564,12 @@ impl Keys {
         let count = (milestones as usize).min(crate::types::limits::CONTRACT_MILESTONES_MAX) as u32;
         for index in 0..count {
             self.holds.insert(milestone_hold(contract, index));
+        }
+    }
+
+    fn add_order_holds(&mut self, order: &str, lines: u32) {
+        for index in 0..lines.min(crate::types::limits::ORDER_LINES_MAX as u32) {
+            self.holds.insert(crate::order::line_hold(order, index));
         }
     }
 

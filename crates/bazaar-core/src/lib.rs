@@ -18,6 +18,7 @@ pub mod escrow;
 pub mod federation;
 pub mod market;
 pub mod model;
+pub mod order;
 pub mod refusal;
 pub mod reputation;
 pub mod state;

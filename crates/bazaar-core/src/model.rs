@@ -351,6 +351,12 @@ pub enum DocKind {
     Listing,
     /// A buyer's request for quote, with every offer on it.
     Rfq,
+    /// A storefront order: one authorization, a share per maker.
+    Order,
+    /// An owner's order policy for one agent (when a person must approve).
+    Policy,
+    /// An uploaded file (a courier receipt's image), keyed by its SHA-256.
+    Blob,
 }
 
 impl DocKind {
@@ -364,6 +370,9 @@ impl DocKind {
             DocKind::Relay => "relay",
             DocKind::Listing => "listing",
             DocKind::Rfq => "rfq",
+            DocKind::Order => "order",
+            DocKind::Policy => "policy",
+            DocKind::Blob => "blob",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -376,6 +385,9 @@ impl DocKind {
             "relay" => DocKind::Relay,
             "listing" => DocKind::Listing,
             "rfq" => DocKind::Rfq,
+            "order" => DocKind::Order,
+            "policy" => DocKind::Policy,
+            "blob" => DocKind::Blob,
             _ => return None,
         })
     }

@@ -128,6 +128,12 @@ codes! {
     OfferAboveCap => "offer_above_cap", Unprocessable;
     OfferBelowFloor => "offer_below_floor", Unprocessable;
     OfferBeyondCapacity => "offer_beyond_capacity", Unprocessable;
+    OrderNotFound => "order_not_found", NotFound;
+    OrderExists => "order_exists", Conflict;
+    OrderInvalid => "order_invalid", Invalid;
+    OrderState => "order_state", Conflict;
+    ApprovalByPerson => "approval_by_person", Forbidden;
+    SharePaid => "share_paid", Conflict;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

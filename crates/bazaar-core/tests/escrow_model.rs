@@ -2260,7 +2260,15 @@ impl World {
                     command(&registry, None, contract_op(&Contract::from_row(row), ContractAct::Advance))
                 }
                 DocKind::Dispute => command(&registry, None, dispute_op(&Dispute::from_row(row), DisputeAct::Advance)),
-                DocKind::Stake | DocKind::Peer | DocKind::Import | DocKind::Relay | DocKind::Listing | DocKind::Rfq => {
+                DocKind::Stake
+                | DocKind::Peer
+                | DocKind::Import
+                | DocKind::Relay
+                | DocKind::Listing
+                | DocKind::Rfq
+                | DocKind::Order
+                | DocKind::Policy
+                | DocKind::Blob => {
                     unreachable!("only contracts and disputes are due in this model")
                 }
             })

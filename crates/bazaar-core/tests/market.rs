@@ -169,3 +169,18 @@ proptest! {
         prop_assert_eq!(allocate(quantity, &offers), allocate(quantity, &shuffled));
     }
 }
+
+#[test]
+fn makers_are_told_in_their_language_or_in_english() {
+    use bazaar_core::order::{share_message, LANGUAGES};
+    for language in LANGUAGES {
+        let (text, fallback) = share_message(language, 12, "cushion covers", Amount(31_200), "2026-12-30");
+        assert!(!fallback, "{language} has a translation");
+        assert!(text.contains("12") && text.contains("31200") && text.contains("2026-12-30"), "{language}: {text}");
+    }
+    let (spanish, _) = share_message("es-MX", 1, "x", Amount(1), "d");
+    assert!(spanish.starts_with("Nuevo pedido"), "a regional tag uses its language");
+    let (german, fallback) = share_message("de", 1, "x", Amount(1), "d");
+    assert!(fallback, "no German yet");
+    assert!(german.starts_with("New order"), "falls back to English");
+}

@@ -312,7 +312,14 @@ pub async fn advance_documents(state: &Arc<AppState>) -> Result<usize, StoreErro
                 relays.push(relay);
                 continue;
             }
-            DocKind::Stake | DocKind::Peer | DocKind::Import | DocKind::Listing | DocKind::Rfq => continue,
+            DocKind::Stake
+            | DocKind::Peer
+            | DocKind::Import
+            | DocKind::Listing
+            | DocKind::Rfq
+            | DocKind::Order
+            | DocKind::Policy
+            | DocKind::Blob => continue,
         };
         ops.push(state.store.submit(Command { actor: state.registry_actor(), idem: None, op }));
     }

@@ -53,6 +53,18 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/rfqs/{id}/offers", post(market::make_offer))
         .route("/v1/rfqs/{id}/allocation", get(market::allocation))
         .route("/v1/rfqs/{id}/close", post(market::close_rfq))
+        .route("/v1/agents/{agent}/order-policy", put(market::set_order_policy))
+        .route("/v1/orders", post(market::create_order).get(market::list_orders))
+        .route("/v1/orders/{id}", get(market::get_order))
+        .route("/v1/orders/{id}/approve", post(market::approve_order))
+        .route("/v1/orders/{id}/decline", post(market::decline_order))
+        .route(
+            "/v1/orders/{id}/shares/{share}/proof",
+            post(market::prove_shipment).layer(axum::extract::DefaultBodyLimit::max(RECEIPT_IMAGE_BYTES_MAX)),
+        )
+        .route("/v1/orders/{id}/shares/{share}/cancel", post(market::cancel_share))
+        .route("/v1/blobs/{sha256}", get(market::get_blob))
+        .route("/approve/{id}", get(market::approval_page))
         .route(fed::FEDERATION_SETTLE_PATH, post(fed::federation_settle))
         .route("/passport/verify", get(passport_verify))
         .route("/v1/owners", post(create_owner))
@@ -819,7 +831,17 @@ async fn events(
         market::get_rfq,
         market::make_offer,
         market::allocation,
-        market::close_rfq
+        market::close_rfq,
+        market::set_order_policy,
+        market::create_order,
+        market::get_order,
+        market::list_orders,
+        market::approve_order,
+        market::decline_order,
+        market::prove_shipment,
+        market::cancel_share,
+        market::get_blob,
+        market::approval_page
     ),
     components(schemas(
         CreateOwnerRequest,
@@ -845,7 +867,9 @@ async fn events(
         fed::GuestRequest,
         market::ListingRequest,
         market::RfqRequest,
-        market::OfferRequest
+        market::OfferRequest,
+        market::OrderPolicyRequest,
+        market::OrderRequest
     ))
 )]
 pub struct ApiDoc;

@@ -177,3 +177,12 @@ pub const SEARCH_TERM_LEN_MAX: usize = 32;
 pub const SEARCH_RESULTS_MAX: usize = 50;
 /// Sellers one request for quote invites (the best-matching listings).
 pub const RFQ_SELLERS_MAX: usize = 32;
+/// Makers' shares in one order.
+pub const ORDER_LINES_MAX: usize = 32;
+/// A proof of shipment: the courier receipt's SHA-256 in hex, and a tracking number.
+pub const RECEIPT_SHA256_HEX_LEN: usize = 64;
+pub const TRACKING_LEN_MAX: usize = 64;
+/// A courier receipt's image as uploaded (JPEG, PNG or WebP), stored by its SHA-256.
+pub const RECEIPT_IMAGE_BYTES_MAX: usize = 512 * 1024;
+
+const _: () = assert!(ORDER_LINES_MAX >= RFQ_SELLERS_MAX);

@@ -1,0 +1,511 @@
+//! Storefront orders: a closed request's allocation becomes one order with one
+//! authorization — a hold per maker's share on the buyer agent's budget, all
+//! opened by one command. When the owner's policy asks for it (an order above
+//! an amount) the order first waits for a person's approval: only the buyer's
+//! owner approves, never an agent. Each maker is told in her own language
+//! (falling back to English), proves shipment with a courier receipt's hash and
+//! a tracking number, and is paid her share on that proof. Cancelling a share
+//! before it ships releases its hold.
+//!
+//! Per order `total = held + paid + fees + released`, asserted on every write.
+
+use crate::apply::{Batch, Step};
+use crate::command::Command;
+use crate::market::{Listing, Rfq, RfqState};
+use crate::model::{Budget, DocKind, DocRow, MemberKind, TransferKind};
+use crate::refusal::{Code, Refusal};
+use bazaar_types::limits::{ORDER_LINES_MAX, RECEIPT_IMAGE_BYTES_MAX, RECEIPT_SHA256_HEX_LEN, TRACKING_LEN_MAX};
+use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp, TransferId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderState {
+    AwaitingApproval,
+    Authorized,
+    /// Every share paid or cancelled.
+    Completed,
+    /// Refused on the approval link, or every share cancelled before any shipped.
+    Cancelled,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineState {
+    AwaitingApproval,
+    Authorized,
+    Paid,
+    Cancelled,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proof {
+    /// SHA-256 (hex) of the courier receipt's image.
+    pub receipt_sha256: String,
+    pub tracking: String,
+    pub at: Timestamp,
+}
+
+/// What a maker is told, in her language.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notification {
+    pub language: String,
+    pub text: String,
+    /// True when her language had no translation and English was used.
+    pub fallback: bool,
+    pub at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderLine {
+    pub index: u32,
+    pub seller: MemberId,
+    pub listing: String,
+    pub units: u64,
+    pub unit_price: Amount,
+    pub amount: Amount,
+    pub language: String,
+    pub hold: HoldId,
+    pub state: LineState,
+    #[serde(default)]
+    pub notification: Option<Notification>,
+    #[serde(default)]
+    pub proof: Option<Proof>,
+    #[serde(default)]
+    pub payment: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    pub required: bool,
+    /// The owner's policy: orders above this wait for a person.
+    pub above_minor: Option<Amount>,
+    #[serde(default)]
+    pub decided_by: Option<MemberId>,
+    #[serde(default)]
+    pub approved: Option<bool>,
+    #[serde(default)]
+    pub decided_at: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Order {
+    pub id: String,
+    pub buyer: MemberId,
+    /// The person who may approve it.
+    pub owner: MemberId,
+    pub rfq: String,
+    pub item: String,
+    pub deadline: Timestamp,
+    pub lines: Vec<OrderLine>,
+    pub total: Amount,
+    pub paid_net: Amount,
+    pub fees: Amount,
+    pub released: Amount,
+    pub state: OrderState,
+    pub approval: Approval,
+    pub created_at: Timestamp,
+}
+
+/// An owner's rule for one agent's orders.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderPolicy {
+    pub agent: MemberId,
+    /// Orders with a total above this wait for the owner's approval (0: every order).
+    pub approval_above_minor: Amount,
+}
+
+pub fn order_id(buyer: &MemberId, key: &str) -> String {
+    format!("ord_{}", &crate::crypto::sha256_hex(format!("{buyer}\n{key}").as_bytes())[..32])
+}
+
+pub fn line_hold(order: &str, index: u32) -> HoldId {
+    HoldId(format!("hold_{order}_l{index}"))
+}
+
+impl Order {
+    pub fn to_row(&self) -> DocRow {
+        let mut parties = vec![self.buyer.clone(), self.owner.clone()];
+        for line in &self.lines {
+            if !parties.contains(&line.seller) {
+                parties.push(line.seller.clone());
+            }
+        }
+        DocRow {
+            kind: DocKind::Order,
+            id: self.id.clone(),
+            body: serde_json::to_value(self).expect("orders serialize"),
+            due_at: None,
+            parties,
+        }
+    }
+    pub fn from_row(row: &DocRow) -> Order {
+        serde_json::from_value(row.body.clone()).expect("stored orders parse")
+    }
+    pub fn held(&self) -> Amount {
+        let held = self.lines.iter().filter(|l| l.state == LineState::Authorized).map(|l| l.amount.0).sum();
+        Amount(held)
+    }
+    /// `total = held + paid_net + fees + released` once authorized.
+    pub fn balanced(&self) -> bool {
+        if self.state == OrderState::AwaitingApproval {
+            return true;
+        }
+        let accounted = self.held().0 + self.paid_net.0 + self.fees.0 + self.released.0;
+        let cancelled_unauthorized = if self.approval.approved == Some(false) { self.total.0 } else { 0 };
+        accounted == self.total.0 || cancelled_unauthorized == self.total.0
+    }
+}
+
+impl OrderPolicy {
+    pub fn to_row(&self) -> DocRow {
+        DocRow {
+            kind: DocKind::Policy,
+            id: self.agent.to_string(),
+            body: serde_json::to_value(self).expect("policies serialize"),
+            due_at: None,
+            parties: vec![self.agent.clone()],
+        }
+    }
+}
+
+// ---- the makers' message catalogue ----------------------------------------------------
+
+/// Receipt images accepted with a proof of shipment.
+pub const RECEIPT_CONTENT_TYPES: &[&str] = &["image/jpeg", "image/png", "image/webp"];
+
+/// Languages with a translation of every message; others fall back to English.
+pub const LANGUAGES: &[&str] = &["en", "es", "fr", "hi"];
+
+/// The text telling a maker her share is held, in `language` (its primary
+/// subtag), and whether English stood in for a missing translation.
+pub fn share_message(language: &str, units: u64, item: &str, amount: Amount, deadline_day: &str) -> (String, bool) {
+    let primary = language.split('-').next().unwrap_or_default().to_ascii_lowercase();
+    let text = match primary.as_str() {
+        "en" => Some(format!(
+            "New order: {units} × {item}. {amount} BNU is held for you; ship by {deadline_day}, then upload your courier receipt to be paid."
+        )),
+        "es" => Some(format!(
+            "Nuevo pedido: {units} × {item}. Hay {amount} BNU retenidos para ti; envía antes del {deadline_day} y sube el recibo del mensajero para cobrar."
+        )),
+        "fr" => Some(format!(
+            "Nouvelle commande : {units} × {item}. {amount} BNU sont réservés pour vous ; expédiez avant le {deadline_day}, puis envoyez le reçu du transporteur pour être payée."
+        )),
+        "hi" => Some(format!(
+            "नया ऑर्डर: {units} × {item}। आपके लिए {amount} BNU रोके गए हैं; {deadline_day} तक भेजें, फिर भुगतान के लिए कूरियर की रसीद अपलोड करें।"
+        )),
+        _ => None,
+    };
+    match text {
+        Some(text) => (text, false),
+        None => (share_message("en", units, item, amount, deadline_day).0, true),
+    }
+}
+
+fn day_of(at: Timestamp) -> String {
+    let date = crate::vc::rfc3339_from_ms(at.ms());
+    date.get(..10).unwrap_or(&date).to_string()
+}
+
+fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal::new(code, detail))
+}
+
+impl Batch<'_> {
+    fn order(&self, id: &str) -> Result<Order, Refusal> {
+        self.snap
+            .docs
+            .get(&(DocKind::Order, id.to_string()))
+            .map(Order::from_row)
+            .ok_or_else(|| Refusal::new(Code::OrderNotFound, "No such order."))
+    }
+
+    /// The stored order, checking the buyer the edge named (to load its rows) is its buyer.
+    pub(crate) fn order_for(&self, id: &str, buyer: &MemberId) -> Result<Order, Refusal> {
+        let order = self.order(id)?;
+        if &order.buyer != buyer {
+            return refuse(Code::OrderInvalid, "The order's buyer changed under the request; retry.");
+        }
+        Ok(order)
+    }
+
+    fn put_order(&mut self, order: &Order, new: bool) {
+        assert!(order.balanced(), "order {}: total = held + paid + fees + released", order.id);
+        self.put_doc(order.to_row(), new);
+    }
+
+    pub(crate) fn set_order_policy(&mut self, command: &Command, agent: &MemberId, above: Amount) -> Step {
+        let member = self.member(agent)?;
+        if member.owner.as_ref() != Some(&command.actor.id) {
+            return refuse(Code::NotOwner, "Only the agent's owner sets its order policy.");
+        }
+        let policy = OrderPolicy { agent: agent.clone(), approval_above_minor: above };
+        let new = !self.snap.docs.contains_key(&(DocKind::Policy, agent.to_string()));
+        self.put_doc(policy.to_row(), new);
+        let body = serde_json::to_value(&policy).expect("policies serialize");
+        self.event(command, "order.policy_set", body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn create_order(&mut self, command: &Command, rfq_id: &str) -> Step {
+        let Some(idem) = &command.idem else {
+            return refuse(Code::IdempotencyKeyRequired, "An order needs an Idempotency-Key.");
+        };
+        let buyer = command.actor.clone();
+        if buyer.kind != MemberKind::Agent {
+            return refuse(Code::NotAnAgent, "Orders are placed by buyers' agents.");
+        }
+        let Some(owner) = buyer.owner.clone() else {
+            return refuse(Code::NotPermitted, "An agent without an owner here cannot place storefront orders.");
+        };
+        let Some(row) = self.snap.docs.get(&(DocKind::Rfq, rfq_id.to_string())) else {
+            return refuse(Code::RfqNotFound, "No such request for quote.");
+        };
+        let rfq = Rfq::from_row(row);
+        if rfq.buyer != buyer.id {
+            return refuse(Code::NotParty, "Only the request's buyer orders from it.");
+        }
+        if rfq.state != RfqState::Closed {
+            return refuse(Code::RfqInvalid, "Close the request first: its allocation is what is ordered.");
+        }
+        let id = order_id(&buyer.id, &idem.key);
+        if self.snap.docs.contains_key(&(DocKind::Order, id.clone())) {
+            return refuse(Code::OrderExists, "An order with this Idempotency-Key already exists.");
+        }
+        let allocation = rfq.current_allocation();
+        if allocation.lines.is_empty() || allocation.lines.len() > ORDER_LINES_MAX {
+            return Err(Refusal::new(Code::OrderInvalid, format!("An order has 1–{ORDER_LINES_MAX} shares."))
+                .with(json!({"shares": allocation.lines.len()})));
+        }
+        let mut lines = Vec::new();
+        for (index, line) in allocation.lines.iter().enumerate() {
+            let offer = rfq.offers.iter().find(|o| o.id == line.offer_id).expect("allocated offers are recorded");
+            let language = self
+                .snap
+                .docs
+                .get(&(DocKind::Listing, offer.listing.clone()))
+                .map(|row| Listing::from_row(row).language)
+                .unwrap_or_else(|| "en".into());
+            lines.push(OrderLine {
+                index: index as u32,
+                seller: line.seller.clone(),
+                listing: offer.listing.clone(),
+                units: line.units,
+                unit_price: line.unit_price,
+                amount: line.amount,
+                language,
+                hold: line_hold(&id, index as u32),
+                state: LineState::AwaitingApproval,
+                notification: None,
+                proof: None,
+                payment: None,
+            });
+        }
+        let above = self
+            .snap
+            .docs
+            .get(&(DocKind::Policy, buyer.id.to_string()))
+            .and_then(|row| serde_json::from_value::<OrderPolicy>(row.body.clone()).ok())
+            .map(|p| p.approval_above_minor);
+        let total = allocation.total;
+        let required = above.is_some_and(|above| total > above);
+        let mut order = Order {
+            id: id.clone(),
+            buyer: buyer.id.clone(),
+            owner,
+            rfq: rfq.id.clone(),
+            item: rfq.item.clone(),
+            deadline: rfq.request.deadline,
+            lines,
+            total,
+            paid_net: Amount::ZERO,
+            fees: Amount::ZERO,
+            released: Amount::ZERO,
+            state: OrderState::AwaitingApproval,
+            approval: Approval { required, above_minor: above, decided_by: None, approved: None, decided_at: None },
+            created_at: self.now,
+        };
+        if !required {
+            self.authorize(&mut order)?;
+        }
+        self.put_order(&order, true);
+        let body = serde_json::to_value(&order).expect("orders serialize");
+        self.event(
+            command,
+            "order.created",
+            json!({"order": id, "buyer": order.buyer, "total_minor": total,
+            "shares": order.lines.len(), "approval_required": required}),
+        );
+        Ok(body)
+    }
+
+    /// The one authorization: a hold per share, all in this command; then each maker is told.
+    fn authorize(&mut self, order: &mut Order) -> Result<(), Refusal> {
+        let account = AccountId::of_member(&order.buyer);
+        self.check_available(&account, order.total)?;
+        let budget = self.snap.budgets.get(&order.buyer).cloned().unwrap_or_else(|| Budget::zero(order.buyer.clone()));
+        crate::apply::check_ceilings(&budget, order.total, self.now)?;
+        self.put_budget(crate::apply::spend(budget, order.total, self.now));
+        for line in order.lines.iter_mut() {
+            self.open_hold(line.hold.clone(), account.clone(), line.amount, Timestamp::NEVER);
+            line.state = LineState::Authorized;
+            let (text, fallback) =
+                share_message(&line.language, line.units, &order.item, line.amount, &day_of(order.deadline));
+            line.notification = Some(Notification { language: line.language.clone(), text, fallback, at: self.now });
+        }
+        order.state = OrderState::Authorized;
+        Ok(())
+    }
+
+    pub(crate) fn decide_order(&mut self, command: &Command, id: &str, approve: bool) -> Step {
+        let mut order = self.order(id)?;
+        if command.actor.kind != MemberKind::Owner {
+            return refuse(
+                Code::ApprovalByPerson,
+                "Orders are approved by a person (the buyer's owner), never by an agent.",
+            );
+        }
+        if command.actor.id != order.owner {
+            return refuse(Code::NotOwner, "Only the buyer agent's owner approves its orders.");
+        }
+        if order.state != OrderState::AwaitingApproval {
+            return Err(Refusal::new(Code::OrderState, "This order is not waiting for approval.")
+                .with(json!({"state": order.state})));
+        }
+        if approve {
+            self.authorize(&mut order)?;
+        } else {
+            order.state = OrderState::Cancelled;
+            for line in order.lines.iter_mut() {
+                line.state = LineState::Cancelled;
+            }
+        }
+        order.approval.decided_by = Some(command.actor.id.clone());
+        order.approval.approved = Some(approve);
+        order.approval.decided_at = Some(self.now);
+        self.put_order(&order, false);
+        let body = serde_json::to_value(&order).expect("orders serialize");
+        let kind = if approve { "order.approved" } else { "order.declined" };
+        self.event(command, kind, json!({"order": order.id, "by": command.actor.id, "total_minor": order.total}));
+        Ok(body)
+    }
+
+    fn authorized_line(&self, order: &Order, index: u32) -> Result<OrderLine, Refusal> {
+        let line = order
+            .lines
+            .get(index as usize)
+            .cloned()
+            .ok_or_else(|| Refusal::new(Code::OrderInvalid, "No such share in this order."))?;
+        match line.state {
+            LineState::Authorized => Ok(line),
+            LineState::Paid => {
+                Err(Refusal::new(Code::SharePaid, "This share was already paid on its proof; it is paid once.")
+                    .with(json!({"payment": line.payment})))
+            }
+            state => Err(Refusal::new(Code::OrderState, "This share is not authorized.").with(json!({"state": state}))),
+        }
+    }
+
+    fn finish_if_done(order: &mut Order) {
+        if order.lines.iter().all(|l| matches!(l.state, LineState::Paid | LineState::Cancelled)) {
+            let any_paid = order.lines.iter().any(|l| l.state == LineState::Paid);
+            order.state = if any_paid { OrderState::Completed } else { OrderState::Cancelled };
+        }
+    }
+
+    pub(crate) fn prove_shipment(
+        &mut self,
+        command: &Command,
+        id: &str,
+        index: u32,
+        receipt_sha256: &str,
+        tracking: &str,
+        receipt: Option<&(String, Vec<u8>)>,
+    ) -> Step {
+        let mut order = self.order(id)?;
+        let line = self.authorized_line(&order, index)?;
+        if command.actor.id != line.seller {
+            return refuse(Code::NotParty, "Only the maker of this share proves its shipment.");
+        }
+        let hex_ok =
+            receipt_sha256.len() == RECEIPT_SHA256_HEX_LEN && receipt_sha256.chars().all(|c| c.is_ascii_hexdigit());
+        if !hex_ok || tracking.trim().is_empty() || tracking.len() > TRACKING_LEN_MAX {
+            return refuse(
+                Code::OrderInvalid,
+                format!("A proof is the courier receipt's SHA-256 (64 hex) and a tracking number of 1–{TRACKING_LEN_MAX} characters."),
+            );
+        }
+        let receipt_sha256 = receipt_sha256.to_ascii_lowercase();
+        if let Some((content_type, bytes)) = receipt {
+            if crate::crypto::sha256_hex(bytes) != receipt_sha256 {
+                return refuse(Code::OrderInvalid, "The receipt image does not hash to `receipt_sha256`.");
+            }
+            if bytes.len() > RECEIPT_IMAGE_BYTES_MAX || !RECEIPT_CONTENT_TYPES.contains(&content_type.as_str()) {
+                return refuse(
+                    Code::OrderInvalid,
+                    format!("A receipt image is JPEG, PNG or WebP, at most {RECEIPT_IMAGE_BYTES_MAX} bytes."),
+                );
+            }
+            let key = (DocKind::Blob, receipt_sha256.clone());
+            if !self.snap.docs.contains_key(&key) {
+                use base64::Engine;
+                let row = DocRow {
+                    kind: DocKind::Blob,
+                    id: receipt_sha256.clone(),
+                    body: json!({"content_type": content_type, "bytes": bytes.len(),
+                        "base64": base64::engine::general_purpose::STANDARD.encode(bytes)}),
+                    due_at: None,
+                    parties: vec![order.buyer.clone(), order.owner.clone(), line.seller.clone()],
+                };
+                self.put_doc(row, true);
+            }
+        }
+        let receipt_sha256 = receipt_sha256.as_str();
+        let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
+        let fee = line.amount.fee_bps(self.config.fee_bps);
+        let net = line.amount.checked_sub(fee).expect("fee within amount");
+        let prefix = format!("tr_{}_l{index}", order.id);
+        let legs = [
+            (AccountId::of_member(&line.seller), net, TransferKind::Payment, TransferId(format!("{prefix}_pay"))),
+            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{prefix}_fee"))),
+        ];
+        let (link, transfers) = self.post_hold(command, hold, &legs, Some(&order.buyer));
+        let payment =
+            json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link, "paid_at_ms": self.now});
+        let slot = &mut order.lines[index as usize];
+        slot.state = LineState::Paid;
+        slot.proof = Some(Proof {
+            receipt_sha256: receipt_sha256.to_ascii_lowercase(),
+            tracking: tracking.to_string(),
+            at: self.now,
+        });
+        slot.payment = Some(payment.clone());
+        order.paid_net = order.paid_net.checked_add(net).expect("within total");
+        order.fees = order.fees.checked_add(fee).expect("within total");
+        Self::finish_if_done(&mut order);
+        self.put_order(&order, false);
+        let body = json!({"order": order.id, "share": index, "seller": line.seller, "tracking": tracking,
+            "receipt_sha256": receipt_sha256.to_ascii_lowercase(), "payment": payment, "order_state": order.state});
+        self.event(command, "order.share_paid", body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn cancel_share(&mut self, command: &Command, id: &str, index: u32) -> Step {
+        let mut order = self.order(id)?;
+        if command.actor.id != order.buyer && command.actor.id != order.owner {
+            return refuse(Code::NotParty, "The buyer agent or its owner cancels a share.");
+        }
+        let line = self.authorized_line(&order, index)?;
+        let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
+        self.post_hold(command, hold, &[], Some(&order.buyer));
+        order.lines[index as usize].state = LineState::Cancelled;
+        order.released = order.released.checked_add(line.amount).expect("within total");
+        Self::finish_if_done(&mut order);
+        self.put_order(&order, false);
+        let body =
+            json!({"order": order.id, "share": index, "released_minor": line.amount, "order_state": order.state});
+        self.event(command, "order.share_cancelled", body.clone());
+        Ok(body)
+    }
+}
