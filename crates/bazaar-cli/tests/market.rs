@@ -200,6 +200,15 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     let lucia_note = &approved["lines"][1]["notification"];
     assert!(lucia_note["text"].as_str().unwrap().starts_with("Nuevo pedido"), "{lucia_note}");
 
+    // Lucia's 15 promised units count against her capacity on a new request.
+    let ask = json!({"item": "cushion cover", "quantity": 5, "max_unit_price_minor": 3000, "deadline_ms": deadline});
+    let second = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("rfq-2")).await.unwrap().body;
+    let body = json!({"listing": makers[1].1, "unit_price_minor": 2_900, "quantity": 1});
+    let path2 = format!("/v1/rfqs/{}/offers", second["id"].as_str().unwrap());
+    let full = makers[1].0.call(reqwest::Method::POST, &path2, Some(body), None).await.unwrap_err();
+    let SdkProblem { body, .. } = problem(full);
+    assert_eq!((body["code"].as_str(), body["facts"]["committed"].as_u64()), (Some("offer_beyond_capacity"), Some(15)));
+
     // Lucia proves shipment and is paid her share on that proof, once.
     let receipt = b"\x89PNG courier receipt".to_vec();
     let prove = |n: usize, share: u32, tracking: &str| {

@@ -235,8 +235,8 @@ pub async fn make_offer(
     ApiJson(body): ApiJson<OfferRequest>,
 ) -> Result<Response, Problem> {
     let proposal = Proposal { unit_price: Amount(body.unit_price_minor), quantity: body.quantity };
-    // What the seller already promised elsewhere before the deadline: orders are not built yet, so nothing.
-    let op = Op::MakeOffer { rfq: id, listing: body.listing, proposal, committed: 0 };
+    let committed = committed_units(&state, &auth.member.id).await?;
+    let op = Op::MakeOffer { rfq: id, listing: body.listing, proposal, committed };
     let applied = state.store.submit(Command { actor: auth.member, idem: None, op }).await?;
     let offer = applied.outcome.map_err(Problem::from)?;
     if offer["status"] == "refused" {
@@ -248,6 +248,22 @@ pub async fn make_offer(
         return Err(refusal.into());
     }
     Ok((StatusCode::CREATED, Json(offer)).into_response())
+}
+
+/// Units a seller has promised and not yet shipped: her shares in orders
+/// waiting for approval or authorized. Counted against every new offer's
+/// capacity, whatever its deadline (the conservative reading).
+async fn committed_units(state: &AppState, seller: &bazaar_types::MemberId) -> Result<u64, Problem> {
+    use bazaar_core::order::{LineState, Order};
+    let rows = state.store.docs_by_party(DocKind::Order, seller, "", PAGE_LIMIT_MAX).await?;
+    Ok(rows
+        .iter()
+        .map(Order::from_row)
+        .flat_map(|order| order.lines.into_iter())
+        .filter(|line| &line.seller == seller)
+        .filter(|line| matches!(line.state, LineState::AwaitingApproval | LineState::Authorized))
+        .map(|line| line.units)
+        .sum())
 }
 
 /// The buyer or an invited seller: the allocation as it stands (fixed once closed).
