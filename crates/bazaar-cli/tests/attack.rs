@@ -83,6 +83,13 @@ attack_tests! {
     replayed_relay => "replayed-relay",
     self_dealing => "self-dealing",
     tiny_buys => "tiny-buys",
+    offer_below_floor => "offer-below-floor",
+    offer_above_cap => "offer-above-cap",
+    offer_beyond_capacity => "offer-beyond-capacity",
+    fourth_revision => "fourth-revision",
+    agent_self_approval => "agent-self-approval",
+    proof_for_another => "proof-for-another",
+    share_captured_twice => "share-captured-twice",
 }
 
 /// The binary runs the same catalogue by name, exits 0 when it holds, and

@@ -644,12 +644,14 @@ impl crate::apply::Batch<'_> {
         }
         rfq.offers.push(offer.clone());
         self.put_doc(rfq.to_row(), false);
+        // A refused proposal is a recorded refusal (it also uses an attempt, kept on the request).
+        let kind = if offer.status == OfferStatus::Refused { "refusal.recorded" } else { "rfq.offer" };
         self.event(
             command,
-            "rfq.offer",
-            json!({"rfq": rfq.id, "offer": offer.id, "seller": seller,
+            kind,
+            json!({"op": "make_offer", "rfq": rfq.id, "offer": offer.id, "seller": seller,
             "unit_price_minor": offer.unit_price, "quantity": offer.quantity, "attempt": offer.attempt,
-            "status": offer.status, "refusal": offer.refusal.as_ref().map(|r| r.code.clone())}),
+            "status": offer.status, "code": offer.refusal.as_ref().map(|r| r.code.clone())}),
         );
         let mut body = serde_json::to_value(&offer).expect("offers serialize");
         body["attempts_left"] = json!(OFFER_ATTEMPTS_MAX.saturating_sub(offer.attempt));
