@@ -7,7 +7,8 @@
 //! request above the per-call ceiling is refused. The summary proves one debit
 //! per order, the work run once per order, conservation, and a passing audit.
 //! Then the escrow chapter ([`crate::demo_escrow`]) runs on the same registry,
-//! then the passport and cross-registry chapter ([`crate::demo_federation`]).
+//! then the passport and cross-registry chapter ([`crate::demo_federation`]),
+//! then the storefront chapter ([`crate::demo_market`]).
 
 use crate::runtime::registry_config;
 use anyhow::{ensure, Context, Result};
@@ -53,6 +54,8 @@ pub struct StoryReport {
     pub escrow: Option<crate::demo_escrow::EscrowReport>,
     /// The passport and cross-registry chapter.
     pub federation: Option<crate::demo_federation::FederationReport>,
+    /// The storefront chapter (forty cushion covers).
+    pub market: Option<crate::demo_market::MarketReport>,
 }
 
 pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
@@ -73,9 +76,11 @@ pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
     let federation_ok = report.federation.as_ref().is_some_and(|f| {
         f.audits_ok && f.cross_status == 200 && f.corridor_on_a == -f.corridor_on_b && f.corridor_on_a > 0
     });
+    let market_ok = report.market.as_ref().is_some_and(|m| m.order["state"] == "completed" && !m.paid.is_empty());
     let ok = report.audit_ok
         && escrow_ok
         && federation_ok
+        && market_ok
         && report.settlements == report.calls as u64
         && report.work_runs == report.calls as u64;
     Ok(if ok { 0 } else { 1 })
@@ -163,11 +168,12 @@ pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> R
     };
     report.escrow = Some(crate::demo_escrow::escrow_story(&local, say).await?);
     report.federation = Some(crate::demo_federation::federation_story(&local, &merchant, &buyer, dir, say).await?);
+    report.market = Some(crate::demo_market::market_story(&local, say).await?);
     let audit = bazaar_store::audit::audit(store.as_ref(), &|_| {}).await?;
     report.audit_ok = audit.ok;
     report.balance_sum_minor = audit.balance_sum_minor;
     say(format!(
-        "\nafter all three stories, on registry A: Σ balances = {} (conserved)   audit: {}",
+        "\nafter all four stories, on registry A: Σ balances = {} (conserved)   audit: {}",
         audit.balance_sum_minor,
         if audit.ok { "passed" } else { "FAILED" }
     ));
@@ -280,6 +286,7 @@ async fn summary(
         balance_sum_minor: audit.balance_sum_minor,
         escrow: None,
         federation: None,
+        market: None,
     })
 }
 

@@ -5,6 +5,7 @@ pub mod attack;
 pub mod demo;
 pub mod demo_escrow;
 pub mod demo_federation;
+pub mod demo_market;
 pub mod passport;
 pub mod runtime;
 

@@ -40,6 +40,20 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     assert_eq!(federation.translator_received_minor, (TRANSLATE_MINOR - fee) as i128);
     assert_eq!(federation.imported[0]["weightBps"], PEER_WEIGHT_BPS);
     assert!(federation.audits_ok);
+    // The storefront chapter: forty cushion covers across four makers, each paid on her proof.
+    let market = report.market.expect("the storefront chapter ran");
+    let verdicts: Vec<&str> = market.proposals.iter().map(|p| p.3.as_str()).collect();
+    assert!(verdicts.contains(&"offer_below_floor") && verdicts.contains(&"offer_above_cap"));
+    assert!(verdicts.contains(&"offer_notice_too_short"), "a maker who cannot meet the notice");
+    assert_eq!(market.allocation["filled"], 40);
+    assert_eq!(market.allocation["lines"].as_array().unwrap().len(), 4, "across several makers");
+    assert_eq!(market.agent_approval_code, "approval_by_person");
+    assert_eq!(market.order["state"], "completed");
+    assert_eq!(market.paid.len(), 4, "each maker paid on her proof");
+    assert!(market.paid.iter().any(|p| p.2), "a language without a translation fell back to English");
+    let total = market.allocation["total"].as_u64().unwrap();
+    assert_eq!(market.order["paid_net"].as_u64().unwrap() + market.order["fees"].as_u64().unwrap(), total);
+    assert_eq!(market.unmet["unmet"][0]["query"], "linen napkin");
 }
 
 /// An order whose first token was refused (here: voided) can still be paid with a

@@ -1,0 +1,280 @@
+//! The storefront chapter of `bazaar demo`: a hotel's buyer agent asks for 40
+//! hand-embroidered cushion covers at no more than 3000 each, due in 30 days.
+//! Five makers list them with different floors, capacities, notice and
+//! languages. Code checks every offer: one refused below her floor and revised,
+//! one refused above the cap and revised, one who cannot meet the notice. The
+//! allocation fills the order cheapest first across four makers. The order
+//! waits for the owner's approval on the link (the agent's own attempt is
+//! refused); each maker is told in her language (one in English, for want of
+//! a translation), uploads her courier receipt and is paid on that proof.
+
+use crate::demo::{enroll_pair, LocalRegistry};
+use anyhow::{ensure, Context, Result};
+use bazaar_sdk::{Client, SdkError};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+pub const QUANTITY: u64 = 40;
+pub const CAP_MINOR: u64 = 3_000;
+/// The owner's policy: orders above this wait for a person.
+pub const APPROVAL_ABOVE_MINOR: u64 = 50_000;
+
+struct Maker {
+    handle: &'static str,
+    language: &'static str,
+    list: u64,
+    floor: u64,
+    discount_bps: u32,
+    per_day: u64,
+    max: u64,
+    notice_days: u32,
+    /// The proposals she makes, in order: (unit price, units).
+    proposals: &'static [(u64, u64)],
+}
+
+const MAKERS: &[Maker] = &[
+    Maker {
+        handle: "amara",
+        language: "hi",
+        list: 3_200,
+        floor: 2_400,
+        discount_bps: 2_000,
+        per_day: 2,
+        max: 20,
+        notice_days: 7,
+        proposals: &[(2_500, 20), (2_600, 20)],
+    },
+    Maker {
+        handle: "lucia",
+        language: "es-MX",
+        list: 3_000,
+        floor: 2_800,
+        discount_bps: 1_000,
+        per_day: 1,
+        max: 12,
+        notice_days: 5,
+        proposals: &[(2_850, 12)],
+    },
+    Maker {
+        handle: "chloe",
+        language: "fr",
+        list: 2_900,
+        floor: 2_000,
+        discount_bps: 1_000,
+        per_day: 3,
+        max: 30,
+        notice_days: 45,
+        proposals: &[(2_400, 20)],
+    },
+    Maker {
+        handle: "priya",
+        language: "hi",
+        list: 2_900,
+        floor: 2_200,
+        discount_bps: 2_500,
+        per_day: 1,
+        max: 8,
+        notice_days: 3,
+        proposals: &[(3_100, 8), (2_750, 8)],
+    },
+    Maker {
+        handle: "nomvula",
+        language: "zu",
+        list: 3_100,
+        floor: 2_600,
+        discount_bps: 1_000,
+        per_day: 2,
+        max: 10,
+        notice_days: 10,
+        proposals: &[(2_800, 10)],
+    },
+];
+
+#[derive(Debug, Serialize)]
+pub struct MarketReport {
+    /// (maker, unit price, units, code or "valid") for every proposal.
+    pub proposals: Vec<(String, u64, u64, String)>,
+    pub allocation: Value,
+    pub agent_approval_code: String,
+    pub order: Value,
+    /// (maker, language, fell back to English, paid net).
+    pub paid: Vec<(String, String, bool, u64)>,
+    pub unmet: Value,
+}
+
+pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result<MarketReport> {
+    say("\n— the storefront: forty cushion covers —".into());
+    let operator = Client::new(&local.url, Some(local.operator_credential.clone()));
+    let mut makers = Vec::new();
+    for maker in MAKERS {
+        let (_, client) = enroll_pair(&operator, &format!("{}-home", maker.handle), maker.handle).await?;
+        let listing = json!({"sku": "cushion-cover", "title": "Hand-embroidered cushion cover",
+            "description": "Cotton, 45 × 45 cm, embroidered by hand.", "tags": ["cushion", "embroidery", "textile"],
+            "list_price_minor": maker.list, "floor_minor": maker.floor, "max_discount_bps": maker.discount_bps,
+            "capacity_per_day": maker.per_day, "capacity_max": maker.max, "lead_time_days": 2,
+            "notice_days": maker.notice_days, "language": maker.language});
+        let listed = client.put_listing(listing).await?;
+        say(format!(
+            "  {:<8} ({:<5}) lists at {}, lowest {}, {} a day up to {}, needs {} days' notice",
+            maker.handle,
+            maker.language,
+            maker.list,
+            listed["lowest_price_minor"],
+            maker.per_day,
+            maker.max,
+            maker.notice_days
+        ));
+        let did = client.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+        makers.push((client, listed["id"].as_str().unwrap_or_default().to_string(), did));
+    }
+    let (hotel, buyer) = enroll_pair(&operator, "seaside-hotel", "hotel-procurement").await?;
+    let hotel_id = hotel.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    operator.mint(&hotel_id, 150_000, "market-mint").await?;
+    hotel.fund("hotel-procurement", 150_000, "market-fund").await?;
+    hotel.set_budget("hotel-procurement", 150_000, 150_000, 150_000).await?;
+    let policy = json!({"approval_above_minor": APPROVAL_ABOVE_MINOR});
+    hotel.call(reqwest::Method::PUT, "/v1/agents/hotel-procurement/order-policy", Some(policy), None).await?;
+
+    let found = buyer.search("embroidered cushion covers").await?;
+    buyer.search("linen napkins").await?;
+    let unmet = buyer.unmet_searches().await?;
+    say(format!(
+        "the hotel's agent searches: {} listings for \"embroidered cushion covers\"; nobody sells \"linen napkins\" (unmet demand: {})",
+        found["listings"].as_array().map_or(0, |l| l.len()),
+        unmet["unmet"].as_array().map_or(0, |l| l.len())
+    ));
+    let now = bazaar_types::Clock::now(local.clock.as_ref()).ms();
+    let ask = json!({"item": "hand-embroidered cushion covers", "quantity": QUANTITY,
+        "max_unit_price_minor": CAP_MINOR, "deadline_ms": now + 30 * 86_400_000});
+    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("cushions-1")).await?.body;
+    let rfq_id = rfq["id"].as_str().context("rfq id")?.to_string();
+    say(format!(
+        "it asks for {QUANTITY} at no more than {CAP_MINOR} each, due in 30 days: {} makers invited",
+        rfq["invited"].as_array().map_or(0, |i| i.len())
+    ));
+
+    let mut proposals = Vec::new();
+    for (maker, (client, listing, _)) in MAKERS.iter().zip(&makers) {
+        for (price, units) in maker.proposals {
+            let body = json!({"listing": listing, "unit_price_minor": price, "quantity": units});
+            let answer =
+                client.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq_id}/offers"), Some(body), None).await;
+            let verdict = match &answer {
+                Ok(_) => "valid".to_string(),
+                Err(SdkError::Problem { code, .. }) => code.clone(),
+                Err(error) => anyhow::bail!("{}: {error}", maker.handle),
+            };
+            let numbers = match &answer {
+                Err(SdkError::Problem { body, .. }) => numbers_of(&body["facts"]),
+                _ => String::new(),
+            };
+            say(format!("  {:<8} offers {units} at {price}: {verdict}{numbers}", maker.handle));
+            proposals.push((maker.handle.to_string(), *price, *units, verdict));
+        }
+    }
+    let closed = buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq_id}/close"), None, None).await?.body;
+    let allocation = closed["allocation"].clone();
+    say(format!(
+        "allocation, cheapest valid offer first: {} — {} filled, {} unfilled, total {}",
+        allocation["lines"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| format!("{} × {}", l["units"], l["unit_price"]))
+            .collect::<Vec<_>>()
+            .join(", "),
+        allocation["filled"],
+        allocation["unfilled"],
+        allocation["total"]
+    ));
+
+    let order = buyer
+        .call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": rfq_id})), Some("order-cushions-1"))
+        .await?
+        .body;
+    let order_id = order["id"].as_str().context("order id")?.to_string();
+    ensure!(order["state"] == "awaiting_approval", "the order should wait for approval: {order}");
+    let by_agent = buyer.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/approve"), None, None).await;
+    let agent_approval_code =
+        by_agent.err().and_then(|e| e.code().map(str::to_string)).unwrap_or_else(|| "ACCEPTED".into());
+    say(format!(
+        "the order ({} > {APPROVAL_ABOVE_MINOR}) waits for a person at {}{}; the agent's own approval is refused: {agent_approval_code}",
+        order["total"], local.url, order["approval_url"].as_str().unwrap_or_default()
+    ));
+    let approved = hotel.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/approve"), None, None).await?.body;
+    say(format!(
+        "the hotel's owner approves on the link: one authorization holds {} on the agent's budget",
+        approved["total"]
+    ));
+
+    let mut paid = Vec::new();
+    let lines = approved["lines"].as_array().cloned().unwrap_or_default();
+    for line in &lines {
+        let seller = line["seller"].as_str().unwrap_or_default();
+        let Some((maker, (client, _, _))) = MAKERS.iter().zip(&makers).find(|(_, (_, _, did))| did == seller) else {
+            continue;
+        };
+        let note = &line["notification"];
+        say(format!(
+            "  {} is told in {}{}: \"{}\"",
+            maker.handle,
+            note["language"].as_str().unwrap_or_default(),
+            if note["fallback"] == true { " (no translation yet: English)" } else { "" },
+            note["text"].as_str().unwrap_or_default()
+        ));
+        let share = line["index"].as_u64().unwrap_or_default();
+        let tracking = format!("TRK{}{share:03}", maker.handle.to_uppercase());
+        let receipt = format!("courier receipt photo for {} share {share}", maker.handle).into_bytes();
+        let url = format!("{}/v1/orders/{order_id}/shares/{share}/proof?tracking={tracking}", local.url);
+        let response = client
+            .http()
+            .post(url)
+            .bearer_auth(client.credential().unwrap_or_default())
+            .header("content-type", "image/jpeg")
+            .body(receipt)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        ensure!(status.is_success(), "{}'s proof: {body}", maker.handle);
+        let net = body["payment"]["net_minor"].as_u64().unwrap_or_default();
+        say(format!("  {} uploads her courier receipt ({tracking}) and is paid {net} on that proof", maker.handle));
+        paid.push((
+            maker.handle.to_string(),
+            note["language"].as_str().unwrap_or_default().to_string(),
+            note["fallback"] == true,
+            net,
+        ));
+    }
+    let order = buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await?.body;
+    say(format!(
+        "order {}: {}; paid {} to makers, {} in fees; tracking on the order: {}",
+        order_id,
+        order["state"].as_str().unwrap_or_default(),
+        order["paid_net"],
+        order["fees"],
+        order["lines"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["proof"]["tracking"].as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Ok(MarketReport { proposals, allocation, agent_approval_code, order, paid, unmet })
+}
+
+/// The numbers a refusal carries, as a short parenthesis.
+fn numbers_of(facts: &Value) -> String {
+    let mut parts = Vec::new();
+    for key in ["lowest_price_minor", "max_unit_price_minor", "notice_days", "days_left", "deliverable"] {
+        if let Some(value) = facts.get(key) {
+            parts.push(format!("{key} {value}"));
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
