@@ -159,7 +159,7 @@ impl Batch<'_> {
             }
             Op::CloseRfq { rfq } => self.close_rfq(command, rfq),
             Op::SetOrderPolicy { agent, approval_above } => self.set_order_policy(command, agent, *approval_above),
-            Op::CreateOrder { rfq, .. } => self.create_order(command, rfq),
+            Op::CreateOrder { rfq, require_approval, .. } => self.create_order(command, rfq, *require_approval),
             Op::DecideOrder { order, buyer, approve, .. } => {
                 self.order_for(order, buyer).and_then(|_| self.decide_order(command, order, *approve))
             }

@@ -217,6 +217,8 @@ pub enum Op {
         rfq: String,
         listings: Vec<String>,
         lines: u32,
+        /// Wait for the owner's approval whatever its policy says.
+        require_approval: bool,
     },
     /// The buyer's owner approves (or declines) an order waiting for it.
     DecideOrder {
@@ -493,7 +495,7 @@ impl Keys {
                 self.members.insert(agent.clone());
                 self.docs.insert((DocKind::Policy, agent.to_string()));
             }
-            Op::CreateOrder { rfq, listings, lines } => {
+            Op::CreateOrder { rfq, listings, lines, .. } => {
                 let buyer = &command.actor.id;
                 self.docs.insert((DocKind::Rfq, rfq.clone()));
                 self.docs.insert((DocKind::Policy, buyer.to_string()));

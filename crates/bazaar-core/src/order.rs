@@ -248,7 +248,7 @@ impl Batch<'_> {
         Ok(body)
     }
 
-    pub(crate) fn create_order(&mut self, command: &Command, rfq_id: &str) -> Step {
+    pub(crate) fn create_order(&mut self, command: &Command, rfq_id: &str, force_approval: bool) -> Step {
         let Some(idem) = &command.idem else {
             return refuse(Code::IdempotencyKeyRequired, "An order needs an Idempotency-Key.");
         };
@@ -309,7 +309,7 @@ impl Batch<'_> {
             .and_then(|row| serde_json::from_value::<OrderPolicy>(row.body.clone()).ok())
             .map(|p| p.approval_above_minor);
         let total = allocation.total;
-        let required = above.is_some_and(|above| total > above);
+        let required = force_approval || above.is_some_and(|above| total > above);
         let mut order = Order {
             id: id.clone(),
             buyer: buyer.id.clone(),

@@ -11,6 +11,7 @@ pub mod escrow_routes;
 pub mod federation_routes;
 pub mod keyring;
 pub mod market_routes;
+pub mod mcp;
 pub mod metrics;
 pub mod passport_page;
 pub mod problem;

@@ -314,6 +314,9 @@ pub async fn set_order_policy(
 pub struct OrderRequest {
     /// A closed request for quote of the caller's: its allocation is ordered.
     pub rfq: String,
+    /// Wait for the owner's approval whatever the policy says (the MCP tool always sets it).
+    #[serde(default)]
+    pub require_approval: bool,
 }
 
 /// Buyer's agent (Idempotency-Key required): turns a closed request's
@@ -336,7 +339,12 @@ pub async fn create_order(
         .iter()
         .filter_map(|line| rfq.offers.iter().find(|o| o.id == line.offer_id).map(|o| o.listing.clone()))
         .collect();
-    let op = Op::CreateOrder { rfq: rfq.id.clone(), listings, lines: allocation.lines.len() as u32 };
+    let op = Op::CreateOrder {
+        rfq: rfq.id.clone(),
+        listings,
+        lines: allocation.lines.len() as u32,
+        require_approval: body.require_approval,
+    };
     let response = execute(&state, auth.member, idem, op, StatusCode::CREATED).await;
     Ok(with_approval_url(response).await)
 }

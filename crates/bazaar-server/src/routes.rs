@@ -29,7 +29,15 @@ use utoipa::{OpenApi, ToSchema};
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
+/// Every route, with the storefront's MCP server nested at `/mcp`.
 pub fn router(state: Arc<AppState>) -> Router {
+    let api = api_router(state.clone());
+    let mcp = crate::mcp::service(state.clone(), api.clone());
+    api.nest_service("/mcp", mcp)
+}
+
+/// The REST API (and the pages): everything but `/mcp`, whose tools call it.
+pub fn api_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))

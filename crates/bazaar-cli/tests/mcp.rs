@@ -1,0 +1,135 @@
+//! The storefront through a real MCP client: the official Python `mcp`
+//! package (installed in `tests/mcp/.venv` by `./scripts/test`) connects to
+//! `/mcp` over streamable HTTP with the buyer agent's bearer credential, lists
+//! the tools, searches, requests a quote, reads offers and the allocation,
+//! creates an order (an approval link, never a payment) and reads its status.
+//! Tool errors carry the REST API's codes.
+
+use bazaar_cli::demo::{embedded_registry_with, enroll_pair};
+use bazaar_core::apply::Config;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+fn python() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
+    let python = root.join("tests/mcp/.venv/bin/python");
+    assert!(python.exists(), "tests/mcp/.venv is missing: run ./scripts/test once (it installs the Python MCP client)");
+    python
+}
+
+/// Runs the client over `steps`; one parsed line per step.
+async fn mcp(url: &str, credential: &str, steps: Value, dir: &Path, name: &str) -> Vec<Value> {
+    let script = dir.join(format!("{name}.json"));
+    std::fs::write(&script, steps.to_string()).unwrap();
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/storefront_client.py");
+    let (url, credential) = (format!("{url}/mcp"), credential.to_string());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python()).arg(client).arg(url).arg(credential).arg(script).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "MCP client failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    stdout.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_shops_the_storefront() {
+    let dir = std::env::temp_dir().join(format!("bazaar-mcp-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = embedded_registry_with(&dir, Some("mcp-op".into()), Config::standard()).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("mcp-op".into()));
+    let mut makers = Vec::new();
+    for (name, price) in [("amara", 2_600u64), ("lucia", 2_850)] {
+        let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
+        let listing = json!({"sku": "cc", "title": "Hand-embroidered cushion cover", "tags": ["cushion"],
+            "list_price_minor": 3_000, "floor_minor": 2_500, "max_discount_bps": 2_000, "capacity_per_day": 2, "capacity_max": 20,
+            "language": "en"});
+        let listed = maker.put_listing(listing).await.unwrap();
+        makers.push((maker, listed["id"].as_str().unwrap().to_string(), price));
+    }
+    let (hotel, buyer) = enroll_pair(&operator, "hotel", "hotel-agent").await.unwrap();
+    let hotel_id = hotel.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&hotel_id, 200_000, "m").await.unwrap();
+    hotel.fund("hotel-agent", 200_000, "f").await.unwrap();
+    hotel.set_budget("hotel-agent", 200_000, 200_000, 200_000).await.unwrap();
+    let credential = buyer.credential().unwrap().to_string();
+    let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 30 * 86_400_000;
+
+    let first = mcp(
+        &local.url,
+        &credential,
+        json!([
+            {"list_tools": true},
+            {"tool": "search_products", "arguments": {"query": "embroidered cushion"}},
+            {"tool": "request_quote", "arguments": {"item": "cushion covers", "quantity": 30,
+                "max_unit_price_minor": 3_000, "deadline_ms": deadline, "key": "mcp-rfq-1"}},
+            {"tool": "read_offers", "arguments": {"rfq": "rfq_nope"}},
+        ]),
+        &dir,
+        "first",
+    )
+    .await;
+    let tools: Vec<&str> = first[0]["result"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(
+        tools,
+        ["search_products", "request_quote", "read_offers", "read_allocation", "create_order", "order_status"]
+    );
+    assert_eq!(first[1]["result"]["listings"].as_array().unwrap().len(), 2);
+    let rfq = first[2]["result"]["id"].as_str().unwrap().to_string();
+    assert_eq!(first[2]["result"]["invited"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (first[3]["is_error"].as_bool(), first[3]["result"]["code"].as_str()),
+        (Some(true), Some("rfq_not_found"))
+    );
+
+    // The makers offer over REST (they are other agents).
+    for (maker, listing, price) in &makers {
+        let body = json!({"listing": listing, "unit_price_minor": price, "quantity": 20});
+        maker.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await.unwrap();
+    }
+    let second = mcp(
+        &local.url,
+        &credential,
+        json!([
+            {"tool": "read_offers", "arguments": {"rfq": rfq}},
+            {"tool": "read_allocation", "arguments": {"rfq": rfq}},
+            {"tool": "create_order", "arguments": {"rfq": rfq, "key": "mcp-order-1"}},
+            {"tool": "order_status", "arguments": {"order": "$2.id"}},
+        ]),
+        &dir,
+        "second",
+    )
+    .await;
+    assert_eq!(second[0]["result"]["offers"].as_array().unwrap().len(), 2);
+    let lines = &second[1]["result"]["allocation"]["lines"];
+    assert_eq!((lines[0]["units"].as_u64(), lines[1]["units"].as_u64()), (Some(20), Some(10)), "cheapest first");
+    let order = &second[2]["result"];
+    assert_eq!(order["state"], "awaiting_approval", "an MCP order never pays: it waits for a person");
+    let order_id = order["id"].as_str().unwrap();
+    assert_eq!(order["approval_url"], format!("/approve/{order_id}"));
+    assert_eq!(second[3]["result"]["state"], "awaiting_approval");
+    assert_eq!(buyer.me().await.unwrap()["held_minor"], 0, "nothing held until approved");
+
+    // The person approves on the link; the agent reads the status again.
+    hotel.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/approve"), None, None).await.unwrap();
+    let third = mcp(
+        &local.url,
+        &credential,
+        json!([{"tool": "order_status", "arguments": {"order": order_id}}]),
+        &dir,
+        "third",
+    )
+    .await;
+    assert_eq!(third[0]["result"]["state"], "authorized");
+    // Without a credential, the same tool answers the REST code.
+    let anonymous =
+        mcp(&local.url, "bzc_wrong", json!([{"tool": "order_status", "arguments": {"order": order_id}}]), &dir, "anon")
+            .await;
+    assert_eq!(
+        (anonymous[0]["is_error"].as_bool(), anonymous[0]["result"]["code"].as_str()),
+        (Some(true), Some("unauthenticated"))
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
