@@ -265,3 +265,132 @@ fn settle_failure(error: SdkError) -> Response {
         ),
     }
 }
+
+// ---- x402 v2 --------------------------------------------------------------------------
+
+/// x402 v2 headers (base64 JSON).
+pub const PAYMENT_REQUIRED: &str = "payment-required";
+pub const PAYMENT_SIGNATURE: &str = "payment-signature";
+pub const PAYMENT_RESPONSE: &str = "payment-response";
+
+/// A paid route that speaks x402 v2 on top of a [`PaidRoute`]: no payment →
+/// `402` with `PAYMENT-REQUIRED`; a `PAYMENT-SIGNATURE` carrying a registry
+/// token (scheme `apt`) → settled exactly once and run once per settlement
+/// (with work receipts), answered with `PAYMENT-RESPONSE`.
+pub struct X402Route {
+    route: Arc<PaidRoute>,
+    network: String,
+    pay_to: String,
+    registry: String,
+    description: String,
+}
+
+fn b64_json(value: &serde_json::Value) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(value.to_string())
+}
+
+impl X402Route {
+    /// Reads the merchant's DID and the registry's x402 network from the registry.
+    pub async fn new(route: Arc<PaidRoute>, description: &str) -> Result<X402Route, SdkError> {
+        let me = route.client.me().await?;
+        let card = route.client.well_known().await?;
+        Ok(X402Route {
+            pay_to: me["member"]["id"].as_str().unwrap_or_default().to_string(),
+            network: card["x402"]["network"].as_str().unwrap_or_default().to_string(),
+            registry: card["did"].as_str().unwrap_or_default().to_string(),
+            route,
+            description: description.to_string(),
+        })
+    }
+
+    fn requirements(&self, resource: &str, order_id: &str) -> serde_json::Value {
+        json!({"scheme": "apt", "network": self.network, "amount": self.route.price_minor.to_string(), "asset": "BNU",
+            "payTo": self.pay_to, "maxTimeoutSeconds": bazaar_types::limits::TOKEN_TTL_S_MAX,
+            "extra": {"registry": self.registry, "resource": resource, "orderId": order_id}})
+    }
+
+    fn payment_required(&self, resource: &str, error: &str) -> Response {
+        let order_id = format!("x402-{}", uuid_like());
+        let required = json!({"x402Version": 2, "error": error,
+            "resource": {"url": resource, "description": self.description, "mimeType": "application/json"},
+            "accepts": [self.requirements(resource, &order_id)]});
+        let mut response = (StatusCode::PAYMENT_REQUIRED, axum::Json(json!({}))).into_response();
+        if let Ok(value) = HeaderValue::from_str(&b64_json(&required)) {
+            response.headers_mut().insert(PAYMENT_REQUIRED, value);
+        }
+        response
+    }
+}
+
+/// 16 random bytes as hex, for order ids in `PAYMENT-REQUIRED` offers.
+fn uuid_like() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// The resource URL a request names (scheme, host and path).
+fn resource_of(request: &Request) -> String {
+    let host = request.headers().get(axum::http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+    format!("http://{host}{}", request.uri().path())
+}
+
+/// The x402 middleware. Use with `axum::middleware::from_fn_with_state(Arc<X402Route>, x402_paid)`.
+pub async fn x402_paid(State(x): State<Arc<X402Route>>, mut request: Request, next: Next) -> Response {
+    use base64::Engine;
+    let resource = resource_of(&request);
+    let Some(signature) = request.headers().get(PAYMENT_SIGNATURE).and_then(|v| v.to_str().ok()).map(str::to_string)
+    else {
+        return x.payment_required(&resource, "Payment required");
+    };
+    let payload: Option<serde_json::Value> = base64::engine::general_purpose::STANDARD
+        .decode(signature.trim())
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let Some(payload) = payload else {
+        return x.payment_required(&resource, "invalid_payload");
+    };
+    let accepted = &payload["accepted"];
+    let offered = x.requirements(&resource, "");
+    let same = ["scheme", "network", "amount", "asset", "payTo"].iter().all(|k| accepted[k] == offered[k]);
+    if payload["x402Version"] != 2 || !same {
+        return x.payment_required(&resource, "invalid_payment_requirements");
+    }
+    let Some(token) = payload["payload"]["token"].as_str().map(str::to_string) else {
+        return x.payment_required(&resource, "invalid_payload");
+    };
+    // A token minted for another resource is refused before anything settles.
+    let minted_for = crate::token::claims_unverified(&token).and_then(|c| c["res"].as_str().map(str::to_string));
+    if minted_for.as_deref() != Some(resource.as_str()) {
+        return x.payment_required(&resource, "wrong_resource");
+    }
+    let Ok(value) = HeaderValue::from_str(&token) else {
+        return x.payment_required(&resource, "invalid_payload");
+    };
+    request.headers_mut().insert(PAYMENT_HEADER, value);
+    let response = paid(State(x.route.clone()), request, next).await;
+    if response.status().is_success() {
+        let settlement = response.headers().get(SETTLEMENT_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let payer = crate::token::claims_unverified(&token).and_then(|c| c["sub"].as_str().map(str::to_string));
+        let settled = json!({"success": true, "transaction": settlement, "network": x.network,
+            "payer": payer, "amount": x.route.price_minor.to_string()});
+        let mut response = response;
+        if let Ok(value) = HeaderValue::from_str(&b64_json(&settled)) {
+            response.headers_mut().insert(PAYMENT_RESPONSE, value);
+            response
+                .headers_mut()
+                .insert("access-control-expose-headers", HeaderValue::from_static("PAYMENT-RESPONSE"));
+        }
+        return response;
+    }
+    // A refusal from the registry (the token's code) becomes an x402 402 with that reason.
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, WORK_RECEIPT_BYTES_MAX).await.unwrap_or_default();
+    let problem: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    if parts.status.is_server_error() {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    x.payment_required(&resource, problem["code"].as_str().unwrap_or("payment_refused"))
+}

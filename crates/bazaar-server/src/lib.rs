@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod passport_page;
 pub mod problem;
 pub mod routes;
+pub mod x402_routes;
 
 use bazaar_core::apply::Config;
 use bazaar_core::command::{Command, Op};

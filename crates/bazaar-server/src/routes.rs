@@ -73,6 +73,9 @@ pub fn api_router(state: Arc<AppState>) -> Router {
         .route("/v1/orders/{id}/shares/{share}/cancel", post(market::cancel_share))
         .route("/v1/blobs/{sha256}", get(market::get_blob))
         .route("/approve/{id}", get(market::approval_page))
+        .route("/x402/supported", get(crate::x402_routes::supported))
+        .route("/x402/verify", post(crate::x402_routes::verify))
+        .route("/x402/settle", post(crate::x402_routes::settle))
         .route(fed::FEDERATION_SETTLE_PATH, post(fed::federation_settle))
         .route("/passport/verify", get(passport_verify))
         .route("/v1/owners", post(create_owner))
@@ -317,6 +320,8 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
             "escrow_threshold_minor": state.config.escrow_threshold,
             "dispute_windows_s": state.config.windows,
             "dispute_desk": bazaar_core::model::DESK_ID,
+        "x402": {"scheme": crate::x402_routes::SCHEME, "network": crate::x402_routes::network(&state),
+            "asset": NETWORK_UNIT, "facilitator": "/x402"},
             "token_ttl_s": TOKEN_TTL_S_MAX,
             "token_format": "apt_<base64url(claims)>.<base64url(ed25519(\"bazaar-apt-v1.\" + base64url(claims)))>",
             "limits": {
@@ -849,7 +854,10 @@ async fn events(
         market::prove_shipment,
         market::cancel_share,
         market::get_blob,
-        market::approval_page
+        market::approval_page,
+        crate::x402_routes::supported,
+        crate::x402_routes::verify,
+        crate::x402_routes::settle
     ),
     components(schemas(
         CreateOwnerRequest,

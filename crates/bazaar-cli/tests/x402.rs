@@ -1,0 +1,103 @@
+//! x402 v2 interop with the unmodified npm packages (installed in
+//! `tests/x402/node_modules` by `./scripts/test`): `@x402/fetch` 2.27 with
+//! Bazaar's buyer scheme (`clients/x402-bazaar`) pays a merchant route built
+//! with the SDK's `x402_paid` middleware, and a replay of the paid request is
+//! charged nothing more.
+
+use bazaar_cli::demo::{embedded_registry_with, enroll_pair, serve};
+use bazaar_core::apply::Config;
+use bazaar_sdk::paid::{x402_paid, PaidRoute, Settled, X402Route};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+const PRICE: u64 = 250;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Runs a node script from `tests/x402` and parses its last line.
+async fn node(script: &str, args: Vec<String>) -> Value {
+    let dir = root().join("tests/x402");
+    assert!(
+        dir.join("node_modules/@x402/fetch").is_dir(),
+        "tests/x402/node_modules is missing: run ./scripts/test once (it runs npm ci there)"
+    );
+    let script = dir.join(script);
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node").arg(script).args(args).current_dir(dir).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "node failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x402_fetch_pays_an_sdk_route_once() {
+    let dir = std::env::temp_dir().join(format!("bazaar-x402-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = embedded_registry_with(&dir, Some("x4-op".into()), Config::standard()).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("x4-op".into()));
+    let (owner, buyer) = enroll_pair(&operator, "x4-owner", "x4-buyer").await.unwrap();
+    let (_, merchant) = enroll_pair(&operator, "x4-shop-owner", "x4-shop").await.unwrap();
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&owner_id, 10_000, "x4-mint").await.unwrap();
+    owner.fund("x4-buyer", 10_000, "x4-fund").await.unwrap();
+    owner.set_budget("x4-buyer", 1_000, 10_000, 10_000).await.unwrap();
+
+    let runs = Arc::new(AtomicU64::new(0));
+    let route = Arc::new(PaidRoute::new(merchant.clone(), PRICE, &dir.join("receipts.db")).unwrap());
+    let x402 = Arc::new(X402Route::new(route, "a paid forecast").await.unwrap());
+    let counter = runs.clone();
+    let app = axum::Router::new()
+        .route(
+            "/forecast",
+            axum::routing::get(move |axum::Extension(settled): axum::Extension<Settled>| {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    axum::Json(json!({"forecast": "sunny", "settlement": settled.settlement_id}))
+                }
+            }),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(x402, x402_paid));
+    let shop = serve(app).await.unwrap();
+
+    // Without payment: 402 and a PAYMENT-REQUIRED header (v2, scheme apt, our network, not "bazaar").
+    let bare = reqwest::get(format!("{shop}/forecast")).await.unwrap();
+    assert_eq!(bare.status().as_u16(), 402);
+    let header = bare.headers().get("payment-required").unwrap().to_str().unwrap().to_string();
+    use base64::Engine;
+    let required: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(header).unwrap()).unwrap();
+    assert_eq!(required["x402Version"], 2);
+    let offer = &required["accepts"][0];
+    assert_eq!(
+        (offer["scheme"].as_str(), offer["amount"].as_str(), offer["asset"].as_str()),
+        (Some("apt"), Some("250"), Some("BNU"))
+    );
+    let network = offer["network"].as_str().unwrap();
+    assert!(network.starts_with("bzr:") && !network.starts_with("bazaar"), "{network}");
+
+    let before = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
+    let paid = node(
+        "fetch_buyer.mjs",
+        vec![format!("{shop}/forecast"), local.url.clone(), buyer.credential().unwrap().to_string()],
+    )
+    .await;
+    assert_eq!(paid["status"], 200, "{paid}");
+    assert_eq!(paid["paymentResponse"]["success"], true);
+    let body: Value = serde_json::from_str(paid["body"].as_str().unwrap()).unwrap();
+    assert_eq!(paid["paymentResponse"]["transaction"], body["settlement"]);
+    assert_eq!(paid["replayStatus"], 200, "the replayed paid request is answered");
+    assert_eq!(paid["replayBody"], paid["body"], "from the work receipt");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the work ran once");
+    let after = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
+    assert_eq!(before - after, PRICE as i64, "charged once");
+    std::fs::remove_dir_all(&dir).ok();
+}
