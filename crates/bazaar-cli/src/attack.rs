@@ -62,6 +62,8 @@ pub enum Expect {
     /// Nothing to refuse (the payments are real), but the reputation the
     /// attacker farmed does not count: its score does not rise.
     NotCounted,
+    /// An x402 facilitator answer: `200` with `success: false` and this `errorReason`.
+    X402(&'static str),
 }
 
 impl Expect {
@@ -69,6 +71,7 @@ impl Expect {
         match self {
             Expect::Refused(code) => code.as_str(),
             Expect::NotCounted => "not_counted",
+            Expect::X402(reason) => reason,
         }
     }
 }
@@ -195,13 +198,23 @@ pub const CATALOGUE: &[Attack] = &[
         expect: Expect::Refused(Code::SharePaid),
         run: |c| Box::pin(share_twice(c)),
     },
+    Attack {
+        name: "x402-other-merchant",
+        expect: Expect::X402("wrong_merchant"),
+        run: |c| Box::pin(x402_foreign_token(c, false)),
+    },
+    Attack {
+        name: "x402-other-resource",
+        expect: Expect::X402("wrong_resource"),
+        run: |c| Box::pin(x402_foreign_token(c, true)),
+    },
 ];
 
 impl Attack {
     pub fn expect_status(&self) -> u16 {
         match self.expect {
             Expect::Refused(code) => bazaar_server::problem::status_of(code).as_u16(),
-            Expect::NotCounted => 200,
+            Expect::NotCounted | Expect::X402(_) => 200,
         }
     }
 }
@@ -330,6 +343,9 @@ async fn judge(attack: &Attack, cast: &Cast) -> Result<Verdict> {
         Err(SdkError::Problem { status, code, .. }) => (*status, code.clone()),
         Err(error) => bail!("{}: transport failed: {error}", attack.name),
         Ok(body) if attack.expect == Expect::NotCounted && body["gained"] == false => (200, "not_counted".to_string()),
+        Ok(body) if matches!(attack.expect, Expect::X402(_)) && body["success"] == false => {
+            (200, body["errorReason"].as_str().unwrap_or_default().to_string())
+        }
         Ok(body) => (200, format!("ACCEPTED: {body}")),
     };
     Ok(Verdict {
@@ -843,5 +859,34 @@ async fn share_twice(cast: &Cast) -> Result<Measured> {
     prove(&cast.merchant, &order, mine, "TRACK-1").await?;
     measured!(cast, "a maker is paid for the same share twice", async {
         prove(&cast.merchant, &order, mine, "TRACK-2").await
+    })
+}
+
+// ---- x402 -----------------------------------------------------------------------------
+
+/// The merchant settles, through the registry's x402 facilitator, a token the
+/// buyer minted for another merchant (or for another resource of this one).
+async fn x402_foreign_token(cast: &Cast, other_resource: bool) -> Result<Measured> {
+    let card = cast.operator.well_known().await?;
+    let network = card["x402"]["network"].as_str().unwrap_or_default().to_string();
+    let merchant_did = cast.merchant.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    let resource = "https://shop.example/forecast";
+    let (payee, minted_for) = if other_resource {
+        (cast.merchant_handle.clone(), "https://shop.example/other")
+    } else {
+        (cast.other_handle.clone(), resource)
+    };
+    let token = cast.buyer.issue_token(&payee, PRICE_MINOR, "x402-1", minted_for).await?;
+    let request = json!({"x402Version": 2,
+        "paymentPayload": {"x402Version": 2, "resource": {"url": resource}, "payload": {"token": token.body["token"]}},
+        "paymentRequirements": {"scheme": "apt", "network": network, "amount": PRICE_MINOR.to_string(), "asset": "BNU",
+            "payTo": merchant_did, "maxTimeoutSeconds": 900}});
+    let tried = if other_resource {
+        "settle an x402 payment with a token minted for another resource"
+    } else {
+        "settle an x402 payment with a token minted for another merchant"
+    };
+    measured!(cast, tried, async {
+        Ok(cast.merchant.call(reqwest::Method::POST, "/x402/settle", Some(request.clone()), None).await?.body)
     })
 }

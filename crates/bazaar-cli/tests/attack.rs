@@ -90,6 +90,8 @@ attack_tests! {
     agent_self_approval => "agent-self-approval",
     proof_for_another => "proof-for-another",
     share_captured_twice => "share-captured-twice",
+    x402_other_merchant => "x402-other-merchant",
+    x402_other_resource => "x402-other-resource",
 }
 
 /// The binary runs the same catalogue by name, exits 0 when it holds, and

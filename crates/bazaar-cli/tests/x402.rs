@@ -101,3 +101,77 @@ async fn x402_fetch_pays_an_sdk_route_once() {
     assert_eq!(before - after, PRICE as i64, "charged once");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `@x402/express` 2.27, unmodified, uses the Bazaar registry as its facilitator
+/// (`/x402/supported`, `/x402/verify`, `/x402/settle`); `@x402/fetch` pays it;
+/// a token minted for another merchant is refused with the facilitator's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x402_express_uses_the_bazaar_facilitator() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("bazaar-x402-express-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = embedded_registry_with(&dir, Some("xe-op".into()), Config::standard()).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("xe-op".into()));
+    let (owner, buyer) = enroll_pair(&operator, "xe-owner", "xe-buyer").await.unwrap();
+    let (_, merchant) = enroll_pair(&operator, "xe-shop-owner", "xe-shop").await.unwrap();
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&owner_id, 10_000, "xe-mint").await.unwrap();
+    owner.fund("xe-buyer", 10_000, "xe-fund").await.unwrap();
+    owner.set_budget("xe-buyer", 1_000, 10_000, 10_000).await.unwrap();
+    let merchant_did = merchant.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let card = operator.well_known().await.unwrap();
+    let network = card["x402"]["network"].as_str().unwrap().to_string();
+    let supported: Value = reqwest::get(format!("{}/x402/supported", local.url)).await.unwrap().json().await.unwrap();
+    assert_eq!(supported["kinds"][0]["network"], network.as_str());
+
+    let script = root().join("tests/x402/express_merchant.mjs");
+    let mut child = std::process::Command::new("node")
+        .arg(script)
+        .args([&local.url, &merchant_did, merchant.credential().unwrap(), &network, &PRICE.to_string()])
+        .current_dir(root().join("tests/x402"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::task::spawn_blocking(move || lines.next().unwrap().unwrap()).await.unwrap();
+    let shop = line.strip_prefix("listening ").expect("the merchant prints its URL").to_string();
+
+    let before = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
+    let paid = node(
+        "fetch_buyer.mjs",
+        vec![format!("{shop}/paid"), local.url.clone(), buyer.credential().unwrap().to_string()],
+    )
+    .await;
+    assert_eq!(paid["status"], 200, "{paid}");
+    assert_eq!(paid["body"], r#"{"forecast":"rain"}"#);
+    assert_eq!(paid["paymentResponse"]["success"], true, "{paid}");
+    let settlement = paid["paymentResponse"]["transaction"].as_str().unwrap().to_string();
+    assert!(settlement.starts_with("stl_"), "{settlement}");
+    let after = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
+    assert_eq!(before - after, PRICE as i64, "charged once");
+    assert_eq!(merchant.me().await.unwrap()["balance_minor"], PRICE - PRICE / 100);
+
+    // The facilitator refuses a token minted for another merchant.
+    let other = buyer.issue_token("x4-nobody", PRICE, "o-other", &format!("{shop}/paid")).await.unwrap_err();
+    assert_eq!(other.code(), Some("member_not_found"));
+    let (_, rival) = enroll_pair(&operator, "xe-rival-owner", "xe-rival").await.unwrap();
+    let token = buyer.issue_token("xe-rival", PRICE, "o-rival", &format!("{shop}/paid")).await.unwrap();
+    let rival_did = rival.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let request = json!({"x402Version": 2,
+        "paymentPayload": {"x402Version": 2, "resource": {"url": format!("{shop}/paid")}, "payload": {"token": token.body["token"]}},
+        "paymentRequirements": {"scheme": "apt", "network": network, "amount": PRICE.to_string(), "asset": "BNU",
+            "payTo": merchant_did, "maxTimeoutSeconds": 900}});
+    let verdict = merchant.call(reqwest::Method::POST, "/x402/verify", Some(request.clone()), None).await.unwrap().body;
+    assert_eq!(
+        (verdict["isValid"].as_bool(), verdict["invalidReason"].as_str()),
+        (Some(false), Some("wrong_merchant"))
+    );
+    let settled = merchant.call(reqwest::Method::POST, "/x402/settle", Some(request), None).await.unwrap().body;
+    assert_eq!(settled["success"], false);
+    assert_ne!(rival_did, merchant_did);
+    child.kill().ok();
+    child.wait().ok();
+    std::fs::remove_dir_all(&dir).ok();
+}
