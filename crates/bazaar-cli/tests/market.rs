@@ -275,3 +275,31 @@ fn problem(error: bazaar_sdk::SdkError) -> SdkProblem {
         other => panic!("not a problem: {other}"),
     }
 }
+
+/// The whole cushion-cover story (the demo's storefront chapter) through REST on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cushion_cover_story_on_postgres() {
+    use std::sync::Arc;
+    let admin_url = bazaar_store_postgres::testing::admin_url();
+    let (client, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL must be running for this test");
+    tokio::spawn(connection);
+    let name = format!("bazaar_market_{}", std::process::id());
+    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let url = bazaar_store_postgres::testing::with_database(&admin_url, &name);
+    let offset = Arc::new(bazaar_cli::runtime::OffsetClock::default());
+    let store = bazaar_store_postgres::PostgresStore::connect(&url, Config::standard(), offset.clone()).await.unwrap();
+    let local = bazaar_cli::demo::local_registry(Arc::new(store), offset, Config::standard(), None).await.unwrap();
+    let report = bazaar_cli::demo_market::market_story(&local, &|line| eprintln!("{line}")).await.unwrap();
+    assert_eq!(report.allocation["filled"], 40);
+    assert_eq!(report.agent_approval_code, "approval_by_person");
+    assert_eq!(report.order["state"], "completed");
+    assert_eq!(report.paid.len(), 4);
+    assert_eq!(report.unmet["unmet"][0]["query"], "linen napkin", "search and demand on PostgreSQL");
+    let audit = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
+    assert!(audit.ok, "{:?}", audit.problems);
+    drop(local);
+    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+}
