@@ -190,6 +190,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert_eq!((by_agent.status(), by_agent.code()), (Some(403), Some("approval_by_person")));
     let approved = hotel.call(reqwest::Method::POST, &path("approve"), None, None).await.unwrap().body;
     assert_eq!(approved["state"], "authorized");
+    assert!(approved["lines"][0]["contract"].is_null(), "below the escrow threshold: plain holds");
     let total = 20 * 2_600 + 15 * 2_900;
     assert_eq!(buyer.me().await.unwrap()["held_minor"], total, "one authorization for the whole order");
     // Each maker is told in her language.
@@ -298,8 +299,97 @@ async fn the_cushion_cover_story_on_postgres() {
     assert_eq!(report.order["state"], "completed");
     assert_eq!(report.paid.len(), 4);
     assert_eq!(report.unmet["unmet"][0]["query"], "linen napkin", "search and demand on PostgreSQL");
+    // Above the escrow threshold each share rode an escrowed contract, released on its proof.
+    assert!(report.order["total"].as_u64().unwrap() > bazaar_types::limits::ESCROW_THRESHOLD_MINOR);
+    let operator = bazaar_sdk::Client::new(&local.url, Some(local.operator_credential.clone()));
+    for line in report.order["lines"].as_array().unwrap() {
+        let contract = operator.contract(line["contract"].as_str().expect("an escrowed share")).await.unwrap();
+        assert_eq!(contract["state"], "completed", "{contract}");
+        assert_eq!(contract["milestones"][0]["state"], "released");
+        assert_eq!(contract["milestones"][0]["evidence_sha256"], line["proof"]["receipt_sha256"]);
+        assert_eq!(contract["arbiter"], bazaar_core::model::DESK_ID);
+    }
     let audit = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
     assert!(audit.ok, "{:?}", audit.problems);
     drop(local);
     client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+}
+
+/// Above the escrow threshold (set low here) an order's shares ride escrowed
+/// contracts: a share paid on proof is a released milestone the buyer may
+/// still dispute; a share cancelled before shipment voids its contract.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
+    let dir = std::env::temp_dir().join(format!("bazaar-order-escrow-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = Config { escrow_threshold: bazaar_types::Amount(1_000), ..Config::standard() };
+    let local = embedded_registry_with(&dir, Some("oe-op".into()), config).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("oe-op".into()));
+    let mut makers = Vec::new();
+    for name in ["oe-amara", "oe-lucia"] {
+        let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
+        let listed = maker.put_listing(maker_listing("cc", 3_000, 2_000, 2, 20, 1, "en")).await.unwrap();
+        let did = maker.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+        makers.push((maker, listed["id"].as_str().unwrap().to_string(), did));
+    }
+    let (hotel, buyer) = enroll_pair(&operator, "oe-hotel", "oe-buyer").await.unwrap();
+    let hotel_id = hotel.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&hotel_id, 100_000, "m").await.unwrap();
+    hotel.fund("oe-buyer", 100_000, "f").await.unwrap();
+    hotel.set_budget("oe-buyer", 100_000, 100_000, 100_000).await.unwrap();
+    let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 10 * 86_400_000;
+    let ask = json!({"item": "embroidered cushion cover", "quantity": 4, "max_unit_price_minor": 3000, "deadline_ms": deadline});
+    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("oe-rfq")).await.unwrap().body;
+    let rfq = rfq["id"].as_str().unwrap().to_string();
+    for (maker, listing, _) in &makers {
+        let body = json!({"listing": listing, "unit_price_minor": 2_500, "quantity": 2});
+        maker.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await.unwrap();
+    }
+    buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
+    let order = buyer
+        .call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": rfq})), Some("oe-order"))
+        .await
+        .unwrap()
+        .body;
+    assert_eq!(order["state"], "authorized", "no policy: authorized at once");
+    let order_id = order["id"].as_str().unwrap().to_string();
+    let contract_of = |n: usize| order["lines"][n]["contract"].as_str().expect("an escrowed share").to_string();
+    let seller_of = order["lines"][0]["seller"].as_str().unwrap().to_string();
+    let first = makers.iter().find(|(_, _, did)| did == &seller_of).unwrap().0.clone();
+    let held = buyer.contract(&contract_of(0)).await.unwrap();
+    assert_eq!((held["state"].as_str(), held["held_minor"].as_u64()), (Some("accepted"), Some(5_000)));
+
+    // Share 0 is proved and paid: its milestone is released, and the buyer may still dispute it.
+    let url = format!("{}/v1/orders/{order_id}/shares/0/proof?tracking=TRK0", local.url);
+    let proof = first
+        .http()
+        .post(url)
+        .bearer_auth(first.credential().unwrap())
+        .header("content-type", "image/png")
+        .body(b"receipt zero".to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(proof.status().as_u16(), 200);
+    let released = buyer.contract(&contract_of(0)).await.unwrap();
+    assert_eq!(released["milestones"][0]["state"], "released");
+    let subject = json!({"type": "milestone", "contract": contract_of(0), "index": 0});
+    let filed = buyer.file_dispute(subject, "not_as_described", 5_000, "wrong colour").await.unwrap();
+    assert_eq!(filed.body["phase"], "filed");
+    // Share 1 is cancelled before shipment: its contract is voided and the hold released.
+    let cancelled = buyer
+        .call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/1/cancel"), None, None)
+        .await
+        .unwrap()
+        .body;
+    assert_eq!(cancelled["released_minor"], 5_000);
+    let voided = buyer.contract(&contract_of(1)).await.unwrap();
+    assert_eq!(
+        (voided["state"].as_str(), voided["milestones"][0]["state"].as_str()),
+        (Some("cancelled"), Some("voided"))
+    );
+    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    std::fs::remove_dir_all(&dir).ok();
 }

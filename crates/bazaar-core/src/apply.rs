@@ -166,7 +166,7 @@ impl Batch<'_> {
             Op::ProveShipment { order, buyer, line, receipt_sha256, tracking, receipt } => self
                 .order_for(order, buyer)
                 .and_then(|_| self.prove_shipment(command, order, *line, receipt_sha256, tracking, receipt.as_ref())),
-            Op::CancelShare { order, buyer, line } => {
+            Op::CancelShare { order, buyer, line, .. } => {
                 self.order_for(order, buyer).and_then(|_| self.cancel_share(command, order, *line))
             }
         }

@@ -217,6 +217,8 @@ pub enum Op {
         rfq: String,
         listings: Vec<String>,
         lines: u32,
+        /// Each share's maker, in allocation order (for the escrowed contracts' rows).
+        sellers: Vec<MemberId>,
         /// Wait for the owner's approval whatever its policy says.
         require_approval: bool,
     },
@@ -225,6 +227,7 @@ pub enum Op {
         order: String,
         buyer: MemberId,
         lines: u32,
+        sellers: Vec<MemberId>,
         approve: bool,
     },
     /// A maker (the actor) proves shipment of her share and is paid for it.
@@ -241,6 +244,7 @@ pub enum Op {
     CancelShare {
         order: String,
         buyer: MemberId,
+        seller: MemberId,
         line: u32,
     },
     /// The registry counts a search (its normalised query and hits) for demand.
@@ -495,7 +499,7 @@ impl Keys {
                 self.members.insert(agent.clone());
                 self.docs.insert((DocKind::Policy, agent.to_string()));
             }
-            Op::CreateOrder { rfq, listings, lines, .. } => {
+            Op::CreateOrder { rfq, listings, lines, sellers, .. } => {
                 let buyer = &command.actor.id;
                 self.docs.insert((DocKind::Rfq, rfq.clone()));
                 self.docs.insert((DocKind::Policy, buyer.to_string()));
@@ -507,14 +511,16 @@ impl Keys {
                 if let Some(idem) = &command.idem {
                     let id = crate::order::order_id(buyer, &idem.key);
                     self.add_order_holds(&id, *lines);
+                    self.add_share_contracts(&id, buyer, sellers);
                     self.docs.insert((DocKind::Order, id));
                 }
             }
-            Op::DecideOrder { order, buyer, lines, .. } => {
+            Op::DecideOrder { order, buyer, lines, sellers, .. } => {
                 self.docs.insert((DocKind::Order, order.clone()));
                 self.accounts.insert(AccountId::of_member(buyer));
                 self.budgets.insert(buyer.clone());
                 self.add_order_holds(order, *lines);
+                self.add_share_contracts(order, buyer, sellers);
             }
             Op::ProveShipment { order, buyer, line, receipt_sha256, .. } => {
                 self.docs.insert((DocKind::Order, order.clone()));
@@ -524,12 +530,14 @@ impl Keys {
                 self.accounts.insert(AccountId::fees());
                 self.budgets.insert(buyer.clone());
                 self.holds.insert(crate::order::line_hold(order, *line));
+                self.add_share_contract(order, buyer, &command.actor.id, *line);
             }
-            Op::CancelShare { order, buyer, line } => {
+            Op::CancelShare { order, buyer, seller, line } => {
                 self.docs.insert((DocKind::Order, order.clone()));
                 self.accounts.insert(AccountId::of_member(buyer));
                 self.budgets.insert(buyer.clone());
                 self.holds.insert(crate::order::line_hold(order, *line));
+                self.add_share_contract(order, buyer, seller, *line);
             }
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 self.members.insert(agent.clone());
@@ -566,6 +574,20 @@ impl Keys {
         let count = (milestones as usize).min(crate::types::limits::CONTRACT_MILESTONES_MAX) as u32;
         for index in 0..count {
             self.holds.insert(milestone_hold(contract, index));
+        }
+    }
+
+    /// The escrowed contract (and its milestone hold) a share rides above the threshold.
+    fn add_share_contract(&mut self, order: &str, buyer: &MemberId, seller: &MemberId, index: u32) {
+        let contract = crate::order::share_contract(order, buyer, seller, index);
+        self.holds.insert(milestone_hold(&contract, 0));
+        self.docs.insert((DocKind::Contract, contract));
+        self.accounts.insert(AccountId::of_member(seller));
+    }
+
+    fn add_share_contracts(&mut self, order: &str, buyer: &MemberId, sellers: &[MemberId]) {
+        for (index, seller) in sellers.iter().take(crate::types::limits::ORDER_LINES_MAX).enumerate() {
+            self.add_share_contract(order, buyer, seller, index as u32);
         }
     }
 

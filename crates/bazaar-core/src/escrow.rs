@@ -445,7 +445,7 @@ impl Batch<'_> {
 
     /// Posts a milestone's hold to the seller, less the fee. Runs at most once
     /// per milestone: a second ask is refused with the original receipt attached.
-    fn release(&mut self, command: &Command, mut contract: Contract, index: usize, automatic: bool) -> Step {
+    pub(crate) fn release(&mut self, command: &Command, mut contract: Contract, index: usize, automatic: bool) -> Step {
         let m = contract.milestones[index].clone();
         match m.state {
             MilestoneState::Delivered => {}

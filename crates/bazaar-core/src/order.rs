@@ -67,6 +67,9 @@ pub struct OrderLine {
     pub amount: Amount,
     pub language: String,
     pub hold: HoldId,
+    /// Above the escrow threshold: the escrowed contract (one milestone) holding this share.
+    #[serde(default)]
+    pub contract: Option<String>,
     pub state: LineState,
     #[serde(default)]
     pub notification: Option<Notification>,
@@ -122,6 +125,13 @@ pub fn order_id(buyer: &MemberId, key: &str) -> String {
 
 pub fn line_hold(order: &str, index: u32) -> HoldId {
     HoldId(format!("hold_{order}_l{index}"))
+}
+
+/// Above the escrow threshold, each share rides its own escrowed contract (one
+/// milestone, the dispute desk as arbiter), derived from the order and share.
+pub fn share_contract(order: &str, buyer: &MemberId, seller: &MemberId, index: u32) -> String {
+    let desk = MemberId(crate::model::DESK_ID.into());
+    crate::escrow::contract_id_for(buyer, seller, &desk, &format!("order:{order}:share:{index}"))
 }
 
 impl Order {
@@ -296,6 +306,7 @@ impl Batch<'_> {
                 amount: line.amount,
                 language,
                 hold: line_hold(&id, index as u32),
+                contract: None,
                 state: LineState::AwaitingApproval,
                 notification: None,
                 proof: None,
@@ -327,7 +338,7 @@ impl Batch<'_> {
             created_at: self.now,
         };
         if !required {
-            self.authorize(&mut order)?;
+            self.authorize(command, &mut order)?;
         }
         self.put_order(&order, true);
         let body = serde_json::to_value(&order).expect("orders serialize");
@@ -340,15 +351,62 @@ impl Batch<'_> {
         Ok(body)
     }
 
-    /// The one authorization: a hold per share, all in this command; then each maker is told.
-    fn authorize(&mut self, order: &mut Order) -> Result<(), Refusal> {
+    /// The one authorization: a hold per share, all in this command — above the
+    /// escrow threshold each inside an escrowed contract (one milestone) —
+    /// then each maker is told.
+    fn authorize(&mut self, command: &Command, order: &mut Order) -> Result<(), Refusal> {
         let account = AccountId::of_member(&order.buyer);
         self.check_available(&account, order.total)?;
         let budget = self.snap.budgets.get(&order.buyer).cloned().unwrap_or_else(|| Budget::zero(order.buyer.clone()));
         crate::apply::check_ceilings(&budget, order.total, self.now)?;
         self.put_budget(crate::apply::spend(budget, order.total, self.now));
+        let escrowed = order.total > self.config.escrow_threshold;
         for line in order.lines.iter_mut() {
-            self.open_hold(line.hold.clone(), account.clone(), line.amount, Timestamp::NEVER);
+            if escrowed {
+                let id = share_contract(&order.id, &order.buyer, &line.seller, line.index);
+                line.hold = crate::escrow::milestone_hold(&id, 0);
+                line.contract = Some(id.clone());
+                self.open_hold(line.hold.clone(), account.clone(), line.amount, Timestamp::NEVER);
+                let contract = crate::escrow::Contract {
+                    id: id.clone(),
+                    buyer: order.buyer.clone(),
+                    seller: line.seller.clone(),
+                    arbiter: MemberId(crate::model::DESK_ID.into()),
+                    total: line.amount,
+                    terms_sha256: crate::crypto::sha256_hex(format!("{}:{}", order.id, line.index).as_bytes()),
+                    review_window_s: bazaar_types::limits::REVIEW_WINDOW_S,
+                    // Her offer was her acceptance.
+                    state: crate::escrow::ContractState::Accepted,
+                    milestones: vec![crate::escrow::Milestone {
+                        index: 0,
+                        amount: line.amount,
+                        description: format!("{} × {} (order {})", line.units, order.item, order.id),
+                        due_at: order.deadline,
+                        hold: line.hold.clone(),
+                        state: crate::escrow::MilestoneState::Pending,
+                        delivered_at: None,
+                        evidence_sha256: None,
+                        review_deadline: None,
+                        released_at: None,
+                        release: None,
+                        dispute: None,
+                    }],
+                    created_at: self.now,
+                    accepted_at: Some(self.now),
+                    released_net: Amount::ZERO,
+                    fees: Amount::ZERO,
+                    refunded: Amount::ZERO,
+                };
+                self.put_contract(&contract, true);
+                self.event(
+                    command,
+                    "contract.created",
+                    json!({"contract": id, "buyer": order.buyer, "seller": line.seller, "arbiter": contract.arbiter,
+                        "total_minor": line.amount, "milestones": 1, "order": order.id}),
+                );
+            } else {
+                self.open_hold(line.hold.clone(), account.clone(), line.amount, Timestamp::NEVER);
+            }
             line.state = LineState::Authorized;
             let (text, fallback) =
                 share_message(&line.language, line.units, &order.item, line.amount, &day_of(order.deadline));
@@ -374,7 +432,7 @@ impl Batch<'_> {
                 .with(json!({"state": order.state})));
         }
         if approve {
-            self.authorize(&mut order)?;
+            self.authorize(command, &mut order)?;
         } else {
             order.state = OrderState::Cancelled;
             for line in order.lines.iter_mut() {
@@ -462,17 +520,48 @@ impl Batch<'_> {
             }
         }
         let receipt_sha256 = receipt_sha256.as_str();
-        let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
-        let fee = line.amount.fee_bps(self.config.fee_bps);
-        let net = line.amount.checked_sub(fee).expect("fee within amount");
-        let prefix = format!("tr_{}_l{index}", order.id);
-        let legs = [
-            (AccountId::of_member(&line.seller), net, TransferKind::Payment, TransferId(format!("{prefix}_pay"))),
-            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{prefix}_fee"))),
-        ];
-        let (link, transfers) = self.post_hold(command, hold, &legs, Some(&order.buyer));
-        let payment =
-            json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link, "paid_at_ms": self.now});
+        let (net, fee, payment) = match &line.contract {
+            // Escrowed: the proof delivers the milestone and releases it; the buyer
+            // keeps its dispute rights on the released milestone.
+            Some(contract_id) => {
+                let mut contract = self.contract(contract_id).expect("share contracts are loaded");
+                let slot = &mut contract.milestones[0];
+                slot.state = crate::escrow::MilestoneState::Delivered;
+                slot.delivered_at = Some(self.now);
+                slot.evidence_sha256 = Some(receipt_sha256.to_string());
+                let receipt = self.release(command, contract, 0, false)?;
+                let net = Amount(receipt["net_minor"].as_u64().unwrap_or_default());
+                let fee = Amount(receipt["fee_minor"].as_u64().unwrap_or_default());
+                (
+                    net,
+                    fee,
+                    json!({"net_minor": net, "fee_minor": fee, "contract": contract_id, "release": receipt,
+                    "paid_at_ms": self.now}),
+                )
+            }
+            None => {
+                let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
+                let fee = line.amount.fee_bps(self.config.fee_bps);
+                let net = line.amount.checked_sub(fee).expect("fee within amount");
+                let prefix = format!("tr_{}_l{index}", order.id);
+                let legs = [
+                    (
+                        AccountId::of_member(&line.seller),
+                        net,
+                        TransferKind::Payment,
+                        TransferId(format!("{prefix}_pay")),
+                    ),
+                    (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{prefix}_fee"))),
+                ];
+                let (link, transfers) = self.post_hold(command, hold, &legs, Some(&order.buyer));
+                (
+                    net,
+                    fee,
+                    json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link,
+                    "paid_at_ms": self.now}),
+                )
+            }
+        };
         let slot = &mut order.lines[index as usize];
         slot.state = LineState::Paid;
         slot.proof = Some(Proof {
@@ -499,6 +588,14 @@ impl Batch<'_> {
         let line = self.authorized_line(&order, index)?;
         let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
         self.post_hold(command, hold, &[], Some(&order.buyer));
+        if let Some(contract_id) = &line.contract {
+            let mut contract = self.contract(contract_id).expect("share contracts are loaded");
+            contract.milestones[0].state = crate::escrow::MilestoneState::Voided;
+            contract.refunded = contract.refunded.checked_add(line.amount).expect("within total");
+            contract.state = crate::escrow::ContractState::Cancelled;
+            self.put_contract(&contract, false);
+            self.event(command, "contract.cancelled", json!({"contract": contract_id, "released_minor": line.amount}));
+        }
         order.lines[index as usize].state = LineState::Cancelled;
         order.released = order.released.checked_add(line.amount).expect("within total");
         Self::finish_if_done(&mut order);

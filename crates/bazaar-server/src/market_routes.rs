@@ -343,6 +343,7 @@ pub async fn create_order(
         rfq: rfq.id.clone(),
         listings,
         lines: allocation.lines.len() as u32,
+        sellers: allocation.lines.iter().map(|line| line.seller.clone()).collect(),
         require_approval: body.require_approval,
     };
     let response = execute(&state, auth.member, idem, op, StatusCode::CREATED).await;
@@ -402,7 +403,8 @@ pub async fn list_orders(State(state): State<Arc<AppState>>, auth: Auth) -> Resu
 
 async fn decide(state: Arc<AppState>, auth: Auth, id: String, approve: bool) -> Result<Response, Problem> {
     let order = order_for(&state, &auth.member, &id).await?;
-    let op = Op::DecideOrder { order: id, buyer: order.buyer, lines: order.lines.len() as u32, approve };
+    let sellers = order.lines.iter().map(|line| line.seller.clone()).collect();
+    let op = Op::DecideOrder { order: id, buyer: order.buyer, lines: order.lines.len() as u32, sellers, approve };
     let response = execute(&state, auth.member, None, op, StatusCode::OK).await;
     Ok(log_fallbacks(response).await)
 }
@@ -485,7 +487,12 @@ pub async fn cancel_share(
     Path((id, share)): Path<(String, u32)>,
 ) -> Result<Response, Problem> {
     let order = order_for(&state, &auth.member, &id).await?;
-    let op = Op::CancelShare { order: id, buyer: order.buyer, line: share };
+    let seller = order
+        .lines
+        .get(share as usize)
+        .map(|line| line.seller.clone())
+        .ok_or_else(|| Refusal::new(Code::OrderInvalid, "No such share in this order."))?;
+    let op = Op::CancelShare { order: id, buyer: order.buyer, seller, line: share };
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 
