@@ -5,7 +5,6 @@
 //! stable `code` as the REST refusal. No tool pays: `create_order` always
 //! returns an approval link for a person.
 
-use crate::AppState;
 use axum::body::Body;
 use axum::Router;
 use bazaar_types::limits::REQUEST_BODY_BYTES_MAX;
@@ -22,8 +21,7 @@ use std::sync::Arc;
 use tower::ServiceExt;
 
 /// The MCP service to nest at `/mcp`; `api` is the REST router the tools call.
-pub fn service(state: Arc<AppState>, api: Router) -> StreamableHttpService<Storefront, NeverSessionManager> {
-    let _ = state;
+pub fn service(api: Router) -> StreamableHttpService<Storefront, NeverSessionManager> {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)

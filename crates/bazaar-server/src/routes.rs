@@ -32,7 +32,7 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// Every route, with the storefront's MCP server nested at `/mcp`.
 pub fn router(state: Arc<AppState>) -> Router {
     let api = api_router(state.clone());
-    let mcp = crate::mcp::service(state.clone(), api.clone());
+    let mcp = crate::mcp::service(api.clone());
     api.nest_service("/mcp", mcp)
 }
 
