@@ -661,27 +661,14 @@ async fn replayed_relay(cast: &Cast) -> Result<Measured> {
     let header = format!("registry={rogue_did},key={rogue_did},ts={ts},sig={sig}");
     let url = format!("{}/v1/federation/settle", cast.operator.base());
     measured!(cast, "relay a settlement of this registry's token from an unrecognised registry", async {
-        let response = cast
+        let request = cast
             .operator
             .http()
             .post(&url)
             .header("bazaar-registry-signature", &header)
             .header("content-type", "application/json")
-            .body(body.clone())
-            .send()
-            .await?;
-        let status = response.status().as_u16();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        if status >= 400 {
-            Err(SdkError::Problem {
-                status,
-                code: body["code"].as_str().unwrap_or("unknown").to_string(),
-                detail: body["detail"].as_str().unwrap_or("").to_string(),
-                body,
-            })
-        } else {
-            Ok(body)
-        }
+            .body(body.clone());
+        Ok(cast.operator.send(request).await?.body)
     })
 }
 
@@ -808,26 +795,7 @@ async fn agent_self_approval(cast: &Cast) -> Result<Measured> {
 }
 
 async fn prove(maker: &Client, order: &str, share: u32, tracking: &str) -> Result<Value, SdkError> {
-    let url = format!("{}/v1/orders/{order}/shares/{share}/proof?tracking={tracking}", maker.base());
-    let response = maker
-        .http()
-        .post(url)
-        .bearer_auth(maker.credential().unwrap_or_default())
-        .header("content-type", "image/jpeg")
-        .body(format!("receipt {order} {share}").into_bytes())
-        .send()
-        .await?;
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    if status >= 400 {
-        return Err(SdkError::Problem {
-            status,
-            code: body["code"].as_str().unwrap_or("unknown").to_string(),
-            detail: body["detail"].as_str().unwrap_or("").to_string(),
-            body,
-        });
-    }
-    Ok(body)
+    maker.prove_shipment(order, share, tracking, "image/jpeg", format!("receipt {order} {share}").into_bytes()).await
 }
 
 /// Which share in `order` is `maker`'s.

@@ -225,18 +225,10 @@ pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
         let share = line["index"].as_u64().unwrap_or_default();
         let tracking = format!("TRK{}{share:03}", maker.handle.to_uppercase());
         let receipt = format!("courier receipt photo for {} share {share}", maker.handle).into_bytes();
-        let url = format!("{}/v1/orders/{order_id}/shares/{share}/proof?tracking={tracking}", local.url);
-        let response = client
-            .http()
-            .post(url)
-            .bearer_auth(client.credential().unwrap_or_default())
-            .header("content-type", "image/jpeg")
-            .body(receipt)
-            .send()
-            .await?;
-        let status = response.status();
-        let body: Value = response.json().await?;
-        ensure!(status.is_success(), "{}'s proof: {body}", maker.handle);
+        let body = client
+            .prove_shipment(&order_id, share as u32, &tracking, "image/jpeg", receipt)
+            .await
+            .with_context(|| format!("{}'s proof", maker.handle))?;
         let net = body["payment"]["net_minor"].as_u64().unwrap_or_default();
         say(format!("  {} uploads her courier receipt ({tracking}) and is paid {net} on that proof", maker.handle));
         paid.push((

@@ -212,21 +212,14 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
 
     // Lucia proves shipment and is paid her share on that proof, once.
     let receipt = b"\x89PNG courier receipt".to_vec();
-    let prove = |n: usize, share: u32, tracking: &str| {
-        let maker = makers[n].0.clone();
-        let url = format!("{}/v1/orders/{order_id}/shares/{share}/proof?tracking={tracking}", local.url);
-        let receipt = receipt.clone();
+    // (status, body) of a proof: the SDK's own call, its problem+json answer read back.
+    let prove = |n: usize, share: u32, tracking: &'static str| {
+        let (maker, order_id, receipt) = (makers[n].0.clone(), order_id.clone(), receipt.clone());
         async move {
-            let response = maker
-                .http()
-                .post(url)
-                .bearer_auth(maker.credential().unwrap())
-                .header("content-type", "image/png")
-                .body(receipt)
-                .send()
-                .await
-                .unwrap();
-            (response.status().as_u16(), response.json::<Value>().await.unwrap())
+            match maker.prove_shipment(&order_id, share, tracking, "image/png", receipt).await {
+                Ok(body) => (200, body),
+                Err(error) => (error.status().unwrap(), problem(error).body),
+            }
         }
     };
     let (status, by_other) = prove(0, 1, "XX1").await;
@@ -361,17 +354,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     assert_eq!((held["state"].as_str(), held["held_minor"].as_u64()), (Some("accepted"), Some(5_000)));
 
     // Share 0 is proved and paid: its milestone is released, and the buyer may still dispute it.
-    let url = format!("{}/v1/orders/{order_id}/shares/0/proof?tracking=TRK0", local.url);
-    let proof = first
-        .http()
-        .post(url)
-        .bearer_auth(first.credential().unwrap())
-        .header("content-type", "image/png")
-        .body(b"receipt zero".to_vec())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(proof.status().as_u16(), 200);
+    first.prove_shipment(&order_id, 0, "TRK0", "image/png", b"receipt zero".to_vec()).await.unwrap();
     let released = buyer.contract(&contract_of(0)).await.unwrap();
     assert_eq!(released["milestones"][0]["state"], "released");
     let subject = json!({"type": "milestone", "contract": contract_of(0), "index": 0});

@@ -106,6 +106,12 @@ impl Client {
         if let Some(body) = body {
             request = request.json(&body);
         }
+        self.send(request).await
+    }
+
+    /// Sends a request built on [`Client::http`] (for bodies and headers `call`
+    /// does not make); problem+json answers become [`SdkError::Problem`].
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, SdkError> {
         let response = request.send().await?;
         let status = response.status().as_u16();
         let replayed = response.headers().get("idempotent-replayed").is_some();
@@ -402,6 +408,26 @@ impl Client {
         let mut url = reqwest::Url::parse("http://x/v1/search").expect("static URL");
         url.query_pairs_mut().append_pair("q", query);
         self.get(&format!("/v1/search?{}", url.query().unwrap_or_default())).await
+    }
+
+    /// A maker: proves shipment of her share with the courier receipt's image
+    /// (`content_type` JPEG, PNG or WebP) and a tracking number; she is paid on it.
+    pub async fn prove_shipment(
+        &self,
+        order: &str,
+        share: u32,
+        tracking: &str,
+        content_type: &str,
+        image: Vec<u8>,
+    ) -> Result<Value, SdkError> {
+        let request = self
+            .http
+            .post(format!("{}/v1/orders/{order}/shares/{share}/proof", self.base))
+            .query(&[("tracking", tracking)])
+            .bearer_auth(self.credential.as_deref().unwrap_or_default())
+            .header("content-type", content_type)
+            .body(image);
+        Ok(self.send(request).await?.body)
     }
 
     /// Searches that found nothing, most frequent first.
