@@ -186,6 +186,15 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     let page = reqwest::get(format!("{}/approve/{order_id}", local.url)).await.unwrap();
     assert!(page.text().await.unwrap().contains("Only you, its owner, can approve it"));
     let path = |action: &str| format!("/v1/orders/{order_id}/{action}");
+    let again = buyer
+        .call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": id})), Some("order-1-again"))
+        .await
+        .unwrap_err();
+    let SdkProblem { body, .. } = problem(again);
+    assert_eq!(
+        (body["code"].as_str(), body["facts"]["order"].as_str()),
+        (Some("rfq_ordered"), Some(order_id.as_str()))
+    );
     let by_agent = buyer.call(reqwest::Method::POST, &path("approve"), None, None).await.unwrap_err();
     assert_eq!((by_agent.status(), by_agent.code()), (Some(403), Some("approval_by_person")));
     let approved = hotel.call(reqwest::Method::POST, &path("approve"), None, None).await.unwrap().body;
@@ -254,6 +263,26 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     );
     let me = buyer.me().await.unwrap();
     assert_eq!((me["held_minor"].as_i64(), me["balance_minor"].as_i64()), (Some(0), Some(150_000 - 15 * 2_900)));
+
+    // An order the owner declines holds nothing and is cancelled; the agent cannot decline for it either.
+    let ask = json!({"item": "cushion cover", "quantity": 2, "max_unit_price_minor": 3000, "deadline_ms": deadline});
+    let third = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("rfq-3")).await.unwrap().body;
+    let third = third["id"].as_str().unwrap().to_string();
+    let body = json!({"listing": makers[0].1, "unit_price_minor": 2_600, "quantity": 2});
+    makers[0].0.call(reqwest::Method::POST, &format!("/v1/rfqs/{third}/offers"), Some(body), None).await.unwrap();
+    buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{third}/close"), None, None).await.unwrap();
+    let small = json!({"rfq": third, "require_approval": true});
+    let small = buyer.call(reqwest::Method::POST, "/v1/orders", Some(small), Some("order-3")).await.unwrap().body;
+    assert_eq!(small["state"], "awaiting_approval", "asked to wait even under the policy's amount");
+    let decline = format!("/v1/orders/{}/decline", small["id"].as_str().unwrap());
+    let by_agent = buyer.call(reqwest::Method::POST, &decline, None, None).await.unwrap_err();
+    assert_eq!(by_agent.code(), Some("approval_by_person"));
+    let declined = hotel.call(reqwest::Method::POST, &decline, None, None).await.unwrap().body;
+    assert_eq!(
+        (declined["state"].as_str(), declined["lines"][0]["state"].as_str()),
+        (Some("cancelled"), Some("cancelled"))
+    );
+    assert_eq!(buyer.me().await.unwrap()["held_minor"], 0, "nothing was held for the declined order");
     let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
     std::fs::remove_dir_all(&dir).ok();

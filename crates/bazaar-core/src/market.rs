@@ -484,6 +484,9 @@ pub struct Rfq {
     pub offers: Vec<Offer>,
     #[serde(default)]
     pub allocation: Option<Allocation>,
+    /// The order placed from it: a request is ordered once.
+    #[serde(default)]
+    pub order: Option<String>,
     pub created_at: Timestamp,
 }
 
@@ -579,6 +582,7 @@ impl crate::apply::Batch<'_> {
             state: RfqState::Open,
             offers: Vec::new(),
             allocation: None,
+            order: None,
             created_at: self.now,
         };
         self.put_doc(rfq.to_row(), true);

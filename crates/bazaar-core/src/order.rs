@@ -272,7 +272,7 @@ impl Batch<'_> {
         let Some(row) = self.snap.docs.get(&(DocKind::Rfq, rfq_id.to_string())) else {
             return refuse(Code::RfqNotFound, "No such request for quote.");
         };
-        let rfq = Rfq::from_row(row);
+        let mut rfq = Rfq::from_row(row);
         if rfq.buyer != buyer.id {
             return refuse(Code::NotParty, "Only the request's buyer orders from it.");
         }
@@ -282,6 +282,13 @@ impl Batch<'_> {
         let id = order_id(&buyer.id, &idem.key);
         if self.snap.docs.contains_key(&(DocKind::Order, id.clone())) {
             return refuse(Code::OrderExists, "An order with this Idempotency-Key already exists.");
+        }
+        if let Some(placed) = &rfq.order {
+            return Err(Refusal::new(
+                Code::RfqOrdered,
+                "This request was already ordered; its allocation is ordered once.",
+            )
+            .with(json!({"order": placed})));
         }
         let allocation = rfq.current_allocation();
         if allocation.lines.is_empty() || allocation.lines.len() > ORDER_LINES_MAX {
@@ -341,6 +348,8 @@ impl Batch<'_> {
             self.authorize(command, &mut order)?;
         }
         self.put_order(&order, true);
+        rfq.order = Some(id.clone());
+        self.put_doc(rfq.to_row(), false);
         let body = serde_json::to_value(&order).expect("orders serialize");
         self.event(
             command,

@@ -122,6 +122,7 @@ codes! {
     RfqInvalid => "rfq_invalid", Invalid;
     RfqNotFound => "rfq_not_found", NotFound;
     RfqClosed => "rfq_closed", Conflict;
+    RfqOrdered => "rfq_ordered", Conflict;
     OfferRevisionLimit => "offer_revision_limit", Unprocessable;
     OfferDeadlinePassed => "offer_deadline_passed", Unprocessable;
     OfferNoticeTooShort => "offer_notice_too_short", Unprocessable;
