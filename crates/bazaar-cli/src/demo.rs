@@ -313,7 +313,27 @@ pub async fn embedded_registry_with(
     operator_credential: Option<String>,
     config: bazaar_core::apply::Config,
 ) -> Result<LocalRegistry> {
-    let offset = Arc::new(crate::runtime::OffsetClock::default());
+    embedded_on_clock(dir, Arc::new(crate::runtime::OffsetClock::default()), operator_credential, config).await
+}
+
+/// A second embedded registry in `dir` (created) on the same clock as `peer`,
+/// so signed requests and validity windows agree between the two (the stories
+/// move their clock ahead).
+pub async fn peer_registry(
+    peer: &LocalRegistry,
+    dir: &std::path::Path,
+    operator_credential: Option<String>,
+) -> Result<LocalRegistry> {
+    std::fs::create_dir_all(dir)?;
+    embedded_on_clock(dir, peer.clock.clone(), operator_credential, bazaar_core::apply::Config::standard()).await
+}
+
+async fn embedded_on_clock(
+    dir: &std::path::Path,
+    offset: Arc<crate::runtime::OffsetClock>,
+    operator_credential: Option<String>,
+    config: bazaar_core::apply::Config,
+) -> Result<LocalRegistry> {
     let path = dir.join(crate::runtime::SQLITE_FILE);
     let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(path, config.clone(), offset.clone())?);
     local_registry(store, offset, config, operator_credential).await

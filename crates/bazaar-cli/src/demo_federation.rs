@@ -11,7 +11,7 @@
 //! 4. the translator carries B's passport to A, where it counts at B's weight,
 //!    shown apart from A's local figures; both audits pass.
 
-use crate::demo::{enroll_pair_with_key, local_registry, serve, LocalRegistry};
+use crate::demo::{enroll_pair_with_key, peer_registry, serve, LocalRegistry};
 use anyhow::{ensure, Result};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
@@ -80,15 +80,7 @@ pub async fn federation_story(
     say(format!("verified offline against A's key history: valid; with the score raised to 10000: {tampered_code}"));
 
     // 2. Registry B, and mutual recognition.
-    let b_dir = dir.join("registry-b");
-    std::fs::create_dir_all(&b_dir)?;
-    let config = bazaar_core::apply::Config::standard();
-    let store = bazaar_store_sqlite::SqliteStore::open(
-        b_dir.join(crate::runtime::SQLITE_FILE),
-        config.clone(),
-        a.clock.clone(),
-    )?;
-    let b = local_registry(Arc::new(store), a.clock.clone(), config, None).await?;
+    let b = peer_registry(a, &dir.join("registry-b"), None).await?;
     let registry_b = b.state.registry.to_string();
     let operator_a = Client::new(&a.url, Some(a.operator_credential.clone()));
     let operator_b = Client::new(&b.url, Some(b.operator_credential.clone()));

@@ -130,17 +130,12 @@ fn audit_catches_recorded_figures_that_do_not_recompute() {
 /// stored import stops counting once its passport's window has passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_passports_count_at_the_peer_weight_shown_apart() {
-    use bazaar_cli::demo::local_registry;
-    use std::sync::Arc;
+    use bazaar_cli::demo::peer_registry;
     let dir = std::env::temp_dir().join(format!("bazaar-import-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(dir.join("a")).unwrap();
-    let config = Config::standard();
-    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), config.clone()).await.unwrap();
-    std::fs::create_dir_all(dir.join("b")).unwrap();
-    let store_b =
-        bazaar_store_sqlite::SqliteStore::open(dir.join("b/bazaar.db"), config.clone(), a.clock.clone()).unwrap();
-    let b = local_registry(Arc::new(store_b), a.clock.clone(), config, Some("op-b".into())).await.unwrap();
+    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), Config::standard()).await.unwrap();
+    let b = peer_registry(&a, &dir.join("b"), Some("op-b".into())).await.unwrap();
     let (op_a, op_b) =
         (bazaar_sdk::Client::new(&a.url, Some("op-a".into())), bazaar_sdk::Client::new(&b.url, Some("op-b".into())));
     let (did_a, did_b) = (a.state.registry.to_string(), b.state.registry.to_string());
@@ -212,18 +207,13 @@ async fn passports_per_subject_per_day_are_bounded() {
 /// Server-to-server requests: signed by a recognised peer's key, fresh — or refused with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_requests_must_be_signed_fresh_and_by_a_recognised_key() {
-    use bazaar_cli::demo::local_registry;
+    use bazaar_cli::demo::peer_registry;
     use bazaar_core::federation::s2s_message;
-    use std::sync::Arc;
     let dir = std::env::temp_dir().join(format!("bazaar-s2s-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(dir.join("a")).unwrap();
-    std::fs::create_dir_all(dir.join("b")).unwrap();
-    let config = Config::standard();
-    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), config.clone()).await.unwrap();
-    let store_b =
-        bazaar_store_sqlite::SqliteStore::open(dir.join("b/bazaar.db"), config.clone(), a.clock.clone()).unwrap();
-    let b = local_registry(Arc::new(store_b), a.clock.clone(), config, Some("op-b".into())).await.unwrap();
+    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), Config::standard()).await.unwrap();
+    let b = peer_registry(&a, &dir.join("b"), Some("op-b".into())).await.unwrap();
     let op_a = bazaar_sdk::Client::new(&a.url, Some("op-a".into()));
     let did_b = b.state.registry.to_string();
     op_a.add_peer(&b.url, &did_b, 5_000, (0, 10_000, 1_000_000)).await.unwrap();
