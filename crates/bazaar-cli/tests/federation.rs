@@ -453,6 +453,23 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     let anonymous = Client::new(&w.b.url, None);
     let guest = anonymous.join_as_guest(&key, &w.a.did, &w.b.did).await.unwrap();
     assert_eq!(guest.me().await.unwrap()["member"]["id"], did.as_str());
+    // Joining again with a fresh signature gives another credential to the same guest.
+    let again = anonymous.join_as_guest(&key, &w.a.did, &w.b.did).await.unwrap();
+    assert_ne!(again.credential(), guest.credential());
+    assert_eq!(again.me().await.unwrap()["member"]["id"], did.as_str());
+    assert_eq!(guest.me().await.unwrap()["member"]["id"], did.as_str(), "the first credential still works");
+    // Another key cannot join under this DID.
+    let impostor = anonymous
+        .call(
+            reqwest::Method::POST,
+            "/v1/federation/guests",
+            Some(json!({"did": did, "home": w.a.did,
+            "presented_at_ms": bazaar_cli::runtime_now_ms(), "signature": "AAAA"})),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(impostor.code(), Some("proof_invalid"));
     let Err(forged) = anonymous.join_as_guest(&key, "did:key:z6MkNotAPeerOfB", &w.b.did).await else {
         panic!("a guest of an unrecognised registry was let in");
     };
