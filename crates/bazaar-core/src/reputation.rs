@@ -36,8 +36,9 @@ pub struct Work {
     pub quality_bps: u32,
 }
 
+/// A dispute mark against a seller, counted in the figures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mark {
+pub enum Mark {
     Filed,
     Lost,
     Won,
@@ -298,25 +299,8 @@ impl Ledger {
         let record = self.records.get(member).unwrap_or(&empty);
         let own = self.principal(member);
         let work = record.work.values().map(|w| (self.principal(&w.buyer).clone(), w.clone()));
-        compute(own, work, &record_marks(record), now)
+        compute(own, work, &record.marks, now)
     }
-}
-
-fn record_marks(record: &Record) -> Vec<(Timestamp, &'static str)> {
-    record
-        .marks
-        .iter()
-        .map(|(at, mark)| {
-            let name = match mark {
-                Mark::Filed => "filed",
-                Mark::Lost => "lost",
-                Mark::Won => "won",
-                Mark::Split => "split",
-                Mark::Refund => "refund",
-            };
-            (*at, name)
-        })
-        .collect()
 }
 
 /// `part / whole` in basis points, rounded down; a zero whole counts as all.
@@ -363,7 +347,7 @@ pub fn wilson_lower_bps(successes: f64, failures: f64) -> u64 {
 pub fn compute(
     own: &MemberId,
     work: impl IntoIterator<Item = (MemberId, Work)>,
-    marks: &[(Timestamp, &str)],
+    marks: &[(Timestamp, Mark)],
     now: Timestamp,
 ) -> Figures {
     let cutoff = Timestamp(now.ms().saturating_sub(REPUTATION_WINDOW_DAYS * DAY_MS));
@@ -434,13 +418,12 @@ pub fn compute(
         if !in_window(*at) {
             continue;
         }
-        match *mark {
-            "filed" => figures.disputes_filed += 1,
-            "lost" => figures.disputes_lost += 1,
-            "won" => figures.disputes_won += 1,
-            "split" => figures.disputes_split += 1,
-            "refund" => figures.refunds += 1,
-            _ => {}
+        match mark {
+            Mark::Filed => figures.disputes_filed += 1,
+            Mark::Lost => figures.disputes_lost += 1,
+            Mark::Won => figures.disputes_won += 1,
+            Mark::Split => figures.disputes_split += 1,
+            Mark::Refund => figures.refunds += 1,
         }
     }
     figures.settled_volume_minor = volume.to_string();
