@@ -3,10 +3,11 @@
 //! settlement must survive, no order may be charged twice, and `bazaar audit`
 //! must pass — on SQLite and on PostgreSQL.
 
+mod common;
+
 use bazaar_sdk::{generate_key, Client};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,19 +26,10 @@ fn free_port() -> u16 {
 }
 
 fn start(store_args: &[String], port: u16) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args(["serve", "--port", &port.to_string(), "--operator-credential", "crash-operator"])
-        .args(store_args)
-        .env("BAZAAR_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start bazaar serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next().expect("server prints a line").unwrap();
-    assert!(line.starts_with("listening on"), "{line}");
-    std::thread::spawn(move || for _ in lines {});
-    child
+    let mut args: Vec<String> =
+        ["--port", &port.to_string(), "--operator-credential", "crash-operator"].map(String::from).to_vec();
+    args.extend_from_slice(store_args);
+    common::spawn_serve(&args)
 }
 
 /// One order, retried with the same keys until acknowledged.

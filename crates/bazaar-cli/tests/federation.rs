@@ -5,12 +5,13 @@
 //! mid-flow loses nothing: every order settles exactly once on each side and
 //! the corridor balances mirror each other.
 
+mod common;
+
 use bazaar_sdk::{generate_key, Client, SdkError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,19 +58,10 @@ impl Registry {
     }
 
     fn spawn(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
-            .args(["serve", "--port", &self.port.to_string(), "--operator-credential", OPERATOR])
-            .args(["--data-dir", &self.dir.display().to_string()])
-            .env("BAZAAR_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start bazaar serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = lines.next().expect("server prints a line").unwrap();
-        assert!(line.starts_with("listening on http://127.0.0.1:"), "{line}");
-        std::thread::spawn(move || for _ in lines {});
-        self.child = Some(child);
+        let args = ["--port", &self.port.to_string(), "--operator-credential", OPERATOR, "--data-dir"];
+        let mut args: Vec<String> = args.map(String::from).to_vec();
+        args.push(self.dir.display().to_string());
+        self.child = Some(common::spawn_serve(&args));
     }
 
     /// SIGKILL (start again on the same data and port with [`Registry::spawn`]).

@@ -2,6 +2,8 @@
 //! its identity across restarts, writes the operator credential 0600, shuts
 //! down cleanly on SIGTERM, and the member/money commands work end to end.
 
+mod common;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -16,18 +18,7 @@ fn bazaar(args: &[&str], env: &[(&str, &str)]) -> Value {
 }
 
 fn serve(dir: &std::path::Path, port: u16) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args(["serve", "--port", &port.to_string(), "--data-dir"])
-        .arg(dir)
-        .env("BAZAAR_LOG", "warn")
-        .env_remove("BAZAAR_OPERATOR_CREDENTIAL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let line = BufReader::new(child.stdout.take().unwrap()).lines().next().unwrap().unwrap();
-    assert!(line.starts_with("listening on http://127.0.0.1:"), "{line}");
-    child
+    common::spawn_serve(&["--port".into(), port.to_string(), "--data-dir".into(), dir.display().to_string()])
 }
 
 fn stop(mut child: Child) {
