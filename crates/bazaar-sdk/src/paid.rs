@@ -362,8 +362,8 @@ pub async fn x402_paid(State(x): State<Arc<X402Route>>, mut request: Request, ne
         return x.payment_required(&resource, "invalid_payload");
     };
     // A token minted for another resource is refused before anything settles.
-    let minted_for = crate::token::claims_unverified(&token).and_then(|c| c["res"].as_str().map(str::to_string));
-    if minted_for.as_deref() != Some(resource.as_str()) {
+    let claims = crate::token::claims_unverified(&token).unwrap_or_default();
+    if claims["res"].as_str() != Some(resource.as_str()) {
         return x.payment_required(&resource, "wrong_resource");
     }
     let Ok(value) = HeaderValue::from_str(&token) else {
@@ -373,7 +373,7 @@ pub async fn x402_paid(State(x): State<Arc<X402Route>>, mut request: Request, ne
     let response = paid(State(x.route.clone()), request, next).await;
     if response.status().is_success() {
         let settlement = response.headers().get(SETTLEMENT_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let payer = crate::token::claims_unverified(&token).and_then(|c| c["sub"].as_str().map(str::to_string));
+        let payer = &claims["sub"];
         let settled = json!({"success": true, "transaction": settlement, "network": x.network,
             "payer": payer, "amount": x.route.price_minor.to_string()});
         let mut response = response;
