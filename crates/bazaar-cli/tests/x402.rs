@@ -99,6 +99,23 @@ async fn x402_fetch_pays_an_sdk_route_once() {
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the work ran once");
     let after = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
     assert_eq!(before - after, PRICE as i64, "charged once");
+
+    // A token minted for another resource is refused by the route before anything settles.
+    let token = buyer.issue_token("x4-shop", PRICE, "x4-other", "http://elsewhere/forecast").await.unwrap();
+    let payload = json!({"x402Version": 2, "accepted": offer, "payload": {"token": token.body["token"]}});
+    let signature = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
+    let refused = reqwest::Client::new()
+        .get(format!("{shop}/forecast"))
+        .header("payment-signature", signature)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 402);
+    let header = refused.headers().get("payment-required").unwrap().to_str().unwrap().to_string();
+    let required: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(header).unwrap()).unwrap();
+    assert_eq!(required["error"], "wrong_resource");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "no work for a refused payment");
     std::fs::remove_dir_all(&dir).ok();
 }
 
