@@ -1,6 +1,17 @@
-//! Sans-IO domain core of Bazaar: identity, the double-entry ledger, budgets,
-//! payment tokens, idempotency, the hash-chained event ledger, escrowed
-//! contracts, disputes, stake, and verifiable credentials (passports).
+//! Sans-IO domain core of Bazaar, organised by capability around a small money
+//! kernel.
+//!
+//! - [`kernel`]: the batch, snapshot and changes, ledger primitives, the event
+//!   chain, idempotency, refusals. It names no capability.
+//! - Capabilities, lowest first: [`identity`], [`pay`], [`escrow`],
+//!   [`dispute`] (with stake), [`reputation`] (a read model over events),
+//!   [`federation`], and [`market`] (beside dispute, above escrow). Each owns
+//!   its `Op` sub-enum, row keys, apply functions and event kinds; a
+//!   capability uses only lower ones.
+//! - The composer on top: [`command`] (`Command`, `Op`, keys, dispatch) and
+//!   [`apply`] (`Config`, `apply_batch`).
+//! - Support modules every layer may use: [`crypto`], [`vc`], [`validate`],
+//!   and [`audit`] (chain and balance recomputation).
 //!
 //! Nothing here performs I/O, reads a clock or draws randomness. A storage
 //! adapter loads a [`state::Snapshot`] for a batch of [`command::Command`]s,
@@ -8,22 +19,27 @@
 //! one transaction. Every outcome is a value: a receipt or a [`refusal::Refusal`]
 //! with a stable code.
 
-pub mod apply;
-pub mod audit;
-pub mod chain;
-pub mod command;
-pub mod crypto;
+pub mod kernel;
+
 pub mod dispute;
 pub mod escrow;
 pub mod federation;
+pub mod identity;
 pub mod market;
-pub mod model;
-pub mod order;
-pub mod refusal;
+pub mod pay;
 pub mod reputation;
-pub mod state;
-pub mod token;
+
+pub mod apply;
+pub mod command;
+
+pub mod audit;
+pub mod crypto;
 pub mod validate;
 pub mod vc;
+
+// The kernel's storage-facing modules, at the paths adapters and the edge use.
+pub use kernel::{chain, model, refusal, state};
+pub use market::order;
+pub use pay::token;
 
 pub use bazaar_types as types;

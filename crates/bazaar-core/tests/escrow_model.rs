@@ -22,8 +22,8 @@ use bazaar_core::chain::{self, ChainHead};
 use bazaar_core::command::{Command, Idem, Keys, Op, Outcome};
 use bazaar_core::crypto::{did_key, sha256_hex, sign, verify};
 use bazaar_core::dispute::{
-    dispute_holds, dispute_id_for, evidence_message, Decision, Dispute, DisputeAct, Frozen, Phase, ReasonCode, Stake,
-    Subject, Windows,
+    dispute_holds, dispute_id_for, evidence_message, Decision, Dispute, DisputeAct, Frozen, Phase, ReasonCode, Side,
+    Stake, Subject, Windows,
 };
 use bazaar_core::escrow::{
     contract_id_for, milestone_hold, Contract, ContractAct, ContractState, MilestoneSpec, MilestoneState,
@@ -37,6 +37,7 @@ use bazaar_core::types::limits::{
     MILESTONE_DESCRIPTION_LEN_MAX, REASONS_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
 };
 use bazaar_core::types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId};
+use bazaar_core::{dispute, escrow, identity, pay};
 use common::{assert_same_rows, Db};
 use ed25519_dalek::SigningKey;
 use proptest::prelude::*;
@@ -154,24 +155,24 @@ fn dispute_doc(rows: &Snapshot, id: &str) -> Option<Dispute> {
 
 /// A contract act as the edge submits it: the parties and the milestone count read from the stored contract.
 fn contract_op(contract: &Contract, act: ContractAct) -> Op {
-    Op::ContractAct {
+    Op::Escrow(escrow::Op::ContractAct {
         contract: contract.id.clone(),
         buyer: contract.buyer.clone(),
         seller: contract.seller.clone(),
         milestones: contract.milestones.len() as u32,
         act,
-    }
+    })
 }
 
 /// A dispute act as the edge submits it: subject and parties read from the stored dispute.
 fn dispute_op(dispute: &Dispute, act: DisputeAct) -> Op {
-    Op::DisputeAct {
+    Op::Dispute(dispute::Op::DisputeAct {
         dispute: dispute.id.clone(),
         subject: dispute.subject.clone(),
         claimant: dispute.claimant.clone(),
         respondent: dispute.respondent.clone(),
         act,
-    }
+    })
 }
 
 // ---- the model ---------------------------------------------------------------------------------------------------
@@ -354,13 +355,13 @@ impl Model {
     fn run(&mut self, cast: &Cast, config: &Config, command: &Command, now: Timestamp) -> Expected {
         let actor = &command.actor;
         match &command.op {
-            Op::Mint { owner, amount } => {
+            Op::Pay(pay::Op::Mint { owner, amount }) => {
                 assert_eq!(actor.kind, MemberKind::Operator, "the model mints only as the operator");
                 self.post(&AccountId::issuance(), &AccountId::of_member(owner), amount.0);
                 self.events += 1;
                 Ok(json!({"amount_minor": amount}))
             }
-            Op::Fund { agent, amount } => {
+            Op::Pay(pay::Op::Fund { agent, amount }) => {
                 let source = AccountId::of_member(&actor.id);
                 if self.available(&source) < amount.0 as i128 {
                     return Err(Code::InsufficientFunds);
@@ -369,13 +370,13 @@ impl Model {
                 self.events += 1;
                 Ok(json!({"amount_minor": amount}))
             }
-            Op::SetBudget { agent, per_call_max, per_day_max, total_max } => {
+            Op::Pay(pay::Op::SetBudget { agent, per_call_max, per_day_max, total_max }) => {
                 let budget = self.budgets.get_mut(agent).expect("agents have budgets");
                 (budget.per_call, budget.per_day, budget.total) = (per_call_max.0, per_day_max.0, total_max.0);
                 self.events += 1;
                 Ok(json!({"total_max_minor": total_max}))
             }
-            Op::IssueToken { claims, .. } => {
+            Op::Pay(pay::Op::IssueToken { claims, .. }) => {
                 let max = claims.max.0;
                 self.check_budget(&claims.sub, max, now)?;
                 let account = AccountId::of_member(&claims.sub);
@@ -390,7 +391,7 @@ impl Model {
                 self.events += 1;
                 Ok(json!({"jti": claims.jti}))
             }
-            Op::Settle { claims, amount, .. } => {
+            Op::Pay(pay::Op::Settle { claims, amount, .. }) => {
                 let token = self.tokens.get(&claims.jti).cloned().ok_or(Code::TokenNotFound)?;
                 assert_eq!(amount.0, token.max, "the model settles in full");
                 let buyer = AccountId::of_member(&token.buyer);
@@ -403,19 +404,19 @@ impl Model {
                 self.events += 1;
                 Ok(json!({"amount_minor": amount}))
             }
-            Op::CreateContract { seller, arbiter, milestones, terms_hash, review_window_s } => {
+            Op::Escrow(escrow::Op::CreateContract { seller, arbiter, milestones, terms_hash, review_window_s }) => {
                 self.create_contract(cast, command, (seller, arbiter), milestones, terms_hash, *review_window_s, now)
             }
-            Op::ContractAct { contract, buyer, seller, act, .. } => {
+            Op::Escrow(escrow::Op::ContractAct { contract, buyer, seller, act, .. }) => {
                 self.contract_act(cast, command, contract, (buyer, seller), act, now)
             }
-            Op::FileDispute { subject, claimant, respondent, claimed, note, .. } => {
+            Op::Dispute(dispute::Op::FileDispute { subject, claimant, respondent, claimed, note, .. }) => {
                 self.file(cast, config, command, subject, (claimant, respondent), claimed.0, note, now)
             }
-            Op::DisputeAct { dispute, claimant, respondent, act, .. } => {
+            Op::Dispute(dispute::Op::DisputeAct { dispute, claimant, respondent, act, .. }) => {
                 self.dispute_act(cast, config, command, dispute, (claimant, respondent), act, now)
             }
-            Op::StakeLock { amount } => {
+            Op::Dispute(dispute::Op::StakeLock { amount }) => {
                 if actor.kind != MemberKind::Agent {
                     return Err(Code::NotAnAgent);
                 }
@@ -428,7 +429,7 @@ impl Model {
                 self.events += 1;
                 Ok(json!({"locked_minor": amount}))
             }
-            Op::StakeUnlock { amount } => {
+            Op::Dispute(dispute::Op::StakeUnlock { amount }) => {
                 let stake = self.stakes.get(&actor.id).cloned().unwrap_or_default();
                 if stake.open > 0 {
                     return Err(Code::StakeDisputeOpen);
@@ -442,7 +443,7 @@ impl Model {
                 self.events += 1;
                 Ok(json!({"unlock_minor": amount, "available_at_ms": at}))
             }
-            Op::StakeWithdraw => {
+            Op::Dispute(dispute::Op::StakeWithdraw) => {
                 let stake = self.stakes.get(&actor.id).cloned().unwrap_or_default();
                 let Some((amount, at)) = stake.unlock else { return Err(Code::StakeNotUnlocked) };
                 if stake.open > 0 {
@@ -1037,27 +1038,35 @@ impl Model {
                     assert_eq!(&receipt[name], value, "{what}: receipt field {name}: {receipt}");
                 }
                 let detail = match &command.op {
-                    Op::DisputeAct { act: DisputeAct::Advance, .. } if receipt["advanced"] == false => " no-op".into(),
-                    Op::DisputeAct { act: DisputeAct::Advance, .. } if receipt["winner"].is_string() => {
+                    Op::Dispute(dispute::Op::DisputeAct { act: DisputeAct::Advance, .. })
+                        if receipt["advanced"] == false =>
+                    {
+                        " no-op".into()
+                    }
+                    Op::Dispute(dispute::Op::DisputeAct { act: DisputeAct::Advance, .. })
+                        if receipt["winner"].is_string() =>
+                    {
                         format!(" executed (default {})", receipt["default"])
                     }
-                    Op::DisputeAct { act: DisputeAct::Advance, .. } => {
+                    Op::Dispute(dispute::Op::DisputeAct { act: DisputeAct::Advance, .. }) => {
                         format!(
                             " to {} (arbiters used {})",
                             receipt["phase"].as_str().unwrap(),
                             receipt["arbiters_used"].as_array().unwrap().len()
                         )
                     }
-                    Op::DisputeAct { act: DisputeAct::Rule { .. }, .. } if receipt["winner"].is_string() => {
+                    Op::Dispute(dispute::Op::DisputeAct { act: DisputeAct::Rule { .. }, .. })
+                        if receipt["winner"].is_string() =>
+                    {
                         " round 2, executed".into()
                     }
-                    Op::DisputeAct { act: DisputeAct::Rule { .. }, .. } => " round 1".into(),
-                    Op::DisputeAct { .. } if receipt["winner"].is_string() => {
+                    Op::Dispute(dispute::Op::DisputeAct { act: DisputeAct::Rule { .. }, .. }) => " round 1".into(),
+                    Op::Dispute(dispute::Op::DisputeAct { .. }) if receipt["winner"].is_string() => {
                         let slashed = receipt["slashed_minor"].as_u64().unwrap();
                         let restitution = receipt["slash_to_claimant_minor"].as_u64().unwrap();
                         format!(" executed, slashed {}, restitution {}", slashed > 0, restitution > 0)
                     }
-                    Op::FileDispute { subject, .. } => {
+                    Op::Dispute(dispute::Op::FileDispute { subject, .. }) => {
                         let kind = if matches!(subject, Subject::Call { .. }) { "call" } else { "milestone" };
                         let frozen = ["escrow", "balance", "stake"].map(|k| receipt["frozen"][k].as_u64().unwrap() > 0);
                         format!(" {kind}, frozen escrow/balance/stake {frozen:?}")
@@ -1129,11 +1138,11 @@ fn build_base() -> World {
         }
         db.fold(changes);
     };
-    let op = Op::Bootstrap {
+    let op = Op::Identity(identity::Op::Bootstrap {
         registry: registry.id.clone(),
         operator: operator_id.clone(),
         operator_credential_hash: "op-cred".into(),
-    };
+    });
     setup(&mut db, vec![command(&registry, None, op)]);
     let operator = db.rows.members[&operator_id].clone();
     let owner_seeds = [1u8, 2, 3];
@@ -1142,12 +1151,19 @@ fn build_base() -> World {
         .iter()
         .enumerate()
         .map(|(i, id)| {
-            let op =
-                Op::CreateOwner { id: id.clone(), handle: format!("owner-{i}"), credential_hash: format!("c-{id}") };
+            let op = Op::Identity(identity::Op::CreateOwner {
+                id: id.clone(),
+                handle: format!("owner-{i}"),
+                credential_hash: format!("c-{id}"),
+            });
             command(&operator, None, op)
         })
         .collect();
-    commands.push(command(&operator, None, Op::CreateDesk { credential_hash: "desk-cred".into() }));
+    commands.push(command(
+        &operator,
+        None,
+        Op::Dispute(dispute::Op::CreateDesk { credential_hash: "desk-cred".into() }),
+    ));
     setup(&mut db, commands);
     let agent_seeds = [10u8, 11, 12, 13, 14];
     let mut agent_ids = Vec::new();
@@ -1155,13 +1171,13 @@ fn build_base() -> World {
         let owner = db.rows.members[&owner_ids[owner_index]].clone();
         let code_hash = format!("invite-{n}");
         let id = MemberId(did_key(&key_of(agent_seeds[n]).verifying_key()));
-        let redeem = Op::RedeemInvite {
+        let redeem = Op::Identity(identity::Op::RedeemInvite {
             code_hash: code_hash.clone(),
             agent: id.clone(),
             handle: format!("agent-{n}"),
             credential_hash: format!("c-{id}"),
-        };
-        let invite = Op::IssueInvite { code_hash, expires_at: START.plus_s(HOUR) };
+        });
+        let invite = Op::Identity(identity::Op::IssueInvite { code_hash, expires_at: START.plus_s(HOUR) });
         setup(&mut db, vec![command(&owner, None, invite), command(&stranger(&id), None, redeem)]);
         agent_ids.push(id);
     }
@@ -1223,15 +1239,25 @@ impl World {
     fn open(&mut self, agents: &[(u64, [u64; 3])]) {
         let mut commands: Vec<Command> = OWNERS
             .iter()
-            .map(|&o| command(&self.m(OPERATOR), None, Op::Mint { owner: self.id(o), amount: Amount(5_000_000) }))
+            .map(|&o| {
+                command(
+                    &self.m(OPERATOR),
+                    None,
+                    Op::Pay(pay::Op::Mint { owner: self.id(o), amount: Amount(5_000_000) }),
+                )
+            })
             .collect();
         for (&agent, (funds, ceilings)) in AGENTS.iter().zip(agents) {
             let owner = self.m(self.cast.owner_index(agent));
             if *funds > 0 {
-                commands.push(command(&owner, None, Op::Fund { agent: self.id(agent), amount: Amount(*funds) }));
+                commands.push(command(
+                    &owner,
+                    None,
+                    Op::Pay(pay::Op::Fund { agent: self.id(agent), amount: Amount(*funds) }),
+                ));
             }
             let [per_call_max, per_day_max, total_max] = ceilings.map(Amount);
-            let op = Op::SetBudget { agent: self.id(agent), per_call_max, per_day_max, total_max };
+            let op = Op::Pay(pay::Op::SetBudget { agent: self.id(agent), per_call_max, per_day_max, total_max });
             commands.push(command(&owner, None, op));
         }
         let results = self.submit(commands);
@@ -1255,9 +1281,10 @@ impl World {
             via: None,
         };
         let token = token::encode(&claims, &self.registry_key);
-        let settle = Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() };
+        let settle =
+            Op::Pay(pay::Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() });
         let commands = vec![
-            command(&self.m(buyer), None, Op::IssueToken { claims: claims.clone(), token }),
+            command(&self.m(buyer), None, Op::Pay(pay::Op::IssueToken { claims: claims.clone(), token })),
             command(&self.m(merchant), None, settle),
         ];
         let results = self.submit(commands);
@@ -1333,8 +1360,12 @@ impl World {
             return;
         }
         match &command.op {
-            Op::CreateContract { .. } => self.contracts.push(receipt["id"].as_str().unwrap().to_string()),
-            Op::FileDispute { .. } => self.disputes.push(receipt["id"].as_str().unwrap().to_string()),
+            Op::Escrow(escrow::Op::CreateContract { .. }) => {
+                self.contracts.push(receipt["id"].as_str().unwrap().to_string())
+            }
+            Op::Dispute(dispute::Op::FileDispute { .. }) => {
+                self.disputes.push(receipt["id"].as_str().unwrap().to_string())
+            }
             _ => {}
         }
     }
@@ -1376,7 +1407,7 @@ impl World {
         let code = applied.outcome.as_ref().err().map(|r| r.code);
         match &command.op {
             // 3. A disputed milestone is never released; its buyer is told why.
-            Op::ContractAct { contract, act: ContractAct::Release { milestone }, .. } => {
+            Op::Escrow(escrow::Op::ContractAct { contract, act: ContractAct::Release { milestone }, .. }) => {
                 let Some(c) = contract_doc(before, contract) else { return };
                 let disputed =
                     c.milestones.get(*milestone as usize).is_some_and(|m| m.state == MilestoneState::Disputed);
@@ -1387,7 +1418,7 @@ impl World {
                     }
                 }
             }
-            Op::DisputeAct { dispute, act, .. } => {
+            Op::Dispute(dispute::Op::DisputeAct { dispute, act, .. }) => {
                 let Some(d) = dispute_doc(before, dispute) else { return };
                 match act {
                     // 5. A second execution is refused with the outcome attached.
@@ -1450,7 +1481,7 @@ impl World {
         let bond = match &after.appeal {
             Some(appeal) => {
                 let returned = outcome["bond"]["returned"].as_bool().unwrap();
-                let to_claimant = if appeal.side == "claimant" { returned } else { !returned };
+                let to_claimant = if appeal.side == Side::Claimant { returned } else { !returned };
                 if to_claimant {
                     appeal.bond.0
                 } else {
@@ -1565,7 +1596,8 @@ impl World {
                 "{what}"
             );
             assert_eq!((&d.arbiter, &d.arbiters_used, d.responded), (&e.arbiter, &e.used, e.responded), "{what}");
-            let sides = ["claimant", "respondent"].map(|side| d.evidence.iter().filter(|x| x.side == side).count());
+            let sides =
+                [Side::Claimant, Side::Respondent].map(|side| d.evidence.iter().filter(|x| x.side == side).count());
             assert_eq!((sides, d.rulings.len(), d.frozen), (e.evidence, e.rulings.len(), e.frozen), "{what}");
             assert_eq!(d.appeal.as_ref().map(|a| (&a.by, a.bond.0)), e.appeal.as_ref().map(|a| (&a.party, a.bond)));
             for (ruling, expected) in d.rulings.iter().zip(&e.rulings) {
@@ -2072,13 +2104,13 @@ impl World {
                     Some(Flaw::ShortWindow) => window_s = REVIEW_WINDOW_S_MIN - 1,
                     Some(Flaw::NoKey) => key = None,
                 }
-                let op = Op::CreateContract {
+                let op = Op::Escrow(escrow::Op::CreateContract {
                     seller: seller_id,
                     arbiter: arbiter_id,
                     milestones: specs,
                     terms_hash: terms,
                     review_window_s: window_s,
-                };
+                });
                 command(&self.m(*buyer), key.as_deref(), op)
             }
             Act::Contract { pick, who, act } => {
@@ -2141,14 +2173,14 @@ impl World {
                     Some(1) => self.cast.owner_index(claimant_index),
                     Some(n) => (*n as usize) % self.cast.all.len(),
                 };
-                let op = Op::FileDispute {
+                let op = Op::Dispute(dispute::Op::FileDispute {
                     subject,
                     claimant,
                     respondent,
                     reason: ReasonCode::NotAsDescribed,
                     claimed: Amount(claimed),
                     note: "not what was asked for".into(),
-                };
+                });
                 command(&self.m(actor), key, op)
             }
             Act::Evidence { pick, who, forged, bad_hash, url } => {
@@ -2193,21 +2225,27 @@ impl World {
                 let (buyer, seller) = (self.id(AGENTS[0]), self.id(AGENTS[2]));
                 let op = if *dispute {
                     let subject = Subject::Call { merchant: seller.clone(), order_id: OrderId("ghost".into()) };
-                    Op::DisputeAct {
+                    Op::Dispute(dispute::Op::DisputeAct {
                         dispute: dispute_id_for(&subject),
                         subject,
                         claimant: buyer,
                         respondent: seller,
                         act: DisputeAct::Execute,
-                    }
+                    })
                 } else {
                     let act = ContractAct::Release { milestone: 0 };
-                    Op::ContractAct { contract: "ctr_ghost".into(), buyer, seller, milestones: 1, act }
+                    Op::Escrow(escrow::Op::ContractAct {
+                        contract: "ctr_ghost".into(),
+                        buyer,
+                        seller,
+                        milestones: 1,
+                        act,
+                    })
                 };
                 command(&self.m(AGENTS[0]), key, op)
             }
             Act::StakeLock { agent, amount } => {
-                command(&self.m(*agent), key, Op::StakeLock { amount: Amount(*amount) })
+                command(&self.m(*agent), key, Op::Dispute(dispute::Op::StakeLock { amount: Amount(*amount) }))
             }
             Act::StakeUnlock { agent, share } => {
                 let staked = |w: &World, a: usize| {
@@ -2218,7 +2256,7 @@ impl World {
                     &if *agent % 4 != 0 && !stakers.is_empty() { stakers[*agent % stakers.len()] } else { *agent };
                 let staked = staked(self, *agent);
                 let amount = share.map_or(0, |s| (staked.max(1) as u64 * s as u64).div_ceil(1000));
-                command(&self.m(*agent), key, Op::StakeUnlock { amount: Amount(amount) })
+                command(&self.m(*agent), key, Op::Dispute(dispute::Op::StakeUnlock { amount: Amount(amount) }))
             }
             Act::StakeWithdraw { agent } => {
                 let unlocking: Vec<usize> = AGENTS
@@ -2227,7 +2265,7 @@ impl World {
                     .collect();
                 let agent =
                     if *agent % 4 != 0 && !unlocking.is_empty() { unlocking[*agent % unlocking.len()] } else { *agent };
-                command(&self.m(agent), key, Op::StakeWithdraw)
+                command(&self.m(agent), key, Op::Dispute(dispute::Op::StakeWithdraw))
             }
         })
     }
@@ -2427,14 +2465,14 @@ impl World {
                 if choice.is_multiple_of(2) {
                     self.stake_most(self.cast.index_of(&s.merchant), choice);
                 }
-                let op = Op::FileDispute {
+                let op = Op::Dispute(dispute::Op::FileDispute {
                     subject: Subject::Call { merchant, order_id },
                     claimant: s.buyer.clone(),
                     respondent: s.merchant,
                     reason: ReasonCode::Defective,
                     claimed: Amount(claimed),
                     note: String::new(),
-                };
+                });
                 self.one(command(&self.m(self.cast.index_of(&s.buyer)), None, op));
             }
             _ => {
@@ -2467,16 +2505,16 @@ impl World {
         let op = match stake.unlock {
             Some((_, at)) => {
                 self.jump(Some(at));
-                Op::StakeWithdraw
+                Op::Dispute(dispute::Op::StakeWithdraw)
             }
             None if staked > 0 && !pick.is_multiple_of(3) => {
-                Op::StakeUnlock { amount: Amount((staked as u64).div_ceil(2)) }
+                Op::Dispute(dispute::Op::StakeUnlock { amount: Amount((staked as u64).div_ceil(2)) })
             }
             None => {
                 // Often most of what it has, so a later claim reaches into the stake.
                 let available = self.model.available(&AccountId::of_member(&me.id)).max(0) as u64;
                 let share = [10, 50, 90, 97][pick / 8 % 4];
-                Op::StakeLock { amount: Amount((available * share / 100).max(1)) }
+                Op::Dispute(dispute::Op::StakeLock { amount: Amount((available * share / 100).max(1)) })
             }
         };
         self.one(command(&me, None, op));
@@ -2496,13 +2534,13 @@ impl World {
                 due_at: self.now.plus_s(30 * DAY),
             })
             .collect();
-        let op = Op::CreateContract {
+        let op = Op::Escrow(escrow::Op::CreateContract {
             seller: self.id(seller),
             arbiter: self.id(arbiter),
             milestones,
             terms_hash: sha256_hex(format!("terms {}", self.fresh()).as_bytes()),
             review_window_s: [60, 900, HOUR, DAY][choice as usize % 4],
-        };
+        });
         let key = format!("c{}", self.fresh());
         self.one(command(&self.m(buyer), Some(&key), op));
     }
@@ -2512,7 +2550,7 @@ impl World {
         let available = self.model.available(&AccountId::of_member(&self.id(merchant))).max(0) as u64;
         let amount = available - [0, 100, 2_000, 20_000][choice as usize / 2 % 4].min(available);
         if amount > 0 {
-            self.one(command(&self.m(merchant), None, Op::StakeLock { amount: Amount(amount) }));
+            self.one(command(&self.m(merchant), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(amount) })));
         }
     }
 
@@ -2523,14 +2561,14 @@ impl World {
             self.stake_most(self.cast.index_of(&c.seller), choice);
         }
         let claimed = if choice.is_multiple_of(2) { amount } else { (amount * (choice as u64 % 10 + 1) / 11).max(1) };
-        let op = Op::FileDispute {
+        let op = Op::Dispute(dispute::Op::FileDispute {
             subject: Subject::Milestone { contract: c.id.clone(), index },
             claimant: c.buyer.clone(),
             respondent: c.seller.clone(),
             reason: ReasonCode::NotDelivered,
             claimed: Amount(claimed),
             note: String::new(),
-        };
+        });
         let buyer = self.m(self.cast.index_of(&c.buyer));
         self.one(command(&buyer, None, op));
     }
@@ -2654,13 +2692,13 @@ impl World {
                 due_at: self.now.plus_s(30 * DAY),
             })
             .collect();
-        let op = Op::CreateContract {
+        let op = Op::Escrow(escrow::Op::CreateContract {
             seller: self.id(seller),
             arbiter: self.id(arbiter),
             milestones,
             terms_hash: sha256_hex(b"the terms"),
             review_window_s: window_s,
-        };
+        });
         let key = format!("c{}", self.fresh());
         ok(self.one(command(&self.m(buyer), Some(&key), op)))["id"].as_str().unwrap().to_string()
     }
@@ -2687,14 +2725,14 @@ impl World {
                 (s.buyer.clone(), s.merchant.clone())
             }
         };
-        let op = Op::FileDispute {
+        let op = Op::Dispute(dispute::Op::FileDispute {
             subject,
             claimant,
             respondent,
             reason: ReasonCode::NotAsDescribed,
             claimed: Amount(claimed),
             note: "see evidence".into(),
-        };
+        });
         self.one(command(&self.m(actor), None, op))
     }
 
@@ -2746,8 +2784,11 @@ fn three_milestones_released_auto_released_and_disputed_through_four_phases_with
     assert_eq!(w.dispute(&d).frozen, Frozen { escrow: Amount(30_000), ..Frozen::default() });
     assert_eq!(code(w.on_contract(BUYER, &id, ContractAct::Release { milestone: 2 })), Code::MilestoneDisputed);
     // The seller stakes (during the dispute: locking is always allowed) and cannot unlock while it is open.
-    ok(w.one(command(&w.m(SELLER), None, Op::StakeLock { amount: Amount(5_000) })));
-    assert_eq!(code(w.one(command(&w.m(SELLER), None, Op::StakeUnlock { amount: Amount(1) }))), Code::StakeDisputeOpen);
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(5_000) }))));
+    assert_eq!(
+        code(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeUnlock { amount: Amount(1) })))),
+        Code::StakeDisputeOpen
+    );
     // Milestone 1: the review window passes; the sweeper releases it and leaves the disputed one alone.
     w.sweep_at(w.contract(&id).milestones[1].review_deadline);
     let c = w.contract(&id);
@@ -2804,7 +2845,7 @@ fn three_milestones_released_auto_released_and_disputed_through_four_phases_with
     let second = w.on_dispute(BUYER, &d, DisputeAct::Execute).outcome.unwrap_err();
     assert_eq!(second.code, Code::DisputeExecuted);
     assert_eq!(second.facts["refunded_minor"], 5_000);
-    ok(w.one(command(&w.m(SELLER), None, Op::StakeUnlock { amount: Amount(3_000) })));
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeUnlock { amount: Amount(3_000) }))));
 }
 
 #[test]
@@ -2812,7 +2853,7 @@ fn a_silent_respondent_loses_by_default_and_its_balance_then_stake_pay() {
     let mut w = World::funded(Windows::standard(), [100_000, 0, 0, 0, 0]);
     let (merchant, order_id) = w.pay(BUYER, SELLER, 8_000);
     assert_eq!(w.of(SELLER), (7_920, 7_920));
-    ok(w.one(command(&w.m(SELLER), None, Op::StakeLock { amount: Amount(5_000) })));
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(5_000) }))));
     let subject = Subject::Call { merchant, order_id };
     assert_eq!(code(w.file(ARBITER, subject.clone(), 8_000)), Code::NotParty, "only the buyer files");
     assert_eq!(code(w.file(BUYER, subject.clone(), 8_001)), Code::AmountInvalid, "no more than was paid");
@@ -2878,13 +2919,16 @@ fn a_slash_beyond_the_stake_makes_the_claimant_whole_first_and_the_rest_goes_to_
     let mut w = World::funded(short_windows(), [100_000, 0, 0, 0, 0]);
     let (merchant, order_id) = w.pay(BUYER, SELLER, 10_000);
     // The merchant spends (stakes) all it earned, so the freeze finds only stake.
-    ok(w.one(command(&w.m(SELLER), None, Op::StakeLock { amount: Amount(9_900) })));
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(9_900) }))));
     let d = ok(w.file(BUYER, Subject::Call { merchant, order_id }, 10_000))["id"].as_str().unwrap().to_string();
     assert_eq!(w.dispute(&d).frozen, Frozen { stake: Amount(9_900), ..Frozen::default() });
     // More stake arrives while the dispute is open; withdrawing is refused meanwhile.
-    ok(w.one(command(&w.m(OWNERS[1]), None, Op::Fund { agent: w.id(SELLER), amount: Amount(3_000) })));
-    ok(w.one(command(&w.m(SELLER), None, Op::StakeLock { amount: Amount(3_000) })));
-    assert_eq!(code(w.one(command(&w.m(SELLER), None, Op::StakeWithdraw))), Code::StakeNotUnlocked);
+    ok(w.one(command(&w.m(OWNERS[1]), None, Op::Pay(pay::Op::Fund { agent: w.id(SELLER), amount: Amount(3_000) }))));
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(3_000) }))));
+    assert_eq!(
+        code(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeWithdraw)))),
+        Code::StakeNotUnlocked
+    );
     ok(w.answer(SELLER, &d));
     w.sweep_at(w.dispute(&d).deadline);
     assert_eq!(code(w.rule(DESK, &d, Decision::Reject, 0, 1)), Code::RulingInvalid, "a rejection slashes nothing");
@@ -2909,21 +2953,28 @@ fn a_slash_beyond_the_stake_makes_the_claimant_whole_first_and_the_rest_goes_to_
 fn stake_unlocks_after_the_cooldown_and_never_while_a_dispute_is_open() {
     let windows = short_windows();
     let mut w = World::funded(windows, [100_000, 0, 20_000, 0, 0]);
-    ok(w.one(command(&w.m(SELLER), None, Op::StakeLock { amount: Amount(10_000) })));
-    ok(w.one(command(&w.m(SELLER), None, Op::StakeUnlock { amount: Amount(6_000) })));
-    assert_eq!(code(w.one(command(&w.m(SELLER), None, Op::StakeWithdraw))), Code::StakeCooldown);
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(10_000) }))));
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeUnlock { amount: Amount(6_000) }))));
+    assert_eq!(code(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeWithdraw)))), Code::StakeCooldown);
     // A dispute filed during the cooldown freezes what it needs and blocks the withdrawal until it is executed.
     let (merchant, order_id) = w.pay(BUYER, SELLER, 4_000);
-    ok(w.one(command(&w.m(SELLER), None, Op::StakeLock { amount: Amount(13_960) })));
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(13_960) }))));
     let d = ok(w.file(BUYER, Subject::Call { merchant, order_id }, 4_000))["id"].as_str().unwrap().to_string();
     assert_eq!(w.dispute(&d).frozen.stake, Amount(4_000));
     w.advance(windows.stake_cooldown_s);
-    assert_eq!(code(w.one(command(&w.m(SELLER), None, Op::StakeWithdraw))), Code::StakeDisputeOpen);
+    assert_eq!(
+        code(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeWithdraw)))),
+        Code::StakeDisputeOpen
+    );
     w.sweep(); // the respondent never answered: default for the claimant, paid from the frozen stake
-    let withdrawn = ok(w.one(command(&w.m(SELLER), None, Op::StakeWithdraw)));
+    let withdrawn = ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeWithdraw))));
     assert_eq!(withdrawn["withdrawn_minor"], 6_000);
     assert_eq!(w.stake(SELLER), (23_960 - 4_000 - 6_000, 23_960 - 4_000 - 6_000));
-    assert_eq!(code(w.one(command(&w.m(SELLER), None, Op::StakeWithdraw))), Code::StakeNotUnlocked, "once");
+    assert_eq!(
+        code(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeWithdraw)))),
+        Code::StakeNotUnlocked,
+        "once"
+    );
 }
 
 // ---- regressions for core bugs this test found ------------------------------------------------------------------

@@ -15,6 +15,7 @@ use bazaar_core::crypto::{did_key, sha256_hex};
 use bazaar_core::federation::{KeyEntry, Peer, Relay, RelayResult, RelayState, Terms};
 use bazaar_core::model::{DocKind, Member, MemberKind, OPERATOR_ID};
 use bazaar_core::token::TokenClaims;
+use bazaar_core::{federation, identity, pay};
 use bazaar_types::{AccountId, Amount, MemberId, OrderId, Timestamp, TokenId};
 use common::Db;
 use ed25519_dalek::SigningKey;
@@ -63,11 +64,11 @@ fn registry(seed: u8) -> Side {
     let registry = member(&did_key(&key.verifying_key()), MemberKind::Registry, None);
     let mut side =
         Side { db: Db::new(), registry: registry.clone(), operator: member(OPERATOR_ID, MemberKind::Operator, None) };
-    let op = Op::Bootstrap {
+    let op = Op::Identity(identity::Op::Bootstrap {
         registry: registry.id.clone(),
         operator: MemberId::from(OPERATOR_ID),
         operator_credential_hash: format!("op-{seed}"),
-    };
+    });
     side.ok(&registry, op, START);
     side.operator = side.member(OPERATOR_ID);
     side
@@ -84,7 +85,7 @@ fn recognise(side: &mut Side, peer: &Side, handle: &str) {
         added_at: START,
     };
     let operator = side.operator.clone();
-    side.ok(&operator, Op::AddPeer { peer }, START);
+    side.ok(&operator, Op::Federation(federation::Op::AddPeer { peer }), START);
 }
 
 /// An owner and an agent on `side`; the agent is funded and budgeted when `funds > 0`.
@@ -93,33 +94,37 @@ fn agent(side: &mut Side, name: &str, funds: u64) -> Member {
     let owner_id = format!("did:key:z-owner-{name}");
     side.ok(
         &operator,
-        Op::CreateOwner {
+        Op::Identity(identity::Op::CreateOwner {
             id: MemberId(owner_id.clone()),
             handle: format!("{name}-owner"),
             credential_hash: format!("c-o-{name}"),
-        },
+        }),
         START,
     );
     let owner = side.member(&owner_id);
-    side.ok(&owner, Op::IssueInvite { code_hash: format!("i-{name}"), expires_at: START.plus_s(3_600) }, START);
+    side.ok(
+        &owner,
+        Op::Identity(identity::Op::IssueInvite { code_hash: format!("i-{name}"), expires_at: START.plus_s(3_600) }),
+        START,
+    );
     let agent_id = format!("did:key:z-agent-{name}");
     let stranger = member(&agent_id, MemberKind::Agent, None);
-    let redeem = Op::RedeemInvite {
+    let redeem = Op::Identity(identity::Op::RedeemInvite {
         code_hash: format!("i-{name}"),
         agent: MemberId(agent_id.clone()),
         handle: name.into(),
         credential_hash: format!("c-a-{name}"),
-    };
+    });
     side.ok(&stranger, redeem, START);
     if funds > 0 {
-        side.ok(&operator, Op::Mint { owner: owner.id.clone(), amount: Amount(funds) }, START);
-        side.ok(&owner, Op::Fund { agent: MemberId(agent_id.clone()), amount: Amount(funds) }, START);
-        let budget = Op::SetBudget {
+        side.ok(&operator, Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: Amount(funds) }), START);
+        side.ok(&owner, Op::Pay(pay::Op::Fund { agent: MemberId(agent_id.clone()), amount: Amount(funds) }), START);
+        let budget = Op::Pay(pay::Op::SetBudget {
             agent: MemberId(agent_id.clone()),
             per_call_max: Amount(1_000),
             per_day_max: Amount(funds),
             total_max: Amount(funds),
-        };
+        });
         side.ok(&owner, budget, START);
     }
     side.member(&agent_id)
@@ -191,7 +196,7 @@ impl World {
                     exp_ms: self.now.plus_s(900),
                     via: Some(self.b.registry.id.clone()),
                 };
-                let op = Op::IssueToken { claims: claims.clone(), token: format!("apt_{order}") };
+                let op = Op::issue_token(claims.clone(), format!("apt_{order}"));
                 let buyer = self.buyer.clone();
                 if self.a.run(Command { actor: buyer, idem: None, op }, self.now).outcome.is_ok() {
                     self.tokens.insert(*order, claims);
@@ -199,7 +204,11 @@ impl World {
             }
             Step::Present(order) => {
                 let Some(claims) = self.tokens.get(order).cloned() else { return };
-                let op = Op::RelayOpen { claims: claims.clone(), token: format!("apt_{order}"), amount: claims.max };
+                let op = Op::Federation(federation::Op::RelayOpen {
+                    claims: claims.clone(),
+                    token: format!("apt_{order}"),
+                    amount: claims.max,
+                });
                 let merchant = self.merchant_on_b.clone();
                 let _ = self.b.run(Command { actor: merchant, idem: None, op }, self.now);
             }
@@ -223,7 +232,7 @@ impl World {
                     .collect();
                 let registry = self.a.registry.clone();
                 for (jti, buyer) in expired {
-                    self.a.ok(&registry, Op::ExpireHold { jti, buyer }, self.now);
+                    self.a.ok(&registry, Op::Pay(pay::Op::ExpireHold { jti, buyer }), self.now);
                 }
             }
         }
@@ -244,8 +253,11 @@ impl World {
             RelayResult::Unreachable
         } else {
             // A's edge: the peer's request under idempotency key = token id.
-            let op =
-                Op::SettleRelayed { claims: claims.clone(), amount: relay.amount, order_id: relay.order_id.clone() };
+            let op = Op::Federation(federation::Op::SettleRelayed {
+                claims: claims.clone(),
+                amount: relay.amount,
+                order_id: relay.order_id.clone(),
+            });
             let idem = Idem {
                 scope: format!("{}:settle_relayed", self.peer_b_on_a.id),
                 key: claims.jti.to_string(),
@@ -258,12 +270,12 @@ impl World {
                 (false, Err(refusal)) => RelayResult::Refused(refusal),
             }
         };
-        let op = Op::RelayFinish {
+        let op = Op::Federation(federation::Op::RelayFinish {
             jti: claims.jti.clone(),
             merchant: relay.merchant.clone(),
             issuer: relay.issuer.clone(),
             result,
-        };
+        });
         let registry = self.b.registry.clone();
         self.b.ok(&registry, op, self.now);
     }
@@ -357,22 +369,22 @@ fn corridor_limits_are_enforced_when_the_token_is_issued() {
         via: Some(world.b.registry.id.clone()),
     };
     // Per call: the terms allow 1 000.
-    let op = Op::IssueToken { claims: claims(0, 1_001, &world), token: "t".into() };
+    let op = Op::issue_token(claims(0, 1_001, &world), "t".into());
     let refused = world.a.run(Command { actor: buyer.clone(), idem: None, op }, world.now).outcome.unwrap_err();
     assert_eq!(refused.code.as_str(), "corridor_limit");
     // Outstanding: a peer A recognises with a small outstanding limit.
     let mut tight = Peer::from_row(&world.a.db.rows.docs[&(DocKind::Peer, world.b.registry.id.to_string())]);
     tight.terms.outstanding_max_minor = Amount(150);
     let operator = world.a.operator.clone();
-    world.a.ok(&operator, Op::AddPeer { peer: tight }, world.now);
+    world.a.ok(&operator, Op::Federation(federation::Op::AddPeer { peer: tight }), world.now);
     world.apply(&Step::Issue(0));
     world.apply(&Step::Present(0));
     world.apply(&Step::Call { order: 0, lose_request: false, lose_answer: false });
     assert_eq!(world.a.balance(&AccountId::corridor(&world.b.registry.id)), 100, "A owes B 100 now");
-    let op = Op::IssueToken { claims: claims(1, 51, &world), token: "t".into() };
+    let op = Op::issue_token(claims(1, 51, &world), "t".into());
     let refused = world.a.run(Command { actor: buyer.clone(), idem: None, op }, world.now).outcome.unwrap_err();
     assert_eq!(refused.code.as_str(), "corridor_limit", "100 owed + 51 > 150");
-    let op = Op::IssueToken { claims: claims(2, 50, &world), token: "t".into() };
+    let op = Op::issue_token(claims(2, 50, &world), "t".into());
     assert!(world.a.run(Command { actor: buyer, idem: None, op }, world.now).outcome.is_ok(), "100 + 50 fits");
     world.check(false);
 }
@@ -384,12 +396,19 @@ fn peers_are_checked() {
     let mut heavy = Peer::from_row(&world.a.db.rows.docs[&(DocKind::Peer, world.b.registry.id.to_string())]);
     heavy.weight_bps = 10_001;
     let operator = world.a.operator.clone();
-    let applied = world.a.run(Command { actor: operator, idem: None, op: Op::AddPeer { peer: heavy } }, world.now);
+    let applied = world.a.run(
+        Command { actor: operator, idem: None, op: Op::Federation(federation::Op::AddPeer { peer: heavy }) },
+        world.now,
+    );
     assert_eq!(applied.outcome.unwrap_err().code.as_str(), "peer_invalid");
     world.apply(&Step::Issue(0));
     let claims = world.tokens[&0].clone();
     // The buyer itself (not a peer) tries to settle the relayed token at A.
-    let op = Op::SettleRelayed { claims: claims.clone(), amount: claims.max, order_id: claims.ord.clone() };
+    let op = Op::Federation(federation::Op::SettleRelayed {
+        claims: claims.clone(),
+        amount: claims.max,
+        order_id: claims.ord.clone(),
+    });
     let buyer = world.buyer.clone();
     let applied = world.a.run(Command { actor: buyer, idem: None, op }, world.now);
     assert_eq!(applied.outcome.unwrap_err().code.as_str(), "peer_unknown");

@@ -9,14 +9,16 @@
 mod common;
 
 use bazaar_core::apply::{apply_batch, Applied, Config};
-use bazaar_core::command::{hold_id_for, Command, Idem, Keys, Op, Outcome};
+use bazaar_core::command::{Command, Idem, Keys, Op, Outcome};
 use bazaar_core::crypto::{did_key, sha256_hex};
 use bazaar_core::dispute::Windows;
 use bazaar_core::model::*;
+use bazaar_core::pay::hold_id_for;
 use bazaar_core::refusal::Code;
 use bazaar_core::state::Changes;
 use bazaar_core::token::{self, TokenClaims};
 use bazaar_core::types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId};
+use bazaar_core::{identity, pay};
 use common::{assert_same_rows, Db};
 use ed25519_dalek::SigningKey;
 use proptest::prelude::*;
@@ -71,7 +73,7 @@ fn stranger(id: &MemberId) -> Member {
 /// What the HTTP edge would hash for the fingerprint: the operation and the request, not the token id it draws.
 fn fingerprint(op: &Op) -> String {
     let request = match op {
-        Op::IssueToken { claims, .. } => format!(
+        Op::Pay(pay::Op::IssueToken { claims, .. }) => format!(
             "{} {} {} {} {}",
             claims.aud,
             claims.max,
@@ -79,7 +81,7 @@ fn fingerprint(op: &Op) -> String {
             claims.res,
             claims.exp_ms.ms() - claims.iat_ms.ms()
         ),
-        Op::Settle { claims, amount, order_id } => format!("{} {} {}", claims.jti, amount, order_id),
+        Op::Pay(pay::Op::Settle { claims, amount, order_id }) => format!("{} {} {}", claims.jti, amount, order_id),
         other => format!("{other:?}"),
     };
     sha256_hex(format!("{}\n{request}", op.name()).as_bytes())
@@ -95,7 +97,7 @@ fn command(actor: &Member, key: Option<&str>, op: Op) -> Command {
 }
 
 fn settle_op(claims: &TokenClaims, amount: u64) -> Op {
-    Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() }
+    Op::Pay(pay::Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() })
 }
 
 // ---- the model ---------------------------------------------------------------------------------------------------
@@ -164,7 +166,7 @@ impl Model {
     fn run(&mut self, cast: &Cast, command: &Command, now: Timestamp) -> Expected {
         let actor = &command.actor;
         match &command.op {
-            Op::Mint { owner, amount } => {
+            Op::Pay(pay::Op::Mint { owner, amount }) => {
                 if actor.kind != MemberKind::Operator {
                     return Err(Code::NotPermitted);
                 }
@@ -176,7 +178,7 @@ impl Model {
                 self.post(AccountId::issuance(), AccountId::of_member(owner), amount.0);
                 Ok(json!({"amount_minor": amount}))
             }
-            Op::Fund { agent, amount } => {
+            Op::Pay(pay::Op::Fund { agent, amount }) => {
                 self.owned_agent(cast, actor, agent)?;
                 let source = AccountId::of_member(&actor.id);
                 if self.available(&source) < amount.0 as i128 {
@@ -185,15 +187,17 @@ impl Model {
                 self.post(source, AccountId::of_member(agent), amount.0);
                 Ok(json!({"amount_minor": amount}))
             }
-            Op::SetBudget { agent, per_call_max, per_day_max, total_max } => {
+            Op::Pay(pay::Op::SetBudget { agent, per_call_max, per_day_max, total_max }) => {
                 self.owned_agent(cast, actor, agent)?;
                 let budget = self.budgets.get_mut(agent).expect("every agent has a budget");
                 (budget.per_call, budget.per_day, budget.total) = (per_call_max.0, per_day_max.0, total_max.0);
                 Ok(json!({"total_max_minor": total_max, "spent_total_minor": budget.spent_total}))
             }
-            Op::IssueToken { claims, .. } => self.issue(cast, actor, claims, now),
-            Op::Settle { claims, amount, order_id } => self.settle(actor, claims, amount.0, order_id, now),
-            Op::VoidToken { jti, buyer } => {
+            Op::Pay(pay::Op::IssueToken { claims, .. }) => self.issue(cast, actor, claims, now),
+            Op::Pay(pay::Op::Settle { claims, amount, order_id }) => {
+                self.settle(actor, claims, amount.0, order_id, now)
+            }
+            Op::Pay(pay::Op::VoidToken { jti, buyer }) => {
                 // The buyer itself or the buyer's owner may void.
                 let buyer_owner = cast.by_id.get(buyer).and_then(|m| m.owner.as_ref());
                 if &actor.id != buyer && buyer_owner != Some(&actor.id) {
@@ -201,7 +205,7 @@ impl Model {
                 }
                 self.end_hold(jti, buyer, HoldState::Voided, now)
             }
-            Op::ExpireHold { jti, buyer } => {
+            Op::Pay(pay::Op::ExpireHold { jti, buyer }) => {
                 if actor.kind != MemberKind::Registry {
                     return Err(Code::NotPermitted);
                 }
@@ -438,17 +442,20 @@ impl World {
             }
             db.fold(changes);
         };
-        let op = Op::Bootstrap {
+        let op = Op::Identity(identity::Op::Bootstrap {
             registry: registry.id.clone(),
             operator: operator_id.clone(),
             operator_credential_hash: "op-cred".into(),
-        };
+        });
         setup(&mut db, vec![command(&registry, None, op)]);
         let operator = db.rows.members[&operator_id].clone();
         let owner_ids = [member_id(1), member_id(2)];
         let owners = owner_ids.iter().enumerate().map(|(i, id)| {
-            let op =
-                Op::CreateOwner { id: id.clone(), handle: format!("owner-{i}"), credential_hash: format!("c-{id}") };
+            let op = Op::Identity(identity::Op::CreateOwner {
+                id: id.clone(),
+                handle: format!("owner-{i}"),
+                credential_hash: format!("c-{id}"),
+            });
             command(&operator, None, op)
         });
         setup(&mut db, owners.collect());
@@ -458,16 +465,16 @@ impl World {
             let code_hash = format!("invite-{n}");
             let expires_at = START.plus_s(3600);
             let id = member_id(10 + n as u8);
-            let redeem = Op::RedeemInvite {
+            let redeem = Op::Identity(identity::Op::RedeemInvite {
                 code_hash: code_hash.clone(),
                 agent: id.clone(),
                 handle: format!("agent-{n}"),
                 credential_hash: format!("c-{id}"),
-            };
+            });
             setup(
                 &mut db,
                 vec![
-                    command(&owner, None, Op::IssueInvite { code_hash, expires_at }),
+                    command(&owner, None, Op::Identity(identity::Op::IssueInvite { code_hash, expires_at })),
                     command(&stranger(&id), None, redeem),
                 ],
             );
@@ -527,7 +534,7 @@ impl World {
 
     fn issue_op(&mut self, buyer: usize, merchant: usize, max: u64, order: &str, ttl_s: u64) -> Op {
         let (claims, token) = self.claims(buyer, merchant, max, order, ttl_s);
-        Op::IssueToken { claims, token }
+        Op::Pay(pay::Op::IssueToken { claims, token })
     }
 
     /// Runs one batch as an adapter would, folds it into the database, and checks it against the model.
@@ -831,16 +838,16 @@ impl World {
         let key_text = |key: &Option<u8>| key.map(|k| format!("k{k}"));
         Some(match act {
             Act::Mint { actor, owner, amount, key } => {
-                let op = Op::Mint { owner: self.m(*owner).id, amount: Amount(*amount) };
+                let op = Op::Pay(pay::Op::Mint { owner: self.m(*owner).id, amount: Amount(*amount) });
                 command(&self.m(*actor), key_text(key).as_deref(), op)
             }
             Act::Fund { by, agent, amount, key } => {
-                let op = Op::Fund { agent: self.m(*agent).id, amount: Amount(*amount) };
+                let op = Op::Pay(pay::Op::Fund { agent: self.m(*agent).id, amount: Amount(*amount) });
                 command(&self.m(self.acting_for(*agent, *by)), key_text(key).as_deref(), op)
             }
             Act::SetBudget { by, agent, ceilings, key } => {
                 let [per_call_max, per_day_max, total_max] = ceilings.map(Amount);
-                let op = Op::SetBudget { agent: self.m(*agent).id, per_call_max, per_day_max, total_max };
+                let op = Op::Pay(pay::Op::SetBudget { agent: self.m(*agent).id, per_call_max, per_day_max, total_max });
                 command(&self.m(self.acting_for(*agent, *by)), key_text(key).as_deref(), op)
             }
             Act::Issue { actor, buyer, merchant, max, order, ttl_s, key } => {
@@ -867,7 +874,7 @@ impl World {
                     merchant
                 };
                 let order_id = if *wrong_order { OrderId("order-z".into()) } else { claims.ord.clone() };
-                let op = Op::Settle { claims, amount: Amount(amount), order_id };
+                let op = Op::Pay(pay::Op::Settle { claims, amount: Amount(amount), order_id });
                 command(&self.m(actor), key_text(key).as_deref(), op)
             }
             Act::Void { token, by, key } => {
@@ -878,14 +885,14 @@ impl World {
                     1 => self.owner_of(&claims.sub),
                     _ => AGENTS.into_iter().find(|&a| a != buyer).unwrap(),
                 };
-                let op = Op::VoidToken { jti: claims.jti, buyer: claims.sub };
+                let op = Op::Pay(pay::Op::VoidToken { jti: claims.jti, buyer: claims.sub });
                 command(&self.m(actor), key_text(key).as_deref(), op)
             }
             Act::Expire { token, by_registry, wrong_buyer, key } => {
                 let claims = self.token_at(*token)?;
                 let buyer = if *wrong_buyer { claims.aud.clone() } else { claims.sub.clone() };
                 let actor = if *by_registry { REGISTRY } else { self.index_of(&claims.sub) };
-                let op = Op::ExpireHold { jti: claims.jti, buyer };
+                let op = Op::Pay(pay::Op::ExpireHold { jti: claims.jti, buyer });
                 command(&self.m(actor), key_text(key).as_deref(), op)
             }
             Act::Replay { pick, same_fingerprint } => {
@@ -905,16 +912,22 @@ impl World {
         let Some(agents) = opening else { return };
         let mut commands: Vec<Command> = OWNERS
             .iter()
-            .map(|&o| command(&self.m(OPERATOR), None, Op::Mint { owner: self.m(o).id, amount: Amount(1_000_000) }))
+            .map(|&o| {
+                command(
+                    &self.m(OPERATOR),
+                    None,
+                    Op::Pay(pay::Op::Mint { owner: self.m(o).id, amount: Amount(1_000_000) }),
+                )
+            })
             .collect();
         for (&agent, (funds, ceilings)) in AGENTS.iter().zip(agents) {
             let owner = self.acting_for(agent, 0);
             if *funds > 0 {
-                let op = Op::Fund { agent: self.m(agent).id, amount: Amount(*funds) };
+                let op = Op::Pay(pay::Op::Fund { agent: self.m(agent).id, amount: Amount(*funds) });
                 commands.push(command(&self.m(owner), None, op));
             }
             let [per_call_max, per_day_max, total_max] = ceilings.map(Amount);
-            let op = Op::SetBudget { agent: self.m(agent).id, per_call_max, per_day_max, total_max };
+            let op = Op::Pay(pay::Op::SetBudget { agent: self.m(agent).id, per_call_max, per_day_max, total_max });
             commands.push(command(&self.m(owner), None, op));
         }
         self.submit(commands);
@@ -975,9 +988,13 @@ fn funded(funds: u64, ceilings: [u64; 3]) -> (World, usize, usize) {
     let (owner, buyer, merchant) = (OWNERS[0], AGENTS[0], AGENTS[3]);
     let [per_call_max, per_day_max, total_max] = ceilings.map(Amount);
     let commands = vec![
-        command(&w.m(OPERATOR), None, Op::Mint { owner: w.m(owner).id, amount: Amount(funds) }),
-        command(&w.m(owner), None, Op::Fund { agent: w.m(buyer).id, amount: Amount(funds) }),
-        command(&w.m(owner), None, Op::SetBudget { agent: w.m(buyer).id, per_call_max, per_day_max, total_max }),
+        command(&w.m(OPERATOR), None, Op::Pay(pay::Op::Mint { owner: w.m(owner).id, amount: Amount(funds) })),
+        command(&w.m(owner), None, Op::Pay(pay::Op::Fund { agent: w.m(buyer).id, amount: Amount(funds) })),
+        command(
+            &w.m(owner),
+            None,
+            Op::Pay(pay::Op::SetBudget { agent: w.m(buyer).id, per_call_max, per_day_max, total_max }),
+        ),
     ];
     assert!(w.submit(commands).iter().all(|a| a.outcome.is_ok()));
     (w, buyer, merchant)
@@ -995,7 +1012,7 @@ fn account(w: &World, index: usize) -> Account {
 fn partial_settle_releases_the_rest_to_the_budget() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 1_000, 10_000]);
     let op = w.issue_op(buyer, merchant, 500, "o-1", 900);
-    let Op::IssueToken { claims, .. } = &op else { unreachable!() };
+    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
     let claims = claims.clone();
     w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
     let receipt = w.one(command(&w.m(merchant), None, settle_op(&claims, 400))).outcome.unwrap();
@@ -1015,10 +1032,10 @@ fn partial_settle_releases_the_rest_to_the_budget() {
 fn a_hold_expired_by_the_sweeper_cannot_be_settled_or_voided() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
     let op = w.issue_op(buyer, merchant, 700, "o-1", 60);
-    let Op::IssueToken { claims, .. } = &op else { unreachable!() };
+    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
     let claims = claims.clone();
     w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
-    let expire = || Op::ExpireHold { jti: claims.jti.clone(), buyer: claims.sub.clone() };
+    let expire = || Op::Pay(pay::Op::ExpireHold { jti: claims.jti.clone(), buyer: claims.sub.clone() });
     w.advance(59);
     assert_eq!(code(&w.one(command(&w.m(REGISTRY), None, expire()))), Code::NotPermitted, "not yet due");
     w.advance(1);
@@ -1028,7 +1045,7 @@ fn a_hold_expired_by_the_sweeper_cannot_be_settled_or_voided() {
     let swept = w.one(command(&w.m(REGISTRY), None, expire())).outcome.unwrap();
     assert_eq!(swept["released_minor"], 700);
     assert_eq!(code(&w.one(command(&w.m(merchant), None, settle_op(&claims, 700)))), Code::TokenExpired);
-    let void = Op::VoidToken { jti: claims.jti.clone(), buyer: claims.sub.clone() };
+    let void = Op::Pay(pay::Op::VoidToken { jti: claims.jti.clone(), buyer: claims.sub.clone() });
     assert_eq!(code(&w.one(command(&w.m(buyer), None, void))), Code::TokenExpired);
     assert_eq!(code(&w.one(command(&w.m(REGISTRY), None, expire()))), Code::TokenExpired, "a hold resolves once");
     assert_eq!(account(&w, buyer).available(), 10_000);
@@ -1042,7 +1059,7 @@ fn a_second_token_for_a_settled_order_is_refused_and_the_buyer_pays_once() {
     let mut tokens = Vec::new();
     for _ in 0..2 {
         let op = w.issue_op(buyer, merchant, 300, "order-7", 900);
-        let Op::IssueToken { claims, .. } = &op else { unreachable!() };
+        let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
         tokens.push(claims.clone());
         w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
     }
@@ -1055,7 +1072,7 @@ fn a_second_token_for_a_settled_order_is_refused_and_the_buyer_pays_once() {
     assert_eq!(account(&w, merchant).balance(), 297);
     // The second token's hold is still pending until the buyer lets it go.
     assert_eq!(account(&w, buyer).available(), 9_400);
-    let void = Op::VoidToken { jti: tokens[1].jti.clone(), buyer: tokens[1].sub.clone() };
+    let void = Op::Pay(pay::Op::VoidToken { jti: tokens[1].jti.clone(), buyer: tokens[1].sub.clone() });
     w.one(command(&w.m(buyer), None, void)).outcome.unwrap();
     assert_eq!(account(&w, buyer).available(), 9_700);
     // The refusal was recorded under its key and stays a refusal.
@@ -1068,7 +1085,7 @@ fn a_second_token_for_a_settled_order_is_refused_and_the_buyer_pays_once() {
 fn a_replay_inside_the_same_batch_returns_the_first_result() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
     let op = w.issue_op(buyer, merchant, 250, "o-1", 900);
-    let Op::IssueToken { claims, .. } = &op else { unreachable!() };
+    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
     let claims = claims.clone();
     let m = w.m(merchant);
     let results = w.submit(vec![
@@ -1100,11 +1117,11 @@ fn dry_run(w: &World, commands: &[Command]) -> (Vec<Applied>, Changes) {
 fn an_owner_may_void_its_agents_token() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
     let op = w.issue_op(buyer, merchant, 300, "o-1", 900);
-    let Op::IssueToken { claims, .. } = &op else { unreachable!() };
+    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
     let claims = claims.clone();
     w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
     let owner = w.m(w.acting_for(buyer, 0));
-    let void = Op::VoidToken { jti: claims.jti.clone(), buyer: claims.sub.clone() };
+    let void = Op::Pay(pay::Op::VoidToken { jti: claims.jti.clone(), buyer: claims.sub.clone() });
     let (results, _) = dry_run(&w, &[command(&owner, None, void)]);
     assert!(results[0].outcome.is_ok(), "owner void refused: {:?}", results[0].outcome);
 }
@@ -1114,13 +1131,16 @@ fn a_refused_redeem_leaves_no_trace() {
     let w = World::new();
     let owner = w.m(OWNERS[0]);
     let agent = member_id(99);
-    let redeem = |credential_hash: &str| Op::RedeemInvite {
-        code_hash: "invite-x".into(),
-        agent: agent.clone(),
-        handle: "newcomer".into(),
-        credential_hash: credential_hash.into(),
+    let redeem = |credential_hash: &str| {
+        Op::Identity(identity::Op::RedeemInvite {
+            code_hash: "invite-x".into(),
+            agent: agent.clone(),
+            handle: "newcomer".into(),
+            credential_hash: credential_hash.into(),
+        })
     };
-    let invite = Op::IssueInvite { code_hash: "invite-x".into(), expires_at: START.plus_s(3600) };
+    let invite =
+        Op::Identity(identity::Op::IssueInvite { code_hash: "invite-x".into(), expires_at: START.plus_s(3600) });
     // The new credential collides with the operator's, so enrollment is refused...
     let refused_only =
         [command(&owner, None, invite.clone()), command(&stranger(&agent), Some("r1"), redeem("op-cred"))];

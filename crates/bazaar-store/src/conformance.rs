@@ -5,6 +5,7 @@
 //! and [`documents`] with its writer engine and store on an empty database.
 
 use crate::{Engine, Store, StoreError};
+use bazaar_core::{identity, market, pay};
 use bazaar_core::apply::{Applied, Config};
 use bazaar_core::audit::AuditReport;
 use bazaar_core::command::{Command, Idem, Keys, Op, Outcome};
@@ -53,11 +54,11 @@ impl Fixture {
         };
         let fixture = Fixture { store, clock, config, registry, key, operator, counter: AtomicU64::new(0) };
         let registry = fixture.registry_member();
-        let op = Op::Bootstrap {
+        let op = Op::Identity(identity::Op::Bootstrap {
             registry: registry.id.clone(),
             operator: fixture.operator.id.clone(),
             operator_credential_hash: "op-cred".into(),
-        };
+        });
         fixture.ok(&registry, op).await;
         fixture
     }
@@ -99,21 +100,21 @@ impl Fixture {
 
     pub async fn owner(&self, handle: &str) -> Member {
         let id = self.member_key();
-        let op = Op::CreateOwner { id: id.clone(), handle: handle.into(), credential_hash: format!("cred-{id}") };
+        let op = Op::Identity(identity::Op::CreateOwner { id: id.clone(), handle: handle.into(), credential_hash: format!("cred-{id}") });
         self.ok(&self.operator, op).await;
         self.store.member(&id).await.unwrap().expect("owner stored")
     }
 
     pub async fn agent(&self, owner: &Member, handle: &str) -> Member {
         let code_hash = format!("invite-{}", self.next());
-        self.ok(owner, Op::IssueInvite { code_hash: code_hash.clone(), expires_at: self.clock.now_plus(3600) }).await;
+        self.ok(owner, Op::Identity(identity::Op::IssueInvite { code_hash: code_hash.clone(), expires_at: self.clock.now_plus(3600) })).await;
         let id = self.member_key();
-        let op = Op::RedeemInvite {
+        let op = Op::Identity(identity::Op::RedeemInvite {
             code_hash,
             agent: id.clone(),
             handle: handle.into(),
             credential_hash: format!("cred-{id}"),
-        };
+        });
         self.ok(&self.stranger(&id), op).await;
         self.store.member(&id).await.unwrap().expect("agent stored")
     }
@@ -130,10 +131,10 @@ impl Fixture {
         let buyer = self.agent(&owner, &format!("buyer-{n}")).await;
         let seller_owner = self.owner(&format!("seller-owner-{n}")).await;
         let merchant = self.agent(&seller_owner, &format!("merchant-{n}")).await;
-        self.ok(&self.operator, Op::Mint { owner: owner.id.clone(), amount: Amount(funds) }).await;
-        self.ok(&owner, Op::Fund { agent: buyer.id.clone(), amount: Amount(funds) }).await;
+        self.ok(&self.operator, Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: Amount(funds) })).await;
+        self.ok(&owner, Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(funds) })).await;
         let [per_call_max, per_day_max, total_max] = ceilings.map(Amount);
-        self.ok(&owner, Op::SetBudget { agent: buyer.id.clone(), per_call_max, per_day_max, total_max }).await;
+        self.ok(&owner, Op::Pay(pay::Op::SetBudget { agent: buyer.id.clone(), per_call_max, per_day_max, total_max })).await;
         (owner, buyer, merchant)
     }
 
@@ -156,12 +157,12 @@ impl Fixture {
 
     pub async fn token(&self, buyer: &Member, merchant: &Member, max: u64, order: &str) -> Result<TokenClaims, Code> {
         let claims = self.claims(buyer, merchant, max, order, 900);
-        let op = Op::IssueToken { claims: claims.clone(), token: token::encode(&claims, &self.key) };
+        let op = Op::Pay(pay::Op::IssueToken { claims: claims.clone(), token: token::encode(&claims, &self.key) });
         self.run(buyer, op).await.map(|_| claims).map_err(|r| r.code)
     }
 
     pub fn settle_op(&self, claims: &TokenClaims, amount: u64) -> Op {
-        Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() }
+        Op::Pay(pay::Op::Settle { claims: claims.clone(), amount: Amount(amount), order_id: claims.ord.clone() })
     }
 
     pub fn idem(&self, scope: &str, key: &str, fingerprint: &str) -> Option<Idem> {
@@ -234,17 +235,17 @@ async fn identity_and_handles(f: Fixture) {
     let taken = f
         .run(
             &f.operator,
-            Op::CreateOwner {
+            Op::Identity(identity::Op::CreateOwner {
                 id: MemberId("did:key:zX".into()),
                 handle: "shopper".into(),
                 credential_hash: "c1".into(),
-            },
+            }),
         )
         .await;
     assert_eq!(taken.unwrap_err().code, Code::HandleTaken);
     let agent_credential = format!("cred-{}", agent.id);
     assert_eq!(f.store.authenticate(&agent_credential).await.unwrap().unwrap().1.handle, "shopper");
-    f.ok(&agent, Op::Rename { member: agent.id.clone(), handle: "buyer-bot".into() }).await;
+    f.ok(&agent, Op::Identity(identity::Op::Rename { member: agent.id.clone(), handle: "buyer-bot".into() })).await;
     assert_eq!(f.store.member_by_handle("buyer-bot").await.unwrap().map(|m| m.id), Some(agent.id.clone()));
     assert_eq!(
         f.store.authenticate(&agent_credential).await.unwrap().unwrap().1.handle,
@@ -255,11 +256,11 @@ async fn identity_and_handles(f: Fixture) {
     let reserved = f
         .run(
             &f.operator,
-            Op::CreateOwner {
+            Op::Identity(identity::Op::CreateOwner {
                 id: MemberId("did:key:zY".into()),
                 handle: "shopper".into(),
                 credential_hash: "c2".into(),
-            },
+            }),
         )
         .await;
     assert_eq!(reserved.unwrap_err().code, Code::HandleReserved);
@@ -271,38 +272,38 @@ async fn identity_and_handles(f: Fixture) {
     assert_eq!(enrolled.on_behalf_of, owner.id);
     let renamed = events.iter().find(|e| e.kind == "member.renamed").unwrap();
     assert_eq!((renamed.body["from"].as_str(), renamed.body["to"].as_str()), (Some("shopper"), Some("buyer-bot")));
-    let stranger = f.run(&owner, Op::Rename { member: f.operator.id.clone(), handle: "boss".into() }).await;
+    let stranger = f.run(&owner, Op::Identity(identity::Op::Rename { member: f.operator.id.clone(), handle: "boss".into() })).await;
     assert_eq!(stranger.unwrap_err().code, Code::NotOwner);
     assert!(f.audit().await.ok);
 }
 
 async fn invites_work_once(f: Fixture) {
     let owner = f.owner("olga").await;
-    f.ok(&owner, Op::IssueInvite { code_hash: "inv-1".into(), expires_at: f.clock.now_plus(60) }).await;
+    f.ok(&owner, Op::Identity(identity::Op::IssueInvite { code_hash: "inv-1".into(), expires_at: f.clock.now_plus(60) })).await;
     let a = MemberId("did:key:zAgentA".into());
     let b = MemberId("did:key:zAgentB".into());
-    let redeem = |agent: &MemberId, handle: &str, code: &str| Op::RedeemInvite {
+    let redeem = |agent: &MemberId, handle: &str, code: &str| Op::Identity(identity::Op::RedeemInvite {
         code_hash: code.into(),
         agent: agent.clone(),
         handle: handle.into(),
         credential_hash: format!("cred-{agent}"),
-    };
+    });
     f.ok(&f.stranger(&a), redeem(&a, "agent-a", "inv-1")).await;
     assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "inv-1")).await.unwrap_err().code, Code::InviteUsed);
-    f.ok(&owner, Op::IssueInvite { code_hash: "inv-2".into(), expires_at: f.clock.now_plus(60) }).await;
+    f.ok(&owner, Op::Identity(identity::Op::IssueInvite { code_hash: "inv-2".into(), expires_at: f.clock.now_plus(60) })).await;
     f.clock.advance_s(61);
     assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "inv-2")).await.unwrap_err().code, Code::InviteExpired);
     assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "nope")).await.unwrap_err().code, Code::InviteNotFound);
     assert_eq!(f.store.member(&b).await.unwrap(), None);
     // Rotation: the old credential dies, the new one works.
     let agent = f.store.member(&a).await.unwrap().unwrap();
-    f.ok(&agent, Op::RotateCredential { old_hash: format!("cred-{a}"), new_hash: "fresh".into() }).await;
+    f.ok(&agent, Op::Identity(identity::Op::RotateCredential { old_hash: format!("cred-{a}"), new_hash: "fresh".into() })).await;
     assert!(f.store.credential(&format!("cred-{a}")).await.unwrap().unwrap().revoked_at.is_some());
     assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_none());
     let (credential, member) = f.store.authenticate("fresh").await.unwrap().expect("credential and member");
     assert_eq!((credential.member, member.id, member.owner), (a.clone(), a.clone(), Some(owner.id.clone())));
     assert_eq!(f.store.authenticate("no-such-credential").await.unwrap(), None);
-    f.ok(&owner, Op::RevokeCredential { member: a.clone(), hash: "fresh".into() }).await;
+    f.ok(&owner, Op::Identity(identity::Op::RevokeCredential { member: a.clone(), hash: "fresh".into() })).await;
     assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_some());
     // `authenticate` (which an adapter may cache) sees the revocation at once.
     assert!(f.store.authenticate("fresh").await.unwrap().unwrap().0.revoked_at.is_some());
@@ -381,13 +382,13 @@ async fn expiry_and_void(f: Fixture) {
     let due = f.store.expired_tokens(f.clock.now(), 10).await.unwrap();
     assert_eq!(due, vec![(claims.jti.clone(), buyer.id.clone())]);
     let registry = f.registry_member();
-    f.ok(&registry, Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() }).await;
-    let again = f.run(&registry, Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() }).await;
+    f.ok(&registry, Op::Pay(pay::Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() })).await;
+    let again = f.run(&registry, Op::Pay(pay::Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() })).await;
     assert_eq!(again.unwrap_err().code, Code::TokenExpired, "a hold resolves once");
     assert_eq!(f.available(&buyer).await, 10_000);
     assert_eq!(f.store.budget(&buyer.id).await.unwrap().unwrap().spent_total, Amount::ZERO);
     let claims = f.token(&buyer, &merchant, 200, "void-1").await.unwrap();
-    f.ok(&buyer, Op::VoidToken { jti: claims.jti.clone(), buyer: buyer.id.clone() }).await;
+    f.ok(&buyer, Op::Pay(pay::Op::VoidToken { jti: claims.jti.clone(), buyer: buyer.id.clone() })).await;
     assert_eq!(f.run(&merchant, f.settle_op(&claims, 200)).await.unwrap_err().code, Code::TokenVoided);
     let view = f.store.token(&claims.jti).await.unwrap().unwrap();
     assert_eq!(TokenState::of(&view.hold, f.clock.now()), TokenState::Voided);
@@ -399,12 +400,12 @@ async fn refusals_are_sticky(f: Fixture) {
     let (owner, buyer, _) = f.cast(100, [1_000, 1_000, 1_000]).await;
     let scope = format!("{}:fund", owner.id);
     let first = f
-        .submit(&owner, f.idem(&scope, "top-up", "fp"), Op::Fund { agent: buyer.id.clone(), amount: Amount(50) })
+        .submit(&owner, f.idem(&scope, "top-up", "fp"), Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(50) }))
         .await;
     assert_eq!(first.outcome.unwrap_err().code, Code::InsufficientFunds);
-    f.ok(&f.operator, Op::Mint { owner: owner.id.clone(), amount: Amount(1_000) }).await;
+    f.ok(&f.operator, Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: Amount(1_000) })).await;
     let retry = f
-        .submit(&owner, f.idem(&scope, "top-up", "fp"), Op::Fund { agent: buyer.id.clone(), amount: Amount(50) })
+        .submit(&owner, f.idem(&scope, "top-up", "fp"), Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(50) }))
         .await;
     assert!(retry.replayed);
     assert_eq!(retry.outcome.unwrap_err().code, Code::InsufficientFunds, "a recorded refusal stays refused");
@@ -415,25 +416,25 @@ async fn refusals_are_sticky(f: Fixture) {
 async fn authority_follows_principal(f: Fixture) {
     let (owner, buyer, merchant) = f.cast(10_000, [1_000, 5_000, 10_000]).await;
     let (other_owner, other_buyer, _) = f.cast(10_000, [1_000, 5_000, 10_000]).await;
-    let raise = |agent: &Member| Op::SetBudget {
+    let raise = |agent: &Member| Op::Pay(pay::Op::SetBudget {
         agent: agent.id.clone(),
         per_call_max: Amount(9),
         per_day_max: Amount(9),
         total_max: Amount(9),
-    };
+    });
     assert_eq!(f.run(&buyer, raise(&buyer)).await.unwrap_err().code, Code::NotOwner);
     assert_eq!(f.run(&other_owner, raise(&buyer)).await.unwrap_err().code, Code::NotOwner);
     assert_eq!(
-        f.run(&owner, Op::Fund { agent: other_buyer.id.clone(), amount: Amount(1) }).await.unwrap_err().code,
+        f.run(&owner, Op::Pay(pay::Op::Fund { agent: other_buyer.id.clone(), amount: Amount(1) })).await.unwrap_err().code,
         Code::NotOwner
     );
     assert_eq!(
-        f.run(&buyer, Op::Mint { owner: owner.id.clone(), amount: Amount(1) }).await.unwrap_err().code,
+        f.run(&buyer, Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: Amount(1) })).await.unwrap_err().code,
         Code::NotPermitted
     );
     // Spending another agent's budget: the token's subject must be the caller.
     let claims = f.claims(&other_buyer, &merchant, 100, "theft", 900);
-    let op = Op::IssueToken { claims: claims.clone(), token: token::encode(&claims, &f.key) };
+    let op = Op::Pay(pay::Op::IssueToken { claims: claims.clone(), token: token::encode(&claims, &f.key) });
     assert_eq!(f.run(&buyer, op).await.unwrap_err().code, Code::NotPermitted);
     let claims = f.token(&buyer, &merchant, 100, "aud").await.unwrap();
     assert_eq!(f.run(&other_buyer, f.settle_op(&claims, 100)).await.unwrap_err().code, Code::NotAudience);
@@ -489,9 +490,9 @@ async fn registry_key_kept(f: Fixture) {
 
 async fn idempotency_records_expire(f: Fixture) {
     let (owner, buyer, _) = f.cast(1_000, [1_000, 1_000, 1_000]).await;
-    f.ok(&f.operator, Op::Mint { owner: owner.id.clone(), amount: Amount(100) }).await;
+    f.ok(&f.operator, Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: Amount(100) })).await;
     let scope = format!("{}:fund", owner.id);
-    let fund = || Op::Fund { agent: buyer.id.clone(), amount: Amount(10) };
+    let fund = || Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(10) });
     assert!(!f.submit(&owner, f.idem(&scope, "weekly", "fp"), fund()).await.replayed);
     f.clock.advance_s(3_600);
     let cutoff = f.clock.now();
@@ -666,9 +667,9 @@ async fn listings_search_and_demand(f: Fixture) {
         terms: terms.clone(),
         language: "es".into(),
     };
-    f.ok(&maker, Op::PutListing { spec: spec("cc-1", "Hand-embroidered cushion cover", &["textile", "cushion"]) })
+    f.ok(&maker, Op::Market(market::Op::PutListing { spec: spec("cc-1", "Hand-embroidered cushion cover", &["textile", "cushion"]) }))
         .await;
-    f.ok(&other, Op::PutListing { spec: spec("tt-1", "Embroidered table runner", &["textile"]) }).await;
+    f.ok(&other, Op::Market(market::Op::PutListing { spec: spec("tt-1", "Embroidered table runner", &["textile"]) })).await;
     let found = |q: &str| {
         let terms = search_terms(q);
         let store = f.store.clone();
@@ -689,7 +690,7 @@ async fn listings_search_and_demand(f: Fixture) {
     assert!(found("lampshade").await.is_empty());
     assert!(found("").await.is_empty());
     // Relisting the same SKU updates the listing and its words.
-    f.ok(&maker, Op::PutListing { spec: spec("cc-1", "Hand-embroidered pillow cover", &["textile"]) }).await;
+    f.ok(&maker, Op::Market(market::Op::PutListing { spec: spec("cc-1", "Hand-embroidered pillow cover", &["textile"]) })).await;
     assert!(found("cushion").await.is_empty(), "the old words are gone");
     assert_eq!(found("pillow").await, ["cc-1"]);
     // Searches are counted; the ones that found nothing last are unmet demand, most frequent first.

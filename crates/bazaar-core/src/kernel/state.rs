@@ -1,11 +1,11 @@
 //! The rows a batch works on ([`Snapshot`]) and what it changed ([`Changes`]).
 
-use crate::chain::ChainHead;
-use crate::model::*;
+use crate::kernel::chain::ChainHead;
+use crate::kernel::model::*;
 use bazaar_types::{AccountId, HoldId, MemberId, OrderId, TokenId};
 use std::collections::{BTreeSet, HashMap};
 
-/// Everything a batch may read, loaded by the adapter from [`crate::command::Keys`].
+/// Everything a batch may read, loaded by the adapter from [`crate::kernel::keys::Keys`].
 /// Absent rows are simply missing from the maps.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
@@ -73,8 +73,6 @@ pub struct Changes {
     pub insert_docs: Vec<DocRow>,
     /// Documents that changed; `parties` of an updated row are already stored.
     pub update_docs: Vec<DocRow>,
-    /// Searches to count for demand (not ledger state: no event, no money).
-    pub record_searches: Vec<crate::market::SearchRecord>,
 }
 
 /// Tracks which cached rows a batch touched, so each is written once with its final value.

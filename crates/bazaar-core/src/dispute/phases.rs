@@ -22,15 +22,14 @@
 //! stake left, bounded by what is there: first to the claimant for any refund
 //! the frozen units could not cover, the rest to the insurance account.
 
-use crate::apply::{refuse, Batch, Step};
-use crate::command::Command;
-use crate::crypto::{public_key_from_did, sha256_hex, verify};
+use super::DisputeEvent;
+use crate::crypto::sha256_hex;
 use crate::escrow::{milestone_hold, ContractState, MilestoneState};
-use crate::model::*;
-use crate::refusal::{Code, Refusal};
-use bazaar_types::limits::{
-    APPEAL_BOND_BPS, APPEAL_BOND_MIN_MINOR, EVIDENCE_PER_DISPUTE_MAX, EVIDENCE_URL_LEN_MAX, REASONS_LEN_MAX,
-};
+use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::model::*;
+use crate::kernel::refusal::{Code, Refusal};
+use crate::kernel::request::Caller;
+use bazaar_types::limits::{APPEAL_BOND_BPS, APPEAL_BOND_MIN_MINOR, REASONS_LEN_MAX};
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TransferId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -131,7 +130,7 @@ pub struct Evidence {
     pub seq: u32,
     pub author: MemberId,
     /// `claimant` or `respondent`.
-    pub side: String,
+    pub side: Side,
     pub sha256: String,
     pub url: Option<String>,
     pub signature: String,
@@ -156,7 +155,7 @@ impl Frozen {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Appeal {
     pub by: MemberId,
-    pub side: String,
+    pub side: Side,
     pub bond: Amount,
     pub at: Timestamp,
 }
@@ -211,7 +210,7 @@ impl Dispute {
     pub fn view(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("disputes serialize")
     }
-    fn enter(&mut self, phase: Phase, at: Timestamp, deadline: Option<Timestamp>, note: impl Into<String>) {
+    pub(crate) fn enter(&mut self, phase: Phase, at: Timestamp, deadline: Option<Timestamp>, note: impl Into<String>) {
         self.phase = phase;
         self.deadline = deadline;
         self.timeline.push(TimelineEntry { phase, at, note: note.into() });
@@ -295,6 +294,14 @@ impl DisputeAct {
     }
 }
 
+/// A party's side in a dispute, as stored on evidence and appeals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Claimant,
+    Respondent,
+}
+
 /// The bytes an evidence author signs.
 pub fn evidence_message(dispute: &str, sha256: &str) -> Vec<u8> {
     format!("bazaar-evidence-v1.{dispute}.{sha256}").into_bytes()
@@ -305,41 +312,45 @@ pub fn appeal_bond(claimed: Amount) -> Amount {
 }
 
 impl Batch<'_> {
-    fn dispute(&self, id: &str) -> Option<Dispute> {
+    pub(crate) fn dispute(&self, id: &str) -> Option<Dispute> {
         self.snap.docs.get(&(DocKind::Dispute, id.to_string())).map(Dispute::from_row)
     }
 
-    fn put_dispute(&mut self, dispute: &Dispute, new: bool) {
-        self.put_doc(dispute.to_row(), new);
+    pub(crate) fn insert_dispute(&mut self, dispute: &Dispute) {
+        self.insert_doc(dispute.to_row());
+    }
+
+    pub(crate) fn update_dispute(&mut self, dispute: &Dispute) {
+        self.update_doc(dispute.to_row());
     }
 
     pub(crate) fn stake_record(&self, member: &MemberId) -> Stake {
         Stake::from_row(member, self.snap.docs.get(&(DocKind::Stake, member.to_string())))
     }
 
-    fn put_stake(&mut self, stake: &Stake) {
-        let new = !self.snap.docs.contains_key(&(DocKind::Stake, stake.member.to_string()));
-        self.put_doc(stake.to_row(), new);
+    pub(crate) fn put_stake(&mut self, stake: &Stake) {
+        self.upsert_doc(stake.to_row());
     }
 
-    fn available(&self, account: &AccountId) -> Amount {
+    pub(crate) fn available(&self, account: &AccountId) -> Amount {
         Amount(self.snap.accounts.get(account).map(|a| a.available().max(0) as u64).unwrap_or(0))
     }
 
     /// Acts for `member`: the member itself or its owner.
-    fn acts_for(&self, command: &Command, member: &MemberId) -> bool {
+    pub(crate) fn acts_for(&self, command: &Caller<'_>, member: &MemberId) -> bool {
         command.actor.id == *member
             || self.snap.members.get(member).and_then(|m| m.owner.as_ref()) == Some(&command.actor.id)
     }
 
     pub(crate) fn file_dispute(
         &mut self,
-        command: &Command,
+        command: &Caller<'_>,
         subject: &Subject,
         (claimant, respondent): (&MemberId, &MemberId),
         reason: ReasonCode,
         claimed: Amount,
         note: &str,
+        windows: &Windows,
     ) -> Step {
         if note.len() > REASONS_LEN_MAX {
             return refuse(Code::InvalidRequest, "The note is longer than the registry accepts.");
@@ -395,7 +406,7 @@ impl Batch<'_> {
             return refuse(Code::NotParty, "Only the buyer (or its owner) files a dispute on its purchase.");
         }
         if let Some(paid_at) = paid_at {
-            let closes = paid_at.plus_s(self.config.windows.claim_s);
+            let closes = paid_at.plus_s(windows.claim_s);
             if self.now >= closes {
                 return Err(Refusal::new(Code::ClaimWindowClosed, "The window to dispute this payment has closed.")
                     .with(json!({"closed_at_ms": closes})));
@@ -414,7 +425,7 @@ impl Batch<'_> {
             let m = &mut c.milestones[*index as usize];
             m.state = MilestoneState::Disputed;
             m.dispute = Some(id.clone());
-            self.put_contract(&c, false);
+            self.update_contract(&c);
             frozen.escrow = claimed;
         } else {
             let balance_account = AccountId::of_member(respondent);
@@ -431,7 +442,7 @@ impl Batch<'_> {
         let mut stake = self.stake_record(respondent);
         stake.open_disputes += 1;
         self.put_stake(&stake);
-        let deadline = self.now.plus_s(self.config.windows.answer_s);
+        let deadline = self.now.plus_s(windows.answer_s);
         let mut dispute = Dispute {
             id: id.clone(),
             subject: subject.clone(),
@@ -457,265 +468,20 @@ impl Batch<'_> {
             filed_at: self.now,
         };
         dispute.enter(Phase::Filed, self.now, Some(deadline), "filed; the respondent must answer by the deadline");
-        self.put_dispute(&dispute, true);
+        self.insert_dispute(&dispute);
         self.event(
             command,
-            "dispute.filed",
+            DisputeEvent::DisputeFiled,
             json!({"dispute": id, "subject": subject, "claimant": claimant, "respondent": respondent,
                 "reason": reason, "claimed_minor": claimed, "frozen": frozen, "answer_by_ms": deadline}),
         );
         Ok(dispute.view())
     }
 
-    pub(crate) fn dispute_act(
-        &mut self,
-        command: &Command,
-        id: &str,
-        claimant: &MemberId,
-        respondent: &MemberId,
-        act: &DisputeAct,
-    ) -> Step {
-        let Some(mut dispute) = self.dispute(id) else {
-            return refuse(Code::DisputeNotFound, format!("No dispute {id} on this registry."));
-        };
-        if &dispute.claimant != claimant || &dispute.respondent != respondent {
-            return refuse(Code::InvalidRequest, "The dispute's parties do not match the request; read it again.");
-        }
-        match act {
-            DisputeAct::Evidence { sha256, url, signature } => {
-                let side = if self.acts_for(command, &dispute.claimant) {
-                    "claimant"
-                } else if self.acts_for(command, &dispute.respondent) {
-                    "respondent"
-                } else {
-                    return refuse(Code::NotParty, "Only the parties to a dispute (or their owners) add evidence.");
-                };
-                let open = matches!(dispute.phase, Phase::Filed | Phase::Evidence)
-                    && dispute.deadline.is_none_or(|d| self.now < d);
-                if !open {
-                    return Err(Refusal::new(Code::EvidenceClosed, "The evidence phase of this dispute has closed.")
-                        .with(json!({"phase": dispute.phase})));
-                }
-                if !crate::escrow::is_sha256_hex(sha256) {
-                    return refuse(Code::InvalidRequest, "`sha256` is 64 lowercase hex chars.");
-                }
-                if url.as_ref().is_some_and(|u| u.is_empty() || u.len() > EVIDENCE_URL_LEN_MAX) {
-                    return refuse(Code::InvalidRequest, "`url` is 1 to 2048 bytes.");
-                }
-                // Each side has its half of the limit, so neither can fill it to keep the other from answering.
-                let per_side = EVIDENCE_PER_DISPUTE_MAX / 2;
-                if dispute.evidence.iter().filter(|e| e.side == side).count() >= per_side {
-                    return Err(Refusal::new(Code::EvidenceLimit, "This side has added as much evidence as it may.")
-                        .with(json!({"max": EVIDENCE_PER_DISPUTE_MAX, "max_per_side": per_side})));
-                }
-                let message = evidence_message(id, sha256);
-                let signed = public_key_from_did(command.actor.id.as_str())
-                    .ok()
-                    .is_some_and(|key| verify(&key, &message, signature).is_ok());
-                if !signed {
-                    return refuse(
-                        Code::EvidenceSignatureInvalid,
-                        "Sign `bazaar-evidence-v1.<dispute>.<sha256>` with the key of the member adding it.",
-                    );
-                }
-                let item = Evidence {
-                    seq: dispute.evidence.len() as u32 + 1,
-                    author: command.actor.id.clone(),
-                    side: side.into(),
-                    sha256: sha256.clone(),
-                    url: url.clone(),
-                    signature: signature.clone(),
-                    at: self.now,
-                };
-                dispute.evidence.push(item.clone());
-                if side == "respondent" && !dispute.responded {
-                    dispute.responded = true;
-                    if dispute.phase == Phase::Filed {
-                        let deadline = self.now.plus_s(self.config.windows.evidence_s);
-                        dispute.enter(Phase::Evidence, self.now, Some(deadline), "the respondent answered");
-                    }
-                }
-                self.put_dispute(&dispute, false);
-                let body = json!({"dispute": id, "evidence": item, "phase": dispute.phase});
-                self.event(command, "dispute.evidence", body.clone());
-                Ok(body)
-            }
-            DisputeAct::Rule { decision, refund, slash, reasons } => {
-                let parties = [&dispute.claimant, &dispute.respondent];
-                let principals: Vec<&MemberId> =
-                    parties.iter().filter_map(|p| self.snap.members.get(*p)).map(|m| m.principal()).collect();
-                if parties.contains(&&command.actor.id) || principals.contains(&command.actor.principal()) {
-                    return refuse(Code::PartyCannotRule, "Nobody rules on a case they (or their owner) are party to.");
-                }
-                if dispute.phase != Phase::Ruling {
-                    return Err(Refusal::new(Code::DisputePhase, "This dispute is not waiting for a ruling.")
-                        .with(json!({"phase": dispute.phase})));
-                }
-                if dispute.arbiter.as_ref() != Some(&command.actor.id) {
-                    return Err(Refusal::new(Code::NotArbiter, "Only the assigned arbiter rules.")
-                        .with(json!({"arbiter": dispute.arbiter})));
-                }
-                let refund = match decision {
-                    Decision::RefundFull => dispute.claimed,
-                    Decision::Reject => Amount::ZERO,
-                    Decision::RefundPartial if refund.0 > 0 && *refund < dispute.claimed => *refund,
-                    Decision::RefundPartial => {
-                        return Err(Refusal::new(
-                            Code::RulingInvalid,
-                            "A partial refund is between 1 and the claim less 1.",
-                        )
-                        .with(json!({"refund_minor": refund, "claimed_minor": dispute.claimed})))
-                    }
-                };
-                if *decision == Decision::Reject && slash.0 > 0 {
-                    return refuse(Code::RulingInvalid, "A rejected claim slashes nothing.");
-                }
-                if slash.0 > bazaar_types::limits::AMOUNT_MINOR_MAX
-                    || reasons.is_empty()
-                    || reasons.len() > REASONS_LEN_MAX
-                {
-                    return refuse(
-                        Code::RulingInvalid,
-                        "A ruling gives reasons (1 to 2000 bytes) and a bounded slash.",
-                    );
-                }
-                let ruling = Ruling {
-                    round: dispute.round,
-                    arbiter: Some(command.actor.id.clone()),
-                    decision: *decision,
-                    refund,
-                    slash: *slash,
-                    reasons: reasons.clone(),
-                    at: self.now,
-                };
-                dispute.rulings.push(ruling.clone());
-                self.event(command, "dispute.ruled", json!({"dispute": id, "ruling": ruling}));
-                if dispute.round == 1 {
-                    let deadline = self.now.plus_s(self.config.windows.appeal_s);
-                    dispute.enter(Phase::Appealable, self.now, Some(deadline), "ruled; open to one appeal");
-                    self.put_dispute(&dispute, false);
-                    Ok(dispute.view())
-                } else {
-                    self.execute(command, dispute)
-                }
-            }
-            DisputeAct::Appeal => {
-                let side = if self.acts_for(command, &dispute.claimant) {
-                    "claimant"
-                } else if self.acts_for(command, &dispute.respondent) {
-                    "respondent"
-                } else {
-                    return refuse(Code::NotParty, "Only a party to the dispute appeals.");
-                };
-                let lapsed = dispute.phase == Phase::Executed && dispute.appeal.is_none();
-                let closes = dispute.deadline.filter(|_| dispute.phase == Phase::Appealable);
-                if lapsed || closes.is_some_and(|d| self.now >= d) {
-                    return Err(Refusal::new(Code::AppealWindowClosed, "The appeal window has closed.")
-                        .with(json!({"phase": dispute.phase, "closed_at_ms": closes})));
-                }
-                if dispute.phase != Phase::Appealable || dispute.appeal.is_some() {
-                    return Err(Refusal::new(Code::DisputePhase, "There is no ruling open to appeal.")
-                        .with(json!({"phase": dispute.phase, "appealed": dispute.appeal.is_some()})));
-                }
-                let ruling = dispute.rulings.last().expect("appealable has a ruling").clone();
-                let lost = match side {
-                    "claimant" => ruling.refund < dispute.claimed,
-                    _ => ruling.refund.0 > 0 || ruling.slash.0 > 0,
-                };
-                if !lost {
-                    return refuse(Code::NotPermitted, "Only a side the ruling went against may appeal.");
-                }
-                let party = if side == "claimant" { dispute.claimant.clone() } else { dispute.respondent.clone() };
-                let bond = appeal_bond(dispute.claimed);
-                let account = AccountId::of_member(&party);
-                self.check_available(&account, bond)?;
-                let [_, _, bond_hold] = dispute_holds(id);
-                self.open_hold(bond_hold, account, bond, Timestamp::NEVER);
-                dispute.appeal = Some(Appeal { by: party, side: side.into(), bond, at: self.now });
-                dispute.round = 2;
-                self.assign_arbiter(&mut dispute, "appealed; a new arbiter rules");
-                self.put_dispute(&dispute, false);
-                self.event(
-                    command,
-                    "dispute.appealed",
-                    json!({"dispute": id, "side": side, "bond_minor": bond,
-                    "arbiter": dispute.arbiter}),
-                );
-                Ok(dispute.view())
-            }
-            DisputeAct::Execute => {
-                if dispute.phase == Phase::Executed {
-                    return Err(Refusal::new(
-                        Code::DisputeExecuted,
-                        "This dispute's ruling was already executed; it runs once. The outcome is attached.",
-                    )
-                    .with(dispute.outcome.clone().unwrap_or_default()));
-                }
-                let final_ruling =
-                    dispute.phase == Phase::Appealable && dispute.deadline.is_some_and(|d| self.now >= d);
-                if !final_ruling {
-                    return Err(Refusal::new(Code::DisputePhase, "There is no final ruling to execute yet.")
-                        .with(json!({"phase": dispute.phase, "deadline_ms": dispute.deadline})));
-                }
-                self.execute(command, dispute)
-            }
-            DisputeAct::Advance => {
-                if command.actor.kind != MemberKind::Registry {
-                    return refuse(Code::NotPermitted, "Only the registry's sweeper advances disputes.");
-                }
-                let due = dispute.deadline.is_some_and(|d| self.now >= d);
-                if !due || dispute.phase == Phase::Executed {
-                    return Ok(json!({"dispute": id, "phase": dispute.phase, "advanced": false}));
-                }
-                match dispute.phase {
-                    Phase::Filed if dispute.responded => unreachable!("an answer moves the dispute to evidence"),
-                    Phase::Filed => {
-                        let ruling = Ruling {
-                            round: 1,
-                            arbiter: None,
-                            decision: Decision::RefundFull,
-                            refund: dispute.claimed,
-                            slash: Amount::ZERO,
-                            reasons: "The respondent did not answer before the deadline: default for the claimant."
-                                .into(),
-                            at: self.now,
-                        };
-                        dispute.rulings.push(ruling.clone());
-                        self.event(command, "dispute.ruled", json!({"dispute": id, "ruling": ruling, "default": true}));
-                        self.execute(command, dispute)
-                    }
-                    Phase::Evidence => {
-                        self.assign_arbiter(&mut dispute, "evidence closed; the arbiter rules");
-                        self.put_dispute(&dispute, false);
-                        self.event(
-                            command,
-                            "dispute.ruling_opened",
-                            json!({"dispute": id, "arbiter": dispute.arbiter}),
-                        );
-                        Ok(dispute.view())
-                    }
-                    Phase::Ruling => {
-                        let missed = dispute.arbiter.clone();
-                        self.assign_arbiter(&mut dispute, "the arbiter missed its deadline and was replaced");
-                        self.put_dispute(&dispute, false);
-                        self.event(
-                            command,
-                            "dispute.arbiter_replaced",
-                            json!({"dispute": id, "missed": missed, "arbiter": dispute.arbiter}),
-                        );
-                        Ok(dispute.view())
-                    }
-                    Phase::Appealable => self.execute(command, dispute),
-                    Phase::Executed => unreachable!("checked above"),
-                }
-            }
-        }
-    }
-
     /// Picks the next arbiter: the contract's own (first round of a milestone
     /// dispute), then the dispute desk, then the operator — never one used
     /// before in this dispute unless none is left, and never a party.
-    fn assign_arbiter(&self, dispute: &mut Dispute, note: &str) {
+    pub(crate) fn assign_arbiter(&self, dispute: &mut Dispute, ruling_s: u64, note: &str) {
         let mut candidates = Vec::new();
         if let Subject::Milestone { contract, .. } = &dispute.subject {
             if let Some(c) = self.contract(contract) {
@@ -729,13 +495,13 @@ impl Batch<'_> {
         let chosen = fresh.unwrap_or_else(|| candidates.last().expect("the operator is never a party").clone());
         dispute.arbiters_used.push(chosen.clone());
         dispute.arbiter = Some(chosen);
-        let deadline = self.now.plus_s(self.config.windows.ruling_s);
+        let deadline = self.now.plus_s(ruling_s);
         dispute.enter(Phase::Ruling, self.now, Some(deadline), note);
     }
 
     /// The final ruling, executed in one batch. Runs once: the phase guard
     /// here, and transfer ids derived from the dispute id in the database.
-    fn execute(&mut self, command: &Command, mut dispute: Dispute) -> Step {
+    pub(crate) fn execute(&mut self, command: &Caller<'_>, mut dispute: Dispute) -> Step {
         assert!(dispute.phase != Phase::Executed);
         let ruling = dispute.rulings.last().expect("executing a ruling").clone();
         let id = dispute.id.clone();
@@ -769,7 +535,7 @@ impl Batch<'_> {
             let slot = &mut c.milestones[*index as usize];
             slot.state = MilestoneState::Resolved;
             self.maybe_complete(&mut c);
-            self.put_contract(&c, false);
+            self.update_contract(&c);
             refunded = refund;
             released = pay;
         }
@@ -820,12 +586,12 @@ impl Batch<'_> {
         let mut bond_outcome = serde_json::Value::Null;
         if let Some(appeal) = &dispute.appeal {
             let first = &dispute.rulings[dispute.rulings.len() - 2];
-            let won = match appeal.side.as_str() {
-                "claimant" => ruling.refund > first.refund,
-                _ => ruling.refund < first.refund || ruling.slash < first.slash,
+            let won = match appeal.side {
+                Side::Claimant => ruling.refund > first.refund,
+                Side::Respondent => ruling.refund < first.refund || ruling.slash < first.slash,
             };
             let hold = self.snap.holds.get(&bond_hold).cloned().expect("bond hold loaded");
-            let other = if appeal.side == "claimant" { &dispute.respondent } else { &dispute.claimant };
+            let other = if appeal.side == Side::Claimant { &dispute.respondent } else { &dispute.claimant };
             let legs = if won {
                 vec![]
             } else {
@@ -857,94 +623,9 @@ impl Batch<'_> {
             "bond": bond_outcome, "transfers": transfers, "executed_at_ms": self.now});
         dispute.outcome = Some(outcome.clone());
         dispute.enter(Phase::Executed, self.now, None, format!("executed: {winner}"));
-        self.put_dispute(&dispute, false);
+        self.update_dispute(&dispute);
         // The outcome event reputation is computed from.
-        self.event(command, "dispute.executed", outcome.clone());
+        self.event(command, DisputeEvent::DisputeExecuted, outcome.clone());
         Ok(outcome)
-    }
-
-    pub(crate) fn stake_lock(&mut self, command: &Command, amount: Amount) -> Step {
-        if command.actor.kind != MemberKind::Agent {
-            return refuse(Code::NotAnAgent, "Stake is locked by merchant agents.");
-        }
-        let me = command.actor.id.clone();
-        let balance = AccountId::of_member(&me);
-        self.check_available(&balance, amount)?;
-        self.ensure_account(AccountId::stake_of(&me));
-        let tid = TransferId(format!("tr_{}_stake", self.snap.head.seq + 1));
-        self.post_plain(command, tid.clone(), balance, AccountId::stake_of(&me), amount, TransferKind::Stake);
-        let stake = self.stake_record(&me);
-        self.put_stake(&stake);
-        let body = json!({"member": me, "locked_minor": amount, "transfer": tid, "stake": self.stake_view(&me)});
-        self.event(command, "stake.locked", body.clone());
-        Ok(body)
-    }
-
-    pub(crate) fn stake_unlock(&mut self, command: &Command, amount: Amount) -> Step {
-        let me = command.actor.id.clone();
-        let mut stake = self.stake_record(&me);
-        if stake.open_disputes > 0 {
-            return Err(Refusal::new(
-                Code::StakeDisputeOpen,
-                "Stake cannot be unlocked while a dispute is open against you.",
-            )
-            .with(json!({"open_disputes": stake.open_disputes})));
-        }
-        let available = self.available(&AccountId::stake_of(&me));
-        if amount.0 == 0 || amount > available {
-            return Err(Refusal::new(Code::InsufficientFunds, "Unlock between 1 and your available stake.")
-                .with(json!({"available_minor": available, "requested_minor": amount})));
-        }
-        let available_at = self.now.plus_s(self.config.windows.stake_cooldown_s);
-        stake.unlock = Some(Unlock { amount, requested_at: self.now, available_at });
-        self.put_stake(&stake);
-        let body = json!({"member": me, "unlock_minor": amount, "available_at_ms": available_at});
-        self.event(command, "stake.unlock_requested", body.clone());
-        Ok(body)
-    }
-
-    pub(crate) fn stake_withdraw(&mut self, command: &Command) -> Step {
-        let me = command.actor.id.clone();
-        let mut stake = self.stake_record(&me);
-        let Some(unlock) = stake.unlock.clone() else {
-            return refuse(
-                Code::StakeNotUnlocked,
-                "Ask to unlock stake first; it can be withdrawn after the cooldown.",
-            );
-        };
-        if stake.open_disputes > 0 {
-            return Err(Refusal::new(
-                Code::StakeDisputeOpen,
-                "Stake cannot be withdrawn while a dispute is open against you.",
-            )
-            .with(json!({"open_disputes": stake.open_disputes})));
-        }
-        if self.now < unlock.available_at {
-            return Err(Refusal::new(Code::StakeCooldown, "The unlock cooldown has not passed yet.")
-                .with(json!({"available_at_ms": unlock.available_at})));
-        }
-        let stake_account = AccountId::stake_of(&me);
-        let amount = Amount(unlock.amount.0.min(self.available(&stake_account).0));
-        let mut body = json!({"member": me, "withdrawn_minor": amount});
-        if amount.0 > 0 {
-            let tid = TransferId(format!("tr_{}_unstake", self.snap.head.seq + 1));
-            self.post_plain(
-                command,
-                tid.clone(),
-                stake_account,
-                AccountId::of_member(&me),
-                amount,
-                TransferKind::Unstake,
-            );
-            body["transfer"] = json!(tid);
-        }
-        stake.unlock = None;
-        self.put_stake(&stake);
-        self.event(command, "stake.withdrawn", body.clone());
-        Ok(body)
-    }
-
-    pub(crate) fn stake_view(&self, member: &MemberId) -> serde_json::Value {
-        stake_view(member, self.snap.accounts.get(&AccountId::stake_of(member)), &self.stake_record(member))
     }
 }

@@ -7,11 +7,12 @@
 //! of milestones whose hold is still pending. Nothing moves on a milestone
 //! while a dispute is open on it; the dispute's execution resolves its hold.
 
-use crate::apply::{refuse, Batch, Step};
-use crate::command::Command;
+use super::EscrowEvent;
 use crate::crypto::sha256_hex;
-use crate::model::*;
-use crate::refusal::{Code, Refusal};
+use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::model::*;
+use crate::kernel::refusal::{Code, Refusal};
+use crate::kernel::request::Caller;
 use bazaar_types::limits::{
     CONTRACT_MILESTONES_MAX, MILESTONE_DESCRIPTION_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
 };
@@ -188,14 +189,19 @@ impl Batch<'_> {
         self.snap.docs.get(&(DocKind::Contract, id.to_string())).map(Contract::from_row)
     }
 
-    pub(crate) fn put_contract(&mut self, contract: &Contract, new: bool) {
+    pub(crate) fn insert_contract(&mut self, contract: &Contract) {
         assert!(contract.balanced(), "escrow out of balance on {}", contract.id);
-        self.put_doc(contract.to_row(), new);
+        self.insert_doc(contract.to_row());
+    }
+
+    pub(crate) fn update_contract(&mut self, contract: &Contract) {
+        assert!(contract.balanced(), "escrow out of balance on {}", contract.id);
+        self.update_doc(contract.to_row());
     }
 
     pub(crate) fn create_contract(
         &mut self,
-        command: &Command,
+        command: &Caller<'_>,
         seller: &MemberId,
         arbiter: &MemberId,
         specs: &[MilestoneSpec],
@@ -270,8 +276,8 @@ impl Batch<'_> {
         let account = AccountId::of_member(&buyer.id);
         self.check_available(&account, total)?;
         let budget = self.snap.budgets.get(&buyer.id).cloned().unwrap_or_else(|| Budget::zero(buyer.id.clone()));
-        crate::apply::check_ceilings(&budget, total, self.now)?;
-        self.put_budget(crate::apply::spend(budget, total, self.now));
+        crate::kernel::ledger::check_ceilings(&budget, total, self.now)?;
+        self.put_budget(crate::kernel::ledger::spend(budget, total, self.now));
         let mut milestones = Vec::new();
         for (index, spec) in specs.iter().enumerate() {
             let hold = milestone_hold(&id, index as u32);
@@ -307,11 +313,11 @@ impl Batch<'_> {
             fees: Amount::ZERO,
             refunded: Amount::ZERO,
         };
-        self.put_contract(&contract, true);
+        self.insert_contract(&contract);
         let body = contract.view();
         self.event(
             command,
-            "contract.created",
+            EscrowEvent::ContractCreated,
             json!({"contract": id, "buyer": buyer.id, "seller": seller, "arbiter": arbiter, "total_minor": total,
                 "milestones": specs.len(), "terms_sha256": terms}),
         );
@@ -320,7 +326,7 @@ impl Batch<'_> {
 
     pub(crate) fn contract_act(
         &mut self,
-        command: &Command,
+        command: &Caller<'_>,
         id: &str,
         buyer: &MemberId,
         seller: &MemberId,
@@ -348,8 +354,8 @@ impl Batch<'_> {
                 if matches!(act, ContractAct::Accept) {
                     contract.state = ContractState::Accepted;
                     contract.accepted_at = Some(self.now);
-                    self.put_contract(&contract, false);
-                    self.event(command, "contract.accepted", json!({"contract": id}));
+                    self.update_contract(&contract);
+                    self.event(command, EscrowEvent::ContractAccepted, json!({"contract": id}));
                     return Ok(contract.view());
                 }
                 self.void_contract(command, contract, ContractState::Declined)
@@ -390,10 +396,10 @@ impl Batch<'_> {
                 m.delivered_at = Some(self.now);
                 m.evidence_sha256 = Some(evidence_sha256.clone());
                 m.review_deadline = Some(deadline);
-                self.put_contract(&contract, false);
+                self.update_contract(&contract);
                 let body = json!({"contract": id, "milestone": milestone, "evidence_sha256": evidence_sha256,
                     "review_deadline_ms": deadline});
-                self.event(command, "milestone.delivered", body.clone());
+                self.event(command, EscrowEvent::MilestoneDelivered, body.clone());
                 Ok(body)
             }
             ContractAct::Release { milestone } => {
@@ -445,7 +451,13 @@ impl Batch<'_> {
 
     /// Posts a milestone's hold to the seller, less the fee. Runs at most once
     /// per milestone: a second ask is refused with the original receipt attached.
-    pub(crate) fn release(&mut self, command: &Command, mut contract: Contract, index: usize, automatic: bool) -> Step {
+    pub(crate) fn release(
+        &mut self,
+        command: &Caller<'_>,
+        mut contract: Contract,
+        index: usize,
+        automatic: bool,
+    ) -> Step {
         let m = contract.milestones[index].clone();
         match m.state {
             MilestoneState::Delivered => {}
@@ -491,8 +503,8 @@ impl Batch<'_> {
         slot.released_at = Some(self.now);
         slot.release = Some(receipt.clone());
         self.maybe_complete(&mut contract);
-        self.put_contract(&contract, false);
-        self.event(command, "milestone.released", receipt.clone());
+        self.update_contract(&contract);
+        self.event(command, EscrowEvent::MilestoneReleased, receipt.clone());
         Ok(receipt)
     }
 
@@ -506,7 +518,7 @@ impl Batch<'_> {
         }
     }
 
-    fn void_contract(&mut self, command: &Command, mut contract: Contract, end: ContractState) -> Step {
+    fn void_contract(&mut self, command: &Caller<'_>, mut contract: Contract, end: ContractState) -> Step {
         for index in 0..contract.milestones.len() {
             let m = contract.milestones[index].clone();
             assert_eq!(m.state, MilestoneState::Pending, "an offered contract has only pending milestones");
@@ -516,8 +528,9 @@ impl Batch<'_> {
             contract.milestones[index].state = MilestoneState::Voided;
         }
         contract.state = end;
-        self.put_contract(&contract, false);
-        let kind = if end == ContractState::Declined { "contract.declined" } else { "contract.cancelled" };
+        self.update_contract(&contract);
+        let kind =
+            if end == ContractState::Declined { EscrowEvent::ContractDeclined } else { EscrowEvent::ContractCancelled };
         self.event(command, kind, json!({"contract": contract.id, "released_minor": contract.total}));
         Ok(contract.view())
     }

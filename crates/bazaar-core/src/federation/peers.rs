@@ -15,13 +15,14 @@
 //! token id and its settlement row is unique by token. Afterwards A's
 //! `corridor:B` balance is the negation of B's `corridor:A`.
 
-use crate::apply::{refuse, Batch, Step};
-use crate::command::Command;
+use super::FederationEvent;
 use crate::crypto;
-use crate::model::{Account, DocKind, DocRow, MemberKind, Settlement, TransferKind};
-use crate::refusal::{Code, Refusal};
+use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::model::{Account, DocKind, DocRow, MemberKind, Settlement, TransferKind};
+use crate::kernel::refusal::{Code, Refusal};
+use crate::kernel::request::Caller;
+use crate::pay::token::TokenClaims;
 use crate::reputation::{Imported, IssuedFigures};
-use crate::token::TokenClaims;
 use bazaar_types::limits::{FEDERATION_WEIGHT_BPS_MAX, REGISTRY_KEYS_MAX};
 use bazaar_types::{AccountId, Amount, MemberId, OrderId, Timestamp, TokenId, TransferId};
 use serde::{Deserialize, Serialize};
@@ -117,7 +118,7 @@ impl Peer {
             id: self.did.to_string(),
             body: serde_json::to_value(self).expect("peer serializes"),
             due_at: None,
-            parties: vec![MemberId(crate::model::OPERATOR_ID.into())],
+            parties: vec![MemberId(crate::kernel::model::OPERATOR_ID.into())],
         }
     }
     pub fn from_row(row: &DocRow) -> Peer {
@@ -219,7 +220,7 @@ impl Batch<'_> {
     /// ceilings equal to what the corridor may carry, funded only through it.
     pub(crate) fn enroll_guest(
         &mut self,
-        command: &Command,
+        command: &Caller<'_>,
         agent: &MemberId,
         handle: &str,
         credential_hash: &str,
@@ -234,18 +235,18 @@ impl Batch<'_> {
             if self.snap.credentials.contains_key(credential_hash) {
                 return refuse(Code::InvalidRequest, "Credential collision; retry.");
             }
-            self.put_credential(crate::model::Credential {
+            self.put_credential(crate::kernel::model::Credential {
                 hash: credential_hash.to_string(),
                 member: agent.clone(),
                 created_at: self.now,
                 revoked_at: None,
             });
             let body = json!({"id": agent, "handle": existing.handle, "home": home, "returning": true});
-            self.event(command, "guest.credential_added", body.clone());
+            self.event(command, FederationEvent::GuestCredentialAdded, body.clone());
             return Ok(body);
         }
         self.check_new_member(agent, handle, credential_hash)?;
-        let member = crate::model::Member {
+        let member = crate::kernel::model::Member {
             id: agent.clone(),
             kind: MemberKind::Agent,
             owner: None,
@@ -253,22 +254,23 @@ impl Batch<'_> {
             created_at: self.now,
         };
         let ceiling = peer.terms.outstanding_max_minor;
-        let budget = crate::model::Budget {
+        let budget = crate::kernel::model::Budget {
             per_call_max: ceiling,
             per_day_max: ceiling,
             total_max: ceiling,
-            ..crate::model::Budget::zero(agent.clone())
+            ..crate::kernel::model::Budget::zero(agent.clone())
         };
         self.put_budget(budget);
-        let enrolling = Command { actor: member.clone(), idem: None, op: command.op.clone() };
-        let mut body = self.enroll(&enrolling, member, credential_hash, "guest.enrolled")?;
+        let actor = member.clone();
+        let enrolling = Caller { actor: &actor, idem: None };
+        let mut body = self.enroll(&enrolling, member, credential_hash, FederationEvent::GuestEnrolled)?;
         body["home"] = json!(home);
         body["ceiling_minor"] = json!(ceiling);
         body["returning"] = json!(false);
         Ok(body)
     }
 
-    fn require(&self, command: &Command, kind: MemberKind, what: &str) -> Result<(), Refusal> {
+    fn require(&self, command: &Caller<'_>, kind: MemberKind, what: &str) -> Result<(), Refusal> {
         if command.actor.kind != kind {
             return refuse(Code::NotPermitted, format!("Only {what} may do this."));
         }
@@ -283,7 +285,7 @@ impl Batch<'_> {
         }
     }
 
-    pub(crate) fn add_peer(&mut self, command: &Command, peer: &Peer) -> Step {
+    pub(crate) fn add_peer(&mut self, command: &Caller<'_>, peer: &Peer) -> Step {
         self.require(command, MemberKind::Operator, "the operator")?;
         if peer.weight_bps > FEDERATION_WEIGHT_BPS_MAX {
             return refuse(Code::PeerInvalid, format!("`weight_bps` is at most {FEDERATION_WEIGHT_BPS_MAX}."));
@@ -301,14 +303,14 @@ impl Batch<'_> {
                 if self.snap.handles.contains_key(&peer.handle) {
                     return refuse(Code::HandleTaken, "A peer's handle is taken; it is derived from its DID.");
                 }
-                let member = crate::model::Member {
+                let member = crate::kernel::model::Member {
                     id: peer.did.clone(),
                     kind: MemberKind::Peer,
                     owner: None,
                     handle: peer.handle.clone(),
                     created_at: self.now,
                 };
-                self.add_member(member);
+                self.insert_member(member);
             }
         }
         let corridor = AccountId::corridor(&peer.did);
@@ -316,21 +318,31 @@ impl Batch<'_> {
             self.put_account(Account::new(corridor, true));
         }
         let peer = Peer { added_at: if existing { peer.added_at } else { self.now }, ..peer.clone() };
-        self.put_doc(peer.to_row(), !existing);
+        self.upsert_doc(peer.to_row());
         let body = json!({"peer": peer.did, "url": peer.url, "weight_bps": peer.weight_bps, "terms": peer.terms,
             "keys": peer.keys.len(), "updated": existing});
-        self.event(command, if existing { "federation.peer_updated" } else { "federation.peer_added" }, body.clone());
+        self.event(
+            command,
+            if existing { FederationEvent::PeerUpdated } else { FederationEvent::PeerAdded },
+            body.clone(),
+        );
         Ok(body)
     }
 
-    pub(crate) fn record_key(&mut self, command: &Command, entry: &KeyEntry) -> Step {
+    pub(crate) fn record_key(&mut self, command: &Caller<'_>, entry: &KeyEntry) -> Step {
         self.require(command, MemberKind::Registry, "the registry")?;
         let body = json!({"did": entry.did, "from_ms": entry.from_ms, "sig": entry.sig});
-        self.event(command, "registry.key_rotated", body.clone());
+        self.event(command, FederationEvent::KeyRotated, body.clone());
         Ok(body)
     }
 
-    pub(crate) fn record_passport(&mut self, command: &Command, issued: &IssuedFigures, id: &str, until: i64) -> Step {
+    pub(crate) fn record_passport(
+        &mut self,
+        command: &Caller<'_>,
+        issued: &IssuedFigures,
+        id: &str,
+        until: i64,
+    ) -> Step {
         self.require(command, MemberKind::Registry, "the registry")?;
         if issued.as_of_seq > self.snap.head.seq {
             return refuse(Code::InvalidRequest, "A passport cannot be computed at a sequence beyond the head.");
@@ -338,11 +350,11 @@ impl Batch<'_> {
         let mut body = serde_json::to_value(issued).expect("figures serialize");
         body["credential_id"] = json!(id);
         body["valid_until_ms"] = json!(until);
-        self.event(command, "passport.issued", body.clone());
+        self.event(command, FederationEvent::PassportIssued, body.clone());
         Ok(body)
     }
 
-    pub(crate) fn import_passport(&mut self, command: &Command, record: &ImportRecord) -> Step {
+    pub(crate) fn import_passport(&mut self, command: &Caller<'_>, record: &ImportRecord) -> Step {
         self.require(command, MemberKind::Registry, "the registry")?;
         let issuer = MemberId(record.imported.registry.clone());
         let peer = self.peer(&issuer)?;
@@ -352,7 +364,6 @@ impl Batch<'_> {
             ..record.clone()
         };
         let id = import_id(&record.subject, &record.imported.registry);
-        let new = !self.snap.docs.contains_key(&(DocKind::Import, id.clone()));
         let row = DocRow {
             kind: DocKind::Import,
             id,
@@ -360,35 +371,21 @@ impl Batch<'_> {
             due_at: None,
             parties: vec![record.subject.clone()],
         };
-        self.put_doc(row, new);
+        self.upsert_doc(row);
         let body = serde_json::to_value(&record).expect("import serializes");
-        self.event(command, "passport.imported", body.clone());
+        self.event(command, FederationEvent::PassportImported, body.clone());
         Ok(body)
-    }
-
-    /// A token for a merchant on a peer registry: the corridor's limits apply.
-    pub(crate) fn check_corridor_token(&self, claims: &TokenClaims, via: &MemberId) -> Result<(), Refusal> {
-        let peer = self.peer(via)?;
-        if claims.max > peer.terms.per_call_max_minor {
-            return Err(Refusal::new(Code::CorridorLimit, "The corridor to that registry allows smaller calls.")
-                .with(json!({"max_minor": claims.max, "per_call_max_minor": peer.terms.per_call_max_minor})));
-        }
-        let owed = self.snap.accounts.get(&AccountId::corridor(via)).map(Account::balance).unwrap_or(0);
-        if owed + claims.max.0 as i128 > peer.terms.outstanding_max_minor.0 as i128 {
-            return Err(Refusal::new(
-                Code::CorridorLimit,
-                "The corridor to that registry is at its outstanding limit.",
-            )
-            .with(
-                json!({"outstanding_minor": owed as i64, "outstanding_max_minor": peer.terms.outstanding_max_minor}),
-            ));
-        }
-        Ok(())
     }
 
     /// On the merchant's registry: the merchant presents a peer's token. Opens
     /// (or finds) the relay document; the edge then calls the issuer.
-    pub(crate) fn relay_open(&mut self, command: &Command, claims: &TokenClaims, token: &str, amount: Amount) -> Step {
+    pub(crate) fn relay_open(
+        &mut self,
+        command: &Caller<'_>,
+        claims: &TokenClaims,
+        token: &str,
+        amount: Amount,
+    ) -> Step {
         if command.actor.id != claims.aud {
             return refuse(
                 Code::NotAudience,
@@ -409,7 +406,7 @@ impl Batch<'_> {
         }
         if let Some(original) = self.snap.settlements_by_order.get(&(claims.aud.clone(), claims.ord.clone())) {
             return Err(Refusal::new(Code::OrderAlreadySettled, "This order was already settled; it is paid once.")
-                .with(crate::apply::settlement_view(original)));
+                .with(crate::pay::settlement_view(original)));
         }
         if amount.0 == 0 || amount > claims.max {
             return Err(Refusal::new(Code::AmountExceedsToken, "Settle between 1 and the token's maximum amount.")
@@ -429,13 +426,13 @@ impl Batch<'_> {
             receipt: None,
             failure: None,
         };
-        self.put_doc(relay.to_row(Some(self.now.plus_s(RELAY_RETRY_S))), true);
-        self.event(command, "relay.opened", relay.view());
+        self.insert_doc(relay.to_row(Some(self.now.plus_s(RELAY_RETRY_S))));
+        self.event(command, FederationEvent::RelayOpened, relay.view());
         Ok(relay.view())
     }
 
     /// On the merchant's registry: the issuer answered (or did not).
-    pub(crate) fn relay_finish(&mut self, command: &Command, jti: &TokenId, result: &RelayResult) -> Step {
+    pub(crate) fn relay_finish(&mut self, command: &Caller<'_>, jti: &TokenId, result: &RelayResult) -> Step {
         self.require(command, MemberKind::Registry, "the registry")?;
         let Some(row) = self.snap.docs.get(&(DocKind::Relay, jti.to_string())) else {
             return refuse(Code::TokenNotFound, "No relay for this token.");
@@ -450,14 +447,14 @@ impl Batch<'_> {
             RelayResult::Unreachable => {
                 relay.attempts += 1;
                 let wait = (RELAY_RETRY_S << relay.attempts.min(5)).min(RELAY_RETRY_S_MAX);
-                self.put_doc(relay.to_row(Some(self.now.plus_s(wait))), false);
+                self.update_doc(relay.to_row(Some(self.now.plus_s(wait))));
                 Ok(relay.view())
             }
             RelayResult::Refused(refusal) => {
                 relay.state = RelayState::Failed;
                 relay.failure = Some(refusal.clone());
-                self.put_doc(relay.to_row(None), false);
-                self.event(command, "relay.failed", relay.view());
+                self.update_doc(relay.to_row(None));
+                self.event(command, FederationEvent::RelayFailed, relay.view());
                 Ok(relay.view())
             }
             RelayResult::Settled(receipt) => {
@@ -497,12 +494,12 @@ impl Batch<'_> {
                 relay.state = RelayState::Settled;
                 relay.attempts += 1;
                 relay.receipt = Some(receipt.clone());
-                self.put_doc(relay.to_row(None), false);
-                let mut body = crate::apply::settlement_view(&settlement);
+                self.update_doc(relay.to_row(None));
+                let mut body = crate::pay::settlement_view(&settlement);
                 body["via"] = json!(relay.issuer);
                 body["transfers"] = json!(transfers);
                 body["issuer_receipt"] = receipt.clone();
-                self.event(command, "settlement.posted", body.clone());
+                self.event(command, crate::pay::PayEvent::SettlementPosted, body.clone());
                 Ok(body)
             }
         }

@@ -4,7 +4,7 @@
 //! where `body_json` is serde_json's output for the body (object keys sorted).
 //! The genesis `prev_hash` is 64 zeros.
 
-use crate::model::Event;
+use crate::kernel::model::Event;
 use bazaar_types::{MemberId, Timestamp};
 use sha2::{Digest, Sha256};
 

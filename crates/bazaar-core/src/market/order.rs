@@ -9,11 +9,13 @@
 //!
 //! Per order `total = held + paid + fees + released`, asserted on every write.
 
-use crate::apply::{Batch, Step};
-use crate::command::Command;
-use crate::market::{Listing, Rfq, RfqState};
-use crate::model::{Budget, DocKind, DocRow, MemberKind, TransferKind};
-use crate::refusal::{Code, Refusal};
+use super::listing::Listing;
+use super::rfq::{Rfq, RfqState};
+use super::MarketEvent;
+use crate::kernel::batch::{Batch, Step};
+use crate::kernel::model::{Budget, DocKind, DocRow, MemberKind, TransferKind};
+use crate::kernel::refusal::{Code, Refusal};
+use crate::kernel::request::Caller;
 use bazaar_types::limits::{ORDER_LINES_MAX, RECEIPT_IMAGE_BYTES_MAX, RECEIPT_SHA256_HEX_LEN, TRACKING_LEN_MAX};
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp, TransferId};
 use serde::{Deserialize, Serialize};
@@ -130,7 +132,7 @@ pub fn line_hold(order: &str, index: u32) -> HoldId {
 /// Above the escrow threshold, each share rides its own escrowed contract (one
 /// milestone, the dispute desk as arbiter), derived from the order and share.
 pub fn share_contract(order: &str, buyer: &MemberId, seller: &MemberId, index: u32) -> String {
-    let desk = MemberId(crate::model::DESK_ID.into());
+    let desk = MemberId(crate::kernel::model::DESK_ID.into());
     crate::escrow::contract_id_for(buyer, seller, &desk, &format!("order:{order}:share:{index}"))
 }
 
@@ -240,25 +242,29 @@ impl Batch<'_> {
         Ok(order)
     }
 
-    fn put_order(&mut self, order: &Order, new: bool) {
+    fn insert_order(&mut self, order: &Order) {
         assert!(order.balanced(), "order {}: total = held + paid + fees + released", order.id);
-        self.put_doc(order.to_row(), new);
+        self.insert_doc(order.to_row());
     }
 
-    pub(crate) fn set_order_policy(&mut self, command: &Command, agent: &MemberId, above: Amount) -> Step {
+    fn update_order(&mut self, order: &Order) {
+        assert!(order.balanced(), "order {}: total = held + paid + fees + released", order.id);
+        self.update_doc(order.to_row());
+    }
+
+    pub(crate) fn set_order_policy(&mut self, command: &Caller<'_>, agent: &MemberId, above: Amount) -> Step {
         let member = self.member(agent)?;
         if member.owner.as_ref() != Some(&command.actor.id) {
             return refuse(Code::NotOwner, "Only the agent's owner sets its order policy.");
         }
         let policy = OrderPolicy { agent: agent.clone(), approval_above_minor: above };
-        let new = !self.snap.docs.contains_key(&(DocKind::Policy, agent.to_string()));
-        self.put_doc(policy.to_row(), new);
+        self.upsert_doc(policy.to_row());
         let body = serde_json::to_value(&policy).expect("policies serialize");
-        self.event(command, "order.policy_set", body.clone());
+        self.event(command, MarketEvent::OrderPolicySet, body.clone());
         Ok(body)
     }
 
-    pub(crate) fn create_order(&mut self, command: &Command, rfq_id: &str, force_approval: bool) -> Step {
+    pub(crate) fn create_order(&mut self, command: &Caller<'_>, rfq_id: &str, force_approval: bool) -> Step {
         let Some(idem) = &command.idem else {
             return refuse(Code::IdempotencyKeyRequired, "An order needs an Idempotency-Key.");
         };
@@ -347,13 +353,13 @@ impl Batch<'_> {
         if !required {
             self.authorize(command, &mut order)?;
         }
-        self.put_order(&order, true);
+        self.insert_order(&order);
         rfq.order = Some(id.clone());
-        self.put_doc(rfq.to_row(), false);
+        self.update_doc(rfq.to_row());
         let body = serde_json::to_value(&order).expect("orders serialize");
         self.event(
             command,
-            "order.created",
+            MarketEvent::OrderCreated,
             json!({"order": id, "buyer": order.buyer, "total_minor": total,
             "shares": order.lines.len(), "approval_required": required}),
         );
@@ -363,12 +369,12 @@ impl Batch<'_> {
     /// The one authorization: a hold per share, all in this command — above the
     /// escrow threshold each inside an escrowed contract (one milestone) —
     /// then each maker is told.
-    fn authorize(&mut self, command: &Command, order: &mut Order) -> Result<(), Refusal> {
+    fn authorize(&mut self, command: &Caller<'_>, order: &mut Order) -> Result<(), Refusal> {
         let account = AccountId::of_member(&order.buyer);
         self.check_available(&account, order.total)?;
         let budget = self.snap.budgets.get(&order.buyer).cloned().unwrap_or_else(|| Budget::zero(order.buyer.clone()));
-        crate::apply::check_ceilings(&budget, order.total, self.now)?;
-        self.put_budget(crate::apply::spend(budget, order.total, self.now));
+        crate::kernel::ledger::check_ceilings(&budget, order.total, self.now)?;
+        self.put_budget(crate::kernel::ledger::spend(budget, order.total, self.now));
         let escrowed = order.total > self.config.escrow_threshold;
         for line in order.lines.iter_mut() {
             if escrowed {
@@ -380,7 +386,7 @@ impl Batch<'_> {
                     id: id.clone(),
                     buyer: order.buyer.clone(),
                     seller: line.seller.clone(),
-                    arbiter: MemberId(crate::model::DESK_ID.into()),
+                    arbiter: MemberId(crate::kernel::model::DESK_ID.into()),
                     total: line.amount,
                     terms_sha256: crate::crypto::sha256_hex(format!("{}:{}", order.id, line.index).as_bytes()),
                     review_window_s: bazaar_types::limits::REVIEW_WINDOW_S,
@@ -406,10 +412,10 @@ impl Batch<'_> {
                     fees: Amount::ZERO,
                     refunded: Amount::ZERO,
                 };
-                self.put_contract(&contract, true);
+                self.insert_contract(&contract);
                 self.event(
                     command,
-                    "contract.created",
+                    crate::escrow::EscrowEvent::ContractCreated,
                     json!({"contract": id, "buyer": order.buyer, "seller": line.seller, "arbiter": contract.arbiter,
                         "total_minor": line.amount, "milestones": 1, "order": order.id}),
                 );
@@ -425,7 +431,7 @@ impl Batch<'_> {
         Ok(())
     }
 
-    pub(crate) fn decide_order(&mut self, command: &Command, id: &str, approve: bool) -> Step {
+    pub(crate) fn decide_order(&mut self, command: &Caller<'_>, id: &str, approve: bool) -> Step {
         let mut order = self.order(id)?;
         if command.actor.kind != MemberKind::Owner {
             return refuse(
@@ -451,9 +457,9 @@ impl Batch<'_> {
         order.approval.decided_by = Some(command.actor.id.clone());
         order.approval.approved = Some(approve);
         order.approval.decided_at = Some(self.now);
-        self.put_order(&order, false);
+        self.update_order(&order);
         let body = serde_json::to_value(&order).expect("orders serialize");
-        let kind = if approve { "order.approved" } else { "order.declined" };
+        let kind = if approve { MarketEvent::OrderApproved } else { MarketEvent::OrderDeclined };
         self.event(command, kind, json!({"order": order.id, "by": command.actor.id, "total_minor": order.total}));
         Ok(body)
     }
@@ -483,7 +489,7 @@ impl Batch<'_> {
 
     pub(crate) fn prove_shipment(
         &mut self,
-        command: &Command,
+        command: &Caller<'_>,
         id: &str,
         index: u32,
         receipt_sha256: &str,
@@ -525,7 +531,7 @@ impl Batch<'_> {
                     due_at: None,
                     parties: vec![order.buyer.clone(), order.owner.clone(), line.seller.clone()],
                 };
-                self.put_doc(row, true);
+                self.insert_doc(row);
             }
         }
         let receipt_sha256 = receipt_sha256.as_str();
@@ -582,14 +588,14 @@ impl Batch<'_> {
         order.paid_net = order.paid_net.checked_add(net).expect("within total");
         order.fees = order.fees.checked_add(fee).expect("within total");
         Self::finish_if_done(&mut order);
-        self.put_order(&order, false);
+        self.update_order(&order);
         let body = json!({"order": order.id, "share": index, "seller": line.seller, "tracking": tracking,
             "receipt_sha256": receipt_sha256.to_ascii_lowercase(), "payment": payment, "order_state": order.state});
-        self.event(command, "order.share_paid", body.clone());
+        self.event(command, MarketEvent::OrderSharePaid, body.clone());
         Ok(body)
     }
 
-    pub(crate) fn cancel_share(&mut self, command: &Command, id: &str, index: u32) -> Step {
+    pub(crate) fn cancel_share(&mut self, command: &Caller<'_>, id: &str, index: u32) -> Step {
         let mut order = self.order(id)?;
         if command.actor.id != order.buyer && command.actor.id != order.owner {
             return refuse(Code::NotParty, "The buyer agent or its owner cancels a share.");
@@ -602,16 +608,20 @@ impl Batch<'_> {
             contract.milestones[0].state = crate::escrow::MilestoneState::Voided;
             contract.refunded = contract.refunded.checked_add(line.amount).expect("within total");
             contract.state = crate::escrow::ContractState::Cancelled;
-            self.put_contract(&contract, false);
-            self.event(command, "contract.cancelled", json!({"contract": contract_id, "released_minor": line.amount}));
+            self.update_contract(&contract);
+            self.event(
+                command,
+                crate::escrow::EscrowEvent::ContractCancelled,
+                json!({"contract": contract_id, "released_minor": line.amount}),
+            );
         }
         order.lines[index as usize].state = LineState::Cancelled;
         order.released = order.released.checked_add(line.amount).expect("within total");
         Self::finish_if_done(&mut order);
-        self.put_order(&order, false);
+        self.update_order(&order);
         let body =
             json!({"order": order.id, "share": index, "released_minor": line.amount, "order_state": order.state});
-        self.event(command, "order.share_cancelled", body.clone());
+        self.event(command, MarketEvent::OrderShareCancelled, body.clone());
         Ok(body)
     }
 }

@@ -294,7 +294,7 @@ pub struct IdempotencyRecord {
     pub scope: String,
     pub key: String,
     pub fingerprint: String,
-    /// The serialized [`crate::command::Outcome`].
+    /// The serialized [`crate::kernel::request::Outcome`].
     pub outcome: String,
     pub created_at: Timestamp,
 }
@@ -334,14 +334,15 @@ impl TokenState {
     }
 }
 
-/// The kinds of state-machine documents (contracts, disputes, stake records).
+/// The kinds of state-machine documents: the kernel's table of document kinds,
+/// as stored (each capability owns the body of its kinds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DocKind {
     Contract,
     Dispute,
     Stake,
-    /// A peer registry this one recognises (see [`crate::federation`]).
+    /// A peer registry this one recognises.
     Peer,
     /// Reputation imported from a peer's passport, per (subject, issuer).
     Import,
@@ -393,8 +394,8 @@ impl DocKind {
     }
 }
 
-/// A state-machine document as stored: the core owns the JSON body's shape
-/// (see [`crate::escrow`] and [`crate::dispute`]); adapters keep it as text
+/// A state-machine document as stored: the capability that owns the kind owns
+/// the JSON body's shape; adapters keep it as text
 /// with two indexable columns: when the sweeper must next look at it
 /// (`due_at`) and who may list it (`parties`). Money never lives here: every
 /// unit a document speaks of is a hold or a transfer in the ledger.

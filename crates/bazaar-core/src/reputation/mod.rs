@@ -12,7 +12,7 @@
 //! `f64`, then floored to basis points) and the decay table (rounded to ppm).
 
 use crate::dispute::Subject;
-use crate::model::Event;
+use crate::kernel::model::Event;
 use bazaar_types::limits::{REPUTATION_HALF_LIFE_DAYS, REPUTATION_SUCCESSES_PER_OWNER_WEEK, REPUTATION_WINDOW_DAYS};
 use bazaar_types::{MemberId, Timestamp};
 use serde::{Deserialize, Serialize};

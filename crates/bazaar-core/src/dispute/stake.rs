@@ -1,0 +1,98 @@
+//! Merchant stake: locked from the balance, unlocked only after a cooldown and
+//! never while a dispute is open, withdrawn back to the balance.
+
+use super::phases::*;
+use super::DisputeEvent;
+use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::model::*;
+use crate::kernel::refusal::{Code, Refusal};
+use crate::kernel::request::Caller;
+use bazaar_types::{AccountId, Amount, MemberId, TransferId};
+use serde_json::json;
+
+impl Batch<'_> {
+    pub(crate) fn stake_lock(&mut self, command: &Caller<'_>, amount: Amount) -> Step {
+        if command.actor.kind != MemberKind::Agent {
+            return refuse(Code::NotAnAgent, "Stake is locked by merchant agents.");
+        }
+        let me = command.actor.id.clone();
+        let balance = AccountId::of_member(&me);
+        self.check_available(&balance, amount)?;
+        self.ensure_account(AccountId::stake_of(&me));
+        let tid = TransferId(format!("tr_{}_stake", self.snap.head.seq + 1));
+        self.post_plain(command, tid.clone(), balance, AccountId::stake_of(&me), amount, TransferKind::Stake);
+        let stake = self.stake_record(&me);
+        self.put_stake(&stake);
+        let body = json!({"member": me, "locked_minor": amount, "transfer": tid, "stake": self.stake_view(&me)});
+        self.event(command, DisputeEvent::StakeLocked, body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn stake_unlock(&mut self, command: &Caller<'_>, amount: Amount, windows: &Windows) -> Step {
+        let me = command.actor.id.clone();
+        let mut stake = self.stake_record(&me);
+        if stake.open_disputes > 0 {
+            return Err(Refusal::new(
+                Code::StakeDisputeOpen,
+                "Stake cannot be unlocked while a dispute is open against you.",
+            )
+            .with(json!({"open_disputes": stake.open_disputes})));
+        }
+        let available = self.available(&AccountId::stake_of(&me));
+        if amount.0 == 0 || amount > available {
+            return Err(Refusal::new(Code::InsufficientFunds, "Unlock between 1 and your available stake.")
+                .with(json!({"available_minor": available, "requested_minor": amount})));
+        }
+        let available_at = self.now.plus_s(windows.stake_cooldown_s);
+        stake.unlock = Some(Unlock { amount, requested_at: self.now, available_at });
+        self.put_stake(&stake);
+        let body = json!({"member": me, "unlock_minor": amount, "available_at_ms": available_at});
+        self.event(command, DisputeEvent::StakeUnlockRequested, body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn stake_withdraw(&mut self, command: &Caller<'_>) -> Step {
+        let me = command.actor.id.clone();
+        let mut stake = self.stake_record(&me);
+        let Some(unlock) = stake.unlock.clone() else {
+            return refuse(
+                Code::StakeNotUnlocked,
+                "Ask to unlock stake first; it can be withdrawn after the cooldown.",
+            );
+        };
+        if stake.open_disputes > 0 {
+            return Err(Refusal::new(
+                Code::StakeDisputeOpen,
+                "Stake cannot be withdrawn while a dispute is open against you.",
+            )
+            .with(json!({"open_disputes": stake.open_disputes})));
+        }
+        if self.now < unlock.available_at {
+            return Err(Refusal::new(Code::StakeCooldown, "The unlock cooldown has not passed yet.")
+                .with(json!({"available_at_ms": unlock.available_at})));
+        }
+        let stake_account = AccountId::stake_of(&me);
+        let amount = Amount(unlock.amount.0.min(self.available(&stake_account).0));
+        let mut body = json!({"member": me, "withdrawn_minor": amount});
+        if amount.0 > 0 {
+            let tid = TransferId(format!("tr_{}_unstake", self.snap.head.seq + 1));
+            self.post_plain(
+                command,
+                tid.clone(),
+                stake_account,
+                AccountId::of_member(&me),
+                amount,
+                TransferKind::Unstake,
+            );
+            body["transfer"] = json!(tid);
+        }
+        stake.unlock = None;
+        self.put_stake(&stake);
+        self.event(command, DisputeEvent::StakeWithdrawn, body.clone());
+        Ok(body)
+    }
+
+    pub(crate) fn stake_view(&self, member: &MemberId) -> serde_json::Value {
+        stake_view(member, self.snap.accounts.get(&AccountId::stake_of(member)), &self.stake_record(member))
+    }
+}

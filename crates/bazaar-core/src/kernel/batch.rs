@@ -1,0 +1,251 @@
+//! One batch of commands over one snapshot: the driver that runs each command
+//! once (or replays its idempotency record), and the write primitives every
+//! capability uses so each touched row is written once with its final value.
+//!
+//! What a command *does* is not here: the composer hands the driver a function
+//! that dispatches to the command's capability.
+
+use crate::kernel::chain;
+use crate::kernel::config::Config;
+use crate::kernel::model::*;
+use crate::kernel::refusal::{Code, Refusal};
+use crate::kernel::request::{Caller, Outcome, Request};
+use crate::kernel::state::{Changes, Dirty, Snapshot};
+use bazaar_types::{MemberId, Timestamp};
+use serde_json::json;
+
+/// What running one command gives a capability: a JSON receipt or a refusal.
+pub type Step = Result<serde_json::Value, Refusal>;
+
+pub fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal::new(code, detail))
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Applied {
+    pub outcome: Outcome,
+    /// The outcome came from an idempotency record, not from running the command.
+    pub replayed: bool,
+}
+
+/// A closed set of event kinds, one enum per capability. The stored kind is
+/// the string; the enum is how code names it.
+pub trait EventKind: Copy {
+    fn as_str(self) -> &'static str;
+}
+
+/// Declares a capability's closed enum of event kinds and their stored names.
+#[macro_export]
+macro_rules! event_kinds {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+        impl $name {
+            /// Every kind, for the uniqueness check and for readers.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// The kind as stored on the event ledger.
+            pub fn parse(text: &str) -> Option<$name> {
+                match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+        impl $crate::kernel::batch::EventKind for $name {
+            fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    /// The kernel's own events.
+    KernelEvent {
+        /// A refused command under an idempotency key: it stays refused.
+        RefusalRecorded => "refusal.recorded",
+    }
+}
+
+/// Runs `requests` in order over `snap`; `run` dispatches one command to its
+/// capability. Returns each outcome and the rows to write.
+pub fn apply_batch<R: Request>(
+    snap: &mut Snapshot,
+    config: &Config,
+    requests: &[R],
+    now: Timestamp,
+    mut run: impl FnMut(&mut Batch<'_>, &R) -> Step,
+) -> (Vec<Applied>, Changes) {
+    let mut batch = Batch { snap, config, now, changes: Changes::default(), dirty: Dirty::default() };
+    let results = requests.iter().map(|r| batch.apply_one(r, &mut run)).collect();
+    let changes = batch.finish();
+    (results, changes)
+}
+
+pub struct Batch<'a> {
+    pub snap: &'a mut Snapshot,
+    pub config: &'a Config,
+    pub now: Timestamp,
+    pub changes: Changes,
+    dirty: Dirty,
+}
+
+impl Batch<'_> {
+    fn apply_one<R: Request>(&mut self, request: &R, run: &mut impl FnMut(&mut Self, &R) -> Step) -> Applied {
+        let caller = request.caller();
+        if let Some(idem) = caller.idem {
+            if let Some(record) = self.snap.idem.get(&(idem.scope.clone(), idem.key.clone())) {
+                if record.fingerprint != idem.fingerprint {
+                    let refusal = Refusal::new(
+                        Code::IdempotencyConflict,
+                        "This Idempotency-Key was first used with a different request; use a new key for a new request.",
+                    );
+                    return Applied { outcome: Err(refusal), replayed: false };
+                }
+                let outcome: Outcome = serde_json::from_str(&record.outcome).expect("stored outcomes parse");
+                return Applied { outcome, replayed: true };
+            }
+        }
+        let outcome = run(self, request);
+        if let Some(idem) = caller.idem {
+            let record = IdempotencyRecord {
+                scope: idem.scope.clone(),
+                key: idem.key.clone(),
+                fingerprint: idem.fingerprint.clone(),
+                outcome: serde_json::to_string(&outcome).expect("outcomes serialize"),
+                created_at: self.now,
+            };
+            self.snap.idem.insert((record.scope.clone(), record.key.clone()), record.clone());
+            self.changes.insert_idem.push(record);
+            if let Err(refusal) = &outcome {
+                let body = json!({"op": request.name(), "code": refusal.code, "key": idem.key});
+                self.event(&caller, KernelEvent::RefusalRecorded, body);
+            }
+        }
+        Applied { outcome, replayed: false }
+    }
+
+    /// Appends an event to the chain, stamped with the caller's handle at the time.
+    pub fn event(&mut self, caller: &Caller<'_>, kind: impl EventKind, mut body: serde_json::Value) {
+        merge(&mut body, json!({"authored_handle": caller.actor.handle}));
+        let event = chain::append(
+            &mut self.snap.head,
+            kind.as_str(),
+            body,
+            &caller.actor.id,
+            caller.actor.principal(),
+            self.now,
+        );
+        self.changes.insert_events.push(event);
+    }
+
+    pub fn doc(&self, kind: DocKind, id: &str) -> Option<&DocRow> {
+        self.snap.docs.get(&(kind, id.to_string()))
+    }
+
+    /// Writes a document that must not exist yet.
+    pub fn insert_doc(&mut self, row: DocRow) {
+        let key = (row.kind, row.id.clone());
+        assert!(!self.snap.docs.contains_key(&key), "new documents are new");
+        self.dirty.docs_new.insert(key.clone());
+        self.dirty.docs.insert(key.clone());
+        self.snap.docs.insert(key, row);
+    }
+
+    /// Rewrites a document loaded (or written) by this batch.
+    pub fn update_doc(&mut self, row: DocRow) {
+        let key = (row.kind, row.id.clone());
+        assert!(self.snap.docs.contains_key(&key), "updated documents exist");
+        self.dirty.docs.insert(key.clone());
+        self.snap.docs.insert(key, row);
+    }
+
+    /// Inserts or rewrites, whichever the snapshot says; for records kept per key (peers, stake, listings).
+    pub fn upsert_doc(&mut self, row: DocRow) {
+        if self.snap.docs.contains_key(&(row.kind, row.id.clone())) {
+            self.update_doc(row);
+        } else {
+            self.insert_doc(row);
+        }
+    }
+
+    pub fn record_settlement(&mut self, settlement: Settlement) {
+        self.snap.settlements_by_token.insert(settlement.jti.clone(), settlement.clone());
+        self.snap
+            .settlements_by_order
+            .insert((settlement.merchant.clone(), settlement.order_id.clone()), settlement.clone());
+        self.changes.insert_settlements.push(settlement);
+    }
+
+    /// A new member and its handle.
+    pub fn insert_member(&mut self, member: Member) {
+        self.insert_handle(HandleRow {
+            handle: member.handle.clone(),
+            member: member.id.clone(),
+            retired: false,
+            since: self.now,
+        });
+        self.dirty.members_new.insert(member.id.clone());
+        self.snap.members.insert(member.id.clone(), member);
+    }
+
+    /// A stored member changed (its handle, after `retire_handle` and `insert_handle`).
+    pub fn update_member(&mut self, member: Member) {
+        self.dirty.members.insert(member.id.clone());
+        self.snap.members.insert(member.id.clone(), member);
+    }
+
+    pub fn insert_handle(&mut self, row: HandleRow) {
+        self.changes.insert_handles.push(row.clone());
+        self.snap.handles.insert(row.handle.clone(), row);
+    }
+
+    /// Keeps a handle given up by `member`, reserved forever.
+    pub fn retire_handle(&mut self, handle: &str, member: &MemberId) {
+        self.changes.retire_handles.push(handle.to_string());
+        let row = HandleRow { handle: handle.to_string(), member: member.clone(), retired: true, since: self.now };
+        self.snap.handles.insert(handle.to_string(), row);
+    }
+
+    pub fn put_credential(&mut self, credential: Credential) {
+        self.dirty.credentials.insert(credential.hash.clone());
+        self.snap.credentials.insert(credential.hash.clone(), credential);
+    }
+
+    pub fn put_invite(&mut self, invite: Invite) {
+        self.dirty.invites.insert(invite.code_hash.clone());
+        self.snap.invites.insert(invite.code_hash.clone(), invite);
+    }
+
+    pub fn put_account(&mut self, account: Account) {
+        assert!(account.allow_negative || account.available() >= 0);
+        self.dirty.accounts.insert(account.id.clone());
+        self.snap.accounts.insert(account.id.clone(), account);
+    }
+
+    pub fn put_budget(&mut self, budget: Budget) {
+        self.dirty.budgets.insert(budget.agent.clone());
+        self.snap.budgets.insert(budget.agent.clone(), budget);
+    }
+
+    fn finish(mut self) -> Changes {
+        let snap = &*self.snap;
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut changes = self.changes;
+        changes.insert_members = dirty.members_new.iter().map(|id| snap.members[id].clone()).collect();
+        changes.update_members =
+            dirty.members.difference(&dirty.members_new).map(|id| snap.members[id].clone()).collect();
+        changes.upsert_credentials = dirty.credentials.iter().map(|h| snap.credentials[h].clone()).collect();
+        changes.upsert_invites = dirty.invites.iter().map(|h| snap.invites[h].clone()).collect();
+        changes.upsert_accounts = dirty.accounts.iter().map(|id| snap.accounts[id].clone()).collect();
+        changes.upsert_budgets = dirty.budgets.iter().map(|id| snap.budgets[id].clone()).collect();
+        changes.insert_docs = dirty.docs_new.iter().map(|k| snap.docs[k].clone()).collect();
+        changes.update_docs = dirty.docs.difference(&dirty.docs_new).map(|k| snap.docs[k].clone()).collect();
+        changes
+    }
+}
+
+/// Adds `extra`'s fields to the object `into`.
+pub fn merge(into: &mut serde_json::Value, extra: serde_json::Value) {
+    if let (Some(target), serde_json::Value::Object(source)) = (into.as_object_mut(), extra) {
+        target.extend(source);
+    }
+}

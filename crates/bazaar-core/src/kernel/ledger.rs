@@ -1,0 +1,255 @@
+//! Ledger primitives on a batch: accounts, holds that resolve once, transfers,
+//! linked legs that commit together, and the spending ceilings (budgets) a
+//! hold counts against. Money paths `assert!` their invariants: a failed
+//! assert stops the writer rather than commit a wrong ledger.
+
+use crate::kernel::batch::{merge, Batch, EventKind, Step};
+use crate::kernel::model::*;
+use crate::kernel::refusal::{Code, Refusal};
+use crate::kernel::request::Caller;
+use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp, TransferId};
+use serde_json::json;
+
+/// One leg of a hold being posted: credit, amount, kind, transfer id.
+pub type HoldLeg = (AccountId, Amount, TransferKind, TransferId);
+/// One leg of a plain linked transfer: debit, credit, amount, kind.
+pub type Leg = (AccountId, AccountId, Amount, TransferKind);
+
+impl Batch<'_> {
+    pub fn check_available(&self, account: &AccountId, amount: Amount) -> Result<(), Refusal> {
+        let available = self.snap.accounts.get(account).map(Account::available).unwrap_or(0);
+        if available < amount.0 as i128 {
+            return Err(Refusal::new(
+                Code::InsufficientFunds,
+                "The account does not hold enough available units; fund it first.",
+            )
+            .with(json!({"available_minor": available as i64, "needed_minor": amount})));
+        }
+        Ok(())
+    }
+
+    /// Creates an account that may not exist yet (stake, insurance on an older registry).
+    pub fn ensure_account(&mut self, id: AccountId) {
+        if !self.snap.accounts.contains_key(&id) {
+            self.put_account(Account::new(id, false));
+        }
+    }
+
+    /// The link id shared by every leg written for the next event.
+    pub fn next_link(&self) -> String {
+        format!("lnk_{}", self.snap.head.seq + 1)
+    }
+
+    pub fn post_transfer(&mut self, transfer: Transfer) {
+        assert!(transfer.amount.0 > 0);
+        assert!(transfer.debit != transfer.credit);
+        let mut debit = self.snap.accounts.get(&transfer.debit).cloned().expect("debit account loaded");
+        let mut credit = self.snap.accounts.get(&transfer.credit).cloned().expect("credit account loaded");
+        debit.debits_posted = debit.debits_posted.checked_add(transfer.amount.0).expect("no overflow");
+        credit.credits_posted = credit.credits_posted.checked_add(transfer.amount.0).expect("no overflow");
+        assert!(debit.allow_negative || debit.available() >= 0, "overdraft on {}", debit.id);
+        self.put_account(debit);
+        self.put_account(credit);
+        self.changes.insert_transfers.push(transfer);
+    }
+
+    /// A transfer authored by the caller at the batch's time.
+    #[allow(clippy::too_many_arguments)] // reason: a transfer row has this many parts; a struct would only rename them.
+    pub fn transfer_by(
+        &self,
+        caller: &Caller<'_>,
+        id: TransferId,
+        debit: AccountId,
+        credit: AccountId,
+        amount: Amount,
+        kind: TransferKind,
+        hold: Option<HoldId>,
+        link: &str,
+    ) -> Transfer {
+        Transfer {
+            id,
+            debit,
+            credit,
+            amount,
+            kind,
+            hold,
+            link: link.to_string(),
+            authored_by: caller.actor.id.clone(),
+            on_behalf_of: caller.actor.principal().clone(),
+            at: self.now,
+        }
+    }
+
+    /// Posts all legs or none, then the event. The caller checked every debit;
+    /// the asserts here catch a bug, not a user error.
+    pub fn post_linked(
+        &mut self,
+        caller: &Caller<'_>,
+        kind: impl EventKind,
+        legs: &[Leg],
+        extra: serde_json::Value,
+    ) -> Step {
+        let seq = self.snap.head.seq + 1;
+        let link = self.next_link();
+        let mut ids = Vec::new();
+        for (index, (debit, credit, amount, transfer_kind)) in legs.iter().enumerate() {
+            let id = TransferId(format!("tr_{seq}_{index}"));
+            let transfer = self.transfer_by(
+                caller,
+                id.clone(),
+                debit.clone(),
+                credit.clone(),
+                *amount,
+                *transfer_kind,
+                None,
+                &link,
+            );
+            self.post_transfer(transfer);
+            ids.push(id);
+        }
+        let total: u64 = legs.iter().map(|l| l.2 .0).sum();
+        let mut body = json!({"transfers": ids, "link": link, "amount_minor": total});
+        merge(&mut body, extra);
+        self.event(caller, kind, body.clone());
+        Ok(body)
+    }
+
+    /// Opens a pending hold on `account`; the caller checked it is available.
+    pub fn open_hold(&mut self, id: HoldId, account: AccountId, amount: Amount, expires_at: Timestamp) {
+        let mut debited = self.snap.accounts.get(&account).cloned().expect("held account loaded");
+        debited.debits_pending = debited.debits_pending.checked_add(amount.0).expect("no overflow");
+        self.put_account(debited);
+        let hold = Hold {
+            id,
+            account,
+            amount,
+            created_at: self.now,
+            expires_at,
+            state: HoldState::Pending,
+            posted_amount: Amount::ZERO,
+            resolved_at: None,
+        };
+        assert!(!self.snap.holds.contains_key(&hold.id), "hold ids are never reused");
+        self.snap.holds.insert(hold.id.clone(), hold.clone());
+        self.changes.insert_holds.push(hold);
+    }
+
+    /// Takes a pending hold's whole amount out of its account's pending debits,
+    /// before its legs post against the posted balance.
+    pub fn unpend(&mut self, hold: &Hold) {
+        let mut account = self.snap.accounts[&hold.account].clone();
+        account.debits_pending = account.debits_pending.checked_sub(hold.amount.0).expect("pending covers hold");
+        self.put_account(account);
+    }
+
+    /// Resolves a pending hold: posts `legs` from its account, all in one link,
+    /// and returns the rest to the account. No legs (or all zero) voids it.
+    /// `budget_of` gets the unposted part back.
+    pub fn post_hold(
+        &mut self,
+        caller: &Caller<'_>,
+        hold: Hold,
+        legs: &[HoldLeg],
+        budget_of: Option<&MemberId>,
+    ) -> (String, Vec<TransferId>) {
+        let posted: u64 = legs.iter().map(|l| l.1 .0).sum();
+        assert!(posted <= hold.amount.0, "a hold posts at most its amount");
+        self.unpend(&hold);
+        let link = self.next_link();
+        let mut ids = Vec::new();
+        for (credit, amount, kind, id) in legs {
+            if amount.0 == 0 {
+                continue;
+            }
+            let transfer = self.transfer_by(
+                caller,
+                id.clone(),
+                hold.account.clone(),
+                credit.clone(),
+                *amount,
+                *kind,
+                Some(hold.id.clone()),
+                &link,
+            );
+            self.post_transfer(transfer);
+            ids.push(id.clone());
+        }
+        let end = if posted > 0 { HoldState::Posted } else { HoldState::Voided };
+        self.resolve_hold(hold, end, Amount(posted), budget_of);
+        (link, ids)
+    }
+
+    /// One transfer with no hold; the caller checked the debit is available.
+    pub fn post_plain(
+        &mut self,
+        caller: &Caller<'_>,
+        id: TransferId,
+        debit: AccountId,
+        credit: AccountId,
+        amount: Amount,
+        kind: TransferKind,
+    ) {
+        let link = self.next_link();
+        let transfer = self.transfer_by(caller, id, debit, credit, amount, kind, None, &link);
+        self.post_transfer(transfer);
+    }
+
+    /// Marks a pending hold resolved and gives the unposted part back to the budget.
+    pub fn resolve_hold(&mut self, hold: Hold, end: HoldState, posted: Amount, budget_of: Option<&MemberId>) {
+        assert!(hold.state == HoldState::Pending);
+        assert!(end != HoldState::Pending);
+        assert!(posted <= hold.amount);
+        let released = hold.amount.checked_sub(posted).expect("posted within hold");
+        if let Some(budget) = budget_of.and_then(|b| self.snap.budgets.get(b)).cloned() {
+            self.put_budget(unspend(budget, released, hold.created_at.utc_day()));
+        }
+        let resolved = Hold { state: end, posted_amount: posted, resolved_at: Some(self.now), ..hold };
+        self.snap.holds.insert(resolved.id.clone(), resolved.clone());
+        self.changes.resolve_holds.push(resolved);
+    }
+}
+
+/// Refuses a hold of `amount` that would cross a ceiling, naming the ceiling.
+pub fn check_ceilings(budget: &Budget, amount: Amount, now: Timestamp) -> Result<(), Refusal> {
+    let today = budget.spent_on(now.utc_day());
+    let checks = [
+        (amount, budget.per_call_max, Code::BudgetPerCallExceeded, "per-call"),
+        (
+            today.checked_add(amount).unwrap_or(Amount(u64::MAX)),
+            budget.per_day_max,
+            Code::BudgetPerDayExceeded,
+            "per-day",
+        ),
+        (
+            budget.spent_total.checked_add(amount).unwrap_or(Amount(u64::MAX)),
+            budget.total_max,
+            Code::BudgetTotalExceeded,
+            "total",
+        ),
+    ];
+    for (would_be, ceiling, code, name) in checks {
+        if would_be > ceiling {
+            return Err(Refusal::new(code, format!("This would exceed the agent's {name} ceiling; its owner can raise the ceiling.")).with(
+                json!({"ceiling": name, "ceiling_minor": ceiling, "would_be_minor": would_be, "requested_minor": amount}),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Counts `amount` against the budget; `check_ceilings` passed first.
+pub fn spend(mut budget: Budget, amount: Amount, now: Timestamp) -> Budget {
+    let day = now.utc_day();
+    budget.spent_day = budget.spent_on(day).checked_add(amount).expect("checked against ceiling");
+    budget.day = day;
+    budget.spent_total = budget.spent_total.checked_add(amount).expect("checked against ceiling");
+    budget
+}
+
+fn unspend(mut budget: Budget, released: Amount, hold_day: i64) -> Budget {
+    budget.spent_total = budget.spent_total.checked_sub(released).expect("released was spent");
+    if budget.day == hold_day {
+        budget.spent_day = budget.spent_day.checked_sub(released).expect("released was spent today");
+    }
+    budget
+}

@@ -1,0 +1,198 @@
+//! The storefront market: listings and search, requests for quote with offers
+//! checked by plain rules, deterministic allocation, and orders under one
+//! authorization (escrowed per share above the threshold), approved by a
+//! person when the owner's policy says so, paid on proof of shipment.
+//! Uses identity, pay and escrow.
+
+mod listing;
+pub mod order;
+mod rfq;
+mod rules;
+
+pub use listing::*;
+pub use rfq::*;
+pub use rules::*;
+
+use crate::escrow::milestone_hold;
+use crate::kernel::batch::{Batch, Step};
+use crate::kernel::keys::Keys;
+use crate::kernel::model::DocKind;
+use crate::kernel::request::Caller;
+use bazaar_types::limits::ORDER_LINES_MAX;
+use bazaar_types::{AccountId, Amount, MemberId};
+
+crate::event_kinds! {
+    /// What the market writes on the event ledger.
+    MarketEvent {
+        ListingCreated => "listing.created",
+        ListingUpdated => "listing.updated",
+        RfqOpened => "rfq.opened",
+        RfqOffer => "rfq.offer",
+        RfqClosed => "rfq.closed",
+        OrderPolicySet => "order.policy_set",
+        OrderCreated => "order.created",
+        OrderApproved => "order.approved",
+        OrderDeclined => "order.declined",
+        OrderSharePaid => "order.share_paid",
+        OrderShareCancelled => "order.share_cancelled",
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// A seller's agent (the actor) lists a product, or relists the same SKU.
+    PutListing { spec: ListingSpec },
+    /// A buyer's agent (the actor) opens a request for quote; the edge names the
+    /// sellers whose listings matched. Its id derives from the required key.
+    CreateRfq { item: String, request: Request, invited: Vec<(MemberId, String)> },
+    /// A seller's agent (the actor) proposes a price on a request with one of
+    /// its listings; `committed` is what it already promised before the deadline.
+    MakeOffer { rfq: String, listing: String, proposal: Proposal, committed: u64 },
+    /// The buyer closes its request; the allocation is fixed.
+    CloseRfq { rfq: String },
+    /// An owner (the actor) sets when its agent's orders need a person's approval.
+    SetOrderPolicy { agent: MemberId, approval_above: Amount },
+    /// The buyer's agent (the actor) orders a closed request's allocation. The
+    /// edge names the listings and the share count so their rows load.
+    CreateOrder {
+        rfq: String,
+        listings: Vec<String>,
+        lines: u32,
+        /// Each share's maker, in allocation order (for the escrowed contracts' rows).
+        sellers: Vec<MemberId>,
+        /// Wait for the owner's approval whatever its policy says.
+        require_approval: bool,
+    },
+    /// The buyer's owner approves (or declines) an order waiting for it.
+    DecideOrder { order: String, buyer: MemberId, lines: u32, sellers: Vec<MemberId>, approve: bool },
+    /// A maker (the actor) proves shipment of her share and is paid for it.
+    ProveShipment {
+        order: String,
+        buyer: MemberId,
+        line: u32,
+        receipt_sha256: String,
+        tracking: String,
+        /// The receipt image itself (content type, bytes), stored by its hash with the payment.
+        receipt: Option<(String, Vec<u8>)>,
+    },
+    /// The buyer agent or its owner cancels a share before it ships.
+    CancelShare { order: String, buyer: MemberId, seller: MemberId, line: u32 },
+}
+
+impl Op {
+    /// A stable name, used in idempotency scopes and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::PutListing { .. } => "put_listing",
+            Op::CreateRfq { .. } => "create_rfq",
+            Op::MakeOffer { .. } => "make_offer",
+            Op::CloseRfq { .. } => "close_rfq",
+            Op::SetOrderPolicy { .. } => "set_order_policy",
+            Op::CreateOrder { .. } => "create_order",
+            Op::DecideOrder { .. } => "decide_order",
+            Op::ProveShipment { .. } => "prove_shipment",
+            Op::CancelShare { .. } => "cancel_share",
+        }
+    }
+
+    /// The rows this command needs.
+    pub fn keys(&self, keys: &mut Keys, caller: &Caller<'_>) {
+        let me = &caller.actor.id;
+        match self {
+            Op::PutListing { spec } => keys.doc(DocKind::Listing, listing_id(me, &spec.sku)),
+            Op::CreateRfq { .. } => {
+                if let Some(idem) = caller.idem {
+                    keys.doc(DocKind::Rfq, rfq_id(me, &idem.key));
+                }
+            }
+            Op::MakeOffer { rfq, listing, .. } => {
+                keys.doc(DocKind::Rfq, rfq.clone());
+                keys.doc(DocKind::Listing, listing.clone());
+            }
+            Op::CloseRfq { rfq } => keys.doc(DocKind::Rfq, rfq.clone()),
+            Op::SetOrderPolicy { agent, .. } => {
+                keys.members.insert(agent.clone());
+                keys.doc(DocKind::Policy, agent.to_string());
+            }
+            Op::CreateOrder { rfq, listings, lines, sellers, .. } => {
+                keys.doc(DocKind::Rfq, rfq.clone());
+                keys.doc(DocKind::Policy, me.to_string());
+                for listing in listings.iter().take(ORDER_LINES_MAX) {
+                    keys.doc(DocKind::Listing, listing.clone());
+                }
+                buyer_rows(keys, me);
+                if let Some(idem) = caller.idem {
+                    let id = order::order_id(me, &idem.key);
+                    order_rows(keys, &id, me, *lines, sellers);
+                    keys.doc(DocKind::Order, id);
+                }
+            }
+            Op::DecideOrder { order, buyer, lines, sellers, .. } => {
+                keys.doc(DocKind::Order, order.clone());
+                buyer_rows(keys, buyer);
+                order_rows(keys, order, buyer, *lines, sellers);
+            }
+            Op::ProveShipment { order, buyer, line, receipt_sha256, .. } => {
+                keys.doc(DocKind::Order, order.clone());
+                keys.doc(DocKind::Blob, receipt_sha256.to_ascii_lowercase());
+                buyer_rows(keys, buyer);
+                keys.accounts.insert(AccountId::of_member(me));
+                keys.accounts.insert(AccountId::fees());
+                keys.holds.insert(order::line_hold(order, *line));
+                share_rows(keys, order, buyer, me, *line);
+            }
+            Op::CancelShare { order, buyer, seller, line } => {
+                keys.doc(DocKind::Order, order.clone());
+                buyer_rows(keys, buyer);
+                keys.holds.insert(order::line_hold(order, *line));
+                share_rows(keys, order, buyer, seller, *line);
+            }
+        }
+    }
+
+    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Step {
+        match self {
+            Op::PutListing { spec } => batch.put_listing(caller, spec),
+            Op::CreateRfq { item, request, invited } => batch.create_rfq(caller, item, request, invited),
+            Op::MakeOffer { rfq, listing, proposal, committed } => {
+                batch.make_offer(caller, rfq, listing, proposal, *committed)
+            }
+            Op::CloseRfq { rfq } => batch.close_rfq(caller, rfq),
+            Op::SetOrderPolicy { agent, approval_above } => batch.set_order_policy(caller, agent, *approval_above),
+            Op::CreateOrder { rfq, require_approval, .. } => batch.create_order(caller, rfq, *require_approval),
+            Op::DecideOrder { order, buyer, approve, .. } => {
+                batch.order_for(order, buyer).and_then(|_| batch.decide_order(caller, order, *approve))
+            }
+            Op::ProveShipment { order, buyer, line, receipt_sha256, tracking, receipt } => batch
+                .order_for(order, buyer)
+                .and_then(|_| batch.prove_shipment(caller, order, *line, receipt_sha256, tracking, receipt.as_ref())),
+            Op::CancelShare { order, buyer, line, .. } => {
+                batch.order_for(order, buyer).and_then(|_| batch.cancel_share(caller, order, *line))
+            }
+        }
+    }
+}
+
+/// The buyer agent's account and budget, which an order's holds count against.
+fn buyer_rows(keys: &mut Keys, buyer: &MemberId) {
+    keys.accounts.insert(AccountId::of_member(buyer));
+    keys.budgets.insert(buyer.clone());
+}
+
+/// Every share's hold and, above the threshold, its escrowed contract.
+fn order_rows(keys: &mut Keys, order: &str, buyer: &MemberId, lines: u32, sellers: &[MemberId]) {
+    for index in 0..lines.min(ORDER_LINES_MAX as u32) {
+        keys.holds.insert(order::line_hold(order, index));
+    }
+    for (index, seller) in sellers.iter().take(ORDER_LINES_MAX).enumerate() {
+        share_rows(keys, order, buyer, seller, index as u32);
+    }
+}
+
+/// The escrowed contract (and its milestone hold) a share rides above the threshold.
+fn share_rows(keys: &mut Keys, order: &str, buyer: &MemberId, seller: &MemberId, index: u32) {
+    let contract = order::share_contract(order, buyer, seller, index);
+    keys.holds.insert(milestone_hold(&contract, 0));
+    keys.doc(DocKind::Contract, contract);
+    keys.accounts.insert(AccountId::of_member(seller));
+}

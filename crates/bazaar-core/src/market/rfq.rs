@@ -1,0 +1,266 @@
+//! Requests for quote and offers: a buyer's agent asks, invited sellers
+//! propose, every proposal is checked by the rules (a refused one is recorded
+//! as an attempt), and the buyer closes to fix the allocation.
+
+use super::listing::Listing;
+use super::rules::*;
+use super::MarketEvent;
+use crate::kernel::batch::{Batch, Step};
+use crate::kernel::model::{DocKind, DocRow, MemberKind};
+use crate::kernel::refusal::{Code, Refusal};
+use crate::kernel::request::Caller;
+use bazaar_types::limits::*;
+use bazaar_types::{Amount, MemberId, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RfqState {
+    /// Sellers may offer.
+    Open,
+    /// The buyer closed it; its allocation is fixed.
+    Closed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferStatus {
+    /// Counts for allocation (until the same seller makes a newer valid offer).
+    Valid,
+    /// Replaced by the same seller's newer valid offer.
+    Superseded,
+    /// Refused by the checks; the reason and numbers are kept.
+    Refused,
+}
+
+/// One proposal on a request, as recorded (refused ones too: each is an attempt).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offer {
+    pub id: String,
+    pub seller: MemberId,
+    pub listing: String,
+    pub unit_price: Amount,
+    pub quantity: u64,
+    /// 1 for the first proposal, 2 and 3 for revisions.
+    pub attempt: u32,
+    /// The event-ledger position it was made at: earlier wins ties.
+    pub seq: u64,
+    pub status: OfferStatus,
+    #[serde(default)]
+    pub refusal: Option<OfferRefusal>,
+    pub at: Timestamp,
+}
+
+/// A request for quote: the buyer, what and how many, the cap and deadline,
+/// the sellers invited (those whose listings matched), and every offer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rfq {
+    pub id: String,
+    pub buyer: MemberId,
+    pub item: String,
+    pub request: Request,
+    /// (seller, listing) pairs whose listings matched the item when it was opened.
+    pub invited: Vec<(MemberId, String)>,
+    pub state: RfqState,
+    pub offers: Vec<Offer>,
+    #[serde(default)]
+    pub allocation: Option<Allocation>,
+    /// The order placed from it: a request is ordered once.
+    #[serde(default)]
+    pub order: Option<String>,
+    pub created_at: Timestamp,
+}
+
+pub fn rfq_id(buyer: &MemberId, key: &str) -> String {
+    format!("rfq_{}", &crate::crypto::sha256_hex(format!("{buyer}\n{key}").as_bytes())[..32])
+}
+
+impl Rfq {
+    pub fn to_row(&self) -> DocRow {
+        let mut parties = vec![self.buyer.clone()];
+        for (seller, _) in &self.invited {
+            if !parties.contains(seller) {
+                parties.push(seller.clone());
+            }
+        }
+        DocRow {
+            kind: DocKind::Rfq,
+            id: self.id.clone(),
+            body: serde_json::to_value(self).expect("rfqs serialize"),
+            due_at: None,
+            parties,
+        }
+    }
+    pub fn from_row(row: &DocRow) -> Rfq {
+        serde_json::from_value(row.body.clone()).expect("stored rfqs parse")
+    }
+    /// Each seller's latest valid offer.
+    pub fn valid_offers(&self) -> Vec<ValidOffer> {
+        self.offers
+            .iter()
+            .filter(|o| o.status == OfferStatus::Valid)
+            .map(|o| ValidOffer {
+                offer_id: o.id.clone(),
+                seller: o.seller.clone(),
+                unit_price: o.unit_price,
+                quantity: o.quantity,
+                seq: o.seq,
+            })
+            .collect()
+    }
+    /// The allocation as it stands (fixed once closed).
+    pub fn current_allocation(&self) -> Allocation {
+        self.allocation.clone().unwrap_or_else(|| allocate(self.request.quantity, &self.valid_offers()))
+    }
+    pub fn attempts_of(&self, seller: &MemberId) -> u32 {
+        self.offers.iter().filter(|o| &o.seller == seller).count() as u32
+    }
+}
+
+/// The refusal code an offer check's code maps to.
+pub fn offer_code(code: &str) -> Code {
+    Code::ALL.iter().copied().find(|c| c.as_str() == code).unwrap_or(Code::InvalidRequest)
+}
+
+impl Batch<'_> {
+    pub(crate) fn create_rfq(
+        &mut self,
+        command: &Caller<'_>,
+        item: &str,
+        request: &Request,
+        invited: &[(MemberId, String)],
+    ) -> Step {
+        if command.actor.kind != MemberKind::Agent {
+            return Err(Refusal::new(Code::NotAnAgent, "Requests for quote are made by buyers' agents."));
+        }
+        let Some(idem) = &command.idem else {
+            return Err(Refusal::new(Code::IdempotencyKeyRequired, "A request for quote needs an Idempotency-Key."));
+        };
+        if request.quantity == 0 || request.quantity > RFQ_QUANTITY_MAX || request.max_unit_price.0 == 0 {
+            return Err(Refusal::new(
+                Code::RfqInvalid,
+                format!("`quantity` is 1–{RFQ_QUANTITY_MAX} and `max_unit_price_minor` at least 1."),
+            ));
+        }
+        if request.deadline <= self.now {
+            return Err(Refusal::new(Code::RfqInvalid, "The deadline must be in the future."));
+        }
+        if item.trim().is_empty() || item.chars().count() > LISTING_TITLE_LEN_MAX {
+            return Err(Refusal::new(Code::RfqInvalid, format!("`item` is 1–{LISTING_TITLE_LEN_MAX} characters.")));
+        }
+        let id = rfq_id(&command.actor.id, &idem.key);
+        if self.snap.docs.contains_key(&(DocKind::Rfq, id.clone())) {
+            return Err(Refusal::new(Code::RfqInvalid, "This request already exists."));
+        }
+        let invited: Vec<(MemberId, String)> =
+            invited.iter().filter(|(seller, _)| seller != &command.actor.id).take(RFQ_SELLERS_MAX).cloned().collect();
+        let rfq = Rfq {
+            id: id.clone(),
+            buyer: command.actor.id.clone(),
+            item: item.to_string(),
+            request: request.clone(),
+            invited,
+            state: RfqState::Open,
+            offers: Vec::new(),
+            allocation: None,
+            order: None,
+            created_at: self.now,
+        };
+        self.insert_doc(rfq.to_row());
+        self.event(command, MarketEvent::RfqOpened, json!({"rfq": id, "buyer": rfq.buyer, "item": rfq.item,
+            "quantity": request.quantity, "max_unit_price_minor": request.max_unit_price, "deadline_ms": request.deadline,
+            "invited": rfq.invited.len()}));
+        Ok(serde_json::to_value(&rfq).expect("rfqs serialize"))
+    }
+
+    /// Records a seller's proposal, valid or refused (a refused one still uses an
+    /// attempt), and answers with the offer; the edge turns a refused one into
+    /// problem+json with its code.
+    pub(crate) fn make_offer(
+        &mut self,
+        command: &Caller<'_>,
+        rfq: &str,
+        listing: &str,
+        proposal: &Proposal,
+        committed: u64,
+    ) -> Step {
+        let Some(row) = self.snap.docs.get(&(DocKind::Rfq, rfq.to_string())) else {
+            return Err(Refusal::new(Code::RfqNotFound, "No such request for quote."));
+        };
+        let mut rfq = Rfq::from_row(row);
+        let seller = command.actor.id.clone();
+        if !rfq.invited.iter().any(|(s, l)| s == &seller && l == listing) {
+            return Err(Refusal::new(
+                Code::NotParty,
+                "Only a seller invited with that listing offers on this request.",
+            )
+            .with(json!({"listing": listing})));
+        }
+        if rfq.state != RfqState::Open {
+            return Err(Refusal::new(Code::RfqClosed, "This request for quote is closed."));
+        }
+        let Some(listing_row) = self.snap.docs.get(&(DocKind::Listing, listing.to_string())) else {
+            return Err(Refusal::new(Code::ListingNotFound, "That listing no longer exists."));
+        };
+        let terms = Listing::from_row(listing_row).terms;
+        let attempts = rfq.attempts_of(&seller);
+        let checked = check_offer(&terms, &rfq.request, proposal, attempts, committed, self.now);
+        let offer = Offer {
+            id: format!("{}_o{}", rfq.id, rfq.offers.len() + 1),
+            seller: seller.clone(),
+            listing: listing.to_string(),
+            unit_price: proposal.unit_price,
+            quantity: proposal.quantity,
+            attempt: attempts + 1,
+            seq: self.snap.head.seq + 1,
+            status: if checked.is_ok() { OfferStatus::Valid } else { OfferStatus::Refused },
+            refusal: checked.err(),
+            at: self.now,
+        };
+        if offer.refusal.as_ref().is_some_and(|r| r.code == "offer_revision_limit") {
+            // Out of attempts: nothing is recorded, the seller is already out.
+            let refusal = offer.refusal.clone().expect("checked");
+            return Err(Refusal::new(offer_code(&refusal.code), refusal.detail).with(refusal.facts));
+        }
+        if offer.status == OfferStatus::Valid {
+            for earlier in rfq.offers.iter_mut().filter(|o| o.seller == seller && o.status == OfferStatus::Valid) {
+                earlier.status = OfferStatus::Superseded;
+            }
+        }
+        rfq.offers.push(offer.clone());
+        self.update_doc(rfq.to_row());
+        // A refused proposal is a recorded refusal (it also uses an attempt, kept on the request).
+        let body = json!({"op": "make_offer", "rfq": rfq.id, "offer": offer.id, "seller": seller,
+            "unit_price_minor": offer.unit_price, "quantity": offer.quantity, "attempt": offer.attempt,
+            "status": offer.status, "code": offer.refusal.as_ref().map(|r| r.code.clone())});
+        if offer.status == OfferStatus::Refused {
+            self.event(command, crate::kernel::batch::KernelEvent::RefusalRecorded, body);
+        } else {
+            self.event(command, MarketEvent::RfqOffer, body);
+        }
+        let mut body = serde_json::to_value(&offer).expect("offers serialize");
+        body["attempts_left"] = json!(OFFER_ATTEMPTS_MAX.saturating_sub(offer.attempt));
+        Ok(body)
+    }
+
+    pub(crate) fn close_rfq(&mut self, command: &Caller<'_>, rfq: &str) -> Step {
+        let Some(row) = self.snap.docs.get(&(DocKind::Rfq, rfq.to_string())) else {
+            return Err(Refusal::new(Code::RfqNotFound, "No such request for quote."));
+        };
+        let mut rfq = Rfq::from_row(row);
+        if command.actor.id != rfq.buyer {
+            return Err(Refusal::new(Code::NotParty, "Only the buyer closes its request for quote."));
+        }
+        if rfq.state == RfqState::Closed {
+            return Ok(json!({"rfq": rfq.id, "allocation": rfq.allocation}));
+        }
+        let allocation = rfq.current_allocation();
+        rfq.allocation = Some(allocation.clone());
+        rfq.state = RfqState::Closed;
+        self.update_doc(rfq.to_row());
+        let body = json!({"rfq": rfq.id, "allocation": allocation});
+        self.event(command, MarketEvent::RfqClosed, body.clone());
+        Ok(body)
+    }
+}
