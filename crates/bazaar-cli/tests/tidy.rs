@@ -84,3 +84,131 @@ fn cargo_run_in_the_workspace_runs_the_bazaar_binary() {
     let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
     assert!(manifest.contains("default-members = [\"crates/bazaar-cli\"]"), "root Cargo.toml lost default-members");
 }
+
+/// The core's layers, lowest first, each with what it may use (besides
+/// itself and the support modules). ARCHITECTURE.md states the same order.
+const CORE_LAYERS: &[(&str, &[&str])] = &[
+    ("kernel", &[]),
+    ("identity", &["kernel"]),
+    ("pay", &["kernel", "identity"]),
+    ("escrow", &["kernel", "identity", "pay"]),
+    ("dispute", &["kernel", "identity", "pay", "escrow"]),
+    ("reputation", &["kernel", "identity", "pay", "escrow", "dispute"]),
+    ("federation", &["kernel", "identity", "pay", "escrow", "dispute", "reputation"]),
+    ("market", &["kernel", "identity", "pay", "escrow"]),
+];
+/// Modules every layer may use; they use only the kernel.
+const CORE_SUPPORT: &[&str] = &["crypto", "vc", "validate", "audit", "types"];
+
+fn core_module_files(module: &str) -> Vec<PathBuf> {
+    let src = workspace().join("crates/bazaar-core/src");
+    let mut files = Vec::new();
+    if src.join(module).is_dir() {
+        rust_files(&src.join(module), &mut files);
+    }
+    if src.join(format!("{module}.rs")).is_file() {
+        files.push(src.join(format!("{module}.rs")));
+    }
+    files
+}
+
+/// Every `crate::name` a file mentions (code and doc links alike: a doc link up is a smell too).
+fn crate_paths(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("crate::") {
+        let tail = &rest[at + "crate::".len()..];
+        let name: String = tail.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        names.push(name);
+        rest = tail;
+    }
+    // `use crate::{a, b}` groups.
+    for group in text.split("use crate::{").skip(1) {
+        let inside = group.split('}').next().unwrap_or("");
+        names.extend(inside.split(',').map(|n| n.trim().split("::").next().unwrap_or("").to_string()));
+    }
+    names.retain(|n| !n.is_empty() && n != "event_kinds");
+    names
+}
+
+#[test]
+fn core_capabilities_use_only_lower_layers() {
+    let layer_names: Vec<&str> = CORE_LAYERS.iter().map(|(name, _)| *name).collect();
+    for (layer, allowed) in CORE_LAYERS {
+        let files = core_module_files(layer);
+        assert!(!files.is_empty(), "the core has no module {layer}");
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for used in crate_paths(&text) {
+                let ok = used == *layer || allowed.contains(&used.as_str()) || CORE_SUPPORT.contains(&used.as_str());
+                assert!(
+                    ok,
+                    "{} ({layer}) uses crate::{used}; {layer} may use only {allowed:?} and {CORE_SUPPORT:?}",
+                    file.display()
+                );
+                assert!(
+                    layer_names.contains(&used.as_str()) || CORE_SUPPORT.contains(&used.as_str()),
+                    "{} uses crate::{used}, which is neither a layer nor a support module",
+                    file.display()
+                );
+            }
+        }
+    }
+    for support in CORE_SUPPORT.iter().filter(|s| **s != "types") {
+        for file in core_module_files(support) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for used in crate_paths(&text) {
+                let ok = used == "kernel" || CORE_SUPPORT.contains(&used.as_str());
+                assert!(ok, "{} (support) uses crate::{used}; support modules use only the kernel", file.display());
+            }
+        }
+    }
+}
+
+/// Capabilities extend the one `Batch` with methods, which a path check cannot
+/// see: a method only a higher layer defines must not be called from a lower one.
+#[test]
+fn core_capabilities_call_no_method_of_a_higher_layer() {
+    let mut defined: Vec<(String, &str)> = Vec::new();
+    for (layer, _) in CORE_LAYERS {
+        for file in core_module_files(layer) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for line in text.lines() {
+                let line = line.trim_start();
+                let line = line.strip_prefix("pub(crate) ").or_else(|| line.strip_prefix("pub ")).unwrap_or(line);
+                let Some(rest) = line.strip_prefix("fn ") else {
+                    continue;
+                };
+                let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                defined.push((name, layer));
+            }
+        }
+    }
+    // Only names defined in exactly one layer say which layer a call reaches.
+    let unique: Vec<&(String, &str)> =
+        defined.iter().filter(|(name, _)| defined.iter().filter(|(n, _)| n == name).count() == 1).collect();
+    assert!(unique.len() > 40, "the scan found too few methods to mean anything");
+    for (layer, allowed) in CORE_LAYERS {
+        for file in core_module_files(layer) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (name, home) in &unique {
+                if home == layer || allowed.contains(home) {
+                    continue;
+                }
+                assert!(
+                    !text.contains(&format!("self.{name}(")) && !text.contains(&format!("batch.{name}(")),
+                    "{} ({layer}) calls {name}, which {home} defines; {layer} may use only {allowed:?}",
+                    file.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_core_kernel_config_names_no_capability_setting() {
+    let text = std::fs::read_to_string(workspace().join("crates/bazaar-core/src/kernel/config.rs")).unwrap();
+    for capability_type in ["Windows", "SearchRecord", "dispute", "market"] {
+        assert!(!text.contains(capability_type), "the kernel's Config names {capability_type}");
+    }
+}

@@ -1,8 +1,8 @@
 //! The auditor: verifies the event chain end to end and recomputes every
 //! balance from the immutable transfers. Fed page by page by `bazaar audit`.
 
-use crate::chain::{self, ChainHead};
-use crate::model::{Account, Hold, HoldState, Transfer};
+use crate::kernel::chain::{self, ChainHead};
+use crate::kernel::model::{Account, Hold, HoldState, Transfer};
 use bazaar_types::{AccountId, HoldId};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -44,7 +44,7 @@ impl Auditor {
         Auditor::default()
     }
 
-    pub fn events(&mut self, page: &[crate::model::Event]) {
+    pub fn events(&mut self, page: &[crate::kernel::model::Event]) {
         let head = self.head.get_or_insert_with(ChainHead::genesis);
         if let Err(error) = chain::verify_page(head, page) {
             self.problems.push(format!("event chain: {error}"));
@@ -139,7 +139,7 @@ impl Auditor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::TransferKind;
+    use crate::kernel::model::TransferKind;
     use bazaar_types::{Amount, MemberId, Timestamp, TransferId};
 
     fn transfer(debit: &str, credit: &str, amount: u64, hold: Option<&str>) -> Transfer {

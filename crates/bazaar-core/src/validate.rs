@@ -1,6 +1,6 @@
 //! Shape checks for values that come from outside: handles, amounts, ids.
 
-use crate::refusal::{Code, Refusal};
+use crate::kernel::refusal::{Code, Refusal};
 use bazaar_types::limits::*;
 use bazaar_types::Amount;
 

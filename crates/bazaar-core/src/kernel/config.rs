@@ -1,6 +1,6 @@
 //! The kernel's settings: the two ledger-wide money policies every capability
-//! obeys. Capability settings (dispute windows, …) live with their capability
-//! and are composed in `crate::apply::Config`.
+//! obeys. Each capability's own settings live with it and are composed at the
+//! crate root (`apply.rs`).
 
 use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PROTOCOL_FEE_BPS};
 use bazaar_types::Amount;

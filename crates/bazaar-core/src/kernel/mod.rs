@@ -7,7 +7,7 @@
 //!
 //! The kernel imports no capability; capabilities (identity, pay, escrow,
 //! dispute, federation, market, reputation) sit beside it and use it, and the
-//! composer (`crate::command`, `crate::apply`) sits on top. Checked by the tidy
+//! composer (`command.rs`, `apply.rs` at the crate root) sits on top. Checked by the tidy
 //! test in `bazaar-cli/tests/tidy.rs`.
 
 pub mod batch;
