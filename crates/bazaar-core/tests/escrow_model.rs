@@ -28,6 +28,7 @@ use bazaar_core::dispute::{
 use bazaar_core::escrow::{
     contract_id_for, milestone_hold, Contract, ContractAct, ContractState, MilestoneSpec, MilestoneState,
 };
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::*;
 use bazaar_core::refusal::Code;
 use bazaar_core::state::Snapshot;
@@ -146,11 +147,11 @@ fn command(actor: &Member, key: Option<&str>, op: Op) -> Command {
 }
 
 fn contract_doc(rows: &Snapshot, id: &str) -> Option<Contract> {
-    rows.docs.get(&(DocKind::Contract, id.to_string())).map(Contract::from_row)
+    rows.docs.get(&(DocKind::Contract, id.to_string())).map(|row| decode::<Contract>(row).unwrap())
 }
 
 fn dispute_doc(rows: &Snapshot, id: &str) -> Option<Dispute> {
-    rows.docs.get(&(DocKind::Dispute, id.to_string())).map(Dispute::from_row)
+    rows.docs.get(&(DocKind::Dispute, id.to_string())).map(|row| decode::<Dispute>(row).unwrap())
 }
 
 /// A contract act as the edge submits it: the parties and the milestone count read from the stored contract.
@@ -1537,7 +1538,7 @@ impl World {
         assert_eq!(contracts, model.contracts.len(), "contract count");
         for (id, expected) in &model.contracts {
             let row = &rows.docs[&(DocKind::Contract, id.clone())];
-            let c = Contract::from_row(row);
+            let c = decode::<Contract>(row).unwrap();
             assert!(c.balanced(), "contract {id} out of balance: {c:?}");
             assert_eq!(row.parties, [c.buyer.clone(), c.seller.clone(), c.arbiter.clone()]);
             assert_eq!(row.due_at, c.due_at(), "contract {id}: sweeper column");
@@ -1585,7 +1586,7 @@ impl World {
         }
         for (id, e) in &model.disputes {
             let row = &rows.docs[&(DocKind::Dispute, id.clone())];
-            let d = Dispute::from_row(row);
+            let d = decode::<Dispute>(row).unwrap();
             let what = format!("dispute {id}");
             assert_eq!(row.parties, [d.claimant.clone(), d.respondent.clone()]);
             assert_eq!(row.due_at, if d.phase == Phase::Executed { None } else { d.deadline }, "{what}: sweeper");
@@ -2295,9 +2296,11 @@ impl World {
             .into_iter()
             .map(|row| match row.kind {
                 DocKind::Contract => {
-                    command(&registry, None, contract_op(&Contract::from_row(row), ContractAct::Advance))
+                    command(&registry, None, contract_op(&decode::<Contract>(row).unwrap(), ContractAct::Advance))
                 }
-                DocKind::Dispute => command(&registry, None, dispute_op(&Dispute::from_row(row), DisputeAct::Advance)),
+                DocKind::Dispute => {
+                    command(&registry, None, dispute_op(&decode::<Dispute>(row).unwrap(), DisputeAct::Advance))
+                }
                 DocKind::Stake
                 | DocKind::Peer
                 | DocKind::Import

@@ -13,6 +13,7 @@ use bazaar_core::apply::{apply_batch, Applied, Config};
 use bazaar_core::command::{Command, Idem, Op};
 use bazaar_core::crypto::{did_key, sha256_hex};
 use bazaar_core::federation::{KeyEntry, Peer, Relay, RelayResult, RelayState, Terms};
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, Member, MemberKind, OPERATOR_ID};
 use bazaar_core::token::TokenClaims;
 use bazaar_core::{federation, identity, pay};
@@ -246,7 +247,7 @@ impl World {
             .rows
             .docs
             .get(&(DocKind::Relay, claims.jti.to_string()))
-            .map(Relay::from_row)
+            .map(|row| decode::<Relay>(row).unwrap())
             .filter(|r| r.state == RelayState::Pending);
         let Some(relay) = pending else { return };
         let result = if lose_request {
@@ -306,7 +307,15 @@ impl World {
         assert_eq!(buyer, FUNDS as i128 - settled_a as i128, "the buyer paid once per settled token");
         if quiet {
             assert_eq!(corridor_a, -corridor_b, "at quiescence the corridors mirror");
-            for relay in self.b.db.rows.docs.values().filter(|d| d.kind == DocKind::Relay).map(Relay::from_row) {
+            for relay in self
+                .b
+                .db
+                .rows
+                .docs
+                .values()
+                .filter(|d| d.kind == DocKind::Relay)
+                .map(|row| decode::<Relay>(row).unwrap())
+            {
                 let on_a = self.a.db.rows.settlements_by_token.contains_key(&relay.jti);
                 let on_b = self.b.db.rows.settlements_by_token.contains_key(&relay.jti);
                 assert_eq!(on_a, on_b, "{}: settled on one side only", relay.jti);
@@ -373,7 +382,7 @@ fn corridor_limits_are_enforced_when_the_token_is_issued() {
     let refused = world.a.run(Command { actor: buyer.clone(), idem: None, op }, world.now).outcome.unwrap_err();
     assert_eq!(refused.code.as_str(), "corridor_limit");
     // Outstanding: a peer A recognises with a small outstanding limit.
-    let mut tight = Peer::from_row(&world.a.db.rows.docs[&(DocKind::Peer, world.b.registry.id.to_string())]);
+    let mut tight = decode::<Peer>(&world.a.db.rows.docs[&(DocKind::Peer, world.b.registry.id.to_string())]).unwrap();
     tight.terms.outstanding_max_minor = Amount(150);
     let operator = world.a.operator.clone();
     world.a.ok(&operator, Op::Federation(federation::Op::AddPeer { peer: tight }), world.now);
@@ -393,7 +402,7 @@ fn corridor_limits_are_enforced_when_the_token_is_issued() {
 #[test]
 fn peers_are_checked() {
     let mut world = world();
-    let mut heavy = Peer::from_row(&world.a.db.rows.docs[&(DocKind::Peer, world.b.registry.id.to_string())]);
+    let mut heavy = decode::<Peer>(&world.a.db.rows.docs[&(DocKind::Peer, world.b.registry.id.to_string())]).unwrap();
     heavy.weight_bps = 10_001;
     let operator = world.a.operator.clone();
     let applied = world.a.run(

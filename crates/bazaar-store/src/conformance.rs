@@ -5,6 +5,7 @@
 //! and [`documents`] with its writer engine and store on an empty database.
 
 use crate::{Engine, Store, StoreError};
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::{identity, market, pay};
 use bazaar_core::apply::{Applied, Config};
 use bazaar_core::audit::AuditReport;
@@ -679,7 +680,7 @@ async fn listings_search_and_demand(f: Fixture) {
                 .await
                 .unwrap()
                 .iter()
-                .map(|r| Listing::from_row(r).sku)
+                .map(|r| decode::<Listing>(r).unwrap().sku)
                 .collect::<Vec<_>>()
         }
     };

@@ -26,6 +26,7 @@ use super::DisputeEvent;
 use crate::crypto::sha256_hex;
 use crate::escrow::{milestone_hold, ContractState, MilestoneState};
 use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::docs::Document;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -195,18 +196,6 @@ pub struct Dispute {
 }
 
 impl Dispute {
-    pub fn to_row(&self) -> DocRow {
-        DocRow {
-            kind: DocKind::Dispute,
-            id: self.id.clone(),
-            body: serde_json::to_value(self).expect("disputes serialize"),
-            due_at: if self.phase == Phase::Executed { None } else { self.deadline },
-            parties: vec![self.claimant.clone(), self.respondent.clone()],
-        }
-    }
-    pub fn from_row(row: &DocRow) -> Dispute {
-        serde_json::from_value(row.body.clone()).expect("stored disputes parse")
-    }
     pub fn view(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("disputes serialize")
     }
@@ -239,24 +228,39 @@ pub fn stake_view(member: &MemberId, account: Option<&Account>, stake: &Stake) -
         "open_disputes": stake.open_disputes, "unlock": stake.unlock})
 }
 
-impl Stake {
-    /// The stored record, or an empty one for a member who never staked.
-    pub fn from_row(member: &MemberId, row: Option<&DocRow>) -> Stake {
-        row.map(|r| serde_json::from_value(r.body.clone()).expect("stored stakes parse")).unwrap_or(Stake {
-            member: member.clone(),
-            open_disputes: 0,
-            unlock: None,
-        })
+impl Document for Dispute {
+    const KIND: DocKind = DocKind::Dispute;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.id.clone()
     }
-
-    pub fn to_row(&self) -> DocRow {
-        DocRow {
-            kind: DocKind::Stake,
-            id: self.member.to_string(),
-            body: serde_json::to_value(self).expect("stakes serialize"),
-            due_at: None,
-            parties: vec![self.member.clone()],
+    fn parties(&self) -> Vec<MemberId> {
+        vec![self.claimant.clone(), self.respondent.clone()]
+    }
+    fn due_at(&self) -> Option<Timestamp> {
+        if self.phase == Phase::Executed {
+            None
+        } else {
+            self.deadline
         }
+    }
+}
+
+impl Document for Stake {
+    const KIND: DocKind = DocKind::Stake;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.member.to_string()
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        vec![self.member.clone()]
+    }
+}
+
+impl Stake {
+    /// The record of a member who never staked.
+    pub fn empty(member: &MemberId) -> Stake {
+        Stake { member: member.clone(), open_disputes: 0, unlock: None }
     }
 }
 
@@ -313,23 +317,23 @@ pub fn appeal_bond(claimed: Amount) -> Amount {
 
 impl Batch<'_> {
     pub(crate) fn dispute(&self, id: &str) -> Option<Dispute> {
-        self.snap.docs.get(&(DocKind::Dispute, id.to_string())).map(Dispute::from_row)
+        self.load::<Dispute>(id)
     }
 
     pub(crate) fn insert_dispute(&mut self, dispute: &Dispute) {
-        self.insert_doc(dispute.to_row());
+        self.insert(dispute);
     }
 
     pub(crate) fn update_dispute(&mut self, dispute: &Dispute) {
-        self.update_doc(dispute.to_row());
+        self.update(dispute);
     }
 
     pub(crate) fn stake_record(&self, member: &MemberId) -> Stake {
-        Stake::from_row(member, self.snap.docs.get(&(DocKind::Stake, member.to_string())))
+        self.load::<Stake>(member.as_str()).unwrap_or_else(|| Stake::empty(member))
     }
 
     pub(crate) fn put_stake(&mut self, stake: &Stake) {
-        self.upsert_doc(stake.to_row());
+        self.upsert(stake);
     }
 
     pub(crate) fn available(&self, account: &AccountId) -> Amount {

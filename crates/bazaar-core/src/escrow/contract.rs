@@ -10,6 +10,7 @@
 use super::EscrowEvent;
 use crate::crypto::sha256_hex;
 use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::docs::Document;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -118,24 +119,24 @@ impl Contract {
         self.milestones.iter().filter(|m| m.state == MilestoneState::Delivered).filter_map(|m| m.review_deadline).min()
     }
 
-    pub fn to_row(&self) -> DocRow {
-        DocRow {
-            kind: DocKind::Contract,
-            id: self.id.clone(),
-            body: serde_json::to_value(self).expect("contracts serialize"),
-            due_at: self.due_at(),
-            parties: vec![self.buyer.clone(), self.seller.clone(), self.arbiter.clone()],
-        }
-    }
-
-    pub fn from_row(row: &DocRow) -> Contract {
-        serde_json::from_value(row.body.clone()).expect("stored contracts parse")
-    }
-
     pub fn view(&self) -> serde_json::Value {
         let mut body = serde_json::to_value(self).expect("contracts serialize");
         body["held_minor"] = json!(self.held());
         body
+    }
+}
+
+impl Document for Contract {
+    const KIND: DocKind = DocKind::Contract;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.id.clone()
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        vec![self.buyer.clone(), self.seller.clone(), self.arbiter.clone()]
+    }
+    fn due_at(&self) -> Option<Timestamp> {
+        Contract::due_at(self)
     }
 }
 
@@ -186,17 +187,17 @@ pub(crate) fn is_sha256_hex(text: &str) -> bool {
 
 impl Batch<'_> {
     pub(crate) fn contract(&self, id: &str) -> Option<Contract> {
-        self.snap.docs.get(&(DocKind::Contract, id.to_string())).map(Contract::from_row)
+        self.load::<Contract>(id)
     }
 
     pub(crate) fn insert_contract(&mut self, contract: &Contract) {
         assert!(contract.balanced(), "escrow out of balance on {}", contract.id);
-        self.insert_doc(contract.to_row());
+        self.insert(contract);
     }
 
     pub(crate) fn update_contract(&mut self, contract: &Contract) {
         assert!(contract.balanced(), "escrow out of balance on {}", contract.id);
-        self.update_doc(contract.to_row());
+        self.update(contract);
     }
 
     pub(crate) fn create_contract(

@@ -18,7 +18,8 @@
 use super::FederationEvent;
 use crate::crypto;
 use crate::kernel::batch::{refuse, Batch, Step};
-use crate::kernel::model::{Account, DocKind, DocRow, MemberKind, Settlement, TransferKind};
+use crate::kernel::docs::Document;
+use crate::kernel::model::{Account, DocKind, MemberKind, Settlement, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use crate::pay::token::TokenClaims;
@@ -111,21 +112,6 @@ pub struct Peer {
     pub added_at: Timestamp,
 }
 
-impl Peer {
-    pub fn to_row(&self) -> DocRow {
-        DocRow {
-            kind: DocKind::Peer,
-            id: self.did.to_string(),
-            body: serde_json::to_value(self).expect("peer serializes"),
-            due_at: None,
-            parties: vec![MemberId(crate::kernel::model::OPERATOR_ID.into())],
-        }
-    }
-    pub fn from_row(row: &DocRow) -> Peer {
-        serde_json::from_value(row.body.clone()).expect("stored peers parse")
-    }
-}
-
 /// A member's imported reputation from one issuer, as stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImportRecord {
@@ -169,18 +155,6 @@ pub struct Relay {
 }
 
 impl Relay {
-    pub fn to_row(&self, due_at: Option<Timestamp>) -> DocRow {
-        DocRow {
-            kind: DocKind::Relay,
-            id: self.jti.to_string(),
-            body: serde_json::to_value(self).expect("relay serializes"),
-            due_at,
-            parties: vec![self.merchant.clone()],
-        }
-    }
-    pub fn from_row(row: &DocRow) -> Relay {
-        serde_json::from_value(row.body.clone()).expect("stored relays parse")
-    }
     pub fn view(&self) -> serde_json::Value {
         json!({"jti": self.jti, "issuer": self.issuer, "buyer": self.buyer, "merchant": self.merchant,
             "order_id": self.order_id, "amount_minor": self.amount, "state": self.state, "attempts": self.attempts,
@@ -205,6 +179,40 @@ pub const RELAY_RETRY_S_MAX: u64 = 60;
 
 /// Guests' handles: this prefix and the first hex digits of the SHA-256 of their DID.
 pub const GUEST_HANDLE_PREFIX: &str = "guest-";
+
+impl Document for Peer {
+    const KIND: DocKind = DocKind::Peer;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.did.to_string()
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        vec![MemberId(crate::kernel::model::OPERATOR_ID.into())]
+    }
+}
+
+impl Document for ImportRecord {
+    const KIND: DocKind = DocKind::Import;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        import_id(&self.subject, &self.imported.registry)
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        vec![self.subject.clone()]
+    }
+}
+
+/// A relay's next retry is kept on the row (`due_at`), not in its body.
+impl Document for Relay {
+    const KIND: DocKind = DocKind::Relay;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.jti.to_string()
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        vec![self.merchant.clone()]
+    }
+}
 
 pub fn guest_handle(did: &str) -> String {
     format!("{GUEST_HANDLE_PREFIX}{}", &crypto::sha256_hex(did.as_bytes())[..16])
@@ -278,8 +286,8 @@ impl Batch<'_> {
     }
 
     pub(crate) fn peer(&self, did: &MemberId) -> Result<Peer, Refusal> {
-        match self.snap.docs.get(&(DocKind::Peer, did.to_string())) {
-            Some(row) => Ok(Peer::from_row(row)),
+        match self.load::<Peer>(did.as_str()) {
+            Some(peer) => Ok(peer),
             None => Err(Refusal::new(Code::PeerUnknown, format!("{did} is not a registry this one recognises."))
                 .with(json!({"registry": did}))),
         }
@@ -293,7 +301,7 @@ impl Batch<'_> {
         if peer.terms.fee_bps > 10_000 {
             return refuse(Code::PeerInvalid, "`fee_bps` is at most 10000.");
         }
-        let existing = self.snap.docs.contains_key(&(DocKind::Peer, peer.did.to_string()));
+        let existing = self.exists::<Peer>(peer.did.as_str());
         match self.snap.members.get(&peer.did) {
             Some(member) if member.kind != MemberKind::Peer => {
                 return refuse(Code::PeerInvalid, "That DID is a member of this registry, not a peer registry.")
@@ -318,7 +326,7 @@ impl Batch<'_> {
             self.put_account(Account::new(corridor, true));
         }
         let peer = Peer { added_at: if existing { peer.added_at } else { self.now }, ..peer.clone() };
-        self.upsert_doc(peer.to_row());
+        self.upsert(&peer);
         let body = json!({"peer": peer.did, "url": peer.url, "weight_bps": peer.weight_bps, "terms": peer.terms,
             "keys": peer.keys.len(), "updated": existing});
         self.event(
@@ -363,15 +371,7 @@ impl Batch<'_> {
             imported_at: self.now,
             ..record.clone()
         };
-        let id = import_id(&record.subject, &record.imported.registry);
-        let row = DocRow {
-            kind: DocKind::Import,
-            id,
-            body: serde_json::to_value(&record).expect("import serializes"),
-            due_at: None,
-            parties: vec![record.subject.clone()],
-        };
-        self.upsert_doc(row);
+        self.upsert(&record);
         let body = serde_json::to_value(&record).expect("import serializes");
         self.event(command, FederationEvent::PassportImported, body.clone());
         Ok(body)
@@ -393,8 +393,7 @@ impl Batch<'_> {
             );
         }
         self.peer(&claims.iss)?;
-        if let Some(row) = self.snap.docs.get(&(DocKind::Relay, claims.jti.to_string())) {
-            let relay = Relay::from_row(row);
+        if let Some(relay) = self.load::<Relay>(claims.jti.as_str()) {
             if relay.amount != amount || relay.order_id != claims.ord {
                 return Err(Refusal::new(
                     Code::TokenSettled,
@@ -426,7 +425,7 @@ impl Batch<'_> {
             receipt: None,
             failure: None,
         };
-        self.insert_doc(relay.to_row(Some(self.now.plus_s(RELAY_RETRY_S))));
+        self.insert_due(&relay, Some(self.now.plus_s(RELAY_RETRY_S)));
         self.event(command, FederationEvent::RelayOpened, relay.view());
         Ok(relay.view())
     }
@@ -434,10 +433,9 @@ impl Batch<'_> {
     /// On the merchant's registry: the issuer answered (or did not).
     pub(crate) fn relay_finish(&mut self, command: &Caller<'_>, jti: &TokenId, result: &RelayResult) -> Step {
         self.require(command, MemberKind::Registry, "the registry")?;
-        let Some(row) = self.snap.docs.get(&(DocKind::Relay, jti.to_string())) else {
+        let Some(mut relay) = self.load::<Relay>(jti.as_str()) else {
             return refuse(Code::TokenNotFound, "No relay for this token.");
         };
-        let mut relay = Relay::from_row(row);
         if relay.state != RelayState::Pending {
             return Ok(relay.view());
         }
@@ -447,13 +445,13 @@ impl Batch<'_> {
             RelayResult::Unreachable => {
                 relay.attempts += 1;
                 let wait = (RELAY_RETRY_S << relay.attempts.min(5)).min(RELAY_RETRY_S_MAX);
-                self.update_doc(relay.to_row(Some(self.now.plus_s(wait))));
+                self.update_due(&relay, Some(self.now.plus_s(wait)));
                 Ok(relay.view())
             }
             RelayResult::Refused(refusal) => {
                 relay.state = RelayState::Failed;
                 relay.failure = Some(refusal.clone());
-                self.update_doc(relay.to_row(None));
+                self.update_due(&relay, None);
                 self.event(command, FederationEvent::RelayFailed, relay.view());
                 Ok(relay.view())
             }
@@ -494,7 +492,7 @@ impl Batch<'_> {
                 relay.state = RelayState::Settled;
                 relay.attempts += 1;
                 relay.receipt = Some(receipt.clone());
-                self.update_doc(relay.to_row(None));
+                self.update_due(&relay, None);
                 let mut body = crate::pay::settlement_view(&settlement);
                 body["via"] = json!(relay.issuer);
                 body["transfers"] = json!(transfers);

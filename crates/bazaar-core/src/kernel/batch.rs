@@ -13,6 +13,10 @@ use crate::kernel::request::{Caller, Outcome, Request};
 use crate::kernel::state::{Changes, Dirty, Snapshot};
 use bazaar_types::{MemberId, Timestamp};
 use serde_json::json;
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// What running one command gives a capability: a JSON receipt or a refusal.
 pub type Step = Result<serde_json::Value, Refusal>;
@@ -74,7 +78,8 @@ pub fn apply_batch<R: Request>(
     now: Timestamp,
     mut run: impl FnMut(&mut Batch<'_>, &R) -> Step,
 ) -> (Vec<Applied>, Changes) {
-    let mut batch = Batch { snap, config, now, changes: Changes::default(), dirty: Dirty::default() };
+    let mut batch =
+        Batch { snap, config, now, changes: Changes::default(), dirty: Dirty::default(), typed: RefCell::default() };
     let results = requests.iter().map(|r| batch.apply_one(r, &mut run)).collect();
     let changes = batch.finish();
     (results, changes)
@@ -86,6 +91,8 @@ pub struct Batch<'a> {
     pub now: Timestamp,
     pub changes: Changes,
     dirty: Dirty,
+    /// Documents decoded (or written) in this batch, by kind and id: each stored body is decoded once.
+    pub(crate) typed: RefCell<HashMap<(DocKind, String), Rc<dyn Any>>>,
 }
 
 impl Batch<'_> {

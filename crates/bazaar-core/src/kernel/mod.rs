@@ -13,6 +13,7 @@
 pub mod batch;
 pub mod chain;
 pub mod config;
+pub mod docs;
 pub mod keys;
 pub mod ledger;
 pub mod model;

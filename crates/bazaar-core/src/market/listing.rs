@@ -5,7 +5,8 @@
 use super::rules::Terms;
 use super::MarketEvent;
 use crate::kernel::batch::{Batch, Step};
-use crate::kernel::model::{DocKind, DocRow, MemberKind};
+use crate::kernel::docs::Document;
+use crate::kernel::model::{DocKind, MemberKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::*;
@@ -38,18 +39,6 @@ pub fn listing_id(seller: &MemberId, sku: &str) -> String {
 }
 
 impl Listing {
-    pub fn to_row(&self) -> DocRow {
-        DocRow {
-            kind: DocKind::Listing,
-            id: self.id.clone(),
-            body: serde_json::to_value(self).expect("listings serialize"),
-            due_at: None,
-            parties: vec![self.seller.clone()],
-        }
-    }
-    pub fn from_row(row: &DocRow) -> Listing {
-        serde_json::from_value(row.body.clone()).expect("stored listings parse")
-    }
     /// As the API shows it, with the lowest price offers are checked against.
     pub fn view(&self) -> serde_json::Value {
         let mut view = serde_json::to_value(self).expect("listings serialize");
@@ -62,6 +51,17 @@ impl Listing {
 /// The lower-case alphanumeric words of `text`, in order, without repeats: at
 /// most `max` of them, each cut to `SEARCH_TERM_LEN_MAX` characters, with a
 /// trailing plural `s` dropped from words longer than three letters.
+impl Document for Listing {
+    const KIND: DocKind = DocKind::Listing;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.id.clone()
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        vec![self.seller.clone()]
+    }
+}
+
 pub fn words(text: &str, max: usize) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
@@ -186,7 +186,7 @@ impl Batch<'_> {
         }
         spec.check()?;
         let id = listing_id(&command.actor.id, &spec.sku);
-        let existing = self.snap.docs.get(&(DocKind::Listing, id.clone())).map(Listing::from_row);
+        let existing = self.load::<Listing>(&id);
         let listing = Listing {
             id: id.clone(),
             seller: command.actor.id.clone(),
@@ -200,7 +200,7 @@ impl Batch<'_> {
             created_at: existing.as_ref().map_or(self.now, |l| l.created_at),
             updated_at: self.now,
         };
-        self.upsert_doc(listing.to_row());
+        self.upsert(&listing);
         let view = listing.view();
         let kind = if existing.is_some() { MarketEvent::ListingUpdated } else { MarketEvent::ListingCreated };
         self.event(

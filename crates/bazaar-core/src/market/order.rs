@@ -13,6 +13,7 @@ use super::listing::Listing;
 use super::rfq::{Rfq, RfqState};
 use super::MarketEvent;
 use crate::kernel::batch::{Batch, Step};
+use crate::kernel::docs::Document;
 use crate::kernel::model::{Budget, DocKind, DocRow, MemberKind, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -137,24 +138,6 @@ pub fn share_contract(order: &str, buyer: &MemberId, seller: &MemberId, index: u
 }
 
 impl Order {
-    pub fn to_row(&self) -> DocRow {
-        let mut parties = vec![self.buyer.clone(), self.owner.clone()];
-        for line in &self.lines {
-            if !parties.contains(&line.seller) {
-                parties.push(line.seller.clone());
-            }
-        }
-        DocRow {
-            kind: DocKind::Order,
-            id: self.id.clone(),
-            body: serde_json::to_value(self).expect("orders serialize"),
-            due_at: None,
-            parties,
-        }
-    }
-    pub fn from_row(row: &DocRow) -> Order {
-        serde_json::from_value(row.body.clone()).expect("stored orders parse")
-    }
     pub fn held(&self) -> Amount {
         let held = self.lines.iter().filter(|l| l.state == LineState::Authorized).map(|l| l.amount.0).sum();
         Amount(held)
@@ -170,15 +153,31 @@ impl Order {
     }
 }
 
-impl OrderPolicy {
-    pub fn to_row(&self) -> DocRow {
-        DocRow {
-            kind: DocKind::Policy,
-            id: self.agent.to_string(),
-            body: serde_json::to_value(self).expect("policies serialize"),
-            due_at: None,
-            parties: vec![self.agent.clone()],
+impl Document for Order {
+    const KIND: DocKind = DocKind::Order;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.id.clone()
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        let mut parties = vec![self.buyer.clone(), self.owner.clone()];
+        for line in &self.lines {
+            if !parties.contains(&line.seller) {
+                parties.push(line.seller.clone());
+            }
         }
+        parties
+    }
+}
+
+impl Document for OrderPolicy {
+    const KIND: DocKind = DocKind::Policy;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.agent.to_string()
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        vec![self.agent.clone()]
     }
 }
 
@@ -226,11 +225,7 @@ fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
 
 impl Batch<'_> {
     fn order(&self, id: &str) -> Result<Order, Refusal> {
-        self.snap
-            .docs
-            .get(&(DocKind::Order, id.to_string()))
-            .map(Order::from_row)
-            .ok_or_else(|| Refusal::new(Code::OrderNotFound, "No such order."))
+        self.load::<Order>(id).ok_or_else(|| Refusal::new(Code::OrderNotFound, "No such order."))
     }
 
     /// The stored order, checking the buyer the edge named (to load its rows) is its buyer.
@@ -244,12 +239,12 @@ impl Batch<'_> {
 
     fn insert_order(&mut self, order: &Order) {
         assert!(order.balanced(), "order {}: total = held + paid + fees + released", order.id);
-        self.insert_doc(order.to_row());
+        self.insert(order);
     }
 
     fn update_order(&mut self, order: &Order) {
         assert!(order.balanced(), "order {}: total = held + paid + fees + released", order.id);
-        self.update_doc(order.to_row());
+        self.update(order);
     }
 
     pub(crate) fn set_order_policy(&mut self, command: &Caller<'_>, agent: &MemberId, above: Amount) -> Step {
@@ -258,7 +253,7 @@ impl Batch<'_> {
             return refuse(Code::NotOwner, "Only the agent's owner sets its order policy.");
         }
         let policy = OrderPolicy { agent: agent.clone(), approval_above_minor: above };
-        self.upsert_doc(policy.to_row());
+        self.upsert(&policy);
         let body = serde_json::to_value(&policy).expect("policies serialize");
         self.event(command, MarketEvent::OrderPolicySet, body.clone());
         Ok(body)
@@ -275,10 +270,9 @@ impl Batch<'_> {
         let Some(owner) = buyer.owner.clone() else {
             return refuse(Code::NotPermitted, "An agent without an owner here cannot place storefront orders.");
         };
-        let Some(row) = self.snap.docs.get(&(DocKind::Rfq, rfq_id.to_string())) else {
+        let Some(mut rfq) = self.load::<Rfq>(rfq_id) else {
             return refuse(Code::RfqNotFound, "No such request for quote.");
         };
-        let mut rfq = Rfq::from_row(row);
         if rfq.buyer != buyer.id {
             return refuse(Code::NotParty, "Only the request's buyer orders from it.");
         }
@@ -286,7 +280,7 @@ impl Batch<'_> {
             return refuse(Code::RfqInvalid, "Close the request first: its allocation is what is ordered.");
         }
         let id = order_id(&buyer.id, &idem.key);
-        if self.snap.docs.contains_key(&(DocKind::Order, id.clone())) {
+        if self.exists::<Order>(&id) {
             return refuse(Code::OrderExists, "An order with this Idempotency-Key already exists.");
         }
         if let Some(placed) = &rfq.order {
@@ -304,12 +298,7 @@ impl Batch<'_> {
         let mut lines = Vec::new();
         for (index, line) in allocation.lines.iter().enumerate() {
             let offer = rfq.offers.iter().find(|o| o.id == line.offer_id).expect("allocated offers are recorded");
-            let language = self
-                .snap
-                .docs
-                .get(&(DocKind::Listing, offer.listing.clone()))
-                .map(|row| Listing::from_row(row).language)
-                .unwrap_or_else(|| "en".into());
+            let language = self.load::<Listing>(&offer.listing).map(|l| l.language).unwrap_or_else(|| "en".into());
             lines.push(OrderLine {
                 index: index as u32,
                 seller: line.seller.clone(),
@@ -355,7 +344,7 @@ impl Batch<'_> {
         }
         self.insert_order(&order);
         rfq.order = Some(id.clone());
-        self.update_doc(rfq.to_row());
+        self.update(&rfq);
         let body = serde_json::to_value(&order).expect("orders serialize");
         self.event(
             command,

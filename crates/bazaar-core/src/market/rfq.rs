@@ -6,7 +6,8 @@ use super::listing::Listing;
 use super::rules::*;
 use super::MarketEvent;
 use crate::kernel::batch::{Batch, Step};
-use crate::kernel::model::{DocKind, DocRow, MemberKind};
+use crate::kernel::docs::Document;
+use crate::kernel::model::{DocKind, MemberKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::*;
@@ -77,24 +78,6 @@ pub fn rfq_id(buyer: &MemberId, key: &str) -> String {
 }
 
 impl Rfq {
-    pub fn to_row(&self) -> DocRow {
-        let mut parties = vec![self.buyer.clone()];
-        for (seller, _) in &self.invited {
-            if !parties.contains(seller) {
-                parties.push(seller.clone());
-            }
-        }
-        DocRow {
-            kind: DocKind::Rfq,
-            id: self.id.clone(),
-            body: serde_json::to_value(self).expect("rfqs serialize"),
-            due_at: None,
-            parties,
-        }
-    }
-    pub fn from_row(row: &DocRow) -> Rfq {
-        serde_json::from_value(row.body.clone()).expect("stored rfqs parse")
-    }
     /// Each seller's latest valid offer.
     pub fn valid_offers(&self) -> Vec<ValidOffer> {
         self.offers
@@ -119,6 +102,23 @@ impl Rfq {
 }
 
 /// The refusal code an offer check's code maps to.
+impl Document for Rfq {
+    const KIND: DocKind = DocKind::Rfq;
+    const VERSION: u32 = 1;
+    fn doc_id(&self) -> String {
+        self.id.clone()
+    }
+    fn parties(&self) -> Vec<MemberId> {
+        let mut parties = vec![self.buyer.clone()];
+        for (seller, _) in &self.invited {
+            if !parties.contains(seller) {
+                parties.push(seller.clone());
+            }
+        }
+        parties
+    }
+}
+
 pub fn offer_code(code: &str) -> Code {
     Code::ALL.iter().copied().find(|c| c.as_str() == code).unwrap_or(Code::InvalidRequest)
 }
@@ -150,7 +150,7 @@ impl Batch<'_> {
             return Err(Refusal::new(Code::RfqInvalid, format!("`item` is 1–{LISTING_TITLE_LEN_MAX} characters.")));
         }
         let id = rfq_id(&command.actor.id, &idem.key);
-        if self.snap.docs.contains_key(&(DocKind::Rfq, id.clone())) {
+        if self.exists::<Rfq>(&id) {
             return Err(Refusal::new(Code::RfqInvalid, "This request already exists."));
         }
         let invited: Vec<(MemberId, String)> =
@@ -167,7 +167,7 @@ impl Batch<'_> {
             order: None,
             created_at: self.now,
         };
-        self.insert_doc(rfq.to_row());
+        self.insert(&rfq);
         self.event(command, MarketEvent::RfqOpened, json!({"rfq": id, "buyer": rfq.buyer, "item": rfq.item,
             "quantity": request.quantity, "max_unit_price_minor": request.max_unit_price, "deadline_ms": request.deadline,
             "invited": rfq.invited.len()}));
@@ -185,10 +185,9 @@ impl Batch<'_> {
         proposal: &Proposal,
         committed: u64,
     ) -> Step {
-        let Some(row) = self.snap.docs.get(&(DocKind::Rfq, rfq.to_string())) else {
+        let Some(mut rfq) = self.load::<Rfq>(rfq) else {
             return Err(Refusal::new(Code::RfqNotFound, "No such request for quote."));
         };
-        let mut rfq = Rfq::from_row(row);
         let seller = command.actor.id.clone();
         if !rfq.invited.iter().any(|(s, l)| s == &seller && l == listing) {
             return Err(Refusal::new(
@@ -200,10 +199,10 @@ impl Batch<'_> {
         if rfq.state != RfqState::Open {
             return Err(Refusal::new(Code::RfqClosed, "This request for quote is closed."));
         }
-        let Some(listing_row) = self.snap.docs.get(&(DocKind::Listing, listing.to_string())) else {
+        let Some(listing_doc) = self.load::<Listing>(listing) else {
             return Err(Refusal::new(Code::ListingNotFound, "That listing no longer exists."));
         };
-        let terms = Listing::from_row(listing_row).terms;
+        let terms = listing_doc.terms;
         let attempts = rfq.attempts_of(&seller);
         let checked = check_offer(&terms, &rfq.request, proposal, attempts, committed, self.now);
         let offer = Offer {
@@ -229,7 +228,7 @@ impl Batch<'_> {
             }
         }
         rfq.offers.push(offer.clone());
-        self.update_doc(rfq.to_row());
+        self.update(&rfq);
         // A refused proposal is a recorded refusal (it also uses an attempt, kept on the request).
         let body = json!({"op": "make_offer", "rfq": rfq.id, "offer": offer.id, "seller": seller,
             "unit_price_minor": offer.unit_price, "quantity": offer.quantity, "attempt": offer.attempt,
@@ -245,10 +244,9 @@ impl Batch<'_> {
     }
 
     pub(crate) fn close_rfq(&mut self, command: &Caller<'_>, rfq: &str) -> Step {
-        let Some(row) = self.snap.docs.get(&(DocKind::Rfq, rfq.to_string())) else {
+        let Some(mut rfq) = self.load::<Rfq>(rfq) else {
             return Err(Refusal::new(Code::RfqNotFound, "No such request for quote."));
         };
-        let mut rfq = Rfq::from_row(row);
         if command.actor.id != rfq.buyer {
             return Err(Refusal::new(Code::NotParty, "Only the buyer closes its request for quote."));
         }
@@ -258,7 +256,7 @@ impl Batch<'_> {
         let allocation = rfq.current_allocation();
         rfq.allocation = Some(allocation.clone());
         rfq.state = RfqState::Closed;
-        self.update_doc(rfq.to_row());
+        self.update(&rfq);
         let body = json!({"rfq": rfq.id, "allocation": allocation});
         self.event(command, MarketEvent::RfqClosed, body.clone());
         Ok(body)
