@@ -76,3 +76,26 @@ fn a_batch_that_meets_an_unreadable_document_stops_rather_than_guess() {
     let lock = Command { actor: me, idem: None, op: Op::Dispute(dispute::Op::StakeLock { amount: Amount(10) }) };
     apply_batch(&mut snap, &Config::standard(), &[lock], Timestamp(1));
 }
+
+#[test]
+fn every_event_kind_is_named_once_across_capabilities() {
+    use bazaar_core::kernel::batch::{EventKind, KernelEvent};
+    let mut names: Vec<&str> = Vec::new();
+    names.extend(KernelEvent::ALL.iter().map(|k| k.as_str()));
+    names.extend(bazaar_core::identity::IdentityEvent::ALL.iter().map(|k| k.as_str()));
+    names.extend(bazaar_core::pay::PayEvent::ALL.iter().map(|k| k.as_str()));
+    names.extend(bazaar_core::escrow::EscrowEvent::ALL.iter().map(|k| k.as_str()));
+    names.extend(bazaar_core::dispute::DisputeEvent::ALL.iter().map(|k| k.as_str()));
+    names.extend(bazaar_core::reputation::ReputationEvent::ALL.iter().map(|k| k.as_str()));
+    names.extend(bazaar_core::federation::FederationEvent::ALL.iter().map(|k| k.as_str()));
+    names.extend(bazaar_core::market::MarketEvent::ALL.iter().map(|k| k.as_str()));
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), names.len(), "an event kind is named by two capabilities: {names:?}");
+    for name in names {
+        let (family, what) = name.split_once('.').expect("kinds are family.what");
+        assert!(!family.is_empty() && !what.is_empty(), "{name}");
+        assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'.' || b == b'_'), "{name}");
+    }
+}

@@ -117,11 +117,11 @@ fn fold(events: &[Event]) -> Ledger {
 /// The events a registry writes: two owners, a merchant agent, buyers, calls, a milestone, a dispute, stake.
 fn story() -> (ChainHead, Vec<Event>) {
     let mut c = chain();
-    push(&mut c, "owner.created", json!({"id": "own-s", "kind": "owner"}), 30);
-    push(&mut c, "owner.created", json!({"id": "own-b", "kind": "owner"}), 30);
-    push(&mut c, "agent.enrolled", json!({"id": "seller", "owner": "own-s"}), 30);
-    push(&mut c, "agent.enrolled", json!({"id": "twin", "owner": "own-s"}), 30);
-    push(&mut c, "agent.enrolled", json!({"id": "buyer", "owner": "own-b"}), 30);
+    push(&mut c, "owner.created", json!({"id": "own-s", "kind": "owner", "owner": null, "handle": "h"}), 30);
+    push(&mut c, "owner.created", json!({"id": "own-b", "kind": "owner", "owner": null, "handle": "h"}), 30);
+    push(&mut c, "agent.enrolled", json!({"id": "seller", "kind": "agent", "owner": "own-s", "handle": "seller"}), 30);
+    push(&mut c, "agent.enrolled", json!({"id": "twin", "kind": "agent", "owner": "own-s", "handle": "twin"}), 30);
+    push(&mut c, "agent.enrolled", json!({"id": "buyer", "kind": "agent", "owner": "own-b", "handle": "buyer"}), 30);
     for (i, buyer) in ["buyer", "twin", "buyer"].iter().enumerate() {
         push(
             &mut c,
@@ -131,7 +131,12 @@ fn story() -> (ChainHead, Vec<Event>) {
         );
     }
     push(&mut c, "stake.locked", json!({"member": "seller", "locked_minor": 50_000}), 20);
-    push(&mut c, "contract.created", json!({"contract": "ctr_1", "buyer": "buyer", "seller": "seller"}), 5);
+    push(
+        &mut c,
+        "contract.created",
+        json!({"contract": "ctr_1", "buyer": "buyer", "seller": "seller", "arbiter": "desk", "total_minor": 9_000, "milestones": 1}),
+        5,
+    );
     push(
         &mut c,
         "milestone.released",
@@ -166,11 +171,16 @@ fn stake_never_enters_the_score_and_a_lost_dispute_lowers_it() {
 
     let mut disputed = c.clone();
     let subject = json!({"type": "milestone", "contract": "ctr_1", "index": 0});
-    push(&mut disputed, "dispute.filed", json!({"respondent": "seller", "claimant": "buyer", "subject": subject}), 0);
+    push(
+        &mut disputed,
+        "dispute.filed",
+        json!({"dispute": "dsp_1", "respondent": "seller", "claimant": "buyer", "subject": subject}),
+        0,
+    );
     push(
         &mut disputed,
         "dispute.executed",
-        json!({"respondent": "seller", "claimant": "buyer", "subject": subject, "winner": "claimant",
+        json!({"dispute": "dsp_1", "respondent": "seller", "claimant": "buyer", "subject": subject, "winner": "claimant",
             "refunded_minor": 9_000, "released_minor": 0, "slashed_minor": 2_000}),
         0,
     );

@@ -5,6 +5,7 @@
 
 mod acts;
 mod desk;
+pub mod events;
 mod phases;
 mod stake;
 

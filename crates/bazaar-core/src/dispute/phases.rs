@@ -22,10 +22,11 @@
 //! stake left, bounded by what is there: first to the claimant for any refund
 //! the frozen units could not cover, the rest to the insurance account.
 
+use super::events::{DisputeExecuted, Winner};
 use super::DisputeEvent;
 use crate::crypto::sha256_hex;
 use crate::escrow::{milestone_hold, ContractState, MilestoneState};
-use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::batch::{merge, refuse, Batch, Step};
 use crate::kernel::docs::Document;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
@@ -473,12 +474,18 @@ impl Batch<'_> {
         };
         dispute.enter(Phase::Filed, self.now, Some(deadline), "filed; the respondent must answer by the deadline");
         self.insert_dispute(&dispute);
-        self.event(
-            command,
-            DisputeEvent::DisputeFiled,
-            json!({"dispute": id, "subject": subject, "claimant": claimant, "respondent": respondent,
-                "reason": reason, "claimed_minor": claimed, "frozen": frozen, "answer_by_ms": deadline}),
+        let filed = super::events::DisputeFiled {
+            dispute: id.clone(),
+            subject: subject.clone(),
+            claimant: claimant.clone(),
+            respondent: respondent.clone(),
+        };
+        let mut event = serde_json::to_value(filed).expect("event bodies serialize");
+        merge(
+            &mut event,
+            json!({"reason": reason, "claimed_minor": claimed, "frozen": frozen, "answer_by_ms": deadline}),
         );
+        self.event(command, DisputeEvent::DisputeFiled, event);
         Ok(dispute.view())
     }
 
@@ -615,18 +622,30 @@ impl Batch<'_> {
         stake.open_disputes = stake.open_disputes.checked_sub(1).expect("an open dispute was counted");
         self.put_stake(&stake);
         let winner = match ruling.decision {
-            Decision::RefundFull => "claimant",
-            Decision::RefundPartial => "split",
-            Decision::Reject => "respondent",
+            Decision::RefundFull => Winner::Claimant,
+            Decision::RefundPartial => Winner::Split,
+            Decision::Reject => Winner::Respondent,
         };
-        let outcome = json!({"dispute": id, "subject": dispute.subject, "claimant": dispute.claimant,
-            "respondent": dispute.respondent, "winner": winner, "decision": ruling.decision,
-            "default": ruling.arbiter.is_none(), "rounds": dispute.round, "refunded_minor": refunded,
-            "released_minor": released, "shortfall_minor": shortfall, "slashed_minor": slashed,
-            "slash_to_claimant_minor": to_claimant, "slash_to_insurance_minor": to_insurance,
-            "bond": bond_outcome, "transfers": transfers, "executed_at_ms": self.now});
+        let executed = DisputeExecuted {
+            dispute: id.clone(),
+            subject: dispute.subject.clone(),
+            claimant: dispute.claimant.clone(),
+            respondent: dispute.respondent.clone(),
+            winner,
+            refunded_minor: refunded,
+            released_minor: released,
+            slashed_minor: slashed,
+        };
+        let mut outcome = serde_json::to_value(executed).expect("event bodies serialize");
+        merge(
+            &mut outcome,
+            json!({"decision": ruling.decision, "default": ruling.arbiter.is_none(),
+            "rounds": dispute.round, "shortfall_minor": shortfall, "slash_to_claimant_minor": to_claimant,
+            "slash_to_insurance_minor": to_insurance, "bond": bond_outcome, "transfers": transfers,
+            "executed_at_ms": self.now}),
+        );
         dispute.outcome = Some(outcome.clone());
-        dispute.enter(Phase::Executed, self.now, None, format!("executed: {winner}"));
+        dispute.enter(Phase::Executed, self.now, None, format!("executed: {}", winner.as_str()));
         self.update_dispute(&dispute);
         // The outcome event reputation is computed from.
         self.event(command, DisputeEvent::DisputeExecuted, outcome.clone());

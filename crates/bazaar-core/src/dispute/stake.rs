@@ -1,9 +1,10 @@
 //! Merchant stake: locked from the balance, unlocked only after a cooldown and
 //! never while a dispute is open, withdrawn back to the balance.
 
+use super::events::{StakeLocked, StakeWithdrawn};
 use super::phases::*;
 use super::DisputeEvent;
-use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::batch::{merge, refuse, Batch, Step};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -23,7 +24,9 @@ impl Batch<'_> {
         self.post_plain(command, tid.clone(), balance, AccountId::stake_of(&me), amount, TransferKind::Stake);
         let stake = self.stake_record(&me);
         self.put_stake(&stake);
-        let body = json!({"member": me, "locked_minor": amount, "transfer": tid, "stake": self.stake_view(&me)});
+        let locked = StakeLocked { member: me.clone(), locked_minor: amount };
+        let mut body = serde_json::to_value(locked).expect("event bodies serialize");
+        merge(&mut body, json!({"transfer": tid, "stake": self.stake_view(&me)}));
         self.event(command, DisputeEvent::StakeLocked, body.clone());
         Ok(body)
     }
@@ -73,7 +76,8 @@ impl Batch<'_> {
         }
         let stake_account = AccountId::stake_of(&me);
         let amount = Amount(unlock.amount.0.min(self.available(&stake_account).0));
-        let mut body = json!({"member": me, "withdrawn_minor": amount});
+        let withdrawn = StakeWithdrawn { member: me.clone(), withdrawn_minor: amount };
+        let mut body = serde_json::to_value(withdrawn).expect("event bodies serialize");
         if amount.0 > 0 {
             let tid = TransferId(format!("tr_{}_unstake", self.snap.head.seq + 1));
             self.post_plain(

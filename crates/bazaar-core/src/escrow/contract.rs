@@ -9,7 +9,7 @@
 
 use super::EscrowEvent;
 use crate::crypto::sha256_hex;
-use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::batch::{merge, refuse, Batch, Step};
 use crate::kernel::docs::Document;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
@@ -316,12 +316,17 @@ impl Batch<'_> {
         };
         self.insert_contract(&contract);
         let body = contract.view();
-        self.event(
-            command,
-            EscrowEvent::ContractCreated,
-            json!({"contract": id, "buyer": buyer.id, "seller": seller, "arbiter": arbiter, "total_minor": total,
-                "milestones": specs.len(), "terms_sha256": terms}),
-        );
+        let created = super::events::ContractCreated {
+            contract: id.clone(),
+            buyer: buyer.id.clone(),
+            seller: seller.clone(),
+            arbiter: arbiter.clone(),
+            total_minor: total,
+            milestones: specs.len(),
+        };
+        let mut event = serde_json::to_value(created).expect("event bodies serialize");
+        merge(&mut event, json!({"terms_sha256": terms}));
+        self.event(command, EscrowEvent::ContractCreated, event);
         Ok(body)
     }
 
@@ -496,9 +501,18 @@ impl Batch<'_> {
         let (link, transfers) = self.post_hold(command, hold, &legs, Some(&contract.buyer));
         contract.released_net = contract.released_net.checked_add(net).expect("within total");
         contract.fees = contract.fees.checked_add(fee).expect("within total");
-        let receipt = json!({"contract": contract.id, "milestone": m.index, "amount_minor": m.amount, "net_minor": net,
-            "fee_minor": fee, "seller": contract.seller, "transfers": transfers, "link": link,
-            "released_at_ms": self.now, "automatic": automatic});
+        let released = super::events::MilestoneReleased {
+            contract: contract.id.clone(),
+            milestone: m.index,
+            seller: contract.seller.clone(),
+            amount_minor: m.amount,
+        };
+        let mut receipt = serde_json::to_value(released).expect("event bodies serialize");
+        merge(
+            &mut receipt,
+            json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link,
+            "released_at_ms": self.now, "automatic": automatic}),
+        );
         let slot = &mut contract.milestones[index];
         slot.state = MilestoneState::Released;
         slot.released_at = Some(self.now);

@@ -3,6 +3,7 @@
 //! Uses identity and pay; disputes and the market's escrowed orders build on it.
 
 mod contract;
+pub mod events;
 
 pub use contract::*;
 

@@ -23,7 +23,6 @@ crate::event_kinds! {
         PeerAdded => "federation.peer_added",
         PeerUpdated => "federation.peer_updated",
         KeyRotated => "registry.key_rotated",
-        PassportIssued => "passport.issued",
         PassportImported => "passport.imported",
         RelayOpened => "relay.opened",
         RelayFailed => "relay.failed",

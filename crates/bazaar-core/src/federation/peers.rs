@@ -358,7 +358,7 @@ impl Batch<'_> {
         let mut body = serde_json::to_value(issued).expect("figures serialize");
         body["credential_id"] = json!(id);
         body["valid_until_ms"] = json!(until);
-        self.event(command, FederationEvent::PassportIssued, body.clone());
+        self.event(command, crate::reputation::ReputationEvent::PassportIssued, body.clone());
         Ok(body)
     }
 

@@ -169,7 +169,13 @@ impl Batch<'_> {
             revoked_at: None,
         });
         self.put_account(Account::new(AccountId::of_member(&member.id), false));
-        let body = json!({"id": member.id, "kind": member.kind, "owner": member.owner, "handle": member.handle});
+        let enrolled = super::events::Enrolled {
+            id: member.id.clone(),
+            kind: member.kind,
+            owner: member.owner.clone(),
+            handle: member.handle.clone(),
+        };
+        let body = serde_json::to_value(enrolled).expect("event bodies serialize");
         self.insert_member(member);
         self.event(command, kind, body.clone());
         Ok(body)

@@ -2,6 +2,7 @@
 //! credentials that rotate and revoke, and renameable handles whose old names
 //! stay reserved. Lowest capability: every other one looks members up here.
 
+pub mod events;
 mod members;
 
 use crate::kernel::batch::{Batch, Step};

@@ -12,7 +12,7 @@
 use super::listing::Listing;
 use super::rfq::{Rfq, RfqState};
 use super::MarketEvent;
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::{merge, Batch, Step};
 use crate::kernel::docs::Document;
 use crate::kernel::model::{Budget, DocKind, DocRow, MemberKind, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
@@ -402,12 +402,17 @@ impl Batch<'_> {
                     refunded: Amount::ZERO,
                 };
                 self.insert_contract(&contract);
-                self.event(
-                    command,
-                    crate::escrow::EscrowEvent::ContractCreated,
-                    json!({"contract": id, "buyer": order.buyer, "seller": line.seller, "arbiter": contract.arbiter,
-                        "total_minor": line.amount, "milestones": 1, "order": order.id}),
-                );
+                let created = crate::escrow::events::ContractCreated {
+                    contract: id.clone(),
+                    buyer: order.buyer.clone(),
+                    seller: line.seller.clone(),
+                    arbiter: contract.arbiter.clone(),
+                    total_minor: line.amount,
+                    milestones: 1,
+                };
+                let mut event = serde_json::to_value(created).expect("event bodies serialize");
+                merge(&mut event, json!({"order": order.id}));
+                self.event(command, crate::escrow::EscrowEvent::ContractCreated, event);
             } else {
                 self.open_hold(line.hold.clone(), account.clone(), line.amount, Timestamp::NEVER);
             }

@@ -4,6 +4,7 @@
 //! federation and the market build on it.
 
 mod budget;
+pub mod events;
 mod settle;
 pub mod token;
 

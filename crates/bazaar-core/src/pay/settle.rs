@@ -209,9 +209,17 @@ impl Batch<'_> {
             &mut body,
             json!({"transfers": transfer_ids, "link": link, "released_minor": released, "event_seq": seq}),
         );
-        if let Some(peer) = &corridor {
-            merge(&mut body, json!({"corridor": peer, "corridor_minor": amount}));
+        if corridor.is_some() {
+            merge(&mut body, json!({"corridor_minor": amount}));
         }
+        let posted = super::events::SettlementPosted {
+            buyer: record.buyer.clone(),
+            merchant: record.merchant.clone(),
+            order_id: record.order_id.clone(),
+            amount_minor: amount,
+            corridor,
+        };
+        merge(&mut body, serde_json::to_value(posted).expect("event bodies serialize"));
         self.event(command, PayEvent::SettlementPosted, body.clone());
         body
     }

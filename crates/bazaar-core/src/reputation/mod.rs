@@ -11,12 +11,24 @@
 //! Integer arithmetic throughout, except the Wilson lower bound (IEEE-754
 //! `f64`, then floored to basis points) and the decay table (rounded to ppm).
 
+use crate::dispute::events::{DisputeExecuted, DisputeFiled, StakeLocked, StakeWithdrawn, Winner};
 use crate::dispute::Subject;
+use crate::escrow::events::{ContractCreated, MilestoneReleased};
+use crate::identity::events::Enrolled;
 use crate::kernel::model::Event;
+use crate::pay::events::SettlementPosted;
 use bazaar_types::limits::{REPUTATION_HALF_LIFE_DAYS, REPUTATION_SUCCESSES_PER_OWNER_WEEK, REPUTATION_WINDOW_DAYS};
 use bazaar_types::{MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+
+crate::event_kinds! {
+    /// What reputation's own records write on the event ledger (the
+    /// federation edge records each passport it signs).
+    ReputationEvent {
+        PassportIssued => "passport.issued",
+    }
+}
 
 /// The formula's published name; bump it whenever any rule below changes.
 pub const FORMULA: &str = "bazaar-rep-v1";
@@ -138,12 +150,53 @@ pub struct Ledger {
     passports: HashMap<MemberId, (i64, u32)>,
 }
 
-fn u64_at(body: &serde_json::Value, field: &str) -> u64 {
-    body.get(field).and_then(|v| v.as_u64()).unwrap_or(0)
+/// The event's body as its capability's type, if it decodes as one.
+fn body<T: serde::de::DeserializeOwned>(event: &Event) -> Option<T> {
+    serde_json::from_value(event.body.clone()).ok()
 }
 
-fn member_at(body: &serde_json::Value, field: &str) -> Option<MemberId> {
-    body.get(field).and_then(|v| v.as_str()).map(MemberId::from)
+/// The event kinds the fold reads, by the capability that writes each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Input {
+    Enrolled,
+    Settlement,
+    ContractCreated,
+    MilestoneReleased,
+    DisputeFiled,
+    DisputeExecuted,
+    PassportIssued,
+    StakeLocked,
+    StakeWithdrawn,
+}
+
+impl Input {
+    fn of(kind: &str) -> Option<Input> {
+        use crate::dispute::DisputeEvent as D;
+        use crate::escrow::EscrowEvent as E;
+        use crate::identity::IdentityEvent as I;
+        use crate::pay::PayEvent as P;
+        if let Some(kind) = I::parse(kind) {
+            return matches!(kind, I::OwnerCreated | I::AgentEnrolled).then_some(Input::Enrolled);
+        }
+        if P::parse(kind) == Some(P::SettlementPosted) {
+            return Some(Input::Settlement);
+        }
+        match E::parse(kind) {
+            Some(E::ContractCreated) => return Some(Input::ContractCreated),
+            Some(E::MilestoneReleased) => return Some(Input::MilestoneReleased),
+            _ => {}
+        }
+        match D::parse(kind) {
+            Some(D::DeskCreated) => Some(Input::Enrolled),
+            Some(D::DisputeFiled) => Some(Input::DisputeFiled),
+            Some(D::DisputeExecuted) => Some(Input::DisputeExecuted),
+            Some(D::StakeLocked) => Some(Input::StakeLocked),
+            Some(D::StakeWithdrawn) => Some(Input::StakeWithdrawn),
+            _ => {
+                (ReputationEvent::parse(kind) == Some(ReputationEvent::PassportIssued)).then_some(Input::PassportIssued)
+            }
+        }
+    }
 }
 
 impl Ledger {
@@ -160,94 +213,92 @@ impl Ledger {
         self.records.get(member)
     }
 
-    /// Folds one event in. Events must come in ledger order, each once.
+    /// Folds one event in. Events must come in ledger order, each once. Each
+    /// input is read as its capability's typed body; a body that does not
+    /// decode as one (a hand-edited ledger) is passed over, as an unknown
+    /// kind is — the chain check, not the fold, judges a ledger's integrity.
     pub fn observe(&mut self, event: &Event) {
         assert!(event.seq > self.seq, "events fold in order, each once");
         self.seq = event.seq;
         self.head = event.hash.clone();
-        let body = &event.body;
-        match event.kind.as_str() {
-            "owner.created" | "agent.enrolled" | "desk.created" => {
-                if let (Some(id), Some(owner)) = (member_at(body, "id"), member_at(body, "owner")) {
-                    self.owners.insert(id, owner);
+        let kind = event.kind.as_str();
+        match Input::of(kind) {
+            Some(Input::Enrolled) => self.observe_enrolled(event),
+            Some(Input::Settlement) => self.observe_settlement(event),
+            Some(Input::ContractCreated) => {
+                if let Some(created) = body::<ContractCreated>(event) {
+                    self.contract_buyers.insert(created.contract, created.buyer);
                 }
             }
-            // A settlement this registry made for a peer's merchant counts on that merchant's own registry.
-            "settlement.posted" if body.get("corridor").is_some() => {}
-            "settlement.posted" => {
-                let (Some(merchant), Some(buyer)) = (member_at(body, "merchant"), member_at(body, "buyer")) else {
-                    return;
-                };
-                let order = body.get("order_id").and_then(|v| v.as_str()).unwrap_or_default();
-                let key = Subject::Call { merchant: merchant.clone(), order_id: order.into() }.key();
-                let work =
-                    Work { buyer, amount_minor: u64_at(body, "amount_minor"), at: event.at, quality_bps: BPS as u32 };
-                self.records.entry(merchant).or_default().work.insert(key, work);
-            }
-            "contract.created" => {
-                if let (Some(contract), Some(buyer)) =
-                    (body.get("contract").and_then(|v| v.as_str()), member_at(body, "buyer"))
-                {
-                    self.contract_buyers.insert(contract.to_string(), buyer);
+            Some(Input::MilestoneReleased) => self.observe_release(event),
+            Some(Input::DisputeFiled) => {
+                if let Some(filed) = body::<DisputeFiled>(event) {
+                    self.records.entry(filed.respondent).or_default().marks.push((event.at, Mark::Filed));
                 }
             }
-            "milestone.released" => {
-                let (Some(contract), Some(seller)) =
-                    (body.get("contract").and_then(|v| v.as_str()), member_at(body, "seller"))
-                else {
-                    return;
-                };
-                let Some(buyer) = self.contract_buyers.get(contract).cloned() else { return };
-                let index = u64_at(body, "milestone") as u32;
-                let key = Subject::Milestone { contract: contract.to_string(), index }.key();
-                let work =
-                    Work { buyer, amount_minor: u64_at(body, "amount_minor"), at: event.at, quality_bps: BPS as u32 };
-                self.records.entry(seller).or_default().work.insert(key, work);
-            }
-            "dispute.filed" => {
-                if let Some(respondent) = member_at(body, "respondent") {
-                    self.records.entry(respondent).or_default().marks.push((event.at, Mark::Filed));
+            Some(Input::DisputeExecuted) => self.observe_execution(event),
+            Some(Input::PassportIssued) => self.observe_passport(event),
+            Some(Input::StakeLocked) => {
+                if let Some(locked) = body::<StakeLocked>(event) {
+                    self.records.entry(locked.member).or_default().stake_locked += locked.locked_minor.0;
                 }
             }
-            "dispute.executed" => self.observe_execution(event),
-            "passport.issued" => {
-                if let Some(subject) = member_at(body, "subject") {
-                    let day = event.at.utc_day();
-                    let entry = self.passports.entry(subject).or_insert((day, 0));
-                    if entry.0 != day {
-                        *entry = (day, 0);
-                    }
-                    entry.1 += 1;
+            Some(Input::StakeWithdrawn) => {
+                if let Some(withdrawn) = body::<StakeWithdrawn>(event) {
+                    self.records.entry(withdrawn.member).or_default().stake_withdrawn += withdrawn.withdrawn_minor.0;
                 }
             }
-            "stake.locked" => {
-                if let Some(member) = member_at(body, "member") {
-                    self.records.entry(member).or_default().stake_locked += u64_at(body, "locked_minor");
-                }
+            None => {}
+        }
+    }
+
+    fn observe_enrolled(&mut self, event: &Event) {
+        if let Some(Enrolled { id, owner: Some(owner), .. }) = body::<Enrolled>(event) {
+            self.owners.insert(id, owner);
+        }
+    }
+
+    fn observe_settlement(&mut self, event: &Event) {
+        let Some(posted) = body::<SettlementPosted>(event) else { return };
+        // A settlement this registry made for a peer's merchant counts on that merchant's own registry.
+        if posted.corridor.is_some() {
+            return;
+        }
+        let key = Subject::Call { merchant: posted.merchant.clone(), order_id: posted.order_id }.key();
+        let work =
+            Work { buyer: posted.buyer, amount_minor: posted.amount_minor.0, at: event.at, quality_bps: BPS as u32 };
+        self.records.entry(posted.merchant).or_default().work.insert(key, work);
+    }
+
+    fn observe_release(&mut self, event: &Event) {
+        let Some(released) = body::<MilestoneReleased>(event) else { return };
+        let Some(buyer) = self.contract_buyers.get(&released.contract).cloned() else { return };
+        let key = Subject::Milestone { contract: released.contract, index: released.milestone }.key();
+        let work = Work { buyer, amount_minor: released.amount_minor.0, at: event.at, quality_bps: BPS as u32 };
+        self.records.entry(released.seller).or_default().work.insert(key, work);
+    }
+
+    fn observe_passport(&mut self, event: &Event) {
+        if let Some(subject) = event.body.get("subject").and_then(|v| v.as_str()).map(MemberId::from) {
+            let day = event.at.utc_day();
+            let entry = self.passports.entry(subject).or_insert((day, 0));
+            if entry.0 != day {
+                *entry = (day, 0);
             }
-            "stake.withdrawn" => {
-                if let Some(member) = member_at(body, "member") {
-                    self.records.entry(member).or_default().stake_withdrawn += u64_at(body, "withdrawn_minor");
-                }
-            }
-            _ => {}
+            entry.1 += 1;
         }
     }
 
     fn observe_execution(&mut self, event: &Event) {
-        let body = &event.body;
-        let (Some(respondent), Some(claimant)) = (member_at(body, "respondent"), member_at(body, "claimant")) else {
-            return;
-        };
-        let Ok(subject) = serde_json::from_value::<Subject>(body["subject"].clone()) else { return };
-        let refunded = u64_at(body, "refunded_minor");
-        let released = u64_at(body, "released_minor");
-        let slashed = u64_at(body, "slashed_minor");
-        let record = self.records.entry(respondent).or_default();
-        let mark = match body.get("winner").and_then(|v| v.as_str()) {
-            Some("claimant") => Mark::Lost,
-            Some("split") => Mark::Split,
-            _ => Mark::Won,
+        let Some(executed) = body::<DisputeExecuted>(event) else { return };
+        let refunded = executed.refunded_minor.0;
+        let released = executed.released_minor.0;
+        let slashed = executed.slashed_minor.0;
+        let record = self.records.entry(executed.respondent).or_default();
+        let mark = match executed.winner {
+            Winner::Claimant => Mark::Lost,
+            Winner::Split => Mark::Split,
+            Winner::Respondent => Mark::Won,
         };
         record.marks.push((event.at, mark));
         if refunded > 0 {
@@ -257,7 +308,7 @@ impl Ledger {
             record.slashed += slashed;
             record.slash_count += 1;
         }
-        let key = subject.key();
+        let key = executed.subject.key();
         match record.work.get_mut(&key) {
             Some(work) => {
                 let kept = work.amount_minor.saturating_sub(refunded);
@@ -268,7 +319,8 @@ impl Ledger {
                 let amount = refunded + released;
                 if amount > 0 {
                     let quality_bps = share_bps(released, amount) as u32;
-                    record.work.insert(key, Work { buyer: claimant, amount_minor: amount, at: event.at, quality_bps });
+                    let work = Work { buyer: executed.claimant, amount_minor: amount, at: event.at, quality_bps };
+                    record.work.insert(key, work);
                 }
             }
         }
@@ -461,7 +513,7 @@ pub struct IssuedFigures {
 
 impl IssuedFigures {
     pub fn from_event(event: &Event) -> Option<IssuedFigures> {
-        if event.kind != "passport.issued" {
+        if ReputationEvent::parse(&event.kind) != Some(ReputationEvent::PassportIssued) {
             return None;
         }
         serde_json::from_value(event.body.clone()).ok()
