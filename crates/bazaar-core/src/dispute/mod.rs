@@ -6,6 +6,7 @@
 mod acts;
 mod desk;
 pub mod events;
+mod execute;
 mod phases;
 mod stake;
 
@@ -104,7 +105,8 @@ impl Op {
         match self {
             Op::CreateDesk { credential_hash } => batch.create_desk(caller, credential_hash),
             Op::FileDispute { subject, claimant, respondent, reason, claimed, note } => {
-                batch.file_dispute(caller, subject, (claimant, respondent), *reason, *claimed, note, windows)
+                let claim = Claim { subject, claimant, respondent, reason: *reason, claimed: *claimed, note };
+                batch.file_dispute(caller, &claim, windows)
             }
             Op::DisputeAct { dispute, claimant, respondent, act, .. } => {
                 batch.dispute_act(caller, dispute, (claimant, respondent), act, windows)

@@ -22,17 +22,16 @@
 //! stake left, bounded by what is there: first to the claimant for any refund
 //! the frozen units could not cover, the rest to the insurance account.
 
-use super::events::{DisputeExecuted, Winner};
 use super::DisputeEvent;
 use crate::crypto::sha256_hex;
-use crate::escrow::{milestone_hold, ContractState, MilestoneState};
+use crate::escrow::{ContractState, MilestoneState};
 use crate::kernel::batch::{merge, refuse, Batch, Step};
 use crate::kernel::docs::Document;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{APPEAL_BOND_BPS, APPEAL_BOND_MIN_MINOR, REASONS_LEN_MAX};
-use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TransferId};
+use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -299,6 +298,24 @@ impl DisputeAct {
     }
 }
 
+/// A claim as filed: what is disputed, by whom, against whom, why and for how much.
+pub(crate) struct Claim<'a> {
+    pub subject: &'a Subject,
+    pub claimant: &'a MemberId,
+    pub respondent: &'a MemberId,
+    pub reason: ReasonCode,
+    pub claimed: Amount,
+    pub note: &'a str,
+}
+
+/// What was paid for a disputed subject: the amount at risk, when it was paid
+/// (none for a milestone still in escrow), and whether escrow still holds it.
+struct Paid {
+    at_risk: Amount,
+    paid_at: Option<Timestamp>,
+    escrowed: bool,
+}
+
 /// A party's side in a dispute, as stored on evidence and appeals.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -347,20 +364,11 @@ impl Batch<'_> {
             || self.snap.members.get(member).and_then(|m| m.owner.as_ref()) == Some(&command.actor.id)
     }
 
-    pub(crate) fn file_dispute(
-        &mut self,
-        command: &Caller<'_>,
-        subject: &Subject,
-        (claimant, respondent): (&MemberId, &MemberId),
-        reason: ReasonCode,
-        claimed: Amount,
-        note: &str,
-        windows: &Windows,
-    ) -> Step {
-        if note.len() > REASONS_LEN_MAX {
+    pub(crate) fn file_dispute(&mut self, command: &Caller<'_>, claim: &Claim<'_>, windows: &Windows) -> Step {
+        if claim.note.len() > REASONS_LEN_MAX {
             return refuse(Code::InvalidRequest, "The note is longer than the registry accepts.");
         }
-        let id = dispute_id_for(subject);
+        let id = dispute_id_for(claim.subject);
         if let Some(existing) = self.dispute(&id) {
             return Err(Refusal::new(
                 Code::DisputeExists,
@@ -368,8 +376,32 @@ impl Batch<'_> {
             )
             .with(json!({"dispute": existing.id, "phase": existing.phase})));
         }
-        // What was paid, by whom, and when the claim window closes.
-        let (at_risk, paid_at, escrowed) = match subject {
+        let paid = self.disputed_payment(claim)?;
+        if !self.acts_for(command, claim.claimant) {
+            return refuse(Code::NotParty, "Only the buyer (or its owner) files a dispute on its purchase.");
+        }
+        if let Some(paid_at) = paid.paid_at {
+            let closes = paid_at.plus_s(windows.claim_s);
+            if self.now >= closes {
+                return Err(Refusal::new(Code::ClaimWindowClosed, "The window to dispute this payment has closed.")
+                    .with(json!({"closed_at_ms": closes})));
+            }
+        }
+        if claim.claimed.0 == 0 || claim.claimed > paid.at_risk {
+            return Err(Refusal::new(Code::AmountInvalid, "Claim between 1 and what was paid.")
+                .with(json!({"claimed_minor": claim.claimed, "at_risk_minor": paid.at_risk})));
+        }
+        let frozen = self.freeze(&id, claim, paid.escrowed);
+        let mut stake = self.stake_record(claim.respondent);
+        stake.open_disputes += 1;
+        self.put_stake(&stake);
+        let dispute = self.open_dispute(command, id, claim, paid.at_risk, frozen, windows);
+        Ok(dispute.view())
+    }
+
+    /// What was paid for the subject, by whom, and when the claim window opened.
+    fn disputed_payment(&self, claim: &Claim<'_>) -> Result<Paid, Refusal> {
+        match claim.subject {
             Subject::Call { merchant, order_id } => {
                 let Some(settlement) = self.snap.settlements_by_order.get(&(merchant.clone(), order_id.clone())) else {
                     return refuse(
@@ -377,16 +409,16 @@ impl Batch<'_> {
                         "No settled paid call with this merchant and order id; only a paid call can be disputed.",
                     );
                 };
-                if &settlement.buyer != claimant || &settlement.merchant != respondent {
+                if &settlement.buyer != claim.claimant || &settlement.merchant != claim.respondent {
                     return refuse(Code::NotDisputable, "Only the buyer of a paid call can dispute it.");
                 }
-                (settlement.amount, Some(settlement.settled_at), false)
+                Ok(Paid { at_risk: settlement.amount, paid_at: Some(settlement.settled_at), escrowed: false })
             }
             Subject::Milestone { contract, index } => {
                 let Some(c) = self.contract(contract) else {
                     return refuse(Code::ContractNotFound, "No such contract.");
                 };
-                if &c.buyer != claimant || &c.seller != respondent {
+                if &c.buyer != claim.claimant || &c.seller != claim.respondent {
                     return refuse(Code::NotDisputable, "Only the buyer of a contract can dispute its milestones.");
                 }
                 let Some(m) = c.milestones.get(*index as usize) else {
@@ -394,69 +426,69 @@ impl Batch<'_> {
                 };
                 match (c.state, m.state) {
                     (ContractState::Accepted, MilestoneState::Pending | MilestoneState::Delivered) => {
-                        (m.amount, None, true)
+                        Ok(Paid { at_risk: m.amount, paid_at: None, escrowed: true })
                     }
-                    (_, MilestoneState::Released) => (m.amount, m.released_at, false),
-                    _ => {
-                        return Err(Refusal::new(
-                            Code::NotDisputable,
-                            "Only a milestone of an accepted contract, or a released one, can be disputed.",
-                        )
-                        .with(json!({"contract_state": c.state, "milestone_state": m.state})))
+                    (_, MilestoneState::Released) => {
+                        Ok(Paid { at_risk: m.amount, paid_at: m.released_at, escrowed: false })
                     }
+                    _ => Err(Refusal::new(
+                        Code::NotDisputable,
+                        "Only a milestone of an accepted contract, or a released one, can be disputed.",
+                    )
+                    .with(json!({"contract_state": c.state, "milestone_state": m.state}))),
                 }
             }
-        };
-        if !self.acts_for(command, claimant) {
-            return refuse(Code::NotParty, "Only the buyer (or its owner) files a dispute on its purchase.");
         }
-        if let Some(paid_at) = paid_at {
-            let closes = paid_at.plus_s(windows.claim_s);
-            if self.now >= closes {
-                return Err(Refusal::new(Code::ClaimWindowClosed, "The window to dispute this payment has closed.")
-                    .with(json!({"closed_at_ms": closes})));
-            }
-        }
-        if claimed.0 == 0 || claimed > at_risk {
-            return Err(Refusal::new(Code::AmountInvalid, "Claim between 1 and what was paid.")
-                .with(json!({"claimed_minor": claimed, "at_risk_minor": at_risk})));
-        }
-        // Freeze.
+    }
+
+    /// Freezes the claim: an escrowed milestone stays held; otherwise the
+    /// respondent's balance, then its stake, are held for it.
+    fn freeze(&mut self, id: &str, claim: &Claim<'_>, escrowed: bool) -> Frozen {
         let mut frozen = Frozen::default();
-        let [balance_hold, stake_hold, _] = dispute_holds(&id);
+        let [balance_hold, stake_hold, _] = dispute_holds(id);
         if escrowed {
-            let Subject::Milestone { contract, index } = subject else { unreachable!() };
+            let Subject::Milestone { contract, index } = claim.subject else { unreachable!() };
             let mut c = self.contract(contract).expect("checked above");
             let m = &mut c.milestones[*index as usize];
             m.state = MilestoneState::Disputed;
-            m.dispute = Some(id.clone());
+            m.dispute = Some(id.to_string());
             self.update_contract(&c);
-            frozen.escrow = claimed;
-        } else {
-            let balance_account = AccountId::of_member(respondent);
-            let stake_account = AccountId::stake_of(respondent);
-            frozen.balance = Amount(claimed.0.min(self.available(&balance_account).0));
-            frozen.stake = Amount((claimed.0 - frozen.balance.0).min(self.available(&stake_account).0));
-            if frozen.balance.0 > 0 {
-                self.open_hold(balance_hold, balance_account, frozen.balance, Timestamp::NEVER);
-            }
-            if frozen.stake.0 > 0 {
-                self.open_hold(stake_hold, stake_account, frozen.stake, Timestamp::NEVER);
-            }
+            frozen.escrow = claim.claimed;
+            return frozen;
         }
-        let mut stake = self.stake_record(respondent);
-        stake.open_disputes += 1;
-        self.put_stake(&stake);
+        let balance_account = AccountId::of_member(claim.respondent);
+        let stake_account = AccountId::stake_of(claim.respondent);
+        frozen.balance = Amount(claim.claimed.0.min(self.available(&balance_account).0));
+        frozen.stake = Amount((claim.claimed.0 - frozen.balance.0).min(self.available(&stake_account).0));
+        if frozen.balance.0 > 0 {
+            self.open_hold(balance_hold, balance_account, frozen.balance, Timestamp::NEVER);
+        }
+        if frozen.stake.0 > 0 {
+            self.open_hold(stake_hold, stake_account, frozen.stake, Timestamp::NEVER);
+        }
+        frozen
+    }
+
+    /// Writes the new dispute in its first phase and says so on the ledger.
+    fn open_dispute(
+        &mut self,
+        command: &Caller<'_>,
+        id: String,
+        claim: &Claim<'_>,
+        at_risk: Amount,
+        frozen: Frozen,
+        windows: &Windows,
+    ) -> Dispute {
         let deadline = self.now.plus_s(windows.answer_s);
         let mut dispute = Dispute {
             id: id.clone(),
-            subject: subject.clone(),
-            claimant: claimant.clone(),
-            respondent: respondent.clone(),
+            subject: claim.subject.clone(),
+            claimant: claim.claimant.clone(),
+            respondent: claim.respondent.clone(),
             filed_by: command.actor.id.clone(),
-            reason,
-            note: note.to_string(),
-            claimed,
+            reason: claim.reason,
+            note: claim.note.to_string(),
+            claimed: claim.claimed,
             at_risk,
             frozen,
             phase: Phase::Filed,
@@ -475,18 +507,17 @@ impl Batch<'_> {
         dispute.enter(Phase::Filed, self.now, Some(deadline), "filed; the respondent must answer by the deadline");
         self.insert_dispute(&dispute);
         let filed = super::events::DisputeFiled {
-            dispute: id.clone(),
-            subject: subject.clone(),
-            claimant: claimant.clone(),
-            respondent: respondent.clone(),
+            dispute: id,
+            subject: claim.subject.clone(),
+            claimant: claim.claimant.clone(),
+            respondent: claim.respondent.clone(),
         };
         let mut event = serde_json::to_value(filed).expect("event bodies serialize");
-        merge(
-            &mut event,
-            json!({"reason": reason, "claimed_minor": claimed, "frozen": frozen, "answer_by_ms": deadline}),
-        );
+        let extra = json!({"reason": claim.reason, "claimed_minor": claim.claimed, "frozen": frozen,
+            "answer_by_ms": deadline});
+        merge(&mut event, extra);
         self.event(command, DisputeEvent::DisputeFiled, event);
-        Ok(dispute.view())
+        dispute
     }
 
     /// Picks the next arbiter: the contract's own (first round of a milestone
@@ -508,147 +539,5 @@ impl Batch<'_> {
         dispute.arbiter = Some(chosen);
         let deadline = self.now.plus_s(ruling_s);
         dispute.enter(Phase::Ruling, self.now, Some(deadline), note);
-    }
-
-    /// The final ruling, executed in one batch. Runs once: the phase guard
-    /// here, and transfer ids derived from the dispute id in the database.
-    pub(crate) fn execute(&mut self, command: &Caller<'_>, mut dispute: Dispute) -> Step {
-        assert!(dispute.phase != Phase::Executed);
-        let ruling = dispute.rulings.last().expect("executing a ruling").clone();
-        let id = dispute.id.clone();
-        let claimant_account = AccountId::of_member(&dispute.claimant);
-        let stake_account = AccountId::stake_of(&dispute.respondent);
-        let [balance_hold, stake_hold, bond_hold] = dispute_holds(&id);
-        let mut transfers: Vec<TransferId> = Vec::new();
-        let mut refunded = Amount::ZERO;
-        let mut released = Amount::ZERO;
-        if dispute.frozen.escrow.0 > 0 {
-            let Subject::Milestone { contract, index } = &dispute.subject else {
-                unreachable!("escrow is a milestone")
-            };
-            let mut c = self.contract(contract).expect("the disputed contract is loaded");
-            let m = c.milestones[*index as usize].clone();
-            assert_eq!(m.state, MilestoneState::Disputed);
-            let hold = self.snap.holds.get(&milestone_hold(contract, *index)).cloned().expect("milestone hold loaded");
-            let refund = Amount(ruling.refund.0.min(m.amount.0));
-            let pay = m.amount.checked_sub(refund).expect("refund within milestone");
-            let fee = pay.fee_bps(self.config.fee_bps);
-            let net = pay.checked_sub(fee).expect("fee within amount");
-            let legs = [
-                (AccountId::of_member(&c.seller), net, TransferKind::Release, TransferId(format!("tr_{id}_rel"))),
-                (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("tr_{id}_fee"))),
-            ];
-            let (_, ids) = self.post_hold(command, hold, &legs, Some(&c.buyer));
-            transfers.extend(ids);
-            c.released_net = c.released_net.checked_add(net).expect("within total");
-            c.fees = c.fees.checked_add(fee).expect("within total");
-            c.refunded = c.refunded.checked_add(refund).expect("within total");
-            let slot = &mut c.milestones[*index as usize];
-            slot.state = MilestoneState::Resolved;
-            self.maybe_complete(&mut c);
-            self.update_contract(&c);
-            refunded = refund;
-            released = pay;
-        }
-        // Frozen balance first, then frozen stake. The stake-funded part of the
-        // refund is the first part of the slash (restitution to the claimant).
-        let mut to_refund = ruling.refund.checked_sub(refunded).unwrap_or(Amount::ZERO);
-        let mut to_claimant = Amount::ZERO;
-        for (hold_id, frozen, suffix) in [
-            (&balance_hold, dispute.frozen.balance, "refund_bal"),
-            (&stake_hold, dispute.frozen.stake, "slash_claimant"),
-        ] {
-            if frozen.0 == 0 {
-                continue;
-            }
-            let hold = self.snap.holds.get(hold_id).cloned().expect("freeze holds are loaded");
-            let part = Amount(to_refund.0.min(frozen.0));
-            let kind = if hold_id == &stake_hold { TransferKind::Slash } else { TransferKind::Refund };
-            let legs = [(claimant_account.clone(), part, kind, TransferId(format!("tr_{id}_{suffix}")))];
-            let (_, ids) = self.post_hold(command, hold, &legs, None);
-            transfers.extend(ids);
-            to_refund = to_refund.checked_sub(part).expect("part within");
-            refunded = refunded.checked_add(part).expect("bounded");
-            if hold_id == &stake_hold {
-                to_claimant = part;
-            }
-        }
-        let shortfall = to_refund;
-        // The rest of the slash the ruling names comes from the stake left: first
-        // to the claimant for any refund still short, then to insurance.
-        let beyond = ruling.slash.checked_sub(to_claimant).unwrap_or(Amount::ZERO);
-        let extra = Amount(beyond.0.min(self.available(&stake_account).0));
-        let made_good = Amount(extra.0.min(shortfall.0));
-        let to_insurance = extra.checked_sub(made_good).expect("within extra");
-        let to_claimant = to_claimant.checked_add(made_good).expect("bounded");
-        let slashed = to_claimant.checked_add(to_insurance).expect("bounded");
-        for (credit, amount, suffix) in [
-            (claimant_account.clone(), made_good, "slash_shortfall"),
-            (AccountId::insurance(), to_insurance, "slash_insurance"),
-        ] {
-            if amount.0 > 0 {
-                self.ensure_account(credit.clone());
-                let tid = TransferId(format!("tr_{id}_{suffix}"));
-                self.post_plain(command, tid.clone(), stake_account.clone(), credit, amount, TransferKind::Slash);
-                transfers.push(tid);
-            }
-        }
-        // The appeal bond: back to an appellant the second ruling favoured, else to the other side.
-        let mut bond_outcome = serde_json::Value::Null;
-        if let Some(appeal) = &dispute.appeal {
-            let first = &dispute.rulings[dispute.rulings.len() - 2];
-            let won = match appeal.side {
-                Side::Claimant => ruling.refund > first.refund,
-                Side::Respondent => ruling.refund < first.refund || ruling.slash < first.slash,
-            };
-            let hold = self.snap.holds.get(&bond_hold).cloned().expect("bond hold loaded");
-            let other = if appeal.side == Side::Claimant { &dispute.respondent } else { &dispute.claimant };
-            let legs = if won {
-                vec![]
-            } else {
-                vec![(
-                    AccountId::of_member(other),
-                    appeal.bond,
-                    TransferKind::Bond,
-                    TransferId(format!("tr_{id}_bond")),
-                )]
-            };
-            let (_, ids) = self.post_hold(command, hold, &legs, None);
-            transfers.extend(ids);
-            bond_outcome = json!({"by": appeal.by, "bond_minor": appeal.bond,
-                "returned": won, "forfeited_to": if won { None } else { Some(other) }});
-        }
-        let mut stake = self.stake_record(&dispute.respondent);
-        stake.open_disputes = stake.open_disputes.checked_sub(1).expect("an open dispute was counted");
-        self.put_stake(&stake);
-        let winner = match ruling.decision {
-            Decision::RefundFull => Winner::Claimant,
-            Decision::RefundPartial => Winner::Split,
-            Decision::Reject => Winner::Respondent,
-        };
-        let executed = DisputeExecuted {
-            dispute: id.clone(),
-            subject: dispute.subject.clone(),
-            claimant: dispute.claimant.clone(),
-            respondent: dispute.respondent.clone(),
-            winner,
-            refunded_minor: refunded,
-            released_minor: released,
-            slashed_minor: slashed,
-        };
-        let mut outcome = serde_json::to_value(executed).expect("event bodies serialize");
-        merge(
-            &mut outcome,
-            json!({"decision": ruling.decision, "default": ruling.arbiter.is_none(),
-            "rounds": dispute.round, "shortfall_minor": shortfall, "slash_to_claimant_minor": to_claimant,
-            "slash_to_insurance_minor": to_insurance, "bond": bond_outcome, "transfers": transfers,
-            "executed_at_ms": self.now}),
-        );
-        dispute.outcome = Some(outcome.clone());
-        dispute.enter(Phase::Executed, self.now, None, format!("executed: {}", winner.as_str()));
-        self.update_dispute(&dispute);
-        // The outcome event reputation is computed from.
-        self.event(command, DisputeEvent::DisputeExecuted, outcome.clone());
-        Ok(outcome)
     }
 }

@@ -220,52 +220,9 @@ impl Batch<'_> {
             return Err(Refusal::new(Code::MilestonesInvalid, "A contract has 1 to 16 milestones.")
                 .with(json!({"milestones": specs.len(), "max": CONTRACT_MILESTONES_MAX})));
         }
-        let mut total = Amount::ZERO;
-        for (index, spec) in specs.iter().enumerate() {
-            if spec.amount.0 == 0 || spec.amount.0 > bazaar_types::limits::AMOUNT_MINOR_MAX {
-                return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone's amount is at least 1 minor unit.")
-                    .with(json!({"milestone": index})));
-            }
-            if spec.description.is_empty() || spec.description.len() > MILESTONE_DESCRIPTION_LEN_MAX {
-                return Err(Refusal::new(
-                    Code::MilestonesInvalid,
-                    "Each milestone needs a description of 1 to 500 bytes.",
-                )
-                .with(json!({"milestone": index})));
-            }
-            if spec.due_at <= self.now {
-                return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone's due date must be in the future.")
-                    .with(json!({"milestone": index, "due_at_ms": spec.due_at})));
-            }
-            total = total.checked_add(spec.amount).unwrap_or(Amount(u64::MAX));
-        }
-        if total.0 > bazaar_types::limits::AMOUNT_MINOR_MAX {
-            return refuse(Code::AmountInvalid, "The contract total is above the largest amount one request may move.");
-        }
-        if !is_sha256_hex(terms) {
-            return refuse(
-                Code::InvalidRequest,
-                "`terms_sha256` is the SHA-256 of the terms, as 64 lowercase hex chars.",
-            );
-        }
-        if !(REVIEW_WINDOW_S_MIN..=REVIEW_WINDOW_S_MAX).contains(&review_window_s) {
-            return Err(Refusal::new(Code::InvalidRequest, "The review window is outside the registry's bounds.")
-                .with(
-                    json!({"review_window_s": review_window_s, "min": REVIEW_WINDOW_S_MIN, "max": REVIEW_WINDOW_S_MAX}),
-                ));
-        }
-        let seller_member = self.member(seller)?;
-        if seller_member.kind != MemberKind::Agent {
-            return refuse(Code::NotAnAgent, "Contracts are made with seller agents.");
-        }
-        if seller == &buyer.id || seller_member.principal() == buyer.principal() {
-            return refuse(Code::NotPermitted, "An agent cannot contract with itself or an agent of its own owner.");
-        }
-        let arbiter_member = self.member(arbiter)?;
-        let principals = [buyer.principal(), seller_member.principal()];
-        if arbiter == &buyer.id || arbiter == seller || principals.contains(&arbiter_member.principal()) {
-            return refuse(Code::ArbiterInvalid, "The arbiter must be neither party nor act for either party's owner.");
-        }
+        let total = check_milestones(specs, self.now)?;
+        check_terms(terms, review_window_s)?;
+        self.check_contract_parties(&buyer, seller, arbiter)?;
         let id = crate::escrow::contract_id_for(&buyer.id, seller, arbiter, &idem.key);
         if let Some(existing) = self.contract(&id) {
             return Err(Refusal::new(
@@ -279,25 +236,7 @@ impl Batch<'_> {
         let budget = self.snap.budgets.get(&buyer.id).cloned().unwrap_or_else(|| Budget::zero(buyer.id.clone()));
         crate::kernel::ledger::check_ceilings(&budget, total, self.now)?;
         self.put_budget(crate::kernel::ledger::spend(budget, total, self.now));
-        let mut milestones = Vec::new();
-        for (index, spec) in specs.iter().enumerate() {
-            let hold = milestone_hold(&id, index as u32);
-            self.open_hold(hold.clone(), account.clone(), spec.amount, Timestamp::NEVER);
-            milestones.push(Milestone {
-                index: index as u32,
-                amount: spec.amount,
-                description: spec.description.clone(),
-                due_at: spec.due_at,
-                hold,
-                state: MilestoneState::Pending,
-                delivered_at: None,
-                evidence_sha256: None,
-                review_deadline: None,
-                released_at: None,
-                release: None,
-                dispute: None,
-            });
-        }
+        let milestones = self.open_milestones(&id, &account, specs);
         let contract = Contract {
             id: id.clone(),
             buyer: buyer.id.clone(),
@@ -330,6 +269,47 @@ impl Batch<'_> {
         Ok(body)
     }
 
+    /// The seller is another owner's agent; the arbiter acts for neither party.
+    fn check_contract_parties(&self, buyer: &Member, seller: &MemberId, arbiter: &MemberId) -> Result<(), Refusal> {
+        let seller_member = self.member(seller)?;
+        if seller_member.kind != MemberKind::Agent {
+            return refuse(Code::NotAnAgent, "Contracts are made with seller agents.");
+        }
+        if seller == &buyer.id || seller_member.principal() == buyer.principal() {
+            return refuse(Code::NotPermitted, "An agent cannot contract with itself or an agent of its own owner.");
+        }
+        let arbiter_member = self.member(arbiter)?;
+        let principals = [buyer.principal(), seller_member.principal()];
+        if arbiter == &buyer.id || arbiter == seller || principals.contains(&arbiter_member.principal()) {
+            return refuse(Code::ArbiterInvalid, "The arbiter must be neither party nor act for either party's owner.");
+        }
+        Ok(())
+    }
+
+    /// A hold per milestone on the buyer's account.
+    fn open_milestones(&mut self, id: &str, account: &AccountId, specs: &[MilestoneSpec]) -> Vec<Milestone> {
+        let mut milestones = Vec::new();
+        for (index, spec) in specs.iter().enumerate() {
+            let hold = milestone_hold(id, index as u32);
+            self.open_hold(hold.clone(), account.clone(), spec.amount, Timestamp::NEVER);
+            milestones.push(Milestone {
+                index: index as u32,
+                amount: spec.amount,
+                description: spec.description.clone(),
+                due_at: spec.due_at,
+                hold,
+                state: MilestoneState::Pending,
+                delivered_at: None,
+                evidence_sha256: None,
+                review_deadline: None,
+                released_at: None,
+                release: None,
+                dispute: None,
+            });
+        }
+        milestones
+    }
+
     pub(crate) fn contract_act(
         &mut self,
         command: &Caller<'_>,
@@ -338,7 +318,7 @@ impl Batch<'_> {
         seller: &MemberId,
         act: &ContractAct,
     ) -> Step {
-        let Some(mut contract) = self.contract(id) else {
+        let Some(contract) = self.contract(id) else {
             return refuse(Code::ContractNotFound, format!("No contract {id} on this registry."));
         };
         if &contract.buyer != buyer || &contract.seller != seller {
@@ -347,24 +327,12 @@ impl Batch<'_> {
         let actor = &command.actor;
         let is_buyer = actor.id == contract.buyer || self.owner_of(&contract.buyer) == Some(&actor.id);
         let is_seller = actor.id == contract.seller || self.owner_of(&contract.seller) == Some(&actor.id);
-        let is_registry = actor.kind == MemberKind::Registry;
         match act {
             ContractAct::Accept | ContractAct::Decline => {
                 if !is_seller {
                     return refuse(Code::NotParty, "Only the seller (or its owner) accepts or declines a contract.");
                 }
-                if contract.state != ContractState::Offered {
-                    return Err(Refusal::new(Code::ContractState, "The contract is no longer waiting for the seller.")
-                        .with(json!({"state": contract.state})));
-                }
-                if matches!(act, ContractAct::Accept) {
-                    contract.state = ContractState::Accepted;
-                    contract.accepted_at = Some(self.now);
-                    self.update_contract(&contract);
-                    self.event(command, EscrowEvent::ContractAccepted, json!({"contract": id}));
-                    return Ok(contract.view());
-                }
-                self.void_contract(command, contract, ContractState::Declined)
+                self.answer_offer(command, contract, matches!(act, ContractAct::Accept))
             }
             ContractAct::Cancel => {
                 if !is_buyer {
@@ -383,30 +351,7 @@ impl Batch<'_> {
                 if !is_seller {
                     return refuse(Code::NotParty, "Only the seller (or its owner) marks a milestone delivered.");
                 }
-                if !is_sha256_hex(evidence_sha256) {
-                    return refuse(Code::InvalidRequest, "`evidence_sha256` is 64 lowercase hex chars.");
-                }
-                self.check_active(&contract)?;
-                let index = self.milestone_index(&contract, *milestone)?;
-                let m = &contract.milestones[index];
-                if m.state != MilestoneState::Pending {
-                    return Err(Refusal::new(
-                        Code::MilestoneState,
-                        "Only a pending milestone can be marked delivered.",
-                    )
-                    .with(json!({"milestone": milestone, "state": m.state})));
-                }
-                let deadline = self.now.plus_s(contract.review_window_s);
-                let m = &mut contract.milestones[index];
-                m.state = MilestoneState::Delivered;
-                m.delivered_at = Some(self.now);
-                m.evidence_sha256 = Some(evidence_sha256.clone());
-                m.review_deadline = Some(deadline);
-                self.update_contract(&contract);
-                let body = json!({"contract": id, "milestone": milestone, "evidence_sha256": evidence_sha256,
-                    "review_deadline_ms": deadline});
-                self.event(command, EscrowEvent::MilestoneDelivered, body.clone());
-                Ok(body)
+                self.deliver(command, contract, *milestone, evidence_sha256)
             }
             ContractAct::Release { milestone } => {
                 if !is_buyer {
@@ -416,26 +361,71 @@ impl Batch<'_> {
                 self.release(command, contract, index, false)
             }
             ContractAct::Advance => {
-                if !is_registry {
+                if actor.kind != MemberKind::Registry {
                     return refuse(Code::NotPermitted, "Only the registry's sweeper advances contracts.");
                 }
-                let due: Vec<usize> = contract
-                    .milestones
-                    .iter()
-                    .filter(|m| {
-                        m.state == MilestoneState::Delivered && m.review_deadline.is_some_and(|d| d <= self.now)
-                    })
-                    .map(|m| m.index as usize)
-                    .collect();
-                let mut released = Vec::new();
-                for index in due {
-                    let receipt = self.release(command, contract.clone(), index, true)?;
-                    released.push(receipt);
-                    contract = self.contract(id).expect("just written");
-                }
-                Ok(json!({"contract": id, "released": released}))
+                self.release_due(command, contract)
             }
         }
+    }
+
+    /// The seller accepts the offered contract, or declines it (its holds are voided).
+    fn answer_offer(&mut self, command: &Caller<'_>, mut contract: Contract, accept: bool) -> Step {
+        if contract.state != ContractState::Offered {
+            return Err(Refusal::new(Code::ContractState, "The contract is no longer waiting for the seller.")
+                .with(json!({"state": contract.state})));
+        }
+        if !accept {
+            return self.void_contract(command, contract, ContractState::Declined);
+        }
+        contract.state = ContractState::Accepted;
+        contract.accepted_at = Some(self.now);
+        self.update_contract(&contract);
+        self.event(command, EscrowEvent::ContractAccepted, json!({"contract": contract.id}));
+        Ok(contract.view())
+    }
+
+    /// The seller marks a pending milestone delivered; the buyer's review window opens.
+    fn deliver(&mut self, command: &Caller<'_>, mut contract: Contract, milestone: u32, evidence_sha256: &str) -> Step {
+        if !is_sha256_hex(evidence_sha256) {
+            return refuse(Code::InvalidRequest, "`evidence_sha256` is 64 lowercase hex chars.");
+        }
+        self.check_active(&contract)?;
+        let index = self.milestone_index(&contract, milestone)?;
+        let m = &contract.milestones[index];
+        if m.state != MilestoneState::Pending {
+            return Err(Refusal::new(Code::MilestoneState, "Only a pending milestone can be marked delivered.")
+                .with(json!({"milestone": milestone, "state": m.state})));
+        }
+        let deadline = self.now.plus_s(contract.review_window_s);
+        let m = &mut contract.milestones[index];
+        m.state = MilestoneState::Delivered;
+        m.delivered_at = Some(self.now);
+        m.evidence_sha256 = Some(evidence_sha256.to_string());
+        m.review_deadline = Some(deadline);
+        self.update_contract(&contract);
+        let body = json!({"contract": contract.id, "milestone": milestone, "evidence_sha256": evidence_sha256,
+            "review_deadline_ms": deadline});
+        self.event(command, EscrowEvent::MilestoneDelivered, body.clone());
+        Ok(body)
+    }
+
+    /// The sweeper: releases every delivered milestone whose review window passed.
+    fn release_due(&mut self, command: &Caller<'_>, mut contract: Contract) -> Step {
+        let id = contract.id.clone();
+        let due: Vec<usize> = contract
+            .milestones
+            .iter()
+            .filter(|m| m.state == MilestoneState::Delivered && m.review_deadline.is_some_and(|d| d <= self.now))
+            .map(|m| m.index as usize)
+            .collect();
+        let mut released = Vec::new();
+        for index in due {
+            let receipt = self.release(command, contract.clone(), index, true)?;
+            released.push(receipt);
+            contract = self.contract(&id).expect("just written");
+        }
+        Ok(json!({"contract": id, "released": released}))
     }
 
     fn check_active(&self, contract: &Contract) -> Result<(), Refusal> {
@@ -553,4 +543,41 @@ impl Batch<'_> {
     fn owner_of(&self, member: &MemberId) -> Option<&MemberId> {
         self.snap.members.get(member).and_then(|m| m.owner.as_ref())
     }
+}
+
+/// Each milestone's amount, description and due date; returns the total.
+fn check_milestones(specs: &[MilestoneSpec], now: Timestamp) -> Result<Amount, Refusal> {
+    let mut total = Amount::ZERO;
+    for (index, spec) in specs.iter().enumerate() {
+        if spec.amount.0 == 0 || spec.amount.0 > bazaar_types::limits::AMOUNT_MINOR_MAX {
+            return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone's amount is at least 1 minor unit.")
+                .with(json!({"milestone": index})));
+        }
+        if spec.description.is_empty() || spec.description.len() > MILESTONE_DESCRIPTION_LEN_MAX {
+            return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone needs a description of 1 to 500 bytes.")
+                .with(json!({"milestone": index})));
+        }
+        if spec.due_at <= now {
+            return Err(Refusal::new(Code::MilestonesInvalid, "Each milestone's due date must be in the future.")
+                .with(json!({"milestone": index, "due_at_ms": spec.due_at})));
+        }
+        total = total.checked_add(spec.amount).unwrap_or(Amount(u64::MAX));
+    }
+    if total.0 > bazaar_types::limits::AMOUNT_MINOR_MAX {
+        return refuse(Code::AmountInvalid, "The contract total is above the largest amount one request may move.");
+    }
+    Ok(total)
+}
+
+/// The terms' hash and the review window the buyer asks for.
+fn check_terms(terms: &str, review_window_s: u64) -> Result<(), Refusal> {
+    if !is_sha256_hex(terms) {
+        return refuse(Code::InvalidRequest, "`terms_sha256` is the SHA-256 of the terms, as 64 lowercase hex chars.");
+    }
+    if !(REVIEW_WINDOW_S_MIN..=REVIEW_WINDOW_S_MAX).contains(&review_window_s) {
+        return Err(Refusal::new(Code::InvalidRequest, "The review window is outside the registry's bounds.").with(
+            json!({"review_window_s": review_window_s, "min": REVIEW_WINDOW_S_MIN, "max": REVIEW_WINDOW_S_MAX}),
+        ));
+    }
+    Ok(())
 }

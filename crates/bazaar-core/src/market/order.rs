@@ -11,6 +11,7 @@
 
 use super::listing::Listing;
 use super::rfq::{Rfq, RfqState};
+use super::rules::Allocation;
 use super::MarketEvent;
 use crate::kernel::batch::{merge, Batch, Step};
 use crate::kernel::docs::Document;
@@ -270,57 +271,10 @@ impl Batch<'_> {
         let Some(owner) = buyer.owner.clone() else {
             return refuse(Code::NotPermitted, "An agent without an owner here cannot place storefront orders.");
         };
-        let Some(mut rfq) = self.load::<Rfq>(rfq_id) else {
-            return refuse(Code::RfqNotFound, "No such request for quote.");
-        };
-        if rfq.buyer != buyer.id {
-            return refuse(Code::NotParty, "Only the request's buyer orders from it.");
-        }
-        if rfq.state != RfqState::Closed {
-            return refuse(Code::RfqInvalid, "Close the request first: its allocation is what is ordered.");
-        }
         let id = order_id(&buyer.id, &idem.key);
-        if self.exists::<Order>(&id) {
-            return refuse(Code::OrderExists, "An order with this Idempotency-Key already exists.");
-        }
-        if let Some(placed) = &rfq.order {
-            return Err(Refusal::new(
-                Code::RfqOrdered,
-                "This request was already ordered; its allocation is ordered once.",
-            )
-            .with(json!({"order": placed})));
-        }
-        let allocation = rfq.current_allocation();
-        if allocation.lines.is_empty() || allocation.lines.len() > ORDER_LINES_MAX {
-            return Err(Refusal::new(Code::OrderInvalid, format!("An order has 1–{ORDER_LINES_MAX} shares."))
-                .with(json!({"shares": allocation.lines.len()})));
-        }
-        let mut lines = Vec::new();
-        for (index, line) in allocation.lines.iter().enumerate() {
-            let offer = rfq.offers.iter().find(|o| o.id == line.offer_id).expect("allocated offers are recorded");
-            let language = self.load::<Listing>(&offer.listing).map(|l| l.language).unwrap_or_else(|| "en".into());
-            lines.push(OrderLine {
-                index: index as u32,
-                seller: line.seller.clone(),
-                listing: offer.listing.clone(),
-                units: line.units,
-                unit_price: line.unit_price,
-                amount: line.amount,
-                language,
-                hold: line_hold(&id, index as u32),
-                contract: None,
-                state: LineState::AwaitingApproval,
-                notification: None,
-                proof: None,
-                payment: None,
-            });
-        }
-        let above = self
-            .snap
-            .docs
-            .get(&(DocKind::Policy, buyer.id.to_string()))
-            .and_then(|row| serde_json::from_value::<OrderPolicy>(row.body.clone()).ok())
-            .map(|p| p.approval_above_minor);
+        let (mut rfq, allocation) = self.orderable(&buyer.id, rfq_id, &id)?;
+        let lines = self.order_lines(&rfq, &allocation, &id);
+        let above = self.load::<OrderPolicy>(buyer.id.as_str()).map(|p| p.approval_above_minor);
         let total = allocation.total;
         let required = force_approval || above.is_some_and(|above| total > above);
         let mut order = Order {
@@ -346,13 +300,64 @@ impl Batch<'_> {
         rfq.order = Some(id.clone());
         self.update(&rfq);
         let body = serde_json::to_value(&order).expect("orders serialize");
-        self.event(
-            command,
-            MarketEvent::OrderCreated,
-            json!({"order": id, "buyer": order.buyer, "total_minor": total,
-            "shares": order.lines.len(), "approval_required": required}),
-        );
+        let event = json!({"order": id, "buyer": order.buyer, "total_minor": total,
+            "shares": order.lines.len(), "approval_required": required});
+        self.event(command, MarketEvent::OrderCreated, event);
         Ok(body)
+    }
+
+    /// The buyer's closed request, not ordered yet, and its allocation.
+    fn orderable(&self, buyer: &MemberId, rfq_id: &str, id: &str) -> Result<(Rfq, Allocation), Refusal> {
+        let Some(rfq) = self.load::<Rfq>(rfq_id) else {
+            return refuse(Code::RfqNotFound, "No such request for quote.");
+        };
+        if &rfq.buyer != buyer {
+            return refuse(Code::NotParty, "Only the request's buyer orders from it.");
+        }
+        if rfq.state != RfqState::Closed {
+            return refuse(Code::RfqInvalid, "Close the request first: its allocation is what is ordered.");
+        }
+        if self.exists::<Order>(id) {
+            return refuse(Code::OrderExists, "An order with this Idempotency-Key already exists.");
+        }
+        if let Some(placed) = &rfq.order {
+            return Err(Refusal::new(
+                Code::RfqOrdered,
+                "This request was already ordered; its allocation is ordered once.",
+            )
+            .with(json!({"order": placed})));
+        }
+        let allocation = rfq.current_allocation();
+        if allocation.lines.is_empty() || allocation.lines.len() > ORDER_LINES_MAX {
+            return Err(Refusal::new(Code::OrderInvalid, format!("An order has 1–{ORDER_LINES_MAX} shares."))
+                .with(json!({"shares": allocation.lines.len()})));
+        }
+        Ok((rfq, allocation))
+    }
+
+    /// A share per allocated line, each told in its maker's listing language.
+    fn order_lines(&self, rfq: &Rfq, allocation: &Allocation, id: &str) -> Vec<OrderLine> {
+        let mut lines = Vec::new();
+        for (index, line) in allocation.lines.iter().enumerate() {
+            let offer = rfq.offers.iter().find(|o| o.id == line.offer_id).expect("allocated offers are recorded");
+            let language = self.load::<Listing>(&offer.listing).map(|l| l.language).unwrap_or_else(|| "en".into());
+            lines.push(OrderLine {
+                index: index as u32,
+                seller: line.seller.clone(),
+                listing: offer.listing.clone(),
+                units: line.units,
+                unit_price: line.unit_price,
+                amount: line.amount,
+                language,
+                hold: line_hold(id, index as u32),
+                contract: None,
+                state: LineState::AwaitingApproval,
+                notification: None,
+                proof: None,
+                payment: None,
+            });
+        }
+        lines
     }
 
     /// The one authorization: a hold per share, all in this command — above the
@@ -495,98 +500,94 @@ impl Batch<'_> {
         if command.actor.id != line.seller {
             return refuse(Code::NotParty, "Only the maker of this share proves its shipment.");
         }
-        let hex_ok =
-            receipt_sha256.len() == RECEIPT_SHA256_HEX_LEN && receipt_sha256.chars().all(|c| c.is_ascii_hexdigit());
-        if !hex_ok || tracking.trim().is_empty() || tracking.len() > TRACKING_LEN_MAX {
-            return refuse(
-                Code::OrderInvalid,
-                format!("A proof is the courier receipt's SHA-256 (64 hex) and a tracking number of 1–{TRACKING_LEN_MAX} characters."),
-            );
-        }
-        let receipt_sha256 = receipt_sha256.to_ascii_lowercase();
+        let receipt_sha256 = check_proof(receipt_sha256, tracking)?;
         if let Some((content_type, bytes)) = receipt {
-            if crate::crypto::sha256_hex(bytes) != receipt_sha256 {
-                return refuse(Code::OrderInvalid, "The receipt image does not hash to `receipt_sha256`.");
-            }
-            if bytes.len() > RECEIPT_IMAGE_BYTES_MAX || !RECEIPT_CONTENT_TYPES.contains(&content_type.as_str()) {
-                return refuse(
-                    Code::OrderInvalid,
-                    format!("A receipt image is JPEG, PNG or WebP, at most {RECEIPT_IMAGE_BYTES_MAX} bytes."),
-                );
-            }
-            let key = (DocKind::Blob, receipt_sha256.clone());
-            if !self.snap.docs.contains_key(&key) {
-                use base64::Engine;
-                let row = DocRow {
-                    kind: DocKind::Blob,
-                    id: receipt_sha256.clone(),
-                    body: json!({"content_type": content_type, "bytes": bytes.len(),
-                        "base64": base64::engine::general_purpose::STANDARD.encode(bytes)}),
-                    due_at: None,
-                    parties: vec![order.buyer.clone(), order.owner.clone(), line.seller.clone()],
-                };
-                self.insert_doc(row);
-            }
+            self.keep_receipt_image(&order, &line, &receipt_sha256, content_type, bytes)?;
         }
-        let receipt_sha256 = receipt_sha256.as_str();
-        let (net, fee, payment) = match &line.contract {
-            // Escrowed: the proof delivers the milestone and releases it; the buyer
-            // keeps its dispute rights on the released milestone.
-            Some(contract_id) => {
-                let mut contract = self.contract(contract_id).expect("share contracts are loaded");
-                let slot = &mut contract.milestones[0];
-                slot.state = crate::escrow::MilestoneState::Delivered;
-                slot.delivered_at = Some(self.now);
-                slot.evidence_sha256 = Some(receipt_sha256.to_string());
-                let receipt = self.release(command, contract, 0, false)?;
-                let net = Amount(receipt["net_minor"].as_u64().unwrap_or_default());
-                let fee = Amount(receipt["fee_minor"].as_u64().unwrap_or_default());
-                (
-                    net,
-                    fee,
-                    json!({"net_minor": net, "fee_minor": fee, "contract": contract_id, "release": receipt,
-                    "paid_at_ms": self.now}),
-                )
-            }
-            None => {
-                let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
-                let fee = line.amount.fee_bps(self.config.fee_bps);
-                let net = line.amount.checked_sub(fee).expect("fee within amount");
-                let prefix = format!("tr_{}_l{index}", order.id);
-                let legs = [
-                    (
-                        AccountId::of_member(&line.seller),
-                        net,
-                        TransferKind::Payment,
-                        TransferId(format!("{prefix}_pay")),
-                    ),
-                    (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{prefix}_fee"))),
-                ];
-                let (link, transfers) = self.post_hold(command, hold, &legs, Some(&order.buyer));
-                (
-                    net,
-                    fee,
-                    json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link,
-                    "paid_at_ms": self.now}),
-                )
-            }
-        };
+        let (net, fee, payment) = self.pay_share(command, &order, &line, &receipt_sha256)?;
         let slot = &mut order.lines[index as usize];
         slot.state = LineState::Paid;
-        slot.proof = Some(Proof {
-            receipt_sha256: receipt_sha256.to_ascii_lowercase(),
-            tracking: tracking.to_string(),
-            at: self.now,
-        });
+        slot.proof =
+            Some(Proof { receipt_sha256: receipt_sha256.clone(), tracking: tracking.to_string(), at: self.now });
         slot.payment = Some(payment.clone());
         order.paid_net = order.paid_net.checked_add(net).expect("within total");
         order.fees = order.fees.checked_add(fee).expect("within total");
         Self::finish_if_done(&mut order);
         self.update_order(&order);
         let body = json!({"order": order.id, "share": index, "seller": line.seller, "tracking": tracking,
-            "receipt_sha256": receipt_sha256.to_ascii_lowercase(), "payment": payment, "order_state": order.state});
+            "receipt_sha256": receipt_sha256, "payment": payment, "order_state": order.state});
         self.event(command, MarketEvent::OrderSharePaid, body.clone());
         Ok(body)
+    }
+
+    /// Stores the courier receipt's image by its SHA-256, once, after checking it hashes to the proof.
+    fn keep_receipt_image(
+        &mut self,
+        order: &Order,
+        line: &OrderLine,
+        receipt_sha256: &str,
+        content_type: &str,
+        bytes: &[u8],
+    ) -> Result<(), Refusal> {
+        if crate::crypto::sha256_hex(bytes) != receipt_sha256 {
+            return refuse(Code::OrderInvalid, "The receipt image does not hash to `receipt_sha256`.");
+        }
+        if bytes.len() > RECEIPT_IMAGE_BYTES_MAX || !RECEIPT_CONTENT_TYPES.contains(&content_type) {
+            return refuse(
+                Code::OrderInvalid,
+                format!("A receipt image is JPEG, PNG or WebP, at most {RECEIPT_IMAGE_BYTES_MAX} bytes."),
+            );
+        }
+        if !self.snap.docs.contains_key(&(DocKind::Blob, receipt_sha256.to_string())) {
+            use base64::Engine;
+            let row = DocRow {
+                kind: DocKind::Blob,
+                id: receipt_sha256.to_string(),
+                body: json!({"content_type": content_type, "bytes": bytes.len(),
+                    "base64": base64::engine::general_purpose::STANDARD.encode(bytes)}),
+                due_at: None,
+                parties: vec![order.buyer.clone(), order.owner.clone(), line.seller.clone()],
+            };
+            self.insert_doc(row);
+        }
+        Ok(())
+    }
+
+    /// Pays the maker her share on proof: an escrowed share's milestone is
+    /// delivered and released (the buyer keeps its dispute rights on it); a
+    /// plain share's hold is posted. Returns net, fee and the payment record.
+    fn pay_share(
+        &mut self,
+        command: &Caller<'_>,
+        order: &Order,
+        line: &OrderLine,
+        receipt_sha256: &str,
+    ) -> Result<(Amount, Amount, serde_json::Value), Refusal> {
+        if let Some(contract_id) = &line.contract {
+            let mut contract = self.contract(contract_id).expect("share contracts are loaded");
+            let slot = &mut contract.milestones[0];
+            slot.state = crate::escrow::MilestoneState::Delivered;
+            slot.delivered_at = Some(self.now);
+            slot.evidence_sha256 = Some(receipt_sha256.to_string());
+            let receipt = self.release(command, contract, 0, false)?;
+            let net = Amount(receipt["net_minor"].as_u64().unwrap_or_default());
+            let fee = Amount(receipt["fee_minor"].as_u64().unwrap_or_default());
+            let payment = json!({"net_minor": net, "fee_minor": fee, "contract": contract_id, "release": receipt,
+                "paid_at_ms": self.now});
+            return Ok((net, fee, payment));
+        }
+        let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
+        let fee = line.amount.fee_bps(self.config.fee_bps);
+        let net = line.amount.checked_sub(fee).expect("fee within amount");
+        let prefix = format!("tr_{}_l{}", order.id, line.index);
+        let legs = [
+            (AccountId::of_member(&line.seller), net, TransferKind::Payment, TransferId(format!("{prefix}_pay"))),
+            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{prefix}_fee"))),
+        ];
+        let (link, transfers) = self.post_hold(command, hold, &legs, Some(&order.buyer));
+        let payment = json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link,
+            "paid_at_ms": self.now});
+        Ok((net, fee, payment))
     }
 
     pub(crate) fn cancel_share(&mut self, command: &Caller<'_>, id: &str, index: u32) -> Step {
@@ -618,4 +619,17 @@ impl Batch<'_> {
         self.event(command, MarketEvent::OrderShareCancelled, body.clone());
         Ok(body)
     }
+}
+
+/// A proof of shipment is the courier receipt's SHA-256 and a tracking number; returns the hash in lowercase.
+fn check_proof(receipt_sha256: &str, tracking: &str) -> Result<String, Refusal> {
+    let hex_ok =
+        receipt_sha256.len() == RECEIPT_SHA256_HEX_LEN && receipt_sha256.chars().all(|c| c.is_ascii_hexdigit());
+    if !hex_ok || tracking.trim().is_empty() || tracking.len() > TRACKING_LEN_MAX {
+        return refuse(
+            Code::OrderInvalid,
+            format!("A proof is the courier receipt's SHA-256 (64 hex) and a tracking number of 1–{TRACKING_LEN_MAX} characters."),
+        );
+    }
+    Ok(receipt_sha256.to_ascii_lowercase())
 }
