@@ -9,24 +9,24 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     std::fs::create_dir_all(&dir).unwrap();
     let report = bazaar_cli::demo::story(&dir, 100, &|line| eprintln!("{line}")).await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(report.settlements, 100, "one settlement per order");
-    assert_eq!(report.work_runs, 100, "the work ran once per order");
-    assert!(report.requests_sent > 100, "retries happened: {}", report.requests_sent);
-    assert!(report.replayed_answers >= 1, "a retry was answered from a work receipt");
-    assert_eq!(report.buyer_debited_minor, 100 * 250, "one debit per order");
-    assert_eq!(report.merchant_received_minor + report.fees_minor, 100 * 250);
-    assert_eq!(report.over_ceiling_code, "budget_per_call_exceeded");
-    assert_eq!(report.consumed_token_verify["genuine"], true);
-    assert_eq!(report.consumed_token_verify["state"], "settled");
-    assert!(report.audit_ok);
-    assert_eq!(report.balance_sum_minor, 0);
+    assert_eq!(report.restock.settlements, 100, "one settlement per order");
+    assert_eq!(report.restock.work_runs, 100, "the work ran once per order");
+    assert!(report.restock.requests_sent > 100, "retries happened: {}", report.restock.requests_sent);
+    assert!(report.restock.replayed_answers >= 1, "a retry was answered from a work receipt");
+    assert_eq!(report.restock.buyer_debited_minor, 100 * 250, "one debit per order");
+    assert_eq!(report.restock.merchant_received_minor + report.restock.fees_minor, 100 * 250);
+    assert_eq!(report.restock.over_ceiling_code, "budget_per_call_exceeded");
+    assert_eq!(report.restock.consumed_token_verify["genuine"], true);
+    assert_eq!(report.restock.consumed_token_verify["state"], "settled");
+    assert!(report.restock.audit_ok);
+    assert_eq!(report.restock.balance_sum_minor, 0);
     // The escrow chapter ran on the same registry (its numbers: tests/escrow.rs).
     let escrow = report.escrow.expect("the escrow chapter ran");
     assert_eq!(escrow.second_execution_code, "dispute_executed");
     assert_eq!(escrow.held_minor, 0);
     assert_eq!(escrow.released_net_minor + escrow.fees_minor + escrow.refunded_minor, escrow.total_minor);
     // The federation chapter: a verified passport and a cross-registry paid call.
-    use bazaar_cli::demo_federation::{CORRIDOR_FEE_BPS, PEER_WEIGHT_BPS, TRANSLATE_MINOR};
+    use bazaar_cli::demo::federation::{CORRIDOR_FEE_BPS, PEER_WEIGHT_BPS, TRANSLATE_MINOR};
     let federation = report.federation.expect("the federation chapter ran");
     assert!(federation.passport_valid);
     assert_eq!(federation.passport["credentialSubject"]["settledCount"], 100);
@@ -61,7 +61,8 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
 /// registry's (merchant, order) uniqueness still allows one settlement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_refused_once_is_paid_with_a_new_token() {
-    use bazaar_cli::demo::{embedded_registry, enroll_pair, serve, storefront, PRICE_MINOR};
+    use bazaar_cli::demo::restock::{storefront, PRICE_MINOR};
+    use bazaar_cli::story::{embedded_registry, enroll_pair, serve};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
