@@ -7,7 +7,12 @@
 async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     let dir = std::env::temp_dir().join(format!("bazaar-story-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let report = bazaar_cli::demo::story(&dir, 100, &|line| eprintln!("{line}")).await.unwrap();
+    let narrated = std::sync::Mutex::new(Vec::new());
+    let say = |line: String| {
+        eprintln!("{line}");
+        narrated.lock().unwrap().push(line);
+    };
+    let report = bazaar_cli::demo::story(&dir, 100, &say).await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(report.restock.settlements, 100, "one settlement per order");
     assert_eq!(report.restock.work_runs, 100, "the work ran once per order");
@@ -31,6 +36,16 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     assert!(federation.passport_valid);
     assert_eq!(federation.passport["credentialSubject"]["settledCount"], 100);
     assert_eq!(federation.tampered_code, "passport_proof_invalid");
+    // The narration shows the passport's weighted success figure itself: decayed
+    // over the days the escrow chapter skipped, it is below one, so its integer
+    // part would read as nothing counted.
+    let ppm = federation.passport["credentialSubject"]["weightedSuccessPpm"].as_u64().unwrap();
+    assert!(ppm > 0 && ppm < 1_000_000, "one buyer owner, decayed: {ppm}");
+    let narrated = narrated.lock().unwrap();
+    let line = narrated.iter().find(|l| l.contains("trust passport")).expect("the passport line");
+    let shown = line.split("counted as ").nth(1).and_then(|rest| rest.split(" weighted successes").next());
+    let shown: f64 = shown.and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no weighted figure in: {line}"));
+    assert!((shown - ppm as f64 / 1e6).abs() <= 0.005, "{line} shows {shown} for {ppm} ppm");
     assert_eq!(federation.cross_status, 200);
     assert!(federation.cross_retry_replayed, "the retried order was answered from the work receipt");
     assert!(!federation.buyer_known_to_b, "B never enrolled the buyer");

@@ -16,6 +16,7 @@ use anyhow::{ensure, Result};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
 use bazaar_core::federation::verify_passport;
+use bazaar_core::reputation::PPM;
 use bazaar_sdk::paid::{paid, PaidRoute, Settled};
 use bazaar_sdk::{did_of, generate_key, Client};
 use serde::Serialize;
@@ -108,9 +109,9 @@ async fn check_passport(a: &LocalRegistry, wholesaler: &Client, say: &dyn Fn(Str
         .map_err(|r| anyhow::anyhow!("the wholesaler's passport: {}", r.detail))?;
     let figures = &passport["credentialSubject"];
     say(format!(
-        "the wholesaler's trust passport (VC 2.0, eddsa-jcs-2022, valid until {}): {} calls settled, counted as {} success(es) — one buyer owner adds at most one a week — score {} bps, lower bound {} bps, {} distinct buyer owner(s); computed at ledger seq {}",
+        "the wholesaler's trust passport (VC 2.0, eddsa-jcs-2022, valid until {}): {} calls settled, counted as {} weighted successes — one buyer owner adds at most one a week — score {} bps, lower bound {} bps, {} distinct buyer owner(s); computed at ledger seq {}",
         passport["validUntil"].as_str().unwrap_or(""),
-        figures["settledCount"], info.figures.weighted_success_ppm / 1_000_000, figures["scoreBps"],
+        figures["settledCount"], two_decimals(info.figures.weighted_success_ppm), figures["scoreBps"],
         figures["scoreLowerBoundBps"], figures["distinctBuyerOwners"], info.as_of_seq
     ));
     let mut tampered = passport.clone();
@@ -200,6 +201,15 @@ async fn import_passport(a: &LocalRegistry, crossed: &Crossed, say: &dyn Fn(Stri
     Ok(reputation["imported"].clone())
 }
 
+/// A fixed-point figure in parts per million of one job, shown with two
+/// decimals and rounded half up: `980_000` reads `0.98`. Successes decay with
+/// age and are capped per buyer owner, so the figure is rarely whole and its
+/// integer part alone would read as nothing counted.
+fn two_decimals(ppm: u64) -> String {
+    let hundredths = ppm.saturating_add(PPM / 200) / (PPM / 100);
+    format!("{}.{:02}", hundredths / 100, hundredths % 100)
+}
+
 fn translator_front(route: Arc<PaidRoute>) -> Router {
     Router::new()
         .route(
@@ -209,4 +219,27 @@ fn translator_front(route: Arc<PaidRoute>) -> Router {
             }),
         )
         .route_layer(axum::middleware::from_fn_with_state(route, paid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::two_decimals;
+
+    #[test]
+    fn weighted_figures_show_two_decimals_not_their_integer_part() {
+        for (ppm, shown) in [
+            (0, "0.00"),
+            (4_999, "0.00"),
+            (5_000, "0.01"),
+            (980_000, "0.98"),
+            (984_999, "0.98"),
+            (985_000, "0.99"),
+            (999_999, "1.00"),
+            (1_000_000, "1.00"),
+            (2_345_678, "2.35"),
+            (12_000_000, "12.00"),
+        ] {
+            assert_eq!(two_decimals(ppm), shown, "{ppm} ppm");
+        }
+    }
 }
