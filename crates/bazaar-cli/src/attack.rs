@@ -7,7 +7,7 @@
 //! Later capabilities (escrow, disputes, passports, the market) add their
 //! attacks to [`CATALOGUE`].
 
-use crate::demo::enroll_pair;
+use crate::story::enroll_pair;
 use anyhow::{bail, ensure, Context, Result};
 use bazaar_core::refusal::Code;
 use bazaar_sdk::{generate_key, Client, SdkError};
@@ -289,7 +289,7 @@ async fn cast(operator: &Client, attack: &str) -> Result<Cast> {
     let (owner, buyer) = enroll_pair(operator, &format!("own-{tag}"), &format!("buy-{tag}")).await?;
     let merchant_key = generate_key();
     let (_, merchant) =
-        crate::demo::enroll_pair_with_key(operator, &format!("sown-{tag}"), &format!("shop-{tag}"), &merchant_key)
+        crate::story::enroll_pair_with_key(operator, &format!("sown-{tag}"), &format!("shop-{tag}"), &merchant_key)
             .await?;
     let (_, other_merchant) = enroll_pair(operator, &format!("oown-{tag}"), &format!("rival-{tag}")).await?;
     let owner_id = owner.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();

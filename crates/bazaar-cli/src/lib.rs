@@ -1,13 +1,12 @@
-//! Library side of the `bazaar` binary: process plumbing and the demo story,
-//! shared by `main.rs` and the integration tests.
+//! Library side of the `bazaar` binary: process plumbing, the stage the demo
+//! and the integration tests share (`story`), the demo's chapters, the attack
+//! catalogue and offline passport checks.
 
 pub mod attack;
 pub mod demo;
-pub mod demo_escrow;
-pub mod demo_federation;
-pub mod demo_market;
 pub mod passport;
 pub mod runtime;
+pub mod story;
 
 /// Wall-clock milliseconds, for client-side commands (due dates, waits).
 pub fn runtime_now_ms() -> i64 {

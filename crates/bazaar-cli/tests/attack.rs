@@ -5,7 +5,7 @@
 //! are short enough for the attacks that must outwait a phase.
 
 use bazaar_cli::attack::{ensure_all_held, run, CATALOGUE};
-use bazaar_cli::demo::{embedded_registry_with, LocalRegistry};
+use bazaar_cli::story::{embedded_registry_with, LocalRegistry};
 use bazaar_core::apply::Config;
 use bazaar_core::dispute::Windows;
 

@@ -4,8 +4,8 @@
 //! a slash), then `audit`. And the threshold: a purchase above it opens a
 //! contract instead of a bare token, from the SDK and from `bazaar pay`.
 
-use bazaar_cli::demo::{embedded_registry_with, enroll_pair, local_registry, LocalRegistry};
-use bazaar_cli::demo_escrow::{escrow_story, EscrowReport, MILESTONES_MINOR, REFUND_MINOR, SLASH_MINOR, STAKE_MINOR};
+use bazaar_cli::demo::escrow::{escrow_story, EscrowReport, MILESTONES_MINOR, REFUND_MINOR, SLASH_MINOR, STAKE_MINOR};
+use bazaar_cli::story::{embedded_registry_with, enroll_pair, local_registry, LocalRegistry};
 use bazaar_core::apply::Config;
 use std::sync::Arc;
 

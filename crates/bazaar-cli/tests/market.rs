@@ -3,7 +3,7 @@
 //! search (words as prefixes, plurals folded), and searches that find nothing
 //! are listed as unmet demand, most frequent first.
 
-use bazaar_cli::demo::{embedded_registry_with, enroll_pair};
+use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_core::apply::Config;
 use serde_json::{json, Value};
 
@@ -314,8 +314,8 @@ async fn the_cushion_cover_story_on_postgres() {
     let url = bazaar_store_postgres::testing::with_database(&admin_url, &name);
     let offset = Arc::new(bazaar_cli::runtime::OffsetClock::default());
     let store = bazaar_store_postgres::PostgresStore::connect(&url, Config::standard(), offset.clone()).await.unwrap();
-    let local = bazaar_cli::demo::local_registry(Arc::new(store), offset, Config::standard(), None).await.unwrap();
-    let report = bazaar_cli::demo_market::market_story(&local, &|line| eprintln!("{line}")).await.unwrap();
+    let local = bazaar_cli::story::local_registry(Arc::new(store), offset, Config::standard(), None).await.unwrap();
+    let report = bazaar_cli::demo::market::market_story(&local, &|line| eprintln!("{line}")).await.unwrap();
     assert_eq!(report.allocation["filled"], 40);
     assert_eq!(report.agent_approval_code, "approval_by_person");
     assert_eq!(report.order["state"], "completed");

@@ -5,7 +5,7 @@
 //! creates an order (an approval link, never a payment) and reads its status.
 //! Tool errors carry the REST API's codes.
 
-use bazaar_cli::demo::{embedded_registry_with, enroll_pair};
+use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_core::apply::Config;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

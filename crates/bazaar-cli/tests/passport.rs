@@ -4,7 +4,7 @@
 //! and rechecked by `audit` against a recompute from the ledger; a tampered
 //! figure in a recorded passport event fails the audit.
 
-use bazaar_cli::demo::{embedded_registry_with, enroll_pair, enroll_pair_with_key};
+use bazaar_cli::story::{embedded_registry_with, enroll_pair, enroll_pair_with_key};
 use bazaar_core::apply::Config;
 use bazaar_sdk::generate_key;
 use serde_json::{json, Value};
@@ -130,7 +130,7 @@ fn audit_catches_recorded_figures_that_do_not_recompute() {
 /// stored import stops counting once its passport's window has passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_passports_count_at_the_peer_weight_shown_apart() {
-    use bazaar_cli::demo::peer_registry;
+    use bazaar_cli::story::peer_registry;
     let dir = std::env::temp_dir().join(format!("bazaar-import-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(dir.join("a")).unwrap();
@@ -207,7 +207,7 @@ async fn passports_per_subject_per_day_are_bounded() {
 /// Server-to-server requests: signed by a recognised peer's key, fresh — or refused with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_requests_must_be_signed_fresh_and_by_a_recognised_key() {
-    use bazaar_cli::demo::peer_registry;
+    use bazaar_cli::story::peer_registry;
     use bazaar_core::federation::s2s_message;
     let dir = std::env::temp_dir().join(format!("bazaar-s2s-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();

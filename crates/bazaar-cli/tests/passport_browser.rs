@@ -6,7 +6,7 @@
 //! Needs `/usr/bin/chromium` and `tests/browser/node_modules`; `./scripts/test`
 //! installs both. Without them this test fails, it never passes silently.
 
-use bazaar_cli::demo::{embedded_registry_with, LocalRegistry};
+use bazaar_cli::story::{embedded_registry_with, LocalRegistry};
 use bazaar_core::crypto::did_key;
 use bazaar_core::vc::{did_key_verification_method, rfc3339_from_ms, sign_eddsa_jcs_2022};
 use ed25519_dalek::SigningKey;

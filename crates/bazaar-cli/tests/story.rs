@@ -7,30 +7,45 @@
 async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     let dir = std::env::temp_dir().join(format!("bazaar-story-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let report = bazaar_cli::demo::story(&dir, 100, &|line| eprintln!("{line}")).await.unwrap();
+    let narrated = std::sync::Mutex::new(Vec::new());
+    let say = |line: String| {
+        eprintln!("{line}");
+        narrated.lock().unwrap().push(line);
+    };
+    let report = bazaar_cli::demo::story(&dir, 100, &say).await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(report.settlements, 100, "one settlement per order");
-    assert_eq!(report.work_runs, 100, "the work ran once per order");
-    assert!(report.requests_sent > 100, "retries happened: {}", report.requests_sent);
-    assert!(report.replayed_answers >= 1, "a retry was answered from a work receipt");
-    assert_eq!(report.buyer_debited_minor, 100 * 250, "one debit per order");
-    assert_eq!(report.merchant_received_minor + report.fees_minor, 100 * 250);
-    assert_eq!(report.over_ceiling_code, "budget_per_call_exceeded");
-    assert_eq!(report.consumed_token_verify["genuine"], true);
-    assert_eq!(report.consumed_token_verify["state"], "settled");
-    assert!(report.audit_ok);
-    assert_eq!(report.balance_sum_minor, 0);
+    assert_eq!(report.restock.settlements, 100, "one settlement per order");
+    assert_eq!(report.restock.work_runs, 100, "the work ran once per order");
+    assert!(report.restock.requests_sent > 100, "retries happened: {}", report.restock.requests_sent);
+    assert!(report.restock.replayed_answers >= 1, "a retry was answered from a work receipt");
+    assert_eq!(report.restock.buyer_debited_minor, 100 * 250, "one debit per order");
+    assert_eq!(report.restock.merchant_received_minor + report.restock.fees_minor, 100 * 250);
+    assert_eq!(report.restock.over_ceiling_code, "budget_per_call_exceeded");
+    assert_eq!(report.restock.consumed_token_verify["genuine"], true);
+    assert_eq!(report.restock.consumed_token_verify["state"], "settled");
+    assert!(report.restock.audit_ok);
+    assert_eq!(report.restock.balance_sum_minor, 0);
     // The escrow chapter ran on the same registry (its numbers: tests/escrow.rs).
     let escrow = report.escrow.expect("the escrow chapter ran");
     assert_eq!(escrow.second_execution_code, "dispute_executed");
     assert_eq!(escrow.held_minor, 0);
     assert_eq!(escrow.released_net_minor + escrow.fees_minor + escrow.refunded_minor, escrow.total_minor);
     // The federation chapter: a verified passport and a cross-registry paid call.
-    use bazaar_cli::demo_federation::{CORRIDOR_FEE_BPS, PEER_WEIGHT_BPS, TRANSLATE_MINOR};
+    use bazaar_cli::demo::federation::{CORRIDOR_FEE_BPS, PEER_WEIGHT_BPS, TRANSLATE_MINOR};
     let federation = report.federation.expect("the federation chapter ran");
     assert!(federation.passport_valid);
     assert_eq!(federation.passport["credentialSubject"]["settledCount"], 100);
     assert_eq!(federation.tampered_code, "passport_proof_invalid");
+    // The narration shows the passport's weighted success figure itself: decayed
+    // over the days the escrow chapter skipped, it is below one, so its integer
+    // part would read as nothing counted.
+    let ppm = federation.passport["credentialSubject"]["weightedSuccessPpm"].as_u64().unwrap();
+    assert!(ppm > 0 && ppm < 1_000_000, "one buyer owner, decayed: {ppm}");
+    let narrated = narrated.lock().unwrap();
+    let line = narrated.iter().find(|l| l.contains("trust passport")).expect("the passport line");
+    let shown = line.split("counted as ").nth(1).and_then(|rest| rest.split(" weighted successes").next());
+    let shown: f64 = shown.and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no weighted figure in: {line}"));
+    assert!((shown - ppm as f64 / 1e6).abs() <= 0.005, "{line} shows {shown} for {ppm} ppm");
     assert_eq!(federation.cross_status, 200);
     assert!(federation.cross_retry_replayed, "the retried order was answered from the work receipt");
     assert!(!federation.buyer_known_to_b, "B never enrolled the buyer");
@@ -61,7 +76,8 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
 /// registry's (merchant, order) uniqueness still allows one settlement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_refused_once_is_paid_with_a_new_token() {
-    use bazaar_cli::demo::{embedded_registry, enroll_pair, serve, storefront, PRICE_MINOR};
+    use bazaar_cli::demo::restock::{storefront, PRICE_MINOR};
+    use bazaar_cli::story::{embedded_registry, enroll_pair, serve};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! with the SDK's `x402_paid` middleware, and a replay of the paid request is
 //! charged nothing more.
 
-use bazaar_cli::demo::{embedded_registry_with, enroll_pair, serve};
+use bazaar_cli::story::{embedded_registry_with, enroll_pair, serve};
 use bazaar_core::apply::Config;
 use bazaar_sdk::paid::{x402_paid, PaidRoute, Settled, X402Route};
 use serde_json::{json, Value};

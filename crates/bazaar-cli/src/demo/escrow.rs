@@ -6,11 +6,12 @@
 //! that splits the milestone and slashes the mill's stake — then executed once.
 //! The demo moves the registry's clock forward instead of waiting days.
 
-use crate::demo::{enroll_pair_with_key, LocalRegistry};
+use crate::story::{enroll_pair_with_key, member_id, refusal_code, LocalRegistry};
 use anyhow::{ensure, Context, Result};
 use bazaar_sdk::{generate_key, Client};
 use bazaar_types::limits::{DISPUTE_EVIDENCE_S, REVIEW_WINDOW_S};
 use bazaar_types::AccountId;
+use ed25519_dalek::SigningKey;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -42,25 +43,56 @@ pub struct EscrowReport {
     pub second_execution_code: String,
 }
 
+/// The hotel's buyer and the mill, each an agent with the key it signs evidence with.
+struct Parties {
+    operator: Client,
+    desk: Client,
+    buyer: Client,
+    buyer_key: SigningKey,
+    mill: Client,
+    mill_key: SigningKey,
+}
+
+/// What the dispute over the third milestone came to.
+struct Disputed {
+    dispute: String,
+    frozen: Value,
+    outcome: Value,
+    second_execution_code: String,
+}
+
 pub async fn escrow_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result<EscrowReport> {
-    let operator = Client::new(&local.url, Some(local.operator_credential.clone()));
+    let parties = cast(local, say).await?;
+    let (contract, bare_token_code) = open_contract(&parties, say).await?;
+    let auto_released = release_two(local, &parties, &contract, say).await?;
+    let disputed = dispute_the_third(local, &parties, &contract, say).await?;
+    account_for(local, &parties.buyer, contract, bare_token_code, auto_released, disputed, say).await
+}
+
+/// Enrolls both sides, funds the buyer and the mill's stake, and locks the stake.
+async fn cast(local: &LocalRegistry, say: &dyn Fn(String)) -> Result<Parties> {
+    let operator = local.operator();
     let desk = operator.with_credential(local.desk_credential.clone().context("a fresh registry has a desk")?);
     let (buyer_key, mill_key) = (generate_key(), generate_key());
     let (hotel, buyer) = enroll_pair_with_key(&operator, "hotel-group", "hotel-buyer", &buyer_key).await?;
     let (mill_owner, mill) = enroll_pair_with_key(&operator, "mill-owner", "linen-mill", &mill_key).await?;
     let total: u64 = MILESTONES_MINOR.iter().sum();
     for (owner, agent, amount) in [(&hotel, "hotel-buyer", total + 60_000), (&mill_owner, "linen-mill", STAKE_MINOR)] {
-        let id = owner.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
-        operator.mint(&id, amount, &format!("escrow-mint-{agent}")).await?;
+        operator.mint(&member_id(owner).await?, amount, &format!("escrow-mint-{agent}")).await?;
         owner.fund(agent, amount, &format!("escrow-fund-{agent}")).await?;
     }
     hotel.set_budget("hotel-buyer", total, total, total + 60_000).await?;
     mill.stake_lock(STAKE_MINOR, "mill-stake").await?;
     say(format!("\nescrow: `linen-mill` locks {STAKE_MINOR} of stake; `hotel-buyer` orders linen for {total}"));
+    Ok(Parties { operator, desk, buyer, buyer_key, mill, mill_key })
+}
 
+/// A bare token above the threshold is refused; the order rides a contract the mill accepts.
+async fn open_contract(parties: &Parties, say: &dyn Fn(String)) -> Result<(String, String)> {
+    let Parties { buyer, mill, .. } = parties;
+    let total: u64 = MILESTONES_MINOR.iter().sum();
     let card = buyer.well_known().await?;
-    let bare = buyer.issue_token("linen-mill", total, "linen-1", "https://mill/linen").await;
-    let bare_token_code = bare.err().and_then(|e| e.code().map(str::to_string)).unwrap_or_else(|| "ACCEPTED".into());
+    let bare_token_code = refusal_code(buyer.issue_token("linen-mill", total, "linen-1", "https://mill/linen").await);
     say(format!(
         "  a bare token for {total} is refused ({bare_token_code}): above the threshold of {}, orders ride a contract",
         card["escrow_threshold_minor"]
@@ -75,30 +107,47 @@ pub async fn escrow_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
         "  contract {contract}: milestones {MILESTONES_MINOR:?} held on the buyer's budget; arbiter: the dispute desk"
     ));
     mill.contract_act(&contract, "accept").await?;
+    Ok((contract, bare_token_code))
+}
 
-    mill.deliver(&contract, 0, b"cut: 200 sets").await?;
-    let first = buyer.release(&contract, 0, None).await?;
+/// Milestone 0 is released by the buyer; milestone 1 releases itself when the
+/// review window passes. Returns whether it did.
+async fn release_two(local: &LocalRegistry, parties: &Parties, contract: &str, say: &dyn Fn(String)) -> Result<bool> {
+    let Parties { buyer, mill, .. } = parties;
+    mill.deliver(contract, 0, b"cut: 200 sets").await?;
+    let first = buyer.release(contract, 0, None).await?;
     say(format!("  milestone 0 delivered and released by the buyer: {} to the mill", first.body["net_minor"]));
 
-    mill.deliver(&contract, 1, b"woven").await?;
+    mill.deliver(contract, 1, b"woven").await?;
     local.clock.advance_s(REVIEW_WINDOW_S + 60);
     bazaar_server::sweep_once(&local.state).await?;
-    let after = buyer.contract(&contract).await?;
+    let after = buyer.contract(contract).await?;
     let auto_released = after["milestones"][1]["state"] == "released";
     say(format!(
         "  milestone 1 delivered; the buyer stays silent; {} days later it {}",
         REVIEW_WINDOW_S / 86_400,
         if auto_released { "releases by itself" } else { "is STILL HELD" }
     ));
+    Ok(auto_released)
+}
 
-    mill.deliver(&contract, 2, b"hemmed and shipped").await?;
+/// Milestone 2 through all four phases: filed, evidence, a ruling for the mill,
+/// an appeal, a second ruling that splits it and slashes stake; executed once.
+async fn dispute_the_third(
+    local: &LocalRegistry,
+    parties: &Parties,
+    contract: &str,
+    say: &dyn Fn(String),
+) -> Result<Disputed> {
+    let Parties { operator, desk, buyer, buyer_key, mill, mill_key } = parties;
+    mill.deliver(contract, 2, b"hemmed and shipped").await?;
     let subject = json!({"type": "milestone", "contract": contract, "index": 2});
     let filed = buyer.file_dispute(subject, "not_as_described", MILESTONES_MINOR[2], "hems unfinished").await?;
     let dispute = filed.body["id"].as_str().context("dispute id")?.to_string();
     let frozen = filed.body["frozen"].clone();
     say(format!("  milestone 2: the buyer disputes it — filed {dispute}; frozen {frozen}"));
-    buyer.add_evidence(&dispute, &buyer_key, b"photo: unfinished hems", Some("https://hotel/hems.jpg")).await?;
-    mill.add_evidence(&dispute, &mill_key, b"courier receipt and QA sheet", None).await?;
+    buyer.add_evidence(&dispute, buyer_key, b"photo: unfinished hems", Some("https://hotel/hems.jpg")).await?;
+    mill.add_evidence(&dispute, mill_key, b"courier receipt and QA sheet", None).await?;
     say("  evidence: both sides add signed, hashed items; the mill's answer opens the evidence phase".into());
     local.clock.advance_s(DISPUTE_EVIDENCE_S + 60);
     bazaar_server::sweep_once(&local.state).await?;
@@ -118,12 +167,22 @@ pub async fn escrow_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
         outcome["refunded_minor"], outcome["released_minor"], outcome["slashed_minor"],
         outcome["slash_to_insurance_minor"], outcome["bond"]["returned"]
     ));
-    let again = buyer.execute_dispute(&dispute, Some("again")).await;
-    let second_execution_code =
-        again.err().and_then(|e| e.code().map(str::to_string)).unwrap_or_else(|| "ACCEPTED".into());
+    let second_execution_code = refusal_code(buyer.execute_dispute(&dispute, Some("again")).await);
     say(format!("  a second execution is refused: {second_execution_code}"));
+    Ok(Disputed { dispute, frozen, outcome, second_execution_code })
+}
 
-    let record = buyer.dispute(&dispute).await?;
+/// Where every unit of the order went, checked to add up.
+async fn account_for(
+    local: &LocalRegistry,
+    buyer: &Client,
+    contract: String,
+    bare_token_code: String,
+    auto_released: bool,
+    disputed: Disputed,
+    say: &dyn Fn(String),
+) -> Result<EscrowReport> {
+    let record = buyer.dispute(&disputed.dispute).await?;
     let phases: Vec<String> = record["timeline"]
         .as_array()
         .into_iter()
@@ -134,6 +193,7 @@ pub async fn escrow_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
     let number = |v: &Value| v.as_u64().unwrap_or(0);
     let stake = buyer.stake("linen-mill").await?;
     let insurance = local.state.store.account(&AccountId::insurance()).await?.map(|a| a.balance()).unwrap_or(0);
+    let Disputed { dispute, frozen, outcome, second_execution_code } = disputed;
     let report = EscrowReport {
         contract,
         total_minor: number(&c["total"]),

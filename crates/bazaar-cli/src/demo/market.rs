@@ -8,7 +8,7 @@
 //! refused); each maker is told in her language (one in English, for want of
 //! a translation), uploads her courier receipt and is paid on that proof.
 
-use crate::demo::{enroll_pair, LocalRegistry};
+use crate::story::{enroll_pair, member_id, refusal_code, LocalRegistry};
 use anyhow::{ensure, Context, Result};
 use bazaar_sdk::{Client, SdkError};
 use serde::Serialize;
@@ -102,12 +102,60 @@ pub struct MarketReport {
     pub unmet: Value,
 }
 
+/// A maker's agent and her listing's id and DID, in the order of [`MAKERS`].
+struct Listed {
+    client: Client,
+    listing: String,
+    did: String,
+}
+
 pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result<MarketReport> {
     say("\n— the storefront: forty cushion covers —".into());
-    let operator = Client::new(&local.url, Some(local.operator_credential.clone()));
+    let operator = local.operator();
+    let makers = list_makers(&operator, say).await?;
+    let (hotel, buyer) = hotel(&operator).await?;
+    let (rfq_id, unmet) = search_and_ask(local, &buyer, say).await?;
+    let proposals = collect_offers(&makers, &rfq_id, say).await?;
+    let closed = buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq_id}/close"), None, None).await?.body;
+    let allocation = closed["allocation"].clone();
+    say(format!(
+        "allocation, cheapest valid offer first: {} — {} filled, {} unfilled, total {}",
+        allocation["lines"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| format!("{} × {}", l["units"], l["unit_price"]))
+            .collect::<Vec<_>>()
+            .join(", "),
+        allocation["filled"],
+        allocation["unfilled"],
+        allocation["total"]
+    ));
+    let (order_id, approved, agent_approval_code) = order_and_approve(local, &hotel, &buyer, &rfq_id, say).await?;
+    let paid = ship_and_pay(&makers, &order_id, &approved, say).await?;
+    let order = buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await?.body;
+    say(format!(
+        "order {}: {}; paid {} to makers, {} in fees; tracking on the order: {}",
+        order_id,
+        order["state"].as_str().unwrap_or_default(),
+        order["paid_net"],
+        order["fees"],
+        order["lines"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["proof"]["tracking"].as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Ok(MarketReport { proposals, allocation, agent_approval_code, order, paid, unmet })
+}
+
+/// Each maker enrolls and lists her cushion covers.
+async fn list_makers(operator: &Client, say: &dyn Fn(String)) -> Result<Vec<Listed>> {
     let mut makers = Vec::new();
     for maker in MAKERS {
-        let (_, client) = enroll_pair(&operator, &format!("{}-home", maker.handle), maker.handle).await?;
+        let (_, client) = enroll_pair(operator, &format!("{}-home", maker.handle), maker.handle).await?;
         let listing = json!({"sku": "cushion-cover", "title": "Hand-embroidered cushion cover",
             "description": "Cotton, 45 × 45 cm, embroidered by hand.", "tags": ["cushion", "embroidery", "textile"],
             "list_price_minor": maker.list, "floor_minor": maker.floor, "max_discount_bps": maker.discount_bps,
@@ -124,17 +172,27 @@ pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
             maker.max,
             maker.notice_days
         ));
-        let did = client.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
-        makers.push((client, listed["id"].as_str().unwrap_or_default().to_string(), did));
+        let did = member_id(&client).await?;
+        makers.push(Listed { client, listing: listed["id"].as_str().unwrap_or_default().to_string(), did });
     }
-    let (hotel, buyer) = enroll_pair(&operator, "seaside-hotel", "hotel-procurement").await?;
-    let hotel_id = hotel.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
-    operator.mint(&hotel_id, 150_000, "market-mint").await?;
+    Ok(makers)
+}
+
+/// The hotel and its funded procurement agent, whose orders above
+/// [`APPROVAL_ABOVE_MINOR`] wait for a person.
+async fn hotel(operator: &Client) -> Result<(Client, Client)> {
+    let (hotel, buyer) = enroll_pair(operator, "seaside-hotel", "hotel-procurement").await?;
+    operator.mint(&member_id(&hotel).await?, 150_000, "market-mint").await?;
     hotel.fund("hotel-procurement", 150_000, "market-fund").await?;
     hotel.set_budget("hotel-procurement", 150_000, 150_000, 150_000).await?;
     let policy = json!({"approval_above_minor": APPROVAL_ABOVE_MINOR});
     hotel.call(reqwest::Method::PUT, "/v1/agents/hotel-procurement/order-policy", Some(policy), None).await?;
+    Ok((hotel, buyer))
+}
 
+/// The agent searches (once for something nobody sells) and asks for quotes;
+/// returns the request's id and the unmet demand.
+async fn search_and_ask(local: &LocalRegistry, buyer: &Client, say: &dyn Fn(String)) -> Result<(String, Value)> {
     let found = buyer.search("embroidered cushion covers").await?;
     buyer.search("linen napkins").await?;
     let unmet = buyer.unmet_searches().await?;
@@ -152,9 +210,17 @@ pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
         "it asks for {QUANTITY} at no more than {CAP_MINOR} each, due in 30 days: {} makers invited",
         rfq["invited"].as_array().map_or(0, |i| i.len())
     ));
+    Ok((rfq_id, unmet))
+}
 
+/// Every maker's proposals in turn, each checked by the registry.
+async fn collect_offers(
+    makers: &[Listed],
+    rfq_id: &str,
+    say: &dyn Fn(String),
+) -> Result<Vec<(String, u64, u64, String)>> {
     let mut proposals = Vec::new();
-    for (maker, (client, listing, _)) in MAKERS.iter().zip(&makers) {
+    for (maker, Listed { client, listing, .. }) in MAKERS.iter().zip(makers) {
         for (price, units) in maker.proposals {
             let body = json!({"listing": listing, "unit_price_minor": price, "quantity": units});
             let answer =
@@ -172,46 +238,50 @@ pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
             proposals.push((maker.handle.to_string(), *price, *units, verdict));
         }
     }
-    let closed = buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq_id}/close"), None, None).await?.body;
-    let allocation = closed["allocation"].clone();
-    say(format!(
-        "allocation, cheapest valid offer first: {} — {} filled, {} unfilled, total {}",
-        allocation["lines"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|l| format!("{} × {}", l["units"], l["unit_price"]))
-            .collect::<Vec<_>>()
-            .join(", "),
-        allocation["filled"],
-        allocation["unfilled"],
-        allocation["total"]
-    ));
+    Ok(proposals)
+}
 
+/// The agent orders the allocation; its own approval is refused and the owner
+/// approves. Returns the order's id, the approved order and the refusal code.
+async fn order_and_approve(
+    local: &LocalRegistry,
+    hotel: &Client,
+    buyer: &Client,
+    rfq_id: &str,
+    say: &dyn Fn(String),
+) -> Result<(String, Value, String)> {
     let order = buyer
         .call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": rfq_id})), Some("order-cushions-1"))
         .await?
         .body;
     let order_id = order["id"].as_str().context("order id")?.to_string();
     ensure!(order["state"] == "awaiting_approval", "the order should wait for approval: {order}");
-    let by_agent = buyer.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/approve"), None, None).await;
-    let agent_approval_code =
-        by_agent.err().and_then(|e| e.code().map(str::to_string)).unwrap_or_else(|| "ACCEPTED".into());
+    let approve = format!("/v1/orders/{order_id}/approve");
+    let agent_approval_code = refusal_code(buyer.call(reqwest::Method::POST, &approve, None, None).await);
     say(format!(
         "the order ({} > {APPROVAL_ABOVE_MINOR}) waits for a person at {}{}; the agent's own approval is refused: {agent_approval_code}",
         order["total"], local.url, order["approval_url"].as_str().unwrap_or_default()
     ));
-    let approved = hotel.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/approve"), None, None).await?.body;
+    let approved = hotel.call(reqwest::Method::POST, &approve, None, None).await?.body;
     say(format!(
         "the hotel's owner approves on the link: one authorization holds {} on the agent's budget",
         approved["total"]
     ));
+    Ok((order_id, approved, agent_approval_code))
+}
 
+/// Each allocated maker is told in her language, proves her shipment and is
+/// paid on that proof: (maker, language, fell back to English, paid net).
+async fn ship_and_pay(
+    makers: &[Listed],
+    order_id: &str,
+    approved: &Value,
+    say: &dyn Fn(String),
+) -> Result<Vec<(String, String, bool, u64)>> {
     let mut paid = Vec::new();
-    let lines = approved["lines"].as_array().cloned().unwrap_or_default();
-    for line in &lines {
+    for line in approved["lines"].as_array().into_iter().flatten() {
         let seller = line["seller"].as_str().unwrap_or_default();
-        let Some((maker, (client, _, _))) = MAKERS.iter().zip(&makers).find(|(_, (_, _, did))| did == seller) else {
+        let Some((maker, Listed { client, .. })) = MAKERS.iter().zip(makers).find(|(_, m)| m.did == seller) else {
             continue;
         };
         let note = &line["notification"];
@@ -226,34 +296,15 @@ pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
         let tracking = format!("TRK{}{share:03}", maker.handle.to_uppercase());
         let receipt = format!("courier receipt photo for {} share {share}", maker.handle).into_bytes();
         let body = client
-            .prove_shipment(&order_id, share as u32, &tracking, "image/jpeg", receipt)
+            .prove_shipment(order_id, share as u32, &tracking, "image/jpeg", receipt)
             .await
             .with_context(|| format!("{}'s proof", maker.handle))?;
         let net = body["payment"]["net_minor"].as_u64().unwrap_or_default();
         say(format!("  {} uploads her courier receipt ({tracking}) and is paid {net} on that proof", maker.handle));
-        paid.push((
-            maker.handle.to_string(),
-            note["language"].as_str().unwrap_or_default().to_string(),
-            note["fallback"] == true,
-            net,
-        ));
+        let language = note["language"].as_str().unwrap_or_default().to_string();
+        paid.push((maker.handle.to_string(), language, note["fallback"] == true, net));
     }
-    let order = buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await?.body;
-    say(format!(
-        "order {}: {}; paid {} to makers, {} in fees; tracking on the order: {}",
-        order_id,
-        order["state"].as_str().unwrap_or_default(),
-        order["paid_net"],
-        order["fees"],
-        order["lines"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|l| l["proof"]["tracking"].as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    Ok(MarketReport { proposals, allocation, agent_approval_code, order, paid, unmet })
+    Ok(paid)
 }
 
 /// The numbers a refusal carries, as a short parenthesis.

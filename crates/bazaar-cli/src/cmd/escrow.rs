@@ -1,0 +1,261 @@
+//! Escrowed work: `contract` (create, show, list, accept, decline, cancel,
+//! deliver, release), `dispute` (file, evidence, rule, appeal, execute, show,
+//! list) and `stake`. Every answer prints as indented JSON.
+
+use super::common::{key_or_random, print_pretty, Remote};
+use anyhow::{Context, Result};
+use bazaar_cli::runtime;
+use bazaar_sdk::Client;
+use clap::Subcommand;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Escrowed contracts: create, show, list, accept, decline, cancel, deliver, release.
+    Contract {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: ContractCmd,
+    },
+    /// Disputes: file, evidence, rule, appeal, execute, show (the timeline), list.
+    Dispute {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: DisputeCmd,
+    },
+    /// Merchant stake: lock, unlock (starts the cooldown), withdraw, show.
+    Stake {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: StakeCmd,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ContractCmd {
+    /// Buyer agent: open and fund a contract.
+    Create {
+        /// Seller agent (DID or handle).
+        #[arg(long)]
+        seller: String,
+        /// Arbiter (DID or handle); the registry's dispute desk by default.
+        #[arg(long)]
+        arbiter: Option<String>,
+        /// AMOUNT:DUE_IN_DAYS:DESCRIPTION, once per milestone, in order.
+        #[arg(long = "milestone", required = true)]
+        milestones: Vec<String>,
+        /// The terms text; only its SHA-256 is stored.
+        #[arg(long)]
+        terms: String,
+        #[arg(long)]
+        review_window_s: Option<u64>,
+        /// Idempotency key; reuse it when retrying (a retry finds the same contract).
+        #[arg(long)]
+        key: Option<String>,
+    },
+    Show {
+        id: String,
+    },
+    /// Contracts naming you (or --party, for an owner or the operator).
+    List {
+        #[arg(long)]
+        party: Option<String>,
+    },
+    Accept {
+        id: String,
+    },
+    Decline {
+        id: String,
+    },
+    Cancel {
+        id: String,
+    },
+    /// Seller: mark a milestone delivered; the evidence text is hashed.
+    Deliver {
+        id: String,
+        milestone: u32,
+        #[arg(long)]
+        evidence: String,
+    },
+    /// Buyer: release a delivered milestone to the seller.
+    Release {
+        id: String,
+        milestone: u32,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum DisputeCmd {
+    /// Buyer (or its owner): dispute a paid call (--call MERCHANT:ORDER) or a milestone (--milestone CONTRACT:INDEX).
+    File {
+        #[arg(long, conflicts_with = "milestone")]
+        call: Option<String>,
+        #[arg(long)]
+        milestone: Option<String>,
+        /// not_delivered, not_as_described, defective, unauthorized or other.
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        claimed: u64,
+        #[arg(long, default_value = "")]
+        note: String,
+    },
+    /// A party: add evidence (its text is hashed and signed with your key).
+    Evidence {
+        id: String,
+        #[arg(long)]
+        key_file: PathBuf,
+        #[arg(long)]
+        content: String,
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// The assigned arbiter: refund_full, refund_partial or reject.
+    Rule {
+        id: String,
+        #[arg(long)]
+        decision: String,
+        #[arg(long, default_value_t = 0)]
+        refund: u64,
+        #[arg(long, default_value_t = 0)]
+        slash: u64,
+        #[arg(long)]
+        reasons: String,
+    },
+    Appeal {
+        id: String,
+    },
+    Execute {
+        id: String,
+    },
+    /// The dispute's record and timeline.
+    Show {
+        id: String,
+    },
+    List {
+        #[arg(long)]
+        party: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum StakeCmd {
+    Lock {
+        amount: u64,
+        #[arg(long)]
+        key: Option<String>,
+    },
+    Unlock {
+        amount: u64,
+        #[arg(long)]
+        key: Option<String>,
+    },
+    Withdraw {
+        #[arg(long)]
+        key: Option<String>,
+    },
+    Show {
+        member: String,
+    },
+}
+
+pub async fn run(command: Command, json_output: bool) -> Result<i32> {
+    let value = match command {
+        Command::Contract { remote, action } => contract_cmd(&remote.client()?, action).await?,
+        Command::Dispute { remote, action } => dispute_cmd(&remote.client()?, action).await?,
+        Command::Stake { remote, action } => stake_cmd(&remote.client()?, action).await?,
+    };
+    print_pretty(json_output, &value);
+    Ok(0)
+}
+
+async fn contract_cmd(client: &Client, action: ContractCmd) -> Result<Value> {
+    Ok(match action {
+        ContractCmd::Create { seller, arbiter, milestones, terms, review_window_s, key } => {
+            let specs = milestone_specs(&milestones, bazaar_cli::runtime_now_ms())?;
+            let specs: Vec<(u64, &str, i64)> = specs.iter().map(|(a, d, t)| (*a, d.as_str(), *t)).collect();
+            client
+                .create_contract(&seller, arbiter.as_deref(), &specs, &terms, review_window_s, &key_or_random(key))
+                .await?
+                .body
+        }
+        ContractCmd::Show { id } => client.contract(&id).await?,
+        ContractCmd::List { party } => {
+            let path = party.map(|p| format!("/v1/contracts?party={p}")).unwrap_or_else(|| "/v1/contracts".into());
+            client.call(reqwest::Method::GET, &path, None, None).await?.body
+        }
+        ContractCmd::Accept { id } => client.contract_act(&id, "accept").await?.body,
+        ContractCmd::Decline { id } => client.contract_act(&id, "decline").await?.body,
+        ContractCmd::Cancel { id } => client.contract_act(&id, "cancel").await?.body,
+        ContractCmd::Deliver { id, milestone, evidence } => {
+            client.deliver(&id, milestone, evidence.as_bytes()).await?.body
+        }
+        ContractCmd::Release { id, milestone } => client.release(&id, milestone, None).await?.body,
+    })
+}
+
+/// Each `AMOUNT:DUE_IN_DAYS:DESCRIPTION` as (amount, description, due in ms after `now_ms`).
+fn milestone_specs(milestones: &[String], now_ms: i64) -> Result<Vec<(u64, String, i64)>> {
+    let mut specs = Vec::new();
+    for text in milestones {
+        let mut parts = text.splitn(3, ':');
+        let amount: u64 = parts.next().unwrap_or("").parse().context("milestone AMOUNT")?;
+        let days: i64 = parts.next().unwrap_or("").parse().context("milestone DUE_IN_DAYS")?;
+        let description = parts.next().context("milestone DESCRIPTION")?.to_string();
+        specs.push((amount, description, now_ms + days * 86_400_000));
+    }
+    Ok(specs)
+}
+
+async fn dispute_cmd(client: &Client, action: DisputeCmd) -> Result<Value> {
+    Ok(match action {
+        DisputeCmd::File { call, milestone, reason, claimed, note } => {
+            let subject = dispute_subject(call, milestone)?;
+            client.file_dispute(subject, &reason, claimed, &note).await?.body
+        }
+        DisputeCmd::Evidence { id, key_file, content, url } => {
+            let key = runtime::read_key(&key_file)?;
+            client.add_evidence(&id, &key, content.as_bytes(), url.as_deref()).await?.body
+        }
+        DisputeCmd::Rule { id, decision, refund, slash, reasons } => {
+            client.rule(&id, &decision, refund, slash, &reasons).await?.body
+        }
+        DisputeCmd::Appeal { id } => client.appeal(&id).await?.body,
+        DisputeCmd::Execute { id } => client.execute_dispute(&id, None).await?.body,
+        DisputeCmd::Show { id } => client.dispute(&id).await?,
+        DisputeCmd::List { party } => client.disputes(party.as_deref()).await?,
+    })
+}
+
+/// What a dispute is about: a paid call (`MERCHANT:ORDER`) or a milestone (`CONTRACT:INDEX`).
+fn dispute_subject(call: Option<String>, milestone: Option<String>) -> Result<Value> {
+    Ok(match (call, milestone) {
+        (Some(call), None) => {
+            let (merchant, order) = split_pair(&call, "--call")?;
+            json!({"type": "call", "merchant": merchant, "order_id": order})
+        }
+        (None, Some(m)) => {
+            let (contract, index) = split_pair(&m, "--milestone")?;
+            json!({"type": "milestone", "contract": contract, "index": index.parse::<u32>()?})
+        }
+        _ => anyhow::bail!("give --call MERCHANT:ORDER or --milestone CONTRACT:INDEX"),
+    })
+}
+
+fn split_pair(text: &str, what: &str) -> Result<(String, String)> {
+    let (a, b) = text.rsplit_once(':').with_context(|| format!("{what} is A:B"))?;
+    Ok((a.to_string(), b.to_string()))
+}
+
+async fn stake_cmd(client: &Client, action: StakeCmd) -> Result<Value> {
+    Ok(match action {
+        StakeCmd::Lock { amount, key } => client.stake_lock(amount, &key_or_random(key)).await?.body,
+        StakeCmd::Unlock { amount, key } => client.stake_unlock(amount, &key_or_random(key)).await?.body,
+        StakeCmd::Withdraw { key } => client.stake_withdraw(&key_or_random(key)).await?.body,
+        StakeCmd::Show { member } => client.stake(&member).await?,
+    })
+}

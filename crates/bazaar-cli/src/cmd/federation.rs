@@ -1,0 +1,77 @@
+//! Between registries: `federation` (operator: recognise a peer, list peers)
+//! and `keys` (the signing-key history passports are checked against; rotate).
+//! Every answer prints as indented JSON.
+
+use super::common::{print_pretty, Remote};
+use anyhow::Result;
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Operator: peer registries (federation).
+    Federation {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: FederationCmd,
+    },
+    /// The registry's signing keys: show the published history, or rotate (operator).
+    Keys {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        action: KeysCmd,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum FederationCmd {
+    /// Recognise a peer registry: its card at URL must be signed by DID's key history.
+    Add {
+        url: String,
+        did: String,
+        /// How much its passports count here, in basis points (10000 = like local work).
+        #[arg(long, default_value_t = 5_000)]
+        weight_bps: u32,
+        /// Fee this registry takes on settlements relayed from that registry's buyers.
+        #[arg(long, default_value_t = 0)]
+        fee_bps: u32,
+        #[arg(long, default_value_t = bazaar_types::limits::ESCROW_THRESHOLD_MINOR)]
+        per_call_max: u64,
+        #[arg(long, default_value_t = 10_000_000)]
+        outstanding_max: u64,
+    },
+    /// The peers this registry recognises.
+    List,
+}
+
+#[derive(Subcommand)]
+pub enum KeysCmd {
+    /// The published key history.
+    Show,
+    /// Operator: rotate to a fresh key; old passports stay verifiable through the history.
+    Rotate,
+}
+
+pub async fn run(command: Command, json_output: bool) -> Result<i32> {
+    let value = match command {
+        Command::Federation { remote, action } => {
+            let client = remote.client()?;
+            match action {
+                FederationCmd::Add { url, did, weight_bps, fee_bps, per_call_max, outstanding_max } => {
+                    client.add_peer(&url, &did, weight_bps, (fee_bps, per_call_max, outstanding_max)).await?
+                }
+                FederationCmd::List => client.peers().await?,
+            }
+        }
+        Command::Keys { remote, action } => {
+            let client = remote.client()?;
+            match action {
+                KeysCmd::Show => client.key_history().await?,
+                KeysCmd::Rotate => client.rotate_key().await?,
+            }
+        }
+    };
+    print_pretty(json_output, &value);
+    Ok(0)
+}

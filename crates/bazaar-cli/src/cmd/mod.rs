@@ -1,0 +1,14 @@
+//! The `bazaar` subcommands, one module per family. Each family owns its
+//! arguments (a clap `Subcommand` enum that `main` flattens into the top-level
+//! command), runs them and prints prose or `--json`. `common` holds what every
+//! family needs and knows none of them; `main` is the one place that lists them.
+
+pub mod attack;
+pub mod common;
+pub mod demo;
+pub mod escrow;
+pub mod federation;
+pub mod members;
+pub mod payments;
+pub mod registry;
+pub mod reputation;

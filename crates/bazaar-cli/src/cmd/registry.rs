@@ -1,0 +1,74 @@
+//! Running a registry and reading its ledger: `serve`, `audit` (offline, on
+//! the store) and `events` (over HTTP, operator only).
+
+use super::common::{print, Remote, DEFAULT_PORT};
+use anyhow::Result;
+use bazaar_cli::{runtime, StoreArgs, WindowArgs};
+use clap::Subcommand;
+use serde_json::Value;
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a registry over HTTP on 127.0.0.1.
+    Serve {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        windows: WindowArgs,
+        #[arg(long, default_value_t = DEFAULT_PORT)]
+        port: u16,
+        /// Operator credential to set on first start (otherwise one is drawn and written to <data-dir>/operator-credential).
+        #[arg(long, env = "BAZAAR_OPERATOR_CREDENTIAL", hide_env_values = true)]
+        operator_credential: Option<String>,
+        /// The base URL peers reach this registry at (published in its card); default http://127.0.0.1:<port>.
+        #[arg(long)]
+        public_url: Option<String>,
+    },
+    /// Verify the event chain end to end and recompute every balance; exits 1 on any mismatch.
+    Audit {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Operator: read the hash-chained event ledger, a page at a time.
+    Events {
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, default_value_t = bazaar_types::limits::PAGE_LIMIT_MAX)]
+        limit: usize,
+    },
+}
+
+pub async fn run(command: Command, json_output: bool) -> Result<i32> {
+    match command {
+        Command::Serve { store, windows, port, operator_credential, public_url } => {
+            runtime::serve(store, windows, port, operator_credential, public_url).await.map(|_| 0)
+        }
+        Command::Audit { store } => runtime::audit(store, json_output).await,
+        Command::Events { remote, after, limit } => {
+            let value = remote.client()?.events(after, limit).await?;
+            print(json_output, &value, events_prose);
+            Ok(0)
+        }
+    }
+}
+
+/// One line per event: sequence, kind, the hash's first 12 characters, author.
+fn events_prose(page: &Value) -> String {
+    let lines: Vec<String> = page["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{:>6} {} {} by {}",
+                e["seq"],
+                e["kind"].as_str().unwrap_or(""),
+                &e["hash"].as_str().unwrap_or("")[..12.min(e["hash"].as_str().unwrap_or("").len())],
+                e["authored_by"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    lines.join("\n")
+}

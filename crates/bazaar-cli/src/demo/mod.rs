@@ -1,0 +1,86 @@
+//! `bazaar demo`: four chapters on one fresh embedded registry, narrated — the
+//! restock story ([`restock`]), the escrowed order with a dispute
+//! ([`escrow`]), passports and a second registry ([`federation`]), and the
+//! storefront ([`market`]) — then a final audit. The chapters share only
+//! [`crate::story`]; this module is the one place that knows their order.
+
+pub mod escrow;
+pub mod federation;
+pub mod market;
+pub mod restock;
+
+use crate::story::{audit_word, embedded_registry};
+use anyhow::Result;
+use serde::Serialize;
+
+/// `bazaar demo --calls` is clamped to this many paid calls.
+const CALLS_MAX: u32 = 10_000;
+
+/// What the story measured; the tests and `--json` read it.
+#[derive(Debug, Serialize)]
+pub struct StoryReport {
+    /// The restock chapter's figures; `audit_ok` and `balance_sum_minor` are
+    /// replaced by the final audit, after all four chapters.
+    #[serde(flatten)]
+    pub restock: restock::RestockReport,
+    /// The escrow chapter, run after the paid calls on the same registry.
+    pub escrow: Option<escrow::EscrowReport>,
+    /// The passport and cross-registry chapter.
+    pub federation: Option<federation::FederationReport>,
+    /// The storefront chapter (forty cushion covers).
+    pub market: Option<market::MarketReport>,
+}
+
+/// Runs the story in a temporary directory; exits 0 when every chapter proved its point.
+pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
+    let dir = std::env::temp_dir().join(format!("bazaar-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let say = |line: String| {
+        if !json_output {
+            println!("{line}");
+        }
+    };
+    let report = story(&dir, calls.min(CALLS_MAX), &say).await;
+    std::fs::remove_dir_all(&dir).ok();
+    let report = report?;
+    if json_output {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(if proved(&report) { 0 } else { 1 })
+}
+
+/// Whether the report shows what each chapter set out to show.
+fn proved(report: &StoryReport) -> bool {
+    let escrow_ok = report.escrow.as_ref().is_some_and(|e| e.second_execution_code == "dispute_executed");
+    let federation_ok = report.federation.as_ref().is_some_and(|f| {
+        f.audits_ok && f.cross_status == 200 && f.corridor_on_a == -f.corridor_on_b && f.corridor_on_a > 0
+    });
+    let market_ok = report.market.as_ref().is_some_and(|m| m.order["state"] == "completed" && !m.paid.is_empty());
+    let restock = &report.restock;
+    restock.audit_ok
+        && escrow_ok
+        && federation_ok
+        && market_ok
+        && restock.settlements == restock.calls as u64
+        && restock.work_runs == restock.calls as u64
+}
+
+/// Runs the whole story in `dir` and reports; `say` narrates.
+pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> Result<StoryReport> {
+    let local = embedded_registry(dir, None).await?;
+    say(format!("registry {} on {} (embedded SQLite, WAL, synchronous=FULL)", local.state.registry, local.url));
+    let restocked = restock::restock_story(&local, dir, calls, say).await?;
+    let escrow = escrow::escrow_story(&local, say).await?;
+    let federation = federation::federation_story(&local, &restocked.merchant, &restocked.buyer, dir, say).await?;
+    let market = market::market_story(&local, say).await?;
+    let audit = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await?;
+    let mut restock = restocked.report;
+    restock.audit_ok = audit.ok;
+    restock.balance_sum_minor = audit.balance_sum_minor;
+    say(format!(
+        "\nafter all four stories, on registry A: Σ balances = {} (conserved)   audit: {}",
+        audit.balance_sum_minor,
+        audit_word(audit.ok)
+    ));
+    Ok(StoryReport { restock, escrow: Some(escrow), federation: Some(federation), market: Some(market) })
+}

@@ -1,0 +1,136 @@
+//! The stage every chapter of `bazaar demo` plays on, and the integration tests
+//! with it: embedded registries served on 127.0.0.1, owners and agents enrolled
+//! through invites, any router served on a free port, and narration helpers.
+//! The chapters import this module and never each other, so one can change
+//! without reading the others; `demo` composes them.
+
+use crate::runtime::{registry_config, OffsetClock, SQLITE_FILE};
+use anyhow::{Context, Result};
+use axum::Router;
+use bazaar_sdk::{generate_key, Client, SdkError};
+use bazaar_store::Store;
+use bazaar_types::Clock;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A registry on an embedded store in `dir`, served on 127.0.0.1 with its sweeper running.
+pub struct LocalRegistry {
+    pub state: Arc<bazaar_server::AppState>,
+    pub url: String,
+    pub operator_credential: String,
+    /// The dispute desk's credential, when this start created the registry.
+    pub desk_credential: Option<String>,
+    /// The registry's clock: the wall clock plus whatever the caller advanced.
+    pub clock: Arc<OffsetClock>,
+}
+
+impl LocalRegistry {
+    /// A client holding the operator credential.
+    pub fn operator(&self) -> Client {
+        Client::new(&self.url, Some(self.operator_credential.clone()))
+    }
+}
+
+/// Opens (or creates) an embedded registry in `dir` and serves it. A fresh one
+/// takes `operator_credential`, or draws one.
+pub async fn embedded_registry(dir: &Path, operator_credential: Option<String>) -> Result<LocalRegistry> {
+    embedded_registry_with(dir, operator_credential, registry_config()).await
+}
+
+/// [`embedded_registry`] with the registry's settings (short dispute windows in tests).
+pub async fn embedded_registry_with(
+    dir: &Path,
+    operator_credential: Option<String>,
+    config: bazaar_core::apply::Config,
+) -> Result<LocalRegistry> {
+    embedded_on_clock(dir, Arc::new(OffsetClock::default()), operator_credential, config).await
+}
+
+/// A second embedded registry in `dir` (created) on the same clock as `peer`,
+/// so signed requests and validity windows agree between the two (the stories
+/// move their clock ahead).
+pub async fn peer_registry(
+    peer: &LocalRegistry,
+    dir: &Path,
+    operator_credential: Option<String>,
+) -> Result<LocalRegistry> {
+    std::fs::create_dir_all(dir)?;
+    embedded_on_clock(dir, peer.clock.clone(), operator_credential, bazaar_core::apply::Config::standard()).await
+}
+
+async fn embedded_on_clock(
+    dir: &Path,
+    offset: Arc<OffsetClock>,
+    operator_credential: Option<String>,
+    config: bazaar_core::apply::Config,
+) -> Result<LocalRegistry> {
+    let path = dir.join(SQLITE_FILE);
+    let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(path, config.clone(), offset.clone())?);
+    local_registry(store, offset, config, operator_credential).await
+}
+
+/// Serves a registry on `store` (whose writer reads `clock`) on 127.0.0.1, with its sweeper.
+pub async fn local_registry(
+    store: Arc<dyn Store>,
+    offset: Arc<OffsetClock>,
+    config: bazaar_core::apply::Config,
+    operator_credential: Option<String>,
+) -> Result<LocalRegistry> {
+    let clock: Arc<dyn Clock> = offset.clone();
+    let booted = bazaar_server::boot(store, clock, config, operator_credential.clone()).await?;
+    let desk_credential = booted.desk_credential.clone();
+    let operator_credential = booted.operator_credential.or(operator_credential).context("an operator credential")?;
+    bazaar_server::spawn_sweeper(booted.state.clone());
+    let url = serve(bazaar_server::router(booted.state.clone())).await?;
+    *booted.state.public_url.write().expect("url lock") = Some(url.clone());
+    Ok(LocalRegistry { state: booted.state, url, operator_credential, desk_credential, clock: offset })
+}
+
+/// Creates an owner and one agent enrolled through an invite; returns their clients.
+pub async fn enroll_pair(operator: &Client, owner_handle: &str, agent_handle: &str) -> Result<(Client, Client)> {
+    enroll_pair_with_key(operator, owner_handle, agent_handle, &generate_key()).await
+}
+
+/// [`enroll_pair`] with the agent's key chosen by the caller (to sign evidence later).
+pub async fn enroll_pair_with_key(
+    operator: &Client,
+    owner_handle: &str,
+    agent_handle: &str,
+    agent_key: &ed25519_dalek::SigningKey,
+) -> Result<(Client, Client)> {
+    let owner_key = generate_key();
+    let created = operator.create_owner(&owner_key, owner_handle).await?;
+    let owner = operator.with_credential(created["credential"].as_str().unwrap_or_default());
+    let invite = owner.issue_invite().await?;
+    let enrolled = operator.with_credential("").redeem_invite(&invite, agent_key, agent_handle).await?;
+    Ok((owner, operator.with_credential(enrolled["credential"].as_str().unwrap_or_default())))
+}
+
+/// The DID of the member `client` speaks for.
+pub async fn member_id(client: &Client) -> Result<String> {
+    Ok(client.me().await?["member"]["id"].as_str().unwrap_or_default().to_string())
+}
+
+/// Serves `router` on 127.0.0.1 and an OS-chosen port; returns its base URL.
+pub async fn serve(router: Router) -> Result<String> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(format!("http://{address}"))
+}
+
+/// The code a refused request came back with, or `ACCEPTED` when the registry
+/// let it through: the chapters narrate refusals they expect, so an acceptance
+/// must read as the surprise it is.
+pub fn refusal_code<T>(answer: Result<T, SdkError>) -> String {
+    answer.err().and_then(|e| e.code().map(str::to_string)).unwrap_or_else(|| "ACCEPTED".into())
+}
+
+/// How the narration reports an audit.
+pub fn audit_word(ok: bool) -> &'static str {
+    if ok {
+        "passed"
+    } else {
+        "FAILED"
+    }
+}
