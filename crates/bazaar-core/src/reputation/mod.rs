@@ -404,27 +404,7 @@ pub fn compute(
 ) -> Figures {
     let cutoff = Timestamp(now.ms().saturating_sub(REPUTATION_WINDOW_DAYS * DAY_MS));
     let in_window = |at: Timestamp| at >= cutoff && at <= now;
-    let mut figures = Figures {
-        formula: FORMULA.into(),
-        window_days: REPUTATION_WINDOW_DAYS,
-        computed_at_ms: now.ms(),
-        settled_count: 0,
-        success_count: 0,
-        failure_count: 0,
-        settled_volume_minor: String::new(),
-        excluded_same_owner: 0,
-        disputes_filed: 0,
-        disputes_lost: 0,
-        disputes_won: 0,
-        disputes_split: 0,
-        refunds: 0,
-        distinct_buyer_owners: 0,
-        top_buyer_share_bps: 0,
-        weighted_success_ppm: 0,
-        weighted_failure_ppm: 0,
-        score_bps: 0,
-        score_lower_bound_bps: 0,
-    };
+    let mut figures = Figures::empty(now);
     // Per (buyer owner, ISO week): decayed success sum, undecayed success sum (bps).
     let mut groups: BTreeMap<(MemberId, i64), (u64, u64)> = BTreeMap::new();
     let mut volume_by_owner: BTreeMap<MemberId, u128> = BTreeMap::new();
@@ -455,29 +435,8 @@ pub fn compute(
         group.0 += d * q / BPS;
         group.1 += q;
     }
-    let cap = REPUTATION_SUCCESSES_PER_OWNER_WEEK;
-    let mut success_ppm: u64 = 0;
-    let mut success_units_bps: u64 = 0;
-    for ((_, week), (decayed, units)) in &groups {
-        // The cap is aged from the week's last day (or now, for this week), so it
-        // depends only on which week it is and a single job is never cut by it.
-        let week_end_day = (week * 7 - 3 + 6).min(now.utc_day());
-        let cap_ppm = cap * decay_ppm(now.utc_day() - week_end_day);
-        success_ppm += (*decayed).min(cap_ppm);
-        success_units_bps += (*units).min(cap * BPS);
-    }
-    for (at, mark) in marks {
-        if !in_window(*at) {
-            continue;
-        }
-        match mark {
-            Mark::Filed => figures.disputes_filed += 1,
-            Mark::Lost => figures.disputes_lost += 1,
-            Mark::Won => figures.disputes_won += 1,
-            Mark::Split => figures.disputes_split += 1,
-            Mark::Refund => figures.refunds += 1,
-        }
-    }
+    let (success_ppm, success_units_bps) = capped_successes(&groups, now);
+    count_marks(&mut figures, marks, in_window);
     figures.settled_volume_minor = volume.to_string();
     figures.distinct_buyer_owners = volume_by_owner.len() as u64;
     let top = volume_by_owner.values().copied().max().unwrap_or(0);
@@ -577,5 +536,65 @@ impl PassportAudit {
             self.problems.push(format!("passport figures claim seq {seq}, beyond the ledger's head"));
         }
         (self.checked, self.problems)
+    }
+}
+
+impl Figures {
+    /// All zeros, computed at `now`.
+    fn empty(now: Timestamp) -> Figures {
+        Figures {
+            formula: FORMULA.into(),
+            window_days: REPUTATION_WINDOW_DAYS,
+            computed_at_ms: now.ms(),
+            settled_count: 0,
+            success_count: 0,
+            failure_count: 0,
+            settled_volume_minor: String::new(),
+            excluded_same_owner: 0,
+            disputes_filed: 0,
+            disputes_lost: 0,
+            disputes_won: 0,
+            disputes_split: 0,
+            refunds: 0,
+            distinct_buyer_owners: 0,
+            top_buyer_share_bps: 0,
+            weighted_success_ppm: 0,
+            weighted_failure_ppm: 0,
+            score_bps: 0,
+            score_lower_bound_bps: 0,
+        }
+    }
+}
+
+/// At most `REPUTATION_SUCCESSES_PER_OWNER_WEEK` successes per (buyer owner,
+/// ISO week): returns the capped decayed sum (ppm) and the capped raw units (bps).
+fn capped_successes(groups: &BTreeMap<(MemberId, i64), (u64, u64)>, now: Timestamp) -> (u64, u64) {
+    let cap = REPUTATION_SUCCESSES_PER_OWNER_WEEK;
+    let mut success_ppm: u64 = 0;
+    let mut success_units_bps: u64 = 0;
+    for ((_, week), (decayed, units)) in groups {
+        // The cap is aged from the week's last day (or now, for this week), so it
+        // depends only on which week it is and a single job is never cut by it.
+        let week_end_day = (week * 7 - 3 + 6).min(now.utc_day());
+        let cap_ppm = cap * decay_ppm(now.utc_day() - week_end_day);
+        success_ppm += (*decayed).min(cap_ppm);
+        success_units_bps += (*units).min(cap * BPS);
+    }
+    (success_ppm, success_units_bps)
+}
+
+/// Dispute marks inside the window, by kind.
+fn count_marks(figures: &mut Figures, marks: &[(Timestamp, Mark)], in_window: impl Fn(Timestamp) -> bool) {
+    for (at, mark) in marks {
+        if !in_window(*at) {
+            continue;
+        }
+        match mark {
+            Mark::Filed => figures.disputes_filed += 1,
+            Mark::Lost => figures.disputes_lost += 1,
+            Mark::Won => figures.disputes_won += 1,
+            Mark::Split => figures.disputes_split += 1,
+            Mark::Refund => figures.refunds += 1,
+        }
     }
 }
