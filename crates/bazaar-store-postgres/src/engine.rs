@@ -60,6 +60,9 @@ crate::statements! {
             "SELECT {DOC_COLUMNS} FROM docs WHERE (kind, id) IN \
              (SELECT * FROM unnest($1::text[], $2::text[]))"
         );
+        load_blobs = "SELECT sha256 FROM blobs WHERE sha256 = ANY($1::text[])";
+        insert_blobs = "INSERT INTO blobs (sha256, content_type, size, bytes, parties, created_at) \
+            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::bigint[])";
         insert_members = "INSERT INTO members (id, kind, owner, handle, created_at) \
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])";
         update_members = "UPDATE members AS m SET handle = u.handle \
@@ -125,10 +128,6 @@ crate::statements! {
             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS u(kind, id, body, due_at) \
             WHERE d.kind = u.kind AND d.id = u.id RETURNING d.id";
         set_head = "UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1";
-        record_searches = "INSERT INTO searches (query, count, hits_last, first_at, last_at) \
-            SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $4::bigint[]) \
-            ON CONFLICT (query) DO UPDATE SET count = searches.count + EXCLUDED.count, \
-            hits_last = EXCLUDED.hits_last, last_at = EXCLUDED.last_at";
     }
 }
 
@@ -170,6 +169,7 @@ enum Table {
     SettlementsByOrder,
     Idem,
     Docs,
+    Blobs,
 }
 
 struct Connection {
@@ -389,6 +389,7 @@ impl Engine for PgEngine {
                 vec![strs(&keys.docs, |(kind, _)| kind.as_str()), strs(&keys.docs, |(_, id)| id.as_str())],
                 keys.docs.is_empty(),
             ),
+            (Table::Blobs, &st.load_blobs, vec![strs(&keys.blobs, String::as_str)], keys.blobs.is_empty()),
         ];
         for (table, statement, params, empty) in candidates {
             if !empty {
@@ -643,22 +644,18 @@ impl Engine for PgEngine {
             let expect_rows = Some((d.len(), "documents being updated were stored"));
             jobs.push(Job { expect_rows, ..Job::new(&st.update_docs, params) });
         }
-        if !c.record_searches.is_empty() {
-            // One row per query (a statement may not update a row twice): counts
-            // summed, the last search's hits and time kept.
-            let mut by_query: std::collections::BTreeMap<&str, (i64, i64, i64)> = Default::default();
-            for r in &c.record_searches {
-                let entry = by_query.entry(r.query.as_str()).or_insert((0, 0, 0));
-                *entry = (entry.0 + 1, r.hits.min(i64::MAX as u64) as i64, r.at.0);
-            }
-            let rows: Vec<(&str, (i64, i64, i64))> = by_query.into_iter().collect();
+        if !c.insert_blobs.is_empty() {
+            let b = &c.insert_blobs;
+            let parties = b.iter().map(|b| serde_json::to_string(&b.parties)).collect::<Result<Vec<String>, _>>();
             jobs.push(Job::new(
-                &st.record_searches,
+                &st.insert_blobs,
                 vec![
-                    param(rows.iter().map(|r| r.0).collect::<Vec<&str>>()),
-                    param(rows.iter().map(|r| r.1 .0).collect::<Vec<i64>>()),
-                    param(rows.iter().map(|r| r.1 .1).collect::<Vec<i64>>()),
-                    param(rows.iter().map(|r| r.1 .2).collect::<Vec<i64>>()),
+                    strs(b, |b| b.sha256.as_str()),
+                    strs(b, |b| b.content_type.as_str()),
+                    ints(b, |b| b.bytes.len() as i64),
+                    param(b.iter().map(|b| b.bytes.as_slice()).collect::<Vec<&[u8]>>()),
+                    param(parties.map_err(|e| StoreError::Corrupt(e.to_string()))?),
+                    ints(b, |b| b.created_at.0),
                 ],
             ));
         }
@@ -772,6 +769,9 @@ fn fill(snapshot: &mut Snapshot, table: Table, found: &[Row]) -> Result<(), Stor
             Table::Docs => {
                 let row = rows::doc(r, 0)?;
                 s.docs.insert((row.kind, row.id.clone()), row);
+            }
+            Table::Blobs => {
+                s.blobs.insert(rows::get(r, 0)?);
             }
         }
     }

@@ -341,6 +341,13 @@ impl Store for PostgresStore {
         rows::optional(row.map_err(pg_error)?, rows::doc)
     }
 
+    async fn blob(&self, sha256: &str) -> Result<Option<Blob>, StoreError> {
+        let r = self.reader().await?;
+        let sql = "SELECT sha256, content_type, bytes, parties, created_at FROM blobs WHERE sha256 = $1";
+        let row = r.client.query_opt(sql, &[&sha256]).await;
+        rows::optional(row.map_err(pg_error)?, rows::blob)
+    }
+
     async fn docs_by_party(
         &self,
         kind: DocKind,

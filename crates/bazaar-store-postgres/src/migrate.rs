@@ -15,6 +15,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_events_hash_not_unique", include_str!("../migrations/0004_events_hash_not_unique.sql")),
     ("0005_documents", include_str!("../migrations/0005_documents.sql")),
     ("0006_market", include_str!("../migrations/0006_market.sql")),
+    ("0007_blobs", include_str!("../migrations/0007_blobs.sql")),
 ];
 
 /// The advisory lock key every node takes while migrating ("bazaar" then 1).

@@ -233,6 +233,19 @@ pub fn doc(r: &Row, o: usize) -> Result<DocRow, StoreError> {
     })
 }
 
+pub fn blob(r: &Row, o: usize) -> Result<Blob, StoreError> {
+    let sha256: String = get(r, o)?;
+    let parties: Vec<String> =
+        serde_json::from_str(get(r, o + 3)?).map_err(|_| corrupt(format!("blob {sha256}: parties")))?;
+    Ok(Blob {
+        content_type: get(r, o + 1)?,
+        bytes: get(r, o + 2)?,
+        parties: parties.into_iter().map(MemberId).collect(),
+        created_at: Timestamp(get(r, o + 4)?),
+        sha256,
+    })
+}
+
 /// A document's body as stored: its JSON text.
 pub fn doc_body(d: &DocRow) -> Result<String, StoreError> {
     serde_json::to_string(&d.body).map_err(|e| corrupt(format!("{} {}: body: {e}", d.kind.as_str(), d.id)))

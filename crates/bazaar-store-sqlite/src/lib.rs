@@ -26,6 +26,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_events_hash_not_unique", include_str!("../migrations/0004_events_hash_not_unique.sql")),
     ("0005_documents", include_str!("../migrations/0005_documents.sql")),
     ("0006_market", include_str!("../migrations/0006_market.sql")),
+    ("0007_blobs", include_str!("../migrations/0007_blobs.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
@@ -332,6 +333,15 @@ impl Store for SqliteStore {
             c.prepare_cached(&format!("{DOC_SELECT} WHERE kind = ?1 AND id = ?2"))?
                 .query_row([kind.as_str(), id.as_str()], doc_row)
                 .optional()
+        })
+        .await
+    }
+
+    async fn blob(&self, sha256: &str) -> Result<Option<Blob>, StoreError> {
+        let sha256 = sha256.to_string();
+        self.read(move |c| {
+            let sql = "SELECT sha256, content_type, bytes, parties, created_at FROM blobs WHERE sha256 = ?1";
+            c.prepare_cached(sql)?.query_row([sha256], blob_row).optional()
         })
         .await
     }

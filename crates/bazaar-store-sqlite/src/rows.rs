@@ -187,6 +187,19 @@ pub fn event_row(r: &Row) -> rusqlite::Result<Event> {
     })
 }
 
+pub fn blob_row(r: &Row) -> rusqlite::Result<Blob> {
+    let parties: String = r.get(3)?;
+    Ok(Blob {
+        sha256: r.get(0)?,
+        content_type: r.get(1)?,
+        bytes: r.get(2)?,
+        parties: serde_json::from_str(&parties).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, e.into())
+        })?,
+        created_at: Timestamp(r.get(4)?),
+    })
+}
+
 pub fn doc_row(r: &Row) -> rusqlite::Result<DocRow> {
     let (kind, id) = doc_key_row(r)?;
     let body: String = r.get(2)?;
@@ -299,6 +312,11 @@ pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapsho
         let sql = format!("{DOC_SELECT} WHERE kind = ?1 AND id = ?2");
         if let Some(row) = one(conn, &sql, [kind.as_str(), id.as_str()], doc_row)? {
             s.docs.insert((*kind, id.clone()), row);
+        }
+    }
+    for sha256 in &keys.blobs {
+        if one(conn, "SELECT 1 FROM blobs WHERE sha256 = ?1", [sha256], |_| Ok(()))?.is_some() {
+            s.blobs.insert(sha256.clone());
         }
     }
     Ok(s)
@@ -476,12 +494,16 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             return Err(refused(format!("{} {} is not stored", d.kind.as_str(), d.id)));
         }
     }
-    for r in &c.record_searches {
-        conn.prepare_cached(
-            "INSERT INTO searches VALUES (?1, 1, ?2, ?3, ?3) ON CONFLICT (query) DO UPDATE \
-             SET count = count + 1, hits_last = excluded.hits_last, last_at = excluded.last_at",
-        )?
-        .execute(params![r.query, i(r.hits), r.at.0])?;
+    for b in &c.insert_blobs {
+        let parties = serde_json::to_string(&b.parties).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        conn.prepare_cached("INSERT INTO blobs VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?.execute(params![
+            b.sha256,
+            b.content_type,
+            b.bytes.len() as i64,
+            b.bytes,
+            parties,
+            b.created_at.0
+        ])?;
     }
     for e in &c.insert_events {
         conn.prepare_cached("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![

@@ -86,6 +86,8 @@ pub trait Store: Send + Sync + 'static {
     /// the ledger's uniqueness constraints still stop a second settlement.
     async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError>;
     async fn doc(&self, kind: DocKind, id: &str) -> Result<Option<DocRow>, StoreError>;
+    /// An uploaded file by the lowercase hex SHA-256 of its bytes.
+    async fn blob(&self, sha256: &str) -> Result<Option<Blob>, StoreError>;
     /// Documents of `kind` naming `party`, ordered by id, after `after` (exclusive).
     async fn docs_by_party(
         &self,

@@ -174,6 +174,12 @@ impl Batch<'_> {
         }
     }
 
+    /// Stores a new blob; the caller checked it is not stored yet.
+    pub fn insert_blob(&mut self, blob: Blob) {
+        assert!(self.snap.blobs.insert(blob.sha256.clone()), "blobs are stored once");
+        self.changes.insert_blobs.push(blob);
+    }
+
     pub fn record_settlement(&mut self, settlement: Settlement) {
         self.snap.settlements_by_token.insert(settlement.jti.clone(), settlement.clone());
         self.snap

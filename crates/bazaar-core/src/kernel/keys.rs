@@ -20,6 +20,8 @@ pub struct Keys {
     pub settlements_by_order: BTreeSet<(MemberId, OrderId)>,
     pub idem: BTreeSet<(String, String)>,
     pub docs: BTreeSet<(DocKind, String)>,
+    /// Blobs by SHA-256 (only whether each is stored is loaded, never its bytes).
+    pub blobs: BTreeSet<String>,
 }
 
 impl Keys {

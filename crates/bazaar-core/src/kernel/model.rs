@@ -356,7 +356,8 @@ pub enum DocKind {
     Order,
     /// An owner's order policy for one agent (when a person must approve).
     Policy,
-    /// An uploaded file (a courier receipt's image), keyed by its SHA-256.
+    /// An uploaded file stored as a document by builds before the blob table;
+    /// read-only now (new files go to the blob table, see [`Blob`]).
     Blob,
 }
 
@@ -407,4 +408,16 @@ pub struct DocRow {
     pub due_at: Option<Timestamp>,
     /// Members this document concerns; set when it is created and never changed.
     pub parties: Vec<MemberId>,
+}
+
+/// An uploaded file (a courier receipt's image), content-addressed: stored
+/// once, in its own table, by the lowercase hex SHA-256 of its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blob {
+    pub sha256: String,
+    pub content_type: String,
+    pub bytes: Vec<u8>,
+    /// Members who may read it.
+    pub parties: Vec<MemberId>,
+    pub created_at: Timestamp,
 }

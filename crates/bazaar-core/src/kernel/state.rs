@@ -3,7 +3,7 @@
 use crate::kernel::chain::ChainHead;
 use crate::kernel::model::*;
 use bazaar_types::{AccountId, HoldId, MemberId, OrderId, TokenId};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Everything a batch may read, loaded by the adapter from [`crate::kernel::keys::Keys`].
 /// Absent rows are simply missing from the maps.
@@ -22,6 +22,8 @@ pub struct Snapshot {
     pub settlements_by_order: HashMap<(MemberId, OrderId), Settlement>,
     pub idem: HashMap<(String, String), IdempotencyRecord>,
     pub docs: HashMap<(DocKind, String), DocRow>,
+    /// Which of the blobs the keys named are stored.
+    pub blobs: HashSet<String>,
 }
 
 impl Snapshot {
@@ -40,6 +42,7 @@ impl Snapshot {
             settlements_by_order: HashMap::new(),
             idem: HashMap::new(),
             docs: HashMap::new(),
+            blobs: HashSet::new(),
         }
     }
 }
@@ -73,6 +76,8 @@ pub struct Changes {
     pub insert_docs: Vec<DocRow>,
     /// Documents that changed; `parties` of an updated row are already stored.
     pub update_docs: Vec<DocRow>,
+    /// New blobs; one already stored under the same SHA-256 is a constraint violation.
+    pub insert_blobs: Vec<Blob>,
 }
 
 /// Tracks which cached rows a batch touched, so each is written once with its final value.

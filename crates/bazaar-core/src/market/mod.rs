@@ -134,7 +134,7 @@ impl Op {
             }
             Op::ProveShipment { order, buyer, line, receipt_sha256, .. } => {
                 keys.doc(DocKind::Order, order.clone());
-                keys.doc(DocKind::Blob, receipt_sha256.to_ascii_lowercase());
+                keys.blobs.insert(receipt_sha256.to_ascii_lowercase());
                 buyer_rows(keys, buyer);
                 keys.accounts.insert(AccountId::of_member(me));
                 keys.accounts.insert(AccountId::fees());

@@ -15,7 +15,7 @@ use super::rules::Allocation;
 use super::MarketEvent;
 use crate::kernel::batch::{merge, Batch, Step};
 use crate::kernel::docs::Document;
-use crate::kernel::model::{Budget, DocKind, DocRow, MemberKind, TransferKind};
+use crate::kernel::model::{Blob, Budget, DocKind, MemberKind, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{ORDER_LINES_MAX, RECEIPT_IMAGE_BYTES_MAX, RECEIPT_SHA256_HEX_LEN, TRACKING_LEN_MAX};
@@ -538,17 +538,14 @@ impl Batch<'_> {
                 format!("A receipt image is JPEG, PNG or WebP, at most {RECEIPT_IMAGE_BYTES_MAX} bytes."),
             );
         }
-        if !self.snap.docs.contains_key(&(DocKind::Blob, receipt_sha256.to_string())) {
-            use base64::Engine;
-            let row = DocRow {
-                kind: DocKind::Blob,
-                id: receipt_sha256.to_string(),
-                body: json!({"content_type": content_type, "bytes": bytes.len(),
-                    "base64": base64::engine::general_purpose::STANDARD.encode(bytes)}),
-                due_at: None,
+        if !self.snap.blobs.contains(receipt_sha256) {
+            self.insert_blob(Blob {
+                sha256: receipt_sha256.to_string(),
+                content_type: content_type.to_string(),
+                bytes: bytes.to_vec(),
                 parties: vec![order.buyer.clone(), order.owner.clone(), line.seller.clone()],
-            };
-            self.insert_doc(row);
+                created_at: self.now,
+            });
         }
         Ok(())
     }

@@ -59,6 +59,7 @@ impl Db {
             settlements_by_order: pick(&r.settlements_by_order, keys.settlements_by_order.iter().cloned()),
             idem: pick(&r.idem, keys.idem.iter().cloned()),
             docs: pick(&r.docs, keys.docs.iter().cloned()),
+            blobs: keys.blobs.iter().filter(|sha| r.blobs.contains(*sha)).cloned().collect(),
         }
     }
 
@@ -124,6 +125,9 @@ impl Db {
             let stored = r.docs.get_mut(&(d.kind, d.id.clone())).expect("updated document exists");
             assert_eq!(stored.parties, d.parties, "parties never change");
             *stored = d;
+        }
+        for b in changes.insert_blobs {
+            assert!(r.blobs.insert(b.sha256.clone()), "unique constraint on blobs: {}", b.sha256);
         }
         for e in changes.insert_events {
             assert_eq!(e.seq, r.head.seq + 1, "events are appended in order");

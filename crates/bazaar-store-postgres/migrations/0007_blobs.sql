@@ -1,0 +1,6 @@
+-- Uploaded files (courier receipts' images), content-addressed: one row per
+-- SHA-256 of the bytes, never changed. Builds before this kept them as 'blob'
+-- documents with base64 bodies; those stay where they are and are still read.
+CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, content_type TEXT NOT NULL, size BIGINT NOT NULL,
+  bytes BYTEA NOT NULL, parties TEXT NOT NULL, created_at BIGINT NOT NULL,
+  CHECK (length(sha256) = 64), CHECK (size = octet_length(bytes)));
