@@ -1,27 +1,58 @@
-//! Routes for escrowed contracts, disputes and stake. Each handler reads the
-//! stored document first (to name the rows the command needs), then submits
-//! one command through [`crate::routes::execute`] like every other write.
+//! Escrowed contracts over HTTP. Each handler reads the stored contract first
+//! (to name the rows the command needs), then submits one command through
+//! [`crate::exec::execute`] like every other write; the sweeper's share is
+//! advancing contracts whose deadline passed (auto-release after review).
 
 use crate::auth::{ApiJson, Auth};
+use crate::exec::{self, count_advanced, due_ids, execute, idem_for, resolve, resolve_id, KeyRule};
 use crate::problem::Problem;
-use crate::routes::{execute, idem_for, resolve, resolve_id, KeyRule};
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
-use bazaar_core::command::{Idem, Op};
-use bazaar_core::dispute::{dispute_id_for, stake_view, Decision, Dispute, DisputeAct, ReasonCode, Stake, Subject};
+use bazaar_core::command::Op;
 use bazaar_core::escrow::{Contract, ContractAct, MilestoneSpec};
 use bazaar_core::model::{DocKind, Member, MemberKind, DESK_ID};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::validate;
+use bazaar_store::StoreError;
 use bazaar_types::limits::{PAGE_LIMIT_MAX, REVIEW_WINDOW_S};
-use bazaar_types::{AccountId, Amount, MemberId, OrderId, Timestamp};
+use bazaar_types::{MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Escrow's routes, each with its OpenAPI entry.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(create_contract, list_contracts))
+        .routes(routes!(get_contract))
+        .routes(routes!(accept_contract))
+        .routes(routes!(decline_contract))
+        .routes(routes!(cancel_contract))
+        .routes(routes!(deliver_milestone))
+        .routes(routes!(release_milestone))
+}
+
+/// The sweeper's share: advances contracts whose deadline passed (a delivered
+/// milestone the buyer did not review is released). Returns how many advanced.
+pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreError> {
+    let mut advances = Vec::new();
+    for id in due_ids(state, DocKind::Contract, now).await? {
+        let Some(row) = state.store.doc(DocKind::Contract, &id).await? else { continue };
+        let c = Contract::from_row(&row);
+        let milestones = c.milestones.len() as u32;
+        let act = ContractAct::Advance;
+        let op = Op::ContractAct { contract: id, buyer: c.buyer, seller: c.seller, milestones, act };
+        advances.push(exec::as_registry(state, op));
+    }
+    // Submitted together, so the writer folds them into one transaction.
+    count_advanced(state, futures::future::join_all(advances).await)
+}
 
 // ---- contracts -----------------------------------------------------------------
 
@@ -87,14 +118,14 @@ pub async fn create_contract(
     Ok(execute(&state, auth.member, idem, op, StatusCode::CREATED).await)
 }
 
-async fn load_contract(state: &AppState, id: &str) -> Result<Contract, Problem> {
+pub(crate) async fn load_contract(state: &AppState, id: &str) -> Result<Contract, Problem> {
     let row = state.store.doc(DocKind::Contract, id).await?;
     row.map(|r| Contract::from_row(&r))
         .ok_or_else(|| Refusal::new(Code::ContractNotFound, format!("No contract {id} on this registry.")).into())
 }
 
 /// Parties (and their owners) and the operator may read a document.
-async fn may_read(state: &AppState, actor: &Member, parties: &[&MemberId]) -> Result<(), Problem> {
+pub(crate) async fn may_read(state: &AppState, actor: &Member, parties: &[&MemberId]) -> Result<(), Problem> {
     if actor.kind == MemberKind::Operator || parties.contains(&&actor.id) {
         return Ok(());
     }
@@ -220,7 +251,7 @@ pub struct PartyQuery {
     pub limit: Option<usize>,
 }
 
-async fn list_docs(
+pub(crate) async fn list_docs(
     state: &AppState,
     auth: &Auth,
     kind: DocKind,
@@ -255,261 +286,4 @@ pub async fn list_contracts(
     let page = list_docs(&state, &auth, DocKind::Contract, query).await?;
     let next = page.last().map(|c| c["id"].clone());
     Ok(Json(json!({"contracts": page, "next_after": next})))
-}
-
-// ---- disputes --------------------------------------------------------------------
-
-#[derive(Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DisputeRequest {
-    /// `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`.
-    #[schema(value_type = Object)]
-    pub subject: SubjectRequest,
-    /// not_delivered, not_as_described, defective, unauthorized or other.
-    #[schema(value_type = String)]
-    pub reason: ReasonCode,
-    pub claimed_minor: u64,
-    #[serde(default)]
-    pub note: String,
-}
-
-#[derive(Deserialize, Serialize, Clone)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SubjectRequest {
-    Call { merchant: String, order_id: String },
-    Milestone { contract: String, index: u32 },
-}
-
-/// Buyer (or its owner): disputes a settled paid call or a milestone within
-/// the claim window. The claimed amount is frozen at once.
-#[utoipa::path(post, path = "/v1/disputes", request_body = DisputeRequest, responses((status = 201, description = "The dispute, with what was frozen and from where")))]
-pub async fn file_dispute(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<DisputeRequest>,
-) -> Result<Response, Problem> {
-    let claimed = validate::amount(body.claimed_minor, "claimed_minor")?;
-    let (subject, claimant, respondent) = match body.subject.clone() {
-        SubjectRequest::Call { merchant, order_id } => {
-            validate::order_id(&order_id)?;
-            let merchant = resolve_id(&state, &merchant).await?;
-            let order_id = OrderId(order_id);
-            let settled = state.store.settlement_by_order(&merchant, &order_id).await?;
-            // An unpaid order has no buyer: the core refuses it, naming the caller as claimant.
-            let claimant = settled.map(|s| s.buyer).unwrap_or_else(|| auth.member.id.clone());
-            (Subject::Call { merchant: merchant.clone(), order_id }, claimant, merchant)
-        }
-        SubjectRequest::Milestone { contract, index } => {
-            let c = load_contract(&state, &contract).await?;
-            (Subject::Milestone { contract, index }, c.buyer, c.seller)
-        }
-    };
-    let key = format!("file:{}", dispute_id_for(&subject));
-    let idem = idem_for(&auth.member, "file_dispute", &headers, KeyRule::DefaultTo(key), &body)?;
-    let op = Op::FileDispute { subject, claimant, respondent, reason: body.reason, claimed, note: body.note };
-    Ok(execute(&state, auth.member, idem, op, StatusCode::CREATED).await)
-}
-
-async fn load_dispute(state: &AppState, id: &str) -> Result<Dispute, Problem> {
-    let row = state.store.doc(DocKind::Dispute, id).await?;
-    row.map(|r| Dispute::from_row(&r))
-        .ok_or_else(|| Refusal::new(Code::DisputeNotFound, format!("No dispute {id} on this registry.")).into())
-}
-
-/// A dispute's whole record: phase, deadline, what was frozen, evidence,
-/// rulings, the appeal, the outcome and the timeline. Parties, their owners,
-/// the assigned arbiter and the operator.
-#[utoipa::path(get, path = "/v1/disputes/{id}", responses((status = 200, description = "The dispute and its timeline")))]
-pub async fn get_dispute(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    Path(id): Path<String>,
-) -> Result<Json<serde_json::Value>, Problem> {
-    let dispute = load_dispute(&state, &id).await?;
-    let mut readers = vec![&dispute.claimant, &dispute.respondent];
-    readers.extend(dispute.arbiters_used.iter());
-    may_read(&state, &auth.member, &readers).await?;
-    Ok(Json(dispute.view()))
-}
-
-/// Disputes naming a party (claimant or respondent), by id.
-#[utoipa::path(get, path = "/v1/disputes", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Disputes")))]
-pub async fn list_disputes(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    Query(query): Query<PartyQuery>,
-) -> Result<Json<serde_json::Value>, Problem> {
-    let page = list_docs(&state, &auth, DocKind::Dispute, query).await?;
-    let next = page.last().map(|d| d["id"].clone());
-    Ok(Json(json!({"disputes": page, "next_after": next})))
-}
-
-async fn dispute_act(
-    state: Arc<AppState>,
-    actor: Member,
-    idem: Option<Idem>,
-    id: String,
-    act: DisputeAct,
-) -> Result<Response, Problem> {
-    let dispute = load_dispute(&state, &id).await?;
-    let op = Op::DisputeAct {
-        dispute: id,
-        subject: dispute.subject,
-        claimant: dispute.claimant,
-        respondent: dispute.respondent,
-        act,
-    };
-    Ok(execute(&state, actor, idem, op, StatusCode::OK).await)
-}
-
-#[derive(Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EvidenceRequest {
-    /// SHA-256 of the evidence content, 64 lowercase hex.
-    pub sha256: String,
-    pub url: Option<String>,
-    /// Ed25519 by the caller's did:key over `bazaar-evidence-v1.<dispute>.<sha256>`, base64url.
-    pub signature: String,
-}
-
-/// A party (or its owner) adds signed evidence while the evidence phase is
-/// open. The respondent's first evidence is its answer.
-#[utoipa::path(post, path = "/v1/disputes/{id}/evidence", request_body = EvidenceRequest, responses((status = 200, description = "Recorded on the event ledger")))]
-pub async fn add_evidence(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    ApiJson(body): ApiJson<EvidenceRequest>,
-) -> Result<Response, Problem> {
-    let key = format!("evidence:{id}:{}", body.sha256);
-    let idem = idem_for(&auth.member, "dispute_evidence", &headers, KeyRule::DefaultTo(key), &body)?;
-    let act = DisputeAct::Evidence { sha256: body.sha256, url: body.url, signature: body.signature };
-    dispute_act(state, auth.member, idem, id, act).await
-}
-
-#[derive(Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RulingRequest {
-    /// refund_full, refund_partial or reject.
-    #[schema(value_type = String)]
-    pub decision: Decision,
-    /// For refund_partial: between 1 and the claim less 1.
-    #[serde(default)]
-    pub refund_minor: u64,
-    /// Stake to take from the respondent (bounded by what it has at execution).
-    #[serde(default)]
-    pub slash_minor: u64,
-    pub reasons: String,
-}
-
-/// The assigned arbiter rules. A first ruling opens the appeal window; a
-/// second (after an appeal) is final and executes at once.
-#[utoipa::path(post, path = "/v1/disputes/{id}/ruling", request_body = RulingRequest, responses((status = 200, description = "The dispute after the ruling, or the execution outcome")))]
-pub async fn rule(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    ApiJson(body): ApiJson<RulingRequest>,
-) -> Result<Response, Problem> {
-    let idem = idem_for(&auth.member, "dispute_rule", &headers, KeyRule::DefaultTo(format!("rule:{id}")), &body)?;
-    let act = DisputeAct::Rule {
-        decision: body.decision,
-        refund: Amount(body.refund_minor),
-        slash: Amount(body.slash_minor),
-        reasons: body.reasons,
-    };
-    dispute_act(state, auth.member, idem, id, act).await
-}
-
-/// The side a first ruling went against appeals once, within the window,
-/// posting a bond (a hold) that it gets back only if the second ruling favours it.
-#[utoipa::path(post, path = "/v1/disputes/{id}/appeal", responses((status = 200, description = "Appealed; a new arbiter is assigned")))]
-pub async fn appeal(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let idem = idem_for(&auth.member, "dispute_appeal", &headers, KeyRule::DefaultTo(format!("appeal:{id}")), &id)?;
-    dispute_act(state, auth.member, idem, id, DisputeAct::Appeal).await
-}
-
-/// Anyone may ask for a final ruling to be executed once the appeal window
-/// passed (the sweeper does it anyway). Runs once; a second call is refused
-/// `dispute_executed` with the outcome attached.
-#[utoipa::path(post, path = "/v1/disputes/{id}/execute", responses((status = 200, description = "The outcome"), (status = 409, description = "Already executed, or not final yet")))]
-pub async fn execute_dispute(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let idem = idem_for(&auth.member, "dispute_execute", &headers, KeyRule::DefaultTo(format!("execute:{id}")), &id)?;
-    dispute_act(state, auth.member, idem, id, DisputeAct::Execute).await
-}
-
-// ---- stake -------------------------------------------------------------------------
-
-#[derive(Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StakeRequest {
-    pub amount_minor: u64,
-}
-
-/// Merchant agent: moves units from its balance into its stake account.
-/// Requires `Idempotency-Key`.
-#[utoipa::path(post, path = "/v1/stake", request_body = StakeRequest, responses((status = 200, description = "Locked")))]
-pub async fn stake_lock(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<StakeRequest>,
-) -> Result<Response, Problem> {
-    let amount = validate::amount(body.amount_minor, "amount_minor")?;
-    let idem = idem_for(&auth.member, "stake_lock", &headers, KeyRule::Required, &body)?;
-    Ok(execute(&state, auth.member, idem, Op::StakeLock { amount }, StatusCode::OK).await)
-}
-
-/// Starts the cooldown on part of the caller's stake (refused while a dispute
-/// is open against it). The units stay slashable until withdrawn.
-#[utoipa::path(post, path = "/v1/stake/unlock", request_body = StakeRequest, responses((status = 200, description = "Cooldown started")))]
-pub async fn stake_unlock(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<StakeRequest>,
-) -> Result<Response, Problem> {
-    let amount = validate::amount(body.amount_minor, "amount_minor")?;
-    let idem = idem_for(&auth.member, "stake_unlock", &headers, KeyRule::Required, &body)?;
-    Ok(execute(&state, auth.member, idem, Op::StakeUnlock { amount }, StatusCode::OK).await)
-}
-
-/// Moves unlocked stake back to the balance, after the cooldown and only with
-/// no open dispute. Requires `Idempotency-Key`.
-#[utoipa::path(post, path = "/v1/stake/withdraw", responses((status = 200, description = "Withdrawn")))]
-pub async fn stake_withdraw(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-) -> Result<Response, Problem> {
-    let idem = idem_for(&auth.member, "stake_withdraw", &headers, KeyRule::Required, &"withdraw")?;
-    Ok(execute(&state, auth.member, idem, Op::StakeWithdraw, StatusCode::OK).await)
-}
-
-/// A member's stake: balance, frozen part, open disputes, pending unlock. Any member may read it.
-#[utoipa::path(get, path = "/v1/stake/{member}", responses((status = 200, description = "Stake record")))]
-pub async fn get_stake(
-    State(state): State<Arc<AppState>>,
-    _auth: Auth,
-    Path(member): Path<String>,
-) -> Result<Json<serde_json::Value>, Problem> {
-    let member = resolve(&state, &member).await?;
-    let account = state.store.account(&AccountId::stake_of(&member.id)).await?;
-    let row = state.store.doc(DocKind::Stake, member.id.as_str()).await?;
-    let mut view = stake_view(&member.id, account.as_ref(), &Stake::from_row(&member.id, row.as_ref()));
-    view["handle"] = json!(member.handle);
-    Ok(Json(view))
 }
