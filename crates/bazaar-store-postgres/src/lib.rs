@@ -39,7 +39,7 @@ use bazaar_core::chain::ChainHead;
 use bazaar_core::command::Command;
 use bazaar_core::model::*;
 use bazaar_store::writer::Writer;
-use bazaar_store::{Store, StoreError, TokenView};
+use bazaar_store::{SearchCount, Store, StoreError, TokenView};
 use bazaar_types::{AccountId, Clock, MemberId, OrderId, Timestamp, TokenId};
 use rows::{bound, ACCOUNT_COLUMNS, BUDGET_COLUMNS, CREDENTIAL_COLUMNS, EVENT_COLUMNS};
 use rows::{CREDENTIAL_WIDTH, DOC_COLUMNS, TOKEN_WIDTH, TRANSFER_COLUMNS};
@@ -135,7 +135,27 @@ statements! {
             prefixed("d", DOC_COLUMNS)
         );
         due_docs = "SELECT kind, id FROM docs WHERE due_at <= $1 ORDER BY due_at, kind, id LIMIT $2";
+        record_searches = "INSERT INTO searches (query, count, hits_last, first_at, last_at) \
+            SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+            ON CONFLICT (query) DO UPDATE SET count = searches.count + EXCLUDED.count, \
+            hits_last = CASE WHEN EXCLUDED.last_at >= searches.last_at \
+                THEN EXCLUDED.hits_last ELSE searches.hits_last END, \
+            last_at = GREATEST(searches.last_at, EXCLUDED.last_at)";
     }
+}
+
+/// A search batch as the five arrays `record_searches` unnests.
+type SearchColumns<'a> = (Vec<&'a str>, Vec<i64>, Vec<i64>, Vec<i64>, Vec<i64>);
+
+fn search_columns(searches: &[SearchCount]) -> SearchColumns<'_> {
+    let clamp = |n: u64| n.min(i64::MAX as u64) as i64;
+    (
+        searches.iter().map(|s| s.query.as_str()).collect(),
+        searches.iter().map(|s| clamp(s.count)).collect(),
+        searches.iter().map(|s| clamp(s.hits_last)).collect(),
+        searches.iter().map(|s| s.first_at.0).collect(),
+        searches.iter().map(|s| s.last_at.0).collect(),
+    )
 }
 
 /// `a, b` as `t.a, t.b`, for joins.
@@ -377,6 +397,18 @@ impl Store for PostgresStore {
         let r = self.reader().await?;
         let found = r.client.query(sql.as_str(), &[&query, &bound(limit)]).await.map_err(pg_error)?;
         rows::all(&found, rows::doc)
+    }
+
+    async fn record_searches(&self, searches: &[SearchCount]) -> Result<(), StoreError> {
+        if searches.is_empty() {
+            return Ok(());
+        }
+        let r = self.reader().await?;
+        // One statement, so one transaction, on a read connection: never the writer's.
+        let (queries, counts, hits, first, last) = search_columns(searches);
+        let params: [&(dyn ToSql + Sync); 5] = [&queries, &counts, &hits, &first, &last];
+        r.client.execute(&r.st.record_searches, &params).await.map_err(pg_error)?;
+        Ok(())
     }
 
     async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, StoreError> {

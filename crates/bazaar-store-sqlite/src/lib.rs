@@ -11,7 +11,7 @@ use bazaar_core::command::{Command, Keys};
 use bazaar_core::model::*;
 use bazaar_core::state::{Changes, Snapshot};
 use bazaar_store::writer::Writer;
-use bazaar_store::{Engine, Store, StoreError, TokenView};
+use bazaar_store::{Engine, SearchCount, Store, StoreError, TokenView};
 use bazaar_types::{AccountId, Clock, MemberId, OrderId, Timestamp, TokenId};
 use rows::*;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -40,6 +40,9 @@ pub struct SqliteStore {
     readers: Arc<Vec<Mutex<Connection>>>,
     next_reader: std::sync::atomic::AtomicUsize,
     auth: Arc<Mutex<AuthCache>>,
+    /// The search tally's own connection: its writes take SQLite's one write
+    /// lock briefly (waiting up to `BUSY_TIMEOUT_MS`) but never queue in the writer.
+    searches: Arc<Mutex<Connection>>,
 }
 
 fn unavailable(error: rusqlite::Error) -> StoreError {
@@ -83,6 +86,24 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Adds a batch of tallied searches in one `BEGIN IMMEDIATE` transaction.
+fn record_searches(conn: &mut Connection, searches: &[SearchCount]) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    {
+        let mut upsert = tx.prepare_cached(
+            "INSERT INTO searches VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (query) DO UPDATE \
+             SET count = count + excluded.count, \
+             hits_last = CASE WHEN excluded.last_at >= last_at THEN excluded.hits_last ELSE hits_last END, \
+             last_at = max(last_at, excluded.last_at)",
+        )?;
+        for s in searches {
+            let (count, hits) = (s.count.min(i64::MAX as u64) as i64, s.hits_last.min(i64::MAX as u64) as i64);
+            upsert.execute(params![s.query, count, hits, s.first_at.0, s.last_at.0])?;
+        }
+    }
+    tx.commit()
+}
+
 /// How often the background checkpointer copies the WAL into the database.
 const CHECKPOINT_INTERVAL_MS: u64 = 100;
 /// The writer checkpoints by itself only if the WAL grows past this many pages
@@ -121,7 +142,9 @@ impl SqliteStore {
         let writer = Writer::spawn(engine, config, clock);
         let readers = (0..READERS_MAX).map(|_| open(&path).map(Mutex::new)).collect::<Result<Vec<_>, _>>()?;
         let checkpointer = spawn_checkpointer(open(&path)?);
+        let searches = Arc::new(Mutex::new(open(&path)?));
         Ok(SqliteStore {
+            searches,
             writer,
             readers: Arc::new(readers),
             next_reader: Default::default(),
@@ -383,6 +406,17 @@ impl Store for SqliteStore {
             rows.collect()
         })
         .await
+    }
+
+    async fn record_searches(&self, searches: &[SearchCount]) -> Result<(), StoreError> {
+        let (conn, searches) = (self.searches.clone(), searches.to_vec());
+        // Off the async workers: waiting for the write lock may take up to the busy timeout.
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            record_searches(&mut conn, &searches).map_err(unavailable)
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("search recorder: {e}")))?
     }
 
     async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, StoreError> {

@@ -64,6 +64,12 @@ impl Fixture {
         fixture
     }
 
+    /// `count` searches for `query` tallied now, the last finding `hits` listings.
+    pub fn search(&self, query: &str, count: u64, hits: u64) -> crate::SearchCount {
+        let now = self.clock.now();
+        crate::SearchCount { query: query.into(), count, hits_last: hits, first_at: now, last_at: now }
+    }
+
     pub fn registry_member(&self) -> Member {
         Member {
             id: self.registry.clone(),
@@ -211,6 +217,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("registry_key_kept", |f| Box::pin(registry_key_kept(f))),
     ("idempotency_records_expire", |f| Box::pin(idempotency_records_expire(f))),
     ("listings_search_and_demand", |f| Box::pin(listings_search_and_demand(f))),
+    ("searches_are_recorded_off_the_writer", |f| Box::pin(searches_are_recorded_off_the_writer(f))),
 ];
 
 /// Runs every case against fresh stores from `open`, naming each as it goes.
@@ -695,15 +702,33 @@ async fn listings_search_and_demand(f: Fixture) {
     assert!(found("cushion").await.is_empty(), "the old words are gone");
     assert_eq!(found("pillow").await, ["cc-1"]);
     // Searches are counted; the ones that found nothing last are unmet demand, most frequent first.
-    let registry = f.registry_member();
     for (query, hits) in [("lampshade", 0), ("lampshade", 0), ("cushion", 0), ("pillow", 1), ("lampshade", 0)] {
-        f.ok(&registry, Op::RecordSearch { query: query.into(), hits }).await;
+        f.store.record_searches(&[f.search(query, 1, hits)]).await.unwrap();
     }
     let unmet: Vec<(String, u64)> =
         f.store.unmet_searches(10).await.unwrap().into_iter().map(|(q, n, _)| (q, n)).collect();
     assert_eq!(unmet, [("lampshade".to_string(), 3), ("cushion".to_string(), 1)]);
-    f.ok(&registry, Op::RecordSearch { query: "lampshade".into(), hits: 2 }).await;
+    f.store.record_searches(&[f.search("lampshade", 1, 2)]).await.unwrap();
     let unmet: Vec<String> = f.store.unmet_searches(10).await.unwrap().into_iter().map(|(q, _, _)| q).collect();
     assert_eq!(unmet, ["cushion"], "a query that now finds something is no longer unmet");
+    assert!(f.audit().await.ok);
+}
+
+/// The search tally's batches are committed by `record_searches` on their own,
+/// never as writer commands; counts add up across batches, and a query's last
+/// hits follow its latest search even when an older batch lands after a newer one
+/// (two nodes, or a retried flush).
+async fn searches_are_recorded_off_the_writer(f: Fixture) {
+    let before = f.store.writer_stats();
+    f.store.record_searches(&[]).await.unwrap();
+    f.store.record_searches(&[f.search("teapot", 3, 0), f.search("kettle", 1, 0)]).await.unwrap();
+    let stale = f.search("teapot", 2, 5);
+    f.clock.advance_s(1);
+    f.store.record_searches(&[f.search("teapot", 1, 0), f.search("kettle", 1, 4)]).await.unwrap();
+    f.store.record_searches(&[stale]).await.unwrap();
+    let after = f.store.writer_stats();
+    assert_eq!((after.batches, after.commands), (before.batches, before.commands), "the writer never saw them");
+    let unmet: Vec<(String, u64, Timestamp)> = f.store.unmet_searches(10).await.unwrap();
+    assert_eq!(unmet, [("teapot".to_string(), 6, f.clock.now())], "counts add; the stale batch's hits lose");
     assert!(f.audit().await.ok);
 }

@@ -43,7 +43,20 @@ pub struct TokenView {
     pub settlement: Option<Settlement>,
 }
 
-/// Everything Bazaar stores. Writes go through [`Store::submit`]; the rest are reads.
+/// Searches for one normalised query, counted in memory by the server and
+/// recorded together: `count` searches, the last of them at `last_at` finding
+/// `hits_last` listings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchCount {
+    pub query: String,
+    pub count: u64,
+    pub hits_last: u64,
+    pub first_at: Timestamp,
+    pub last_at: Timestamp,
+}
+
+/// Everything Bazaar stores. Ledger writes go through [`Store::submit`]; the
+/// search tally is recorded by [`Store::record_searches`]; the rest are reads.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Applies one command through the group-commit writer; returns after commit.
@@ -98,6 +111,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<DocRow>, StoreError>;
     /// Listings whose words match every term (each as a word prefix), best match first.
     async fn search_listings(&self, terms: &[String], limit: usize) -> Result<Vec<DocRow>, StoreError>;
+    /// Adds tallied searches to the demand counts, in one transaction of its own
+    /// that never goes through the writer, so counting searches cannot queue
+    /// behind (or hold up) a ledger group commit. Counts add up; a query's last
+    /// hits are those of its latest search, whatever order batches arrive in.
+    /// `searches` names each query at most once.
+    async fn record_searches(&self, searches: &[SearchCount]) -> Result<(), StoreError>;
     /// Recorded searches that found nothing the last time, most frequent first:
     /// (normalised query, times searched, last searched).
     async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, StoreError>;

@@ -175,6 +175,12 @@ pub const SEARCH_TERMS_MAX: usize = 8;
 pub const SEARCH_TERM_LEN_MAX: usize = 32;
 /// Listings one search returns.
 pub const SEARCH_RESULTS_MAX: usize = 50;
+/// Distinct queries the server tallies in memory between flushes (searches are
+/// counted off the money writer). Past it a search is still answered, but not
+/// counted, and the flush is brought forward. One flush writes at most this many rows.
+pub const SEARCH_TALLY_QUERIES_MAX: usize = 4_096;
+/// How often the search tally is flushed to the store: what a crash can lose.
+pub const SEARCH_FLUSH_INTERVAL_MS: u64 = 1_000;
 /// Sellers one request for quote invites (the best-matching listings).
 pub const RFQ_SELLERS_MAX: usize = 32;
 /// Makers' shares in one order.

@@ -10,9 +10,10 @@
 //! reason, as the reference facilitator answers; settling is exactly once per
 //! order, like `POST /v1/settlements`.
 
-use crate::auth::Auth;
+use crate::auth::{ApiJson, Auth};
+use crate::exec::{idem_for, KeyRule};
 use crate::problem::Problem;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
 use bazaar_core::command::{Command, Op};
@@ -22,10 +23,17 @@ use bazaar_types::{Amount, OrderId};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The scheme name this registry's facilitator speaks.
 pub const SCHEME: &str = "apt";
 pub const ASSET: &str = crate::NETWORK_UNIT;
+
+/// The facilitator's routes, each with its OpenAPI entry.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new().routes(routes!(supported)).routes(routes!(verify)).routes(routes!(settle))
+}
 
 /// This registry's x402 network id (CAIP-2: namespace `bzr`, a 16-hex reference).
 pub fn network(state: &AppState) -> String {
@@ -110,7 +118,7 @@ async fn check(state: &AppState, auth: &Auth, body: &FacilitatorRequest) -> Resu
 pub async fn verify(
     State(state): State<Arc<AppState>>,
     auth: Auth,
-    crate::auth::ApiJson(body): crate::auth::ApiJson<FacilitatorRequest>,
+    ApiJson(body): ApiJson<FacilitatorRequest>,
 ) -> Result<Json<Value>, Problem> {
     Ok(Json(match check(&state, &auth, &body).await {
         Ok((claims, _)) => json!({"isValid": true, "payer": claims.sub}),
@@ -123,7 +131,7 @@ pub async fn verify(
 pub async fn settle(
     State(state): State<Arc<AppState>>,
     auth: Auth,
-    crate::auth::ApiJson(body): crate::auth::ApiJson<FacilitatorRequest>,
+    ApiJson(body): ApiJson<FacilitatorRequest>,
 ) -> Result<Json<Value>, Problem> {
     let network = network(&state);
     let failed = |reason: &str, message: String| json!({"success": false, "errorReason": reason, "errorMessage": message, "transaction": "", "network": network});
@@ -133,13 +141,8 @@ pub async fn settle(
     };
     let request =
         json!({"token": body.payment_payload["payload"]["token"], "amount_minor": amount, "order_id": claims.ord});
-    let idem = crate::routes::idem_for(
-        &auth.member,
-        "settle",
-        &axum::http::HeaderMap::new(),
-        crate::routes::KeyRule::DefaultTo(format!("order:{}", claims.ord)),
-        &request,
-    )?;
+    let key = KeyRule::DefaultTo(format!("order:{}", claims.ord));
+    let idem = idem_for(&auth.member, "settle", &axum::http::HeaderMap::new(), key, &request)?;
     let op = Op::Settle { claims: claims.clone(), amount, order_id: OrderId(claims.ord.to_string()) };
     let applied = state.store.submit(Command { actor: auth.member.clone(), idem, op }).await?;
     Ok(Json(match applied.outcome {

@@ -1,260 +1,63 @@
-//! Routes for escrowed contracts, disputes and stake. Each handler reads the
-//! stored document first (to name the rows the command needs), then submits
-//! one command through [`crate::routes::execute`] like every other write.
+//! Disputes and stake over HTTP: filing, evidence, rulings, appeals and
+//! execution, and a merchant's stake (lock, unlock, withdraw, read). The
+//! sweeper's share is advancing disputes whose deadline passed (default
+//! rulings, arbiter replacement, execution after the appeal window).
 
 use crate::auth::{ApiJson, Auth};
+use crate::escrow::{list_docs, load_contract, may_read, PartyQuery};
+use crate::exec::{self, count_advanced, due_ids, execute, idem_for, resolve, resolve_id, KeyRule};
 use crate::problem::Problem;
-use crate::routes::{execute, idem_for, resolve, resolve_id, KeyRule};
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::{Idem, Op};
 use bazaar_core::dispute::{dispute_id_for, stake_view, Decision, Dispute, DisputeAct, ReasonCode, Stake, Subject};
-use bazaar_core::escrow::{Contract, ContractAct, MilestoneSpec};
-use bazaar_core::model::{DocKind, Member, MemberKind, DESK_ID};
+use bazaar_core::model::{DocKind, Member};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::validate;
-use bazaar_types::limits::{PAGE_LIMIT_MAX, REVIEW_WINDOW_S};
-use bazaar_types::{AccountId, Amount, MemberId, OrderId, Timestamp};
+use bazaar_store::StoreError;
+use bazaar_types::{AccountId, Amount, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-// ---- contracts -----------------------------------------------------------------
-
-#[derive(Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MilestoneRequest {
-    pub amount_minor: u64,
-    pub description: String,
-    pub due_at_ms: i64,
+/// Disputes' and stake's routes, each with its OpenAPI entry.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(file_dispute, list_disputes))
+        .routes(routes!(get_dispute))
+        .routes(routes!(add_evidence))
+        .routes(routes!(rule))
+        .routes(routes!(appeal))
+        .routes(routes!(execute_dispute))
+        .routes(routes!(stake_lock))
+        .routes(routes!(stake_unlock))
+        .routes(routes!(stake_withdraw))
+        .routes(routes!(get_stake))
 }
 
-#[derive(Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ContractRequest {
-    /// The seller agent: DID or handle.
-    pub seller: String,
-    /// DID or handle; the registry's dispute desk when absent.
-    pub arbiter: Option<String>,
-    pub milestones: Vec<MilestoneRequest>,
-    /// SHA-256 (64 lowercase hex) of the terms both sides agree to.
-    pub terms_sha256: String,
-    /// Seconds the buyer has to review a delivery before it is released automatically.
-    pub review_window_s: Option<u64>,
-}
-
-/// Buyer agent: opens and funds an escrowed contract (a hold per milestone on
-/// its own budget). `Idempotency-Key` is required; the contract id is derived
-/// from the three parties and that key, so a retry lands on the same contract.
-#[utoipa::path(post, path = "/v1/contracts", request_body = ContractRequest, responses((status = 201, description = "The contract, funded and offered to the seller")))]
-pub async fn create_contract(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<ContractRequest>,
-) -> Result<Response, Problem> {
-    let seller = resolve_id(&state, &body.seller).await?;
-    let arbiter = match &body.arbiter {
-        Some(who) => resolve_id(&state, who).await?,
-        None => MemberId(DESK_ID.into()),
-    };
-    if body.milestones.len() > bazaar_types::limits::CONTRACT_MILESTONES_MAX {
-        return Err(Refusal::new(Code::MilestonesInvalid, "A contract has 1 to 16 milestones.").into());
+/// The sweeper's share: advances disputes whose deadline passed. Returns how many advanced.
+pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreError> {
+    let mut advances = Vec::new();
+    for id in due_ids(state, DocKind::Dispute, now).await? {
+        let Some(row) = state.store.doc(DocKind::Dispute, &id).await? else { continue };
+        let d = Dispute::from_row(&row);
+        let op = Op::DisputeAct {
+            dispute: id,
+            subject: d.subject,
+            claimant: d.claimant,
+            respondent: d.respondent,
+            act: DisputeAct::Advance,
+        };
+        advances.push(exec::as_registry(state, op));
     }
-    let milestones = body
-        .milestones
-        .iter()
-        .map(|m| {
-            Ok(MilestoneSpec {
-                amount: validate::amount(m.amount_minor, "amount_minor")?,
-                description: m.description.clone(),
-                due_at: Timestamp(m.due_at_ms),
-            })
-        })
-        .collect::<Result<Vec<_>, Refusal>>()?;
-    let idem = idem_for(&auth.member, "create_contract", &headers, KeyRule::Required, &body)?;
-    let op = Op::CreateContract {
-        seller,
-        arbiter,
-        milestones,
-        terms_hash: body.terms_sha256,
-        review_window_s: body.review_window_s.unwrap_or(REVIEW_WINDOW_S),
-    };
-    Ok(execute(&state, auth.member, idem, op, StatusCode::CREATED).await)
-}
-
-async fn load_contract(state: &AppState, id: &str) -> Result<Contract, Problem> {
-    let row = state.store.doc(DocKind::Contract, id).await?;
-    row.map(|r| Contract::from_row(&r))
-        .ok_or_else(|| Refusal::new(Code::ContractNotFound, format!("No contract {id} on this registry.")).into())
-}
-
-/// Parties (and their owners) and the operator may read a document.
-async fn may_read(state: &AppState, actor: &Member, parties: &[&MemberId]) -> Result<(), Problem> {
-    if actor.kind == MemberKind::Operator || parties.contains(&&actor.id) {
-        return Ok(());
-    }
-    for party in parties {
-        if let Some(member) = state.store.member(party).await? {
-            if member.owner.as_ref() == Some(&actor.id) {
-                return Ok(());
-            }
-        }
-    }
-    Err(Refusal::new(Code::NotParty, "Only the parties (or their owners) and the operator read this.").into())
-}
-
-/// A contract, with what it still holds. Parties, their owners and the operator.
-#[utoipa::path(get, path = "/v1/contracts/{id}", responses((status = 200, description = "The contract")))]
-pub async fn get_contract(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    Path(id): Path<String>,
-) -> Result<Json<serde_json::Value>, Problem> {
-    let contract = load_contract(&state, &id).await?;
-    may_read(&state, &auth.member, &[&contract.buyer, &contract.seller, &contract.arbiter]).await?;
-    Ok(Json(contract.view()))
-}
-
-async fn contract_act(
-    state: Arc<AppState>,
-    auth: Auth,
-    headers: HeaderMap,
-    id: String,
-    act: ContractAct,
-    default_key: String,
-) -> Result<Response, Problem> {
-    let contract = load_contract(&state, &id).await?;
-    let idem = idem_for(&auth.member, act.name(), &headers, KeyRule::DefaultTo(default_key), &act)?;
-    let op = Op::ContractAct {
-        contract: id,
-        buyer: contract.buyer,
-        seller: contract.seller,
-        milestones: contract.milestones.len() as u32,
-        act,
-    };
-    Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
-}
-
-/// Seller: accepts the contract; from now on milestones can be delivered.
-#[utoipa::path(post, path = "/v1/contracts/{id}/accept", responses((status = 200, description = "Accepted")))]
-pub async fn accept_contract(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let key = format!("accept:{id}");
-    contract_act(state, auth, headers, id, ContractAct::Accept, key).await
-}
-
-/// Seller: declines; every milestone hold goes back to the buyer.
-#[utoipa::path(post, path = "/v1/contracts/{id}/decline", responses((status = 200, description = "Declined")))]
-pub async fn decline_contract(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let key = format!("decline:{id}");
-    contract_act(state, auth, headers, id, ContractAct::Decline, key).await
-}
-
-/// Buyer: cancels before the seller accepted; every hold goes back.
-#[utoipa::path(post, path = "/v1/contracts/{id}/cancel", responses((status = 200, description = "Cancelled")))]
-pub async fn cancel_contract(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let key = format!("cancel:{id}");
-    contract_act(state, auth, headers, id, ContractAct::Cancel, key).await
-}
-
-#[derive(Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DeliverRequest {
-    pub evidence_sha256: String,
-}
-
-/// Seller: marks a milestone delivered; the buyer's review window starts.
-#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/deliver", request_body = DeliverRequest, responses((status = 200, description = "Delivered; `review_deadline_ms` says when it releases by itself")))]
-pub async fn deliver_milestone(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path((id, index)): Path<(String, u32)>,
-    ApiJson(body): ApiJson<DeliverRequest>,
-) -> Result<Response, Problem> {
-    let key = format!("deliver:{id}:{index}");
-    let act = ContractAct::Deliver { milestone: index, evidence_sha256: body.evidence_sha256 };
-    contract_act(state, auth, headers, id, act, key).await
-}
-
-/// Buyer: accepts a delivered milestone and releases it to the seller, less the
-/// fee. Releases once: a retry with the same key replays the receipt; any
-/// other second release is refused `milestone_already_released` with it attached.
-#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/release", responses((status = 200, description = "Release receipt"), (status = 409, description = "Already released, or disputed")))]
-pub async fn release_milestone(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    headers: HeaderMap,
-    Path((id, index)): Path<(String, u32)>,
-) -> Result<Response, Problem> {
-    let key = format!("release:{id}:{index}");
-    contract_act(state, auth, headers, id, ContractAct::Release { milestone: index }, key).await
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PartyQuery {
-    /// DID or handle; defaults to the caller.
-    pub party: Option<String>,
-    #[serde(default)]
-    pub after: String,
-    pub limit: Option<usize>,
-}
-
-async fn list_docs(
-    state: &AppState,
-    auth: &Auth,
-    kind: DocKind,
-    query: PartyQuery,
-) -> Result<Vec<serde_json::Value>, Problem> {
-    let party = match &query.party {
-        Some(who) => resolve(state, who).await?,
-        None => auth.member.clone(),
-    };
-    let allowed = auth.member.kind == MemberKind::Operator
-        || party.id == auth.member.id
-        || party.owner.as_ref() == Some(&auth.member.id);
-    if !allowed {
-        return Err(Refusal::new(
-            Code::NotPermitted,
-            "List your own (or your agents') records; the operator lists anyone's.",
-        )
-        .into());
-    }
-    let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
-    let rows = state.store.docs_by_party(kind, &party.id, &query.after, limit).await?;
-    Ok(rows.iter().map(|r| r.body.clone()).collect())
-}
-
-/// Contracts naming a party (buyer, seller or arbiter), by id.
-#[utoipa::path(get, path = "/v1/contracts", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Contracts")))]
-pub async fn list_contracts(
-    State(state): State<Arc<AppState>>,
-    auth: Auth,
-    Query(query): Query<PartyQuery>,
-) -> Result<Json<serde_json::Value>, Problem> {
-    let page = list_docs(&state, &auth, DocKind::Contract, query).await?;
-    let next = page.last().map(|c| c["id"].clone());
-    Ok(Json(json!({"contracts": page, "next_after": next})))
+    // Submitted together, so the writer folds them into one transaction.
+    count_advanced(state, futures::future::join_all(advances).await)
 }
 
 // ---- disputes --------------------------------------------------------------------

@@ -1,0 +1,188 @@
+//! The toolbox every capability's handlers share: the idempotency-key rules
+//! ([`idem_for`]), [`execute`] (submit one command and answer with its
+//! outcome), [`receipt`] for handlers that shape their own answer, and
+//! [`resolve`]/[`resolve_id`] for members named by DID or handle. It names no
+//! capability, so every capability can use it without a cycle.
+
+use crate::problem::Problem;
+use crate::state::AppState;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bazaar_core::apply::Applied;
+use bazaar_core::command::{Command, Idem, Op};
+use bazaar_core::crypto::sha256_hex;
+use bazaar_core::model::DocKind;
+use bazaar_core::model::Member;
+use bazaar_core::refusal::{Code, Refusal};
+use bazaar_core::validate;
+use bazaar_store::StoreError;
+use bazaar_types::limits::{IDEMPOTENCY_RETENTION_S, SWEEP_BATCH_MAX, SWEEP_DOCS_MAX};
+use bazaar_types::{MemberId, Timestamp};
+use serde::Serialize;
+use std::sync::Arc;
+
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// How a request's idempotency key is found.
+pub(crate) enum KeyRule {
+    /// Money-moving: the caller must send `Idempotency-Key`.
+    Required,
+    /// Money-moving with a natural key (the order) used when the caller sends none.
+    DefaultTo(String),
+}
+
+pub(crate) fn idem_for(
+    actor: &Member,
+    op_name: &str,
+    headers: &HeaderMap,
+    rule: KeyRule,
+    request: &impl Serialize,
+) -> Result<Option<Idem>, Problem> {
+    let sent = headers.get(IDEMPOTENCY_KEY).map(|v| v.to_str().map(str::to_string));
+    let key = match (sent, rule) {
+        (Some(Err(_)), _) => {
+            return Err(Refusal::new(Code::IdempotencyKeyInvalid, "`Idempotency-Key` must be printable ASCII.").into())
+        }
+        (Some(Ok(key)), _) => key,
+        (None, KeyRule::DefaultTo(key)) => key,
+        (None, KeyRule::Required) => {
+            return Err(Refusal::new(
+                Code::IdempotencyKeyRequired,
+                "This request moves money: send an `Idempotency-Key` header (a UUID is fine) and reuse it on retries.",
+            )
+            .into())
+        }
+    };
+    validate::idempotency_key(&key)?;
+    let body =
+        serde_json::to_string(&serde_json::to_value(request).expect("requests serialize")).expect("values serialize");
+    Ok(Some(Idem {
+        scope: format!("{}:{op_name}", actor.id),
+        key,
+        fingerprint: sha256_hex(format!("{op_name}\n{body}").as_bytes()),
+    }))
+}
+
+/// Submits one command and answers: refusals as problem+json, replays marked.
+pub(crate) async fn execute(
+    state: &Arc<AppState>,
+    actor: Member,
+    idem: Option<Idem>,
+    op: Op,
+    success: StatusCode,
+) -> Response {
+    let _guard = match &idem {
+        Some(idem) => match state.claim(&idem.scope, &idem.key) {
+            Some(guard) => Some(guard),
+            None => {
+                return Problem::from(Refusal::new(
+                    Code::IdempotencyInFlight,
+                    "A request with this Idempotency-Key is still running; retry after the delay in Retry-After.",
+                ))
+                .into_response()
+            }
+        },
+        None => None,
+    };
+    let op_name = op.name();
+    let applied = match state.store.submit(Command { actor, idem, op }).await {
+        Ok(applied) => applied,
+        Err(error) => return Problem::from(error).into_response(),
+    };
+    if applied.replayed {
+        state.metrics.add("bazaar_idempotent_replays_total", format!("op=\"{op_name}\""), 1.0);
+    }
+    let mut response = match applied.outcome {
+        Ok(body) => {
+            if op_name == "settle" {
+                state.metrics.add("bazaar_settlements_total", String::new(), 1.0);
+            }
+            (success, Json(body)).into_response()
+        }
+        Err(refusal) => {
+            state.metrics.add("bazaar_refusals_total", format!("code=\"{}\"", refusal.code.as_str()), 1.0);
+            Problem::from(refusal).into_response()
+        }
+    };
+    if applied.replayed {
+        response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// Submits one command without an idempotency key and returns its receipt, a
+/// refusal or a store error as the problem to answer: for handlers that shape
+/// their own answer from the receipt.
+pub(crate) async fn receipt(state: &AppState, actor: Member, op: Op) -> Result<serde_json::Value, Problem> {
+    let applied = state.store.submit(Command { actor, idem: None, op }).await?;
+    Ok(applied.outcome?)
+}
+
+/// Submits one command as the registry itself (the sweeper's and the relay's
+/// housekeeping): no idempotency key, the outcome left to the caller.
+pub(crate) async fn as_registry(state: &AppState, op: Op) -> Result<Applied, StoreError> {
+    state.store.submit(Command { actor: state.registry_actor(), idem: None, op }).await
+}
+
+/// The id behind a DID or handle. A DID is taken as given: every command that
+/// names a member loads it and refuses `member_not_found` itself, so only
+/// handles cost a read here.
+pub(crate) async fn resolve_id(state: &AppState, who: &str) -> Result<MemberId, Problem> {
+    if who.starts_with("did:") {
+        return Ok(MemberId(who.into()));
+    }
+    Ok(resolve(state, who).await?.id)
+}
+
+pub(crate) async fn resolve(state: &AppState, who: &str) -> Result<Member, Problem> {
+    let found = if who.starts_with("did:") {
+        state.store.member(&MemberId(who.into())).await?
+    } else {
+        state.store.member_by_handle(who).await?
+    };
+    found.ok_or_else(|| {
+        Refusal::new(
+            Code::MemberNotFound,
+            format!("No member `{who}` on this registry; use a DID or a current handle."),
+        )
+        .into()
+    })
+}
+
+/// The ids of documents of `kind` due at `now` (the sweeper's work
+/// list is shared by every kind; each capability takes its own from it).
+pub(crate) async fn due_ids(state: &AppState, kind: DocKind, now: Timestamp) -> Result<Vec<String>, StoreError> {
+    let due = state.store.due_docs(now, SWEEP_DOCS_MAX).await?;
+    Ok(due.into_iter().filter(|(k, _)| *k == kind).map(|(_, id)| id).collect())
+}
+
+/// Counts the advances that applied (logging refusals) into `bazaar_documents_advanced_total`.
+pub(crate) fn count_advanced(
+    state: &AppState,
+    applied: Vec<Result<bazaar_core::apply::Applied, StoreError>>,
+) -> Result<usize, StoreError> {
+    let mut advanced = 0;
+    for applied in applied {
+        match applied?.outcome {
+            Ok(_) => advanced += 1,
+            Err(refusal) => tracing::warn!(code = refusal.code.as_str(), detail = %refusal.detail, "advance refused"),
+        }
+    }
+    if advanced > 0 {
+        state.metrics.add("bazaar_documents_advanced_total", String::new(), advanced as f64);
+    }
+    Ok(advanced)
+}
+
+/// The sweeper's share for idempotency: prunes records older than
+/// `IDEMPOTENCY_RETENTION_S`. Returns how many it pruned.
+pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreError> {
+    let cutoff = Timestamp(now.ms().saturating_sub(IDEMPOTENCY_RETENTION_S as i64 * 1000));
+    let pruned = state.store.prune_idempotency(cutoff, SWEEP_BATCH_MAX).await?;
+    if pruned > 0 {
+        state.metrics.add("bazaar_idempotency_pruned_total", String::new(), pruned as f64);
+    }
+    Ok(pruned)
+}

@@ -1,0 +1,195 @@
+//! Identity over HTTP: owners (people), invites, agents, credentials, members
+//! and their handles, and `/v1/me`.
+
+use crate::auth::{ApiJson, Auth};
+use crate::exec::{execute, resolve, resolve_id};
+use crate::problem::Problem;
+use crate::state::{new_secret_credential, random_b64, AppState};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bazaar_core::command::Op;
+use bazaar_core::crypto::{did_key, invite_proof_message, parse_public_key, sha256_hex, verify};
+use bazaar_core::model::{Member, MemberKind};
+use bazaar_core::refusal::{Code, Refusal};
+use bazaar_core::validate;
+use bazaar_types::limits::*;
+use bazaar_types::{AccountId, MemberId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::Arc;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Identity's routes, each with its OpenAPI entry.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(create_owner))
+        .routes(routes!(issue_invite))
+        .routes(routes!(redeem_invite))
+        .routes(routes!(rotate_credential))
+        .routes(routes!(revoke_credential))
+        .routes(routes!(get_member))
+        .routes(routes!(rename))
+        .routes(routes!(me))
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOwnerRequest {
+    /// Ed25519 public key, 64 hex chars or base64url.
+    pub public_key: String,
+    pub handle: String,
+}
+
+/// Operator only: registers a person (owner) and shows its credential once.
+#[utoipa::path(post, path = "/v1/owners", request_body = CreateOwnerRequest, responses((status = 201, description = "Owner created; `credential` is shown once")))]
+async fn create_owner(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(body): ApiJson<CreateOwnerRequest>,
+) -> Result<Response, Problem> {
+    let public = parse_public_key(&body.public_key).map_err(|_| {
+        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
+    })?;
+    validate::handle(&body.handle)?;
+    let credential = new_secret_credential();
+    let id = MemberId(did_key(&public));
+    let op = Op::CreateOwner { id, handle: body.handle, credential_hash: sha256_hex(credential.as_bytes()) };
+    Ok(with_credential(execute(&state, auth.member, None, op, StatusCode::CREATED).await, &credential).await)
+}
+
+/// Adds the one-time credential to a successful creation's body.
+async fn with_credential(response: Response, credential: &str) -> Response {
+    if !response.status().is_success() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, REQUEST_BODY_BYTES_MAX).await.unwrap_or_default();
+    let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or(json!({}));
+    value["credential"] = json!(credential);
+    let mut response = (parts.status, Json(value)).into_response();
+    *response.headers_mut() = parts.headers;
+    response
+}
+
+/// Owner only: draws a single-use invite code for one agent.
+#[utoipa::path(post, path = "/v1/invites", responses((status = 201, description = "`invite_code` is shown once and dies after one use or at `expires_at_ms`")))]
+async fn issue_invite(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
+    let code = format!("inv_{}", random_b64(INVITE_RANDOM_BYTES));
+    let expires_at = state.now().plus_s(INVITE_TTL_S);
+    let op = Op::IssueInvite { code_hash: sha256_hex(code.as_bytes()), expires_at };
+    let response = execute(&state, auth.member, None, op, StatusCode::CREATED).await;
+    if !response.status().is_success() {
+        return response;
+    }
+    (StatusCode::CREATED, Json(json!({"invite_code": code, "expires_at_ms": expires_at}))).into_response()
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedeemInviteRequest {
+    pub invite_code: String,
+    /// The agent's own Ed25519 public key (hex or base64url); its DID is derived from it.
+    pub public_key: String,
+    pub handle: String,
+    /// base64url Ed25519 signature over `bazaar-invite-v1\n<invite_code>\n<handle>`.
+    pub proof: String,
+}
+
+/// An agent's first act: trade an invite code for its identity and a fresh credential.
+#[utoipa::path(post, path = "/v1/agents", request_body = RedeemInviteRequest, responses((status = 201, description = "Agent enrolled; `credential` is shown once")))]
+async fn redeem_invite(
+    State(state): State<Arc<AppState>>,
+    ApiJson(body): ApiJson<RedeemInviteRequest>,
+) -> Result<Response, Problem> {
+    let public = parse_public_key(&body.public_key).map_err(|_| {
+        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
+    })?;
+    validate::handle(&body.handle)?;
+    if body.invite_code.len() > INVITE_CODE_LEN_MAX {
+        return Err(Refusal::new(Code::InviteNotFound, "No such invite code.").into());
+    }
+    verify(&public, &invite_proof_message(&body.invite_code, &body.handle), &body.proof).map_err(|_| {
+        Refusal::new(
+            Code::ProofInvalid,
+            "`proof` must be your key's signature over `bazaar-invite-v1\\n<invite_code>\\n<handle>`.",
+        )
+    })?;
+    let id = MemberId(did_key(&public));
+    let credential = new_secret_credential();
+    let actor = Member {
+        id: id.clone(),
+        kind: MemberKind::Agent,
+        owner: None,
+        handle: body.handle.clone(),
+        created_at: state.now(),
+    };
+    let op = Op::RedeemInvite {
+        code_hash: sha256_hex(body.invite_code.as_bytes()),
+        agent: id,
+        handle: body.handle,
+        credential_hash: sha256_hex(credential.as_bytes()),
+    };
+    Ok(with_credential(execute(&state, actor, None, op, StatusCode::CREATED).await, &credential).await)
+}
+
+/// Replaces the caller's credential; the old one stops working at once.
+#[utoipa::path(post, path = "/v1/credentials/rotate", responses((status = 200, description = "New `credential`, shown once")))]
+async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
+    let credential = new_secret_credential();
+    let op = Op::RotateCredential { old_hash: auth.credential_hash, new_hash: sha256_hex(credential.as_bytes()) };
+    with_credential(execute(&state, auth.member, None, op, StatusCode::OK).await, &credential).await
+}
+
+/// Revokes the credential this request is made with.
+#[utoipa::path(post, path = "/v1/credentials/revoke", responses((status = 200, description = "Revoked")))]
+async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
+    let op = Op::RevokeCredential { member: auth.member.id.clone(), hash: auth.credential_hash };
+    execute(&state, auth.member, None, op, StatusCode::OK).await
+}
+
+/// A member by DID or current handle.
+#[utoipa::path(get, path = "/v1/members/{member}", params(("member" = String, Path, description = "DID or handle")), responses((status = 200, description = "Member")))]
+async fn get_member(
+    State(state): State<Arc<AppState>>,
+    _auth: Auth,
+    Path(who): Path<String>,
+) -> Result<Json<Member>, Problem> {
+    Ok(Json(resolve(&state, &who).await?))
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameRequest {
+    pub handle: String,
+}
+
+/// Renames a member (itself, or an agent of the caller). The old handle is reserved forever.
+#[utoipa::path(put, path = "/v1/members/{member}/handle", request_body = RenameRequest, responses((status = 200, description = "Renamed")))]
+async fn rename(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(who): Path<String>,
+    ApiJson(body): ApiJson<RenameRequest>,
+) -> Result<Response, Problem> {
+    let target = resolve_id(&state, &who).await?;
+    validate::handle(&body.handle)?;
+    Ok(execute(&state, auth.member, None, Op::Rename { member: target, handle: body.handle }, StatusCode::OK).await)
+}
+
+/// The caller, its account and (for agents) its budget.
+#[utoipa::path(get, path = "/v1/me", responses((status = 200, description = "Caller")))]
+async fn me(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<serde_json::Value>, Problem> {
+    let account = state.store.account(&AccountId::of_member(&auth.member.id)).await?;
+    let budget = state.store.budget(&auth.member.id).await?;
+    Ok(Json(json!({
+        "member": auth.member,
+        "balance_minor": account.as_ref().map(|a| a.balance() as i64),
+        "available_minor": account.as_ref().map(|a| a.available() as i64),
+        "held_minor": account.as_ref().map(|a| a.debits_pending),
+        "budget": budget.map(|b| bazaar_core::apply::budget_view(&b, state.now())),
+    })))
+}

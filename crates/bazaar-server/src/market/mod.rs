@@ -1,0 +1,154 @@
+//! The storefront over HTTP: sellers' agents list products and members
+//! search them ([`rfq`]: requests for quote and offers; [`orders`]: orders,
+//! approval, proof of shipment and receipt images). Every search is counted
+//! for demand; searches that found nothing are listed as unmet demand, most
+//! frequent first.
+
+pub mod orders;
+pub mod rfq;
+
+use crate::auth::{ApiJson, Auth};
+use crate::exec::{self, execute};
+use crate::problem::Problem;
+use crate::state::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Json;
+use bazaar_core::command::Op;
+use bazaar_core::market::{normalize_query, search_terms, Listing, ListingSpec, Terms};
+use bazaar_core::model::DocKind;
+use bazaar_core::refusal::{Code, Refusal};
+use bazaar_types::limits::{PAGE_LIMIT_MAX, SEARCH_QUERY_LEN_MAX, SEARCH_RESULTS_MAX};
+use bazaar_types::Amount;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The storefront's routes, each with its OpenAPI entry.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(put_listing))
+        .routes(routes!(get_listing))
+        .routes(routes!(search))
+        .routes(routes!(unmet))
+        .merge(rfq::routes())
+        .merge(orders::routes())
+}
+
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListingRequest {
+    /// The seller's own stock-keeping unit: listing the same SKU again updates the listing.
+    pub sku: String,
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub list_price_minor: u64,
+    pub floor_minor: u64,
+    #[serde(default)]
+    pub max_discount_bps: u32,
+    pub capacity_per_day: u64,
+    pub capacity_max: u64,
+    #[serde(default)]
+    pub lead_time_days: u32,
+    #[serde(default)]
+    pub notice_days: u32,
+    /// BCP 47: the language the seller is told things in.
+    pub language: String,
+}
+
+/// Seller's agent: lists a product under its own SKU, or relists it (same SKU, new terms).
+#[utoipa::path(put, path = "/v1/listings", request_body = ListingRequest, responses((status = 200, description = "The listing, with its lowest price"), (status = 400, description = "listing_invalid")))]
+pub async fn put_listing(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(body): ApiJson<ListingRequest>,
+) -> Result<Response, Problem> {
+    let spec = ListingSpec {
+        sku: body.sku,
+        title: body.title,
+        description: body.description,
+        tags: body.tags,
+        terms: Terms {
+            list_price: Amount(body.list_price_minor),
+            floor: Amount(body.floor_minor),
+            max_discount_bps: body.max_discount_bps,
+            capacity_per_day: body.capacity_per_day,
+            capacity_max: body.capacity_max,
+            lead_time_days: body.lead_time_days,
+            notice_days: body.notice_days,
+        },
+        language: body.language,
+    };
+    spec.check()?;
+    Ok(execute(&state, auth.member, None, Op::PutListing { spec }, StatusCode::OK).await)
+}
+
+/// Public: one listing by id.
+#[utoipa::path(get, path = "/v1/listings/{id}", responses((status = 200, description = "The listing"), (status = 404, description = "listing_not_found")))]
+pub async fn get_listing(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, Problem> {
+    let row = state
+        .store
+        .doc(DocKind::Listing, &id)
+        .await?
+        .ok_or_else(|| Refusal::new(Code::ListingNotFound, "No listing with that id."))?;
+    Ok(Json(Listing::from_row(&row).view()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchQuery {
+    pub q: String,
+    pub limit: Option<usize>,
+}
+
+/// Any member: full-text search over listings (every word must match, as a
+/// word prefix; plurals fold). The search is counted for demand.
+#[utoipa::path(get, path = "/v1/search", params(("q" = String, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Matching listings, best first")))]
+pub async fn search(
+    State(state): State<Arc<AppState>>,
+    _auth: Auth,
+    Query(query): Query<SearchQuery>,
+) -> Result<Json<Value>, Problem> {
+    if query.q.len() > SEARCH_QUERY_LEN_MAX {
+        return Err(Problem::invalid(format!("`q` is at most {SEARCH_QUERY_LEN_MAX} bytes.")));
+    }
+    let terms = search_terms(&query.q);
+    if terms.is_empty() {
+        return Err(Problem::invalid("`q` needs at least one word of letters or digits."));
+    }
+    let limit = query.limit.unwrap_or(SEARCH_RESULTS_MAX).clamp(1, SEARCH_RESULTS_MAX);
+    let rows = state.store.search_listings(&terms, limit).await?;
+    let listings: Vec<Value> = rows.iter().map(|row| Listing::from_row(row).view()).collect();
+    let normalized = normalize_query(&query.q);
+    let op = Op::RecordSearch { query: normalized.clone(), hits: listings.len() as u64 };
+    exec::receipt(&state, state.registry_actor(), op).await?;
+    Ok(Json(json!({"query": normalized, "terms": terms, "listings": listings})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnmetQuery {
+    pub limit: Option<usize>,
+}
+
+/// Any member: searches that found nothing the last time they ran, most frequent first.
+#[utoipa::path(get, path = "/v1/searches/unmet", params(("limit" = Option<usize>, Query)), responses((status = 200, description = "Unmet demand")))]
+pub async fn unmet(
+    State(state): State<Arc<AppState>>,
+    _auth: Auth,
+    Query(query): Query<UnmetQuery>,
+) -> Result<Json<Value>, Problem> {
+    let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
+    let rows = state.store.unmet_searches(limit).await?;
+    let unmet: Vec<Value> = rows
+        .into_iter()
+        .map(|(query, count, last)| json!({"query": query, "count": count, "last_at_ms": last}))
+        .collect();
+    Ok(Json(json!({"unmet": unmet})))
+}

@@ -1,0 +1,327 @@
+//! Paying over HTTP: minting units, funding agents and their budgets, tokens
+//! (issue, verify, void), settlements and the event ledger; and the sweeper's
+//! share of it, releasing the holds of expired tokens.
+
+use crate::auth::{ApiJson, Auth};
+use crate::exec::{self, execute, idem_for, resolve_id, KeyRule};
+use crate::federation;
+use crate::problem::Problem;
+use crate::state::{random_b64, AppState};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::Json;
+use bazaar_core::command::Op;
+use bazaar_core::model::{MemberKind, TokenState};
+use bazaar_core::refusal::{Code, Refusal};
+use bazaar_core::token::{self, TokenClaims};
+use bazaar_core::validate;
+use bazaar_store::StoreError;
+use bazaar_types::limits::*;
+use bazaar_types::{MemberId, OrderId, Timestamp, TokenId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::Arc;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Paying's routes, each with its OpenAPI entry.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(mint))
+        .routes(routes!(fund))
+        .routes(routes!(set_budget))
+        .routes(routes!(issue_token))
+        .routes(routes!(verify_token))
+        .routes(routes!(void_token))
+        .routes(routes!(settle))
+        .routes(routes!(events))
+}
+
+/// The sweeper's share: voids the holds of tokens that expired by `now`.
+/// Returns how many it released.
+pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreError> {
+    let due = state.store.expired_tokens(now, SWEEP_BATCH_MAX).await?;
+    // Submitted together, so the writer folds them into one transaction.
+    let expiries = due.into_iter().map(|(jti, buyer)| exec::as_registry(state, Op::ExpireHold { jti, buyer }));
+    let mut released = 0;
+    for applied in futures::future::join_all(expiries).await {
+        if applied?.outcome.is_ok() {
+            released += 1;
+        }
+    }
+    if released > 0 {
+        state.metrics.add("bazaar_holds_expired_total", String::new(), released as f64);
+    }
+    Ok(released)
+}
+
+/// A token id that sorts by issue time: `tok_` + 12 hex digits of the issue
+/// millisecond + random base64url. Tokens, holds, settlements and transfers are
+/// keyed by it, so new rows land at the right edge of their B-trees instead of
+/// dirtying a random page each.
+fn new_token_id(now: bazaar_types::Timestamp) -> TokenId {
+    TokenId(format!("tok_{:012x}{}", now.ms().max(0), random_b64(TOKEN_ID_RANDOM_BYTES)))
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MintRequest {
+    /// Owner DID or handle.
+    pub owner: String,
+    pub amount_minor: u64,
+}
+
+/// Operator only: issues units into an owner's account (purchase-only; there is no withdrawal).
+#[utoipa::path(post, path = "/v1/mint", request_body = MintRequest, params(("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Minted")))]
+async fn mint(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<MintRequest>,
+) -> Result<Response, Problem> {
+    let amount = validate::amount(body.amount_minor, "amount_minor")?;
+    let idem = idem_for(&auth.member, "mint", &headers, KeyRule::Required, &body)?;
+    let owner = resolve_id(&state, &body.owner).await?;
+    Ok(execute(&state, auth.member, idem, Op::Mint { owner, amount }, StatusCode::OK).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FundRequest {
+    pub amount_minor: u64,
+}
+
+/// Owner only: moves units from the owner's account into its agent's budget account.
+#[utoipa::path(post, path = "/v1/agents/{agent}/fund", request_body = FundRequest, params(("agent" = String, Path, description = "DID or handle"), ("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Funded")))]
+async fn fund(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    Path(who): Path<String>,
+    ApiJson(body): ApiJson<FundRequest>,
+) -> Result<Response, Problem> {
+    let amount = validate::amount(body.amount_minor, "amount_minor")?;
+    let agent = resolve_id(&state, &who).await?;
+    let request = json!({"agent": agent, "amount_minor": amount});
+    let idem = idem_for(&auth.member, "fund", &headers, KeyRule::Required, &request)?;
+    Ok(execute(&state, auth.member, idem, Op::Fund { agent, amount }, StatusCode::OK).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRequest {
+    pub per_call_max_minor: u64,
+    pub per_day_max_minor: u64,
+    pub total_max_minor: u64,
+}
+
+/// Owner only: sets an agent's ceilings. An agent can never set its own.
+#[utoipa::path(put, path = "/v1/agents/{agent}/budget", request_body = BudgetRequest, responses((status = 200, description = "Budget")))]
+async fn set_budget(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(who): Path<String>,
+    ApiJson(body): ApiJson<BudgetRequest>,
+) -> Result<Response, Problem> {
+    let op = Op::SetBudget {
+        agent: resolve_id(&state, &who).await?,
+        per_call_max: validate::ceiling(body.per_call_max_minor, "per_call_max_minor")?,
+        per_day_max: validate::ceiling(body.per_day_max_minor, "per_day_max_minor")?,
+        total_max: validate::ceiling(body.total_max_minor, "total_max_minor")?,
+    };
+    Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    /// Merchant DID or handle.
+    pub merchant: String,
+    pub max_amount_minor: u64,
+    pub order_id: String,
+    pub resource: String,
+    /// Shorter than the default 900 s if you like.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u64>,
+    /// For a merchant on a peer registry: that registry's DID. `merchant` must then be a DID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
+}
+
+/// Agent only: places a hold on its budget and returns a registry-signed `apt_` token.
+/// Without `Idempotency-Key`, the key is the (merchant, order): asking twice for one order returns the same token.
+#[utoipa::path(post, path = "/v1/tokens", request_body = TokenRequest, responses((status = 201, description = "Token issued")))]
+async fn issue_token(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<TokenRequest>,
+) -> Result<Response, Problem> {
+    let max = validate::amount(body.max_amount_minor, "max_amount_minor")?;
+    validate::order_id(&body.order_id)?;
+    validate::resource(&body.resource)?;
+    let ttl_s = body.ttl_s.unwrap_or(TOKEN_TTL_S_MAX);
+    if !(TOKEN_TTL_S_MIN..=TOKEN_TTL_S_MAX).contains(&ttl_s) {
+        return Err(Problem::invalid(format!(
+            "`ttl_s` must be between {TOKEN_TTL_S_MIN} and {TOKEN_TTL_S_MAX} seconds."
+        )));
+    }
+    let via = match &body.registry {
+        Some(registry) if registry != state.registry.as_str() => {
+            if !body.merchant.starts_with("did:") {
+                return Err(Problem::invalid("A merchant on a peer registry is named by its DID."));
+            }
+            Some(MemberId(registry.clone()))
+        }
+        _ => None,
+    };
+    let merchant =
+        if via.is_some() { MemberId(body.merchant.clone()) } else { resolve_id(&state, &body.merchant).await? };
+    let mut request = json!({"merchant": merchant, "max_amount_minor": max, "order_id": body.order_id, "resource": body.resource, "ttl_s": ttl_s});
+    if let Some(via) = &via {
+        request["registry"] = json!(via);
+    }
+    let rule = KeyRule::DefaultTo(format!("order:{merchant}:{}", body.order_id));
+    let idem = idem_for(&auth.member, "issue_token", &headers, rule, &request)?;
+    let now = state.now();
+    let claims = TokenClaims {
+        v: 1,
+        iss: state.registry.clone(),
+        jti: new_token_id(now),
+        sub: auth.member.id.clone(),
+        aud: merchant,
+        max,
+        ord: OrderId(body.order_id),
+        res: body.resource,
+        iat_ms: now,
+        exp_ms: now.plus_s(ttl_s),
+        via,
+    };
+    let encoded = token::encode(&claims, &state.signing_key());
+    Ok(execute(&state, auth.member, idem, Op::IssueToken { claims, token: encoded }, StatusCode::CREATED).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    pub token: String,
+}
+
+/// A receipt check, never a work order: says whether the token is genuine and
+/// its state. A settled token still verifies as genuine (state `settled`), so a
+/// merchant must never do paid work because verify said "genuine".
+#[utoipa::path(post, path = "/v1/tokens/verify", request_body = VerifyRequest, responses((status = 200, description = "Genuineness and state")))]
+async fn verify_token(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(body): ApiJson<VerifyRequest>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let claims = match state.decode_token(&body.token) {
+        Ok(claims) => claims,
+        Err(error) => {
+            if let Some(claims) = token::peek(&body.token).ok().filter(|c| c.iss != state.registry) {
+                return Ok(Json(federation::verify_foreign(&state, &auth.member, &body.token, claims).await?));
+            }
+            return Ok(Json(json!({"genuine": false, "reason": error.to_string()})));
+        }
+    };
+    if auth.member.id != claims.aud && auth.member.id != claims.sub {
+        return Err(
+            Refusal::new(Code::NotAudience, "Only the token's merchant (audience) or buyer may verify it.").into()
+        );
+    }
+    let Some(view) = state.store.token(&claims.jti).await? else {
+        return Ok(Json(json!({"genuine": false, "reason": "signed by this registry but unknown to it"})));
+    };
+    let token_state = TokenState::of(&view.hold, state.now());
+    Ok(Json(json!({
+        "genuine": true,
+        "state": token_state,
+        "work_order": false,
+        "claims": claims,
+        "settlement": view.settlement.as_ref().map(bazaar_core::apply::settlement_view),
+    })))
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettleRequest {
+    pub token: String,
+    pub amount_minor: u64,
+    pub order_id: String,
+}
+
+/// Merchant only: settles a token exactly once. Without `Idempotency-Key` the key
+/// is derived from (merchant, order), so a retry returns the original receipt
+/// with `Idempotent-Replayed: true`.
+#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to order:<order_id>")), responses((status = 200, description = "Settlement receipt"), (status = 409, description = "In flight, or token/order already settled"), (status = 422, description = "Same key, different body")))]
+async fn settle(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<SettleRequest>,
+) -> Result<Response, Problem> {
+    let amount = validate::amount(body.amount_minor, "amount_minor")?;
+    validate::order_id(&body.order_id)?;
+    let decoded = state.decode_token(&body.token);
+    if decoded.is_err() {
+        if let Some(claims) = token::peek(&body.token).ok().filter(|c| c.iss != state.registry) {
+            // A peer registry's token: settled through that registry, exactly once on each side.
+            return federation::settle_foreign(&state, auth.member, &body.token, claims, amount, &body.order_id).await;
+        }
+    }
+    let claims = decoded.map_err(|error| match error {
+        token::TokenError::Malformed => {
+            Refusal::new(Code::TokenMalformed, "`token` is not an apt_ token from this registry.")
+        }
+        token::TokenError::BadSignature => Refusal::new(
+            Code::TokenSignatureInvalid,
+            "The token's signature does not verify against this registry's key: it was forged or altered.",
+        ),
+    })?;
+    let idem =
+        idem_for(&auth.member, "settle", &headers, KeyRule::DefaultTo(format!("order:{}", body.order_id)), &body)?;
+    let op = Op::Settle { claims, amount, order_id: OrderId(body.order_id) };
+    Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
+}
+
+/// Buyer (or its owner): voids an unsettled token and releases its hold.
+#[utoipa::path(post, path = "/v1/tokens/{jti}/void", responses((status = 200, description = "Voided")))]
+async fn void_token(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(jti): Path<String>,
+) -> Result<Response, Problem> {
+    let view = state
+        .store
+        .token(&TokenId(jti.clone()))
+        .await?
+        .ok_or_else(|| Refusal::new(Code::TokenNotFound, "No such token."))?;
+    let op = Op::VoidToken { jti: TokenId(jti), buyer: view.token.buyer };
+    Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    #[serde(default)]
+    pub after: u64,
+    pub limit: Option<usize>,
+}
+
+/// Operator only: the hash-chained event ledger, a page at a time.
+#[utoipa::path(get, path = "/v1/events", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Events")))]
+async fn events(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Query(query): Query<EventsQuery>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    if auth.member.kind != MemberKind::Operator {
+        return Err(Refusal::new(Code::NotPermitted, "Only the operator reads the whole event ledger.").into());
+    }
+    let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
+    let page = state.store.events(query.after, limit).await?;
+    Ok(Json(json!({"events": page, "next_after": page.last().map(|e| e.seq)})))
+}

@@ -1,0 +1,215 @@
+//! The router: merges each capability's `routes()` (every route registered
+//! together with its OpenAPI entry by `utoipa-axum`, so neither exists without
+//! the other), serves the resulting description at `/openapi.json`, nests the
+//! storefront's MCP server at `/mcp`, and wraps it all in admission control,
+//! request metrics, the body limit and the problem+json fallback.
+
+use crate::problem::Problem;
+use crate::state::AppState;
+use crate::{dispute, escrow, federation, identity, market, pay, registry, x402};
+use axum::extract::{MatchedPath, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use bazaar_types::limits::REQUEST_BODY_BYTES_MAX;
+use std::sync::{Arc, OnceLock};
+use utoipa::openapi::path::{Operation, PathItem};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Routes served on purpose without an entry in `/openapi.json`, each with the
+/// reason. Every other served path must have one (a test holds the two lists
+/// together).
+pub const UNDESCRIBED_ROUTES: &[(&str, &str)] = &[
+    ("/mcp", "the storefront's MCP server: JSON-RPC over streamable HTTP, described by its own `tools/list`"),
+    (
+        federation::FEDERATION_SETTLE_PATH,
+        "server-to-server between registries, authenticated by `Bazaar-Registry-Signature`, not a member API; \
+         specified in docs/federation.md",
+    ),
+];
+
+#[derive(OpenApi)]
+#[openapi(info(
+    title = "Bazaar registry API",
+    description = "Identities, a double-entry ledger, paid calls settled exactly once, escrowed contracts, disputes and stake. Errors are RFC 9457 problem+json with a stable `code`."
+))]
+struct ApiDoc;
+
+/// Every route, with the storefront's MCP server nested at `/mcp`.
+pub fn router(state: Arc<AppState>) -> Router {
+    let api = api_router(state.clone());
+    let mcp = crate::mcp::service(api.clone());
+    api.nest_service("/mcp", mcp)
+}
+
+/// The REST API (and the pages): everything but `/mcp`, whose tools call it.
+pub fn api_router(state: Arc<AppState>) -> Router {
+    let (api, _description) = capabilities().split_for_parts();
+    api.fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .layer(middleware::from_fn_with_state(state.clone(), admit))
+        .with_state(state)
+}
+
+/// One line per capability; each `routes()` carries its OpenAPI entries, tagged
+/// with the capability's name.
+fn capabilities() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(openapi))
+        .merge(tagged("registry", registry::routes()))
+        .merge(tagged("identity", identity::routes()))
+        .merge(tagged("pay", pay::routes()))
+        .merge(tagged("escrow", escrow::routes()))
+        .merge(tagged("dispute", dispute::routes()))
+        .merge(tagged("federation", federation::routes()))
+        .merge(tagged("market", market::routes()))
+        .merge(tagged("x402", x402::routes()))
+}
+
+/// Tags every operation of `router` with its capability.
+fn tagged(tag: &str, mut router: OpenApiRouter<Arc<AppState>>) -> OpenApiRouter<Arc<AppState>> {
+    for item in router.get_openapi_mut().paths.paths.values_mut() {
+        for operation in operations(item) {
+            operation.tags = Some(vec![tag.to_string()]);
+        }
+    }
+    router
+}
+
+fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    let PathItem { get, put, post, delete, options, head, patch, trace, .. } = item;
+    [get, put, post, delete, options, head, patch, trace].into_iter().filter_map(Option::as_mut)
+}
+
+/// The API description, built once from the same routers that serve.
+pub fn api_description() -> &'static utoipa::openapi::OpenApi {
+    static DESCRIPTION: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+    DESCRIPTION.get_or_init(|| capabilities().split_for_parts().1)
+}
+
+/// This API's OpenAPI 3.1 description.
+#[utoipa::path(get, path = "/openapi.json", tag = "registry", responses((status = 200, description = "OpenAPI 3.1 document")))]
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(api_description().clone())
+}
+
+/// Bounds the requests in flight: past the limit, answer 503 now rather than queue.
+async fn admit(State(state): State<Arc<AppState>>, request: axum::extract::Request, next: Next) -> Response {
+    let Ok(_permit) = state.requests.try_acquire() else {
+        let mut problem = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "The registry is working on as many requests as it takes at once; retry shortly.",
+        );
+        problem.retry_after = true;
+        return problem.into_response();
+    };
+    next.run(request).await
+}
+
+async fn observe(State(state): State<Arc<AppState>>, request: axum::extract::Request, next: Next) -> Response {
+    let route =
+        request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    tracing::debug!(%route, status, elapsed_us = started.elapsed().as_micros() as u64, "request");
+    state.metrics.add("bazaar_http_requests_total", format!("route=\"{route}\",status=\"{status}\""), 1.0);
+    state.metrics.add("bazaar_http_request_seconds_sum", format!("route=\"{route}\""), started.elapsed().as_secs_f64());
+    response
+}
+
+async fn not_found() -> Problem {
+    Problem::new(StatusCode::NOT_FOUND, "route_not_found", "No such route; see /openapi.json for the API.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX;
+    use bazaar_types::{ManualClock, Timestamp};
+    use std::collections::BTreeSet;
+    use tower::ServiceExt;
+
+    async fn state(tag: &str) -> (Arc<AppState>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("bazaar-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp(0)));
+        let config = bazaar_core::apply::Config::standard();
+        let store =
+            Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("s.db"), config.clone(), clock.clone()).unwrap());
+        (crate::boot(store, clock, config, Some("op".into())).await.unwrap().state, dir)
+    }
+
+    #[tokio::test]
+    async fn requests_past_the_limit_are_shed_with_503() {
+        let (state, dir) = state("shed").await;
+        let app = router(state.clone());
+        let get = || axum::http::Request::get("/healthz").body(axum::body::Body::empty()).unwrap();
+        assert_eq!(app.clone().oneshot(get()).await.unwrap().status(), StatusCode::OK);
+        let busy = state.requests.try_acquire_many(HTTP_REQUESTS_IN_FLIGHT_MAX as u32).unwrap();
+        let shed = app.clone().oneshot(get()).await.unwrap();
+        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(shed.headers().contains_key("retry-after"));
+        let body = axum::body::to_bytes(shed.into_body(), 4096).await.unwrap();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&body).unwrap()["code"], "overloaded");
+        drop(busy);
+        assert_eq!(app.oneshot(get()).await.unwrap().status(), StatusCode::OK);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The paths the served router matches. axum has no route listing, so
+    /// this reads them from its `Debug` output (the path router comes before
+    /// the fallback router there); the assertions below fail loudly if that
+    /// format changes.
+    fn served_paths(router: &Router) -> BTreeSet<String> {
+        let debug = format!("{router:?}");
+        let routes = debug.split("fallback_router").next().unwrap_or_default();
+        let paths: BTreeSet<String> = routes
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|p| p.starts_with('/') && !p.contains("__private__axum"))
+            // `nest_service("/mcp", …)` also routes "/mcp/": the same nest.
+            .map(|p| if p.len() > 1 { p.trim_end_matches('/') } else { p })
+            .map(str::to_string)
+            .collect();
+        assert!(paths.contains("/healthz") && paths.contains("/mcp"), "axum's Debug format changed: {paths:?}");
+        paths
+    }
+
+    #[tokio::test]
+    async fn every_served_route_has_an_openapi_entry_and_every_entry_is_served() {
+        let (state, dir) = state("described").await;
+        let app = router(state);
+        let served = served_paths(&app);
+        let undescribed: BTreeSet<String> = UNDESCRIBED_ROUTES.iter().map(|(path, _)| path.to_string()).collect();
+        let served_described: BTreeSet<String> = served.difference(&undescribed).cloned().collect();
+        let document = serde_json::to_value(api_description()).unwrap();
+        let described: BTreeSet<String> = document["paths"].as_object().unwrap().keys().cloned().collect();
+        assert_eq!(served_described, described, "served paths (less UNDESCRIBED_ROUTES) and OpenAPI paths differ");
+        assert!(undescribed.is_subset(&served), "UNDESCRIBED_ROUTES names a path that is not served");
+        assert!(undescribed.is_disjoint(&described), "an undescribed route is described after all");
+        // Each described method is routed: no 405, no fallback 404.
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                let uri = path.replace(['{', '}'], "");
+                let request = axum::http::Request::builder()
+                    .method(method.to_uppercase().as_str())
+                    .uri(uri)
+                    .body(axum::body::Body::empty())
+                    .unwrap();
+                let response = app.clone().oneshot(request).await.unwrap();
+                assert_ne!(response.status(), StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+                let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+                let code = serde_json::from_slice::<serde_json::Value>(&body).map(|v| v["code"].clone());
+                assert_ne!(code.ok(), Some(serde_json::json!("route_not_found")), "{method} {path}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

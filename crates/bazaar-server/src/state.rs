@@ -1,0 +1,275 @@
+//! The state every handler shares ([`AppState`]), and [`boot`], which opens a
+//! registry on a store: its signing keys, the in-flight idempotency claims and the
+//! verified-token cache live here. It names no capability.
+
+use crate::{keyring, metrics};
+use bazaar_core::apply::Config;
+use bazaar_core::command::{Command, Op};
+use bazaar_core::crypto::{did_key, sha256_hex};
+use bazaar_core::model::{Member, MemberKind, OPERATOR_ID};
+use bazaar_core::refusal::Code;
+use bazaar_core::token::{TokenClaims, TokenError};
+use bazaar_store::{Store, StoreError};
+use bazaar_types::{Clock, MemberId, Timestamp};
+use ed25519_dalek::SigningKey;
+use rand::RngCore;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// Shared by every request handler.
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub config: Config,
+    /// The signing key in use and every key this registry ever signed with.
+    keys: std::sync::RwLock<keyring::KeyRing>,
+    genesis_seed: [u8; 32],
+    /// The registry's identity: the DID of its first key, kept across rotations.
+    pub registry: MemberId,
+    /// This node's base URL as peers reach it (published in the card), if known.
+    pub public_url: std::sync::RwLock<Option<String>>,
+    /// The reputation fold, caught up from the event ledger on each read.
+    pub reputation: tokio::sync::Mutex<bazaar_core::reputation::Ledger>,
+    /// HTTP client for peer registries (bounded by `FEDERATION_HTTP_TIMEOUT_MS`).
+    pub http: reqwest::Client,
+    pub metrics: metrics::Metrics,
+    /// Idempotency keys whose first request is still running on this node.
+    inflight: Mutex<HashSet<(String, String)>>,
+    /// Token strings whose signature already verified, so verify-then-settle
+    /// checks each signature once. Bounded; oldest evicted first.
+    verified: Mutex<VerifiedTokens>,
+    /// One permit per request being worked on (`HTTP_REQUESTS_IN_FLIGHT_MAX`).
+    pub(crate) requests: tokio::sync::Semaphore,
+}
+
+/// Token strings already verified against the registry key, and their claims.
+#[derive(Default)]
+struct VerifiedTokens {
+    claims: std::collections::HashMap<String, TokenClaims>,
+    order: std::collections::VecDeque<String>,
+}
+
+/// Verified token strings remembered per node.
+pub const VERIFIED_TOKENS_MAX: usize = 4096;
+
+/// What `boot` returns: the state, and the operator credential if this start created the registry.
+pub struct Booted {
+    pub state: Arc<AppState>,
+    pub operator_credential: Option<String>,
+    /// The dispute desk's credential, if this start created the desk.
+    pub desk_credential: Option<String>,
+}
+
+/// Opens the registry on `store`: keeps (or creates) its key and bootstraps it on first start.
+/// `operator_credential` is used only on first start; if absent, one is drawn and returned.
+pub async fn boot(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: Config,
+    operator_credential: Option<String>,
+) -> Result<Booted, StoreError> {
+    let mut candidate = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut candidate);
+    let seed = store.registry_key_seed(candidate).await?;
+    let registry = MemberId(did_key(&SigningKey::from_bytes(&seed).verifying_key()));
+    let ring = keyring::KeyRing::load(&seed, &store.registry_keys().await?)?;
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(bazaar_types::limits::FEDERATION_HTTP_TIMEOUT_MS))
+        .build()
+        .map_err(|e| StoreError::Unavailable(format!("http client: {e}")))?;
+    let state = Arc::new(AppState {
+        store,
+        clock,
+        config,
+        keys: std::sync::RwLock::new(ring),
+        genesis_seed: seed,
+        registry: registry.clone(),
+        public_url: Default::default(),
+        reputation: Default::default(),
+        http,
+        metrics: Default::default(),
+        inflight: Default::default(),
+        verified: Default::default(),
+        requests: tokio::sync::Semaphore::new(bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX),
+    });
+    let credential = operator_credential.unwrap_or_else(new_secret_credential);
+    let op = Op::Bootstrap {
+        registry: registry.clone(),
+        operator: MemberId(OPERATOR_ID.into()),
+        operator_credential_hash: sha256_hex(credential.as_bytes()),
+    };
+    let applied = state.store.submit(Command { actor: state.registry_actor(), idem: None, op }).await?;
+    let operator_credential = match applied.outcome {
+        Ok(_) => Some(credential),
+        Err(refusal) if refusal.code == Code::MemberExists => None,
+        Err(refusal) => return Err(StoreError::Corrupt(format!("bootstrap refused: {refusal:?}"))),
+    };
+    // The dispute desk (the default arbiter); registries older than it get it on their next start.
+    let desk_credential = new_secret_credential();
+    let operator = state.store.member(&MemberId(OPERATOR_ID.into())).await?.expect("bootstrapped above");
+    let op = Op::CreateDesk { credential_hash: sha256_hex(desk_credential.as_bytes()) };
+    let applied = state.store.submit(Command { actor: operator, idem: None, op }).await?;
+    let desk_credential = match applied.outcome {
+        Ok(_) => Some(desk_credential),
+        Err(refusal) if refusal.code == Code::MemberExists => None,
+        Err(refusal) => return Err(StoreError::Corrupt(format!("dispute desk refused: {refusal:?}"))),
+    };
+    Ok(Booted { state, operator_credential, desk_credential })
+}
+
+/// A fresh bearer credential: `bzc_` and 32 random bytes.
+pub fn new_secret_credential() -> String {
+    format!("bzc_{}", random_b64(bazaar_types::limits::CREDENTIAL_RANDOM_BYTES))
+}
+
+pub fn random_b64(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    rand::thread_rng().fill_bytes(&mut buffer);
+    bazaar_core::crypto::b64url(&buffer)
+}
+
+impl AppState {
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Checks a token's shape and signature (see `bazaar_core::token::decode`),
+    /// remembering strings that verified: the same bytes under the same key
+    /// verify the same way every time.
+    pub fn decode_token(&self, token: &str) -> Result<TokenClaims, TokenError> {
+        if let Some(claims) = self.verified.lock().expect("verified mutex").claims.get(token) {
+            return Ok(claims.clone());
+        }
+        let claims = keyring::decode_token_among(token, &self.keys.read().expect("keys lock").public)?;
+        let mut verified = self.verified.lock().expect("verified mutex");
+        if verified.claims.insert(token.to_string(), claims.clone()).is_none() {
+            verified.order.push_back(token.to_string());
+        }
+        while verified.order.len() > VERIFIED_TOKENS_MAX {
+            if let Some(oldest) = verified.order.pop_front() {
+                verified.claims.remove(&oldest);
+            }
+        }
+        Ok(claims)
+    }
+
+    /// The key this registry signs with now.
+    pub fn signing_key(&self) -> SigningKey {
+        self.keys.read().expect("keys lock").current.clone()
+    }
+
+    /// Every key this registry ever signed with, oldest first (published).
+    pub fn key_history(&self) -> Vec<bazaar_core::federation::KeyEntry> {
+        self.keys.read().expect("keys lock").history.clone()
+    }
+
+    /// Picks up keys another node rotated to.
+    pub async fn refresh_keys(&self) -> Result<(), StoreError> {
+        let records = self.store.registry_keys().await?;
+        if records.len() + 1 != self.keys.read().expect("keys lock").history.len() {
+            let ring = keyring::KeyRing::load(&self.genesis_seed, &records)?;
+            *self.keys.write().expect("keys lock") = ring;
+        }
+        Ok(())
+    }
+
+    /// Rotates to a fresh signing key: stored first, then recorded on the
+    /// event ledger, then used. Old keys stay in the published history.
+    pub async fn rotate_key(self: &Arc<Self>) -> Result<bazaar_core::federation::KeyEntry, StoreError> {
+        self.refresh_keys().await?;
+        let (record, entry, n) = {
+            let ring = self.keys.read().expect("keys lock");
+            ring.next(&self.registry, self.now())
+        };
+        if n as usize >= bazaar_types::limits::REGISTRY_KEYS_MAX {
+            return Err(StoreError::Constraint("key history full".into()));
+        }
+        if !self.store.add_registry_key(n, record).await? {
+            return Err(StoreError::Constraint("another node rotated the key at the same time; retry".into()));
+        }
+        self.refresh_keys().await?;
+        let op = Op::RecordKey { entry: entry.clone() };
+        self.store.submit(Command { actor: self.registry_actor(), idem: None, op }).await?;
+        Ok(entry)
+    }
+
+    pub fn registry_actor(&self) -> Member {
+        Member {
+            id: self.registry.clone(),
+            kind: MemberKind::Registry,
+            owner: None,
+            handle: "registry".into(),
+            created_at: Timestamp(0),
+        }
+    }
+
+    /// Marks a key in flight; `None` if it already is (the caller answers 409).
+    pub(crate) fn claim(self: &Arc<Self>, scope: &str, key: &str) -> Option<InflightGuard> {
+        let entry = (scope.to_string(), key.to_string());
+        let mut inflight = self.inflight.lock().expect("inflight mutex");
+        if !inflight.insert(entry.clone()) {
+            return None;
+        }
+        Some(InflightGuard { state: self.clone(), entry })
+    }
+}
+
+pub(crate) struct InflightGuard {
+    state: Arc<AppState>,
+    entry: (String, String),
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.state.inflight.lock().expect("inflight mutex").remove(&self.entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazaar_types::{Amount, ManualClock, OrderId, TokenId};
+
+    fn claims(n: usize) -> TokenClaims {
+        TokenClaims {
+            v: 1,
+            iss: "did:key:zReg".into(),
+            jti: TokenId(format!("tok_{n}")),
+            sub: "did:key:zB".into(),
+            aud: "did:key:zM".into(),
+            max: Amount(1),
+            ord: OrderId(format!("o{n}")),
+            res: "r".into(),
+            iat_ms: Timestamp(0),
+            exp_ms: Timestamp(1),
+            via: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn verified_tokens_are_remembered_within_a_bound_and_forgeries_never() {
+        let dir = std::env::temp_dir().join(format!("bazaar-verified-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp(0)));
+        let config = Config::standard();
+        let store =
+            Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("v.db"), config.clone(), clock.clone()).unwrap());
+        let state = boot(store, clock, config, Some("op".into())).await.unwrap().state;
+        let forger = SigningKey::from_bytes(&[9u8; 32]);
+        let forged = bazaar_core::token::encode(&claims(0), &forger);
+        for _ in 0..2 {
+            assert_eq!(state.decode_token(&forged), Err(TokenError::BadSignature));
+        }
+        for n in 0..VERIFIED_TOKENS_MAX + 10 {
+            let token = bazaar_core::token::encode(&claims(n), &state.signing_key());
+            assert_eq!(state.decode_token(&token), Ok(claims(n)));
+            assert_eq!(state.decode_token(&token), Ok(claims(n)), "a remembered token decodes the same");
+        }
+        let verified = state.verified.lock().unwrap();
+        assert_eq!(verified.claims.len(), VERIFIED_TOKENS_MAX);
+        assert_eq!(verified.order.len(), VERIFIED_TOKENS_MAX);
+        assert!(!verified.claims.contains_key(&forged));
+        drop(verified);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
