@@ -6,7 +6,7 @@ use bazaar_core::chain::GENESIS_HASH;
 use bazaar_core::command::Keys;
 use bazaar_core::model::{Event, Hold, HoldState, Settlement, Transfer, TransferKind};
 use bazaar_core::state::Changes;
-use bazaar_store::conformance::{documents, test_config, EPOCH};
+use bazaar_store::conformance::{blobs, documents, test_config, EPOCH};
 use bazaar_store::{Engine, Store, StoreError};
 use bazaar_store_postgres::testing::{admin_url, with_database};
 use bazaar_store_postgres::{PgEngine, PostgresStore};
@@ -190,6 +190,7 @@ fn documents_are_stored_listed_and_inserted_once() {
     });
     let mut engine = PgEngine::connect(&url).unwrap();
     documents(&mut engine, &store, &runtime);
+    blobs(&mut engine, &store, &runtime);
     drop(engine);
     drop(store);
     runtime.block_on(admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));

@@ -193,9 +193,8 @@ pub fn blob_row(r: &Row) -> rusqlite::Result<Blob> {
         sha256: r.get(0)?,
         content_type: r.get(1)?,
         bytes: r.get(2)?,
-        parties: serde_json::from_str(&parties).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, e.into())
-        })?,
+        parties: serde_json::from_str(&parties)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, e.into()))?,
         created_at: Timestamp(r.get(4)?),
     })
 }
@@ -495,7 +494,8 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
         }
     }
     for b in &c.insert_blobs {
-        let parties = serde_json::to_string(&b.parties).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        let parties =
+            serde_json::to_string(&b.parties).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
         conn.prepare_cached("INSERT INTO blobs VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?.execute(params![
             b.sha256,
             b.content_type,

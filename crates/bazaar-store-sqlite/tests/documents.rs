@@ -1,7 +1,7 @@
-//! State-machine documents on SQLite: the shared engine-level case, driven
+//! State-machine documents and blobs on SQLite: the shared engine-level case, driven
 //! through a writer engine of its own on the store's file.
 
-use bazaar_store::conformance::{documents, test_config, EPOCH};
+use bazaar_store::conformance::{blobs, documents, test_config, EPOCH};
 use bazaar_store_sqlite::{SqliteEngine, SqliteStore};
 use bazaar_types::ManualClock;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ fn documents_are_stored_listed_and_inserted_once() {
     let store = store.unwrap();
     let mut engine = SqliteEngine::connect(&path).unwrap();
     documents(&mut engine, &store, &runtime);
+    blobs(&mut engine, &store, &runtime);
     drop(engine);
     drop(store);
     std::fs::remove_dir_all(&dir).ok();

@@ -5,16 +5,16 @@
 //! and [`documents`] with its writer engine and store on an empty database.
 
 use crate::{Engine, Store, StoreError};
-use bazaar_core::kernel::docs::decode;
-use bazaar_core::{identity, market, pay};
 use bazaar_core::apply::{Applied, Config};
 use bazaar_core::audit::AuditReport;
 use bazaar_core::command::{Command, Idem, Keys, Op, Outcome};
 use bazaar_core::crypto::did_key;
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{Member, MemberKind, TokenState};
 use bazaar_core::refusal::Code;
 use bazaar_core::state::Snapshot;
 use bazaar_core::token::{self, TokenClaims};
+use bazaar_core::{identity, market, pay};
 use bazaar_types::limits::{ESCROW_THRESHOLD_MINOR, PAGE_LIMIT_MAX};
 use bazaar_types::{AccountId, Amount, Clock, ManualClock, MemberId, OrderId, Timestamp, TokenId};
 use ed25519_dalek::SigningKey;
@@ -107,14 +107,25 @@ impl Fixture {
 
     pub async fn owner(&self, handle: &str) -> Member {
         let id = self.member_key();
-        let op = Op::Identity(identity::Op::CreateOwner { id: id.clone(), handle: handle.into(), credential_hash: format!("cred-{id}") });
+        let op = Op::Identity(identity::Op::CreateOwner {
+            id: id.clone(),
+            handle: handle.into(),
+            credential_hash: format!("cred-{id}"),
+        });
         self.ok(&self.operator, op).await;
         self.store.member(&id).await.unwrap().expect("owner stored")
     }
 
     pub async fn agent(&self, owner: &Member, handle: &str) -> Member {
         let code_hash = format!("invite-{}", self.next());
-        self.ok(owner, Op::Identity(identity::Op::IssueInvite { code_hash: code_hash.clone(), expires_at: self.clock.now_plus(3600) })).await;
+        self.ok(
+            owner,
+            Op::Identity(identity::Op::IssueInvite {
+                code_hash: code_hash.clone(),
+                expires_at: self.clock.now_plus(3600),
+            }),
+        )
+        .await;
         let id = self.member_key();
         let op = Op::Identity(identity::Op::RedeemInvite {
             code_hash,
@@ -141,7 +152,8 @@ impl Fixture {
         self.ok(&self.operator, Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: Amount(funds) })).await;
         self.ok(&owner, Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(funds) })).await;
         let [per_call_max, per_day_max, total_max] = ceilings.map(Amount);
-        self.ok(&owner, Op::Pay(pay::Op::SetBudget { agent: buyer.id.clone(), per_call_max, per_day_max, total_max })).await;
+        self.ok(&owner, Op::Pay(pay::Op::SetBudget { agent: buyer.id.clone(), per_call_max, per_day_max, total_max }))
+            .await;
         (owner, buyer, merchant)
     }
 
@@ -280,32 +292,48 @@ async fn identity_and_handles(f: Fixture) {
     assert_eq!(enrolled.on_behalf_of, owner.id);
     let renamed = events.iter().find(|e| e.kind == "member.renamed").unwrap();
     assert_eq!((renamed.body["from"].as_str(), renamed.body["to"].as_str()), (Some("shopper"), Some("buyer-bot")));
-    let stranger = f.run(&owner, Op::Identity(identity::Op::Rename { member: f.operator.id.clone(), handle: "boss".into() })).await;
+    let stranger = f
+        .run(&owner, Op::Identity(identity::Op::Rename { member: f.operator.id.clone(), handle: "boss".into() }))
+        .await;
     assert_eq!(stranger.unwrap_err().code, Code::NotOwner);
     assert!(f.audit().await.ok);
 }
 
 async fn invites_work_once(f: Fixture) {
     let owner = f.owner("olga").await;
-    f.ok(&owner, Op::Identity(identity::Op::IssueInvite { code_hash: "inv-1".into(), expires_at: f.clock.now_plus(60) })).await;
+    f.ok(
+        &owner,
+        Op::Identity(identity::Op::IssueInvite { code_hash: "inv-1".into(), expires_at: f.clock.now_plus(60) }),
+    )
+    .await;
     let a = MemberId("did:key:zAgentA".into());
     let b = MemberId("did:key:zAgentB".into());
-    let redeem = |agent: &MemberId, handle: &str, code: &str| Op::Identity(identity::Op::RedeemInvite {
-        code_hash: code.into(),
-        agent: agent.clone(),
-        handle: handle.into(),
-        credential_hash: format!("cred-{agent}"),
-    });
+    let redeem = |agent: &MemberId, handle: &str, code: &str| {
+        Op::Identity(identity::Op::RedeemInvite {
+            code_hash: code.into(),
+            agent: agent.clone(),
+            handle: handle.into(),
+            credential_hash: format!("cred-{agent}"),
+        })
+    };
     f.ok(&f.stranger(&a), redeem(&a, "agent-a", "inv-1")).await;
     assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "inv-1")).await.unwrap_err().code, Code::InviteUsed);
-    f.ok(&owner, Op::Identity(identity::Op::IssueInvite { code_hash: "inv-2".into(), expires_at: f.clock.now_plus(60) })).await;
+    f.ok(
+        &owner,
+        Op::Identity(identity::Op::IssueInvite { code_hash: "inv-2".into(), expires_at: f.clock.now_plus(60) }),
+    )
+    .await;
     f.clock.advance_s(61);
     assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "inv-2")).await.unwrap_err().code, Code::InviteExpired);
     assert_eq!(f.run(&f.stranger(&b), redeem(&b, "agent-b", "nope")).await.unwrap_err().code, Code::InviteNotFound);
     assert_eq!(f.store.member(&b).await.unwrap(), None);
     // Rotation: the old credential dies, the new one works.
     let agent = f.store.member(&a).await.unwrap().unwrap();
-    f.ok(&agent, Op::Identity(identity::Op::RotateCredential { old_hash: format!("cred-{a}"), new_hash: "fresh".into() })).await;
+    f.ok(
+        &agent,
+        Op::Identity(identity::Op::RotateCredential { old_hash: format!("cred-{a}"), new_hash: "fresh".into() }),
+    )
+    .await;
     assert!(f.store.credential(&format!("cred-{a}")).await.unwrap().unwrap().revoked_at.is_some());
     assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_none());
     let (credential, member) = f.store.authenticate("fresh").await.unwrap().expect("credential and member");
@@ -391,7 +419,8 @@ async fn expiry_and_void(f: Fixture) {
     assert_eq!(due, vec![(claims.jti.clone(), buyer.id.clone())]);
     let registry = f.registry_member();
     f.ok(&registry, Op::Pay(pay::Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() })).await;
-    let again = f.run(&registry, Op::Pay(pay::Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() })).await;
+    let again =
+        f.run(&registry, Op::Pay(pay::Op::ExpireHold { jti: claims.jti.clone(), buyer: buyer.id.clone() })).await;
     assert_eq!(again.unwrap_err().code, Code::TokenExpired, "a hold resolves once");
     assert_eq!(f.available(&buyer).await, 10_000);
     assert_eq!(f.store.budget(&buyer.id).await.unwrap().unwrap().spent_total, Amount::ZERO);
@@ -408,12 +437,20 @@ async fn refusals_are_sticky(f: Fixture) {
     let (owner, buyer, _) = f.cast(100, [1_000, 1_000, 1_000]).await;
     let scope = format!("{}:fund", owner.id);
     let first = f
-        .submit(&owner, f.idem(&scope, "top-up", "fp"), Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(50) }))
+        .submit(
+            &owner,
+            f.idem(&scope, "top-up", "fp"),
+            Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(50) }),
+        )
         .await;
     assert_eq!(first.outcome.unwrap_err().code, Code::InsufficientFunds);
     f.ok(&f.operator, Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: Amount(1_000) })).await;
     let retry = f
-        .submit(&owner, f.idem(&scope, "top-up", "fp"), Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(50) }))
+        .submit(
+            &owner,
+            f.idem(&scope, "top-up", "fp"),
+            Op::Pay(pay::Op::Fund { agent: buyer.id.clone(), amount: Amount(50) }),
+        )
         .await;
     assert!(retry.replayed);
     assert_eq!(retry.outcome.unwrap_err().code, Code::InsufficientFunds, "a recorded refusal stays refused");
@@ -424,16 +461,21 @@ async fn refusals_are_sticky(f: Fixture) {
 async fn authority_follows_principal(f: Fixture) {
     let (owner, buyer, merchant) = f.cast(10_000, [1_000, 5_000, 10_000]).await;
     let (other_owner, other_buyer, _) = f.cast(10_000, [1_000, 5_000, 10_000]).await;
-    let raise = |agent: &Member| Op::Pay(pay::Op::SetBudget {
-        agent: agent.id.clone(),
-        per_call_max: Amount(9),
-        per_day_max: Amount(9),
-        total_max: Amount(9),
-    });
+    let raise = |agent: &Member| {
+        Op::Pay(pay::Op::SetBudget {
+            agent: agent.id.clone(),
+            per_call_max: Amount(9),
+            per_day_max: Amount(9),
+            total_max: Amount(9),
+        })
+    };
     assert_eq!(f.run(&buyer, raise(&buyer)).await.unwrap_err().code, Code::NotOwner);
     assert_eq!(f.run(&other_owner, raise(&buyer)).await.unwrap_err().code, Code::NotOwner);
     assert_eq!(
-        f.run(&owner, Op::Pay(pay::Op::Fund { agent: other_buyer.id.clone(), amount: Amount(1) })).await.unwrap_err().code,
+        f.run(&owner, Op::Pay(pay::Op::Fund { agent: other_buyer.id.clone(), amount: Amount(1) }))
+            .await
+            .unwrap_err()
+            .code,
         Code::NotOwner
     );
     assert_eq!(
@@ -528,6 +570,43 @@ async fn idempotency_records_expire(f: Fixture) {
 /// that tries again is refused as a constraint and leaves nothing behind;
 /// updates change body and deadline in place; `docs_by_party` pages by id;
 /// `due_docs` lists only what is due, earliest first.
+/// Blobs at the engine level: stored once per SHA-256 (a second insert is a
+/// constraint, and the batch leaves nothing), loaded as present or absent
+/// without their bytes, read back whole by [`Store::blob`].
+pub fn blobs(engine: &mut dyn Engine, store: &dyn Store, runtime: &tokio::runtime::Runtime) {
+    use bazaar_core::model::Blob;
+    use bazaar_core::state::Changes;
+    let image = |sha: &str, bytes: &[u8]| Blob {
+        sha256: sha.to_string(),
+        content_type: "image/png".into(),
+        bytes: bytes.to_vec(),
+        parties: vec![MemberId("did:key:zBuyer".into()), MemberId("did:key:zMaker".into())],
+        created_at: EPOCH,
+    };
+    let run = |engine: &mut dyn Engine, keys: &Keys, changes: &Changes| -> Result<Snapshot, StoreError> {
+        engine.begin()?;
+        match engine.load(keys).and_then(|snapshot| engine.write(changes).map(|()| snapshot)) {
+            Ok(snapshot) => engine.commit().map(|()| snapshot),
+            Err(error) => {
+                engine.rollback();
+                Err(error)
+            }
+        }
+    };
+    let (one, two) = ("ab".repeat(32), "cd".repeat(32));
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    let first = Changes { insert_blobs: vec![image(&one, &bytes)], ..Changes::default() };
+    run(engine, &Keys::default(), &first).unwrap();
+    let again = Changes { insert_blobs: vec![image(&two, b"x"), image(&one, b"y")], ..Changes::default() };
+    assert!(matches!(run(engine, &Keys::default(), &again), Err(StoreError::Constraint(_))), "one row per hash");
+    let keys = Keys { blobs: [one.clone(), two.clone()].into(), ..Keys::default() };
+    let snapshot = run(engine, &keys, &Changes::default()).unwrap();
+    assert_eq!(snapshot.blobs, [one.clone()].into(), "the refused batch stored nothing");
+    let stored = runtime.block_on(store.blob(&one)).unwrap().expect("stored");
+    assert_eq!(stored, image(&one, &bytes));
+    assert!(runtime.block_on(store.blob(&two)).unwrap().is_none());
+}
+
 pub fn documents(engine: &mut dyn Engine, store: &dyn Store, runtime: &tokio::runtime::Runtime) {
     use bazaar_core::chain::GENESIS_HASH;
     use bazaar_core::model::{DocKind, DocRow, Event};
@@ -675,9 +754,15 @@ async fn listings_search_and_demand(f: Fixture) {
         terms: terms.clone(),
         language: "es".into(),
     };
-    f.ok(&maker, Op::Market(market::Op::PutListing { spec: spec("cc-1", "Hand-embroidered cushion cover", &["textile", "cushion"]) }))
+    f.ok(
+        &maker,
+        Op::Market(market::Op::PutListing {
+            spec: spec("cc-1", "Hand-embroidered cushion cover", &["textile", "cushion"]),
+        }),
+    )
+    .await;
+    f.ok(&other, Op::Market(market::Op::PutListing { spec: spec("tt-1", "Embroidered table runner", &["textile"]) }))
         .await;
-    f.ok(&other, Op::Market(market::Op::PutListing { spec: spec("tt-1", "Embroidered table runner", &["textile"]) })).await;
     let found = |q: &str| {
         let terms = search_terms(q);
         let store = f.store.clone();
@@ -698,7 +783,11 @@ async fn listings_search_and_demand(f: Fixture) {
     assert!(found("lampshade").await.is_empty());
     assert!(found("").await.is_empty());
     // Relisting the same SKU updates the listing and its words.
-    f.ok(&maker, Op::Market(market::Op::PutListing { spec: spec("cc-1", "Hand-embroidered pillow cover", &["textile"]) })).await;
+    f.ok(
+        &maker,
+        Op::Market(market::Op::PutListing { spec: spec("cc-1", "Hand-embroidered pillow cover", &["textile"]) }),
+    )
+    .await;
     assert!(found("cushion").await.is_empty(), "the old words are gone");
     assert_eq!(found("pillow").await, ["cc-1"]);
     // Searches are counted; the ones that found nothing last are unmet demand, most frequent first.

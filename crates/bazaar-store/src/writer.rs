@@ -2,7 +2,7 @@
 //! connection, a bounded queue, and one transaction per batch.
 
 use crate::{Engine, StoreError};
-use bazaar_core::{identity};
+
 use bazaar_core::apply::{apply_batch, Applied, Config};
 use bazaar_core::command::{Command, Keys};
 use bazaar_types::limits::{WRITE_BATCH_MAX, WRITE_QUEUE_MAX};
@@ -175,6 +175,7 @@ pub fn run_batch<E: Engine>(
 mod tests {
     use super::*;
     use bazaar_core::command::Op;
+    use bazaar_core::identity;
     use bazaar_core::model::{Member, MemberKind};
     use bazaar_core::state::{Changes, Snapshot};
     use bazaar_types::{ManualClock, MemberId};
@@ -213,8 +214,11 @@ mod tests {
             handle: "x".into(),
             created_at: Timestamp(0),
         };
-        let command =
-            Command { actor, idem: None, op: Op::Identity(identity::Op::IssueInvite { code_hash: "h".into(), expires_at: Timestamp(1) }) };
+        let command = Command {
+            actor,
+            idem: None,
+            op: Op::Identity(identity::Op::IssueInvite { code_hash: "h".into(), expires_at: Timestamp(1) }),
+        };
         assert!(matches!(writer.submit(command.clone()).await, Err(StoreError::Unavailable(_))));
         // The thread is gone (its queue closes as it unwinds, just after it
         // dropped the reply), and every later write fails fast.
