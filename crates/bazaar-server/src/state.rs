@@ -1,6 +1,6 @@
 //! The state every handler shares ([`AppState`]), and [`boot`], which opens a
-//! registry on a store: its signing keys, the in-flight idempotency claims and the
-//! verified-token cache live here. It names no capability.
+//! registry on a store: its signing keys, the in-flight idempotency claims, the
+//! verified-token cache and the search tally live here. It names no capability.
 
 use crate::{keyring, metrics};
 use bazaar_core::apply::Config;
@@ -40,6 +40,8 @@ pub struct AppState {
     verified: Mutex<VerifiedTokens>,
     /// One permit per request being worked on (`HTTP_REQUESTS_IN_FLIGHT_MAX`).
     pub(crate) requests: tokio::sync::Semaphore,
+    /// Searches counted since the last flush: kept off the money writer.
+    pub searches: crate::search_tally::SearchTally,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -91,6 +93,7 @@ pub async fn boot(
         inflight: Default::default(),
         verified: Default::default(),
         requests: tokio::sync::Semaphore::new(bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX),
+        searches: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(new_secret_credential);
     let op = Op::Bootstrap {
