@@ -164,6 +164,25 @@ impl Report {
                 num(t.client_cpu_s_per_1k),
             );
         }
+        self.where_time_goes(&mut out);
+        let _ = writeln!(out, "\n### Ratios and goals\n");
+        let _ = writeln!(out, "- embedded ÷ baseline: {}", ratio(self.ratios.embedded_over_baseline));
+        let _ = writeln!(out, "- PostgreSQL adapter ÷ baseline: {}\n", ratio(self.ratios.postgres_over_baseline));
+        for g in &self.goals {
+            let verdict = match g.met {
+                Some(true) => "MET",
+                Some(false) => "MISSED",
+                None => "not measured",
+            };
+            let _ = writeln!(out, "- {}: **{verdict}** (measured {})", g.goal, num(g.measured));
+        }
+        let _ =
+            writeln!(out, "\nCorrectness gates: {}", if self.gates_passed { "all passed" } else { "NOT all passed" });
+        out
+    }
+
+    /// The second table: per-route server time, CPU by thread, batching, fsyncs, retries and errors.
+    fn where_time_goes(&self, out: &mut String) {
         let _ = writeln!(out, "\n### Where time goes\n");
         let _ = writeln!(
             out,
@@ -195,20 +214,6 @@ impl Report {
                 if errors.is_empty() { "none".into() } else { errors.join(", ") },
             );
         }
-        let _ = writeln!(out, "\n### Ratios and goals\n");
-        let _ = writeln!(out, "- embedded ÷ baseline: {}", ratio(self.ratios.embedded_over_baseline));
-        let _ = writeln!(out, "- PostgreSQL adapter ÷ baseline: {}\n", ratio(self.ratios.postgres_over_baseline));
-        for g in &self.goals {
-            let verdict = match g.met {
-                Some(true) => "MET",
-                Some(false) => "MISSED",
-                None => "not measured",
-            };
-            let _ = writeln!(out, "- {}: **{verdict}** (measured {})", g.goal, num(g.measured));
-        }
-        let _ =
-            writeln!(out, "\nCorrectness gates: {}", if self.gates_passed { "all passed" } else { "NOT all passed" });
-        out
     }
 }
 

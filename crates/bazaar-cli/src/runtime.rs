@@ -100,7 +100,12 @@ pub async fn serve(
     tracing::info!(%address, did = %state.registry, "bazaar registry listening");
     // A line on stdout that scripts and tests wait for.
     println!("listening on http://{address}");
-    axum::serve(listener, bazaar_server::router(state)).with_graceful_shutdown(shutdown_signal(terminate)).await?;
+    let router = bazaar_server::router(state.clone());
+    axum::serve(listener, router).with_graceful_shutdown(shutdown_signal(terminate)).await?;
+    // The searches counted since the last flush are written before the process ends.
+    if let Err(error) = bazaar_server::shutdown(&state).await {
+        tracing::warn!(%error, "could not write the last searches counted; they are lost");
+    }
     tracing::info!("shut down cleanly");
     Ok(())
 }

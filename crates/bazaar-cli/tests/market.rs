@@ -2,6 +2,8 @@
 //! relist products, a bad listing is refused with `listing_invalid`, members
 //! search (words as prefixes, plurals folded), and searches that find nothing
 //! are listed as unmet demand, most frequent first.
+// reason: an end-to-end test reads as one story of requests and the checks after each.
+#![allow(clippy::too_many_lines)]
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_core::apply::Config;

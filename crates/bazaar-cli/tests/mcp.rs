@@ -4,6 +4,8 @@
 //! the tools, searches, requests a quote, reads offers and the allocation,
 //! creates an order (an approval link, never a payment) and reads its status.
 //! Tool errors carry the REST API's codes.
+// reason: an end-to-end test reads as one story of requests and the checks after each.
+#![allow(clippy::too_many_lines)]
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_core::apply::Config;

@@ -1,6 +1,9 @@
 //! `bazaar serve` as a process, driven by the `bazaar` CLI: the registry keeps
 //! its identity across restarts, writes the operator credential 0600, shuts
-//! down cleanly on SIGTERM, and the member/money commands work end to end.
+//! down cleanly on SIGTERM (keeping the searches it counted), and the
+//! member/money commands work end to end.
+// reason: an end-to-end test reads as one story of requests and the checks after each.
+#![allow(clippy::too_many_lines)]
 
 mod common;
 
@@ -283,5 +286,32 @@ fn the_cli_federates_two_registries_and_carries_a_passport() {
         let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(["audit", "--data-dir"]).arg(d).output().unwrap();
         assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stdout));
     }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn searches_counted_before_a_sigterm_survive_the_restart() {
+    let dir = std::env::temp_dir().join(format!("bazaar-serve-searches-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let registry = format!("http://127.0.0.1:{port}");
+    let server = serve(&dir, port);
+    let credential = std::fs::read_to_string(dir.join("operator-credential")).unwrap();
+    let http = reqwest::blocking::Client::new();
+    let get = |path: &str| -> Value {
+        let response = http.get(format!("{registry}{path}")).bearer_auth(credential.trim()).send().unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        response.json().unwrap()
+    };
+    for _ in 0..2 {
+        get("/v1/search?q=teapots");
+    }
+    // Stopped at once: the tally may not have reached its interval flush; the graceful shutdown writes it.
+    stop(server);
+    let server = serve(&dir, port);
+    let unmet = get("/v1/searches/unmet");
+    assert_eq!(unmet["unmet"][0]["query"], "teapot");
+    assert_eq!(unmet["unmet"][0]["count"], 2);
+    stop(server);
     std::fs::remove_dir_all(&dir).ok();
 }

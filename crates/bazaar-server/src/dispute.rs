@@ -13,7 +13,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::{Idem, Op};
+use bazaar_core::dispute;
 use bazaar_core::dispute::{dispute_id_for, stake_view, Decision, Dispute, DisputeAct, ReasonCode, Stake, Subject};
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, Member};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::validate;
@@ -46,14 +48,14 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
     let mut advances = Vec::new();
     for id in due_ids(state, DocKind::Dispute, now).await? {
         let Some(row) = state.store.doc(DocKind::Dispute, &id).await? else { continue };
-        let d = Dispute::from_row(&row);
-        let op = Op::DisputeAct {
+        let d = decode::<Dispute>(&row)?;
+        let op = Op::Dispute(dispute::Op::DisputeAct {
             dispute: id,
             subject: d.subject,
             claimant: d.claimant,
             respondent: d.respondent,
             act: DisputeAct::Advance,
-        };
+        });
         advances.push(exec::as_registry(state, op));
     }
     // Submitted together, so the writer folds them into one transaction.
@@ -110,13 +112,21 @@ pub async fn file_dispute(
     };
     let key = format!("file:{}", dispute_id_for(&subject));
     let idem = idem_for(&auth.member, "file_dispute", &headers, KeyRule::DefaultTo(key), &body)?;
-    let op = Op::FileDispute { subject, claimant, respondent, reason: body.reason, claimed, note: body.note };
+    let op = Op::Dispute(dispute::Op::FileDispute {
+        subject,
+        claimant,
+        respondent,
+        reason: body.reason,
+        claimed,
+        note: body.note,
+    });
     Ok(execute(&state, auth.member, idem, op, StatusCode::CREATED).await)
 }
 
 async fn load_dispute(state: &AppState, id: &str) -> Result<Dispute, Problem> {
     let row = state.store.doc(DocKind::Dispute, id).await?;
-    row.map(|r| Dispute::from_row(&r))
+    row.map(|r| decode::<Dispute>(&r))
+        .transpose()?
         .ok_or_else(|| Refusal::new(Code::DisputeNotFound, format!("No dispute {id} on this registry.")).into())
 }
 
@@ -156,13 +166,13 @@ async fn dispute_act(
     act: DisputeAct,
 ) -> Result<Response, Problem> {
     let dispute = load_dispute(&state, &id).await?;
-    let op = Op::DisputeAct {
+    let op = Op::Dispute(dispute::Op::DisputeAct {
         dispute: id,
         subject: dispute.subject,
         claimant: dispute.claimant,
         respondent: dispute.respondent,
         act,
-    };
+    });
     Ok(execute(&state, actor, idem, op, StatusCode::OK).await)
 }
 
@@ -273,7 +283,7 @@ pub async fn stake_lock(
 ) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     let idem = idem_for(&auth.member, "stake_lock", &headers, KeyRule::Required, &body)?;
-    Ok(execute(&state, auth.member, idem, Op::StakeLock { amount }, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, idem, Op::Dispute(dispute::Op::StakeLock { amount }), StatusCode::OK).await)
 }
 
 /// Starts the cooldown on part of the caller's stake (refused while a dispute
@@ -287,7 +297,7 @@ pub async fn stake_unlock(
 ) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     let idem = idem_for(&auth.member, "stake_unlock", &headers, KeyRule::Required, &body)?;
-    Ok(execute(&state, auth.member, idem, Op::StakeUnlock { amount }, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, idem, Op::Dispute(dispute::Op::StakeUnlock { amount }), StatusCode::OK).await)
 }
 
 /// Moves unlocked stake back to the balance, after the cooldown and only with
@@ -299,7 +309,7 @@ pub async fn stake_withdraw(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let idem = idem_for(&auth.member, "stake_withdraw", &headers, KeyRule::Required, &"withdraw")?;
-    Ok(execute(&state, auth.member, idem, Op::StakeWithdraw, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, idem, Op::Dispute(dispute::Op::StakeWithdraw), StatusCode::OK).await)
 }
 
 /// A member's stake: balance, frozen part, open disputes, pending unlock. Any member may read it.
@@ -312,7 +322,11 @@ pub async fn get_stake(
     let member = resolve(&state, &member).await?;
     let account = state.store.account(&AccountId::stake_of(&member.id)).await?;
     let row = state.store.doc(DocKind::Stake, member.id.as_str()).await?;
-    let mut view = stake_view(&member.id, account.as_ref(), &Stake::from_row(&member.id, row.as_ref()));
+    let mut view = stake_view(
+        &member.id,
+        account.as_ref(),
+        &row.map(|r| decode::<Stake>(&r)).transpose()?.unwrap_or_else(|| Stake::empty(&member.id)),
+    );
     view["handle"] = json!(member.handle);
     Ok(Json(view))
 }

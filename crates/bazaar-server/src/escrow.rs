@@ -12,7 +12,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::Op;
+use bazaar_core::escrow;
 use bazaar_core::escrow::{Contract, ContractAct, MilestoneSpec};
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, Member, MemberKind, DESK_ID};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::validate;
@@ -44,10 +46,11 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
     let mut advances = Vec::new();
     for id in due_ids(state, DocKind::Contract, now).await? {
         let Some(row) = state.store.doc(DocKind::Contract, &id).await? else { continue };
-        let c = Contract::from_row(&row);
+        let c = decode::<Contract>(&row)?;
         let milestones = c.milestones.len() as u32;
         let act = ContractAct::Advance;
-        let op = Op::ContractAct { contract: id, buyer: c.buyer, seller: c.seller, milestones, act };
+        let op =
+            Op::Escrow(escrow::Op::ContractAct { contract: id, buyer: c.buyer, seller: c.seller, milestones, act });
         advances.push(exec::as_registry(state, op));
     }
     // Submitted together, so the writer folds them into one transaction.
@@ -108,19 +111,20 @@ pub async fn create_contract(
         })
         .collect::<Result<Vec<_>, Refusal>>()?;
     let idem = idem_for(&auth.member, "create_contract", &headers, KeyRule::Required, &body)?;
-    let op = Op::CreateContract {
+    let op = Op::Escrow(escrow::Op::CreateContract {
         seller,
         arbiter,
         milestones,
         terms_hash: body.terms_sha256,
         review_window_s: body.review_window_s.unwrap_or(REVIEW_WINDOW_S),
-    };
+    });
     Ok(execute(&state, auth.member, idem, op, StatusCode::CREATED).await)
 }
 
 pub(crate) async fn load_contract(state: &AppState, id: &str) -> Result<Contract, Problem> {
     let row = state.store.doc(DocKind::Contract, id).await?;
-    row.map(|r| Contract::from_row(&r))
+    row.map(|r| decode::<Contract>(&r))
+        .transpose()?
         .ok_or_else(|| Refusal::new(Code::ContractNotFound, format!("No contract {id} on this registry.")).into())
 }
 
@@ -161,13 +165,13 @@ async fn contract_act(
 ) -> Result<Response, Problem> {
     let contract = load_contract(&state, &id).await?;
     let idem = idem_for(&auth.member, act.name(), &headers, KeyRule::DefaultTo(default_key), &act)?;
-    let op = Op::ContractAct {
+    let op = Op::Escrow(escrow::Op::ContractAct {
         contract: id,
         buyer: contract.buyer,
         seller: contract.seller,
         milestones: contract.milestones.len() as u32,
         act,
-    };
+    });
     Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
 }
 

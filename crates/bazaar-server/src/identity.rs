@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::crypto::{did_key, invite_proof_message, parse_public_key, sha256_hex, verify};
+use bazaar_core::identity;
 use bazaar_core::model::{Member, MemberKind};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::validate;
@@ -57,7 +58,11 @@ async fn create_owner(
     validate::handle(&body.handle)?;
     let credential = new_secret_credential();
     let id = MemberId(did_key(&public));
-    let op = Op::CreateOwner { id, handle: body.handle, credential_hash: sha256_hex(credential.as_bytes()) };
+    let op = Op::Identity(identity::Op::CreateOwner {
+        id,
+        handle: body.handle,
+        credential_hash: sha256_hex(credential.as_bytes()),
+    });
     Ok(with_credential(execute(&state, auth.member, None, op, StatusCode::CREATED).await, &credential).await)
 }
 
@@ -80,7 +85,7 @@ async fn with_credential(response: Response, credential: &str) -> Response {
 async fn issue_invite(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
     let code = format!("inv_{}", random_b64(INVITE_RANDOM_BYTES));
     let expires_at = state.now().plus_s(INVITE_TTL_S);
-    let op = Op::IssueInvite { code_hash: sha256_hex(code.as_bytes()), expires_at };
+    let op = Op::Identity(identity::Op::IssueInvite { code_hash: sha256_hex(code.as_bytes()), expires_at });
     let response = execute(&state, auth.member, None, op, StatusCode::CREATED).await;
     if !response.status().is_success() {
         return response;
@@ -127,12 +132,12 @@ async fn redeem_invite(
         handle: body.handle.clone(),
         created_at: state.now(),
     };
-    let op = Op::RedeemInvite {
+    let op = Op::Identity(identity::Op::RedeemInvite {
         code_hash: sha256_hex(body.invite_code.as_bytes()),
         agent: id,
         handle: body.handle,
         credential_hash: sha256_hex(credential.as_bytes()),
-    };
+    });
     Ok(with_credential(execute(&state, actor, None, op, StatusCode::CREATED).await, &credential).await)
 }
 
@@ -140,14 +145,18 @@ async fn redeem_invite(
 #[utoipa::path(post, path = "/v1/credentials/rotate", responses((status = 200, description = "New `credential`, shown once")))]
 async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
     let credential = new_secret_credential();
-    let op = Op::RotateCredential { old_hash: auth.credential_hash, new_hash: sha256_hex(credential.as_bytes()) };
+    let op = Op::Identity(identity::Op::RotateCredential {
+        old_hash: auth.credential_hash,
+        new_hash: sha256_hex(credential.as_bytes()),
+    });
     with_credential(execute(&state, auth.member, None, op, StatusCode::OK).await, &credential).await
 }
 
 /// Revokes the credential this request is made with.
 #[utoipa::path(post, path = "/v1/credentials/revoke", responses((status = 200, description = "Revoked")))]
 async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
-    let op = Op::RevokeCredential { member: auth.member.id.clone(), hash: auth.credential_hash };
+    let op =
+        Op::Identity(identity::Op::RevokeCredential { member: auth.member.id.clone(), hash: auth.credential_hash });
     execute(&state, auth.member, None, op, StatusCode::OK).await
 }
 
@@ -177,7 +186,14 @@ async fn rename(
 ) -> Result<Response, Problem> {
     let target = resolve_id(&state, &who).await?;
     validate::handle(&body.handle)?;
-    Ok(execute(&state, auth.member, None, Op::Rename { member: target, handle: body.handle }, StatusCode::OK).await)
+    Ok(execute(
+        &state,
+        auth.member,
+        None,
+        Op::Identity(identity::Op::Rename { member: target, handle: body.handle }),
+        StatusCode::OK,
+    )
+    .await)
 }
 
 /// The caller, its account and (for agents) its budget.
@@ -190,6 +206,6 @@ async fn me(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<serde
         "balance_minor": account.as_ref().map(|a| a.balance() as i64),
         "available_minor": account.as_ref().map(|a| a.available() as i64),
         "held_minor": account.as_ref().map(|a| a.debits_pending),
-        "budget": budget.map(|b| bazaar_core::apply::budget_view(&b, state.now())),
+        "budget": budget.map(|b| bazaar_core::pay::budget_view(&b, state.now())),
     })))
 }

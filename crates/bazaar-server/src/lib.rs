@@ -9,7 +9,7 @@
 //! and their share of the sweeper's work; [`registry`] holds the
 //! registry-wide routes. Beneath them sit [`state`] (the shared
 //! [`AppState`]), [`exec`] (the handlers' toolbox), [`auth`], [`problem`],
-//! [`keyring`], and [`metrics`]; above them, [`router`]
+//! [`keyring`], [`metrics`] and [`search_tally`]; above them, [`router`]
 //! merges the capabilities' routes and [`sweeper`] asks each for due work.
 
 pub mod auth;
@@ -27,6 +27,7 @@ pub mod pay;
 pub mod problem;
 pub mod registry;
 pub mod router;
+pub mod search_tally;
 pub mod state;
 pub mod sweeper;
 pub mod x402;
@@ -34,7 +35,7 @@ pub mod x402;
 pub use bazaar_core::model::{DESK_ID, OPERATOR_ID};
 pub use router::router;
 pub use state::{boot, new_secret_credential, random_b64, AppState, Booted, VERIFIED_TOKENS_MAX};
-pub use sweeper::{spawn_sweeper, sweep_once};
+pub use sweeper::{shutdown, spawn_sweeper, sweep_once};
 
 /// The network unit's name, as published in the registry card.
 pub const NETWORK_UNIT: &str = "BNU";

@@ -13,6 +13,7 @@ use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::model::{MemberKind, TokenState};
+use bazaar_core::pay;
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::token::{self, TokenClaims};
 use bazaar_core::validate;
@@ -44,7 +45,8 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreError> {
     let due = state.store.expired_tokens(now, SWEEP_BATCH_MAX).await?;
     // Submitted together, so the writer folds them into one transaction.
-    let expiries = due.into_iter().map(|(jti, buyer)| exec::as_registry(state, Op::ExpireHold { jti, buyer }));
+    let expiries =
+        due.into_iter().map(|(jti, buyer)| exec::as_registry(state, Op::Pay(pay::Op::ExpireHold { jti, buyer })));
     let mut released = 0;
     for applied in futures::future::join_all(expiries).await {
         if applied?.outcome.is_ok() {
@@ -84,7 +86,7 @@ async fn mint(
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     let idem = idem_for(&auth.member, "mint", &headers, KeyRule::Required, &body)?;
     let owner = resolve_id(&state, &body.owner).await?;
-    Ok(execute(&state, auth.member, idem, Op::Mint { owner, amount }, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, idem, Op::Pay(pay::Op::Mint { owner, amount }), StatusCode::OK).await)
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -106,7 +108,7 @@ async fn fund(
     let agent = resolve_id(&state, &who).await?;
     let request = json!({"agent": agent, "amount_minor": amount});
     let idem = idem_for(&auth.member, "fund", &headers, KeyRule::Required, &request)?;
-    Ok(execute(&state, auth.member, idem, Op::Fund { agent, amount }, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, idem, Op::Pay(pay::Op::Fund { agent, amount }), StatusCode::OK).await)
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -125,12 +127,12 @@ async fn set_budget(
     Path(who): Path<String>,
     ApiJson(body): ApiJson<BudgetRequest>,
 ) -> Result<Response, Problem> {
-    let op = Op::SetBudget {
+    let op = Op::Pay(pay::Op::SetBudget {
         agent: resolve_id(&state, &who).await?,
         per_call_max: validate::ceiling(body.per_call_max_minor, "per_call_max_minor")?,
         per_day_max: validate::ceiling(body.per_day_max_minor, "per_day_max_minor")?,
         total_max: validate::ceiling(body.total_max_minor, "total_max_minor")?,
-    };
+    });
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 
@@ -200,7 +202,7 @@ async fn issue_token(
         via,
     };
     let encoded = token::encode(&claims, &state.signing_key());
-    Ok(execute(&state, auth.member, idem, Op::IssueToken { claims, token: encoded }, StatusCode::CREATED).await)
+    Ok(execute(&state, auth.member, idem, Op::issue_token(claims, encoded), StatusCode::CREATED).await)
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -241,7 +243,7 @@ async fn verify_token(
         "state": token_state,
         "work_order": false,
         "claims": claims,
-        "settlement": view.settlement.as_ref().map(bazaar_core::apply::settlement_view),
+        "settlement": view.settlement.as_ref().map(bazaar_core::pay::settlement_view),
     })))
 }
 
@@ -283,7 +285,7 @@ async fn settle(
     })?;
     let idem =
         idem_for(&auth.member, "settle", &headers, KeyRule::DefaultTo(format!("order:{}", body.order_id)), &body)?;
-    let op = Op::Settle { claims, amount, order_id: OrderId(body.order_id) };
+    let op = Op::Pay(pay::Op::Settle { claims, amount, order_id: OrderId(body.order_id) });
     Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
 }
 
@@ -299,7 +301,7 @@ async fn void_token(
         .token(&TokenId(jti.clone()))
         .await?
         .ok_or_else(|| Refusal::new(Code::TokenNotFound, "No such token."))?;
-    let op = Op::VoidToken { jti: TokenId(jti), buyer: view.token.buyer };
+    let op = Op::Pay(pay::Op::VoidToken { jti: TokenId(jti), buyer: view.token.buyer });
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 

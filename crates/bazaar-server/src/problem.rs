@@ -61,6 +61,12 @@ impl From<Refusal> for Problem {
     }
 }
 
+impl From<bazaar_core::kernel::docs::DocError> for Problem {
+    fn from(error: bazaar_core::kernel::docs::DocError) -> Problem {
+        StoreError::from(error).into()
+    }
+}
+
 impl From<StoreError> for Problem {
     fn from(error: StoreError) -> Problem {
         let (status, code, detail) = match &error {

@@ -1,6 +1,6 @@
 //! The state every handler shares ([`AppState`]), and [`boot`], which opens a
-//! registry on a store: its signing keys, the in-flight idempotency claims and the
-//! verified-token cache live here. It names no capability.
+//! registry on a store: its signing keys, the in-flight idempotency claims, the
+//! verified-token cache and the search tally live here. It names no capability.
 
 use crate::{keyring, metrics};
 use bazaar_core::apply::Config;
@@ -9,6 +9,7 @@ use bazaar_core::crypto::{did_key, sha256_hex};
 use bazaar_core::model::{Member, MemberKind, OPERATOR_ID};
 use bazaar_core::refusal::Code;
 use bazaar_core::token::{TokenClaims, TokenError};
+use bazaar_core::{dispute, federation, identity};
 use bazaar_store::{Store, StoreError};
 use bazaar_types::{Clock, MemberId, Timestamp};
 use ed25519_dalek::SigningKey;
@@ -40,6 +41,8 @@ pub struct AppState {
     verified: Mutex<VerifiedTokens>,
     /// One permit per request being worked on (`HTTP_REQUESTS_IN_FLIGHT_MAX`).
     pub(crate) requests: tokio::sync::Semaphore,
+    /// Searches counted since the last flush: kept off the money writer.
+    pub searches: crate::search_tally::SearchTally,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -91,13 +94,14 @@ pub async fn boot(
         inflight: Default::default(),
         verified: Default::default(),
         requests: tokio::sync::Semaphore::new(bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX),
+        searches: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(new_secret_credential);
-    let op = Op::Bootstrap {
+    let op = Op::Identity(identity::Op::Bootstrap {
         registry: registry.clone(),
         operator: MemberId(OPERATOR_ID.into()),
         operator_credential_hash: sha256_hex(credential.as_bytes()),
-    };
+    });
     let applied = state.store.submit(Command { actor: state.registry_actor(), idem: None, op }).await?;
     let operator_credential = match applied.outcome {
         Ok(_) => Some(credential),
@@ -107,7 +111,7 @@ pub async fn boot(
     // The dispute desk (the default arbiter); registries older than it get it on their next start.
     let desk_credential = new_secret_credential();
     let operator = state.store.member(&MemberId(OPERATOR_ID.into())).await?.expect("bootstrapped above");
-    let op = Op::CreateDesk { credential_hash: sha256_hex(desk_credential.as_bytes()) };
+    let op = Op::Dispute(dispute::Op::CreateDesk { credential_hash: sha256_hex(desk_credential.as_bytes()) });
     let applied = state.store.submit(Command { actor: operator, idem: None, op }).await?;
     let desk_credential = match applied.outcome {
         Ok(_) => Some(desk_credential),
@@ -188,7 +192,7 @@ impl AppState {
             return Err(StoreError::Constraint("another node rotated the key at the same time; retry".into()));
         }
         self.refresh_keys().await?;
-        let op = Op::RecordKey { entry: entry.clone() };
+        let op = Op::Federation(federation::Op::RecordKey { entry: entry.clone() });
         self.store.submit(Command { actor: self.registry_actor(), idem: None, op }).await?;
         Ok(entry)
     }

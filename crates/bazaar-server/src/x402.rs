@@ -18,6 +18,7 @@ use axum::extract::State;
 use axum::Json;
 use bazaar_core::command::{Command, Op};
 use bazaar_core::model::TokenState;
+use bazaar_core::pay;
 use bazaar_core::token::TokenClaims;
 use bazaar_types::{Amount, OrderId};
 use serde::Deserialize;
@@ -143,7 +144,7 @@ pub async fn settle(
         json!({"token": body.payment_payload["payload"]["token"], "amount_minor": amount, "order_id": claims.ord});
     let key = KeyRule::DefaultTo(format!("order:{}", claims.ord));
     let idem = idem_for(&auth.member, "settle", &axum::http::HeaderMap::new(), key, &request)?;
-    let op = Op::Settle { claims: claims.clone(), amount, order_id: OrderId(claims.ord.to_string()) };
+    let op = Op::Pay(pay::Op::Settle { claims: claims.clone(), amount, order_id: OrderId(claims.ord.to_string()) });
     let applied = state.store.submit(Command { actor: auth.member.clone(), idem, op }).await?;
     Ok(Json(match applied.outcome {
         Ok(receipt) => json!({"success": true, "transaction": receipt["settlement_id"], "network": network,

@@ -1,14 +1,15 @@
 //! The HTTP API end to end on an embedded store: problem+json, idempotency
 //! headers, exactly-once under concurrency, authorization, expiry, and the
-//! registry's published documents.
+//! registry's published documents; searches counted off the money writer.
 
 use bazaar_core::apply::Config;
+use bazaar_core::model::{Account, Budget, Credential, DocKind, DocRow, Event, Hold, Member, Settlement, Transfer};
 use bazaar_sdk::{generate_key, Client, SdkError};
 use bazaar_server::{boot, router, sweep_once, AppState};
 use bazaar_store::conformance::EPOCH;
 use bazaar_store::Store;
 use bazaar_types::limits::ESCROW_THRESHOLD_MINOR;
-use bazaar_types::ManualClock;
+use bazaar_types::{AccountId, ManualClock, MemberId, OrderId, Timestamp, TokenId};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -394,4 +395,174 @@ fn base64_url(text: &str) -> Vec<u8> {
 fn base64_url_encode(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A store whose writer can be stopped: once `stalled`, every `submit` waits
+/// forever (a writer stuck in a long commit, or a queue that never drains)
+/// and is counted. Everything else goes to the SQLite store underneath.
+struct StalledWriter {
+    inner: Arc<dyn Store>,
+    stalled: std::sync::atomic::AtomicBool,
+    submits_while_stalled: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl Store for StalledWriter {
+    async fn submit(
+        &self,
+        command: bazaar_core::command::Command,
+    ) -> Result<bazaar_core::apply::Applied, bazaar_store::StoreError> {
+        if self.stalled.load(std::sync::atomic::Ordering::SeqCst) {
+            self.submits_while_stalled.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::future::pending::<()>().await;
+        }
+        self.inner.submit(command).await
+    }
+    fn writer_stats(&self) -> bazaar_store::writer::WriterStats {
+        self.inner.writer_stats()
+    }
+    async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], bazaar_store::StoreError> {
+        self.inner.registry_key_seed(candidate).await
+    }
+    async fn registry_keys(&self) -> Result<Vec<String>, bazaar_store::StoreError> {
+        self.inner.registry_keys().await
+    }
+    async fn add_registry_key(&self, n: u32, record: String) -> Result<bool, bazaar_store::StoreError> {
+        self.inner.add_registry_key(n, record).await
+    }
+    async fn head(&self) -> Result<bazaar_core::chain::ChainHead, bazaar_store::StoreError> {
+        self.inner.head().await
+    }
+    async fn member(&self, id: &MemberId) -> Result<Option<Member>, bazaar_store::StoreError> {
+        self.inner.member(id).await
+    }
+    async fn member_by_handle(&self, handle: &str) -> Result<Option<Member>, bazaar_store::StoreError> {
+        self.inner.member_by_handle(handle).await
+    }
+    async fn credential(&self, hash: &str) -> Result<Option<Credential>, bazaar_store::StoreError> {
+        self.inner.credential(hash).await
+    }
+    async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, bazaar_store::StoreError> {
+        self.inner.authenticate(hash).await
+    }
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, bazaar_store::StoreError> {
+        self.inner.account(id).await
+    }
+    async fn budget(&self, agent: &MemberId) -> Result<Option<Budget>, bazaar_store::StoreError> {
+        self.inner.budget(agent).await
+    }
+    async fn token(&self, jti: &TokenId) -> Result<Option<bazaar_store::TokenView>, bazaar_store::StoreError> {
+        self.inner.token(jti).await
+    }
+    async fn settlement_by_order(
+        &self,
+        merchant: &MemberId,
+        order: &OrderId,
+    ) -> Result<Option<Settlement>, bazaar_store::StoreError> {
+        self.inner.settlement_by_order(merchant, order).await
+    }
+    async fn expired_tokens(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(TokenId, MemberId)>, bazaar_store::StoreError> {
+        self.inner.expired_tokens(now, limit).await
+    }
+    async fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>, bazaar_store::StoreError> {
+        self.inner.events(after, limit).await
+    }
+    async fn transfers(&self, after: i64, limit: usize) -> Result<Vec<(i64, Transfer)>, bazaar_store::StoreError> {
+        self.inner.transfers(after, limit).await
+    }
+    async fn holds(&self, after: &str, limit: usize) -> Result<Vec<Hold>, bazaar_store::StoreError> {
+        self.inner.holds(after, limit).await
+    }
+    async fn accounts(&self, after: &str, limit: usize) -> Result<Vec<Account>, bazaar_store::StoreError> {
+        self.inner.accounts(after, limit).await
+    }
+    async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, bazaar_store::StoreError> {
+        self.inner.prune_idempotency(before, limit).await
+    }
+    async fn doc(&self, kind: DocKind, id: &str) -> Result<Option<DocRow>, bazaar_store::StoreError> {
+        self.inner.doc(kind, id).await
+    }
+    async fn blob(&self, sha256: &str) -> Result<Option<bazaar_core::model::Blob>, bazaar_store::StoreError> {
+        self.inner.blob(sha256).await
+    }
+    async fn docs_by_party(
+        &self,
+        kind: DocKind,
+        party: &MemberId,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<DocRow>, bazaar_store::StoreError> {
+        self.inner.docs_by_party(kind, party, after, limit).await
+    }
+    async fn search_listings(&self, terms: &[String], limit: usize) -> Result<Vec<DocRow>, bazaar_store::StoreError> {
+        self.inner.search_listings(terms, limit).await
+    }
+    async fn record_searches(&self, searches: &[bazaar_store::SearchCount]) -> Result<(), bazaar_store::StoreError> {
+        self.inner.record_searches(searches).await
+    }
+    async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, bazaar_store::StoreError> {
+        self.inner.unmet_searches(limit).await
+    }
+    async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, bazaar_store::StoreError> {
+        self.inner.due_docs(now, limit).await
+    }
+}
+
+async fn get_json(url: String, credential: &str) -> (u16, Value) {
+    let response = reqwest::Client::new().get(url).bearer_auth(credential).send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_search_never_waits_on_the_money_writer() {
+    let dir = TempDir(std::env::temp_dir().join(format!("bazaar-api-stalled-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let clock = Arc::new(ManualClock::new(EPOCH));
+    let sqlite = bazaar_store_sqlite::SqliteStore::open(dir.0.join("r.db"), config(), clock.clone()).unwrap();
+    let store = Arc::new(StalledWriter {
+        inner: Arc::new(sqlite),
+        stalled: Default::default(),
+        submits_while_stalled: Default::default(),
+    });
+    let state = boot(store.clone(), clock, config(), Some("operator-secret".into())).await.unwrap().state;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router(state)).await });
+    store.stalled.store(true, std::sync::atomic::Ordering::SeqCst);
+    let patience = std::time::Duration::from_secs(10);
+    for _ in 0..2 {
+        let search = get_json(format!("{url}/v1/search?q=Lampshades"), "operator-secret");
+        let (status, body) =
+            tokio::time::timeout(patience, search).await.expect("a search answers with the writer stalled");
+        assert_eq!((status, body["query"].clone()), (200, json!("lampshade")));
+    }
+    let unmet = get_json(format!("{url}/v1/searches/unmet"), "operator-secret");
+    let (status, body) = tokio::time::timeout(patience, unmet).await.expect("unmet demand answers too");
+    assert_eq!(status, 200);
+    assert_eq!(body["unmet"][0]["query"], "lampshade");
+    assert_eq!(body["unmet"][0]["count"], 2, "counted off the writer, flushed before the read");
+    assert_eq!(store.submits_while_stalled.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing submitted");
+}
+
+#[tokio::test]
+async fn counted_searches_survive_a_restart_after_a_flush() {
+    let r = registry().await;
+    let (_owner, buyer, _merchant, _shop) = cast(&r, "restart", 1_000).await;
+    for _ in 0..3 {
+        assert!(buyer.search("lampshade").await.unwrap()["listings"].as_array().unwrap().is_empty());
+    }
+    bazaar_server::shutdown(&r.state).await.unwrap();
+    buyer.search("quilt").await.unwrap();
+    // A second store on the same file: what a restarted registry reads.
+    let reopened = bazaar_store_sqlite::SqliteStore::open(r._dir.0.join("r.db"), config(), r.clock.clone()).unwrap();
+    let unmet: Vec<(String, u64)> =
+        reopened.unmet_searches(10).await.unwrap().into_iter().map(|(q, n, _)| (q, n)).collect();
+    assert_eq!(unmet, [("lampshade".to_string(), 3)], "flushed searches persist; the unflushed one is the sharp edge");
+    bazaar_server::shutdown(&r.state).await.unwrap();
+    let unmet = reopened.unmet_searches(10).await.unwrap();
+    assert_eq!(unmet.len(), 2, "the next flush (here: a graceful shutdown) writes the rest");
 }

@@ -343,54 +343,7 @@ impl Engine for PgEngine {
         let st = &connection.statements;
         let mut jobs = vec![Job::new(&st.head, Vec::new())];
         let mut tables = Vec::new();
-        let candidates = [
-            (Table::Members, &st.load_members, vec![strs(&keys.members, |m| m.0.as_str())], keys.members.is_empty()),
-            (Table::Handles, &st.load_handles, vec![strs(&keys.handles, String::as_str)], keys.handles.is_empty()),
-            (
-                Table::Credentials,
-                &st.load_credentials,
-                vec![strs(&keys.credentials, String::as_str)],
-                keys.credentials.is_empty(),
-            ),
-            (Table::Invites, &st.load_invites, vec![strs(&keys.invites, String::as_str)], keys.invites.is_empty()),
-            (
-                Table::Accounts,
-                &st.load_accounts,
-                vec![strs(&keys.accounts, |a| a.0.as_str())],
-                keys.accounts.is_empty(),
-            ),
-            (Table::Budgets, &st.load_budgets, vec![strs(&keys.budgets, |m| m.0.as_str())], keys.budgets.is_empty()),
-            (Table::Holds, &st.load_holds, vec![strs(&keys.holds, |h| h.0.as_str())], keys.holds.is_empty()),
-            (Table::Tokens, &st.load_tokens, vec![strs(&keys.tokens, |t| t.0.as_str())], keys.tokens.is_empty()),
-            (
-                Table::SettlementsByToken,
-                &st.load_settlements_by_token,
-                vec![strs(&keys.settlements_by_token, |t| t.0.as_str())],
-                keys.settlements_by_token.is_empty(),
-            ),
-            (
-                Table::SettlementsByOrder,
-                &st.load_settlements_by_order,
-                vec![
-                    strs(&keys.settlements_by_order, |(m, _)| m.0.as_str()),
-                    strs(&keys.settlements_by_order, |(_, o)| o.0.as_str()),
-                ],
-                keys.settlements_by_order.is_empty(),
-            ),
-            (
-                Table::Idem,
-                &st.load_idem,
-                vec![strs(&keys.idem, |(scope, _)| scope.as_str()), strs(&keys.idem, |(_, key)| key.as_str())],
-                keys.idem.is_empty(),
-            ),
-            (
-                Table::Docs,
-                &st.load_docs,
-                vec![strs(&keys.docs, |(kind, _)| kind.as_str()), strs(&keys.docs, |(_, id)| id.as_str())],
-                keys.docs.is_empty(),
-            ),
-            (Table::Blobs, &st.load_blobs, vec![strs(&keys.blobs, String::as_str)], keys.blobs.is_empty()),
-        ];
+        let candidates = load_candidates(st, keys);
         for (table, statement, params, empty) in candidates {
             if !empty {
                 tables.push(table);
@@ -425,257 +378,12 @@ impl Engine for PgEngine {
             })
             .collect();
         let mut jobs = Vec::new();
-        if !c.insert_members.is_empty() {
-            let m = &c.insert_members;
-            jobs.push(Job::new(
-                &st.insert_members,
-                vec![
-                    strs(m, |m| m.id.0.as_str()),
-                    strs(m, |m| m.kind.as_str()),
-                    opt_strs(m, |m| m.owner.as_ref().map(|o| o.0.as_str())),
-                    strs(m, |m| m.handle.as_str()),
-                    ints(m, |m| m.created_at.0),
-                ],
-            ));
-        }
-        if !c.update_members.is_empty() {
-            let m = &c.update_members;
-            jobs.push(Job::new(&st.update_members, vec![strs(m, |m| m.id.0.as_str()), strs(m, |m| m.handle.as_str())]));
-        }
-        if !c.retire_handles.is_empty() {
-            jobs.push(Job::new(&st.retire_handles, vec![strs(&c.retire_handles, String::as_str)]));
-        }
-        if !c.insert_handles.is_empty() {
-            let h = &c.insert_handles;
-            jobs.push(Job::new(
-                &st.insert_handles,
-                vec![
-                    strs(h, |h| h.handle.as_str()),
-                    strs(h, |h| h.member.0.as_str()),
-                    bools(h, |h| h.retired),
-                    ints(h, |h| h.since.0),
-                ],
-            ));
-        }
-        if !c.upsert_credentials.is_empty() {
-            let x = &c.upsert_credentials;
-            jobs.push(Job::new(
-                &st.upsert_credentials,
-                vec![
-                    strs(x, |x| x.hash.as_str()),
-                    strs(x, |x| x.member.0.as_str()),
-                    ints(x, |x| x.created_at.0),
-                    opt_ints(x, |x| x.revoked_at.map(|t| t.0)),
-                ],
-            ));
-        }
-        if !c.upsert_invites.is_empty() {
-            let x = &c.upsert_invites;
-            jobs.push(Job::new(
-                &st.upsert_invites,
-                vec![
-                    strs(x, |x| x.code_hash.as_str()),
-                    strs(x, |x| x.owner.0.as_str()),
-                    ints(x, |x| x.expires_at.0),
-                    opt_strs(x, |x| x.used_by.as_ref().map(|m| m.0.as_str())),
-                    opt_ints(x, |x| x.used_at.map(|t| t.0)),
-                ],
-            ));
-        }
-        if !c.upsert_accounts.is_empty() {
-            let a = &c.upsert_accounts;
-            jobs.push(Job::new(
-                &st.upsert_accounts,
-                vec![
-                    strs(a, |a| a.id.0.as_str()),
-                    bools(a, |a| a.allow_negative),
-                    amounts(a, |a| a.debits_posted)?,
-                    amounts(a, |a| a.credits_posted)?,
-                    amounts(a, |a| a.debits_pending)?,
-                ],
-            ));
-        }
-        if !c.upsert_budgets.is_empty() {
-            let b = &c.upsert_budgets;
-            jobs.push(Job::new(
-                &st.upsert_budgets,
-                vec![
-                    strs(b, |b| b.agent.0.as_str()),
-                    amounts(b, |b| b.per_call_max.0)?,
-                    amounts(b, |b| b.per_day_max.0)?,
-                    amounts(b, |b| b.total_max.0)?,
-                    amounts(b, |b| b.spent_total.0)?,
-                    ints(b, |b| b.day),
-                    amounts(b, |b| b.spent_day.0)?,
-                ],
-            ));
-        }
-        if !c.insert_holds.is_empty() {
-            let h = &c.insert_holds;
-            jobs.push(Job::new(
-                &st.insert_holds,
-                vec![
-                    strs(h, |h| h.id.0.as_str()),
-                    strs(h, |h| h.account.0.as_str()),
-                    amounts(h, |h| h.amount.0)?,
-                    ints(h, |h| h.created_at.0),
-                    ints(h, |h| h.expires_at.0),
-                    strs(h, |h| h.state.as_str()),
-                    amounts(h, |h| h.posted_amount.0)?,
-                    opt_ints(h, |h| h.resolved_at.map(|t| t.0)),
-                ],
-            ));
-        }
-        if !c.resolve_holds.is_empty() {
-            let h = &c.resolve_holds;
-            let at = h
-                .iter()
-                .map(|h| {
-                    h.resolved_at
-                        .map(|t| t.0)
-                        .ok_or_else(|| StoreError::Constraint(format!("resolved hold {} has no time", h.id)))
-                })
-                .collect::<Result<Vec<i64>, _>>()?;
-            let params = || -> Result<Vec<Param<'_>>, StoreError> {
-                Ok(vec![
-                    strs(h, |h| h.id.0.as_str()),
-                    strs(h, |h| h.state.as_str()),
-                    amounts(h, |h| h.posted_amount.0)?,
-                    param(at.clone()),
-                ])
-            };
-            jobs.push(Job::new(&st.insert_resolutions, params()?));
-            let expect_rows = Some((h.len(), "holds being resolved were pending"));
-            jobs.push(Job { expect_rows, ..Job::new(&st.resolve_holds, params()?) });
-        }
-        if !c.insert_tokens.is_empty() {
-            let t = &c.insert_tokens;
-            jobs.push(Job::new(
-                &st.insert_tokens,
-                vec![
-                    strs(t, |t| t.jti.0.as_str()),
-                    strs(t, |t| t.buyer.0.as_str()),
-                    strs(t, |t| t.merchant.0.as_str()),
-                    amounts(t, |t| t.max_amount.0)?,
-                    strs(t, |t| t.order_id.0.as_str()),
-                    strs(t, |t| t.resource.as_str()),
-                    strs(t, |t| t.hold.0.as_str()),
-                    ints(t, |t| t.issued_at.0),
-                    ints(t, |t| t.expires_at.0),
-                ],
-            ));
-        }
-        if !c.insert_settlements.is_empty() {
-            let s = &c.insert_settlements;
-            jobs.push(Job::new(
-                &st.insert_settlements,
-                vec![
-                    strs(s, |s| s.id.as_str()),
-                    strs(s, |s| s.jti.0.as_str()),
-                    strs(s, |s| s.buyer.0.as_str()),
-                    strs(s, |s| s.merchant.0.as_str()),
-                    strs(s, |s| s.order_id.0.as_str()),
-                    amounts(s, |s| s.amount.0)?,
-                    amounts(s, |s| s.fee.0)?,
-                    amounts(s, |s| s.net.0)?,
-                    ints(s, |s| s.settled_at.0),
-                ],
-            ));
-        }
-        if !c.insert_transfers.is_empty() {
-            let t = &c.insert_transfers;
-            jobs.push(Job::new(
-                &st.insert_transfers,
-                vec![
-                    strs(t, |t| t.id.0.as_str()),
-                    strs(t, |t| t.debit.0.as_str()),
-                    strs(t, |t| t.credit.0.as_str()),
-                    amounts(t, |t| t.amount.0)?,
-                    strs(t, |t| t.kind.as_str()),
-                    opt_strs(t, |t| t.hold.as_ref().map(|h| h.0.as_str())),
-                    strs(t, |t| t.link.as_str()),
-                    strs(t, |t| t.authored_by.0.as_str()),
-                    strs(t, |t| t.on_behalf_of.0.as_str()),
-                    ints(t, |t| t.at.0),
-                ],
-            ));
-        }
-        if !c.insert_idem.is_empty() {
-            let r = &c.insert_idem;
-            jobs.push(Job::new(
-                &st.insert_idem,
-                vec![
-                    strs(r, |r| r.scope.as_str()),
-                    strs(r, |r| r.key.as_str()),
-                    strs(r, |r| r.fingerprint.as_str()),
-                    strs(r, |r| r.outcome.as_str()),
-                    ints(r, |r| r.created_at.0),
-                ],
-            ));
-        }
-        if !c.insert_docs.is_empty() {
-            let d = &c.insert_docs;
-            jobs.push(Job::new(
-                &st.insert_docs,
-                vec![
-                    strs(d, |d| d.kind.as_str()),
-                    strs(d, |d| d.id.as_str()),
-                    param(d.iter().map(rows::doc_body).collect::<Result<Vec<String>, _>>()?),
-                    opt_ints(d, |d| d.due_at.map(|t| t.0)),
-                    param(d.iter().map(rows::doc_parties).collect::<Vec<String>>()),
-                ],
-            ));
-        }
-        if !doc_parties.is_empty() {
-            let p = &doc_parties;
-            jobs.push(Job::new(
-                &st.insert_doc_parties,
-                vec![strs(p, |row| row.0), strs(p, |row| row.1), strs(p, |row| row.2)],
-            ));
-        }
-        if !c.update_docs.is_empty() {
-            let d = &c.update_docs;
-            let params = vec![
-                strs(d, |d| d.kind.as_str()),
-                strs(d, |d| d.id.as_str()),
-                param(d.iter().map(rows::doc_body).collect::<Result<Vec<String>, _>>()?),
-                opt_ints(d, |d| d.due_at.map(|t| t.0)),
-            ];
-            let expect_rows = Some((d.len(), "documents being updated were stored"));
-            jobs.push(Job { expect_rows, ..Job::new(&st.update_docs, params) });
-        }
-        if !c.insert_blobs.is_empty() {
-            let b = &c.insert_blobs;
-            let parties = b.iter().map(|b| serde_json::to_string(&b.parties)).collect::<Result<Vec<String>, _>>();
-            jobs.push(Job::new(
-                &st.insert_blobs,
-                vec![
-                    strs(b, |b| b.sha256.as_str()),
-                    strs(b, |b| b.content_type.as_str()),
-                    ints(b, |b| b.bytes.len() as i64),
-                    param(b.iter().map(|b| b.bytes.as_slice()).collect::<Vec<&[u8]>>()),
-                    param(parties.map_err(|e| StoreError::Corrupt(e.to_string()))?),
-                    ints(b, |b| b.created_at.0),
-                ],
-            ));
-        }
-        if let Some(last) = c.insert_events.last() {
-            let e = &c.insert_events;
-            jobs.push(Job::new(
-                &st.insert_events,
-                vec![
-                    amounts(e, |e| e.seq)?,
-                    strs(e, |e| e.prev_hash.as_str()),
-                    strs(e, |e| e.hash.as_str()),
-                    strs(e, |e| e.kind.as_str()),
-                    param(e.iter().map(|e| e.body.to_string()).collect::<Vec<String>>()),
-                    strs(e, |e| e.authored_by.0.as_str()),
-                    strs(e, |e| e.on_behalf_of.0.as_str()),
-                    ints(e, |e| e.at.0),
-                ],
-            ));
-            jobs.push(Job::new(&st.set_head, vec![param(int(last.seq)?), param(last.hash.as_str())]));
-        }
+        member_jobs(st, c, &mut jobs)?;
+        balance_jobs(st, c, &mut jobs)?;
+        hold_jobs(st, c, &mut jobs)?;
+        payment_jobs(st, c, &mut jobs)?;
+        doc_jobs(st, c, &doc_parties, &mut jobs)?;
+        record_jobs(st, c, &mut jobs)?;
         if jobs.is_empty() {
             return Ok(());
         }
@@ -774,6 +482,339 @@ fn fill(snapshot: &mut Snapshot, table: Table, found: &[Row]) -> Result<(), Stor
                 s.blobs.insert(rows::get(r, 0)?);
             }
         }
+    }
+    Ok(())
+}
+
+/// The writes of members, handles, credentials and invites.
+fn member_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'a>>) -> Result<(), StoreError> {
+    if !c.insert_members.is_empty() {
+        let m = &c.insert_members;
+        jobs.push(Job::new(
+            &st.insert_members,
+            vec![
+                strs(m, |m| m.id.0.as_str()),
+                strs(m, |m| m.kind.as_str()),
+                opt_strs(m, |m| m.owner.as_ref().map(|o| o.0.as_str())),
+                strs(m, |m| m.handle.as_str()),
+                ints(m, |m| m.created_at.0),
+            ],
+        ));
+    }
+    if !c.update_members.is_empty() {
+        let m = &c.update_members;
+        jobs.push(Job::new(&st.update_members, vec![strs(m, |m| m.id.0.as_str()), strs(m, |m| m.handle.as_str())]));
+    }
+    if !c.retire_handles.is_empty() {
+        jobs.push(Job::new(&st.retire_handles, vec![strs(&c.retire_handles, String::as_str)]));
+    }
+    if !c.insert_handles.is_empty() {
+        let h = &c.insert_handles;
+        jobs.push(Job::new(
+            &st.insert_handles,
+            vec![
+                strs(h, |h| h.handle.as_str()),
+                strs(h, |h| h.member.0.as_str()),
+                bools(h, |h| h.retired),
+                ints(h, |h| h.since.0),
+            ],
+        ));
+    }
+    if !c.upsert_credentials.is_empty() {
+        let x = &c.upsert_credentials;
+        jobs.push(Job::new(
+            &st.upsert_credentials,
+            vec![
+                strs(x, |x| x.hash.as_str()),
+                strs(x, |x| x.member.0.as_str()),
+                ints(x, |x| x.created_at.0),
+                opt_ints(x, |x| x.revoked_at.map(|t| t.0)),
+            ],
+        ));
+    }
+    if !c.upsert_invites.is_empty() {
+        let x = &c.upsert_invites;
+        jobs.push(Job::new(
+            &st.upsert_invites,
+            vec![
+                strs(x, |x| x.code_hash.as_str()),
+                strs(x, |x| x.owner.0.as_str()),
+                ints(x, |x| x.expires_at.0),
+                opt_strs(x, |x| x.used_by.as_ref().map(|m| m.0.as_str())),
+                opt_ints(x, |x| x.used_at.map(|t| t.0)),
+            ],
+        ));
+    }
+    Ok(())
+}
+
+/// The writes of accounts and budgets.
+fn balance_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'a>>) -> Result<(), StoreError> {
+    if !c.upsert_accounts.is_empty() {
+        let a = &c.upsert_accounts;
+        jobs.push(Job::new(
+            &st.upsert_accounts,
+            vec![
+                strs(a, |a| a.id.0.as_str()),
+                bools(a, |a| a.allow_negative),
+                amounts(a, |a| a.debits_posted)?,
+                amounts(a, |a| a.credits_posted)?,
+                amounts(a, |a| a.debits_pending)?,
+            ],
+        ));
+    }
+    if !c.upsert_budgets.is_empty() {
+        let b = &c.upsert_budgets;
+        jobs.push(Job::new(
+            &st.upsert_budgets,
+            vec![
+                strs(b, |b| b.agent.0.as_str()),
+                amounts(b, |b| b.per_call_max.0)?,
+                amounts(b, |b| b.per_day_max.0)?,
+                amounts(b, |b| b.total_max.0)?,
+                amounts(b, |b| b.spent_total.0)?,
+                ints(b, |b| b.day),
+                amounts(b, |b| b.spent_day.0)?,
+            ],
+        ));
+    }
+    Ok(())
+}
+
+/// The writes of new and resolving holds.
+fn hold_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'a>>) -> Result<(), StoreError> {
+    if !c.insert_holds.is_empty() {
+        let h = &c.insert_holds;
+        jobs.push(Job::new(
+            &st.insert_holds,
+            vec![
+                strs(h, |h| h.id.0.as_str()),
+                strs(h, |h| h.account.0.as_str()),
+                amounts(h, |h| h.amount.0)?,
+                ints(h, |h| h.created_at.0),
+                ints(h, |h| h.expires_at.0),
+                strs(h, |h| h.state.as_str()),
+                amounts(h, |h| h.posted_amount.0)?,
+                opt_ints(h, |h| h.resolved_at.map(|t| t.0)),
+            ],
+        ));
+    }
+    if !c.resolve_holds.is_empty() {
+        let h = &c.resolve_holds;
+        let at = h
+            .iter()
+            .map(|h| {
+                h.resolved_at
+                    .map(|t| t.0)
+                    .ok_or_else(|| StoreError::Constraint(format!("resolved hold {} has no time", h.id)))
+            })
+            .collect::<Result<Vec<i64>, _>>()?;
+        let params = || -> Result<Vec<Param<'_>>, StoreError> {
+            Ok(vec![
+                strs(h, |h| h.id.0.as_str()),
+                strs(h, |h| h.state.as_str()),
+                amounts(h, |h| h.posted_amount.0)?,
+                param(at.clone()),
+            ])
+        };
+        jobs.push(Job::new(&st.insert_resolutions, params()?));
+        let expect_rows = Some((h.len(), "holds being resolved were pending"));
+        jobs.push(Job { expect_rows, ..Job::new(&st.resolve_holds, params()?) });
+    }
+    Ok(())
+}
+
+/// The writes of tokens, settlements and transfers.
+fn payment_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'a>>) -> Result<(), StoreError> {
+    if !c.insert_tokens.is_empty() {
+        let t = &c.insert_tokens;
+        jobs.push(Job::new(
+            &st.insert_tokens,
+            vec![
+                strs(t, |t| t.jti.0.as_str()),
+                strs(t, |t| t.buyer.0.as_str()),
+                strs(t, |t| t.merchant.0.as_str()),
+                amounts(t, |t| t.max_amount.0)?,
+                strs(t, |t| t.order_id.0.as_str()),
+                strs(t, |t| t.resource.as_str()),
+                strs(t, |t| t.hold.0.as_str()),
+                ints(t, |t| t.issued_at.0),
+                ints(t, |t| t.expires_at.0),
+            ],
+        ));
+    }
+    if !c.insert_settlements.is_empty() {
+        let s = &c.insert_settlements;
+        jobs.push(Job::new(
+            &st.insert_settlements,
+            vec![
+                strs(s, |s| s.id.as_str()),
+                strs(s, |s| s.jti.0.as_str()),
+                strs(s, |s| s.buyer.0.as_str()),
+                strs(s, |s| s.merchant.0.as_str()),
+                strs(s, |s| s.order_id.0.as_str()),
+                amounts(s, |s| s.amount.0)?,
+                amounts(s, |s| s.fee.0)?,
+                amounts(s, |s| s.net.0)?,
+                ints(s, |s| s.settled_at.0),
+            ],
+        ));
+    }
+    if !c.insert_transfers.is_empty() {
+        let t = &c.insert_transfers;
+        jobs.push(Job::new(
+            &st.insert_transfers,
+            vec![
+                strs(t, |t| t.id.0.as_str()),
+                strs(t, |t| t.debit.0.as_str()),
+                strs(t, |t| t.credit.0.as_str()),
+                amounts(t, |t| t.amount.0)?,
+                strs(t, |t| t.kind.as_str()),
+                opt_strs(t, |t| t.hold.as_ref().map(|h| h.0.as_str())),
+                strs(t, |t| t.link.as_str()),
+                strs(t, |t| t.authored_by.0.as_str()),
+                strs(t, |t| t.on_behalf_of.0.as_str()),
+                ints(t, |t| t.at.0),
+            ],
+        ));
+    }
+    Ok(())
+}
+
+/// The writes of idempotency records, blobs, events and the chain head.
+fn record_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'a>>) -> Result<(), StoreError> {
+    if !c.insert_idem.is_empty() {
+        let r = &c.insert_idem;
+        jobs.push(Job::new(
+            &st.insert_idem,
+            vec![
+                strs(r, |r| r.scope.as_str()),
+                strs(r, |r| r.key.as_str()),
+                strs(r, |r| r.fingerprint.as_str()),
+                strs(r, |r| r.outcome.as_str()),
+                ints(r, |r| r.created_at.0),
+            ],
+        ));
+    }
+    if !c.insert_blobs.is_empty() {
+        let b = &c.insert_blobs;
+        let parties = b.iter().map(|b| serde_json::to_string(&b.parties)).collect::<Result<Vec<String>, _>>();
+        jobs.push(Job::new(
+            &st.insert_blobs,
+            vec![
+                strs(b, |b| b.sha256.as_str()),
+                strs(b, |b| b.content_type.as_str()),
+                ints(b, |b| b.bytes.len() as i64),
+                param(b.iter().map(|b| b.bytes.as_slice()).collect::<Vec<&[u8]>>()),
+                param(parties.map_err(|e| StoreError::Corrupt(e.to_string()))?),
+                ints(b, |b| b.created_at.0),
+            ],
+        ));
+    }
+    if let Some(last) = c.insert_events.last() {
+        let e = &c.insert_events;
+        jobs.push(Job::new(
+            &st.insert_events,
+            vec![
+                amounts(e, |e| e.seq)?,
+                strs(e, |e| e.prev_hash.as_str()),
+                strs(e, |e| e.hash.as_str()),
+                strs(e, |e| e.kind.as_str()),
+                param(e.iter().map(|e| e.body.to_string()).collect::<Vec<String>>()),
+                strs(e, |e| e.authored_by.0.as_str()),
+                strs(e, |e| e.on_behalf_of.0.as_str()),
+                ints(e, |e| e.at.0),
+            ],
+        ));
+        jobs.push(Job::new(&st.set_head, vec![param(int(last.seq)?), param(last.hash.as_str())]));
+    }
+    Ok(())
+}
+
+/// Each table a batch may read, its statement and parameters, and whether the keys name none of it.
+fn load_candidates<'a>(st: &'a WriteStatements, keys: &'a Keys) -> Vec<(Table, &'a Statement, Vec<Param<'a>>, bool)> {
+    vec![
+        (Table::Members, &st.load_members, vec![strs(&keys.members, |m| m.0.as_str())], keys.members.is_empty()),
+        (Table::Handles, &st.load_handles, vec![strs(&keys.handles, String::as_str)], keys.handles.is_empty()),
+        (
+            Table::Credentials,
+            &st.load_credentials,
+            vec![strs(&keys.credentials, String::as_str)],
+            keys.credentials.is_empty(),
+        ),
+        (Table::Invites, &st.load_invites, vec![strs(&keys.invites, String::as_str)], keys.invites.is_empty()),
+        (Table::Accounts, &st.load_accounts, vec![strs(&keys.accounts, |a| a.0.as_str())], keys.accounts.is_empty()),
+        (Table::Budgets, &st.load_budgets, vec![strs(&keys.budgets, |m| m.0.as_str())], keys.budgets.is_empty()),
+        (Table::Holds, &st.load_holds, vec![strs(&keys.holds, |h| h.0.as_str())], keys.holds.is_empty()),
+        (Table::Tokens, &st.load_tokens, vec![strs(&keys.tokens, |t| t.0.as_str())], keys.tokens.is_empty()),
+        (
+            Table::SettlementsByToken,
+            &st.load_settlements_by_token,
+            vec![strs(&keys.settlements_by_token, |t| t.0.as_str())],
+            keys.settlements_by_token.is_empty(),
+        ),
+        (
+            Table::SettlementsByOrder,
+            &st.load_settlements_by_order,
+            vec![
+                strs(&keys.settlements_by_order, |(m, _)| m.0.as_str()),
+                strs(&keys.settlements_by_order, |(_, o)| o.0.as_str()),
+            ],
+            keys.settlements_by_order.is_empty(),
+        ),
+        (
+            Table::Idem,
+            &st.load_idem,
+            vec![strs(&keys.idem, |(scope, _)| scope.as_str()), strs(&keys.idem, |(_, key)| key.as_str())],
+            keys.idem.is_empty(),
+        ),
+        (
+            Table::Docs,
+            &st.load_docs,
+            vec![strs(&keys.docs, |(kind, _)| kind.as_str()), strs(&keys.docs, |(_, id)| id.as_str())],
+            keys.docs.is_empty(),
+        ),
+        (Table::Blobs, &st.load_blobs, vec![strs(&keys.blobs, String::as_str)], keys.blobs.is_empty()),
+    ]
+}
+
+/// The writes of new and changed documents, with their party index.
+fn doc_jobs<'a>(
+    st: &'a WriteStatements,
+    c: &'a Changes,
+    doc_parties: &'a [(&'a str, &'a str, &'a str)],
+    jobs: &mut Vec<Job<'a>>,
+) -> Result<(), StoreError> {
+    if !c.insert_docs.is_empty() {
+        let d = &c.insert_docs;
+        jobs.push(Job::new(
+            &st.insert_docs,
+            vec![
+                strs(d, |d| d.kind.as_str()),
+                strs(d, |d| d.id.as_str()),
+                param(d.iter().map(rows::doc_body).collect::<Result<Vec<String>, _>>()?),
+                opt_ints(d, |d| d.due_at.map(|t| t.0)),
+                param(d.iter().map(rows::doc_parties).collect::<Vec<String>>()),
+            ],
+        ));
+    }
+    if !doc_parties.is_empty() {
+        let p = doc_parties;
+        jobs.push(Job::new(
+            &st.insert_doc_parties,
+            vec![strs(p, |row| row.0), strs(p, |row| row.1), strs(p, |row| row.2)],
+        ));
+    }
+    if !c.update_docs.is_empty() {
+        let d = &c.update_docs;
+        let params = vec![
+            strs(d, |d| d.kind.as_str()),
+            strs(d, |d| d.id.as_str()),
+            param(d.iter().map(rows::doc_body).collect::<Result<Vec<String>, _>>()?),
+            opt_ints(d, |d| d.due_at.map(|t| t.0)),
+        ];
+        let expect_rows = Some((d.len(), "documents being updated were stored"));
+        jobs.push(Job { expect_rows, ..Job::new(&st.update_docs, params) });
     }
     Ok(())
 }

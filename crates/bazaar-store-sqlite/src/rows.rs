@@ -243,10 +243,8 @@ fn one<T>(
     conn.prepare_cached(sql)?.query_row(key, f).optional()
 }
 
-pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapshot> {
-    let head =
-        conn.query_row("SELECT seq, hash FROM chain_head", [], |r| Ok(ChainHead { seq: u(r, 0)?, hash: r.get(1)? }))?;
-    let mut s = Snapshot::empty(head);
+/// The members, handles, credentials and invites a batch names.
+fn load_members(conn: &Connection, keys: &Keys, s: &mut Snapshot) -> rusqlite::Result<()> {
     for id in &keys.members {
         if let Some(row) = one(conn, &format!("{MEMBER_SELECT} WHERE id = ?1"), [&id.0], member_row)? {
             s.members.insert(id.clone(), row);
@@ -270,6 +268,14 @@ pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapsho
             s.invites.insert(hash.clone(), row);
         }
     }
+    Ok(())
+}
+
+pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapshot> {
+    let head =
+        conn.query_row("SELECT seq, hash FROM chain_head", [], |r| Ok(ChainHead { seq: u(r, 0)?, hash: r.get(1)? }))?;
+    let mut s = Snapshot::empty(head);
+    load_members(conn, keys, &mut s)?;
     for id in &keys.accounts {
         if let Some(row) = one(conn, &format!("{ACCOUNT_SELECT} WHERE id = ?1"), [&id.0], account_row)? {
             s.accounts.insert(id.clone(), row);
@@ -330,6 +336,16 @@ fn refused(message: String) -> rusqlite::Error {
 }
 
 pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
+    write_members(conn, c)?;
+    write_balances(conn, c)?;
+    write_holds(conn, c)?;
+    write_payments(conn, c)?;
+    write_records(conn, c)?;
+    Ok(())
+}
+
+/// Writes the members, their handles, credentials and invites.
+fn write_members(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     for m in &c.insert_members {
         conn.prepare_cached("INSERT INTO members VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![
             m.id.0,
@@ -359,6 +375,11 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
         )?
         .execute(params![x.code_hash, x.owner.0, x.expires_at.0, x.used_by.as_ref().map(|m| &m.0), x.used_at.map(|t| t.0)])?;
     }
+    Ok(())
+}
+
+/// Writes the accounts and budgets a batch touched.
+fn write_balances(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     for a in &c.upsert_accounts {
         conn.prepare_cached(
             "INSERT INTO accounts VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO UPDATE SET
@@ -382,6 +403,11 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             i(b.spent_day.0)
         ])?;
     }
+    Ok(())
+}
+
+/// Writes new holds, and holds resolving (each once: `hold_resolutions` is keyed by hold).
+fn write_holds(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     for h in &c.insert_holds {
         conn.prepare_cached("INSERT INTO holds VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
             h.id.0,
@@ -411,6 +437,11 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             return Err(refused(format!("hold {} is not pending", h.id)));
         }
     }
+    Ok(())
+}
+
+/// Writes tokens, settlements and transfers.
+fn write_payments(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     for t in &c.insert_tokens {
         conn.prepare_cached("INSERT INTO tokens VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![
             t.jti.0,
@@ -457,6 +488,11 @@ pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             t.at.0
         ])?;
     }
+    Ok(())
+}
+
+/// Writes idempotency records, documents, blobs, and the events with the chain head.
+fn write_records(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     for r in &c.insert_idem {
         conn.prepare_cached("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![
             r.scope,

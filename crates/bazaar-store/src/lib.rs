@@ -137,3 +137,10 @@ pub trait Engine: Send + 'static {
     /// transaction of its own, on the writer's connection (so SQLite keeps one writer).
     fn prune_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<usize, StoreError>;
 }
+
+/// A stored document this build cannot read is corrupt as far as the store's callers are concerned.
+impl From<bazaar_core::kernel::docs::DocError> for StoreError {
+    fn from(error: bazaar_core::kernel::docs::DocError) -> StoreError {
+        StoreError::Corrupt(error.to_string())
+    }
+}

@@ -18,6 +18,7 @@ use crate::exec::due_ids;
 use crate::state::AppState;
 use axum::routing::post;
 use bazaar_core::federation::Relay;
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::DocKind;
 use bazaar_store::StoreError;
 use bazaar_types::Timestamp;
@@ -41,7 +42,7 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
     for id in due_ids(state, DocKind::Relay, now).await? {
         let Some(row) = state.store.doc(DocKind::Relay, &id).await? else { continue };
         // Retried one at a time: each is a call to a peer registry.
-        if settle::relay_attempt(state, &Relay::from_row(&row)).await.is_ok() {
+        if settle::relay_attempt(state, &decode::<Relay>(&row)?).await.is_ok() {
             advanced += 1;
         }
     }

@@ -9,6 +9,7 @@ use crate::problem::Problem;
 use crate::state::AppState;
 use axum::http::StatusCode;
 use bazaar_core::command::Op;
+use bazaar_core::federation;
 use bazaar_core::federation::{verify_history, KeyEntry, Peer, RelayResult};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::vc;
@@ -55,7 +56,7 @@ pub async fn refresh_peer(state: &AppState, peer: &Peer) -> Option<Peer> {
     }
     let operator = state.store.member(&MemberId(bazaar_core::model::OPERATOR_ID.into())).await.ok()??;
     let updated = Peer { keys, ..peer.clone() };
-    let op = Op::AddPeer { peer: updated.clone() };
+    let op = Op::Federation(federation::Op::AddPeer { peer: updated.clone() });
     exec::receipt(state, operator, op).await.ok()?;
     tracing::info!(peer = %peer.did, keys = updated.keys.len(), "a peer rotated its key; its history was refreshed");
     Some(updated)

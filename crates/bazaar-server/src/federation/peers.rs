@@ -13,7 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::crypto::{public_key_from_did, sha256_hex, verify};
+use bazaar_core::federation;
 use bazaar_core::federation::{Peer, Terms, BAZAAR_CONTEXT, PASSPORT_TYPE, VC_CONTEXT};
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, MemberKind};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::vc;
@@ -37,13 +39,13 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 
 /// The peer registry `did`, if this registry recognises it.
 pub async fn peer_of(state: &AppState, did: &str) -> Result<Option<Peer>, Problem> {
-    Ok(state.store.doc(DocKind::Peer, did).await?.map(|row| Peer::from_row(&row)))
+    Ok(state.store.doc(DocKind::Peer, did).await?.map(|row| decode::<Peer>(&row)).transpose()?)
 }
 
 pub async fn peers(state: &AppState) -> Result<Vec<Peer>, Problem> {
     let operator = MemberId(bazaar_core::model::OPERATOR_ID.into());
     let rows = state.store.docs_by_party(DocKind::Peer, &operator, "", FEDERATION_PEERS_MAX).await?;
-    Ok(rows.iter().map(Peer::from_row).collect())
+    Ok(rows.iter().map(decode::<Peer>).collect::<Result<_, _>>()?)
 }
 
 /// Public: every key this registry signed with, each handed over by its predecessor.
@@ -173,7 +175,7 @@ pub async fn add_peer(
         keys,
         added_at: state.now(),
     };
-    Ok(execute(&state, auth.member, None, Op::AddPeer { peer }, StatusCode::CREATED).await)
+    Ok(execute(&state, auth.member, None, Op::Federation(federation::Op::AddPeer { peer }), StatusCode::CREATED).await)
 }
 
 /// Public: the peers this registry recognises.
@@ -219,12 +221,12 @@ pub async fn join_guest(
     verify(&key, &message, &body.signature)
         .map_err(|_| Refusal::new(Code::ProofInvalid, "The signature does not verify with the DID's key."))?;
     let credential = new_secret_credential();
-    let op = Op::EnrollGuest {
+    let op = Op::Federation(federation::Op::EnrollGuest {
         agent: MemberId(body.did.clone()),
         handle: bazaar_core::federation::guest_handle(&body.did),
         credential_hash: sha256_hex(credential.as_bytes()),
         home: MemberId(body.home.clone()),
-    };
+    });
     let mut receipt = exec::receipt(&state, state.registry_actor(), op).await?;
     receipt["credential"] = json!(credential);
     Ok((StatusCode::CREATED, Json(receipt)).into_response())

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::crypto::{public_key_from_did, verify};
+use bazaar_core::federation;
 use bazaar_core::federation::{
     presentation_message, verify_passport, ImportRecord, KeyEntry, BAZAAR_CONTEXT, PASSPORT_TYPE, VC_CONTEXT,
 };
@@ -132,7 +133,7 @@ pub async fn issue_passport(state: &Arc<AppState>, subject: &MemberId) -> Result
     let passport = vc::sign_eddsa_jcs_2022(&unsigned, &key, &method, &vc::rfc3339_from_ms(now.ms()))
         .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     let issued = IssuedFigures { subject: subject.clone(), as_of_seq: seq, figures };
-    let op = Op::RecordPassport { issued, credential_id: id, valid_until_ms: until.ms() };
+    let op = Op::Federation(federation::Op::RecordPassport { issued, credential_id: id, valid_until_ms: until.ms() });
     exec::receipt(state, state.registry_actor(), op).await?;
     Ok(passport)
 }
@@ -275,5 +276,12 @@ pub async fn import_passport(
     };
     let record =
         ImportRecord { subject: info.subject.clone(), imported, credential_id: info.id, imported_at: Timestamp(now) };
-    Ok(execute(&state, state.registry_actor(), None, Op::ImportPassport { record }, StatusCode::CREATED).await)
+    Ok(execute(
+        &state,
+        state.registry_actor(),
+        None,
+        Op::Federation(federation::Op::ImportPassport { record }),
+        StatusCode::CREATED,
+    )
+    .await)
 }

@@ -16,7 +16,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_core::command::{Idem, Op};
 use bazaar_core::crypto::sha256_hex;
+use bazaar_core::federation;
 use bazaar_core::federation::{Peer, Relay, RelayResult, RelayState};
+use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, Member};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::token::{self, TokenClaims};
@@ -90,7 +92,7 @@ pub async fn federation_settle(
         key: claims.jti.to_string(),
         fingerprint: sha256_hex(&body),
     };
-    let op = Op::SettleRelayed { claims, amount, order_id: OrderId(request.order_id) };
+    let op = Op::Federation(federation::Op::SettleRelayed { claims, amount, order_id: OrderId(request.order_id) });
     let response = execute(&state, member, Some(idem), op, StatusCode::OK).await;
     let (mut parts, inner) = response.into_parts();
     let bytes = axum::body::to_bytes(inner, REQUEST_BODY_BYTES_MAX).await.unwrap_or_default();
@@ -135,12 +137,12 @@ pub async fn settle_foreign(
             .with(json!({"token_order_id": claims.ord, "order_id": order_id}))
             .into());
     }
-    let op = Op::RelayOpen { claims: claims.clone(), token: text.to_string(), amount };
+    let op = Op::Federation(federation::Op::RelayOpen { claims: claims.clone(), token: text.to_string(), amount });
     let view = exec::receipt(state, merchant, op).await?;
     let row = state.store.doc(DocKind::Relay, claims.jti.as_str()).await?.ok_or_else(|| {
         Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("relay vanished: {view}"))
     })?;
-    let relay = Relay::from_row(&row);
+    let relay = decode::<Relay>(&row)?;
     let outcome = match relay.state {
         RelayState::Pending => relay_attempt(state, &relay).await,
         RelayState::Settled => settled_view(state, &relay).await,
@@ -176,7 +178,7 @@ pub async fn verify_foreign(
     if crate::keyring::decode_token_with(text, &peer.keys).is_err() {
         return Ok(json!({"genuine": false, "reason": "the signature does not verify against the issuer's keys"}));
     }
-    let relay = state.store.doc(DocKind::Relay, claims.jti.as_str()).await?.map(|r| Relay::from_row(&r));
+    let relay = state.store.doc(DocKind::Relay, claims.jti.as_str()).await?.map(|r| decode::<Relay>(&r)).transpose()?;
     let token_state = match &relay {
         Some(relay) if relay.state == RelayState::Settled => "settled",
         Some(relay) if relay.state == RelayState::Failed => "refused",
@@ -194,7 +196,7 @@ async fn settled_view(state: &AppState, relay: &Relay) -> Result<Value, Refusal>
         .await
         .map_err(|e| Refusal::new(Code::RelayPending, e.to_string()))?
         .ok_or_else(|| Refusal::new(Code::RelayPending, "settled relay without settlement"))?;
-    let mut body = bazaar_core::apply::settlement_view(&settlement);
+    let mut body = bazaar_core::pay::settlement_view(&settlement);
     body["via"] = json!(relay.issuer);
     body["issuer_receipt"] = relay.receipt.clone().unwrap_or(Value::Null);
     Ok(body)
@@ -216,18 +218,20 @@ pub async fn relay_attempt(state: &Arc<AppState>, relay: &Relay) -> Result<Value
     if let RelayResult::Unreachable = &result {
         tracing::warn!(jti = %relay.jti, issuer = %relay.issuer, "relayed settlement: issuer did not answer; will retry");
     }
-    let op = Op::RelayFinish {
+    let op = Op::Federation(federation::Op::RelayFinish {
         jti: relay.jti.clone(),
         merchant: relay.merchant.clone(),
         issuer: relay.issuer.clone(),
         result,
-    };
+    });
     let applied =
         exec::as_registry(state, op).await.map_err(|e| Refusal::new(Code::RelayPending, format!("storage: {e}")))?;
     applied.outcome?;
     // Answer by the relay's state now: this attempt's result, or an earlier one's.
     let row = state.store.doc(DocKind::Relay, relay.jti.as_str()).await.ok().flatten();
-    match row.map(|r| Relay::from_row(&r)) {
+    let stored = row.map(|r| decode::<Relay>(&r)).transpose();
+    let stored = stored.map_err(|e| Refusal::new(Code::RelayPending, format!("storage: {e}")))?;
+    match stored {
         Some(done) if done.state == RelayState::Settled => settled_view(state, &done).await,
         Some(done) if done.state == RelayState::Failed => {
             let why = done.failure.as_ref().map(|f| format!("{}: {}", f.code.as_str(), f.detail)).unwrap_or_default();

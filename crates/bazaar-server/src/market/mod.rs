@@ -1,14 +1,15 @@
 //! The storefront over HTTP: sellers' agents list products and members
 //! search them ([`rfq`]: requests for quote and offers; [`orders`]: orders,
 //! approval, proof of shipment and receipt images). Every search is counted
-//! for demand; searches that found nothing are listed as unmet demand, most
-//! frequent first.
+//! for demand in the server's [`crate::search_tally`] (flushed in batches, off
+//! the money writer); searches that found nothing are listed as unmet demand,
+//! most frequent first.
 
 pub mod orders;
 pub mod rfq;
 
 use crate::auth::{ApiJson, Auth};
-use crate::exec::{self, execute};
+use crate::exec::execute;
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
@@ -16,9 +17,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::Op;
+use bazaar_core::kernel::docs::decode;
+use bazaar_core::market;
 use bazaar_core::market::{normalize_query, search_terms, Listing, ListingSpec, Terms};
 use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
+use bazaar_store::StoreError;
 use bazaar_types::limits::{PAGE_LIMIT_MAX, SEARCH_QUERY_LEN_MAX, SEARCH_RESULTS_MAX};
 use bazaar_types::Amount;
 use serde::{Deserialize, Serialize};
@@ -36,6 +40,12 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(unmet))
         .merge(rfq::routes())
         .merge(orders::routes())
+}
+
+/// Writes the search tally to the store; the background flusher and a graceful
+/// shutdown call it. Returns how many queries it wrote.
+pub async fn flush_searches(state: &AppState) -> Result<usize, StoreError> {
+    state.searches.flush(state.store.as_ref()).await
 }
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
@@ -86,7 +96,7 @@ pub async fn put_listing(
         language: body.language,
     };
     spec.check()?;
-    Ok(execute(&state, auth.member, None, Op::PutListing { spec }, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, None, Op::Market(market::Op::PutListing { spec }), StatusCode::OK).await)
 }
 
 /// Public: one listing by id.
@@ -97,7 +107,7 @@ pub async fn get_listing(State(state): State<Arc<AppState>>, Path(id): Path<Stri
         .doc(DocKind::Listing, &id)
         .await?
         .ok_or_else(|| Refusal::new(Code::ListingNotFound, "No listing with that id."))?;
-    Ok(Json(Listing::from_row(&row).view()))
+    Ok(Json(decode::<Listing>(&row)?.view()))
 }
 
 #[derive(Deserialize)]
@@ -124,10 +134,13 @@ pub async fn search(
     }
     let limit = query.limit.unwrap_or(SEARCH_RESULTS_MAX).clamp(1, SEARCH_RESULTS_MAX);
     let rows = state.store.search_listings(&terms, limit).await?;
-    let listings: Vec<Value> = rows.iter().map(|row| Listing::from_row(row).view()).collect();
+    let listings: Vec<Value> =
+        rows.iter().map(|row| decode::<Listing>(row).map(|l| l.view())).collect::<Result<_, _>>()?;
     let normalized = normalize_query(&query.q);
-    let op = Op::RecordSearch { query: normalized.clone(), hits: listings.len() as u64 };
-    exec::receipt(&state, state.registry_actor(), op).await?;
+    // Counted in memory and flushed in batches: a search never waits on the money writer.
+    if !state.searches.count(&normalized, listings.len() as u64, state.now()) {
+        state.metrics.add("bazaar_searches_uncounted_total", String::new(), 1.0);
+    }
     Ok(Json(json!({"query": normalized, "terms": terms, "listings": listings})))
 }
 
@@ -145,6 +158,10 @@ pub async fn unmet(
     Query(query): Query<UnmetQuery>,
 ) -> Result<Json<Value>, Problem> {
     let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
+    // This node's searches since the last flush count too; if the flush fails they wait for the next one.
+    if let Err(error) = state.searches.flush(state.store.as_ref()).await {
+        tracing::warn!(%error, "search tally flush failed; unmet demand may lag by one flush");
+    }
     let rows = state.store.unmet_searches(limit).await?;
     let unmet: Vec<Value> = rows
         .into_iter()

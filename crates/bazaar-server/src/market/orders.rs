@@ -13,6 +13,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_core::command::Op;
+use bazaar_core::kernel::docs::decode;
+use bazaar_core::market;
 use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_types::limits::{PAGE_LIMIT_MAX, RECEIPT_IMAGE_BYTES_MAX};
@@ -56,7 +58,7 @@ pub async fn set_order_policy(
     ApiJson(body): ApiJson<OrderPolicyRequest>,
 ) -> Result<Response, Problem> {
     let agent = resolve_id(&state, &agent).await?;
-    let op = Op::SetOrderPolicy { agent, approval_above: Amount(body.approval_above_minor) };
+    let op = Op::Market(market::Op::SetOrderPolicy { agent, approval_above: Amount(body.approval_above_minor) });
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 
@@ -89,13 +91,13 @@ pub async fn create_order(
         .iter()
         .filter_map(|line| rfq.offers.iter().find(|o| o.id == line.offer_id).map(|o| o.listing.clone()))
         .collect();
-    let op = Op::CreateOrder {
+    let op = Op::Market(market::Op::CreateOrder {
         rfq: rfq.id.clone(),
         listings,
         lines: allocation.lines.len() as u32,
         sellers: allocation.lines.iter().map(|line| line.seller.clone()).collect(),
         require_approval: body.require_approval,
-    };
+    });
     let response = execute(&state, auth.member, idem, op, StatusCode::CREATED).await;
     Ok(with_approval_url(response).await)
 }
@@ -124,7 +126,7 @@ async fn order_for(
         .doc(DocKind::Order, id)
         .await?
         .ok_or_else(|| Refusal::new(Code::OrderNotFound, "No such order."))?;
-    let order = bazaar_core::order::Order::from_row(&row);
+    let order = decode::<bazaar_core::order::Order>(&row)?;
     let allowed = caller.kind == bazaar_core::model::MemberKind::Operator || row.parties.contains(&caller.id);
     if !allowed {
         return Err(Refusal::new(Code::NotParty, "Only the buyer, its owner and the order's makers see it.").into());
@@ -154,7 +156,13 @@ pub async fn list_orders(State(state): State<Arc<AppState>>, auth: Auth) -> Resu
 async fn decide(state: Arc<AppState>, auth: Auth, id: String, approve: bool) -> Result<Response, Problem> {
     let order = order_for(&state, &auth.member, &id).await?;
     let sellers = order.lines.iter().map(|line| line.seller.clone()).collect();
-    let op = Op::DecideOrder { order: id, buyer: order.buyer, lines: order.lines.len() as u32, sellers, approve };
+    let op = Op::Market(market::Op::DecideOrder {
+        order: id,
+        buyer: order.buyer,
+        lines: order.lines.len() as u32,
+        sellers,
+        approve,
+    });
     let response = execute(&state, auth.member, None, op, StatusCode::OK).await;
     Ok(log_fallbacks(response).await)
 }
@@ -218,14 +226,14 @@ pub async fn prove_shipment(
         return Err(Problem::invalid("Send the courier receipt's image as the request body."));
     }
     let receipt_sha256 = bazaar_core::crypto::sha256_hex(&body);
-    let op = Op::ProveShipment {
+    let op = Op::Market(market::Op::ProveShipment {
         order: id,
         buyer: order.buyer,
         line: share,
         receipt_sha256,
         tracking: query.tracking,
         receipt: Some((content_type, body.to_vec())),
-    };
+    });
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 
@@ -242,7 +250,7 @@ pub async fn cancel_share(
         .get(share as usize)
         .map(|line| line.seller.clone())
         .ok_or_else(|| Refusal::new(Code::OrderInvalid, "No such share in this order."))?;
-    let op = Op::CancelShare { order: id, buyer: order.buyer, seller, line: share };
+    let op = Op::Market(market::Op::CancelShare { order: id, buyer: order.buyer, seller, line: share });
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 
@@ -253,19 +261,27 @@ pub async fn get_blob(
     auth: Auth,
     Path(sha256): Path<String>,
 ) -> Result<Response, Problem> {
-    use base64::Engine;
-    let row = state
-        .store
-        .doc(DocKind::Blob, &sha256.to_ascii_lowercase())
-        .await?
-        .filter(|row| {
-            row.parties.contains(&auth.member.id) || auth.member.kind == bazaar_core::model::MemberKind::Operator
-        })
-        .ok_or_else(|| Refusal::new(Code::OrderNotFound, "No such file for you."))?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(row.body["base64"].as_str().unwrap_or_default())
-        .map_err(|_| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "stored file does not decode"))?;
-    let content_type = row.body["content_type"].as_str().unwrap_or("application/octet-stream").to_string();
+    let sha256 = sha256.to_ascii_lowercase();
+    let may_read = |parties: &[bazaar_types::MemberId]| {
+        parties.contains(&auth.member.id) || auth.member.kind == bazaar_core::model::MemberKind::Operator
+    };
+    let missing = || Problem::from(Refusal::new(Code::OrderNotFound, "No such file for you."));
+    let (content_type, bytes) = match state.store.blob(&sha256).await? {
+        Some(blob) if may_read(&blob.parties) => (blob.content_type, blob.bytes),
+        Some(_) => return Err(missing()),
+        // Files uploaded before the blob table are documents with a base64 body.
+        None => {
+            use base64::Engine;
+            let row = state.store.doc(DocKind::Blob, &sha256).await?.filter(|row| may_read(&row.parties));
+            let row = row.ok_or_else(missing)?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(row.body["base64"].as_str().unwrap_or_default())
+                .map_err(|_| {
+                    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "stored file does not decode")
+                })?;
+            (row.body["content_type"].as_str().unwrap_or("application/octet-stream").to_string(), bytes)
+        }
+    };
     Ok(([(axum::http::header::CONTENT_TYPE, content_type)], bytes).into_response())
 }
 

@@ -12,6 +12,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_core::command::Op;
+use bazaar_core::kernel::docs::decode;
+use bazaar_core::market;
 use bazaar_core::market::{offer_code, search_terms, Listing, Proposal, Request, Rfq};
 use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
@@ -56,13 +58,13 @@ pub async fn create_rfq(
     let terms = search_terms(&body.item);
     let rows = state.store.search_listings(&terms, bazaar_types::limits::RFQ_SELLERS_MAX).await?;
     let invited: Vec<(bazaar_types::MemberId, String)> =
-        rows.iter().map(Listing::from_row).map(|listing| (listing.seller, listing.id)).collect();
+        rows.iter().map(|row| decode::<Listing>(row).map(|l| (l.seller, l.id))).collect::<Result<_, _>>()?;
     let request = Request {
         quantity: body.quantity,
         max_unit_price: Amount(body.max_unit_price_minor),
         deadline: bazaar_types::Timestamp(body.deadline_ms),
     };
-    let op = Op::CreateRfq { item: body.item, request, invited };
+    let op = Op::Market(market::Op::CreateRfq { item: body.item, request, invited });
     Ok(execute(&state, auth.member, idem, op, StatusCode::CREATED).await)
 }
 
@@ -72,7 +74,7 @@ pub(crate) async fn rfq_for(state: &AppState, caller: &bazaar_core::model::Membe
         .doc(DocKind::Rfq, id)
         .await?
         .ok_or_else(|| Refusal::new(Code::RfqNotFound, "No such request for quote."))?;
-    let rfq = Rfq::from_row(&row);
+    let rfq = decode::<Rfq>(&row)?;
     let allowed = caller.kind == bazaar_core::model::MemberKind::Operator
         || rfq.buyer == caller.id
         || rfq.invited.iter().any(|(seller, _)| seller == &caller.id);
@@ -104,7 +106,7 @@ pub async fn get_rfq(
 #[utoipa::path(get, path = "/v1/rfqs", responses((status = 200, description = "Requests naming the caller")))]
 pub async fn list_rfqs(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
     let rows = state.store.docs_by_party(DocKind::Rfq, &auth.member.id, "", PAGE_LIMIT_MAX).await?;
-    let rfqs: Vec<Value> = rows.iter().map(|row| rfq_view(&Rfq::from_row(row))).collect();
+    let rfqs: Vec<Value> = rows.iter().map(|row| decode::<Rfq>(row).map(|r| rfq_view(&r))).collect::<Result<_, _>>()?;
     Ok(Json(json!({"rfqs": rfqs})))
 }
 
@@ -129,7 +131,7 @@ pub async fn make_offer(
 ) -> Result<Response, Problem> {
     let proposal = Proposal { unit_price: Amount(body.unit_price_minor), quantity: body.quantity };
     let committed = committed_units(&state, &auth.member.id).await?;
-    let op = Op::MakeOffer { rfq: id, listing: body.listing, proposal, committed };
+    let op = Op::Market(market::Op::MakeOffer { rfq: id, listing: body.listing, proposal, committed });
     let offer = exec::receipt(&state, auth.member, op).await?;
     if offer["status"] == "refused" {
         let refusal = &offer["refusal"];
@@ -148,9 +150,9 @@ pub async fn make_offer(
 async fn committed_units(state: &AppState, seller: &bazaar_types::MemberId) -> Result<u64, Problem> {
     use bazaar_core::order::{LineState, Order};
     let rows = state.store.docs_by_party(DocKind::Order, seller, "", PAGE_LIMIT_MAX).await?;
-    Ok(rows
-        .iter()
-        .map(Order::from_row)
+    let orders = rows.iter().map(decode::<Order>).collect::<Result<Vec<_>, _>>()?;
+    Ok(orders
+        .into_iter()
         .flat_map(|order| order.lines.into_iter())
         .filter(|line| &line.seller == seller)
         .filter(|line| matches!(line.state, LineState::AwaitingApproval | LineState::Authorized))
@@ -176,5 +178,5 @@ pub async fn close_rfq(
     auth: Auth,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    Ok(execute(&state, auth.member, None, Op::CloseRfq { rfq: id }, StatusCode::OK).await)
+    Ok(execute(&state, auth.member, None, Op::Market(market::Op::CloseRfq { rfq: id }), StatusCode::OK).await)
 }
