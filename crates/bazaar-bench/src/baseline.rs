@@ -550,6 +550,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The baseline peer's one source of randomness (credentials, token ids).
+#[allow(clippy::disallowed_methods)] // reason: this is the bench's one source; nothing here is replayed by seed.
 pub fn random_b64(bytes: usize) -> String {
     let mut buffer = vec![0u8; bytes];
     rand::thread_rng().fill_bytes(&mut buffer);

@@ -284,7 +284,7 @@ async fn cast(operator: &Client, attack: &str) -> Result<Cast> {
     let tag = format!(
         "{}-{}",
         attack.chars().filter(char::is_ascii_alphanumeric).take(10).collect::<String>(),
-        &bazaar_server::random_b64(6).to_lowercase().replace(['-', '_'], "x")
+        &bazaar_server::random_b64(&bazaar_server::OsEntropy, 6).to_lowercase().replace(['-', '_'], "x")
     );
     let (owner, buyer) = enroll_pair(operator, &format!("own-{tag}"), &format!("buy-{tag}")).await?;
     let merchant_key = generate_key();

@@ -21,7 +21,17 @@ pub const WORK_RECEIPT_HEADER: &str = "bazaar-work-receipt";
 
 /// A new Ed25519 key for an owner or agent.
 pub fn generate_key() -> ed25519_dalek::SigningKey {
-    ed25519_dalek::SigningKey::generate(&mut rand::rngs::OsRng)
+    let mut seed = [0u8; 32];
+    random_bytes(&mut seed);
+    ed25519_dalek::SigningKey::from_bytes(&seed)
+}
+
+/// The SDK's one source of randomness (keys, offer ids): the operating system's.
+/// The ambient `rand` generators are banned elsewhere by `clippy.toml`.
+#[allow(clippy::disallowed_types)] // reason: this is the SDK's one source.
+pub(crate) fn random_bytes(bytes: &mut [u8]) {
+    use rand::RngCore;
+    rand::rngs::OsRng.fill_bytes(bytes);
 }
 
 /// The `did:key` of a signing key.

@@ -325,9 +325,8 @@ impl X402Route {
 
 /// 16 random bytes as hex, for order ids in `PAYMENT-REQUIRED` offers.
 fn uuid_like() -> String {
-    use rand::RngCore;
     let mut bytes = [0u8; 16];
-    rand::thread_rng().fill_bytes(&mut bytes);
+    crate::random_bytes(&mut bytes);
     hex::encode(bytes)
 }
 

@@ -4,7 +4,7 @@
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{execute, resolve, resolve_id};
 use crate::problem::Problem;
-use crate::state::{new_secret_credential, random_b64, AppState};
+use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -56,7 +56,7 @@ async fn create_owner(
         Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
     })?;
     validate::handle(&body.handle)?;
-    let credential = new_secret_credential();
+    let credential = state.new_secret_credential();
     let id = MemberId(did_key(&public));
     let op = Op::Identity(identity::Op::CreateOwner {
         id,
@@ -83,7 +83,7 @@ async fn with_credential(response: Response, credential: &str) -> Response {
 /// Owner only: draws a single-use invite code for one agent.
 #[utoipa::path(post, path = "/v1/invites", responses((status = 201, description = "`invite_code` is shown once and dies after one use or at `expires_at_ms`")))]
 async fn issue_invite(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
-    let code = format!("inv_{}", random_b64(INVITE_RANDOM_BYTES));
+    let code = format!("inv_{}", state.random_b64(INVITE_RANDOM_BYTES));
     let expires_at = state.now().plus_s(INVITE_TTL_S);
     let op = Op::Identity(identity::Op::IssueInvite { code_hash: sha256_hex(code.as_bytes()), expires_at });
     let response = execute(&state, auth.member, None, op, StatusCode::CREATED).await;
@@ -124,7 +124,7 @@ async fn redeem_invite(
         )
     })?;
     let id = MemberId(did_key(&public));
-    let credential = new_secret_credential();
+    let credential = state.new_secret_credential();
     let actor = Member {
         id: id.clone(),
         kind: MemberKind::Agent,
@@ -144,7 +144,7 @@ async fn redeem_invite(
 /// Replaces the caller's credential; the old one stops working at once.
 #[utoipa::path(post, path = "/v1/credentials/rotate", responses((status = 200, description = "New `credential`, shown once")))]
 async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
-    let credential = new_secret_credential();
+    let credential = state.new_secret_credential();
     let op = Op::Identity(identity::Op::RotateCredential {
         old_hash: auth.credential_hash,
         new_hash: sha256_hex(credential.as_bytes()),

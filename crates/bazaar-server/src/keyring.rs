@@ -9,7 +9,6 @@ use bazaar_core::token::{self, TokenClaims, TokenError};
 use bazaar_store::StoreError;
 use bazaar_types::{MemberId, Timestamp};
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
 /// One rotated key as stored (the seed never leaves the store and this process).
@@ -60,9 +59,14 @@ impl KeyRing {
 
     /// A fresh key, handed over by the current one from `now`: the record to
     /// store, its public entry, and its number in the history.
-    pub fn next(&self, registry: &MemberId, now: Timestamp) -> (String, KeyEntry, u32) {
+    pub fn next(
+        &self,
+        registry: &MemberId,
+        now: Timestamp,
+        entropy: &dyn bazaar_types::Entropy,
+    ) -> (String, KeyEntry, u32) {
         let mut seed = [0u8; 32];
-        rand::thread_rng().fill_bytes(&mut seed);
+        entropy.fill(&mut seed);
         let key = SigningKey::from_bytes(&seed);
         let did = did_key(&key.verifying_key());
         // Never before the current key's own start, so periods stay ordered.

@@ -14,6 +14,7 @@
 
 pub mod auth;
 pub mod dispute;
+pub mod entropy;
 pub mod escrow;
 pub mod exec;
 pub mod federation;
@@ -33,8 +34,9 @@ pub mod sweeper;
 pub mod x402;
 
 pub use bazaar_core::model::{DESK_ID, OPERATOR_ID};
+pub use entropy::{new_secret_credential, random_b64, OsEntropy};
 pub use router::router;
-pub use state::{boot, new_secret_credential, random_b64, AppState, Booted, VERIFIED_TOKENS_MAX};
+pub use state::{boot, boot_with_entropy, AppState, Booted, VERIFIED_TOKENS_MAX};
 pub use sweeper::{shutdown, spawn_sweeper, sweep_once};
 
 /// The network unit's name, as published in the registry card.

@@ -6,7 +6,7 @@ use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute, idem_for, resolve_id, KeyRule};
 use crate::federation;
 use crate::problem::Problem;
-use crate::state::{random_b64, AppState};
+use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -63,8 +63,8 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
 /// millisecond + random base64url. Tokens, holds, settlements and transfers are
 /// keyed by it, so new rows land at the right edge of their B-trees instead of
 /// dirtying a random page each.
-fn new_token_id(now: bazaar_types::Timestamp) -> TokenId {
-    TokenId(format!("tok_{:012x}{}", now.ms().max(0), random_b64(TOKEN_ID_RANDOM_BYTES)))
+fn new_token_id(state: &AppState, now: bazaar_types::Timestamp) -> TokenId {
+    TokenId(format!("tok_{:012x}{}", now.ms().max(0), state.random_b64(TOKEN_ID_RANDOM_BYTES)))
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -191,7 +191,7 @@ async fn issue_token(
     let claims = TokenClaims {
         v: 1,
         iss: state.registry.clone(),
-        jti: new_token_id(now),
+        jti: new_token_id(&state, now),
         sub: auth.member.id.clone(),
         aud: merchant,
         max,

@@ -11,9 +11,8 @@ use bazaar_core::refusal::Code;
 use bazaar_core::token::{TokenClaims, TokenError};
 use bazaar_core::{dispute, federation, identity};
 use bazaar_store::{Store, StoreError};
-use bazaar_types::{Clock, MemberId, Timestamp};
+use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
 use ed25519_dalek::SigningKey;
-use rand::RngCore;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -43,6 +42,8 @@ pub struct AppState {
     pub(crate) requests: tokio::sync::Semaphore,
     /// Searches counted since the last flush: kept off the money writer.
     pub searches: crate::search_tally::SearchTally,
+    /// Where credentials, codes, token ids and key seeds come from.
+    pub entropy: Arc<dyn Entropy>,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -71,8 +72,19 @@ pub async fn boot(
     config: Config,
     operator_credential: Option<String>,
 ) -> Result<Booted, StoreError> {
+    boot_with_entropy(store, clock, config, operator_credential, Arc::new(crate::entropy::OsEntropy)).await
+}
+
+/// [`boot`] with the randomness injected (a seeded source in tests).
+pub async fn boot_with_entropy(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: Config,
+    operator_credential: Option<String>,
+    entropy: Arc<dyn Entropy>,
+) -> Result<Booted, StoreError> {
     let mut candidate = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut candidate);
+    entropy.fill(&mut candidate);
     let seed = store.registry_key_seed(candidate).await?;
     let registry = MemberId(did_key(&SigningKey::from_bytes(&seed).verifying_key()));
     let ring = keyring::KeyRing::load(&seed, &store.registry_keys().await?)?;
@@ -95,8 +107,9 @@ pub async fn boot(
         verified: Default::default(),
         requests: tokio::sync::Semaphore::new(bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX),
         searches: Default::default(),
+        entropy,
     });
-    let credential = operator_credential.unwrap_or_else(new_secret_credential);
+    let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
     let op = Op::Identity(identity::Op::Bootstrap {
         registry: registry.clone(),
         operator: MemberId(OPERATOR_ID.into()),
@@ -109,7 +122,7 @@ pub async fn boot(
         Err(refusal) => return Err(StoreError::Corrupt(format!("bootstrap refused: {refusal:?}"))),
     };
     // The dispute desk (the default arbiter); registries older than it get it on their next start.
-    let desk_credential = new_secret_credential();
+    let desk_credential = state.new_secret_credential();
     let operator = state.store.member(&MemberId(OPERATOR_ID.into())).await?.expect("bootstrapped above");
     let op = Op::Dispute(dispute::Op::CreateDesk { credential_hash: sha256_hex(desk_credential.as_bytes()) });
     let applied = state.store.submit(Command { actor: operator, idem: None, op }).await?;
@@ -121,18 +134,17 @@ pub async fn boot(
     Ok(Booted { state, operator_credential, desk_credential })
 }
 
-/// A fresh bearer credential: `bzc_` and 32 random bytes.
-pub fn new_secret_credential() -> String {
-    format!("bzc_{}", random_b64(bazaar_types::limits::CREDENTIAL_RANDOM_BYTES))
-}
-
-pub fn random_b64(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
-    rand::thread_rng().fill_bytes(&mut buffer);
-    bazaar_core::crypto::b64url(&buffer)
-}
-
 impl AppState {
+    /// A fresh bearer credential from this registry's entropy.
+    pub fn new_secret_credential(&self) -> String {
+        crate::entropy::new_secret_credential(self.entropy.as_ref())
+    }
+
+    /// `bytes` random bytes from this registry's entropy, base64url.
+    pub fn random_b64(&self, bytes: usize) -> String {
+        crate::entropy::random_b64(self.entropy.as_ref(), bytes)
+    }
+
     pub fn now(&self) -> Timestamp {
         self.clock.now()
     }
@@ -183,7 +195,7 @@ impl AppState {
         self.refresh_keys().await?;
         let (record, entry, n) = {
             let ring = self.keys.read().expect("keys lock");
-            ring.next(&self.registry, self.now())
+            ring.next(&self.registry, self.now(), self.entropy.as_ref())
         };
         if n as usize >= bazaar_types::limits::REGISTRY_KEYS_MAX {
             return Err(StoreError::Constraint("key history full".into()));

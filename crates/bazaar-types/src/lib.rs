@@ -137,6 +137,39 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp;
 }
 
+/// The source of randomness (credentials, invite codes, token ids, key
+/// seeds), injected like the clock so a test or a seeded simulator controls
+/// it. Production uses the operating system's source, in one module of the
+/// server; `rand`'s ambient generators are banned elsewhere by `clippy.toml`.
+pub trait Entropy: Send + Sync {
+    fn fill(&self, bytes: &mut [u8]);
+}
+
+/// A deterministic source for tests and simulations: splitmix64 from a seed.
+/// Never for secrets.
+#[derive(Debug)]
+pub struct SeededEntropy(std::sync::Mutex<u64>);
+
+impl SeededEntropy {
+    pub fn new(seed: u64) -> Self {
+        SeededEntropy(std::sync::Mutex::new(seed))
+    }
+}
+
+impl Entropy for SeededEntropy {
+    fn fill(&self, bytes: &mut [u8]) {
+        let mut state = self.0.lock().expect("entropy lock");
+        for chunk in bytes.chunks_mut(8) {
+            *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = *state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+        }
+    }
+}
+
 /// A clock that only moves when told to. Shared by tests, the demo and the simulator.
 #[derive(Debug, Default)]
 pub struct ManualClock(std::sync::atomic::AtomicI64);

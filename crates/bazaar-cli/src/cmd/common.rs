@@ -57,7 +57,7 @@ pub fn print_pretty(json_output: bool, value: &Value) {
 
 /// The caller's idempotency key, or a fresh one when it gave none.
 pub fn key_or_random(key: Option<String>) -> String {
-    key.unwrap_or_else(|| format!("cli-{}", bazaar_server::random_b64(16)))
+    key.unwrap_or_else(|| format!("cli-{}", bazaar_server::random_b64(&bazaar_server::OsEntropy, 16)))
 }
 
 #[cfg(test)]

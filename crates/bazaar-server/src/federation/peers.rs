@@ -6,7 +6,7 @@ use super::peer_client::{fetch_json, verify_card};
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute};
 use crate::problem::Problem;
-use crate::state::{new_secret_credential, AppState};
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -220,7 +220,7 @@ pub async fn join_guest(
         bazaar_core::federation::guest_message(state.registry.as_str(), &body.did, &body.home, body.presented_at_ms);
     verify(&key, &message, &body.signature)
         .map_err(|_| Refusal::new(Code::ProofInvalid, "The signature does not verify with the DID's key."))?;
-    let credential = new_secret_credential();
+    let credential = state.new_secret_credential();
     let op = Op::Federation(federation::Op::EnrollGuest {
         agent: MemberId(body.did.clone()),
         handle: bazaar_core::federation::guest_handle(&body.did),

@@ -7,7 +7,7 @@ use super::peers::{peer_of, peers};
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute, resolve};
 use crate::problem::Problem;
-use crate::state::{random_b64, AppState};
+use crate::state::AppState;
 use crate::NETWORK_UNIT;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -110,7 +110,7 @@ pub async fn issue_passport(state: &Arc<AppState>, subject: &MemberId) -> Result
         (ledger.figures(subject, now), ledger.stake(subject), ledger.seq, ledger.head.clone())
     };
     let until = now.plus_s(PASSPORT_VALIDITY_S);
-    let id = format!("urn:bazaar:passport:{}", random_b64(16));
+    let id = format!("urn:bazaar:passport:{}", state.random_b64(16));
     let key = state.signing_key();
     let key_did = bazaar_core::crypto::did_key(&key.verifying_key());
     let mut credential_subject = serde_json::to_value(&figures).expect("figures serialize");
