@@ -73,6 +73,20 @@ pub(crate) async fn execute(
     op: Op,
     success: StatusCode,
 ) -> Response {
+    execute_shaped(state, actor, idem, op, success, |receipt| receipt).await
+}
+
+/// [`execute`], with the success body built from the receipt by `shape` (a
+/// replay's stored receipt is shaped the same way): how an edge adds what is
+/// not ledger state, such as a link, without re-reading its own response.
+pub(crate) async fn execute_shaped(
+    state: &Arc<AppState>,
+    actor: Member,
+    idem: Option<Idem>,
+    op: Op,
+    success: StatusCode,
+    shape: fn(serde_json::Value) -> serde_json::Value,
+) -> Response {
     let _guard = match &idem {
         Some(idem) => match state.claim(&idem.scope, &idem.key) {
             Some(guard) => Some(guard),
@@ -99,7 +113,7 @@ pub(crate) async fn execute(
             if op_name == "settle" {
                 state.metrics.add("bazaar_settlements_total", String::new(), 1.0);
             }
-            (success, Json(body)).into_response()
+            (success, Json(shape(body))).into_response()
         }
         Err(refusal) => {
             state.metrics.add("bazaar_refusals_total", format!("code=\"{}\"", refusal.code.as_str()), 1.0);

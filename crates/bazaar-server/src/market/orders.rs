@@ -5,7 +5,7 @@
 
 use super::rfq::rfq_for;
 use crate::auth::{ApiJson, Auth};
-use crate::exec::{execute, idem_for, resolve_id, KeyRule};
+use crate::exec::{execute, execute_shaped, idem_for, resolve_id, KeyRule};
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
@@ -98,22 +98,15 @@ pub async fn create_order(
         sellers: allocation.lines.iter().map(|line| line.seller.clone()).collect(),
         require_approval: body.require_approval,
     });
-    let response = execute(&state, auth.member, idem, op, StatusCode::CREATED).await;
-    Ok(with_approval_url(response).await)
+    Ok(execute_shaped(&state, auth.member, idem, op, StatusCode::CREATED, with_approval_url).await)
 }
 
-/// Adds `approval_url` to an order body that waits for approval.
-async fn with_approval_url(response: Response) -> Response {
-    let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
-    let mut json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    if json["state"] == "awaiting_approval" {
-        json["approval_url"] = json!(format!("/approve/{}", json["id"].as_str().unwrap_or_default()));
+/// The order receipt, with `approval_url` when the order waits for a person.
+fn with_approval_url(mut order: Value) -> Value {
+    if order["state"] == "awaiting_approval" {
+        order["approval_url"] = json!(format!("/approve/{}", order["id"].as_str().unwrap_or_default()));
     }
-    let bytes = serde_json::to_vec(&json).unwrap_or_else(|_| bytes.to_vec());
-    let mut response = Response::from_parts(parts, axum::body::Body::from(bytes));
-    response.headers_mut().remove(axum::http::header::CONTENT_LENGTH);
-    response
+    order
 }
 
 async fn order_for(
