@@ -39,7 +39,7 @@ use bazaar_core::types::limits::{
     APPEAL_BOND_BPS, APPEAL_BOND_MIN_MINOR, CONTRACT_MILESTONES_MAX, EVIDENCE_PER_DISPUTE_MAX, EVIDENCE_URL_LEN_MAX,
     MILESTONE_DESCRIPTION_LEN_MAX, REASONS_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
 };
-use bazaar_core::types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId};
+use bazaar_core::types::{AccountId, Amount, ContractId, DisputeId, HoldId, MemberId, OrderId, Timestamp, TokenId};
 use bazaar_core::{dispute, escrow, identity, pay};
 use common::{assert_same_rows, Db};
 use ed25519_dalek::SigningKey;
@@ -207,7 +207,7 @@ struct MMilestone {
     state: MilestoneState,
     review_deadline: Option<Timestamp>,
     released_at: Option<Timestamp>,
-    dispute: Option<String>,
+    dispute: Option<DisputeId>,
 }
 
 #[derive(Clone, Debug)]
@@ -298,8 +298,8 @@ struct Model {
     budgets: HashMap<MemberId, MBudget>,
     tokens: HashMap<TokenId, MToken>,
     settlements: HashMap<(MemberId, OrderId), MSettlement>,
-    contracts: BTreeMap<String, MContract>,
-    disputes: BTreeMap<String, MDispute>,
+    contracts: BTreeMap<ContractId, MContract>,
+    disputes: BTreeMap<DisputeId, MDispute>,
     stakes: HashMap<MemberId, MStake>,
     /// (scope, key) → the fingerprint and the outcome first recorded under it.
     idem: HashMap<(String, String), (String, Outcome)>,
@@ -555,7 +555,7 @@ impl Model {
         &mut self,
         cast: &Cast,
         command: &Command,
-        id: &str,
+        id: &ContractId,
         (buyer, seller): (&MemberId, &MemberId),
         act: &ContractAct,
         now: Timestamp,
@@ -641,7 +641,7 @@ impl Model {
         }
     }
 
-    fn void(&mut self, id: &str, end: ContractState) -> serde_json::Value {
+    fn void(&mut self, id: &ContractId, end: ContractState) -> serde_json::Value {
         let c = self.contracts.get(id).unwrap().clone();
         let account = AccountId::of_member(&c.buyer);
         for m in &c.milestones {
@@ -657,7 +657,7 @@ impl Model {
         json!({"state": end, "held_minor": 0})
     }
 
-    fn release(&mut self, id: &str, index: usize, now: Timestamp, automatic: bool) -> serde_json::Value {
+    fn release(&mut self, id: &ContractId, index: usize, now: Timestamp, automatic: bool) -> serde_json::Value {
         let c = self.contracts.get(id).unwrap().clone();
         let amount = c.milestones[index].amount;
         let (fee, buyer) = (fee(amount), AccountId::of_member(&c.buyer));
@@ -770,7 +770,7 @@ impl Model {
     }
 
     /// The next arbiter: the contract's own, the desk, the operator — a fresh one while any is left, never a party.
-    fn assign(&mut self, config: &Config, id: &str, now: Timestamp) {
+    fn assign(&mut self, config: &Config, id: &DisputeId, now: Timestamp) {
         let d = self.disputes.get(id).unwrap();
         let mut candidates = Vec::new();
         if let Subject::Milestone { contract, .. } = &d.subject {
@@ -794,7 +794,7 @@ impl Model {
         cast: &Cast,
         config: &Config,
         command: &Command,
-        id: &str,
+        id: &DisputeId,
         (claimant, respondent): (&MemberId, &MemberId),
         act: &DisputeAct,
         now: Timestamp,
@@ -939,7 +939,7 @@ impl Model {
 
     /// The final ruling: escrow first, then frozen balance, then frozen stake; a slash bounded by the stake left,
     /// to the claimant up to what the refund still lacks and the rest to insurance; the bond to whoever it is due.
-    fn execute(&mut self, id: &str, now: Timestamp) -> serde_json::Value {
+    fn execute(&mut self, id: &DisputeId, now: Timestamp) -> serde_json::Value {
         let d = self.disputes.get(id).unwrap().clone();
         let ruling = d.rulings.last().unwrap().clone();
         let claimant = AccountId::of_member(&d.claimant);
@@ -1112,8 +1112,8 @@ struct World {
     /// Every command sent with an idempotency key, for replays.
     keyed: Vec<Command>,
     /// Contracts and disputes the core created, and orders it settled, in order.
-    contracts: Vec<String>,
-    disputes: Vec<String>,
+    contracts: Vec<ContractId>,
+    disputes: Vec<DisputeId>,
     calls: Vec<(MemberId, OrderId)>,
     /// How far the event chain was verified.
     chain: ChainHead,
@@ -1364,10 +1364,10 @@ impl World {
         }
         match &command.op {
             Op::Escrow(escrow::Op::CreateContract { .. }) => {
-                self.contracts.push(receipt["id"].as_str().unwrap().to_string())
+                self.contracts.push(ContractId(receipt["id"].as_str().unwrap().to_string()))
             }
             Op::Dispute(dispute::Op::FileDispute { .. }) => {
-                self.disputes.push(receipt["id"].as_str().unwrap().to_string())
+                self.disputes.push(DisputeId(receipt["id"].as_str().unwrap().to_string()))
             }
             _ => {}
         }
@@ -1539,7 +1539,7 @@ impl World {
         let contracts = rows.docs.keys().filter(|(kind, _)| *kind == DocKind::Contract).count();
         assert_eq!(contracts, model.contracts.len(), "contract count");
         for (id, expected) in &model.contracts {
-            let row = &rows.docs[&(DocKind::Contract, id.clone())];
+            let row = &rows.docs[&(DocKind::Contract, id.to_string())];
             let c = decode::<Contract>(row).unwrap();
             assert!(c.balanced(), "contract {id} out of balance: {c:?}");
             assert_eq!(row.parties, [c.buyer.clone(), c.seller.clone(), c.arbiter.clone()]);
@@ -1587,7 +1587,7 @@ impl World {
             *executed_events.entry(event.body["dispute"].as_str().unwrap()).or_default() += 1;
         }
         for (id, e) in &model.disputes {
-            let row = &rows.docs[&(DocKind::Dispute, id.clone())];
+            let row = &rows.docs[&(DocKind::Dispute, id.to_string())];
             let d = decode::<Dispute>(row).unwrap();
             let what = format!("dispute {id}");
             assert_eq!(row.parties, [d.claimant.clone(), d.respondent.clone()]);
@@ -1986,8 +1986,8 @@ impl World {
     }
 
     /// Picks among `all`: mostly among those `want` accepts (when there are any), sometimes any at all.
-    fn choose(&self, all: &[String], pick: usize, want: impl Fn(&String) -> bool) -> Option<String> {
-        let wanted: Vec<String> = all.iter().filter(|id| want(id)).cloned().collect();
+    fn choose<T: Clone>(&self, all: &[T], pick: usize, want: impl Fn(&T) -> bool) -> Option<T> {
+        let wanted: Vec<T> = all.iter().filter(|id| want(id)).cloned().collect();
         if pick.is_multiple_of(4) || wanted.is_empty() {
             World::recent(all, pick / 4)
         } else {
@@ -2338,9 +2338,9 @@ impl World {
 
     /// See [`Step::Progress`].
     fn progress(&mut self, pick: usize, choice: u8, ruling: (Decision, u16, u64)) {
-        let open_disputes: Vec<String> =
+        let open_disputes: Vec<DisputeId> =
             self.disputes.iter().filter(|id| self.model.disputes[*id].phase != Phase::Executed).cloned().collect();
-        let open_contracts: Vec<String> = self
+        let open_contracts: Vec<ContractId> = self
             .contracts
             .iter()
             .filter(|id| {
@@ -2680,15 +2680,15 @@ impl World {
         self.balance(&AccountId::stake_of(&self.id(member)))
     }
 
-    fn contract(&self, id: &str) -> Contract {
+    fn contract(&self, id: &ContractId) -> Contract {
         contract_doc(&self.db.rows, id).unwrap()
     }
 
-    fn dispute(&self, id: &str) -> Dispute {
+    fn dispute(&self, id: &DisputeId) -> Dispute {
         dispute_doc(&self.db.rows, id).unwrap()
     }
 
-    fn create(&mut self, buyer: usize, seller: usize, arbiter: usize, amounts: &[u64], window_s: u64) -> String {
+    fn create(&mut self, buyer: usize, seller: usize, arbiter: usize, amounts: &[u64], window_s: u64) -> ContractId {
         let milestones = amounts
             .iter()
             .map(|&a| MilestoneSpec {
@@ -2705,15 +2705,15 @@ impl World {
             review_window_s: window_s,
         });
         let key = format!("c{}", self.fresh());
-        ok(self.one(command(&self.m(buyer), Some(&key), op)))["id"].as_str().unwrap().to_string()
+        ContractId(ok(self.one(command(&self.m(buyer), Some(&key), op)))["id"].as_str().unwrap().to_string())
     }
 
-    fn on_contract(&mut self, actor: usize, id: &str, act: ContractAct) -> Applied {
+    fn on_contract(&mut self, actor: usize, id: &ContractId, act: ContractAct) -> Applied {
         let op = contract_op(&self.contract(id), act);
         self.one(command(&self.m(actor), None, op))
     }
 
-    fn deliver(&mut self, id: &str, milestone: u32) {
+    fn deliver(&mut self, id: &ContractId, milestone: u32) {
         let evidence_sha256 = sha256_hex(format!("delivery {milestone}").as_bytes());
         let seller = self.cast.index_of(&self.contract(id).seller);
         ok(self.on_contract(seller, id, ContractAct::Deliver { milestone, evidence_sha256 }));
@@ -2741,18 +2741,18 @@ impl World {
         self.one(command(&self.m(actor), None, op))
     }
 
-    fn on_dispute(&mut self, actor: usize, id: &str, act: DisputeAct) -> Applied {
+    fn on_dispute(&mut self, actor: usize, id: &DisputeId, act: DisputeAct) -> Applied {
         let op = dispute_op(&self.dispute(id), act);
         self.one(command(&self.m(actor), None, op))
     }
 
-    fn answer(&mut self, author: usize, id: &str) -> Applied {
+    fn answer(&mut self, author: usize, id: &DisputeId) -> Applied {
         let d = self.dispute(id);
         let evidence = self.evidence(&d, author);
         self.one(evidence)
     }
 
-    fn rule(&mut self, arbiter: usize, id: &str, decision: Decision, refund: u64, slash: u64) -> Applied {
+    fn rule(&mut self, arbiter: usize, id: &DisputeId, decision: Decision, refund: u64, slash: u64) -> Applied {
         let act = DisputeAct::Rule {
             decision,
             refund: Amount(refund),
@@ -2785,7 +2785,7 @@ fn three_milestones_released_auto_released_and_disputed_through_four_phases_with
     assert_eq!(code(w.on_contract(ARBITER, &id, ContractAct::Release { milestone: 1 })), Code::NotParty);
     // Milestone 2: disputed before its review window ends; it stays held and cannot be released.
     let subject = Subject::Milestone { contract: id.clone(), index: 2 };
-    let d = ok(w.file(BUYER, subject, 30_000))["id"].as_str().unwrap().to_string();
+    let d = DisputeId(ok(w.file(BUYER, subject, 30_000))["id"].as_str().unwrap().to_string());
     assert_eq!(w.dispute(&d).frozen, Frozen { escrow: Amount(30_000), ..Frozen::default() });
     assert_eq!(code(w.on_contract(BUYER, &id, ContractAct::Release { milestone: 2 })), Code::MilestoneDisputed);
     // The seller stakes (during the dispute: locking is always allowed) and cannot unlock while it is open.
@@ -2862,7 +2862,7 @@ fn a_silent_respondent_loses_by_default_and_its_balance_then_stake_pay() {
     let subject = Subject::Call { merchant, order_id };
     assert_eq!(code(w.file(ARBITER, subject.clone(), 8_000)), Code::NotParty, "only the buyer files");
     assert_eq!(code(w.file(BUYER, subject.clone(), 8_001)), Code::AmountInvalid, "no more than was paid");
-    let d = ok(w.file(OWNERS[0], subject.clone(), 8_000))["id"].as_str().unwrap().to_string();
+    let d = DisputeId(ok(w.file(OWNERS[0], subject.clone(), 8_000))["id"].as_str().unwrap().to_string());
     let frozen = Frozen { escrow: Amount::ZERO, balance: Amount(2_920), stake: Amount(5_000) };
     assert_eq!(w.dispute(&d).frozen, frozen, "the balance first, then the stake");
     assert_eq!((w.of(SELLER).1, w.stake(SELLER).1), (0, 0));
@@ -2890,10 +2890,12 @@ fn an_arbiter_who_misses_the_deadline_is_replaced_and_the_parties_are_unaffected
     let mut w = World::funded(short_windows(), [100_000, 0, 50_000, 0, 0]);
     let id = w.create(BUYER, SELLER, ARBITER, &[12_000], HOUR);
     ok(w.on_contract(SELLER, &id, ContractAct::Accept));
-    let d = ok(w.file(BUYER, Subject::Milestone { contract: id.clone(), index: 0 }, 12_000))["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let d = DisputeId(
+        ok(w.file(BUYER, Subject::Milestone { contract: id.clone(), index: 0 }, 12_000))["id"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    );
     ok(w.answer(SELLER, &d));
     w.sweep_at(w.dispute(&d).deadline);
     assert_eq!(w.dispute(&d).arbiter, Some(w.id(ARBITER)));
@@ -2925,7 +2927,8 @@ fn a_slash_beyond_the_stake_makes_the_claimant_whole_first_and_the_rest_goes_to_
     let (merchant, order_id) = w.pay(BUYER, SELLER, 10_000);
     // The merchant spends (stakes) all it earned, so the freeze finds only stake.
     ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(9_900) }))));
-    let d = ok(w.file(BUYER, Subject::Call { merchant, order_id }, 10_000))["id"].as_str().unwrap().to_string();
+    let d =
+        DisputeId(ok(w.file(BUYER, Subject::Call { merchant, order_id }, 10_000))["id"].as_str().unwrap().to_string());
     assert_eq!(w.dispute(&d).frozen, Frozen { stake: Amount(9_900), ..Frozen::default() });
     // More stake arrives while the dispute is open; withdrawing is refused meanwhile.
     ok(w.one(command(&w.m(OWNERS[1]), None, Op::Pay(pay::Op::Fund { agent: w.id(SELLER), amount: Amount(3_000) }))));
@@ -2964,7 +2967,8 @@ fn stake_unlocks_after_the_cooldown_and_never_while_a_dispute_is_open() {
     // A dispute filed during the cooldown freezes what it needs and blocks the withdrawal until it is executed.
     let (merchant, order_id) = w.pay(BUYER, SELLER, 4_000);
     ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeLock { amount: Amount(13_960) }))));
-    let d = ok(w.file(BUYER, Subject::Call { merchant, order_id }, 4_000))["id"].as_str().unwrap().to_string();
+    let d =
+        DisputeId(ok(w.file(BUYER, Subject::Call { merchant, order_id }, 4_000))["id"].as_str().unwrap().to_string());
     assert_eq!(w.dispute(&d).frozen.stake, Amount(4_000));
     w.advance(windows.stake_cooldown_s);
     assert_eq!(
@@ -2988,7 +2992,8 @@ fn stake_unlocks_after_the_cooldown_and_never_while_a_dispute_is_open() {
 fn a_claimant_cannot_use_up_the_evidence_limit_to_silence_the_respondent() {
     let mut w = World::funded(short_windows(), [100_000, 0, 0, 0, 0]);
     let (merchant, order_id) = w.pay(BUYER, SELLER, 5_000);
-    let d = ok(w.file(BUYER, Subject::Call { merchant, order_id }, 5_000))["id"].as_str().unwrap().to_string();
+    let d =
+        DisputeId(ok(w.file(BUYER, Subject::Call { merchant, order_id }, 5_000))["id"].as_str().unwrap().to_string());
     // The claimant floods the dispute with evidence before the respondent answers...
     let mut accepted = 0;
     for _ in 0..EVIDENCE_PER_DISPUTE_MAX {

@@ -50,7 +50,7 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
         let Some(row) = state.store.doc(DocKind::Dispute, &id).await? else { continue };
         let d = decode::<Dispute>(&row)?;
         let op = Op::Dispute(dispute::Op::DisputeAct {
-            dispute: id,
+            dispute: bazaar_types::DisputeId(id),
             subject: d.subject,
             claimant: d.claimant,
             respondent: d.respondent,
@@ -107,7 +107,7 @@ pub async fn file_dispute(
         }
         SubjectRequest::Milestone { contract, index } => {
             let c = load_contract(&state, &contract).await?;
-            (Subject::Milestone { contract, index }, c.buyer, c.seller)
+            (Subject::Milestone { contract: bazaar_types::ContractId(contract), index }, c.buyer, c.seller)
         }
     };
     let key = format!("file:{}", dispute_id_for(&subject));
@@ -167,7 +167,7 @@ async fn dispute_act(
 ) -> Result<Response, Problem> {
     let dispute = load_dispute(&state, &id).await?;
     let op = Op::Dispute(dispute::Op::DisputeAct {
-        dispute: id,
+        dispute: bazaar_types::DisputeId(id),
         subject: dispute.subject,
         claimant: dispute.claimant,
         respondent: dispute.respondent,

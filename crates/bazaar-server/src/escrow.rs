@@ -49,8 +49,13 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
         let c = decode::<Contract>(&row)?;
         let milestones = c.milestones.len() as u32;
         let act = ContractAct::Advance;
-        let op =
-            Op::Escrow(escrow::Op::ContractAct { contract: id, buyer: c.buyer, seller: c.seller, milestones, act });
+        let op = Op::Escrow(escrow::Op::ContractAct {
+            contract: bazaar_types::ContractId(id),
+            buyer: c.buyer,
+            seller: c.seller,
+            milestones,
+            act,
+        });
         advances.push(exec::as_registry(state, op));
     }
     // Submitted together, so the writer folds them into one transaction.
@@ -166,7 +171,7 @@ async fn contract_act(
     let contract = load_contract(&state, &id).await?;
     let idem = idem_for(&auth.member, act.name(), &headers, KeyRule::DefaultTo(default_key), &act)?;
     let op = Op::Escrow(escrow::Op::ContractAct {
-        contract: id,
+        contract: bazaar_types::ContractId(id),
         buyer: contract.buyer,
         seller: contract.seller,
         milestones: contract.milestones.len() as u32,

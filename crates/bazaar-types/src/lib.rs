@@ -102,6 +102,42 @@ string_id!(
     OrderId
 );
 
+/// A document id: a [`string_id!`] that also reads as a `&str` (documents are
+/// keyed by text in the store), while two kinds of id still cannot be swapped.
+macro_rules! doc_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        string_id!($(#[$doc])* $name);
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str { &self.0 }
+        }
+        impl From<$name> for String {
+            fn from(id: $name) -> String { id.0 }
+        }
+    };
+}
+
+doc_id!(
+    /// An escrowed contract: `ctr_` + 32 hex chars derived from its parties and the buyer's key.
+    ContractId
+);
+doc_id!(
+    /// A dispute: derived from its subject, so a subject is disputed once.
+    DisputeId
+);
+doc_id!(
+    /// A storefront listing: `lst_` + 32 hex chars of its seller and SKU.
+    ListingId
+);
+doc_id!(
+    /// A request for quote: `rfq_` + 32 hex chars of its buyer and key.
+    RfqId
+);
+doc_id!(
+    /// A storefront order (`ord_…`); not a merchant's [`OrderId`] for a paid call.
+    MarketOrderId
+);
+
 impl AccountId {
     pub fn issuance() -> AccountId {
         AccountId("sys:issuance".into())

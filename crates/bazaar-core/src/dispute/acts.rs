@@ -10,14 +10,14 @@ use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{EVIDENCE_PER_DISPUTE_MAX, EVIDENCE_URL_LEN_MAX, REASONS_LEN_MAX};
-use bazaar_types::{AccountId, Amount, MemberId, Timestamp};
+use bazaar_types::{AccountId, Amount, DisputeId, MemberId, Timestamp};
 use serde_json::json;
 
 impl Batch<'_> {
     pub(crate) fn dispute_act(
         &mut self,
         command: &Caller<'_>,
-        id: &str,
+        id: &DisputeId,
         (claimant, respondent): (&MemberId, &MemberId),
         act: &DisputeAct,
         windows: &Windows,

@@ -1,13 +1,13 @@
 //! Disputes' event bodies that other capabilities read.
 
 use super::phases::Subject;
-use bazaar_types::{Amount, MemberId};
+use bazaar_types::{Amount, DisputeId, MemberId};
 use serde::{Deserialize, Serialize};
 
 /// `dispute.filed`: a claim against a respondent (a mark on its record at once).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DisputeFiled {
-    pub dispute: String,
+    pub dispute: DisputeId,
     pub subject: Subject,
     pub claimant: MemberId,
     pub respondent: MemberId,
@@ -35,7 +35,7 @@ impl Winner {
 /// `dispute.executed`: the outcome reputation is computed from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DisputeExecuted {
-    pub dispute: String,
+    pub dispute: DisputeId,
     pub subject: Subject,
     pub claimant: MemberId,
     pub respondent: MemberId,

@@ -17,7 +17,7 @@ use crate::kernel::batch::{Batch, Step};
 use crate::kernel::keys::Keys;
 use crate::kernel::model::{DocKind, DESK_HANDLE, DESK_ID};
 use crate::kernel::request::Caller;
-use bazaar_types::{AccountId, Amount, MemberId};
+use bazaar_types::{AccountId, Amount, DisputeId, MemberId};
 
 crate::event_kinds! {
     /// What disputes and stake write on the event ledger.
@@ -52,7 +52,7 @@ pub enum Op {
         note: String,
     },
     DisputeAct {
-        dispute: String,
+        dispute: DisputeId,
         subject: Subject,
         claimant: MemberId,
         respondent: MemberId,

@@ -31,7 +31,7 @@ use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{APPEAL_BOND_BPS, APPEAL_BOND_MIN_MINOR, REASONS_LEN_MAX};
-use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp};
+use bazaar_types::{AccountId, Amount, ContractId, DisputeId, HoldId, MemberId, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -65,7 +65,7 @@ impl Windows {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Subject {
     Call { merchant: MemberId, order_id: OrderId },
-    Milestone { contract: String, index: u32 },
+    Milestone { contract: ContractId, index: u32 },
 }
 
 impl Subject {
@@ -78,8 +78,8 @@ impl Subject {
 }
 
 /// One dispute per subject, ever: the id is derived from it.
-pub fn dispute_id_for(subject: &Subject) -> String {
-    format!("dsp_{}", &sha256_hex(format!("bazaar-dispute-v1\n{}", subject.key()).as_bytes())[..32])
+pub fn dispute_id_for(subject: &Subject) -> DisputeId {
+    DisputeId(format!("dsp_{}", &sha256_hex(format!("bazaar-dispute-v1\n{}", subject.key()).as_bytes())[..32]))
 }
 
 pub fn dispute_holds(id: &str) -> [HoldId; 3] {
@@ -170,7 +170,7 @@ pub struct TimelineEntry {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dispute {
-    pub id: String,
+    pub id: DisputeId,
     pub subject: Subject,
     pub claimant: MemberId,
     pub respondent: MemberId,
@@ -232,7 +232,7 @@ impl Document for Dispute {
     const KIND: DocKind = DocKind::Dispute;
     const VERSION: u32 = 1;
     fn doc_id(&self) -> String {
-        self.id.clone()
+        self.id.to_string()
     }
     fn parties(&self) -> Vec<MemberId> {
         vec![self.claimant.clone(), self.respondent.clone()]
@@ -451,7 +451,7 @@ impl Batch<'_> {
             let mut c = self.contract(contract).expect("checked above");
             let m = &mut c.milestones[*index as usize];
             m.state = MilestoneState::Disputed;
-            m.dispute = Some(id.to_string());
+            m.dispute = Some(DisputeId(id.to_string()));
             self.update_contract(&c);
             frozen.escrow = claim.claimed;
             return frozen;
@@ -473,7 +473,7 @@ impl Batch<'_> {
     fn open_dispute(
         &mut self,
         command: &Caller<'_>,
-        id: String,
+        id: DisputeId,
         claim: &Claim<'_>,
         at_risk: Amount,
         frozen: Frozen,

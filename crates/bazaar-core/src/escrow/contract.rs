@@ -17,7 +17,7 @@ use crate::kernel::request::Caller;
 use bazaar_types::limits::{
     CONTRACT_MILESTONES_MAX, MILESTONE_DESCRIPTION_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
 };
-use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp, TransferId};
+use bazaar_types::{AccountId, Amount, ContractId, DisputeId, HoldId, MemberId, Timestamp, TransferId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -70,12 +70,12 @@ pub struct Milestone {
     pub released_at: Option<Timestamp>,
     /// The release receipt, returned again to anyone who asks twice.
     pub release: Option<serde_json::Value>,
-    pub dispute: Option<String>,
+    pub dispute: Option<DisputeId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Contract {
-    pub id: String,
+    pub id: ContractId,
     pub buyer: MemberId,
     pub seller: MemberId,
     pub arbiter: MemberId,
@@ -130,7 +130,7 @@ impl Document for Contract {
     const KIND: DocKind = DocKind::Contract;
     const VERSION: u32 = 1;
     fn doc_id(&self) -> String {
-        self.id.clone()
+        self.id.to_string()
     }
     fn parties(&self) -> Vec<MemberId> {
         vec![self.buyer.clone(), self.seller.clone(), self.arbiter.clone()]
@@ -172,9 +172,9 @@ impl ContractAct {
 
 /// `ctr_` + 32 hex chars of SHA-256 over the three parties and the buyer's
 /// idempotency key: a retried create lands on the same contract.
-pub fn contract_id_for(buyer: &MemberId, seller: &MemberId, arbiter: &MemberId, key: &str) -> String {
+pub fn contract_id_for(buyer: &MemberId, seller: &MemberId, arbiter: &MemberId, key: &str) -> ContractId {
     let digest = sha256_hex(format!("bazaar-contract-v1\n{buyer}\n{seller}\n{arbiter}\n{key}").as_bytes());
-    format!("ctr_{}", &digest[..32])
+    ContractId(format!("ctr_{}", &digest[..32]))
 }
 
 pub fn milestone_hold(contract: &str, index: u32) -> HoldId {
@@ -313,7 +313,7 @@ impl Batch<'_> {
     pub(crate) fn contract_act(
         &mut self,
         command: &Caller<'_>,
-        id: &str,
+        id: &ContractId,
         buyer: &MemberId,
         seller: &MemberId,
         act: &ContractAct,

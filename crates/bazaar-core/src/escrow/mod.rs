@@ -12,7 +12,7 @@ use crate::kernel::keys::Keys;
 use crate::kernel::model::DocKind;
 use crate::kernel::request::Caller;
 use bazaar_types::limits::CONTRACT_MILESTONES_MAX;
-use bazaar_types::{AccountId, MemberId};
+use bazaar_types::{AccountId, ContractId, MemberId};
 
 crate::event_kinds! {
     /// What escrow writes on the event ledger.
@@ -40,7 +40,7 @@ pub enum Op {
     /// Anything done to an existing contract. `buyer`, `seller` and
     /// `milestones` are read from the stored contract by the edge so the rows
     /// can be loaded; the core checks they still match.
-    ContractAct { contract: String, buyer: MemberId, seller: MemberId, milestones: u32, act: ContractAct },
+    ContractAct { contract: ContractId, buyer: MemberId, seller: MemberId, milestones: u32, act: ContractAct },
 }
 
 impl Op {

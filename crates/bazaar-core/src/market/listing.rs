@@ -10,7 +10,7 @@ use crate::kernel::model::{DocKind, MemberKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::*;
-use bazaar_types::{MemberId, Timestamp};
+use bazaar_types::{ListingId, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -18,7 +18,7 @@ use serde_json::json;
 /// seller's own SKU, so listing the same SKU again updates it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listing {
-    pub id: String,
+    pub id: ListingId,
     pub seller: MemberId,
     pub sku: String,
     pub title: String,
@@ -34,8 +34,8 @@ pub struct Listing {
     pub updated_at: Timestamp,
 }
 
-pub fn listing_id(seller: &MemberId, sku: &str) -> String {
-    format!("lst_{}", &crate::crypto::sha256_hex(format!("{seller}\n{sku}").as_bytes())[..32])
+pub fn listing_id(seller: &MemberId, sku: &str) -> ListingId {
+    ListingId(format!("lst_{}", &crate::crypto::sha256_hex(format!("{seller}\n{sku}").as_bytes())[..32]))
 }
 
 impl Listing {
@@ -55,7 +55,7 @@ impl Document for Listing {
     const KIND: DocKind = DocKind::Listing;
     const VERSION: u32 = 1;
     fn doc_id(&self) -> String {
-        self.id.clone()
+        self.id.to_string()
     }
     fn parties(&self) -> Vec<MemberId> {
         vec![self.seller.clone()]

@@ -19,7 +19,7 @@ use crate::kernel::keys::Keys;
 use crate::kernel::model::DocKind;
 use crate::kernel::request::Caller;
 use bazaar_types::limits::ORDER_LINES_MAX;
-use bazaar_types::{AccountId, Amount, MemberId};
+use bazaar_types::{AccountId, Amount, ListingId, MarketOrderId, MemberId, RfqId};
 
 crate::event_kinds! {
     /// What the market writes on the event ledger.
@@ -44,19 +44,19 @@ pub enum Op {
     PutListing { spec: ListingSpec },
     /// A buyer's agent (the actor) opens a request for quote; the edge names the
     /// sellers whose listings matched. Its id derives from the required key.
-    CreateRfq { item: String, request: Request, invited: Vec<(MemberId, String)> },
+    CreateRfq { item: String, request: Request, invited: Vec<(MemberId, ListingId)> },
     /// A seller's agent (the actor) proposes a price on a request with one of
     /// its listings; `committed` is what it already promised before the deadline.
-    MakeOffer { rfq: String, listing: String, proposal: Proposal, committed: u64 },
+    MakeOffer { rfq: RfqId, listing: ListingId, proposal: Proposal, committed: u64 },
     /// The buyer closes its request; the allocation is fixed.
-    CloseRfq { rfq: String },
+    CloseRfq { rfq: RfqId },
     /// An owner (the actor) sets when its agent's orders need a person's approval.
     SetOrderPolicy { agent: MemberId, approval_above: Amount },
     /// The buyer's agent (the actor) orders a closed request's allocation. The
     /// edge names the listings and the share count so their rows load.
     CreateOrder {
-        rfq: String,
-        listings: Vec<String>,
+        rfq: RfqId,
+        listings: Vec<ListingId>,
         lines: u32,
         /// Each share's maker, in allocation order (for the escrowed contracts' rows).
         sellers: Vec<MemberId>,
@@ -64,10 +64,10 @@ pub enum Op {
         require_approval: bool,
     },
     /// The buyer's owner approves (or declines) an order waiting for it.
-    DecideOrder { order: String, buyer: MemberId, lines: u32, sellers: Vec<MemberId>, approve: bool },
+    DecideOrder { order: MarketOrderId, buyer: MemberId, lines: u32, sellers: Vec<MemberId>, approve: bool },
     /// A maker (the actor) proves shipment of her share and is paid for it.
     ProveShipment {
-        order: String,
+        order: MarketOrderId,
         buyer: MemberId,
         line: u32,
         receipt_sha256: String,
@@ -76,7 +76,7 @@ pub enum Op {
         receipt: Option<(String, Vec<u8>)>,
     },
     /// The buyer agent or its owner cancels a share before it ships.
-    CancelShare { order: String, buyer: MemberId, seller: MemberId, line: u32 },
+    CancelShare { order: MarketOrderId, buyer: MemberId, seller: MemberId, line: u32 },
 }
 
 impl Op {

@@ -19,7 +19,9 @@ use crate::kernel::model::{Blob, Budget, DocKind, MemberKind, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{ORDER_LINES_MAX, RECEIPT_IMAGE_BYTES_MAX, RECEIPT_SHA256_HEX_LEN, TRACKING_LEN_MAX};
-use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp, TransferId};
+use bazaar_types::{
+    AccountId, Amount, ContractId, HoldId, ListingId, MarketOrderId, MemberId, RfqId, Timestamp, TransferId,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -65,7 +67,7 @@ pub struct Notification {
 pub struct OrderLine {
     pub index: u32,
     pub seller: MemberId,
-    pub listing: String,
+    pub listing: ListingId,
     pub units: u64,
     pub unit_price: Amount,
     pub amount: Amount,
@@ -73,7 +75,7 @@ pub struct OrderLine {
     pub hold: HoldId,
     /// Above the escrow threshold: the escrowed contract (one milestone) holding this share.
     #[serde(default)]
-    pub contract: Option<String>,
+    pub contract: Option<ContractId>,
     pub state: LineState,
     #[serde(default)]
     pub notification: Option<Notification>,
@@ -98,11 +100,11 @@ pub struct Approval {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Order {
-    pub id: String,
+    pub id: MarketOrderId,
     pub buyer: MemberId,
     /// The person who may approve it.
     pub owner: MemberId,
-    pub rfq: String,
+    pub rfq: RfqId,
     pub item: String,
     pub deadline: Timestamp,
     pub lines: Vec<OrderLine>,
@@ -123,8 +125,8 @@ pub struct OrderPolicy {
     pub approval_above_minor: Amount,
 }
 
-pub fn order_id(buyer: &MemberId, key: &str) -> String {
-    format!("ord_{}", &crate::crypto::sha256_hex(format!("{buyer}\n{key}").as_bytes())[..32])
+pub fn order_id(buyer: &MemberId, key: &str) -> MarketOrderId {
+    MarketOrderId(format!("ord_{}", &crate::crypto::sha256_hex(format!("{buyer}\n{key}").as_bytes())[..32]))
 }
 
 pub fn line_hold(order: &str, index: u32) -> HoldId {
@@ -133,7 +135,7 @@ pub fn line_hold(order: &str, index: u32) -> HoldId {
 
 /// Above the escrow threshold, each share rides its own escrowed contract (one
 /// milestone, the dispute desk as arbiter), derived from the order and share.
-pub fn share_contract(order: &str, buyer: &MemberId, seller: &MemberId, index: u32) -> String {
+pub fn share_contract(order: &str, buyer: &MemberId, seller: &MemberId, index: u32) -> ContractId {
     let desk = MemberId(crate::kernel::model::DESK_ID.into());
     crate::escrow::contract_id_for(buyer, seller, &desk, &format!("order:{order}:share:{index}"))
 }
@@ -158,7 +160,7 @@ impl Document for Order {
     const KIND: DocKind = DocKind::Order;
     const VERSION: u32 = 1;
     fn doc_id(&self) -> String {
-        self.id.clone()
+        self.id.to_string()
     }
     fn parties(&self) -> Vec<MemberId> {
         let mut parties = vec![self.buyer.clone(), self.owner.clone()];
@@ -225,12 +227,12 @@ fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
 }
 
 impl Batch<'_> {
-    fn order(&self, id: &str) -> Result<Order, Refusal> {
+    fn order(&self, id: &MarketOrderId) -> Result<Order, Refusal> {
         self.load::<Order>(id).ok_or_else(|| Refusal::new(Code::OrderNotFound, "No such order."))
     }
 
     /// The stored order, checking the buyer the edge named (to load its rows) is its buyer.
-    pub(crate) fn order_for(&self, id: &str, buyer: &MemberId) -> Result<Order, Refusal> {
+    pub(crate) fn order_for(&self, id: &MarketOrderId, buyer: &MemberId) -> Result<Order, Refusal> {
         let order = self.order(id)?;
         if &order.buyer != buyer {
             return refuse(Code::OrderInvalid, "The order's buyer changed under the request; retry.");
@@ -260,7 +262,7 @@ impl Batch<'_> {
         Ok(body)
     }
 
-    pub(crate) fn create_order(&mut self, command: &Caller<'_>, rfq_id: &str, force_approval: bool) -> Step {
+    pub(crate) fn create_order(&mut self, command: &Caller<'_>, rfq_id: &RfqId, force_approval: bool) -> Step {
         let Some(idem) = &command.idem else {
             return refuse(Code::IdempotencyKeyRequired, "An order needs an Idempotency-Key.");
         };
@@ -430,7 +432,7 @@ impl Batch<'_> {
         Ok(())
     }
 
-    pub(crate) fn decide_order(&mut self, command: &Caller<'_>, id: &str, approve: bool) -> Step {
+    pub(crate) fn decide_order(&mut self, command: &Caller<'_>, id: &MarketOrderId, approve: bool) -> Step {
         let mut order = self.order(id)?;
         if command.actor.kind != MemberKind::Owner {
             return refuse(
@@ -489,7 +491,7 @@ impl Batch<'_> {
     pub(crate) fn prove_shipment(
         &mut self,
         command: &Caller<'_>,
-        id: &str,
+        id: &MarketOrderId,
         index: u32,
         receipt_sha256: &str,
         tracking: &str,
@@ -587,7 +589,7 @@ impl Batch<'_> {
         Ok((net, fee, payment))
     }
 
-    pub(crate) fn cancel_share(&mut self, command: &Caller<'_>, id: &str, index: u32) -> Step {
+    pub(crate) fn cancel_share(&mut self, command: &Caller<'_>, id: &MarketOrderId, index: u32) -> Step {
         let mut order = self.order(id)?;
         if command.actor.id != order.buyer && command.actor.id != order.owner {
             return refuse(Code::NotParty, "The buyer agent or its owner cancels a share.");

@@ -11,7 +11,7 @@ use crate::kernel::model::{DocKind, MemberKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::*;
-use bazaar_types::{Amount, MemberId, Timestamp};
+use bazaar_types::{Amount, ListingId, MarketOrderId, MemberId, RfqId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -40,7 +40,7 @@ pub enum OfferStatus {
 pub struct Offer {
     pub id: String,
     pub seller: MemberId,
-    pub listing: String,
+    pub listing: ListingId,
     pub unit_price: Amount,
     pub quantity: u64,
     /// 1 for the first proposal, 2 and 3 for revisions.
@@ -57,24 +57,24 @@ pub struct Offer {
 /// the sellers invited (those whose listings matched), and every offer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rfq {
-    pub id: String,
+    pub id: RfqId,
     pub buyer: MemberId,
     pub item: String,
     pub request: Request,
     /// (seller, listing) pairs whose listings matched the item when it was opened.
-    pub invited: Vec<(MemberId, String)>,
+    pub invited: Vec<(MemberId, ListingId)>,
     pub state: RfqState,
     pub offers: Vec<Offer>,
     #[serde(default)]
     pub allocation: Option<Allocation>,
     /// The order placed from it: a request is ordered once.
     #[serde(default)]
-    pub order: Option<String>,
+    pub order: Option<MarketOrderId>,
     pub created_at: Timestamp,
 }
 
-pub fn rfq_id(buyer: &MemberId, key: &str) -> String {
-    format!("rfq_{}", &crate::crypto::sha256_hex(format!("{buyer}\n{key}").as_bytes())[..32])
+pub fn rfq_id(buyer: &MemberId, key: &str) -> RfqId {
+    RfqId(format!("rfq_{}", &crate::crypto::sha256_hex(format!("{buyer}\n{key}").as_bytes())[..32]))
 }
 
 impl Rfq {
@@ -106,7 +106,7 @@ impl Document for Rfq {
     const KIND: DocKind = DocKind::Rfq;
     const VERSION: u32 = 1;
     fn doc_id(&self) -> String {
-        self.id.clone()
+        self.id.to_string()
     }
     fn parties(&self) -> Vec<MemberId> {
         let mut parties = vec![self.buyer.clone()];
@@ -129,7 +129,7 @@ impl Batch<'_> {
         command: &Caller<'_>,
         item: &str,
         request: &Request,
-        invited: &[(MemberId, String)],
+        invited: &[(MemberId, ListingId)],
     ) -> Step {
         if command.actor.kind != MemberKind::Agent {
             return Err(Refusal::new(Code::NotAnAgent, "Requests for quote are made by buyers' agents."));
@@ -153,7 +153,7 @@ impl Batch<'_> {
         if self.exists::<Rfq>(&id) {
             return Err(Refusal::new(Code::RfqInvalid, "This request already exists."));
         }
-        let invited: Vec<(MemberId, String)> =
+        let invited: Vec<(MemberId, ListingId)> =
             invited.iter().filter(|(seller, _)| seller != &command.actor.id).take(RFQ_SELLERS_MAX).cloned().collect();
         let rfq = Rfq {
             id: id.clone(),
@@ -180,8 +180,8 @@ impl Batch<'_> {
     pub(crate) fn make_offer(
         &mut self,
         command: &Caller<'_>,
-        rfq: &str,
-        listing: &str,
+        rfq: &RfqId,
+        listing: &ListingId,
         proposal: &Proposal,
         committed: u64,
     ) -> Step {
@@ -208,7 +208,7 @@ impl Batch<'_> {
         let offer = Offer {
             id: format!("{}_o{}", rfq.id, rfq.offers.len() + 1),
             seller: seller.clone(),
-            listing: listing.to_string(),
+            listing: listing.clone(),
             unit_price: proposal.unit_price,
             quantity: proposal.quantity,
             attempt: attempts + 1,
@@ -243,7 +243,7 @@ impl Batch<'_> {
         Ok(body)
     }
 
-    pub(crate) fn close_rfq(&mut self, command: &Caller<'_>, rfq: &str) -> Step {
+    pub(crate) fn close_rfq(&mut self, command: &Caller<'_>, rfq: &RfqId) -> Step {
         let Some(mut rfq) = self.load::<Rfq>(rfq) else {
             return Err(Refusal::new(Code::RfqNotFound, "No such request for quote."));
         };

@@ -18,7 +18,7 @@ use crate::identity::events::Enrolled;
 use crate::kernel::model::Event;
 use crate::pay::events::SettlementPosted;
 use bazaar_types::limits::{REPUTATION_HALF_LIFE_DAYS, REPUTATION_SUCCESSES_PER_OWNER_WEEK, REPUTATION_WINDOW_DAYS};
-use bazaar_types::{MemberId, Timestamp};
+use bazaar_types::{ContractId, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -144,7 +144,7 @@ pub struct Ledger {
     pub seq: u64,
     pub head: String,
     owners: HashMap<MemberId, MemberId>,
-    contract_buyers: HashMap<String, MemberId>,
+    contract_buyers: HashMap<ContractId, MemberId>,
     records: HashMap<MemberId, Record>,
     /// Passports issued per subject on its latest UTC day of issue: (day, count).
     passports: HashMap<MemberId, (i64, u32)>,

@@ -86,7 +86,7 @@ pub async fn create_order(
     let idem = idem_for(&auth.member, "create_order", &headers, KeyRule::Required, &body)?;
     let rfq = rfq_for(&state, &auth.member, &body.rfq).await?;
     let allocation = rfq.current_allocation();
-    let listings: Vec<String> = allocation
+    let listings: Vec<bazaar_types::ListingId> = allocation
         .lines
         .iter()
         .filter_map(|line| rfq.offers.iter().find(|o| o.id == line.offer_id).map(|o| o.listing.clone()))
@@ -150,7 +150,7 @@ async fn decide(state: Arc<AppState>, auth: Auth, id: String, approve: bool) -> 
     let order = order_for(&state, &auth.member, &id).await?;
     let sellers = order.lines.iter().map(|line| line.seller.clone()).collect();
     let op = Op::Market(market::Op::DecideOrder {
-        order: id,
+        order: bazaar_types::MarketOrderId(id),
         buyer: order.buyer,
         lines: order.lines.len() as u32,
         sellers,
@@ -220,7 +220,7 @@ pub async fn prove_shipment(
     }
     let receipt_sha256 = bazaar_core::crypto::sha256_hex(&body);
     let op = Op::Market(market::Op::ProveShipment {
-        order: id,
+        order: bazaar_types::MarketOrderId(id),
         buyer: order.buyer,
         line: share,
         receipt_sha256,
@@ -243,7 +243,12 @@ pub async fn cancel_share(
         .get(share as usize)
         .map(|line| line.seller.clone())
         .ok_or_else(|| Refusal::new(Code::OrderInvalid, "No such share in this order."))?;
-    let op = Op::Market(market::Op::CancelShare { order: id, buyer: order.buyer, seller, line: share });
+    let op = Op::Market(market::Op::CancelShare {
+        order: bazaar_types::MarketOrderId(id),
+        buyer: order.buyer,
+        seller,
+        line: share,
+    });
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 

@@ -57,7 +57,7 @@ pub async fn create_rfq(
     let idem = idem_for(&auth.member, "create_rfq", &headers, KeyRule::Required, &body)?;
     let terms = search_terms(&body.item);
     let rows = state.store.search_listings(&terms, bazaar_types::limits::RFQ_SELLERS_MAX).await?;
-    let invited: Vec<(bazaar_types::MemberId, String)> =
+    let invited: Vec<(bazaar_types::MemberId, bazaar_types::ListingId)> =
         rows.iter().map(|row| decode::<Listing>(row).map(|l| (l.seller, l.id))).collect::<Result<_, _>>()?;
     let request = Request {
         quantity: body.quantity,
@@ -131,7 +131,12 @@ pub async fn make_offer(
 ) -> Result<Response, Problem> {
     let proposal = Proposal { unit_price: Amount(body.unit_price_minor), quantity: body.quantity };
     let committed = committed_units(&state, &auth.member.id).await?;
-    let op = Op::Market(market::Op::MakeOffer { rfq: id, listing: body.listing, proposal, committed });
+    let op = Op::Market(market::Op::MakeOffer {
+        rfq: bazaar_types::RfqId(id),
+        listing: bazaar_types::ListingId(body.listing),
+        proposal,
+        committed,
+    });
     let offer = exec::receipt(&state, auth.member, op).await?;
     if offer["status"] == "refused" {
         let refusal = &offer["refusal"];
@@ -178,5 +183,12 @@ pub async fn close_rfq(
     auth: Auth,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    Ok(execute(&state, auth.member, None, Op::Market(market::Op::CloseRfq { rfq: id }), StatusCode::OK).await)
+    Ok(execute(
+        &state,
+        auth.member,
+        None,
+        Op::Market(market::Op::CloseRfq { rfq: bazaar_types::RfqId(id) }),
+        StatusCode::OK,
+    )
+    .await)
 }
