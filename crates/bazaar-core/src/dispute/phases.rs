@@ -26,7 +26,6 @@ use super::DisputeEvent;
 use crate::crypto::sha256_hex;
 use crate::escrow::{ContractState, MilestoneState};
 use crate::kernel::batch::{merge, refuse, Batch, Step};
-use crate::kernel::docs::Document;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -228,34 +227,13 @@ pub fn stake_view(member: &MemberId, account: Option<&Account>, stake: &Stake) -
         "open_disputes": stake.open_disputes, "unlock": stake.unlock})
 }
 
-impl Document for Dispute {
-    const KIND: DocKind = DocKind::Dispute;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        vec![self.claimant.clone(), self.respondent.clone()]
-    }
-    fn due_at(&self) -> Option<Timestamp> {
-        if self.phase == Phase::Executed {
-            None
-        } else {
-            self.deadline
-        }
-    }
-}
+crate::document!(Dispute, Dispute, version 1,
+    id = |d| d.id.to_string(),
+    parties = |d| vec![d.claimant.clone(), d.respondent.clone()],
+    due = |d| if d.phase == Phase::Executed { None } else { d.deadline },
+);
 
-impl Document for Stake {
-    const KIND: DocKind = DocKind::Stake;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.member.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        vec![self.member.clone()]
-    }
-}
+crate::document!(Stake, Stake, version 1, id = |s| s.member.to_string(), parties = |s| vec![s.member.clone()]);
 
 impl Stake {
     /// The record of a member who never staked.

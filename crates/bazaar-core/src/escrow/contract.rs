@@ -10,7 +10,6 @@
 use super::EscrowEvent;
 use crate::crypto::sha256_hex;
 use crate::kernel::batch::{merge, refuse, Batch, Step};
-use crate::kernel::docs::Document;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -126,19 +125,11 @@ impl Contract {
     }
 }
 
-impl Document for Contract {
-    const KIND: DocKind = DocKind::Contract;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        vec![self.buyer.clone(), self.seller.clone(), self.arbiter.clone()]
-    }
-    fn due_at(&self) -> Option<Timestamp> {
-        Contract::due_at(self)
-    }
-}
+crate::document!(Contract, Contract, version 1,
+    id = |c| c.id.to_string(),
+    parties = |c| vec![c.buyer.clone(), c.seller.clone(), c.arbiter.clone()],
+    due = |c| Contract::due_at(c),
+);
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "act", rename_all = "snake_case")]

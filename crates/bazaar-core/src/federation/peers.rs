@@ -18,8 +18,7 @@
 use super::FederationEvent;
 use crate::crypto;
 use crate::kernel::batch::{refuse, Batch, Step};
-use crate::kernel::docs::Document;
-use crate::kernel::model::{Account, DocKind, MemberKind, Settlement, TransferKind};
+use crate::kernel::model::{Account, MemberKind, Settlement, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use crate::pay::token::TokenClaims;
@@ -180,39 +179,18 @@ pub const RELAY_RETRY_S_MAX: u64 = 60;
 /// Guests' handles: this prefix and the first hex digits of the SHA-256 of their DID.
 pub const GUEST_HANDLE_PREFIX: &str = "guest-";
 
-impl Document for Peer {
-    const KIND: DocKind = DocKind::Peer;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.did.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        vec![MemberId(crate::kernel::model::OPERATOR_ID.into())]
-    }
-}
+crate::document!(Peer, Peer, version 1,
+    id = |p| p.did.to_string(),
+    parties = |_p| vec![MemberId(crate::kernel::model::OPERATOR_ID.into())],
+);
 
-impl Document for ImportRecord {
-    const KIND: DocKind = DocKind::Import;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        import_id(&self.subject, &self.imported.registry)
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        vec![self.subject.clone()]
-    }
-}
+crate::document!(ImportRecord, Import, version 1,
+    id = |r| import_id(&r.subject, &r.imported.registry),
+    parties = |r| vec![r.subject.clone()],
+);
 
-/// A relay's next retry is kept on the row (`due_at`), not in its body.
-impl Document for Relay {
-    const KIND: DocKind = DocKind::Relay;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.jti.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        vec![self.merchant.clone()]
-    }
-}
+// A relay's next retry is kept on the row (`due_at`), not in its body.
+crate::document!(Relay, Relay, version 1, id = |r| r.jti.to_string(), parties = |r| vec![r.merchant.clone()]);
 
 pub fn guest_handle(did: &str) -> String {
     format!("{GUEST_HANDLE_PREFIX}{}", &crypto::sha256_hex(did.as_bytes())[..16])

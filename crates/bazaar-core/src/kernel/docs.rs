@@ -29,6 +29,41 @@ pub trait Document: Serialize + DeserializeOwned + Clone + 'static {
     }
 }
 
+/// Implements [`Document`] for a body type from its kind, version and the
+/// expressions that give its id, its parties and (optionally) its due time.
+#[macro_export]
+macro_rules! document {
+    ($ty:ty, $kind:ident, version $version:literal, id = |$d:ident| $id:expr, parties = |$p:ident| $parties:expr
+        $(, due = |$u:ident| $due:expr)? $(,)?) => {
+        impl $crate::kernel::docs::Document for $ty {
+            const KIND: $crate::kernel::model::DocKind = $crate::kernel::model::DocKind::$kind;
+            const VERSION: u32 = $version;
+            fn doc_id(&self) -> String {
+                let $d = self;
+                $id
+            }
+            fn parties(&self) -> Vec<bazaar_types::MemberId> {
+                let $p = self;
+                $parties
+            }
+            $(fn due_at(&self) -> Option<bazaar_types::Timestamp> {
+                let $u = self;
+                $due
+            })?
+        }
+    };
+}
+
+/// `first`, then each of `more` not already among them, in order: a document's party list.
+pub fn parties_with(mut first: Vec<MemberId>, more: impl IntoIterator<Item = MemberId>) -> Vec<MemberId> {
+    for party in more {
+        if !first.contains(&party) {
+            first.push(party);
+        }
+    }
+    first
+}
+
 /// A stored document this build cannot read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("stored {kind} document {id} (version {version}) does not decode: {reason}")]

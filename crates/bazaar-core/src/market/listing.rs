@@ -5,8 +5,7 @@
 use super::rules::Terms;
 use super::MarketEvent;
 use crate::kernel::batch::{Batch, Step};
-use crate::kernel::docs::Document;
-use crate::kernel::model::{DocKind, MemberKind};
+use crate::kernel::model::MemberKind;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::*;
@@ -48,20 +47,11 @@ impl Listing {
     }
 }
 
+crate::document!(Listing, Listing, version 1, id = |l| l.id.to_string(), parties = |l| vec![l.seller.clone()]);
+
 /// The lower-case alphanumeric words of `text`, in order, without repeats: at
 /// most `max` of them, each cut to `SEARCH_TERM_LEN_MAX` characters, with a
 /// trailing plural `s` dropped from words longer than three letters.
-impl Document for Listing {
-    const KIND: DocKind = DocKind::Listing;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        vec![self.seller.clone()]
-    }
-}
-
 pub fn words(text: &str, max: usize) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {

@@ -14,8 +14,8 @@ use super::rfq::{Rfq, RfqState};
 use super::rules::Allocation;
 use super::MarketEvent;
 use crate::kernel::batch::{merge, Batch, Step};
-use crate::kernel::docs::Document;
-use crate::kernel::model::{Blob, Budget, DocKind, MemberKind, TransferKind};
+use crate::kernel::docs::parties_with;
+use crate::kernel::model::{Blob, Budget, MemberKind, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{ORDER_LINES_MAX, RECEIPT_IMAGE_BYTES_MAX, RECEIPT_SHA256_HEX_LEN, TRACKING_LEN_MAX};
@@ -156,33 +156,12 @@ impl Order {
     }
 }
 
-impl Document for Order {
-    const KIND: DocKind = DocKind::Order;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        let mut parties = vec![self.buyer.clone(), self.owner.clone()];
-        for line in &self.lines {
-            if !parties.contains(&line.seller) {
-                parties.push(line.seller.clone());
-            }
-        }
-        parties
-    }
-}
+crate::document!(Order, Order, version 1,
+    id = |o| o.id.to_string(),
+    parties = |o| parties_with(vec![o.buyer.clone(), o.owner.clone()], o.lines.iter().map(|l| l.seller.clone())),
+);
 
-impl Document for OrderPolicy {
-    const KIND: DocKind = DocKind::Policy;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.agent.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        vec![self.agent.clone()]
-    }
-}
+crate::document!(OrderPolicy, Policy, version 1, id = |p| p.agent.to_string(), parties = |p| vec![p.agent.clone()]);
 
 // ---- the makers' message catalogue ----------------------------------------------------
 

@@ -6,8 +6,8 @@ use super::listing::Listing;
 use super::rules::*;
 use super::MarketEvent;
 use crate::kernel::batch::{Batch, Step};
-use crate::kernel::docs::Document;
-use crate::kernel::model::{DocKind, MemberKind};
+use crate::kernel::docs::parties_with;
+use crate::kernel::model::MemberKind;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::*;
@@ -101,24 +101,12 @@ impl Rfq {
     }
 }
 
-/// The refusal code an offer check's code maps to.
-impl Document for Rfq {
-    const KIND: DocKind = DocKind::Rfq;
-    const VERSION: u32 = 1;
-    fn doc_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn parties(&self) -> Vec<MemberId> {
-        let mut parties = vec![self.buyer.clone()];
-        for (seller, _) in &self.invited {
-            if !parties.contains(seller) {
-                parties.push(seller.clone());
-            }
-        }
-        parties
-    }
-}
+crate::document!(Rfq, Rfq, version 1,
+    id = |r| r.id.to_string(),
+    parties = |r| parties_with(vec![r.buyer.clone()], r.invited.iter().map(|(seller, _)| seller.clone())),
+);
 
+/// The refusal code an offer check's code maps to.
 pub fn offer_code(code: &str) -> Code {
     Code::ALL.iter().copied().find(|c| c.as_str() == code).unwrap_or(Code::InvalidRequest)
 }
