@@ -589,3 +589,34 @@ async fn a_seeded_entropy_source_makes_a_registry_replayable() {
     assert!(first.1.starts_with("bzc_"));
     assert_ne!((&first.0, &first.1), (&other.0, &other.1));
 }
+
+/// A stored document this build cannot read is an internal error at the edge
+/// (logged with its kind, id and version), never a panic of the request.
+#[tokio::test]
+async fn an_unreadable_stored_document_is_a_500_not_a_panic() {
+    use bazaar_store::Engine;
+    let r = registry().await;
+    let corrupt = DocRow {
+        kind: DocKind::Contract,
+        id: "ctr_unreadable".into(),
+        body: json!({"version": 99, "id": "ctr_unreadable"}),
+        due_at: None,
+        parties: vec![MemberId(bazaar_core::model::OPERATOR_ID.into())],
+    };
+    let mut engine = bazaar_store_sqlite::SqliteEngine::connect(r._dir.0.join("r.db")).unwrap();
+    engine.begin().unwrap();
+    engine.load(&bazaar_core::command::Keys::default()).unwrap();
+    engine.write(&bazaar_core::state::Changes { insert_docs: vec![corrupt], ..Default::default() }).unwrap();
+    engine.commit().unwrap();
+    let response = reqwest::Client::new()
+        .get(format!("{}/v1/contracts/ctr_unreadable", r.url))
+        .bearer_auth("operator-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 500);
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "internal", "{problem}");
+    let health = reqwest::get(format!("{}/healthz", r.url)).await.unwrap();
+    assert_eq!(health.status(), 200, "a read that fails stops nothing");
+}
