@@ -28,6 +28,7 @@ pub mod pay;
 pub mod problem;
 pub mod registry;
 pub mod router;
+pub mod schemas;
 pub mod search_tally;
 pub mod state;
 pub mod sweeper;
