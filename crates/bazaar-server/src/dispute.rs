@@ -5,7 +5,7 @@
 
 use crate::auth::{ApiJson, Auth};
 use crate::escrow::{list_docs, load_contract, may_read, PartyQuery};
-use crate::exec::{self, count_advanced, due_ids, execute, idem_for, resolve, resolve_id, KeyRule};
+use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::dispute as schema;
 use crate::state::AppState;
@@ -125,10 +125,7 @@ pub async fn file_dispute(
 }
 
 async fn load_dispute(state: &AppState, id: &str) -> Result<Dispute, Problem> {
-    let row = state.store.doc(DocKind::Dispute, id).await?;
-    row.map(|r| decode::<Dispute>(&r))
-        .transpose()?
-        .ok_or_else(|| Refusal::new(Code::DisputeNotFound, format!("No dispute {id} on this registry.")).into())
+    load_doc(state, id, || Refusal::new(Code::DisputeNotFound, format!("No dispute {id} on this registry."))).await
 }
 
 /// A dispute's whole record: phase, deadline, what was frozen, evidence,
@@ -282,9 +279,7 @@ pub async fn stake_lock(
     headers: HeaderMap,
     ApiJson(body): ApiJson<StakeRequest>,
 ) -> Result<Response, Problem> {
-    let amount = validate::amount(body.amount_minor, "amount_minor")?;
-    let idem = idem_for(&auth.member, "stake_lock", &headers, KeyRule::Required, &body)?;
-    Ok(execute(&state, auth.member, idem, Op::Dispute(dispute::Op::StakeLock { amount }), StatusCode::OK).await)
+    stake_move(state, auth, headers, body, "stake_lock", |amount| dispute::Op::StakeLock { amount }).await
 }
 
 /// Starts the cooldown on part of the caller's stake (refused while a dispute
@@ -296,9 +291,22 @@ pub async fn stake_unlock(
     headers: HeaderMap,
     ApiJson(body): ApiJson<StakeRequest>,
 ) -> Result<Response, Problem> {
+    stake_move(state, auth, headers, body, "stake_unlock", |amount| dispute::Op::StakeUnlock { amount }).await
+}
+
+/// Locking and unlocking stake alike: a checked amount, a required
+/// `Idempotency-Key` scoped to `op_name`, and one command.
+async fn stake_move(
+    state: Arc<AppState>,
+    auth: Auth,
+    headers: HeaderMap,
+    body: StakeRequest,
+    op_name: &str,
+    op: fn(Amount) -> dispute::Op,
+) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
-    let idem = idem_for(&auth.member, "stake_unlock", &headers, KeyRule::Required, &body)?;
-    Ok(execute(&state, auth.member, idem, Op::Dispute(dispute::Op::StakeUnlock { amount }), StatusCode::OK).await)
+    let idem = idem_for(&auth.member, op_name, &headers, KeyRule::Required, &body)?;
+    Ok(execute(&state, auth.member, idem, Op::Dispute(op(amount)), StatusCode::OK).await)
 }
 
 /// Moves unlocked stake back to the balance, after the cooldown and only with

@@ -4,7 +4,7 @@
 //! advancing contracts whose deadline passed (auto-release after review).
 
 use crate::auth::{ApiJson, Auth};
-use crate::exec::{self, count_advanced, due_ids, execute, idem_for, resolve, resolve_id, KeyRule};
+use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::escrow as schema;
 use crate::state::AppState;
@@ -128,10 +128,7 @@ pub async fn create_contract(
 }
 
 pub(crate) async fn load_contract(state: &AppState, id: &str) -> Result<Contract, Problem> {
-    let row = state.store.doc(DocKind::Contract, id).await?;
-    row.map(|r| decode::<Contract>(&r))
-        .transpose()?
-        .ok_or_else(|| Refusal::new(Code::ContractNotFound, format!("No contract {id} on this registry.")).into())
+    load_doc(state, id, || Refusal::new(Code::ContractNotFound, format!("No contract {id} on this registry."))).await
 }
 
 /// Parties (and their owners) and the operator may read a document.

@@ -9,7 +9,7 @@ pub mod orders;
 pub mod rfq;
 
 use crate::auth::{ApiJson, Auth};
-use crate::exec::execute;
+use crate::exec::{execute, load_doc};
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::market as schema;
 use crate::state::AppState;
@@ -21,7 +21,6 @@ use bazaar_core::command::Op;
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::market;
 use bazaar_core::market::{normalize_query, search_terms, Listing, ListingSpec, Terms};
-use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_store::StoreError;
 use bazaar_types::limits::{PAGE_LIMIT_MAX, SEARCH_QUERY_LEN_MAX, SEARCH_RESULTS_MAX};
@@ -103,12 +102,9 @@ pub async fn put_listing(
 /// Public: one listing by id.
 #[utoipa::path(get, path = "/v1/listings/{id}", responses((status = 200, description = "The listing", body = schema::Listing), errors::NotFound, errors::Unavailable, (status = 404, description = "`listing_not_found`", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn get_listing(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, Problem> {
-    let row = state
-        .store
-        .doc(DocKind::Listing, &id)
-        .await?
-        .ok_or_else(|| Refusal::new(Code::ListingNotFound, "No listing with that id."))?;
-    Ok(Json(decode::<Listing>(&row)?.view()))
+    let listing: Listing =
+        load_doc(&state, &id, || Refusal::new(Code::ListingNotFound, "No listing with that id.")).await?;
+    Ok(Json(listing.view()))
 }
 
 #[derive(Deserialize)]

@@ -4,7 +4,7 @@
 //! offers make the allocation.
 
 use crate::auth::{ApiJson, Auth};
-use crate::exec::{self, execute, idem_for, KeyRule};
+use crate::exec::{self, execute, idem_for, load_doc, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::market as schema;
 use crate::state::AppState;
@@ -70,12 +70,7 @@ pub async fn create_rfq(
 }
 
 pub(crate) async fn rfq_for(state: &AppState, caller: &bazaar_core::model::Member, id: &str) -> Result<Rfq, Problem> {
-    let row = state
-        .store
-        .doc(DocKind::Rfq, id)
-        .await?
-        .ok_or_else(|| Refusal::new(Code::RfqNotFound, "No such request for quote."))?;
-    let rfq = decode::<Rfq>(&row)?;
+    let rfq: Rfq = load_doc(state, id, || Refusal::new(Code::RfqNotFound, "No such request for quote.")).await?;
     let allowed = caller.kind == bazaar_core::model::MemberKind::Operator
         || rfq.buyer == caller.id
         || rfq.invited.iter().any(|(seller, _)| seller == &caller.id);
