@@ -53,9 +53,7 @@ async fn create_owner(
     auth: Auth,
     ApiJson(body): ApiJson<CreateOwnerRequest>,
 ) -> Result<Response, Problem> {
-    let public = parse_public_key(&body.public_key).map_err(|_| {
-        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
-    })?;
+    let public = member_key(&body.public_key)?;
     validate::handle(&body.handle)?;
     let credential = state.new_secret_credential();
     let id = MemberId(did_key(&public));
@@ -65,6 +63,13 @@ async fn create_owner(
         credential_hash: sha256_hex(credential.as_bytes()),
     });
     Ok(with_credential(execute(&state, auth.member, None, op, StatusCode::CREATED).await, &credential).await)
+}
+
+/// The Ed25519 key a new member names itself by (its DID is derived from it).
+fn member_key(text: &str) -> Result<ed25519_dalek::VerifyingKey, Refusal> {
+    parse_public_key(text).map_err(|_| {
+        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
+    })
 }
 
 /// Adds the one-time credential to a successful creation's body.
@@ -111,9 +116,7 @@ async fn redeem_invite(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<RedeemInviteRequest>,
 ) -> Result<Response, Problem> {
-    let public = parse_public_key(&body.public_key).map_err(|_| {
-        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
-    })?;
+    let public = member_key(&body.public_key)?;
     validate::handle(&body.handle)?;
     if body.invite_code.len() > INVITE_CODE_LEN_MAX {
         return Err(Refusal::new(Code::InviteNotFound, "No such invite code.").into());

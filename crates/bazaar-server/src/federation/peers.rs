@@ -213,11 +213,7 @@ pub async fn join_guest(
     let key = public_key_from_did(&body.did)
         .map_err(|_| Refusal::new(Code::PublicKeyInvalid, "`did` must be a did:key for an Ed25519 key."))?;
     let now = state.now().ms();
-    if (now - body.presented_at_ms).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
-        return Err(Refusal::new(Code::RequestStale, "`presented_at_ms` is too far from this registry's clock.")
-            .with(json!({"now_ms": now, "skew_s_max": FEDERATION_SKEW_S_MAX}))
-            .into());
-    }
+    super::check_presented_at(now, body.presented_at_ms)?;
     let message =
         bazaar_core::federation::guest_message(state.registry.as_str(), &body.did, &body.home, body.presented_at_ms);
     verify(&key, &message, &body.signature)

@@ -247,11 +247,7 @@ pub async fn import_passport(
     let subject_key = public_key_from_did(info.subject.as_str()).map_err(|_| {
         Refusal::new(Code::PassportSubjectMismatch, "The passport's subject is not a did:key that can sign.")
     })?;
-    if (now - body.presented_at_ms).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
-        return Err(Refusal::new(Code::RequestStale, "`presented_at_ms` is too far from this registry's clock.")
-            .with(json!({"now_ms": now, "skew_s_max": FEDERATION_SKEW_S_MAX}))
-            .into());
-    }
+    super::check_presented_at(now, body.presented_at_ms)?;
     let message = presentation_message(state.registry.as_str(), &info.id, body.presented_at_ms);
     if verify(&subject_key, &message, &body.signature).is_err() {
         return Err(Refusal::new(
