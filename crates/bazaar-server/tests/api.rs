@@ -599,6 +599,9 @@ fn misfit(document: &Value, schema: &Value, body: &Value, at: &str) -> Option<St
         let name = reference.trim_start_matches("#/components/schemas/");
         return misfit(document, &document["components"]["schemas"][name], body, at);
     }
+    if let Some(parts) = schema["allOf"].as_array() {
+        return parts.iter().find_map(|part| misfit(document, part, body, at));
+    }
     if let Some(choices) = schema["oneOf"].as_array() {
         let fits = choices.iter().any(|choice| misfit(document, choice, body, at).is_none());
         return (!fits).then(|| format!("{at}: fits none of oneOf"));

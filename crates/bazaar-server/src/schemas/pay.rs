@@ -108,17 +108,8 @@ pub struct Settlement {
 /// registry carries `via` and the issuer's receipt instead.
 #[derive(ToSchema)]
 pub struct SettlementReceipt {
-    pub settlement_id: String,
-    /// The token settled.
-    pub jti: String,
-    pub buyer: String,
-    pub merchant: String,
-    pub order_id: String,
-    pub amount_minor: u64,
-    pub fee_minor: u64,
-    pub net_minor: u64,
-    /// Unix milliseconds.
-    pub settled_at_ms: i64,
+    #[serde(flatten)]
+    pub settlement: Settlement,
     /// The transfer ids posted.
     pub transfers: Option<Vec<String>>,
     pub link: Option<String>,
