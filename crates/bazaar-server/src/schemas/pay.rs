@@ -3,14 +3,22 @@
 
 use utoipa::ToSchema;
 
-/// Units issued to an owner: the ledger posting.
+/// Linked transfers posted to the ledger as one (the core's `post_linked`).
 #[derive(ToSchema)]
-pub struct Minted {
+pub struct Posting {
     /// The transfer ids posted.
     pub transfers: Vec<String>,
     /// The link that ties the transfers together (`lnk_<seq>`).
     pub link: String,
+    /// The transfers' total.
     pub amount_minor: u64,
+}
+
+/// Units issued to an owner: the ledger posting.
+#[derive(ToSchema)]
+pub struct Minted {
+    #[serde(flatten)]
+    pub posting: Posting,
     /// The owner's DID.
     pub owner: String,
 }
@@ -18,11 +26,8 @@ pub struct Minted {
 /// Units moved from the owner's account into its agent's budget account.
 #[derive(ToSchema)]
 pub struct Funded {
-    /// The transfer ids posted.
-    pub transfers: Vec<String>,
-    /// The link that ties the transfers together (`lnk_<seq>`).
-    pub link: String,
-    pub amount_minor: u64,
+    #[serde(flatten)]
+    pub posting: Posting,
     /// The agent's DID.
     pub agent: String,
 }
