@@ -5,8 +5,9 @@
 
 use crate::auth::{ApiJson, Auth};
 use crate::escrow::{list_docs, load_contract, may_read, PartyQuery};
-use crate::exec::{self, count_advanced, due_ids, execute, idem_for, resolve, resolve_id, KeyRule};
-use crate::problem::Problem;
+use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
+use crate::problem::{errors, Problem, ProblemDetails};
+use crate::schemas::dispute as schema;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -87,7 +88,7 @@ pub enum SubjectRequest {
 
 /// Buyer (or its owner): disputes a settled paid call or a milestone within
 /// the claim window. The claimed amount is frozen at once.
-#[utoipa::path(post, path = "/v1/disputes", request_body = DisputeRequest, responses((status = 201, description = "The dispute, with what was frozen and from where")))]
+#[utoipa::path(post, path = "/v1/disputes", request_body = DisputeRequest, responses((status = 201, description = "The dispute, with what was frozen and from where", body = schema::Dispute), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
 pub async fn file_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -124,16 +125,13 @@ pub async fn file_dispute(
 }
 
 async fn load_dispute(state: &AppState, id: &str) -> Result<Dispute, Problem> {
-    let row = state.store.doc(DocKind::Dispute, id).await?;
-    row.map(|r| decode::<Dispute>(&r))
-        .transpose()?
-        .ok_or_else(|| Refusal::new(Code::DisputeNotFound, format!("No dispute {id} on this registry.")).into())
+    load_doc(state, id, || Refusal::new(Code::DisputeNotFound, format!("No dispute {id} on this registry."))).await
 }
 
 /// A dispute's whole record: phase, deadline, what was frozen, evidence,
 /// rulings, the appeal, the outcome and the timeline. Parties, their owners,
 /// the assigned arbiter and the operator.
-#[utoipa::path(get, path = "/v1/disputes/{id}", responses((status = 200, description = "The dispute and its timeline")))]
+#[utoipa::path(get, path = "/v1/disputes/{id}", responses((status = 200, description = "The dispute and its timeline", body = schema::Dispute), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn get_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -147,7 +145,7 @@ pub async fn get_dispute(
 }
 
 /// Disputes naming a party (claimant or respondent), by id.
-#[utoipa::path(get, path = "/v1/disputes", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Disputes")))]
+#[utoipa::path(get, path = "/v1/disputes", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Disputes", body = schema::DisputePage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn list_disputes(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -188,7 +186,7 @@ pub struct EvidenceRequest {
 
 /// A party (or its owner) adds signed evidence while the evidence phase is
 /// open. The respondent's first evidence is its answer.
-#[utoipa::path(post, path = "/v1/disputes/{id}/evidence", request_body = EvidenceRequest, responses((status = 200, description = "Recorded on the event ledger")))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/evidence", request_body = EvidenceRequest, responses((status = 200, description = "Recorded on the event ledger", body = schema::EvidenceAdded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn add_evidence(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -219,7 +217,7 @@ pub struct RulingRequest {
 
 /// The assigned arbiter rules. A first ruling opens the appeal window; a
 /// second (after an appeal) is final and executes at once.
-#[utoipa::path(post, path = "/v1/disputes/{id}/ruling", request_body = RulingRequest, responses((status = 200, description = "The dispute after the ruling, or the execution outcome")))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/ruling", request_body = RulingRequest, responses((status = 200, description = "The dispute after the ruling, or the execution outcome", body = schema::RulingAnswer), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn rule(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -239,7 +237,7 @@ pub async fn rule(
 
 /// The side a first ruling went against appeals once, within the window,
 /// posting a bond (a hold) that it gets back only if the second ruling favours it.
-#[utoipa::path(post, path = "/v1/disputes/{id}/appeal", responses((status = 200, description = "Appealed; a new arbiter is assigned")))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/appeal", responses((status = 200, description = "Appealed; a new arbiter is assigned", body = schema::Dispute), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
 pub async fn appeal(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -253,7 +251,7 @@ pub async fn appeal(
 /// Anyone may ask for a final ruling to be executed once the appeal window
 /// passed (the sweeper does it anyway). Runs once; a second call is refused
 /// `dispute_executed` with the outcome attached.
-#[utoipa::path(post, path = "/v1/disputes/{id}/execute", responses((status = 200, description = "The outcome"), (status = 409, description = "Already executed, or not final yet")))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/execute", responses((status = 200, description = "The outcome", body = schema::DisputeOutcome), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Already executed (the outcome in `facts`), or not final yet", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn execute_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -274,35 +272,46 @@ pub struct StakeRequest {
 
 /// Merchant agent: moves units from its balance into its stake account.
 /// Requires `Idempotency-Key`.
-#[utoipa::path(post, path = "/v1/stake", request_body = StakeRequest, responses((status = 200, description = "Locked")))]
+#[utoipa::path(post, path = "/v1/stake", request_body = StakeRequest, responses((status = 200, description = "Locked", body = schema::StakeLocked), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn stake_lock(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     headers: HeaderMap,
     ApiJson(body): ApiJson<StakeRequest>,
 ) -> Result<Response, Problem> {
-    let amount = validate::amount(body.amount_minor, "amount_minor")?;
-    let idem = idem_for(&auth.member, "stake_lock", &headers, KeyRule::Required, &body)?;
-    Ok(execute(&state, auth.member, idem, Op::Dispute(dispute::Op::StakeLock { amount }), StatusCode::OK).await)
+    stake_move(state, auth, headers, body, "stake_lock", |amount| dispute::Op::StakeLock { amount }).await
 }
 
 /// Starts the cooldown on part of the caller's stake (refused while a dispute
 /// is open against it). The units stay slashable until withdrawn.
-#[utoipa::path(post, path = "/v1/stake/unlock", request_body = StakeRequest, responses((status = 200, description = "Cooldown started")))]
+#[utoipa::path(post, path = "/v1/stake/unlock", request_body = StakeRequest, responses((status = 200, description = "Cooldown started", body = schema::StakeUnlocking), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn stake_unlock(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     headers: HeaderMap,
     ApiJson(body): ApiJson<StakeRequest>,
 ) -> Result<Response, Problem> {
+    stake_move(state, auth, headers, body, "stake_unlock", |amount| dispute::Op::StakeUnlock { amount }).await
+}
+
+/// Locking and unlocking stake alike: a checked amount, a required
+/// `Idempotency-Key` scoped to `op_name`, and one command.
+async fn stake_move(
+    state: Arc<AppState>,
+    auth: Auth,
+    headers: HeaderMap,
+    body: StakeRequest,
+    op_name: &str,
+    op: fn(Amount) -> dispute::Op,
+) -> Result<Response, Problem> {
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
-    let idem = idem_for(&auth.member, "stake_unlock", &headers, KeyRule::Required, &body)?;
-    Ok(execute(&state, auth.member, idem, Op::Dispute(dispute::Op::StakeUnlock { amount }), StatusCode::OK).await)
+    let idem = idem_for(&auth.member, op_name, &headers, KeyRule::Required, &body)?;
+    Ok(execute(&state, auth.member, idem, Op::Dispute(op(amount)), StatusCode::OK).await)
 }
 
 /// Moves unlocked stake back to the balance, after the cooldown and only with
 /// no open dispute. Requires `Idempotency-Key`.
-#[utoipa::path(post, path = "/v1/stake/withdraw", responses((status = 200, description = "Withdrawn")))]
+#[utoipa::path(post, path = "/v1/stake/withdraw", responses((status = 200, description = "Withdrawn", body = schema::StakeWithdrawn), errors::Unauthenticated, errors::Invalid, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn stake_withdraw(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -313,7 +322,7 @@ pub async fn stake_withdraw(
 }
 
 /// A member's stake: balance, frozen part, open disputes, pending unlock. Any member may read it.
-#[utoipa::path(get, path = "/v1/stake/{member}", responses((status = 200, description = "Stake record")))]
+#[utoipa::path(get, path = "/v1/stake/{member}", responses((status = 200, description = "Stake record", body = schema::Stake), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 pub async fn get_stake(
     State(state): State<Arc<AppState>>,
     _auth: Auth,

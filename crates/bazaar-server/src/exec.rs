@@ -1,8 +1,9 @@
 //! The toolbox every capability's handlers share: the idempotency-key rules
 //! ([`idem_for`]), [`execute`] (submit one command and answer with its
-//! outcome), [`receipt`] for handlers that shape their own answer, and
-//! [`resolve`]/[`resolve_id`] for members named by DID or handle. It names no
-//! capability, so every capability can use it without a cycle.
+//! outcome), [`receipt`] for handlers that shape their own answer,
+//! [`resolve`]/[`resolve_id`] for members named by DID or handle, and
+//! [`load_doc`] for documents named by id. It names no capability, so every
+//! capability can use it without a cycle.
 
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -12,6 +13,7 @@ use axum::Json;
 use bazaar_core::apply::Applied;
 use bazaar_core::command::{Command, Idem, Op};
 use bazaar_core::crypto::sha256_hex;
+use bazaar_core::kernel::docs::{decode, Document};
 use bazaar_core::model::DocKind;
 use bazaar_core::model::Member;
 use bazaar_core::refusal::{Code, Refusal};
@@ -163,6 +165,16 @@ pub(crate) async fn resolve(state: &AppState, who: &str) -> Result<Member, Probl
         )
         .into()
     })
+}
+
+/// The document `id` of type `T`, or the refusal `missing` makes when there is none.
+pub(crate) async fn load_doc<T: Document>(
+    state: &AppState,
+    id: &str,
+    missing: impl FnOnce() -> Refusal,
+) -> Result<T, Problem> {
+    let row = state.store.doc(T::KIND, id).await?.ok_or_else(missing)?;
+    Ok(decode::<T>(&row)?)
 }
 
 /// The ids of documents of `kind` due at `now` (the sweeper's work

@@ -3,7 +3,8 @@
 
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{execute, resolve, resolve_id};
-use crate::problem::Problem;
+use crate::problem::{errors, Problem};
+use crate::schemas::identity as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -46,15 +47,13 @@ pub struct CreateOwnerRequest {
 }
 
 /// Operator only: registers a person (owner) and shows its credential once.
-#[utoipa::path(post, path = "/v1/owners", request_body = CreateOwnerRequest, responses((status = 201, description = "Owner created; `credential` is shown once")))]
+#[utoipa::path(post, path = "/v1/owners", request_body = CreateOwnerRequest, responses((status = 201, description = "Owner created; `credential` is shown once", body = schema::Enrolled), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Conflict, errors::Unavailable))]
 async fn create_owner(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     ApiJson(body): ApiJson<CreateOwnerRequest>,
 ) -> Result<Response, Problem> {
-    let public = parse_public_key(&body.public_key).map_err(|_| {
-        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
-    })?;
+    let public = member_key(&body.public_key)?;
     validate::handle(&body.handle)?;
     let credential = state.new_secret_credential();
     let id = MemberId(did_key(&public));
@@ -64,6 +63,13 @@ async fn create_owner(
         credential_hash: sha256_hex(credential.as_bytes()),
     });
     Ok(with_credential(execute(&state, auth.member, None, op, StatusCode::CREATED).await, &credential).await)
+}
+
+/// The Ed25519 key a new member names itself by (its DID is derived from it).
+fn member_key(text: &str) -> Result<ed25519_dalek::VerifyingKey, Refusal> {
+    parse_public_key(text).map_err(|_| {
+        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
+    })
 }
 
 /// Adds the one-time credential to a successful creation's body.
@@ -81,7 +87,7 @@ async fn with_credential(response: Response, credential: &str) -> Response {
 }
 
 /// Owner only: draws a single-use invite code for one agent.
-#[utoipa::path(post, path = "/v1/invites", responses((status = 201, description = "`invite_code` is shown once and dies after one use or at `expires_at_ms`")))]
+#[utoipa::path(post, path = "/v1/invites", responses((status = 201, description = "`invite_code` is shown once and dies after one use or at `expires_at_ms`", body = schema::Invite), errors::Unauthenticated, errors::Forbidden, errors::Conflict, errors::Unavailable))]
 async fn issue_invite(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
     let code = format!("inv_{}", state.random_b64(INVITE_RANDOM_BYTES));
     let expires_at = state.now().plus_s(INVITE_TTL_S);
@@ -105,14 +111,12 @@ pub struct RedeemInviteRequest {
 }
 
 /// An agent's first act: trade an invite code for its identity and a fresh credential.
-#[utoipa::path(post, path = "/v1/agents", request_body = RedeemInviteRequest, responses((status = 201, description = "Agent enrolled; `credential` is shown once")))]
+#[utoipa::path(post, path = "/v1/agents", request_body = RedeemInviteRequest, responses((status = 201, description = "Agent enrolled; `credential` is shown once", body = schema::Enrolled), errors::Unauthenticated, errors::BodyRefused, errors::NotFound, errors::Conflict, errors::Gone, errors::Unavailable))]
 async fn redeem_invite(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<RedeemInviteRequest>,
 ) -> Result<Response, Problem> {
-    let public = parse_public_key(&body.public_key).map_err(|_| {
-        Refusal::new(Code::PublicKeyInvalid, "`public_key` must be an Ed25519 key: 64 hex chars or base64url.")
-    })?;
+    let public = member_key(&body.public_key)?;
     validate::handle(&body.handle)?;
     if body.invite_code.len() > INVITE_CODE_LEN_MAX {
         return Err(Refusal::new(Code::InviteNotFound, "No such invite code.").into());
@@ -142,7 +146,7 @@ async fn redeem_invite(
 }
 
 /// Replaces the caller's credential; the old one stops working at once.
-#[utoipa::path(post, path = "/v1/credentials/rotate", responses((status = 200, description = "New `credential`, shown once")))]
+#[utoipa::path(post, path = "/v1/credentials/rotate", responses((status = 200, description = "New `credential`, shown once", body = schema::Rotated), errors::Unauthenticated, errors::Conflict, errors::Unavailable))]
 async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
     let credential = state.new_secret_credential();
     let op = Op::Identity(identity::Op::RotateCredential {
@@ -153,7 +157,7 @@ async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Re
 }
 
 /// Revokes the credential this request is made with.
-#[utoipa::path(post, path = "/v1/credentials/revoke", responses((status = 200, description = "Revoked")))]
+#[utoipa::path(post, path = "/v1/credentials/revoke", responses((status = 200, description = "Revoked", body = schema::Revoked), errors::Unauthenticated, errors::Conflict, errors::Unavailable))]
 async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
     let op =
         Op::Identity(identity::Op::RevokeCredential { member: auth.member.id.clone(), hash: auth.credential_hash });
@@ -161,7 +165,7 @@ async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Re
 }
 
 /// A member by DID or current handle.
-#[utoipa::path(get, path = "/v1/members/{member}", params(("member" = String, Path, description = "DID or handle")), responses((status = 200, description = "Member")))]
+#[utoipa::path(get, path = "/v1/members/{member}", params(("member" = String, Path, description = "DID or handle")), responses((status = 200, description = "Member", body = schema::Member), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 async fn get_member(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -177,7 +181,7 @@ pub struct RenameRequest {
 }
 
 /// Renames a member (itself, or an agent of the caller). The old handle is reserved forever.
-#[utoipa::path(put, path = "/v1/members/{member}/handle", request_body = RenameRequest, responses((status = 200, description = "Renamed")))]
+#[utoipa::path(put, path = "/v1/members/{member}/handle", request_body = RenameRequest, responses((status = 200, description = "Renamed", body = schema::Renamed), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn rename(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -197,7 +201,7 @@ async fn rename(
 }
 
 /// The caller, its account and (for agents) its budget.
-#[utoipa::path(get, path = "/v1/me", responses((status = 200, description = "Caller")))]
+#[utoipa::path(get, path = "/v1/me", responses((status = 200, description = "Caller", body = schema::Me), errors::Unauthenticated, errors::Unavailable))]
 async fn me(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<serde_json::Value>, Problem> {
     let account = state.store.account(&AccountId::of_member(&auth.member.id)).await?;
     let budget = state.store.budget(&auth.member.id).await?;

@@ -9,7 +9,8 @@
 //! and their share of the sweeper's work; [`registry`] holds the
 //! registry-wide routes. Beneath them sit [`state`] (the shared
 //! [`AppState`]), [`exec`] (the handlers' toolbox), [`auth`], [`problem`],
-//! [`keyring`], [`metrics`] and [`search_tally`]; above them, [`router`]
+//! [`keyring`], [`metrics`] and [`search_tally`], and [`schemas`] (the
+//! response bodies as `/openapi.json` states them); above them, [`router`]
 //! merges the capabilities' routes and [`sweeper`] asks each for due work.
 
 pub mod auth;
@@ -28,6 +29,7 @@ pub mod pay;
 pub mod problem;
 pub mod registry;
 pub mod router;
+pub mod schemas;
 pub mod search_tally;
 pub mod state;
 pub mod sweeper;

@@ -5,7 +5,8 @@
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute, idem_for, resolve_id, KeyRule};
 use crate::federation;
-use crate::problem::Problem;
+use crate::problem::{errors, Problem, ProblemDetails};
+use crate::schemas::pay as schema;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -76,7 +77,7 @@ pub struct MintRequest {
 }
 
 /// Operator only: issues units into an owner's account (purchase-only; there is no withdrawal).
-#[utoipa::path(post, path = "/v1/mint", request_body = MintRequest, params(("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Minted")))]
+#[utoipa::path(post, path = "/v1/mint", request_body = MintRequest, params(("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Minted", body = schema::Minted), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn mint(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -96,7 +97,7 @@ pub struct FundRequest {
 }
 
 /// Owner only: moves units from the owner's account into its agent's budget account.
-#[utoipa::path(post, path = "/v1/agents/{agent}/fund", request_body = FundRequest, params(("agent" = String, Path, description = "DID or handle"), ("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Funded")))]
+#[utoipa::path(post, path = "/v1/agents/{agent}/fund", request_body = FundRequest, params(("agent" = String, Path, description = "DID or handle"), ("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Funded", body = schema::Funded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn fund(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -120,7 +121,7 @@ pub struct BudgetRequest {
 }
 
 /// Owner only: sets an agent's ceilings. An agent can never set its own.
-#[utoipa::path(put, path = "/v1/agents/{agent}/budget", request_body = BudgetRequest, responses((status = 200, description = "Budget")))]
+#[utoipa::path(put, path = "/v1/agents/{agent}/budget", request_body = BudgetRequest, responses((status = 200, description = "Budget", body = schema::Budget), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn set_budget(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -154,7 +155,7 @@ pub struct TokenRequest {
 
 /// Agent only: places a hold on its budget and returns a registry-signed `apt_` token.
 /// Without `Idempotency-Key`, the key is the (merchant, order): asking twice for one order returns the same token.
-#[utoipa::path(post, path = "/v1/tokens", request_body = TokenRequest, responses((status = 201, description = "Token issued")))]
+#[utoipa::path(post, path = "/v1/tokens", request_body = TokenRequest, responses((status = 201, description = "Token issued", body = schema::TokenIssued), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn issue_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -214,7 +215,7 @@ pub struct VerifyRequest {
 /// A receipt check, never a work order: says whether the token is genuine and
 /// its state. A settled token still verifies as genuine (state `settled`), so a
 /// merchant must never do paid work because verify said "genuine".
-#[utoipa::path(post, path = "/v1/tokens/verify", request_body = VerifyRequest, responses((status = 200, description = "Genuineness and state")))]
+#[utoipa::path(post, path = "/v1/tokens/verify", request_body = VerifyRequest, responses((status = 200, description = "Genuineness and state", body = schema::TokenCheck), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Unavailable))]
 async fn verify_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -258,7 +259,7 @@ pub struct SettleRequest {
 /// Merchant only: settles a token exactly once. Without `Idempotency-Key` the key
 /// is derived from (merchant, order), so a retry returns the original receipt
 /// with `Idempotent-Replayed: true`.
-#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to order:<order_id>")), responses((status = 200, description = "Settlement receipt"), (status = 409, description = "In flight, or token/order already settled"), (status = 422, description = "Same key, different body")))]
+#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to order:<order_id>")), responses((status = 200, description = "Settlement receipt", body = schema::SettlementReceipt), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable, (status = 409, description = "In flight, or token/order already settled (the original settlement in `facts`)", body = ProblemDetails, content_type = "application/problem+json"), (status = 422, description = "Same key, different body; or refused by a rule (`amount_exceeds_token`, `order_mismatch`, …)", body = ProblemDetails, content_type = "application/problem+json")))]
 async fn settle(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -290,7 +291,7 @@ async fn settle(
 }
 
 /// Buyer (or its owner): voids an unsettled token and releases its hold.
-#[utoipa::path(post, path = "/v1/tokens/{jti}/void", responses((status = 200, description = "Voided")))]
+#[utoipa::path(post, path = "/v1/tokens/{jti}/void", responses((status = 200, description = "Voided", body = schema::Voided), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unavailable))]
 async fn void_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -314,7 +315,7 @@ pub struct EventsQuery {
 }
 
 /// Operator only: the hash-chained event ledger, a page at a time.
-#[utoipa::path(get, path = "/v1/events", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Events")))]
+#[utoipa::path(get, path = "/v1/events", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Events", body = schema::EventPage), errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
 async fn events(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -3,7 +3,9 @@
 //! verifier page at `/passport/verify`.
 
 use crate::federation;
-use crate::problem::Problem;
+use crate::problem::{errors, Problem, ProblemDetails};
+use crate::schemas::registry as schema;
+use crate::schemas::OpenObject;
 use crate::state::AppState;
 use crate::x402;
 use crate::NETWORK_UNIT;
@@ -27,7 +29,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 }
 
 /// Liveness: the ledger writer runs and the store answers.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "`{\"status\": \"ok\", \"event_seq\": …}`"), (status = 503, description = "writer_stopped")))]
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Liveness", body = schema::Health), errors::Unavailable, (status = 503, description = "`writer_stopped`; or `overloaded`, `store_busy`, `store_unavailable`", body = ProblemDetails, content_type = "application/problem+json")))]
 async fn healthz(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, Problem> {
     if !state.store.writer_stats().running {
         return Err(Problem::new(
@@ -41,7 +43,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::
 }
 
 /// Prometheus text format: request counts and latency, the writer's batches, refusals, replays.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"), errors::Overloaded))]
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let writer = state.store.writer_stats();
     let mut text = state.metrics.render();
@@ -60,7 +62,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
 }
 
 /// The registry's public card: identity, fee, thresholds and limits.
-#[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card")))]
+#[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card: identity, keys, fee, thresholds and limits, signed (eddsa-jcs-2022)", body = OpenObject), errors::Overloaded))]
 async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     let key = state.signing_key().verifying_key();
     Json(federation::card(
@@ -95,7 +97,7 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
 }
 
 /// The passport verifier: a page that checks a pasted passport in the browser against this registry's keys.
-#[utoipa::path(get, path = "/passport/verify", responses((status = 200, description = "Passport verifier page (HTML); verifying happens in the browser and sends nothing", content_type = "text/html")))]
+#[utoipa::path(get, path = "/passport/verify", responses((status = 200, description = "Passport verifier page (HTML); verifying happens in the browser and sends nothing", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn passport_verify(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     use crate::passport_page::{passport_page, CONTENT_SECURITY_POLICY};
     use axum::http::header;

@@ -4,7 +4,8 @@
 //! storefront's MCP server at `/mcp`, and wraps it all in admission control,
 //! request metrics, the body limit and the problem+json fallback.
 
-use crate::problem::Problem;
+use crate::problem::{errors, Problem, ProblemDetails};
+use crate::schemas::OpenObject;
 use crate::state::AppState;
 use crate::{dispute, escrow, federation, identity, market, pay, registry, x402};
 use axum::extract::{MatchedPath, State};
@@ -32,10 +33,15 @@ pub const UNDESCRIBED_ROUTES: &[(&str, &str)] = &[
 ];
 
 #[derive(OpenApi)]
-#[openapi(info(
-    title = "Bazaar registry API",
-    description = "Identities, a double-entry ledger, paid calls settled exactly once, escrowed contracts, disputes and stake. Errors are RFC 9457 problem+json with a stable `code`."
-))]
+#[openapi(
+    info(
+        title = "Bazaar registry API",
+        description = "Identities, a double-entry ledger, paid calls settled exactly once, escrowed contracts, disputes and stake. Errors are RFC 9457 problem+json with a stable `code`."
+    ),
+    // The error-response sets refer to it by name, so it is registered here
+    // rather than left to whichever route happens to name it as a body.
+    components(schemas(ProblemDetails))
+)]
 struct ApiDoc;
 
 /// Every route, with the storefront's MCP server nested at `/mcp`.
@@ -92,7 +98,7 @@ pub fn api_description() -> &'static utoipa::openapi::OpenApi {
 }
 
 /// This API's OpenAPI 3.1 description.
-#[utoipa::path(get, path = "/openapi.json", tag = "registry", responses((status = 200, description = "OpenAPI 3.1 document")))]
+#[utoipa::path(get, path = "/openapi.json", tag = "registry", responses((status = 200, description = "OpenAPI 3.1 document", body = OpenObject), errors::Overloaded))]
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     Json(api_description().clone())
 }
@@ -134,6 +140,7 @@ mod tests {
     use bazaar_types::{ManualClock, Timestamp};
     use std::collections::BTreeSet;
     use tower::ServiceExt;
+    use utoipa::ToSchema;
 
     async fn state(tag: &str) -> (Arc<AppState>, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("bazaar-{tag}-{}", std::process::id()));
@@ -180,6 +187,62 @@ mod tests {
             .collect();
         assert!(paths.contains("/healthz") && paths.contains("/mcp"), "axum's Debug format changed: {paths:?}");
         paths
+    }
+
+    /// The served document, as a client reads it.
+    async fn served_document(app: &Router) -> serde_json::Value {
+        let request = axum::http::Request::get("/openapi.json").body(axum::body::Body::empty()).unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        serde_json::from_slice(&axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap()).unwrap()
+    }
+
+    /// Whether an OpenAPI schema object says something (a reference, a type or
+    /// a choice of schemas) rather than being the empty "anything" schema.
+    fn says_something(schema: &serde_json::Value) -> bool {
+        ["$ref", "type", "oneOf", "anyOf", "allOf"].iter().any(|key| schema.get(key).is_some())
+    }
+
+    /// Every operation describes its bodies: at least one 2xx response with
+    /// content (a JSON schema, or the non-JSON media type it serves), and every
+    /// 4xx/5xx response is problem+json referring to the problem schema. A route
+    /// added with only a description fails here.
+    #[tokio::test]
+    async fn every_operation_describes_its_response_bodies() {
+        let (state, dir) = state("bodies").await;
+        let document = served_document(&router(state)).await;
+        let problem_ref = format!("#/components/schemas/{}", ProblemDetails::name());
+        assert!(document["components"]["schemas"][ProblemDetails::name().as_ref()].is_object(), "no problem schema");
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let at = format!("{method} {path}");
+                let responses = operation["responses"].as_object().unwrap();
+                let successes: Vec<_> = responses.iter().filter(|(status, _)| status.starts_with('2')).collect();
+                assert!(!successes.is_empty(), "{at}: no 2xx response");
+                let described = |(_, response): &(&String, &serde_json::Value)| {
+                    response["content"].as_object().is_some_and(|content| {
+                        !content.is_empty()
+                            && content
+                                .iter()
+                                .all(|(media, entry)| !media.contains("json") || says_something(&entry["schema"]))
+                    })
+                };
+                assert!(successes.iter().any(described), "{at}: no 2xx response with a body schema or content type");
+                for (status, response) in responses.iter().filter(|(status, _)| status.starts_with(['4', '5'])) {
+                    let content = response["content"].as_object().filter(|content| !content.is_empty());
+                    let content = content.unwrap_or_else(|| panic!("{at} {status}: an error without a body"));
+                    for (media, entry) in content.iter().filter(|(media, _)| media.contains("json")) {
+                        assert_eq!(media, crate::problem::PROBLEM_CONTENT_TYPE, "{at} {status}");
+                        assert_eq!(
+                            entry["schema"]["$ref"],
+                            problem_ref.as_str(),
+                            "{at} {status}: not the problem schema"
+                        );
+                    }
+                }
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! The HTTP API end to end on an embedded store: problem+json, idempotency
 //! headers, exactly-once under concurrency, authorization, expiry, and the
-//! registry's published documents; searches counted off the money writer.
+//! registry's published documents (and that answers fit the bodies they
+//! describe); searches counted off the money writer.
 
 use bazaar_core::apply::Config;
 use bazaar_core::model::{Account, Budget, Credential, DocKind, DocRow, Event, Hold, Member, Settlement, Transfer};
@@ -619,4 +620,128 @@ async fn an_unreadable_stored_document_is_a_500_not_a_panic() {
     assert_eq!(problem["code"], "internal", "{problem}");
     let health = reqwest::get(format!("{}/healthz", r.url)).await.unwrap();
     assert_eq!(health.status(), 200, "a read that fails stops nothing");
+}
+
+/// Why `body` does not fit `schema` (resolving `$ref`s in `document`): a
+/// required member missing, or a member of another JSON type. Members the
+/// schema does not name are allowed, as JSON Schema allows them.
+fn misfit(document: &Value, schema: &Value, body: &Value, at: &str) -> Option<String> {
+    if let Some(reference) = schema["$ref"].as_str() {
+        let name = reference.trim_start_matches("#/components/schemas/");
+        return misfit(document, &document["components"]["schemas"][name], body, at);
+    }
+    if let Some(parts) = schema["allOf"].as_array() {
+        return parts.iter().find_map(|part| misfit(document, part, body, at));
+    }
+    if let Some(choices) = schema["oneOf"].as_array() {
+        let fits = choices.iter().any(|choice| misfit(document, choice, body, at).is_none());
+        return (!fits).then(|| format!("{at}: fits none of oneOf"));
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(one) => vec![one.as_str()],
+        Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
+        _ => return None,
+    };
+    let actual = match body {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let fits = types.contains(&actual) || (actual == "integer" && types.contains(&"number"));
+    if !fits {
+        return Some(format!("{at}: {actual}, described as {types:?}"));
+    }
+    match body {
+        Value::Object(members) => {
+            for required in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                if !members.contains_key(required) {
+                    return Some(format!("{at}.{required}: missing"));
+                }
+            }
+            let properties = schema["properties"].as_object();
+            members.iter().find_map(|(name, value)| {
+                let property = properties.and_then(|p| p.get(name))?;
+                misfit(document, property, value, &format!("{at}.{name}"))
+            })
+        }
+        Value::Array(items) => {
+            items.iter().find_map(|item| misfit(document, &schema["items"], item, &format!("{at}[]")))
+        }
+        _ => None,
+    }
+}
+
+/// Asserts that `body` fits what `/openapi.json` says `method path` answers with `status`.
+fn assert_described(document: &Value, method: &str, path: &str, status: &str, body: &Value) {
+    let response = &document["paths"][path][method]["responses"][status];
+    let schema = &response["content"]["application/json"]["schema"];
+    assert!(schema.is_object(), "{method} {path} {status}: no JSON schema described");
+    if let Some(why) = misfit(document, schema, body, &format!("{method} {path} {status}")) {
+        panic!("{why}\n{body:#}");
+    }
+}
+
+#[tokio::test]
+async fn answers_fit_the_bodies_the_api_description_states() {
+    let r = registry().await;
+    let document: Value = reqwest::get(format!("{}/openapi.json", r.url)).await.unwrap().json().await.unwrap();
+    let check = |method: &str, path: &str, status: &str, body: &Value| {
+        assert_described(&document, method, path, status, body);
+    };
+    let (owner, buyer, merchant, shop) = cast(&r, "schema", 10_000).await;
+    let me = buyer.me().await.unwrap();
+    check("get", "/v1/me", "200", &me);
+    check("get", "/v1/me", "200", &r.operator.me().await.unwrap());
+    check("get", "/v1/members/{member}", "200", &owner.member(&shop).await.unwrap());
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    check("post", "/v1/mint", "200", &r.operator.mint(&owner_id, 100, "mint-schema-2").await.unwrap());
+    check("post", "/v1/agents/{agent}/fund", "200", &owner.fund("buyer-schema", 100, "fund-schema-2").await.unwrap());
+    let budget = owner.set_budget("buyer-schema", 10_000, 10_000, 10_000).await.unwrap();
+    check("put", "/v1/agents/{agent}/budget", "200", &budget);
+    let issued = buyer.issue_token(&shop, 300, "o-1", "r").await.unwrap().body;
+    check("post", "/v1/tokens", "201", &issued);
+    let token = issued["token"].as_str().unwrap();
+    check("post", "/v1/tokens/verify", "200", &merchant.verify(token).await.unwrap());
+    check("post", "/v1/settlements", "200", &merchant.settle(token, 300, "o-1", None).await.unwrap().body);
+    check("post", "/v1/tokens/verify", "200", &merchant.verify(token).await.unwrap());
+    check("post", "/v1/tokens/verify", "200", &merchant.verify("apt_x.y").await.unwrap());
+    let spare = buyer.issue_token(&shop, 10, "o-2", "r").await.unwrap().body;
+    check("post", "/v1/tokens/{jti}/void", "200", &buyer.void(spare["jti"].as_str().unwrap()).await.unwrap());
+    check("get", "/v1/events", "200", &r.operator.events(0, 50).await.unwrap());
+    check("get", "/.well-known/bazaar-keys", "200", &buyer.key_history().await.unwrap());
+    check("get", "/v1/federation/peers", "200", &buyer.peers().await.unwrap());
+    check("get", "/v1/reputation/{member}", "200", &buyer.reputation(&shop).await.unwrap());
+    let passport = merchant.passport(None).await.unwrap();
+    check("post", "/v1/passports/verify", "200", &buyer.verify_passport(&passport).await.unwrap());
+    let health: Value = reqwest::get(format!("{}/healthz", r.url)).await.unwrap().json().await.unwrap();
+    check("get", "/healthz", "200", &health);
+    // An agent contracts only with another owner's agents.
+    let (_, _, seller, seller_handle) = cast(&r, "schema-seller", 1_000).await;
+    let due = EPOCH.ms() + 7 * 86_400_000;
+    let created =
+        buyer.create_contract(&seller_handle, None, &[(6_000, "work", due)], "terms", None, "c-1").await.unwrap().body;
+    check("post", "/v1/contracts", "201", &created);
+    let id = created["id"].as_str().unwrap();
+    check("post", "/v1/contracts/{id}/accept", "200", &seller.contract_act(id, "accept").await.unwrap().body);
+    let delivered = seller.deliver(id, 0, b"done").await.unwrap().body;
+    check("post", "/v1/contracts/{id}/milestones/{index}/deliver", "200", &delivered);
+    let released = buyer.release(id, 0, None).await.unwrap().body;
+    check("post", "/v1/contracts/{id}/milestones/{index}/release", "200", &released);
+    check("get", "/v1/contracts/{id}", "200", &buyer.contract(id).await.unwrap());
+    check("post", "/v1/stake", "200", &merchant.stake_lock(100, "s-1").await.unwrap().body);
+    check("post", "/v1/stake/unlock", "200", &merchant.stake_unlock(50, "s-2").await.unwrap().body);
+    check("get", "/v1/stake/{member}", "200", &buyer.stake(&shop).await.unwrap());
+    check("get", "/v1/disputes", "200", &buyer.disputes(None).await.unwrap());
+    let listing = json!({"sku": "mug", "title": "Clay mug", "list_price_minor": 500, "floor_minor": 400,
+        "capacity_per_day": 5, "capacity_max": 50, "language": "en"});
+    let listed = merchant.put_listing(listing).await.unwrap();
+    check("put", "/v1/listings", "200", &listed);
+    check("get", "/v1/listings/{id}", "200", &buyer.listing(listed["id"].as_str().unwrap()).await.unwrap());
+    check("get", "/v1/search", "200", &buyer.search("mug").await.unwrap());
+    check("get", "/v1/search", "200", &buyer.search("teapot").await.unwrap());
+    check("get", "/v1/searches/unmet", "200", &buyer.unmet_searches().await.unwrap());
 }

@@ -20,7 +20,9 @@ use axum::routing::post;
 use bazaar_core::federation::Relay;
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::DocKind;
+use bazaar_core::refusal::{Code, Refusal};
 use bazaar_store::StoreError;
+use bazaar_types::limits::FEDERATION_SKEW_S_MAX;
 use bazaar_types::Timestamp;
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
@@ -32,6 +34,17 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .merge(reputation::routes())
         .merge(peers::routes())
         .route(FEDERATION_SETTLE_PATH, post(settle::federation_settle))
+}
+
+/// Refuses a signed presentation (a passport's, a guest's) made further than
+/// `FEDERATION_SKEW_S_MAX` from this registry's clock: a signature alone does
+/// not say when, so an old one could be replayed.
+pub(crate) fn check_presented_at(now_ms: i64, presented_at_ms: i64) -> Result<(), Refusal> {
+    if (now_ms - presented_at_ms).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
+        return Err(Refusal::new(Code::RequestStale, "`presented_at_ms` is too far from this registry's clock.")
+            .with(serde_json::json!({"now_ms": now_ms, "skew_s_max": FEDERATION_SKEW_S_MAX})));
+    }
+    Ok(())
 }
 
 /// The sweeper's share: retries relayed settlements whose retry time came,

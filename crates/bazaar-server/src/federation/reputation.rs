@@ -6,7 +6,9 @@ use super::peer_client::refresh_peer;
 use super::peers::{peer_of, peers};
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute, resolve};
-use crate::problem::Problem;
+use crate::problem::{errors, Problem, ProblemDetails};
+use crate::schemas::federation as schema;
+use crate::schemas::OpenObject;
 use crate::state::AppState;
 use crate::NETWORK_UNIT;
 use axum::extract::{Path, State};
@@ -76,7 +78,7 @@ pub async fn reputation_of(state: &AppState, subject: &MemberId) -> Result<Value
 }
 
 /// Public: the reputation of a DID or handle, computed from the ledger now.
-#[utoipa::path(get, path = "/v1/reputation/{member}", responses((status = 200, description = "Figures, stake, imports")))]
+#[utoipa::path(get, path = "/v1/reputation/{member}", responses((status = 200, description = "Figures, stake, imports", body = schema::Reputation), errors::NotFound, errors::Unavailable))]
 pub async fn get_reputation(
     State(state): State<Arc<AppState>>,
     Path(member): Path<String>,
@@ -139,7 +141,7 @@ pub async fn issue_passport(state: &Arc<AppState>, subject: &MemberId) -> Result
 }
 
 /// A passport for the caller, an agent the caller owns, or (for the operator) anyone.
-#[utoipa::path(post, path = "/v1/passports", request_body = PassportRequest, responses((status = 201, description = "A signed TrustPassport (VC 2.0, eddsa-jcs-2022)")))]
+#[utoipa::path(post, path = "/v1/passports", request_body = PassportRequest, responses((status = 201, description = "A signed TrustPassport (VC 2.0, eddsa-jcs-2022)", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::TooMany, errors::Unavailable))]
 pub async fn post_passport(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -206,7 +208,7 @@ fn passport_size(passport: &Value) -> Result<(), Problem> {
 }
 
 /// Public: checks a passport issued by this registry (any key in its history) or a recognised peer.
-#[utoipa::path(post, path = "/v1/passports/verify", request_body = VerifyPassportRequest, responses((status = 200, description = "Valid: issuer, subject and figures"), (status = 422, description = "Refused with the reason code")))]
+#[utoipa::path(post, path = "/v1/passports/verify", request_body = VerifyPassportRequest, responses((status = 200, description = "Valid: issuer, subject and figures", body = schema::PassportValid), errors::BodyRefused, errors::Forbidden, errors::Gone, errors::Unprocessable, errors::Unavailable, (status = 422, description = "Refused with the reason code", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn verify_passport_route(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<VerifyPassportRequest>,
@@ -232,7 +234,7 @@ pub struct ImportRequest {
 
 /// Public (the subject's signature is the authentication): imports a peer's
 /// passport so its figures count here at the peer's weight.
-#[utoipa::path(post, path = "/v1/reputation/import", request_body = ImportRequest, responses((status = 201, description = "Imported"), (status = 403, description = "Unrecognised issuer or subject mismatch")))]
+#[utoipa::path(post, path = "/v1/reputation/import", request_body = ImportRequest, responses((status = 201, description = "Imported", body = schema::PassportImported), errors::BodyRefused, errors::Unauthenticated, errors::Forbidden, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable, (status = 403, description = "Unrecognised issuer or subject mismatch", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn import_passport(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<ImportRequest>,
@@ -245,11 +247,7 @@ pub async fn import_passport(
     let subject_key = public_key_from_did(info.subject.as_str()).map_err(|_| {
         Refusal::new(Code::PassportSubjectMismatch, "The passport's subject is not a did:key that can sign.")
     })?;
-    if (now - body.presented_at_ms).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
-        return Err(Refusal::new(Code::RequestStale, "`presented_at_ms` is too far from this registry's clock.")
-            .with(json!({"now_ms": now, "skew_s_max": FEDERATION_SKEW_S_MAX}))
-            .into());
-    }
+    super::check_presented_at(now, body.presented_at_ms)?;
     let message = presentation_message(state.registry.as_str(), &info.id, body.presented_at_ms);
     if verify(&subject_key, &message, &body.signature).is_err() {
         return Err(Refusal::new(

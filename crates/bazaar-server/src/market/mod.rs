@@ -9,8 +9,9 @@ pub mod orders;
 pub mod rfq;
 
 use crate::auth::{ApiJson, Auth};
-use crate::exec::execute;
-use crate::problem::Problem;
+use crate::exec::{execute, load_doc};
+use crate::problem::{errors, Problem, ProblemDetails};
+use crate::schemas::market as schema;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -20,7 +21,6 @@ use bazaar_core::command::Op;
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::market;
 use bazaar_core::market::{normalize_query, search_terms, Listing, ListingSpec, Terms};
-use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_store::StoreError;
 use bazaar_types::limits::{PAGE_LIMIT_MAX, SEARCH_QUERY_LEN_MAX, SEARCH_RESULTS_MAX};
@@ -73,7 +73,7 @@ pub struct ListingRequest {
 }
 
 /// Seller's agent: lists a product under its own SKU, or relists it (same SKU, new terms).
-#[utoipa::path(put, path = "/v1/listings", request_body = ListingRequest, responses((status = 200, description = "The listing, with its lowest price"), (status = 400, description = "listing_invalid")))]
+#[utoipa::path(put, path = "/v1/listings", request_body = ListingRequest, responses((status = 200, description = "The listing, with its lowest price", body = schema::Listing), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable, (status = 400, description = "`listing_invalid`, or a malformed body", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn put_listing(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -100,14 +100,11 @@ pub async fn put_listing(
 }
 
 /// Public: one listing by id.
-#[utoipa::path(get, path = "/v1/listings/{id}", responses((status = 200, description = "The listing"), (status = 404, description = "listing_not_found")))]
+#[utoipa::path(get, path = "/v1/listings/{id}", responses((status = 200, description = "The listing", body = schema::Listing), errors::NotFound, errors::Unavailable, (status = 404, description = "`listing_not_found`", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn get_listing(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, Problem> {
-    let row = state
-        .store
-        .doc(DocKind::Listing, &id)
-        .await?
-        .ok_or_else(|| Refusal::new(Code::ListingNotFound, "No listing with that id."))?;
-    Ok(Json(decode::<Listing>(&row)?.view()))
+    let listing: Listing =
+        load_doc(&state, &id, || Refusal::new(Code::ListingNotFound, "No listing with that id.")).await?;
+    Ok(Json(listing.view()))
 }
 
 #[derive(Deserialize)]
@@ -119,7 +116,7 @@ pub struct SearchQuery {
 
 /// Any member: full-text search over listings (every word must match, as a
 /// word prefix; plurals fold). The search is counted for demand.
-#[utoipa::path(get, path = "/v1/search", params(("q" = String, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Matching listings, best first")))]
+#[utoipa::path(get, path = "/v1/search", params(("q" = String, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Matching listings, best first", body = schema::SearchResults), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
 pub async fn search(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -151,7 +148,7 @@ pub struct UnmetQuery {
 }
 
 /// Any member: searches that found nothing the last time they ran, most frequent first.
-#[utoipa::path(get, path = "/v1/searches/unmet", params(("limit" = Option<usize>, Query)), responses((status = 200, description = "Unmet demand")))]
+#[utoipa::path(get, path = "/v1/searches/unmet", params(("limit" = Option<usize>, Query)), responses((status = 200, description = "Unmet demand", body = schema::UnmetSearches), errors::Unauthenticated, errors::Unavailable))]
 pub async fn unmet(
     State(state): State<Arc<AppState>>,
     _auth: Auth,

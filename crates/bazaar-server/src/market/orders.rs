@@ -6,7 +6,8 @@
 use super::rfq::rfq_for;
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{execute, execute_shaped, idem_for, resolve_id, KeyRule};
-use crate::problem::Problem;
+use crate::problem::{errors, Problem, ProblemDetails};
+use crate::schemas::market as schema;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -50,7 +51,7 @@ pub struct OrderPolicyRequest {
 }
 
 /// Owner: when its agent's storefront orders need a person's approval.
-#[utoipa::path(put, path = "/v1/agents/{agent}/order-policy", request_body = OrderPolicyRequest, responses((status = 200, description = "The policy")))]
+#[utoipa::path(put, path = "/v1/agents/{agent}/order-policy", request_body = OrderPolicyRequest, responses((status = 200, description = "The policy", body = schema::OrderPolicy), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 pub async fn set_order_policy(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -76,7 +77,7 @@ pub struct OrderRequest {
 /// allocation into an order under one authorization — or, when the owner's
 /// policy asks, an order waiting for the owner's approval at `approval_url`.
 /// An agent never approves: it can only hand the link to a person.
-#[utoipa::path(post, path = "/v1/orders", request_body = OrderRequest, responses((status = 201, description = "The order; `approval_url` when it waits for a person")))]
+#[utoipa::path(post, path = "/v1/orders", request_body = OrderRequest, responses((status = 201, description = "The order; `approval_url` when it waits for a person", body = schema::Order), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn create_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -129,7 +130,7 @@ async fn order_for(
 
 /// The buyer, its owner, a maker in it, or the operator: the order, each share's
 /// state, notification, proof (tracking) and payment.
-#[utoipa::path(get, path = "/v1/orders/{id}", responses((status = 200, description = "The order")))]
+#[utoipa::path(get, path = "/v1/orders/{id}", responses((status = 200, description = "The order", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn get_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -140,7 +141,7 @@ pub async fn get_order(
 }
 
 /// Orders naming the caller: makers read their notifications here.
-#[utoipa::path(get, path = "/v1/orders", responses((status = 200, description = "Orders naming the caller")))]
+#[utoipa::path(get, path = "/v1/orders", responses((status = 200, description = "Orders naming the caller", body = schema::OrderList), errors::Unauthenticated, errors::Unavailable))]
 pub async fn list_orders(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
     let rows = state.store.docs_by_party(DocKind::Order, &auth.member.id, "", PAGE_LIMIT_MAX).await?;
     Ok(Json(json!({"orders": rows.iter().map(|r| r.body.clone()).collect::<Vec<_>>()})))
@@ -175,7 +176,7 @@ async fn log_fallbacks(response: Response) -> Response {
 }
 
 /// The buyer's owner (a person, never an agent): approves an order waiting for it.
-#[utoipa::path(post, path = "/v1/orders/{id}/approve", responses((status = 200, description = "Authorized; makers told"), (status = 403, description = "approval_by_person / not_owner")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/approve", responses((status = 200, description = "Authorized; makers told", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable, (status = 403, description = "approval_by_person / not_owner", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn approve_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -185,7 +186,7 @@ pub async fn approve_order(
 }
 
 /// The buyer's owner: declines an order waiting for approval.
-#[utoipa::path(post, path = "/v1/orders/{id}/decline", responses((status = 200, description = "Declined")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/decline", responses((status = 200, description = "Declined", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 pub async fn decline_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -203,7 +204,7 @@ pub struct ProofQuery {
 /// The share's maker: the courier receipt's image as the body (JPEG, PNG or
 /// WebP, at most `RECEIPT_IMAGE_BYTES_MAX`), `?tracking=`. The image is stored
 /// by its SHA-256 and the maker is paid her share in the same transaction.
-#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/proof", params(("tracking" = String, Query)), request_body(content = Vec<u8>, description = "The courier receipt's image", content_type = "image/jpeg"), responses((status = 200, description = "Paid on proof"), (status = 409, description = "share_paid")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/proof", params(("tracking" = String, Query)), request_body(content = Vec<u8>, description = "The courier receipt's image", content_type = "image/jpeg"), responses((status = 200, description = "Paid on proof", body = schema::SharePaid), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable, (status = 409, description = "share_paid", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn prove_shipment(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -231,7 +232,7 @@ pub async fn prove_shipment(
 }
 
 /// The buyer agent or its owner: cancels a share before it ships; its hold is released.
-#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/cancel", responses((status = 200, description = "Released")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/cancel", responses((status = 200, description = "Released", body = schema::ShareCancelled), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 pub async fn cancel_share(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -253,7 +254,7 @@ pub async fn cancel_share(
 }
 
 /// A stored receipt image, to the order's buyer, owner and maker.
-#[utoipa::path(get, path = "/v1/blobs/{sha256}", responses((status = 200, description = "The image")))]
+#[utoipa::path(get, path = "/v1/blobs/{sha256}", responses((status = 200, description = "The image, with the content type it was uploaded with", content(("image/jpeg"), ("image/png"), ("image/webp"))), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 pub async fn get_blob(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -285,7 +286,7 @@ pub async fn get_blob(
 
 /// The approval link: a page where the buyer's owner, signed in with its own
 /// credential, sees the order and approves or declines it.
-#[utoipa::path(get, path = "/approve/{id}", responses((status = 200, description = "Approval page (HTML)", content_type = "text/html")))]
+#[utoipa::path(get, path = "/approve/{id}", responses((status = 200, description = "Approval page (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 pub async fn approval_page(Path(_id): Path<String>) -> impl IntoResponse {
     use axum::http::header;
     (

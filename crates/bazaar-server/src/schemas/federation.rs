@@ -1,0 +1,134 @@
+//! Federation's response bodies: reputation, passports, keys, peers and guests.
+
+use utoipa::ToSchema;
+
+/// One signing key in a registry's history.
+#[derive(ToSchema)]
+pub struct KeyEntry {
+    /// `did:key:z6Mk…` of this key.
+    pub did: String,
+    pub from_ms: i64,
+    /// When the next key took over; null for the current key.
+    pub until_ms: Option<i64>,
+    /// The predecessor's signature handing over to this key; absent on the first key.
+    pub sig: Option<String>,
+}
+
+/// Every key the registry signed with.
+#[derive(ToSchema)]
+pub struct KeyHistory {
+    /// The registry's DID.
+    pub registry: String,
+    pub keys: Vec<KeyEntry>,
+}
+
+/// The key the registry rotated to, and the history after it.
+#[derive(ToSchema)]
+pub struct KeyRotated {
+    pub entry: KeyEntry,
+    pub keys: Vec<KeyEntry>,
+}
+
+/// Everything published about one DID, computed from the ledger now.
+#[derive(ToSchema)]
+pub struct Reputation {
+    pub subject: String,
+    /// This registry's figures (counts, volume, score; see docs for the formula).
+    #[schema(value_type = Object)]
+    pub local: serde_json::Value,
+    #[schema(value_type = Object)]
+    pub stake: serde_json::Value,
+    /// Peers' passports imported for this subject and still valid.
+    #[schema(value_type = Vec<Object>)]
+    pub imported: Vec<serde_json::Value>,
+    /// Local and imported figures combined.
+    #[schema(value_type = Object)]
+    pub combined: serde_json::Value,
+    /// `ledger_seq` and `ledger_head`: the ledger position the figures are as of.
+    #[schema(value_type = Object)]
+    pub as_of: serde_json::Value,
+}
+
+/// A passport that verified.
+#[derive(ToSchema)]
+pub struct PassportValid {
+    /// Always true (a passport that does not verify is refused).
+    pub valid: bool,
+    /// The issuing registry's DID.
+    pub registry: String,
+    /// The key that signed it.
+    pub key: String,
+    pub subject: String,
+    pub credential_id: String,
+    pub valid_until_ms: i64,
+    pub as_of_seq: u64,
+    #[schema(value_type = Object)]
+    pub figures: serde_json::Value,
+    /// True when this registry issued it.
+    pub local: bool,
+}
+
+/// A peer's passport imported for its subject.
+#[derive(ToSchema)]
+pub struct PassportImported {
+    pub subject: String,
+    /// The issuer, the weight here and the figures that count.
+    #[schema(value_type = Object)]
+    pub imported: serde_json::Value,
+    pub credential_id: String,
+    /// Unix milliseconds.
+    pub imported_at: i64,
+}
+
+/// A peer registry as recognised here.
+#[derive(ToSchema)]
+pub struct Peer {
+    pub did: String,
+    pub url: String,
+    pub handle: String,
+    /// How much its passports count here, in basis points of local work.
+    pub weight_bps: u32,
+    /// The corridor's terms: `fee_bps`, `per_call_max_minor`, `outstanding_max_minor`.
+    #[schema(value_type = Object)]
+    pub terms: serde_json::Value,
+    pub keys: Vec<KeyEntry>,
+    /// Unix milliseconds.
+    pub added_at: i64,
+}
+
+/// The peers this registry recognises.
+#[derive(ToSchema)]
+pub struct PeerList {
+    pub peers: Vec<Peer>,
+}
+
+/// A peer recognised (or its terms updated).
+#[derive(ToSchema)]
+pub struct PeerAdded {
+    pub peer: String,
+    pub url: String,
+    pub weight_bps: u32,
+    #[schema(value_type = Object)]
+    pub terms: serde_json::Value,
+    /// How many keys its verified card listed.
+    pub keys: usize,
+    /// True when the peer was known already.
+    pub updated: bool,
+}
+
+/// A peer's agent enrolled as a guest, with its credential (shown once).
+#[derive(ToSchema)]
+pub struct GuestEnrolled {
+    /// The agent's DID.
+    pub id: String,
+    pub handle: String,
+    /// The agent's home registry.
+    pub home: String,
+    /// True when the agent was a guest already (then no `kind`, `owner` or `ceiling_minor`).
+    pub returning: bool,
+    pub kind: Option<String>,
+    pub owner: Option<String>,
+    pub ceiling_minor: Option<u64>,
+    /// The bearer credential, shown once.
+    pub credential: String,
+}

@@ -1,0 +1,84 @@
+//! Identity's response bodies: members, enrolments with their one-time
+//! credential, invites and the caller's own view.
+
+use super::pay::Budget;
+use utoipa::ToSchema;
+
+/// A member: a person (owner), an agent, the operator, the registry or a peer registry.
+#[derive(ToSchema)]
+pub struct Member {
+    /// The member's DID.
+    pub id: String,
+    /// `registry`, `operator`, `owner`, `agent` or `peer`.
+    pub kind: String,
+    /// The owner an agent acts for; null for everyone else.
+    pub owner: Option<String>,
+    /// The current handle.
+    pub handle: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+/// A new member and the credential it authenticates with. The credential is
+/// shown here once; the registry keeps only its hash.
+#[derive(ToSchema)]
+pub struct Enrolled {
+    /// The member's DID.
+    pub id: String,
+    /// `owner` or `agent`.
+    pub kind: String,
+    /// The agent's owner; null for an owner.
+    pub owner: Option<String>,
+    pub handle: String,
+    /// The bearer credential, shown once.
+    pub credential: String,
+}
+
+/// A single-use invite code for one agent.
+#[derive(ToSchema)]
+pub struct Invite {
+    /// `inv_…`, shown once.
+    pub invite_code: String,
+    /// When the code dies unused, Unix milliseconds.
+    pub expires_at_ms: i64,
+}
+
+/// The caller's new credential; the old one stopped working.
+#[derive(ToSchema)]
+pub struct Rotated {
+    /// The caller's DID.
+    pub member: String,
+    /// The new bearer credential, shown once.
+    pub credential: String,
+}
+
+/// The credential used for this request is revoked.
+#[derive(ToSchema)]
+pub struct Revoked {
+    /// The caller's DID.
+    pub member: String,
+}
+
+/// A member's handle changed; the old one stays reserved.
+#[derive(ToSchema)]
+pub struct Renamed {
+    pub member: String,
+    /// The old handle.
+    pub from: String,
+    /// The new handle.
+    pub to: String,
+}
+
+/// The caller, its account and (for an agent) its budget.
+#[derive(ToSchema)]
+pub struct Me {
+    pub member: Member,
+    /// Null when the caller has no account.
+    pub balance_minor: Option<i64>,
+    /// Balance less holds; null when the caller has no account.
+    pub available_minor: Option<i64>,
+    /// Units on hold; null when the caller has no account.
+    pub held_minor: Option<u64>,
+    /// An agent's ceilings and spending; null for others and for an agent without one.
+    pub budget: Option<Budget>,
+}

@@ -1,0 +1,25 @@
+//! The response bodies as the API description states them. The core builds
+//! receipts and views as JSON, and the core knows no HTTP or OpenAPI, so these
+//! types mirror what each route returns, for `/openapi.json` only: nothing
+//! serialises them. Each file follows a capability; a field that is free-form
+//! JSON in the core says so (`Object`) rather than invent members.
+//!
+//! Amounts are integers in minor units (`*_minor`, or the core's bare names
+//! such as `total`); instants are Unix milliseconds (`*_ms`, `*_at`); members
+//! are DIDs.
+
+pub mod dispute;
+pub mod escrow;
+pub mod federation;
+pub mod identity;
+pub mod market;
+pub mod pay;
+pub mod registry;
+
+use utoipa::ToSchema;
+
+/// A JSON object whose members the route does not fix (a signed document, an
+/// outcome whose shape depends on what happened): see the route's description.
+#[derive(ToSchema)]
+#[schema(value_type = Object)]
+pub struct OpenObject(pub serde_json::Value);

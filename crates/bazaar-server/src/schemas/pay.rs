@@ -1,0 +1,169 @@
+//! Paying's response bodies: ledger postings, budgets, tokens, settlements
+//! and the event ledger.
+
+use utoipa::ToSchema;
+
+/// Linked transfers posted to the ledger as one (the core's `post_linked`).
+#[derive(ToSchema)]
+pub struct Posting {
+    /// The transfer ids posted.
+    pub transfers: Vec<String>,
+    /// The link that ties the transfers together (`lnk_<seq>`).
+    pub link: String,
+    /// The transfers' total.
+    pub amount_minor: u64,
+}
+
+/// Units issued to an owner: the ledger posting.
+#[derive(ToSchema)]
+pub struct Minted {
+    #[serde(flatten)]
+    pub posting: Posting,
+    /// The owner's DID.
+    pub owner: String,
+}
+
+/// Units moved from the owner's account into its agent's budget account.
+#[derive(ToSchema)]
+pub struct Funded {
+    #[serde(flatten)]
+    pub posting: Posting,
+    /// The agent's DID.
+    pub agent: String,
+}
+
+/// An agent's ceilings and what it spent against them.
+#[derive(ToSchema)]
+pub struct Budget {
+    /// The agent's DID.
+    pub agent: String,
+    pub per_call_max_minor: u64,
+    pub per_day_max_minor: u64,
+    pub total_max_minor: u64,
+    pub spent_total_minor: u64,
+    /// Spent on the current UTC day.
+    pub spent_today_minor: u64,
+}
+
+/// A registry-signed token and the hold placed for it on the buyer's budget.
+#[derive(ToSchema)]
+pub struct TokenIssued {
+    /// The token id (`tok_…`).
+    pub jti: String,
+    /// The hold's id.
+    pub hold: String,
+    /// The buyer agent's DID.
+    pub buyer: String,
+    /// The merchant's DID.
+    pub merchant: String,
+    /// The merchant's handle here; null for a merchant on a peer registry.
+    pub merchant_handle: Option<String>,
+    /// The peer registry the token settles through; null for a local merchant.
+    pub via: Option<String>,
+    pub max_amount_minor: u64,
+    pub order_id: String,
+    pub resource: String,
+    /// Unix milliseconds.
+    pub expires_at_ms: i64,
+    /// The `apt_…` token to hand the merchant.
+    pub token: String,
+}
+
+/// What verify says about a token: a receipt check, never a work order.
+/// `genuine: false` comes with `reason` only; a genuine token has the rest.
+#[derive(ToSchema)]
+pub struct TokenCheck {
+    pub genuine: bool,
+    /// Why the token is not genuine.
+    pub reason: Option<String>,
+    /// `open`, `settled`, `expired` or `voided`; for a peer's token `unsettled`, `settling`, `settled` or `refused`.
+    pub state: Option<String>,
+    /// Always false: a genuine token is not a reason to do paid work.
+    pub work_order: Option<bool>,
+    /// The token's signed claims.
+    #[schema(value_type = Option<Object>)]
+    pub claims: Option<serde_json::Value>,
+    /// The settlement, once there is one (tokens of this registry).
+    pub settlement: Option<Settlement>,
+    /// The issuing registry (a peer's token).
+    pub issuer: Option<String>,
+    /// The relay to the issuing registry, once opened (a peer's token).
+    #[schema(value_type = Option<Object>)]
+    pub relay: Option<serde_json::Value>,
+}
+
+/// A settlement: the amount, the registry's fee and what the merchant nets.
+#[derive(ToSchema)]
+pub struct Settlement {
+    pub settlement_id: String,
+    /// The token settled.
+    pub jti: String,
+    pub buyer: String,
+    pub merchant: String,
+    pub order_id: String,
+    pub amount_minor: u64,
+    pub fee_minor: u64,
+    pub net_minor: u64,
+    /// Unix milliseconds.
+    pub settled_at_ms: i64,
+}
+
+/// A settlement receipt. A settlement here also carries its ledger posting
+/// (`transfers`, `link`, `released_minor`, `event_seq`); one relayed to a peer
+/// registry carries `via` and the issuer's receipt instead.
+#[derive(ToSchema)]
+pub struct SettlementReceipt {
+    #[serde(flatten)]
+    pub settlement: Settlement,
+    /// The transfer ids posted.
+    pub transfers: Option<Vec<String>>,
+    pub link: Option<String>,
+    /// What was left of the hold and went back to the buyer.
+    pub released_minor: Option<u64>,
+    /// The event-ledger position of the settlement.
+    pub event_seq: Option<u64>,
+    /// Set when this registry settled for a peer's merchant.
+    pub corridor: Option<String>,
+    pub corridor_minor: Option<u64>,
+    /// The issuing registry, for a peer's token settled through it.
+    pub via: Option<String>,
+    /// The issuing registry's own receipt, for a peer's token.
+    #[schema(value_type = Option<Object>)]
+    pub issuer_receipt: Option<serde_json::Value>,
+}
+
+/// A token voided: its hold ended and the units went back.
+#[derive(ToSchema)]
+pub struct Voided {
+    pub jti: String,
+    pub hold: String,
+    pub released_minor: u64,
+    /// The hold's end state (`voided`).
+    pub state: String,
+}
+
+/// One entry of the hash-chained event ledger.
+#[derive(ToSchema)]
+pub struct Event {
+    pub seq: u64,
+    /// The previous event's hash.
+    pub prev_hash: String,
+    pub hash: String,
+    /// What happened, e.g. `settlement.posted`.
+    pub kind: String,
+    /// The event's own body; its members depend on `kind`.
+    #[schema(value_type = Object)]
+    pub body: serde_json::Value,
+    pub authored_by: String,
+    pub on_behalf_of: String,
+    /// Unix milliseconds.
+    pub at: i64,
+}
+
+/// A page of the event ledger.
+#[derive(ToSchema)]
+pub struct EventPage {
+    pub events: Vec<Event>,
+    /// Pass as `after` for the next page; null on an empty page.
+    pub next_after: Option<u64>,
+}
