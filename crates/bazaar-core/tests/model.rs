@@ -465,6 +465,15 @@ impl World {
         Op::Pay(pay::Op::IssueToken { claims, token })
     }
 
+    /// Issues a token that the core must accept, in a batch of its own; returns its claims.
+    fn issued(&mut self, buyer: usize, merchant: usize, max: u64, order: &str, ttl_s: u64) -> TokenClaims {
+        let op = self.issue_op(buyer, merchant, max, order, ttl_s);
+        let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
+        let claims = claims.clone();
+        self.one(command(&self.m(buyer), None, op)).outcome.unwrap();
+        claims
+    }
+
     /// Runs one batch as an adapter would, folds it into the database, and checks it against the model.
     fn submit(&mut self, commands: Vec<Command>) -> Vec<Applied> {
         let results = self.db.apply_as_adapter(&config(), &commands, self.now);
@@ -905,10 +914,7 @@ fn account(w: &World, index: usize) -> Account {
 #[test]
 fn partial_settle_releases_the_rest_to_the_budget() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 1_000, 10_000]);
-    let op = w.issue_op(buyer, merchant, 500, "o-1", 900);
-    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
-    let claims = claims.clone();
-    w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
+    let claims = w.issued(buyer, merchant, 500, "o-1", 900);
     let receipt = w.one(command(&w.m(merchant), None, settle_op(&claims, 400))).outcome.unwrap();
     assert_eq!((receipt["fee_minor"].as_u64(), receipt["released_minor"].as_u64()), (Some(4), Some(100)));
     let budget = &w.db.rows.budgets[&w.m(buyer).id];
@@ -925,10 +931,7 @@ fn partial_settle_releases_the_rest_to_the_budget() {
 #[test]
 fn a_hold_expired_by_the_sweeper_cannot_be_settled_or_voided() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
-    let op = w.issue_op(buyer, merchant, 700, "o-1", 60);
-    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
-    let claims = claims.clone();
-    w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
+    let claims = w.issued(buyer, merchant, 700, "o-1", 60);
     let expire = || Op::Pay(pay::Op::ExpireHold { jti: claims.jti.clone(), buyer: claims.sub.clone() });
     w.advance(59);
     assert_eq!(code(&w.one(command(&w.m(REGISTRY), None, expire()))), Code::NotPermitted, "not yet due");
@@ -952,10 +955,7 @@ fn a_second_token_for_a_settled_order_is_refused_and_the_buyer_pays_once() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
     let mut tokens = Vec::new();
     for _ in 0..2 {
-        let op = w.issue_op(buyer, merchant, 300, "order-7", 900);
-        let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
-        tokens.push(claims.clone());
-        w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
+        tokens.push(w.issued(buyer, merchant, 300, "order-7", 900));
     }
     w.one(command(&w.m(merchant), Some("s1"), settle_op(&tokens[0], 300))).outcome.unwrap();
     let refused = w.one(command(&w.m(merchant), Some("s2"), settle_op(&tokens[1], 300)));
@@ -1010,10 +1010,7 @@ fn dry_run(w: &World, commands: &[Command]) -> (Vec<Applied>, Changes) {
 #[test]
 fn an_owner_may_void_its_agents_token() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
-    let op = w.issue_op(buyer, merchant, 300, "o-1", 900);
-    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
-    let claims = claims.clone();
-    w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
+    let claims = w.issued(buyer, merchant, 300, "o-1", 900);
     let owner = w.m(w.acting_for(buyer, 0));
     let void = Op::Pay(pay::Op::VoidToken { jti: claims.jti.clone(), buyer: claims.sub.clone() });
     let (results, _) = dry_run(&w, &[command(&owner, None, void)]);
