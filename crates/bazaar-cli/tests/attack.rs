@@ -4,6 +4,8 @@
 //! One test per attack, each against its own registry whose dispute windows
 //! are short enough for the attacks that must outwait a phase.
 
+mod common;
+
 use bazaar_cli::attack::{ensure_all_held, run, CATALOGUE};
 use bazaar_cli::story::{embedded_registry_with, LocalRegistry};
 use bazaar_core::apply::Config;
@@ -13,9 +15,7 @@ use bazaar_core::dispute::Windows;
 const SHORT_WINDOW_S: u64 = 2;
 
 async fn registry(name: &str) -> (LocalRegistry, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("bazaar-attack-{name}-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir(&format!("bazaar-attack-{name}"));
     let windows = Windows {
         answer_s: SHORT_WINDOW_S,
         evidence_s: SHORT_WINDOW_S,
@@ -35,8 +35,7 @@ async fn holds(name: &str) {
     assert!(verdict.balances_unchanged, "{name}: balances changed");
     assert!(verdict.ledger_unchanged, "{name}: ledger changed: {:?}", verdict.events_appended);
     ensure_all_held(&verdicts).unwrap();
-    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }
 

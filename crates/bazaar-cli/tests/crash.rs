@@ -9,7 +9,7 @@ mod common;
 
 use bazaar_sdk::{generate_key, Client};
 use std::collections::HashMap;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,15 +23,24 @@ const LOAD_BEFORE_KILL_MS: u64 = 400;
 const ORDER_DEADLINE_S: u64 = 60;
 const PRICE: u64 = 100;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn start(store_args: &[String], port: u16) -> Child {
     let mut args: Vec<String> =
         ["--port", &port.to_string(), "--operator-credential", "crash-operator"].map(String::from).to_vec();
     args.extend_from_slice(store_args);
     common::spawn_serve(&args)
+}
+
+/// `serve` arguments for a store on `database`, with a data directory (for the registry's key) named after it.
+fn postgres_store_args(database: &common::ThrowawayDatabase) -> Vec<String> {
+    let data_dir = std::env::temp_dir().join(&database.name).display().to_string();
+    vec!["--database-url".into(), database.url.clone(), "--data-dir".into(), data_dir]
+}
+
+/// Kills the server one last time and audits the store it leaves.
+fn kill_and_audit(mut server: Child, store_args: &[String]) {
+    server.kill().unwrap();
+    server.wait().unwrap();
+    common::assert_cli_audit_passes(store_args);
 }
 
 /// One order, retried with the same keys until acknowledged.
@@ -55,7 +64,7 @@ async fn pay_until_acknowledged(buyer: &Client, merchant: &Client, order: &str) 
 }
 
 async fn crash_run(store_args: Vec<String>) {
-    let port = free_port();
+    let port = common::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let mut server = start(&store_args, port);
     let operator = Client::new(&url, Some("crash-operator".into()));
@@ -68,10 +77,12 @@ async fn crash_run(store_args: Vec<String>) {
         agents.push(owner.with_credential(agent["credential"].as_str().unwrap()));
     }
     let (buyer, merchant) = (agents[0].clone(), agents[1].clone());
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
-    operator.mint(&owner_id, 10_000_000, "crash-mint").await.unwrap();
-    owner.fund("crash-buyer", 10_000_000, "crash-fund").await.unwrap();
-    owner.set_budget("crash-buyer", 10_000, 10_000_000, 10_000_000).await.unwrap();
+    let funding = common::Funding {
+        mint: (10_000_000, "crash-mint"),
+        fund: (10_000_000, "crash-fund"),
+        budget: [10_000, 10_000_000, 10_000_000],
+    };
+    common::fund_agent(&operator, &owner, "crash-buyer", funding).await;
 
     let acknowledged: Arc<Mutex<HashMap<String, String>>> = Default::default();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -134,40 +145,21 @@ async fn crash_run(store_args: Vec<String>) {
         10_000_000 - (settled * PRICE) as i64,
         "one debit per settled order"
     );
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).arg("audit").args(&store_args).output().unwrap();
-    assert!(audit.status.success(), "audit failed: {}", String::from_utf8_lossy(&audit.stdout));
+    kill_and_audit(server, &store_args);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_nothing_on_sqlite() {
-    let dir = std::env::temp_dir().join(format!("bazaar-crash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("bazaar-crash");
     crash_run(vec!["--data-dir".into(), dir.display().to_string()]).await;
     std::fs::remove_dir_all(&dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_nothing_on_postgres() {
-    let admin_url = std::env::var("BAZAAR_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let (client, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
-        .await
-        .expect("PostgreSQL must be running for this test");
-    tokio::spawn(connection);
-    let name = format!("bazaar_crash_{}", std::process::id());
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
-    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let url = bazaar_store_postgres::testing::with_database(&admin_url, &name);
-    crash_run(vec![
-        "--database-url".into(),
-        url,
-        "--data-dir".into(),
-        std::env::temp_dir().join(&name).display().to_string(),
-    ])
-    .await;
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+    let database = common::ThrowawayDatabase::create(&format!("bazaar_crash_{}", std::process::id())).await;
+    crash_run(postgres_store_args(&database)).await;
+    database.drop().await;
 }
 
 /// Contracts (each with `MILESTONES` milestones) released while the server is killed.
@@ -211,7 +203,7 @@ async fn count_events(operator: &Client, kind: &str) -> usize {
 async fn escrow_crash_run(store_args: Vec<String>) {
     let mut args = store_args.clone();
     args.extend(["--answer-window-s", "1"].map(String::from));
-    let port = free_port();
+    let port = common::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let mut server = start(&args, port);
     let operator = Client::new(&url, Some("crash-operator".into()));
@@ -298,32 +290,19 @@ async fn escrow_crash_run(store_args: Vec<String>) {
     let me = retry("me", || buyer.me()).await;
     let spent = (CONTRACTS * MILESTONES) as i64 * MILESTONE_PRICE as i64;
     assert_eq!(me["balance_minor"].as_i64().unwrap(), 1_000_000 - spent, "released once, calls refunded once");
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).arg("audit").args(&store_args).output().unwrap();
-    assert!(audit.status.success(), "audit failed: {}", String::from_utf8_lossy(&audit.stdout));
+    kill_and_audit(server, &store_args);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_releases_and_executions_runs_nothing_twice_on_sqlite() {
-    let dir = std::env::temp_dir().join(format!("bazaar-crash-escrow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("bazaar-crash-escrow");
     escrow_crash_run(vec!["--data-dir".into(), dir.display().to_string()]).await;
     std::fs::remove_dir_all(&dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_releases_and_executions_runs_nothing_twice_on_postgres() {
-    let admin_url = bazaar_store_postgres::testing::admin_url();
-    let (client, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
-        .await
-        .expect("PostgreSQL must be running for this test");
-    tokio::spawn(connection);
-    let name = format!("bazaar_crash_escrow_{}", std::process::id());
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
-    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let url = bazaar_store_postgres::testing::with_database(&admin_url, &name);
-    let data_dir = std::env::temp_dir().join(&name).display().to_string();
-    escrow_crash_run(vec!["--database-url".into(), url, "--data-dir".into(), data_dir]).await;
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+    let database = common::ThrowawayDatabase::create(&format!("bazaar_crash_escrow_{}", std::process::id())).await;
+    escrow_crash_run(postgres_store_args(&database)).await;
+    database.drop().await;
 }

@@ -4,10 +4,11 @@
 //! a slash), then `audit`. And the threshold: a purchase above it opens a
 //! contract instead of a bare token, from the SDK and from `bazaar pay`.
 
+mod common;
+
 use bazaar_cli::demo::escrow::{escrow_story, EscrowReport, MILESTONES_MINOR, REFUND_MINOR, SLASH_MINOR, STAKE_MINOR};
-use bazaar_cli::story::{embedded_registry_with, enroll_pair, local_registry, LocalRegistry};
+use bazaar_cli::story::{embedded_registry_with, enroll_pair, LocalRegistry};
 use bazaar_core::apply::Config;
-use std::sync::Arc;
 
 fn check(report: &EscrowReport) {
     let total: u64 = MILESTONES_MINOR.iter().sum();
@@ -34,16 +35,13 @@ fn check(report: &EscrowReport) {
 async fn story_and_audit(local: &LocalRegistry) {
     let report = escrow_story(local, &|line| eprintln!("{line}")).await.unwrap();
     check(&report);
-    let audit = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
-    assert!(audit.ok, "{:?}", audit.problems);
+    let audit = common::assert_store_audit_passes(local).await;
     assert_eq!(audit.balance_sum_minor, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn escrowed_order_with_dispute_appeal_and_slash_on_sqlite() {
-    let dir = std::env::temp_dir().join(format!("bazaar-escrow-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("bazaar-escrow");
     let local = embedded_registry_with(&dir, None, Config::standard()).await.unwrap();
     story_and_audit(&local).await;
     std::fs::remove_dir_all(&dir).ok();
@@ -51,36 +49,22 @@ async fn escrowed_order_with_dispute_appeal_and_slash_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn escrowed_order_with_dispute_appeal_and_slash_on_postgres() {
-    let admin_url = bazaar_store_postgres::testing::admin_url();
-    let (client, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
-        .await
-        .expect("PostgreSQL must be running for this test");
-    tokio::spawn(connection);
-    let name = format!("bazaar_escrow_{}", std::process::id());
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
-    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let url = bazaar_store_postgres::testing::with_database(&admin_url, &name);
-    let offset = Arc::new(bazaar_cli::runtime::OffsetClock::default());
-    let store = bazaar_store_postgres::PostgresStore::connect(&url, Config::standard(), offset.clone()).await.unwrap();
-    let local = local_registry(Arc::new(store), offset, Config::standard(), None).await.unwrap();
+    let database = common::ThrowawayDatabase::create(&format!("bazaar_escrow_{}", std::process::id())).await;
+    let local = database.registry().await;
     story_and_audit(&local).await;
     drop(local);
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+    database.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purchase_above_the_threshold_opens_a_contract() {
-    let dir = std::env::temp_dir().join(format!("bazaar-threshold-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let local = embedded_registry_with(&dir, Some("op".into()), Config::standard()).await.unwrap();
-    let operator = bazaar_sdk::Client::new(&local.url, Some("op".into()));
+    let dir = common::fresh_dir("bazaar-threshold");
+    let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     let (owner, buyer) = enroll_pair(&operator, "big-owner", "big-buyer").await.unwrap();
     enroll_pair(&operator, "shop-owner", "big-shop").await.unwrap();
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
-    operator.mint(&owner_id, 1_000_000, "m").await.unwrap();
-    owner.fund("big-buyer", 1_000_000, "f").await.unwrap();
-    owner.set_budget("big-buyer", 500_000, 1_000_000, 1_000_000).await.unwrap();
+    let funding =
+        common::Funding { mint: (1_000_000, "m"), fund: (1_000_000, "f"), budget: [500_000, 1_000_000, 1_000_000] };
+    common::fund_agent(&operator, &owner, "big-buyer", funding).await;
     let price = bazaar_types::limits::ESCROW_THRESHOLD_MINOR + 1;
     let bought = buyer.purchase("https://big-shop/crate", "big-shop", price, "crate-1").await.unwrap();
     let bazaar_sdk::Purchase::Escrowed(contract) = bought else { panic!("above the threshold, a contract") };

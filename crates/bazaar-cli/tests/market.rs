@@ -5,6 +5,8 @@
 // reason: an end-to-end test reads as one story of requests and the checks after each.
 #![allow(clippy::too_many_lines)]
 
+mod common;
+
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_core::apply::Config;
 use serde_json::{json, Value};
@@ -24,11 +26,8 @@ fn skus(found: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sellers_list_members_search_and_unmet_demand_is_counted() {
-    let dir = std::env::temp_dir().join(format!("bazaar-market-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let local = embedded_registry_with(&dir, Some("mk-op".into()), Config::standard()).await.unwrap();
-    let operator = bazaar_sdk::Client::new(&local.url, Some("mk-op".into()));
+    let dir = common::fresh_dir("bazaar-market");
+    let (local, operator) = common::embedded_with_operator(&dir, "mk-op").await;
     let (_, amara) = enroll_pair(&operator, "amara-owner", "amara").await.unwrap();
     let (_, lucia) = enroll_pair(&operator, "lucia-owner", "lucia").await.unwrap();
     let (_, buyer) = enroll_pair(&operator, "shop-owner", "shopper").await.unwrap();
@@ -75,8 +74,7 @@ async fn sellers_list_members_search_and_unmet_demand_is_counted() {
     assert_eq!(empty.code(), Some("invalid_request"));
     let anonymous = bazaar_sdk::Client::new(&local.url, None).search("cushion").await.unwrap_err();
     assert_eq!(anonymous.status(), Some(401));
-    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -92,11 +90,8 @@ fn maker_listing(sku: &str, list: u64, floor: u64, per_day: u64, max: u64, notic
 /// cheapest-first allocation across makers with the remainder reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
-    let dir = std::env::temp_dir().join(format!("bazaar-rfq-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let local = embedded_registry_with(&dir, Some("rfq-op".into()), Config::standard()).await.unwrap();
-    let operator = bazaar_sdk::Client::new(&local.url, Some("rfq-op".into()));
+    let dir = common::fresh_dir("bazaar-rfq");
+    let (local, operator) = common::embedded_with_operator(&dir, "rfq-op").await;
     let mut makers = Vec::new();
     for (name, listing) in [
         ("amara", maker_listing("cc", 3_200, 2_400, 2, 20, 7, "hi")),
@@ -108,10 +103,12 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         makers.push((maker, listed["id"].as_str().unwrap().to_string()));
     }
     let (hotel, buyer) = enroll_pair(&operator, "hotel-owner", "hotel-buyer").await.unwrap();
-    let hotel_id = hotel.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
-    operator.mint(&hotel_id, 200_000, "hotel-mint").await.unwrap();
-    hotel.fund("hotel-buyer", 150_000, "hotel-fund").await.unwrap();
-    hotel.set_budget("hotel-buyer", 150_000, 150_000, 150_000).await.unwrap();
+    let funding = common::Funding {
+        mint: (200_000, "hotel-mint"),
+        fund: (150_000, "hotel-fund"),
+        budget: [150_000, 150_000, 150_000],
+    };
+    common::fund_agent(&operator, &hotel, "hotel-buyer", funding).await;
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 30 * 86_400_000;
     let ask = json!({"item": "embroidered cushion covers", "quantity": 40, "max_unit_price_minor": 3000, "deadline_ms": deadline});
     let no_key = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask.clone()), None).await.unwrap_err();
@@ -285,8 +282,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         (Some("cancelled"), Some("cancelled"))
     );
     assert_eq!(buyer.me().await.unwrap()["held_minor"], 0, "nothing was held for the declined order");
-    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -304,19 +300,8 @@ fn problem(error: bazaar_sdk::SdkError) -> SdkProblem {
 /// The whole cushion-cover story (the demo's storefront chapter) through REST on PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cushion_cover_story_on_postgres() {
-    use std::sync::Arc;
-    let admin_url = bazaar_store_postgres::testing::admin_url();
-    let (client, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
-        .await
-        .expect("PostgreSQL must be running for this test");
-    tokio::spawn(connection);
-    let name = format!("bazaar_market_{}", std::process::id());
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
-    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let url = bazaar_store_postgres::testing::with_database(&admin_url, &name);
-    let offset = Arc::new(bazaar_cli::runtime::OffsetClock::default());
-    let store = bazaar_store_postgres::PostgresStore::connect(&url, Config::standard(), offset.clone()).await.unwrap();
-    let local = bazaar_cli::story::local_registry(Arc::new(store), offset, Config::standard(), None).await.unwrap();
+    let database = common::ThrowawayDatabase::create(&format!("bazaar_market_{}", std::process::id())).await;
+    let local = database.registry().await;
     let report = bazaar_cli::demo::market::market_story(&local, &|line| eprintln!("{line}")).await.unwrap();
     assert_eq!(report.allocation["filled"], 40);
     assert_eq!(report.agent_approval_code, "approval_by_person");
@@ -333,10 +318,9 @@ async fn the_cushion_cover_story_on_postgres() {
         assert_eq!(contract["milestones"][0]["evidence_sha256"], line["proof"]["receipt_sha256"]);
         assert_eq!(contract["arbiter"], bazaar_core::model::DESK_ID);
     }
-    let audit = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
-    assert!(audit.ok, "{:?}", audit.problems);
+    common::assert_store_audit_passes(&local).await;
     drop(local);
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+    database.drop().await;
 }
 
 /// Above the escrow threshold (set low here) an order's shares ride escrowed
@@ -344,9 +328,7 @@ async fn the_cushion_cover_story_on_postgres() {
 /// still dispute; a share cancelled before shipment voids its contract.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
-    let dir = std::env::temp_dir().join(format!("bazaar-order-escrow-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("bazaar-order-escrow");
     let config = Config { escrow_threshold: bazaar_types::Amount(1_000), ..Config::standard() };
     let local = embedded_registry_with(&dir, Some("oe-op".into()), config).await.unwrap();
     let operator = bazaar_sdk::Client::new(&local.url, Some("oe-op".into()));
@@ -358,10 +340,8 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
         makers.push((maker, listed["id"].as_str().unwrap().to_string(), did));
     }
     let (hotel, buyer) = enroll_pair(&operator, "oe-hotel", "oe-buyer").await.unwrap();
-    let hotel_id = hotel.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
-    operator.mint(&hotel_id, 100_000, "m").await.unwrap();
-    hotel.fund("oe-buyer", 100_000, "f").await.unwrap();
-    hotel.set_budget("oe-buyer", 100_000, 100_000, 100_000).await.unwrap();
+    let funding = common::Funding { mint: (100_000, "m"), fund: (100_000, "f"), budget: [100_000, 100_000, 100_000] };
+    common::fund_agent(&operator, &hotel, "oe-buyer", funding).await;
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 10 * 86_400_000;
     let ask = json!({"item": "embroidered cushion cover", "quantity": 4, "max_unit_price_minor": 3000, "deadline_ms": deadline});
     let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("oe-rfq")).await.unwrap().body;
@@ -403,7 +383,6 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
         (voided["state"].as_str(), voided["milestones"][0]["state"].as_str()),
         (Some("cancelled"), Some("voided"))
     );
-    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -4,7 +4,9 @@
 //! and rechecked by `audit` against a recompute from the ledger; a tampered
 //! figure in a recorded passport event fails the audit.
 
-use bazaar_cli::story::{embedded_registry_with, enroll_pair, enroll_pair_with_key};
+mod common;
+
+use bazaar_cli::story::{embedded_registry_with, enroll_pair, enroll_pair_with_key, peer_registry, LocalRegistry};
 use bazaar_core::apply::Config;
 use bazaar_sdk::generate_key;
 use serde_json::{json, Value};
@@ -25,17 +27,13 @@ fn verify_offline(passport: &Value, keys: Option<&Value>, dir: &std::path::Path)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passports_verify_survive_rotation_and_are_audited() {
-    let dir = std::env::temp_dir().join(format!("bazaar-passport-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let local = embedded_registry_with(&dir, Some("pp-op".into()), Config::standard()).await.unwrap();
-    let operator = bazaar_sdk::Client::new(&local.url, Some("pp-op".into()));
+    let dir = common::fresh_dir("bazaar-passport");
+    let (local, operator) = common::embedded_with_operator(&dir, "pp-op").await;
     let (owner, buyer) = enroll_pair(&operator, "pp-owner", "pp-buyer").await.unwrap();
     let (_, shop) = enroll_pair_with_key(&operator, "pp-shop-owner", "pp-shop", &generate_key()).await.unwrap();
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
-    operator.mint(&owner_id, 100_000, "pp-mint").await.unwrap();
-    owner.fund("pp-buyer", 100_000, "pp-fund").await.unwrap();
-    owner.set_budget("pp-buyer", 10_000, 100_000, 100_000).await.unwrap();
+    let funding =
+        common::Funding { mint: (100_000, "pp-mint"), fund: (100_000, "pp-fund"), budget: [10_000, 100_000, 100_000] };
+    common::fund_agent(&operator, &owner, "pp-buyer", funding).await;
     for n in 0..3 {
         let order = format!("o{n}");
         let token = buyer.issue_token("pp-shop", 1_000, &order, "https://shop").await.unwrap();
@@ -88,8 +86,7 @@ async fn passports_verify_survive_rotation_and_are_audited() {
     shop.settle(token.body["token"].as_str().unwrap(), 1_000, "after-rotation", None).await.unwrap();
 
     // The audit recomputes every passport's figures from the ledger.
-    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    let report = common::assert_store_audit_passes(&local).await;
     assert_eq!(report.passports_checked, 2);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -124,18 +121,22 @@ fn audit_catches_recorded_figures_that_do_not_recompute() {
     assert_eq!(problems.len(), 1, "{problems:?}");
 }
 
+/// Registries A (operator `op-a`) and B (`op-b`) in `dir`/a and `dir`/b, on A's clock.
+async fn registries_on_one_clock(dir: &std::path::Path) -> (LocalRegistry, LocalRegistry) {
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), Config::standard()).await.unwrap();
+    let b = peer_registry(&a, &dir.join("b"), Some("op-b".into())).await.unwrap();
+    (a, b)
+}
+
 /// Two embedded registries on one clock: a passport from B, presented at A by
 /// its subject, counts at B's weight beside (not inside) A's local figures;
 /// presented by another agent it is refused; expired it is refused, and a
 /// stored import stops counting once its passport's window has passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_passports_count_at_the_peer_weight_shown_apart() {
-    use bazaar_cli::story::peer_registry;
-    let dir = std::env::temp_dir().join(format!("bazaar-import-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(dir.join("a")).unwrap();
-    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), Config::standard()).await.unwrap();
-    let b = peer_registry(&a, &dir.join("b"), Some("op-b".into())).await.unwrap();
+    let dir = common::fresh_dir("bazaar-import");
+    let (a, b) = registries_on_one_clock(&dir).await;
     let (op_a, op_b) =
         (bazaar_sdk::Client::new(&a.url, Some("op-a".into())), bazaar_sdk::Client::new(&b.url, Some("op-b".into())));
     let (did_a, did_b) = (a.state.registry.to_string(), b.state.registry.to_string());
@@ -188,11 +189,8 @@ async fn imported_passports_count_at_the_peer_weight_shown_apart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passports_per_subject_per_day_are_bounded() {
     use bazaar_types::limits::PASSPORTS_PER_SUBJECT_DAY_MAX;
-    let dir = std::env::temp_dir().join(format!("bazaar-passport-limit-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let local = embedded_registry_with(&dir, Some("pl-op".into()), Config::standard()).await.unwrap();
-    let operator = bazaar_sdk::Client::new(&local.url, Some("pl-op".into()));
+    let dir = common::fresh_dir("bazaar-passport-limit");
+    let (local, operator) = common::embedded_with_operator(&dir, "pl-op").await;
     let (_, agent) = enroll_pair(&operator, "pl-owner", "pl-agent").await.unwrap();
     for _ in 0..PASSPORTS_PER_SUBJECT_DAY_MAX {
         agent.passport(None).await.unwrap();
@@ -207,13 +205,9 @@ async fn passports_per_subject_per_day_are_bounded() {
 /// Server-to-server requests: signed by a recognised peer's key, fresh — or refused with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_requests_must_be_signed_fresh_and_by_a_recognised_key() {
-    use bazaar_cli::story::peer_registry;
     use bazaar_core::federation::s2s_message;
-    let dir = std::env::temp_dir().join(format!("bazaar-s2s-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(dir.join("a")).unwrap();
-    let a = embedded_registry_with(&dir.join("a"), Some("op-a".into()), Config::standard()).await.unwrap();
-    let b = peer_registry(&a, &dir.join("b"), Some("op-b".into())).await.unwrap();
+    let dir = common::fresh_dir("bazaar-s2s");
+    let (a, b) = registries_on_one_clock(&dir).await;
     let op_a = bazaar_sdk::Client::new(&a.url, Some("op-a".into()));
     let did_b = b.state.registry.to_string();
     op_a.add_peer(&b.url, &did_b, 5_000, (0, 10_000, 1_000_000)).await.unwrap();

@@ -10,6 +10,7 @@ mod common;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 fn bazaar(args: &[&str], env: &[(&str, &str)]) -> Value {
@@ -20,8 +21,60 @@ fn bazaar(args: &[&str], env: &[(&str, &str)]) -> Value {
     serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"))
 }
 
-fn serve(dir: &std::path::Path, port: u16) -> Child {
+fn serve(dir: &Path, port: u16) -> Child {
     common::spawn_serve(&["--port".into(), port.to_string(), "--data-dir".into(), dir.display().to_string()])
+}
+
+/// `BAZAAR_REGISTRY` and `BAZAAR_CREDENTIAL` for `member` (an answer carrying its `credential`) at `registry`.
+fn as_member<'a>(registry: &'a str, member: &'a Value) -> [(&'static str, &'a str); 2] {
+    [("BAZAAR_REGISTRY", registry), ("BAZAAR_CREDENTIAL", member["credential"].as_str().unwrap())]
+}
+
+/// A fresh key and an owner `handle` created with it by the operator; returns (the key, the owner).
+fn create_owner(handle: &str, operator: &[(&str, &str)]) -> (Value, Value) {
+    let key = bazaar(&["keygen"], &[]);
+    let owner = bazaar(&["owner", "--handle", handle, "--public-key", key["public_key"].as_str().unwrap()], operator);
+    (key, owner)
+}
+
+/// `bazaar enroll` of agent `handle` at `registry` through `invite`, with the key in `key_file`.
+fn enroll(registry: &str, invite: &Value, handle: &str, key_file: &Path) -> Value {
+    let invite = invite["invite_code"].as_str().unwrap();
+    let args = ["enroll", "--invite", invite, "--handle", handle, "--key-file", key_file.to_str().unwrap()];
+    bazaar(&args, &[("BAZAAR_REGISTRY", registry)])
+}
+
+/// `bazaar passport issue` for the member `env` speaks for, written to `out`.
+fn issue_passport(out: &Path, env: [(&str, &str); 2]) {
+    let issued = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["passport", "issue", "--out", out.to_str().unwrap()])
+        .envs(env)
+        .output()
+        .unwrap();
+    assert!(issued.status.success());
+}
+
+/// Writes the registry's key history (`bazaar keys show` as `operator`) to `file`.
+fn save_key_history(file: &Path, operator: &[(&str, &str)]) {
+    std::fs::write(file, serde_json::to_vec(&bazaar(&["keys", "show"], operator)).unwrap()).unwrap();
+}
+
+/// `bazaar passport verify` offline, against the key history in `keys`.
+fn verify_passport(passport: &Path, keys: &Path) -> Value {
+    bazaar(&["passport", "verify", passport.to_str().unwrap(), "--keys", keys.to_str().unwrap()], &[])
+}
+
+/// `bazaar passport import` at `registry`, proving possession with the subject's key in `key_file`.
+fn import_passport(passport: &Path, key_file: &Path, registry: &str) -> Value {
+    bazaar(
+        &["passport", "import", passport.to_str().unwrap(), "--key", key_file.to_str().unwrap()],
+        &[("BAZAAR_REGISTRY", registry)],
+    )
+}
+
+/// `bazaar audit` of a stopped registry's data directory passes.
+fn audit(dir: &Path) {
+    common::assert_cli_audit_passes(&["--data-dir".into(), dir.display().to_string()]);
 }
 
 fn stop(mut child: Child) {
@@ -33,9 +86,8 @@ fn stop(mut child: Child) {
 
 #[test]
 fn the_cli_runs_a_registry_end_to_end() {
-    let dir = std::env::temp_dir().join(format!("bazaar-serve-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = common::fresh_dir("bazaar-serve");
+    let port = common::free_port();
     let registry = format!("http://127.0.0.1:{port}");
     let server = serve(&dir, port);
     let credential_file = dir.join("operator-credential");
@@ -45,28 +97,14 @@ fn the_cli_runs_a_registry_end_to_end() {
     let operator =
         [("BAZAAR_REGISTRY", registry.as_str()), ("BAZAAR_CREDENTIAL_FILE", credential_file.to_str().unwrap())];
 
-    let owner_key = bazaar(&["keygen"], &[]);
-    let owner = bazaar(
-        &["owner", "--handle", "cli-owner", "--public-key", owner_key["public_key"].as_str().unwrap()],
-        &operator,
-    );
+    let (owner_key, owner) = create_owner("cli-owner", &operator);
     assert_eq!(owner["id"], owner_key["did"]);
-    let as_owner =
-        [("BAZAAR_REGISTRY", registry.as_str()), ("BAZAAR_CREDENTIAL", owner["credential"].as_str().unwrap())];
+    let as_owner = as_member(&registry, &owner);
     let invite = bazaar(&["invite"], &as_owner);
     let key_file = dir.join("agent.key");
     let agent_key = bazaar(&["keygen", "--out", key_file.to_str().unwrap()], &[]);
     assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
-    let enroll = [
-        "enroll",
-        "--invite",
-        invite["invite_code"].as_str().unwrap(),
-        "--handle",
-        "cli-agent",
-        "--key-file",
-        key_file.to_str().unwrap(),
-    ];
-    let agent = bazaar(&enroll, &[("BAZAAR_REGISTRY", registry.as_str())]);
+    let agent = enroll(&registry, &invite, "cli-agent", &key_file);
     assert_eq!(agent["id"], agent_key["did"]);
     assert_eq!(agent["owner"], owner["id"]);
     bazaar(&["mint", "cli-owner", "5000", "--key", "m1"], &operator);
@@ -74,8 +112,7 @@ fn the_cli_runs_a_registry_end_to_end() {
     assert_eq!(replayed["amount_minor"], 5000);
     bazaar(&["fund", "cli-agent", "3000", "--key", "f1"], &as_owner);
     bazaar(&["budget", "cli-agent", "--per-call", "100", "--per-day", "1000", "--total", "3000"], &as_owner);
-    let as_agent =
-        [("BAZAAR_REGISTRY", registry.as_str()), ("BAZAAR_CREDENTIAL", agent["credential"].as_str().unwrap())];
+    let as_agent = as_member(&registry, &agent);
     let me = bazaar(&["me"], &as_agent);
     assert_eq!(me["balance_minor"], 3000);
     assert_eq!(me["budget"]["per_call_max_minor"], 100);
@@ -88,16 +125,7 @@ fn the_cli_runs_a_registry_end_to_end() {
     let shop_key = dir.join("shop.key");
     bazaar(&["keygen", "--out", shop_key.to_str().unwrap()], &[]);
     let shop_invite = bazaar(&["invite"], &as_owner);
-    let enroll_shop = [
-        "enroll",
-        "--invite",
-        shop_invite["invite_code"].as_str().unwrap(),
-        "--handle",
-        "cli-shop",
-        "--key-file",
-        shop_key.to_str().unwrap(),
-    ];
-    bazaar(&enroll_shop, &[("BAZAAR_REGISTRY", registry.as_str())]);
+    enroll(&registry, &shop_invite, "cli-shop", &shop_key);
     let token: Value = reqwest::blocking::Client::new()
         .post(format!("{registry}/v1/tokens"))
         .bearer_auth(agent["credential"].as_str().unwrap())
@@ -113,8 +141,7 @@ fn the_cli_runs_a_registry_end_to_end() {
     let rotated = bazaar(&["rotate"], &as_agent);
     let old = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(["--json", "me"]).envs(as_agent).output().unwrap();
     assert!(!old.status.success(), "the rotated-away credential is dead");
-    let as_agent =
-        [("BAZAAR_REGISTRY", registry.as_str()), ("BAZAAR_CREDENTIAL", rotated["credential"].as_str().unwrap())];
+    let as_agent = as_member(&registry, &rotated);
     assert_eq!(bazaar(&["me"], &as_agent)["member"]["handle"], "cli-buyer");
     let events = bazaar(&["events", "--limit", "100"], &operator);
     let kinds: Vec<&str> = events["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
@@ -145,16 +172,14 @@ fn the_cli_runs_a_registry_end_to_end() {
         .unwrap();
     assert!(!void.status.success(), "voiding an unknown token is refused");
     stop(server);
-    let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(["audit", "--data-dir"]).arg(&dir).output().unwrap();
-    assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stdout));
+    audit(&dir);
     std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn serve_logs_structured_json() {
-    let dir = std::env::temp_dir().join(format!("bazaar-logs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = common::fresh_dir("bazaar-logs");
+    let port = common::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
         .args(["serve", "--port", &port.to_string(), "--data-dir"])
         .arg(&dir)
@@ -180,13 +205,11 @@ fn serve_logs_structured_json() {
 /// The federation, key and passport commands as processes against two `serve` processes.
 #[test]
 fn the_cli_federates_two_registries_and_carries_a_passport() {
-    let dir = std::env::temp_dir().join(format!("bazaar-serve-fed-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
+    let dir = common::fresh_dir("bazaar-serve-fed");
     let (dir_a, dir_b) = (dir.join("a"), dir.join("b"));
     std::fs::create_dir_all(&dir_a).unwrap();
     std::fs::create_dir_all(&dir_b).unwrap();
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let (port_a, port_b) = (free(), free());
+    let (port_a, port_b) = (common::free_port(), common::free_port());
     let (server_a, server_b) = (serve(&dir_a, port_a), serve(&dir_b, port_b));
     let (url_a, url_b) = (format!("http://127.0.0.1:{port_a}"), format!("http://127.0.0.1:{port_b}"));
     let cred = |d: &std::path::Path| d.join("operator-credential").to_str().unwrap().to_string();
@@ -219,81 +242,50 @@ fn the_cli_federates_two_registries_and_carries_a_passport() {
     assert!(!wrong.status.success(), "a card that names another DID is refused");
 
     // An agent on B with a key file gets a passport, verifies it offline, and presents it at A.
-    let owner_key = bazaar(&["keygen"], &[]);
-    let owner =
-        bazaar(&["owner", "--handle", "b-owner", "--public-key", owner_key["public_key"].as_str().unwrap()], &op_b);
-    let as_owner = [("BAZAAR_REGISTRY", url_b.as_str()), ("BAZAAR_CREDENTIAL", owner["credential"].as_str().unwrap())];
+    let (_, owner) = create_owner("b-owner", &op_b);
+    let as_owner = as_member(&url_b, &owner);
     let invite = bazaar(&["invite"], &as_owner);
     let key_file = dir.join("agent.key");
     bazaar(&["keygen", "--out", key_file.to_str().unwrap()], &[]);
-    let enroll = [
-        "enroll",
-        "--invite",
-        invite["invite_code"].as_str().unwrap(),
-        "--handle",
-        "b-agent",
-        "--key-file",
-        key_file.to_str().unwrap(),
-    ];
-    let agent = bazaar(&enroll, &[("BAZAAR_REGISTRY", url_b.as_str())]);
-    let as_agent = [("BAZAAR_REGISTRY", url_b.as_str()), ("BAZAAR_CREDENTIAL", agent["credential"].as_str().unwrap())];
+    let agent = enroll(&url_b, &invite, "b-agent", &key_file);
+    let as_agent = as_member(&url_b, &agent);
     let reputation = bazaar(&["reputation", "b-agent"], &as_agent);
     assert_eq!(reputation["local"]["scoreBps"], 5000, "no work yet");
     let passport_file = dir.join("passport.json");
-    let issued = Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args(["passport", "issue", "--out", passport_file.to_str().unwrap()])
-        .envs(as_agent)
-        .output()
-        .unwrap();
-    assert!(issued.status.success());
+    issue_passport(&passport_file, as_agent);
     let keys_file = dir.join("keys-b.json");
-    std::fs::write(&keys_file, serde_json::to_vec(&bazaar(&["keys", "show"], &op_b)).unwrap()).unwrap();
-    let verdict =
-        bazaar(&["passport", "verify", passport_file.to_str().unwrap(), "--keys", keys_file.to_str().unwrap()], &[]);
+    save_key_history(&keys_file, &op_b);
+    let verdict = verify_passport(&passport_file, &keys_file);
     assert_eq!(verdict["valid"], true);
     assert_eq!(verdict["registry"], did_b.as_str());
     // B rotates; the passport still verifies against the longer history.
     let rotated = bazaar(&["keys", "rotate"], &op_b);
     assert_eq!(rotated["keys"].as_array().unwrap().len(), 2);
-    std::fs::write(&keys_file, serde_json::to_vec(&bazaar(&["keys", "show"], &op_b)).unwrap()).unwrap();
-    let verdict =
-        bazaar(&["passport", "verify", passport_file.to_str().unwrap(), "--keys", keys_file.to_str().unwrap()], &[]);
+    save_key_history(&keys_file, &op_b);
+    let verdict = verify_passport(&passport_file, &keys_file);
     assert_eq!(verdict["valid"], true, "{verdict}");
-    let imported = bazaar(
-        &["passport", "import", passport_file.to_str().unwrap(), "--key", key_file.to_str().unwrap()],
-        &[("BAZAAR_REGISTRY", url_a.as_str())],
-    );
+    let imported = import_passport(&passport_file, &key_file, &url_a);
     assert_eq!(imported["imported"]["weightBps"], 4000);
     let at_a = bazaar(&["reputation", agent["id"].as_str().unwrap()], &[("BAZAAR_REGISTRY", url_a.as_str())]);
     assert_eq!(at_a["imported"][0]["registry"], did_b.as_str());
     // A passport signed by B's new key: A learns B's longer history from B's card and accepts it.
-    let issued = Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args(["passport", "issue", "--out", passport_file.to_str().unwrap()])
-        .envs(as_agent)
-        .output()
-        .unwrap();
-    assert!(issued.status.success());
-    let reimported = bazaar(
-        &["passport", "import", passport_file.to_str().unwrap(), "--key", key_file.to_str().unwrap()],
-        &[("BAZAAR_REGISTRY", url_a.as_str())],
-    );
+    issue_passport(&passport_file, as_agent);
+    let reimported = import_passport(&passport_file, &key_file, &url_a);
     assert_eq!(reimported["imported"]["registry"], did_b.as_str());
     let peers = bazaar(&["federation", "list"], &op_a);
     assert_eq!(peers["peers"][0]["keys"].as_array().unwrap().len(), 2, "A refreshed B's key history");
     stop(server_a);
     stop(server_b);
     for d in [&dir_a, &dir_b] {
-        let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(["audit", "--data-dir"]).arg(d).output().unwrap();
-        assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stdout));
+        audit(d);
     }
     std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn searches_counted_before_a_sigterm_survive_the_restart() {
-    let dir = std::env::temp_dir().join(format!("bazaar-serve-searches-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = common::fresh_dir("bazaar-serve-searches");
+    let port = common::free_port();
     let registry = format!("http://127.0.0.1:{port}");
     let server = serve(&dir, port);
     let credential = std::fs::read_to_string(dir.join("operator-credential")).unwrap();

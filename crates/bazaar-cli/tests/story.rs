@@ -5,10 +5,11 @@
 // reason: an end-to-end test reads as one story of requests and the checks after each.
 #![allow(clippy::too_many_lines)]
 
+mod common;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
-    let dir = std::env::temp_dir().join(format!("bazaar-story-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("bazaar-story");
     let narrated = std::sync::Mutex::new(Vec::new());
     let say = |line: String| {
         eprintln!("{line}");
@@ -83,16 +84,13 @@ async fn an_order_refused_once_is_paid_with_a_new_token() {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
-    let dir = std::env::temp_dir().join(format!("bazaar-refused-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::fresh_dir("bazaar-refused");
     let url = embedded_registry(&dir, Some("op".into())).await.unwrap().url;
     let operator = bazaar_sdk::Client::new(&url, Some("op".into()));
     let (owner, buyer) = enroll_pair(&operator, "owner-r", "buyer-r").await.unwrap();
     let (_, merchant) = enroll_pair(&operator, "owner-m", "shop-r").await.unwrap();
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
-    operator.mint(&owner_id, 10_000, "m").await.unwrap();
-    owner.fund("buyer-r", 10_000, "f").await.unwrap();
-    owner.set_budget("buyer-r", 1_000, 10_000, 10_000).await.unwrap();
+    let funding = common::Funding { mint: (10_000, "m"), fund: (10_000, "f"), budget: [1_000, 10_000, 10_000] };
+    common::fund_agent(&operator, &owner, "buyer-r", funding).await;
     let work = Arc::new(AtomicU64::new(0));
     let route = bazaar_sdk::paid::PaidRoute::new(merchant, PRICE_MINOR, &dir.join("receipts.db")).unwrap();
     let shop = format!("{}/restock", serve(storefront(Arc::new(route), work.clone())).await.unwrap());

@@ -21,7 +21,7 @@ mod common;
 
 use bazaar_core::apply::{apply_batch, Applied, Config};
 use bazaar_core::chain::{self, ChainHead};
-use bazaar_core::command::{Command, Idem, Keys, Op, Outcome};
+use bazaar_core::command::{Command, Idem, Op};
 use bazaar_core::crypto::{did_key, sha256_hex, sign, verify};
 use bazaar_core::dispute::{
     dispute_holds, dispute_id_for, evidence_message, Decision, Dispute, DisputeAct, Frozen, Phase, ReasonCode, Side,
@@ -40,8 +40,10 @@ use bazaar_core::types::limits::{
     MILESTONE_DESCRIPTION_LEN_MAX, REASONS_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
 };
 use bazaar_core::types::{AccountId, Amount, ContractId, DisputeId, HoldId, MemberId, OrderId, Timestamp, TokenId};
-use bazaar_core::{dispute, escrow, identity, pay};
-use common::{assert_same_rows, Db};
+use bazaar_core::{dispute, escrow, pay};
+use common::{
+    assert_same_rows, check_idempotency, create_owner, record_idempotency, registry_member, Db, IdemRecords, MBudget,
+};
 use ed25519_dalek::SigningKey;
 use proptest::prelude::*;
 use serde_json::json;
@@ -124,10 +126,6 @@ fn key_of(seed: u8) -> SigningKey {
     SigningKey::from_bytes(&[seed; 32])
 }
 
-fn stranger(id: &MemberId) -> Member {
-    Member { id: id.clone(), kind: MemberKind::Agent, owner: None, handle: String::new(), created_at: START }
-}
-
 fn ghost() -> MemberId {
     MemberId(did_key(&key_of(99).verifying_key()))
 }
@@ -179,27 +177,6 @@ fn dispute_op(dispute: &Dispute, act: DisputeAct) -> Op {
 }
 
 // ---- the model ---------------------------------------------------------------------------------------------------
-
-#[derive(Clone, Debug, Default)]
-struct MBudget {
-    per_call: u64,
-    per_day: u64,
-    total: u64,
-    spent_total: u64,
-    /// Held-or-spent amounts by the UTC day the hold was created.
-    by_day: HashMap<i64, u64>,
-}
-
-impl MBudget {
-    fn spend(&mut self, amount: u64, day: i64) {
-        self.spent_total += amount;
-        *self.by_day.entry(day).or_default() += amount;
-    }
-    fn release(&mut self, amount: u64, day: i64) {
-        self.spent_total -= amount;
-        *self.by_day.get_mut(&day).expect("the hold's day was spent") -= amount;
-    }
-}
 
 #[derive(Clone, Debug)]
 struct MMilestone {
@@ -302,7 +279,7 @@ struct Model {
     disputes: BTreeMap<DisputeId, MDispute>,
     stakes: HashMap<MemberId, MStake>,
     /// (scope, key) → the fingerprint and the outcome first recorded under it.
-    idem: HashMap<(String, String), (String, Outcome)>,
+    idem: IdemRecords,
     events: usize,
     transfers: usize,
     /// How often each outcome was seen, for the coverage report.
@@ -1018,22 +995,10 @@ impl Model {
     /// Checks what the core answered for one command against the model, and learns from it.
     fn observe(&mut self, cast: &Cast, config: &Config, command: &Command, applied: &Applied, now: Timestamp) {
         let what = format!("{} by {} ({:?})", command.op.name(), command.actor.handle, command.idem);
-        if let Some(idem) = &command.idem {
-            if let Some((fingerprint, first)) = self.idem.get(&(idem.scope.clone(), idem.key.clone())) {
-                if fingerprint == &idem.fingerprint {
-                    assert!(applied.replayed, "{what}: a repeated key must replay");
-                    assert_eq!(&applied.outcome, first, "{what}: a replay returns exactly the first outcome");
-                    self.count(format!("{} replayed", command.op.name()));
-                } else {
-                    assert!(!applied.replayed, "{what}: a conflicting key is not a replay");
-                    let code = applied.outcome.as_ref().err().map(|r| r.code);
-                    assert_eq!(code, Some(Code::IdempotencyConflict), "{what}: same key, other request");
-                    self.count(format!("{} idempotency_conflict", command.op.name()));
-                }
-                return;
-            }
+        if let Some(replayed) = check_idempotency(&self.idem, command, applied, &what) {
+            self.count(replayed);
+            return;
         }
-        assert!(!applied.replayed, "{what}: a fresh command is not a replay");
         let expected = self.run(cast, config, command, now);
         match (&expected, &applied.outcome) {
             (Ok(fields), Ok(receipt)) => {
@@ -1087,10 +1052,7 @@ impl Model {
             }
             _ => panic!("{what}: model expected {expected:?}, core answered {:?}", applied.outcome),
         }
-        if let Some(idem) = &command.idem {
-            let first = (idem.fingerprint.clone(), applied.outcome.clone());
-            self.idem.insert((idem.scope.clone(), idem.key.clone()), first);
-        }
+        record_idempotency(&mut self.idem, command, applied);
     }
 
     fn count(&mut self, what: String) {
@@ -1123,65 +1085,26 @@ struct World {
 /// Bootstraps the registry, creates three owners and the dispute desk, and enrols five agents.
 fn build_base() -> World {
     let registry_key = key_of(42);
-    let registry = Member {
-        id: MemberId(did_key(&registry_key.verifying_key())),
-        kind: MemberKind::Registry,
-        owner: None,
-        handle: "registry".into(),
-        created_at: START,
-    };
+    let registry = registry_member(&registry_key, START);
     let operator_id = MemberId(OPERATOR_ID.into());
     let cfg = config(Windows::standard());
     let mut db = Db::new();
-    let setup = |db: &mut Db, commands: Vec<Command>| {
-        let mut snap = db.rows.clone();
-        let (results, changes) = apply_batch(&mut snap, &cfg, &commands, START);
-        for (c, r) in commands.iter().zip(&results) {
-            assert!(r.outcome.is_ok(), "setup {}: {:?}", c.op.name(), r.outcome);
-        }
-        db.fold(changes);
-    };
-    let op = Op::Identity(identity::Op::Bootstrap {
-        registry: registry.id.clone(),
-        operator: operator_id.clone(),
-        operator_credential_hash: "op-cred".into(),
-    });
-    setup(&mut db, vec![command(&registry, None, op)]);
-    let operator = db.rows.members[&operator_id].clone();
+    let operator = db.bootstrap(&cfg, &registry, &operator_id, START);
     let owner_seeds = [1u8, 2, 3];
     let owner_ids: Vec<MemberId> = owner_seeds.iter().map(|&s| MemberId(did_key(&key_of(s).verifying_key()))).collect();
-    let mut commands: Vec<Command> = owner_ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| {
-            let op = Op::Identity(identity::Op::CreateOwner {
-                id: id.clone(),
-                handle: format!("owner-{i}"),
-                credential_hash: format!("c-{id}"),
-            });
-            command(&operator, None, op)
-        })
-        .collect();
+    let mut commands: Vec<Command> =
+        owner_ids.iter().enumerate().map(|(i, id)| create_owner(&operator, i, id)).collect();
     commands.push(command(
         &operator,
         None,
         Op::Dispute(dispute::Op::CreateDesk { credential_hash: "desk-cred".into() }),
     ));
-    setup(&mut db, commands);
+    db.setup(&cfg, commands, START);
     let agent_seeds = [10u8, 11, 12, 13, 14];
     let mut agent_ids = Vec::new();
     for (n, owner_index) in [0, 0, 1, 1, 2].into_iter().enumerate() {
-        let owner = db.rows.members[&owner_ids[owner_index]].clone();
-        let code_hash = format!("invite-{n}");
         let id = MemberId(did_key(&key_of(agent_seeds[n]).verifying_key()));
-        let redeem = Op::Identity(identity::Op::RedeemInvite {
-            code_hash: code_hash.clone(),
-            agent: id.clone(),
-            handle: format!("agent-{n}"),
-            credential_hash: format!("c-{id}"),
-        });
-        let invite = Op::Identity(identity::Op::IssueInvite { code_hash, expires_at: START.plus_s(HOUR) });
-        setup(&mut db, vec![command(&owner, None, invite), command(&stranger(&id), None, redeem)]);
+        db.enroll(&cfg, &owner_ids[owner_index], n, &id, START);
         agent_ids.push(id);
     }
     let desk_id = MemberId(DESK_ID.into());
@@ -1302,21 +1225,7 @@ impl World {
     fn submit(&mut self, commands: Vec<Command>) -> Vec<Applied> {
         let before = self.db.rows.clone();
         let (transfers_before, events_before) = (self.db.transfers.len(), self.db.events.len());
-        let mut snap = self.db.rows.clone();
-        let (results, changes) = apply_batch(&mut snap, &self.config, &commands, self.now);
-        // An adapter loads only the rows the batch's keys name; the answer must not change.
-        let mut keys = Keys::default();
-        commands.iter().for_each(|c| keys.add(c));
-        let mut narrow = self.db.load(&keys);
-        let (narrow_results, narrow_changes) = apply_batch(&mut narrow, &self.config, &commands, self.now);
-        assert_eq!(results, narrow_results, "a snapshot loaded from Keys answers differently");
-        assert_eq!(
-            format!("{changes:?}"),
-            format!("{narrow_changes:?}"),
-            "a snapshot loaded from Keys writes differently"
-        );
-        self.db.fold(changes);
-        assert_same_rows(&snap, &self.db.rows, "batch view vs written rows");
+        let results = self.db.apply_as_adapter(&self.config, &commands, self.now);
         for (command, applied) in commands.iter().zip(&results) {
             self.model.observe(&self.cast, &self.config, command, applied, self.now);
             if command.idem.is_some() {
@@ -1510,23 +1419,8 @@ impl World {
     fn check(&self) {
         let rows = &self.db.rows;
         let model = &self.model;
-        let issuance = AccountId::issuance();
         // 1. Conservation, floors, pending = pending holds, and agreement with the model.
-        let sum: i128 = rows.accounts.values().map(Account::balance).sum();
-        assert_eq!(sum, 0, "conservation: balances sum to {sum}");
-        let mut pending_by_account: HashMap<&AccountId, u64> = HashMap::new();
-        for hold in rows.holds.values().filter(|h| h.state == HoldState::Pending) {
-            *pending_by_account.entry(&hold.account).or_default() += hold.amount.0;
-        }
-        for (id, account) in &rows.accounts {
-            assert_eq!(account.balance(), model.balances.get(id).copied().unwrap_or(0), "balance of {id}");
-            assert_eq!(account.debits_pending, model.pending.get(id).copied().unwrap_or(0), "pending of {id}");
-            assert_eq!(account.debits_pending, pending_by_account.get(id).copied().unwrap_or(0), "holds of {id}");
-            assert_eq!(account.allow_negative, id == &issuance, "only issuance may go negative");
-            if id != &issuance {
-                assert!(account.available() >= 0, "overdraft on {id}: {account:?}");
-            }
-        }
+        self.db.assert_accounts(&model.balances, &model.pending);
         for (id, balance) in &model.balances {
             assert!(*balance == 0 || rows.accounts.contains_key(id), "model account {id} missing");
         }
@@ -1649,14 +1543,10 @@ impl World {
         let today = self.now.utc_day();
         for (agent, expected) in &model.budgets {
             let budget = &rows.budgets[agent];
-            assert_eq!(budget.spent_total.0, expected.spent_total, "spent total of {agent}");
-            let spent_today = expected.by_day.get(&today).copied().unwrap_or(0);
-            assert_eq!(budget.spent_on(today).0, spent_today, "spent today of {agent}");
+            expected.assert_spent(budget, agent, today);
         }
         // Counts of idempotency records, events and transfers.
-        assert_eq!(rows.idem.len(), model.idem.len(), "idempotency records");
-        assert_eq!(self.db.events.len(), model.events, "event count");
-        assert_eq!(self.db.transfers.len(), model.transfers, "transfer count");
+        self.db.assert_counts(model.idem.len(), model.events, model.transfers);
         // 1 and 4. The auditor recomputes every account from the transfers and every hold's posted amount.
         self.db.audit_ledger();
     }

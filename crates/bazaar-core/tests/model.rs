@@ -11,7 +11,7 @@
 mod common;
 
 use bazaar_core::apply::{apply_batch, Applied, Config};
-use bazaar_core::command::{Command, Idem, Keys, Op, Outcome};
+use bazaar_core::command::{Command, Idem, Op};
 use bazaar_core::crypto::{did_key, sha256_hex};
 use bazaar_core::dispute::Windows;
 use bazaar_core::model::*;
@@ -21,7 +21,7 @@ use bazaar_core::state::Changes;
 use bazaar_core::token::{self, TokenClaims};
 use bazaar_core::types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId};
 use bazaar_core::{identity, pay};
-use common::{assert_same_rows, Db};
+use common::{check_idempotency, create_owner, record_idempotency, registry_member, Db, IdemRecords, MBudget};
 use ed25519_dalek::SigningKey;
 use proptest::prelude::*;
 use serde_json::json;
@@ -104,23 +104,6 @@ fn settle_op(claims: &TokenClaims, amount: u64) -> Op {
 
 // ---- the model ---------------------------------------------------------------------------------------------------
 
-#[derive(Clone, Debug, Default)]
-struct MBudget {
-    per_call: u64,
-    per_day: u64,
-    total: u64,
-    spent_total: u64,
-    /// Held-or-settled amounts by the UTC day the hold was created.
-    by_day: HashMap<i64, u64>,
-}
-
-impl MBudget {
-    fn release(&mut self, amount: u64, day: i64) {
-        self.spent_total -= amount;
-        *self.by_day.get_mut(&day).expect("the hold's day was spent") -= amount;
-    }
-}
-
 #[derive(Clone, Debug)]
 struct MHold {
     buyer: MemberId,
@@ -142,7 +125,7 @@ struct Model {
     settled_tokens: HashSet<TokenId>,
     settled_orders: HashSet<(MemberId, OrderId)>,
     /// (scope, key) → the fingerprint and the outcome first recorded under it.
-    idem: HashMap<(String, String), (String, Outcome)>,
+    idem: IdemRecords,
     events: usize,
     transfers: usize,
     settlements: usize,
@@ -351,22 +334,10 @@ impl Model {
     /// Checks what the core answered for one command against the model, and learns from it.
     fn observe(&mut self, cast: &Cast, command: &Command, applied: &Applied, now: Timestamp) {
         let what = format!("{} by {} ({:?})", command.op.name(), command.actor.handle, command.idem);
-        if let Some(idem) = &command.idem {
-            if let Some((fingerprint, first)) = self.idem.get(&(idem.scope.clone(), idem.key.clone())) {
-                if fingerprint == &idem.fingerprint {
-                    assert!(applied.replayed, "{what}: a repeated key must replay");
-                    assert_eq!(&applied.outcome, first, "{what}: a replay returns exactly the first outcome");
-                    self.count(format!("{} replayed", command.op.name()));
-                } else {
-                    assert!(!applied.replayed, "{what}: a conflicting key is not a replay");
-                    let code = applied.outcome.as_ref().err().map(|r| r.code);
-                    assert_eq!(code, Some(Code::IdempotencyConflict), "{what}: same key, other request");
-                    self.count(format!("{} idempotency_conflict", command.op.name()));
-                }
-                return;
-            }
+        if let Some(replayed) = check_idempotency(&self.idem, command, applied, &what) {
+            self.count(replayed);
+            return;
         }
-        assert!(!applied.replayed, "{what}: a fresh command is not a replay");
         let expected = self.run(cast, command, now);
         match (&expected, &applied.outcome) {
             (Ok(fields), Ok(receipt)) => {
@@ -394,10 +365,7 @@ impl Model {
             }
             _ => panic!("{what}: model expected {expected:?}, core answered {:?}", applied.outcome),
         }
-        if let Some(idem) = &command.idem {
-            let first = (idem.fingerprint.clone(), applied.outcome.clone());
-            self.idem.insert((idem.scope.clone(), idem.key.clone()), first);
-        }
+        record_idempotency(&mut self.idem, command, applied);
     }
 
     fn count(&mut self, what: String) {
@@ -427,59 +395,17 @@ impl World {
     /// Bootstraps the registry and enrolls two owners and their agents (3 and 2).
     fn new() -> World {
         let key = SigningKey::from_bytes(&[42u8; 32]);
-        let registry = Member {
-            id: MemberId(did_key(&key.verifying_key())),
-            kind: MemberKind::Registry,
-            owner: None,
-            handle: "registry".into(),
-            created_at: START,
-        };
+        let registry = registry_member(&key, START);
         let operator_id = MemberId("did:bazaar:operator".into());
         let mut db = Db::new();
-        let setup = |db: &mut Db, commands: Vec<Command>| {
-            let mut snap = db.rows.clone();
-            let (results, changes) = apply_batch(&mut snap, &config(), &commands, START);
-            for (c, r) in commands.iter().zip(&results) {
-                assert!(r.outcome.is_ok(), "setup {}: {:?}", c.op.name(), r.outcome);
-            }
-            db.fold(changes);
-        };
-        let op = Op::Identity(identity::Op::Bootstrap {
-            registry: registry.id.clone(),
-            operator: operator_id.clone(),
-            operator_credential_hash: "op-cred".into(),
-        });
-        setup(&mut db, vec![command(&registry, None, op)]);
-        let operator = db.rows.members[&operator_id].clone();
+        let operator = db.bootstrap(&config(), &registry, &operator_id, START);
         let owner_ids = [member_id(1), member_id(2)];
-        let owners = owner_ids.iter().enumerate().map(|(i, id)| {
-            let op = Op::Identity(identity::Op::CreateOwner {
-                id: id.clone(),
-                handle: format!("owner-{i}"),
-                credential_hash: format!("c-{id}"),
-            });
-            command(&operator, None, op)
-        });
-        setup(&mut db, owners.collect());
+        let owners = owner_ids.iter().enumerate().map(|(i, id)| create_owner(&operator, i, id));
+        db.setup(&config(), owners.collect(), START);
         let mut agents = Vec::new();
         for (n, owner_index) in [0, 0, 0, 1, 1].into_iter().enumerate() {
-            let owner = db.rows.members[&owner_ids[owner_index]].clone();
-            let code_hash = format!("invite-{n}");
-            let expires_at = START.plus_s(3600);
             let id = member_id(10 + n as u8);
-            let redeem = Op::Identity(identity::Op::RedeemInvite {
-                code_hash: code_hash.clone(),
-                agent: id.clone(),
-                handle: format!("agent-{n}"),
-                credential_hash: format!("c-{id}"),
-            });
-            setup(
-                &mut db,
-                vec![
-                    command(&owner, None, Op::Identity(identity::Op::IssueInvite { code_hash, expires_at })),
-                    command(&stranger(&id), None, redeem),
-                ],
-            );
+            db.enroll(&config(), &owner_ids[owner_index], n, &id, START);
             agents.push(id);
         }
         let ids = [registry.id.clone(), operator_id].into_iter().chain(owner_ids).chain(agents);
@@ -539,24 +465,18 @@ impl World {
         Op::Pay(pay::Op::IssueToken { claims, token })
     }
 
+    /// Issues a token that the core must accept, in a batch of its own; returns its claims.
+    fn issued(&mut self, buyer: usize, merchant: usize, max: u64, order: &str, ttl_s: u64) -> TokenClaims {
+        let op = self.issue_op(buyer, merchant, max, order, ttl_s);
+        let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
+        let claims = claims.clone();
+        self.one(command(&self.m(buyer), None, op)).outcome.unwrap();
+        claims
+    }
+
     /// Runs one batch as an adapter would, folds it into the database, and checks it against the model.
     fn submit(&mut self, commands: Vec<Command>) -> Vec<Applied> {
-        let mut snap = self.db.rows.clone();
-        let (results, changes) = apply_batch(&mut snap, &config(), &commands, self.now);
-        // An adapter loads only the rows the batch's keys name; the answer must not change.
-        let mut keys = Keys::default();
-        commands.iter().for_each(|c| keys.add(c));
-        let mut narrow = self.db.load(&keys);
-        let (narrow_results, narrow_changes) = apply_batch(&mut narrow, &config(), &commands, self.now);
-        assert_eq!(results, narrow_results, "a snapshot loaded from Keys answers differently");
-        assert_eq!(
-            format!("{changes:?}"),
-            format!("{narrow_changes:?}"),
-            "a snapshot loaded from Keys writes differently"
-        );
-        self.db.fold(changes);
-        // What the batch saw in memory is what got written.
-        assert_same_rows(&snap, &self.db.rows, "batch view vs written rows");
+        let results = self.db.apply_as_adapter(&config(), &commands, self.now);
         for (command, applied) in commands.iter().zip(&results) {
             self.model.observe(&self.cast, command, applied, self.now);
         }
@@ -573,24 +493,9 @@ impl World {
     fn check(&self) {
         let rows = &self.db.rows;
         let model = &self.model;
-        let issuance = AccountId::issuance();
         // Conservation, overdraft, and agreement with the model.
-        let sum: i128 = rows.accounts.values().map(Account::balance).sum();
-        assert_eq!(sum, 0, "conservation: balances sum to {sum}");
         assert_eq!(model.balances.values().sum::<i128>(), 0, "model conservation");
-        let mut pending_by_account: HashMap<&AccountId, u64> = HashMap::new();
-        for hold in rows.holds.values().filter(|h| h.state == HoldState::Pending) {
-            *pending_by_account.entry(&hold.account).or_default() += hold.amount.0;
-        }
-        for (id, account) in &rows.accounts {
-            assert_eq!(account.balance(), model.balances.get(id).copied().unwrap_or(0), "balance of {id}");
-            assert_eq!(account.debits_pending, model.pending.get(id).copied().unwrap_or(0), "pending of {id}");
-            assert_eq!(account.debits_pending, pending_by_account.get(id).copied().unwrap_or(0), "holds of {id}");
-            assert_eq!(account.allow_negative, id == &issuance, "only issuance may go negative");
-            if id != &issuance {
-                assert!(account.available() >= 0, "overdraft on {id}: {account:?}");
-            }
-        }
+        self.db.assert_accounts(&model.balances, &model.pending);
         for id in model.balances.keys().chain(model.pending.keys()) {
             assert!(rows.accounts.contains_key(id), "model account {id} missing");
         }
@@ -632,14 +537,10 @@ impl World {
             let budget = &rows.budgets[agent];
             let ceilings = [budget.per_call_max.0, budget.per_day_max.0, budget.total_max.0];
             assert_eq!(ceilings, [expected.per_call, expected.per_day, expected.total], "ceilings of {agent}");
-            assert_eq!(budget.spent_total.0, expected.spent_total, "spent total of {agent}");
-            let spent_today = expected.by_day.get(&today).copied().unwrap_or(0);
-            assert_eq!(budget.spent_on(today).0, spent_today, "spent today of {agent}");
+            expected.assert_spent(budget, agent, today);
         }
         // Counts of idempotency records, events and transfers.
-        assert_eq!(rows.idem.len(), model.idem.len(), "idempotency records");
-        assert_eq!(self.db.events.len(), model.events, "event count");
-        assert_eq!(self.db.transfers.len(), model.transfers, "transfer count");
+        self.db.assert_counts(model.idem.len(), model.events, model.transfers);
         // The chain verifies end to end and the auditor agrees with every cached row.
         self.db.audit();
     }
@@ -1013,10 +914,7 @@ fn account(w: &World, index: usize) -> Account {
 #[test]
 fn partial_settle_releases_the_rest_to_the_budget() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 1_000, 10_000]);
-    let op = w.issue_op(buyer, merchant, 500, "o-1", 900);
-    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
-    let claims = claims.clone();
-    w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
+    let claims = w.issued(buyer, merchant, 500, "o-1", 900);
     let receipt = w.one(command(&w.m(merchant), None, settle_op(&claims, 400))).outcome.unwrap();
     assert_eq!((receipt["fee_minor"].as_u64(), receipt["released_minor"].as_u64()), (Some(4), Some(100)));
     let budget = &w.db.rows.budgets[&w.m(buyer).id];
@@ -1033,10 +931,7 @@ fn partial_settle_releases_the_rest_to_the_budget() {
 #[test]
 fn a_hold_expired_by_the_sweeper_cannot_be_settled_or_voided() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
-    let op = w.issue_op(buyer, merchant, 700, "o-1", 60);
-    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
-    let claims = claims.clone();
-    w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
+    let claims = w.issued(buyer, merchant, 700, "o-1", 60);
     let expire = || Op::Pay(pay::Op::ExpireHold { jti: claims.jti.clone(), buyer: claims.sub.clone() });
     w.advance(59);
     assert_eq!(code(&w.one(command(&w.m(REGISTRY), None, expire()))), Code::NotPermitted, "not yet due");
@@ -1060,10 +955,7 @@ fn a_second_token_for_a_settled_order_is_refused_and_the_buyer_pays_once() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
     let mut tokens = Vec::new();
     for _ in 0..2 {
-        let op = w.issue_op(buyer, merchant, 300, "order-7", 900);
-        let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
-        tokens.push(claims.clone());
-        w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
+        tokens.push(w.issued(buyer, merchant, 300, "order-7", 900));
     }
     w.one(command(&w.m(merchant), Some("s1"), settle_op(&tokens[0], 300))).outcome.unwrap();
     let refused = w.one(command(&w.m(merchant), Some("s2"), settle_op(&tokens[1], 300)));
@@ -1118,10 +1010,7 @@ fn dry_run(w: &World, commands: &[Command]) -> (Vec<Applied>, Changes) {
 #[test]
 fn an_owner_may_void_its_agents_token() {
     let (mut w, buyer, merchant) = funded(10_000, [1_000, 5_000, 10_000]);
-    let op = w.issue_op(buyer, merchant, 300, "o-1", 900);
-    let Op::Pay(pay::Op::IssueToken { claims, .. }) = &op else { unreachable!() };
-    let claims = claims.clone();
-    w.one(command(&w.m(buyer), None, op)).outcome.unwrap();
+    let claims = w.issued(buyer, merchant, 300, "o-1", 900);
     let owner = w.m(w.acting_for(buyer, 0));
     let void = Op::Pay(pay::Op::VoidToken { jti: claims.jti.clone(), buyer: claims.sub.clone() });
     let (results, _) = dry_run(&w, &[command(&owner, None, void)]);

@@ -23,6 +23,23 @@ async fn admin(sql: &str) {
     client.batch_execute(sql).await.unwrap();
 }
 
+/// A fresh database `name`, a store on it (on a manual clock at `EPOCH`) and the writer's engine on it; the test
+/// drops both, then calls [`drop_database`].
+fn fresh_store(runtime: &tokio::runtime::Runtime, name: &str) -> (PostgresStore, PgEngine) {
+    let url = with_database(&admin_url(), name);
+    let store = runtime.block_on(async {
+        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+        admin(&format!("CREATE DATABASE {name}")).await;
+        let clock = Arc::new(ManualClock::new(EPOCH));
+        PostgresStore::connect(&url, test_config(), clock).await.unwrap()
+    });
+    (store, PgEngine::connect(&url).unwrap())
+}
+
+fn drop_database(runtime: &tokio::runtime::Runtime, name: &str) {
+    runtime.block_on(admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
+}
+
 fn hold(id: &str, state: HoldState) -> Hold {
     Hold {
         id: HoldId(id.into()),
@@ -103,14 +120,7 @@ fn is_constraint(result: Result<(), StoreError>) -> bool {
 fn refused_batches_leave_nothing_behind() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let name = format!("bazaar_engine_{}", std::process::id());
-    let url = with_database(&admin_url(), &name);
-    let store = runtime.block_on(async {
-        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
-        admin(&format!("CREATE DATABASE {name}")).await;
-        let clock = Arc::new(ManualClock::new(EPOCH));
-        PostgresStore::connect(&url, test_config(), clock).await.unwrap()
-    });
-    let mut engine = PgEngine::connect(&url).unwrap();
+    let (store, mut engine) = fresh_store(&runtime, &name);
     // The writer's session is bounded: it cannot hold the chain head forever.
     assert_eq!(engine.session_setting("lock_timeout").unwrap(), "10s");
     assert_eq!(engine.session_setting("idle_in_transaction_session_timeout").unwrap(), "30s");
@@ -174,24 +184,17 @@ fn refused_batches_leave_nothing_behind() {
 
     drop(engine);
     drop(store);
-    runtime.block_on(admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
+    drop_database(&runtime, &name);
 }
 
 #[test]
 fn documents_are_stored_listed_and_inserted_once() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let name = format!("bazaar_docs_{}", std::process::id());
-    let url = with_database(&admin_url(), &name);
-    let store = runtime.block_on(async {
-        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
-        admin(&format!("CREATE DATABASE {name}")).await;
-        let clock = Arc::new(ManualClock::new(EPOCH));
-        PostgresStore::connect(&url, test_config(), clock).await.unwrap()
-    });
-    let mut engine = PgEngine::connect(&url).unwrap();
+    let (store, mut engine) = fresh_store(&runtime, &name);
     documents(&mut engine, &store, &runtime);
     blobs(&mut engine, &store, &runtime);
     drop(engine);
     drop(store);
-    runtime.block_on(admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
+    drop_database(&runtime, &name);
 }

@@ -1,7 +1,17 @@
-//! Shared by the tests that run `bazaar serve` as a process.
+//! Shared by the CLI's end-to-end tests: `bazaar serve` as a process, the `bazaar audit` process, a fresh
+//! directory per test, an embedded registry with its operator's client, a funded buyer agent, the store audit,
+//! and a throwaway PostgreSQL database.
+//!
+//! Each test file compiles this module on its own and uses a different part of it.
+#![allow(dead_code)]
 
+use bazaar_cli::story::{embedded_registry_with, local_registry, LocalRegistry};
+use bazaar_core::apply::Config;
+use bazaar_sdk::Client;
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 
 /// Starts `bazaar serve <args>` (warn-level logs, no operator credential from
 /// the environment) and returns once it announces itself on 127.0.0.1; the
@@ -21,4 +31,91 @@ pub fn spawn_serve(args: &[String]) -> Child {
     assert!(line.starts_with("listening on http://127.0.0.1:"), "{line}");
     std::thread::spawn(move || for _ in lines {});
     child
+}
+
+/// A port the OS just handed out on 127.0.0.1 (and took back), for a `serve` process to bind.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Runs `bazaar audit <args>` on a stopped registry's store and asserts it passes.
+pub fn assert_cli_audit_passes(args: &[String]) {
+    let audit = Command::new(env!("CARGO_BIN_EXE_bazaar")).arg("audit").args(args).output().unwrap();
+    assert!(audit.status.success(), "audit failed: {}", String::from_utf8_lossy(&audit.stdout));
+}
+
+/// `<temp>/<name>-<pid>`, emptied and created: a test's own directory, clean even after a crashed earlier run.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// An embedded registry in `dir` on the standard settings, created with `operator_credential`, and a client
+/// holding that credential.
+pub async fn embedded_with_operator(dir: &std::path::Path, operator_credential: &str) -> (LocalRegistry, Client) {
+    let local = embedded_registry_with(dir, Some(operator_credential.into()), Config::standard()).await.unwrap();
+    let operator = Client::new(&local.url, Some(operator_credential.into()));
+    (local, operator)
+}
+
+/// What a buyer's owner is minted, what it moves to the agent, and the agent's ceilings, each under its
+/// idempotency key.
+pub struct Funding<'a> {
+    pub mint: (u64, &'a str),
+    pub fund: (u64, &'a str),
+    /// Per call, per day, in total.
+    pub budget: [u64; 3],
+}
+
+/// The operator mints to `owner`, which funds its agent `agent` and sets the agent's budget.
+pub async fn fund_agent(operator: &Client, owner: &Client, agent: &str, funding: Funding<'_>) {
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&owner_id, funding.mint.0, funding.mint.1).await.unwrap();
+    owner.fund(agent, funding.fund.0, funding.fund.1).await.unwrap();
+    let [per_call, per_day, total] = funding.budget;
+    owner.set_budget(agent, per_call, per_day, total).await.unwrap();
+}
+
+/// Audits the registry's store in place and asserts it passes; returns the report for further checks.
+pub async fn assert_store_audit_passes(local: &LocalRegistry) -> bazaar_core::audit::AuditReport {
+    let report = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await.unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    report
+}
+
+/// A database created (dropped first if a crashed run left it) on the test PostgreSQL server; `drop` removes it.
+pub struct ThrowawayDatabase {
+    admin: tokio_postgres::Client,
+    pub name: String,
+    /// Where the database is.
+    pub url: String,
+}
+
+impl ThrowawayDatabase {
+    pub async fn create(name: &str) -> ThrowawayDatabase {
+        let admin_url = bazaar_store_postgres::testing::admin_url();
+        let (admin, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
+            .await
+            .expect("PostgreSQL must be running for this test");
+        tokio::spawn(connection);
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+        let url = bazaar_store_postgres::testing::with_database(&admin_url, name);
+        ThrowawayDatabase { admin, name: name.to_string(), url }
+    }
+
+    /// A registry on this database on the standard settings, served on 127.0.0.1.
+    pub async fn registry(&self) -> LocalRegistry {
+        let offset = Arc::new(bazaar_cli::runtime::OffsetClock::default());
+        let store =
+            bazaar_store_postgres::PostgresStore::connect(&self.url, Config::standard(), offset.clone()).await.unwrap();
+        local_registry(Arc::new(store), offset, Config::standard(), None).await.unwrap()
+    }
+
+    /// Drops the database, closing whatever connections are still open on it.
+    pub async fn drop(self) {
+        self.admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)).await.ok();
+    }
 }

@@ -1,16 +1,19 @@
 //! Shared by the model-based tests: an in-memory "database" that holds every row ever written, loads the rows a
 //! batch's `Keys` name (as a storage adapter would), and folds each batch's `Changes` under the unique constraints an
-//! adapter enforces; plus the end-to-end audit of what it holds.
+//! adapter enforces; plus the end-to-end audit of what it holds, the enrolment every model's world starts from, and
+//! the idempotency check every model applies to a keyed command.
 //!
 //! Each test file compiles this module on its own and uses a different part of it.
 #![allow(dead_code)]
 
+use bazaar_core::apply::{apply_batch, Applied, Config};
 use bazaar_core::audit::Auditor;
 use bazaar_core::chain::{self, ChainHead};
-use bazaar_core::command::Keys;
+use bazaar_core::command::{Command, Keys, Op, Outcome};
+use bazaar_core::identity;
 use bazaar_core::model::*;
 use bazaar_core::state::{Changes, Snapshot};
-use bazaar_core::types::TransferId;
+use bazaar_core::types::{AccountId, MemberId, Timestamp, TransferId};
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
@@ -61,6 +64,64 @@ impl Db {
             docs: pick(&r.docs, keys.docs.iter().cloned()),
             blobs: keys.blobs.iter().filter(|sha| r.blobs.contains(*sha)).cloned().collect(),
         }
+    }
+
+    /// Runs a setup batch at `now` that must succeed in full, and writes it.
+    pub fn setup(&mut self, config: &Config, commands: Vec<Command>, now: Timestamp) {
+        let mut snap = self.rows.clone();
+        let (results, changes) = apply_batch(&mut snap, config, &commands, now);
+        for (c, r) in commands.iter().zip(&results) {
+            assert!(r.outcome.is_ok(), "setup {}: {:?}", c.op.name(), r.outcome);
+        }
+        self.fold(changes);
+    }
+
+    /// Runs one batch as an adapter would and writes it: the batch is also re-run on a snapshot holding only the
+    /// rows its `Keys` name (what an adapter loads), which must answer and write the same; and what the batch saw in
+    /// memory must be what got written.
+    pub fn apply_as_adapter(&mut self, config: &Config, commands: &[Command], now: Timestamp) -> Vec<Applied> {
+        let mut snap = self.rows.clone();
+        let (results, changes) = apply_batch(&mut snap, config, commands, now);
+        let mut keys = Keys::default();
+        commands.iter().for_each(|c| keys.add(c));
+        let mut narrow = self.load(&keys);
+        let (narrow_results, narrow_changes) = apply_batch(&mut narrow, config, commands, now);
+        assert_eq!(results, narrow_results, "a snapshot loaded from Keys answers differently");
+        assert_eq!(
+            format!("{changes:?}"),
+            format!("{narrow_changes:?}"),
+            "a snapshot loaded from Keys writes differently"
+        );
+        self.fold(changes);
+        assert_same_rows(&snap, &self.rows, "batch view vs written rows");
+        results
+    }
+
+    /// Bootstraps the registry (with the operator credential hash `op-cred`) at `now`; returns the operator.
+    pub fn bootstrap(&mut self, config: &Config, registry: &Member, operator: &MemberId, now: Timestamp) -> Member {
+        let op = Op::Identity(identity::Op::Bootstrap {
+            registry: registry.id.clone(),
+            operator: operator.clone(),
+            operator_credential_hash: "op-cred".into(),
+        });
+        self.setup(config, vec![unkeyed(registry, op)], now);
+        self.rows.members[operator].clone()
+    }
+
+    /// Agent number `n` (`agent-{n}`, key `id`) enrolled through an invite from `owner` that expires in an hour.
+    pub fn enroll(&mut self, config: &Config, owner: &MemberId, n: usize, id: &MemberId, now: Timestamp) {
+        let owner = self.rows.members[owner].clone();
+        let code_hash = format!("invite-{n}");
+        let redeem = Op::Identity(identity::Op::RedeemInvite {
+            code_hash: code_hash.clone(),
+            agent: id.clone(),
+            handle: format!("agent-{n}"),
+            credential_hash: format!("c-{id}"),
+        });
+        let invite = Op::Identity(identity::Op::IssueInvite { code_hash, expires_at: now.plus_s(3_600) });
+        let stranger =
+            Member { id: id.clone(), kind: MemberKind::Agent, owner: None, handle: String::new(), created_at: now };
+        self.setup(config, vec![unkeyed(&owner, invite), unkeyed(&stranger, redeem)], now);
     }
 
     /// Writes one batch's changes, refusing what a database's unique constraints would refuse.
@@ -152,6 +213,35 @@ impl Db {
         assert_eq!((report.balance_sum_minor, report.events_verified), (0, self.events.len() as u64));
     }
 
+    /// Balances sum to zero; every stored account agrees with the model's balances and pending amounts and with its
+    /// pending holds; only issuance may go negative, and nothing else is overdrawn.
+    pub fn assert_accounts(&self, balances: &HashMap<AccountId, i128>, pending: &HashMap<AccountId, u64>) {
+        let rows = &self.rows;
+        let issuance = AccountId::issuance();
+        let sum: i128 = rows.accounts.values().map(Account::balance).sum();
+        assert_eq!(sum, 0, "conservation: balances sum to {sum}");
+        let mut pending_by_account: HashMap<&AccountId, u64> = HashMap::new();
+        for hold in rows.holds.values().filter(|h| h.state == HoldState::Pending) {
+            *pending_by_account.entry(&hold.account).or_default() += hold.amount.0;
+        }
+        for (id, account) in &rows.accounts {
+            assert_eq!(account.balance(), balances.get(id).copied().unwrap_or(0), "balance of {id}");
+            assert_eq!(account.debits_pending, pending.get(id).copied().unwrap_or(0), "pending of {id}");
+            assert_eq!(account.debits_pending, pending_by_account.get(id).copied().unwrap_or(0), "holds of {id}");
+            assert_eq!(account.allow_negative, id == &issuance, "only issuance may go negative");
+            if id != &issuance {
+                assert!(account.available() >= 0, "overdraft on {id}: {account:?}");
+            }
+        }
+    }
+
+    /// As many idempotency records, events and transfers as the model counted.
+    pub fn assert_counts(&self, idem: usize, events: usize, transfers: usize) {
+        assert_eq!(self.rows.idem.len(), idem, "idempotency records");
+        assert_eq!(self.events.len(), events, "event count");
+        assert_eq!(self.transfers.len(), transfers, "transfer count");
+    }
+
     /// The auditor's recomputation without the chain (for callers that verify the chain page by page).
     pub fn audit_ledger(&self) {
         let mut auditor = Auditor::new();
@@ -160,6 +250,89 @@ impl Db {
         let report = auditor.finish(&self.rows.accounts.values().cloned().collect::<Vec<_>>());
         assert!(report.ok, "audit: {:?}", report.problems);
         assert_eq!(report.balance_sum_minor, 0);
+    }
+}
+
+/// A budget as the models keep it: the ceilings and what was spent, in total and per day.
+#[derive(Clone, Debug, Default)]
+pub struct MBudget {
+    pub per_call: u64,
+    pub per_day: u64,
+    pub total: u64,
+    pub spent_total: u64,
+    /// Held-or-spent amounts by the UTC day the hold was created.
+    pub by_day: HashMap<i64, u64>,
+}
+
+impl MBudget {
+    pub fn spend(&mut self, amount: u64, day: i64) {
+        self.spent_total += amount;
+        *self.by_day.entry(day).or_default() += amount;
+    }
+
+    pub fn release(&mut self, amount: u64, day: i64) {
+        self.spent_total -= amount;
+        *self.by_day.get_mut(&day).expect("the hold's day was spent") -= amount;
+    }
+
+    /// The stored budget of `agent` has spent what the model did, in total and on `today`.
+    pub fn assert_spent(&self, stored: &Budget, agent: &MemberId, today: i64) {
+        assert_eq!(stored.spent_total.0, self.spent_total, "spent total of {agent}");
+        let spent_today = self.by_day.get(&today).copied().unwrap_or(0);
+        assert_eq!(stored.spent_on(today).0, spent_today, "spent today of {agent}");
+    }
+}
+
+/// The registry's own member, whose key is `key`.
+pub fn registry_member(key: &ed25519_dalek::SigningKey, created_at: Timestamp) -> Member {
+    let id = MemberId(bazaar_core::crypto::did_key(&key.verifying_key()));
+    Member { id, kind: MemberKind::Registry, owner: None, handle: "registry".into(), created_at }
+}
+
+/// A command without an idempotency key (setup never retries).
+pub fn unkeyed(actor: &Member, op: Op) -> Command {
+    Command { actor: actor.clone(), idem: None, op }
+}
+
+/// `CreateOwner` for owner number `i` (`owner-{i}`), sent by the operator.
+pub fn create_owner(operator: &Member, i: usize, id: &MemberId) -> Command {
+    let op = Op::Identity(identity::Op::CreateOwner {
+        id: id.clone(),
+        handle: format!("owner-{i}"),
+        credential_hash: format!("c-{id}"),
+    });
+    unkeyed(operator, op)
+}
+
+/// (scope, key) → the fingerprint and the outcome first recorded under it.
+pub type IdemRecords = HashMap<(String, String), (String, Outcome)>;
+
+/// A command under a key seen before must replay the first outcome (the same request) or be refused as a conflict
+/// (another request); returns what happened, for the coverage report. A command under no key or a new key must not
+/// be a replay; returns `None` so the model predicts it.
+pub fn check_idempotency(records: &IdemRecords, command: &Command, applied: &Applied, what: &str) -> Option<String> {
+    if let Some(idem) = &command.idem {
+        if let Some((fingerprint, first)) = records.get(&(idem.scope.clone(), idem.key.clone())) {
+            if fingerprint == &idem.fingerprint {
+                assert!(applied.replayed, "{what}: a repeated key must replay");
+                assert_eq!(&applied.outcome, first, "{what}: a replay returns exactly the first outcome");
+                return Some(format!("{} replayed", command.op.name()));
+            }
+            assert!(!applied.replayed, "{what}: a conflicting key is not a replay");
+            let code = applied.outcome.as_ref().err().map(|r| r.code);
+            assert_eq!(code, Some(bazaar_core::refusal::Code::IdempotencyConflict), "{what}: same key, other request");
+            return Some(format!("{} idempotency_conflict", command.op.name()));
+        }
+    }
+    assert!(!applied.replayed, "{what}: a fresh command is not a replay");
+    None
+}
+
+/// Remembers the first outcome under a command's key (a no-op without one).
+pub fn record_idempotency(records: &mut IdemRecords, command: &Command, applied: &Applied) {
+    if let Some(idem) = &command.idem {
+        let first = (idem.fingerprint.clone(), applied.outcome.clone());
+        records.insert((idem.scope.clone(), idem.key.clone()), first);
     }
 }
 
