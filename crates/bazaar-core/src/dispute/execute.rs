@@ -10,6 +10,7 @@ use super::phases::*;
 use super::DisputeEvent;
 use crate::escrow::{milestone_hold, MilestoneState};
 use crate::kernel::batch::{merge, Batch, Step};
+use crate::kernel::ledger::{PaidOut, PayOut};
 use crate::kernel::model::*;
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, TransferId};
@@ -87,14 +88,17 @@ impl Batch<'_> {
         let hold = self.snap.holds.get(&milestone_hold(contract, *index)).cloned().expect("milestone hold loaded");
         let refund = Amount(ruling.refund.0.min(m.amount.0));
         let pay = m.amount.checked_sub(refund).expect("refund within milestone");
-        let fee = pay.fee_bps(self.config.fee_bps);
-        let net = pay.checked_sub(fee).expect("fee within amount");
-        let legs = [
-            (AccountId::of_member(&c.seller), net, TransferKind::Release, TransferId(format!("tr_{id}_rel"))),
-            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("tr_{id}_fee"))),
-        ];
-        let (_, ids) = self.post_hold(command, hold, &legs, Some(&c.buyer));
-        moved.transfers.extend(ids);
+        let ids = format!("tr_{id}");
+        let out = PayOut {
+            payee: AccountId::of_member(&c.seller),
+            amount: pay,
+            kind: TransferKind::Release,
+            ids: &ids,
+            suffix: "rel",
+            fee_bps: self.config.fee_bps,
+        };
+        let PaidOut { net, fee, transfers, .. } = self.pay_out(command, hold, out, Some(&c.buyer));
+        moved.transfers.extend(transfers);
         c.released_net = c.released_net.checked_add(net).expect("within total");
         c.fees = c.fees.checked_add(fee).expect("within total");
         c.refunded = c.refunded.checked_add(refund).expect("within total");

@@ -10,13 +10,14 @@
 use super::EscrowEvent;
 use crate::crypto::sha256_hex;
 use crate::kernel::batch::{merge, refuse, Batch, Step};
+use crate::kernel::ledger::{PaidOut, PayOut};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{
     CONTRACT_MILESTONES_MAX, MILESTONE_DESCRIPTION_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
 };
-use bazaar_types::{AccountId, Amount, ContractId, DisputeId, HoldId, MemberId, Timestamp, TransferId};
+use bazaar_types::{AccountId, Amount, ContractId, DisputeId, HoldId, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -472,14 +473,16 @@ impl Batch<'_> {
         }
         self.check_active(&contract)?;
         let hold = self.snap.holds.get(&m.hold).cloned().expect("milestone holds are loaded");
-        let fee = m.amount.fee_bps(self.config.fee_bps);
-        let net = m.amount.checked_sub(fee).expect("fee within amount");
-        let prefix = format!("tr_{}_m{}", contract.id, m.index);
-        let legs = [
-            (AccountId::of_member(&contract.seller), net, TransferKind::Release, TransferId(format!("{prefix}_rel"))),
-            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{prefix}_fee"))),
-        ];
-        let (link, transfers) = self.post_hold(command, hold, &legs, Some(&contract.buyer));
+        let ids = format!("tr_{}_m{}", contract.id, m.index);
+        let out = PayOut {
+            payee: AccountId::of_member(&contract.seller),
+            amount: m.amount,
+            kind: TransferKind::Release,
+            ids: &ids,
+            suffix: "rel",
+            fee_bps: self.config.fee_bps,
+        };
+        let PaidOut { net, fee, link, transfers } = self.pay_out(command, hold, out, Some(&contract.buyer));
         contract.released_net = contract.released_net.checked_add(net).expect("within total");
         contract.fees = contract.fees.checked_add(fee).expect("within total");
         let released = super::events::MilestoneReleased {

@@ -455,17 +455,8 @@ impl Batch<'_> {
                         transfers.push(id);
                     }
                 }
-                let settlement = Settlement {
-                    id: format!("stl_{}", relay.jti),
-                    jti: relay.jti.clone(),
-                    buyer: relay.buyer.clone(),
-                    merchant: relay.merchant.clone(),
-                    order_id: relay.order_id.clone(),
-                    amount: relay.amount,
-                    fee,
-                    net,
-                    settled_at: self.now,
-                };
+                let token = (&relay.jti, &relay.buyer, &relay.merchant, &relay.order_id);
+                let settlement = Settlement::of(token, relay.amount, fee, self.now);
                 self.record_settlement(settlement.clone());
                 relay.state = RelayState::Settled;
                 relay.attempts += 1;

@@ -10,6 +10,25 @@ use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp, TransferId};
 use serde_json::json;
 
+/// A payment out of a pending hold: `amount` to `payee` less the protocol fee
+/// at `fee_bps`, as transfers `{ids}_{suffix}` (net, of `kind`) and `{ids}_fee`.
+pub struct PayOut<'a> {
+    pub payee: AccountId,
+    pub amount: Amount,
+    pub kind: TransferKind,
+    pub ids: &'a str,
+    pub suffix: &'a str,
+    pub fee_bps: u32,
+}
+
+/// What a [`PayOut`] posted.
+pub struct PaidOut {
+    pub net: Amount,
+    pub fee: Amount,
+    pub link: String,
+    pub transfers: Vec<TransferId>,
+}
+
 /// One leg of a hold being posted: credit, amount, kind, transfer id.
 pub type HoldLeg = (AccountId, Amount, TransferKind, TransferId);
 /// One leg of a plain linked transfer: debit, credit, amount, kind.
@@ -177,6 +196,26 @@ impl Batch<'_> {
         let end = if posted > 0 { HoldState::Posted } else { HoldState::Voided };
         self.resolve_hold(hold, end, Amount(posted), budget_of);
         (link, ids)
+    }
+
+    /// Posts a payment out of a pending hold, the fee to the fee account, in one
+    /// link; the unposted rest of the hold goes back to its account (and to
+    /// `budget_of`'s budget). Every payout with a protocol fee goes through here.
+    pub fn pay_out(
+        &mut self,
+        caller: &Caller<'_>,
+        hold: Hold,
+        out: PayOut<'_>,
+        budget_of: Option<&MemberId>,
+    ) -> PaidOut {
+        let fee = out.amount.fee_bps(out.fee_bps);
+        let net = out.amount.checked_sub(fee).expect("fee never exceeds amount");
+        let legs = [
+            (out.payee, net, out.kind, TransferId(format!("{}_{}", out.ids, out.suffix))),
+            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{}_fee", out.ids))),
+        ];
+        let (link, transfers) = self.post_hold(caller, hold, &legs, budget_of);
+        PaidOut { net, fee, link, transfers }
     }
 
     /// One transfer with no hold; the caller checked the debit is available.

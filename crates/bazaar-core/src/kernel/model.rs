@@ -218,6 +218,34 @@ pub struct Settlement {
     pub settled_at: Timestamp,
 }
 
+impl Settlement {
+    /// The settlement of `token` (its id, buyer, merchant and order) for `amount`, `fee` of it to the registry.
+    pub fn of(
+        token: (&TokenId, &MemberId, &MemberId, &OrderId),
+        amount: Amount,
+        fee: Amount,
+        at: Timestamp,
+    ) -> Settlement {
+        let (jti, buyer, merchant, order_id) = token;
+        Settlement {
+            id: format!("stl_{jti}"),
+            jti: jti.clone(),
+            buyer: buyer.clone(),
+            merchant: merchant.clone(),
+            order_id: order_id.clone(),
+            amount,
+            fee,
+            net: amount.checked_sub(fee).expect("fee never exceeds amount"),
+            settled_at: at,
+        }
+    }
+
+    /// The settlement of a token this registry issued.
+    pub fn new(record: &TokenRecord, amount: Amount, fee: Amount, at: Timestamp) -> Settlement {
+        Settlement::of((&record.jti, &record.buyer, &record.merchant, &record.order_id), amount, fee, at)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TransferKind {

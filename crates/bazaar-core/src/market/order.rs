@@ -15,13 +15,12 @@ use super::rules::Allocation;
 use super::MarketEvent;
 use crate::kernel::batch::{merge, Batch, Step};
 use crate::kernel::docs::parties_with;
+use crate::kernel::ledger::{PaidOut, PayOut};
 use crate::kernel::model::{Blob, Budget, MemberKind, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{ORDER_LINES_MAX, RECEIPT_IMAGE_BYTES_MAX, RECEIPT_SHA256_HEX_LEN, TRACKING_LEN_MAX};
-use bazaar_types::{
-    AccountId, Amount, ContractId, HoldId, ListingId, MarketOrderId, MemberId, RfqId, Timestamp, TransferId,
-};
+use bazaar_types::{AccountId, Amount, ContractId, HoldId, ListingId, MarketOrderId, MemberId, RfqId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -555,14 +554,16 @@ impl Batch<'_> {
             return Ok((net, fee, payment));
         }
         let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
-        let fee = line.amount.fee_bps(self.config.fee_bps);
-        let net = line.amount.checked_sub(fee).expect("fee within amount");
-        let prefix = format!("tr_{}_l{}", order.id, line.index);
-        let legs = [
-            (AccountId::of_member(&line.seller), net, TransferKind::Payment, TransferId(format!("{prefix}_pay"))),
-            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("{prefix}_fee"))),
-        ];
-        let (link, transfers) = self.post_hold(command, hold, &legs, Some(&order.buyer));
+        let ids = format!("tr_{}_l{}", order.id, line.index);
+        let out = PayOut {
+            payee: AccountId::of_member(&line.seller),
+            amount: line.amount,
+            kind: TransferKind::Payment,
+            ids: &ids,
+            suffix: "pay",
+            fee_bps: self.config.fee_bps,
+        };
+        let PaidOut { net, fee, link, transfers } = self.pay_out(command, hold, out, Some(&order.buyer));
         let payment = json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link,
             "paid_at_ms": self.now});
         Ok((net, fee, payment))

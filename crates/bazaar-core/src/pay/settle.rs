@@ -5,11 +5,11 @@
 use super::token::TokenClaims;
 use super::PayEvent;
 use crate::kernel::batch::{merge, refuse, Batch, Step};
-use crate::kernel::ledger::{check_ceilings, spend};
+use crate::kernel::ledger::{check_ceilings, spend, PaidOut, PayOut};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
-use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, TokenId, TransferId};
+use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, TokenId};
 use serde_json::json;
 
 pub fn hold_id_for(jti: &TokenId) -> HoldId {
@@ -181,28 +181,19 @@ impl Batch<'_> {
     ) -> serde_json::Value {
         // A relayed settlement pays the whole amount into the corridor; the
         // merchant's registry takes its fee on its own side.
-        let fee = if corridor.is_some() { Amount::ZERO } else { amount.fee_bps(self.config.fee_bps) };
-        let net = amount.checked_sub(fee).expect("fee never exceeds amount");
         let released = hold.amount.checked_sub(amount).expect("amount within hold");
         let seq = self.snap.head.seq + 1;
-        let credit =
-            corridor.as_ref().map(AccountId::corridor).unwrap_or_else(|| AccountId::of_member(&record.merchant));
-        let legs = [
-            (credit, net, TransferKind::Payment, TransferId(format!("tr_{}_pay", record.jti))),
-            (AccountId::fees(), fee, TransferKind::Fee, TransferId(format!("tr_{}_fee", record.jti))),
-        ];
-        let (link, transfer_ids) = self.post_hold(command, hold, &legs, Some(&record.buyer));
-        let settlement = Settlement {
-            id: format!("stl_{}", record.jti),
-            jti: record.jti.clone(),
-            buyer: record.buyer.clone(),
-            merchant: record.merchant.clone(),
-            order_id: record.order_id.clone(),
+        let ids = format!("tr_{}", record.jti);
+        let out = PayOut {
+            payee: corridor.as_ref().map(AccountId::corridor).unwrap_or_else(|| AccountId::of_member(&record.merchant)),
             amount,
-            fee,
-            net,
-            settled_at: self.now,
+            kind: TransferKind::Payment,
+            ids: &ids,
+            suffix: "pay",
+            fee_bps: if corridor.is_some() { 0 } else { self.config.fee_bps },
         };
+        let PaidOut { fee, link, transfers: transfer_ids, .. } = self.pay_out(command, hold, out, Some(&record.buyer));
+        let settlement = Settlement::new(record, amount, fee, self.now);
         self.record_settlement(settlement.clone());
         let mut body = settlement_view(&settlement);
         merge(
