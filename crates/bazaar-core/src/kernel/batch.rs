@@ -38,6 +38,14 @@ pub trait EventKind: Copy {
     fn as_str(self) -> &'static str;
 }
 
+/// A typed event body: it serialises to the stored body and names its own
+/// kind, so a kind cannot be written with another kind's body. Each
+/// capability declares its bodies in its `events.rs`; [`Batch::emit`] writes them.
+pub trait EventBody: serde::Serialize {
+    type Kind: EventKind;
+    fn kind(&self) -> Self::Kind;
+}
+
 /// Declares a capability's closed enum of event kinds and their stored names.
 #[macro_export]
 macro_rules! event_kinds {
@@ -128,6 +136,13 @@ impl Batch<'_> {
             }
         }
         Applied { outcome, replayed: false }
+    }
+
+    /// Appends a typed event to the chain, stamped with the caller's handle at the time.
+    pub fn emit<B: EventBody>(&mut self, caller: &Caller<'_>, body: &B) {
+        let value = serde_json::to_value(body).expect("event bodies serialize");
+        assert!(value.is_object(), "event bodies are objects");
+        self.event(caller, body.kind(), value);
     }
 
     /// Appends an event to the chain, stamped with the caller's handle at the time.
