@@ -80,17 +80,22 @@ impl Keys {
     }
 }
 
-/// Runs one command in its capability.
+/// Runs one command in its capability. Receipts are typed up to here; this
+/// is where each is serialised, once, for the answer and the idempotency record.
 pub(crate) fn run(batch: &mut Batch<'_>, command: &Command, windows: &dispute::Windows) -> Step {
     let caller = command.caller();
     match &command.op {
-        Op::Identity(op) => op.apply(batch, &caller),
-        Op::Pay(op) => op.apply(batch, &caller),
-        Op::Escrow(op) => op.apply(batch, &caller),
-        Op::Dispute(op) => op.apply(batch, &caller, windows),
-        Op::Federation(op) => op.apply(batch, &caller),
-        Op::Market(op) => op.apply(batch, &caller),
+        Op::Identity(op) => op.apply(batch, &caller).map(json),
+        Op::Pay(op) => op.apply(batch, &caller).map(json),
+        Op::Escrow(op) => op.apply(batch, &caller).map(json),
+        Op::Dispute(op) => op.apply(batch, &caller, windows).map(json),
+        Op::Federation(op) => op.apply(batch, &caller).map(json),
+        Op::Market(op) => op.apply(batch, &caller).map(json),
     }
+}
+
+fn json(receipt: impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(receipt).expect("receipts serialize")
 }
 
 macro_rules! op_from {
