@@ -136,12 +136,12 @@ pub async fn get_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     Path(id): Path<String>,
-) -> Result<Json<serde_json::Value>, Problem> {
+) -> Result<Json<Dispute>, Problem> {
     let dispute = load_dispute(&state, &id).await?;
     let mut readers = vec![&dispute.claimant, &dispute.respondent];
     readers.extend(dispute.arbiters_used.iter());
     may_read(&state, &auth.member, &readers).await?;
-    Ok(Json(dispute.view()))
+    Ok(Json(dispute))
 }
 
 /// Disputes naming a party (claimant or respondent), by id.
@@ -331,11 +331,8 @@ pub async fn get_stake(
     let member = resolve(&state, &member).await?;
     let account = state.store.account(&AccountId::stake_of(&member.id)).await?;
     let row = state.store.doc(DocKind::Stake, member.id.as_str()).await?;
-    let mut view = stake_view(
-        &member.id,
-        account.as_ref(),
-        &row.map(|r| decode::<Stake>(&r)).transpose()?.unwrap_or_else(|| Stake::empty(&member.id)),
-    );
+    let stake = row.map(|r| decode::<Stake>(&r)).transpose()?.unwrap_or_else(|| Stake::empty(&member.id));
+    let mut view = json!(stake_view(&member.id, account.as_ref(), &stake));
     view["handle"] = json!(member.handle);
     Ok(Json(view))
 }

@@ -152,7 +152,7 @@ pub async fn get_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     Path(id): Path<String>,
-) -> Result<Json<serde_json::Value>, Problem> {
+) -> Result<Json<escrow::receipts::ContractView>, Problem> {
     let contract = load_contract(&state, &id).await?;
     may_read(&state, &auth.member, &[&contract.buyer, &contract.seller, &contract.arbiter]).await?;
     Ok(Json(contract.view()))

@@ -2,10 +2,11 @@
 //! function per act: evidence, a ruling, an appeal, execution of the final
 //! ruling, and the sweeper's advance past a deadline.
 
+use super::events::{ArbiterReplaced, DisputeAppealed, DisputeRuled, EvidenceAdded, RulingOpened};
 use super::phases::*;
-use super::DisputeEvent;
+use super::receipts::{EvidenceAccepted, Executed, NotAdvanced, Receipt};
 use crate::crypto::{public_key_from_did, verify};
-use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -21,7 +22,7 @@ impl Batch<'_> {
         (claimant, respondent): (&MemberId, &MemberId),
         act: &DisputeAct,
         windows: &Windows,
-    ) -> Step {
+    ) -> Result<Receipt, Refusal> {
         let Some(dispute) = self.dispute(id) else {
             return refuse(Code::DisputeNotFound, format!("No dispute {id} on this registry."));
         };
@@ -30,13 +31,13 @@ impl Batch<'_> {
         }
         match act {
             DisputeAct::Evidence { sha256, url, signature } => {
-                self.add_evidence(command, dispute, (sha256, url.as_deref(), signature), windows)
+                self.add_evidence(command, dispute, (sha256, url.as_deref(), signature), windows).map(Receipt::Evidence)
             }
             DisputeAct::Rule { decision, refund, slash, reasons } => {
                 self.rule(command, dispute, *decision, (*refund, *slash), reasons, windows)
             }
-            DisputeAct::Appeal => self.appeal(command, dispute, windows),
-            DisputeAct::Execute => self.execute_final(command, dispute),
+            DisputeAct::Appeal => self.appeal(command, dispute, windows).map(Receipt::from),
+            DisputeAct::Execute => self.execute_final(command, dispute).map(Receipt::from),
             DisputeAct::Advance => self.advance_dispute(command, dispute, windows),
         }
     }
@@ -58,7 +59,7 @@ impl Batch<'_> {
         mut dispute: Dispute,
         (sha256, url, signature): (&str, Option<&str>, &str),
         windows: &Windows,
-    ) -> Step {
+    ) -> Result<EvidenceAccepted, Refusal> {
         let Some(side) = self.side_of(command, &dispute) else {
             return refuse(Code::NotParty, "Only the parties to a dispute (or their owners) add evidence.");
         };
@@ -108,9 +109,9 @@ impl Batch<'_> {
             }
         }
         self.update_dispute(&dispute);
-        let body = json!({"dispute": dispute.id, "evidence": item, "phase": dispute.phase});
-        self.event(command, DisputeEvent::DisputeEvidence, body.clone());
-        Ok(body)
+        let added = EvidenceAdded { dispute: dispute.id.clone(), evidence: item.clone(), phase: dispute.phase };
+        self.emit(command, &added);
+        Ok(EvidenceAccepted { dispute: dispute.id, evidence: item, phase: dispute.phase })
     }
 
     /// Who may rule now, and whether the ruling asked for is one the rules allow.
@@ -162,7 +163,7 @@ impl Batch<'_> {
         (refund, slash): (Amount, Amount),
         reasons: &str,
         windows: &Windows,
-    ) -> Step {
+    ) -> Result<Receipt, Refusal> {
         let refund = self.check_ruling(command, &dispute, decision, (refund, slash), reasons)?;
         let ruling = Ruling {
             round: dispute.round,
@@ -174,18 +175,18 @@ impl Batch<'_> {
             at: self.now,
         };
         dispute.rulings.push(ruling.clone());
-        self.event(command, DisputeEvent::DisputeRuled, json!({"dispute": dispute.id, "ruling": ruling}));
+        self.emit(command, &DisputeRuled { dispute: dispute.id.clone(), ruling, by_default: false });
         if dispute.round == 1 {
             let deadline = self.now.plus_s(windows.appeal_s);
             dispute.enter(Phase::Appealable, self.now, Some(deadline), "ruled; open to one appeal");
             self.update_dispute(&dispute);
-            Ok(dispute.view())
+            Ok(Receipt::from(dispute))
         } else {
-            self.execute(command, dispute)
+            Ok(Receipt::from(self.execute(command, dispute)))
         }
     }
 
-    fn appeal(&mut self, command: &Caller<'_>, mut dispute: Dispute, windows: &Windows) -> Step {
+    fn appeal(&mut self, command: &Caller<'_>, mut dispute: Dispute, windows: &Windows) -> Result<Dispute, Refusal> {
         let Some(side) = self.side_of(command, &dispute) else {
             return refuse(Code::NotParty, "Only a party to the dispute appeals.");
         };
@@ -220,12 +221,13 @@ impl Batch<'_> {
         dispute.round = 2;
         self.assign_arbiter(&mut dispute, windows.ruling_s, "appealed; a new arbiter rules");
         self.update_dispute(&dispute);
-        let body = json!({"dispute": dispute.id, "side": side, "bond_minor": bond, "arbiter": dispute.arbiter});
-        self.event(command, DisputeEvent::DisputeAppealed, body);
-        Ok(dispute.view())
+        let appealed =
+            DisputeAppealed { dispute: dispute.id.clone(), side, bond_minor: bond, arbiter: dispute.arbiter.clone() };
+        self.emit(command, &appealed);
+        Ok(dispute)
     }
 
-    fn execute_final(&mut self, command: &Caller<'_>, dispute: Dispute) -> Step {
+    fn execute_final(&mut self, command: &Caller<'_>, dispute: Dispute) -> Result<Executed, Refusal> {
         if dispute.phase == Phase::Executed {
             return Err(Refusal::new(
                 Code::DisputeExecuted,
@@ -238,44 +240,53 @@ impl Batch<'_> {
             return Err(Refusal::new(Code::DisputePhase, "There is no final ruling to execute yet.")
                 .with(json!({"phase": dispute.phase, "deadline_ms": dispute.deadline})));
         }
-        self.execute(command, dispute)
+        Ok(self.execute(command, dispute))
     }
 
     /// The sweeper: a phase whose deadline passed moves on.
-    fn advance_dispute(&mut self, command: &Caller<'_>, mut dispute: Dispute, windows: &Windows) -> Step {
+    fn advance_dispute(
+        &mut self,
+        command: &Caller<'_>,
+        mut dispute: Dispute,
+        windows: &Windows,
+    ) -> Result<Receipt, Refusal> {
         if command.actor.kind != MemberKind::Registry {
             return refuse(Code::NotPermitted, "Only the registry's sweeper advances disputes.");
         }
         let due = dispute.deadline.is_some_and(|d| self.now >= d);
         if !due || dispute.phase == Phase::Executed {
-            return Ok(json!({"dispute": dispute.id, "phase": dispute.phase, "advanced": false}));
+            return Ok(Receipt::NotAdvanced(NotAdvanced {
+                dispute: dispute.id,
+                phase: dispute.phase,
+                advanced: false,
+            }));
         }
         match dispute.phase {
             Phase::Filed if dispute.responded => unreachable!("an answer moves the dispute to evidence"),
-            Phase::Filed => self.rule_by_default(command, dispute),
+            Phase::Filed => Ok(Receipt::from(self.rule_by_default(command, dispute))),
             Phase::Evidence => {
                 self.assign_arbiter(&mut dispute, windows.ruling_s, "evidence closed; the arbiter rules");
                 self.update_dispute(&dispute);
-                let body = json!({"dispute": dispute.id, "arbiter": dispute.arbiter});
-                self.event(command, DisputeEvent::DisputeRulingOpened, body);
-                Ok(dispute.view())
+                self.emit(command, &RulingOpened { dispute: dispute.id.clone(), arbiter: dispute.arbiter.clone() });
+                Ok(Receipt::from(dispute))
             }
             Phase::Ruling => {
                 let missed = dispute.arbiter.clone();
                 let note = "the arbiter missed its deadline and was replaced";
                 self.assign_arbiter(&mut dispute, windows.ruling_s, note);
                 self.update_dispute(&dispute);
-                let body = json!({"dispute": dispute.id, "missed": missed, "arbiter": dispute.arbiter});
-                self.event(command, DisputeEvent::DisputeArbiterReplaced, body);
-                Ok(dispute.view())
+                let replaced =
+                    ArbiterReplaced { dispute: dispute.id.clone(), missed, arbiter: dispute.arbiter.clone() };
+                self.emit(command, &replaced);
+                Ok(Receipt::from(dispute))
             }
-            Phase::Appealable => self.execute(command, dispute),
+            Phase::Appealable => Ok(Receipt::from(self.execute(command, dispute))),
             Phase::Executed => unreachable!("checked above"),
         }
     }
 
     /// A respondent silent past its deadline loses by default: a full refund, executed at once.
-    fn rule_by_default(&mut self, command: &Caller<'_>, mut dispute: Dispute) -> Step {
+    fn rule_by_default(&mut self, command: &Caller<'_>, mut dispute: Dispute) -> Executed {
         let ruling = Ruling {
             round: 1,
             arbiter: None,
@@ -286,8 +297,7 @@ impl Batch<'_> {
             at: self.now,
         };
         dispute.rulings.push(ruling.clone());
-        let body = json!({"dispute": dispute.id, "ruling": ruling, "default": true});
-        self.event(command, DisputeEvent::DisputeRuled, body);
+        self.emit(command, &DisputeRuled { dispute: dispute.id.clone(), ruling, by_default: true });
         self.execute(command, dispute)
     }
 }

@@ -5,16 +5,15 @@
 //! from the dispute id, so even a second run the core let through would
 //! collide in the database.
 
-use super::events::{DisputeExecuted, Winner};
+use super::events::{BondOutcome, DisputeExecuted, DisputeExecutedBody, Execution, Winner};
 use super::phases::*;
-use super::DisputeEvent;
+use super::receipts::Executed;
 use crate::escrow::{milestone_hold, MilestoneState};
-use crate::kernel::batch::{merge, Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::ledger::{PaidOut, PayOut};
 use crate::kernel::model::*;
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, TransferId};
-use serde_json::json;
 
 /// What an execution moved so far.
 #[derive(Default)]
@@ -30,7 +29,7 @@ struct Moved {
 
 impl Batch<'_> {
     /// The final ruling, executed in one batch (see the module docs).
-    pub(crate) fn execute(&mut self, command: &Caller<'_>, mut dispute: Dispute) -> Step {
+    pub(crate) fn execute(&mut self, command: &Caller<'_>, mut dispute: Dispute) -> Executed {
         assert!(dispute.phase != Phase::Executed);
         let ruling = dispute.rulings.last().expect("executing a ruling").clone();
         let mut moved = Moved::default();
@@ -58,18 +57,24 @@ impl Batch<'_> {
             released_minor: moved.released,
             slashed_minor: moved.slash_to_claimant.checked_add(moved.slash_to_insurance).expect("bounded"),
         };
-        let mut outcome = serde_json::to_value(executed).expect("event bodies serialize");
-        let extra = json!({"decision": ruling.decision, "default": ruling.arbiter.is_none(),
-            "rounds": dispute.round, "shortfall_minor": moved.shortfall,
-            "slash_to_claimant_minor": moved.slash_to_claimant, "slash_to_insurance_minor": moved.slash_to_insurance,
-            "bond": bond, "transfers": moved.transfers, "executed_at_ms": self.now});
-        merge(&mut outcome, extra);
-        dispute.outcome = Some(outcome.clone());
+        let execution = Execution {
+            decision: ruling.decision,
+            by_default: ruling.arbiter.is_none(),
+            rounds: dispute.round,
+            shortfall_minor: moved.shortfall,
+            slash_to_claimant_minor: moved.slash_to_claimant,
+            slash_to_insurance_minor: moved.slash_to_insurance,
+            bond,
+            transfers: moved.transfers,
+            executed_at_ms: self.now,
+        };
+        let outcome = Executed { executed: executed.clone(), execution: execution.clone() };
+        dispute.outcome = Some(serde_json::to_value(&outcome).expect("outcomes serialize"));
         dispute.enter(Phase::Executed, self.now, None, format!("executed: {}", winner.as_str()));
         self.update_dispute(&dispute);
         // The outcome event reputation is computed from.
-        self.event(command, DisputeEvent::DisputeExecuted, outcome.clone());
-        Ok(outcome)
+        self.emit(command, &DisputeExecutedBody { executed, execution });
+        outcome
     }
 
     /// A milestone still in escrow: the refund goes back to the buyer's budget, the rest is released.
@@ -168,8 +173,8 @@ impl Batch<'_> {
         dispute: &Dispute,
         ruling: &Ruling,
         moved: &mut Moved,
-    ) -> serde_json::Value {
-        let Some(appeal) = &dispute.appeal else { return serde_json::Value::Null };
+    ) -> Option<BondOutcome> {
+        let appeal = dispute.appeal.as_ref()?;
         let first = &dispute.rulings[dispute.rulings.len() - 2];
         let won = match appeal.side {
             Side::Claimant => ruling.refund > first.refund,
@@ -186,7 +191,11 @@ impl Batch<'_> {
         };
         let (_, ids) = self.post_hold(command, hold, &legs, None);
         moved.transfers.extend(ids);
-        json!({"by": appeal.by, "bond_minor": appeal.bond, "returned": won,
-            "forfeited_to": if won { None } else { Some(other) }})
+        Some(BondOutcome {
+            by: appeal.by.clone(),
+            bond_minor: appeal.bond,
+            returned: won,
+            forfeited_to: if won { None } else { Some(other.clone()) },
+        })
     }
 }

@@ -8,16 +8,19 @@ mod desk;
 pub mod events;
 mod execute;
 mod phases;
+pub mod receipts;
 mod stake;
 
 pub use phases::*;
 
 use crate::escrow::milestone_hold;
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
 use crate::kernel::model::{DocKind, DESK_HANDLE, DESK_ID};
+use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, DisputeId, MemberId};
+use receipts::Receipt;
 
 crate::event_kinds! {
     /// What disputes and stake write on the event ledger.
@@ -101,19 +104,24 @@ impl Op {
         }
     }
 
-    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>, windows: &Windows) -> Step {
+    pub(crate) fn apply(
+        &self,
+        batch: &mut Batch<'_>,
+        caller: &Caller<'_>,
+        windows: &Windows,
+    ) -> Result<Receipt, Refusal> {
         match self {
-            Op::CreateDesk { credential_hash } => batch.create_desk(caller, credential_hash),
+            Op::CreateDesk { credential_hash } => batch.create_desk(caller, credential_hash).map(Receipt::Desk),
             Op::FileDispute { subject, claimant, respondent, reason, claimed, note } => {
                 let claim = Claim { subject, claimant, respondent, reason: *reason, claimed: *claimed, note };
-                batch.file_dispute(caller, &claim, windows)
+                batch.file_dispute(caller, &claim, windows).map(Receipt::from)
             }
             Op::DisputeAct { dispute, claimant, respondent, act, .. } => {
                 batch.dispute_act(caller, dispute, (claimant, respondent), act, windows)
             }
-            Op::StakeLock { amount } => batch.stake_lock(caller, *amount),
-            Op::StakeUnlock { amount } => batch.stake_unlock(caller, *amount, windows),
-            Op::StakeWithdraw => batch.stake_withdraw(caller),
+            Op::StakeLock { amount } => batch.stake_lock(caller, *amount).map(Receipt::Locked),
+            Op::StakeUnlock { amount } => batch.stake_unlock(caller, *amount, windows).map(Receipt::UnlockRequested),
+            Op::StakeWithdraw => batch.stake_withdraw(caller).map(Receipt::Withdrawn),
         }
     }
 }

@@ -22,10 +22,10 @@
 //! stake left, bounded by what is there: first to the claimant for any refund
 //! the frozen units could not cover, the rest to the insurance account.
 
-use super::DisputeEvent;
+use super::events::{DisputeFiled, DisputeFiledBody};
 use crate::crypto::sha256_hex;
 use crate::escrow::{ContractState, MilestoneState};
-use crate::kernel::batch::{merge, refuse, Batch, Step};
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -195,9 +195,6 @@ pub struct Dispute {
 }
 
 impl Dispute {
-    pub fn view(&self) -> serde_json::Value {
-        serde_json::to_value(self).expect("disputes serialize")
-    }
     pub(crate) fn enter(&mut self, phase: Phase, at: Timestamp, deadline: Option<Timestamp>, note: impl Into<String>) {
         self.phase = phase;
         self.deadline = deadline;
@@ -221,10 +218,23 @@ pub struct Unlock {
 }
 
 /// A member's stake as the API shows it: the account's balance and frozen part, and the record.
-pub fn stake_view(member: &MemberId, account: Option<&Account>, stake: &Stake) -> serde_json::Value {
-    json!({"member": member, "balance_minor": account.map(|a| a.balance()).unwrap_or(0) as i64,
-        "frozen_minor": account.map(|a| a.debits_pending).unwrap_or(0),
-        "open_disputes": stake.open_disputes, "unlock": stake.unlock})
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StakeView {
+    pub member: MemberId,
+    pub balance_minor: i64,
+    pub frozen_minor: u64,
+    pub open_disputes: u32,
+    pub unlock: Option<Unlock>,
+}
+
+pub fn stake_view(member: &MemberId, account: Option<&Account>, stake: &Stake) -> StakeView {
+    StakeView {
+        member: member.clone(),
+        balance_minor: account.map(|a| a.balance()).unwrap_or(0) as i64,
+        frozen_minor: account.map(|a| a.debits_pending).unwrap_or(0),
+        open_disputes: stake.open_disputes,
+        unlock: stake.unlock.clone(),
+    }
 }
 
 crate::document!(Dispute, Dispute, version 1,
@@ -342,7 +352,12 @@ impl Batch<'_> {
             || self.snap.members.get(member).and_then(|m| m.owner.as_ref()) == Some(&command.actor.id)
     }
 
-    pub(crate) fn file_dispute(&mut self, command: &Caller<'_>, claim: &Claim<'_>, windows: &Windows) -> Step {
+    pub(crate) fn file_dispute(
+        &mut self,
+        command: &Caller<'_>,
+        claim: &Claim<'_>,
+        windows: &Windows,
+    ) -> Result<Dispute, Refusal> {
         if claim.note.len() > REASONS_LEN_MAX {
             return refuse(Code::InvalidRequest, "The note is longer than the registry accepts.");
         }
@@ -373,8 +388,7 @@ impl Batch<'_> {
         let mut stake = self.stake_record(claim.respondent);
         stake.open_disputes += 1;
         self.put_stake(&stake);
-        let dispute = self.open_dispute(command, id, claim, paid.at_risk, frozen, windows);
-        Ok(dispute.view())
+        Ok(self.open_dispute(command, id, claim, paid.at_risk, frozen, windows))
     }
 
     /// What was paid for the subject, by whom, and when the claim window opened.
@@ -484,17 +498,20 @@ impl Batch<'_> {
         };
         dispute.enter(Phase::Filed, self.now, Some(deadline), "filed; the respondent must answer by the deadline");
         self.insert_dispute(&dispute);
-        let filed = super::events::DisputeFiled {
+        let filed = DisputeFiled {
             dispute: id,
             subject: claim.subject.clone(),
             claimant: claim.claimant.clone(),
             respondent: claim.respondent.clone(),
         };
-        let mut event = serde_json::to_value(filed).expect("event bodies serialize");
-        let extra = json!({"reason": claim.reason, "claimed_minor": claim.claimed, "frozen": frozen,
-            "answer_by_ms": deadline});
-        merge(&mut event, extra);
-        self.event(command, DisputeEvent::DisputeFiled, event);
+        let body = DisputeFiledBody {
+            filed,
+            reason: claim.reason,
+            claimed_minor: claim.claimed,
+            frozen,
+            answer_by_ms: deadline,
+        };
+        self.emit(command, &body);
         dispute
     }
 

@@ -1,10 +1,10 @@
 //! Merchant stake: locked from the balance, unlocked only after a cooldown and
 //! never while a dispute is open, withdrawn back to the balance.
 
-use super::events::{StakeLocked, StakeWithdrawn};
+use super::events::{StakeLocked, StakeLockedBody, StakeUnlockRequested, StakeWithdrawn, StakeWithdrawnBody};
 use super::phases::*;
-use super::DisputeEvent;
-use crate::kernel::batch::{merge, refuse, Batch, Step};
+use super::receipts::{Locked, UnlockRequested, Withdrawn};
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -12,7 +12,7 @@ use bazaar_types::{AccountId, Amount, MemberId, TransferId};
 use serde_json::json;
 
 impl Batch<'_> {
-    pub(crate) fn stake_lock(&mut self, command: &Caller<'_>, amount: Amount) -> Step {
+    pub(crate) fn stake_lock(&mut self, command: &Caller<'_>, amount: Amount) -> Result<Locked, Refusal> {
         if command.actor.kind != MemberKind::Agent {
             return refuse(Code::NotAnAgent, "Stake is locked by merchant agents.");
         }
@@ -25,13 +25,17 @@ impl Batch<'_> {
         let stake = self.stake_record(&me);
         self.put_stake(&stake);
         let locked = StakeLocked { member: me.clone(), locked_minor: amount };
-        let mut body = serde_json::to_value(locked).expect("event bodies serialize");
-        merge(&mut body, json!({"transfer": tid, "stake": self.stake_view(&me)}));
-        self.event(command, DisputeEvent::StakeLocked, body.clone());
-        Ok(body)
+        let stake = self.stake_view(&me);
+        self.emit(command, &StakeLockedBody { locked: locked.clone(), transfer: tid.clone(), stake: stake.clone() });
+        Ok(Locked { locked, transfer: tid, stake })
     }
 
-    pub(crate) fn stake_unlock(&mut self, command: &Caller<'_>, amount: Amount, windows: &Windows) -> Step {
+    pub(crate) fn stake_unlock(
+        &mut self,
+        command: &Caller<'_>,
+        amount: Amount,
+        windows: &Windows,
+    ) -> Result<UnlockRequested, Refusal> {
         let me = command.actor.id.clone();
         let mut stake = self.stake_record(&me);
         if stake.open_disputes > 0 {
@@ -49,12 +53,14 @@ impl Batch<'_> {
         let available_at = self.now.plus_s(windows.stake_cooldown_s);
         stake.unlock = Some(Unlock { amount, requested_at: self.now, available_at });
         self.put_stake(&stake);
-        let body = json!({"member": me, "unlock_minor": amount, "available_at_ms": available_at});
-        self.event(command, DisputeEvent::StakeUnlockRequested, body.clone());
-        Ok(body)
+        self.emit(
+            command,
+            &StakeUnlockRequested { member: me.clone(), unlock_minor: amount, available_at_ms: available_at },
+        );
+        Ok(UnlockRequested { member: me, unlock_minor: amount, available_at_ms: available_at })
     }
 
-    pub(crate) fn stake_withdraw(&mut self, command: &Caller<'_>) -> Step {
+    pub(crate) fn stake_withdraw(&mut self, command: &Caller<'_>) -> Result<Withdrawn, Refusal> {
         let me = command.actor.id.clone();
         let mut stake = self.stake_record(&me);
         let Some(unlock) = stake.unlock.clone() else {
@@ -77,7 +83,7 @@ impl Batch<'_> {
         let stake_account = AccountId::stake_of(&me);
         let amount = Amount(unlock.amount.0.min(self.available(&stake_account).0));
         let withdrawn = StakeWithdrawn { member: me.clone(), withdrawn_minor: amount };
-        let mut body = serde_json::to_value(withdrawn).expect("event bodies serialize");
+        let mut transfer = None;
         if amount.0 > 0 {
             let tid = TransferId(format!("tr_{}_unstake", self.snap.head.seq + 1));
             self.post_plain(
@@ -88,15 +94,15 @@ impl Batch<'_> {
                 amount,
                 TransferKind::Unstake,
             );
-            body["transfer"] = json!(tid);
+            transfer = Some(tid);
         }
         stake.unlock = None;
         self.put_stake(&stake);
-        self.event(command, DisputeEvent::StakeWithdrawn, body.clone());
-        Ok(body)
+        self.emit(command, &StakeWithdrawnBody { withdrawn: withdrawn.clone(), transfer: transfer.clone() });
+        Ok(Withdrawn { withdrawn, transfer })
     }
 
-    pub(crate) fn stake_view(&self, member: &MemberId) -> serde_json::Value {
+    pub(crate) fn stake_view(&self, member: &MemberId) -> StakeView {
         stake_view(member, self.snap.accounts.get(&AccountId::stake_of(member)), &self.stake_record(member))
     }
 }

@@ -7,9 +7,10 @@
 //! of milestones whose hold is still pending. Nothing moves on a milestone
 //! while a dispute is open on it; the dispute's execution resolves its hold.
 
-use super::EscrowEvent;
+use super::events::*;
+use super::receipts::{ContractView, Delivered, Receipt, Released, ReleasedDue};
 use crate::crypto::sha256_hex;
-use crate::kernel::batch::{merge, refuse, Batch, Step};
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::ledger::{PaidOut, PayOut};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
@@ -119,10 +120,9 @@ impl Contract {
         self.milestones.iter().filter(|m| m.state == MilestoneState::Delivered).filter_map(|m| m.review_deadline).min()
     }
 
-    pub fn view(&self) -> serde_json::Value {
-        let mut body = serde_json::to_value(self).expect("contracts serialize");
-        body["held_minor"] = json!(self.held());
-        body
+    /// The contract as the API shows it, with what it still holds.
+    pub fn view(&self) -> ContractView {
+        ContractView { contract: self.clone(), held_minor: self.held() }
     }
 }
 
@@ -200,7 +200,7 @@ impl Batch<'_> {
         specs: &[MilestoneSpec],
         terms: &str,
         review_window_s: u64,
-    ) -> Step {
+    ) -> Result<ContractView, Refusal> {
         let buyer = command.actor.clone();
         if buyer.kind != MemberKind::Agent {
             return refuse(Code::NotPermitted, "Only an agent opens a contract, on its own budget.");
@@ -221,7 +221,7 @@ impl Batch<'_> {
                 Code::ContractExists,
                 "A contract with these parties and this Idempotency-Key already exists; it is attached.",
             )
-            .with(existing.view()));
+            .with(serde_json::to_value(existing.view()).expect("contracts serialize")));
         }
         let account = AccountId::of_member(&buyer.id);
         self.check_available(&account, total)?;
@@ -246,19 +246,16 @@ impl Batch<'_> {
             refunded: Amount::ZERO,
         };
         self.insert_contract(&contract);
-        let body = contract.view();
-        let created = super::events::ContractCreated {
-            contract: id.clone(),
+        let created = ContractCreated {
+            contract: id,
             buyer: buyer.id.clone(),
             seller: seller.clone(),
             arbiter: arbiter.clone(),
             total_minor: total,
             milestones: specs.len(),
         };
-        let mut event = serde_json::to_value(created).expect("event bodies serialize");
-        merge(&mut event, json!({"terms_sha256": terms}));
-        self.event(command, EscrowEvent::ContractCreated, event);
-        Ok(body)
+        self.emit(command, &ContractOffered { created, terms_sha256: terms.to_string() });
+        Ok(contract.view())
     }
 
     /// The seller is another owner's agent; the arbiter acts for neither party.
@@ -309,7 +306,7 @@ impl Batch<'_> {
         buyer: &MemberId,
         seller: &MemberId,
         act: &ContractAct,
-    ) -> Step {
+    ) -> Result<Receipt, Refusal> {
         let Some(contract) = self.contract(id) else {
             return refuse(Code::ContractNotFound, format!("No contract {id} on this registry."));
         };
@@ -324,7 +321,7 @@ impl Batch<'_> {
                 if !is_seller {
                     return refuse(Code::NotParty, "Only the seller (or its owner) accepts or declines a contract.");
                 }
-                self.answer_offer(command, contract, matches!(act, ContractAct::Accept))
+                self.answer_offer(command, contract, matches!(act, ContractAct::Accept)).map(Receipt::Contract)
             }
             ContractAct::Cancel => {
                 if !is_buyer {
@@ -337,32 +334,37 @@ impl Batch<'_> {
                     )
                     .with(json!({"state": contract.state})));
                 }
-                self.void_contract(command, contract, ContractState::Cancelled)
+                self.void_contract(command, contract, ContractState::Cancelled).map(Receipt::Contract)
             }
             ContractAct::Deliver { milestone, evidence_sha256 } => {
                 if !is_seller {
                     return refuse(Code::NotParty, "Only the seller (or its owner) marks a milestone delivered.");
                 }
-                self.deliver(command, contract, *milestone, evidence_sha256)
+                self.deliver(command, contract, *milestone, evidence_sha256).map(Receipt::Delivered)
             }
             ContractAct::Release { milestone } => {
                 if !is_buyer {
                     return refuse(Code::NotParty, "Only the buyer (or its owner) releases a milestone.");
                 }
                 let index = self.milestone_index(&contract, *milestone)?;
-                self.release(command, contract, index, false)
+                self.release(command, contract, index, false).map(Receipt::Released)
             }
             ContractAct::Advance => {
                 if actor.kind != MemberKind::Registry {
                     return refuse(Code::NotPermitted, "Only the registry's sweeper advances contracts.");
                 }
-                self.release_due(command, contract)
+                self.release_due(command, contract).map(Receipt::ReleasedDue)
             }
         }
     }
 
     /// The seller accepts the offered contract, or declines it (its holds are voided).
-    fn answer_offer(&mut self, command: &Caller<'_>, mut contract: Contract, accept: bool) -> Step {
+    fn answer_offer(
+        &mut self,
+        command: &Caller<'_>,
+        mut contract: Contract,
+        accept: bool,
+    ) -> Result<ContractView, Refusal> {
         if contract.state != ContractState::Offered {
             return Err(Refusal::new(Code::ContractState, "The contract is no longer waiting for the seller.")
                 .with(json!({"state": contract.state})));
@@ -373,12 +375,18 @@ impl Batch<'_> {
         contract.state = ContractState::Accepted;
         contract.accepted_at = Some(self.now);
         self.update_contract(&contract);
-        self.event(command, EscrowEvent::ContractAccepted, json!({"contract": contract.id}));
+        self.emit(command, &ContractAccepted { contract: contract.id.clone() });
         Ok(contract.view())
     }
 
     /// The seller marks a pending milestone delivered; the buyer's review window opens.
-    fn deliver(&mut self, command: &Caller<'_>, mut contract: Contract, milestone: u32, evidence_sha256: &str) -> Step {
+    fn deliver(
+        &mut self,
+        command: &Caller<'_>,
+        mut contract: Contract,
+        milestone: u32,
+        evidence_sha256: &str,
+    ) -> Result<Delivered, Refusal> {
         if !is_sha256_hex(evidence_sha256) {
             return refuse(Code::InvalidRequest, "`evidence_sha256` is 64 lowercase hex chars.");
         }
@@ -396,14 +404,18 @@ impl Batch<'_> {
         m.evidence_sha256 = Some(evidence_sha256.to_string());
         m.review_deadline = Some(deadline);
         self.update_contract(&contract);
-        let body = json!({"contract": contract.id, "milestone": milestone, "evidence_sha256": evidence_sha256,
-            "review_deadline_ms": deadline});
-        self.event(command, EscrowEvent::MilestoneDelivered, body.clone());
-        Ok(body)
+        let delivery = Delivery {
+            contract: contract.id.clone(),
+            milestone,
+            evidence_sha256: evidence_sha256.to_string(),
+            review_deadline_ms: deadline,
+        };
+        self.emit(command, &MilestoneDelivered { delivery: delivery.clone() });
+        Ok(Delivered { delivery })
     }
 
     /// The sweeper: releases every delivered milestone whose review window passed.
-    fn release_due(&mut self, command: &Caller<'_>, mut contract: Contract) -> Step {
+    fn release_due(&mut self, command: &Caller<'_>, mut contract: Contract) -> Result<ReleasedDue, Refusal> {
         let id = contract.id.clone();
         let due: Vec<usize> = contract
             .milestones
@@ -417,7 +429,7 @@ impl Batch<'_> {
             released.push(receipt);
             contract = self.contract(&id).expect("just written");
         }
-        Ok(json!({"contract": id, "released": released}))
+        Ok(ReleasedDue { contract: id, released })
     }
 
     fn check_active(&self, contract: &Contract) -> Result<(), Refusal> {
@@ -445,7 +457,7 @@ impl Batch<'_> {
         mut contract: Contract,
         index: usize,
         automatic: bool,
-    ) -> Step {
+    ) -> Result<Released, Refusal> {
         let m = contract.milestones[index].clone();
         match m.state {
             MilestoneState::Delivered => {}
@@ -485,25 +497,21 @@ impl Batch<'_> {
         let PaidOut { net, fee, link, transfers } = self.pay_out(command, hold, out, Some(&contract.buyer));
         contract.released_net = contract.released_net.checked_add(net).expect("within total");
         contract.fees = contract.fees.checked_add(fee).expect("within total");
-        let released = super::events::MilestoneReleased {
+        let released = MilestoneReleased {
             contract: contract.id.clone(),
             milestone: m.index,
             seller: contract.seller.clone(),
             amount_minor: m.amount,
         };
-        let mut receipt = serde_json::to_value(released).expect("event bodies serialize");
-        merge(
-            &mut receipt,
-            json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link,
-            "released_at_ms": self.now, "automatic": automatic}),
-        );
+        let payout = Payout { net_minor: net, fee_minor: fee, transfers, link, released_at_ms: self.now, automatic };
+        let receipt = Released { released: released.clone(), payout: payout.clone() };
         let slot = &mut contract.milestones[index];
         slot.state = MilestoneState::Released;
         slot.released_at = Some(self.now);
-        slot.release = Some(receipt.clone());
+        slot.release = Some(serde_json::to_value(&receipt).expect("receipts serialize"));
         self.maybe_complete(&mut contract);
         self.update_contract(&contract);
-        self.event(command, EscrowEvent::MilestoneReleased, receipt.clone());
+        self.emit(command, &MilestoneReleasedBody { released, payout });
         Ok(receipt)
     }
 
@@ -517,7 +525,12 @@ impl Batch<'_> {
         }
     }
 
-    fn void_contract(&mut self, command: &Caller<'_>, mut contract: Contract, end: ContractState) -> Step {
+    fn void_contract(
+        &mut self,
+        command: &Caller<'_>,
+        mut contract: Contract,
+        end: ContractState,
+    ) -> Result<ContractView, Refusal> {
         for index in 0..contract.milestones.len() {
             let m = contract.milestones[index].clone();
             assert_eq!(m.state, MilestoneState::Pending, "an offered contract has only pending milestones");
@@ -528,9 +541,12 @@ impl Batch<'_> {
         }
         contract.state = end;
         self.update_contract(&contract);
-        let kind =
-            if end == ContractState::Declined { EscrowEvent::ContractDeclined } else { EscrowEvent::ContractCancelled };
-        self.event(command, kind, json!({"contract": contract.id, "released_minor": contract.total}));
+        let voided = ContractVoided { contract: contract.id.clone(), released_minor: contract.total };
+        if end == ContractState::Declined {
+            self.emit(command, &ContractDeclined(voided));
+        } else {
+            self.emit(command, &ContractCancelled(voided));
+        }
         Ok(contract.view())
     }
 

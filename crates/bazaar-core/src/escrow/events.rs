@@ -1,9 +1,15 @@
-//! Escrow's event bodies that other capabilities read.
+//! Escrow's event bodies: one type per kind escrow writes, each serialising to
+//! exactly the stored body (the kernel adds `authored_handle`). The parts other
+//! capabilities read (`ContractCreated`, `MilestoneReleased`) are their own
+//! types, flattened into the full bodies, so a reader decodes only what it needs.
 
-use bazaar_types::{Amount, ContractId, MemberId};
+use super::EscrowEvent;
+use crate::kernel::batch::EventBody;
+use bazaar_types::{Amount, ContractId, MemberId, Timestamp, TransferId};
 use serde::{Deserialize, Serialize};
 
-/// `contract.created`: who buys under a contract (reputation credits its milestones to this buyer).
+/// The part of `contract.created` every writer stores: who buys under a
+/// contract (reputation credits its milestones to this buyer).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContractCreated {
     pub contract: ContractId,
@@ -14,11 +20,123 @@ pub struct ContractCreated {
     pub milestones: usize,
 }
 
-/// `milestone.released`: a milestone paid to its seller, once.
+/// `contract.created` by a buyer's own request: the contract is offered to the
+/// seller under the terms' hash. (The market's share contracts have their own body.)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractOffered {
+    #[serde(flatten)]
+    pub created: ContractCreated,
+    pub terms_sha256: String,
+}
+
+impl EventBody for ContractOffered {
+    type Kind = EscrowEvent;
+    fn kind(&self) -> EscrowEvent {
+        EscrowEvent::ContractCreated
+    }
+}
+
+/// `contract.accepted`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractAccepted {
+    pub contract: ContractId,
+}
+
+impl EventBody for ContractAccepted {
+    type Kind = EscrowEvent;
+    fn kind(&self) -> EscrowEvent {
+        EscrowEvent::ContractAccepted
+    }
+}
+
+/// What a contract ended before acceptance gave back to its buyer: the body
+/// of `contract.declined` and `contract.cancelled`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractVoided {
+    pub contract: ContractId,
+    pub released_minor: Amount,
+}
+
+/// `contract.declined`: the seller said no; every hold went back to the buyer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ContractDeclined(pub ContractVoided);
+
+impl EventBody for ContractDeclined {
+    type Kind = EscrowEvent;
+    fn kind(&self) -> EscrowEvent {
+        EscrowEvent::ContractDeclined
+    }
+}
+
+/// `contract.cancelled`: the buyer withdrew its offer before the seller accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ContractCancelled(pub ContractVoided);
+
+impl EventBody for ContractCancelled {
+    type Kind = EscrowEvent;
+    fn kind(&self) -> EscrowEvent {
+        EscrowEvent::ContractCancelled
+    }
+}
+
+/// A milestone marked delivered: shared by `milestone.delivered` and the deliver receipt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub contract: ContractId,
+    pub milestone: u32,
+    pub evidence_sha256: String,
+    pub review_deadline_ms: Timestamp,
+}
+
+/// `milestone.delivered`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MilestoneDelivered {
+    #[serde(flatten)]
+    pub delivery: Delivery,
+}
+
+impl EventBody for MilestoneDelivered {
+    type Kind = EscrowEvent;
+    fn kind(&self) -> EscrowEvent {
+        EscrowEvent::MilestoneDelivered
+    }
+}
+
+/// The part of `milestone.released` reputation reads: a milestone paid to its seller, once.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MilestoneReleased {
     pub contract: ContractId,
     pub milestone: u32,
     pub seller: MemberId,
     pub amount_minor: Amount,
+}
+
+/// How a release paid out: shared by `milestone.released` and the release receipt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payout {
+    pub net_minor: Amount,
+    pub fee_minor: Amount,
+    pub transfers: Vec<TransferId>,
+    pub link: String,
+    pub released_at_ms: Timestamp,
+    /// Released by the sweeper after the review window, not by the buyer.
+    pub automatic: bool,
+}
+
+/// `milestone.released`, as stored: the release and how it paid out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MilestoneReleasedBody {
+    #[serde(flatten)]
+    pub released: MilestoneReleased,
+    #[serde(flatten)]
+    pub payout: Payout,
+}
+
+impl EventBody for MilestoneReleasedBody {
+    type Kind = EscrowEvent;
+    fn kind(&self) -> EscrowEvent {
+        EscrowEvent::MilestoneReleased
+    }
 }

@@ -4,12 +4,14 @@
 
 mod contract;
 pub mod events;
+pub mod receipts;
 
 pub use contract::*;
 
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
 use crate::kernel::model::DocKind;
+use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use bazaar_types::limits::CONTRACT_MILESTONES_MAX;
 use bazaar_types::{AccountId, ContractId, MemberId};
@@ -75,11 +77,11 @@ impl Op {
         }
     }
 
-    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Step {
+    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Result<receipts::Receipt, Refusal> {
         match self {
-            Op::CreateContract { seller, arbiter, milestones, terms_hash, review_window_s } => {
-                batch.create_contract(caller, seller, arbiter, milestones, terms_hash, *review_window_s)
-            }
+            Op::CreateContract { seller, arbiter, milestones, terms_hash, review_window_s } => batch
+                .create_contract(caller, seller, arbiter, milestones, terms_hash, *review_window_s)
+                .map(receipts::Receipt::Contract),
             Op::ContractAct { contract, buyer, seller, act, .. } => {
                 batch.contract_act(caller, contract, buyer, seller, act)
             }

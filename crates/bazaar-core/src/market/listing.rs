@@ -2,9 +2,10 @@
 //! core's own word list for search (case-folded, plural-folded), and what a
 //! search is recorded as for unmet demand.
 
+use super::events::{ListingCreated, ListingPut, ListingUpdated};
+use super::receipts::ListingView;
 use super::rules::Terms;
-use super::MarketEvent;
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::model::MemberKind;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -39,11 +40,8 @@ pub fn listing_id(seller: &MemberId, sku: &str) -> ListingId {
 
 impl Listing {
     /// As the API shows it, with the lowest price offers are checked against.
-    pub fn view(&self) -> serde_json::Value {
-        let mut view = serde_json::to_value(self).expect("listings serialize");
-        view["lowest_price_minor"] = json!(self.terms.lowest_price());
-        view.as_object_mut().expect("object").remove("search_text");
-        view
+    pub fn view(&self) -> ListingView {
+        ListingView::of(self)
     }
 }
 
@@ -170,7 +168,7 @@ pub struct SearchRecord {
 }
 
 impl Batch<'_> {
-    pub(crate) fn put_listing(&mut self, command: &Caller<'_>, spec: &ListingSpec) -> Step {
+    pub(crate) fn put_listing(&mut self, command: &Caller<'_>, spec: &ListingSpec) -> Result<ListingView, Refusal> {
         if command.actor.kind != MemberKind::Agent {
             return Err(Refusal::new(Code::NotAnAgent, "Listings are made by sellers' agents."));
         }
@@ -191,14 +189,18 @@ impl Batch<'_> {
             updated_at: self.now,
         };
         self.upsert(&listing);
-        let view = listing.view();
-        let kind = if existing.is_some() { MarketEvent::ListingUpdated } else { MarketEvent::ListingCreated };
-        self.event(
-            command,
-            kind,
-            json!({"listing": id, "seller": listing.seller, "sku": listing.sku,
-            "list_price_minor": listing.terms.list_price, "lowest_price_minor": listing.terms.lowest_price()}),
-        );
-        Ok(view)
+        let put = ListingPut {
+            listing: id,
+            seller: listing.seller.clone(),
+            sku: listing.sku.clone(),
+            list_price_minor: listing.terms.list_price,
+            lowest_price_minor: listing.terms.lowest_price(),
+        };
+        if existing.is_some() {
+            self.emit(command, &ListingUpdated(put));
+        } else {
+            self.emit(command, &ListingCreated(put));
+        }
+        Ok(listing.view())
     }
 }

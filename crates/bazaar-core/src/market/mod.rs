@@ -4,8 +4,10 @@
 //! person when the owner's policy says so, paid on proof of shipment.
 //! Uses identity, pay and escrow.
 
+pub mod events;
 mod listing;
 pub mod order;
+pub mod receipts;
 mod rfq;
 mod rules;
 
@@ -14,12 +16,14 @@ pub use rfq::*;
 pub use rules::*;
 
 use crate::escrow::milestone_hold;
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
 use crate::kernel::model::DocKind;
+use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use bazaar_types::limits::ORDER_LINES_MAX;
 use bazaar_types::{AccountId, Amount, ListingId, MarketOrderId, MemberId, RfqId};
+use receipts::Receipt;
 
 crate::event_kinds! {
     /// What the market writes on the event ledger.
@@ -150,25 +154,34 @@ impl Op {
         }
     }
 
-    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Step {
+    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Result<Receipt, Refusal> {
         match self {
-            Op::PutListing { spec } => batch.put_listing(caller, spec),
-            Op::CreateRfq { item, request, invited } => batch.create_rfq(caller, item, request, invited),
-            Op::MakeOffer { rfq, listing, proposal, committed } => {
-                batch.make_offer(caller, rfq, listing, proposal, *committed)
+            Op::PutListing { spec } => batch.put_listing(caller, spec).map(|view| Receipt::Listing(Box::new(view))),
+            Op::CreateRfq { item, request, invited } => {
+                batch.create_rfq(caller, item, request, invited).map(|rfq| Receipt::Rfq(Box::new(rfq)))
             }
-            Op::CloseRfq { rfq } => batch.close_rfq(caller, rfq),
-            Op::SetOrderPolicy { agent, approval_above } => batch.set_order_policy(caller, agent, *approval_above),
-            Op::CreateOrder { rfq, require_approval, .. } => batch.create_order(caller, rfq, *require_approval),
-            Op::DecideOrder { order, buyer, approve, .. } => {
-                batch.order_for(order, buyer).and_then(|_| batch.decide_order(caller, order, *approve))
+            Op::MakeOffer { rfq, listing, proposal, committed } => batch
+                .make_offer(caller, rfq, listing, proposal, *committed)
+                .map(|offer| Receipt::Offer(Box::new(offer))),
+            Op::CloseRfq { rfq } => batch.close_rfq(caller, rfq).map(Receipt::Closed),
+            Op::SetOrderPolicy { agent, approval_above } => {
+                batch.set_order_policy(caller, agent, *approval_above).map(Receipt::Policy)
             }
+            Op::CreateOrder { rfq, require_approval, .. } => {
+                batch.create_order(caller, rfq, *require_approval).map(|order| Receipt::Order(Box::new(order)))
+            }
+            Op::DecideOrder { order, buyer, approve, .. } => batch
+                .order_for(order, buyer)
+                .and_then(|_| batch.decide_order(caller, order, *approve))
+                .map(|order| Receipt::Order(Box::new(order))),
             Op::ProveShipment { order, buyer, line, receipt_sha256, tracking, receipt } => batch
                 .order_for(order, buyer)
-                .and_then(|_| batch.prove_shipment(caller, order, *line, receipt_sha256, tracking, receipt.as_ref())),
-            Op::CancelShare { order, buyer, line, .. } => {
-                batch.order_for(order, buyer).and_then(|_| batch.cancel_share(caller, order, *line))
-            }
+                .and_then(|_| batch.prove_shipment(caller, order, *line, receipt_sha256, tracking, receipt.as_ref()))
+                .map(|paid| Receipt::SharePaid(Box::new(paid))),
+            Op::CancelShare { order, buyer, line, .. } => batch
+                .order_for(order, buyer)
+                .and_then(|_| batch.cancel_share(caller, order, *line))
+                .map(Receipt::ShareCancelled),
         }
     }
 }

@@ -9,18 +9,23 @@
 //!
 //! Per order `total = held + paid + fees + released`, asserted on every write.
 
+use super::events::*;
 use super::listing::Listing;
+use super::receipts::{ShareCancelled, SharePaid};
 use super::rfq::{Rfq, RfqState};
 use super::rules::Allocation;
-use super::MarketEvent;
-use crate::kernel::batch::{merge, Batch, Step};
+use crate::escrow::events::{ContractCreated, ContractVoided};
+use crate::escrow::receipts::Released;
+use crate::kernel::batch::Batch;
 use crate::kernel::docs::parties_with;
 use crate::kernel::ledger::{PaidOut, PayOut};
 use crate::kernel::model::{Blob, Budget, MemberKind, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{ORDER_LINES_MAX, RECEIPT_IMAGE_BYTES_MAX, RECEIPT_SHA256_HEX_LEN, TRACKING_LEN_MAX};
-use bazaar_types::{AccountId, Amount, ContractId, HoldId, ListingId, MarketOrderId, MemberId, RfqId, Timestamp};
+use bazaar_types::{
+    AccountId, Amount, ContractId, HoldId, ListingId, MarketOrderId, MemberId, RfqId, Timestamp, TransferId,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -50,6 +55,27 @@ pub struct Proof {
     pub receipt_sha256: String,
     pub tracking: String,
     pub at: Timestamp,
+}
+
+/// How a share was paid, kept on the share and told in `order.share_paid`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Payment {
+    /// An escrowed share: its contract's milestone was delivered and released.
+    Escrowed { net_minor: Amount, fee_minor: Amount, contract: ContractId, release: Released, paid_at_ms: Timestamp },
+    /// A plain share: its hold was posted to the maker.
+    Direct { net_minor: Amount, fee_minor: Amount, transfers: Vec<TransferId>, link: String, paid_at_ms: Timestamp },
+}
+
+impl Payment {
+    /// What the maker received and the fee taken.
+    pub fn net_and_fee(&self) -> (Amount, Amount) {
+        match self {
+            Payment::Escrowed { net_minor, fee_minor, .. } | Payment::Direct { net_minor, fee_minor, .. } => {
+                (*net_minor, *fee_minor)
+            }
+        }
+    }
 }
 
 /// What a maker is told, in her language.
@@ -228,19 +254,28 @@ impl Batch<'_> {
         self.update(order);
     }
 
-    pub(crate) fn set_order_policy(&mut self, command: &Caller<'_>, agent: &MemberId, above: Amount) -> Step {
+    pub(crate) fn set_order_policy(
+        &mut self,
+        command: &Caller<'_>,
+        agent: &MemberId,
+        above: Amount,
+    ) -> Result<OrderPolicy, Refusal> {
         let member = self.member(agent)?;
         if member.owner.as_ref() != Some(&command.actor.id) {
             return refuse(Code::NotOwner, "Only the agent's owner sets its order policy.");
         }
         let policy = OrderPolicy { agent: agent.clone(), approval_above_minor: above };
         self.upsert(&policy);
-        let body = serde_json::to_value(&policy).expect("policies serialize");
-        self.event(command, MarketEvent::OrderPolicySet, body.clone());
-        Ok(body)
+        self.emit(command, &OrderPolicySet(policy.clone()));
+        Ok(policy)
     }
 
-    pub(crate) fn create_order(&mut self, command: &Caller<'_>, rfq_id: &RfqId, force_approval: bool) -> Step {
+    pub(crate) fn create_order(
+        &mut self,
+        command: &Caller<'_>,
+        rfq_id: &RfqId,
+        force_approval: bool,
+    ) -> Result<Order, Refusal> {
         let Some(idem) = &command.idem else {
             return refuse(Code::IdempotencyKeyRequired, "An order needs an Idempotency-Key.");
         };
@@ -279,11 +314,15 @@ impl Batch<'_> {
         self.insert_order(&order);
         rfq.order = Some(id.clone());
         self.update(&rfq);
-        let body = serde_json::to_value(&order).expect("orders serialize");
-        let event = json!({"order": id, "buyer": order.buyer, "total_minor": total,
-            "shares": order.lines.len(), "approval_required": required});
-        self.event(command, MarketEvent::OrderCreated, event);
-        Ok(body)
+        let created = OrderCreated {
+            order: id,
+            buyer: order.buyer.clone(),
+            total_minor: total,
+            shares: order.lines.len(),
+            approval_required: required,
+        };
+        self.emit(command, &created);
+        Ok(order)
     }
 
     /// The buyer's closed request, not ordered yet, and its allocation.
@@ -387,7 +426,7 @@ impl Batch<'_> {
                     refunded: Amount::ZERO,
                 };
                 self.insert_contract(&contract);
-                let created = crate::escrow::events::ContractCreated {
+                let created = ContractCreated {
                     contract: id.clone(),
                     buyer: order.buyer.clone(),
                     seller: line.seller.clone(),
@@ -395,9 +434,7 @@ impl Batch<'_> {
                     total_minor: line.amount,
                     milestones: 1,
                 };
-                let mut event = serde_json::to_value(created).expect("event bodies serialize");
-                merge(&mut event, json!({"order": order.id}));
-                self.event(command, crate::escrow::EscrowEvent::ContractCreated, event);
+                self.emit(command, &ShareContractCreated { created, order: order.id.clone() });
             } else {
                 self.open_hold(line.hold.clone(), account.clone(), line.amount, Timestamp::NEVER);
             }
@@ -410,7 +447,12 @@ impl Batch<'_> {
         Ok(())
     }
 
-    pub(crate) fn decide_order(&mut self, command: &Caller<'_>, id: &MarketOrderId, approve: bool) -> Step {
+    pub(crate) fn decide_order(
+        &mut self,
+        command: &Caller<'_>,
+        id: &MarketOrderId,
+        approve: bool,
+    ) -> Result<Order, Refusal> {
         let mut order = self.order(id)?;
         if command.actor.kind != MemberKind::Owner {
             return refuse(
@@ -437,10 +479,14 @@ impl Batch<'_> {
         order.approval.approved = Some(approve);
         order.approval.decided_at = Some(self.now);
         self.update_order(&order);
-        let body = serde_json::to_value(&order).expect("orders serialize");
-        let kind = if approve { MarketEvent::OrderApproved } else { MarketEvent::OrderDeclined };
-        self.event(command, kind, json!({"order": order.id, "by": command.actor.id, "total_minor": order.total}));
-        Ok(body)
+        let decision =
+            OrderDecision { order: order.id.clone(), by: command.actor.id.clone(), total_minor: order.total };
+        if approve {
+            self.emit(command, &OrderApproved(decision));
+        } else {
+            self.emit(command, &OrderDeclined(decision));
+        }
+        Ok(order)
     }
 
     fn authorized_line(&self, order: &Order, index: u32) -> Result<OrderLine, Refusal> {
@@ -474,7 +520,7 @@ impl Batch<'_> {
         receipt_sha256: &str,
         tracking: &str,
         receipt: Option<&(String, Vec<u8>)>,
-    ) -> Step {
+    ) -> Result<SharePaid, Refusal> {
         let mut order = self.order(id)?;
         let line = self.authorized_line(&order, index)?;
         if command.actor.id != line.seller {
@@ -484,20 +530,28 @@ impl Batch<'_> {
         if let Some((content_type, bytes)) = receipt {
             self.keep_receipt_image(&order, &line, &receipt_sha256, content_type, bytes)?;
         }
-        let (net, fee, payment) = self.pay_share(command, &order, &line, &receipt_sha256)?;
+        let payment = self.pay_share(command, &order, &line, &receipt_sha256)?;
+        let (net, fee) = payment.net_and_fee();
         let slot = &mut order.lines[index as usize];
         slot.state = LineState::Paid;
         slot.proof =
             Some(Proof { receipt_sha256: receipt_sha256.clone(), tracking: tracking.to_string(), at: self.now });
-        slot.payment = Some(payment.clone());
+        slot.payment = Some(serde_json::to_value(&payment).expect("payments serialize"));
         order.paid_net = order.paid_net.checked_add(net).expect("within total");
         order.fees = order.fees.checked_add(fee).expect("within total");
         Self::finish_if_done(&mut order);
         self.update_order(&order);
-        let body = json!({"order": order.id, "share": index, "seller": line.seller, "tracking": tracking,
-            "receipt_sha256": receipt_sha256, "payment": payment, "order_state": order.state});
-        self.event(command, MarketEvent::OrderSharePaid, body.clone());
-        Ok(body)
+        let paid = SharePayment {
+            order: order.id,
+            share: index,
+            seller: line.seller,
+            tracking: tracking.to_string(),
+            receipt_sha256,
+            payment,
+            order_state: order.state,
+        };
+        self.emit(command, &OrderSharePaid { paid: paid.clone() });
+        Ok(SharePaid { paid })
     }
 
     /// Stores the courier receipt's image by its SHA-256, once, after checking it hashes to the proof.
@@ -532,26 +586,28 @@ impl Batch<'_> {
 
     /// Pays the maker her share on proof: an escrowed share's milestone is
     /// delivered and released (the buyer keeps its dispute rights on it); a
-    /// plain share's hold is posted. Returns net, fee and the payment record.
+    /// plain share's hold is posted. Returns the payment record.
     fn pay_share(
         &mut self,
         command: &Caller<'_>,
         order: &Order,
         line: &OrderLine,
         receipt_sha256: &str,
-    ) -> Result<(Amount, Amount, serde_json::Value), Refusal> {
+    ) -> Result<Payment, Refusal> {
         if let Some(contract_id) = &line.contract {
             let mut contract = self.contract(contract_id).expect("share contracts are loaded");
             let slot = &mut contract.milestones[0];
             slot.state = crate::escrow::MilestoneState::Delivered;
             slot.delivered_at = Some(self.now);
             slot.evidence_sha256 = Some(receipt_sha256.to_string());
-            let receipt = self.release(command, contract, 0, false)?;
-            let net = Amount(receipt["net_minor"].as_u64().unwrap_or_default());
-            let fee = Amount(receipt["fee_minor"].as_u64().unwrap_or_default());
-            let payment = json!({"net_minor": net, "fee_minor": fee, "contract": contract_id, "release": receipt,
-                "paid_at_ms": self.now});
-            return Ok((net, fee, payment));
+            let release = self.release(command, contract, 0, false)?;
+            return Ok(Payment::Escrowed {
+                net_minor: release.payout.net_minor,
+                fee_minor: release.payout.fee_minor,
+                contract: contract_id.clone(),
+                release,
+                paid_at_ms: self.now,
+            });
         }
         let hold = self.snap.holds.get(&line.hold).cloned().expect("share holds are loaded");
         let ids = format!("tr_{}_l{}", order.id, line.index);
@@ -564,12 +620,15 @@ impl Batch<'_> {
             fee_bps: self.config.fee_bps,
         };
         let PaidOut { net, fee, link, transfers } = self.pay_out(command, hold, out, Some(&order.buyer));
-        let payment = json!({"net_minor": net, "fee_minor": fee, "transfers": transfers, "link": link,
-            "paid_at_ms": self.now});
-        Ok((net, fee, payment))
+        Ok(Payment::Direct { net_minor: net, fee_minor: fee, transfers, link, paid_at_ms: self.now })
     }
 
-    pub(crate) fn cancel_share(&mut self, command: &Caller<'_>, id: &MarketOrderId, index: u32) -> Step {
+    pub(crate) fn cancel_share(
+        &mut self,
+        command: &Caller<'_>,
+        id: &MarketOrderId,
+        index: u32,
+    ) -> Result<ShareCancelled, Refusal> {
         let mut order = self.order(id)?;
         if command.actor.id != order.buyer && command.actor.id != order.owner {
             return refuse(Code::NotParty, "The buyer agent or its owner cancels a share.");
@@ -583,20 +642,21 @@ impl Batch<'_> {
             contract.refunded = contract.refunded.checked_add(line.amount).expect("within total");
             contract.state = crate::escrow::ContractState::Cancelled;
             self.update_contract(&contract);
-            self.event(
-                command,
-                crate::escrow::EscrowEvent::ContractCancelled,
-                json!({"contract": contract_id, "released_minor": line.amount}),
-            );
+            let voided = ContractVoided { contract: contract_id.clone(), released_minor: line.amount };
+            self.emit(command, &ShareContractCancelled(voided));
         }
         order.lines[index as usize].state = LineState::Cancelled;
         order.released = order.released.checked_add(line.amount).expect("within total");
         Self::finish_if_done(&mut order);
         self.update_order(&order);
-        let body =
-            json!({"order": order.id, "share": index, "released_minor": line.amount, "order_state": order.state});
-        self.event(command, MarketEvent::OrderShareCancelled, body.clone());
-        Ok(body)
+        let cancelled = OrderShareCancelled {
+            order: order.id.clone(),
+            share: index,
+            released_minor: line.amount,
+            order_state: order.state,
+        };
+        self.emit(command, &cancelled);
+        Ok(ShareCancelled { order: order.id, share: index, released_minor: line.amount, order_state: order.state })
     }
 }
 

@@ -2,10 +2,11 @@
 //! propose, every proposal is checked by the rules (a refused one is recorded
 //! as an attempt), and the buyer closes to fix the allocation.
 
+use super::events::{OfferMade, OfferOp, OfferRefused, RfqClosed, RfqOffer, RfqOpened};
 use super::listing::Listing;
+use super::receipts::{Closed, OfferRecorded};
 use super::rules::*;
-use super::MarketEvent;
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::docs::parties_with;
 use crate::kernel::model::MemberKind;
 use crate::kernel::refusal::{Code, Refusal};
@@ -118,7 +119,7 @@ impl Batch<'_> {
         item: &str,
         request: &Request,
         invited: &[(MemberId, ListingId)],
-    ) -> Step {
+    ) -> Result<Rfq, Refusal> {
         if command.actor.kind != MemberKind::Agent {
             return Err(Refusal::new(Code::NotAnAgent, "Requests for quote are made by buyers' agents."));
         }
@@ -156,10 +157,17 @@ impl Batch<'_> {
             created_at: self.now,
         };
         self.insert(&rfq);
-        self.event(command, MarketEvent::RfqOpened, json!({"rfq": id, "buyer": rfq.buyer, "item": rfq.item,
-            "quantity": request.quantity, "max_unit_price_minor": request.max_unit_price, "deadline_ms": request.deadline,
-            "invited": rfq.invited.len()}));
-        Ok(serde_json::to_value(&rfq).expect("rfqs serialize"))
+        let opened = RfqOpened {
+            rfq: id,
+            buyer: rfq.buyer.clone(),
+            item: rfq.item.clone(),
+            quantity: request.quantity,
+            max_unit_price_minor: request.max_unit_price,
+            deadline_ms: request.deadline,
+            invited: rfq.invited.len(),
+        };
+        self.emit(command, &opened);
+        Ok(rfq)
     }
 
     /// Records a seller's proposal, valid or refused (a refused one still uses an
@@ -172,7 +180,7 @@ impl Batch<'_> {
         listing: &ListingId,
         proposal: &Proposal,
         committed: u64,
-    ) -> Step {
+    ) -> Result<OfferRecorded, Refusal> {
         let Some(mut rfq) = self.load::<Rfq>(rfq) else {
             return Err(Refusal::new(Code::RfqNotFound, "No such request for quote."));
         };
@@ -218,20 +226,27 @@ impl Batch<'_> {
         rfq.offers.push(offer.clone());
         self.update(&rfq);
         // A refused proposal is a recorded refusal (it also uses an attempt, kept on the request).
-        let body = json!({"op": "make_offer", "rfq": rfq.id, "offer": offer.id, "seller": seller,
-            "unit_price_minor": offer.unit_price, "quantity": offer.quantity, "attempt": offer.attempt,
-            "status": offer.status, "code": offer.refusal.as_ref().map(|r| r.code.clone())});
+        let made = OfferMade {
+            op: OfferOp::MakeOffer,
+            rfq: rfq.id.clone(),
+            offer: offer.id.clone(),
+            seller,
+            unit_price_minor: offer.unit_price,
+            quantity: offer.quantity,
+            attempt: offer.attempt,
+            status: offer.status,
+            code: offer.refusal.as_ref().map(|r| r.code.clone()),
+        };
         if offer.status == OfferStatus::Refused {
-            self.event(command, crate::kernel::batch::KernelEvent::RefusalRecorded, body);
+            self.emit(command, &OfferRefused(made));
         } else {
-            self.event(command, MarketEvent::RfqOffer, body);
+            self.emit(command, &RfqOffer(made));
         }
-        let mut body = serde_json::to_value(&offer).expect("offers serialize");
-        body["attempts_left"] = json!(OFFER_ATTEMPTS_MAX.saturating_sub(offer.attempt));
-        Ok(body)
+        let attempts_left = OFFER_ATTEMPTS_MAX.saturating_sub(offer.attempt);
+        Ok(OfferRecorded { offer, attempts_left })
     }
 
-    pub(crate) fn close_rfq(&mut self, command: &Caller<'_>, rfq: &RfqId) -> Step {
+    pub(crate) fn close_rfq(&mut self, command: &Caller<'_>, rfq: &RfqId) -> Result<Closed, Refusal> {
         let Some(mut rfq) = self.load::<Rfq>(rfq) else {
             return Err(Refusal::new(Code::RfqNotFound, "No such request for quote."));
         };
@@ -239,14 +254,13 @@ impl Batch<'_> {
             return Err(Refusal::new(Code::NotParty, "Only the buyer closes its request for quote."));
         }
         if rfq.state == RfqState::Closed {
-            return Ok(json!({"rfq": rfq.id, "allocation": rfq.allocation}));
+            return Ok(Closed { rfq: rfq.id, allocation: rfq.allocation });
         }
         let allocation = rfq.current_allocation();
         rfq.allocation = Some(allocation.clone());
         rfq.state = RfqState::Closed;
         self.update(&rfq);
-        let body = json!({"rfq": rfq.id, "allocation": allocation});
-        self.event(command, MarketEvent::RfqClosed, body.clone());
-        Ok(body)
+        self.emit(command, &RfqClosed { rfq: rfq.id.clone(), allocation: allocation.clone() });
+        Ok(Closed { rfq: rfq.id, allocation: Some(allocation) })
     }
 }

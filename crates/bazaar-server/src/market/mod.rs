@@ -101,7 +101,10 @@ pub async fn put_listing(
 
 /// Public: one listing by id.
 #[utoipa::path(get, path = "/v1/listings/{id}", responses((status = 200, description = "The listing", body = schema::Listing), errors::NotFound, errors::Unavailable, (status = 404, description = "`listing_not_found`", body = ProblemDetails, content_type = "application/problem+json")))]
-pub async fn get_listing(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, Problem> {
+pub async fn get_listing(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<market::receipts::ListingView>, Problem> {
     let listing: Listing =
         load_doc(&state, &id, || Refusal::new(Code::ListingNotFound, "No listing with that id.")).await?;
     Ok(Json(listing.view()))
@@ -131,7 +134,7 @@ pub async fn search(
     }
     let limit = query.limit.unwrap_or(SEARCH_RESULTS_MAX).clamp(1, SEARCH_RESULTS_MAX);
     let rows = state.store.search_listings(&terms, limit).await?;
-    let listings: Vec<Value> =
+    let listings: Vec<market::receipts::ListingView> =
         rows.iter().map(|row| decode::<Listing>(row).map(|l| l.view())).collect::<Result<_, _>>()?;
     let normalized = normalize_query(&query.q);
     // Counted in memory and flushed in batches: a search never waits on the money writer.

@@ -1,0 +1,49 @@
+//! What escrow answers on success: one type per distinct answer. Receipts are
+//! not event bodies even where they carry the same fields; they share the
+//! nested parts (`Delivery`, `MilestoneReleased`, `Payout`) instead.
+
+use super::contract::Contract;
+use super::events::{Delivery, MilestoneReleased, Payout};
+use bazaar_types::{Amount, ContractId};
+use serde::{Deserialize, Serialize};
+
+/// A contract as the API shows it: the stored contract and what it still holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ContractView {
+    #[serde(flatten)]
+    pub contract: Contract,
+    pub held_minor: Amount,
+}
+
+/// A milestone marked delivered: the review window is open until the deadline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Delivered {
+    #[serde(flatten)]
+    pub delivery: Delivery,
+}
+
+/// A milestone released, once; kept on the milestone and attached again to a second ask.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Released {
+    #[serde(flatten)]
+    pub released: MilestoneReleased,
+    #[serde(flatten)]
+    pub payout: Payout,
+}
+
+/// The sweeper's pass over one contract: every milestone it released.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReleasedDue {
+    pub contract: ContractId,
+    pub released: Vec<Released>,
+}
+
+/// Every success answer of an escrow command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Receipt {
+    Contract(ContractView),
+    Delivered(Delivered),
+    Released(Released),
+    ReleasedDue(ReleasedDue),
+}
