@@ -2,10 +2,11 @@
 //! merchant on a peer registry (the corridor's limits apply) and the peer's
 //! relayed settlement of it, paid into the corridor account.
 
-use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::model::{Account, MemberKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
+use crate::pay::receipts::{Settled, TokenGranted};
 use crate::pay::token::TokenClaims;
 use bazaar_types::{AccountId, Amount, MemberId, OrderId};
 use serde_json::json;
@@ -13,13 +14,18 @@ use serde_json::json;
 impl Batch<'_> {
     /// A token for a merchant on a peer registry: that registry vouches for the
     /// merchant when it relays the settlement.
-    pub(crate) fn issue_corridor_token(&mut self, command: &Caller<'_>, claims: &TokenClaims, token: &str) -> Step {
+    pub(crate) fn issue_corridor_token(
+        &mut self,
+        command: &Caller<'_>,
+        claims: &TokenClaims,
+        token: &str,
+    ) -> Result<TokenGranted, Refusal> {
         self.check_token_buyer(command, claims)?;
         let Some(via) = &claims.via else {
             return refuse(Code::InvalidRequest, "A token through a corridor names the merchant's registry.");
         };
         self.check_corridor_token(claims, via)?;
-        self.hold_for_token(command, claims, token, serde_json::Value::Null)
+        self.hold_for_token(command, claims, token, None)
     }
 
     /// The buyer's registry settles a token its peer relayed: the units go to the corridor.
@@ -29,7 +35,7 @@ impl Batch<'_> {
         claims: &TokenClaims,
         amount: Amount,
         order_id: &OrderId,
-    ) -> Step {
+    ) -> Result<Settled, Refusal> {
         if command.actor.kind != MemberKind::Peer || claims.via.as_ref() != Some(&command.actor.id) {
             return refuse(Code::PeerUnknown, "Only the registry this token names may relay its settlement.");
         }

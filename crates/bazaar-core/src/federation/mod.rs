@@ -3,13 +3,16 @@
 //! of a cross-registry settlement. Uses identity, pay and reputation.
 
 mod corridor;
+pub mod events;
 mod peers;
+pub mod receipts;
 
 pub use peers::*;
 
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
 use crate::kernel::model::DocKind;
+use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use crate::pay::token::TokenClaims;
 use crate::pay::{token_issue_rows, token_rows};
@@ -121,21 +124,23 @@ impl Op {
         }
     }
 
-    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Step {
-        match self {
-            Op::AddPeer { peer } => batch.add_peer(caller, peer),
-            Op::RecordKey { entry } => batch.record_key(caller, entry),
+    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Result<receipts::Receipt, Refusal> {
+        Ok(match self {
+            Op::AddPeer { peer } => batch.add_peer(caller, peer)?.into(),
+            Op::RecordKey { entry } => batch.record_key(caller, entry)?.into(),
             Op::RecordPassport { issued, credential_id, valid_until_ms } => {
-                batch.record_passport(caller, issued, credential_id, *valid_until_ms)
+                batch.record_passport(caller, issued, credential_id, *valid_until_ms)?.into()
             }
-            Op::ImportPassport { record } => batch.import_passport(caller, record),
-            Op::IssueToken { claims, token } => batch.issue_corridor_token(caller, claims, token),
-            Op::SettleRelayed { claims, amount, order_id } => batch.settle_relayed(caller, claims, *amount, order_id),
-            Op::RelayOpen { claims, token, amount } => batch.relay_open(caller, claims, token, *amount),
-            Op::RelayFinish { jti, result, .. } => batch.relay_finish(caller, jti, result),
+            Op::ImportPassport { record } => batch.import_passport(caller, record)?.into(),
+            Op::IssueToken { claims, token } => batch.issue_corridor_token(caller, claims, token)?.into(),
+            Op::SettleRelayed { claims, amount, order_id } => {
+                batch.settle_relayed(caller, claims, *amount, order_id)?.into()
+            }
+            Op::RelayOpen { claims, token, amount } => batch.relay_open(caller, claims, token, *amount)?.into(),
+            Op::RelayFinish { jti, result, .. } => batch.relay_finish(caller, jti, result)?,
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
-                batch.enroll_guest(caller, agent, handle, credential_hash, home)
+                batch.enroll_guest(caller, agent, handle, credential_hash, home)?
             }
-        }
+        })
     }
 }

@@ -15,13 +15,19 @@
 //! token id and its settlement row is unique by token. Afterwards A's
 //! `corridor:B` balance is the negation of B's `corridor:A`.
 
-use super::FederationEvent;
+use super::events::{self, PeerFacts, RelayFacts, Relayed};
+use super::receipts::{
+    GuestJoined, GuestReturned, ImportStored, KeyRecorded, PassportRecorded, PeerRecorded, Receipt, RelayPaid,
+    RelayStatus,
+};
 use crate::crypto;
-use crate::kernel::batch::{refuse, Batch, Step};
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::model::{Account, MemberKind, Settlement, TransferKind};
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
+use crate::pay::events::SettlementFacts;
 use crate::pay::token::TokenClaims;
+use crate::reputation::events::PassportIssued;
 use crate::reputation::{Imported, IssuedFigures};
 use bazaar_types::limits::{FEDERATION_WEIGHT_BPS_MAX, REGISTRY_KEYS_MAX};
 use bazaar_types::{AccountId, Amount, MemberId, OrderId, Timestamp, TokenId, TransferId};
@@ -154,10 +160,13 @@ pub struct Relay {
 }
 
 impl Relay {
+    /// The relay as answered and attached to refusals (its token left out).
     pub fn view(&self) -> serde_json::Value {
-        json!({"jti": self.jti, "issuer": self.issuer, "buyer": self.buyer, "merchant": self.merchant,
-            "order_id": self.order_id, "amount_minor": self.amount, "state": self.state, "attempts": self.attempts,
-            "opened_at_ms": self.opened_at, "receipt": self.receipt, "failure": self.failure})
+        serde_json::to_value(RelayFacts::from(self)).expect("relays serialize")
+    }
+
+    fn status(&self) -> RelayStatus {
+        RelayStatus { relay: RelayFacts::from(self) }
     }
 }
 
@@ -211,7 +220,7 @@ impl Batch<'_> {
         handle: &str,
         credential_hash: &str,
         home: &MemberId,
-    ) -> Step {
+    ) -> Result<Receipt, Refusal> {
         self.require(command, MemberKind::Registry, "the registry")?;
         let peer = self.peer(home)?;
         if let Some(existing) = self.snap.members.get(agent).cloned() {
@@ -227,9 +236,11 @@ impl Batch<'_> {
                 created_at: self.now,
                 revoked_at: None,
             });
-            let body = json!({"id": agent, "handle": existing.handle, "home": home, "returning": true});
-            self.event(command, FederationEvent::GuestCredentialAdded, body.clone());
-            return Ok(body);
+            let (id, handle, home) = (agent.clone(), existing.handle, home.clone());
+            let added = events::GuestCredentialAdded { id, handle, home, returning: true };
+            self.emit(command, &added);
+            let events::GuestCredentialAdded { id, handle, home, .. } = added;
+            return Ok(GuestReturned { id, handle, home, returning: true }.into());
         }
         self.check_new_member(agent, handle, credential_hash)?;
         let member = crate::kernel::model::Member {
@@ -249,11 +260,8 @@ impl Batch<'_> {
         self.put_budget(budget);
         let actor = member.clone();
         let enrolling = Caller { actor: &actor, idem: None };
-        let mut body = self.enroll(&enrolling, member, credential_hash, FederationEvent::GuestEnrolled)?;
-        body["home"] = json!(home);
-        body["ceiling_minor"] = json!(ceiling);
-        body["returning"] = json!(false);
-        Ok(body)
+        let member = self.enroll_as(&enrolling, member, credential_hash, |member| events::GuestEnrolled { member });
+        Ok(GuestJoined { member, home: home.clone(), ceiling_minor: ceiling, returning: false }.into())
     }
 
     fn require(&self, command: &Caller<'_>, kind: MemberKind, what: &str) -> Result<(), Refusal> {
@@ -271,7 +279,7 @@ impl Batch<'_> {
         }
     }
 
-    pub(crate) fn add_peer(&mut self, command: &Caller<'_>, peer: &Peer) -> Step {
+    pub(crate) fn add_peer(&mut self, command: &Caller<'_>, peer: &Peer) -> Result<PeerRecorded, Refusal> {
         self.require(command, MemberKind::Operator, "the operator")?;
         if peer.weight_bps > FEDERATION_WEIGHT_BPS_MAX {
             return refuse(Code::PeerInvalid, format!("`weight_bps` is at most {FEDERATION_WEIGHT_BPS_MAX}."));
@@ -305,21 +313,23 @@ impl Batch<'_> {
         }
         let peer = Peer { added_at: if existing { peer.added_at } else { self.now }, ..peer.clone() };
         self.upsert(&peer);
-        let body = json!({"peer": peer.did, "url": peer.url, "weight_bps": peer.weight_bps, "terms": peer.terms,
-            "keys": peer.keys.len(), "updated": existing});
-        self.event(
-            command,
-            if existing { FederationEvent::PeerUpdated } else { FederationEvent::PeerAdded },
-            body.clone(),
-        );
-        Ok(body)
+        let facts = PeerFacts {
+            peer: peer.did.clone(),
+            url: peer.url.clone(),
+            weight_bps: peer.weight_bps,
+            terms: peer.terms.clone(),
+            keys: peer.keys.len(),
+            updated: existing,
+        };
+        self.emit(command, &events::PeerRecognised { peer: facts.clone() });
+        Ok(PeerRecorded { peer: facts })
     }
 
-    pub(crate) fn record_key(&mut self, command: &Caller<'_>, entry: &KeyEntry) -> Step {
+    pub(crate) fn record_key(&mut self, command: &Caller<'_>, entry: &KeyEntry) -> Result<KeyRecorded, Refusal> {
         self.require(command, MemberKind::Registry, "the registry")?;
-        let body = json!({"did": entry.did, "from_ms": entry.from_ms, "sig": entry.sig});
-        self.event(command, FederationEvent::KeyRotated, body.clone());
-        Ok(body)
+        let (did, from_ms, sig) = (entry.did.clone(), entry.from_ms, entry.sig.clone());
+        self.emit(command, &events::KeyRotated { did: did.clone(), from_ms, sig: sig.clone() });
+        Ok(KeyRecorded { did, from_ms, sig })
     }
 
     pub(crate) fn record_passport(
@@ -328,19 +338,21 @@ impl Batch<'_> {
         issued: &IssuedFigures,
         id: &str,
         until: i64,
-    ) -> Step {
+    ) -> Result<PassportRecorded, Refusal> {
         self.require(command, MemberKind::Registry, "the registry")?;
         if issued.as_of_seq > self.snap.head.seq {
             return refuse(Code::InvalidRequest, "A passport cannot be computed at a sequence beyond the head.");
         }
-        let mut body = serde_json::to_value(issued).expect("figures serialize");
-        body["credential_id"] = json!(id);
-        body["valid_until_ms"] = json!(until);
-        self.event(command, crate::reputation::ReputationEvent::PassportIssued, body.clone());
-        Ok(body)
+        let passport = PassportIssued { issued: issued.clone(), credential_id: id.to_string(), valid_until_ms: until };
+        self.emit(command, &passport);
+        Ok(PassportRecorded { issued: passport.issued, credential_id: passport.credential_id, valid_until_ms: until })
     }
 
-    pub(crate) fn import_passport(&mut self, command: &Caller<'_>, record: &ImportRecord) -> Step {
+    pub(crate) fn import_passport(
+        &mut self,
+        command: &Caller<'_>,
+        record: &ImportRecord,
+    ) -> Result<ImportStored, Refusal> {
         self.require(command, MemberKind::Registry, "the registry")?;
         let issuer = MemberId(record.imported.registry.clone());
         let peer = self.peer(&issuer)?;
@@ -350,9 +362,8 @@ impl Batch<'_> {
             ..record.clone()
         };
         self.upsert(&record);
-        let body = serde_json::to_value(&record).expect("import serializes");
-        self.event(command, FederationEvent::PassportImported, body.clone());
-        Ok(body)
+        self.emit(command, &events::PassportImported { record: record.clone() });
+        Ok(ImportStored { record })
     }
 
     /// On the merchant's registry: the merchant presents a peer's token. Opens
@@ -363,7 +374,7 @@ impl Batch<'_> {
         claims: &TokenClaims,
         token: &str,
         amount: Amount,
-    ) -> Step {
+    ) -> Result<RelayStatus, Refusal> {
         if command.actor.id != claims.aud {
             return refuse(
                 Code::NotAudience,
@@ -379,7 +390,7 @@ impl Batch<'_> {
                 )
                 .with(relay.view()));
             }
-            return Ok(relay.view());
+            return Ok(relay.status());
         }
         if let Some(original) = self.snap.settlements_by_order.get(&(claims.aud.clone(), claims.ord.clone())) {
             return Err(Refusal::new(Code::OrderAlreadySettled, "This order was already settled; it is paid once.")
@@ -404,18 +415,23 @@ impl Batch<'_> {
             failure: None,
         };
         self.insert_due(&relay, Some(self.now.plus_s(RELAY_RETRY_S)));
-        self.event(command, FederationEvent::RelayOpened, relay.view());
-        Ok(relay.view())
+        self.emit(command, &events::RelayOpened { relay: RelayFacts::from(&relay) });
+        Ok(relay.status())
     }
 
     /// On the merchant's registry: the issuer answered (or did not).
-    pub(crate) fn relay_finish(&mut self, command: &Caller<'_>, jti: &TokenId, result: &RelayResult) -> Step {
+    pub(crate) fn relay_finish(
+        &mut self,
+        command: &Caller<'_>,
+        jti: &TokenId,
+        result: &RelayResult,
+    ) -> Result<Receipt, Refusal> {
         self.require(command, MemberKind::Registry, "the registry")?;
         let Some(mut relay) = self.load::<Relay>(jti.as_str()) else {
             return refuse(Code::TokenNotFound, "No relay for this token.");
         };
         if relay.state != RelayState::Pending {
-            return Ok(relay.view());
+            return Ok(relay.status().into());
         }
         match result {
             // Both outcomes are recorded (the retry schedule, the failure), so
@@ -424,52 +440,58 @@ impl Batch<'_> {
                 relay.attempts += 1;
                 let wait = (RELAY_RETRY_S << relay.attempts.min(5)).min(RELAY_RETRY_S_MAX);
                 self.update_due(&relay, Some(self.now.plus_s(wait)));
-                Ok(relay.view())
+                Ok(relay.status().into())
             }
             RelayResult::Refused(refusal) => {
                 relay.state = RelayState::Failed;
                 relay.failure = Some(refusal.clone());
                 self.update_due(&relay, None);
-                self.event(command, FederationEvent::RelayFailed, relay.view());
-                Ok(relay.view())
+                self.emit(command, &events::RelayFailed { relay: RelayFacts::from(&relay) });
+                Ok(relay.status().into())
             }
-            RelayResult::Settled(receipt) => {
-                let corridor_minor = receipt.get("corridor_minor").and_then(|v| v.as_u64()).unwrap_or(0);
-                if corridor_minor != relay.amount.0 {
-                    return Err(Refusal::new(Code::RelayFailed, "The buyer's registry settled a different amount.")
-                        .with(json!({"relay": relay.view(), "receipt": receipt})));
-                }
-                let peer = self.peer(&relay.issuer)?;
-                let fee = relay.amount.fee_bps(peer.terms.fee_bps);
-                let net = relay.amount.checked_sub(fee).expect("fee within amount");
-                let corridor = AccountId::corridor(&relay.issuer);
-                let mut transfers = Vec::new();
-                for (credit, leg, kind, suffix) in [
-                    (AccountId::of_member(&relay.merchant), net, TransferKind::Payment, "pay"),
-                    (AccountId::fees(), fee, TransferKind::Fee, "fee"),
-                ] {
-                    if leg.0 > 0 {
-                        self.ensure_account(credit.clone());
-                        let id = TransferId(format!("tr_{}_relay_{suffix}", relay.jti));
-                        self.post_plain(command, id.clone(), corridor.clone(), credit, leg, kind);
-                        transfers.push(id);
-                    }
-                }
-                let token = (&relay.jti, &relay.buyer, &relay.merchant, &relay.order_id);
-                let settlement = Settlement::of(token, relay.amount, fee, self.now);
-                self.record_settlement(settlement.clone());
-                relay.state = RelayState::Settled;
-                relay.attempts += 1;
-                relay.receipt = Some(receipt.clone());
-                self.update_due(&relay, None);
-                let mut body = crate::pay::settlement_view(&settlement);
-                body["via"] = json!(relay.issuer);
-                body["transfers"] = json!(transfers);
-                body["issuer_receipt"] = receipt.clone();
-                self.event(command, crate::pay::PayEvent::SettlementPosted, body.clone());
-                Ok(body)
+            RelayResult::Settled(receipt) => Ok(self.relay_settled(command, relay, receipt)?.into()),
+        }
+    }
+
+    /// The issuer settled: pay the merchant out of the corridor, less this registry's fee.
+    fn relay_settled(
+        &mut self,
+        command: &Caller<'_>,
+        mut relay: Relay,
+        receipt: &serde_json::Value,
+    ) -> Result<RelayPaid, Refusal> {
+        let corridor_minor = receipt.get("corridor_minor").and_then(|v| v.as_u64()).unwrap_or(0);
+        if corridor_minor != relay.amount.0 {
+            return Err(Refusal::new(Code::RelayFailed, "The buyer's registry settled a different amount.")
+                .with(json!({"relay": relay.view(), "receipt": receipt})));
+        }
+        let peer = self.peer(&relay.issuer)?;
+        let fee = relay.amount.fee_bps(peer.terms.fee_bps);
+        let net = relay.amount.checked_sub(fee).expect("fee within amount");
+        let corridor = AccountId::corridor(&relay.issuer);
+        let mut transfers = Vec::new();
+        for (credit, leg, kind, suffix) in [
+            (AccountId::of_member(&relay.merchant), net, TransferKind::Payment, "pay"),
+            (AccountId::fees(), fee, TransferKind::Fee, "fee"),
+        ] {
+            if leg.0 > 0 {
+                self.ensure_account(credit.clone());
+                let id = TransferId(format!("tr_{}_relay_{suffix}", relay.jti));
+                self.post_plain(command, id.clone(), corridor.clone(), credit, leg, kind);
+                transfers.push(id);
             }
         }
+        let token = (&relay.jti, &relay.buyer, &relay.merchant, &relay.order_id);
+        let settlement = Settlement::of(token, relay.amount, fee, self.now);
+        self.record_settlement(settlement.clone());
+        relay.state = RelayState::Settled;
+        relay.attempts += 1;
+        relay.receipt = Some(receipt.clone());
+        self.update_due(&relay, None);
+        let settlement = SettlementFacts::from(&settlement);
+        let relayed = Relayed { via: relay.issuer.clone(), transfers, issuer_receipt: receipt.clone() };
+        self.emit(command, &events::RelaySettled { settlement: settlement.clone(), relayed: relayed.clone() });
+        Ok(RelayPaid { settlement, relayed })
     }
 }
 

@@ -3,13 +3,31 @@
 //! reserved forever, and the lookups other capabilities use (`member`,
 //! `owned_agent`, `check_new_member`, `enroll`).
 
-use super::IdentityEvent;
-use crate::kernel::batch::{refuse, Batch, EventKind, Step};
+use super::events::{self, Enrolled};
+use super::receipts::{Bootstrapped, CredentialChanged, Invited, Joined, Renamed};
+use crate::kernel::batch::{refuse, Batch, EventBody, EventKind, Step};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, MemberId, Timestamp};
-use serde_json::json;
+use serde::Serialize;
+
+/// An enrolment under a kind of a capability above identity that has no body
+/// type of its own yet (dispute's `desk.created`, written through [`Batch::enroll`]).
+#[derive(Serialize)]
+struct JoinedAs<K> {
+    #[serde(skip)]
+    kind: K,
+    #[serde(flatten)]
+    member: Enrolled,
+}
+
+impl<K: EventKind> EventBody for JoinedAs<K> {
+    type Kind = K;
+    fn kind(&self) -> K {
+        self.kind
+    }
+}
 
 impl Batch<'_> {
     pub(crate) fn bootstrap(
@@ -18,7 +36,7 @@ impl Batch<'_> {
         registry: &MemberId,
         operator: &MemberId,
         credential_hash: &str,
-    ) -> Step {
+    ) -> Result<Bootstrapped, Refusal> {
         if command.actor.kind != MemberKind::Registry || &command.actor.id != registry {
             return refuse(Code::NotPermitted, "Only the registry bootstraps itself.");
         }
@@ -49,10 +67,15 @@ impl Batch<'_> {
         });
         self.put_account(Account::new(AccountId::issuance(), true));
         self.put_account(Account::new(AccountId::fees(), false));
-        let body = json!({"registry": registry, "operator": operator,
-            "fee_bps": self.config.fee_bps, "escrow_threshold_minor": self.config.escrow_threshold});
-        self.event(command, IdentityEvent::RegistryCreated, body.clone());
-        Ok(body)
+        let (fee_bps, escrow_threshold_minor) = (self.config.fee_bps, self.config.escrow_threshold);
+        let created = events::RegistryCreated {
+            registry: registry.clone(),
+            operator: operator.clone(),
+            fee_bps,
+            escrow_threshold_minor,
+        };
+        self.emit(command, &created);
+        Ok(Bootstrapped { registry: registry.clone(), operator: operator.clone(), fee_bps, escrow_threshold_minor })
     }
 
     pub(crate) fn create_owner(
@@ -61,7 +84,7 @@ impl Batch<'_> {
         id: &MemberId,
         handle: &str,
         credential_hash: &str,
-    ) -> Step {
+    ) -> Result<Joined, Refusal> {
         if command.actor.kind != MemberKind::Operator {
             return refuse(Code::NotPermitted, "Only the registry operator creates owners.");
         }
@@ -73,10 +96,16 @@ impl Batch<'_> {
             handle: handle.into(),
             created_at: self.now,
         };
-        self.enroll(command, member, credential_hash, IdentityEvent::OwnerCreated)
+        let member = self.enroll_as(command, member, credential_hash, |member| events::OwnerCreated { member });
+        Ok(Joined { member })
     }
 
-    pub(crate) fn issue_invite(&mut self, command: &Caller<'_>, code_hash: &str, expires_at: Timestamp) -> Step {
+    pub(crate) fn issue_invite(
+        &mut self,
+        command: &Caller<'_>,
+        code_hash: &str,
+        expires_at: Timestamp,
+    ) -> Result<Invited, Refusal> {
         if command.actor.kind != MemberKind::Owner {
             return refuse(Code::NotPermitted, "Only an owner invites agents.");
         }
@@ -91,9 +120,8 @@ impl Batch<'_> {
             used_at: None,
         };
         self.put_invite(invite);
-        let body = json!({"owner": command.actor.id, "expires_at_ms": expires_at});
-        self.event(command, IdentityEvent::InviteIssued, body.clone());
-        Ok(body)
+        self.emit(command, &events::InviteIssued { owner: command.actor.id.clone(), expires_at_ms: expires_at });
+        Ok(Invited { owner: command.actor.id.clone(), expires_at_ms: expires_at })
     }
 
     pub(crate) fn redeem_invite(
@@ -103,7 +131,7 @@ impl Batch<'_> {
         agent: &MemberId,
         handle: &str,
         credential_hash: &str,
-    ) -> Step {
+    ) -> Result<Joined, Refusal> {
         let Some(invite) = self.snap.invites.get(code_hash).cloned() else {
             return refuse(Code::InviteNotFound, "No such invite code; ask your owner for a new one.");
         };
@@ -128,7 +156,9 @@ impl Batch<'_> {
         self.put_budget(Budget::zero(agent.clone()));
         // The agent authors its own enrollment, on behalf of the owner who invited it.
         let actor = member.clone();
-        self.enroll(&Caller { actor: &actor, idem: None }, member, credential_hash, IdentityEvent::AgentEnrolled)
+        let enrolling = Caller { actor: &actor, idem: None };
+        let member = self.enroll_as(&enrolling, member, credential_hash, |member| events::AgentEnrolled { member });
+        Ok(Joined { member })
     }
 
     /// Everything enrolment needs, checked before anything is written.
@@ -153,7 +183,9 @@ impl Batch<'_> {
         }
     }
 
-    /// Writes a new member; `check_new_member` ran first.
+    /// Writes a new member under `kind`, answering with its enrolment as JSON.
+    /// Kept for dispute's desk until dispute writes a typed body through
+    /// [`Batch::enroll_as`]; every other enrolment uses that.
     pub(crate) fn enroll(
         &mut self,
         command: &Caller<'_>,
@@ -161,6 +193,19 @@ impl Batch<'_> {
         credential_hash: &str,
         kind: impl EventKind,
     ) -> Step {
+        let enrolled = self.enroll_as(command, member, credential_hash, |member| JoinedAs { kind, member });
+        Ok(serde_json::to_value(Joined { member: enrolled }).expect("receipts serialize"))
+    }
+
+    /// Writes a new member; `check_new_member` ran first. `event` builds the
+    /// body of the kind the member joins under (each capability names its own).
+    pub(crate) fn enroll_as<B: EventBody>(
+        &mut self,
+        command: &Caller<'_>,
+        member: Member,
+        credential_hash: &str,
+        event: impl FnOnce(Enrolled) -> B,
+    ) -> Enrolled {
         assert!(!self.snap.credentials.contains_key(credential_hash));
         self.put_credential(Credential {
             hash: credential_hash.into(),
@@ -169,19 +214,23 @@ impl Batch<'_> {
             revoked_at: None,
         });
         self.put_account(Account::new(AccountId::of_member(&member.id), false));
-        let enrolled = super::events::Enrolled {
+        let enrolled = Enrolled {
             id: member.id.clone(),
             kind: member.kind,
             owner: member.owner.clone(),
             handle: member.handle.clone(),
         };
-        let body = serde_json::to_value(enrolled).expect("event bodies serialize");
         self.insert_member(member);
-        self.event(command, kind, body.clone());
-        Ok(body)
+        self.emit(command, &event(enrolled.clone()));
+        enrolled
     }
 
-    pub(crate) fn rotate_credential(&mut self, command: &Caller<'_>, old_hash: &str, new_hash: &str) -> Step {
+    pub(crate) fn rotate_credential(
+        &mut self,
+        command: &Caller<'_>,
+        old_hash: &str,
+        new_hash: &str,
+    ) -> Result<CredentialChanged, Refusal> {
         let old = match self.snap.credentials.get(old_hash) {
             Some(c) if c.member == command.actor.id && c.revoked_at.is_none() => c.clone(),
             _ => return refuse(Code::Unauthenticated, "Rotate with the credential you are signed in with."),
@@ -196,12 +245,16 @@ impl Batch<'_> {
             created_at: self.now,
             revoked_at: None,
         });
-        let body = json!({"member": command.actor.id});
-        self.event(command, IdentityEvent::CredentialRotated, body.clone());
-        Ok(body)
+        self.emit(command, &events::CredentialRotated { member: command.actor.id.clone() });
+        Ok(CredentialChanged { member: command.actor.id.clone() })
     }
 
-    pub(crate) fn revoke_credential(&mut self, command: &Caller<'_>, member: &MemberId, hash: &str) -> Step {
+    pub(crate) fn revoke_credential(
+        &mut self,
+        command: &Caller<'_>,
+        member: &MemberId,
+        hash: &str,
+    ) -> Result<CredentialChanged, Refusal> {
         let target = self.member(member)?;
         self.check_self_or_owner(command, &target)?;
         let credential = match self.snap.credentials.get(hash) {
@@ -211,12 +264,11 @@ impl Batch<'_> {
         if credential.revoked_at.is_none() {
             self.put_credential(Credential { revoked_at: Some(self.now), ..credential });
         }
-        let body = json!({"member": member});
-        self.event(command, IdentityEvent::CredentialRevoked, body.clone());
-        Ok(body)
+        self.emit(command, &events::CredentialRevoked { member: member.clone() });
+        Ok(CredentialChanged { member: member.clone() })
     }
 
-    pub(crate) fn rename(&mut self, command: &Caller<'_>, member: &MemberId, handle: &str) -> Step {
+    pub(crate) fn rename(&mut self, command: &Caller<'_>, member: &MemberId, handle: &str) -> Result<Renamed, Refusal> {
         crate::validate::handle(handle)?;
         let target = self.member(member)?;
         self.check_self_or_owner(command, &target)?;
@@ -230,9 +282,9 @@ impl Batch<'_> {
             since: self.now,
         });
         self.update_member(Member { handle: handle.into(), ..target });
-        let body = json!({"member": member, "from": old, "to": handle});
-        self.event(command, IdentityEvent::MemberRenamed, body.clone());
-        Ok(body)
+        let renamed = events::MemberRenamed { member: member.clone(), from: old.clone(), to: handle.to_string() };
+        self.emit(command, &renamed);
+        Ok(Renamed { member: member.clone(), from: old, to: handle.to_string() })
     }
 
     pub(crate) fn check_self_or_owner(&self, command: &Caller<'_>, target: &Member) -> Result<(), Refusal> {

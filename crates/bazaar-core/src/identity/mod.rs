@@ -4,9 +4,11 @@
 
 pub mod events;
 mod members;
+pub mod receipts;
 
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
+use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, MemberId, Timestamp};
 
@@ -111,19 +113,21 @@ impl Op {
         }
     }
 
-    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Step {
-        match self {
+    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Result<receipts::Receipt, Refusal> {
+        Ok(match self {
             Op::Bootstrap { registry, operator, operator_credential_hash } => {
-                batch.bootstrap(caller, registry, operator, operator_credential_hash)
+                batch.bootstrap(caller, registry, operator, operator_credential_hash)?.into()
             }
-            Op::CreateOwner { id, handle, credential_hash } => batch.create_owner(caller, id, handle, credential_hash),
-            Op::IssueInvite { code_hash, expires_at } => batch.issue_invite(caller, code_hash, *expires_at),
+            Op::CreateOwner { id, handle, credential_hash } => {
+                batch.create_owner(caller, id, handle, credential_hash)?.into()
+            }
+            Op::IssueInvite { code_hash, expires_at } => batch.issue_invite(caller, code_hash, *expires_at)?.into(),
             Op::RedeemInvite { code_hash, agent, handle, credential_hash } => {
-                batch.redeem_invite(caller, code_hash, agent, handle, credential_hash)
+                batch.redeem_invite(caller, code_hash, agent, handle, credential_hash)?.into()
             }
-            Op::RotateCredential { old_hash, new_hash } => batch.rotate_credential(caller, old_hash, new_hash),
-            Op::RevokeCredential { member, hash } => batch.revoke_credential(caller, member, hash),
-            Op::Rename { member, handle } => batch.rename(caller, member, handle),
-        }
+            Op::RotateCredential { old_hash, new_hash } => batch.rotate_credential(caller, old_hash, new_hash)?.into(),
+            Op::RevokeCredential { member, hash } => batch.revoke_credential(caller, member, hash)?.into(),
+            Op::Rename { member, handle } => batch.rename(caller, member, handle)?.into(),
+        })
     }
 }

@@ -3,11 +3,12 @@
 //! hold counts against. Money paths `assert!` their invariants: a failed
 //! assert stops the writer rather than commit a wrong ledger.
 
-use crate::kernel::batch::{merge, Batch, EventKind, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp, TransferId};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// A payment out of a pending hold: `amount` to `payee` less the protocol fee
@@ -27,6 +28,16 @@ pub struct PaidOut {
     pub fee: Amount,
     pub link: String,
     pub transfers: Vec<TransferId>,
+}
+
+/// What [`Batch::post_linked`] posted: the part of a linked posting's event
+/// body (and receipt) the ledger knows; the capability adds whom it was for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Linked {
+    pub transfers: Vec<TransferId>,
+    pub link: String,
+    /// The sum of the legs.
+    pub amount_minor: Amount,
 }
 
 /// One leg of a hold being posted: credit, amount, kind, transfer id.
@@ -99,15 +110,10 @@ impl Batch<'_> {
         }
     }
 
-    /// Posts all legs or none, then the event. The caller checked every debit;
-    /// the asserts here catch a bug, not a user error.
-    pub fn post_linked(
-        &mut self,
-        caller: &Caller<'_>,
-        kind: impl EventKind,
-        legs: &[Leg],
-        extra: serde_json::Value,
-    ) -> Step {
+    /// Posts all legs or none, under one link; the capability writes the
+    /// event. The caller checked every debit; the asserts here catch a bug,
+    /// not a user error.
+    pub fn post_linked(&mut self, caller: &Caller<'_>, legs: &[Leg]) -> Linked {
         let seq = self.snap.head.seq + 1;
         let link = self.next_link();
         let mut ids = Vec::new();
@@ -127,10 +133,7 @@ impl Batch<'_> {
             ids.push(id);
         }
         let total: u64 = legs.iter().map(|l| l.2 .0).sum();
-        let mut body = json!({"transfers": ids, "link": link, "amount_minor": total});
-        merge(&mut body, extra);
-        self.event(caller, kind, body.clone());
-        Ok(body)
+        Linked { transfers: ids, link, amount_minor: Amount(total) }
     }
 
     /// Opens a pending hold on `account`; the caller checked it is available.

@@ -1,27 +1,32 @@
 //! Budgets, minting and funding: the ceilings an owner sets on its agent, the
 //! operator's issuance into an owner's account, and an owner funding its agent.
 
-use super::PayEvent;
-use crate::kernel::batch::{refuse, Batch, Step};
+use super::events::{self, BudgetFacts};
+use super::receipts::{BudgetSet, Funded, Minted};
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::model::*;
-use crate::kernel::refusal::Code;
+use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, MemberId, Timestamp};
-use serde_json::json;
 
 impl Batch<'_> {
-    pub(crate) fn set_budget(&mut self, command: &Caller<'_>, agent: &MemberId, ceilings: [Amount; 3]) -> Step {
+    pub(crate) fn set_budget(
+        &mut self,
+        command: &Caller<'_>,
+        agent: &MemberId,
+        ceilings: [Amount; 3],
+    ) -> Result<BudgetSet, Refusal> {
         self.owned_agent(command, agent)?;
         let [per_call_max, per_day_max, total_max] = ceilings;
         let current = self.snap.budgets.get(agent).cloned().unwrap_or_else(|| Budget::zero(agent.clone()));
         let budget = Budget { per_call_max, per_day_max, total_max, ..current };
         self.put_budget(budget.clone());
-        let body = budget_view(&budget, self.now);
-        self.event(command, PayEvent::BudgetSet, body.clone());
-        Ok(body)
+        let facts = BudgetFacts::of(&budget, self.now);
+        self.emit(command, &events::BudgetSet { budget: facts.clone() });
+        Ok(BudgetSet { budget: facts })
     }
 
-    pub(crate) fn mint(&mut self, command: &Caller<'_>, owner: &MemberId, amount: Amount) -> Step {
+    pub(crate) fn mint(&mut self, command: &Caller<'_>, owner: &MemberId, amount: Amount) -> Result<Minted, Refusal> {
         if command.actor.kind != MemberKind::Operator {
             return refuse(Code::NotPermitted, "Only the registry operator mints units.");
         }
@@ -33,20 +38,23 @@ impl Batch<'_> {
             );
         }
         let legs = [(AccountId::issuance(), AccountId::of_member(owner), amount, TransferKind::Issuance)];
-        self.post_linked(command, PayEvent::TransferMinted, &legs, json!({"owner": owner}))
+        let legs = self.post_linked(command, &legs);
+        self.emit(command, &events::TransferMinted { legs: legs.clone(), owner: owner.clone() });
+        Ok(Minted { legs, owner: owner.clone() })
     }
 
-    pub(crate) fn fund(&mut self, command: &Caller<'_>, agent: &MemberId, amount: Amount) -> Step {
+    pub(crate) fn fund(&mut self, command: &Caller<'_>, agent: &MemberId, amount: Amount) -> Result<Funded, Refusal> {
         self.owned_agent(command, agent)?;
         let source = AccountId::of_member(&command.actor.id);
         self.check_available(&source, amount)?;
         let legs = [(source, AccountId::of_member(agent), amount, TransferKind::Funding)];
-        self.post_linked(command, PayEvent::TransferFunded, &legs, json!({"agent": agent}))
+        let legs = self.post_linked(command, &legs);
+        self.emit(command, &events::TransferFunded { legs: legs.clone(), agent: agent.clone() });
+        Ok(Funded { legs, agent: agent.clone() })
     }
 }
 
-pub fn budget_view(budget: &Budget, now: Timestamp) -> serde_json::Value {
-    json!({"agent": budget.agent, "per_call_max_minor": budget.per_call_max, "per_day_max_minor": budget.per_day_max,
-        "total_max_minor": budget.total_max, "spent_total_minor": budget.spent_total,
-        "spent_today_minor": budget.spent_on(now.utc_day())})
+/// A budget as the API shows it at `now`.
+pub fn budget_view(budget: &Budget, now: Timestamp) -> BudgetFacts {
+    BudgetFacts::of(budget, now)
 }

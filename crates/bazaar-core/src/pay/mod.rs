@@ -5,15 +5,17 @@
 
 mod budget;
 pub mod events;
+pub mod receipts;
 mod settle;
 pub mod token;
 
 pub use budget::budget_view;
 pub use settle::{hold_id_for, settlement_view};
 
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
 use crate::kernel::model::HoldState;
+use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, MemberId, OrderId, TokenId};
 use token::TokenClaims;
@@ -110,18 +112,18 @@ impl Op {
         }
     }
 
-    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Step {
-        match self {
+    pub(crate) fn apply(&self, batch: &mut Batch<'_>, caller: &Caller<'_>) -> Result<receipts::Receipt, Refusal> {
+        Ok(match self {
             Op::SetBudget { agent, per_call_max, per_day_max, total_max } => {
-                batch.set_budget(caller, agent, [*per_call_max, *per_day_max, *total_max])
+                batch.set_budget(caller, agent, [*per_call_max, *per_day_max, *total_max])?.into()
             }
-            Op::Mint { owner, amount } => batch.mint(caller, owner, *amount),
-            Op::Fund { agent, amount } => batch.fund(caller, agent, *amount),
-            Op::IssueToken { claims, token } => batch.issue_token(caller, claims, token),
-            Op::Settle { claims, amount, order_id } => batch.settle(caller, claims, *amount, order_id),
-            Op::VoidToken { jti, buyer } => batch.end_hold(caller, jti, buyer, HoldState::Voided),
-            Op::ExpireHold { jti, buyer } => batch.end_hold(caller, jti, buyer, HoldState::Expired),
-        }
+            Op::Mint { owner, amount } => batch.mint(caller, owner, *amount)?.into(),
+            Op::Fund { agent, amount } => batch.fund(caller, agent, *amount)?.into(),
+            Op::IssueToken { claims, token } => batch.issue_token(caller, claims, token)?.into(),
+            Op::Settle { claims, amount, order_id } => batch.settle(caller, claims, *amount, order_id)?.into(),
+            Op::VoidToken { jti, buyer } => batch.end_hold(caller, jti, buyer, HoldState::Voided)?.into(),
+            Op::ExpireHold { jti, buyer } => batch.end_hold(caller, jti, buyer, HoldState::Expired)?.into(),
+        })
     }
 }
 

@@ -2,9 +2,10 @@
 //! budget, settled exactly once by its merchant (fee and net as linked legs),
 //! voided by the buyer or expired by the registry.
 
+use super::events::{self, HoldEnded, Posting, SettlementFacts, TokenFacts};
+use super::receipts::{HoldReleased, Settled, TokenGranted};
 use super::token::TokenClaims;
-use super::PayEvent;
-use crate::kernel::batch::{merge, refuse, Batch, Step};
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::ledger::{check_ceilings, spend, PaidOut, PayOut};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
@@ -18,7 +19,12 @@ pub fn hold_id_for(jti: &TokenId) -> HoldId {
 
 impl Batch<'_> {
     /// A token for a merchant agent of this registry.
-    pub(crate) fn issue_token(&mut self, command: &Caller<'_>, claims: &TokenClaims, token: &str) -> Step {
+    pub(crate) fn issue_token(
+        &mut self,
+        command: &Caller<'_>,
+        claims: &TokenClaims,
+        token: &str,
+    ) -> Result<TokenGranted, Refusal> {
         self.check_token_buyer(command, claims)?;
         if claims.via.is_some() {
             return refuse(
@@ -33,7 +39,7 @@ impl Batch<'_> {
         if claims.aud == claims.sub {
             return refuse(Code::NotPermitted, "An agent cannot pay itself.");
         }
-        self.hold_for_token(command, claims, token, json!(merchant.handle))
+        self.hold_for_token(command, claims, token, Some(merchant.handle))
     }
 
     /// Only an agent asks for payment tokens, and only on its own budget.
@@ -51,8 +57,8 @@ impl Batch<'_> {
         command: &Caller<'_>,
         claims: &TokenClaims,
         token: &str,
-        merchant_handle: serde_json::Value,
-    ) -> Step {
+        merchant_handle: Option<String>,
+    ) -> Result<TokenGranted, Refusal> {
         if claims.max > self.config.escrow_threshold {
             return Err(Refusal::new(
                 Code::EscrowRequired,
@@ -97,13 +103,9 @@ impl Batch<'_> {
         self.changes.insert_holds.push(hold);
         self.snap.tokens.insert(record.jti.clone(), record.clone());
         self.changes.insert_tokens.push(record);
-        let body = json!({"jti": claims.jti, "hold": hold_id_for(&claims.jti), "buyer": claims.sub, "merchant": claims.aud,
-            "merchant_handle": merchant_handle, "via": claims.via, "max_amount_minor": claims.max, "order_id": claims.ord,
-            "resource": claims.res, "expires_at_ms": claims.exp_ms});
-        self.event(command, PayEvent::TokenIssued, body.clone());
-        let mut receipt = body;
-        merge(&mut receipt, json!({"token": token}));
-        Ok(receipt)
+        let issued = token_facts(claims, merchant_handle);
+        self.emit(command, &events::TokenIssued { token: issued.clone() });
+        Ok(TokenGranted { issued, token: token.to_string() })
     }
 
     pub(crate) fn settle(
@@ -112,7 +114,7 @@ impl Batch<'_> {
         claims: &TokenClaims,
         amount: Amount,
         order_id: &OrderId,
-    ) -> Step {
+    ) -> Result<Settled, Refusal> {
         if command.actor.id != claims.aud {
             return refuse(
                 Code::NotAudience,
@@ -132,7 +134,7 @@ impl Batch<'_> {
         amount: Amount,
         order_id: &OrderId,
         corridor: Option<MemberId>,
-    ) -> Step {
+    ) -> Result<Settled, Refusal> {
         let Some(record) = self.snap.tokens.get(&claims.jti).cloned() else {
             return refuse(Code::TokenNotFound, "This registry never issued this token.");
         };
@@ -178,7 +180,7 @@ impl Batch<'_> {
         hold: Hold,
         amount: Amount,
         corridor: Option<MemberId>,
-    ) -> serde_json::Value {
+    ) -> Settled {
         // A relayed settlement pays the whole amount into the corridor; the
         // merchant's registry takes its fee on its own side.
         let released = hold.amount.checked_sub(amount).expect("amount within hold");
@@ -195,27 +197,31 @@ impl Batch<'_> {
         let PaidOut { fee, link, transfers: transfer_ids, .. } = self.pay_out(command, hold, out, Some(&record.buyer));
         let settlement = Settlement::new(record, amount, fee, self.now);
         self.record_settlement(settlement.clone());
-        let mut body = settlement_view(&settlement);
-        merge(
-            &mut body,
-            json!({"transfers": transfer_ids, "link": link, "released_minor": released, "event_seq": seq}),
-        );
-        if corridor.is_some() {
-            merge(&mut body, json!({"corridor_minor": amount}));
-        }
-        let posted = super::events::SettlementPosted {
-            buyer: record.buyer.clone(),
-            merchant: record.merchant.clone(),
-            order_id: record.order_id.clone(),
-            amount_minor: amount,
-            corridor,
+        let posting = Posting {
+            transfers: transfer_ids,
+            link,
+            released_minor: released,
+            event_seq: seq,
+            corridor_minor: corridor.is_some().then_some(amount),
         };
-        merge(&mut body, serde_json::to_value(posted).expect("event bodies serialize"));
-        self.event(command, PayEvent::SettlementPosted, body.clone());
-        body
+        let facts = SettlementFacts::from(&settlement);
+        let posted = events::SettlementPosted {
+            paid: facts.paid.clone(),
+            row: Some(facts.row.clone()),
+            posting: Some(posting.clone()),
+            corridor: corridor.clone(),
+        };
+        self.emit(command, &posted);
+        Settled { settlement: facts, posting, corridor }
     }
 
-    pub(crate) fn end_hold(&mut self, command: &Caller<'_>, jti: &TokenId, buyer: &MemberId, end: HoldState) -> Step {
+    pub(crate) fn end_hold(
+        &mut self,
+        command: &Caller<'_>,
+        jti: &TokenId,
+        buyer: &MemberId,
+        end: HoldState,
+    ) -> Result<HoldReleased, Refusal> {
         let allowed = match end {
             HoldState::Expired => command.actor.kind == MemberKind::Registry,
             _ => {
@@ -249,14 +255,29 @@ impl Batch<'_> {
         self.unpend(&hold);
         let released = hold.amount;
         self.resolve_hold(hold, end, Amount::ZERO, Some(buyer));
-        let kind = if end == HoldState::Expired { PayEvent::HoldExpired } else { PayEvent::HoldVoided };
-        let body = json!({"jti": jti, "hold": record.hold, "released_minor": released, "state": end});
-        self.event(command, kind, body.clone());
-        Ok(body)
+        let ended = HoldEnded { jti: jti.clone(), hold: record.hold.clone(), released_minor: released, state: end };
+        self.emit(command, &ended);
+        Ok(HoldReleased { jti: jti.clone(), hold: record.hold, released_minor: released, state: end })
     }
 }
 
+/// What the ledger keeps of a token's claims; `merchant_handle` is none for a peer's merchant.
+fn token_facts(claims: &TokenClaims, merchant_handle: Option<String>) -> TokenFacts {
+    TokenFacts {
+        jti: claims.jti.clone(),
+        hold: hold_id_for(&claims.jti),
+        buyer: claims.sub.clone(),
+        merchant: claims.aud.clone(),
+        merchant_handle,
+        via: claims.via.clone(),
+        max_amount_minor: claims.max,
+        order_id: claims.ord.clone(),
+        resource: claims.res.clone(),
+        expires_at_ms: claims.exp_ms,
+    }
+}
+
+/// A settlement as the API shows it (and as refusals attach the original).
 pub fn settlement_view(s: &Settlement) -> serde_json::Value {
-    json!({"settlement_id": s.id, "jti": s.jti, "buyer": s.buyer, "merchant": s.merchant, "order_id": s.order_id,
-        "amount_minor": s.amount, "fee_minor": s.fee, "net_minor": s.net, "settled_at_ms": s.settled_at})
+    serde_json::to_value(SettlementFacts::from(s)).expect("settlements serialize")
 }

@@ -22,6 +22,8 @@ use bazaar_types::{ContractId, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
+pub mod events;
+
 crate::event_kinds! {
     /// What reputation's own records write on the event ledger (the
     /// federation edge records each passport it signs).
@@ -259,9 +261,11 @@ impl Ledger {
     }
 
     fn observe_settlement(&mut self, event: &Event) {
-        let Some(posted) = body::<SettlementPosted>(event) else { return };
+        let Some(SettlementPosted { paid: posted, corridor, .. }) = body::<SettlementPosted>(event) else {
+            return;
+        };
         // A settlement this registry made for a peer's merchant counts on that merchant's own registry.
-        if posted.corridor.is_some() {
+        if corridor.is_some() {
             return;
         }
         let key = Subject::Call { merchant: posted.merchant.clone(), order_id: posted.order_id }.key();
