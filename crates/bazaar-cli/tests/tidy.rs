@@ -205,6 +205,24 @@ fn core_capabilities_call_no_method_of_a_higher_layer() {
     }
 }
 
+/// Capabilities write events only as typed bodies (`Batch::emit`), so a kind
+/// cannot be written with another kind's body or an untyped one.
+#[test]
+fn core_capabilities_write_only_typed_events() {
+    for (layer, _) in CORE_LAYERS.iter().filter(|(layer, _)| *layer != "kernel") {
+        for file in core_module_files(layer) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for call in [".event(", "-> Step"] {
+                assert!(
+                    !text.contains(call),
+                    "{} ({layer}) uses `{call}`; write typed events and receipts",
+                    file.display()
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn the_core_kernel_config_names_no_capability_setting() {
     let text = std::fs::read_to_string(workspace().join("crates/bazaar-core/src/kernel/config.rs")).unwrap();

@@ -1,14 +1,15 @@
 //! The registry's dispute desk: an agent of the operator, the default arbiter.
 
-use super::DisputeEvent;
-use crate::kernel::batch::{refuse, Batch, Step};
+use super::events::DeskCreated;
+use crate::identity::receipts::Joined;
+use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::model::*;
-use crate::kernel::refusal::Code;
+use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::MemberId;
 
 impl Batch<'_> {
-    pub(crate) fn create_desk(&mut self, command: &Caller<'_>, credential_hash: &str) -> Step {
+    pub(crate) fn create_desk(&mut self, command: &Caller<'_>, credential_hash: &str) -> Result<Joined, Refusal> {
         if command.actor.kind != MemberKind::Operator {
             return refuse(Code::NotPermitted, "Only the operator sets up the dispute desk.");
         }
@@ -22,6 +23,7 @@ impl Batch<'_> {
             created_at: self.now,
         };
         self.put_budget(Budget::zero(id));
-        self.enroll(command, member, credential_hash, DisputeEvent::DeskCreated)
+        let enrolled = self.enroll_as(command, member, credential_hash, |member| DeskCreated { member });
+        Ok(Joined { member: enrolled })
     }
 }

@@ -2,8 +2,7 @@
 //! writes, each serialising to exactly the stored body (the kernel adds
 //! `authored_handle`). The parts reputation reads (`DisputeFiled`,
 //! `DisputeExecuted`, `StakeLocked`, `StakeWithdrawn`) are their own types,
-//! flattened into the full bodies. (`desk.created` is written by identity's
-//! enrolment.)
+//! flattened into the full bodies.
 
 use super::phases::{Decision, Evidence, Frozen, Phase, ReasonCode, Ruling, Side, StakeView, Subject};
 use super::DisputeEvent;
@@ -22,7 +21,15 @@ macro_rules! dispute_event {
     };
 }
 
+/// `desk.created`: the registry's dispute desk enrolled, an agent of the operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeskCreated {
+    #[serde(flatten)]
+    pub member: crate::identity::events::Enrolled,
+}
+
 dispute_event! {
+    DeskCreated => DeskCreated,
     DisputeFiledBody => DisputeFiled,
     EvidenceAdded => DisputeEvidence,
     DisputeRuled => DisputeRuled,

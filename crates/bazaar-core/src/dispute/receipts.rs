@@ -72,7 +72,7 @@ pub enum Receipt {
     UnlockRequested(UnlockRequested),
     Withdrawn(Withdrawn),
     /// The desk's enrolment, as identity answers it.
-    Desk(serde_json::Value),
+    Desk(crate::identity::receipts::Joined),
 }
 
 impl From<Dispute> for Receipt {

@@ -1,33 +1,15 @@
 //! Members and their handles: the registry's own bootstrap, owners created
 //! by the operator, agents enrolled by invite, renames that keep the old handle
 //! reserved forever, and the lookups other capabilities use (`member`,
-//! `owned_agent`, `check_new_member`, `enroll`).
+//! `owned_agent`, `check_new_member`, `enroll_as`).
 
 use super::events::{self, Enrolled};
 use super::receipts::{Bootstrapped, CredentialChanged, Invited, Joined, Renamed};
-use crate::kernel::batch::{refuse, Batch, EventBody, EventKind, Step};
+use crate::kernel::batch::{refuse, Batch, EventBody};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, MemberId, Timestamp};
-use serde::Serialize;
-
-/// An enrolment under a kind of a capability above identity that has no body
-/// type of its own yet (dispute's `desk.created`, written through [`Batch::enroll`]).
-#[derive(Serialize)]
-struct JoinedAs<K> {
-    #[serde(skip)]
-    kind: K,
-    #[serde(flatten)]
-    member: Enrolled,
-}
-
-impl<K: EventKind> EventBody for JoinedAs<K> {
-    type Kind = K;
-    fn kind(&self) -> K {
-        self.kind
-    }
-}
 
 impl Batch<'_> {
     pub(crate) fn bootstrap(
@@ -181,20 +163,6 @@ impl Batch<'_> {
             Some(_) => refuse(Code::HandleTaken, "This handle is taken; pick another."),
             None => Ok(()),
         }
-    }
-
-    /// Writes a new member under `kind`, answering with its enrolment as JSON.
-    /// Kept for dispute's desk until dispute writes a typed body through
-    /// [`Batch::enroll_as`]; every other enrolment uses that.
-    pub(crate) fn enroll(
-        &mut self,
-        command: &Caller<'_>,
-        member: Member,
-        credential_hash: &str,
-        kind: impl EventKind,
-    ) -> Step {
-        let enrolled = self.enroll_as(command, member, credential_hash, |member| JoinedAs { kind, member });
-        Ok(serde_json::to_value(Joined { member: enrolled }).expect("receipts serialize"))
     }
 
     /// Writes a new member; `check_new_member` ran first. `event` builds the

@@ -1,5 +1,5 @@
-//! The response bodies as the API description states them. The core builds
-//! receipts and views as JSON, and the core knows no HTTP or OpenAPI, so these
+//! The response bodies as the API description states them. The core's
+//! receipts are typed per capability but know no HTTP or OpenAPI, so these
 //! types mirror what each route returns, for `/openapi.json` only: nothing
 //! serialises them. Each file follows a capability; a field that is free-form
 //! JSON in the core says so (`Object`) rather than invent members.
