@@ -118,14 +118,16 @@ fn keyed(actor: &Member, key: &str, op: Op) -> Command {
     Command { actor: actor.clone(), idem: Some(idem), op }
 }
 
-/// The events one batch wrote, by kind: each body without the kernel's `authored_handle`.
+/// The events one batch wrote, by kind: each body without the kernel's `authored_handle` and `version`.
 fn written(snap: &mut Snapshot, commands: &[Command]) -> Vec<(String, serde_json::Value)> {
     let (applied, changes) = apply_batch(snap, &Config::standard(), commands, Timestamp(1_000));
     for (command, applied) in commands.iter().zip(&applied) {
         assert!(applied.outcome.is_ok(), "{}: {:?}", command.op.name(), applied.outcome);
     }
     let strip = |mut body: serde_json::Value| {
-        body.as_object_mut().expect("object").remove("authored_handle");
+        let fields = body.as_object_mut().expect("object");
+        fields.remove("authored_handle");
+        assert_eq!(fields.remove("version"), Some(serde_json::json!(1)), "typed bodies are stored with their version");
         body
     };
     changes.insert_events.into_iter().map(|e| (e.kind, strip(e.body))).collect()

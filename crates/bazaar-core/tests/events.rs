@@ -25,7 +25,9 @@ const NOW: Timestamp = Timestamp(1_700_000_000_000);
 fn read<B: EventBody + Serialize + DeserializeOwned>(db: &Db, kind: &str) -> B {
     let event = db.events.iter().find(|e| e.kind == kind).unwrap_or_else(|| panic!("no {kind} event"));
     let mut stored = event.body.clone();
-    stored.as_object_mut().expect("bodies are objects").remove("authored_handle").expect("the kernel stamps it");
+    let fields = stored.as_object_mut().expect("bodies are objects");
+    fields.remove("authored_handle").expect("the kernel stamps it");
+    assert_eq!(fields.remove("version"), Some(serde_json::json!(B::VERSION)), "{kind} is stored with its version");
     let body: B = serde_json::from_value(stored.clone()).unwrap_or_else(|e| panic!("{kind}: {e}"));
     assert_eq!(body.kind().as_str(), kind);
     assert_eq!(serde_json::to_value(&body).unwrap(), stored, "{kind} does not round-trip");

@@ -43,8 +43,16 @@ pub trait EventKind: Copy {
 /// capability declares its bodies in its `events.rs`; [`Batch::emit`] writes them.
 pub trait EventBody: serde::Serialize {
     type Kind: EventKind;
+    /// The shape this build writes, stored as `version` beside the body's
+    /// fields. Bump it when a field changes meaning or goes away; readers of
+    /// older events see either no `version` (written before versions) or a
+    /// lower one.
+    const VERSION: u32 = 1;
     fn kind(&self) -> Self::Kind;
 }
+
+/// The field every typed event body is stored with (see [`EventBody::VERSION`]).
+pub const EVENT_VERSION_FIELD: &str = "version";
 
 /// Declares a capability's closed enum of event kinds and their stored names.
 #[macro_export]
@@ -74,6 +82,21 @@ event_kinds! {
     KernelEvent {
         /// A refused command under an idempotency key: it stays refused.
         RefusalRecorded => "refusal.recorded",
+    }
+}
+
+/// `refusal.recorded`: a command refused under an idempotency key (it stays refused).
+#[derive(serde::Serialize)]
+struct RefusalRecorded<'r> {
+    op: &'static str,
+    code: Code,
+    key: &'r str,
+}
+
+impl EventBody for RefusalRecorded<'_> {
+    type Kind = KernelEvent;
+    fn kind(&self) -> KernelEvent {
+        KernelEvent::RefusalRecorded
     }
 }
 
@@ -131,8 +154,8 @@ impl Batch<'_> {
             self.snap.idem.insert((record.scope.clone(), record.key.clone()), record.clone());
             self.changes.insert_idem.push(record);
             if let Err(refusal) = &outcome {
-                let body = json!({"op": request.name(), "code": refusal.code, "key": idem.key});
-                self.event(&caller, KernelEvent::RefusalRecorded, body);
+                let body = RefusalRecorded { op: request.name(), code: refusal.code, key: &idem.key };
+                self.emit(&caller, &body);
             }
         }
         Applied { outcome, replayed: false }
@@ -140,8 +163,10 @@ impl Batch<'_> {
 
     /// Appends a typed event to the chain, stamped with the caller's handle at the time.
     pub fn emit<B: EventBody>(&mut self, caller: &Caller<'_>, body: &B) {
-        let value = serde_json::to_value(body).expect("event bodies serialize");
-        assert!(value.is_object(), "event bodies are objects");
+        let mut value = serde_json::to_value(body).expect("event bodies serialize");
+        let fields = value.as_object_mut().expect("event bodies are objects");
+        assert!(!fields.contains_key(EVENT_VERSION_FIELD), "`version` is the kernel's field");
+        fields.insert(EVENT_VERSION_FIELD.into(), B::VERSION.into());
         self.event(caller, body.kind(), value);
     }
 
