@@ -71,16 +71,15 @@ pub enum Op {
     DecideOrder { order: MarketOrderId, buyer: MemberId, lines: u32, sellers: Vec<MemberId>, approve: bool },
     /// A maker (the actor) proves shipment of her share and is paid for it.
     ProveShipment {
-        order: MarketOrderId,
+        share: order::ShareId,
         buyer: MemberId,
-        line: u32,
         receipt_sha256: String,
         tracking: String,
         /// The receipt image itself (content type, bytes), stored by its hash with the payment.
         receipt: Option<(String, Vec<u8>)>,
     },
     /// The buyer agent or its owner cancels a share before it ships.
-    CancelShare { order: MarketOrderId, buyer: MemberId, seller: MemberId, line: u32 },
+    CancelShare { share: order::ShareId, buyer: MemberId, seller: MemberId },
 }
 
 impl Op {
@@ -136,20 +135,20 @@ impl Op {
                 buyer_rows(keys, buyer);
                 order_rows(keys, order, buyer, *lines, sellers);
             }
-            Op::ProveShipment { order, buyer, line, receipt_sha256, .. } => {
-                keys.doc(DocKind::Order, order.clone());
+            Op::ProveShipment { share, buyer, receipt_sha256, .. } => {
+                keys.doc(DocKind::Order, share.order.clone());
                 keys.blobs.insert(receipt_sha256.to_ascii_lowercase());
                 buyer_rows(keys, buyer);
                 keys.accounts.insert(AccountId::of_member(me));
                 keys.accounts.insert(AccountId::fees());
-                keys.holds.insert(order::line_hold(order, *line));
-                share_rows(keys, order, buyer, me, *line);
+                keys.holds.insert(share.hold());
+                share_rows(keys, &share.order, buyer, me, share.index);
             }
-            Op::CancelShare { order, buyer, seller, line } => {
-                keys.doc(DocKind::Order, order.clone());
+            Op::CancelShare { share, buyer, seller } => {
+                keys.doc(DocKind::Order, share.order.clone());
                 buyer_rows(keys, buyer);
-                keys.holds.insert(order::line_hold(order, *line));
-                share_rows(keys, order, buyer, seller, *line);
+                keys.holds.insert(share.hold());
+                share_rows(keys, &share.order, buyer, seller, share.index);
             }
         }
     }
@@ -174,13 +173,13 @@ impl Op {
                 .order_for(order, buyer)
                 .and_then(|_| batch.decide_order(caller, order, *approve))
                 .map(|order| Receipt::Order(Box::new(order))),
-            Op::ProveShipment { order, buyer, line, receipt_sha256, tracking, receipt } => batch
-                .order_for(order, buyer)
-                .and_then(|_| batch.prove_shipment(caller, order, *line, receipt_sha256, tracking, receipt.as_ref()))
+            Op::ProveShipment { share, buyer, receipt_sha256, tracking, receipt } => batch
+                .order_for(&share.order, buyer)
+                .and_then(|_| batch.prove_shipment(caller, share, receipt_sha256, tracking, receipt.as_ref()))
                 .map(|paid| Receipt::SharePaid(Box::new(paid))),
-            Op::CancelShare { order, buyer, line, .. } => batch
-                .order_for(order, buyer)
-                .and_then(|_| batch.cancel_share(caller, order, *line))
+            Op::CancelShare { share, buyer, .. } => batch
+                .order_for(&share.order, buyer)
+                .and_then(|_| batch.cancel_share(caller, share))
                 .map(Receipt::ShareCancelled),
         }
     }

@@ -154,6 +154,25 @@ pub fn order_id(buyer: &MemberId, key: &str) -> MarketOrderId {
     MarketOrderId(format!("ord_{}", &crate::crypto::sha256_hex(format!("{buyer}\n{key}").as_bytes())[..32]))
 }
 
+/// One maker's share of an order: the order and the share's place in it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ShareId {
+    pub order: MarketOrderId,
+    pub index: u32,
+}
+
+impl ShareId {
+    /// The hold that authorizes this share.
+    pub fn hold(&self) -> HoldId {
+        line_hold(&self.order, self.index)
+    }
+
+    /// The escrowed contract this share rides above the threshold.
+    pub fn contract(&self, buyer: &MemberId, seller: &MemberId) -> ContractId {
+        share_contract(&self.order, buyer, seller, self.index)
+    }
+}
+
 pub fn line_hold(order: &str, index: u32) -> HoldId {
     HoldId(format!("hold_{order}_l{index}"))
 }
@@ -515,12 +534,12 @@ impl Batch<'_> {
     pub(crate) fn prove_shipment(
         &mut self,
         command: &Caller<'_>,
-        id: &MarketOrderId,
-        index: u32,
+        share: &ShareId,
         receipt_sha256: &str,
         tracking: &str,
         receipt: Option<&(String, Vec<u8>)>,
     ) -> Result<SharePaid, Refusal> {
+        let (id, index) = (&share.order, share.index);
         let mut order = self.order(id)?;
         let line = self.authorized_line(&order, index)?;
         if command.actor.id != line.seller {
@@ -623,12 +642,8 @@ impl Batch<'_> {
         Ok(Payment::Direct { net_minor: net, fee_minor: fee, transfers, link, paid_at_ms: self.now })
     }
 
-    pub(crate) fn cancel_share(
-        &mut self,
-        command: &Caller<'_>,
-        id: &MarketOrderId,
-        index: u32,
-    ) -> Result<ShareCancelled, Refusal> {
+    pub(crate) fn cancel_share(&mut self, command: &Caller<'_>, share: &ShareId) -> Result<ShareCancelled, Refusal> {
+        let (id, index) = (&share.order, share.index);
         let mut order = self.order(id)?;
         if command.actor.id != order.buyer && command.actor.id != order.owner {
             return refuse(Code::NotParty, "The buyer agent or its owner cancels a share.");

@@ -16,6 +16,7 @@ use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::market;
+use bazaar_core::market::order::ShareId;
 use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_types::limits::{PAGE_LIMIT_MAX, RECEIPT_IMAGE_BYTES_MAX};
@@ -221,9 +222,8 @@ pub async fn prove_shipment(
     }
     let receipt_sha256 = bazaar_core::crypto::sha256_hex(&body);
     let op = Op::Market(market::Op::ProveShipment {
-        order: bazaar_types::MarketOrderId(id),
+        share: ShareId { order: bazaar_types::MarketOrderId(id), index: share },
         buyer: order.buyer,
-        line: share,
         receipt_sha256,
         tracking: query.tracking,
         receipt: Some((content_type, body.to_vec())),
@@ -245,10 +245,9 @@ pub async fn cancel_share(
         .map(|line| line.seller.clone())
         .ok_or_else(|| Refusal::new(Code::OrderInvalid, "No such share in this order."))?;
     let op = Op::Market(market::Op::CancelShare {
-        order: bazaar_types::MarketOrderId(id),
+        share: ShareId { order: bazaar_types::MarketOrderId(id), index: share },
         buyer: order.buyer,
         seller,
-        line: share,
     });
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
