@@ -3,12 +3,13 @@
 //!
 //! `model` holds the rows, `eligibility` the one predicate deciding delivery
 //! and waking, `mentions` the `@handle` scanner, `store` the trait and its
-//! errors. Engines come in their own modules.
+//! errors, and `sqlite` the embedded engine on its own database file.
 
 pub mod compose;
 pub mod eligibility;
 pub mod mentions;
 pub mod model;
+pub mod sqlite;
 pub mod store;
 
 pub use model::{
