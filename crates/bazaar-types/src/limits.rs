@@ -192,3 +192,28 @@ pub const TRACKING_LEN_MAX: usize = 64;
 pub const RECEIPT_IMAGE_BYTES_MAX: usize = 512 * 1024;
 
 const _: () = assert!(ORDER_LINES_MAX >= RFQ_SELLERS_MAX);
+
+// The conversation plane (`bazaar-conversation`): its own store and sequencer.
+
+/// A message body in UTF-8 bytes; longer posts are refused (`body_too_long`), never cut.
+pub const MESSAGE_BODY_BYTES_MAX: usize = 4_096;
+/// Distinct members one message may mention (`@handle`, resolved at send time).
+pub const MESSAGE_MENTIONS_MAX: usize = 16;
+/// Members one channel may hold at once (a direct message holds two).
+pub const CHANNEL_MEMBERS_MAX: usize = 1_000;
+/// A room's display name in UTF-8 bytes.
+pub const CHANNEL_NAME_BYTES_MAX: usize = 64;
+/// Messages one history page returns.
+pub const HISTORY_PAGE_MAX: usize = 200;
+/// Messages one inbox page returns.
+pub const INBOX_PAGE_MAX: usize = 500;
+/// Log entries one inbox read looks at before it answers: messages of channels
+/// the member has left are skipped, and a page may come back short (with its
+/// cursor advanced) rather than scan without end.
+pub const INBOX_SCAN_MAX: usize = 8 * INBOX_PAGE_MAX;
+
+const _: () = assert!(INBOX_SCAN_MAX >= INBOX_PAGE_MAX);
+const _: () = assert!(MESSAGE_MENTIONS_MAX <= CHANNEL_MEMBERS_MAX);
+// Every mention is `@` and a handle, so the body can always carry the most mentions allowed.
+const _: () = assert!(MESSAGE_MENTIONS_MAX * (HANDLE_LEN_MAX + 2) <= MESSAGE_BODY_BYTES_MAX);
+const _: () = assert!(CHANNEL_MEMBERS_MAX >= 2);

@@ -1,0 +1,44 @@
+//! The sans-IO half of posting: the checks and resolution a message needs
+//! before the store's transaction, with no database in sight.
+
+use bazaar_types::limits::{MESSAGE_BODY_BYTES_MAX, MESSAGE_MENTIONS_MAX};
+use bazaar_types::MemberId;
+
+use crate::mentions::mentioned_handles;
+use crate::store::{ConversationError, Directory, Result};
+
+/// A body is non-empty and at most `MESSAGE_BODY_BYTES_MAX` bytes.
+pub fn check_body(body: &str) -> Result<()> {
+    if body.trim().is_empty() {
+        return Err(ConversationError::BodyEmpty);
+    }
+    if body.len() > MESSAGE_BODY_BYTES_MAX {
+        return Err(ConversationError::BodyTooLong { len: body.len(), max: MESSAGE_BODY_BYTES_MAX });
+    }
+    Ok(())
+}
+
+/// The distinct members a body mentions, resolved now: a handle renamed later
+/// still points at the member it named when the message was sent. Handles
+/// nobody holds are plain text.
+pub fn resolve_mentions(directory: &dyn Directory, body: &str) -> Result<Vec<MemberId>> {
+    let mut members: Vec<MemberId> = Vec::new();
+    for handle in mentioned_handles(body) {
+        let Some(member) = directory.member_by_handle(handle) else { continue };
+        if !members.contains(&member) {
+            members.push(member);
+        }
+    }
+    if members.len() > MESSAGE_MENTIONS_MAX {
+        return Err(ConversationError::TooManyMentions { count: members.len(), max: MESSAGE_MENTIONS_MAX });
+    }
+    Ok(members)
+}
+
+/// A page size is 1 to `max`; 0 never means "all".
+pub fn check_page(asked: usize, max: usize) -> Result<()> {
+    if asked == 0 || asked > max {
+        return Err(ConversationError::PageInvalid { asked, max });
+    }
+    Ok(())
+}

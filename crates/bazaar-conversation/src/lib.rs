@@ -1,0 +1,18 @@
+//! The conversation plane: channels, memberships and messages with their own
+//! store and sequencer, apart from the money writer. No HTTP, no async runtime.
+//!
+//! `model` holds the rows, `eligibility` the one predicate deciding delivery
+//! and waking, `mentions` the `@handle` scanner, `store` the trait and its
+//! errors, and `sqlite` the embedded engine on its own database file.
+
+pub mod compose;
+pub mod eligibility;
+pub mod mentions;
+pub mod model;
+pub mod sqlite;
+pub mod store;
+
+pub use model::{
+    Attention, Channel, ChannelId, ChannelKind, Membership, Message, MessageKind, ReplyTo, Role, SystemLine,
+};
+pub use store::{ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom};

@@ -1,0 +1,192 @@
+//! The conversation plane's rows: channels, memberships and messages, as the store returns them.
+
+use std::fmt;
+
+use bazaar_types::{Entropy, MemberId, Timestamp};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Hex characters after `ch_` in a channel id (128 bits, random or derived).
+const CHANNEL_ID_HEX_LEN: usize = 32;
+
+/// A channel: `ch_` and 32 hex characters, random for rooms, derived from the
+/// pair for a direct message (so two members share exactly one DM).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChannelId(pub String);
+
+impl ChannelId {
+    /// A fresh room id from the injected randomness.
+    pub fn random(entropy: &dyn Entropy) -> ChannelId {
+        let mut bytes = [0u8; CHANNEL_ID_HEX_LEN / 2];
+        entropy.fill(&mut bytes);
+        ChannelId(format!("ch_{}", hex::encode(bytes)))
+    }
+
+    /// The direct-message channel of two members, the same whichever opens it.
+    pub fn dm(one: &MemberId, two: &MemberId) -> ChannelId {
+        let (low, high) = if one <= two { (one, two) } else { (two, one) };
+        let mut hasher = Sha256::new();
+        hasher.update(b"bazaar-dm-v1\0");
+        hasher.update(low.as_str().as_bytes());
+        hasher.update(b"\0");
+        hasher.update(high.as_str().as_bytes());
+        let digest = hex::encode(hasher.finalize());
+        ChannelId(format!("ch_{}", &digest[..CHANNEL_ID_HEX_LEN]))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ChannelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelKind {
+    /// Two members, nobody else; every message wakes the other.
+    Dm,
+    /// Anyone may join.
+    PublicRoom,
+    /// Only an owner adds members.
+    PrivateRoom,
+}
+
+impl ChannelKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::Dm => "dm",
+            ChannelKind::PublicRoom => "public_room",
+            ChannelKind::PrivateRoom => "private_room",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ChannelKind> {
+        match text {
+            "dm" => Some(ChannelKind::Dm),
+            "public_room" => Some(ChannelKind::PublicRoom),
+            "private_room" => Some(ChannelKind::PrivateRoom),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Owner,
+    Member,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Owner => "owner",
+            Role::Member => "member",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Role> {
+        match text {
+            "owner" => Some(Role::Owner),
+            "member" => Some(Role::Member),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Channel {
+    pub id: ChannelId,
+    pub kind: ChannelKind,
+    /// A room's display name; a DM has none.
+    pub name: Option<String>,
+    pub created_by: MemberId,
+    pub created_at: Timestamp,
+}
+
+/// One stint of a member in a channel: joining opens one, leaving closes it,
+/// joining again opens another. Which messages a stint receives is fixed by
+/// log positions (exact), not by timestamps (two events may share a millisecond).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Membership {
+    pub channel: ChannelId,
+    pub member: MemberId,
+    pub role: Role,
+    pub joined_at: Timestamp,
+    /// The last log position when the member joined: it receives messages after it.
+    pub joined_after: u64,
+    pub left_at: Option<Timestamp>,
+    /// The last log position when the member left: it receives messages up to it.
+    pub left_after: Option<u64>,
+    pub muted: bool,
+    /// The highest `seq` of the channel the member has read (0: none).
+    pub read_seq: u64,
+}
+
+impl Membership {
+    pub fn is_current(&self) -> bool {
+        self.left_after.is_none()
+    }
+}
+
+/// What the server itself says in a channel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "line", rename_all = "snake_case")]
+pub enum SystemLine {
+    Created { by: MemberId },
+    Joined { member: MemberId },
+    Left { member: MemberId },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MessageKind {
+    Text,
+    System(SystemLine),
+}
+
+/// The message a reply answers, with its author resolved at send time (so
+/// "a reply to a message of mine" needs no second read).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyTo {
+    pub seq: u64,
+    pub author: MemberId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub channel: ChannelId,
+    /// The channel's kind, fixed when it was created (a DM wakes on every message).
+    pub channel_kind: ChannelKind,
+    /// Gapless per channel, from 1, assigned by the store.
+    pub seq: u64,
+    /// One server-wide log position, from 1: the resumable inbox cursor.
+    pub position: u64,
+    pub authored_by: MemberId,
+    /// The principal an agent speaks for, when it says so.
+    pub on_behalf_of: Option<MemberId>,
+    /// The author's handle when it posted; a later rename does not change it.
+    pub handle: Option<String>,
+    pub kind: MessageKind,
+    pub body: String,
+    pub reply_to: Option<ReplyTo>,
+    /// Members mentioned by `@handle`, resolved when the message was posted.
+    pub mentions: Vec<MemberId>,
+    pub at: Timestamp,
+}
+
+/// What needs a member's attention in one channel it is in now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attention {
+    pub channel: ChannelId,
+    /// Messages delivered to the member after its read mark.
+    pub unread: u64,
+    /// Of those, the ones that wake it (see [`crate::eligibility::wakes`]).
+    pub wakes: u64,
+}

@@ -1,0 +1,149 @@
+//! The conversation store: the trait every engine implements, its requests,
+//! its typed errors with stable codes, and the narrow identity view it needs.
+
+use bazaar_types::MemberId;
+
+use crate::model::{Attention, Channel, ChannelId, Membership, Message};
+
+/// The little the conversation plane needs to know about identity: handles
+/// both ways. The registry's identity capability implements it; tests use a map.
+pub trait Directory {
+    fn member_by_handle(&self, handle: &str) -> Option<MemberId>;
+    fn handle_of(&self, id: &MemberId) -> Option<String>;
+}
+
+/// A room to create; its creator becomes its owner and first member.
+#[derive(Clone, Debug)]
+pub struct NewRoom {
+    pub owner: MemberId,
+    pub name: String,
+    /// Only an owner adds members to a private room; anyone joins a public one.
+    pub private: bool,
+}
+
+/// A text message to post. The store assigns `seq`, `position` and `at`,
+/// records the author's handle and resolves mentions and the reply's author.
+#[derive(Clone, Debug)]
+pub struct NewMessage {
+    pub channel: ChannelId,
+    pub authored_by: MemberId,
+    pub on_behalf_of: Option<MemberId>,
+    pub body: String,
+    pub reply_to: Option<u64>,
+}
+
+/// Which slice of a channel's history to read, by `seq`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryRange {
+    /// The newest messages.
+    Latest,
+    /// Messages older than this seq (paging backwards).
+    Before(u64),
+    /// Messages newer than this seq (catching up).
+    After(u64),
+}
+
+/// One page of a member's inbox. `next_after` is the cursor to pass next: the
+/// last log position this read looked at, which may be past the last message
+/// returned when the read skipped messages not delivered to the member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InboxPage {
+    pub messages: Vec<Message>,
+    pub next_after: u64,
+}
+
+/// Why the store refused. Each has a stable machine code (`code`) for the edge.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConversationError {
+    #[error("no channel {0}")]
+    ChannelNotFound(ChannelId),
+    #[error("{member} is not a member of {channel}")]
+    NotMember { channel: ChannelId, member: MemberId },
+    #[error("{member} is already a member of {channel}")]
+    AlreadyMember { channel: ChannelId, member: MemberId },
+    #[error("only an owner of {0} may do this")]
+    NotOwner(ChannelId),
+    #[error("{0} is a private room: an owner must add members")]
+    PrivateRoom(ChannelId),
+    #[error("{0} is a direct message: nobody joins, leaves or is added")]
+    DirectMessage(ChannelId),
+    #[error("a direct message needs two different members")]
+    DmWithSelf,
+    #[error("{0} has as many members as a channel may hold")]
+    ChannelFull(ChannelId),
+    #[error("a room name is 1 to {max} bytes; this one is {len}")]
+    NameInvalid { len: usize, max: usize },
+    #[error("a message body may not be empty")]
+    BodyEmpty,
+    #[error("a message body is at most {max} bytes; this one is {len}")]
+    BodyTooLong { len: usize, max: usize },
+    #[error("a message may mention at most {max} members; this one mentions {count}")]
+    TooManyMentions { count: usize, max: usize },
+    #[error("no message {seq} in this channel to reply to")]
+    ReplyNotFound { seq: u64 },
+    #[error("no message {seq} in this channel to mark read")]
+    SeqOutOfRange { seq: u64 },
+    #[error("a page holds 1 to {max} messages; {asked} were asked for")]
+    PageInvalid { asked: usize, max: usize },
+    #[error("the conversation store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl ConversationError {
+    /// The stable machine code the edge maps to problem+json.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ConversationError::ChannelNotFound(_) => "channel_not_found",
+            ConversationError::NotMember { .. } => "not_member",
+            ConversationError::AlreadyMember { .. } => "already_member",
+            ConversationError::NotOwner(_) => "not_owner",
+            ConversationError::PrivateRoom(_) => "private_room",
+            ConversationError::DirectMessage(_) => "direct_message",
+            ConversationError::DmWithSelf => "dm_with_self",
+            ConversationError::ChannelFull(_) => "channel_full",
+            ConversationError::NameInvalid { .. } => "name_invalid",
+            ConversationError::BodyEmpty => "body_empty",
+            ConversationError::BodyTooLong { .. } => "body_too_long",
+            ConversationError::TooManyMentions { .. } => "too_many_mentions",
+            ConversationError::ReplyNotFound { .. } => "reply_not_found",
+            ConversationError::SeqOutOfRange { .. } => "seq_out_of_range",
+            ConversationError::PageInvalid { .. } => "page_invalid",
+            ConversationError::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ConversationError>;
+
+/// The conversation plane's store: its own database and its own sequencer,
+/// never a command on the money writer. Every write is one transaction.
+pub trait ConversationStore {
+    fn create_room(&self, room: NewRoom) -> Result<Channel>;
+    /// The DM of two members, created on first use; both are its members.
+    fn open_dm(&self, one: &MemberId, two: &MemberId) -> Result<Channel>;
+    /// Join a public room.
+    fn join(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership>;
+    /// An owner adds a member to a room (the only way into a private one).
+    fn add_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership>;
+    fn leave(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership>;
+    fn set_muted(&self, channel: &ChannelId, member: &MemberId, muted: bool) -> Result<Membership>;
+    fn post(&self, directory: &dyn Directory, message: NewMessage) -> Result<Message>;
+    /// A current member reads its channel's history, oldest first.
+    fn history(
+        &self,
+        channel: &ChannelId,
+        reader: &MemberId,
+        range: HistoryRange,
+        limit: usize,
+    ) -> Result<Vec<Message>>;
+    /// Everything delivered to the member after the cursor, in log order.
+    fn inbox(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<InboxPage>;
+    /// Move the member's read mark forward (never back) to `seq`.
+    fn mark_read(&self, member: &MemberId, channel: &ChannelId, seq: u64) -> Result<Membership>;
+    /// Unread and waking counts for each channel the member is in now,
+    /// derived from messages and memberships (no stored counters).
+    fn attention(&self, member: &MemberId) -> Result<Vec<Attention>>;
+    /// Every stint of the member, current and past, for tests and audits.
+    fn memberships_of(&self, member: &MemberId) -> Result<Vec<Membership>>;
+}
