@@ -76,6 +76,11 @@ fn dependency_direction_holds() {
         assert!(!sdk.contains(&dep.to_string()), "the SDK speaks HTTP only, not {dep}");
     }
     assert!(!dependencies("bazaar-types").iter().any(|d| d.starts_with("bazaar-")));
+    // The conversation plane is a sibling, not a command on the money writer.
+    let conversation = dependencies("bazaar-conversation");
+    for dep in ["bazaar-core", "bazaar-store", "bazaar-server", "tokio"] {
+        assert!(!conversation.contains(&dep.to_string()), "bazaar-conversation must not depend on {dep}");
+    }
 }
 
 #[test]
