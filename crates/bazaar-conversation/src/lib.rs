@@ -3,9 +3,11 @@
 //!
 //! `model` holds the rows, `eligibility` the one predicate deciding delivery
 //! and waking, `mentions` the `@handle` scanner, `store` the trait and its
-//! errors, and `sqlite` the embedded engine on its own database file.
+//! errors, `sqlite` the embedded engine on its own database file, and
+//! `conformance` the cases every engine must pass.
 
 pub mod compose;
+pub mod conformance;
 pub mod eligibility;
 pub mod mentions;
 pub mod model;
