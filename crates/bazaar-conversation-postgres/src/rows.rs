@@ -1,0 +1,236 @@
+//! Rows to model values and the reads and writes every act shares, each
+//! inside the caller's transaction.
+
+use bazaar_conversation::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
+use bazaar_conversation::ConversationError;
+use bazaar_types::limits::CHANNEL_MEMBERS_MAX;
+use bazaar_types::{MemberId, Timestamp};
+use tokio_postgres::Row;
+
+use crate::tx::{big, col, count, unavailable, Params, Result, Tx};
+
+const CHANNEL_COLUMNS: &str = "id, kind, name, created_by, created_at";
+const MEMBERSHIP_COLUMNS: &str = "channel, member, role, joined_at, joined_after, left_at, left_after, muted, read_seq";
+const MESSAGE_SELECT: &str = "SELECT m.channel, c.kind, m.seq, m.position, m.authored_by, m.on_behalf_of, m.handle, \
+     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at FROM messages m JOIN channels c ON c.id = m.channel";
+
+fn corrupt(what: &str) -> ConversationError {
+    unavailable(format!("unreadable {what}"))
+}
+
+fn channel_from_row(row: &Row) -> Result<Channel> {
+    let kind: String = col(row, 1)?;
+    Ok(Channel {
+        id: ChannelId(col(row, 0)?),
+        kind: ChannelKind::parse(&kind).ok_or_else(|| corrupt("channels.kind"))?,
+        name: col(row, 2)?,
+        created_by: MemberId(col(row, 3)?),
+        created_at: Timestamp(col(row, 4)?),
+    })
+}
+
+fn membership_from_row(row: &Row) -> Result<Membership> {
+    let role: String = col(row, 2)?;
+    let left_after: Option<i64> = col(row, 6)?;
+    Ok(Membership {
+        channel: ChannelId(col(row, 0)?),
+        member: MemberId(col(row, 1)?),
+        role: Role::parse(&role).ok_or_else(|| corrupt("memberships.role"))?,
+        joined_at: Timestamp(col(row, 3)?),
+        joined_after: count(row, 4)?,
+        left_at: col::<Option<i64>>(row, 5)?.map(Timestamp),
+        left_after: left_after
+            .map(|after| u64::try_from(after).map_err(|_| corrupt("memberships.left_after")))
+            .transpose()?,
+        muted: col(row, 7)?,
+        read_seq: count(row, 8)?,
+    })
+}
+
+fn message_from_row(row: &Row) -> Result<Message> {
+    let channel_kind: String = col(row, 1)?;
+    let kind: String = col(row, 7)?;
+    let mentions: String = col(row, 11)?;
+    let reply_seq: Option<i64> = col(row, 9)?;
+    let reply_author: Option<String> = col(row, 10)?;
+    let reply_to = match reply_seq.zip(reply_author) {
+        Some((seq, author)) => Some(ReplyTo {
+            seq: u64::try_from(seq).map_err(|_| corrupt("messages.reply_seq"))?,
+            author: MemberId(author),
+        }),
+        None => None,
+    };
+    Ok(Message {
+        channel: ChannelId(col(row, 0)?),
+        channel_kind: ChannelKind::parse(&channel_kind).ok_or_else(|| corrupt("channels.kind"))?,
+        seq: count(row, 2)?,
+        position: count(row, 3)?,
+        authored_by: MemberId(col(row, 4)?),
+        on_behalf_of: col::<Option<String>>(row, 5)?.map(MemberId),
+        handle: col(row, 6)?,
+        kind: serde_json::from_str(&kind).map_err(|_| corrupt("messages.kind"))?,
+        body: col(row, 8)?,
+        reply_to,
+        mentions: serde_json::from_str(&mentions).map_err(|_| corrupt("messages.mentions"))?,
+        at: Timestamp(col(row, 12)?),
+    })
+}
+
+// Reads inside a transaction.
+
+pub(crate) fn load_channel(tx: &Tx<'_>, id: &ChannelId) -> Result<Channel> {
+    let sql = format!("SELECT {CHANNEL_COLUMNS} FROM channels WHERE id = $1");
+    match tx.query_opt(&sql, &[&id.as_str()])? {
+        Some(row) => channel_from_row(&row),
+        None => Err(ConversationError::ChannelNotFound(id.clone())),
+    }
+}
+
+pub(crate) fn current_stint(tx: &Tx<'_>, channel: &ChannelId, member: &MemberId) -> Result<Option<Membership>> {
+    let sql = format!(
+        "SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE channel = $1 AND member = $2 AND left_after IS NULL"
+    );
+    tx.query_opt(&sql, &[&channel.as_str(), &member.as_str()])?.as_ref().map(membership_from_row).transpose()
+}
+
+pub(crate) fn require_stint(tx: &Tx<'_>, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
+    current_stint(tx, channel, member)?
+        .ok_or_else(|| ConversationError::NotMember { channel: channel.clone(), member: member.clone() })
+}
+
+pub(crate) fn stints_of(tx: &Tx<'_>, member: &MemberId, only_current: bool) -> Result<Vec<Membership>> {
+    let filter = if only_current { "AND left_after IS NULL" } else { "" };
+    let sql = format!("SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE member = $1 {filter} ORDER BY stint");
+    tx.query(&sql, &[&member.as_str()])?.iter().map(membership_from_row).collect()
+}
+
+/// The last position handed out. Inside a write it was read under the head
+/// row's lock (see `PostgresConversationStore::write`), so no post is in flight.
+pub(crate) fn last_position(tx: &Tx<'_>) -> Result<u64> {
+    count(&tx.query_one("SELECT last_position FROM conversation_head", &[])?, 0)
+}
+
+pub(crate) fn last_seq(tx: &Tx<'_>, channel: &ChannelId) -> Result<u64> {
+    count(&tx.query_one("SELECT last_seq FROM channels WHERE id = $1", &[&channel.as_str()])?, 0)
+}
+
+pub(crate) fn query_messages(tx: &Tx<'_>, clause: &str, params: Params<'_>) -> Result<Vec<Message>> {
+    let sql = format!("{MESSAGE_SELECT} {clause}");
+    tx.query(&sql, params)?.iter().map(message_from_row).collect()
+}
+
+pub(crate) fn reply_author(tx: &Tx<'_>, channel: &ChannelId, seq: u64) -> Result<MemberId> {
+    let row = tx.query_opt(
+        "SELECT authored_by FROM messages WHERE channel = $1 AND seq = $2",
+        &[&channel.as_str(), &big(seq)],
+    )?;
+    match row {
+        Some(row) => Ok(MemberId(col(&row, 0)?)),
+        None => Err(ConversationError::ReplyNotFound { seq }),
+    }
+}
+
+// Writes inside a transaction.
+
+pub(crate) fn insert_channel(tx: &Tx<'_>, channel: &Channel) -> Result<()> {
+    tx.execute(
+        "INSERT INTO channels (id, kind, name, created_by, created_at) VALUES ($1, $2, $3, $4, $5)",
+        &[
+            &channel.id.as_str(),
+            &channel.kind.as_str(),
+            &channel.name,
+            &channel.created_by.as_str(),
+            &channel.created_at.0,
+        ],
+    )?;
+    Ok(())
+}
+
+/// Open a stint for a member who has none open. Its read mark and mute carry
+/// over from the member's previous stint in the channel, if any.
+pub(crate) fn open_stint(
+    tx: &Tx<'_>,
+    channel: &ChannelId,
+    member: &MemberId,
+    role: Role,
+    now: Timestamp,
+) -> Result<Membership> {
+    assert!(current_stint(tx, channel, member)?.is_none());
+    let members = tx.query_one(
+        "SELECT COUNT(*) FROM memberships WHERE channel = $1 AND left_after IS NULL",
+        &[&channel.as_str()],
+    )?;
+    if count(&members, 0)? >= CHANNEL_MEMBERS_MAX as u64 {
+        return Err(ConversationError::ChannelFull(channel.clone()));
+    }
+    let previous = tx.query_opt(
+        "SELECT muted, read_seq FROM memberships WHERE channel = $1 AND member = $2 ORDER BY stint DESC LIMIT 1",
+        &[&channel.as_str(), &member.as_str()],
+    )?;
+    let (muted, read_seq) = match previous {
+        Some(row) => (col(&row, 0)?, count(&row, 1)?),
+        None => (false, 0),
+    };
+    let membership = Membership {
+        channel: channel.clone(),
+        member: member.clone(),
+        role,
+        joined_at: now,
+        joined_after: last_position(tx)?,
+        left_at: None,
+        left_after: None,
+        muted,
+        read_seq,
+    };
+    tx.execute(
+        "INSERT INTO memberships (channel, member, role, joined_at, joined_after, muted, read_seq)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &channel.as_str(),
+            &member.as_str(),
+            &role.as_str(),
+            &now.0,
+            &big(membership.joined_after),
+            &muted,
+            &big(read_seq),
+        ],
+    )?;
+    Ok(membership)
+}
+
+/// Take the next `seq` of the channel and the next log position, bumping both
+/// sequence rows; the caller holds the head row's lock already.
+pub(crate) fn next_numbers(tx: &Tx<'_>, channel: &ChannelId) -> Result<(u64, u64)> {
+    let seq = tx.query_one(
+        "UPDATE channels SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq",
+        &[&channel.as_str()],
+    )?;
+    let position =
+        tx.query_one("UPDATE conversation_head SET last_position = last_position + 1 RETURNING last_position", &[])?;
+    Ok((count(&seq, 0)?, count(&position, 0)?))
+}
+
+pub(crate) fn insert_message(tx: &Tx<'_>, message: &Message) -> Result<()> {
+    let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
+    let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
+    tx.execute(
+        "INSERT INTO messages (position, channel, seq, authored_by, on_behalf_of, handle, kind, body,
+                               reply_seq, reply_author, mentions, at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        &[
+            &big(message.position),
+            &message.channel.as_str(),
+            &big(message.seq),
+            &message.authored_by.as_str(),
+            &message.on_behalf_of.as_ref().map(MemberId::as_str),
+            &message.handle,
+            &kind,
+            &message.body,
+            &message.reply_to.as_ref().map(|r| big(r.seq)),
+            &message.reply_to.as_ref().map(|r| r.author.as_str()),
+            &mentions,
+            &message.at.0,
+        ],
+    )?;
+    Ok(())
+}
