@@ -187,6 +187,6 @@ pub struct Attention {
     pub channel: ChannelId,
     /// Messages delivered to the member after its read mark.
     pub unread: u64,
-    /// Of those, the ones that wake it (see [`crate::eligibility::wakes`]).
+    /// Of those, the ones that wake it (see the `wakes` predicate in `eligibility.rs`).
     pub wakes: u64,
 }
