@@ -22,21 +22,16 @@ mod tx;
 
 use std::sync::{Arc, Mutex};
 
-use bazaar_conversation::compose::{check_body, check_page, resolve_mentions};
-use bazaar_conversation::eligibility::{delivered_to, wakes};
-use bazaar_conversation::model::{
-    Attention, Channel, ChannelId, ChannelKind, Membership, Message, MessageKind, ReplyTo, Role,
-};
-use bazaar_conversation::{
-    ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom,
-};
-use bazaar_types::limits::{CHANNEL_NAME_BYTES_MAX, HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX};
+use bazaar_conversation::acts::{Engine, Rows};
+use bazaar_conversation::model::{Channel, ChannelId, Membership, Message};
+use bazaar_conversation::HistoryRange;
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, IsolationLevel, NoTls};
 
 use rows::*;
-use tx::{big, unavailable, Result, Tx};
+pub use tx::Tx;
+use tx::{big, unavailable, Result};
 
 /// Migrations, in order. Never edit a landed one; add a new file.
 const MIGRATIONS: &[(&str, &str)] = &[("0001_conversation", include_str!("../migrations/0001_conversation.sql"))];
@@ -89,6 +84,14 @@ impl PostgresConversationStore {
         }
         tx.commit()
     }
+}
+
+impl Engine for PostgresConversationStore {
+    type Tx<'t> = Tx<'t>;
+
+    fn entropy(&self) -> &dyn Entropy {
+        self.entropy.as_ref()
+    }
 
     /// One write transaction, holding the sequencer's row lock from its start.
     fn write<T>(&self, act: impl FnOnce(&Tx<'_>, Timestamp) -> Result<T>) -> Result<T> {
@@ -123,235 +126,87 @@ impl PostgresConversationStore {
     }
 }
 
-// The acts.
+// The rows, for the acts written once in `bazaar_conversation::acts`.
 
-impl PostgresConversationStore {
-    /// Join or add: the checks both share once the caller's right to do it is settled.
-    fn enter(&self, channel: &ChannelId, by: Option<&MemberId>, member: &MemberId) -> Result<Membership> {
-        self.write(|tx, now| {
-            let found = load_channel(tx, channel)?;
-            match (found.kind, by) {
-                (ChannelKind::Dm, _) => return Err(ConversationError::DirectMessage(channel.clone())),
-                (ChannelKind::PrivateRoom, None) => return Err(ConversationError::PrivateRoom(channel.clone())),
-                (_, Some(by)) => {
-                    let adder = require_stint(tx, channel, by)?;
-                    if adder.role != Role::Owner {
-                        return Err(ConversationError::NotOwner(channel.clone()));
-                    }
-                }
-                (ChannelKind::PublicRoom, None) => {}
-            }
-            if current_stint(tx, channel, member)?.is_some() {
-                return Err(ConversationError::AlreadyMember { channel: channel.clone(), member: member.clone() });
-            }
-            open_stint(tx, channel, member, Role::Member, now)
-        })
+impl Rows for Tx<'_> {
+    fn load_channel(&self, id: &ChannelId) -> Result<Channel> {
+        load_channel(self, id)
     }
-
-    fn inbox_scan(tx: &Tx<'_>, member: &MemberId, after_position: u64, limit: usize) -> Result<InboxPage> {
-        let stints = stints_of(tx, member, false)?;
-        let scan = big(INBOX_SCAN_MAX as u64);
-        let rows = query_messages(
-            tx,
+    fn current_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<Membership>> {
+        current_stint(self, channel, member)
+    }
+    fn stints_of(&self, member: &MemberId, only_current: bool) -> Result<Vec<Membership>> {
+        stints_of(self, member, only_current)
+    }
+    fn previous_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<(bool, u64)>> {
+        previous_stint(self, channel, member)
+    }
+    fn open_member_count(&self, channel: &ChannelId) -> Result<usize> {
+        open_member_count(self, channel)
+    }
+    fn last_position(&self) -> Result<u64> {
+        last_position(self)
+    }
+    fn last_seq(&self, channel: &ChannelId) -> Result<u64> {
+        last_seq(self, channel)
+    }
+    fn next_numbers(&self, channel: &ChannelId) -> Result<(u64, u64)> {
+        next_numbers(self, channel)
+    }
+    fn reply_author(&self, channel: &ChannelId, seq: u64) -> Result<MemberId> {
+        reply_author(self, channel, seq)
+    }
+    fn channel_messages(&self, channel: &ChannelId, range: HistoryRange, limit: usize) -> Result<Vec<Message>> {
+        let (id, limit) = (channel.as_str(), big(limit as u64));
+        match range {
+            HistoryRange::Latest => {
+                query_messages(self, "WHERE m.channel = $1 ORDER BY m.seq DESC LIMIT $2", &[&id, &limit])
+            }
+            HistoryRange::Before(seq) => query_messages(
+                self,
+                "WHERE m.channel = $1 AND m.seq < $2 ORDER BY m.seq DESC LIMIT $3",
+                &[&id, &big(seq), &limit],
+            ),
+            HistoryRange::After(seq) => query_messages(
+                self,
+                "WHERE m.channel = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3",
+                &[&id, &big(seq), &limit],
+            ),
+        }
+    }
+    fn inbox_candidates(&self, member: &MemberId, after_position: u64, scan: usize) -> Result<Vec<Message>> {
+        query_messages(
+            self,
             "WHERE m.position > $1 AND m.channel IN (SELECT channel FROM memberships WHERE member = $2)
              ORDER BY m.position LIMIT $3",
-            &[&big(after_position), &member.as_str(), &scan],
+            &[&big(after_position), &member.as_str(), &big(scan as u64)],
+        )
+    }
+    fn messages_after(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
+        query_messages(self, "WHERE m.channel = $1 AND m.seq > $2 ORDER BY m.seq", &[&channel.as_str(), &big(seq)])
+    }
+    fn insert_channel(&self, channel: &Channel) -> Result<()> {
+        insert_channel(self, channel)
+    }
+    fn insert_stint(&self, stint: &Membership) -> Result<()> {
+        insert_stint(self, stint)
+    }
+    fn update_open_stint(&self, stint: &Membership) -> Result<()> {
+        self.execute(
+            "UPDATE memberships SET left_at = $1, left_after = $2, muted = $3, read_seq = $4
+             WHERE channel = $5 AND member = $6 AND left_after IS NULL",
+            &[
+                &stint.left_at.map(|t| t.0),
+                &stint.left_after.map(big),
+                &stint.muted,
+                &big(stint.read_seq),
+                &stint.channel.as_str(),
+                &stint.member.as_str(),
+            ],
         )?;
-        let mut page = InboxPage { messages: Vec::new(), next_after: after_position };
-        for message in rows {
-            assert!(message.position > page.next_after);
-            page.next_after = message.position;
-            if stints.iter().any(|stint| delivered_to(stint, &message)) {
-                page.messages.push(message);
-                if page.messages.len() == limit {
-                    break;
-                }
-            }
-        }
-        Ok(page)
+        Ok(())
     }
-}
-
-impl ConversationStore for PostgresConversationStore {
-    fn create_room(&self, room: NewRoom) -> Result<Channel> {
-        if room.name.trim().is_empty() || room.name.len() > CHANNEL_NAME_BYTES_MAX {
-            return Err(ConversationError::NameInvalid { len: room.name.len(), max: CHANNEL_NAME_BYTES_MAX });
-        }
-        let id = ChannelId::random(self.entropy.as_ref());
-        self.write(|tx, now| {
-            let kind = if room.private { ChannelKind::PrivateRoom } else { ChannelKind::PublicRoom };
-            let channel = Channel { id, kind, name: Some(room.name), created_by: room.owner, created_at: now };
-            insert_channel(tx, &channel)?;
-            open_stint(tx, &channel.id, &channel.created_by, Role::Owner, now)?;
-            Ok(channel)
-        })
-    }
-
-    fn open_dm(&self, one: &MemberId, two: &MemberId) -> Result<Channel> {
-        if one == two {
-            return Err(ConversationError::DmWithSelf);
-        }
-        let id = ChannelId::dm(one, two);
-        self.write(|tx, now| {
-            match load_channel(tx, &id) {
-                Ok(existing) => return Ok(existing),
-                Err(ConversationError::ChannelNotFound(_)) => {}
-                Err(other) => return Err(other),
-            }
-            let channel = Channel { id, kind: ChannelKind::Dm, name: None, created_by: one.clone(), created_at: now };
-            insert_channel(tx, &channel)?;
-            open_stint(tx, &channel.id, one, Role::Member, now)?;
-            open_stint(tx, &channel.id, two, Role::Member, now)?;
-            Ok(channel)
-        })
-    }
-
-    fn join(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
-        self.enter(channel, None, member)
-    }
-
-    fn add_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership> {
-        self.enter(channel, Some(by), member)
-    }
-
-    fn leave(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
-        self.write(|tx, now| {
-            if load_channel(tx, channel)?.kind == ChannelKind::Dm {
-                return Err(ConversationError::DirectMessage(channel.clone()));
-            }
-            let mut stint = require_stint(tx, channel, member)?;
-            stint.left_at = Some(now);
-            stint.left_after = Some(last_position(tx)?);
-            tx.execute(
-                "UPDATE memberships SET left_at = $1, left_after = $2
-                 WHERE channel = $3 AND member = $4 AND left_after IS NULL",
-                &[&now.0, &stint.left_after.map(big), &channel.as_str(), &member.as_str()],
-            )?;
-            Ok(stint)
-        })
-    }
-
-    fn set_muted(&self, channel: &ChannelId, member: &MemberId, muted: bool) -> Result<Membership> {
-        self.write(|tx, _now| {
-            load_channel(tx, channel)?;
-            let mut stint = require_stint(tx, channel, member)?;
-            stint.muted = muted;
-            tx.execute(
-                "UPDATE memberships SET muted = $1 WHERE channel = $2 AND member = $3 AND left_after IS NULL",
-                &[&muted, &channel.as_str(), &member.as_str()],
-            )?;
-            Ok(stint)
-        })
-    }
-
-    fn post(&self, directory: &dyn Directory, new: NewMessage) -> Result<Message> {
-        check_body(&new.body)?;
-        let mentions = resolve_mentions(directory, &new.body)?;
-        let handle = directory.handle_of(&new.authored_by);
-        self.write(|tx, now| {
-            let channel = load_channel(tx, &new.channel)?;
-            require_stint(tx, &channel.id, &new.authored_by)?;
-            let reply_to = match new.reply_to {
-                Some(seq) => Some(ReplyTo { seq, author: reply_author(tx, &channel.id, seq)? }),
-                None => None,
-            };
-            let (seq, position) = next_numbers(tx, &channel.id)?;
-            let message = Message {
-                seq,
-                position,
-                channel: channel.id,
-                channel_kind: channel.kind,
-                authored_by: new.authored_by,
-                on_behalf_of: new.on_behalf_of,
-                handle,
-                kind: MessageKind::Text,
-                body: new.body,
-                reply_to,
-                mentions,
-                at: now,
-            };
-            insert_message(tx, &message)?;
-            Ok(message)
-        })
-    }
-
-    fn history(
-        &self,
-        channel: &ChannelId,
-        reader: &MemberId,
-        range: HistoryRange,
-        limit: usize,
-    ) -> Result<Vec<Message>> {
-        check_page(limit, HISTORY_PAGE_MAX)?;
-        self.read(|tx| {
-            load_channel(tx, channel)?;
-            require_stint(tx, channel, reader)?;
-            let (id, limit) = (channel.as_str(), big(limit as u64));
-            let mut page = match range {
-                HistoryRange::Latest => {
-                    query_messages(tx, "WHERE m.channel = $1 ORDER BY m.seq DESC LIMIT $2", &[&id, &limit])?
-                }
-                HistoryRange::Before(seq) => query_messages(
-                    tx,
-                    "WHERE m.channel = $1 AND m.seq < $2 ORDER BY m.seq DESC LIMIT $3",
-                    &[&id, &big(seq), &limit],
-                )?,
-                HistoryRange::After(seq) => {
-                    return query_messages(
-                        tx,
-                        "WHERE m.channel = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3",
-                        &[&id, &big(seq), &limit],
-                    )
-                }
-            };
-            page.reverse();
-            Ok(page)
-        })
-    }
-
-    fn inbox(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<InboxPage> {
-        check_page(limit, INBOX_PAGE_MAX)?;
-        self.read(|tx| Self::inbox_scan(tx, member, after_position, limit))
-    }
-
-    fn mark_read(&self, member: &MemberId, channel: &ChannelId, seq: u64) -> Result<Membership> {
-        self.write(|tx, _now| {
-            load_channel(tx, channel)?;
-            let mut stint = require_stint(tx, channel, member)?;
-            if seq > last_seq(tx, channel)? {
-                return Err(ConversationError::SeqOutOfRange { seq });
-            }
-            stint.read_seq = stint.read_seq.max(seq);
-            tx.execute(
-                "UPDATE memberships SET read_seq = $1 WHERE channel = $2 AND member = $3 AND left_after IS NULL",
-                &[&big(stint.read_seq), &channel.as_str(), &member.as_str()],
-            )?;
-            Ok(stint)
-        })
-    }
-
-    fn attention(&self, member: &MemberId) -> Result<Vec<Attention>> {
-        self.read(|tx| {
-            let mut found = Vec::new();
-            for stint in stints_of(tx, member, true)? {
-                let unread_candidates = query_messages(
-                    tx,
-                    "WHERE m.channel = $1 AND m.seq > $2 ORDER BY m.seq",
-                    &[&stint.channel.as_str(), &big(stint.read_seq)],
-                )?;
-                let delivered = unread_candidates.iter().filter(|message| delivered_to(&stint, message));
-                let unread = delivered.clone().count() as u64;
-                let waking = delivered.filter(|message| wakes(&stint, message, member)).count() as u64;
-                if unread > 0 {
-                    found.push(Attention { channel: stint.channel.clone(), unread, wakes: waking });
-                }
-            }
-            found.sort_by(|a, b| a.channel.cmp(&b.channel));
-            Ok(found)
-        })
-    }
-
-    fn memberships_of(&self, member: &MemberId) -> Result<Vec<Membership>> {
-        self.read(|tx| stints_of(tx, member, false))
+    fn insert_message(&self, message: &Message) -> Result<()> {
+        insert_message(self, message)
     }
 }

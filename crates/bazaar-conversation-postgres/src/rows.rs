@@ -3,7 +3,6 @@
 
 use bazaar_conversation::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
 use bazaar_conversation::ConversationError;
-use bazaar_types::limits::CHANNEL_MEMBERS_MAX;
 use bazaar_types::{MemberId, Timestamp};
 use tokio_postgres::Row;
 
@@ -93,11 +92,6 @@ pub(crate) fn current_stint(tx: &Tx<'_>, channel: &ChannelId, member: &MemberId)
     tx.query_opt(&sql, &[&channel.as_str(), &member.as_str()])?.as_ref().map(membership_from_row).transpose()
 }
 
-pub(crate) fn require_stint(tx: &Tx<'_>, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
-    current_stint(tx, channel, member)?
-        .ok_or_else(|| ConversationError::NotMember { channel: channel.clone(), member: member.clone() })
-}
-
 pub(crate) fn stints_of(tx: &Tx<'_>, member: &MemberId, only_current: bool) -> Result<Vec<Membership>> {
     let filter = if only_current { "AND left_after IS NULL" } else { "" };
     let sql = format!("SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE member = $1 {filter} ORDER BY stint");
@@ -130,7 +124,40 @@ pub(crate) fn reply_author(tx: &Tx<'_>, channel: &ChannelId, seq: u64) -> Result
     }
 }
 
+pub(crate) fn previous_stint(tx: &Tx<'_>, channel: &ChannelId, member: &MemberId) -> Result<Option<(bool, u64)>> {
+    let row = tx.query_opt(
+        "SELECT muted, read_seq FROM memberships WHERE channel = $1 AND member = $2 ORDER BY stint DESC LIMIT 1",
+        &[&channel.as_str(), &member.as_str()],
+    )?;
+    row.map(|row| Ok((col(&row, 0)?, count(&row, 1)?))).transpose()
+}
+
+pub(crate) fn open_member_count(tx: &Tx<'_>, channel: &ChannelId) -> Result<usize> {
+    let row = tx.query_one(
+        "SELECT COUNT(*) FROM memberships WHERE channel = $1 AND left_after IS NULL",
+        &[&channel.as_str()],
+    )?;
+    Ok(count(&row, 0)? as usize)
+}
+
 // Writes inside a transaction.
+
+pub(crate) fn insert_stint(tx: &Tx<'_>, stint: &Membership) -> Result<()> {
+    tx.execute(
+        "INSERT INTO memberships (channel, member, role, joined_at, joined_after, muted, read_seq)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &stint.channel.as_str(),
+            &stint.member.as_str(),
+            &stint.role.as_str(),
+            &stint.joined_at.0,
+            &big(stint.joined_after),
+            &stint.muted,
+            &big(stint.read_seq),
+        ],
+    )?;
+    Ok(())
+}
 
 pub(crate) fn insert_channel(tx: &Tx<'_>, channel: &Channel) -> Result<()> {
     tx.execute(
@@ -144,58 +171,6 @@ pub(crate) fn insert_channel(tx: &Tx<'_>, channel: &Channel) -> Result<()> {
         ],
     )?;
     Ok(())
-}
-
-/// Open a stint for a member who has none open. Its read mark and mute carry
-/// over from the member's previous stint in the channel, if any.
-pub(crate) fn open_stint(
-    tx: &Tx<'_>,
-    channel: &ChannelId,
-    member: &MemberId,
-    role: Role,
-    now: Timestamp,
-) -> Result<Membership> {
-    assert!(current_stint(tx, channel, member)?.is_none());
-    let members = tx.query_one(
-        "SELECT COUNT(*) FROM memberships WHERE channel = $1 AND left_after IS NULL",
-        &[&channel.as_str()],
-    )?;
-    if count(&members, 0)? >= CHANNEL_MEMBERS_MAX as u64 {
-        return Err(ConversationError::ChannelFull(channel.clone()));
-    }
-    let previous = tx.query_opt(
-        "SELECT muted, read_seq FROM memberships WHERE channel = $1 AND member = $2 ORDER BY stint DESC LIMIT 1",
-        &[&channel.as_str(), &member.as_str()],
-    )?;
-    let (muted, read_seq) = match previous {
-        Some(row) => (col(&row, 0)?, count(&row, 1)?),
-        None => (false, 0),
-    };
-    let membership = Membership {
-        channel: channel.clone(),
-        member: member.clone(),
-        role,
-        joined_at: now,
-        joined_after: last_position(tx)?,
-        left_at: None,
-        left_after: None,
-        muted,
-        read_seq,
-    };
-    tx.execute(
-        "INSERT INTO memberships (channel, member, role, joined_at, joined_after, muted, read_seq)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[
-            &channel.as_str(),
-            &member.as_str(),
-            &role.as_str(),
-            &now.0,
-            &big(membership.joined_after),
-            &muted,
-            &big(read_seq),
-        ],
-    )?;
-    Ok(membership)
 }
 
 /// Take the next `seq` of the channel and the next log position, bumping both

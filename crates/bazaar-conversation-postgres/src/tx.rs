@@ -15,7 +15,7 @@ pub(crate) fn unavailable(error: impl std::fmt::Display) -> ConversationError {
 }
 
 /// One open transaction and the runtime that drives its connection.
-pub(crate) struct Tx<'a> {
+pub struct Tx<'a> {
     pub(crate) runtime: &'a Runtime,
     pub(crate) inner: Transaction<'a>,
 }

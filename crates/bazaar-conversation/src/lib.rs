@@ -1,11 +1,13 @@
 //! The conversation plane: channels, memberships and messages with their own
 //! store and sequencer, apart from the money writer. No HTTP, no async runtime.
 //!
-//! `model` holds the rows, `eligibility` the one predicate deciding delivery
+//! `model` holds the rows, `acts` what the plane does, written once over any
+//! engine's `Rows`, `eligibility` the one predicate deciding delivery
 //! and waking, `mentions` the `@handle` scanner, `store` the trait and its
 //! errors, `sqlite` the embedded engine on its own database file, and
 //! `conformance` the cases every engine must pass.
 
+pub mod acts;
 pub mod compose;
 pub mod conformance;
 pub mod eligibility;

@@ -7,18 +7,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bazaar_types::limits::{
-    CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX,
-};
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use crate::compose::{check_body, check_page, resolve_mentions};
-use crate::eligibility::{delivered_to, wakes};
-use crate::model::{Attention, Channel, ChannelId, ChannelKind, Membership, Message, MessageKind, ReplyTo, Role};
-use crate::store::{
-    ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom, Result,
-};
+use crate::acts::{Engine, Rows};
+use crate::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
+use crate::store::{ConversationError, HistoryRange, Result};
 
 const MIGRATIONS: &[(&str, &str)] = &[("0001_conversation", include_str!("../migrations/0001_conversation.sql"))];
 
@@ -50,6 +44,14 @@ impl SqliteConversationStore {
             .map_err(unavailable)?;
         migrate(&mut connection)?;
         Ok(SqliteConversationStore { connection: Mutex::new(connection), clock, entropy })
+    }
+}
+
+impl Engine for SqliteConversationStore {
+    type Tx<'t> = Transaction<'t>;
+
+    fn entropy(&self) -> &dyn Entropy {
+        self.entropy.as_ref()
     }
 
     /// One write transaction, taken with the write lock up front.
@@ -164,11 +166,6 @@ fn current_stint(tx: &Transaction<'_>, channel: &ChannelId, member: &MemberId) -
     tx.query_row(&sql, [channel.as_str(), member.as_str()], membership_from_row).optional().map_err(unavailable)
 }
 
-fn require_stint(tx: &Transaction<'_>, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
-    current_stint(tx, channel, member)?
-        .ok_or_else(|| ConversationError::NotMember { channel: channel.clone(), member: member.clone() })
-}
-
 fn stints_of(tx: &Transaction<'_>, member: &MemberId, only_current: bool) -> Result<Vec<Membership>> {
     let filter = if only_current { "AND left_after IS NULL" } else { "" };
     let sql = format!("SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE member = ?1 {filter} ORDER BY stint");
@@ -219,48 +216,6 @@ fn insert_channel(tx: &Transaction<'_>, channel: &Channel) -> Result<()> {
     Ok(())
 }
 
-/// Open a stint for a member who has none open. Its read mark and mute carry
-/// over from the member's previous stint in the channel, if any.
-fn open_stint(
-    tx: &Transaction<'_>,
-    channel: &ChannelId,
-    member: &MemberId,
-    role: Role,
-    now: Timestamp,
-) -> Result<Membership> {
-    assert!(current_stint(tx, channel, member)?.is_none());
-    if current_member_count(tx, channel)? >= CHANNEL_MEMBERS_MAX {
-        return Err(ConversationError::ChannelFull(channel.clone()));
-    }
-    let previous: Option<(bool, u64)> = tx
-        .query_row(
-            "SELECT muted, read_seq FROM memberships WHERE channel = ?1 AND member = ?2 ORDER BY stint DESC LIMIT 1",
-            [channel.as_str(), member.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(unavailable)?;
-    let (muted, read_seq) = previous.unwrap_or((false, 0));
-    let membership = Membership {
-        channel: channel.clone(),
-        member: member.clone(),
-        role,
-        joined_at: now,
-        joined_after: last_position(tx)?,
-        left_at: None,
-        left_after: None,
-        muted,
-        read_seq,
-    };
-    tx.execute(
-        "INSERT INTO memberships (channel, member, role, joined_at, joined_after, muted, read_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![channel.as_str(), member.as_str(), role.as_str(), now.0, membership.joined_after, muted, read_seq],
-    )
-    .map_err(unavailable)?;
-    Ok(membership)
-}
-
 fn insert_message(tx: &Transaction<'_>, message: &Message) -> Result<()> {
     let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
     let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
@@ -299,240 +254,109 @@ fn reply_author(tx: &Transaction<'_>, channel: &ChannelId, seq: u64) -> Result<M
     .ok_or(ConversationError::ReplyNotFound { seq })
 }
 
-// The acts.
+// The rows, for the acts written once in `acts`.
 
-impl SqliteConversationStore {
-    /// Join or add: the checks both share once the caller's right to do it is settled.
-    fn enter(&self, channel: &ChannelId, by: Option<&MemberId>, member: &MemberId) -> Result<Membership> {
-        self.write(|tx, now| {
-            let found = load_channel(tx, channel)?;
-            match (found.kind, by) {
-                (ChannelKind::Dm, _) => return Err(ConversationError::DirectMessage(channel.clone())),
-                (ChannelKind::PrivateRoom, None) => return Err(ConversationError::PrivateRoom(channel.clone())),
-                (_, Some(by)) => {
-                    let adder = require_stint(tx, channel, by)?;
-                    if adder.role != Role::Owner {
-                        return Err(ConversationError::NotOwner(channel.clone()));
-                    }
-                }
-                (ChannelKind::PublicRoom, None) => {}
-            }
-            if current_stint(tx, channel, member)?.is_some() {
-                return Err(ConversationError::AlreadyMember { channel: channel.clone(), member: member.clone() });
-            }
-            open_stint(tx, channel, member, Role::Member, now)
-        })
+impl Rows for Transaction<'_> {
+    fn load_channel(&self, id: &ChannelId) -> Result<Channel> {
+        load_channel(self, id)
     }
-
-    fn inbox_scan(tx: &Transaction<'_>, member: &MemberId, after_position: u64, limit: usize) -> Result<InboxPage> {
-        let stints = stints_of(tx, member, false)?;
-        let sql = format!(
-            "{MESSAGE_SELECT} WHERE m.position > ?1
-               AND m.channel IN (SELECT channel FROM memberships WHERE member = ?2)
-             ORDER BY m.position LIMIT ?3"
-        );
-        let mut statement = tx.prepare(&sql).map_err(unavailable)?;
-        let rows = statement
-            .query_map(params![after_position, member.as_str(), INBOX_SCAN_MAX as u64], message_from_row)
-            .map_err(unavailable)?;
-        let mut page = InboxPage { messages: Vec::new(), next_after: after_position };
-        for row in rows {
-            let message = row.map_err(unavailable)?;
-            assert!(message.position > page.next_after);
-            page.next_after = message.position;
-            if stints.iter().any(|stint| delivered_to(stint, &message)) {
-                page.messages.push(message);
-                if page.messages.len() == limit {
-                    break;
-                }
+    fn current_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<Membership>> {
+        current_stint(self, channel, member)
+    }
+    fn stints_of(&self, member: &MemberId, only_current: bool) -> Result<Vec<Membership>> {
+        stints_of(self, member, only_current)
+    }
+    fn previous_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<(bool, u64)>> {
+        self.query_row(
+            "SELECT muted, read_seq FROM memberships WHERE channel = ?1 AND member = ?2 ORDER BY stint DESC LIMIT 1",
+            [channel.as_str(), member.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(unavailable)
+    }
+    fn open_member_count(&self, channel: &ChannelId) -> Result<usize> {
+        current_member_count(self, channel)
+    }
+    fn last_position(&self) -> Result<u64> {
+        last_position(self)
+    }
+    fn last_seq(&self, channel: &ChannelId) -> Result<u64> {
+        last_seq(self, channel)
+    }
+    /// One past the last of each: the immediate transaction holds the write lock, so nobody else takes them.
+    fn next_numbers(&self, channel: &ChannelId) -> Result<(u64, u64)> {
+        Ok((last_seq(self, channel)? + 1, last_position(self)? + 1))
+    }
+    fn reply_author(&self, channel: &ChannelId, seq: u64) -> Result<MemberId> {
+        reply_author(self, channel, seq)
+    }
+    fn channel_messages(&self, channel: &ChannelId, range: HistoryRange, limit: usize) -> Result<Vec<Message>> {
+        let (id, limit) = (channel.as_str(), limit as u64);
+        match range {
+            HistoryRange::Latest => {
+                query_messages(self, "WHERE m.channel = ?1 ORDER BY m.seq DESC LIMIT ?2", params![id, limit])
             }
+            HistoryRange::Before(seq) => query_messages(
+                self,
+                "WHERE m.channel = ?1 AND m.seq < ?2 ORDER BY m.seq DESC LIMIT ?3",
+                params![id, seq, limit],
+            ),
+            HistoryRange::After(seq) => query_messages(
+                self,
+                "WHERE m.channel = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3",
+                params![id, seq, limit],
+            ),
         }
-        Ok(page)
     }
-}
-
-impl ConversationStore for SqliteConversationStore {
-    fn create_room(&self, room: NewRoom) -> Result<Channel> {
-        if room.name.trim().is_empty() || room.name.len() > CHANNEL_NAME_BYTES_MAX {
-            return Err(ConversationError::NameInvalid { len: room.name.len(), max: CHANNEL_NAME_BYTES_MAX });
-        }
-        let id = ChannelId::random(self.entropy.as_ref());
-        self.write(|tx, now| {
-            let kind = if room.private { ChannelKind::PrivateRoom } else { ChannelKind::PublicRoom };
-            let channel = Channel { id, kind, name: Some(room.name), created_by: room.owner, created_at: now };
-            insert_channel(tx, &channel)?;
-            open_stint(tx, &channel.id, &channel.created_by, Role::Owner, now)?;
-            Ok(channel)
-        })
+    fn inbox_candidates(&self, member: &MemberId, after_position: u64, scan: usize) -> Result<Vec<Message>> {
+        query_messages(
+            self,
+            "WHERE m.position > ?1 AND m.channel IN (SELECT channel FROM memberships WHERE member = ?2)
+             ORDER BY m.position LIMIT ?3",
+            params![after_position, member.as_str(), scan as u64],
+        )
     }
-
-    fn open_dm(&self, one: &MemberId, two: &MemberId) -> Result<Channel> {
-        if one == two {
-            return Err(ConversationError::DmWithSelf);
-        }
-        let id = ChannelId::dm(one, two);
-        self.write(|tx, now| {
-            match load_channel(tx, &id) {
-                Ok(existing) => return Ok(existing),
-                Err(ConversationError::ChannelNotFound(_)) => {}
-                Err(other) => return Err(other),
-            }
-            let channel = Channel { id, kind: ChannelKind::Dm, name: None, created_by: one.clone(), created_at: now };
-            insert_channel(tx, &channel)?;
-            open_stint(tx, &channel.id, one, Role::Member, now)?;
-            open_stint(tx, &channel.id, two, Role::Member, now)?;
-            Ok(channel)
-        })
+    fn messages_after(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
+        query_messages(self, "WHERE m.channel = ?1 AND m.seq > ?2 ORDER BY m.seq", params![channel.as_str(), seq])
     }
-
-    fn join(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
-        self.enter(channel, None, member)
+    fn insert_channel(&self, channel: &Channel) -> Result<()> {
+        insert_channel(self, channel)
     }
-
-    fn add_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership> {
-        self.enter(channel, Some(by), member)
+    fn insert_stint(&self, stint: &Membership) -> Result<()> {
+        self.execute(
+            "INSERT INTO memberships (channel, member, role, joined_at, joined_after, muted, read_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                stint.channel.as_str(),
+                stint.member.as_str(),
+                stint.role.as_str(),
+                stint.joined_at.0,
+                stint.joined_after,
+                stint.muted,
+                stint.read_seq
+            ],
+        )
+        .map_err(unavailable)?;
+        Ok(())
     }
-
-    fn leave(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
-        self.write(|tx, now| {
-            if load_channel(tx, channel)?.kind == ChannelKind::Dm {
-                return Err(ConversationError::DirectMessage(channel.clone()));
-            }
-            let mut stint = require_stint(tx, channel, member)?;
-            stint.left_at = Some(now);
-            stint.left_after = Some(last_position(tx)?);
-            tx.execute(
-                "UPDATE memberships SET left_at = ?1, left_after = ?2
-                 WHERE channel = ?3 AND member = ?4 AND left_after IS NULL",
-                params![now.0, stint.left_after, channel.as_str(), member.as_str()],
-            )
-            .map_err(unavailable)?;
-            Ok(stint)
-        })
+    fn update_open_stint(&self, stint: &Membership) -> Result<()> {
+        self.execute(
+            "UPDATE memberships SET left_at = ?1, left_after = ?2, muted = ?3, read_seq = ?4
+             WHERE channel = ?5 AND member = ?6 AND left_after IS NULL",
+            params![
+                stint.left_at.map(|t| t.0),
+                stint.left_after,
+                stint.muted,
+                stint.read_seq,
+                stint.channel.as_str(),
+                stint.member.as_str()
+            ],
+        )
+        .map_err(unavailable)?;
+        Ok(())
     }
-
-    fn set_muted(&self, channel: &ChannelId, member: &MemberId, muted: bool) -> Result<Membership> {
-        self.write(|tx, _now| {
-            load_channel(tx, channel)?;
-            let mut stint = require_stint(tx, channel, member)?;
-            stint.muted = muted;
-            tx.execute(
-                "UPDATE memberships SET muted = ?1 WHERE channel = ?2 AND member = ?3 AND left_after IS NULL",
-                params![muted, channel.as_str(), member.as_str()],
-            )
-            .map_err(unavailable)?;
-            Ok(stint)
-        })
-    }
-
-    fn post(&self, directory: &dyn Directory, new: NewMessage) -> Result<Message> {
-        check_body(&new.body)?;
-        let mentions = resolve_mentions(directory, &new.body)?;
-        let handle = directory.handle_of(&new.authored_by);
-        self.write(|tx, now| {
-            let channel = load_channel(tx, &new.channel)?;
-            require_stint(tx, &channel.id, &new.authored_by)?;
-            let reply_to = match new.reply_to {
-                Some(seq) => Some(ReplyTo { seq, author: reply_author(tx, &channel.id, seq)? }),
-                None => None,
-            };
-            let message = Message {
-                seq: last_seq(tx, &channel.id)? + 1,
-                position: last_position(tx)? + 1,
-                channel: channel.id,
-                channel_kind: channel.kind,
-                authored_by: new.authored_by,
-                on_behalf_of: new.on_behalf_of,
-                handle,
-                kind: MessageKind::Text,
-                body: new.body,
-                reply_to,
-                mentions,
-                at: now,
-            };
-            insert_message(tx, &message)?;
-            Ok(message)
-        })
-    }
-
-    fn history(
-        &self,
-        channel: &ChannelId,
-        reader: &MemberId,
-        range: HistoryRange,
-        limit: usize,
-    ) -> Result<Vec<Message>> {
-        check_page(limit, HISTORY_PAGE_MAX)?;
-        self.read(|tx| {
-            load_channel(tx, channel)?;
-            require_stint(tx, channel, reader)?;
-            let (id, limit) = (channel.as_str(), limit as u64);
-            let mut page = match range {
-                HistoryRange::Latest => {
-                    query_messages(tx, "WHERE m.channel = ?1 ORDER BY m.seq DESC LIMIT ?2", params![id, limit])?
-                }
-                HistoryRange::Before(seq) => query_messages(
-                    tx,
-                    "WHERE m.channel = ?1 AND m.seq < ?2 ORDER BY m.seq DESC LIMIT ?3",
-                    params![id, seq, limit],
-                )?,
-                HistoryRange::After(seq) => {
-                    return query_messages(
-                        tx,
-                        "WHERE m.channel = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3",
-                        params![id, seq, limit],
-                    )
-                }
-            };
-            page.reverse();
-            Ok(page)
-        })
-    }
-
-    fn inbox(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<InboxPage> {
-        check_page(limit, INBOX_PAGE_MAX)?;
-        self.read(|tx| Self::inbox_scan(tx, member, after_position, limit))
-    }
-
-    fn mark_read(&self, member: &MemberId, channel: &ChannelId, seq: u64) -> Result<Membership> {
-        self.write(|tx, _now| {
-            load_channel(tx, channel)?;
-            let mut stint = require_stint(tx, channel, member)?;
-            if seq > last_seq(tx, channel)? {
-                return Err(ConversationError::SeqOutOfRange { seq });
-            }
-            stint.read_seq = stint.read_seq.max(seq);
-            tx.execute(
-                "UPDATE memberships SET read_seq = ?1 WHERE channel = ?2 AND member = ?3 AND left_after IS NULL",
-                params![stint.read_seq, channel.as_str(), member.as_str()],
-            )
-            .map_err(unavailable)?;
-            Ok(stint)
-        })
-    }
-
-    fn attention(&self, member: &MemberId) -> Result<Vec<Attention>> {
-        self.read(|tx| {
-            let mut found = Vec::new();
-            for stint in stints_of(tx, member, true)? {
-                let unread_candidates = query_messages(
-                    tx,
-                    "WHERE m.channel = ?1 AND m.seq > ?2 ORDER BY m.seq",
-                    params![stint.channel.as_str(), stint.read_seq],
-                )?;
-                let delivered = unread_candidates.iter().filter(|message| delivered_to(&stint, message));
-                let unread = delivered.clone().count() as u64;
-                let waking = delivered.filter(|message| wakes(&stint, message, member)).count() as u64;
-                if unread > 0 {
-                    found.push(Attention { channel: stint.channel.clone(), unread, wakes: waking });
-                }
-            }
-            found.sort_by(|a, b| a.channel.cmp(&b.channel));
-            Ok(found)
-        })
-    }
-
-    fn memberships_of(&self, member: &MemberId) -> Result<Vec<Membership>> {
-        self.read(|tx| stints_of(tx, member, false))
+    fn insert_message(&self, message: &Message) -> Result<()> {
+        insert_message(self, message)
     }
 }

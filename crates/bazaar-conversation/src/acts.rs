@@ -1,0 +1,293 @@
+//! What the plane does, written once for every engine: an engine offers
+//! transactions ([`Engine`]) over the rows the acts read and write ([`Rows`]),
+//! and every `Engine` is a [`ConversationStore`]. The checks, the order of
+//! reads and writes, and the use of the one eligibility predicate live here;
+//! an engine only says how a row is read or written in its SQL.
+
+use crate::compose::{check_body, check_page, resolve_mentions};
+use crate::eligibility::{delivered_to, wakes};
+use crate::model::{Attention, Channel, ChannelId, ChannelKind, Membership, Message, MessageKind, ReplyTo, Role};
+use crate::store::{
+    ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom, Result,
+};
+use bazaar_types::limits::{
+    CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX,
+};
+use bazaar_types::{Entropy, MemberId, Timestamp};
+
+/// The rows of one transaction, as an engine reads and writes them.
+pub trait Rows {
+    fn load_channel(&self, id: &ChannelId) -> Result<Channel>;
+    /// The member's open stint in the channel, if any.
+    fn current_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<Membership>>;
+    /// The member's stints, in the order they were opened; only open ones if `only_current`.
+    fn stints_of(&self, member: &MemberId, only_current: bool) -> Result<Vec<Membership>>;
+    /// Mute and read mark of the member's latest stint in the channel, open or closed.
+    fn previous_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<(bool, u64)>>;
+    fn open_member_count(&self, channel: &ChannelId) -> Result<usize>;
+    fn last_position(&self) -> Result<u64>;
+    fn last_seq(&self, channel: &ChannelId) -> Result<u64>;
+    /// The channel's next `seq` and the next log position, taken for a message about to be written.
+    fn next_numbers(&self, channel: &ChannelId) -> Result<(u64, u64)>;
+    fn reply_author(&self, channel: &ChannelId, seq: u64) -> Result<MemberId>;
+    /// A page of the channel's messages: `Latest` and `Before` newest first, `After` oldest first.
+    fn channel_messages(&self, channel: &ChannelId, range: HistoryRange, limit: usize) -> Result<Vec<Message>>;
+    /// Messages after `after_position` in channels the member ever joined, in position order, at most `scan`.
+    fn inbox_candidates(&self, member: &MemberId, after_position: u64, scan: usize) -> Result<Vec<Message>>;
+    /// The channel's messages after `seq`, in seq order.
+    fn messages_after(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>>;
+    fn insert_channel(&self, channel: &Channel) -> Result<()>;
+    fn insert_stint(&self, stint: &Membership) -> Result<()>;
+    /// Writes the open stint's leave, mute and read mark.
+    fn update_open_stint(&self, stint: &Membership) -> Result<()>;
+    fn insert_message(&self, message: &Message) -> Result<()>;
+}
+
+/// An engine: transactions over [`Rows`], and the randomness room ids come from.
+pub trait Engine {
+    type Tx<'t>: Rows
+    where
+        Self: 't;
+    fn entropy(&self) -> &dyn Entropy;
+    /// One serialised write transaction at the engine's clock time; committed if `act` succeeds.
+    fn write<T>(&self, act: impl FnOnce(&Self::Tx<'_>, Timestamp) -> Result<T>) -> Result<T>;
+    fn read<T>(&self, act: impl FnOnce(&Self::Tx<'_>) -> Result<T>) -> Result<T>;
+}
+
+fn require_stint(tx: &impl Rows, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
+    tx.current_stint(channel, member)?
+        .ok_or_else(|| ConversationError::NotMember { channel: channel.clone(), member: member.clone() })
+}
+
+/// Opens a stint for a member who has none open. Its read mark and mute carry
+/// over from the member's previous stint in the channel, if any.
+fn open_stint(
+    tx: &impl Rows,
+    channel: &ChannelId,
+    member: &MemberId,
+    role: Role,
+    now: Timestamp,
+) -> Result<Membership> {
+    assert!(tx.current_stint(channel, member)?.is_none());
+    if tx.open_member_count(channel)? >= CHANNEL_MEMBERS_MAX {
+        return Err(ConversationError::ChannelFull(channel.clone()));
+    }
+    let (muted, read_seq) = tx.previous_stint(channel, member)?.unwrap_or((false, 0));
+    let stint = Membership {
+        channel: channel.clone(),
+        member: member.clone(),
+        role,
+        joined_at: now,
+        joined_after: tx.last_position()?,
+        left_at: None,
+        left_after: None,
+        muted,
+        read_seq,
+    };
+    tx.insert_stint(&stint)?;
+    Ok(stint)
+}
+
+/// Join or add: the checks both share once the caller's right to do it is settled.
+fn enter(
+    tx: &impl Rows,
+    now: Timestamp,
+    channel: &ChannelId,
+    by: Option<&MemberId>,
+    member: &MemberId,
+) -> Result<Membership> {
+    match (tx.load_channel(channel)?.kind, by) {
+        (ChannelKind::Dm, _) => return Err(ConversationError::DirectMessage(channel.clone())),
+        (ChannelKind::PrivateRoom, None) => return Err(ConversationError::PrivateRoom(channel.clone())),
+        (_, Some(by)) => {
+            if require_stint(tx, channel, by)?.role != Role::Owner {
+                return Err(ConversationError::NotOwner(channel.clone()));
+            }
+        }
+        (ChannelKind::PublicRoom, None) => {}
+    }
+    if tx.current_stint(channel, member)?.is_some() {
+        return Err(ConversationError::AlreadyMember { channel: channel.clone(), member: member.clone() });
+    }
+    open_stint(tx, channel, member, Role::Member, now)
+}
+
+/// Changes the member's open stint in the channel and writes it back.
+fn change_stint(
+    tx: &impl Rows,
+    channel: &ChannelId,
+    member: &MemberId,
+    change: impl FnOnce(&mut Membership),
+) -> Result<Membership> {
+    tx.load_channel(channel)?;
+    let mut stint = require_stint(tx, channel, member)?;
+    change(&mut stint);
+    tx.update_open_stint(&stint)?;
+    Ok(stint)
+}
+
+fn inbox_scan(tx: &impl Rows, member: &MemberId, after_position: u64, limit: usize) -> Result<InboxPage> {
+    let stints = tx.stints_of(member, false)?;
+    let mut page = InboxPage { messages: Vec::new(), next_after: after_position };
+    for message in tx.inbox_candidates(member, after_position, INBOX_SCAN_MAX)? {
+        assert!(message.position > page.next_after);
+        page.next_after = message.position;
+        if stints.iter().any(|stint| delivered_to(stint, &message)) {
+            page.messages.push(message);
+            if page.messages.len() == limit {
+                break;
+            }
+        }
+    }
+    Ok(page)
+}
+
+fn attention_of(tx: &impl Rows, member: &MemberId) -> Result<Vec<Attention>> {
+    let mut found = Vec::new();
+    for stint in tx.stints_of(member, true)? {
+        let candidates = tx.messages_after(&stint.channel, stint.read_seq)?;
+        let delivered = candidates.iter().filter(|message| delivered_to(&stint, message));
+        let unread = delivered.clone().count() as u64;
+        let waking = delivered.filter(|message| wakes(&stint, message, member)).count() as u64;
+        if unread > 0 {
+            found.push(Attention { channel: stint.channel.clone(), unread, wakes: waking });
+        }
+    }
+    found.sort_by(|a, b| a.channel.cmp(&b.channel));
+    Ok(found)
+}
+
+impl<E: Engine> ConversationStore for E {
+    fn create_room(&self, room: NewRoom) -> Result<Channel> {
+        if room.name.trim().is_empty() || room.name.len() > CHANNEL_NAME_BYTES_MAX {
+            return Err(ConversationError::NameInvalid { len: room.name.len(), max: CHANNEL_NAME_BYTES_MAX });
+        }
+        let id = ChannelId::random(self.entropy());
+        self.write(|tx, now| {
+            let kind = if room.private { ChannelKind::PrivateRoom } else { ChannelKind::PublicRoom };
+            let channel = Channel { id, kind, name: Some(room.name), created_by: room.owner, created_at: now };
+            tx.insert_channel(&channel)?;
+            open_stint(tx, &channel.id, &channel.created_by, Role::Owner, now)?;
+            Ok(channel)
+        })
+    }
+
+    fn open_dm(&self, one: &MemberId, two: &MemberId) -> Result<Channel> {
+        if one == two {
+            return Err(ConversationError::DmWithSelf);
+        }
+        let id = ChannelId::dm(one, two);
+        self.write(|tx, now| {
+            match tx.load_channel(&id) {
+                Ok(existing) => return Ok(existing),
+                Err(ConversationError::ChannelNotFound(_)) => {}
+                Err(other) => return Err(other),
+            }
+            let channel = Channel { id, kind: ChannelKind::Dm, name: None, created_by: one.clone(), created_at: now };
+            tx.insert_channel(&channel)?;
+            open_stint(tx, &channel.id, one, Role::Member, now)?;
+            open_stint(tx, &channel.id, two, Role::Member, now)?;
+            Ok(channel)
+        })
+    }
+
+    fn join(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
+        self.write(|tx, now| enter(tx, now, channel, None, member))
+    }
+
+    fn add_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership> {
+        self.write(|tx, now| enter(tx, now, channel, Some(by), member))
+    }
+
+    fn leave(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
+        self.write(|tx, now| {
+            if tx.load_channel(channel)?.kind == ChannelKind::Dm {
+                return Err(ConversationError::DirectMessage(channel.clone()));
+            }
+            let left_after = tx.last_position()?;
+            change_stint(tx, channel, member, |stint| {
+                stint.left_at = Some(now);
+                stint.left_after = Some(left_after);
+            })
+        })
+    }
+
+    fn set_muted(&self, channel: &ChannelId, member: &MemberId, muted: bool) -> Result<Membership> {
+        self.write(|tx, _now| change_stint(tx, channel, member, |stint| stint.muted = muted))
+    }
+
+    fn post(&self, directory: &dyn Directory, new: NewMessage) -> Result<Message> {
+        check_body(&new.body)?;
+        let mentions = resolve_mentions(directory, &new.body)?;
+        let handle = directory.handle_of(&new.authored_by);
+        self.write(|tx, now| {
+            let channel = tx.load_channel(&new.channel)?;
+            require_stint(tx, &channel.id, &new.authored_by)?;
+            let reply_to = match new.reply_to {
+                Some(seq) => Some(ReplyTo { seq, author: tx.reply_author(&channel.id, seq)? }),
+                None => None,
+            };
+            let (seq, position) = tx.next_numbers(&channel.id)?;
+            let message = Message {
+                seq,
+                position,
+                channel: channel.id,
+                channel_kind: channel.kind,
+                authored_by: new.authored_by,
+                on_behalf_of: new.on_behalf_of,
+                handle,
+                kind: MessageKind::Text,
+                body: new.body,
+                reply_to,
+                mentions,
+                at: now,
+            };
+            tx.insert_message(&message)?;
+            Ok(message)
+        })
+    }
+
+    fn history(
+        &self,
+        channel: &ChannelId,
+        reader: &MemberId,
+        range: HistoryRange,
+        limit: usize,
+    ) -> Result<Vec<Message>> {
+        check_page(limit, HISTORY_PAGE_MAX)?;
+        self.read(|tx| {
+            tx.load_channel(channel)?;
+            require_stint(tx, channel, reader)?;
+            let newest_first = !matches!(range, HistoryRange::After(_));
+            let mut page = tx.channel_messages(channel, range, limit)?;
+            if newest_first {
+                page.reverse();
+            }
+            Ok(page)
+        })
+    }
+
+    fn inbox(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<InboxPage> {
+        check_page(limit, INBOX_PAGE_MAX)?;
+        self.read(|tx| inbox_scan(tx, member, after_position, limit))
+    }
+
+    fn mark_read(&self, member: &MemberId, channel: &ChannelId, seq: u64) -> Result<Membership> {
+        self.write(|tx, _now| {
+            tx.load_channel(channel)?;
+            if seq > tx.last_seq(channel)? {
+                require_stint(tx, channel, member)?;
+                return Err(ConversationError::SeqOutOfRange { seq });
+            }
+            change_stint(tx, channel, member, |stint| stint.read_seq = stint.read_seq.max(seq))
+        })
+    }
+
+    fn attention(&self, member: &MemberId) -> Result<Vec<Attention>> {
+        self.read(|tx| attention_of(tx, member))
+    }
+
+    fn memberships_of(&self, member: &MemberId) -> Result<Vec<Membership>> {
+        self.read(|tx| tx.stints_of(member, false))
+    }
+}
