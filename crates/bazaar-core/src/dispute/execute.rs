@@ -109,7 +109,7 @@ impl Batch<'_> {
         c.refunded = c.refunded.checked_add(refund).expect("within total");
         c.milestones[*index as usize].state = MilestoneState::Resolved;
         self.maybe_complete(&mut c);
-        self.update_contract(&c);
+        self.update(&c);
         moved.refunded = refund;
         moved.released = pay;
     }

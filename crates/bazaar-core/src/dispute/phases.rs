@@ -444,7 +444,7 @@ impl Batch<'_> {
             let m = &mut c.milestones[*index as usize];
             m.state = MilestoneState::Disputed;
             m.dispute = Some(DisputeId(id.to_string()));
-            self.update_contract(&c);
+            self.update(&c);
             frozen.escrow = claim.claimed;
             return frozen;
         }

@@ -130,6 +130,7 @@ crate::document!(Contract, Contract, version 1,
     id = |c| c.id.to_string(),
     parties = |c| vec![c.buyer.clone(), c.seller.clone(), c.arbiter.clone()],
     due = |c| Contract::due_at(c),
+    invariants = |c| assert!(c.balanced(), "escrow out of balance on {}", c.id),
 );
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,16 +181,6 @@ pub(crate) fn is_sha256_hex(text: &str) -> bool {
 impl Batch<'_> {
     pub(crate) fn contract(&self, id: &str) -> Option<Contract> {
         self.load::<Contract>(id)
-    }
-
-    pub(crate) fn insert_contract(&mut self, contract: &Contract) {
-        assert!(contract.balanced(), "escrow out of balance on {}", contract.id);
-        self.insert(contract);
-    }
-
-    pub(crate) fn update_contract(&mut self, contract: &Contract) {
-        assert!(contract.balanced(), "escrow out of balance on {}", contract.id);
-        self.update(contract);
     }
 
     pub(crate) fn create_contract(
@@ -245,7 +236,7 @@ impl Batch<'_> {
             fees: Amount::ZERO,
             refunded: Amount::ZERO,
         };
-        self.insert_contract(&contract);
+        self.insert(&contract);
         let created = ContractCreated {
             contract: id,
             buyer: buyer.id.clone(),
@@ -374,7 +365,7 @@ impl Batch<'_> {
         }
         contract.state = ContractState::Accepted;
         contract.accepted_at = Some(self.now);
-        self.update_contract(&contract);
+        self.update(&contract);
         self.emit(command, &ContractAccepted { contract: contract.id.clone() });
         Ok(contract.view())
     }
@@ -403,7 +394,7 @@ impl Batch<'_> {
         m.delivered_at = Some(self.now);
         m.evidence_sha256 = Some(evidence_sha256.to_string());
         m.review_deadline = Some(deadline);
-        self.update_contract(&contract);
+        self.update(&contract);
         let delivery = Delivery {
             contract: contract.id.clone(),
             milestone,
@@ -510,7 +501,7 @@ impl Batch<'_> {
         slot.released_at = Some(self.now);
         slot.release = Some(serde_json::to_value(&receipt).expect("receipts serialize"));
         self.maybe_complete(&mut contract);
-        self.update_contract(&contract);
+        self.update(&contract);
         self.emit(command, &MilestoneReleasedBody { released, payout });
         Ok(receipt)
     }
@@ -540,7 +531,7 @@ impl Batch<'_> {
             contract.milestones[index].state = MilestoneState::Voided;
         }
         contract.state = end;
-        self.update_contract(&contract);
+        self.update(&contract);
         let voided = ContractVoided { contract: contract.id.clone(), released_minor: contract.total };
         if end == ContractState::Declined {
             self.emit(command, &ContractDeclined(voided));

@@ -27,6 +27,10 @@ pub trait Document: Serialize + DeserializeOwned + Clone + 'static {
     fn due_at(&self) -> Option<Timestamp> {
         None
     }
+    /// Asserts the document's money invariant (a contract's or an order's
+    /// balance); the batch calls it on every write, so a wrong body stops the
+    /// writer instead of being committed.
+    fn assert_invariants(&self) {}
 }
 
 /// Implements [`Document`] for a body type from its kind, version and the
@@ -34,7 +38,7 @@ pub trait Document: Serialize + DeserializeOwned + Clone + 'static {
 #[macro_export]
 macro_rules! document {
     ($ty:ty, $kind:ident, version $version:literal, id = |$d:ident| $id:expr, parties = |$p:ident| $parties:expr
-        $(, due = |$u:ident| $due:expr)? $(,)?) => {
+        $(, due = |$u:ident| $due:expr)? $(, invariants = |$i:ident| $invariants:expr)? $(,)?) => {
         impl $crate::kernel::docs::Document for $ty {
             const KIND: $crate::kernel::model::DocKind = $crate::kernel::model::DocKind::$kind;
             const VERSION: u32 = $version;
@@ -49,6 +53,10 @@ macro_rules! document {
             $(fn due_at(&self) -> Option<bazaar_types::Timestamp> {
                 let $u = self;
                 $due
+            })?
+            $(fn assert_invariants(&self) {
+                let $i = self;
+                $invariants
             })?
         }
     };
@@ -149,6 +157,7 @@ impl Batch<'_> {
     }
 
     fn remember<T: Document>(&self, doc: &T) {
+        doc.assert_invariants();
         self.typed.borrow_mut().insert((T::KIND, doc.doc_id()), Rc::new(doc.clone()) as Rc<dyn Any>);
     }
 }

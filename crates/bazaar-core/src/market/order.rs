@@ -203,6 +203,7 @@ impl Order {
 crate::document!(Order, Order, version 1,
     id = |o| o.id.to_string(),
     parties = |o| parties_with(vec![o.buyer.clone(), o.owner.clone()], o.lines.iter().map(|l| l.seller.clone())),
+    invariants = |o| assert!(o.balanced(), "order {}: total = held + paid + fees + released", o.id),
 );
 
 crate::document!(OrderPolicy, Policy, version 1, id = |p| p.agent.to_string(), parties = |p| vec![p.agent.clone()]);
@@ -263,16 +264,6 @@ impl Batch<'_> {
         Ok(order)
     }
 
-    fn insert_order(&mut self, order: &Order) {
-        assert!(order.balanced(), "order {}: total = held + paid + fees + released", order.id);
-        self.insert(order);
-    }
-
-    fn update_order(&mut self, order: &Order) {
-        assert!(order.balanced(), "order {}: total = held + paid + fees + released", order.id);
-        self.update(order);
-    }
-
     pub(crate) fn set_order_policy(
         &mut self,
         command: &Caller<'_>,
@@ -330,7 +321,7 @@ impl Batch<'_> {
         if !required {
             self.authorize(command, &mut order)?;
         }
-        self.insert_order(&order);
+        self.insert(&order);
         rfq.order = Some(id.clone());
         self.update(&rfq);
         let created = OrderCreated {
@@ -444,7 +435,7 @@ impl Batch<'_> {
                     fees: Amount::ZERO,
                     refunded: Amount::ZERO,
                 };
-                self.insert_contract(&contract);
+                self.insert(&contract);
                 let created = ContractCreated {
                     contract: id.clone(),
                     buyer: order.buyer.clone(),
@@ -497,7 +488,7 @@ impl Batch<'_> {
         order.approval.decided_by = Some(command.actor.id.clone());
         order.approval.approved = Some(approve);
         order.approval.decided_at = Some(self.now);
-        self.update_order(&order);
+        self.update(&order);
         let decision =
             OrderDecision { order: order.id.clone(), by: command.actor.id.clone(), total_minor: order.total };
         if approve {
@@ -559,7 +550,7 @@ impl Batch<'_> {
         order.paid_net = order.paid_net.checked_add(net).expect("within total");
         order.fees = order.fees.checked_add(fee).expect("within total");
         Self::finish_if_done(&mut order);
-        self.update_order(&order);
+        self.update(&order);
         let paid = SharePayment {
             order: order.id,
             share: index,
@@ -656,14 +647,14 @@ impl Batch<'_> {
             contract.milestones[0].state = crate::escrow::MilestoneState::Voided;
             contract.refunded = contract.refunded.checked_add(line.amount).expect("within total");
             contract.state = crate::escrow::ContractState::Cancelled;
-            self.update_contract(&contract);
+            self.update(&contract);
             let voided = ContractVoided { contract: contract_id.clone(), released_minor: line.amount };
             self.emit(command, &ShareContractCancelled(voided));
         }
         order.lines[index as usize].state = LineState::Cancelled;
         order.released = order.released.checked_add(line.amount).expect("within total");
         Self::finish_if_done(&mut order);
-        self.update_order(&order);
+        self.update(&order);
         let cancelled = OrderShareCancelled {
             order: order.id.clone(),
             share: index,
