@@ -132,7 +132,9 @@ fn crate_paths(text: &str) -> Vec<String> {
         let inside = group.split('}').next().unwrap_or("");
         names.extend(inside.split(',').map(|n| n.trim().split("::").next().unwrap_or("").to_string()));
     }
-    names.retain(|n| !n.is_empty() && !["event_kinds", "document"].contains(&n.as_str()));
+    names.retain(|n| {
+        !n.is_empty() && !["event_kinds", "event_bodies", "receipts_into", "document"].contains(&n.as_str())
+    });
     names
 }
 

@@ -6,20 +6,8 @@
 
 use super::phases::{Decision, Evidence, Frozen, Phase, ReasonCode, Ruling, Side, StakeView, Subject};
 use super::DisputeEvent;
-use crate::kernel::batch::EventBody;
 use bazaar_types::{Amount, DisputeId, MemberId, Timestamp, TransferId};
 use serde::{Deserialize, Serialize};
-
-macro_rules! dispute_event {
-    ($($body:ident => $kind:ident),+ $(,)?) => {
-        $(impl EventBody for $body {
-            type Kind = DisputeEvent;
-            fn kind(&self) -> DisputeEvent {
-                DisputeEvent::$kind
-            }
-        })+
-    };
-}
 
 /// `desk.created`: the registry's dispute desk enrolled, an agent of the operator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,19 +16,19 @@ pub struct DeskCreated {
     pub member: crate::identity::events::Enrolled,
 }
 
-dispute_event! {
-    DeskCreated => DeskCreated,
-    DisputeFiledBody => DisputeFiled,
-    EvidenceAdded => DisputeEvidence,
-    DisputeRuled => DisputeRuled,
-    DisputeAppealed => DisputeAppealed,
-    RulingOpened => DisputeRulingOpened,
-    ArbiterReplaced => DisputeArbiterReplaced,
-    DisputeExecutedBody => DisputeExecuted,
-    StakeLockedBody => StakeLocked,
-    StakeUnlockRequested => StakeUnlockRequested,
-    StakeWithdrawnBody => StakeWithdrawn,
-}
+crate::event_bodies!(
+    DeskCreated => DisputeEvent::DeskCreated,
+    DisputeFiledBody => DisputeEvent::DisputeFiled,
+    EvidenceAdded => DisputeEvent::DisputeEvidence,
+    DisputeRuled => DisputeEvent::DisputeRuled,
+    DisputeAppealed => DisputeEvent::DisputeAppealed,
+    RulingOpened => DisputeEvent::DisputeRulingOpened,
+    ArbiterReplaced => DisputeEvent::DisputeArbiterReplaced,
+    DisputeExecutedBody => DisputeEvent::DisputeExecuted,
+    StakeLockedBody => DisputeEvent::StakeLocked,
+    StakeUnlockRequested => DisputeEvent::StakeUnlockRequested,
+    StakeWithdrawnBody => DisputeEvent::StakeWithdrawn,
+);
 
 fn is_false(flag: &bool) -> bool {
     !flag

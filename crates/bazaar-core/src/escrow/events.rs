@@ -4,7 +4,6 @@
 //! types, flattened into the full bodies, so a reader decodes only what it needs.
 
 use super::EscrowEvent;
-use crate::kernel::batch::EventBody;
 use bazaar_types::{Amount, ContractId, MemberId, Timestamp, TransferId};
 use serde::{Deserialize, Serialize};
 
@@ -29,24 +28,10 @@ pub struct ContractOffered {
     pub terms_sha256: String,
 }
 
-impl EventBody for ContractOffered {
-    type Kind = EscrowEvent;
-    fn kind(&self) -> EscrowEvent {
-        EscrowEvent::ContractCreated
-    }
-}
-
 /// `contract.accepted`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContractAccepted {
     pub contract: ContractId,
-}
-
-impl EventBody for ContractAccepted {
-    type Kind = EscrowEvent;
-    fn kind(&self) -> EscrowEvent {
-        EscrowEvent::ContractAccepted
-    }
 }
 
 /// What a contract ended before acceptance gave back to its buyer: the body
@@ -62,24 +47,10 @@ pub struct ContractVoided {
 #[serde(transparent)]
 pub struct ContractDeclined(pub ContractVoided);
 
-impl EventBody for ContractDeclined {
-    type Kind = EscrowEvent;
-    fn kind(&self) -> EscrowEvent {
-        EscrowEvent::ContractDeclined
-    }
-}
-
 /// `contract.cancelled`: the buyer withdrew its offer before the seller accepted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ContractCancelled(pub ContractVoided);
-
-impl EventBody for ContractCancelled {
-    type Kind = EscrowEvent;
-    fn kind(&self) -> EscrowEvent {
-        EscrowEvent::ContractCancelled
-    }
-}
 
 /// A milestone marked delivered: shared by `milestone.delivered` and the deliver receipt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,13 +66,6 @@ pub struct Delivery {
 pub struct MilestoneDelivered {
     #[serde(flatten)]
     pub delivery: Delivery,
-}
-
-impl EventBody for MilestoneDelivered {
-    type Kind = EscrowEvent;
-    fn kind(&self) -> EscrowEvent {
-        EscrowEvent::MilestoneDelivered
-    }
 }
 
 /// The part of `milestone.released` reputation reads: a milestone paid to its seller, once.
@@ -134,9 +98,11 @@ pub struct MilestoneReleasedBody {
     pub payout: Payout,
 }
 
-impl EventBody for MilestoneReleasedBody {
-    type Kind = EscrowEvent;
-    fn kind(&self) -> EscrowEvent {
-        EscrowEvent::MilestoneReleased
-    }
-}
+crate::event_bodies!(
+    ContractOffered => EscrowEvent::ContractCreated,
+    ContractAccepted => EscrowEvent::ContractAccepted,
+    ContractDeclined => EscrowEvent::ContractDeclined,
+    ContractCancelled => EscrowEvent::ContractCancelled,
+    MilestoneDelivered => EscrowEvent::MilestoneDelivered,
+    MilestoneReleasedBody => EscrowEvent::MilestoneReleased,
+);

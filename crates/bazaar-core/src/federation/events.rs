@@ -152,21 +152,11 @@ impl EventBody for RelaySettled {
     }
 }
 
-macro_rules! federation_bodies {
-    ($($body:ident => $kind:ident),+ $(,)?) => {
-        $(impl EventBody for $body {
-            type Kind = FederationEvent;
-            fn kind(&self) -> FederationEvent {
-                FederationEvent::$kind
-            }
-        })+
-    };
-}
-federation_bodies!(
-    GuestEnrolled => GuestEnrolled,
-    GuestCredentialAdded => GuestCredentialAdded,
-    KeyRotated => KeyRotated,
-    PassportImported => PassportImported,
-    RelayOpened => RelayOpened,
-    RelayFailed => RelayFailed,
+crate::event_bodies!(
+    GuestEnrolled => FederationEvent::GuestEnrolled,
+    GuestCredentialAdded => FederationEvent::GuestCredentialAdded,
+    KeyRotated => FederationEvent::KeyRotated,
+    PassportImported => FederationEvent::PassportImported,
+    RelayOpened => FederationEvent::RelayOpened,
+    RelayFailed => FederationEvent::RelayFailed,
 );

@@ -95,17 +95,7 @@ pub enum Receipt {
     GuestReturned(GuestReturned),
 }
 
-macro_rules! receipt_from {
-    ($($variant:ident),+) => {
-        $(impl From<$variant> for Receipt {
-            fn from(receipt: $variant) -> Receipt {
-                Receipt::$variant(receipt)
-            }
-        })+
-    };
-}
-receipt_from!(
-    PeerRecorded,
+crate::receipts_into!(Receipt: PeerRecorded,
     KeyRecorded,
     PassportRecorded,
     ImportStored,

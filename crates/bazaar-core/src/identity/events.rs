@@ -4,7 +4,6 @@
 //! enrolments carry (`desk.created`, `guest.enrolled`) and what reputation reads.
 
 use super::IdentityEvent;
-use crate::kernel::batch::EventBody;
 use crate::kernel::model::MemberKind;
 use bazaar_types::{Amount, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -69,22 +68,12 @@ pub struct MemberRenamed {
     pub to: String,
 }
 
-macro_rules! identity_bodies {
-    ($($body:ident => $kind:ident),+ $(,)?) => {
-        $(impl EventBody for $body {
-            type Kind = IdentityEvent;
-            fn kind(&self) -> IdentityEvent {
-                IdentityEvent::$kind
-            }
-        })+
-    };
-}
-identity_bodies!(
-    RegistryCreated => RegistryCreated,
-    OwnerCreated => OwnerCreated,
-    AgentEnrolled => AgentEnrolled,
-    InviteIssued => InviteIssued,
-    CredentialRotated => CredentialRotated,
-    CredentialRevoked => CredentialRevoked,
-    MemberRenamed => MemberRenamed,
+crate::event_bodies!(
+    RegistryCreated => IdentityEvent::RegistryCreated,
+    OwnerCreated => IdentityEvent::OwnerCreated,
+    AgentEnrolled => IdentityEvent::AgentEnrolled,
+    InviteIssued => IdentityEvent::InviteIssued,
+    CredentialRotated => IdentityEvent::CredentialRotated,
+    CredentialRevoked => IdentityEvent::CredentialRevoked,
+    MemberRenamed => IdentityEvent::MemberRenamed,
 );

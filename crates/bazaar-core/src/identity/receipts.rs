@@ -54,13 +54,4 @@ pub enum Receipt {
     Renamed(Renamed),
 }
 
-macro_rules! receipt_from {
-    ($($variant:ident),+) => {
-        $(impl From<$variant> for Receipt {
-            fn from(receipt: $variant) -> Receipt {
-                Receipt::$variant(receipt)
-            }
-        })+
-    };
-}
-receipt_from!(Bootstrapped, Joined, Invited, CredentialChanged, Renamed);
+crate::receipts_into!(Receipt: Bootstrapped, Joined, Invited, CredentialChanged, Renamed);

@@ -54,6 +54,33 @@ pub trait EventBody: serde::Serialize {
 /// The field every typed event body is stored with (see [`EventBody::VERSION`]).
 pub const EVENT_VERSION_FIELD: &str = "version";
 
+/// Declares which kind each typed event body is written under:
+/// `crate::event_bodies!(Body => Family::Kind, …)`.
+#[macro_export]
+macro_rules! event_bodies {
+    ($($body:ident => $family:ident :: $kind:ident),+ $(,)?) => {
+        $(impl $crate::kernel::batch::EventBody for $body {
+            type Kind = $family;
+            fn kind(&self) -> $family {
+                $family::$kind
+            }
+        })+
+    };
+}
+
+/// `From` each of a capability's receipt types into its untagged `Receipt`
+/// enum, whose variants are named after the types: `crate::receipts_into!(Receipt: A, B, …)`.
+#[macro_export]
+macro_rules! receipts_into {
+    ($receipt:ident : $($variant:ident),+ $(,)?) => {
+        $(impl From<$variant> for $receipt {
+            fn from(receipt: $variant) -> $receipt {
+                $receipt::$variant(receipt)
+            }
+        })+
+    };
+}
+
 /// Declares a capability's closed enum of event kinds and their stored names.
 #[macro_export]
 macro_rules! event_kinds {

@@ -10,22 +10,11 @@ use super::rules::Allocation;
 use super::MarketEvent;
 use crate::escrow::events::{ContractCreated, ContractVoided};
 use crate::escrow::EscrowEvent;
-use crate::kernel::batch::{EventBody, KernelEvent};
+use crate::kernel::batch::KernelEvent;
 use bazaar_types::{Amount, ListingId, MarketOrderId, MemberId, RfqId, Timestamp};
 use serde::{Deserialize, Serialize};
 
-macro_rules! event_body {
-    ($($body:ident => $family:ident :: $kind:ident),+ $(,)?) => {
-        $(impl EventBody for $body {
-            type Kind = $family;
-            fn kind(&self) -> $family {
-                $family::$kind
-            }
-        })+
-    };
-}
-
-event_body! {
+crate::event_bodies!(
     ListingCreated => MarketEvent::ListingCreated,
     ListingUpdated => MarketEvent::ListingUpdated,
     RfqOpened => MarketEvent::RfqOpened,
@@ -40,7 +29,7 @@ event_body! {
     OrderShareCancelled => MarketEvent::OrderShareCancelled,
     ShareContractCreated => EscrowEvent::ContractCreated,
     ShareContractCancelled => EscrowEvent::ContractCancelled,
-}
+);
 
 /// A listing as written: shared by `listing.created` and `listing.updated`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

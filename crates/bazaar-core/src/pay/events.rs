@@ -181,20 +181,10 @@ impl EventBody for HoldEnded {
     }
 }
 
-macro_rules! pay_bodies {
-    ($($body:ident => $kind:ident),+ $(,)?) => {
-        $(impl EventBody for $body {
-            type Kind = PayEvent;
-            fn kind(&self) -> PayEvent {
-                PayEvent::$kind
-            }
-        })+
-    };
-}
-pay_bodies!(
-    BudgetSet => BudgetSet,
-    TransferMinted => TransferMinted,
-    TransferFunded => TransferFunded,
-    TokenIssued => TokenIssued,
-    SettlementPosted => SettlementPosted,
+crate::event_bodies!(
+    BudgetSet => PayEvent::BudgetSet,
+    TransferMinted => PayEvent::TransferMinted,
+    TransferFunded => PayEvent::TransferFunded,
+    TokenIssued => PayEvent::TokenIssued,
+    SettlementPosted => PayEvent::SettlementPosted,
 );

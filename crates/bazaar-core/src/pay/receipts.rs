@@ -73,13 +73,4 @@ pub enum Receipt {
     HoldReleased(HoldReleased),
 }
 
-macro_rules! receipt_from {
-    ($($variant:ident),+) => {
-        $(impl From<$variant> for Receipt {
-            fn from(receipt: $variant) -> Receipt {
-                Receipt::$variant(receipt)
-            }
-        })+
-    };
-}
-receipt_from!(BudgetSet, Minted, Funded, TokenGranted, Settled, HoldReleased);
+crate::receipts_into!(Receipt: BudgetSet, Minted, Funded, TokenGranted, Settled, HoldReleased);
