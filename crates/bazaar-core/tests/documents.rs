@@ -244,3 +244,20 @@ fn escrow_stake_and_market_bodies_written_by_this_build_decode_into_their_types(
         }
     }
 }
+
+/// A contract's balance is its declared invariant: what the batch wrote
+/// satisfies it, and the same body out of balance fails it (the batch asserts
+/// it on every write, so such a body stops the writer instead of committing).
+#[test]
+fn a_contract_out_of_balance_fails_its_declared_invariant() {
+    use bazaar_core::escrow::Contract;
+    use bazaar_core::kernel::docs::decode;
+    let (mut snap, [buyer, seller, arbiter]) = market_world();
+    written(&mut snap, &contract_commands(&buyer, &seller, &arbiter));
+    let row = snap.docs.values().find(|row| row.kind == DocKind::Contract).expect("the contract was written");
+    let contract: Contract = decode(row).unwrap();
+    contract.assert_invariants();
+    let skewed = Contract { fees: Amount(contract.fees.0 + 1), ..contract };
+    let refused = std::panic::catch_unwind(|| skewed.assert_invariants());
+    assert!(refused.is_err(), "an out-of-balance contract must fail its invariant");
+}
