@@ -59,6 +59,32 @@ pub async fn open_store(args: &StoreArgs, config: Config, clock: Arc<dyn Clock>)
     Ok(Arc::new(store))
 }
 
+/// The conversation plane's embedded file inside the data directory: apart
+/// from the ledger's, so a message never waits on the money writer.
+pub const CONVERSATION_FILE: &str = "conversation.db";
+
+/// The conversation plane's store: PostgreSQL beside the ledger when
+/// `--database-url` is given (its own tables), else its own SQLite file.
+pub async fn open_conversation(
+    args: &StoreArgs,
+    clock: Arc<dyn Clock>,
+) -> Result<bazaar_server::conversation::SharedStore> {
+    let entropy: Arc<dyn bazaar_types::Entropy> = Arc::new(bazaar_server::OsEntropy);
+    if let Some(url) = args.database_url.clone() {
+        let store = tokio::task::spawn_blocking(move || {
+            bazaar_conversation_postgres::PostgresConversationStore::connect(&url, clock, entropy)
+        })
+        .await?
+        .with_context(|| "opening the conversation plane on PostgreSQL (check --database-url)".to_string())?;
+        return Ok(Arc::new(store));
+    }
+    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let path = args.data_dir.join(CONVERSATION_FILE);
+    let store = bazaar_conversation::sqlite::SqliteConversationStore::open(&path, clock, entropy)
+        .with_context(|| format!("opening {}", path.display()))?;
+    Ok(Arc::new(store))
+}
+
 pub fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BAZAAR_LOG").unwrap_or_else(|_| "info".into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).json().with_writer(std::io::stderr).try_init();
@@ -75,7 +101,9 @@ pub async fn serve(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
     let store = open_store(&args, config.clone(), clock.clone()).await?;
+    let conversation = open_conversation(&args, clock.clone()).await?;
     let booted = bazaar_server::boot(store, clock, config, operator_credential).await?;
+    booted.state.attach_conversation(conversation);
     if let Some(credential) = &booted.operator_credential {
         std::fs::create_dir_all(&args.data_dir)?;
         let path = args.data_dir.join("operator-credential");

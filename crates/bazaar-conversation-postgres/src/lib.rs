@@ -144,6 +144,12 @@ impl Rows for Tx<'_> {
     fn open_member_count(&self, channel: &ChannelId) -> Result<usize> {
         open_member_count(self, channel)
     }
+    fn current_members(&self, channel: &ChannelId) -> Result<Vec<Membership>> {
+        current_members(self, channel)
+    }
+    fn public_rooms(&self, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>> {
+        public_rooms(self, after, limit)
+    }
     fn last_position(&self) -> Result<u64> {
         last_position(self)
     }

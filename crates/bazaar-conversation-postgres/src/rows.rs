@@ -98,6 +98,20 @@ pub(crate) fn stints_of(tx: &Tx<'_>, member: &MemberId, only_current: bool) -> R
     tx.query(&sql, &[&member.as_str()])?.iter().map(membership_from_row).collect()
 }
 
+pub(crate) fn current_members(tx: &Tx<'_>, channel: &ChannelId) -> Result<Vec<Membership>> {
+    let sql = format!(
+        "SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE channel = $1 AND left_after IS NULL ORDER BY stint"
+    );
+    tx.query(&sql, &[&channel.as_str()])?.iter().map(membership_from_row).collect()
+}
+
+pub(crate) fn public_rooms(tx: &Tx<'_>, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>> {
+    let sql =
+        format!("SELECT {CHANNEL_COLUMNS} FROM channels WHERE kind = 'public_room' AND id > $1 ORDER BY id LIMIT $2");
+    let after = after.map(ChannelId::as_str).unwrap_or("");
+    tx.query(&sql, &[&after, &big(limit as u64)])?.iter().map(channel_from_row).collect()
+}
+
 /// The last position handed out. Inside a write it was read under the head
 /// row's lock (see `PostgresConversationStore::write`), so no post is in flight.
 pub(crate) fn last_position(tx: &Tx<'_>) -> Result<u64> {

@@ -6,12 +6,14 @@
 
 use crate::compose::{check_body, check_page, resolve_mentions};
 use crate::eligibility::{delivered_to, wakes};
-use crate::model::{Attention, Channel, ChannelId, ChannelKind, Membership, Message, MessageKind, ReplyTo, Role};
+use crate::model::{
+    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, ReplyTo, Role,
+};
 use crate::store::{
     ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom, Result,
 };
 use bazaar_types::limits::{
-    CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX,
+    CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX, ROOM_PAGE_MAX,
 };
 use bazaar_types::{Entropy, MemberId, Timestamp};
 
@@ -25,6 +27,10 @@ pub trait Rows {
     /// Mute and read mark of the member's latest stint in the channel, open or closed.
     fn previous_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<(bool, u64)>>;
     fn open_member_count(&self, channel: &ChannelId) -> Result<usize>;
+    /// The channel's open stints, in the order they were opened.
+    fn current_members(&self, channel: &ChannelId) -> Result<Vec<Membership>>;
+    /// Public rooms ordered by id, after `after` (exclusive), at most `limit`.
+    fn public_rooms(&self, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>>;
     fn last_position(&self) -> Result<u64>;
     fn last_seq(&self, channel: &ChannelId) -> Result<u64>;
     /// The channel's next `seq` and the next log position, taken for a message about to be written.
@@ -222,7 +228,7 @@ impl<E: Engine> ConversationStore for E {
         let handle = directory.handle_of(&new.authored_by);
         self.write(|tx, now| {
             let channel = tx.load_channel(&new.channel)?;
-            require_stint(tx, &channel.id, &new.authored_by)?;
+            let mut author = require_stint(tx, &channel.id, &new.authored_by)?;
             let reply_to = match new.reply_to {
                 Some(seq) => Some(ReplyTo { seq, author: tx.reply_author(&channel.id, seq)? }),
                 None => None,
@@ -243,6 +249,9 @@ impl<E: Engine> ConversationStore for E {
                 at: now,
             };
             tx.insert_message(&message)?;
+            // Posting says the author has read the channel up to its own message.
+            author.read_seq = seq;
+            tx.update_open_stint(&author)?;
             Ok(message)
         })
     }
@@ -285,6 +294,21 @@ impl<E: Engine> ConversationStore for E {
 
     fn attention(&self, member: &MemberId) -> Result<Vec<Attention>> {
         self.read(|tx| attention_of(tx, member))
+    }
+
+    fn channel(&self, channel: &ChannelId, reader: &MemberId) -> Result<ChannelView> {
+        self.read(|tx| {
+            let found = tx.load_channel(channel)?;
+            if found.kind != ChannelKind::PublicRoom {
+                require_stint(tx, channel, reader)?;
+            }
+            Ok(ChannelView { channel: found, members: tx.current_members(channel)? })
+        })
+    }
+
+    fn public_rooms(&self, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>> {
+        check_page(limit, ROOM_PAGE_MAX)?;
+        self.read(|tx| tx.public_rooms(after, limit))
     }
 
     fn memberships_of(&self, member: &MemberId) -> Result<Vec<Membership>> {

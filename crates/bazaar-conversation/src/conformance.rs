@@ -43,6 +43,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         ("a_later_rename_does_not_change_a_resolved_mention", a_later_rename_changes_nothing::<H>),
         ("limits_and_refusals_carry_their_codes", limits_and_refusals_carry_their_codes::<H>),
         ("a_full_channel_refuses_one_more_member", a_full_channel_refuses_one_more::<H>),
+        ("a_private_channel_shows_itself_to_its_members_only", a_private_channel_shows_itself_to_members::<H>),
     ]
 }
 
@@ -317,6 +318,36 @@ fn a_full_channel_refuses_one_more<H: Harness>(harness: &H) {
     store.join(&red, &member("one-too-many")).unwrap();
 }
 
+fn a_private_channel_shows_itself_to_members<H: Harness>(harness: &H) {
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let open = room(store, "alice", false);
+    let closed = room(store, "alice", true);
+    let dm = store.open_dm(&member("alice"), &member("bob")).unwrap().id;
+    store.add_member(&closed, &member("alice"), &member("carol")).unwrap();
+    // A public room shows itself (and its members) to anyone, to decide whether to join.
+    let view = store.channel(&open, &member("stranger")).unwrap();
+    assert_eq!(view.members.iter().map(|m| m.member.clone()).collect::<Vec<_>>(), vec![member("alice")]);
+    for (channel, outsider) in [(&closed, "bob"), (&dm, "carol")] {
+        assert_eq!(store.channel(channel, &member(outsider)).unwrap_err().code(), "not_member");
+    }
+    let view = store.channel(&closed, &member("carol")).unwrap();
+    let members: Vec<_> = view.members.iter().map(|m| (m.member.clone(), m.role)).collect();
+    assert_eq!(members, vec![(member("alice"), crate::Role::Owner), (member("carol"), crate::Role::Member)]);
+    store.leave(&closed, &member("carol")).unwrap();
+    assert_eq!(store.channel(&closed, &member("carol")).unwrap_err().code(), "not_member");
+    // Only public rooms are listed, by id, paged.
+    let second = room(store, "bob", false);
+    let mut expected = vec![open.clone(), second.clone()];
+    expected.sort();
+    let listed: Vec<_> = store.public_rooms(None, 10).unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(listed, expected);
+    let rest: Vec<_> = store.public_rooms(Some(&expected[0]), 10).unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(rest, vec![expected[1].clone()]);
+    assert_eq!(store.public_rooms(None, 0).unwrap_err().code(), "page_invalid");
+}
+
 /// The people of the model test, by index.
 pub const PEOPLE: [&str; 3] = ["ann", "ben", "cat"];
 
@@ -383,6 +414,9 @@ impl World {
         match self.store.post(&self.dir, new) {
             Ok(message) => {
                 assert!(self.present.contains(&(who, channel)));
+                let stints = self.store.memberships_of(&member(PEOPLE[who])).unwrap();
+                let author = stints.iter().find(|s| s.is_current() && s.channel == message.channel).unwrap();
+                assert_eq!(author.read_seq, message.seq, "posting marks the author's own message read");
                 let here = self.present.iter().filter(|(_, c)| *c == channel).map(|(p, _)| *p).collect();
                 self.posted.insert(message.position, here);
             }

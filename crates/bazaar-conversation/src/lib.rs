@@ -17,6 +17,9 @@ pub mod sqlite;
 pub mod store;
 
 pub use model::{
-    Attention, Channel, ChannelId, ChannelKind, Membership, Message, MessageKind, ReplyTo, Role, SystemLine,
+    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, ReplyTo, Role,
+    SystemLine,
 };
-pub use store::{ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom};
+pub use store::{
+    ConversationError, ConversationStore, Directory, HandleBook, HistoryRange, InboxPage, NewMessage, NewRoom,
+};

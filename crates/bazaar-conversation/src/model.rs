@@ -110,6 +110,14 @@ pub struct Channel {
     pub created_at: Timestamp,
 }
 
+/// A channel with the members it has now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelView {
+    #[serde(flatten)]
+    pub channel: Channel,
+    pub members: Vec<Membership>,
+}
+
 /// One stint of a member in a channel: joining opens one, leaving closes it,
 /// joining again opens another. Which messages a stint receives is fixed by
 /// log positions (exact), not by timestamps (two events may share a millisecond).

@@ -278,6 +278,23 @@ impl Rows for Transaction<'_> {
     fn open_member_count(&self, channel: &ChannelId) -> Result<usize> {
         current_member_count(self, channel)
     }
+    fn current_members(&self, channel: &ChannelId) -> Result<Vec<Membership>> {
+        let sql = format!(
+            "SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE channel = ?1 AND left_after IS NULL ORDER BY stint"
+        );
+        let mut statement = self.prepare(&sql).map_err(unavailable)?;
+        let rows = statement.query_map([channel.as_str()], membership_from_row).map_err(unavailable)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
+    }
+    fn public_rooms(&self, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>> {
+        let sql = format!(
+            "SELECT {CHANNEL_COLUMNS} FROM channels WHERE kind = 'public_room' AND id > ?1 ORDER BY id LIMIT ?2"
+        );
+        let mut statement = self.prepare(&sql).map_err(unavailable)?;
+        let after = after.map(ChannelId::as_str).unwrap_or("");
+        let rows = statement.query_map(params![after, limit as u64], channel_from_row).map_err(unavailable)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
+    }
     fn last_position(&self) -> Result<u64> {
         last_position(self)
     }

@@ -1,15 +1,40 @@
 //! The conversation store: the trait every engine implements, its requests,
 //! its typed errors with stable codes, and the narrow identity view it needs.
 
+use std::collections::HashMap;
+
 use bazaar_types::MemberId;
 
-use crate::model::{Attention, Channel, ChannelId, Membership, Message};
+use crate::model::{Attention, Channel, ChannelId, ChannelView, Membership, Message};
 
 /// The little the conversation plane needs to know about identity: handles
 /// both ways. The registry's identity capability implements it; tests use a map.
 pub trait Directory {
     fn member_by_handle(&self, handle: &str) -> Option<MemberId>;
     fn handle_of(&self, id: &MemberId) -> Option<String>;
+}
+
+/// A directory written down before a post: the handles the body mentions and
+/// the author's, looked up by a caller whose identity store is asynchronous,
+/// so the store's transaction never waits on another store.
+#[derive(Clone, Debug, Default)]
+pub struct HandleBook {
+    by_handle: HashMap<String, MemberId>,
+}
+
+impl HandleBook {
+    pub fn insert(&mut self, handle: impl Into<String>, member: MemberId) {
+        self.by_handle.insert(handle.into(), member);
+    }
+}
+
+impl Directory for HandleBook {
+    fn member_by_handle(&self, handle: &str) -> Option<MemberId> {
+        self.by_handle.get(handle).cloned()
+    }
+    fn handle_of(&self, id: &MemberId) -> Option<String> {
+        self.by_handle.iter().find(|(_, member)| *member == id).map(|(handle, _)| handle.clone())
+    }
 }
 
 /// A room to create; its creator becomes its owner and first member.
@@ -128,6 +153,7 @@ pub trait ConversationStore {
     fn add_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership>;
     fn leave(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership>;
     fn set_muted(&self, channel: &ChannelId, member: &MemberId, muted: bool) -> Result<Membership>;
+    /// Posts a text message; the author's read mark moves to it (posting reads the channel).
     fn post(&self, directory: &dyn Directory, message: NewMessage) -> Result<Message>;
     /// A current member reads its channel's history, oldest first.
     fn history(
@@ -144,6 +170,11 @@ pub trait ConversationStore {
     /// Unread and waking counts for each channel the member is in now,
     /// derived from messages and memberships (no stored counters).
     fn attention(&self, member: &MemberId) -> Result<Vec<Attention>>;
+    /// A channel and its current members. A public room is open to anyone's
+    /// reading (to decide whether to join); a private room or a DM only to its members.
+    fn channel(&self, channel: &ChannelId, reader: &MemberId) -> Result<ChannelView>;
+    /// Public rooms by id, after `after` (exclusive), at most `limit`.
+    fn public_rooms(&self, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>>;
     /// Every stint of the member, current and past, for tests and audits.
     fn memberships_of(&self, member: &MemberId) -> Result<Vec<Membership>>;
 }

@@ -37,6 +37,24 @@ impl FromRequestParts<Arc<AppState>> for Auth {
     }
 }
 
+/// `Query<T>` whose rejections are problem+json (`invalid_request`).
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(value)| ApiQuery(value))
+            .map_err(|rejection| Problem::invalid(format!("The query string was refused: {}.", rejection.body_text())))
+    }
+}
+
 /// `Json<T>` whose rejections are problem+json.
 pub struct ApiJson<T>(pub T);
 

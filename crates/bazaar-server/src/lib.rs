@@ -7,13 +7,16 @@
 //! capability: [`identity`], [`pay`], [`escrow`], [`dispute`], [`federation`],
 //! [`market`] and [`x402`] each own their routes (with their OpenAPI entries)
 //! and their share of the sweeper's work; [`registry`] holds the
-//! registry-wide routes. Beneath them sit [`state`] (the shared
-//! [`AppState`]), [`exec`] (the handlers' toolbox), [`auth`], [`problem`],
-//! [`keyring`], [`metrics`] and [`search_tally`], and [`schemas`] (the
-//! response bodies as `/openapi.json` states them); above them, [`router`]
+//! registry-wide routes, and [`conversation`] the conversation plane's
+//! (rooms, DMs, the inbox and its live transports). Beneath them sit
+//! [`state`] (the shared [`AppState`]), [`exec`] (the handlers' toolbox),
+//! [`auth`], [`problem`], [`keyring`], [`metrics`], [`search_tally`],
+//! [`plane`] (the conversation store as the server holds it) and [`schemas`]
+//! (the response bodies as `/openapi.json` states them); above them, [`router`]
 //! merges the capabilities' routes and [`sweeper`] asks each for due work.
 
 pub mod auth;
+pub mod conversation;
 pub mod dispute;
 pub mod entropy;
 pub mod escrow;
@@ -26,6 +29,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod passport_page;
 pub mod pay;
+pub mod plane;
 pub mod problem;
 pub mod registry;
 pub mod router;

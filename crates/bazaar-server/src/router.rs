@@ -7,7 +7,7 @@
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::OpenObject;
 use crate::state::AppState;
-use crate::{dispute, escrow, federation, identity, market, pay, registry, x402};
+use crate::{conversation, dispute, escrow, federation, identity, market, pay, registry, x402};
 use axum::extract::{MatchedPath, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
@@ -25,6 +25,11 @@ use utoipa_axum::routes;
 /// together).
 pub const UNDESCRIBED_ROUTES: &[(&str, &str)] = &[
     ("/mcp", "the storefront's MCP server: JSON-RPC over streamable HTTP, described by its own `tools/list`"),
+    (
+        conversation::stream::INBOX_SOCKET_PATH,
+        "the inbox as a WebSocket (101 Switching Protocols): OpenAPI cannot state a socket's frames; specified in \
+         docs/conversation.md",
+    ),
     (
         federation::FEDERATION_SETTLE_PATH,
         "server-to-server between registries, authenticated by `Bazaar-Registry-Signature`, not a member API; \
@@ -74,6 +79,7 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("federation", federation::routes()))
         .merge(tagged("market", market::routes()))
         .merge(tagged("x402", x402::routes()))
+        .merge(tagged("conversation", conversation::routes()))
 }
 
 /// Tags every operation of `router` with its capability.

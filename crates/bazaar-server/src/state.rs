@@ -44,6 +44,8 @@ pub struct AppState {
     pub searches: crate::search_tally::SearchTally,
     /// Where credentials, codes, token ids and key seeds come from.
     pub entropy: Arc<dyn Entropy>,
+    /// The conversation plane, once its store is attached (`attach_conversation`).
+    conversation: std::sync::OnceLock<Arc<crate::plane::Plane>>,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -108,6 +110,7 @@ pub async fn boot_with_entropy(
         requests: tokio::sync::Semaphore::new(bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX),
         searches: Default::default(),
         entropy,
+        conversation: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
     let op = Op::Identity(identity::Op::Bootstrap {
@@ -143,6 +146,24 @@ impl AppState {
     /// `bytes` random bytes from this registry's entropy, base64url.
     pub fn random_b64(&self, bytes: usize) -> String {
         crate::entropy::random_b64(self.entropy.as_ref(), bytes)
+    }
+
+    /// Gives the registry its conversation plane: its own store, apart from
+    /// the ledger's. Once only; a second store is refused (`false`).
+    pub fn attach_conversation(&self, store: crate::plane::SharedStore) -> bool {
+        self.conversation.set(Arc::new(crate::plane::Plane::new(store))).is_ok()
+    }
+
+    /// The conversation plane, or 503 `conversation_unavailable` on a registry
+    /// started without one.
+    pub fn plane(&self) -> Result<&Arc<crate::plane::Plane>, crate::problem::Problem> {
+        self.conversation.get().ok_or_else(|| {
+            crate::problem::Problem::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "conversation_unavailable",
+                "This registry runs without a conversation plane.",
+            )
+        })
     }
 
     pub fn now(&self) -> Timestamp {

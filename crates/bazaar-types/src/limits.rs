@@ -207,12 +207,34 @@ pub const CHANNEL_NAME_BYTES_MAX: usize = 64;
 pub const HISTORY_PAGE_MAX: usize = 200;
 /// Messages one inbox page returns.
 pub const INBOX_PAGE_MAX: usize = 500;
+/// Live streams (WebSocket and SSE together) one member may hold open at once.
+pub const STREAM_CONNECTIONS_PER_MEMBER_MAX: usize = 8;
+/// Live streams one node holds at once; past it a new one gets 503 `streams_full`.
+pub const STREAM_CONNECTIONS_MAX: usize = 20_000;
+/// Messages a live stream reads from the store at a time (one inbox page).
+pub const STREAM_PAGE: usize = 100;
+/// How long one WebSocket frame may take to leave before the consumer is
+/// called slow and closed with its last cursor (close code 4008).
+pub const STREAM_SEND_TIMEOUT_MS: u64 = 5_000;
+/// Bytes a WebSocket may have waiting to be written before a send fails.
+pub const STREAM_WRITE_BUFFER_BYTES_MAX: usize = 256 * 1024;
+/// A frame a client may send on the inbox WebSocket (it only ever needs to close).
+pub const STREAM_CLIENT_FRAME_BYTES_MAX: usize = 4 * 1024;
+/// Seconds between keepalives on an idle stream (an SSE comment, a WebSocket ping).
+pub const STREAM_KEEPALIVE_S: u64 = 20;
+/// Distinct `@handle` words one message may hold; each is looked up before the
+/// post, so a body cannot make the registry read without bound.
+pub const MESSAGE_MENTION_CANDIDATES_MAX: usize = 64;
+/// Public rooms listed per page.
+pub const ROOM_PAGE_MAX: usize = 200;
 /// Log entries one inbox read looks at before it answers: messages of channels
 /// the member has left are skipped, and a page may come back short (with its
 /// cursor advanced) rather than scan without end.
 pub const INBOX_SCAN_MAX: usize = 8 * INBOX_PAGE_MAX;
 
 const _: () = assert!(INBOX_SCAN_MAX >= INBOX_PAGE_MAX);
+const _: () = assert!(STREAM_PAGE <= INBOX_PAGE_MAX);
+const _: () = assert!(MESSAGE_MENTION_CANDIDATES_MAX >= MESSAGE_MENTIONS_MAX);
 const _: () = assert!(MESSAGE_MENTIONS_MAX <= CHANNEL_MEMBERS_MAX);
 // Every mention is `@` and a handle, so the body can always carry the most mentions allowed.
 const _: () = assert!(MESSAGE_MENTIONS_MAX * (HANDLE_LEN_MAX + 2) <= MESSAGE_BODY_BYTES_MAX);

@@ -8,6 +8,7 @@
 //! such as `total`); instants are Unix milliseconds (`*_ms`, `*_at`); members
 //! are DIDs.
 
+pub mod conversation;
 pub mod dispute;
 pub mod escrow;
 pub mod federation;

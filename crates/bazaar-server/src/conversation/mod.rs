@@ -1,0 +1,18 @@
+//! The conversation plane over HTTP: rooms and DMs, membership, posting and
+//! history (`rest`), the poll inbox and the two live transports on one cursor
+//! (`stream`), over the plane's own store (`crate::plane`, beneath `state`). The plane is the
+//! `bazaar-conversation` crate; nothing here touches the money writer.
+
+pub mod rest;
+pub mod stream;
+
+pub use crate::plane::{Plane, SharedStore, Transport};
+
+use crate::state::AppState;
+use std::sync::Arc;
+use utoipa_axum::router::OpenApiRouter;
+
+/// The plane's routes, each with its OpenAPI entry.
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    rest::routes().merge(stream::routes())
+}

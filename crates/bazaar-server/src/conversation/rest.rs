@@ -1,0 +1,379 @@
+//! Rooms, DMs, membership, posting, history, the poll inbox and attention as
+//! REST routes. Every refusal is the store's own code (see `plane::problem`).
+
+use crate::auth::{ApiJson, ApiQuery, Auth};
+use crate::exec::resolve;
+use crate::plane::Transport;
+use crate::problem::{errors, Problem};
+use crate::schemas::conversation as schema;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bazaar_conversation::compose::check_body;
+use bazaar_conversation::mentions::mentioned_handles;
+use bazaar_conversation::{ChannelId, ConversationError, HandleBook, HistoryRange, Membership, NewMessage, NewRoom};
+use bazaar_core::model::{Member, MemberKind};
+use bazaar_types::limits::MESSAGE_MENTION_CANDIDATES_MAX;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Messages a history page or an inbox page returns when `limit` is not given.
+pub const PAGE_DEFAULT: usize = 50;
+
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(create_room, list_rooms))
+        .routes(routes!(open_dm))
+        .routes(routes!(my_channels))
+        .routes(routes!(get_channel))
+        .routes(routes!(join))
+        .routes(routes!(leave))
+        .routes(routes!(add_member))
+        .routes(routes!(set_muted))
+        .routes(routes!(mark_read))
+        .routes(routes!(post_message, history))
+        .routes(routes!(inbox))
+        .routes(routes!(attention))
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRoomRequest {
+    /// 1 to 64 bytes.
+    pub name: String,
+    /// A private room takes members only from its owners; a public one anyone may join.
+    #[serde(default)]
+    pub private: bool,
+}
+
+/// Creates a room; the caller becomes its owner and first member.
+#[utoipa::path(post, path = "/v1/rooms", request_body = CreateRoomRequest, responses((status = 201, description = "The room", body = schema::Channel), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+async fn create_room(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(body): ApiJson<CreateRoomRequest>,
+) -> Result<Response, Problem> {
+    let room = NewRoom { owner: auth.member.id, name: body.name, private: body.private };
+    let channel = state.plane()?.call(move |store| store.create_room(room)).await?;
+    Ok((StatusCode::CREATED, Json(channel)).into_response())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoomsQuery {
+    /// The last room id of the previous page.
+    pub after: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// Public rooms, by id, to find one to join.
+#[utoipa::path(get, path = "/v1/rooms", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Public rooms", body = [schema::Channel]), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+async fn list_rooms(
+    State(state): State<Arc<AppState>>,
+    _auth: Auth,
+    ApiQuery(query): ApiQuery<RoomsQuery>,
+) -> Result<Response, Problem> {
+    let after = query.after.map(ChannelId);
+    let limit = query.limit.unwrap_or(PAGE_DEFAULT);
+    let rooms = state.plane()?.call(move |store| store.public_rooms(after.as_ref(), limit)).await?;
+    Ok(Json(rooms).into_response())
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenDmRequest {
+    /// The other member: a DID or a current handle.
+    pub with: String,
+}
+
+/// The caller's DM with another member, created on first use (the same
+/// channel whichever of the two opens it).
+#[utoipa::path(post, path = "/v1/dms", request_body = OpenDmRequest, responses((status = 200, description = "The DM", body = schema::Channel), errors::Unauthenticated, errors::BodyRefused, errors::NotFound, errors::Unavailable))]
+async fn open_dm(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(body): ApiJson<OpenDmRequest>,
+) -> Result<Response, Problem> {
+    let other = resolve(&state, &body.with).await?.id;
+    let me = auth.member.id;
+    let channel = state.plane()?.call(move |store| store.open_dm(&me, &other)).await?;
+    Ok(Json(channel).into_response())
+}
+
+/// One channel the caller is in now, with what needs its attention there.
+#[derive(Serialize)]
+struct MyChannel {
+    #[serde(flatten)]
+    membership: Membership,
+    unread: u64,
+    wakes: u64,
+}
+
+/// The channels the caller is in now, each with its unread and waking counts
+/// (derived from messages and memberships when asked, never stored).
+#[utoipa::path(get, path = "/v1/channels", responses((status = 200, description = "The caller's channels", body = [schema::MyChannel]), errors::Unauthenticated, errors::Unavailable))]
+async fn my_channels(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
+    let me = auth.member.id;
+    let (stints, attention) = state
+        .plane()?
+        .call(move |store| {
+            let stints = store.memberships_of(&me)?;
+            Ok((stints, store.attention(&me)?))
+        })
+        .await?;
+    let mine: Vec<MyChannel> = stints
+        .into_iter()
+        .filter(Membership::is_current)
+        .map(|membership| {
+            let here = attention.iter().find(|a| a.channel == membership.channel);
+            let (unread, wakes) = here.map(|a| (a.unread, a.wakes)).unwrap_or((0, 0));
+            MyChannel { membership, unread, wakes }
+        })
+        .collect();
+    Ok(Json(mine).into_response())
+}
+
+/// A member of a channel as its member list shows it.
+#[derive(Serialize)]
+struct ListedMember {
+    #[serde(flatten)]
+    membership: Membership,
+    /// The live transports it listens on now; empty when it only polls (or is away).
+    listening: Vec<Transport>,
+}
+
+/// A channel and its members, each with the transports it listens on. Anyone
+/// may read a public room; a private room or a DM only its members.
+#[utoipa::path(get, path = "/v1/channels/{channel}", params(("channel" = String, Path)), responses((status = 200, description = "The channel and its members", body = schema::ChannelView), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+async fn get_channel(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(channel): Path<String>,
+) -> Result<Response, Problem> {
+    let plane = state.plane()?;
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let view = plane.call(move |store| store.channel(&channel, &me)).await?;
+    let members: Vec<ListedMember> = view
+        .members
+        .into_iter()
+        .map(|membership| {
+            let listening = plane.transports_of(&membership.member);
+            ListedMember { membership, listening }
+        })
+        .collect();
+    let mut body = serde_json::to_value(&view.channel).map_err(internal)?;
+    body["members"] = serde_json::to_value(members).map_err(internal)?;
+    Ok(Json(body).into_response())
+}
+
+fn internal(error: serde_json::Error) -> Problem {
+    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string())
+}
+
+/// Joins a public room (a private room is joined only by being added).
+#[utoipa::path(post, path = "/v1/channels/{channel}/join", params(("channel" = String, Path)), responses((status = 200, description = "The new membership", body = schema::Membership), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn join(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(channel): Path<String>,
+) -> Result<Response, Problem> {
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let stint = state.plane()?.call(move |store| store.join(&channel, &me)).await?;
+    Ok(Json(stint).into_response())
+}
+
+/// Leaves a room: nothing posted after it is delivered to the caller.
+#[utoipa::path(post, path = "/v1/channels/{channel}/leave", params(("channel" = String, Path)), responses((status = 200, description = "The closed membership", body = schema::Membership), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn leave(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(channel): Path<String>,
+) -> Result<Response, Problem> {
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let stint = state.plane()?.call(move |store| store.leave(&channel, &me)).await?;
+    Ok(Json(stint).into_response())
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMemberRequest {
+    /// A DID or a current handle.
+    pub member: String,
+}
+
+/// An owner of a room adds a member (the only way into a private room).
+#[utoipa::path(post, path = "/v1/channels/{channel}/members", params(("channel" = String, Path)), request_body = AddMemberRequest, responses((status = 200, description = "The new membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn add_member(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(channel): Path<String>,
+    ApiJson(body): ApiJson<AddMemberRequest>,
+) -> Result<Response, Problem> {
+    let member = resolve(&state, &body.member).await?.id;
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let stint = state.plane()?.call(move |store| store.add_member(&channel, &me, &member)).await?;
+    Ok(Json(stint).into_response())
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MuteRequest {
+    /// A muted channel still delivers, but wakes the member only on a mention.
+    pub muted: bool,
+}
+
+/// Mutes or unmutes a channel for the caller.
+#[utoipa::path(put, path = "/v1/channels/{channel}/mute", params(("channel" = String, Path)), request_body = MuteRequest, responses((status = 200, description = "The membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+async fn set_muted(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(channel): Path<String>,
+    ApiJson(body): ApiJson<MuteRequest>,
+) -> Result<Response, Problem> {
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let stint = state.plane()?.call(move |store| store.set_muted(&channel, &me, body.muted)).await?;
+    Ok(Json(stint).into_response())
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadRequest {
+    /// The highest `seq` read; the mark only moves forward.
+    pub seq: u64,
+}
+
+/// Moves the caller's read mark in a channel forward.
+#[utoipa::path(post, path = "/v1/channels/{channel}/read", params(("channel" = String, Path)), request_body = ReadRequest, responses((status = 200, description = "The membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+async fn mark_read(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(channel): Path<String>,
+    ApiJson(body): ApiJson<ReadRequest>,
+) -> Result<Response, Problem> {
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let stint = state.plane()?.call(move |store| store.mark_read(&me, &channel, body.seq)).await?;
+    Ok(Json(stint).into_response())
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostRequest {
+    /// 1 to 4,096 bytes of UTF-8. `@handle` mentions are resolved now.
+    pub body: String,
+    /// The `seq` of the message this one answers, in the same channel.
+    pub reply_to: Option<u64>,
+}
+
+/// The handles a body mentions and the author's own, looked up before the
+/// post so the plane's transaction never waits on the registry's store.
+async fn handle_book(state: &AppState, author: &Member, body: &str) -> Result<HandleBook, Problem> {
+    let handles = mentioned_handles(body);
+    if handles.len() > MESSAGE_MENTION_CANDIDATES_MAX {
+        let error = ConversationError::TooManyMentions { count: handles.len(), max: MESSAGE_MENTION_CANDIDATES_MAX };
+        return Err(crate::plane::problem(error));
+    }
+    let mut book = HandleBook::default();
+    book.insert(author.handle.clone(), author.id.clone());
+    for handle in handles {
+        if let Some(member) = state.store.member_by_handle(handle).await? {
+            book.insert(handle, member.id);
+        }
+    }
+    Ok(book)
+}
+
+/// Posts a message. An agent's message names its owner in `on_behalf_of`
+/// (a person's agent and a standalone agent are different authors), without
+/// gaining the owner's standing in the channel.
+#[utoipa::path(post, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path)), request_body = PostRequest, responses((status = 201, description = "The message, with its `seq` and log `position`", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+async fn post_message(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(channel): Path<String>,
+    ApiJson(body): ApiJson<PostRequest>,
+) -> Result<Response, Problem> {
+    let plane = state.plane()?;
+    check_body(&body.body).map_err(crate::plane::problem)?;
+    let book = handle_book(&state, &auth.member, &body.body).await?;
+    let on_behalf_of = match auth.member.kind {
+        MemberKind::Agent => auth.member.owner.clone(),
+        _ => None,
+    };
+    let new = NewMessage {
+        channel: ChannelId(channel),
+        authored_by: auth.member.id,
+        on_behalf_of,
+        body: body.body,
+        reply_to: body.reply_to,
+    };
+    let message = plane.call(move |store| store.post(&book, new)).await?;
+    plane.advanced(message.position);
+    Ok((StatusCode::CREATED, Json(message)).into_response())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// Messages older than this `seq` (paging back).
+    pub before: Option<u64>,
+    /// Messages newer than this `seq` (catching up).
+    pub after: Option<u64>,
+    pub limit: Option<usize>,
+}
+
+/// A page of a channel's history, oldest first: the newest messages, those
+/// before a `seq`, or those after one. Members only.
+#[utoipa::path(get, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("before" = Option<u64>, Query), ("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Messages, oldest first", body = [schema::Message]), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+async fn history(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(channel): Path<String>,
+    ApiQuery(query): ApiQuery<HistoryQuery>,
+) -> Result<Response, Problem> {
+    let range = match (query.before, query.after) {
+        (None, None) => HistoryRange::Latest,
+        (Some(seq), None) => HistoryRange::Before(seq),
+        (None, Some(seq)) => HistoryRange::After(seq),
+        (Some(_), Some(_)) => return Err(Problem::invalid("Give `before` or `after`, not both.")),
+    };
+    let limit = query.limit.unwrap_or(PAGE_DEFAULT);
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let page = state.plane()?.call(move |store| store.history(&channel, &me, range, limit)).await?;
+    Ok(Json(page).into_response())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InboxQuery {
+    /// The cursor: the `next_after` of the previous page, or a message's `position`.
+    pub after: Option<u64>,
+    pub limit: Option<usize>,
+}
+
+/// Everything delivered to the caller after a cursor, in log order: the poll
+/// transport. Pass `next_after` back as `after`; it may run past the last
+/// message returned when the read skipped messages not delivered to the caller.
+#[utoipa::path(get, path = "/v1/inbox", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "A page of the inbox", body = schema::InboxPage), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+async fn inbox(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiQuery(query): ApiQuery<InboxQuery>,
+) -> Result<Response, Problem> {
+    let (me, after, limit) = (auth.member.id, query.after.unwrap_or(0), query.limit.unwrap_or(PAGE_DEFAULT));
+    let page = state.plane()?.call(move |store| store.inbox(&me, after, limit)).await?;
+    Ok(Json(serde_json::json!({ "messages": page.messages, "next_after": page.next_after })).into_response())
+}
+
+/// What needs the caller's attention: per channel it is in, the unread
+/// messages and, of those, the ones that wake it. Derived on each read.
+#[utoipa::path(get, path = "/v1/attention", responses((status = 200, description = "Channels with unread messages", body = [schema::Attention]), errors::Unauthenticated, errors::Unavailable))]
+async fn attention(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
+    let me = auth.member.id;
+    let found = state.plane()?.call(move |store| store.attention(&me)).await?;
+    Ok(Json(found).into_response())
+}

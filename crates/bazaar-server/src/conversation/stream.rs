@@ -1,0 +1,225 @@
+//! The two live transports, on the one cursor the poll inbox uses: a message's
+//! log `position`. Both are a [`Follower`]: replay from the cursor by reading
+//! the inbox, then wait for the log to advance and read again. Nothing is
+//! pushed into a per-connection queue, so a reconnect from the last cursor
+//! neither loses nor repeats a message, and a slow reader costs one page.
+//!
+//! - SSE (`GET /v1/inbox/sse`): `id:` is the position; `Last-Event-ID` (or
+//!   `?since=`) resumes; a comment every `STREAM_KEEPALIVE_S`.
+//! - WebSocket (`GET /v1/inbox/ws?since=`): text frames
+//!   `{"type":"message","cursor":N,"message":{…}}`; a ping every
+//!   `STREAM_KEEPALIVE_S`; a frame that cannot leave within
+//!   `STREAM_SEND_TIMEOUT_MS` closes the socket with 4008 and the cursor to
+//!   resume from; a store failure closes it with 1011 the same way.
+
+use crate::auth::{ApiQuery, Auth};
+use crate::plane::{Listening, Plane, Transport};
+use crate::problem::{errors, Problem};
+use crate::state::AppState;
+use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use bazaar_conversation::Message;
+use bazaar_types::limits::{
+    STREAM_CLIENT_FRAME_BYTES_MAX, STREAM_KEEPALIVE_S, STREAM_PAGE, STREAM_SEND_TIMEOUT_MS,
+    STREAM_WRITE_BUFFER_BYTES_MAX,
+};
+use bazaar_types::MemberId;
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The inbox WebSocket: served without an OpenAPI entry (see `router::UNDESCRIBED_ROUTES`).
+pub const INBOX_SOCKET_PATH: &str = "/v1/inbox/ws";
+/// WebSocket close code: the consumer did not keep up (resume from the reason's cursor).
+pub const CLOSE_SLOW_CONSUMER: u16 = 4008;
+/// WebSocket close code: the client sent a frame too large or unreadable.
+pub const CLOSE_FRAME_REFUSED: u16 = 1009;
+/// WebSocket close code: the store failed (resume from the reason's cursor).
+pub const CLOSE_STORE_FAILED: u16 = 1011;
+/// The tokio-tungstenite read buffer per socket: small, since clients only close.
+const SOCKET_READ_BUFFER_BYTES: usize = 4 * 1024;
+
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new().routes(routes!(sse)).route(INBOX_SOCKET_PATH, axum::routing::get(websocket))
+}
+
+/// Reads a member's inbox from a cursor and waits for more.
+pub struct Follower {
+    plane: Arc<Plane>,
+    member: MemberId,
+    /// Where the next read starts (the inbox's `next_after`).
+    read_to: u64,
+    log: watch::Receiver<u64>,
+}
+
+impl Follower {
+    pub fn new(plane: Arc<Plane>, member: MemberId, since: u64) -> Follower {
+        let log = plane.watch_log();
+        Follower { plane, member, read_to: since, log }
+    }
+
+    /// The next messages after the cursor, waiting until there are some.
+    /// Cancel-safe: the cursor moves only once a read has returned.
+    pub async fn next(&mut self) -> Result<Vec<Message>, Problem> {
+        loop {
+            // Marked seen before reading, so a post landing during the read wakes the wait below.
+            self.log.borrow_and_update();
+            let (member, after) = (self.member.clone(), self.read_to);
+            let page = self.plane.call(move |store| store.inbox(&member, after, STREAM_PAGE)).await?;
+            let moved = page.next_after > self.read_to;
+            self.read_to = page.next_after;
+            if !page.messages.is_empty() {
+                return Ok(page.messages);
+            }
+            if !moved && self.log.changed().await.is_err() {
+                return Ok(Vec::new());
+            }
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    /// The cursor to resume after (a message's `position`); 0 replays everything.
+    pub since: Option<u64>,
+}
+
+/// The SSE cursor: `Last-Event-ID` if the client sends one, else `?since=`, else 0.
+fn sse_cursor(headers: &HeaderMap, since: Option<u64>) -> Result<u64, Problem> {
+    match headers.get("last-event-id") {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .ok_or_else(|| Problem::invalid("`Last-Event-ID` must be a cursor (a message's `position`).")),
+        None => Ok(since.unwrap_or(0)),
+    }
+}
+
+/// The caller's inbox as Server-Sent Events: every message after the cursor,
+/// then each new one as it is posted. `id:` is the message's `position`.
+#[utoipa::path(get, path = "/v1/inbox/sse", params(("since" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header, description = "Resumes after this cursor; wins over `since`")), responses((status = 200, description = "An event stream; each `message` event's data is a message", content_type = "text/event-stream", body = String), errors::Unauthenticated, errors::Invalid, errors::TooMany, errors::Unavailable))]
+async fn sse(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiQuery(query): ApiQuery<StreamQuery>,
+) -> Result<Response, Problem> {
+    let plane = state.plane()?.clone();
+    let since = sse_cursor(&headers, query.since)?;
+    let listening = plane.listen(&auth.member.id, Transport::Sse)?;
+    let follower = Follower::new(plane, auth.member.id, since);
+    let events = futures::stream::unfold(
+        (follower, VecDeque::new(), Some(listening)),
+        |(mut follower, mut ready, listening): (Follower, VecDeque<Message>, Option<Listening>)| async move {
+            // A stream that failed has given back its listening slot and ends.
+            let listening = listening?;
+            if ready.is_empty() {
+                match follower.next().await {
+                    Ok(batch) => ready.extend(batch),
+                    Err(problem) => {
+                        let event = Event::default().event("error").data(problem.code);
+                        return Some((Ok::<_, std::convert::Infallible>(event), (follower, ready, None)));
+                    }
+                }
+            }
+            let message = ready.pop_front()?;
+            let event = Event::default().id(message.position.to_string()).event("message");
+            let event = event.json_data(&message).unwrap_or_else(|_| Event::default().comment("unserialisable"));
+            Some((Ok(event), (follower, ready, Some(listening))))
+        },
+    );
+    let keepalive = KeepAlive::new().interval(Duration::from_secs(STREAM_KEEPALIVE_S));
+    Ok(Sse::new(events).keep_alive(keepalive).into_response())
+}
+
+/// The caller's inbox over a WebSocket: every message after `since`, then
+/// each new one, as `{"type":"message","cursor":N,"message":{…}}` frames.
+async fn websocket(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiQuery(query): ApiQuery<StreamQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, Problem> {
+    let plane = state.plane()?.clone();
+    let listening = plane.listen(&auth.member.id, Transport::Websocket)?;
+    let follower = Follower::new(plane, auth.member.id, query.since.unwrap_or(0));
+    let upgrade = upgrade
+        .read_buffer_size(SOCKET_READ_BUFFER_BYTES)
+        .write_buffer_size(0)
+        .max_write_buffer_size(STREAM_WRITE_BUFFER_BYTES_MAX)
+        .max_message_size(STREAM_CLIENT_FRAME_BYTES_MAX)
+        .max_frame_size(STREAM_CLIENT_FRAME_BYTES_MAX);
+    Ok(upgrade.on_upgrade(move |socket| serve_socket(socket, follower, listening)))
+}
+
+/// Why a socket's loop ended.
+enum End {
+    /// The client closed or went away.
+    Gone,
+    Close(u16, String),
+}
+
+async fn serve_socket(mut socket: WebSocket, mut follower: Follower, _listening: Listening) {
+    let mut sent_to = follower.read_to;
+    let mut keepalive = tokio::time::interval(Duration::from_secs(STREAM_KEEPALIVE_S));
+    keepalive.reset();
+    let end = loop {
+        tokio::select! {
+            batch = follower.next() => match batch {
+                Ok(batch) => {
+                    if let Err(end) = send_batch(&mut socket, batch, &mut sent_to).await {
+                        break end;
+                    }
+                }
+                Err(problem) => {
+                    break End::Close(CLOSE_STORE_FAILED, format!("{}; resume with since={sent_to}", problem.code));
+                }
+            },
+            incoming = socket.recv() => match incoming {
+                None | Some(Ok(Frame::Close(_))) => break End::Gone,
+                Some(Err(_)) => {
+                    let reason = format!(
+                        "unreadable or oversize frame (at most {STREAM_CLIENT_FRAME_BYTES_MAX} bytes); resume with since={sent_to}"
+                    );
+                    break End::Close(CLOSE_FRAME_REFUSED, reason);
+                }
+                Some(Ok(_)) => {}
+            },
+            _ = keepalive.tick() => {
+                if socket.send(Frame::Ping(Default::default())).await.is_err() {
+                    break End::Gone;
+                }
+            }
+        }
+    };
+    if let End::Close(code, reason) = end {
+        let frame = Frame::Close(Some(CloseFrame { code, reason: reason.into() }));
+        let _ = tokio::time::timeout(Duration::from_millis(STREAM_SEND_TIMEOUT_MS), socket.send(frame)).await;
+    }
+}
+
+/// Sends each message in order, moving `sent_to` past each one that left.
+async fn send_batch(socket: &mut WebSocket, batch: Vec<Message>, sent_to: &mut u64) -> Result<(), End> {
+    for message in batch {
+        let frame = serde_json::json!({ "type": "message", "cursor": message.position, "message": message });
+        let send = socket.send(Frame::Text(frame.to_string().into()));
+        match tokio::time::timeout(Duration::from_millis(STREAM_SEND_TIMEOUT_MS), send).await {
+            Ok(Ok(())) => *sent_to = message.position,
+            Ok(Err(_)) => return Err(End::Gone),
+            Err(_) => {
+                return Err(End::Close(CLOSE_SLOW_CONSUMER, format!("slow consumer; resume with since={sent_to}")));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! The conversation plane as the server holds it: the store (blocking, so
+//! every call runs on the blocking pool, never on a request's task), the one
+//! signal that the log advanced (which wakes every live stream), who is
+//! listening by which transport, and the mapping of the store's refusals to
+//! problem+json.
+
+use crate::problem::Problem;
+use axum::http::StatusCode;
+use bazaar_conversation::{ConversationError, ConversationStore};
+use bazaar_types::limits::{STREAM_CONNECTIONS_MAX, STREAM_CONNECTIONS_PER_MEMBER_MAX};
+use bazaar_types::MemberId;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// A store the server can share across the blocking pool.
+pub type SharedStore = Arc<dyn ConversationStore + Send + Sync>;
+
+/// The transports a member can listen on (polling is not listening).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    Websocket,
+    Sse,
+}
+
+pub struct Plane {
+    store: SharedStore,
+    /// The highest log position this node has written or seen: every live
+    /// stream waits on it and re-reads its inbox from its own cursor.
+    log: watch::Sender<u64>,
+    listening: Mutex<Listeners>,
+}
+
+/// Open streams per member and transport, and their total.
+#[derive(Default)]
+struct Listeners {
+    total: usize,
+    by_member: HashMap<MemberId, HashMap<Transport, usize>>,
+}
+
+impl Plane {
+    pub fn new(store: SharedStore) -> Plane {
+        Plane { store, log: watch::channel(0).0, listening: Mutex::default() }
+    }
+
+    /// Runs `act` against the store on the blocking pool.
+    pub async fn call<T: Send + 'static>(
+        &self,
+        act: impl FnOnce(&dyn ConversationStore) -> Result<T, ConversationError> + Send + 'static,
+    ) -> Result<T, Problem> {
+        let store = self.store.clone();
+        let outcome = tokio::task::spawn_blocking(move || act(store.as_ref()))
+            .await
+            .map_err(|error| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string()))?;
+        outcome.map_err(problem)
+    }
+
+    /// Says the log reached `position`; wakes every stream that waits.
+    pub fn advanced(&self, position: u64) {
+        self.log.send_if_modified(|last| {
+            let moved = position > *last;
+            *last = (*last).max(position);
+            moved
+        });
+    }
+
+    /// A receiver that wakes when the log advances past what it last saw.
+    pub fn watch_log(&self) -> watch::Receiver<u64> {
+        self.log.subscribe()
+    }
+
+    /// Counts a stream opened by `member`, or refuses past the limits. The
+    /// stream is counted until the returned guard drops.
+    pub fn listen(self: &Arc<Self>, member: &MemberId, transport: Transport) -> Result<Listening, Problem> {
+        let mut listening = self.listening.lock().expect("listening mutex");
+        let mine: usize = listening.by_member.get(member).map(|by| by.values().sum()).unwrap_or(0);
+        if listening.total >= STREAM_CONNECTIONS_MAX {
+            let mut problem = Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "streams_full",
+                format!("This node holds {STREAM_CONNECTIONS_MAX} streams already; retry shortly or poll the inbox."),
+            );
+            problem.retry_after = true;
+            return Err(problem);
+        }
+        if mine >= STREAM_CONNECTIONS_PER_MEMBER_MAX {
+            return Err(Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_streams",
+                format!("A member may hold {STREAM_CONNECTIONS_PER_MEMBER_MAX} streams at once; close one first."),
+            ));
+        }
+        *listening.by_member.entry(member.clone()).or_default().entry(transport).or_default() += 1;
+        listening.total += 1;
+        Ok(Listening { plane: self.clone(), member: member.clone(), transport })
+    }
+
+    /// The transports `member` listens on now, in a fixed order.
+    pub fn transports_of(&self, member: &MemberId) -> Vec<Transport> {
+        let listening = self.listening.lock().expect("listening mutex");
+        let mut found: Vec<Transport> = listening
+            .by_member
+            .get(member)
+            .map(|by| by.iter().filter(|(_, n)| **n > 0).map(|(t, _)| *t).collect())
+            .unwrap_or_default();
+        found.sort();
+        found
+    }
+}
+
+/// One open stream, counted while it lives.
+pub struct Listening {
+    plane: Arc<Plane>,
+    member: MemberId,
+    transport: Transport,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let mut listening = self.plane.listening.lock().expect("listening mutex");
+        listening.total = listening.total.saturating_sub(1);
+        if let Some(by) = listening.by_member.get_mut(&self.member) {
+            if let Some(n) = by.get_mut(&self.transport) {
+                *n = n.saturating_sub(1);
+            }
+            by.retain(|_, n| *n > 0);
+            if by.is_empty() {
+                listening.by_member.remove(&self.member);
+            }
+        }
+    }
+}
+
+/// The HTTP status of each of the store's refusals; the code is the store's own.
+pub fn problem(error: ConversationError) -> Problem {
+    use ConversationError as E;
+    let status = match &error {
+        E::ChannelNotFound(_) | E::ReplyNotFound { .. } => StatusCode::NOT_FOUND,
+        E::NotMember { .. } | E::NotOwner(_) | E::PrivateRoom(_) => StatusCode::FORBIDDEN,
+        E::AlreadyMember { .. } | E::DirectMessage(_) | E::ChannelFull(_) => StatusCode::CONFLICT,
+        E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    if let E::Unavailable(detail) = &error {
+        tracing::warn!(%detail, "conversation store unavailable");
+        let mut problem =
+            Problem::new(status, error.code(), "The conversation store is unavailable; retry shortly.".to_string());
+        problem.retry_after = true;
+        return problem;
+    }
+    Problem::new(status, error.code(), error.to_string())
+}

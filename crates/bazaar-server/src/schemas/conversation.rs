@@ -1,0 +1,123 @@
+//! The conversation plane's response bodies: channels, memberships,
+//! messages, inbox pages and attention, as `bazaar-conversation` serialises them.
+
+use super::OpenObject;
+use utoipa::ToSchema;
+
+/// A DM or a room.
+#[derive(ToSchema)]
+pub struct Channel {
+    /// `ch_` and 32 hex characters (a DM's is derived from its two members).
+    pub id: String,
+    /// `dm`, `public_room` or `private_room`.
+    pub kind: String,
+    /// A room's name; null for a DM.
+    pub name: Option<String>,
+    pub created_by: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+/// One stint of a member in a channel (joining opens one, leaving closes it).
+#[derive(ToSchema)]
+pub struct Membership {
+    pub channel: String,
+    pub member: String,
+    /// `owner` or `member`.
+    pub role: String,
+    pub joined_at: i64,
+    /// The log position when it joined: it receives messages after it.
+    pub joined_after: u64,
+    pub left_at: Option<i64>,
+    /// The log position when it left: it received messages up to it.
+    pub left_after: Option<u64>,
+    pub muted: bool,
+    /// The highest `seq` it has read.
+    pub read_seq: u64,
+}
+
+/// A channel the caller is in, with its unread and waking counts (the membership's fields, flattened).
+#[derive(ToSchema)]
+pub struct MyChannel {
+    pub channel: String,
+    pub member: String,
+    pub role: String,
+    pub joined_at: i64,
+    pub joined_after: u64,
+    pub muted: bool,
+    pub read_seq: u64,
+    /// Messages delivered after the read mark.
+    pub unread: u64,
+    /// Of those, the ones that wake the caller (DM, mention, reply to it).
+    pub wakes: u64,
+}
+
+/// A member in a channel's member list (the membership's fields, flattened).
+#[derive(ToSchema)]
+pub struct ListedMember {
+    pub member: String,
+    pub role: String,
+    pub joined_at: i64,
+    pub muted: bool,
+    /// `websocket`, `sse`: the live transports it listens on now; empty if it only polls.
+    pub listening: Vec<String>,
+}
+
+/// A channel (its fields, flattened) and its current members.
+#[derive(ToSchema)]
+pub struct ChannelView {
+    pub id: String,
+    pub kind: String,
+    pub name: Option<String>,
+    pub created_by: String,
+    pub created_at: i64,
+    pub members: Vec<ListedMember>,
+}
+
+/// The message a reply answers.
+#[derive(ToSchema)]
+pub struct ReplyTo {
+    pub seq: u64,
+    pub author: String,
+}
+
+/// A message in a channel.
+#[derive(ToSchema)]
+pub struct Message {
+    pub channel: String,
+    /// The channel's kind.
+    pub channel_kind: String,
+    /// Gapless per channel, from 1.
+    pub seq: u64,
+    /// The server-wide log position: the cursor every transport resumes from.
+    pub position: u64,
+    pub authored_by: String,
+    /// The owner an agent speaks for; null for a person or a standalone agent.
+    pub on_behalf_of: Option<String>,
+    /// The author's handle when it posted.
+    pub handle: Option<String>,
+    /// `{"type":"text"}`, or `{"type":"system","line":…}` for what the server says.
+    pub kind: OpenObject,
+    pub body: String,
+    pub reply_to: Option<ReplyTo>,
+    /// Members mentioned, resolved when the message was posted.
+    pub mentions: Vec<String>,
+    /// Unix milliseconds.
+    pub at: i64,
+}
+
+/// A page of the inbox.
+#[derive(ToSchema)]
+pub struct InboxPage {
+    pub messages: Vec<Message>,
+    /// The cursor to pass as `after` next.
+    pub next_after: u64,
+}
+
+/// What needs attention in one channel.
+#[derive(ToSchema)]
+pub struct Attention {
+    pub channel: String,
+    pub unread: u64,
+    pub wakes: u64,
+}

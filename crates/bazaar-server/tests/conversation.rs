@@ -1,0 +1,458 @@
+//! The conversation plane over HTTP on the embedded stores: rooms, DMs and
+//! membership by REST with their refusal codes; posting with mentions and
+//! replies; history both ways; the poll inbox and attention; and the two live
+//! transports (SSE and WebSocket) resuming from any cut point on the one
+//! cursor with nothing lost, repeated or out of order, and nothing of a
+//! private room reaching a non-member by any transport.
+
+use bazaar_conversation::sqlite::SqliteConversationStore;
+use bazaar_sdk::{generate_key, Client};
+use bazaar_server::{boot, router, AppState};
+use bazaar_store::conformance::EPOCH;
+use bazaar_store::Store;
+use bazaar_types::{ManualClock, SeededEntropy};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite;
+
+struct Registry {
+    url: String,
+    state: Arc<AppState>,
+    operator: Client,
+    http: reqwest::Client,
+    _dir: TempDir,
+}
+
+struct TempDir(std::path::PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+async fn registry() -> Registry {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("bazaar-conv-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clock = Arc::new(ManualClock::new(EPOCH));
+    let config = bazaar_core::apply::Config::standard();
+    let store: Arc<dyn Store> =
+        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), config.clone(), clock.clone()).unwrap());
+    let booted = boot(store, clock.clone(), config, Some("operator-secret".into())).await.unwrap();
+    let plane = SqliteConversationStore::open(&dir.join("c.db"), clock, Arc::new(SeededEntropy::new(n))).unwrap();
+    assert!(booted.state.attach_conversation(Arc::new(plane)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(booted.state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let operator = Client::new(&url, Some("operator-secret".into()));
+    Registry { url, state: booted.state, operator, http: reqwest::Client::new(), _dir: TempDir(dir) }
+}
+
+/// A person on the registry: its credential and DID.
+struct Person {
+    credential: String,
+    id: String,
+}
+
+async fn person(r: &Registry, handle: &str) -> Person {
+    let made = r.operator.create_owner(&generate_key(), handle).await.unwrap();
+    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into() }
+}
+
+async fn agent_of(r: &Registry, owner: &Person, handle: &str) -> Person {
+    let owner_client = r.operator.with_credential(&owner.credential);
+    let invite = owner_client.issue_invite().await.unwrap();
+    let made = owner_client.with_credential("none").redeem_invite(&invite, &generate_key(), handle).await.unwrap();
+    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into() }
+}
+
+impl Registry {
+    /// A call as `who`: the status and the JSON body.
+    async fn call(&self, who: &Person, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.url)).bearer_auth(&who.credential);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, who: &Person, path: &str) -> (u16, Value) {
+        self.call(who, reqwest::Method::GET, path, None).await
+    }
+
+    async fn post(&self, who: &Person, path: &str, body: Value) -> (u16, Value) {
+        self.call(who, reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn say(&self, who: &Person, channel: &str, body: &str) -> Value {
+        let (status, message) =
+            self.post(who, &format!("/v1/channels/{channel}/messages"), json!({"body": body})).await;
+        assert_eq!(status, 201, "{message}");
+        message
+    }
+
+    async fn room(&self, owner: &Person, name: &str, private: bool) -> String {
+        let (status, room) = self.post(owner, "/v1/rooms", json!({"name": name, "private": private})).await;
+        assert_eq!(status, 201, "{room}");
+        room["id"].as_str().unwrap().to_string()
+    }
+
+    /// Every position in `who`'s inbox, read by polling.
+    async fn polled(&self, who: &Person) -> Vec<u64> {
+        let (mut after, mut all) = (0, Vec::new());
+        loop {
+            let (status, page) = self.get(who, &format!("/v1/inbox?after={after}&limit=7")).await;
+            assert_eq!(status, 200, "{page}");
+            let next = page["next_after"].as_u64().unwrap();
+            all.extend(page["messages"].as_array().unwrap().iter().map(|m| m["position"].as_u64().unwrap()));
+            if next == after {
+                return all;
+            }
+            after = next;
+        }
+    }
+}
+
+fn code(body: &Value) -> &str {
+    body["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn rooms_dms_membership_posting_and_history_by_rest() {
+    let r = registry().await;
+    let (alice, bob, carol) = (person(&r, "alice").await, person(&r, "bob").await, person(&r, "carol").await);
+    let private = r.room(&alice, "deals", true).await;
+    // Nobody joins a private room; only its owner adds, and only owners may.
+    let (status, body) = r.post(&bob, &format!("/v1/channels/{private}/join"), json!({})).await;
+    assert_eq!((status, code(&body)), (403, "private_room"));
+    let (status, body) = r.get(&bob, &format!("/v1/channels/{private}")).await;
+    assert_eq!((status, code(&body)), (403, "not_member"));
+    let (status, body) = r.get(&bob, &format!("/v1/channels/{private}/messages")).await;
+    assert_eq!((status, code(&body)), (403, "not_member"));
+    let (status, body) = r.post(&alice, &format!("/v1/channels/{private}/members"), json!({"member": "bob"})).await;
+    assert_eq!((status, body["role"].as_str()), (200, Some("member")), "{body}");
+    let (status, body) = r.post(&bob, &format!("/v1/channels/{private}/members"), json!({"member": "carol"})).await;
+    assert_eq!((status, code(&body)), (403, "not_owner"));
+    let (status, body) =
+        r.post(&alice, &format!("/v1/channels/{private}/members"), json!({"member": "nobody-here"})).await;
+    assert_eq!((status, code(&body)), (404, "member_not_found"));
+
+    // A mention is resolved to the member at send time, and wakes her.
+    let first = r.say(&bob, &private, "@alice the price is 40, and @nobody-here is plain text").await;
+    assert_eq!(first["mentions"], json!([alice.id]));
+    assert_eq!(first["handle"], "bob");
+    assert_eq!(first["seq"], 1);
+    let (_, attention) = r.get(&alice, "/v1/attention").await;
+    assert_eq!(attention, json!([{"channel": private, "unread": 1, "wakes": 1}]));
+    // A reply names its author and wakes him; posting marks the channel read for its author.
+    let (status, reply) =
+        r.post(&alice, &format!("/v1/channels/{private}/messages"), json!({"body": "agreed", "reply_to": 1})).await;
+    assert_eq!(status, 201, "{reply}");
+    assert_eq!(reply["reply_to"], json!({"seq": 1, "author": bob.id}));
+    let (status, body) =
+        r.post(&alice, &format!("/v1/channels/{private}/messages"), json!({"body": "x", "reply_to": 99})).await;
+    assert_eq!((status, code(&body)), (404, "reply_not_found"));
+    let (_, attention) = r.get(&alice, "/v1/attention").await;
+    assert_eq!(attention, json!([]));
+    let (_, attention) = r.get(&bob, "/v1/attention").await;
+    assert_eq!(attention, json!([{"channel": private, "unread": 1, "wakes": 1}]));
+    let (_, mine) = r.get(&bob, "/v1/channels").await;
+    assert_eq!(mine[0]["channel"], private.as_str());
+    assert_eq!((mine[0]["unread"].as_u64(), mine[0]["wakes"].as_u64()), (Some(1), Some(1)), "{mine}");
+    let (status, _) = r.post(&bob, &format!("/v1/channels/{private}/read"), json!({"seq": 2})).await;
+    assert_eq!(status, 200);
+    let (_, attention) = r.get(&bob, "/v1/attention").await;
+    assert_eq!(attention, json!([]));
+    let (status, body) = r.post(&alice, &format!("/v1/channels/{private}/read"), json!({"seq": 9})).await;
+    assert_eq!((status, code(&body)), (400, "seq_out_of_range"));
+
+    // History pages both ways, oldest first.
+    for n in 3..=10 {
+        r.say(&alice, &private, &format!("line {n}")).await;
+    }
+    let seqs = |page: &Value| page.as_array().unwrap().iter().map(|m| m["seq"].as_u64().unwrap()).collect::<Vec<_>>();
+    let (_, latest) = r.get(&bob, &format!("/v1/channels/{private}/messages?limit=3")).await;
+    assert_eq!(seqs(&latest), vec![8, 9, 10]);
+    let (_, older) = r.get(&bob, &format!("/v1/channels/{private}/messages?before=8&limit=3")).await;
+    assert_eq!(seqs(&older), vec![5, 6, 7]);
+    let (_, newer) = r.get(&bob, &format!("/v1/channels/{private}/messages?after=8")).await;
+    assert_eq!(seqs(&newer), vec![9, 10]);
+    let (status, body) = r.get(&bob, &format!("/v1/channels/{private}/messages?before=3&after=1")).await;
+    assert_eq!((status, code(&body)), (400, "invalid_request"));
+    let (status, body) = r.get(&bob, &format!("/v1/channels/{private}/messages?limit=0")).await;
+    assert_eq!((status, code(&body)), (400, "page_invalid"));
+    let (status, body) = r.get(&bob, "/v1/inbox?after=minus-one").await;
+    assert_eq!((status, code(&body)), (400, "invalid_request"));
+
+    // Bad bodies carry the plane's codes.
+    let long = "x".repeat(bazaar_types::limits::MESSAGE_BODY_BYTES_MAX + 1);
+    let (status, body) = r.post(&bob, &format!("/v1/channels/{private}/messages"), json!({"body": long})).await;
+    assert_eq!((status, code(&body)), (400, "body_too_long"));
+    let (status, body) = r.post(&bob, &format!("/v1/channels/{private}/messages"), json!({"body": "  "})).await;
+    assert_eq!((status, code(&body)), (400, "body_empty"));
+    let crowd: String =
+        (0..=bazaar_types::limits::MESSAGE_MENTION_CANDIDATES_MAX).map(|n| format!("@h{n:03} ")).collect();
+    let (status, body) = r.post(&bob, &format!("/v1/channels/{private}/messages"), json!({"body": crowd})).await;
+    assert_eq!((status, code(&body)), (400, "too_many_mentions"));
+    let (status, body) = r.post(&carol, &format!("/v1/channels/{private}/messages"), json!({"body": "hi"})).await;
+    assert_eq!((status, code(&body)), (403, "not_member"));
+    let (status, body) = r.post(&carol, "/v1/channels/ch_nope/messages", json!({"body": "hi"})).await;
+    assert_eq!((status, code(&body)), (404, "channel_not_found"));
+
+    // A DM is one channel whichever side opens it; a DM is not joined or left.
+    let (status, dm) = r.post(&carol, "/v1/dms", json!({"with": "alice"})).await;
+    assert_eq!(status, 200, "{dm}");
+    let (_, again) = r.post(&alice, "/v1/dms", json!({"with": carol.id})).await;
+    assert_eq!(dm["id"], again["id"]);
+    let (status, body) = r.post(&carol, "/v1/dms", json!({"with": "carol"})).await;
+    assert_eq!((status, code(&body)), (400, "dm_with_self"));
+    let (status, body) = r.post(&carol, &format!("/v1/channels/{}/leave", dm["id"].as_str().unwrap()), json!({})).await;
+    assert_eq!((status, code(&body)), (409, "direct_message"));
+
+    // Public rooms are listed and joined; leaving stops delivery.
+    let lobby = r.room(&alice, "lobby", false).await;
+    let (_, rooms) = r.get(&carol, "/v1/rooms").await;
+    assert_eq!(
+        rooms.as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect::<Vec<_>>(),
+        vec![lobby.as_str()]
+    );
+    let (status, _) = r.post(&carol, &format!("/v1/channels/{lobby}/join"), json!({})).await;
+    assert_eq!(status, 200);
+    let (status, body) = r.post(&carol, &format!("/v1/channels/{lobby}/join"), json!({})).await;
+    assert_eq!((status, code(&body)), (409, "already_member"));
+    let heard = r.say(&alice, &lobby, "welcome").await;
+    r.post(&carol, &format!("/v1/channels/{lobby}/leave"), json!({})).await;
+    let unheard = r.say(&alice, &lobby, "after you left").await;
+    let carol_got = r.polled(&carol).await;
+    assert!(carol_got.contains(&heard["position"].as_u64().unwrap()));
+    assert!(!carol_got.contains(&unheard["position"].as_u64().unwrap()));
+}
+
+#[tokio::test]
+async fn an_agent_speaks_for_its_owner_without_its_owners_standing() {
+    let r = registry().await;
+    let dana = person(&r, "dana").await;
+    let helper = agent_of(&r, &dana, "dana-helper").await;
+    let stranger = person(&r, "stranger").await;
+    let room = r.room(&dana, "dana's desk", true).await;
+    // The agent is not in its owner's room and cannot add anyone to it.
+    let (status, body) = r.post(&helper, &format!("/v1/channels/{room}/members"), json!({"member": "stranger"})).await;
+    assert_eq!((status, code(&body)), (403, "not_member"));
+    r.post(&dana, &format!("/v1/channels/{room}/members"), json!({"member": "dana-helper"})).await;
+    let (status, body) = r.post(&helper, &format!("/v1/channels/{room}/members"), json!({"member": "stranger"})).await;
+    assert_eq!((status, code(&body)), (403, "not_owner"));
+    let said = r.say(&helper, &room, "on it").await;
+    assert_eq!(said["authored_by"], helper.id.as_str());
+    assert_eq!(said["on_behalf_of"], dana.id.as_str());
+    let said = r.say(&dana, &room, "thanks").await;
+    assert_eq!(said["on_behalf_of"], Value::Null);
+    let (_, dm) = r.post(&stranger, "/v1/dms", json!({"with": "dana-helper"})).await;
+    assert_eq!(dm["kind"], "dm");
+}
+
+/// A tiny deterministic generator for cut points (no OS randomness in tests).
+struct SplitMix(u64);
+impl SplitMix {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn open_socket(r: &Registry, who: &Person, since: u64) -> Socket {
+    use tungstenite::client::IntoClientRequest;
+    let url = format!("{}/v1/inbox/ws?since={since}", r.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert("authorization", format!("Bearer {}", who.credential).parse().unwrap());
+    tokio_tungstenite::connect_async(request).await.unwrap().0
+}
+
+/// The next message frame's cursor (skipping pings).
+async fn next_frame(socket: &mut Socket) -> Value {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), socket.next()).await.expect("a frame in time");
+        match frame.expect("socket open").unwrap() {
+            tungstenite::Message::Text(text) => return serde_json::from_str(&text).unwrap(),
+            tungstenite::Message::Close(close) => panic!("closed: {close:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// SSE frames from a streaming response: (id, data) of each `message` event.
+struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    async fn open(r: &Registry, who: &Person, last_event_id: Option<u64>) -> SseReader {
+        let mut request = r.http.get(format!("{}/v1/inbox/sse", r.url)).bearer_auth(&who.credential);
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        SseReader { response, buffer: String::new() }
+    }
+
+    async fn next_message(&mut self) -> (u64, Value) {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    block.lines().find_map(|line| line.strip_prefix(name).map(|v| v.trim_start().to_string()))
+                };
+                if field("event:").as_deref() == Some("message") {
+                    let id = field("id:").unwrap().parse().unwrap();
+                    return (id, serde_json::from_str(&field("data:").unwrap()).unwrap());
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.response.chunk()).await.expect("in time");
+            self.buffer.push_str(std::str::from_utf8(&chunk.unwrap().expect("stream open")).unwrap());
+        }
+    }
+}
+
+/// Both live transports, cut at many points while messages keep arriving:
+/// each reconnect from the last cursor seen yields exactly the rest of what
+/// polling returns, in order.
+#[tokio::test]
+async fn live_streams_resume_from_any_cut_with_nothing_lost_or_repeated() {
+    let r = registry().await;
+    let (ann, ben) = (person(&r, "ann").await, person(&r, "ben").await);
+    let room = r.room(&ann, "busy", false).await;
+    r.post(&ben, &format!("/v1/channels/{room}/join"), json!({})).await;
+    let (_, dm) = r.post(&ann, "/v1/dms", json!({"with": "ben"})).await;
+    let dm = dm["id"].as_str().unwrap().to_string();
+    let elsewhere = r.room(&ann, "ben is not here", false).await;
+    const TOTAL: u64 = 120;
+    let mut rng = SplitMix(7);
+    let (mut ws_seen, mut sse_seen): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    let mut posted = 0;
+    let mut socket = open_socket(&r, &ben, 0).await;
+    let mut sse = SseReader::open(&r, &ben, None).await;
+    while posted < TOTAL || ws_seen.len() < posted as usize || sse_seen.len() < posted as usize {
+        // Post a few (some to a room ben is not in), then read a few from each transport.
+        for _ in 0..rng.below(4) {
+            if posted == TOTAL {
+                break;
+            }
+            let channel = if posted % 3 == 0 { &dm } else { &room };
+            r.say(&ann, channel, &format!("m{posted}")).await;
+            r.say(&ann, &elsewhere, "not for ben").await;
+            posted += 1;
+        }
+        for _ in 0..rng.below(5).min(posted - ws_seen.len() as u64) {
+            let frame = next_frame(&mut socket).await;
+            assert_eq!(frame["type"], "message");
+            ws_seen.push(frame["cursor"].as_u64().unwrap());
+        }
+        for _ in 0..rng.below(5).min(posted - sse_seen.len() as u64) {
+            let (id, message) = sse.next_message().await;
+            assert_eq!(message["position"].as_u64(), Some(id));
+            sse_seen.push(id);
+        }
+        // Cut each transport now and then, resuming from the last cursor it delivered.
+        if rng.below(3) == 0 {
+            socket.close(None).await.ok();
+            socket = open_socket(&r, &ben, ws_seen.last().copied().unwrap_or(0)).await;
+        }
+        if rng.below(3) == 0 {
+            sse = SseReader::open(&r, &ben, Some(sse_seen.last().copied().unwrap_or(0))).await;
+        }
+    }
+    let polled = r.polled(&ben).await;
+    assert_eq!(polled.len() as u64, TOTAL);
+    assert_eq!(ws_seen, polled, "WebSocket");
+    assert_eq!(sse_seen, polled, "SSE");
+}
+
+#[tokio::test]
+async fn a_private_room_reaches_no_non_member_by_any_transport() {
+    let r = registry().await;
+    let (owner, insider, outsider) =
+        (person(&r, "owner").await, person(&r, "insider").await, person(&r, "outsider").await);
+    let secret = r.room(&owner, "secret", true).await;
+    r.post(&owner, &format!("/v1/channels/{secret}/members"), json!({"member": "insider"})).await;
+    let mut socket = open_socket(&r, &outsider, 0).await;
+    let mut sse = SseReader::open(&r, &outsider, None).await;
+    let mut insider_socket = open_socket(&r, &insider, 0).await;
+    let hidden = r.say(&owner, &secret, "the plan").await;
+    let (_, dm) = r.post(&owner, "/v1/dms", json!({"with": "outsider"})).await;
+    let visible = r.say(&owner, dm["id"].as_str().unwrap(), "hello outsider").await;
+    // The outsider's first delivery on each transport is the DM, never the room's line.
+    assert_eq!(next_frame(&mut socket).await["cursor"], visible["position"]);
+    assert_eq!(sse.next_message().await.0, visible["position"].as_u64().unwrap());
+    assert_eq!(r.polled(&outsider).await, vec![visible["position"].as_u64().unwrap()]);
+    assert_eq!(next_frame(&mut insider_socket).await["cursor"], hidden["position"]);
+    // The member list shows who listens by which transport.
+    let (_, view) = r.get(&owner, &format!("/v1/channels/{secret}")).await;
+    let listening = |view: &Value, id: &str| {
+        view["members"].as_array().unwrap().iter().find(|m| m["member"] == id).unwrap()["listening"].clone()
+    };
+    assert_eq!(listening(&view, &insider.id), json!(["websocket"]));
+    assert_eq!(listening(&view, &owner.id), json!([]));
+    insider_socket.close(None).await.ok();
+    drop(insider_socket);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, view) = r.get(&owner, &format!("/v1/channels/{secret}")).await;
+        if listening(&view, &insider.id) == json!([]) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "a closed socket still shows as listening");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(r.state.plane().is_ok());
+}
+
+#[tokio::test]
+async fn a_member_holds_a_bounded_number_of_streams() {
+    let r = registry().await;
+    let eve = person(&r, "eve").await;
+    let mut open = Vec::new();
+    for _ in 0..bazaar_types::limits::STREAM_CONNECTIONS_PER_MEMBER_MAX {
+        open.push(open_socket(&r, &eve, 0).await);
+    }
+    let (status, body) = r.get(&eve, "/v1/inbox/sse").await;
+    assert_eq!((status, code(&body)), (429, "too_many_streams"));
+    let (status, body) = r.get(&eve, "/v1/inbox/sse?since=abc").await;
+    assert_eq!((status, code(&body)), (400, "invalid_request"));
+    drop(open);
+}
+
+#[tokio::test]
+async fn an_oversize_client_frame_closes_the_socket_with_a_reason() {
+    use futures::SinkExt;
+    let r = registry().await;
+    let fay = person(&r, "fay").await;
+    let mut socket = open_socket(&r, &fay, 0).await;
+    let big = "x".repeat(bazaar_types::limits::STREAM_CLIENT_FRAME_BYTES_MAX + 1);
+    socket.send(tungstenite::Message::Text(big.into())).await.unwrap();
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(10), socket.next()).await.expect("in time") {
+            Some(Ok(tungstenite::Message::Close(frame))) => break frame.expect("a close frame with a code"),
+            Some(Ok(_)) => continue,
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    };
+    assert_eq!(u16::from(close.code), 1009);
+    assert!(close.reason.contains("since=0"), "{}", close.reason);
+    // The server is still serving.
+    let (status, _) = r.get(&fay, "/v1/attention").await;
+    assert_eq!(status, 200);
+}
