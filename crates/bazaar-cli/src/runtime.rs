@@ -90,13 +90,17 @@ pub fn init_logs() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).json().with_writer(std::io::stderr).try_init();
 }
 
-pub async fn serve(
-    args: StoreArgs,
-    windows: crate::WindowArgs,
-    port: u16,
-    operator_credential: Option<String>,
-    public_url: Option<String>,
-) -> Result<()> {
+/// How `bazaar serve` listens and starts.
+pub struct Serving {
+    pub port: u16,
+    /// Set on first start only.
+    pub operator_credential: Option<String>,
+    pub public_url: Option<String>,
+    pub allow_private_webhooks: bool,
+}
+
+pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving) -> Result<()> {
+    let Serving { port, operator_credential, public_url, allow_private_webhooks } = serving;
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
@@ -104,6 +108,9 @@ pub async fn serve(
     let conversation = open_conversation(&args, clock.clone()).await?;
     let booted = bazaar_server::boot(store, clock, config, operator_credential).await?;
     booted.state.attach_conversation(conversation);
+    if let Ok(plane) = booted.state.plane() {
+        plane.allow_private_webhooks(allow_private_webhooks);
+    }
     if let Some(credential) = &booted.operator_credential {
         std::fs::create_dir_all(&args.data_dir)?;
         let path = args.data_dir.join("operator-credential");
@@ -120,6 +127,7 @@ pub async fn serve(
     let terminate =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
     bazaar_server::spawn_sweeper(state.clone());
+    bazaar_server::conversation::webhooks::spawn_sender(state.clone());
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{port}"))?;

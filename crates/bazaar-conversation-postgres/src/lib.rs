@@ -16,6 +16,7 @@
 //! This caps conversation writes at one transaction at a time per database;
 //! the group-commit writer (batching posts into one transaction) is next.
 
+mod outbox;
 mod rows;
 pub mod testing;
 mod tx;
@@ -23,6 +24,7 @@ mod tx;
 use std::sync::{Arc, Mutex};
 
 use bazaar_conversation::acts::{Engine, Rows};
+use bazaar_conversation::delivery::{Delivery, DeliveryState, Endpoint};
 use bazaar_conversation::model::{Channel, ChannelId, Membership, Message};
 use bazaar_conversation::HistoryRange;
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
@@ -34,7 +36,10 @@ pub use tx::Tx;
 use tx::{big, unavailable, Result};
 
 /// Migrations, in order. Never edit a landed one; add a new file.
-const MIGRATIONS: &[(&str, &str)] = &[("0001_conversation", include_str!("../migrations/0001_conversation.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_conversation", include_str!("../migrations/0001_conversation.sql")),
+    ("0002_webhooks", include_str!("../migrations/0002_webhooks.sql")),
+];
 
 /// The advisory lock key taken while migrating ("bazaar" then 0xC0, the plane's own).
 const MIGRATION_LOCK_KEY: i64 = 0x6261_7a61_6172_00c0;
@@ -214,5 +219,42 @@ impl Rows for Tx<'_> {
     }
     fn insert_message(&self, message: &Message) -> Result<()> {
         insert_message(self, message)
+    }
+    fn enqueue_deliveries(&self, channel: &ChannelId, position: u64, now: Timestamp) -> Result<()> {
+        outbox::enqueue_deliveries(self, channel, position, now)
+    }
+    fn insert_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
+        outbox::insert_endpoint(self, endpoint)
+    }
+    fn load_endpoint(&self, id: &str) -> Result<Option<Endpoint>> {
+        outbox::load_endpoint(self, id)
+    }
+    fn endpoints_of(&self, member: &MemberId) -> Result<Vec<Endpoint>> {
+        outbox::endpoints_of(self, member)
+    }
+    fn update_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
+        outbox::update_endpoint(self, endpoint)
+    }
+    fn delete_endpoint(&self, id: &str) -> Result<()> {
+        outbox::delete_endpoint(self, id)
+    }
+    fn due_deliveries(&self, now: Timestamp, limit: usize) -> Result<Vec<Delivery>> {
+        outbox::due_deliveries(self, now, limit)
+    }
+    fn load_delivery(&self, id: u64) -> Result<Option<Delivery>> {
+        outbox::load_delivery(self, id)
+    }
+    fn update_delivery(&self, delivery: &Delivery) -> Result<()> {
+        outbox::update_delivery(self, delivery)
+    }
+    fn message_at(&self, position: u64) -> Result<Message> {
+        let found = query_messages(self, "WHERE m.position = $1", &[&big(position)])?;
+        found.into_iter().next().ok_or_else(|| unavailable(format!("no message at position {position}")))
+    }
+    fn deliveries_of(&self, endpoint: &str, state: DeliveryState, limit: usize) -> Result<Vec<Delivery>> {
+        outbox::deliveries_of(self, endpoint, state, limit)
+    }
+    fn requeue_dead(&self, endpoint: &str, now: Timestamp) -> Result<u64> {
+        outbox::requeue_dead(self, endpoint, now)
     }
 }

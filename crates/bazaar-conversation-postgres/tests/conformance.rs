@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bazaar_conversation::conformance::{self, BoxedStore, Harness, Step};
 use bazaar_conversation_postgres::testing::{execute, with_schema, ThrowawayDatabase};
 use bazaar_conversation_postgres::PostgresConversationStore;
-use bazaar_types::{ManualClock, SeededEntropy, Timestamp};
+use bazaar_types::{Clock, SeededEntropy};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -37,8 +37,7 @@ impl Harness for Postgres {
         with_schema(&self.database.url, &schema)
     }
 
-    fn open(&self, url: &String) -> BoxedStore {
-        let clock = Arc::new(ManualClock::new(Timestamp(1_700_000_000_000)));
+    fn open_at(&self, url: &String, clock: Arc<dyn Clock>) -> BoxedStore {
         Box::new(PostgresConversationStore::connect(url, clock, Arc::new(SeededEntropy::new(7))).unwrap())
     }
 }

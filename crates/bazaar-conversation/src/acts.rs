@@ -5,6 +5,7 @@
 //! an engine only says how a row is read or written in its SQL.
 
 use crate::compose::{check_body, check_page, resolve_mentions};
+use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::eligibility::{delivered_to, wakes};
 use crate::model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, ReplyTo, Role,
@@ -47,6 +48,30 @@ pub trait Rows {
     /// Writes the open stint's leave, mute and read mark.
     fn update_open_stint(&self, stint: &Membership) -> Result<()>;
     fn insert_message(&self, message: &Message) -> Result<()>;
+
+    // The webhook outbox (see `webhooks`).
+
+    /// One pending delivery of the message at `position` for every enabled
+    /// endpoint of every current member of the channel: for a message being
+    /// posted now, the SQL form of `delivered_to` (its position is past every
+    /// open stint's start).
+    fn enqueue_deliveries(&self, channel: &ChannelId, position: u64, now: Timestamp) -> Result<()>;
+    fn insert_endpoint(&self, endpoint: &Endpoint) -> Result<()>;
+    fn load_endpoint(&self, id: &str) -> Result<Option<Endpoint>>;
+    fn endpoints_of(&self, member: &MemberId) -> Result<Vec<Endpoint>>;
+    fn update_endpoint(&self, endpoint: &Endpoint) -> Result<()>;
+    /// Deletes the endpoint and its deliveries.
+    fn delete_endpoint(&self, id: &str) -> Result<()>;
+    /// Pending deliveries due at `now` and not leased, each the oldest its
+    /// (enabled) endpoint is owed, soonest first, at most `limit`.
+    fn due_deliveries(&self, now: Timestamp, limit: usize) -> Result<Vec<Delivery>>;
+    fn load_delivery(&self, id: u64) -> Result<Option<Delivery>>;
+    /// Writes a delivery's state, attempts, schedule, lease and last answer.
+    fn update_delivery(&self, delivery: &Delivery) -> Result<()>;
+    fn message_at(&self, position: u64) -> Result<Message>;
+    fn deliveries_of(&self, endpoint: &str, state: DeliveryState, limit: usize) -> Result<Vec<Delivery>>;
+    /// Dead deliveries of the endpoint back to pending, due now, attempts reset; how many.
+    fn requeue_dead(&self, endpoint: &str, now: Timestamp) -> Result<u64>;
 }
 
 /// An engine: transactions over [`Rows`], and the randomness room ids come from.
@@ -249,6 +274,7 @@ impl<E: Engine> ConversationStore for E {
                 at: now,
             };
             tx.insert_message(&message)?;
+            tx.enqueue_deliveries(&message.channel, position, now)?;
             // Posting says the author has read the channel up to its own message.
             author.read_seq = seq;
             tx.update_open_stint(&author)?;

@@ -4,18 +4,23 @@
 //! `model` holds the rows, `acts` what the plane does, written once over any
 //! engine's `Rows`, `eligibility` the one predicate deciding delivery
 //! and waking, `mentions` the `@handle` scanner, `store` the trait and its
-//! errors, `sqlite` the embedded engine on its own database file, and
-//! `conformance` the cases every engine must pass.
+//! errors, `sqlite` the embedded engine on its own database file,
+//! `delivery` and `webhooks` the webhook endpoints and outbox (Standard
+//! Webhooks signing in `webhooks::sign`), and `conformance` the cases every
+//! engine must pass.
 
 pub mod acts;
 pub mod compose;
 pub mod conformance;
+pub mod delivery;
 pub mod eligibility;
 pub mod mentions;
 pub mod model;
 pub mod sqlite;
 pub mod store;
+pub mod webhooks;
 
+pub use delivery::{Attempt, Delivery, DeliveryState, Due, Endpoint};
 pub use model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, ReplyTo, Role,
     SystemLine,
@@ -23,3 +28,9 @@ pub use model::{
 pub use store::{
     ConversationError, ConversationStore, Directory, HandleBook, HistoryRange, InboxPage, NewMessage, NewRoom,
 };
+pub use webhooks::WebhookStore;
+
+/// The whole store an engine offers: conversations and their webhook outbox.
+pub trait PlaneStore: ConversationStore + WebhookStore {}
+
+impl<T: ConversationStore + WebhookStore + ?Sized> PlaneStore for T {}

@@ -11,10 +11,14 @@ use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
 use crate::acts::{Engine, Rows};
+use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
 use crate::store::{ConversationError, HistoryRange, Result};
 
-const MIGRATIONS: &[(&str, &str)] = &[("0001_conversation", include_str!("../migrations/0001_conversation.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_conversation", include_str!("../migrations/0001_conversation.sql")),
+    ("0002_webhooks", include_str!("../migrations/0002_webhooks.sql")),
+];
 
 /// How long a write waits for another process's write before giving up.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
@@ -147,6 +151,52 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
         mentions: serde_json::from_str(&mentions).map_err(|_| corrupt("messages.mentions"))?,
         at: Timestamp(row.get(12)?),
     })
+}
+
+const ENDPOINT_COLUMNS: &str =
+    "id, member, url, secret, previous_secret, previous_until, created_at, disabled_at, disabled_reason";
+const DELIVERY_COLUMNS: &str =
+    "d.id, d.endpoint, d.position, d.state, d.attempts, d.next_attempt_at, d.leased_until, d.last_status, d.last_error, d.updated_at";
+
+fn endpoint_from_row(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
+    Ok(Endpoint {
+        id: row.get(0)?,
+        member: MemberId(row.get(1)?),
+        url: row.get(2)?,
+        secret: row.get(3)?,
+        previous_secret: row.get(4)?,
+        previous_until: row.get::<_, Option<i64>>(5)?.map(Timestamp),
+        created_at: Timestamp(row.get(6)?),
+        disabled_at: row.get::<_, Option<i64>>(7)?.map(Timestamp),
+        disabled_reason: row.get(8)?,
+    })
+}
+
+fn delivery_from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
+    let state: String = row.get(3)?;
+    Ok(Delivery {
+        id: row.get(0)?,
+        endpoint: row.get(1)?,
+        position: row.get(2)?,
+        state: DeliveryState::parse(&state).ok_or_else(|| corrupt("webhook_deliveries.state"))?,
+        attempts: row.get(4)?,
+        next_attempt_at: Timestamp(row.get(5)?),
+        leased_until: row.get::<_, Option<i64>>(6)?.map(Timestamp),
+        last_status: row.get(7)?,
+        last_error: row.get(8)?,
+        updated_at: Timestamp(row.get(9)?),
+    })
+}
+
+fn query_rows<T>(
+    tx: &Transaction<'_>,
+    sql: &str,
+    args: impl rusqlite::Params,
+    from_row: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut statement = tx.prepare(sql).map_err(unavailable)?;
+    let rows = statement.query_map(args, from_row).map_err(unavailable)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
 }
 
 // Reads inside a transaction.
@@ -375,5 +425,119 @@ impl Rows for Transaction<'_> {
     }
     fn insert_message(&self, message: &Message) -> Result<()> {
         insert_message(self, message)
+    }
+    fn enqueue_deliveries(&self, channel: &ChannelId, position: u64, now: Timestamp) -> Result<()> {
+        self.execute(
+            "INSERT INTO webhook_deliveries (endpoint, position, state, attempts, next_attempt_at, updated_at)
+             SELECT e.id, ?2, 'pending', 0, ?3, ?3 FROM webhook_endpoints e
+             JOIN memberships m ON m.member = e.member AND m.channel = ?1 AND m.left_after IS NULL
+             WHERE e.disabled_at IS NULL",
+            params![channel.as_str(), position, now.0],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn insert_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
+        let sql =
+            format!("INSERT INTO webhook_endpoints ({ENDPOINT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+        self.execute(
+            &sql,
+            params![
+                endpoint.id,
+                endpoint.member.as_str(),
+                endpoint.url,
+                endpoint.secret,
+                endpoint.previous_secret,
+                endpoint.previous_until.map(|t| t.0),
+                endpoint.created_at.0,
+                endpoint.disabled_at.map(|t| t.0),
+                endpoint.disabled_reason
+            ],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn load_endpoint(&self, id: &str) -> Result<Option<Endpoint>> {
+        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1");
+        self.query_row(&sql, [id], endpoint_from_row).optional().map_err(unavailable)
+    }
+    fn endpoints_of(&self, member: &MemberId) -> Result<Vec<Endpoint>> {
+        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE member = ?1 ORDER BY created_at, id");
+        query_rows(self, &sql, [member.as_str()], endpoint_from_row)
+    }
+    fn update_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
+        self.execute(
+            "UPDATE webhook_endpoints SET secret = ?2, previous_secret = ?3, previous_until = ?4,
+                    disabled_at = ?5, disabled_reason = ?6 WHERE id = ?1",
+            params![
+                endpoint.id,
+                endpoint.secret,
+                endpoint.previous_secret,
+                endpoint.previous_until.map(|t| t.0),
+                endpoint.disabled_at.map(|t| t.0),
+                endpoint.disabled_reason
+            ],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn delete_endpoint(&self, id: &str) -> Result<()> {
+        self.execute("DELETE FROM webhook_deliveries WHERE endpoint = ?1", [id]).map_err(unavailable)?;
+        self.execute("DELETE FROM webhook_endpoints WHERE id = ?1", [id]).map_err(unavailable)?;
+        Ok(())
+    }
+    fn due_deliveries(&self, now: Timestamp, limit: usize) -> Result<Vec<Delivery>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint
+             WHERE e.disabled_at IS NULL AND d.state = 'pending'
+               AND d.position = (SELECT MIN(x.position) FROM webhook_deliveries x
+                                 WHERE x.endpoint = d.endpoint AND x.state = 'pending')
+               AND d.next_attempt_at <= ?1 AND (d.leased_until IS NULL OR d.leased_until <= ?1)
+             ORDER BY d.next_attempt_at, d.id LIMIT ?2"
+        );
+        query_rows(self, &sql, params![now.0, limit as u64], delivery_from_row)
+    }
+    fn load_delivery(&self, id: u64) -> Result<Option<Delivery>> {
+        let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.id = ?1");
+        self.query_row(&sql, [id], delivery_from_row).optional().map_err(unavailable)
+    }
+    fn update_delivery(&self, delivery: &Delivery) -> Result<()> {
+        self.execute(
+            "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, next_attempt_at = ?4, leased_until = ?5,
+                    last_status = ?6, last_error = ?7, updated_at = ?8 WHERE id = ?1",
+            params![
+                delivery.id,
+                delivery.state.as_str(),
+                delivery.attempts,
+                delivery.next_attempt_at.0,
+                delivery.leased_until.map(|t| t.0),
+                delivery.last_status,
+                delivery.last_error,
+                delivery.updated_at.0
+            ],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn message_at(&self, position: u64) -> Result<Message> {
+        let found = query_messages(self, "WHERE m.position = ?1", params![position])?;
+        found.into_iter().next().ok_or_else(|| unavailable(format!("no message at position {position}")))
+    }
+    fn deliveries_of(&self, endpoint: &str, state: DeliveryState, limit: usize) -> Result<Vec<Delivery>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.endpoint = ?1 AND d.state = ?2
+             ORDER BY d.position LIMIT ?3"
+        );
+        query_rows(self, &sql, params![endpoint, state.as_str(), limit as u64], delivery_from_row)
+    }
+    fn requeue_dead(&self, endpoint: &str, now: Timestamp) -> Result<u64> {
+        let changed = self
+            .execute(
+                "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = ?2,
+                        leased_until = NULL, updated_at = ?2 WHERE endpoint = ?1 AND state = 'dead'",
+                params![endpoint, now.0],
+            )
+            .map_err(unavailable)?;
+        Ok(changed as u64)
     }
 }

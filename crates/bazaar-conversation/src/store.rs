@@ -111,6 +111,14 @@ pub enum ConversationError {
     SeqOutOfRange { seq: u64 },
     #[error("a page holds 1 to {max} messages; {asked} were asked for")]
     PageInvalid { asked: usize, max: usize },
+    #[error("no webhook endpoint {0} of yours")]
+    WebhookNotFound(String),
+    #[error("a member may register at most {max} webhook endpoints")]
+    TooManyWebhooks { max: usize },
+    #[error("the webhook URL is refused: {0}")]
+    WebhookUrlInvalid(String),
+    #[error("no webhook delivery {0}")]
+    DeliveryNotFound(u64),
     #[error("the conversation store is unavailable: {0}")]
     Unavailable(String),
 }
@@ -134,6 +142,10 @@ impl ConversationError {
             ConversationError::ReplyNotFound { .. } => "reply_not_found",
             ConversationError::SeqOutOfRange { .. } => "seq_out_of_range",
             ConversationError::PageInvalid { .. } => "page_invalid",
+            ConversationError::WebhookNotFound(_) => "webhook_not_found",
+            ConversationError::TooManyWebhooks { .. } => "too_many_webhooks",
+            ConversationError::WebhookUrlInvalid(_) => "webhook_url_invalid",
+            ConversationError::DeliveryNotFound(_) => "delivery_not_found",
             ConversationError::Unavailable(_) => "unavailable",
         }
     }

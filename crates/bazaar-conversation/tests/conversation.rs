@@ -10,7 +10,7 @@ use bazaar_conversation::conformance::{self, member, BoxedStore, Harness, Step};
 use bazaar_conversation::eligibility::{delivered_to, wakes};
 use bazaar_conversation::sqlite::SqliteConversationStore;
 use bazaar_conversation::{ChannelId, ChannelKind, Membership, Message, MessageKind, ReplyTo, Role};
-use bazaar_types::{ManualClock, SeededEntropy, Timestamp};
+use bazaar_types::{Clock, SeededEntropy};
 use proptest::prelude::*;
 
 static NEXT_DB: AtomicU64 = AtomicU64::new(0);
@@ -44,8 +44,7 @@ impl Harness for Sqlite {
         TempDb::new()
     }
 
-    fn open(&self, database: &TempDb) -> BoxedStore {
-        let clock = Arc::new(ManualClock::new(Timestamp(1_700_000_000_000)));
+    fn open_at(&self, database: &TempDb, clock: Arc<dyn Clock>) -> BoxedStore {
         let path = database.0.join("conversation.sqlite");
         Box::new(SqliteConversationStore::open(&path, clock, Arc::new(SeededEntropy::new(7))).unwrap())
     }

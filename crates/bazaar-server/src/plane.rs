@@ -6,7 +6,7 @@
 
 use crate::problem::Problem;
 use axum::http::StatusCode;
-use bazaar_conversation::{ConversationError, ConversationStore};
+use bazaar_conversation::{ConversationError, PlaneStore};
 use bazaar_types::limits::{STREAM_CONNECTIONS_MAX, STREAM_CONNECTIONS_PER_MEMBER_MAX};
 use bazaar_types::MemberId;
 use serde::Serialize;
@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 /// A store the server can share across the blocking pool.
-pub type SharedStore = Arc<dyn ConversationStore + Send + Sync>;
+pub type SharedStore = Arc<dyn PlaneStore + Send + Sync>;
 
 /// The transports a member can listen on (polling is not listening).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
@@ -23,6 +23,8 @@ pub type SharedStore = Arc<dyn ConversationStore + Send + Sync>;
 pub enum Transport {
     Websocket,
     Sse,
+    /// An enabled webhook endpoint.
+    Webhook,
 }
 
 pub struct Plane {
@@ -31,6 +33,8 @@ pub struct Plane {
     /// stream waits on it and re-reads its inbox from its own cursor.
     log: watch::Sender<u64>,
     listening: Mutex<Listeners>,
+    /// Whether webhook targets in loopback and private ranges are allowed (tests only).
+    private_webhooks: std::sync::atomic::AtomicBool,
 }
 
 /// Open streams per member and transport, and their total.
@@ -42,13 +46,23 @@ struct Listeners {
 
 impl Plane {
     pub fn new(store: SharedStore) -> Plane {
-        Plane { store, log: watch::channel(0).0, listening: Mutex::default() }
+        Plane { store, log: watch::channel(0).0, listening: Mutex::default(), private_webhooks: Default::default() }
+    }
+
+    /// Lets webhooks reach loopback and private addresses: for tests and
+    /// closed networks only (`bazaar serve --allow-private-webhooks`).
+    pub fn allow_private_webhooks(&self, allow: bool) {
+        self.private_webhooks.store(allow, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn private_webhooks_allowed(&self) -> bool {
+        self.private_webhooks.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Runs `act` against the store on the blocking pool.
     pub async fn call<T: Send + 'static>(
         &self,
-        act: impl FnOnce(&dyn ConversationStore) -> Result<T, ConversationError> + Send + 'static,
+        act: impl FnOnce(&dyn PlaneStore) -> Result<T, ConversationError> + Send + 'static,
     ) -> Result<T, Problem> {
         let store = self.store.clone();
         let outcome = tokio::task::spawn_blocking(move || act(store.as_ref()))
@@ -139,7 +153,10 @@ pub fn problem(error: ConversationError) -> Problem {
     let status = match &error {
         E::ChannelNotFound(_) | E::ReplyNotFound { .. } => StatusCode::NOT_FOUND,
         E::NotMember { .. } | E::NotOwner(_) | E::PrivateRoom(_) => StatusCode::FORBIDDEN,
-        E::AlreadyMember { .. } | E::DirectMessage(_) | E::ChannelFull(_) => StatusCode::CONFLICT,
+        E::AlreadyMember { .. } | E::DirectMessage(_) | E::ChannelFull(_) | E::TooManyWebhooks { .. } => {
+            StatusCode::CONFLICT
+        }
+        E::WebhookNotFound(_) | E::DeliveryNotFound(_) => StatusCode::NOT_FOUND,
         E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::BAD_REQUEST,
     };

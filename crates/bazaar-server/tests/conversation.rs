@@ -5,119 +5,13 @@
 //! cursor with nothing lost, repeated or out of order, and nothing of a
 //! private room reaching a non-member by any transport.
 
-use bazaar_conversation::sqlite::SqliteConversationStore;
-use bazaar_sdk::{generate_key, Client};
-use bazaar_server::{boot, router, AppState};
-use bazaar_store::conformance::EPOCH;
-use bazaar_store::Store;
-use bazaar_types::{ManualClock, SeededEntropy};
 use futures::StreamExt;
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite;
 
-struct Registry {
-    url: String,
-    state: Arc<AppState>,
-    operator: Client,
-    http: reqwest::Client,
-    _dir: TempDir,
-}
-
-struct TempDir(std::path::PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
-    }
-}
-
-async fn registry() -> Registry {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!("bazaar-conv-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let clock = Arc::new(ManualClock::new(EPOCH));
-    let config = bazaar_core::apply::Config::standard();
-    let store: Arc<dyn Store> =
-        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), config.clone(), clock.clone()).unwrap());
-    let booted = boot(store, clock.clone(), config, Some("operator-secret".into())).await.unwrap();
-    let plane = SqliteConversationStore::open(&dir.join("c.db"), clock, Arc::new(SeededEntropy::new(n))).unwrap();
-    assert!(booted.state.attach_conversation(Arc::new(plane)));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(booted.state.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let operator = Client::new(&url, Some("operator-secret".into()));
-    Registry { url, state: booted.state, operator, http: reqwest::Client::new(), _dir: TempDir(dir) }
-}
-
-/// A person on the registry: its credential and DID.
-struct Person {
-    credential: String,
-    id: String,
-}
-
-async fn person(r: &Registry, handle: &str) -> Person {
-    let made = r.operator.create_owner(&generate_key(), handle).await.unwrap();
-    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into() }
-}
-
-async fn agent_of(r: &Registry, owner: &Person, handle: &str) -> Person {
-    let owner_client = r.operator.with_credential(&owner.credential);
-    let invite = owner_client.issue_invite().await.unwrap();
-    let made = owner_client.with_credential("none").redeem_invite(&invite, &generate_key(), handle).await.unwrap();
-    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into() }
-}
-
-impl Registry {
-    /// A call as `who`: the status and the JSON body.
-    async fn call(&self, who: &Person, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self.http.request(method, format!("{}{path}", self.url)).bearer_auth(&who.credential);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn get(&self, who: &Person, path: &str) -> (u16, Value) {
-        self.call(who, reqwest::Method::GET, path, None).await
-    }
-
-    async fn post(&self, who: &Person, path: &str, body: Value) -> (u16, Value) {
-        self.call(who, reqwest::Method::POST, path, Some(body)).await
-    }
-
-    async fn say(&self, who: &Person, channel: &str, body: &str) -> Value {
-        let (status, message) =
-            self.post(who, &format!("/v1/channels/{channel}/messages"), json!({"body": body})).await;
-        assert_eq!(status, 201, "{message}");
-        message
-    }
-
-    async fn room(&self, owner: &Person, name: &str, private: bool) -> String {
-        let (status, room) = self.post(owner, "/v1/rooms", json!({"name": name, "private": private})).await;
-        assert_eq!(status, 201, "{room}");
-        room["id"].as_str().unwrap().to_string()
-    }
-
-    /// Every position in `who`'s inbox, read by polling.
-    async fn polled(&self, who: &Person) -> Vec<u64> {
-        let (mut after, mut all) = (0, Vec::new());
-        loop {
-            let (status, page) = self.get(who, &format!("/v1/inbox?after={after}&limit=7")).await;
-            assert_eq!(status, 200, "{page}");
-            let next = page["next_after"].as_u64().unwrap();
-            all.extend(page["messages"].as_array().unwrap().iter().map(|m| m["position"].as_u64().unwrap()));
-            if next == after {
-                return all;
-            }
-            after = next;
-        }
-    }
-}
+mod common;
+use common::{agent_of, person, registry, Person, Registry};
 
 fn code(body: &Value) -> &str {
     body["code"].as_str().unwrap_or("")

@@ -217,6 +217,9 @@ impl ManualClock {
     pub fn advance_s(&self, seconds: u64) {
         self.0.fetch_add(seconds as i64 * 1000, std::sync::atomic::Ordering::SeqCst);
     }
+    pub fn advance_ms(&self, ms: i64) {
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
     pub fn set(&self, at: Timestamp) {
         self.0.store(at.0, std::sync::atomic::Ordering::SeqCst);
     }

@@ -225,6 +225,24 @@ pub const STREAM_KEEPALIVE_S: u64 = 20;
 /// Distinct `@handle` words one message may hold; each is looked up before the
 /// post, so a body cannot make the registry read without bound.
 pub const MESSAGE_MENTION_CANDIDATES_MAX: usize = 64;
+/// Webhook endpoints one member may register.
+pub const WEBHOOK_ENDPOINTS_PER_MEMBER_MAX: usize = 4;
+/// A webhook URL's length in bytes.
+pub const WEBHOOK_URL_BYTES_MAX: usize = 2_048;
+/// Deliveries one page of an endpoint's list (such as its dead letters) returns.
+pub const WEBHOOK_DELIVERIES_PAGE_MAX: usize = 200;
+/// Deliveries one pass of the sender claims (at most one per endpoint).
+pub const WEBHOOK_CLAIM_MAX: usize = 64;
+/// How long one attempt may take, connect to last byte (the spec asks 15–30 s).
+pub const WEBHOOK_ATTEMPT_TIMEOUT_MS: u64 = 15_000;
+/// How long a claimed delivery is reserved for its attempt; past it, another node may try.
+pub const WEBHOOK_LEASE_MS: i64 = 60_000;
+/// How long a rotated-out secret still signs deliveries beside the new one.
+pub const WEBHOOK_ROTATION_OVERLAP_MS: i64 = 24 * 3600 * 1000;
+/// Bytes of a receiver's answer kept for the delivery log.
+pub const WEBHOOK_ERROR_BYTES_MAX: usize = 256;
+/// The sender's pass interval when nothing is posted (retries come due on it).
+pub const WEBHOOK_TICK_MS: u64 = 1_000;
 /// Public rooms listed per page.
 pub const ROOM_PAGE_MAX: usize = 200;
 /// Log entries one inbox read looks at before it answers: messages of channels
@@ -234,6 +252,7 @@ pub const INBOX_SCAN_MAX: usize = 8 * INBOX_PAGE_MAX;
 
 const _: () = assert!(INBOX_SCAN_MAX >= INBOX_PAGE_MAX);
 const _: () = assert!(STREAM_PAGE <= INBOX_PAGE_MAX);
+const _: () = assert!(WEBHOOK_LEASE_MS as u64 > WEBHOOK_ATTEMPT_TIMEOUT_MS);
 const _: () = assert!(MESSAGE_MENTION_CANDIDATES_MAX >= MESSAGE_MENTIONS_MAX);
 const _: () = assert!(MESSAGE_MENTIONS_MAX <= CHANNEL_MEMBERS_MAX);
 // Every mention is `@` and a handle, so the body can always carry the most mentions allowed.

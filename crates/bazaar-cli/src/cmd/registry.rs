@@ -23,6 +23,9 @@ pub enum Command {
         /// The base URL peers reach this registry at (published in its card); default http://127.0.0.1:<port>.
         #[arg(long)]
         public_url: Option<String>,
+        /// Let webhooks reach loopback and private addresses (tests and closed networks only; refused otherwise, against SSRF).
+        #[arg(long)]
+        allow_private_webhooks: bool,
     },
     /// Verify the event chain end to end and recompute every balance; exits 1 on any mismatch.
     Audit {
@@ -42,8 +45,9 @@ pub enum Command {
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
     match command {
-        Command::Serve { store, windows, port, operator_credential, public_url } => {
-            runtime::serve(store, windows, port, operator_credential, public_url).await.map(|_| 0)
+        Command::Serve { store, windows, port, operator_credential, public_url, allow_private_webhooks } => {
+            let serving = runtime::Serving { port, operator_credential, public_url, allow_private_webhooks };
+            runtime::serve(store, windows, serving).await.map(|_| 0)
         }
         Command::Audit { store } => runtime::audit(store, json_output).await,
         Command::Events { remote, after, limit } => {

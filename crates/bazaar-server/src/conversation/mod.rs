@@ -1,10 +1,11 @@
 //! The conversation plane over HTTP: rooms and DMs, membership, posting and
 //! history (`rest`), the poll inbox and the two live transports on one cursor
-//! (`stream`), over the plane's own store (`crate::plane`, beneath `state`). The plane is the
+//! (`stream`), webhooks (`webhooks`: routes, the sender, target checks), over the plane's own store (`crate::plane`, beneath `state`). The plane is the
 //! `bazaar-conversation` crate; nothing here touches the money writer.
 
 pub mod rest;
 pub mod stream;
+pub mod webhooks;
 
 pub use crate::plane::{Plane, SharedStore, Transport};
 
@@ -14,5 +15,5 @@ use utoipa_axum::router::OpenApiRouter;
 
 /// The plane's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    rest::routes().merge(stream::routes())
+    rest::routes().merge(stream::routes()).merge(webhooks::routes())
 }

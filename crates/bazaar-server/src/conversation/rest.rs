@@ -157,12 +157,26 @@ async fn get_channel(
 ) -> Result<Response, Problem> {
     let plane = state.plane()?;
     let (me, channel) = (auth.member.id, ChannelId(channel));
-    let view = plane.call(move |store| store.channel(&channel, &me)).await?;
+    let (view, hooked) = plane
+        .call(move |store| {
+            let view = store.channel(&channel, &me)?;
+            let mut hooked = Vec::new();
+            for membership in &view.members {
+                let endpoints = store.webhooks(&membership.member)?;
+                hooked.push(endpoints.iter().any(|e| e.disabled_at.is_none()));
+            }
+            Ok((view, hooked))
+        })
+        .await?;
     let members: Vec<ListedMember> = view
         .members
         .into_iter()
-        .map(|membership| {
-            let listening = plane.transports_of(&membership.member);
+        .zip(hooked)
+        .map(|(membership, hooked)| {
+            let mut listening = plane.transports_of(&membership.member);
+            if hooked {
+                listening.push(Transport::Webhook);
+            }
             ListedMember { membership, listening }
         })
         .collect();
