@@ -10,7 +10,7 @@ use bazaar_conversation::conformance::{self, member, BoxedStore, Harness, Step};
 use bazaar_conversation::eligibility::{delivered_to, wakes};
 use bazaar_conversation::sqlite::SqliteConversationStore;
 use bazaar_conversation::{ChannelId, ChannelKind, Membership, Message, MessageKind, ReplyTo, Role};
-use bazaar_types::{Clock, SeededEntropy};
+use bazaar_types::{Clock, SeededEntropy, Timestamp};
 use proptest::prelude::*;
 
 static NEXT_DB: AtomicU64 = AtomicU64::new(0);
