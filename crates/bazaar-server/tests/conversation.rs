@@ -20,7 +20,8 @@ fn code(body: &Value) -> &str {
 #[tokio::test]
 async fn rooms_dms_membership_posting_and_history_by_rest() {
     let r = registry().await;
-    let (alice, bob, carol) = (person(&r, "alice").await, person(&r, "bob").await, person(&r, "carol").await);
+    let (alice, bob) = (person(&r, "alice").await, person(&r, "bob").await);
+    person(&r, "carol").await;
     let private = r.room(&alice, "deals", true).await;
     // Nobody joins a private room; only its owner adds, and only owners may.
     let (status, body) = r.post(&bob, &format!("/v1/channels/{private}/join"), json!({})).await;
@@ -65,7 +66,16 @@ async fn rooms_dms_membership_posting_and_history_by_rest() {
     assert_eq!(attention, json!([]));
     let (status, body) = r.post(&alice, &format!("/v1/channels/{private}/read"), json!({"seq": 9})).await;
     assert_eq!((status, code(&body)), (400, "seq_out_of_range"));
+}
 
+#[tokio::test]
+async fn history_pages_both_ways_and_bad_input_carries_codes() {
+    let r = registry().await;
+    let (alice, bob, carol) = (person(&r, "alice").await, person(&r, "bob").await, person(&r, "carol").await);
+    let private = r.room(&alice, "deals", true).await;
+    r.post(&alice, &format!("/v1/channels/{private}/members"), json!({"member": "bob"})).await;
+    r.say(&bob, &private, "one").await;
+    r.say(&alice, &private, "two").await;
     // History pages both ways, oldest first.
     for n in 3..=10 {
         r.say(&alice, &private, &format!("line {n}")).await;
@@ -98,7 +108,15 @@ async fn rooms_dms_membership_posting_and_history_by_rest() {
     assert_eq!((status, code(&body)), (403, "not_member"));
     let (status, body) = r.post(&carol, "/v1/channels/ch_nope/messages", json!({"body": "hi"})).await;
     assert_eq!((status, code(&body)), (404, "channel_not_found"));
+}
 
+#[tokio::test]
+async fn dms_are_one_per_pair_and_public_rooms_are_listed_joined_and_left() {
+    let r = registry().await;
+    let (alice, carol) = (person(&r, "alice").await, person(&r, "carol").await);
+    person(&r, "bob").await;
+    let private = r.room(&alice, "deals", true).await;
+    r.post(&alice, &format!("/v1/channels/{private}/members"), json!({"member": "bob"})).await;
     // A DM is one channel whichever side opens it; a DM is not joined or left.
     let (status, dm) = r.post(&carol, "/v1/dms", json!({"with": "alice"})).await;
     assert_eq!(status, 200, "{dm}");

@@ -86,33 +86,44 @@ fn positions(log: &[Value]) -> Vec<u64> {
     log.iter().map(|entry| entry["body"]["data"]["position"].as_u64().unwrap()).collect()
 }
 
-#[tokio::test]
-async fn deliveries_verify_retry_in_order_rotate_and_stop_at_410() {
+/// A registry on wall time whose webhooks may reach 127.0.0.1, a receiver,
+/// alice, and bob with an endpoint at the receiver; and alice and bob's DM.
+struct Stage {
+    r: Registry,
+    rx: Receiver,
+    alice: Person,
+    bob: Person,
+    endpoint: String,
+    secret: String,
+    dm: String,
+}
+
+async fn stage(answers: Value) -> Stage {
     let r = registry_at(wall_now()).await;
     r.state.plane().unwrap().allow_private_webhooks(true);
     let rx = Receiver::start();
     let (alice, bob) = (person(&r, "alice").await, person(&r, "bob").await);
     let endpoint = hook(&r, &bob, &format!("{}/bob", rx.url)).await;
-    let (id, first_secret) =
-        (endpoint["id"].as_str().unwrap().to_string(), endpoint["secret"].as_str().unwrap().to_string());
-    assert!(first_secret.starts_with("whsec_"));
-    rx.control(json!({"secrets": [first_secret], "answers": [503, 500]})).await;
+    let secret = endpoint["secret"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("whsec_"));
+    rx.control(json!({"secrets": [secret], "answers": answers})).await;
     rx.sync(&r).await;
     let (_, dm) = r.post(&alice, "/v1/dms", json!({"with": "bob"})).await;
     let dm = dm["id"].as_str().unwrap().to_string();
-    let (_, view) = r.get(&alice, &format!("/v1/channels/{dm}")).await;
-    let bob_listens = view["members"].as_array().unwrap().iter().find(|m| m["member"] == bob.id.as_str()).unwrap()
-        ["listening"]
-        .clone();
-    assert_eq!(bob_listens, json!(["webhook"]), "a member with a webhook is listening by it");
-    let said: Vec<u64> = {
-        let mut said = Vec::new();
-        for text in ["one", "two", "three"] {
-            said.push(r.say(&alice, &dm, text).await["position"].as_u64().unwrap());
-        }
-        said
-    };
+    Stage { endpoint: endpoint["id"].as_str().unwrap().to_string(), secret, dm, r, rx, alice, bob }
+}
 
+#[tokio::test]
+async fn deliveries_verify_and_a_receiver_down_for_a_while_gets_everything_in_order() {
+    let Stage { r, rx, alice, bob, dm, .. } = stage(json!([503, 500])).await;
+    let (_, view) = r.get(&alice, &format!("/v1/channels/{dm}")).await;
+    let members = view["members"].as_array().unwrap();
+    let bob_listens = &members.iter().find(|m| m["member"] == bob.id.as_str()).unwrap()["listening"];
+    assert_eq!(bob_listens, &json!(["webhook"]), "a member with a webhook is listening by it");
+    let mut said = Vec::new();
+    for text in ["one", "two", "three"] {
+        said.push(r.say(&alice, &dm, text).await["position"].as_u64().unwrap());
+    }
     // The receiver is down (503, then 500): the first message is retried on
     // the schedule and the others wait behind it.
     assert_eq!(deliver(&r).await, 1);
@@ -137,7 +148,6 @@ async fn deliveries_verify_retry_in_order_rotate_and_stop_at_410() {
     assert!(log[0]["id"] == log[1]["id"] && log[1]["id"] == log[2]["id"], "one webhook-id across retries");
     assert_ne!(log[0]["timestamp"], log[2]["timestamp"], "each attempt is stamped anew");
     assert_ne!(log[2]["id"], log[3]["id"]);
-
     // Outside the tolerance window the official verifier refuses the delivery.
     rx.control(json!({"now": r.clock.now().0 / 1000 + 6 * 60})).await;
     r.say(&alice, &dm, "stale").await;
@@ -145,18 +155,20 @@ async fn deliveries_verify_retry_in_order_rotate_and_stop_at_410() {
     let stale = rx.log().await.pop().unwrap();
     assert_eq!(stale["verified"], json!([]));
     assert!(stale["errors"][0].as_str().unwrap().contains("too old"), "{stale}");
-    rx.sync(&r).await;
+}
 
-    // Rotation: both signatures during the overlap, each verifying alone.
-    let (status, rotated) = r.post(&bob, &format!("/v1/webhooks/{id}/rotate"), json!({})).await;
+#[tokio::test]
+async fn a_rotation_signs_with_both_secrets_then_the_new_and_410_disables() {
+    let Stage { r, rx, alice, bob, endpoint, secret, dm } = stage(json!([])).await;
+    let (status, rotated) = r.post(&bob, &format!("/v1/webhooks/{endpoint}/rotate"), json!({})).await;
     assert_eq!(status, 200, "{rotated}");
-    let second_secret = rotated["secret"].as_str().unwrap().to_string();
-    assert_ne!(second_secret, first_secret);
-    rx.control(json!({"secrets": [first_secret, second_secret]})).await;
+    let second = rotated["secret"].as_str().unwrap().to_string();
+    assert_ne!(second, secret);
+    rx.control(json!({"secrets": [secret, second]})).await;
     r.say(&alice, &dm, "during the overlap").await;
     assert_eq!(deliver(&r).await, 1);
     let during = rx.log().await.pop().unwrap();
-    assert_eq!(during["verified"], json!([0, 1]), "{during}");
+    assert_eq!(during["verified"], json!([0, 1]), "each secret verifies alone: {during}");
     assert_eq!(during["signature"].as_str().unwrap().split(' ').count(), 2);
     r.clock.advance_s(WEBHOOK_ROTATION_OVERLAP_MS as u64 / 1000);
     rx.sync(&r).await;
@@ -164,7 +176,6 @@ async fn deliveries_verify_retry_in_order_rotate_and_stop_at_410() {
     assert_eq!(deliver(&r).await, 1);
     let after = rx.log().await.pop().unwrap();
     assert_eq!(after["verified"], json!([1]), "only the new secret signs after the overlap: {after}");
-
     // 410 disables the endpoint: nothing more is sent.
     rx.control(json!({"answers": [410]})).await;
     r.say(&alice, &dm, "gone?").await;
@@ -178,17 +189,8 @@ async fn deliveries_verify_retry_in_order_rotate_and_stop_at_410() {
 
 #[tokio::test]
 async fn dead_letters_are_listed_and_replayed_in_order() {
-    let r = registry_at(wall_now()).await;
-    r.state.plane().unwrap().allow_private_webhooks(true);
-    let rx = Receiver::start();
-    let (alice, bob) = (person(&r, "alice").await, person(&r, "bob").await);
-    let endpoint = hook(&r, &bob, &format!("{}/hook", rx.url)).await;
-    let id = endpoint["id"].as_str().unwrap().to_string();
     let attempts = bazaar_conversation::webhooks::sign::ATTEMPTS_MAX as usize;
-    rx.control(json!({"secrets": [endpoint["secret"]], "answers": vec![503; attempts]})).await;
-    rx.sync(&r).await;
-    let (_, dm) = r.post(&alice, "/v1/dms", json!({"with": "bob"})).await;
-    let dm = dm["id"].as_str().unwrap().to_string();
+    let Stage { r, rx, alice, bob, endpoint: id, dm, .. } = stage(json!(vec![503; attempts])).await;
     let first = r.say(&alice, &dm, "doomed").await["position"].as_u64().unwrap();
     let second = r.say(&alice, &dm, "next").await["position"].as_u64().unwrap();
     for delay in std::iter::once(0).chain(bazaar_conversation::webhooks::sign::RETRY_SCHEDULE_S) {
