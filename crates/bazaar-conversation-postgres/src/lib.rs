@@ -39,6 +39,7 @@ use tx::{big, unavailable, Result};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_conversation", include_str!("../migrations/0001_conversation.sql")),
     ("0002_webhooks", include_str!("../migrations/0002_webhooks.sql")),
+    ("0003_changes", include_str!("../migrations/0003_changes.sql")),
 ];
 
 /// The advisory lock key taken while migrating ("bazaar" then 0xC0, the plane's own).
@@ -204,7 +205,7 @@ impl Rows for Tx<'_> {
     }
     fn update_open_stint(&self, stint: &Membership) -> Result<()> {
         self.execute(
-            "UPDATE memberships SET left_at = $1, left_after = $2, muted = $3, read_seq = $4
+            "UPDATE memberships SET left_at = $1, left_after = $2, muted = $3, read_seq = $4, role = $7
              WHERE channel = $5 AND member = $6 AND left_after IS NULL",
             &[
                 &stint.left_at.map(|t| t.0),
@@ -213,12 +214,24 @@ impl Rows for Tx<'_> {
                 &big(stint.read_seq),
                 &stint.channel.as_str(),
                 &stint.member.as_str(),
+                &stint.role.as_str(),
             ],
         )?;
         Ok(())
     }
-    fn insert_message(&self, message: &Message) -> Result<()> {
-        insert_message(self, message)
+    fn insert_message(&self, message: &Message, idem_key: Option<&str>) -> Result<()> {
+        insert_message(self, message, idem_key)
+    }
+    fn load_message(&self, channel: &ChannelId, seq: u64) -> Result<Option<Message>> {
+        let found = query_messages(self, "WHERE m.channel = $1 AND m.seq = $2", &[&channel.as_str(), &big(seq)])?;
+        Ok(found.into_iter().next())
+    }
+    fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
+        query_messages(self, "WHERE m.channel = $1 AND m.ref_seq = $2 ORDER BY m.seq", &[&channel.as_str(), &big(seq)])
+    }
+    fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
+        let found = query_messages(self, "WHERE m.authored_by = $1 AND m.idem_key = $2", &[&author.as_str(), &key])?;
+        Ok(found.into_iter().next())
     }
     fn enqueue_deliveries(&self, channel: &ChannelId, position: u64, now: Timestamp) -> Result<()> {
         outbox::enqueue_deliveries(self, channel, position, now)

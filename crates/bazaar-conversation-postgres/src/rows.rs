@@ -199,13 +199,13 @@ pub(crate) fn next_numbers(tx: &Tx<'_>, channel: &ChannelId) -> Result<(u64, u64
     Ok((count(&seq, 0)?, count(&position, 0)?))
 }
 
-pub(crate) fn insert_message(tx: &Tx<'_>, message: &Message) -> Result<()> {
+pub(crate) fn insert_message(tx: &Tx<'_>, message: &Message, idem_key: Option<&str>) -> Result<()> {
     let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
     let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
     tx.execute(
         "INSERT INTO messages (position, channel, seq, authored_by, on_behalf_of, handle, kind, body,
-                               reply_seq, reply_author, mentions, at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                               reply_seq, reply_author, mentions, at, ref_seq, idem_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         &[
             &big(message.position),
             &message.channel.as_str(),
@@ -219,6 +219,8 @@ pub(crate) fn insert_message(tx: &Tx<'_>, message: &Message) -> Result<()> {
             &message.reply_to.as_ref().map(|r| r.author.as_str()),
             &mentions,
             &message.at.0,
+            &message.kind.refers_to().map(big),
+            &idem_key,
         ],
     )?;
     Ok(())

@@ -6,15 +6,18 @@
 
 use crate::compose::{check_body, check_page, resolve_mentions};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
-use crate::eligibility::{delivered_to, wakes};
+use crate::eligibility::{counts_as_unread, delivered_to, wakes};
 use crate::model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, ReplyTo, Role,
+    SystemLine,
 };
 use crate::store::{
-    ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom, Result,
+    Change, ChangeKind, ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom,
+    Result,
 };
 use bazaar_types::limits::{
-    CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX, ROOM_PAGE_MAX,
+    CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX, REACTION_BYTES_MAX,
+    ROOM_PAGE_MAX,
 };
 use bazaar_types::{Entropy, MemberId, Timestamp};
 
@@ -45,9 +48,15 @@ pub trait Rows {
     fn messages_after(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>>;
     fn insert_channel(&self, channel: &Channel) -> Result<()>;
     fn insert_stint(&self, stint: &Membership) -> Result<()>;
-    /// Writes the open stint's leave, mute and read mark.
+    /// Writes the open stint's role, leave, mute and read mark.
     fn update_open_stint(&self, stint: &Membership) -> Result<()>;
-    fn insert_message(&self, message: &Message) -> Result<()>;
+    /// Writes a message; `idem_key` is the author's key for it, if any.
+    fn insert_message(&self, message: &Message, idem_key: Option<&str>) -> Result<()>;
+    fn load_message(&self, channel: &ChannelId, seq: u64) -> Result<Option<Message>>;
+    /// The messages that change message `seq` (reactions, edits, deletions), in seq order.
+    fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>>;
+    /// The message the author posted under `key`, if any.
+    fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>>;
 
     // The webhook outbox (see `webhooks`).
 
@@ -140,7 +149,114 @@ fn enter(
     if tx.current_stint(channel, member)?.is_some() {
         return Err(ConversationError::AlreadyMember { channel: channel.clone(), member: member.clone() });
     }
-    open_stint(tx, channel, member, Role::Member, now)
+    let stint = open_stint(tx, channel, member, Role::Member, now)?;
+    let line = SystemLine::Joined { member: member.clone(), added_by: by.cloned() };
+    write_line(tx, channel, by.unwrap_or(member), line, now)?;
+    Ok(stint)
+}
+
+/// Writes what the server says in a room, delivered like any message (and
+/// owed to webhooks); the joiner's stint already includes it, a leaver's
+/// still does.
+fn write_line(
+    tx: &impl Rows,
+    channel: &ChannelId,
+    actor: &MemberId,
+    line: SystemLine,
+    now: Timestamp,
+) -> Result<Message> {
+    let found = tx.load_channel(channel)?;
+    let (seq, position) = tx.next_numbers(channel)?;
+    let message = Message {
+        seq,
+        position,
+        channel: found.id,
+        channel_kind: found.kind,
+        authored_by: actor.clone(),
+        on_behalf_of: None,
+        handle: None,
+        body: line.words(),
+        kind: MessageKind::System(line),
+        reply_to: None,
+        mentions: Vec::new(),
+        at: now,
+    };
+    tx.insert_message(&message, None)?;
+    tx.enqueue_deliveries(channel, position, now)?;
+    Ok(message)
+}
+
+/// Refuses when `member` is the only owner of a room others are still in.
+fn check_not_last_owner(tx: &impl Rows, channel: &ChannelId, member: &MemberId) -> Result<()> {
+    let members = tx.current_members(channel)?;
+    let owners = members.iter().filter(|m| m.role == Role::Owner).count();
+    let is_owner = members.iter().any(|m| m.member == *member && m.role == Role::Owner);
+    if is_owner && owners == 1 && members.len() > 1 {
+        return Err(ConversationError::LastOwner(channel.clone()));
+    }
+    Ok(())
+}
+
+/// Writes `line`, then closes the member's stint after it (so the member's
+/// own inbox ends with it).
+fn close_stint(
+    tx: &impl Rows,
+    channel: &ChannelId,
+    actor: &MemberId,
+    member: &MemberId,
+    line: SystemLine,
+    now: Timestamp,
+) -> Result<Membership> {
+    let mut stint = require_stint(tx, channel, member)?;
+    let written = write_line(tx, channel, actor, line, now)?;
+    stint.left_at = Some(now);
+    stint.left_after = Some(written.position);
+    tx.update_open_stint(&stint)?;
+    Ok(stint)
+}
+
+/// The room an owner acts in: not a DM, and `by` an owner of it now.
+fn require_owner(tx: &impl Rows, channel: &ChannelId, by: &MemberId) -> Result<()> {
+    if tx.load_channel(channel)?.kind == ChannelKind::Dm {
+        return Err(ConversationError::DirectMessage(channel.clone()));
+    }
+    if require_stint(tx, channel, by)?.role != Role::Owner {
+        return Err(ConversationError::NotOwner(channel.clone()));
+    }
+    Ok(())
+}
+
+/// The text message a change points at, checked for the change.
+fn change_target(tx: &impl Rows, change: &Change) -> Result<Message> {
+    let seq = change.target;
+    let target = tx.load_message(&change.channel, seq)?.ok_or(ConversationError::MessageNotFound { seq })?;
+    if target.kind != MessageKind::Text {
+        return Err(ConversationError::TargetInvalid { seq });
+    }
+    let changes = tx.messages_referring(&change.channel, seq)?;
+    if changes.iter().any(|m| matches!(m.kind, MessageKind::Deletion { .. })) {
+        return Err(ConversationError::MessageDeleted { seq });
+    }
+    let by_author = target.authored_by == change.author;
+    match change.what {
+        ChangeKind::React { .. } => {}
+        ChangeKind::Edit { .. } if !by_author => return Err(ConversationError::NotAuthor { seq }),
+        ChangeKind::Delete if !by_author => {
+            if require_stint(tx, &change.channel, &change.author)?.role != Role::Owner {
+                return Err(ConversationError::NotAuthor { seq });
+            }
+        }
+        ChangeKind::Edit { .. } | ChangeKind::Delete => {}
+    }
+    Ok(target)
+}
+
+/// A reaction is a short token: 1 to `REACTION_BYTES_MAX` bytes, no whitespace.
+fn check_reaction(emoji: &str) -> Result<()> {
+    if emoji.is_empty() || emoji.len() > REACTION_BYTES_MAX || emoji.chars().any(char::is_whitespace) {
+        return Err(ConversationError::ReactionInvalid { len: emoji.len(), max: REACTION_BYTES_MAX });
+    }
+    Ok(())
 }
 
 /// Changes the member's open stint in the channel and writes it back.
@@ -177,7 +293,7 @@ fn attention_of(tx: &impl Rows, member: &MemberId) -> Result<Vec<Attention>> {
     let mut found = Vec::new();
     for stint in tx.stints_of(member, true)? {
         let candidates = tx.messages_after(&stint.channel, stint.read_seq)?;
-        let delivered = candidates.iter().filter(|message| delivered_to(&stint, message));
+        let delivered = candidates.iter().filter(|message| delivered_to(&stint, message) && counts_as_unread(message));
         let unread = delivered.clone().count() as u64;
         let waking = delivered.filter(|message| wakes(&stint, message, member)).count() as u64;
         if unread > 0 {
@@ -235,11 +351,77 @@ impl<E: Engine> ConversationStore for E {
             if tx.load_channel(channel)?.kind == ChannelKind::Dm {
                 return Err(ConversationError::DirectMessage(channel.clone()));
             }
-            let left_after = tx.last_position()?;
-            change_stint(tx, channel, member, |stint| {
-                stint.left_at = Some(now);
-                stint.left_after = Some(left_after);
-            })
+            require_stint(tx, channel, member)?;
+            check_not_last_owner(tx, channel, member)?;
+            close_stint(tx, channel, member, member, SystemLine::Left { member: member.clone() }, now)
+        })
+    }
+
+    fn remove_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership> {
+        if by == member {
+            return Err(ConversationError::RemoveSelf);
+        }
+        self.write(|tx, now| {
+            require_owner(tx, channel, by)?;
+            let line = SystemLine::Removed { member: member.clone(), by: by.clone() };
+            close_stint(tx, channel, by, member, line, now)
+        })
+    }
+
+    fn set_role(&self, channel: &ChannelId, by: &MemberId, member: &MemberId, role: Role) -> Result<Membership> {
+        self.write(|tx, now| {
+            require_owner(tx, channel, by)?;
+            let mut stint = require_stint(tx, channel, member)?;
+            if stint.role == role {
+                return Ok(stint);
+            }
+            if role == Role::Member {
+                check_not_last_owner(tx, channel, member)?;
+            }
+            stint.role = role;
+            tx.update_open_stint(&stint)?;
+            write_line(tx, channel, by, SystemLine::RoleChanged { member: member.clone(), role, by: by.clone() }, now)?;
+            Ok(stint)
+        })
+    }
+
+    fn change(&self, directory: &dyn Directory, change: Change) -> Result<Message> {
+        let (kind, body, mentions) = match &change.what {
+            ChangeKind::React { emoji, removed } => {
+                check_reaction(emoji)?;
+                (MessageKind::Reaction { to: change.target, removed: *removed }, emoji.clone(), Vec::new())
+            }
+            ChangeKind::Edit { body } => {
+                check_body(body)?;
+                (MessageKind::Edit { of: change.target }, body.clone(), resolve_mentions(directory, body)?)
+            }
+            ChangeKind::Delete => (MessageKind::Deletion { of: change.target }, String::new(), Vec::new()),
+        };
+        let handle = directory.handle_of(&change.author);
+        self.write(|tx, now| {
+            let channel = tx.load_channel(&change.channel)?;
+            let mut author = require_stint(tx, &channel.id, &change.author)?;
+            change_target(tx, &change)?;
+            let (seq, position) = tx.next_numbers(&channel.id)?;
+            let message = Message {
+                seq,
+                position,
+                channel: channel.id,
+                channel_kind: channel.kind,
+                authored_by: change.author.clone(),
+                on_behalf_of: change.on_behalf_of.clone(),
+                handle,
+                kind,
+                body,
+                reply_to: None,
+                mentions,
+                at: now,
+            };
+            tx.insert_message(&message, None)?;
+            tx.enqueue_deliveries(&message.channel, position, now)?;
+            author.read_seq = seq;
+            tx.update_open_stint(&author)?;
+            Ok(message)
         })
     }
 
@@ -252,6 +434,14 @@ impl<E: Engine> ConversationStore for E {
         let mentions = resolve_mentions(directory, &new.body)?;
         let handle = directory.handle_of(&new.authored_by);
         self.write(|tx, now| {
+            if let Some(key) = &new.idem_key {
+                if let Some(first) = tx.message_by_idem(&new.authored_by, key)? {
+                    let same = first.channel == new.channel
+                        && first.body == new.body
+                        && first.reply_to.as_ref().map(|r| r.seq) == new.reply_to;
+                    return if same { Ok(first) } else { Err(ConversationError::IdempotencyConflict) };
+                }
+            }
             let channel = tx.load_channel(&new.channel)?;
             let mut author = require_stint(tx, &channel.id, &new.authored_by)?;
             let reply_to = match new.reply_to {
@@ -273,7 +463,7 @@ impl<E: Engine> ConversationStore for E {
                 mentions,
                 at: now,
             };
-            tx.insert_message(&message)?;
+            tx.insert_message(&message, new.idem_key.as_deref())?;
             tx.enqueue_deliveries(&message.channel, position, now)?;
             // Posting says the author has read the channel up to its own message.
             author.read_seq = seq;

@@ -20,6 +20,12 @@ pub fn delivered_to(membership: &Membership, message: &Message) -> bool {
     }
 }
 
+/// What counts as unread: something said (text). System lines, reactions,
+/// edits and deletions are delivered but never counted.
+pub fn counts_as_unread(message: &Message) -> bool {
+    matches!(message.kind, MessageKind::Text)
+}
+
 /// A delivered message wakes `me` when it is in a DM, mentions me, or replies
 /// to a message of mine. Never my own message, never a system line (presence
 /// alone wakes nobody), and in a muted channel only a mention wakes.

@@ -26,7 +26,8 @@ pub use model::{
     SystemLine,
 };
 pub use store::{
-    ConversationError, ConversationStore, Directory, HandleBook, HistoryRange, InboxPage, NewMessage, NewRoom,
+    Change, ChangeKind, ConversationError, ConversationStore, Directory, HandleBook, HistoryRange, InboxPage,
+    NewMessage, NewRoom,
 };
 pub use webhooks::WebhookStore;
 

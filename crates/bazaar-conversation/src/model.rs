@@ -143,20 +143,80 @@ impl Membership {
     }
 }
 
-/// What the server itself says in a channel.
+/// What the server itself says in a channel: membership changes, written in
+/// the same transaction as the change, so every member's history and inbox
+/// show who came and went and when.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "line", rename_all = "snake_case")]
 pub enum SystemLine {
-    Created { by: MemberId },
-    Joined { member: MemberId },
-    Left { member: MemberId },
+    Created {
+        by: MemberId,
+    },
+    /// Joined a public room, or was added by an owner (`added_by`).
+    Joined {
+        member: MemberId,
+        added_by: Option<MemberId>,
+    },
+    Left {
+        member: MemberId,
+    },
+    Removed {
+        member: MemberId,
+        by: MemberId,
+    },
+    RoleChanged {
+        member: MemberId,
+        role: Role,
+        by: MemberId,
+    },
 }
 
+impl SystemLine {
+    /// The line in words, for clients that show only `body`.
+    pub fn words(&self) -> String {
+        match self {
+            SystemLine::Created { by } => format!("{by} created the room"),
+            SystemLine::Joined { member, added_by: None } => format!("{member} joined"),
+            SystemLine::Joined { member, added_by: Some(by) } => format!("{by} added {member}"),
+            SystemLine::Left { member } => format!("{member} left"),
+            SystemLine::Removed { member, by } => format!("{by} removed {member}"),
+            SystemLine::RoleChanged { member, role, by } => format!("{by} made {member} {}", role.as_str()),
+        }
+    }
+}
+
+/// What a message is. Reactions, edits and deletions are messages of their
+/// own pointing at the text they change, so history keeps what was said,
+/// what it became and when.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum MessageKind {
     Text,
     System(SystemLine),
+    /// A reaction (its `body` is the emoji) to message `to`, or its withdrawal.
+    Reaction {
+        to: u64,
+        removed: bool,
+    },
+    /// New text (in `body`) for message `of`, by its author.
+    Edit {
+        of: u64,
+    },
+    /// Message `of` withdrawn, by its author or an owner of the room.
+    Deletion {
+        of: u64,
+    },
+}
+
+impl MessageKind {
+    /// The `seq` of the message this one changes, if it changes one.
+    pub fn refers_to(&self) -> Option<u64> {
+        match self {
+            MessageKind::Reaction { to, .. } => Some(*to),
+            MessageKind::Edit { of } | MessageKind::Deletion { of } => Some(*of),
+            MessageKind::Text | MessageKind::System(_) => None,
+        }
+    }
 }
 
 /// The message a reply answers, with its author resolved at send time (so

@@ -18,6 +18,7 @@ use crate::store::{ConversationError, HistoryRange, Result};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_conversation", include_str!("../migrations/0001_conversation.sql")),
     ("0002_webhooks", include_str!("../migrations/0002_webhooks.sql")),
+    ("0003_changes", include_str!("../migrations/0003_changes.sql")),
 ];
 
 /// How long a write waits for another process's write before giving up.
@@ -266,13 +267,13 @@ fn insert_channel(tx: &Transaction<'_>, channel: &Channel) -> Result<()> {
     Ok(())
 }
 
-fn insert_message(tx: &Transaction<'_>, message: &Message) -> Result<()> {
+fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str>) -> Result<()> {
     let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
     let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
     tx.execute(
         "INSERT INTO messages (position, channel, seq, authored_by, on_behalf_of, handle, kind, body,
-                               reply_seq, reply_author, mentions, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                               reply_seq, reply_author, mentions, at, ref_seq, idem_key)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             message.position,
             message.channel.as_str(),
@@ -285,7 +286,9 @@ fn insert_message(tx: &Transaction<'_>, message: &Message) -> Result<()> {
             message.reply_to.as_ref().map(|r| r.seq),
             message.reply_to.as_ref().map(|r| r.author.as_str()),
             mentions,
-            message.at.0
+            message.at.0,
+            message.kind.refers_to(),
+            idem_key
         ],
     )
     .map_err(unavailable)?;
@@ -409,7 +412,7 @@ impl Rows for Transaction<'_> {
     }
     fn update_open_stint(&self, stint: &Membership) -> Result<()> {
         self.execute(
-            "UPDATE memberships SET left_at = ?1, left_after = ?2, muted = ?3, read_seq = ?4
+            "UPDATE memberships SET left_at = ?1, left_after = ?2, muted = ?3, read_seq = ?4, role = ?7
              WHERE channel = ?5 AND member = ?6 AND left_after IS NULL",
             params![
                 stint.left_at.map(|t| t.0),
@@ -417,14 +420,27 @@ impl Rows for Transaction<'_> {
                 stint.muted,
                 stint.read_seq,
                 stint.channel.as_str(),
-                stint.member.as_str()
+                stint.member.as_str(),
+                stint.role.as_str()
             ],
         )
         .map_err(unavailable)?;
         Ok(())
     }
-    fn insert_message(&self, message: &Message) -> Result<()> {
-        insert_message(self, message)
+    fn insert_message(&self, message: &Message, idem_key: Option<&str>) -> Result<()> {
+        insert_message(self, message, idem_key)
+    }
+    fn load_message(&self, channel: &ChannelId, seq: u64) -> Result<Option<Message>> {
+        let found = query_messages(self, "WHERE m.channel = ?1 AND m.seq = ?2", params![channel.as_str(), seq])?;
+        Ok(found.into_iter().next())
+    }
+    fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
+        query_messages(self, "WHERE m.channel = ?1 AND m.ref_seq = ?2 ORDER BY m.seq", params![channel.as_str(), seq])
+    }
+    fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
+        let found =
+            query_messages(self, "WHERE m.authored_by = ?1 AND m.idem_key = ?2", params![author.as_str(), key])?;
+        Ok(found.into_iter().next())
     }
     fn enqueue_deliveries(&self, channel: &ChannelId, position: u64, now: Timestamp) -> Result<()> {
         self.execute(

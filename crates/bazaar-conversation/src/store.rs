@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use bazaar_types::MemberId;
 
-use crate::model::{Attention, Channel, ChannelId, ChannelView, Membership, Message};
+use crate::model::{Attention, Channel, ChannelId, ChannelView, Membership, Message, Role};
 
 /// The little the conversation plane needs to know about identity: handles
 /// both ways. The registry's identity capability implements it; tests use a map.
@@ -55,6 +55,31 @@ pub struct NewMessage {
     pub on_behalf_of: Option<MemberId>,
     pub body: String,
     pub reply_to: Option<u64>,
+    /// The author's key for this post: a retry with the same key returns the
+    /// message first posted (the same body is required), never a second one.
+    pub idem_key: Option<String>,
+}
+
+/// A change to a text message, posted as a message of its own.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub channel: ChannelId,
+    pub author: MemberId,
+    /// The principal an agent speaks for, as on a post.
+    pub on_behalf_of: Option<MemberId>,
+    /// The `seq` of the text message it changes.
+    pub target: u64,
+    pub what: ChangeKind,
+}
+
+#[derive(Clone, Debug)]
+pub enum ChangeKind {
+    /// Any member reacts (or withdraws its reaction) with an emoji.
+    React { emoji: String, removed: bool },
+    /// Its author gives it new text.
+    Edit { body: String },
+    /// Its author or an owner of the room withdraws it.
+    Delete,
 }
 
 /// Which slice of a channel's history to read, by `seq`.
@@ -111,6 +136,22 @@ pub enum ConversationError {
     SeqOutOfRange { seq: u64 },
     #[error("a page holds 1 to {max} messages; {asked} were asked for")]
     PageInvalid { asked: usize, max: usize },
+    #[error("{0} would be left without an owner: make another member an owner first")]
+    LastOwner(ChannelId),
+    #[error("to leave a room, leave it; removal is for others")]
+    RemoveSelf,
+    #[error("no message {seq} in this channel")]
+    MessageNotFound { seq: u64 },
+    #[error("message {seq} is not a text message; only text is reacted to, edited or deleted")]
+    TargetInvalid { seq: u64 },
+    #[error("only the author of message {seq} may do this")]
+    NotAuthor { seq: u64 },
+    #[error("message {seq} was deleted")]
+    MessageDeleted { seq: u64 },
+    #[error("a reaction is 1 to {max} bytes with no spaces; this one is {len}")]
+    ReactionInvalid { len: usize, max: usize },
+    #[error("this idempotency key was used for a different post")]
+    IdempotencyConflict,
     #[error("no webhook endpoint {0} of yours")]
     WebhookNotFound(String),
     #[error("a member may register at most {max} webhook endpoints")]
@@ -142,6 +183,14 @@ impl ConversationError {
             ConversationError::ReplyNotFound { .. } => "reply_not_found",
             ConversationError::SeqOutOfRange { .. } => "seq_out_of_range",
             ConversationError::PageInvalid { .. } => "page_invalid",
+            ConversationError::LastOwner(_) => "last_owner",
+            ConversationError::RemoveSelf => "remove_self",
+            ConversationError::MessageNotFound { .. } => "message_not_found",
+            ConversationError::TargetInvalid { .. } => "target_invalid",
+            ConversationError::NotAuthor { .. } => "not_author",
+            ConversationError::MessageDeleted { .. } => "message_deleted",
+            ConversationError::ReactionInvalid { .. } => "reaction_invalid",
+            ConversationError::IdempotencyConflict => "idempotency_conflict",
             ConversationError::WebhookNotFound(_) => "webhook_not_found",
             ConversationError::TooManyWebhooks { .. } => "too_many_webhooks",
             ConversationError::WebhookUrlInvalid(_) => "webhook_url_invalid",
@@ -163,7 +212,14 @@ pub trait ConversationStore {
     fn join(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership>;
     /// An owner adds a member to a room (the only way into a private one).
     fn add_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership>;
+    /// Leaves a room; the last owner of a room others are still in may not.
     fn leave(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership>;
+    /// An owner removes another member from a room.
+    fn remove_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership>;
+    /// An owner makes a member an owner, or an owner a member (never the last owner).
+    fn set_role(&self, channel: &ChannelId, by: &MemberId, member: &MemberId, role: Role) -> Result<Membership>;
+    /// Reacts to, edits or deletes a text message, as a message of its own.
+    fn change(&self, directory: &dyn Directory, change: Change) -> Result<Message>;
     fn set_muted(&self, channel: &ChannelId, member: &MemberId, muted: bool) -> Result<Membership>;
     /// Posts a text message; the author's read mark moves to it (posting reads the channel).
     fn post(&self, directory: &dyn Directory, message: NewMessage) -> Result<Message>;

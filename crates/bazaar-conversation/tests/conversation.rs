@@ -99,7 +99,7 @@ fn who_is_woken_table() {
         m
     };
     let system = |mut m: Message| {
-        m.kind = MessageKind::System(bazaar_conversation::SystemLine::Joined { member: member("you") });
+        m.kind = MessageKind::System(bazaar_conversation::SystemLine::Joined { member: member("you"), added_by: None });
         m
     };
     // (what, muted, message, delivered, wakes)

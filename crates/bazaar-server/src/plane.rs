@@ -156,7 +156,10 @@ pub fn problem(error: ConversationError) -> Problem {
         E::AlreadyMember { .. } | E::DirectMessage(_) | E::ChannelFull(_) | E::TooManyWebhooks { .. } => {
             StatusCode::CONFLICT
         }
-        E::WebhookNotFound(_) | E::DeliveryNotFound(_) => StatusCode::NOT_FOUND,
+        E::WebhookNotFound(_) | E::DeliveryNotFound(_) | E::MessageNotFound { .. } => StatusCode::NOT_FOUND,
+        E::NotAuthor { .. } => StatusCode::FORBIDDEN,
+        E::LastOwner(_) | E::MessageDeleted { .. } => StatusCode::CONFLICT,
+        E::IdempotencyConflict => StatusCode::UNPROCESSABLE_ENTITY,
         E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::BAD_REQUEST,
     };

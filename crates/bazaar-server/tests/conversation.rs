@@ -42,14 +42,14 @@ async fn rooms_dms_membership_posting_and_history_by_rest() {
     let first = r.say(&bob, &private, "@alice the price is 40, and @nobody-here is plain text").await;
     assert_eq!(first["mentions"], json!([alice.id]));
     assert_eq!(first["handle"], "bob");
-    assert_eq!(first["seq"], 1);
+    assert_eq!(first["seq"], 2, "seq 1 is the line saying alice added bob");
     let (_, attention) = r.get(&alice, "/v1/attention").await;
     assert_eq!(attention, json!([{"channel": private, "unread": 1, "wakes": 1}]));
     // A reply names its author and wakes him; posting marks the channel read for its author.
     let (status, reply) =
-        r.post(&alice, &format!("/v1/channels/{private}/messages"), json!({"body": "agreed", "reply_to": 1})).await;
+        r.post(&alice, &format!("/v1/channels/{private}/messages"), json!({"body": "agreed", "reply_to": 2})).await;
     assert_eq!(status, 201, "{reply}");
-    assert_eq!(reply["reply_to"], json!({"seq": 1, "author": bob.id}));
+    assert_eq!(reply["reply_to"], json!({"seq": 2, "author": bob.id}));
     let (status, body) =
         r.post(&alice, &format!("/v1/channels/{private}/messages"), json!({"body": "x", "reply_to": 99})).await;
     assert_eq!((status, code(&body)), (404, "reply_not_found"));
@@ -60,7 +60,7 @@ async fn rooms_dms_membership_posting_and_history_by_rest() {
     let (_, mine) = r.get(&bob, "/v1/channels").await;
     assert_eq!(mine[0]["channel"], private.as_str());
     assert_eq!((mine[0]["unread"].as_u64(), mine[0]["wakes"].as_u64()), (Some(1), Some(1)), "{mine}");
-    let (status, _) = r.post(&bob, &format!("/v1/channels/{private}/read"), json!({"seq": 2})).await;
+    let (status, _) = r.post(&bob, &format!("/v1/channels/{private}/read"), json!({"seq": 3})).await;
     assert_eq!(status, 200);
     let (_, attention) = r.get(&bob, "/v1/attention").await;
     assert_eq!(attention, json!([]));
@@ -74,8 +74,8 @@ async fn history_pages_both_ways_and_bad_input_carries_codes() {
     let (alice, bob, carol) = (person(&r, "alice").await, person(&r, "bob").await, person(&r, "carol").await);
     let private = r.room(&alice, "deals", true).await;
     r.post(&alice, &format!("/v1/channels/{private}/members"), json!({"member": "bob"})).await;
-    r.say(&bob, &private, "one").await;
-    r.say(&alice, &private, "two").await;
+    // Seq 1 is the line saying alice added bob.
+    r.say(&bob, &private, "two").await;
     // History pages both ways, oldest first.
     for n in 3..=10 {
         r.say(&alice, &private, &format!("line {n}")).await;
@@ -254,10 +254,14 @@ async fn live_streams_resume_from_any_cut_with_nothing_lost_or_repeated() {
     const TOTAL: u64 = 120;
     let mut rng = SplitMix(7);
     let (mut ws_seen, mut sse_seen): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    // Ben's join line is the first thing delivered to him.
     let mut posted = 0;
     let mut socket = open_socket(&r, &ben, 0).await;
+    ws_seen.push(next_frame(&mut socket).await["cursor"].as_u64().unwrap());
     let mut sse = SseReader::open(&r, &ben, None).await;
-    while posted < TOTAL || ws_seen.len() < posted as usize || sse_seen.len() < posted as usize {
+    sse_seen.push(sse.next_message().await.0);
+    let owed = |posted: u64, seen: &Vec<u64>| posted + 1 - seen.len() as u64;
+    while posted < TOTAL || owed(posted, &ws_seen) > 0 || owed(posted, &sse_seen) > 0 {
         // Post a few (some to a room ben is not in), then read a few from each transport.
         for _ in 0..rng.below(4) {
             if posted == TOTAL {
@@ -268,12 +272,12 @@ async fn live_streams_resume_from_any_cut_with_nothing_lost_or_repeated() {
             r.say(&ann, &elsewhere, "not for ben").await;
             posted += 1;
         }
-        for _ in 0..rng.below(5).min(posted - ws_seen.len() as u64) {
+        for _ in 0..rng.below(5).min(owed(posted, &ws_seen)) {
             let frame = next_frame(&mut socket).await;
             assert_eq!(frame["type"], "message");
             ws_seen.push(frame["cursor"].as_u64().unwrap());
         }
-        for _ in 0..rng.below(5).min(posted - sse_seen.len() as u64) {
+        for _ in 0..rng.below(5).min(owed(posted, &sse_seen)) {
             let (id, message) = sse.next_message().await;
             assert_eq!(message["position"].as_u64(), Some(id));
             sse_seen.push(id);
@@ -288,7 +292,7 @@ async fn live_streams_resume_from_any_cut_with_nothing_lost_or_repeated() {
         }
     }
     let polled = r.polled(&ben).await;
-    assert_eq!(polled.len() as u64, TOTAL);
+    assert_eq!(polled.len() as u64, TOTAL + 1, "the posts and ben's own join line");
     assert_eq!(ws_seen, polled, "WebSocket");
     assert_eq!(sse_seen, polled, "SSE");
 }
@@ -310,6 +314,8 @@ async fn a_private_room_reaches_no_non_member_by_any_transport() {
     assert_eq!(next_frame(&mut socket).await["cursor"], visible["position"]);
     assert_eq!(sse.next_message().await.0, visible["position"].as_u64().unwrap());
     assert_eq!(r.polled(&outsider).await, vec![visible["position"].as_u64().unwrap()]);
+    let added = next_frame(&mut insider_socket).await;
+    assert_eq!(added["message"]["kind"]["line"], "joined", "the insider first hears it was added");
     assert_eq!(next_frame(&mut insider_socket).await["cursor"], hidden["position"]);
     // The member list shows who listens by which transport.
     let (_, view) = r.get(&owner, &format!("/v1/channels/{secret}")).await;
@@ -367,4 +373,65 @@ async fn an_oversize_client_frame_closes_the_socket_with_a_reason() {
     // The server is still serving.
     let (status, _) = r.get(&fay, "/v1/attention").await;
     assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn owners_remove_and_promote_and_messages_change_by_rest() {
+    let r = registry().await;
+    let (alice, bob, carol) = (person(&r, "alice").await, person(&r, "bob").await, person(&r, "carol").await);
+    let room = r.room(&alice, "desk", false).await;
+    for who in [&bob, &carol] {
+        r.post(who, &format!("/v1/channels/{room}/join"), json!({})).await;
+    }
+    let (status, body) = r.post(&alice, &format!("/v1/channels/{room}/leave"), json!({})).await;
+    assert_eq!((status, code(&body)), (409, "last_owner"));
+    let role_of_bob = format!("/v1/channels/{room}/members/bob/role");
+    let (status, body) = r.call(&alice, reqwest::Method::PUT, &role_of_bob, Some(json!({"role": "owner"}))).await;
+    assert_eq!((status, body["role"].as_str()), (200, Some("owner")), "{body}");
+    let (status, body) = r.call(&alice, reqwest::Method::PUT, &role_of_bob, Some(json!({"role": "king"}))).await;
+    assert_eq!((status, code(&body)), (400, "invalid_request"));
+    let (bob_path, carol_path) =
+        (format!("/v1/channels/{room}/members/bob"), format!("/v1/channels/{room}/members/carol"));
+    let (status, body) = r.call(&carol, reqwest::Method::DELETE, &bob_path, None).await;
+    assert_eq!((status, code(&body)), (403, "not_owner"));
+    let (status, body) = r.call(&bob, reqwest::Method::DELETE, &carol_path, None).await;
+    assert_eq!((status, body["left_after"].is_u64()), (200, true), "{body}");
+    let (status, body) = r.post(&carol, &format!("/v1/channels/{room}/messages"), json!({"body": "still here?"})).await;
+    assert_eq!((status, code(&body)), (403, "not_member"));
+
+    // A keyed post retried is one message; the same key for another body is refused.
+    let keyed = |body: &str| {
+        r.http
+            .post(format!("{}/v1/channels/{room}/messages", r.url))
+            .bearer_auth(&alice.credential)
+            .header("idempotency-key", "quote-7")
+            .json(&json!({ "body": body }))
+            .send()
+    };
+    let first: Value = keyed("quote: 40").await.unwrap().json().await.unwrap();
+    let again: Value = keyed("quote: 40").await.unwrap().json().await.unwrap();
+    assert_eq!(first, again);
+    let conflict = keyed("quote: 45").await.unwrap();
+    assert_eq!(conflict.status(), 422);
+    let seq = first["seq"].as_u64().unwrap();
+
+    // Reactions, edits and deletions are messages of their own.
+    let message = format!("/v1/channels/{room}/messages/{seq}");
+    let (status, reaction) = r.post(&bob, &format!("{message}/reactions"), json!({"emoji": "👍"})).await;
+    assert_eq!((status, reaction["kind"].clone()), (201, json!({"type": "reaction", "to": seq, "removed": false})));
+    let (status, body) = r.call(&bob, reqwest::Method::PATCH, &message, Some(json!({"body": "mine now"}))).await;
+    assert_eq!((status, code(&body)), (403, "not_author"));
+    let (status, edit) = r.call(&alice, reqwest::Method::PATCH, &message, Some(json!({"body": "quote: 38"}))).await;
+    assert_eq!(
+        (status, edit["kind"].clone(), edit["body"].as_str()),
+        (201, json!({"type": "edit", "of": seq}), Some("quote: 38"))
+    );
+    let (status, deletion) = r.call(&bob, reqwest::Method::DELETE, &message, None).await;
+    assert_eq!((status, deletion["kind"].clone()), (201, json!({"type": "deletion", "of": seq})), "an owner deletes");
+    let (status, body) = r.post(&bob, &format!("{message}/reactions"), json!({"emoji": "👎"})).await;
+    assert_eq!((status, code(&body)), (409, "message_deleted"));
+    let (_, history) = r.get(&alice, &format!("/v1/channels/{room}/messages?after={}", seq - 1)).await;
+    let kinds: Vec<&str> = history.as_array().unwrap().iter().map(|m| m["kind"]["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, vec!["text", "reaction", "edit", "deletion"]);
+    assert_eq!(history[0]["body"], "quote: 40", "history keeps what was said");
 }

@@ -197,6 +197,8 @@ const _: () = assert!(ORDER_LINES_MAX >= RFQ_SELLERS_MAX);
 
 /// A message body in UTF-8 bytes; longer posts are refused (`body_too_long`), never cut.
 pub const MESSAGE_BODY_BYTES_MAX: usize = 4_096;
+/// A reaction (an emoji or a short token) in UTF-8 bytes.
+pub const REACTION_BYTES_MAX: usize = 64;
 /// Distinct members one message may mention (`@handle`, resolved at send time).
 pub const MESSAGE_MENTIONS_MAX: usize = 16;
 /// Members one channel may hold at once (a direct message holds two).

@@ -24,6 +24,21 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
     ]
 }
 
+/// Claims and delivers everything due now; the kinds of what was delivered.
+fn drain(store: &dyn crate::PlaneStore) -> Vec<crate::MessageKind> {
+    let mut kinds = Vec::new();
+    loop {
+        let due = store.claim_deliveries(WEBHOOK_LEASE_MS, 10).unwrap();
+        if due.is_empty() {
+            return kinds;
+        }
+        for each in due {
+            store.finish_delivery(each.delivery.id, Attempt::Delivered { status: 200 }).unwrap();
+            kinds.push(each.message.kind);
+        }
+    }
+}
+
 fn positions(due: &[Due]) -> Vec<u64> {
     due.iter().map(|d| d.message.position).collect()
 }
@@ -40,6 +55,10 @@ fn a_post_owes_current_members<H: Harness>(harness: &H) {
     store.add_webhook(&member("carol"), "https://carol.example/").unwrap();
     assert!(bob_one.secret.starts_with("whsec_") && bob_one.secret != bob_two.secret);
     store.leave(&red, &member("carol")).unwrap();
+    // Carol's leave line is owed to everyone in the room when it was written, carol included.
+    let owed = drain(store.as_ref());
+    assert_eq!(owed.len(), 3);
+    assert!(owed.iter().all(|kind| matches!(kind, crate::MessageKind::System(crate::SystemLine::Left { .. }))));
     let said = say(store.as_ref(), &dir, &red, "alice", "hello");
     let mut due = store.claim_deliveries(WEBHOOK_LEASE_MS, 10).unwrap();
     due.sort_by(|a, b| a.endpoint.url.cmp(&b.endpoint.url));

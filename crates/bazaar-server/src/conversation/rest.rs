@@ -13,9 +13,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_conversation::compose::check_body;
 use bazaar_conversation::mentions::mentioned_handles;
-use bazaar_conversation::{ChannelId, ConversationError, HandleBook, HistoryRange, Membership, NewMessage, NewRoom};
+use bazaar_conversation::{
+    Change, ChangeKind, ChannelId, ConversationError, HandleBook, HistoryRange, Membership, NewMessage, NewRoom, Role,
+};
 use bazaar_core::model::{Member, MemberKind};
-use bazaar_types::limits::MESSAGE_MENTION_CANDIDATES_MAX;
+use bazaar_types::limits::{IDEMPOTENCY_KEY_LEN_MAX, MESSAGE_MENTION_CANDIDATES_MAX};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -34,6 +36,10 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(join))
         .routes(routes!(leave))
         .routes(routes!(add_member))
+        .routes(routes!(remove_member))
+        .routes(routes!(set_role))
+        .routes(routes!(edit_message, delete_message))
+        .routes(routes!(react))
         .routes(routes!(set_muted))
         .routes(routes!(mark_read))
         .routes(routes!(post_message, history))
@@ -234,6 +240,118 @@ async fn add_member(
     Ok(Json(stint).into_response())
 }
 
+/// An owner removes another member from a room; nothing posted after reaches it.
+#[utoipa::path(delete, path = "/v1/channels/{channel}/members/{member}", params(("channel" = String, Path), ("member" = String, Path, description = "DID or handle")), responses((status = 200, description = "The closed membership", body = schema::Membership), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn remove_member(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path((channel, member)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let member = resolve(&state, &member).await?.id;
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let stint = state.plane()?.call(move |store| store.remove_member(&channel, &me, &member)).await?;
+    Ok(Json(stint).into_response())
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoleRequest {
+    /// `owner` or `member`.
+    pub role: String,
+}
+
+/// An owner makes a member an owner, or an owner a member; a room is never
+/// left without an owner while others are in it (`last_owner`).
+#[utoipa::path(put, path = "/v1/channels/{channel}/members/{member}/role", params(("channel" = String, Path), ("member" = String, Path, description = "DID or handle")), request_body = RoleRequest, responses((status = 200, description = "The membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn set_role(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path((channel, member)): Path<(String, String)>,
+    ApiJson(body): ApiJson<RoleRequest>,
+) -> Result<Response, Problem> {
+    let role = Role::parse(&body.role).ok_or_else(|| Problem::invalid("`role` is `owner` or `member`."))?;
+    let member = resolve(&state, &member).await?.id;
+    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let stint = state.plane()?.call(move |store| store.set_role(&channel, &me, &member, role)).await?;
+    Ok(Json(stint).into_response())
+}
+
+/// Posts a change to message `seq` as a message of its own; 201 with it.
+async fn post_change(
+    state: &AppState,
+    auth: Auth,
+    channel: String,
+    target: u64,
+    what: ChangeKind,
+) -> Result<Response, Problem> {
+    let plane = state.plane()?;
+    let body = match &what {
+        ChangeKind::Edit { body } => body.clone(),
+        _ => String::new(),
+    };
+    let book = handle_book(state, &auth.member, &body).await?;
+    let change = Change {
+        channel: ChannelId(channel),
+        on_behalf_of: speaks_for(&auth.member),
+        author: auth.member.id,
+        target,
+        what,
+    };
+    let message = plane.call(move |store| store.change(&book, change)).await?;
+    plane.advanced(message.position);
+    Ok((StatusCode::CREATED, Json(message)).into_response())
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditRequest {
+    /// The new text (1 to 4,096 bytes); the original stays in history.
+    pub body: String,
+}
+
+/// Its author gives a text message new text, posted as an `edit` message.
+#[utoipa::path(patch, path = "/v1/channels/{channel}/messages/{seq}", params(("channel" = String, Path), ("seq" = u64, Path)), request_body = EditRequest, responses((status = 201, description = "The edit, a message of its own", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn edit_message(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path((channel, seq)): Path<(String, u64)>,
+    ApiJson(body): ApiJson<EditRequest>,
+) -> Result<Response, Problem> {
+    post_change(&state, auth, channel, seq, ChangeKind::Edit { body: body.body }).await
+}
+
+/// Its author or an owner of the room withdraws a text message, posted as a
+/// `deletion` message (the original stays in history, marked).
+#[utoipa::path(delete, path = "/v1/channels/{channel}/messages/{seq}", params(("channel" = String, Path), ("seq" = u64, Path)), responses((status = 201, description = "The deletion, a message of its own", body = schema::Message), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn delete_message(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path((channel, seq)): Path<(String, u64)>,
+) -> Result<Response, Problem> {
+    post_change(&state, auth, channel, seq, ChangeKind::Delete).await
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReactRequest {
+    /// An emoji or short token: 1 to 64 bytes, no spaces.
+    pub emoji: String,
+    /// `true` withdraws the caller's reaction.
+    #[serde(default)]
+    pub removed: bool,
+}
+
+/// Reacts to a text message (or withdraws a reaction), as a `reaction` message.
+#[utoipa::path(post, path = "/v1/channels/{channel}/messages/{seq}/reactions", params(("channel" = String, Path), ("seq" = u64, Path)), request_body = ReactRequest, responses((status = 201, description = "The reaction, a message of its own", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn react(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path((channel, seq)): Path<(String, u64)>,
+    ApiJson(body): ApiJson<ReactRequest>,
+) -> Result<Response, Problem> {
+    post_change(&state, auth, channel, seq, ChangeKind::React { emoji: body.emoji, removed: body.removed }).await
+}
+
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MuteRequest {
@@ -301,29 +419,46 @@ async fn handle_book(state: &AppState, author: &Member, body: &str) -> Result<Ha
     Ok(book)
 }
 
+/// The owner an agent speaks for; none for anyone else.
+fn speaks_for(member: &Member) -> Option<bazaar_types::MemberId> {
+    match member.kind {
+        MemberKind::Agent => member.owner.clone(),
+        _ => None,
+    }
+}
+
+/// The optional `Idempotency-Key` of a post: 1 to `IDEMPOTENCY_KEY_LEN_MAX` visible ASCII characters.
+fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, Problem> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
+    let key = value.to_str().ok().filter(|k| !k.is_empty() && k.len() <= IDEMPOTENCY_KEY_LEN_MAX);
+    let key = key.ok_or_else(|| {
+        Problem::invalid(format!("`Idempotency-Key` is 1 to {IDEMPOTENCY_KEY_LEN_MAX} visible ASCII characters."))
+    })?;
+    Ok(Some(key.to_string()))
+}
+
 /// Posts a message. An agent's message names its owner in `on_behalf_of`
 /// (a person's agent and a standalone agent are different authors), without
 /// gaining the owner's standing in the channel.
-#[utoipa::path(post, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path)), request_body = PostRequest, responses((status = 201, description = "The message, with its `seq` and log `position`", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key returns the first post")), request_body = PostRequest, responses((status = 201, description = "The message, with its `seq` and log `position`", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 async fn post_message(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     Path(channel): Path<String>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<PostRequest>,
 ) -> Result<Response, Problem> {
     let plane = state.plane()?;
     check_body(&body.body).map_err(crate::plane::problem)?;
     let book = handle_book(&state, &auth.member, &body.body).await?;
-    let on_behalf_of = match auth.member.kind {
-        MemberKind::Agent => auth.member.owner.clone(),
-        _ => None,
-    };
+    let idem_key = idempotency_key(&headers)?;
     let new = NewMessage {
         channel: ChannelId(channel),
+        on_behalf_of: speaks_for(&auth.member),
         authored_by: auth.member.id,
-        on_behalf_of,
         body: body.body,
         reply_to: body.reply_to,
+        idem_key,
     };
     let message = plane.call(move |store| store.post(&book, new)).await?;
     plane.advanced(message.position);

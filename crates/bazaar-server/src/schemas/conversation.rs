@@ -96,7 +96,9 @@ pub struct Message {
     pub on_behalf_of: Option<String>,
     /// The author's handle when it posted.
     pub handle: Option<String>,
-    /// `{"type":"text"}`, or `{"type":"system","line":…}` for what the server says.
+    /// `{"type":"text"}`; `{"type":"system","line":…}` for what the server says;
+    /// `{"type":"reaction","to":seq,"removed":…}`, `{"type":"edit","of":seq}` or
+    /// `{"type":"deletion","of":seq}` for a change to message `seq`.
     pub kind: OpenObject,
     pub body: String,
     pub reply_to: Option<ReplyTo>,

@@ -1,0 +1,156 @@
+//! Cases for what changes a channel after the fact: system lines for joins,
+//! adds, leaves, removals and role changes; the last-owner rule; reactions,
+//! edits and deletions as messages of their own; and a keyed post retried.
+
+use bazaar_types::limits::REACTION_BYTES_MAX;
+
+use super::{member, room, say, text, whole_inbox, Case, Harness, MapDirectory};
+use crate::{Change, ChangeKind, ChannelId, ConversationStore, MessageKind, Role, SystemLine};
+
+pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
+    vec![
+        ("membership_changes_write_lines_and_a_room_keeps_an_owner", lines_and_the_last_owner::<H>),
+        ("reactions_edits_and_deletions_are_messages_of_their_own", changes_are_messages::<H>),
+        ("a_post_retried_with_its_key_is_one_message", a_keyed_post_is_one_message::<H>),
+    ]
+}
+
+fn lines_of(store: &dyn ConversationStore, channel: &ChannelId, reader: &str) -> Vec<SystemLine> {
+    let history = store.history(channel, &member(reader), crate::HistoryRange::Latest, 50).unwrap();
+    history
+        .into_iter()
+        .filter_map(|m| match m.kind {
+            MessageKind::System(line) => Some(line),
+            _ => None,
+        })
+        .collect()
+}
+
+fn lines_and_the_last_owner<H: Harness>(harness: &H) {
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let (alice, bob, carol) = (member("alice"), member("bob"), member("carol"));
+    let red = room(store, "alice", true);
+    store.add_member(&red, &alice, &bob).unwrap();
+    store.add_member(&red, &alice, &carol).unwrap();
+    // The last owner of a room others are in stays until it makes another owner.
+    assert_eq!(store.leave(&red, &alice).unwrap_err().code(), "last_owner");
+    assert_eq!(store.set_role(&red, &alice, &alice, Role::Member).unwrap_err().code(), "last_owner");
+    assert_eq!(store.set_role(&red, &bob, &carol, Role::Owner).unwrap_err().code(), "not_owner");
+    assert_eq!(store.remove_member(&red, &bob, &carol).unwrap_err().code(), "not_owner");
+    assert_eq!(store.remove_member(&red, &alice, &alice).unwrap_err().code(), "remove_self");
+    assert_eq!(store.set_role(&red, &alice, &bob, Role::Owner).unwrap().role, Role::Owner);
+    let removed = store.remove_member(&red, &bob, &carol).unwrap();
+    assert!(!removed.is_current());
+    store.leave(&red, &alice).unwrap();
+    // Bob, alone, may leave: the room empties.
+    let expected = vec![
+        SystemLine::Joined { member: bob.clone(), added_by: Some(alice.clone()) },
+        SystemLine::Joined { member: carol.clone(), added_by: Some(alice.clone()) },
+        SystemLine::RoleChanged { member: bob.clone(), role: Role::Owner, by: alice.clone() },
+        SystemLine::Removed { member: carol.clone(), by: bob.clone() },
+        SystemLine::Left { member: alice.clone() },
+    ];
+    assert_eq!(lines_of(store, &red, "bob"), expected);
+    // Carol's inbox ends with her removal; nothing after it reaches her.
+    let carols = whole_inbox(store, &carol, 0, 10);
+    assert_eq!(carols.last().unwrap().kind, MessageKind::System(expected[3].clone()));
+    store.leave(&red, &bob).unwrap();
+    // Lines never count as unread and never wake.
+    let blue = room(store, "alice", false);
+    store.join(&blue, &bob).unwrap();
+    assert!(store.attention(&alice).unwrap().is_empty(), "a join is not something said");
+    // A DM has no owners and no lines.
+    let dm = store.open_dm(&alice, &bob).unwrap().id;
+    assert_eq!(store.remove_member(&dm, &alice, &bob).unwrap_err().code(), "direct_message");
+    assert!(lines_of(store, &dm, "alice").is_empty());
+}
+
+fn change(channel: &ChannelId, author: &str, target: u64, what: ChangeKind) -> Change {
+    Change { channel: channel.clone(), author: member(author), on_behalf_of: None, target, what }
+}
+
+fn changes_are_messages<H: Harness>(harness: &H) {
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let dir = MapDirectory::with(&["alice", "bob", "carol"]);
+    let red = room(store, "alice", false);
+    store.join(&red, &member("bob")).unwrap();
+    store.join(&red, &member("carol")).unwrap();
+    let said = say(store, &dir, &red, "bob", "the price is 40");
+    let thumbs = store
+        .change(&dir, change(&red, "carol", said.seq, ChangeKind::React { emoji: "👍".into(), removed: false }))
+        .unwrap();
+    assert_eq!(
+        (thumbs.kind.clone(), thumbs.body.as_str()),
+        (MessageKind::Reaction { to: said.seq, removed: false }, "👍")
+    );
+    let edited = store
+        .change(&dir, change(&red, "bob", said.seq, ChangeKind::Edit { body: "the price is 38, @alice".into() }))
+        .unwrap();
+    assert_eq!(edited.kind, MessageKind::Edit { of: said.seq });
+    assert_eq!(edited.mentions, vec![member("alice")]);
+    // Only the author edits; the author or an owner deletes.
+    let refused = store.change(&dir, change(&red, "carol", said.seq, ChangeKind::Edit { body: "mine".into() }));
+    assert_eq!(refused.unwrap_err().code(), "not_author");
+    let refused = store.change(&dir, change(&red, "carol", said.seq, ChangeKind::Delete));
+    assert_eq!(refused.unwrap_err().code(), "not_author");
+    let deleted = store.change(&dir, change(&red, "alice", said.seq, ChangeKind::Delete)).unwrap();
+    assert_eq!(deleted.kind, MessageKind::Deletion { of: said.seq });
+    for what in [
+        ChangeKind::Delete,
+        ChangeKind::Edit { body: "again".into() },
+        ChangeKind::React { emoji: "x".into(), removed: false },
+    ] {
+        let refused = store.change(&dir, change(&red, "bob", said.seq, what));
+        assert_eq!(refused.unwrap_err().code(), "message_deleted");
+    }
+    // History keeps what was said and each change, in order.
+    let history = store.history(&red, &member("carol"), crate::HistoryRange::After(said.seq - 1), 10).unwrap();
+    let kinds: Vec<MessageKind> = history.iter().map(|m| m.kind.clone()).collect();
+    assert_eq!(kinds[0], MessageKind::Text);
+    assert_eq!(history[0].body, "the price is 40");
+    assert_eq!(&kinds[1..], &[thumbs.kind, edited.kind, deleted.kind]);
+    // Bad targets and tokens carry their codes.
+    let line_seq = 1; // bob's join line
+    let refused =
+        store.change(&dir, change(&red, "bob", line_seq, ChangeKind::React { emoji: "x".into(), removed: false }));
+    assert_eq!(refused.unwrap_err().code(), "target_invalid");
+    let refused = store.change(&dir, change(&red, "bob", 999, ChangeKind::Delete));
+    assert_eq!(refused.unwrap_err().code(), "message_not_found");
+    let fresh = say(store, &dir, &red, "bob", "another");
+    for emoji in ["", "two words", &"x".repeat(REACTION_BYTES_MAX + 1)] {
+        let refused = store
+            .change(&dir, change(&red, "carol", fresh.seq, ChangeKind::React { emoji: emoji.into(), removed: false }));
+        assert_eq!(refused.unwrap_err().code(), "reaction_invalid", "{emoji:?}");
+    }
+    let refused = store.change(&dir, change(&red, "dave", fresh.seq, ChangeKind::Delete));
+    assert_eq!(refused.unwrap_err().code(), "not_member");
+    // Changes are delivered but never count as unread and never wake; carol's
+    // own reaction marked what came before it read, so one text is left.
+    let attention = store.attention(&member("carol")).unwrap();
+    assert_eq!((attention[0].unread, attention[0].wakes), (1, 0), "only bob's second text");
+}
+
+fn a_keyed_post_is_one_message<H: Harness>(harness: &H) {
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let dir = MapDirectory::with(&["alice", "bob"]);
+    let dm = store.open_dm(&member("alice"), &member("bob")).unwrap().id;
+    let mut first = text(&dm, "alice", "deal at 40");
+    first.idem_key = Some("offer-1".into());
+    let posted = store.post(&dir, first.clone()).unwrap();
+    let again = store.post(&dir, first.clone()).unwrap();
+    assert_eq!(again, posted, "the retry returns the first post");
+    assert_eq!(whole_inbox(store, &member("bob"), 0, 10).len(), 1);
+    let mut other = first.clone();
+    other.body = "deal at 45".into();
+    assert_eq!(store.post(&dir, other).unwrap_err().code(), "idempotency_conflict");
+    // Keys are the author's own: bob may use the same key.
+    let mut bobs = text(&dm, "bob", "deal at 40");
+    bobs.idem_key = Some("offer-1".into());
+    assert_ne!(store.post(&dir, bobs).unwrap().position, posted.position);
+}
