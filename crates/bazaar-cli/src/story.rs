@@ -66,7 +66,16 @@ async fn embedded_on_clock(
 ) -> Result<LocalRegistry> {
     let path = dir.join(SQLITE_FILE);
     let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(path, config.clone(), offset.clone())?);
-    local_registry(store, offset, config, operator_credential).await
+    let local = local_registry(store, offset.clone(), config, operator_credential).await?;
+    // The conversation plane beside it, on its own file (notices are written
+    // when a caller runs the notifier; the demo and tests drive it).
+    let plane = bazaar_conversation::sqlite::SqliteConversationStore::open(
+        &dir.join(crate::runtime::CONVERSATION_FILE),
+        offset,
+        local.state.entropy.clone(),
+    )?;
+    local.state.attach_conversation(Arc::new(plane));
+    Ok(local)
 }
 
 /// Serves a registry on `store` (whose writer reads `clock`) on 127.0.0.1, with its sweeper.

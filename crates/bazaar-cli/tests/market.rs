@@ -208,6 +208,29 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert!(note["text"].as_str().unwrap().starts_with("नया ऑर्डर"), "{note}");
     let lucia_note = &approved["lines"][1]["notification"];
     assert!(lucia_note["text"].as_str().unwrap().starts_with("Nuevo pedido"), "{lucia_note}");
+    // The same notices reach each maker's inbox (and so every transport), in her
+    // language; the owner's inbox held the approval request first.
+    bazaar_server::conversation::notices::notify_once(&local.state).await.unwrap();
+    let inbox = |who: &bazaar_sdk::Client| {
+        let who = who.clone();
+        async move { who.call(reqwest::Method::GET, "/v1/inbox", None, None).await.unwrap().body }
+    };
+    let notices = |page: &Value, event: &str| -> Vec<Value> {
+        let messages = page["messages"].as_array().unwrap().iter();
+        messages.filter(|m| m["kind"]["type"] == "notice" && m["kind"]["event"] == event).cloned().collect()
+    };
+    let lucia_inbox = notices(&inbox(&makers[1].0).await, "order.approved");
+    assert_eq!(lucia_inbox.len(), 1, "one share notice for lucia");
+    assert_eq!(lucia_inbox[0]["kind"]["language"], "es");
+    assert_eq!(lucia_inbox[0]["body"], lucia_note["text"]);
+    assert_eq!(lucia_inbox[0]["kind"]["record"], json!({"kind": "order", "id": order_id}));
+    let amara_inbox = notices(&inbox(&makers[0].0).await, "order.approved");
+    assert_eq!(amara_inbox[0]["kind"]["language"], "hi");
+    let invited = notices(&inbox(&makers[2].0).await, "rfq.opened");
+    assert_eq!(invited.len(), 1, "chloe was invited to quote: {invited:?}");
+    assert_eq!(invited[0]["kind"]["deadline"], deadline);
+    let asked = notices(&inbox(&hotel).await, "order.created");
+    assert!(asked[0]["body"].as_str().unwrap().contains(&format!("/approve/{order_id}")), "{asked:?}");
 
     // Lucia's 15 promised units count against her capacity on a new request.
     let ask = json!({"item": "cushion cover", "quantity": 5, "max_unit_price_minor": 3000, "deadline_ms": deadline});

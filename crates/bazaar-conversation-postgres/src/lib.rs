@@ -40,6 +40,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_conversation", include_str!("../migrations/0001_conversation.sql")),
     ("0002_webhooks", include_str!("../migrations/0002_webhooks.sql")),
     ("0003_changes", include_str!("../migrations/0003_changes.sql")),
+    ("0004_counters", include_str!("../migrations/0004_counters.sql")),
 ];
 
 /// The advisory lock key taken while migrating ("bazaar" then 0xC0, the plane's own).
@@ -228,6 +229,20 @@ impl Rows for Tx<'_> {
     }
     fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
         query_messages(self, "WHERE m.channel = $1 AND m.ref_seq = $2 ORDER BY m.seq", &[&channel.as_str(), &big(seq)])
+    }
+    fn counter(&self, name: &str) -> Result<u64> {
+        match self.query_opt("SELECT value FROM plane_counters WHERE name = $1", &[&name])? {
+            Some(row) => tx::count(&row, 0),
+            None => Ok(0),
+        }
+    }
+    fn set_counter(&self, name: &str, value: u64) -> Result<()> {
+        self.execute(
+            "INSERT INTO plane_counters (name, value) VALUES ($1, $2)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            &[&name, &big(value)],
+        )?;
+        Ok(())
     }
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
         let found = query_messages(self, "WHERE m.authored_by = $1 AND m.idem_key = $2", &[&author.as_str(), &key])?;

@@ -8,7 +8,7 @@ use crate::compose::{check_body, check_page, resolve_mentions};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::eligibility::{counts_as_unread, delivered_to, wakes};
 use crate::model::{
-    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, ReplyTo, Role,
+    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, ReplyTo, Role,
     SystemLine,
 };
 use crate::store::{
@@ -57,6 +57,8 @@ pub trait Rows {
     fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>>;
     /// The message the author posted under `key`, if any.
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>>;
+    fn counter(&self, name: &str) -> Result<u64>;
+    fn set_counter(&self, name: &str, value: u64) -> Result<()>;
 
     // The webhook outbox (see `webhooks`).
 
@@ -126,6 +128,21 @@ fn open_stint(
     };
     tx.insert_stint(&stint)?;
     Ok(stint)
+}
+
+/// The DM of two members, created (with both as members) on first use.
+fn dm_of(tx: &impl Rows, one: &MemberId, two: &MemberId, now: Timestamp) -> Result<Channel> {
+    let id = ChannelId::dm(one, two);
+    match tx.load_channel(&id) {
+        Ok(existing) => return Ok(existing),
+        Err(ConversationError::ChannelNotFound(_)) => {}
+        Err(other) => return Err(other),
+    }
+    let channel = Channel { id, kind: ChannelKind::Dm, name: None, created_by: one.clone(), created_at: now };
+    tx.insert_channel(&channel)?;
+    open_stint(tx, &channel.id, one, Role::Member, now)?;
+    open_stint(tx, &channel.id, two, Role::Member, now)?;
+    Ok(channel)
 }
 
 /// Join or add: the checks both share once the caller's right to do it is settled.
@@ -323,19 +340,45 @@ impl<E: Engine> ConversationStore for E {
         if one == two {
             return Err(ConversationError::DmWithSelf);
         }
-        let id = ChannelId::dm(one, two);
+        self.write(|tx, now| dm_of(tx, one, two, now))
+    }
+
+    fn notify(&self, from: &MemberId, to: &MemberId, notice: Notice, body: String, key: String) -> Result<Message> {
+        if from == to {
+            return Err(ConversationError::DmWithSelf);
+        }
         self.write(|tx, now| {
-            match tx.load_channel(&id) {
-                Ok(existing) => return Ok(existing),
-                Err(ConversationError::ChannelNotFound(_)) => {}
-                Err(other) => return Err(other),
+            if let Some(first) = tx.message_by_idem(from, &key)? {
+                return Ok(first);
             }
-            let channel = Channel { id, kind: ChannelKind::Dm, name: None, created_by: one.clone(), created_at: now };
-            tx.insert_channel(&channel)?;
-            open_stint(tx, &channel.id, one, Role::Member, now)?;
-            open_stint(tx, &channel.id, two, Role::Member, now)?;
-            Ok(channel)
+            let channel = dm_of(tx, from, to, now)?;
+            let (seq, position) = tx.next_numbers(&channel.id)?;
+            let message = Message {
+                seq,
+                position,
+                channel: channel.id,
+                channel_kind: channel.kind,
+                authored_by: from.clone(),
+                on_behalf_of: None,
+                handle: None,
+                kind: MessageKind::Notice(notice),
+                body,
+                reply_to: None,
+                mentions: vec![to.clone()],
+                at: now,
+            };
+            tx.insert_message(&message, Some(&key))?;
+            tx.enqueue_deliveries(&message.channel, position, now)?;
+            Ok(message)
         })
+    }
+
+    fn counter(&self, name: &str) -> Result<u64> {
+        self.read(|tx| tx.counter(name))
+    }
+
+    fn set_counter(&self, name: &str, value: u64) -> Result<()> {
+        self.write(|tx, _now| tx.set_counter(name, value))
     }
 
     fn join(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {

@@ -20,10 +20,10 @@ pub fn delivered_to(membership: &Membership, message: &Message) -> bool {
     }
 }
 
-/// What counts as unread: something said (text). System lines, reactions,
-/// edits and deletions are delivered but never counted.
+/// What counts as unread: something said (text) or a registry notice.
+/// System lines, reactions, edits and deletions are delivered but never counted.
 pub fn counts_as_unread(message: &Message) -> bool {
-    matches!(message.kind, MessageKind::Text)
+    matches!(message.kind, MessageKind::Text | MessageKind::Notice(_))
 }
 
 /// A delivered message wakes `me` when it is in a DM, mentions me, or replies
@@ -36,7 +36,7 @@ pub fn wakes(membership: &Membership, message: &Message, me: &MemberId) -> bool 
     if message.authored_by == *me {
         return false;
     }
-    if !matches!(message.kind, MessageKind::Text) {
+    if !counts_as_unread(message) {
         return false;
     }
     if message.mentions.contains(me) {

@@ -22,8 +22,8 @@ pub mod webhooks;
 
 pub use delivery::{Attempt, Delivery, DeliveryState, Due, Endpoint};
 pub use model::{
-    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, ReplyTo, Role,
-    SystemLine,
+    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, RecordRef,
+    ReplyTo, Role, SystemLine,
 };
 pub use store::{
     Change, ChangeKind, ConversationError, ConversationStore, Directory, HandleBook, HistoryRange, InboxPage,

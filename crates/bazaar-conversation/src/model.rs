@@ -206,6 +206,34 @@ pub enum MessageKind {
     Deletion {
         of: u64,
     },
+    /// The registry telling a member about something on its ledger that
+    /// concerns it (`body` says it in words, in the member's language where
+    /// the ledger knows it).
+    Notice(Notice),
+}
+
+/// A registry notification: typed, pointing at the ledger event and the
+/// record it concerns, with the deadline the member must meet, if any.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    /// The ledger event's kind (`dispute.filed`, `order.created`, …).
+    pub event: String,
+    /// The ledger event's `seq`: the notice is about exactly that entry.
+    pub ledger_seq: u64,
+    pub record: Option<RecordRef>,
+    /// What the member must do by when (Unix ms), if anything.
+    pub deadline: Option<Timestamp>,
+    /// The BCP 47 language `body` is written in.
+    pub language: String,
+}
+
+/// A typed reference to a registry record, resolved by its own routes for
+/// those allowed to read it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordRef {
+    /// `dispute`, `order`, `rfq`, `contract`, `token`.
+    pub kind: String,
+    pub id: String,
 }
 
 impl MessageKind {
@@ -214,7 +242,7 @@ impl MessageKind {
         match self {
             MessageKind::Reaction { to, .. } => Some(*to),
             MessageKind::Edit { of } | MessageKind::Deletion { of } => Some(*of),
-            MessageKind::Text | MessageKind::System(_) => None,
+            MessageKind::Text | MessageKind::System(_) | MessageKind::Notice(_) => None,
         }
     }
 }

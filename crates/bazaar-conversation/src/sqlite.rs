@@ -19,6 +19,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_conversation", include_str!("../migrations/0001_conversation.sql")),
     ("0002_webhooks", include_str!("../migrations/0002_webhooks.sql")),
     ("0003_changes", include_str!("../migrations/0003_changes.sql")),
+    ("0004_counters", include_str!("../migrations/0004_counters.sql")),
 ];
 
 /// How long a write waits for another process's write before giving up.
@@ -436,6 +437,22 @@ impl Rows for Transaction<'_> {
     }
     fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
         query_messages(self, "WHERE m.channel = ?1 AND m.ref_seq = ?2 ORDER BY m.seq", params![channel.as_str(), seq])
+    }
+    fn counter(&self, name: &str) -> Result<u64> {
+        let found: Option<u64> = self
+            .query_row("SELECT value FROM plane_counters WHERE name = ?1", [name], |r| r.get(0))
+            .optional()
+            .map_err(unavailable)?;
+        Ok(found.unwrap_or(0))
+    }
+    fn set_counter(&self, name: &str, value: u64) -> Result<()> {
+        self.execute(
+            "INSERT INTO plane_counters (name, value) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            params![name, value],
+        )
+        .map_err(unavailable)?;
+        Ok(())
     }
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
         let found =

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use bazaar_types::MemberId;
 
-use crate::model::{Attention, Channel, ChannelId, ChannelView, Membership, Message, Role};
+use crate::model::{Attention, Channel, ChannelId, ChannelView, Membership, Message, Notice, Role};
 
 /// The little the conversation plane needs to know about identity: handles
 /// both ways. The registry's identity capability implements it; tests use a map.
@@ -218,6 +218,14 @@ pub trait ConversationStore {
     fn remove_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership>;
     /// An owner makes a member an owner, or an owner a member (never the last owner).
     fn set_role(&self, channel: &ChannelId, by: &MemberId, member: &MemberId, role: Role) -> Result<Membership>;
+    /// Posts a registry notice to `to` in its DM with `from` (the registry),
+    /// opening the DM if need be. `key` makes it once-only: a notice already
+    /// written under it is returned, never a second one.
+    fn notify(&self, from: &MemberId, to: &MemberId, notice: Notice, body: String, key: String) -> Result<Message>;
+    /// A number the plane keeps for its own bookkeeping (the notifier's
+    /// ledger cursor), 0 if never set.
+    fn counter(&self, name: &str) -> Result<u64>;
+    fn set_counter(&self, name: &str, value: u64) -> Result<()>;
     /// Reacts to, edits or deletes a text message, as a message of its own.
     fn change(&self, directory: &dyn Directory, change: Change) -> Result<Message>;
     fn set_muted(&self, channel: &ChannelId, member: &MemberId, muted: bool) -> Result<Membership>;

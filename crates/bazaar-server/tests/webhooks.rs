@@ -10,7 +10,7 @@ mod common;
 use bazaar_server::conversation::webhooks::deliver_once;
 use bazaar_types::limits::WEBHOOK_ROTATION_OVERLAP_MS;
 use bazaar_types::{Clock, Timestamp};
-use common::{person, registry, registry_at, Person, Registry};
+use common::{agent_of, person, registry, registry_at, Person, Registry};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -246,4 +246,53 @@ async fn webhook_targets_are_checked_and_no_headers_are_stored() {
     assert_eq!((status, body["code"].as_str()), (409, Some("too_many_webhooks")));
     let (status, body) = r.call(&carol, reqwest::Method::DELETE, "/v1/webhooks/ep_nope", None).await;
     assert_eq!((status, body["code"].as_str()), (404, Some("webhook_not_found")));
+}
+
+/// A registry notification travels like any message: a dispute filed against
+/// a merchant reaches the merchant's webhook, verified, with the deadline.
+#[tokio::test]
+async fn a_dispute_filed_against_a_merchant_reaches_its_webhook_with_the_deadline() {
+    use bazaar_server::conversation::notices::notify_once;
+    let r = registry_at(wall_now()).await;
+    r.state.plane().unwrap().allow_private_webhooks(true);
+    let rx = Receiver::start();
+    let owner = person(&r, "owner").await;
+    let (buyer, shop) = (agent_of(&r, &owner, "buyer").await, agent_of(&r, &owner, "shop").await);
+    r.operator.mint(&owner.id, 10_000, "mint").await.unwrap();
+    let owner_client = r.operator.with_credential(&owner.credential);
+    owner_client.fund("buyer", 10_000, "fund").await.unwrap();
+    owner_client.set_budget("buyer", 10_000, 10_000, 10_000).await.unwrap();
+    let endpoint = hook(&r, &shop, &format!("{}/shop", rx.url)).await;
+    rx.control(json!({"secrets": [endpoint["secret"]]})).await;
+    rx.sync(&r).await;
+    let (buyer_client, shop_client) =
+        (r.operator.with_credential(&buyer.credential), r.operator.with_credential(&shop.credential));
+    let token = buyer_client.issue_token("shop", 500, "order-1", "https://shop.example/work").await.unwrap();
+    shop_client.settle(token.body["token"].as_str().unwrap(), 500, "order-1", None).await.unwrap();
+    let subject = json!({"type": "call", "merchant": "shop", "order_id": "order-1"});
+    let filed = buyer_client.file_dispute(subject, "not_delivered", 500, "nothing came back").await.unwrap();
+    let dispute = filed.body["id"].as_str().unwrap().to_string();
+    let answer_by = filed.body["deadline"].as_i64().unwrap_or_default();
+
+    let pass = notify_once(&r.state).await.unwrap();
+    assert!(pass.notices_written >= 2, "{pass:?}");
+    assert_eq!(notify_once(&r.state).await.unwrap().notices_written, 0, "each event is told once");
+    while deliver(&r).await > 0 {}
+    let log = rx.log().await;
+    let told: Vec<&Value> = log.iter().filter(|e| e["body"]["data"]["kind"]["type"] == "notice").collect();
+    let events: Vec<&str> = told.iter().map(|e| e["body"]["data"]["kind"]["event"].as_str().unwrap()).collect();
+    assert_eq!(events, vec!["settlement.posted", "dispute.filed"], "in ledger order");
+    let notice = &told[1]["body"]["data"];
+    assert_eq!(told[1]["verified"], json!([0]), "standardwebhooks refused: {}", told[1]);
+    assert_eq!(notice["kind"]["record"], json!({"kind": "dispute", "id": dispute}));
+    assert_eq!(notice["authored_by"], r.state.registry.to_string());
+    let deadline = notice["kind"]["deadline"].as_i64().expect("the answer deadline");
+    assert!(deadline > r.clock.now().0, "the deadline is ahead: {notice}");
+    if answer_by > 0 {
+        assert_eq!(deadline, answer_by);
+    }
+    assert!(notice["body"].as_str().unwrap().contains("Answer"), "{notice}");
+    // The buyer, not a party the registry tells about a claim it made, got no dispute notice.
+    let (_, inbox) = r.get(&buyer, "/v1/inbox").await;
+    assert!(inbox["messages"].as_array().unwrap().iter().all(|m| m["kind"]["event"] != "dispute.filed"));
 }

@@ -245,6 +245,8 @@ pub const WEBHOOK_ROTATION_OVERLAP_MS: i64 = 24 * 3600 * 1000;
 pub const WEBHOOK_ERROR_BYTES_MAX: usize = 256;
 /// The sender's pass interval when nothing is posted (retries come due on it).
 pub const WEBHOOK_TICK_MS: u64 = 1_000;
+/// Ledger events the notifier reads per pass (it reads again at once when a pass is full).
+pub const NOTIFIER_BATCH: usize = 200;
 /// Public rooms listed per page.
 pub const ROOM_PAGE_MAX: usize = 200;
 /// Log entries one inbox read looks at before it answers: messages of channels

@@ -5,13 +5,14 @@
 use bazaar_types::limits::REACTION_BYTES_MAX;
 
 use super::{member, room, say, text, whole_inbox, Case, Harness, MapDirectory};
-use crate::{Change, ChangeKind, ChannelId, ConversationStore, MessageKind, Role, SystemLine};
+use crate::{Change, ChangeKind, ChannelId, ConversationStore, MessageKind, Notice, RecordRef, Role, SystemLine};
 
 pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
     vec![
         ("membership_changes_write_lines_and_a_room_keeps_an_owner", lines_and_the_last_owner::<H>),
         ("reactions_edits_and_deletions_are_messages_of_their_own", changes_are_messages::<H>),
         ("a_post_retried_with_its_key_is_one_message", a_keyed_post_is_one_message::<H>),
+        ("a_notice_is_written_once_and_wakes_its_member", a_notice_is_once_and_wakes::<H>),
     ]
 }
 
@@ -153,4 +154,30 @@ fn a_keyed_post_is_one_message<H: Harness>(harness: &H) {
     let mut bobs = text(&dm, "bob", "deal at 40");
     bobs.idem_key = Some("offer-1".into());
     assert_ne!(store.post(&dir, bobs).unwrap().position, posted.position);
+}
+
+fn a_notice_is_once_and_wakes<H: Harness>(harness: &H) {
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let (registry, shop) = (member("registry"), member("shop"));
+    let notice = Notice {
+        event: "dispute.filed".into(),
+        ledger_seq: 42,
+        record: Some(RecordRef { kind: "dispute".into(), id: "dsp_1".into() }),
+        deadline: Some(bazaar_types::Timestamp(1_700_000_500_000)),
+        language: "en".into(),
+    };
+    let body = "A dispute was filed against you; answer by then.".to_string();
+    let first = store.notify(&registry, &shop, notice.clone(), body.clone(), "notice:42:0".into()).unwrap();
+    let again = store.notify(&registry, &shop, notice.clone(), body, "notice:42:0".into()).unwrap();
+    assert_eq!(first, again, "a notice written twice under its key is one message");
+    assert_eq!(first.kind, MessageKind::Notice(notice));
+    assert_eq!(whole_inbox(store, &shop, 0, 10), vec![first.clone()]);
+    let attention = store.attention(&shop).unwrap();
+    assert_eq!((attention[0].unread, attention[0].wakes), (1, 1), "a notice counts and wakes");
+    assert_eq!(store.counter("notifier").unwrap(), 0);
+    store.set_counter("notifier", 42).unwrap();
+    store.set_counter("notifier", 43).unwrap();
+    assert_eq!(store.counter("notifier").unwrap(), 43);
 }

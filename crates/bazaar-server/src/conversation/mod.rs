@@ -1,8 +1,9 @@
 //! The conversation plane over HTTP: rooms and DMs, membership, posting and
 //! history (`rest`), the poll inbox and the two live transports on one cursor
-//! (`stream`), webhooks (`webhooks`: routes, the sender, target checks), over the plane's own store (`crate::plane`, beneath `state`). The plane is the
+//! (`stream`), registry notifications into inboxes (`notices`), webhooks (`webhooks`: routes, the sender, target checks), over the plane's own store (`crate::plane`, beneath `state`). The plane is the
 //! `bazaar-conversation` crate; nothing here touches the money writer.
 
+pub mod notices;
 pub mod rest;
 pub mod stream;
 pub mod webhooks;

@@ -1,0 +1,6 @@
+-- Numbers the plane keeps for its own bookkeeping, such as the ledger
+-- position the registry's notifier has read up to.
+CREATE TABLE plane_counters (
+    name  TEXT PRIMARY KEY,
+    value INTEGER NOT NULL CHECK (value >= 0)
+);
