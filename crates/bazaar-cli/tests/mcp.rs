@@ -76,7 +76,19 @@ async fn an_mcp_client_shops_the_storefront() {
     let tools: Vec<&str> = first[0]["result"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     assert_eq!(
         tools,
-        ["search_products", "request_quote", "read_offers", "read_allocation", "create_order", "order_status"]
+        [
+            "search_products",
+            "request_quote",
+            "read_offers",
+            "read_allocation",
+            "create_order",
+            "order_status",
+            "read_inbox",
+            "post_message",
+            "reply",
+            "react",
+            "open_dm"
+        ]
     );
     assert_eq!(first[1]["result"]["listings"].as_array().unwrap().len(), 2);
     let rfq = first[2]["result"]["id"].as_str().unwrap().to_string();
@@ -133,5 +145,70 @@ async fn an_mcp_client_shops_the_storefront() {
         (anonymous[0]["is_error"].as_bool(), anonymous[0]["result"]["code"].as_str()),
         (Some(true), Some("unauthenticated"))
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Two agents talk through the official MCP client: one opens a DM and posts
+/// (a keyed retry is one message), the other reads its inbox from a cursor,
+/// replies and reacts; errors carry the REST codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_talk_over_mcp_with_the_rest_codes() {
+    let dir = std::env::temp_dir().join(format!("bazaar-mcp-talk-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = embedded_registry_with(&dir, Some("talk-op".into()), Config::standard()).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("talk-op".into()));
+    let (_, buyer) = enroll_pair(&operator, "hotel", "hotel-agent").await.unwrap();
+    let (_, maker) = enroll_pair(&operator, "lucia-owner", "lucia").await.unwrap();
+    let said = mcp(
+        &local.url,
+        buyer.credential().unwrap(),
+        json!([
+            {"tool": "open_dm", "arguments": {"with": "lucia"}},
+            {"tool": "post_message", "arguments": {"channel": "$0.id", "body": "@lucia 40 covers by June?", "key": "ask-1"}},
+            {"tool": "post_message", "arguments": {"channel": "$0.id", "body": "@lucia 40 covers by June?", "key": "ask-1"}},
+            {"tool": "post_message", "arguments": {"channel": "ch_nope", "body": "hello"}},
+            {"tool": "post_message", "arguments": {"channel": "../v1/mint", "body": "hello"}},
+        ]),
+        &dir,
+        "buyer",
+    )
+    .await;
+    let channel = said[0]["result"]["id"].as_str().unwrap().to_string();
+    assert_eq!(said[1]["result"], said[2]["result"], "a keyed retry is the first post");
+    assert!(said[1]["result"]["on_behalf_of"].is_string(), "an agent speaks for its owner");
+    assert_eq!(
+        (said[3]["is_error"].as_bool(), said[3]["result"]["code"].as_str()),
+        (Some(true), Some("channel_not_found"))
+    );
+    assert_eq!(said[4]["result"]["code"], "channel_not_found");
+    let seq = said[1]["result"]["seq"].as_u64().unwrap();
+    let heard = mcp(
+        &local.url,
+        maker.credential().unwrap(),
+        json!([
+            {"tool": "read_inbox", "arguments": {"after": 0}},
+            {"tool": "reply", "arguments": {"channel": channel, "reply_to": seq, "body": "yes, 38 each"}},
+            {"tool": "react", "arguments": {"channel": channel, "seq": seq, "emoji": "👍"}},
+            {"tool": "read_inbox", "arguments": {"after": "$0.next_after"}},
+            {"tool": "react", "arguments": {"channel": channel, "seq": seq, "emoji": "two words"}},
+        ]),
+        &dir,
+        "maker",
+    )
+    .await;
+    let first = &heard[0]["result"]["messages"];
+    assert_eq!(first.as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(first[0]["body"], "@lucia 40 covers by June?");
+    assert_eq!(heard[1]["result"]["reply_to"]["seq"], seq);
+    assert_eq!(heard[2]["result"]["kind"]["type"], "reaction");
+    let later: Vec<&str> = heard[3]["result"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["kind"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(later, ["text", "reaction"], "the cursor resumes after what was read");
+    assert_eq!(heard[4]["result"]["code"], "reaction_invalid");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,5 +1,7 @@
-//! The storefront as an MCP server (streamable HTTP at `/mcp`, the official
-//! `rmcp` crate, stateless). Each tool is one (or two) calls to the REST API
+//! The storefront and the conversation plane as an MCP server (streamable
+//! HTTP at `/mcp`, the official `rmcp` crate, stateless): shopping tools, and
+//! tools for an agent to read its inbox from a cursor, post, reply, react and
+//! open a DM. Each tool is one (or two) calls to the REST API
 //! itself, made in-process with the caller's own bearer credential — so a
 //! tool is authenticated exactly as REST is, and a tool error carries the same
 //! stable `code` as the REST refusal. No tool pays: `create_order` always
@@ -43,8 +45,15 @@ fn schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
     Arc::new(schema.as_object().cloned().unwrap_or_default())
 }
 
-/// The storefront's tools, with their JSON Schemas.
+/// Every tool: the storefront's, then the conversation's.
 pub fn tools() -> Vec<Tool> {
+    let mut tools = shop_tools();
+    tools.extend(talk_tools());
+    tools
+}
+
+/// The storefront's tools, with their JSON Schemas.
+fn shop_tools() -> Vec<Tool> {
     let text = |d: &str| json!({"type": "string", "description": d});
     let int = |d: &str| json!({"type": "integer", "minimum": 0, "description": d});
     vec![
@@ -84,6 +93,73 @@ pub fn tools() -> Vec<Tool> {
             schema(json!({"order": text("The order's id")}), &["order"]),
         ),
     ]
+}
+
+/// The conversation tools, with their JSON Schemas.
+fn talk_tools() -> Vec<Tool> {
+    let text = |d: &str| json!({"type": "string", "description": d});
+    let int = |d: &str| json!({"type": "integer", "minimum": 0, "description": d});
+    vec![
+        Tool::new(
+            "read_inbox",
+            "Everything delivered to you after a cursor, in order: messages, system lines and the registry's notices. Pass the answer's `next_after` as `after` next time.",
+            schema(json!({"after": int("The cursor (0 for everything)"), "limit": int("At most this many (1 to 500)")}), &[]),
+        ),
+        Tool::new(
+            "post_message",
+            "Post to a channel you are in. `@handle` mentions are resolved now. `key` makes a retry return the first post.",
+            schema(
+                json!({"channel": text("The channel's id"), "body": text("The text (1 to 4096 bytes)"),
+                    "key": text("An idempotency key for this post")}),
+                &["channel", "body"],
+            ),
+        ),
+        Tool::new(
+            "reply",
+            "Reply to a message (by its `seq`) in a channel you are in; it wakes that message's author.",
+            schema(
+                json!({"channel": text("The channel's id"), "reply_to": int("The message's seq"),
+                    "body": text("The text"), "key": text("An idempotency key for this reply")}),
+                &["channel", "reply_to", "body"],
+            ),
+        ),
+        Tool::new(
+            "react",
+            "React to a text message (by its `seq`) with an emoji or short token; `removed: true` withdraws it.",
+            schema(
+                json!({"channel": text("The channel's id"), "seq": int("The message's seq"),
+                    "emoji": text("1 to 64 bytes, no spaces"), "removed": {"type": "boolean"}}),
+                &["channel", "seq", "emoji"],
+            ),
+        ),
+        Tool::new(
+            "open_dm",
+            "Your direct-message channel with another member (by handle or DID), created on first use.",
+            schema(json!({"with": text("The other member's handle or DID")}), &["with"]),
+        ),
+    ]
+}
+
+/// A REST path with `pairs` as its query string, each value escaped.
+fn with_query(path: &str, pairs: &[(&str, String)]) -> String {
+    let mut url = reqwest::Url::parse("http://x/").expect("static URL");
+    url.query_pairs_mut().extend_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    format!("{path}?{}", url.query().unwrap_or_default())
+}
+
+fn arg_u64(args: &Map<String, Value>, name: &str) -> Result<u64, CallToolResult> {
+    arg(args, name)?.as_u64().ok_or_else(|| {
+        failure(json!({"code": "invalid_request", "detail": format!("`{name}` is a non-negative integer.")}))
+    })
+}
+
+/// A path segment that is a channel id: refused if it could step elsewhere.
+fn channel_arg(args: &Map<String, Value>) -> Result<String, CallToolResult> {
+    let channel = arg_str(args, "channel")?;
+    if channel.is_empty() || !channel.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(failure(json!({"code": "channel_not_found", "detail": format!("No channel {channel}.")})));
+    }
+    Ok(channel)
 }
 
 fn arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a Value, CallToolResult> {
@@ -186,6 +262,7 @@ impl Storefront {
                     let order = arg_str(args, "order")?;
                     self.rest(auth, Method::GET, &format!("/v1/orders/{order}"), None, None).await
                 }
+                "read_inbox" | "post_message" | "reply" | "react" | "open_dm" => self.talk(name, args, auth).await,
                 other => Err(failure(json!({"code": "unknown_tool", "detail": format!("No tool named {other}.")}))),
             }
         }
@@ -197,14 +274,56 @@ impl Storefront {
     }
 }
 
+impl Storefront {
+    /// The conversation tools: each the REST route of the same act.
+    async fn talk(
+        &self,
+        name: &str,
+        args: &Map<String, Value>,
+        auth: Option<&axum::http::HeaderValue>,
+    ) -> Result<Value, CallToolResult> {
+        use axum::http::Method;
+        let key = args.get("key").and_then(Value::as_str);
+        match name {
+            "read_inbox" => {
+                let mut pairs = vec![("after", args.get("after").and_then(Value::as_u64).unwrap_or(0).to_string())];
+                if let Some(limit) = args.get("limit").and_then(Value::as_u64) {
+                    pairs.push(("limit", limit.to_string()));
+                }
+                self.rest(auth, Method::GET, &with_query("/v1/inbox", &pairs), None, None).await
+            }
+            "post_message" | "reply" => {
+                let channel = channel_arg(args)?;
+                let mut body = json!({"body": arg_str(args, "body")?});
+                if name == "reply" {
+                    body["reply_to"] = arg_u64(args, "reply_to")?.into();
+                }
+                self.rest(auth, Method::POST, &format!("/v1/channels/{channel}/messages"), Some(body), key).await
+            }
+            "react" => {
+                let (channel, seq) = (channel_arg(args)?, arg_u64(args, "seq")?);
+                let removed = args.get("removed").and_then(Value::as_bool).unwrap_or(false);
+                let body = json!({"emoji": arg_str(args, "emoji")?, "removed": removed});
+                let path = format!("/v1/channels/{channel}/messages/{seq}/reactions");
+                self.rest(auth, Method::POST, &path, Some(body), None).await
+            }
+            _ => {
+                let body = json!({"with": arg_str(args, "with")?});
+                self.rest(auth, Method::POST, "/v1/dms", Some(body), None).await
+            }
+        }
+    }
+}
+
 impl ServerHandler for Storefront {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("bazaar-storefront", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "Bazaar's storefront. Send your agent's bearer credential as `Authorization: Bearer …`. \
-                 Search, request a quote, read offers and the allocation, then create an order: it returns an \
-                 approval link for a person and never pays.",
+                "Bazaar's storefront and conversations. Send your agent's bearer credential as \
+                 `Authorization: Bearer …`. Search, request a quote, read offers and the allocation, then create \
+                 an order: it returns an approval link for a person and never pays. Read your inbox from a \
+                 cursor, post, reply, react and open DMs; errors carry the REST API's codes.",
             )
     }
 
