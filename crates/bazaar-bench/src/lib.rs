@@ -1,7 +1,8 @@
 //! Benchmark harness for Bazaar: drives complete paid calls (token → verify →
 //! settle) against the embedded registry, the registry on PostgreSQL and a
 //! plain-PostgreSQL baseline peer, side by side, and gates every run on
-//! correctness (conservation, exactly one transfer per order and key).
+//! correctness (conservation, exactly one transfer per order and key); and
+//! (`talk`) measures the conversation plane: fanout, ingest, idle sockets.
 
 pub mod baseline;
 pub mod drive;
@@ -12,3 +13,5 @@ pub mod procfs;
 pub mod report;
 pub mod servers;
 pub mod setup;
+pub mod talk;
+pub mod talk_cmd;

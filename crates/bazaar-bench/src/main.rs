@@ -33,6 +33,9 @@ struct Cli {
 enum Command {
     /// Run the benchmark against every selected target in turn.
     Run(RunArgs),
+    /// The conversation plane: fanout to many WebSockets beside a bare
+    /// reference server, message ingest, and memory per idle socket.
+    Talk(bazaar_bench::talk_cmd::TalkArgs),
     /// Serve the baseline peer on 127.0.0.1 (started by `run`).
     #[command(hide = true)]
     BaselineServe {
@@ -145,6 +148,25 @@ fn main() {
                 }
             }
             Command::Run(args) => run(args).await,
+            Command::Talk(args) => {
+                let out = args.out.clone();
+                match bazaar_bench::talk_cmd::run(args).await {
+                    Ok(report) => {
+                        bazaar_bench::talk_cmd::print(&report);
+                        let written = out.map(|path| {
+                            std::fs::write(path, serde_json::to_string_pretty(&report).unwrap_or_default())
+                        });
+                        if let Some(Err(error)) = written {
+                            eprintln!("error: writing the report: {error}");
+                        }
+                        0
+                    }
+                    Err(error) => {
+                        eprintln!("error: {error:#}");
+                        2
+                    }
+                }
+            }
         }
     });
     drop(runtime);

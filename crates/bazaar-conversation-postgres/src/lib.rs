@@ -101,7 +101,10 @@ impl Engine for PostgresConversationStore {
     }
 
     /// One write transaction, holding the sequencer's row lock from its start.
-    fn write<T>(&self, act: impl FnOnce(&Tx<'_>, Timestamp) -> Result<T>) -> Result<T> {
+    fn write<T: Send + 'static>(
+        &self,
+        act: impl FnOnce(&Tx<'_>, Timestamp) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         let mut client = self.client.lock().map_err(unavailable)?;
         let inner = self.runtime.block_on(client.transaction()).map_err(unavailable)?;
         let tx = Tx { runtime: &self.runtime, inner };

@@ -91,8 +91,14 @@ pub trait Engine {
     where
         Self: 't;
     fn entropy(&self) -> &dyn Entropy;
-    /// One serialised write transaction at the engine's clock time; committed if `act` succeeds.
-    fn write<T>(&self, act: impl FnOnce(&Self::Tx<'_>, Timestamp) -> Result<T>) -> Result<T>;
+    /// One serialised write act at the engine's clock time, committed if `act`
+    /// succeeds and undone if it fails. An engine may commit several acts in
+    /// one transaction (group commit), each in a savepoint of its own, so
+    /// `act` owns what it needs (`'static`) and may run on another thread.
+    fn write<T: Send + 'static>(
+        &self,
+        act: impl FnOnce(&Self::Tx<'_>, Timestamp) -> Result<T> + Send + 'static,
+    ) -> Result<T>;
     fn read<T>(&self, act: impl FnOnce(&Self::Tx<'_>) -> Result<T>) -> Result<T>;
 }
 
@@ -327,7 +333,7 @@ impl<E: Engine> ConversationStore for E {
             return Err(ConversationError::NameInvalid { len: room.name.len(), max: CHANNEL_NAME_BYTES_MAX });
         }
         let id = ChannelId::random(self.entropy());
-        self.write(|tx, now| {
+        self.write(move |tx, now| {
             let kind = if room.private { ChannelKind::PrivateRoom } else { ChannelKind::PublicRoom };
             let channel = Channel { id, kind, name: Some(room.name), created_by: room.owner, created_at: now };
             tx.insert_channel(&channel)?;
@@ -340,18 +346,20 @@ impl<E: Engine> ConversationStore for E {
         if one == two {
             return Err(ConversationError::DmWithSelf);
         }
-        self.write(|tx, now| dm_of(tx, one, two, now))
+        let (one, two) = (one.clone(), two.clone());
+        self.write(move |tx, now| dm_of(tx, &one, &two, now))
     }
 
     fn notify(&self, from: &MemberId, to: &MemberId, notice: Notice, body: String, key: String) -> Result<Message> {
         if from == to {
             return Err(ConversationError::DmWithSelf);
         }
-        self.write(|tx, now| {
-            if let Some(first) = tx.message_by_idem(from, &key)? {
+        let (from, to) = (from.clone(), to.clone());
+        self.write(move |tx, now| {
+            if let Some(first) = tx.message_by_idem(&from, &key)? {
                 return Ok(first);
             }
-            let channel = dm_of(tx, from, to, now)?;
+            let channel = dm_of(tx, &from, &to, now)?;
             let (seq, position) = tx.next_numbers(&channel.id)?;
             let message = Message {
                 seq,
@@ -378,25 +386,29 @@ impl<E: Engine> ConversationStore for E {
     }
 
     fn set_counter(&self, name: &str, value: u64) -> Result<()> {
-        self.write(|tx, _now| tx.set_counter(name, value))
+        let name = name.to_string();
+        self.write(move |tx, _now| tx.set_counter(&name, value))
     }
 
     fn join(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
-        self.write(|tx, now| enter(tx, now, channel, None, member))
+        let (channel, member) = (channel.clone(), member.clone());
+        self.write(move |tx, now| enter(tx, now, &channel, None, &member))
     }
 
     fn add_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership> {
-        self.write(|tx, now| enter(tx, now, channel, Some(by), member))
+        let (channel, by, member) = (channel.clone(), by.clone(), member.clone());
+        self.write(move |tx, now| enter(tx, now, &channel, Some(&by), &member))
     }
 
     fn leave(&self, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
-        self.write(|tx, now| {
-            if tx.load_channel(channel)?.kind == ChannelKind::Dm {
+        let (channel, member) = (channel.clone(), member.clone());
+        self.write(move |tx, now| {
+            if tx.load_channel(&channel)?.kind == ChannelKind::Dm {
                 return Err(ConversationError::DirectMessage(channel.clone()));
             }
-            require_stint(tx, channel, member)?;
-            check_not_last_owner(tx, channel, member)?;
-            close_stint(tx, channel, member, member, SystemLine::Left { member: member.clone() }, now)
+            require_stint(tx, &channel, &member)?;
+            check_not_last_owner(tx, &channel, &member)?;
+            close_stint(tx, &channel, &member, &member, SystemLine::Left { member: member.clone() }, now)
         })
     }
 
@@ -404,26 +416,29 @@ impl<E: Engine> ConversationStore for E {
         if by == member {
             return Err(ConversationError::RemoveSelf);
         }
-        self.write(|tx, now| {
-            require_owner(tx, channel, by)?;
+        let (channel, by, member) = (channel.clone(), by.clone(), member.clone());
+        self.write(move |tx, now| {
+            require_owner(tx, &channel, &by)?;
             let line = SystemLine::Removed { member: member.clone(), by: by.clone() };
-            close_stint(tx, channel, by, member, line, now)
+            close_stint(tx, &channel, &by, &member, line, now)
         })
     }
 
     fn set_role(&self, channel: &ChannelId, by: &MemberId, member: &MemberId, role: Role) -> Result<Membership> {
-        self.write(|tx, now| {
-            require_owner(tx, channel, by)?;
-            let mut stint = require_stint(tx, channel, member)?;
+        let (channel, by, member) = (channel.clone(), by.clone(), member.clone());
+        self.write(move |tx, now| {
+            require_owner(tx, &channel, &by)?;
+            let mut stint = require_stint(tx, &channel, &member)?;
             if stint.role == role {
                 return Ok(stint);
             }
             if role == Role::Member {
-                check_not_last_owner(tx, channel, member)?;
+                check_not_last_owner(tx, &channel, &member)?;
             }
             stint.role = role;
             tx.update_open_stint(&stint)?;
-            write_line(tx, channel, by, SystemLine::RoleChanged { member: member.clone(), role, by: by.clone() }, now)?;
+            let line = SystemLine::RoleChanged { member: member.clone(), role, by: by.clone() };
+            write_line(tx, &channel, &by, line, now)?;
             Ok(stint)
         })
     }
@@ -441,7 +456,7 @@ impl<E: Engine> ConversationStore for E {
             ChangeKind::Delete => (MessageKind::Deletion { of: change.target }, String::new(), Vec::new()),
         };
         let handle = directory.handle_of(&change.author);
-        self.write(|tx, now| {
+        self.write(move |tx, now| {
             let channel = tx.load_channel(&change.channel)?;
             let mut author = require_stint(tx, &channel.id, &change.author)?;
             change_target(tx, &change)?;
@@ -469,14 +484,15 @@ impl<E: Engine> ConversationStore for E {
     }
 
     fn set_muted(&self, channel: &ChannelId, member: &MemberId, muted: bool) -> Result<Membership> {
-        self.write(|tx, _now| change_stint(tx, channel, member, |stint| stint.muted = muted))
+        let (channel, member) = (channel.clone(), member.clone());
+        self.write(move |tx, _now| change_stint(tx, &channel, &member, |stint| stint.muted = muted))
     }
 
     fn post(&self, directory: &dyn Directory, new: NewMessage) -> Result<Message> {
         check_body(&new.body)?;
         let mentions = resolve_mentions(directory, &new.body)?;
         let handle = directory.handle_of(&new.authored_by);
-        self.write(|tx, now| {
+        self.write(move |tx, now| {
             if let Some(key) = &new.idem_key {
                 if let Some(first) = tx.message_by_idem(&new.authored_by, key)? {
                     let same = first.channel == new.channel
@@ -541,13 +557,14 @@ impl<E: Engine> ConversationStore for E {
     }
 
     fn mark_read(&self, member: &MemberId, channel: &ChannelId, seq: u64) -> Result<Membership> {
-        self.write(|tx, _now| {
-            tx.load_channel(channel)?;
-            if seq > tx.last_seq(channel)? {
-                require_stint(tx, channel, member)?;
+        let (channel, member) = (channel.clone(), member.clone());
+        self.write(move |tx, _now| {
+            tx.load_channel(&channel)?;
+            if seq > tx.last_seq(&channel)? {
+                require_stint(tx, &channel, &member)?;
                 return Err(ConversationError::SeqOutOfRange { seq });
             }
-            change_stint(tx, channel, member, |stint| stint.read_seq = stint.read_seq.max(seq))
+            change_stint(tx, &channel, &member, |stint| stint.read_seq = stint.read_seq.max(seq))
         })
     }
 

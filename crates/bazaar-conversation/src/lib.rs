@@ -14,6 +14,7 @@ pub mod compose;
 pub mod conformance;
 pub mod delivery;
 pub mod eligibility;
+mod group_commit;
 pub mod mentions;
 pub mod model;
 pub mod sqlite;

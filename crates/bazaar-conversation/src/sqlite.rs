@@ -1,7 +1,9 @@
 //! The embedded engine: SQLite in WAL mode on its own file, apart from the
-//! ledger's. One connection behind a mutex is this process's sequencer, and
-//! `BEGIN IMMEDIATE` makes each write the only one in flight across processes,
-//! so `seq` and `position` are taken as "last + 1" without gaps or races.
+//! ledger's. One writer thread owns the write connection and is this
+//! process's sequencer, committing waiting acts together (`group_commit`);
+//! `BEGIN IMMEDIATE` makes each group the only write in flight across
+//! processes, so `seq` and `position` are taken as "last + 1" without gaps
+//! or races. Reads run on their own connections (`READERS`), never behind a write.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -12,6 +14,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, Transact
 
 use crate::acts::{Engine, Rows};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
+use crate::group_commit::Writer;
 use crate::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
 use crate::store::{ConversationError, HistoryRange, Result};
 
@@ -30,26 +33,76 @@ const MEMBERSHIP_COLUMNS: &str = "channel, member, role, joined_at, joined_after
 const MESSAGE_SELECT: &str = "SELECT m.channel, c.kind, m.seq, m.position, m.authored_by, m.on_behalf_of, m.handle, \
      m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at FROM messages m JOIN channels c ON c.id = m.channel";
 
+/// Statements each connection keeps compiled (every statement the engine runs fits).
+const STATEMENT_CACHE: usize = 96;
+
+/// `execute` and `query_row` through the connection's statement cache: the
+/// engine runs the same few dozen statements over and over.
+trait Cached {
+    fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+    fn one<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        row: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T>;
+}
+
+impl Cached for Connection {
+    fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+    fn one<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        row: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        self.prepare_cached(sql)?.query_row(params, row)
+    }
+}
+
 fn unavailable(error: impl std::fmt::Display) -> ConversationError {
     ConversationError::Unavailable(error.to_string())
 }
 
+/// Read connections per store: reads (inbox, history, attention, every
+/// live stream's catch-up) take whichever is free.
+const READERS: usize = 2;
+
 pub struct SqliteConversationStore {
-    connection: Mutex<Connection>,
-    clock: Arc<dyn Clock>,
+    writer: Writer,
+    readers: Vec<Mutex<Connection>>,
     entropy: Arc<dyn Entropy>,
+}
+
+fn connect(path: &Path) -> Result<Connection> {
+    let connection = Connection::open(path).map_err(unavailable)?;
+    connection.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
+    connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    connection
+        .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        .map_err(unavailable)?;
+    Ok(connection)
 }
 
 impl SqliteConversationStore {
     /// Open (or create) the conversation database at `path` and bring its schema up to date.
     pub fn open(path: &Path, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> Result<Self> {
-        let mut connection = Connection::open(path).map_err(unavailable)?;
-        connection.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
-        connection
-            .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-            .map_err(unavailable)?;
+        let mut connection = connect(path)?;
         migrate(&mut connection)?;
-        Ok(SqliteConversationStore { connection: Mutex::new(connection), clock, entropy })
+        let readers = (0..READERS).map(|_| connect(path).map(Mutex::new)).collect::<Result<Vec<_>>>()?;
+        Ok(SqliteConversationStore { writer: Writer::start(connection, clock)?, readers, entropy })
+    }
+
+    /// A free read connection, or the first one when all are busy.
+    fn reader(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
+        for reader in &self.readers {
+            if let Ok(free) = reader.try_lock() {
+                return Ok(free);
+            }
+        }
+        self.readers[0].lock().map_err(unavailable)
     }
 }
 
@@ -61,17 +114,16 @@ impl Engine for SqliteConversationStore {
     }
 
     /// One write transaction, taken with the write lock up front.
-    fn write<T>(&self, act: impl FnOnce(&Transaction<'_>, Timestamp) -> Result<T>) -> Result<T> {
-        let mut connection = self.connection.lock().map_err(unavailable)?;
-        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
-        let outcome = act(&tx, self.clock.now())?;
-        tx.commit().map_err(unavailable)?;
-        Ok(outcome)
+    fn write<T: Send + 'static>(
+        &self,
+        act: impl FnOnce(&Transaction<'_>, Timestamp) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.writer.submit(act)
     }
 
     /// One read transaction: every query in it sees the same snapshot.
     fn read<T>(&self, act: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut connection = self.connection.lock().map_err(unavailable)?;
+        let mut connection = self.reader()?;
         let tx = connection.transaction().map_err(unavailable)?;
         let outcome = act(&tx)?;
         tx.commit().map_err(unavailable)?;
@@ -88,12 +140,12 @@ fn migrate(connection: &mut Connection) -> Result<()> {
     for (name, sql) in MIGRATIONS {
         let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
         let applied: Option<String> = tx
-            .query_row("SELECT name FROM schema_migrations WHERE name = ?1", [name], |r| r.get(0))
+            .one("SELECT name FROM schema_migrations WHERE name = ?1", [name], |r| r.get(0))
             .optional()
             .map_err(unavailable)?;
         if applied.is_none() {
             tx.execute_batch(sql).map_err(unavailable)?;
-            tx.execute("INSERT INTO schema_migrations VALUES (?1, strftime('%s','now'))", [name])
+            tx.run("INSERT INTO schema_migrations VALUES (?1, strftime('%s','now'))", [name])
                 .map_err(unavailable)?;
         }
         tx.commit().map_err(unavailable)?;
@@ -196,7 +248,7 @@ fn query_rows<T>(
     args: impl rusqlite::Params,
     from_row: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>> {
-    let mut statement = tx.prepare(sql).map_err(unavailable)?;
+    let mut statement = tx.prepare_cached(sql).map_err(unavailable)?;
     let rows = statement.query_map(args, from_row).map_err(unavailable)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
 }
@@ -205,7 +257,7 @@ fn query_rows<T>(
 
 fn load_channel(tx: &Transaction<'_>, id: &ChannelId) -> Result<Channel> {
     let sql = format!("SELECT {CHANNEL_COLUMNS} FROM channels WHERE id = ?1");
-    tx.query_row(&sql, [id.as_str()], channel_from_row)
+    tx.one(&sql, [id.as_str()], channel_from_row)
         .optional()
         .map_err(unavailable)?
         .ok_or_else(|| ConversationError::ChannelNotFound(id.clone()))
@@ -215,28 +267,28 @@ fn current_stint(tx: &Transaction<'_>, channel: &ChannelId, member: &MemberId) -
     let sql = format!(
         "SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE channel = ?1 AND member = ?2 AND left_after IS NULL"
     );
-    tx.query_row(&sql, [channel.as_str(), member.as_str()], membership_from_row).optional().map_err(unavailable)
+    tx.one(&sql, [channel.as_str(), member.as_str()], membership_from_row).optional().map_err(unavailable)
 }
 
 fn stints_of(tx: &Transaction<'_>, member: &MemberId, only_current: bool) -> Result<Vec<Membership>> {
     let filter = if only_current { "AND left_after IS NULL" } else { "" };
     let sql = format!("SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE member = ?1 {filter} ORDER BY stint");
-    let mut statement = tx.prepare(&sql).map_err(unavailable)?;
+    let mut statement = tx.prepare_cached(&sql).map_err(unavailable)?;
     let rows = statement.query_map([member.as_str()], membership_from_row).map_err(unavailable)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
 }
 
 fn last_position(tx: &Transaction<'_>) -> Result<u64> {
-    tx.query_row("SELECT COALESCE(MAX(position), 0) FROM messages", [], |r| r.get(0)).map_err(unavailable)
+    tx.one("SELECT COALESCE(MAX(position), 0) FROM messages", [], |r| r.get(0)).map_err(unavailable)
 }
 
 fn last_seq(tx: &Transaction<'_>, channel: &ChannelId) -> Result<u64> {
-    tx.query_row("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE channel = ?1", [channel.as_str()], |r| r.get(0))
+    tx.one("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE channel = ?1", [channel.as_str()], |r| r.get(0))
         .map_err(unavailable)
 }
 
 fn current_member_count(tx: &Transaction<'_>, channel: &ChannelId) -> Result<usize> {
-    tx.query_row(
+    tx.one(
         "SELECT COUNT(*) FROM memberships WHERE channel = ?1 AND left_after IS NULL",
         [channel.as_str()],
         |r| r.get(0),
@@ -246,7 +298,7 @@ fn current_member_count(tx: &Transaction<'_>, channel: &ChannelId) -> Result<usi
 
 fn query_messages(tx: &Transaction<'_>, clause: &str, args: impl rusqlite::Params) -> Result<Vec<Message>> {
     let sql = format!("{MESSAGE_SELECT} {clause}");
-    let mut statement = tx.prepare(&sql).map_err(unavailable)?;
+    let mut statement = tx.prepare_cached(&sql).map_err(unavailable)?;
     let rows = statement.query_map(args, message_from_row).map_err(unavailable)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
 }
@@ -254,7 +306,7 @@ fn query_messages(tx: &Transaction<'_>, clause: &str, args: impl rusqlite::Param
 // Writes inside a transaction.
 
 fn insert_channel(tx: &Transaction<'_>, channel: &Channel) -> Result<()> {
-    tx.execute(
+    tx.run(
         "INSERT INTO channels (id, kind, name, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![
             channel.id.as_str(),
@@ -271,7 +323,7 @@ fn insert_channel(tx: &Transaction<'_>, channel: &Channel) -> Result<()> {
 fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str>) -> Result<()> {
     let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
     let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
-    tx.execute(
+    tx.run(
         "INSERT INTO messages (position, channel, seq, authored_by, on_behalf_of, handle, kind, body,
                                reply_seq, reply_author, mentions, at, ref_seq, idem_key)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
@@ -297,7 +349,7 @@ fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str
 }
 
 fn reply_author(tx: &Transaction<'_>, channel: &ChannelId, seq: u64) -> Result<MemberId> {
-    tx.query_row(
+    tx.one(
         "SELECT authored_by FROM messages WHERE channel = ?1 AND seq = ?2",
         params![channel.as_str(), seq],
         |r| r.get::<_, String>(0),
@@ -321,7 +373,7 @@ impl Rows for Transaction<'_> {
         stints_of(self, member, only_current)
     }
     fn previous_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<(bool, u64)>> {
-        self.query_row(
+        self.one(
             "SELECT muted, read_seq FROM memberships WHERE channel = ?1 AND member = ?2 ORDER BY stint DESC LIMIT 1",
             [channel.as_str(), member.as_str()],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -336,7 +388,7 @@ impl Rows for Transaction<'_> {
         let sql = format!(
             "SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE channel = ?1 AND left_after IS NULL ORDER BY stint"
         );
-        let mut statement = self.prepare(&sql).map_err(unavailable)?;
+        let mut statement = self.prepare_cached(&sql).map_err(unavailable)?;
         let rows = statement.query_map([channel.as_str()], membership_from_row).map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }
@@ -344,7 +396,7 @@ impl Rows for Transaction<'_> {
         let sql = format!(
             "SELECT {CHANNEL_COLUMNS} FROM channels WHERE kind = 'public_room' AND id > ?1 ORDER BY id LIMIT ?2"
         );
-        let mut statement = self.prepare(&sql).map_err(unavailable)?;
+        let mut statement = self.prepare_cached(&sql).map_err(unavailable)?;
         let after = after.map(ChannelId::as_str).unwrap_or("");
         let rows = statement.query_map(params![after, limit as u64], channel_from_row).map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
@@ -395,7 +447,7 @@ impl Rows for Transaction<'_> {
         insert_channel(self, channel)
     }
     fn insert_stint(&self, stint: &Membership) -> Result<()> {
-        self.execute(
+        self.run(
             "INSERT INTO memberships (channel, member, role, joined_at, joined_after, muted, read_seq)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
@@ -412,7 +464,7 @@ impl Rows for Transaction<'_> {
         Ok(())
     }
     fn update_open_stint(&self, stint: &Membership) -> Result<()> {
-        self.execute(
+        self.run(
             "UPDATE memberships SET left_at = ?1, left_after = ?2, muted = ?3, read_seq = ?4, role = ?7
              WHERE channel = ?5 AND member = ?6 AND left_after IS NULL",
             params![
@@ -440,13 +492,13 @@ impl Rows for Transaction<'_> {
     }
     fn counter(&self, name: &str) -> Result<u64> {
         let found: Option<u64> = self
-            .query_row("SELECT value FROM plane_counters WHERE name = ?1", [name], |r| r.get(0))
+            .one("SELECT value FROM plane_counters WHERE name = ?1", [name], |r| r.get(0))
             .optional()
             .map_err(unavailable)?;
         Ok(found.unwrap_or(0))
     }
     fn set_counter(&self, name: &str, value: u64) -> Result<()> {
-        self.execute(
+        self.run(
             "INSERT INTO plane_counters (name, value) VALUES (?1, ?2)
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             params![name, value],
@@ -460,7 +512,7 @@ impl Rows for Transaction<'_> {
         Ok(found.into_iter().next())
     }
     fn enqueue_deliveries(&self, channel: &ChannelId, position: u64, now: Timestamp) -> Result<()> {
-        self.execute(
+        self.run(
             "INSERT INTO webhook_deliveries (endpoint, position, state, attempts, next_attempt_at, updated_at)
              SELECT e.id, ?2, 'pending', 0, ?3, ?3 FROM webhook_endpoints e
              JOIN memberships m ON m.member = e.member AND m.channel = ?1 AND m.left_after IS NULL
@@ -473,7 +525,7 @@ impl Rows for Transaction<'_> {
     fn insert_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
         let sql =
             format!("INSERT INTO webhook_endpoints ({ENDPOINT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
-        self.execute(
+        self.run(
             &sql,
             params![
                 endpoint.id,
@@ -492,14 +544,14 @@ impl Rows for Transaction<'_> {
     }
     fn load_endpoint(&self, id: &str) -> Result<Option<Endpoint>> {
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1");
-        self.query_row(&sql, [id], endpoint_from_row).optional().map_err(unavailable)
+        self.one(&sql, [id], endpoint_from_row).optional().map_err(unavailable)
     }
     fn endpoints_of(&self, member: &MemberId) -> Result<Vec<Endpoint>> {
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE member = ?1 ORDER BY created_at, id");
         query_rows(self, &sql, [member.as_str()], endpoint_from_row)
     }
     fn update_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
-        self.execute(
+        self.run(
             "UPDATE webhook_endpoints SET secret = ?2, previous_secret = ?3, previous_until = ?4,
                     disabled_at = ?5, disabled_reason = ?6 WHERE id = ?1",
             params![
@@ -515,8 +567,8 @@ impl Rows for Transaction<'_> {
         Ok(())
     }
     fn delete_endpoint(&self, id: &str) -> Result<()> {
-        self.execute("DELETE FROM webhook_deliveries WHERE endpoint = ?1", [id]).map_err(unavailable)?;
-        self.execute("DELETE FROM webhook_endpoints WHERE id = ?1", [id]).map_err(unavailable)?;
+        self.run("DELETE FROM webhook_deliveries WHERE endpoint = ?1", [id]).map_err(unavailable)?;
+        self.run("DELETE FROM webhook_endpoints WHERE id = ?1", [id]).map_err(unavailable)?;
         Ok(())
     }
     fn due_deliveries(&self, now: Timestamp, limit: usize) -> Result<Vec<Delivery>> {
@@ -532,10 +584,10 @@ impl Rows for Transaction<'_> {
     }
     fn load_delivery(&self, id: u64) -> Result<Option<Delivery>> {
         let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.id = ?1");
-        self.query_row(&sql, [id], delivery_from_row).optional().map_err(unavailable)
+        self.one(&sql, [id], delivery_from_row).optional().map_err(unavailable)
     }
     fn update_delivery(&self, delivery: &Delivery) -> Result<()> {
-        self.execute(
+        self.run(
             "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, next_attempt_at = ?4, leased_until = ?5,
                     last_status = ?6, last_error = ?7, updated_at = ?8 WHERE id = ?1",
             params![
@@ -565,7 +617,7 @@ impl Rows for Transaction<'_> {
     }
     fn requeue_dead(&self, endpoint: &str, now: Timestamp) -> Result<u64> {
         let changed = self
-            .execute(
+            .run(
                 "UPDATE webhook_deliveries SET state = 'pending', attempts = 0, next_attempt_at = ?2,
                         leased_until = NULL, updated_at = ?2 WHERE endpoint = ?1 AND state = 'dead'",
                 params![endpoint, now.0],

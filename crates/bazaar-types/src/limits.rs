@@ -247,6 +247,8 @@ pub const WEBHOOK_ERROR_BYTES_MAX: usize = 256;
 pub const WEBHOOK_TICK_MS: u64 = 1_000;
 /// Ledger events the notifier reads per pass (it reads again at once when a pass is full).
 pub const NOTIFIER_BATCH: usize = 200;
+/// Conversation acts the embedded writer commits in one transaction at most.
+pub const GROUP_COMMIT_MAX: usize = 256;
 /// Public rooms listed per page.
 pub const ROOM_PAGE_MAX: usize = 200;
 /// Log entries one inbox read looks at before it answers: messages of channels

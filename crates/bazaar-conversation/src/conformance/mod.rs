@@ -24,7 +24,7 @@ pub mod changes;
 pub mod webhooks;
 
 /// A store as a case holds it: any engine, movable to a writer thread.
-pub type BoxedStore = Box<dyn crate::PlaneStore + Send>;
+pub type BoxedStore = Box<dyn crate::PlaneStore + Send + Sync>;
 
 /// The instant every case's clock starts at.
 pub const CASE_EPOCH: Timestamp = Timestamp(1_700_000_000_000);
@@ -52,6 +52,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         ("seq_is_gapless_per_channel_and_positions_increase_across_channels", seq_is_gapless::<H>),
         ("two_writers_posting_at_once_leave_no_gap_and_no_duplicate", two_writers_leave_no_gap::<H>),
         ("inbox_resumes_from_any_cursor_with_no_gap_or_duplicate", inbox_resumes_from_any_cursor::<H>),
+        ("concurrent_acts_commit_and_a_refusal_undoes_only_itself", concurrent_acts_on_one_store::<H>),
         ("a_member_who_left_receives_nothing_posted_after", a_member_who_left_receives_nothing_after::<H>),
         ("a_later_rename_does_not_change_a_resolved_mention", a_later_rename_changes_nothing::<H>),
         ("limits_and_refusals_carry_their_codes", limits_and_refusals_carry_their_codes::<H>),
@@ -207,6 +208,45 @@ fn two_writers_leave_no_gap<H: Harness>(harness: &H) {
         let seqs: Vec<u64> = all.iter().filter(|m| &m.channel == channel).map(|m| m.seq).collect();
         assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gapless in {channel}");
     }
+}
+
+/// Many threads on one store at once (on the embedded engine, acts that
+/// commit together in one group): every accepted post is there, gapless;
+/// every refused one (a reply to nothing) left no trace, not even a number.
+fn concurrent_acts_on_one_store<H: Harness>(harness: &H) {
+    const THREADS: usize = 8;
+    const POSTS: usize = 25;
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let dir = MapDirectory::with(&["alice"]);
+    let red = room(store.as_ref(), "alice", false);
+    let accepted = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let (store, dir, red, accepted) = (&store, &dir, &red, &accepted);
+            scope.spawn(move || {
+                for n in 0..POSTS {
+                    let mut new = text(red, "alice", &format!("t{thread} n{n}"));
+                    if n % 5 == 4 {
+                        new.reply_to = Some(1_000_000);
+                        new.body = format!("refused t{thread} n{n}");
+                        assert_eq!(store.post(dir, new).unwrap_err().code(), "reply_not_found");
+                    } else {
+                        accepted.lock().unwrap().push(store.post(dir, new).unwrap());
+                    }
+                }
+            });
+        }
+    });
+    let accepted = accepted.into_inner().unwrap();
+    let inbox = whole_inbox(store.as_ref(), &member("alice"), 0, INBOX_PAGE_MAX);
+    assert_eq!(inbox.len(), THREADS * POSTS * 4 / 5);
+    assert_eq!(positions(&inbox), (1..=inbox.len() as u64).collect::<Vec<_>>(), "gapless positions");
+    assert_eq!(inbox.iter().map(|m| m.seq).collect::<Vec<_>>(), (1..=inbox.len() as u64).collect::<Vec<_>>());
+    assert!(inbox.iter().all(|m| !m.body.starts_with("refused")));
+    let mut answered: Vec<u64> = accepted.iter().map(|m| m.position).collect();
+    answered.sort_unstable();
+    assert_eq!(answered, positions(&inbox), "each answer is what was stored");
 }
 
 fn inbox_resumes_from_any_cursor<H: Harness>(harness: &H) {

@@ -67,14 +67,15 @@ impl<E: Engine> WebhookStore for E {
         self.entropy().fill(&mut bytes);
         let id = format!("ep_{}", hex::encode(bytes));
         let secret = sign::new_secret(self.entropy());
-        self.write(|tx, now| {
-            if tx.endpoints_of(member)?.len() >= WEBHOOK_ENDPOINTS_PER_MEMBER_MAX {
+        let (member, url) = (member.clone(), url.to_string());
+        self.write(move |tx, now| {
+            if tx.endpoints_of(&member)?.len() >= WEBHOOK_ENDPOINTS_PER_MEMBER_MAX {
                 return Err(ConversationError::TooManyWebhooks { max: WEBHOOK_ENDPOINTS_PER_MEMBER_MAX });
             }
             let endpoint = Endpoint {
                 id,
                 member: member.clone(),
-                url: url.to_string(),
+                url,
                 secret,
                 previous_secret: None,
                 previous_until: None,
@@ -92,16 +93,18 @@ impl<E: Engine> WebhookStore for E {
     }
 
     fn remove_webhook(&self, member: &MemberId, id: &str) -> Result<()> {
-        self.write(|tx, _now| {
-            owned_endpoint(tx, member, id)?;
-            tx.delete_endpoint(id)
+        let (member, id) = (member.clone(), id.to_string());
+        self.write(move |tx, _now| {
+            owned_endpoint(tx, &member, &id)?;
+            tx.delete_endpoint(&id)
         })
     }
 
     fn rotate_webhook_secret(&self, member: &MemberId, id: &str, overlap_ms: i64) -> Result<Endpoint> {
         let secret = sign::new_secret(self.entropy());
-        self.write(|tx, now| {
-            let mut endpoint = owned_endpoint(tx, member, id)?;
+        let (member, id) = (member.clone(), id.to_string());
+        self.write(move |tx, now| {
+            let mut endpoint = owned_endpoint(tx, &member, &id)?;
             endpoint.previous_secret = Some(std::mem::replace(&mut endpoint.secret, secret));
             endpoint.previous_until = Some(later(now, overlap_ms));
             tx.update_endpoint(&endpoint)?;
@@ -110,7 +113,7 @@ impl<E: Engine> WebhookStore for E {
     }
 
     fn claim_deliveries(&self, lease_ms: i64, limit: usize) -> Result<Vec<Due>> {
-        self.write(|tx, now| {
+        self.write(move |tx, now| {
             let mut claimed = Vec::new();
             for mut delivery in tx.due_deliveries(now, limit)? {
                 let endpoint = tx.load_endpoint(&delivery.endpoint)?.ok_or_else(|| {
@@ -126,7 +129,7 @@ impl<E: Engine> WebhookStore for E {
     }
 
     fn finish_delivery(&self, id: u64, attempt: Attempt) -> Result<Delivery> {
-        self.write(|tx, now| {
+        self.write(move |tx, now| {
             let mut delivery = tx.load_delivery(id)?.ok_or(ConversationError::DeliveryNotFound(id))?;
             if delivery.state != DeliveryState::Pending {
                 return Ok(delivery);
@@ -180,9 +183,10 @@ impl<E: Engine> WebhookStore for E {
     }
 
     fn replay_dead(&self, member: &MemberId, endpoint: &str) -> Result<u64> {
-        self.write(|tx, now| {
-            owned_endpoint(tx, member, endpoint)?;
-            tx.requeue_dead(endpoint, now)
+        let (member, endpoint) = (member.clone(), endpoint.to_string());
+        self.write(move |tx, now| {
+            owned_endpoint(tx, &member, &endpoint)?;
+            tx.requeue_dead(&endpoint, now)
         })
     }
 }
