@@ -145,8 +145,7 @@ fn migrate(connection: &mut Connection) -> Result<()> {
             .map_err(unavailable)?;
         if applied.is_none() {
             tx.execute_batch(sql).map_err(unavailable)?;
-            tx.run("INSERT INTO schema_migrations VALUES (?1, strftime('%s','now'))", [name])
-                .map_err(unavailable)?;
+            tx.run("INSERT INTO schema_migrations VALUES (?1, strftime('%s','now'))", [name]).map_err(unavailable)?;
         }
         tx.commit().map_err(unavailable)?;
     }
@@ -288,11 +287,9 @@ fn last_seq(tx: &Transaction<'_>, channel: &ChannelId) -> Result<u64> {
 }
 
 fn current_member_count(tx: &Transaction<'_>, channel: &ChannelId) -> Result<usize> {
-    tx.one(
-        "SELECT COUNT(*) FROM memberships WHERE channel = ?1 AND left_after IS NULL",
-        [channel.as_str()],
-        |r| r.get(0),
-    )
+    tx.one("SELECT COUNT(*) FROM memberships WHERE channel = ?1 AND left_after IS NULL", [channel.as_str()], |r| {
+        r.get(0)
+    })
     .map_err(unavailable)
 }
 
@@ -349,11 +346,9 @@ fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str
 }
 
 fn reply_author(tx: &Transaction<'_>, channel: &ChannelId, seq: u64) -> Result<MemberId> {
-    tx.one(
-        "SELECT authored_by FROM messages WHERE channel = ?1 AND seq = ?2",
-        params![channel.as_str(), seq],
-        |r| r.get::<_, String>(0),
-    )
+    tx.one("SELECT authored_by FROM messages WHERE channel = ?1 AND seq = ?2", params![channel.as_str(), seq], |r| {
+        r.get::<_, String>(0)
+    })
     .optional()
     .map_err(unavailable)?
     .map(MemberId)
