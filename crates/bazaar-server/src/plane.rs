@@ -6,8 +6,8 @@
 
 use crate::problem::Problem;
 use axum::http::StatusCode;
-use bazaar_conversation::{ConversationError, PlaneStore};
-use bazaar_types::limits::{STREAM_CONNECTIONS_MAX, STREAM_CONNECTIONS_PER_MEMBER_MAX};
+use bazaar_conversation::{ConversationError, Message, PlaneStore};
+use bazaar_types::limits::{RECENT_MESSAGES_MAX, STREAM_CONNECTIONS_MAX, STREAM_CONNECTIONS_PER_MEMBER_MAX};
 use bazaar_types::MemberId;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -33,6 +33,11 @@ pub struct Plane {
     /// stream waits on it and re-reads its inbox from its own cursor.
     log: watch::Sender<u64>,
     listening: Mutex<Listeners>,
+    /// The messages this node committed most recently, by position (see `window`).
+    recent: Mutex<std::collections::BTreeMap<u64, Arc<Message>>>,
+    /// Per member, how many times its memberships changed on this node: a
+    /// stream's cached stints are good only while this stands still.
+    epochs: Mutex<HashMap<MemberId, u64>>,
     /// Whether webhook targets in loopback and private ranges are allowed (tests only).
     private_webhooks: std::sync::atomic::AtomicBool,
 }
@@ -46,7 +51,14 @@ struct Listeners {
 
 impl Plane {
     pub fn new(store: SharedStore) -> Plane {
-        Plane { store, log: watch::channel(0).0, listening: Mutex::default(), private_webhooks: Default::default() }
+        Plane {
+            store,
+            log: watch::channel(0).0,
+            listening: Mutex::default(),
+            recent: Mutex::default(),
+            epochs: Mutex::default(),
+            private_webhooks: Default::default(),
+        }
     }
 
     /// Lets webhooks reach loopback and private addresses: for tests and
@@ -78,6 +90,44 @@ impl Plane {
             *last = (*last).max(position);
             moved
         });
+    }
+
+    /// Keeps a committed message for live streams to deliver from memory,
+    /// then wakes them. Call only after the message's transaction committed.
+    pub fn published(&self, message: &Message) {
+        {
+            let mut recent = self.recent.lock().expect("recent mutex");
+            recent.insert(message.position, Arc::new(message.clone()));
+            while recent.len() > RECENT_MESSAGES_MAX {
+                recent.pop_first();
+            }
+        }
+        self.advanced(message.position);
+    }
+
+    /// Every message at positions `after + 1 ..= head`, if this node holds
+    /// them all; `None` at the first gap (a message committed elsewhere, a
+    /// line not kept here, or one older than the window).
+    pub fn window(&self, after: u64, head: u64) -> Option<Vec<Arc<Message>>> {
+        let recent = self.recent.lock().expect("recent mutex");
+        let found: Vec<Arc<Message>> = recent.range(after + 1..=head).map(|(_, m)| m.clone()).collect();
+        let complete = found.len() as u64 == head.saturating_sub(after)
+            && found.iter().zip(after + 1..).all(|(message, position)| message.position == position);
+        complete.then_some(found)
+    }
+
+    /// Says `members`' memberships changed (joined, left, added, a DM opened):
+    /// their streams reload their stints before delivering from memory again.
+    /// Call after the change committed and before anything that depends on it is published.
+    pub fn memberships_changed<'a>(&self, members: impl IntoIterator<Item = &'a MemberId>) {
+        let mut epochs = self.epochs.lock().expect("epochs mutex");
+        for member in members {
+            *epochs.entry(member.clone()).or_default() += 1;
+        }
+    }
+
+    pub fn epoch(&self, member: &MemberId) -> u64 {
+        self.epochs.lock().expect("epochs mutex").get(member).copied().unwrap_or(0)
     }
 
     /// A receiver that wakes when the log advances past what it last saw.

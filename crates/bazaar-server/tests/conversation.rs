@@ -435,3 +435,40 @@ async fn owners_remove_and_promote_and_messages_change_by_rest() {
     assert_eq!(kinds, vec!["text", "reaction", "edit", "deletion"]);
     assert_eq!(history[0]["body"], "quote: 40", "history keeps what was said");
 }
+
+/// A stream delivers from the node's memory while it can; it must still see
+/// what reaches its member through a membership made after it connected: a
+/// DM opened to it, a room it is added to, a room it creates.
+#[tokio::test]
+async fn a_live_stream_sees_channels_its_member_enters_after_connecting() {
+    let r = registry().await;
+    let (gil, hal) = (person(&r, "gil").await, person(&r, "hal").await);
+    let warm = r.room(&hal, "warm-up", false).await;
+    r.post(&gil, &format!("/v1/channels/{warm}/join"), json!({})).await;
+    let mut socket = open_socket(&r, &gil, 0).await;
+    let mut expected = vec![next_frame(&mut socket).await["cursor"].as_u64().unwrap()];
+    // In memory from here: a post in a room gil is in.
+    expected.push(r.say(&hal, &warm, "hello").await["position"].as_u64().unwrap());
+    // A DM opened to gil after it connected.
+    let (_, dm) = r.post(&hal, "/v1/dms", json!({"with": "gil"})).await;
+    expected.push(r.say(&hal, dm["id"].as_str().unwrap(), "psst").await["position"].as_u64().unwrap());
+    // A private room gil is added to.
+    let private = r.room(&hal, "private", true).await;
+    let (_, added) = r.post(&hal, &format!("/v1/channels/{private}/members"), json!({"member": "gil"})).await;
+    expected.push(added["joined_after"].as_u64().unwrap() + 1);
+    expected.push(r.say(&hal, &private, "welcome").await["position"].as_u64().unwrap());
+    // A room gil creates, and a post in it by someone who joins.
+    let own = r.room(&gil, "gil's", false).await;
+    let (_, joined) = r.post(&hal, &format!("/v1/channels/{own}/join"), json!({})).await;
+    expected.push(joined["joined_after"].as_u64().unwrap() + 1);
+    expected.push(r.say(&hal, &own, "nice room").await["position"].as_u64().unwrap());
+    // Something gil must not see, then something it must.
+    r.say(&hal, &r.room(&hal, "not gil's", false).await, "elsewhere").await;
+    expected.push(r.say(&hal, &warm, "last").await["position"].as_u64().unwrap());
+    let mut seen = Vec::new();
+    while seen.len() < expected.len() - 1 {
+        seen.push(next_frame(&mut socket).await["cursor"].as_u64().unwrap());
+    }
+    assert_eq!(seen, expected[1..].to_vec());
+    assert_eq!(r.polled(&gil).await, expected, "the stream and the poll agree");
+}

@@ -249,6 +249,9 @@ pub const WEBHOOK_TICK_MS: u64 = 1_000;
 pub const NOTIFIER_BATCH: usize = 200;
 /// Conversation acts the embedded writer commits in one transaction at most.
 pub const GROUP_COMMIT_MAX: usize = 256;
+/// Committed messages a node keeps in memory for its live streams to deliver
+/// without a read; a stream further behind reads the store.
+pub const RECENT_MESSAGES_MAX: usize = 4_096;
 /// Public rooms listed per page.
 pub const ROOM_PAGE_MAX: usize = 200;
 /// Log entries one inbox read looks at before it answers: messages of channels

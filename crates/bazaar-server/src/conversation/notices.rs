@@ -186,8 +186,11 @@ pub async fn notify_once(state: &Arc<AppState>) -> Result<Pass, Problem> {
                 continue;
             }
             let (from, key) = (state.registry.clone(), format!("notice:{}:{to}", event.seq));
+            let recipient = to.clone();
             let message = plane.call(move |store| store.notify(&from, &to, notice, body, key)).await?;
-            plane.advanced(message.position);
+            // The notice may have opened the DM: the member's streams reload first.
+            plane.memberships_changed([&recipient]);
+            plane.published(&message);
             written += 1;
         }
     }

@@ -64,8 +64,10 @@ async fn create_room(
     auth: Auth,
     ApiJson(body): ApiJson<CreateRoomRequest>,
 ) -> Result<Response, Problem> {
+    let plane = state.plane()?;
     let room = NewRoom { owner: auth.member.id, name: body.name, private: body.private };
-    let channel = state.plane()?.call(move |store| store.create_room(room)).await?;
+    let channel = plane.call(move |store| store.create_room(room)).await?;
+    plane.memberships_changed([&channel.created_by]);
     Ok((StatusCode::CREATED, Json(channel)).into_response())
 }
 
@@ -105,9 +107,12 @@ async fn open_dm(
     auth: Auth,
     ApiJson(body): ApiJson<OpenDmRequest>,
 ) -> Result<Response, Problem> {
+    let plane = state.plane()?;
     let other = resolve(&state, &body.with).await?.id;
     let me = auth.member.id;
-    let channel = state.plane()?.call(move |store| store.open_dm(&me, &other)).await?;
+    let (one, two) = (me.clone(), other.clone());
+    let channel = plane.call(move |store| store.open_dm(&one, &two)).await?;
+    plane.memberships_changed([&me, &other]);
     Ok(Json(channel).into_response())
 }
 
@@ -191,6 +196,16 @@ async fn get_channel(
     Ok(Json(body).into_response())
 }
 
+/// After a membership act: the member's streams reload their stints, and
+/// every stream wakes to the system line the act wrote (not kept in memory,
+/// so each reads it from the store).
+fn changed(state: &AppState, stint: &Membership) -> Result<(), Problem> {
+    let plane = state.plane()?;
+    plane.memberships_changed([&stint.member]);
+    plane.advanced(stint.left_after.unwrap_or(stint.joined_after + 1));
+    Ok(())
+}
+
 fn internal(error: serde_json::Error) -> Problem {
     Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string())
 }
@@ -204,6 +219,7 @@ async fn join(
 ) -> Result<Response, Problem> {
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.join(&channel, &me)).await?;
+    changed(&state, &stint)?;
     Ok(Json(stint).into_response())
 }
 
@@ -216,6 +232,7 @@ async fn leave(
 ) -> Result<Response, Problem> {
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.leave(&channel, &me)).await?;
+    changed(&state, &stint)?;
     Ok(Json(stint).into_response())
 }
 
@@ -237,6 +254,7 @@ async fn add_member(
     let member = resolve(&state, &body.member).await?.id;
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.add_member(&channel, &me, &member)).await?;
+    changed(&state, &stint)?;
     Ok(Json(stint).into_response())
 }
 
@@ -250,6 +268,7 @@ async fn remove_member(
     let member = resolve(&state, &member).await?.id;
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.remove_member(&channel, &me, &member)).await?;
+    changed(&state, &stint)?;
     Ok(Json(stint).into_response())
 }
 
@@ -273,6 +292,7 @@ async fn set_role(
     let member = resolve(&state, &member).await?.id;
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.set_role(&channel, &me, &member, role)).await?;
+    changed(&state, &stint)?;
     Ok(Json(stint).into_response())
 }
 
@@ -298,7 +318,7 @@ async fn post_change(
         what,
     };
     let message = plane.call(move |store| store.change(&book, change)).await?;
-    plane.advanced(message.position);
+    plane.published(&message);
     Ok((StatusCode::CREATED, Json(message)).into_response())
 }
 
@@ -461,7 +481,7 @@ async fn post_message(
         idem_key,
     };
     let message = plane.call(move |store| store.post(&book, new)).await?;
-    plane.advanced(message.position);
+    plane.published(&message);
     Ok((StatusCode::CREATED, Json(message)).into_response())
 }
 

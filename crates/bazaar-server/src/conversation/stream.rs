@@ -21,7 +21,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use bazaar_conversation::Message;
+use bazaar_conversation::eligibility::delivered_to;
+use bazaar_conversation::{Membership, Message};
 use bazaar_types::limits::{
     STREAM_CLIENT_FRAME_BYTES_MAX, STREAM_KEEPALIVE_S, STREAM_PAGE, STREAM_SEND_TIMEOUT_MS,
     STREAM_WRITE_BUFFER_BYTES_MAX,
@@ -51,19 +52,26 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::new().routes(routes!(sse)).route(INBOX_SOCKET_PATH, axum::routing::get(websocket))
 }
 
-/// Reads a member's inbox from a cursor and waits for more.
+/// Reads a member's inbox from a cursor and waits for more. While this
+/// node holds every message after the cursor (`Plane::window`) and the
+/// member's memberships have not changed since the follower last read them,
+/// it delivers from memory with the same `delivered_to` predicate the store
+/// uses; at any gap or change it reads the store from its cursor, so what it
+/// delivers is the same either way.
 pub struct Follower {
     plane: Arc<Plane>,
     member: MemberId,
     /// Where the next read starts (the inbox's `next_after`).
     read_to: u64,
     log: watch::Receiver<u64>,
+    /// The member's stints as last read, and the membership epoch then.
+    stints: Option<(u64, Vec<Membership>)>,
 }
 
 impl Follower {
     pub fn new(plane: Arc<Plane>, member: MemberId, since: u64) -> Follower {
         let log = plane.watch_log();
-        Follower { plane, member, read_to: since, log }
+        Follower { plane, member, read_to: since, log, stints: None }
     }
 
     /// The next messages after the cursor, waiting until there are some.
@@ -71,9 +79,28 @@ impl Follower {
     pub async fn next(&mut self) -> Result<Vec<Message>, Problem> {
         loop {
             // Marked seen before reading, so a post landing during the read wakes the wait below.
-            self.log.borrow_and_update();
+            let head = *self.log.borrow_and_update();
+            if head > self.read_to {
+                if let Some(batch) = self.in_memory(head) {
+                    self.read_to = head;
+                    if batch.is_empty() {
+                        continue;
+                    }
+                    return Ok(batch);
+                }
+            } else if self.stints.is_some() {
+                if self.log.changed().await.is_err() {
+                    return Ok(Vec::new());
+                }
+                continue;
+            }
+            let epoch = self.plane.epoch(&self.member);
             let (member, after) = (self.member.clone(), self.read_to);
-            let page = self.plane.call(move |store| store.inbox(&member, after, STREAM_PAGE)).await?;
+            let (page, stints) = self
+                .plane
+                .call(move |store| Ok((store.inbox(&member, after, STREAM_PAGE)?, store.memberships_of(&member)?)))
+                .await?;
+            self.stints = Some((epoch, stints));
             let moved = page.next_after > self.read_to;
             self.read_to = page.next_after;
             if !page.messages.is_empty() {
@@ -83,6 +110,19 @@ impl Follower {
                 return Ok(Vec::new());
             }
         }
+    }
+
+    /// What the window after the cursor up to `head` delivers to the member,
+    /// or `None` when the store must be read instead.
+    fn in_memory(&self, head: u64) -> Option<Vec<Message>> {
+        let window = self.plane.window(self.read_to, head)?;
+        // Read after the window: a change published before a message is seen with it.
+        let (epoch, stints) = self.stints.as_ref()?;
+        if *epoch != self.plane.epoch(&self.member) {
+            return None;
+        }
+        let delivered = window.into_iter().filter(|message| stints.iter().any(|stint| delivered_to(stint, message)));
+        Some(delivered.map(|message| (*message).clone()).collect())
     }
 }
 
