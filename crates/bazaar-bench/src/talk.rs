@@ -295,6 +295,7 @@ pub fn store_ingest(dir: &std::path::Path, threads: usize, seconds: u64) -> Resu
                         body: "a message of ordinary length for the ingest run".into(),
                         reply_to: None,
                         idem_key: None,
+                        by_agent: false,
                     };
                     if store.post(&book, new).is_ok() {
                         total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

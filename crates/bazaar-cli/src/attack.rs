@@ -64,6 +64,8 @@ pub enum Expect {
     NotCounted,
     /// An x402 facilitator answer: `200` with `success: false` and this `errorReason`.
     X402(&'static str),
+    /// A refusal by the conversation plane: its code and HTTP status.
+    Plane(&'static str, u16),
 }
 
 impl Expect {
@@ -72,6 +74,7 @@ impl Expect {
             Expect::Refused(code) => code.as_str(),
             Expect::NotCounted => "not_counted",
             Expect::X402(reason) => reason,
+            Expect::Plane(code, _) => code,
         }
     }
 }
@@ -85,6 +88,16 @@ pub struct Attack {
 
 /// Every attack, by name.
 pub const CATALOGUE: &[Attack] = &[
+    Attack {
+        name: "private-room-read",
+        expect: Expect::Plane("not_member", 403),
+        run: |c| Box::pin(private_room_read(c)),
+    },
+    Attack {
+        name: "agent-etiquette",
+        expect: Expect::Plane("etiquette_limit", 429),
+        run: |c| Box::pin(agent_etiquette(c)),
+    },
     Attack {
         name: "second-settlement",
         expect: Expect::Refused(Code::OrderAlreadySettled),
@@ -215,6 +228,7 @@ impl Attack {
         match self.expect {
             Expect::Refused(code) => bazaar_server::problem::status_of(code).as_u16(),
             Expect::NotCounted | Expect::X402(_) => 200,
+            Expect::Plane(_, status) => status,
         }
     }
 }
@@ -386,6 +400,38 @@ macro_rules! measured {
         let result = $attempt.await;
         Ok((balances, head, Attempt { tried: $tried.to_string(), result }))
     }};
+}
+
+// The conversation plane's attacks: they move no money, so balances and the
+// event ledger must not move at all.
+
+async fn room(owner: &Client, name: &str, private: bool) -> Result<String> {
+    let body = json!({"name": name, "private": private});
+    let room = owner.call(reqwest::Method::POST, "/v1/rooms", Some(body), None).await?.body;
+    room["id"].as_str().map(str::to_string).context("a room id")
+}
+
+async fn private_room_read(cast: &Cast) -> Result<Measured> {
+    let secret = room(&cast.owner, "negotiation", true).await?;
+    let path = format!("/v1/channels/{secret}/messages");
+    cast.owner.call(reqwest::Method::POST, &path, Some(json!({"body": "our floor is 2,400"})), None).await?;
+    measured!(cast, "read a private room's history as a member of the registry who is not in it", async {
+        cast.other_merchant.call(reqwest::Method::GET, &path, None, None).await.map(|a| a.body)
+    })
+}
+
+async fn agent_etiquette(cast: &Cast) -> Result<Measured> {
+    let lobby = room(&cast.owner, "lobby", false).await?;
+    cast.buyer.call(reqwest::Method::POST, &format!("/v1/channels/{lobby}/join"), None, None).await?;
+    let path = format!("/v1/channels/{lobby}/messages");
+    for n in 0..bazaar_types::limits::AGENT_UNADDRESSED_POSTS_MAX {
+        let body = json!({"body": format!("buy now, offer {n}")});
+        cast.buyer.call(reqwest::Method::POST, &path, Some(body), None).await?;
+    }
+    measured!(cast, "an agent posts to a room once more without anyone addressing it", async {
+        let body = json!({"body": "buy now, one more time"});
+        cast.buyer.call(reqwest::Method::POST, &path, Some(body), None).await.map(|a| a.body)
+    })
 }
 
 async fn second_settlement(cast: &Cast) -> Result<Measured> {

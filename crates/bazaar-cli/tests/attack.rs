@@ -60,6 +60,8 @@ macro_rules! attack_tests {
 }
 
 attack_tests! {
+    private_room_read => "private-room-read",
+    agent_etiquette => "agent-etiquette",
     second_settlement => "second-settlement",
     replayed_token => "replayed-token",
     expired_token => "expired-token",

@@ -16,8 +16,8 @@ use crate::store::{
     Result,
 };
 use bazaar_types::limits::{
-    CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX, REACTION_BYTES_MAX,
-    ROOM_PAGE_MAX,
+    AGENT_UNADDRESSED_POSTS_MAX, CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, ETIQUETTE_SCAN, HISTORY_PAGE_MAX,
+    INBOX_PAGE_MAX, INBOX_SCAN_MAX, REACTION_BYTES_MAX, ROOM_PAGE_MAX,
 };
 use bazaar_types::{Entropy, MemberId, Timestamp};
 
@@ -274,6 +274,27 @@ fn change_target(tx: &impl Rows, change: &Change) -> Result<Message> {
     Ok(target)
 }
 
+/// An agent's text posts to a room since it was last addressed there (a
+/// mention of it, or a reply to one of its messages), newest first over the
+/// last `ETIQUETTE_SCAN` messages: at `AGENT_UNADDRESSED_POSTS_MAX` it waits.
+fn check_etiquette(tx: &impl Rows, channel: &ChannelId, agent: &MemberId) -> Result<()> {
+    let mut unaddressed = 0;
+    for message in tx.channel_messages(channel, HistoryRange::Latest, ETIQUETTE_SCAN)? {
+        let to_agent = message.authored_by != *agent
+            && (message.mentions.contains(agent) || message.reply_to.as_ref().is_some_and(|r| r.author == *agent));
+        if to_agent {
+            break;
+        }
+        if message.authored_by == *agent && message.kind == MessageKind::Text {
+            unaddressed += 1;
+        }
+    }
+    if unaddressed >= AGENT_UNADDRESSED_POSTS_MAX {
+        return Err(ConversationError::EtiquetteLimit { max: AGENT_UNADDRESSED_POSTS_MAX });
+    }
+    Ok(())
+}
+
 /// A reaction is a short token: 1 to `REACTION_BYTES_MAX` bytes, no whitespace.
 fn check_reaction(emoji: &str) -> Result<()> {
     if emoji.is_empty() || emoji.len() > REACTION_BYTES_MAX || emoji.chars().any(char::is_whitespace) {
@@ -503,6 +524,9 @@ impl<E: Engine> ConversationStore for E {
             }
             let channel = tx.load_channel(&new.channel)?;
             let mut author = require_stint(tx, &channel.id, &new.authored_by)?;
+            if new.by_agent && channel.kind != ChannelKind::Dm {
+                check_etiquette(tx, &channel.id, &new.authored_by)?;
+            }
             let reply_to = match new.reply_to {
                 Some(seq) => Some(ReplyTo { seq, author: tx.reply_author(&channel.id, seq)? }),
                 None => None,

@@ -58,6 +58,9 @@ pub struct NewMessage {
     /// The author's key for this post: a retry with the same key returns the
     /// message first posted (the same body is required), never a second one.
     pub idem_key: Option<String>,
+    /// The author is an agent: in rooms it keeps the etiquette limit
+    /// (`AGENT_UNADDRESSED_POSTS_MAX` posts since it was last addressed).
+    pub by_agent: bool,
 }
 
 /// A change to a text message, posted as a message of its own.
@@ -150,6 +153,8 @@ pub enum ConversationError {
     MessageDeleted { seq: u64 },
     #[error("a reaction is 1 to {max} bytes with no spaces; this one is {len}")]
     ReactionInvalid { len: usize, max: usize },
+    #[error("an agent may post {max} messages to a room without being addressed; wait to be mentioned or replied to")]
+    EtiquetteLimit { max: usize },
     #[error("this idempotency key was used for a different post")]
     IdempotencyConflict,
     #[error("no webhook endpoint {0} of yours")]
@@ -191,6 +196,7 @@ impl ConversationError {
             ConversationError::MessageDeleted { .. } => "message_deleted",
             ConversationError::ReactionInvalid { .. } => "reaction_invalid",
             ConversationError::IdempotencyConflict => "idempotency_conflict",
+            ConversationError::EtiquetteLimit { .. } => "etiquette_limit",
             ConversationError::WebhookNotFound(_) => "webhook_not_found",
             ConversationError::TooManyWebhooks { .. } => "too_many_webhooks",
             ConversationError::WebhookUrlInvalid(_) => "webhook_url_invalid",

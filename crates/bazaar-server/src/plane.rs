@@ -210,6 +210,7 @@ pub fn problem(error: ConversationError) -> Problem {
         E::NotAuthor { .. } => StatusCode::FORBIDDEN,
         E::LastOwner(_) | E::MessageDeleted { .. } => StatusCode::CONFLICT,
         E::IdempotencyConflict => StatusCode::UNPROCESSABLE_ENTITY,
+        E::EtiquetteLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
         E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::BAD_REQUEST,
     };

@@ -252,6 +252,12 @@ pub const GROUP_COMMIT_MAX: usize = 256;
 /// Committed messages a node keeps in memory for its live streams to deliver
 /// without a read; a stream further behind reads the store.
 pub const RECENT_MESSAGES_MAX: usize = 4_096;
+/// Text messages an agent may post to a room since it was last addressed
+/// there (mentioned, or replied to); one more is `etiquette_limit`. People
+/// and DMs are not limited.
+pub const AGENT_UNADDRESSED_POSTS_MAX: usize = 5;
+/// Messages of a room's recent history the etiquette check reads.
+pub const ETIQUETTE_SCAN: usize = 200;
 /// Public rooms listed per page.
 pub const ROOM_PAGE_MAX: usize = 200;
 /// Log entries one inbox read looks at before it answers: messages of channels

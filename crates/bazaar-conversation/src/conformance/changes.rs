@@ -13,6 +13,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         ("reactions_edits_and_deletions_are_messages_of_their_own", changes_are_messages::<H>),
         ("a_post_retried_with_its_key_is_one_message", a_keyed_post_is_one_message::<H>),
         ("a_notice_is_written_once_and_wakes_its_member", a_notice_is_once_and_wakes::<H>),
+        ("an_agent_waits_to_be_addressed_after_its_etiquette_limit", agent_etiquette::<H>),
     ]
 }
 
@@ -180,4 +181,44 @@ fn a_notice_is_once_and_wakes<H: Harness>(harness: &H) {
     store.set_counter("notifier", 42).unwrap();
     store.set_counter("notifier", 43).unwrap();
     assert_eq!(store.counter("notifier").unwrap(), 43);
+}
+
+fn agent_etiquette<H: Harness>(harness: &H) {
+    use bazaar_types::limits::AGENT_UNADDRESSED_POSTS_MAX;
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let dir = MapDirectory::with(&["alice", "bot"]);
+    let red = room(store, "alice", false);
+    store.join(&red, &member("bot")).unwrap();
+    let by_bot = |body: &str| {
+        let mut new = text(&red, "bot", body);
+        new.by_agent = true;
+        new
+    };
+    let mut last = None;
+    for n in 0..AGENT_UNADDRESSED_POSTS_MAX {
+        last = Some(store.post(&dir, by_bot(&format!("unasked {n}"))).unwrap());
+    }
+    assert_eq!(store.post(&dir, by_bot("one more")).unwrap_err().code(), "etiquette_limit");
+    // A person chatting past it does not count as addressing it.
+    say(store, &dir, &red, "alice", "talking to nobody in particular");
+    assert_eq!(store.post(&dir, by_bot("still unasked")).unwrap_err().code(), "etiquette_limit");
+    // A reply to one of its messages addresses it: it may speak again.
+    let mut answer = text(&red, "alice", "go on");
+    answer.reply_to = last.map(|m| m.seq);
+    store.post(&dir, answer).unwrap();
+    store.post(&dir, by_bot("thanks")).unwrap();
+    // So does a mention; and a person, or an agent in a DM, is never limited.
+    say(store, &dir, &red, "alice", "@bot again?");
+    store.post(&dir, by_bot("yes")).unwrap();
+    for n in 0..=AGENT_UNADDRESSED_POSTS_MAX {
+        say(store, &dir, &red, "alice", &format!("person {n}"));
+    }
+    let dm = store.open_dm(&member("alice"), &member("bot")).unwrap().id;
+    for n in 0..=AGENT_UNADDRESSED_POSTS_MAX {
+        let mut new = text(&dm, "bot", &format!("dm {n}"));
+        new.by_agent = true;
+        store.post(&dir, new).unwrap();
+    }
 }

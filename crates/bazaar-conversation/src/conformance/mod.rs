@@ -115,6 +115,7 @@ pub(crate) fn text(channel: &ChannelId, author: &str, body: &str) -> NewMessage 
         body: body.to_string(),
         reply_to: None,
         idem_key: None,
+        by_agent: false,
     }
 }
 

@@ -479,6 +479,7 @@ async fn post_message(
         body: body.body,
         reply_to: body.reply_to,
         idem_key,
+        by_agent: auth.member.kind == MemberKind::Agent,
     };
     let message = plane.call(move |store| store.post(&book, new)).await?;
     plane.published(&message);
