@@ -237,3 +237,20 @@ fn the_core_kernel_config_names_no_capability_setting() {
         assert!(!text.contains(capability_type), "the kernel's Config names {capability_type}");
     }
 }
+
+/// Every compromise in `docs/compromises.md` names the test that
+/// demonstrates it as `path::function`; each must exist.
+#[test]
+fn every_compromise_names_a_test_that_exists() {
+    let root = workspace();
+    let ledger = std::fs::read_to_string(root.join("docs/compromises.md")).unwrap();
+    let mut named = 0;
+    for row in ledger.lines().filter(|l| l.starts_with('|') && !l.contains("---")).skip(1) {
+        let cell = row.trim_matches('|').split('|').nth(2).unwrap_or_default().trim().trim_matches('`');
+        let (path, function) = cell.rsplit_once("::").unwrap_or_else(|| panic!("no test named in {row}"));
+        let text = std::fs::read_to_string(root.join(path)).unwrap_or_else(|_| panic!("{path} does not exist"));
+        assert!(text.contains(&format!("fn {function}")), "{path} has no fn {function}");
+        named += 1;
+    }
+    assert!(named >= 4);
+}

@@ -26,6 +26,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(metrics))
         .routes(routes!(well_known))
         .routes(routes!(passport_verify))
+        .routes(routes!(compromises))
 }
 
 /// Liveness: the ledger writer runs and the store answers.
@@ -94,6 +95,20 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
             },
         }),
     ))
+}
+
+/// The compromise ledger: every place privacy here is weaker than end-to-end, and the test that shows it.
+#[utoipa::path(get, path = "/compromises", responses((status = 200, description = "The compromise ledger (HTML), the same text as docs/compromises.md", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn compromises() -> impl IntoResponse {
+    use axum::http::header;
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        crate::compromises_page::compromises_page(),
+    )
 }
 
 /// The passport verifier: a page that checks a pasted passport in the browser against this registry's keys.

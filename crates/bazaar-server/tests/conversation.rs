@@ -472,3 +472,26 @@ async fn a_live_stream_sees_channels_its_member_enters_after_connecting() {
     assert_eq!(seen, expected[1..].to_vec());
     assert_eq!(r.polled(&gil).await, expected, "the stream and the poll agree");
 }
+
+/// The compromise ledger's first entries, shown: what was said (a DM too) is
+/// in the plane's database files in the clear, and a member who joins a room
+/// later reads what was said before it joined.
+#[tokio::test]
+async fn what_was_said_is_stored_readable() {
+    let r = registry().await;
+    let (ivy, jon) = (person(&r, "ivy").await, person(&r, "jon").await);
+    let (_, dm) = r.post(&ivy, "/v1/dms", json!({"with": "jon"})).await;
+    let marker = "the-floor-is-2400-zq";
+    r.say(&ivy, dm["id"].as_str().unwrap(), marker).await;
+    let found = std::fs::read_dir(r.dir()).unwrap().filter_map(Result::ok).any(|file| {
+        let name = file.file_name().to_string_lossy().to_string();
+        name.starts_with("c.db")
+            && std::fs::read(file.path()).unwrap().windows(marker.len()).any(|w| w == marker.as_bytes())
+    });
+    assert!(found, "the DM's text is in the database files as written");
+    let lobby = r.room(&ivy, "lobby", false).await;
+    r.say(&ivy, &lobby, "said before jon came").await;
+    r.post(&jon, &format!("/v1/channels/{lobby}/join"), json!({})).await;
+    let (_, history) = r.get(&jon, &format!("/v1/channels/{lobby}/messages")).await;
+    assert!(history.as_array().unwrap().iter().any(|m| m["body"] == "said before jon came"));
+}

@@ -73,6 +73,11 @@ pub async fn agent_of(r: &Registry, owner: &Person, handle: &str) -> Person {
 }
 
 impl Registry {
+    /// The directory holding the registry's and the plane's database files.
+    pub fn dir(&self) -> &std::path::Path {
+        &self._dir.0
+    }
+
     /// A call as `who`: the status and the JSON body.
     pub async fn call(&self, who: &Person, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
         let mut request = self.http.request(method, format!("{}{path}", self.url)).bearer_auth(&who.credential);
