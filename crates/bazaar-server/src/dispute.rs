@@ -3,13 +3,13 @@
 //! sweeper's share is advancing disputes whose deadline passed (default
 //! rulings, arbiter replacement, execution after the appeal window).
 
-use crate::auth::{ApiJson, Auth};
+use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::escrow::{list_docs, load_contract, may_read, PartyQuery};
 use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::dispute as schema;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
@@ -149,7 +149,7 @@ pub async fn get_dispute(
 pub async fn list_disputes(
     State(state): State<Arc<AppState>>,
     auth: Auth,
-    Query(query): Query<PartyQuery>,
+    ApiQuery(query): ApiQuery<PartyQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
     let page = list_docs(&state, &auth, DocKind::Dispute, query).await?;
     let next = page.last().map(|d| d["id"].clone());

@@ -3,12 +3,12 @@
 //! [`crate::exec::execute`] like every other write; the sweeper's share is
 //! advancing contracts whose deadline passed (auto-release after review).
 
-use crate::auth::{ApiJson, Auth};
+use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::escrow as schema;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
@@ -288,7 +288,7 @@ pub(crate) async fn list_docs(
 pub async fn list_contracts(
     State(state): State<Arc<AppState>>,
     auth: Auth,
-    Query(query): Query<PartyQuery>,
+    ApiQuery(query): ApiQuery<PartyQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
     let page = list_docs(&state, &auth, DocKind::Contract, query).await?;
     let next = page.last().map(|c| c["id"].clone());

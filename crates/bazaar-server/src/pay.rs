@@ -2,13 +2,13 @@
 //! (issue, verify, void), settlements and the event ledger; and the sweeper's
 //! share of it, releasing the holds of expired tokens.
 
-use crate::auth::{ApiJson, Auth};
+use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{self, execute, idem_for, resolve_id, KeyRule};
 use crate::federation;
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::pay as schema;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
@@ -319,7 +319,7 @@ pub struct EventsQuery {
 async fn events(
     State(state): State<Arc<AppState>>,
     auth: Auth,
-    Query(query): Query<EventsQuery>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
     if auth.member.kind != MemberKind::Operator {
         return Err(Refusal::new(Code::NotPermitted, "Only the operator reads the whole event ledger.").into());

@@ -112,6 +112,14 @@ async fn problems_are_rfc9457_with_stable_codes() {
     assert_eq!(too_big.status(), 413);
     let missing = http.get(format!("{}/v1/nope", r.url)).send().await.unwrap();
     assert_eq!(missing.status(), 404);
+    // A malformed query string is problem+json too, on every route that reads one.
+    for path in ["/v1/events?after=soon", "/v1/contracts?limit=-1", "/v1/disputes?limit=x", "/v1/search?q=a&limit=x"] {
+        let response = http.get(format!("{}{path}", r.url)).bearer_auth("operator-secret").send().await.unwrap();
+        assert_eq!(response.status(), 400, "{path}");
+        assert_eq!(response.headers()["content-type"], "application/problem+json", "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], "invalid_request", "{path}");
+    }
 }
 
 #[tokio::test]

@@ -8,12 +8,12 @@
 pub mod orders;
 pub mod rfq;
 
-use crate::auth::{ApiJson, Auth};
+use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{execute, load_doc};
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::market as schema;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
@@ -123,7 +123,7 @@ pub struct SearchQuery {
 pub async fn search(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
-    Query(query): Query<SearchQuery>,
+    ApiQuery(query): ApiQuery<SearchQuery>,
 ) -> Result<Json<Value>, Problem> {
     if query.q.len() > SEARCH_QUERY_LEN_MAX {
         return Err(Problem::invalid(format!("`q` is at most {SEARCH_QUERY_LEN_MAX} bytes.")));
@@ -155,7 +155,7 @@ pub struct UnmetQuery {
 pub async fn unmet(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
-    Query(query): Query<UnmetQuery>,
+    ApiQuery(query): ApiQuery<UnmetQuery>,
 ) -> Result<Json<Value>, Problem> {
     let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
     // This node's searches since the last flush count too; if the flush fails they wait for the next one.

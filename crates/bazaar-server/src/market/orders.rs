@@ -4,12 +4,12 @@
 //! and the stored receipt images.
 
 use super::rfq::rfq_for;
-use crate::auth::{ApiJson, Auth};
+use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{execute, execute_shaped, idem_for, resolve_id, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::market as schema;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -210,7 +210,7 @@ pub async fn prove_shipment(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     Path((id, share)): Path<(String, u32)>,
-    Query(query): Query<ProofQuery>,
+    ApiQuery(query): ApiQuery<ProofQuery>,
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, Problem> {
