@@ -198,8 +198,9 @@ impl Rows for Tx<'_> {
             &[&big(after_position), &member.as_str(), &big(scan as u64)],
         )
     }
-    fn messages_after(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
-        query_messages(self, "WHERE m.channel = $1 AND m.seq > $2 ORDER BY m.seq", &[&channel.as_str(), &big(seq)])
+    fn messages_after(&self, channel: &ChannelId, seq: u64, limit: usize) -> Result<Vec<Message>> {
+        let clause = "WHERE m.channel = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3";
+        query_messages(self, clause, &[&channel.as_str(), &big(seq), &big(limit as u64)])
     }
     fn insert_channel(&self, channel: &Channel) -> Result<()> {
         insert_channel(self, channel)

@@ -16,8 +16,8 @@ use crate::store::{
     Result,
 };
 use bazaar_types::limits::{
-    AGENT_UNADDRESSED_POSTS_MAX, CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, ETIQUETTE_SCAN, HISTORY_PAGE_MAX,
-    INBOX_PAGE_MAX, INBOX_SCAN_MAX, REACTION_BYTES_MAX, ROOM_PAGE_MAX,
+    AGENT_UNADDRESSED_POSTS_MAX, ATTENTION_SCAN_MAX, CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, ETIQUETTE_SCAN,
+    HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX, REACTION_BYTES_MAX, ROOM_PAGE_MAX,
 };
 use bazaar_types::{Entropy, MemberId, Timestamp};
 
@@ -45,7 +45,7 @@ pub trait Rows {
     /// Messages after `after_position` in channels the member ever joined, in position order, at most `scan`.
     fn inbox_candidates(&self, member: &MemberId, after_position: u64, scan: usize) -> Result<Vec<Message>>;
     /// The channel's messages after `seq`, in seq order.
-    fn messages_after(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>>;
+    fn messages_after(&self, channel: &ChannelId, seq: u64, limit: usize) -> Result<Vec<Message>>;
     fn insert_channel(&self, channel: &Channel) -> Result<()>;
     fn insert_stint(&self, stint: &Membership) -> Result<()>;
     /// Writes the open stint's role, leave, mute and read mark.
@@ -336,12 +336,14 @@ fn inbox_scan(tx: &impl Rows, member: &MemberId, after_position: u64, limit: usi
 fn attention_of(tx: &impl Rows, member: &MemberId) -> Result<Vec<Attention>> {
     let mut found = Vec::new();
     for stint in tx.stints_of(member, true)? {
-        let candidates = tx.messages_after(&stint.channel, stint.read_seq)?;
+        let mut candidates = tx.messages_after(&stint.channel, stint.read_seq, ATTENTION_SCAN_MAX + 1)?;
+        let capped = candidates.len() > ATTENTION_SCAN_MAX;
+        candidates.truncate(ATTENTION_SCAN_MAX);
         let delivered = candidates.iter().filter(|message| delivered_to(&stint, message) && counts_as_unread(message));
         let unread = delivered.clone().count() as u64;
         let waking = delivered.filter(|message| wakes(&stint, message, member)).count() as u64;
         if unread > 0 {
-            found.push(Attention { channel: stint.channel.clone(), unread, wakes: waking });
+            found.push(Attention { channel: stint.channel.clone(), unread, wakes: waking, capped });
         }
     }
     found.sort_by(|a, b| a.channel.cmp(&b.channel));

@@ -285,4 +285,8 @@ pub struct Attention {
     pub unread: u64,
     /// Of those, the ones that wake it (see the `wakes` predicate in `eligibility.rs`).
     pub wakes: u64,
+    /// More lie beyond the `ATTENTION_SCAN_MAX` messages read: the figures
+    /// are those of the oldest unread ones, and the true counts are higher.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
 }

@@ -258,6 +258,10 @@ pub const RECENT_MESSAGES_MAX: usize = 4_096;
 pub const AGENT_UNADDRESSED_POSTS_MAX: usize = 5;
 /// Messages of a room's recent history the etiquette check reads.
 pub const ETIQUETTE_SCAN: usize = 200;
+/// Messages after a read mark the attention query reads per channel; past
+/// it the channel's figures are those of the first this many, marked `capped`
+/// (shown as "1000+"), so attention costs a bounded read whatever the backlog.
+pub const ATTENTION_SCAN_MAX: usize = 1_000;
 /// Public rooms listed per page.
 pub const ROOM_PAGE_MAX: usize = 200;
 /// Log entries one inbox read looks at before it answers: messages of channels

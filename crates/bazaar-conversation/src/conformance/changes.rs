@@ -14,6 +14,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         ("a_post_retried_with_its_key_is_one_message", a_keyed_post_is_one_message::<H>),
         ("a_notice_is_written_once_and_wakes_its_member", a_notice_is_once_and_wakes::<H>),
         ("an_agent_waits_to_be_addressed_after_its_etiquette_limit", agent_etiquette::<H>),
+        ("attention_reads_a_bounded_backlog_and_says_so", attention_is_capped::<H>),
     ]
 }
 
@@ -221,4 +222,30 @@ fn agent_etiquette<H: Harness>(harness: &H) {
         new.by_agent = true;
         store.post(&dir, new).unwrap();
     }
+}
+
+fn attention_is_capped<H: Harness>(harness: &H) {
+    use bazaar_types::limits::ATTENTION_SCAN_MAX;
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let dir = MapDirectory::with(&["alice", "bob"]);
+    let dm = store.open_dm(&member("alice"), &member("bob")).unwrap().id;
+    for n in 0..ATTENTION_SCAN_MAX {
+        say(store, &dir, &dm, "alice", &format!("n{n}"));
+    }
+    let full = store.attention(&member("bob")).unwrap();
+    assert_eq!(
+        (full[0].unread, full[0].wakes, full[0].capped),
+        (ATTENTION_SCAN_MAX as u64, ATTENTION_SCAN_MAX as u64, false)
+    );
+    say(store, &dir, &dm, "alice", "one more");
+    let capped = store.attention(&member("bob")).unwrap();
+    assert_eq!((capped[0].unread, capped[0].capped), (ATTENTION_SCAN_MAX as u64, true), "shown as 1000+");
+    let last = store.history(&dm, &member("bob"), crate::HistoryRange::Latest, 1).unwrap()[0].seq;
+    store.mark_read(&member("bob"), &dm, last - 1).unwrap();
+    assert_eq!(
+        store.attention(&member("bob")).unwrap()[0],
+        crate::Attention { channel: dm, unread: 1, wakes: 1, capped: false }
+    );
 }

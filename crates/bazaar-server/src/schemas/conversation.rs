@@ -122,4 +122,6 @@ pub struct Attention {
     pub channel: String,
     pub unread: u64,
     pub wakes: u64,
+    /// Present (true) when more unread messages lie beyond the 1,000 read: show "1000+".
+    pub capped: Option<bool>,
 }
