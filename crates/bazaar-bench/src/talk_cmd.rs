@@ -7,6 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Most sockets one fanout room may hold (the server's `CHANNEL_MEMBERS_MAX`).
 pub const SUBSCRIBERS_MAX: usize = bazaar_types::limits::CHANNEL_MEMBERS_MAX;
@@ -27,6 +29,12 @@ pub struct TalkArgs {
     /// Seconds of the ingest run.
     #[arg(long, default_value_t = 10)]
     pub ingest_s: u64,
+    /// Concurrent paid-call clients in the settle-under-message-load run (0 skips it).
+    #[arg(long, default_value_t = 16)]
+    pub settle_clients: usize,
+    /// Seconds of each settle phase (quiet, then with posters at full speed).
+    #[arg(long, default_value_t = 5)]
+    pub settle_s: u64,
     /// Idle inbox sockets to hold open (0 skips the idle run).
     #[arg(long, default_value_t = 10_000)]
     pub idle: usize,
@@ -49,6 +57,11 @@ pub struct TalkReport {
     pub ingest_messages_per_s: f64,
     /// The plane's writer alone (no HTTP), `ingest_clients` threads on one embedded store.
     pub store_ingest_messages_per_s: f64,
+    /// Settle latency with no message traffic, then with `ingest_clients` posting at full speed, in one run.
+    pub settle_quiet: Option<crate::drive::Latency>,
+    pub settle_busy: Option<crate::drive::Latency>,
+    /// Messages per second the posters managed during the busy settle phase.
+    pub ingest_during_settle_per_s: Option<f64>,
     pub idle_sockets: usize,
     pub idle_kib_per_socket: Option<f64>,
 }
@@ -92,6 +105,12 @@ async fn measure(args: &TalkArgs, registry: &Registry, pid: u32) -> Result<TalkR
     let store_ingest_messages_per_s =
         tokio::task::spawn_blocking(move || talk::store_ingest(&store_dir, threads, seconds)).await??;
     std::fs::remove_dir_all(&scratch).ok();
+    // Paid calls beside message load, also before any socket listens.
+    let (mut settle_quiet, mut settle_busy, mut ingest_during_settle_per_s) = (None, None, None);
+    if args.settle_clients > 0 {
+        let (quiet, busy, rate) = settle_under_load(args, registry, &posters).await?;
+        (settle_quiet, settle_busy, ingest_during_settle_per_s) = (Some(quiet), Some(busy), Some(rate));
+    }
     eprintln!("[talk] enrolling {} members for fanout", args.subscribers);
     let members = registry.people("fan", args.subscribers).await?;
     eprintln!("[talk] fanout: {} posts to {} sockets", args.posts, args.subscribers);
@@ -116,9 +135,40 @@ async fn measure(args: &TalkArgs, registry: &Registry, pid: u32) -> Result<TalkR
         ingest_clients: args.ingest_clients,
         ingest_messages_per_s,
         store_ingest_messages_per_s,
+        settle_quiet,
+        settle_busy,
+        ingest_during_settle_per_s,
         idle_sockets: args.idle,
         idle_kib_per_socket,
     })
+}
+
+/// Paid calls alone, then the same with the posters at full speed: does the
+/// money writer wait on messages? (The plane has its own file and writer.)
+async fn settle_under_load(
+    args: &TalkArgs,
+    registry: &Registry,
+    posters: &[talk::Member],
+) -> Result<(crate::drive::Latency, crate::drive::Latency, f64)> {
+    use crate::drive::{self, Plan, Target};
+    eprintln!("[talk] settle: {} paid-call clients, quiet then beside {} posters", args.settle_clients, posters.len());
+    let (buyers, merchants) = crate::setup::bazaar(&registry.url, &registry.operator, args.settle_clients, 4).await?;
+    let target = Target { base: registry.url.clone(), buyers: Arc::new(buyers), merchants: Arc::new(merchants) };
+    let http = drive::http_client(args.settle_clients);
+    let plan = |tag: &str| Plan {
+        tag: tag.into(),
+        concurrency: args.settle_clients,
+        duration: Duration::from_secs(args.settle_s),
+        calls_max: u64::MAX,
+    };
+    let mut quiet = drive::run(&http, &target, &plan("quiet")).await;
+    let busy_plan = plan("busy");
+    let (mut busy, rate) =
+        tokio::join!(drive::run(&http, &target, &busy_plan), talk::ingest(registry, posters, args.settle_s));
+    if quiet.calls_failed + busy.calls_failed > 0 {
+        bail!("paid calls failed: {} quiet, {} busy", quiet.calls_failed, busy.calls_failed);
+    }
+    Ok((drive::latency(&mut quiet.settle_us), drive::latency(&mut busy.settle_us), rate?))
 }
 
 pub fn print(report: &TalkReport) {
@@ -140,6 +190,18 @@ pub fn print(report: &TalkReport) {
         "ingest, the store's writer alone: {:.0} messages/s with {} threads",
         report.store_ingest_messages_per_s, report.ingest_clients
     );
+    if let (Some(quiet), Some(busy), Some(rate)) =
+        (&report.settle_quiet, &report.settle_busy, report.ingest_during_settle_per_s)
+    {
+        let ms = |v: Option<f64>| v.map(|v| format!("{v:.2} ms")).unwrap_or_else(|| "-".into());
+        println!(
+            "settle p50/p99 alone: {} / {}; beside {rate:.0} messages/s: {} / {}",
+            ms(quiet.p50_ms),
+            ms(quiet.p99_ms),
+            ms(busy.p50_ms),
+            ms(busy.p99_ms)
+        );
+    }
     match report.idle_kib_per_socket {
         Some(kib) => {
             println!("idle: {} sockets, {kib:.1} KiB of server RSS each   (goal: < 30 KB)", report.idle_sockets)
