@@ -189,23 +189,73 @@ fn write_line(
     now: Timestamp,
 ) -> Result<Message> {
     let found = tx.load_channel(channel)?;
-    let (seq, position) = tx.next_numbers(channel)?;
+    let draft = Draft { body: line.words(), kind: MessageKind::System(line), ..Draft::by(actor) };
+    append(tx, &found, draft, None, now)
+}
+
+/// What a new message says; [`append`] numbers it.
+struct Draft {
+    authored_by: MemberId,
+    on_behalf_of: Option<MemberId>,
+    handle: Option<String>,
+    kind: MessageKind,
+    body: String,
+    reply_to: Option<ReplyTo>,
+    mentions: Vec<MemberId>,
+}
+
+impl Draft {
+    /// An empty text by `author`, to fill in.
+    fn by(author: &MemberId) -> Draft {
+        Draft {
+            authored_by: author.clone(),
+            on_behalf_of: None,
+            handle: None,
+            kind: MessageKind::Text,
+            body: String::new(),
+            reply_to: None,
+            mentions: Vec::new(),
+        }
+    }
+}
+
+/// The one way a message is written: the channel's next `seq` and the next
+/// log position, the row (with the author's idempotency key, if any), and
+/// the webhook deliveries it owes, all in the caller's transaction.
+fn append(tx: &impl Rows, channel: &Channel, draft: Draft, idem_key: Option<&str>, now: Timestamp) -> Result<Message> {
+    let (seq, position) = tx.next_numbers(&channel.id)?;
     let message = Message {
         seq,
         position,
-        channel: found.id,
-        channel_kind: found.kind,
-        authored_by: actor.clone(),
-        on_behalf_of: None,
-        handle: None,
-        body: line.words(),
-        kind: MessageKind::System(line),
-        reply_to: None,
-        mentions: Vec::new(),
+        channel: channel.id.clone(),
+        channel_kind: channel.kind,
+        authored_by: draft.authored_by,
+        on_behalf_of: draft.on_behalf_of,
+        handle: draft.handle,
+        kind: draft.kind,
+        body: draft.body,
+        reply_to: draft.reply_to,
+        mentions: draft.mentions,
         at: now,
     };
-    tx.insert_message(&message, None)?;
-    tx.enqueue_deliveries(channel, position, now)?;
+    tx.insert_message(&message, idem_key)?;
+    tx.enqueue_deliveries(&message.channel, position, now)?;
+    Ok(message)
+}
+
+/// [`append`] by a member of the channel, whose read mark then moves to its
+/// own message (posting says the author has read the channel up to it).
+fn append_read(
+    tx: &impl Rows,
+    channel: &Channel,
+    mut author: Membership,
+    draft: Draft,
+    idem_key: Option<&str>,
+    now: Timestamp,
+) -> Result<Message> {
+    let message = append(tx, channel, draft, idem_key, now)?;
+    author.read_seq = message.seq;
+    tx.update_open_stint(&author)?;
     Ok(message)
 }
 
@@ -383,24 +433,9 @@ impl<E: Engine> ConversationStore for E {
                 return Ok(first);
             }
             let channel = dm_of(tx, &from, &to, now)?;
-            let (seq, position) = tx.next_numbers(&channel.id)?;
-            let message = Message {
-                seq,
-                position,
-                channel: channel.id,
-                channel_kind: channel.kind,
-                authored_by: from.clone(),
-                on_behalf_of: None,
-                handle: None,
-                kind: MessageKind::Notice(notice),
-                body,
-                reply_to: None,
-                mentions: vec![to.clone()],
-                at: now,
-            };
-            tx.insert_message(&message, Some(&key))?;
-            tx.enqueue_deliveries(&message.channel, position, now)?;
-            Ok(message)
+            let draft =
+                Draft { kind: MessageKind::Notice(notice), body, mentions: vec![to.clone()], ..Draft::by(&from) };
+            append(tx, &channel, draft, Some(&key), now)
         })
     }
 
@@ -481,28 +516,17 @@ impl<E: Engine> ConversationStore for E {
         let handle = directory.handle_of(&change.author);
         self.write(move |tx, now| {
             let channel = tx.load_channel(&change.channel)?;
-            let mut author = require_stint(tx, &channel.id, &change.author)?;
+            let author = require_stint(tx, &channel.id, &change.author)?;
             change_target(tx, &change)?;
-            let (seq, position) = tx.next_numbers(&channel.id)?;
-            let message = Message {
-                seq,
-                position,
-                channel: channel.id,
-                channel_kind: channel.kind,
-                authored_by: change.author.clone(),
+            let draft = Draft {
                 on_behalf_of: change.on_behalf_of.clone(),
                 handle,
                 kind,
                 body,
-                reply_to: None,
                 mentions,
-                at: now,
+                ..Draft::by(&change.author)
             };
-            tx.insert_message(&message, None)?;
-            tx.enqueue_deliveries(&message.channel, position, now)?;
-            author.read_seq = seq;
-            tx.update_open_stint(&author)?;
-            Ok(message)
+            append_read(tx, &channel, author, draft, None, now)
         })
     }
 
@@ -525,7 +549,7 @@ impl<E: Engine> ConversationStore for E {
                 }
             }
             let channel = tx.load_channel(&new.channel)?;
-            let mut author = require_stint(tx, &channel.id, &new.authored_by)?;
+            let author = require_stint(tx, &channel.id, &new.authored_by)?;
             if new.by_agent && channel.kind != ChannelKind::Dm {
                 check_etiquette(tx, &channel.id, &new.authored_by)?;
             }
@@ -533,27 +557,15 @@ impl<E: Engine> ConversationStore for E {
                 Some(seq) => Some(ReplyTo { seq, author: tx.reply_author(&channel.id, seq)? }),
                 None => None,
             };
-            let (seq, position) = tx.next_numbers(&channel.id)?;
-            let message = Message {
-                seq,
-                position,
-                channel: channel.id,
-                channel_kind: channel.kind,
-                authored_by: new.authored_by,
+            let draft = Draft {
                 on_behalf_of: new.on_behalf_of,
                 handle,
-                kind: MessageKind::Text,
                 body: new.body,
                 reply_to,
                 mentions,
-                at: now,
+                ..Draft::by(&new.authored_by)
             };
-            tx.insert_message(&message, new.idem_key.as_deref())?;
-            tx.enqueue_deliveries(&message.channel, position, now)?;
-            // Posting says the author has read the channel up to its own message.
-            author.read_seq = seq;
-            tx.update_open_stint(&author)?;
-            Ok(message)
+            append_read(tx, &channel, author, draft, new.idem_key.as_deref(), now)
         })
     }
 

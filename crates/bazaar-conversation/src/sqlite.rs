@@ -113,7 +113,7 @@ impl Engine for SqliteConversationStore {
         self.entropy.as_ref()
     }
 
-    /// One write transaction, taken with the write lock up front.
+    /// One act, run on the writer thread and committed with the acts waiting beside it.
     fn write<T: Send + 'static>(
         &self,
         act: impl FnOnce(&Transaction<'_>, Timestamp) -> Result<T> + Send + 'static,

@@ -4,7 +4,7 @@
 
 use bazaar_types::limits::REACTION_BYTES_MAX;
 
-use super::{member, room, say, text, whole_inbox, Case, Harness, MapDirectory};
+use super::{member, room, room_with, say, text, whole_inbox, Case, Harness, MapDirectory};
 use crate::{Change, ChangeKind, ChannelId, ConversationStore, MessageKind, Notice, RecordRef, Role, SystemLine};
 
 pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
@@ -79,9 +79,7 @@ fn changes_are_messages<H: Harness>(harness: &H) {
     let store = harness.open(&db);
     let store = store.as_ref();
     let dir = MapDirectory::with(&["alice", "bob", "carol"]);
-    let red = room(store, "alice", false);
-    store.join(&red, &member("bob")).unwrap();
-    store.join(&red, &member("carol")).unwrap();
+    let red = room_with(store, "alice", &["bob", "carol"]);
     let said = say(store, &dir, &red, "bob", "the price is 40");
     let thumbs = store
         .change(&dir, change(&red, "carol", said.seq, ChangeKind::React { emoji: "👍".into(), removed: false }))
@@ -190,8 +188,7 @@ fn agent_etiquette<H: Harness>(harness: &H) {
     let store = harness.open(&db);
     let store = store.as_ref();
     let dir = MapDirectory::with(&["alice", "bot"]);
-    let red = room(store, "alice", false);
-    store.join(&red, &member("bot")).unwrap();
+    let red = room_with(store, "alice", &["bot"]);
     let by_bot = |body: &str| {
         let mut new = text(&red, "bot", body);
         new.by_agent = true;

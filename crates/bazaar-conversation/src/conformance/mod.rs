@@ -107,6 +107,15 @@ pub(crate) fn room(store: &dyn ConversationStore, owner: &str, private: bool) ->
     store.create_room(NewRoom { owner: member(owner), name: format!("{owner}'s room"), private }).unwrap().id
 }
 
+/// A public room of `owner` that each of `joiners` has joined.
+pub(crate) fn room_with(store: &dyn ConversationStore, owner: &str, joiners: &[&str]) -> ChannelId {
+    let id = room(store, owner, false);
+    for joiner in joiners {
+        store.join(&id, &member(joiner)).unwrap();
+    }
+    id
+}
+
 pub(crate) fn text(channel: &ChannelId, author: &str, body: &str) -> NewMessage {
     NewMessage {
         channel: channel.clone(),
@@ -322,9 +331,7 @@ fn a_later_rename_changes_nothing<H: Harness>(harness: &H) {
     let store = harness.open(&db);
     let store = store.as_ref();
     let dir = MapDirectory::with(&["alice", "bob", "carol"]);
-    let red = room(store, "alice", false);
-    store.join(&red, &member("bob")).unwrap();
-    store.join(&red, &member("carol")).unwrap();
+    let red = room_with(store, "alice", &["bob", "carol"]);
     let sent = say(store, &dir, &red, "alice", "ping @bob, not @nobody");
     assert_eq!(sent.mentions, vec![member("bob")]);
     assert_eq!(sent.handle.as_deref(), Some("alice"));

@@ -197,12 +197,16 @@ async fn get_channel(
 }
 
 /// After a membership act: the member's streams reload their stints, and
-/// every stream wakes to the system line the act wrote (not kept in memory,
-/// so each reads it from the store).
-fn changed(state: &AppState, stint: &Membership) -> Result<(), Problem> {
+/// every stream wakes to the system line at `line` (not kept in memory, so
+/// each reads it from the store). A join's line comes right after the stint
+/// opens; a leave's or removal's closes it; a role change's position is not
+/// returned, so that line reaches streams at their next wake.
+fn changed(state: &AppState, stint: &Membership, line: Option<u64>) -> Result<(), Problem> {
     let plane = state.plane()?;
     plane.memberships_changed([&stint.member]);
-    plane.advanced(stint.left_after.unwrap_or(stint.joined_after + 1));
+    if let Some(position) = line {
+        plane.advanced(position);
+    }
     Ok(())
 }
 
@@ -219,7 +223,7 @@ async fn join(
 ) -> Result<Response, Problem> {
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.join(&channel, &me)).await?;
-    changed(&state, &stint)?;
+    changed(&state, &stint, Some(stint.joined_after + 1))?;
     Ok(Json(stint).into_response())
 }
 
@@ -232,7 +236,7 @@ async fn leave(
 ) -> Result<Response, Problem> {
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.leave(&channel, &me)).await?;
-    changed(&state, &stint)?;
+    changed(&state, &stint, stint.left_after)?;
     Ok(Json(stint).into_response())
 }
 
@@ -254,7 +258,7 @@ async fn add_member(
     let member = resolve(&state, &body.member).await?.id;
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.add_member(&channel, &me, &member)).await?;
-    changed(&state, &stint)?;
+    changed(&state, &stint, Some(stint.joined_after + 1))?;
     Ok(Json(stint).into_response())
 }
 
@@ -268,7 +272,7 @@ async fn remove_member(
     let member = resolve(&state, &member).await?.id;
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.remove_member(&channel, &me, &member)).await?;
-    changed(&state, &stint)?;
+    changed(&state, &stint, stint.left_after)?;
     Ok(Json(stint).into_response())
 }
 
@@ -292,7 +296,7 @@ async fn set_role(
     let member = resolve(&state, &member).await?.id;
     let (me, channel) = (auth.member.id, ChannelId(channel));
     let stint = state.plane()?.call(move |store| store.set_role(&channel, &me, &member, role)).await?;
-    changed(&state, &stint)?;
+    changed(&state, &stint, None)?;
     Ok(Json(stint).into_response())
 }
 

@@ -9,8 +9,10 @@
 //! - WebSocket (`GET /v1/inbox/ws?since=`): text frames
 //!   `{"type":"message","cursor":N,"message":{…}}`; a ping every
 //!   `STREAM_KEEPALIVE_S`; a frame that cannot leave within
-//!   `STREAM_SEND_TIMEOUT_MS` closes the socket with 4008 and the cursor to
-//!   resume from; a store failure closes it with 1011 the same way.
+//!   `STREAM_SEND_TIMEOUT_MS` (or a full write buffer) ends the socket, with
+//!   a 4008 close naming the cursor when the close frame can still leave; a
+//!   store failure closes it with 1011 the same way. Either way the client
+//!   resumes from the last cursor it handled.
 
 use crate::auth::{ApiQuery, Auth};
 use crate::plane::{Listening, Plane, Transport};
