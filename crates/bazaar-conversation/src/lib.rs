@@ -17,6 +17,7 @@ pub mod eligibility;
 mod group_commit;
 pub mod mentions;
 pub mod model;
+pub mod sealing;
 pub mod sqlite;
 pub mod store;
 pub mod webhooks;

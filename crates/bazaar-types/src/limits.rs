@@ -203,6 +203,9 @@ pub const REACTION_BYTES_MAX: usize = 64;
 pub const MESSAGE_MENTIONS_MAX: usize = 16;
 /// Members one channel may hold at once (a direct message holds two).
 pub const CHANNEL_MEMBERS_MAX: usize = 1_000;
+/// Members a sealed channel may hold at once: every post carries the content
+/// key wrapped for each of them (80 bytes of base64 apiece).
+pub const SEALED_CHANNEL_MEMBERS_MAX: usize = 64;
 /// A room's display name in UTF-8 bytes.
 pub const CHANNEL_NAME_BYTES_MAX: usize = 64;
 /// Messages one history page returns.
@@ -277,3 +280,4 @@ const _: () = assert!(MESSAGE_MENTIONS_MAX <= CHANNEL_MEMBERS_MAX);
 // Every mention is `@` and a handle, so the body can always carry the most mentions allowed.
 const _: () = assert!(MESSAGE_MENTIONS_MAX * (HANDLE_LEN_MAX + 2) <= MESSAGE_BODY_BYTES_MAX);
 const _: () = assert!(CHANNEL_MEMBERS_MAX >= 2);
+const _: () = assert!(SEALED_CHANNEL_MEMBERS_MAX >= 2 && SEALED_CHANNEL_MEMBERS_MAX <= CHANNEL_MEMBERS_MAX);
