@@ -278,7 +278,8 @@ pub fn store_ingest(dir: &std::path::Path, threads: usize, seconds: u64) -> Resu
         Arc::new(bazaar_types::SeededEntropy::new(1)),
     )?;
     let owner = MemberId("did:key:zbench".into());
-    let room = store.create_room(NewRoom { owner: owner.clone(), name: "ingest".into(), private: false })?.id;
+    let room =
+        store.create_room(NewRoom { owner: owner.clone(), name: "ingest".into(), private: false, sealed: false })?.id;
     let until = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let total = std::sync::atomic::AtomicU64::new(0);
@@ -288,15 +289,8 @@ pub fn store_ingest(dir: &std::path::Path, threads: usize, seconds: u64) -> Resu
             scope.spawn(move || {
                 let book = HandleBook::default();
                 while Instant::now() < until {
-                    let new = NewMessage {
-                        channel: room.clone(),
-                        authored_by: owner.clone(),
-                        on_behalf_of: None,
-                        body: "a message of ordinary length for the ingest run".into(),
-                        reply_to: None,
-                        idem_key: None,
-                        by_agent: false,
-                    };
+                    let body = "a message of ordinary length for the ingest run";
+                    let new = NewMessage::text(room.clone(), owner.clone(), body);
                     if store.post(&book, new).is_ok() {
                         total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }

@@ -9,6 +9,7 @@
 
 use crate::story::enroll_pair;
 use anyhow::{bail, ensure, Context, Result};
+use bazaar_conversation::sealing::{seal, sign_message, sign_sealing_key, Content, SealingSecret};
 use bazaar_core::refusal::Code;
 use bazaar_sdk::{generate_key, Client, SdkError};
 use futures::future::BoxFuture;
@@ -97,6 +98,16 @@ pub const CATALOGUE: &[Attack] = &[
         name: "agent-etiquette",
         expect: Expect::Plane("etiquette_limit", 429),
         run: |c| Box::pin(agent_etiquette(c)),
+    },
+    Attack {
+        name: "sealed-plaintext-post",
+        expect: Expect::Plane("sealed_required", 409),
+        run: |c| Box::pin(sealed_plaintext_post(c)),
+    },
+    Attack {
+        name: "forged-message-signature",
+        expect: Expect::Plane("signature_invalid", 400),
+        run: |c| Box::pin(forged_message_signature(c)),
     },
     Attack {
         name: "second-settlement",
@@ -431,6 +442,62 @@ async fn agent_etiquette(cast: &Cast) -> Result<Measured> {
     measured!(cast, "an agent posts to a room once more without anyone addressing it", async {
         let body = json!({"body": "buy now, one more time"});
         cast.buyer.call(reqwest::Method::POST, &path, Some(body), None).await.map(|a| a.body)
+    })
+}
+
+/// Two members of the cast who published sealing keys, and their sealed DM:
+/// the merchant and a fresh agent of the buyer's owner.
+async fn sealed_dm(cast: &Cast) -> Result<(String, Client, ed25519_dalek::SigningKey)> {
+    let invite = cast.owner.issue_invite().await?;
+    let peer_key = generate_key();
+    let peer = cast.owner.redeem_invite(&invite, &peer_key, &format!("peer-{}", cast.tag)).await?;
+    let peer = cast.owner.with_credential(peer["credential"].as_str().unwrap_or_default());
+    for (client, key) in [(&cast.merchant, &cast.merchant_key), (&peer, &peer_key)] {
+        let me = client.me().await?;
+        let member = bazaar_types::MemberId(me["member"]["id"].as_str().unwrap_or_default().to_string());
+        let public_key = SealingSecret::derive(key).public_key();
+        let signature = sign_sealing_key(key, &member, &public_key);
+        let body = json!({"public_key": public_key, "signature": signature});
+        client.call(reqwest::Method::PUT, "/v1/sealing-key", Some(body), None).await?;
+    }
+    let with = json!({"with": format!("peer-{}", cast.tag)});
+    let dm = cast.merchant.call(reqwest::Method::POST, "/v1/dms", Some(with), None).await?.body;
+    let id = dm["id"].as_str().context("a DM id")?.to_string();
+    Ok((id, peer, peer_key))
+}
+
+async fn sealed_plaintext_post(cast: &Cast) -> Result<Measured> {
+    let (dm, _, _) = sealed_dm(cast).await?;
+    let path = format!("/v1/channels/{dm}/messages");
+    measured!(cast, "post plaintext into a sealed DM, where the registry would store it readable", async {
+        let body = json!({"body": "our floor is 2,400"});
+        cast.merchant.call(reqwest::Method::POST, &path, Some(body), None).await.map(|a| a.body)
+    })
+}
+
+async fn forged_message_signature(cast: &Cast) -> Result<Measured> {
+    let (dm, _, peer_key) = sealed_dm(cast).await?;
+    let me = cast.merchant.me().await?;
+    let merchant = bazaar_types::MemberId(me["member"]["id"].as_str().unwrap_or_default().to_string());
+    let channel = bazaar_conversation::ChannelId(dm.clone());
+    let keys = cast.merchant.call(reqwest::Method::GET, &format!("/v1/channels/{dm}/sealing-keys"), None, None).await?;
+    let to: Vec<(bazaar_types::MemberId, String)> = keys
+        .body
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let member = bazaar_types::MemberId(k["member"].as_str().unwrap_or_default().to_string());
+            (member, k["sealing_key"]["public_key"].as_str().unwrap_or_default().to_string())
+        })
+        .collect();
+    let sealed = seal(&channel, &merchant, "I agree to 1,900", &to)?;
+    // Signed by the peer's key, but posted as the merchant: a handoff the merchant never wrote.
+    let signature = sign_message(&peer_key, &channel, &merchant, &Content::Sealed(&sealed));
+    let path = format!("/v1/channels/{dm}/messages");
+    measured!(cast, "post a sealed message whose signature is by someone other than its author", async {
+        let body = json!({"sealed": sealed, "signature": signature});
+        cast.merchant.call(reqwest::Method::POST, &path, Some(body), None).await.map(|a| a.body)
     })
 }
 

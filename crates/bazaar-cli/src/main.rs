@@ -6,7 +6,7 @@ mod cmd;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use cmd::{attack, demo, escrow, federation, members, payments, registry, reputation};
+use cmd::{attack, demo, escrow, federation, members, payments, registry, reputation, talk};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -38,12 +38,14 @@ enum Command {
     Reputation(reputation::Command),
     #[command(flatten)]
     Federation(federation::Command),
+    #[command(flatten)]
+    Talk(talk::Command),
 }
 
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 25] = [
+const HELP_ORDER: [&str; 26] = [
     "serve",
     "audit",
     "demo",
@@ -69,6 +71,7 @@ const HELP_ORDER: [&str; 25] = [
     "federation",
     "keys",
     "events",
+    "dm",
 ];
 
 /// The command line, with the commands in [`HELP_ORDER`].
@@ -88,6 +91,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Escrow(command) => escrow::run(command, json).await,
         Command::Reputation(command) => reputation::run(command, json).await,
         Command::Federation(command) => federation::run(command, json).await,
+        Command::Talk(command) => talk::run(command, json).await,
     }
 }
 

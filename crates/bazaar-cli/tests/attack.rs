@@ -62,6 +62,8 @@ macro_rules! attack_tests {
 attack_tests! {
     private_room_read => "private-room-read",
     agent_etiquette => "agent-etiquette",
+    sealed_plaintext_post => "sealed-plaintext-post",
+    forged_message_signature => "forged-message-signature",
     second_settlement => "second-settlement",
     replayed_token => "replayed-token",
     expired_token => "expired-token",

@@ -198,8 +198,9 @@ async fn agents_talk_over_mcp_with_the_rest_codes() {
     )
     .await;
     let first = &heard[0]["result"]["messages"];
-    assert_eq!(first.as_array().unwrap().len(), 1, "{first}");
-    assert_eq!(first[0]["body"], "@lucia 40 covers by June?");
+    assert_eq!(first.as_array().unwrap().len(), 2, "the DM's birth line, then the post: {first}");
+    assert_eq!(first[0]["kind"]["line"], "sealing");
+    assert_eq!(first[1]["body"], "@lucia 40 covers by June?");
     assert_eq!(heard[1]["result"]["reply_to"]["seq"], seq);
     assert_eq!(heard[2]["result"]["kind"]["type"], "reaction");
     let later: Vec<&str> = heard[3]["result"]["messages"]

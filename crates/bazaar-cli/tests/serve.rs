@@ -13,13 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-fn bazaar(args: &[&str], env: &[(&str, &str)]) -> Value {
-    let output =
-        Command::new(env!("CARGO_BIN_EXE_bazaar")).arg("--json").args(args).envs(env.iter().copied()).output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success(), "bazaar {args:?} failed: {text} {}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"))
-}
+use common::bazaar_json as bazaar;
 
 fn serve(dir: &Path, port: u16) -> Child {
     common::spawn_serve(&["--port".into(), port.to_string(), "--data-dir".into(), dir.display().to_string()])

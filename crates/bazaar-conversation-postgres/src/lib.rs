@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use bazaar_conversation::acts::{Engine, Rows};
 use bazaar_conversation::delivery::{Delivery, DeliveryState, Endpoint};
 use bazaar_conversation::model::{Channel, ChannelId, Membership, Message};
+use bazaar_conversation::sealing::SealingKey;
 use bazaar_conversation::HistoryRange;
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
 use tokio::runtime::Runtime;
@@ -41,6 +42,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0002_webhooks", include_str!("../migrations/0002_webhooks.sql")),
     ("0003_changes", include_str!("../migrations/0003_changes.sql")),
     ("0004_counters", include_str!("../migrations/0004_counters.sql")),
+    ("0005_sealing", include_str!("../migrations/0005_sealing.sql")),
 ];
 
 /// The advisory lock key taken while migrating ("bazaar" then 0xC0, the plane's own).
@@ -245,6 +247,27 @@ impl Rows for Tx<'_> {
             "INSERT INTO plane_counters (name, value) VALUES ($1, $2)
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             &[&name, &big(value)],
+        )?;
+        Ok(())
+    }
+    fn sealing_key(&self, member: &MemberId) -> Result<Option<SealingKey>> {
+        let sql = "SELECT member, public_key, signature, published_at FROM sealing_keys WHERE member = $1";
+        match self.query_opt(sql, &[&member.as_str()])? {
+            Some(row) => Ok(Some(SealingKey {
+                member: MemberId(tx::col(&row, 0)?),
+                public_key: tx::col(&row, 1)?,
+                signature: tx::col(&row, 2)?,
+                published_at: Timestamp(tx::col(&row, 3)?),
+            })),
+            None => Ok(None),
+        }
+    }
+    fn put_sealing_key(&self, key: &SealingKey) -> Result<()> {
+        self.execute(
+            "INSERT INTO sealing_keys (member, public_key, signature, published_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (member) DO UPDATE SET public_key = excluded.public_key,
+                 signature = excluded.signature, published_at = excluded.published_at",
+            &[&key.member.as_str(), &key.public_key, &key.signature, &key.published_at.0],
         )?;
         Ok(())
     }

@@ -8,10 +8,11 @@ use tokio_postgres::Row;
 
 use crate::tx::{big, col, count, unavailable, Params, Result, Tx};
 
-const CHANNEL_COLUMNS: &str = "id, kind, name, created_by, created_at";
+const CHANNEL_COLUMNS: &str = "id, kind, name, created_by, created_at, sealed";
 const MEMBERSHIP_COLUMNS: &str = "channel, member, role, joined_at, joined_after, left_at, left_after, muted, read_seq";
 const MESSAGE_SELECT: &str = "SELECT m.channel, c.kind, m.seq, m.position, m.authored_by, m.on_behalf_of, m.handle, \
-     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at FROM messages m JOIN channels c ON c.id = m.channel";
+     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at, m.sealed, m.signature \
+     FROM messages m JOIN channels c ON c.id = m.channel";
 
 fn corrupt(what: &str) -> ConversationError {
     unavailable(format!("unreadable {what}"))
@@ -25,6 +26,7 @@ fn channel_from_row(row: &Row) -> Result<Channel> {
         name: col(row, 2)?,
         created_by: MemberId(col(row, 3)?),
         created_at: Timestamp(col(row, 4)?),
+        sealed: col(row, 5)?,
     })
 }
 
@@ -72,6 +74,11 @@ fn message_from_row(row: &Row) -> Result<Message> {
         reply_to,
         mentions: serde_json::from_str(&mentions).map_err(|_| corrupt("messages.mentions"))?,
         at: Timestamp(col(row, 12)?),
+        sealed: match col::<Option<String>>(row, 13)? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|_| corrupt("messages.sealed"))?),
+            None => None,
+        },
+        signature: col(row, 14)?,
     })
 }
 
@@ -175,13 +182,14 @@ pub(crate) fn insert_stint(tx: &Tx<'_>, stint: &Membership) -> Result<()> {
 
 pub(crate) fn insert_channel(tx: &Tx<'_>, channel: &Channel) -> Result<()> {
     tx.execute(
-        "INSERT INTO channels (id, kind, name, created_by, created_at) VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO channels (id, kind, name, created_by, created_at, sealed) VALUES ($1, $2, $3, $4, $5, $6)",
         &[
             &channel.id.as_str(),
             &channel.kind.as_str(),
             &channel.name,
             &channel.created_by.as_str(),
             &channel.created_at.0,
+            &channel.sealed,
         ],
     )?;
     Ok(())
@@ -202,10 +210,11 @@ pub(crate) fn next_numbers(tx: &Tx<'_>, channel: &ChannelId) -> Result<(u64, u64
 pub(crate) fn insert_message(tx: &Tx<'_>, message: &Message, idem_key: Option<&str>) -> Result<()> {
     let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
     let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
+    let sealed = message.sealed.as_ref().map(serde_json::to_string).transpose().map_err(unavailable)?;
     tx.execute(
         "INSERT INTO messages (position, channel, seq, authored_by, on_behalf_of, handle, kind, body,
-                               reply_seq, reply_author, mentions, at, ref_seq, idem_key)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                               reply_seq, reply_author, mentions, at, ref_seq, idem_key, sealed, signature)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
         &[
             &big(message.position),
             &message.channel.as_str(),
@@ -221,6 +230,8 @@ pub(crate) fn insert_message(tx: &Tx<'_>, message: &Message, idem_key: Option<&s
             &message.at.0,
             &message.kind.refers_to().map(big),
             &idem_key,
+            &sealed,
+            &message.signature,
         ],
     )?;
     Ok(())

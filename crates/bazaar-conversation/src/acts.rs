@@ -4,20 +4,22 @@
 //! reads and writes, and the use of the one eligibility predicate live here;
 //! an engine only says how a row is read or written in its SQL.
 
-use crate::compose::{check_body, check_page, resolve_mentions};
+use crate::compose::{check_body, check_page, resolve_handles, resolve_mentions};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::eligibility::{counts_as_unread, delivered_to, wakes};
+use crate::mentions::mentioned_handles;
 use crate::model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, ReplyTo, Role,
     SystemLine,
 };
+use crate::sealing::{check_public_key, check_shape, SealedBody, SealingKey};
 use crate::store::{
     Change, ChangeKind, ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom,
     Result,
 };
 use bazaar_types::limits::{
     AGENT_UNADDRESSED_POSTS_MAX, ATTENTION_SCAN_MAX, CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, ETIQUETTE_SCAN,
-    HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX, REACTION_BYTES_MAX, ROOM_PAGE_MAX,
+    HISTORY_PAGE_MAX, INBOX_PAGE_MAX, INBOX_SCAN_MAX, REACTION_BYTES_MAX, ROOM_PAGE_MAX, SEALED_CHANNEL_MEMBERS_MAX,
 };
 use bazaar_types::{Entropy, MemberId, Timestamp};
 
@@ -59,6 +61,9 @@ pub trait Rows {
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>>;
     fn counter(&self, name: &str) -> Result<u64>;
     fn set_counter(&self, name: &str, value: u64) -> Result<()>;
+    fn sealing_key(&self, member: &MemberId) -> Result<Option<SealingKey>>;
+    /// Writes the member's sealing key, replacing any earlier one.
+    fn put_sealing_key(&self, key: &SealingKey) -> Result<()>;
 
     // The webhook outbox (see `webhooks`).
 
@@ -144,11 +149,45 @@ fn dm_of(tx: &impl Rows, one: &MemberId, two: &MemberId, now: Timestamp) -> Resu
         Err(ConversationError::ChannelNotFound(_)) => {}
         Err(other) => return Err(other),
     }
-    let channel = Channel { id, kind: ChannelKind::Dm, name: None, created_by: one.clone(), created_at: now };
+    let mut lacking = Vec::new();
+    for member in [one, two] {
+        if tx.sealing_key(member)?.is_none() {
+            lacking.push(member.clone());
+        }
+    }
+    let sealed = lacking.is_empty();
+    let channel = Channel { id, kind: ChannelKind::Dm, name: None, created_by: one.clone(), created_at: now, sealed };
     tx.insert_channel(&channel)?;
     open_stint(tx, &channel.id, one, Role::Member, now)?;
     open_stint(tx, &channel.id, two, Role::Member, now)?;
+    write_line(tx, &channel.id, one, SystemLine::Sealing { sealed, lacking }, now)?;
     Ok(channel)
+}
+
+/// A sealed post is sealed for exactly the channel's current members, each
+/// under the sealing key it has published now.
+fn check_recipients(tx: &impl Rows, channel: &ChannelId, sealed: &SealedBody) -> Result<()> {
+    let members = tx.current_members(channel)?;
+    if sealed.recipients.len() != members.len() {
+        return Err(ConversationError::SealedRecipients(format!(
+            "the channel has {} members; the body is sealed for {}",
+            members.len(),
+            sealed.recipients.len()
+        )));
+    }
+    for stint in &members {
+        let Some(to) = sealed.recipients.iter().find(|to| to.member == stint.member) else {
+            return Err(ConversationError::SealedRecipients(format!("{} is not a recipient", stint.member)));
+        };
+        let current = tx.sealing_key(&stint.member)?.map(|key| key.public_key);
+        if current.as_deref() != Some(to.key.as_str()) {
+            return Err(ConversationError::SealedRecipients(format!(
+                "{} is sealed for under a key that is not its current one",
+                stint.member
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Join or add: the checks both share once the caller's right to do it is settled.
@@ -159,7 +198,8 @@ fn enter(
     by: Option<&MemberId>,
     member: &MemberId,
 ) -> Result<Membership> {
-    match (tx.load_channel(channel)?.kind, by) {
+    let found = tx.load_channel(channel)?;
+    match (found.kind, by) {
         (ChannelKind::Dm, _) => return Err(ConversationError::DirectMessage(channel.clone())),
         (ChannelKind::PrivateRoom, None) => return Err(ConversationError::PrivateRoom(channel.clone())),
         (_, Some(by)) => {
@@ -171,6 +211,14 @@ fn enter(
     }
     if tx.current_stint(channel, member)?.is_some() {
         return Err(ConversationError::AlreadyMember { channel: channel.clone(), member: member.clone() });
+    }
+    if found.sealed {
+        if tx.sealing_key(member)?.is_none() {
+            return Err(ConversationError::SealingKeyRequired(member.clone()));
+        }
+        if tx.open_member_count(channel)? >= SEALED_CHANNEL_MEMBERS_MAX {
+            return Err(ConversationError::ChannelFull(channel.clone()));
+        }
     }
     let stint = open_stint(tx, channel, member, Role::Member, now)?;
     let line = SystemLine::Joined { member: member.clone(), added_by: by.cloned() };
@@ -202,6 +250,8 @@ struct Draft {
     body: String,
     reply_to: Option<ReplyTo>,
     mentions: Vec<MemberId>,
+    sealed: Option<SealedBody>,
+    signature: Option<String>,
 }
 
 impl Draft {
@@ -215,6 +265,8 @@ impl Draft {
             body: String::new(),
             reply_to: None,
             mentions: Vec::new(),
+            sealed: None,
+            signature: None,
         }
     }
 }
@@ -237,6 +289,8 @@ fn append(tx: &impl Rows, channel: &Channel, draft: Draft, idem_key: Option<&str
         reply_to: draft.reply_to,
         mentions: draft.mentions,
         at: now,
+        sealed: draft.sealed,
+        signature: draft.signature,
     };
     tx.insert_message(&message, idem_key)?;
     tx.enqueue_deliveries(&message.channel, position, now)?;
@@ -405,12 +459,22 @@ impl<E: Engine> ConversationStore for E {
         if room.name.trim().is_empty() || room.name.len() > CHANNEL_NAME_BYTES_MAX {
             return Err(ConversationError::NameInvalid { len: room.name.len(), max: CHANNEL_NAME_BYTES_MAX });
         }
+        if room.sealed && !room.private {
+            return Err(ConversationError::SealedPublicRoom);
+        }
         let id = ChannelId::random(self.entropy());
         self.write(move |tx, now| {
             let kind = if room.private { ChannelKind::PrivateRoom } else { ChannelKind::PublicRoom };
-            let channel = Channel { id, kind, name: Some(room.name), created_by: room.owner, created_at: now };
+            let sealed = room.sealed && tx.sealing_key(&room.owner)?.is_some();
+            let owner = room.owner;
+            let channel =
+                Channel { id, kind, name: Some(room.name), created_by: owner.clone(), created_at: now, sealed };
             tx.insert_channel(&channel)?;
-            open_stint(tx, &channel.id, &channel.created_by, Role::Owner, now)?;
+            open_stint(tx, &channel.id, &owner, Role::Owner, now)?;
+            if room.sealed {
+                let lacking = if sealed { Vec::new() } else { vec![owner.clone()] };
+                write_line(tx, &channel.id, &owner, SystemLine::Sealing { sealed, lacking }, now)?;
+            }
             Ok(channel)
         })
     }
@@ -517,6 +581,9 @@ impl<E: Engine> ConversationStore for E {
         self.write(move |tx, now| {
             let channel = tx.load_channel(&change.channel)?;
             let author = require_stint(tx, &channel.id, &change.author)?;
+            if channel.sealed && matches!(change.what, ChangeKind::Edit { .. }) {
+                return Err(ConversationError::SealedEditUnsupported);
+            }
             change_target(tx, &change)?;
             let draft = Draft {
                 on_behalf_of: change.on_behalf_of.clone(),
@@ -536,20 +603,45 @@ impl<E: Engine> ConversationStore for E {
     }
 
     fn post(&self, directory: &dyn Directory, new: NewMessage) -> Result<Message> {
-        check_body(&new.body)?;
-        let mentions = resolve_mentions(directory, &new.body)?;
+        match &new.sealed {
+            None => check_body(&new.body)?,
+            Some(sealed) => {
+                if !new.body.is_empty() {
+                    return Err(ConversationError::SealedInvalid("a sealed post carries no plaintext body".into()));
+                }
+                check_shape(sealed).map_err(|refused| ConversationError::SealedInvalid(refused.to_string()))?;
+                if new.signature.is_none() {
+                    return Err(ConversationError::SignatureRequired);
+                }
+            }
+        }
+        let handles = mentioned_handles(&new.body).into_iter().chain(new.mentions.iter().map(String::as_str));
+        let mentions = resolve_handles(directory, handles)?;
         let handle = directory.handle_of(&new.authored_by);
         self.write(move |tx, now| {
             if let Some(key) = &new.idem_key {
                 if let Some(first) = tx.message_by_idem(&new.authored_by, key)? {
+                    // A sealed retry is sealed afresh (a new content key and nonce), and
+                    // the store cannot read either body: the key alone says it is the same post.
+                    let same_content = match (&first.sealed, &new.sealed) {
+                        (None, None) => first.body == new.body,
+                        (Some(_), Some(_)) => true,
+                        _ => false,
+                    };
                     let same = first.channel == new.channel
-                        && first.body == new.body
+                        && same_content
                         && first.reply_to.as_ref().map(|r| r.seq) == new.reply_to;
                     return if same { Ok(first) } else { Err(ConversationError::IdempotencyConflict) };
                 }
             }
             let channel = tx.load_channel(&new.channel)?;
             let author = require_stint(tx, &channel.id, &new.authored_by)?;
+            match (channel.sealed, &new.sealed) {
+                (true, None) => return Err(ConversationError::SealedRequired(channel.id.clone())),
+                (false, Some(_)) => return Err(ConversationError::NotSealed(channel.id.clone())),
+                (true, Some(sealed)) => check_recipients(tx, &channel.id, sealed)?,
+                (false, None) => {}
+            }
             if new.by_agent && channel.kind != ChannelKind::Dm {
                 check_etiquette(tx, &channel.id, &new.authored_by)?;
             }
@@ -563,6 +655,8 @@ impl<E: Engine> ConversationStore for E {
                 body: new.body,
                 reply_to,
                 mentions,
+                sealed: new.sealed,
+                signature: new.signature,
                 ..Draft::by(&new.authored_by)
             };
             append_read(tx, &channel, author, draft, new.idem_key.as_deref(), now)
@@ -627,5 +721,31 @@ impl<E: Engine> ConversationStore for E {
 
     fn memberships_of(&self, member: &MemberId) -> Result<Vec<Membership>> {
         self.read(|tx| tx.stints_of(member, false))
+    }
+
+    fn publish_sealing_key(&self, key: SealingKey) -> Result<SealingKey> {
+        check_public_key(&key.public_key).map_err(|refused| ConversationError::SealedInvalid(refused.to_string()))?;
+        self.write(move |tx, now| {
+            let key = SealingKey { published_at: now, ..key };
+            tx.put_sealing_key(&key)?;
+            Ok(key)
+        })
+    }
+
+    fn sealing_key(&self, member: &MemberId) -> Result<Option<SealingKey>> {
+        self.read(|tx| tx.sealing_key(member))
+    }
+
+    fn sealing_keys(&self, channel: &ChannelId, reader: &MemberId) -> Result<Vec<(MemberId, Option<SealingKey>)>> {
+        self.read(|tx| {
+            tx.load_channel(channel)?;
+            require_stint(tx, channel, reader)?;
+            let mut keys = Vec::new();
+            for stint in tx.current_members(channel)? {
+                let key = tx.sealing_key(&stint.member)?;
+                keys.push((stint.member, key));
+            }
+            Ok(keys)
+        })
     }
 }

@@ -22,8 +22,18 @@ pub fn check_body(body: &str) -> Result<()> {
 /// still points at the member it named when the message was sent. Handles
 /// nobody holds are plain text.
 pub fn resolve_mentions(directory: &dyn Directory, body: &str) -> Result<Vec<MemberId>> {
+    resolve_handles(directory, mentioned_handles(body))
+}
+
+/// [`resolve_mentions`] for handles listed apart from the body (a sealed
+/// body's, which the store cannot read); a leading `@` is optional.
+pub fn resolve_handles<'a>(
+    directory: &dyn Directory,
+    handles: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<MemberId>> {
     let mut members: Vec<MemberId> = Vec::new();
-    for handle in mentioned_handles(body) {
+    for handle in handles {
+        let handle = handle.strip_prefix('@').unwrap_or(handle);
         let Some(member) = directory.member_by_handle(handle) else { continue };
         if !members.contains(&member) {
             members.push(member);

@@ -6,6 +6,8 @@ use bazaar_types::{Entropy, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::sealing::SealedBody;
+
 /// Hex characters after `ch_` in a channel id (128 bits, random or derived).
 const CHANNEL_ID_HEX_LEN: usize = 32;
 
@@ -108,6 +110,10 @@ pub struct Channel {
     pub name: Option<String>,
     pub created_by: MemberId,
     pub created_at: Timestamp,
+    /// Sealed at birth (every message encrypted for its members; see
+    /// `docs/sealing.md`) or plaintext; a channel never converts.
+    #[serde(default)]
+    pub sealed: bool,
 }
 
 /// A channel with the members it has now.
@@ -169,6 +175,12 @@ pub enum SystemLine {
         role: Role,
         by: MemberId,
     },
+    /// Written at a channel's birth when sealing was possible to ask for: it
+    /// is sealed, or it is plaintext because `lacking` have no sealing key.
+    Sealing {
+        sealed: bool,
+        lacking: Vec<MemberId>,
+    },
 }
 
 impl SystemLine {
@@ -181,6 +193,16 @@ impl SystemLine {
             SystemLine::Left { member } => format!("{member} left"),
             SystemLine::Removed { member, by } => format!("{by} removed {member}"),
             SystemLine::RoleChanged { member, role, by } => format!("{by} made {member} {}", role.as_str()),
+            SystemLine::Sealing { sealed: true, .. } => {
+                "sealed: messages here are encrypted for their members; the registry cannot read them".to_string()
+            }
+            SystemLine::Sealing { sealed: false, lacking } => {
+                let names: Vec<&str> = lacking.iter().map(MemberId::as_str).collect();
+                format!(
+                    "not sealed: {} published no sealing key, so messages here are readable by the registry",
+                    names.join(", ")
+                )
+            }
         }
     }
 }
@@ -275,6 +297,13 @@ pub struct Message {
     /// Members mentioned by `@handle`, resolved when the message was posted.
     pub mentions: Vec<MemberId>,
     pub at: Timestamp,
+    /// In a sealed channel, the encrypted body (`body` is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<SealedBody>,
+    /// The author's Ed25519 signature over the message (`docs/sealing.md`),
+    /// checked by the registry against the author's `did:key` when posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// What needs a member's attention in one channel it is in now.

@@ -16,6 +16,7 @@ use crate::acts::{Engine, Rows};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::group_commit::Writer;
 use crate::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
+use crate::sealing::SealingKey;
 use crate::store::{ConversationError, HistoryRange, Result};
 
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -23,15 +24,17 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0002_webhooks", include_str!("../migrations/0002_webhooks.sql")),
     ("0003_changes", include_str!("../migrations/0003_changes.sql")),
     ("0004_counters", include_str!("../migrations/0004_counters.sql")),
+    ("0005_sealing", include_str!("../migrations/0005_sealing.sql")),
 ];
 
 /// How long a write waits for another process's write before giving up.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
 
-const CHANNEL_COLUMNS: &str = "id, kind, name, created_by, created_at";
+const CHANNEL_COLUMNS: &str = "id, kind, name, created_by, created_at, sealed";
 const MEMBERSHIP_COLUMNS: &str = "channel, member, role, joined_at, joined_after, left_at, left_after, muted, read_seq";
 const MESSAGE_SELECT: &str = "SELECT m.channel, c.kind, m.seq, m.position, m.authored_by, m.on_behalf_of, m.handle, \
-     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at FROM messages m JOIN channels c ON c.id = m.channel";
+     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at, m.sealed, m.signature \
+     FROM messages m JOIN channels c ON c.id = m.channel";
 
 /// Statements each connection keeps compiled (every statement the engine runs fits).
 const STATEMENT_CACHE: usize = 96;
@@ -166,6 +169,7 @@ fn channel_from_row(row: &Row<'_>) -> rusqlite::Result<Channel> {
         name: row.get(2)?,
         created_by: MemberId(row.get(3)?),
         created_at: Timestamp(row.get(4)?),
+        sealed: row.get(5)?,
     })
 }
 
@@ -203,6 +207,11 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
         reply_to: reply_seq.zip(reply_author).map(|(seq, author)| ReplyTo { seq, author: MemberId(author) }),
         mentions: serde_json::from_str(&mentions).map_err(|_| corrupt("messages.mentions"))?,
         at: Timestamp(row.get(12)?),
+        sealed: match row.get::<_, Option<String>>(13)? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|_| corrupt("messages.sealed"))?),
+            None => None,
+        },
+        signature: row.get(14)?,
     })
 }
 
@@ -304,13 +313,14 @@ fn query_messages(tx: &Transaction<'_>, clause: &str, args: impl rusqlite::Param
 
 fn insert_channel(tx: &Transaction<'_>, channel: &Channel) -> Result<()> {
     tx.run(
-        "INSERT INTO channels (id, kind, name, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO channels (id, kind, name, created_by, created_at, sealed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![
             channel.id.as_str(),
             channel.kind.as_str(),
             channel.name,
             channel.created_by.as_str(),
-            channel.created_at.0
+            channel.created_at.0,
+            channel.sealed
         ],
     )
     .map_err(unavailable)?;
@@ -320,10 +330,11 @@ fn insert_channel(tx: &Transaction<'_>, channel: &Channel) -> Result<()> {
 fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str>) -> Result<()> {
     let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
     let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
+    let sealed = message.sealed.as_ref().map(serde_json::to_string).transpose().map_err(unavailable)?;
     tx.run(
         "INSERT INTO messages (position, channel, seq, authored_by, on_behalf_of, handle, kind, body,
-                               reply_seq, reply_author, mentions, at, ref_seq, idem_key)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                               reply_seq, reply_author, mentions, at, ref_seq, idem_key, sealed, signature)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         params![
             message.position,
             message.channel.as_str(),
@@ -338,7 +349,9 @@ fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str
             mentions,
             message.at.0,
             message.kind.refers_to(),
-            idem_key
+            idem_key,
+            sealed,
+            message.signature
         ],
     )
     .map_err(unavailable)?;
@@ -498,6 +511,32 @@ impl Rows for Transaction<'_> {
             "INSERT INTO plane_counters (name, value) VALUES (?1, ?2)
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             params![name, value],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn sealing_key(&self, member: &MemberId) -> Result<Option<SealingKey>> {
+        self.one(
+            "SELECT member, public_key, signature, published_at FROM sealing_keys WHERE member = ?1",
+            [member.as_str()],
+            |r| {
+                Ok(SealingKey {
+                    member: MemberId(r.get(0)?),
+                    public_key: r.get(1)?,
+                    signature: r.get(2)?,
+                    published_at: Timestamp(r.get(3)?),
+                })
+            },
+        )
+        .optional()
+        .map_err(unavailable)
+    }
+    fn put_sealing_key(&self, key: &SealingKey) -> Result<()> {
+        self.run(
+            "INSERT INTO sealing_keys (member, public_key, signature, published_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (member) DO UPDATE SET public_key = excluded.public_key,
+                 signature = excluded.signature, published_at = excluded.published_at",
+            params![key.member.as_str(), key.public_key, key.signature, key.published_at.0],
         )
         .map_err(unavailable)?;
         Ok(())

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use bazaar_types::MemberId;
 
 use crate::model::{Attention, Channel, ChannelId, ChannelView, Membership, Message, Notice, Role};
+use crate::sealing::{SealedBody, SealingKey};
 
 /// The little the conversation plane needs to know about identity: handles
 /// both ways. The registry's identity capability implements it; tests use a map.
@@ -44,6 +45,8 @@ pub struct NewRoom {
     pub name: String,
     /// Only an owner adds members to a private room; anyone joins a public one.
     pub private: bool,
+    /// Ask for a sealed (private) room: sealed if the owner has a sealing key.
+    pub sealed: bool,
 }
 
 /// A text message to post. The store assigns `seq`, `position` and `at`,
@@ -61,6 +64,30 @@ pub struct NewMessage {
     /// The author is an agent: in rooms it keeps the etiquette limit
     /// (`AGENT_UNADDRESSED_POSTS_MAX` posts since it was last addressed).
     pub by_agent: bool,
+    /// The sealed body, in a sealed channel (then `body` is empty).
+    pub sealed: Option<SealedBody>,
+    /// The author's signature, checked by the caller before the store sees it.
+    pub signature: Option<String>,
+    /// Handles the sender says a sealed body mentions (the store cannot read it).
+    pub mentions: Vec<String>,
+}
+
+impl NewMessage {
+    /// A plain text post by `author`, nothing else set.
+    pub fn text(channel: ChannelId, author: MemberId, body: impl Into<String>) -> NewMessage {
+        NewMessage {
+            channel,
+            authored_by: author,
+            on_behalf_of: None,
+            body: body.into(),
+            reply_to: None,
+            idem_key: None,
+            by_agent: false,
+            sealed: None,
+            signature: None,
+            mentions: Vec::new(),
+        }
+    }
 }
 
 /// A change to a text message, posted as a message of its own.
@@ -165,6 +192,24 @@ pub enum ConversationError {
     WebhookUrlInvalid(String),
     #[error("no webhook delivery {0}")]
     DeliveryNotFound(u64),
+    #[error("{0} is sealed: post a sealed body (docs/sealing.md), never plaintext")]
+    SealedRequired(ChannelId),
+    #[error("{0} is not sealed: post plaintext; a channel never converts")]
+    NotSealed(ChannelId),
+    #[error("a sealed post must be sealed for exactly the current members with their current keys: {0}")]
+    SealedRecipients(String),
+    #[error("the sealed body is malformed: {0}")]
+    SealedInvalid(String),
+    #[error("{0} has no sealing key; a sealed room admits only members who published one")]
+    SealingKeyRequired(MemberId),
+    #[error("a public room cannot be sealed; make it private")]
+    SealedPublicRoom,
+    #[error("messages in a sealed channel are not edited; delete and post again")]
+    SealedEditUnsupported,
+    #[error("a sealed post must carry its author's signature")]
+    SignatureRequired,
+    #[error("the signature does not verify against the author's key")]
+    SignatureInvalid,
     #[error("the conversation store is unavailable: {0}")]
     Unavailable(String),
 }
@@ -201,6 +246,15 @@ impl ConversationError {
             ConversationError::TooManyWebhooks { .. } => "too_many_webhooks",
             ConversationError::WebhookUrlInvalid(_) => "webhook_url_invalid",
             ConversationError::DeliveryNotFound(_) => "delivery_not_found",
+            ConversationError::SealedRequired(_) => "sealed_required",
+            ConversationError::NotSealed(_) => "not_sealed",
+            ConversationError::SealedRecipients(_) => "sealed_recipients",
+            ConversationError::SealedInvalid(_) => "sealed_invalid",
+            ConversationError::SealingKeyRequired(_) => "sealing_key_required",
+            ConversationError::SealedPublicRoom => "sealed_public_room",
+            ConversationError::SealedEditUnsupported => "sealed_edit_unsupported",
+            ConversationError::SignatureRequired => "signature_required",
+            ConversationError::SignatureInvalid => "signature_invalid",
             ConversationError::Unavailable(_) => "unavailable",
         }
     }
@@ -259,4 +313,11 @@ pub trait ConversationStore {
     fn public_rooms(&self, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>>;
     /// Every stint of the member, current and past, for tests and audits.
     fn memberships_of(&self, member: &MemberId) -> Result<Vec<Membership>>;
+    /// Publishes (or replaces) a member's sealing key; the caller has checked
+    /// its signature by the member's identity key.
+    fn publish_sealing_key(&self, key: SealingKey) -> Result<SealingKey>;
+    fn sealing_key(&self, member: &MemberId) -> Result<Option<SealingKey>>;
+    /// Every current member of the channel with its sealing key, if any: what
+    /// a sender seals for. Only members read it.
+    fn sealing_keys(&self, channel: &ChannelId, reader: &MemberId) -> Result<Vec<(MemberId, Option<SealingKey>)>>;
 }

@@ -83,6 +83,8 @@ fn message(kind: ChannelKind, author: &str, position: u64) -> Message {
         reply_to: None,
         mentions: Vec::new(),
         at: Timestamp(0),
+        sealed: None,
+        signature: None,
     }
 }
 

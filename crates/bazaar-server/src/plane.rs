@@ -209,6 +209,11 @@ pub fn problem(error: ConversationError) -> Problem {
         E::WebhookNotFound(_) | E::DeliveryNotFound(_) | E::MessageNotFound { .. } => StatusCode::NOT_FOUND,
         E::NotAuthor { .. } => StatusCode::FORBIDDEN,
         E::LastOwner(_) | E::MessageDeleted { .. } => StatusCode::CONFLICT,
+        E::SealedRequired(_)
+        | E::NotSealed(_)
+        | E::SealedRecipients(_)
+        | E::SealingKeyRequired(_)
+        | E::SealedEditUnsupported => StatusCode::CONFLICT,
         E::IdempotencyConflict => StatusCode::UNPROCESSABLE_ENTITY,
         E::EtiquetteLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
         E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -260,7 +260,8 @@ async fn live_streams_resume_from_any_cut_with_nothing_lost_or_repeated() {
     ws_seen.push(next_frame(&mut socket).await["cursor"].as_u64().unwrap());
     let mut sse = SseReader::open(&r, &ben, None).await;
     sse_seen.push(sse.next_message().await.0);
-    let owed = |posted: u64, seen: &Vec<u64>| posted + 1 - seen.len() as u64;
+    // Ben is owed his join line, the DM's birth line and every post to him.
+    let owed = |posted: u64, seen: &Vec<u64>| posted + 2 - seen.len() as u64;
     while posted < TOTAL || owed(posted, &ws_seen) > 0 || owed(posted, &sse_seen) > 0 {
         // Post a few (some to a room ben is not in), then read a few from each transport.
         for _ in 0..rng.below(4) {
@@ -292,9 +293,16 @@ async fn live_streams_resume_from_any_cut_with_nothing_lost_or_repeated() {
         }
     }
     let polled = r.polled(&ben).await;
-    assert_eq!(polled.len() as u64, TOTAL + 1, "the posts and ben's own join line");
+    assert_eq!(polled.len() as u64, TOTAL + 2, "the posts, ben's own join line and the DM's birth line");
     assert_eq!(ws_seen, polled, "WebSocket");
     assert_eq!(sse_seen, polled, "SSE");
+}
+
+/// The position of a DM's birth line (sealed or not), read by one of its members.
+async fn birth_line(r: &Registry, reader: &Person, dm: &str) -> u64 {
+    let (_, first) = r.get(reader, &format!("/v1/channels/{dm}/messages?after=0&limit=1")).await;
+    assert_eq!(first[0]["kind"]["line"], "sealing", "{first}");
+    first[0]["position"].as_u64().unwrap()
 }
 
 #[tokio::test]
@@ -310,10 +318,13 @@ async fn a_private_room_reaches_no_non_member_by_any_transport() {
     let hidden = r.say(&owner, &secret, "the plan").await;
     let (_, dm) = r.post(&owner, "/v1/dms", json!({"with": "outsider"})).await;
     let visible = r.say(&owner, dm["id"].as_str().unwrap(), "hello outsider").await;
-    // The outsider's first delivery on each transport is the DM, never the room's line.
+    let birth = birth_line(&r, &outsider, dm["id"].as_str().unwrap()).await;
+    // The outsider's first deliveries on each transport are the DM's, never the room's line.
+    assert_eq!(next_frame(&mut socket).await["cursor"], birth);
     assert_eq!(next_frame(&mut socket).await["cursor"], visible["position"]);
+    assert_eq!(sse.next_message().await.0, birth);
     assert_eq!(sse.next_message().await.0, visible["position"].as_u64().unwrap());
-    assert_eq!(r.polled(&outsider).await, vec![visible["position"].as_u64().unwrap()]);
+    assert_eq!(r.polled(&outsider).await, vec![birth, visible["position"].as_u64().unwrap()]);
     let added = next_frame(&mut insider_socket).await;
     assert_eq!(added["message"]["kind"]["line"], "joined", "the insider first hears it was added");
     assert_eq!(next_frame(&mut insider_socket).await["cursor"], hidden["position"]);
@@ -451,6 +462,7 @@ async fn a_live_stream_sees_channels_its_member_enters_after_connecting() {
     expected.push(r.say(&hal, &warm, "hello").await["position"].as_u64().unwrap());
     // A DM opened to gil after it connected.
     let (_, dm) = r.post(&hal, "/v1/dms", json!({"with": "gil"})).await;
+    expected.push(birth_line(&r, &gil, dm["id"].as_str().unwrap()).await);
     expected.push(r.say(&hal, dm["id"].as_str().unwrap(), "psst").await["position"].as_u64().unwrap());
     // A private room gil is added to.
     let private = r.room(&hal, "private", true).await;

@@ -103,13 +103,14 @@ async fn stage(answers: Value) -> Stage {
     r.state.plane().unwrap().allow_private_webhooks(true);
     let rx = Receiver::start();
     let (alice, bob) = (person(&r, "alice").await, person(&r, "bob").await);
+    // The DM (and its birth line) exists before the endpoint: the endpoint is owed only what follows.
+    let (_, dm) = r.post(&alice, "/v1/dms", json!({"with": "bob"})).await;
+    let dm = dm["id"].as_str().unwrap().to_string();
     let endpoint = hook(&r, &bob, &format!("{}/bob", rx.url)).await;
     let secret = endpoint["secret"].as_str().unwrap().to_string();
     assert!(secret.starts_with("whsec_"));
     rx.control(json!({"secrets": [secret], "answers": answers})).await;
     rx.sync(&r).await;
-    let (_, dm) = r.post(&alice, "/v1/dms", json!({"with": "bob"})).await;
-    let dm = dm["id"].as_str().unwrap().to_string();
     Stage { endpoint: endpoint["id"].as_str().unwrap().to_string(), secret, dm, r, rx, alice, bob }
 }
 

@@ -12,3 +12,4 @@ pub mod members;
 pub mod payments;
 pub mod registry;
 pub mod reputation;
+pub mod talk;

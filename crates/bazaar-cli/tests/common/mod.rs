@@ -33,6 +33,15 @@ pub fn spawn_serve(args: &[String]) -> Child {
     child
 }
 
+/// Runs `bazaar --json <args>` with `env`, asserts it succeeded, and returns its JSON answer.
+pub fn bazaar_json(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_bazaar")).arg("--json").args(args).envs(env.iter().copied()).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "bazaar {args:?} failed: {text} {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}
+
 /// A port the OS just handed out on 127.0.0.1 (and took back), for a `serve` process to bind.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -21,6 +21,7 @@ use crate::{Attention, ChannelId, ConversationError, ConversationStore, Director
 use crate::{Message, NewMessage, NewRoom};
 
 pub mod changes;
+pub mod sealing;
 pub mod webhooks;
 
 /// A store as a case holds it: any engine, movable to a writer thread.
@@ -59,7 +60,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         ("a_full_channel_refuses_one_more_member", a_full_channel_refuses_one_more::<H>),
         ("a_private_channel_shows_itself_to_its_members_only", a_private_channel_shows_itself_to_members::<H>),
     ];
-    own.into_iter().chain(changes::cases::<H>()).chain(webhooks::cases::<H>()).collect()
+    own.into_iter().chain(changes::cases::<H>()).chain(sealing::cases::<H>()).chain(webhooks::cases::<H>()).collect()
 }
 
 /// Run every case, each on a fresh database.
@@ -104,7 +105,10 @@ pub fn member(name: &str) -> MemberId {
 }
 
 pub(crate) fn room(store: &dyn ConversationStore, owner: &str, private: bool) -> ChannelId {
-    store.create_room(NewRoom { owner: member(owner), name: format!("{owner}'s room"), private }).unwrap().id
+    store
+        .create_room(NewRoom { owner: member(owner), name: format!("{owner}'s room"), private, sealed: false })
+        .unwrap()
+        .id
 }
 
 /// A public room of `owner` that each of `joiners` has joined.
@@ -117,15 +121,7 @@ pub(crate) fn room_with(store: &dyn ConversationStore, owner: &str, joiners: &[&
 }
 
 pub(crate) fn text(channel: &ChannelId, author: &str, body: &str) -> NewMessage {
-    NewMessage {
-        channel: channel.clone(),
-        authored_by: member(author),
-        on_behalf_of: None,
-        body: body.to_string(),
-        reply_to: None,
-        idem_key: None,
-        by_agent: false,
-    }
+    NewMessage::text(channel.clone(), member(author), body)
 }
 
 pub(crate) fn say(
@@ -277,7 +273,7 @@ fn inbox_resumes_from_any_cursor<H: Harness>(harness: &H) {
     }
     let bob = member("bob");
     let everything = whole_inbox(store, &bob, 0, INBOX_PAGE_MAX);
-    assert_eq!(everything.len(), 12 + 4 + 1, "the posts, the DMs and bob's own join line");
+    assert_eq!(everything.len(), 12 + 4 + 2, "the posts, the DMs, the DM's birth line and bob's own join line");
     assert!(everything.iter().all(|m| m.channel != blue));
     assert!(everything.windows(2).all(|pair| pair[0].position < pair[1].position));
     let last = everything.last().unwrap().position + 3;
@@ -386,7 +382,7 @@ fn limits_and_refusals_carry_their_codes<H: Harness>(harness: &H) {
         store.history(&red, &member("alice"), HistoryRange::Latest, too_many).unwrap_err().code(),
         "page_invalid"
     );
-    let long_name = NewRoom { owner: bob.clone(), name: "n".repeat(65), private: false };
+    let long_name = NewRoom { owner: bob.clone(), name: "n".repeat(65), private: false, sealed: false };
     assert_eq!(store.create_room(long_name).unwrap_err().code(), "name_invalid");
 }
 
@@ -468,7 +464,10 @@ impl World {
         let dm = store.open_dm(&member("ann"), &member("ben")).unwrap().id;
         let present = [(0, 0), (1, 1), (0, 2), (1, 2)].into_iter().collect();
         let owners = [(0, 0), (1, 1)].into_iter().collect();
-        World { store, dir, channels: [one, two, dm], present, owners, posted: BTreeMap::new() }
+        // A DM's birth line (sealed or not) goes to both.
+        let birth = store.history(&dm, &member("ann"), HistoryRange::Latest, 1).unwrap()[0].position;
+        let posted = [(birth, [0, 1].into_iter().collect())].into_iter().collect();
+        World { store, dir, channels: [one, two, dm], present, owners, posted }
     }
 
     fn apply(&mut self, step: &Step) {

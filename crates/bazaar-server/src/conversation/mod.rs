@@ -1,10 +1,11 @@
 //! The conversation plane over HTTP: rooms and DMs, membership, posting and
 //! history (`rest`), the poll inbox and the two live transports on one cursor
-//! (`stream`), registry notifications into inboxes (`notices`), webhooks (`webhooks`: routes, the sender, target checks), over the plane's own store (`crate::plane`, beneath `state`). The plane is the
+//! (`stream`), sealing keys and message signatures (`sealing`), registry notifications into inboxes (`notices`), webhooks (`webhooks`: routes, the sender, target checks), over the plane's own store (`crate::plane`, beneath `state`). The plane is the
 //! `bazaar-conversation` crate; nothing here touches the money writer.
 
 pub mod notices;
 pub mod rest;
+pub mod sealing;
 pub mod stream;
 pub mod webhooks;
 
@@ -16,5 +17,5 @@ use utoipa_axum::router::OpenApiRouter;
 
 /// The plane's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    rest::routes().merge(stream::routes()).merge(webhooks::routes())
+    rest::routes().merge(sealing::routes()).merge(stream::routes()).merge(webhooks::routes())
 }

@@ -1,6 +1,7 @@
 //! Rooms, DMs, membership, posting, history, the poll inbox and attention as
 //! REST routes. Every refusal is the store's own code (see `plane::problem`).
 
+use super::sealing::check_post_signature;
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::resolve;
 use crate::plane::Transport;
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_conversation::compose::check_body;
 use bazaar_conversation::mentions::mentioned_handles;
+use bazaar_conversation::sealing::{Content, SealedBody};
 use bazaar_conversation::{
     Change, ChangeKind, ChannelId, ConversationError, HandleBook, HistoryRange, Membership, NewMessage, NewRoom, Role,
 };
@@ -55,6 +57,10 @@ pub struct CreateRoomRequest {
     /// A private room takes members only from its owners; a public one anyone may join.
     #[serde(default)]
     pub private: bool,
+    /// Ask for a sealed private room: sealed if the caller has published a
+    /// sealing key, else born plaintext with a line saying why.
+    #[serde(default)]
+    pub sealed: bool,
 }
 
 /// Creates a room; the caller becomes its owner and first member.
@@ -65,7 +71,7 @@ async fn create_room(
     ApiJson(body): ApiJson<CreateRoomRequest>,
 ) -> Result<Response, Problem> {
     let plane = state.plane()?;
-    let room = NewRoom { owner: auth.member.id, name: body.name, private: body.private };
+    let room = NewRoom { owner: auth.member.id, name: body.name, private: body.private, sealed: body.sealed };
     let channel = plane.call(move |store| store.create_room(room)).await?;
     plane.memberships_changed([&channel.created_by]);
     Ok((StatusCode::CREATED, Json(channel)).into_response())
@@ -313,7 +319,7 @@ async fn post_change(
         ChangeKind::Edit { body } => body.clone(),
         _ => String::new(),
     };
-    let book = handle_book(state, &auth.member, &body).await?;
+    let book = handle_book(state, &auth.member, &body, &[]).await?;
     let change = Change {
         channel: ChannelId(channel),
         on_behalf_of: speaks_for(&auth.member),
@@ -420,15 +426,27 @@ async fn mark_read(
 #[serde(deny_unknown_fields)]
 pub struct PostRequest {
     /// 1 to 4,096 bytes of UTF-8. `@handle` mentions are resolved now.
+    /// Empty (or absent) with `sealed`.
+    #[serde(default)]
     pub body: String,
     /// The `seq` of the message this one answers, in the same channel.
     pub reply_to: Option<u64>,
+    /// In a sealed channel, the sealed body (`docs/sealing.md`).
+    #[schema(value_type = Option<Object>)]
+    pub sealed: Option<SealedBody>,
+    /// The author's Ed25519 signature over the message (`docs/sealing.md`):
+    /// required with `sealed`, optional otherwise; checked against the author's `did:key`.
+    pub signature: Option<String>,
+    /// Handles a sealed body mentions (the registry cannot read it to find them).
+    #[serde(default)]
+    pub mentions: Vec<String>,
 }
 
-/// The handles a body mentions and the author's own, looked up before the
+/// The handles a post mentions and the author's own, looked up before the
 /// post so the plane's transaction never waits on the registry's store.
-async fn handle_book(state: &AppState, author: &Member, body: &str) -> Result<HandleBook, Problem> {
-    let handles = mentioned_handles(body);
+async fn handle_book(state: &AppState, author: &Member, body: &str, listed: &[String]) -> Result<HandleBook, Problem> {
+    let mut handles = mentioned_handles(body);
+    handles.extend(listed.iter().map(|handle| handle.strip_prefix('@').unwrap_or(handle)));
     if handles.len() > MESSAGE_MENTION_CANDIDATES_MAX {
         let error = ConversationError::TooManyMentions { count: handles.len(), max: MESSAGE_MENTION_CANDIDATES_MAX };
         return Err(crate::plane::problem(error));
@@ -473,17 +491,28 @@ async fn post_message(
     ApiJson(body): ApiJson<PostRequest>,
 ) -> Result<Response, Problem> {
     let plane = state.plane()?;
-    check_body(&body.body).map_err(crate::plane::problem)?;
-    let book = handle_book(&state, &auth.member, &body.body).await?;
+    let channel = ChannelId(channel);
+    let content = match &body.sealed {
+        None => {
+            check_body(&body.body).map_err(crate::plane::problem)?;
+            Content::Plain(&body.body)
+        }
+        Some(sealed) => Content::Sealed(sealed),
+    };
+    check_post_signature(&channel, &auth.member.id, &content, body.signature.as_deref())?;
+    let book = handle_book(&state, &auth.member, &body.body, &body.mentions).await?;
     let idem_key = idempotency_key(&headers)?;
     let new = NewMessage {
-        channel: ChannelId(channel),
+        channel,
         on_behalf_of: speaks_for(&auth.member),
         authored_by: auth.member.id,
         body: body.body,
         reply_to: body.reply_to,
         idem_key,
         by_agent: auth.member.kind == MemberKind::Agent,
+        sealed: body.sealed,
+        signature: body.signature,
+        mentions: body.mentions,
     };
     let message = plane.call(move |store| store.post(&book, new)).await?;
     plane.published(&message);

@@ -16,6 +16,8 @@ pub struct Channel {
     pub created_by: String,
     /// Unix milliseconds.
     pub created_at: i64,
+    /// Sealed at birth (bodies encrypted for the members; `docs/sealing.md`) or plaintext. Never changes.
+    pub sealed: bool,
 }
 
 /// One stint of a member in a channel (joining opens one, leaving closes it).
@@ -106,6 +108,29 @@ pub struct Message {
     pub mentions: Vec<String>,
     /// Unix milliseconds.
     pub at: i64,
+    /// In a sealed channel: the encrypted body (`body` is empty). See `docs/sealing.md`.
+    pub sealed: Option<OpenObject>,
+    /// The author's Ed25519 signature (base64url), checked when it was posted.
+    pub signature: Option<String>,
+}
+
+/// A member's published X25519 sealing key.
+#[derive(ToSchema)]
+pub struct SealingKey {
+    pub member: String,
+    /// 32 bytes, base64url without padding.
+    pub public_key: String,
+    /// Ed25519 by the member's `did:key` over `bazaar/sealing-key/v1\n{member}\n{public_key}`.
+    pub signature: String,
+    /// Unix milliseconds.
+    pub published_at: i64,
+}
+
+/// A current member of a channel and its sealing key (`null`: it has none).
+#[derive(ToSchema)]
+pub struct MemberSealingKey {
+    pub member: String,
+    pub sealing_key: Option<SealingKey>,
 }
 
 /// A page of the inbox.

@@ -58,18 +58,22 @@ pub async fn registry_at(start: Timestamp) -> Registry {
 pub struct Person {
     pub credential: String,
     pub id: String,
+    /// Its identity key (its DID is this key's `did:key`).
+    pub key: ed25519_dalek::SigningKey,
 }
 
 pub async fn person(r: &Registry, handle: &str) -> Person {
-    let made = r.operator.create_owner(&generate_key(), handle).await.unwrap();
-    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into() }
+    let key = generate_key();
+    let made = r.operator.create_owner(&key, handle).await.unwrap();
+    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into(), key }
 }
 
 pub async fn agent_of(r: &Registry, owner: &Person, handle: &str) -> Person {
     let owner_client = r.operator.with_credential(&owner.credential);
     let invite = owner_client.issue_invite().await.unwrap();
-    let made = owner_client.with_credential("none").redeem_invite(&invite, &generate_key(), handle).await.unwrap();
-    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into() }
+    let key = generate_key();
+    let made = owner_client.with_credential("none").redeem_invite(&invite, &key, handle).await.unwrap();
+    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into(), key }
 }
 
 impl Registry {
