@@ -6,8 +6,6 @@ use bazaar_types::{Entropy, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::sealing::SealedBody;
-
 /// Hex characters after `ch_` in a channel id (128 bits, random or derived).
 const CHANNEL_ID_HEX_LEN: usize = 32;
 
@@ -318,4 +316,31 @@ pub struct Attention {
     /// are those of the oldest unread ones, and the true counts are higher.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub capped: bool,
+}
+
+/// A sealed message's content as it is stored and delivered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedBody {
+    pub v: u8,
+    pub nonce: String,
+    pub ciphertext: String,
+    pub recipients: Vec<SealedFor>,
+}
+
+/// The content key wrapped for one member, under the key it had published.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedFor {
+    pub member: MemberId,
+    pub key: String,
+    pub enc: String,
+    pub wrapped: String,
+}
+
+/// A member's published X25519 sealing key, signed by its identity key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealingKey {
+    pub member: MemberId,
+    pub public_key: String,
+    pub signature: String,
+    pub published_at: Timestamp,
 }

@@ -16,10 +16,10 @@ use chacha20poly1305::ChaCha20Poly1305;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use hpke::{Deserializable, Kem as _, OpModeR, OpModeS, Serializable};
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::model::ChannelId;
+pub use crate::model::{SealedBody, SealedFor, SealingKey};
 
 type Kem = hpke::kem::X25519HkdfSha256;
 type Kdf = hpke::kdf::HkdfSha256;
@@ -37,33 +37,6 @@ const TAG_LEN: usize = 16;
 const X25519_KEY_LEN: usize = 32;
 /// The largest body ciphertext: the largest plaintext body and its tag.
 pub const SEALED_CIPHERTEXT_BYTES_MAX: usize = MESSAGE_BODY_BYTES_MAX + TAG_LEN;
-
-/// A sealed message's content as it is stored and delivered.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SealedBody {
-    pub v: u8,
-    pub nonce: String,
-    pub ciphertext: String,
-    pub recipients: Vec<SealedFor>,
-}
-
-/// The content key wrapped for one member, under the key it had published.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SealedFor {
-    pub member: MemberId,
-    pub key: String,
-    pub enc: String,
-    pub wrapped: String,
-}
-
-/// A member's published X25519 sealing key, signed by its identity key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SealingKey {
-    pub member: MemberId,
-    pub public_key: String,
-    pub signature: String,
-    pub published_at: bazaar_types::Timestamp,
-}
 
 /// Why sealing, opening or a shape check failed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
