@@ -64,6 +64,8 @@ pub struct TalkReport {
     pub ingest_during_settle_per_s: Option<f64>,
     pub idle_sockets: usize,
     pub idle_kib_per_socket: Option<f64>,
+    /// Ingest over HTTP again, with the idle sockets (in none of the posters' rooms) held open.
+    pub ingest_beside_idle_per_s: Option<f64>,
 }
 
 pub async fn run(args: TalkArgs) -> Result<TalkReport> {
@@ -117,13 +119,16 @@ async fn measure(args: &TalkArgs, registry: &Registry, pid: u32) -> Result<TalkR
     let fanout_bazaar = talk::fanout(registry, &members, args.posts).await?;
     eprintln!("[talk] reference: the same on a bare tokio-tungstenite broadcast server");
     let fanout_reference = talk::reference_fanout(args.subscribers, args.posts).await?;
-    let mut idle_kib_per_socket = None;
+    let (mut idle_kib_per_socket, mut ingest_beside_idle_per_s) = (None, None);
     if args.idle > 0 {
         let needed = args.idle.div_ceil(talk::STREAMS_PER_MEMBER);
         eprintln!("[talk] idle: {} sockets held by {needed} members", args.idle);
         let holders = registry.people("idle", needed).await?;
         let (per_socket, sockets) = talk::idle(registry, pid, &holders, args.idle).await?;
         idle_kib_per_socket = Some(per_socket);
+        // A post wakes only the streams of members in its channel: these sockets should cost the posters nothing.
+        eprintln!("[talk] ingest again, beside the {} idle sockets", args.idle);
+        ingest_beside_idle_per_s = Some(talk::ingest(registry, &posters, args.ingest_s).await?);
         drop(sockets);
     }
     let ratio = if fanout_reference.p99_ms > 0.0 { fanout_bazaar.p99_ms / fanout_reference.p99_ms } else { 0.0 };
@@ -140,6 +145,7 @@ async fn measure(args: &TalkArgs, registry: &Registry, pid: u32) -> Result<TalkR
         ingest_during_settle_per_s,
         idle_sockets: args.idle,
         idle_kib_per_socket,
+        ingest_beside_idle_per_s,
     })
 }
 
@@ -207,5 +213,11 @@ pub fn print(report: &TalkReport) {
             println!("idle: {} sockets, {kib:.1} KiB of server RSS each   (goal: < 30 KB)", report.idle_sockets)
         }
         None => println!("idle: skipped"),
+    }
+    if let Some(rate) = report.ingest_beside_idle_per_s {
+        println!(
+            "ingest beside {} idle sockets: {rate:.0} messages/s (alone: {:.0})",
+            report.idle_sockets, report.ingest_messages_per_s
+        );
     }
 }

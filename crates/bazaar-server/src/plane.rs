@@ -1,16 +1,17 @@
 //! The conversation plane as the server holds it: the store (blocking, so
-//! every call runs on the blocking pool, never on a request's task), the one
-//! signal that the log advanced (which wakes every live stream), who is
+//! every call runs on the blocking pool, never on a request's task), the
+//! log's head, which channels each member's live streams follow (a post
+//! wakes only the streams of members following its channel), who is
 //! listening by which transport, and the mapping of the store's refusals to
 //! problem+json.
 
 use crate::problem::Problem;
 use axum::http::StatusCode;
-use bazaar_conversation::{ConversationError, Message, PlaneStore};
+use bazaar_conversation::{ChannelId, ConversationError, Message, PlaneStore};
 use bazaar_types::limits::{RECENT_MESSAGES_MAX, STREAM_CONNECTIONS_MAX, STREAM_CONNECTIONS_PER_MEMBER_MAX};
 use bazaar_types::MemberId;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -29,9 +30,11 @@ pub enum Transport {
 
 pub struct Plane {
     store: SharedStore,
-    /// The highest log position this node has written or seen: every live
-    /// stream waits on it and re-reads its inbox from its own cursor.
+    /// The highest log position this node has written or seen: a woken
+    /// stream reads up to it from its own cursor; the webhook sender waits on it.
     log: watch::Sender<u64>,
+    /// The channels each member's live streams follow, and their wake signal.
+    followers: Mutex<Followers>,
     listening: Mutex<Listeners>,
     /// The messages this node committed most recently, by position (see `window`).
     recent: Mutex<std::collections::BTreeMap<u64, Arc<Message>>>,
@@ -40,6 +43,40 @@ pub struct Plane {
     epochs: Mutex<HashMap<MemberId, u64>>,
     /// Whether webhook targets in loopback and private ranges are allowed (tests only).
     private_webhooks: std::sync::atomic::AtomicBool,
+}
+
+/// Which channels the live streams on this node follow, by member. A
+/// member's streams share one wake signal; a message wakes the members
+/// following its channel, and a membership change wakes the member.
+#[derive(Default)]
+struct Followers {
+    members: HashMap<MemberId, Followed>,
+    by_channel: HashMap<ChannelId, HashSet<MemberId>>,
+}
+
+struct Followed {
+    channels: Vec<ChannelId>,
+    wake: watch::Sender<u64>,
+    streams: usize,
+}
+
+impl Followers {
+    fn unindex(&mut self, member: &MemberId, channels: &[ChannelId]) {
+        for channel in channels {
+            if let Some(members) = self.by_channel.get_mut(channel) {
+                members.remove(member);
+                if members.is_empty() {
+                    self.by_channel.remove(channel);
+                }
+            }
+        }
+    }
+
+    fn wake(&self, member: &MemberId, position: u64) {
+        if let Some(followed) = self.members.get(member) {
+            followed.wake.send_replace(position);
+        }
+    }
 }
 
 /// Open streams per member and transport, and their total.
@@ -54,6 +91,7 @@ impl Plane {
         Plane {
             store,
             log: watch::channel(0).0,
+            followers: Mutex::default(),
             listening: Mutex::default(),
             recent: Mutex::default(),
             epochs: Mutex::default(),
@@ -83,13 +121,57 @@ impl Plane {
         outcome.map_err(problem)
     }
 
-    /// Says the log reached `position`; wakes every stream that waits.
+    /// Says the log reached `position` (the webhook sender wakes); wakes no stream.
     pub fn advanced(&self, position: u64) {
         self.log.send_if_modified(|last| {
             let moved = position > *last;
             *last = (*last).max(position);
             moved
         });
+    }
+
+    /// Says a message at `position` was written in `channel`: the log
+    /// advances and the streams of members following the channel wake.
+    pub fn advanced_in(&self, channel: &ChannelId, position: u64) {
+        // The head moves before the index is read, so a stream that starts
+        // following the channel after this read still finds the message by the head.
+        self.advanced(position);
+        let followers = self.followers.lock().expect("followers mutex");
+        for member in followers.by_channel.get(channel).into_iter().flatten() {
+            followers.wake(member, position);
+        }
+    }
+
+    /// A wake signal for one of `member`'s streams, counted until the guard drops.
+    pub fn follow(self: &Arc<Self>, member: &MemberId) -> (watch::Receiver<u64>, Following) {
+        let mut followers = self.followers.lock().expect("followers mutex");
+        let followed = followers.members.entry(member.clone()).or_insert_with(|| Followed {
+            channels: Vec::new(),
+            wake: watch::channel(0).0,
+            streams: 0,
+        });
+        followed.streams += 1;
+        let wake = followed.wake.subscribe();
+        (wake, Following { plane: self.clone(), member: member.clone() })
+    }
+
+    /// Sets the channels `member`'s streams follow (those it is in now, as
+    /// its streams last read them). When a channel is new to the set, the
+    /// member's streams wake once more: a post in it may have landed between
+    /// their read and now, when nothing followed it yet.
+    pub fn following(&self, member: &MemberId, channels: Vec<ChannelId>) {
+        let head = self.head();
+        let mut followers = self.followers.lock().expect("followers mutex");
+        let Some(followed) = followers.members.get_mut(member) else { return };
+        let added = channels.iter().any(|channel| !followed.channels.contains(channel));
+        let before = std::mem::replace(&mut followed.channels, channels.clone());
+        followers.unindex(member, &before);
+        for channel in channels {
+            followers.by_channel.entry(channel).or_default().insert(member.clone());
+        }
+        if added {
+            followers.wake(member, head);
+        }
     }
 
     /// Keeps a committed message for live streams to deliver from memory,
@@ -102,7 +184,7 @@ impl Plane {
                 recent.pop_first();
             }
         }
-        self.advanced(message.position);
+        self.advanced_in(&message.channel, message.position);
     }
 
     /// Every message at positions `after + 1 ..= head`, if this node holds
@@ -119,10 +201,19 @@ impl Plane {
     /// Says `members`' memberships changed (joined, left, added, a DM opened):
     /// their streams reload their stints before delivering from memory again.
     /// Call after the change committed and before anything that depends on it is published.
+    /// Their streams wake to reload.
     pub fn memberships_changed<'a>(&self, members: impl IntoIterator<Item = &'a MemberId>) {
-        let mut epochs = self.epochs.lock().expect("epochs mutex");
+        let members: Vec<&MemberId> = members.into_iter().collect();
+        {
+            let mut epochs = self.epochs.lock().expect("epochs mutex");
+            for member in &members {
+                *epochs.entry((*member).clone()).or_default() += 1;
+            }
+        }
+        let head = *self.log.borrow();
+        let followers = self.followers.lock().expect("followers mutex");
         for member in members {
-            *epochs.entry(member.clone()).or_default() += 1;
+            followers.wake(member, head);
         }
     }
 
@@ -133,6 +224,11 @@ impl Plane {
     /// A receiver that wakes when the log advances past what it last saw.
     pub fn watch_log(&self) -> watch::Receiver<u64> {
         self.log.subscribe()
+    }
+
+    /// The highest log position this node has written or seen.
+    pub fn head(&self) -> u64 {
+        *self.log.borrow()
     }
 
     /// Counts a stream opened by `member`, or refuses past the limits. The
@@ -171,6 +267,25 @@ impl Plane {
             .unwrap_or_default();
         found.sort();
         found
+    }
+}
+
+/// One stream following its member's channels, until it drops.
+pub struct Following {
+    plane: Arc<Plane>,
+    member: MemberId,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let mut followers = self.plane.followers.lock().expect("followers mutex");
+        let Some(followed) = followers.members.get_mut(&self.member) else { return };
+        followed.streams = followed.streams.saturating_sub(1);
+        if followed.streams == 0 {
+            let channels = std::mem::take(&mut followed.channels);
+            followers.members.remove(&self.member);
+            followers.unindex(&self.member, &channels);
+        }
     }
 }
 

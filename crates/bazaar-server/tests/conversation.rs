@@ -507,3 +507,37 @@ async fn what_was_said_is_stored_readable() {
     let (_, history) = r.get(&jon, &format!("/v1/channels/{lobby}/messages")).await;
     assert!(history.as_array().unwrap().iter().any(|m| m["body"] == "said before jon came"));
 }
+
+/// A post wakes only the streams of members in its channel (and a
+/// membership change wakes the member's own): a node full of idle sockets
+/// costs a post in another room nothing.
+#[tokio::test]
+async fn a_post_wakes_only_the_streams_of_members_in_its_channel() {
+    let r = registry().await;
+    let (ada, bob) = (person(&r, "ada").await, person(&r, "bob").await);
+    let hers = r.room(&ada, "ada's", false).await;
+    let elsewhere = r.room(&bob, "bob's", false).await;
+    let plane = r.state.plane().unwrap().clone();
+    let ada_id = bazaar_types::MemberId(ada.id.clone());
+    let (mut wake, _following) = plane.follow(&ada_id);
+    plane.following(&ada_id, vec![bazaar_conversation::ChannelId(hers.clone())]);
+    wake.borrow_and_update();
+    r.say(&bob, &elsewhere, "not for ada").await;
+    assert!(!wake.has_changed().unwrap(), "a post in a room ada is not in does not wake her stream");
+    r.post(&bob, &format!("/v1/channels/{hers}/join"), json!({})).await;
+    assert!(wake.has_changed().unwrap(), "bob's join line in ada's room wakes her");
+    wake.borrow_and_update();
+    r.say(&bob, &hers, "for ada").await;
+    assert!(wake.has_changed().unwrap(), "a post in her room wakes her");
+    wake.borrow_and_update();
+    r.post(&bob, "/v1/dms", json!({"with": "ada"})).await;
+    assert!(wake.has_changed().unwrap(), "a DM opened to her changes her memberships and wakes her");
+    // And the stream itself still delivers what is hers, from any cursor.
+    let mut socket = open_socket(&r, &ada, 0).await;
+    let mut seen = Vec::new();
+    let polled = r.polled(&ada).await;
+    while seen.len() < polled.len() {
+        seen.push(next_frame(&mut socket).await["cursor"].as_u64().unwrap());
+    }
+    assert_eq!(seen, polled);
+}

@@ -211,7 +211,7 @@ fn changed(state: &AppState, stint: &Membership, line: Option<u64>) -> Result<()
     let plane = state.plane()?;
     plane.memberships_changed([&stint.member]);
     if let Some(position) = line {
-        plane.advanced(position);
+        plane.advanced_in(&stint.channel, position);
     }
     Ok(())
 }

@@ -15,7 +15,7 @@
 //!   resumes from the last cursor it handled.
 
 use crate::auth::{ApiQuery, Auth};
-use crate::plane::{Listening, Plane, Transport};
+use crate::plane::{Following, Listening, Plane, Transport};
 use crate::problem::{errors, Problem};
 use crate::state::AppState;
 use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket, WebSocketUpgrade};
@@ -54,10 +54,12 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::new().routes(routes!(sse)).route(INBOX_SOCKET_PATH, axum::routing::get(websocket))
 }
 
-/// Reads a member's inbox from a cursor and waits for more. While this
-/// node holds every message after the cursor (`Plane::window`) and the
-/// member's memberships have not changed since the follower last read them,
-/// it delivers from memory with the same `delivered_to` predicate the store
+/// Reads a member's inbox from a cursor and waits for more. It wakes only
+/// when a message lands in a channel its member is in (or the member's
+/// memberships change), never for the rest of the log. While this node holds
+/// every message after the cursor (`Plane::window`) and the member's
+/// memberships have not changed since the follower last read them, it
+/// delivers from memory with the same `delivered_to` predicate the store
 /// uses; at any gap or change it reads the store from its cursor, so what it
 /// delivers is the same either way.
 pub struct Follower {
@@ -65,15 +67,17 @@ pub struct Follower {
     member: MemberId,
     /// Where the next read starts (the inbox's `next_after`).
     read_to: u64,
-    log: watch::Receiver<u64>,
+    /// Wakes when a post lands in a channel the member follows, or its memberships change.
+    wake: watch::Receiver<u64>,
+    _following: Following,
     /// The member's stints as last read, and the membership epoch then.
     stints: Option<(u64, Vec<Membership>)>,
 }
 
 impl Follower {
     pub fn new(plane: Arc<Plane>, member: MemberId, since: u64) -> Follower {
-        let log = plane.watch_log();
-        Follower { plane, member, read_to: since, log, stints: None }
+        let (wake, following) = plane.follow(&member);
+        Follower { plane, member, read_to: since, wake, _following: following, stints: None }
     }
 
     /// The next messages after the cursor, waiting until there are some.
@@ -81,8 +85,16 @@ impl Follower {
     pub async fn next(&mut self) -> Result<Vec<Message>, Problem> {
         loop {
             // Marked seen before reading, so a post landing during the read wakes the wait below.
-            let head = *self.log.borrow_and_update();
-            if head > self.read_to {
+            self.wake.borrow_and_update();
+            let head = self.plane.head();
+            let fresh = self.stints.as_ref().is_some_and(|(epoch, _)| *epoch == self.plane.epoch(&self.member));
+            if fresh && head <= self.read_to {
+                if self.wake.changed().await.is_err() {
+                    return Ok(Vec::new());
+                }
+                continue;
+            }
+            if fresh {
                 if let Some(batch) = self.in_memory(head) {
                     self.read_to = head;
                     if batch.is_empty() {
@@ -90,11 +102,6 @@ impl Follower {
                     }
                     return Ok(batch);
                 }
-            } else if self.stints.is_some() {
-                if self.log.changed().await.is_err() {
-                    return Ok(Vec::new());
-                }
-                continue;
             }
             let epoch = self.plane.epoch(&self.member);
             let (member, after) = (self.member.clone(), self.read_to);
@@ -102,13 +109,17 @@ impl Follower {
                 .plane
                 .call(move |store| Ok((store.inbox(&member, after, STREAM_PAGE)?, store.memberships_of(&member)?)))
                 .await?;
+            // A channel new to the set wakes this stream once more, so a post
+            // that landed in it before it was followed is read on the next turn.
+            let current = stints.iter().filter(|stint| stint.is_current()).map(|stint| stint.channel.clone());
+            self.plane.following(&self.member, current.collect());
             self.stints = Some((epoch, stints));
             let moved = page.next_after > self.read_to;
             self.read_to = page.next_after;
             if !page.messages.is_empty() {
                 return Ok(page.messages);
             }
-            if !moved && self.log.changed().await.is_err() {
+            if !moved && self.wake.changed().await.is_err() {
                 return Ok(Vec::new());
             }
         }
