@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use bazaar_conversation::acts::{Engine, Rows};
 use bazaar_conversation::delivery::{Delivery, DeliveryState, Endpoint};
 use bazaar_conversation::model::{Channel, ChannelId, Membership, Message};
+use bazaar_conversation::people::{Ceremony, PasskeyRecord, Session};
 use bazaar_conversation::sealing::SealingKey;
 use bazaar_conversation::HistoryRange;
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
@@ -43,6 +44,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0003_changes", include_str!("../migrations/0003_changes.sql")),
     ("0004_counters", include_str!("../migrations/0004_counters.sql")),
     ("0005_sealing", include_str!("../migrations/0005_sealing.sql")),
+    ("0006_people", include_str!("../migrations/0006_people.sql")),
 ];
 
 /// The advisory lock key taken while migrating ("bazaar" then 0xC0, the plane's own).
@@ -139,6 +141,19 @@ impl Engine for PostgresConversationStore {
 }
 
 // The rows, for the acts written once in `bazaar_conversation::acts`.
+
+const PASSKEY_COLUMNS: &str = "credential_id, member, user_handle, passkey, created_at, last_used_at";
+
+fn passkey_from_row(row: &tokio_postgres::Row) -> Result<PasskeyRecord> {
+    Ok(PasskeyRecord {
+        credential_id: tx::col(row, 0)?,
+        member: MemberId(tx::col(row, 1)?),
+        user_handle: tx::col(row, 2)?,
+        passkey: tx::col(row, 3)?,
+        created_at: Timestamp(tx::col(row, 4)?),
+        last_used_at: tx::col::<Option<i64>>(row, 5)?.map(Timestamp),
+    })
+}
 
 impl Rows for Tx<'_> {
     fn load_channel(&self, id: &ChannelId) -> Result<Channel> {
@@ -269,6 +284,81 @@ impl Rows for Tx<'_> {
                  signature = excluded.signature, published_at = excluded.published_at",
             &[&key.member.as_str(), &key.public_key, &key.signature, &key.published_at.0],
         )?;
+        Ok(())
+    }
+    fn insert_passkey(&self, p: &PasskeyRecord) -> Result<()> {
+        self.execute(
+            "INSERT INTO passkeys (credential_id, member, user_handle, passkey, created_at, last_used_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &p.credential_id,
+                &p.member.as_str(),
+                &p.user_handle,
+                &p.passkey,
+                &p.created_at.0,
+                &p.last_used_at.map(|t| t.0),
+            ],
+        )?;
+        Ok(())
+    }
+    fn load_passkey(&self, credential_id: &str) -> Result<Option<PasskeyRecord>> {
+        let sql = format!("SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE credential_id = $1");
+        self.query_opt(&sql, &[&credential_id])?.map(|row| passkey_from_row(&row)).transpose()
+    }
+    fn passkeys_of(&self, member: &MemberId) -> Result<Vec<PasskeyRecord>> {
+        let sql =
+            format!("SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE member = $1 ORDER BY created_at, credential_id");
+        self.query(&sql, &[&member.as_str()])?.iter().map(passkey_from_row).collect()
+    }
+    fn update_passkey(&self, p: &PasskeyRecord) -> Result<()> {
+        self.execute(
+            "UPDATE passkeys SET passkey = $2, last_used_at = $3 WHERE credential_id = $1",
+            &[&p.credential_id, &p.passkey, &p.last_used_at.map(|t| t.0)],
+        )?;
+        Ok(())
+    }
+    fn insert_ceremony(&self, c: &Ceremony) -> Result<()> {
+        self.execute(
+            "INSERT INTO ceremonies (id, kind, member, state, expires_at) VALUES ($1, $2, $3, $4, $5)",
+            &[&c.id, &c.kind, &c.member.as_ref().map(MemberId::as_str), &c.state, &c.expires_at.0],
+        )?;
+        Ok(())
+    }
+    fn take_ceremony(&self, id: &str) -> Result<Option<Ceremony>> {
+        let sql = "DELETE FROM ceremonies WHERE id = $1 RETURNING id, kind, member, state, expires_at";
+        match self.query_opt(sql, &[&id])? {
+            Some(row) => Ok(Some(Ceremony {
+                id: tx::col(&row, 0)?,
+                kind: tx::col(&row, 1)?,
+                member: tx::col::<Option<String>>(&row, 2)?.map(MemberId),
+                state: tx::col(&row, 3)?,
+                expires_at: Timestamp(tx::col(&row, 4)?),
+            })),
+            None => Ok(None),
+        }
+    }
+    fn insert_session(&self, s: &Session) -> Result<()> {
+        self.execute(
+            "INSERT INTO sessions (hash, member, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5)",
+            &[&s.hash, &s.member.as_str(), &s.created_at.0, &s.expires_at.0, &s.revoked_at.map(|t| t.0)],
+        )?;
+        Ok(())
+    }
+    fn load_session(&self, hash: &str) -> Result<Option<Session>> {
+        let sql = "SELECT hash, member, created_at, expires_at, revoked_at FROM sessions WHERE hash = $1";
+        match self.query_opt(sql, &[&hash])? {
+            Some(row) => Ok(Some(Session {
+                hash: tx::col(&row, 0)?,
+                member: MemberId(tx::col(&row, 1)?),
+                created_at: Timestamp(tx::col(&row, 2)?),
+                expires_at: Timestamp(tx::col(&row, 3)?),
+                revoked_at: tx::col::<Option<i64>>(&row, 4)?.map(Timestamp),
+            })),
+            None => Ok(None),
+        }
+    }
+    fn update_session(&self, s: &Session) -> Result<()> {
+        self.execute("UPDATE sessions SET revoked_at = $2 WHERE hash = $1", &[&s.hash, &s.revoked_at.map(|t| t.0)])?;
         Ok(())
     }
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {

@@ -12,6 +12,7 @@ use crate::model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, ReplyTo, Role,
     SystemLine,
 };
+use crate::people::{Ceremony, PasskeyRecord, Session};
 use crate::sealing::{check_public_key, check_shape, SealedBody, SealingKey};
 use crate::store::{
     Change, ChangeKind, ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom,
@@ -64,6 +65,21 @@ pub trait Rows {
     fn sealing_key(&self, member: &MemberId) -> Result<Option<SealingKey>>;
     /// Writes the member's sealing key, replacing any earlier one.
     fn put_sealing_key(&self, key: &SealingKey) -> Result<()>;
+
+    // People's passkeys, ceremonies and sessions (see `people`).
+
+    fn insert_passkey(&self, passkey: &PasskeyRecord) -> Result<()>;
+    fn load_passkey(&self, credential_id: &str) -> Result<Option<PasskeyRecord>>;
+    fn passkeys_of(&self, member: &MemberId) -> Result<Vec<PasskeyRecord>>;
+    /// Writes a passkey's stored state and when it was last used.
+    fn update_passkey(&self, passkey: &PasskeyRecord) -> Result<()>;
+    fn insert_ceremony(&self, ceremony: &Ceremony) -> Result<()>;
+    /// Deletes the ceremony and returns it, if it exists.
+    fn take_ceremony(&self, id: &str) -> Result<Option<Ceremony>>;
+    fn insert_session(&self, session: &Session) -> Result<()>;
+    fn load_session(&self, hash: &str) -> Result<Option<Session>>;
+    /// Writes a session's revocation.
+    fn update_session(&self, session: &Session) -> Result<()>;
 
     // The webhook outbox (see `webhooks`).
 

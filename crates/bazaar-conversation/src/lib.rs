@@ -17,6 +17,7 @@ pub mod eligibility;
 mod group_commit;
 pub mod mentions;
 pub mod model;
+pub mod people;
 pub mod sealing;
 pub mod sqlite;
 pub mod store;
@@ -27,13 +28,14 @@ pub use model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, RecordRef,
     ReplyTo, Role, SystemLine,
 };
+pub use people::PeopleStore;
 pub use store::{
     Change, ChangeKind, ConversationError, ConversationStore, Directory, HandleBook, HistoryRange, InboxPage,
     NewMessage, NewRoom,
 };
 pub use webhooks::WebhookStore;
 
-/// The whole store an engine offers: conversations and their webhook outbox.
-pub trait PlaneStore: ConversationStore + WebhookStore {}
+/// The whole store an engine offers: conversations, their webhook outbox, and people's passkeys and sessions.
+pub trait PlaneStore: ConversationStore + WebhookStore + PeopleStore {}
 
-impl<T: ConversationStore + WebhookStore + ?Sized> PlaneStore for T {}
+impl<T: ConversationStore + WebhookStore + PeopleStore + ?Sized> PlaneStore for T {}

@@ -16,6 +16,7 @@ use crate::acts::{Engine, Rows};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::group_commit::Writer;
 use crate::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
+use crate::people::{Ceremony, PasskeyRecord, Session};
 use crate::sealing::SealingKey;
 use crate::store::{ConversationError, HistoryRange, Result};
 
@@ -25,6 +26,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0003_changes", include_str!("../migrations/0003_changes.sql")),
     ("0004_counters", include_str!("../migrations/0004_counters.sql")),
     ("0005_sealing", include_str!("../migrations/0005_sealing.sql")),
+    ("0006_people", include_str!("../migrations/0006_people.sql")),
 ];
 
 /// How long a write waits for another process's write before giving up.
@@ -212,6 +214,19 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
             None => None,
         },
         signature: row.get(14)?,
+    })
+}
+
+const PASSKEY_COLUMNS: &str = "credential_id, member, user_handle, passkey, created_at, last_used_at";
+
+fn passkey_from_row(row: &Row<'_>) -> rusqlite::Result<PasskeyRecord> {
+    Ok(PasskeyRecord {
+        credential_id: row.get(0)?,
+        member: MemberId(row.get(1)?),
+        user_handle: row.get(2)?,
+        passkey: row.get(3)?,
+        created_at: Timestamp(row.get(4)?),
+        last_used_at: row.get::<_, Option<i64>>(5)?.map(Timestamp),
     })
 }
 
@@ -539,6 +554,90 @@ impl Rows for Transaction<'_> {
             params![key.member.as_str(), key.public_key, key.signature, key.published_at.0],
         )
         .map_err(unavailable)?;
+        Ok(())
+    }
+    fn insert_passkey(&self, p: &PasskeyRecord) -> Result<()> {
+        self.run(
+            "INSERT INTO passkeys (credential_id, member, user_handle, passkey, created_at, last_used_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                p.credential_id,
+                p.member.as_str(),
+                p.user_handle,
+                p.passkey,
+                p.created_at.0,
+                p.last_used_at.map(|t| t.0)
+            ],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn load_passkey(&self, credential_id: &str) -> Result<Option<PasskeyRecord>> {
+        let sql = format!("SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE credential_id = ?1");
+        self.one(&sql, [credential_id], passkey_from_row).optional().map_err(unavailable)
+    }
+    fn passkeys_of(&self, member: &MemberId) -> Result<Vec<PasskeyRecord>> {
+        let sql =
+            format!("SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE member = ?1 ORDER BY created_at, credential_id");
+        let mut statement = self.prepare_cached(&sql).map_err(unavailable)?;
+        let rows = statement.query_map([member.as_str()], passkey_from_row).map_err(unavailable)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
+    }
+    fn update_passkey(&self, p: &PasskeyRecord) -> Result<()> {
+        self.run(
+            "UPDATE passkeys SET passkey = ?2, last_used_at = ?3 WHERE credential_id = ?1",
+            params![p.credential_id, p.passkey, p.last_used_at.map(|t| t.0)],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn insert_ceremony(&self, c: &Ceremony) -> Result<()> {
+        self.run(
+            "INSERT INTO ceremonies (id, kind, member, state, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![c.id, c.kind, c.member.as_ref().map(MemberId::as_str), c.state, c.expires_at.0],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn take_ceremony(&self, id: &str) -> Result<Option<Ceremony>> {
+        let found = self
+            .one("DELETE FROM ceremonies WHERE id = ?1 RETURNING id, kind, member, state, expires_at", [id], |r| {
+                Ok(Ceremony {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    member: r.get::<_, Option<String>>(2)?.map(MemberId),
+                    state: r.get(3)?,
+                    expires_at: Timestamp(r.get(4)?),
+                })
+            })
+            .optional()
+            .map_err(unavailable)?;
+        Ok(found)
+    }
+    fn insert_session(&self, s: &Session) -> Result<()> {
+        self.run(
+            "INSERT INTO sessions (hash, member, created_at, expires_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![s.hash, s.member.as_str(), s.created_at.0, s.expires_at.0, s.revoked_at.map(|t| t.0)],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn load_session(&self, hash: &str) -> Result<Option<Session>> {
+        self.one("SELECT hash, member, created_at, expires_at, revoked_at FROM sessions WHERE hash = ?1", [hash], |r| {
+            Ok(Session {
+                hash: r.get(0)?,
+                member: MemberId(r.get(1)?),
+                created_at: Timestamp(r.get(2)?),
+                expires_at: Timestamp(r.get(3)?),
+                revoked_at: r.get::<_, Option<i64>>(4)?.map(Timestamp),
+            })
+        })
+        .optional()
+        .map_err(unavailable)
+    }
+    fn update_session(&self, s: &Session) -> Result<()> {
+        self.run("UPDATE sessions SET revoked_at = ?2 WHERE hash = ?1", params![s.hash, s.revoked_at.map(|t| t.0)])
+            .map_err(unavailable)?;
         Ok(())
     }
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {

@@ -210,6 +210,10 @@ pub enum ConversationError {
     SignatureRequired,
     #[error("the signature does not verify against the author's key")]
     SignatureInvalid,
+    #[error("this passkey is registered already")]
+    PasskeyExists,
+    #[error("a person may register at most {max} passkeys")]
+    TooManyPasskeys { max: usize },
     #[error("the conversation store is unavailable: {0}")]
     Unavailable(String),
 }
@@ -255,6 +259,8 @@ impl ConversationError {
             ConversationError::SealedEditUnsupported => "sealed_edit_unsupported",
             ConversationError::SignatureRequired => "signature_required",
             ConversationError::SignatureInvalid => "signature_invalid",
+            ConversationError::PasskeyExists => "passkey_exists",
+            ConversationError::TooManyPasskeys { .. } => "too_many_passkeys",
             ConversationError::Unavailable(_) => "unavailable",
         }
     }

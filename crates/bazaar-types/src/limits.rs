@@ -206,6 +206,12 @@ pub const CHANNEL_MEMBERS_MAX: usize = 1_000;
 /// Members a sealed channel may hold at once: every post carries the content
 /// key wrapped for each of them (80 bytes of base64 apiece).
 pub const SEALED_CHANNEL_MEMBERS_MAX: usize = 64;
+/// Passkeys one person may register.
+pub const PASSKEYS_PER_MEMBER_MAX: usize = 10;
+/// How long a browser session lasts after a passkey sign-in.
+pub const SESSION_TTL_S: u64 = 12 * 60 * 60;
+/// How long a passkey registration or sign-in may take between its start and finish.
+pub const PASSKEY_CEREMONY_TTL_S: u64 = 300;
 /// A room's display name in UTF-8 bytes.
 pub const CHANNEL_NAME_BYTES_MAX: usize = 64;
 /// Messages one history page returns.

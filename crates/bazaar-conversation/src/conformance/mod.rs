@@ -21,6 +21,7 @@ use crate::{Attention, ChannelId, ConversationError, ConversationStore, Director
 use crate::{Message, NewMessage, NewRoom};
 
 pub mod changes;
+pub mod people;
 pub mod sealing;
 pub mod webhooks;
 
@@ -60,7 +61,12 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         ("a_full_channel_refuses_one_more_member", a_full_channel_refuses_one_more::<H>),
         ("a_private_channel_shows_itself_to_its_members_only", a_private_channel_shows_itself_to_members::<H>),
     ];
-    own.into_iter().chain(changes::cases::<H>()).chain(sealing::cases::<H>()).chain(webhooks::cases::<H>()).collect()
+    own.into_iter()
+        .chain(changes::cases::<H>())
+        .chain(sealing::cases::<H>())
+        .chain(people::cases::<H>())
+        .chain(webhooks::cases::<H>())
+        .collect()
 }
 
 /// Run every case, each on a fresh database.
