@@ -7,7 +7,7 @@
 // One line per file on stdout. Exits non-zero if the page logged an error (a CSP refusal, say), made a
 // network request after it loaded, or showed a result whose text and data-valid disagree.
 import { readFile } from "node:fs/promises";
-import { chromium } from "playwright-core";
+import { launch } from "./chromium.mjs";
 
 const [url, ...rest] = process.argv.slice(2);
 const proofOnly = rest[0] === "--proof-only";
@@ -17,11 +17,7 @@ if (!url || files.length === 0) {
   process.exit(2);
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM_PATH || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-  timeout: 60_000,
-});
+const browser = await launch();
 const problems = [];
 // Chromium asks for /favicon.ico on its own; the registry has none, and that is not the page's doing.
 const isFavicon = (address) => new URL(address).pathname === "/favicon.ico";

@@ -12,7 +12,7 @@ use crate::model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, ReplyTo, Role,
     SystemLine,
 };
-use crate::people::{Ceremony, PasskeyRecord, Session};
+use crate::model::{Ceremony, PasskeyRecord, Session};
 use crate::sealing::{check_public_key, check_shape, SealedBody, SealingKey};
 use crate::store::{
     Change, ChangeKind, ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom,

@@ -344,3 +344,46 @@ pub struct SealingKey {
     pub signature: String,
     pub published_at: Timestamp,
 }
+
+/// A registered passkey.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PasskeyRecord {
+    /// The credential id, base64url.
+    pub credential_id: String,
+    pub member: MemberId,
+    /// The WebAuthn user handle (a UUID derived from the member id).
+    pub user_handle: String,
+    /// The credential as the WebAuthn library serialises it (public key, counter).
+    #[serde(skip_serializing)]
+    pub passkey: String,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+}
+
+/// A registration or sign-in in progress: its challenge state, used once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ceremony {
+    pub id: String,
+    /// `register` or `sign_in`.
+    pub kind: String,
+    /// Who registers (none for a usernameless sign-in).
+    pub member: Option<MemberId>,
+    pub state: String,
+    pub expires_at: Timestamp,
+}
+
+/// A signed-in browser session, known by the SHA-256 of its cookie value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub hash: String,
+    pub member: MemberId,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl Session {
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        self.revoked_at.is_none() && now < self.expires_at
+    }
+}

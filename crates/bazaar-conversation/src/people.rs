@@ -6,53 +6,10 @@
 
 use bazaar_types::limits::{PASSKEYS_PER_MEMBER_MAX, SESSION_TTL_S};
 use bazaar_types::{MemberId, Timestamp};
-use serde::{Deserialize, Serialize};
 
 use crate::acts::{Engine, Rows};
+pub use crate::model::{Ceremony, PasskeyRecord, Session};
 use crate::store::{ConversationError, Result};
-
-/// A registered passkey.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PasskeyRecord {
-    /// The credential id, base64url.
-    pub credential_id: String,
-    pub member: MemberId,
-    /// The WebAuthn user handle (a UUID derived from the member id).
-    pub user_handle: String,
-    /// The credential as the WebAuthn library serialises it (public key, counter).
-    #[serde(skip_serializing)]
-    pub passkey: String,
-    pub created_at: Timestamp,
-    pub last_used_at: Option<Timestamp>,
-}
-
-/// A registration or sign-in in progress: its challenge state, used once.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ceremony {
-    pub id: String,
-    /// `register` or `sign_in`.
-    pub kind: String,
-    /// Who registers (none for a usernameless sign-in).
-    pub member: Option<MemberId>,
-    pub state: String,
-    pub expires_at: Timestamp,
-}
-
-/// A signed-in browser session, known by the SHA-256 of its cookie value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Session {
-    pub hash: String,
-    pub member: MemberId,
-    pub created_at: Timestamp,
-    pub expires_at: Timestamp,
-    pub revoked_at: Option<Timestamp>,
-}
-
-impl Session {
-    pub fn is_live(&self, now: Timestamp) -> bool {
-        self.revoked_at.is_none() && now < self.expires_at
-    }
-}
 
 pub trait PeopleStore {
     /// Keeps a passkey that finished registration; `passkey_exists` if the

@@ -15,8 +15,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, Transact
 use crate::acts::{Engine, Rows};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::group_commit::Writer;
+use crate::model::{Ceremony, PasskeyRecord, Session};
 use crate::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
-use crate::people::{Ceremony, PasskeyRecord, Session};
 use crate::sealing::SealingKey;
 use crate::store::{ConversationError, HistoryRange, Result};
 

@@ -5,15 +5,19 @@ use crate::problem::Problem;
 use crate::AppState;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::Json;
 use bazaar_core::crypto::sha256_hex;
 use bazaar_core::model::Member;
 use std::sync::Arc;
 
-/// The authenticated caller and the hash of the credential it used.
+/// The authenticated caller and the hash of the credential it used (or of
+/// its browser session's cookie, when `session`).
 pub struct Auth {
     pub member: Member,
     pub credential_hash: String,
+    /// Signed in with a passkey in a browser, not with a bearer credential.
+    pub session: bool,
 }
 
 /// Credentials are at most this long; anything longer is refused unread.
@@ -23,7 +27,13 @@ impl FromRequestParts<Arc<AppState>> for Auth {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Problem> {
-        let header = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let header = parts.headers.get(axum::http::header::AUTHORIZATION);
+        if header.is_none() {
+            if let Some(token) = session_cookie(&parts.headers) {
+                return session(parts, state, &token).await;
+            }
+        }
+        let header = header.and_then(|v| v.to_str().ok());
         let credential = header.and_then(|h| h.strip_prefix("Bearer ")).ok_or_else(Problem::unauthenticated)?;
         if credential.len() > CREDENTIAL_LEN_MAX {
             return Err(Problem::unauthenticated());
@@ -33,8 +43,49 @@ impl FromRequestParts<Arc<AppState>> for Auth {
         if stored.revoked_at.is_some() {
             return Err(Problem::unauthenticated());
         }
-        Ok(Auth { member, credential_hash: hash })
+        Ok(Auth { member, credential_hash: hash, session: false })
     }
+}
+
+/// A browser signed in with a passkey: its session cookie stands in for the
+/// owner's credential. A state-changing request on a session must carry the
+/// registry's own `Origin` (`origin_refused` otherwise), besides the cookie
+/// being SameSite=Strict.
+async fn session(parts: &Parts, state: &Arc<AppState>, token: &str) -> Result<Auth, Problem> {
+    if token.len() > CREDENTIAL_LEN_MAX {
+        return Err(Problem::unauthenticated());
+    }
+    let hash = sha256_hex(token.as_bytes());
+    let (now, lookup) = (state.now(), hash.clone());
+    let plane = state.plane().map_err(|_| Problem::unauthenticated())?;
+    let live = plane.call(move |store| store.session(&lookup, now)).await?.ok_or_else(Problem::unauthenticated)?;
+    let safe = matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+    if !safe {
+        let origin = state.relying_party()?.origin.clone();
+        let sent = parts.headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok());
+        if sent != Some(origin.as_str()) {
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "origin_refused",
+                format!("A signed-in browser may change things only from this registry's own pages ({origin})."),
+            ));
+        }
+    }
+    let member = state.store.member(&live.member).await?.ok_or_else(Problem::unauthenticated)?;
+    Ok(Auth { member, credential_hash: hash, session: true })
+}
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "bazaar_session";
+
+/// The session cookie a browser sent, if any.
+pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers.get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok()).find_map(|cookies| {
+        cookies.split(';').find_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == SESSION_COOKIE && !value.is_empty()).then(|| value.to_string())
+        })
+    })
 }
 
 /// `Query<T>` whose rejections are problem+json (`invalid_request`).

@@ -145,9 +145,23 @@ async fn redeem_invite(
     Ok(with_credential(execute(&state, actor, None, op, StatusCode::CREATED).await, &credential).await)
 }
 
+/// A browser session stands in for a credential but is not one: it cannot
+/// rotate or revoke the credential (sign out ends the session).
+fn session_is_not_a_credential() -> Response {
+    Problem::new(
+        StatusCode::FORBIDDEN,
+        "session_not_credential",
+        "A passkey session cannot rotate or revoke a credential: send the credential itself, or sign out.",
+    )
+    .into_response()
+}
+
 /// Replaces the caller's credential; the old one stops working at once.
 #[utoipa::path(post, path = "/v1/credentials/rotate", responses((status = 200, description = "New `credential`, shown once", body = schema::Rotated), errors::Unauthenticated, errors::Conflict, errors::Unavailable))]
 async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
+    if auth.session {
+        return session_is_not_a_credential();
+    }
     let credential = state.new_secret_credential();
     let op = Op::Identity(identity::Op::RotateCredential {
         old_hash: auth.credential_hash,
@@ -159,6 +173,9 @@ async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Re
 /// Revokes the credential this request is made with.
 #[utoipa::path(post, path = "/v1/credentials/revoke", responses((status = 200, description = "Revoked", body = schema::Revoked), errors::Unauthenticated, errors::Conflict, errors::Unavailable))]
 async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
+    if auth.session {
+        return session_is_not_a_credential();
+    }
     let op =
         Op::Identity(identity::Op::RevokeCredential { member: auth.member.id.clone(), hash: auth.credential_hash });
     execute(&state, auth.member, None, op, StatusCode::OK).await

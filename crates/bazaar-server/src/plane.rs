@@ -323,7 +323,9 @@ pub fn problem(error: ConversationError) -> Problem {
         }
         E::WebhookNotFound(_) | E::DeliveryNotFound(_) | E::MessageNotFound { .. } => StatusCode::NOT_FOUND,
         E::NotAuthor { .. } => StatusCode::FORBIDDEN,
-        E::LastOwner(_) | E::MessageDeleted { .. } => StatusCode::CONFLICT,
+        E::LastOwner(_) | E::MessageDeleted { .. } | E::PasskeyExists | E::TooManyPasskeys { .. } => {
+            StatusCode::CONFLICT
+        }
         E::SealedRequired(_)
         | E::NotSealed(_)
         | E::SealedRecipients(_)

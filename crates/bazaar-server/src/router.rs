@@ -80,6 +80,7 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("market", market::routes()))
         .merge(tagged("x402", x402::routes()))
         .merge(tagged("conversation", conversation::routes()))
+        .merge(tagged("people", crate::people::routes()))
 }
 
 /// Tags every operation of `router` with its capability.

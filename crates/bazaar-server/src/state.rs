@@ -28,6 +28,8 @@ pub struct AppState {
     pub registry: MemberId,
     /// This node's base URL as peers reach it (published in the card), if known.
     pub public_url: std::sync::RwLock<Option<String>>,
+    /// The WebAuthn relying party, built from `public_url` when passkeys are first used.
+    pub relying_parties: crate::relying_party::RelyingParties,
     /// The reputation fold, caught up from the event ledger on each read.
     pub reputation: tokio::sync::Mutex<bazaar_core::reputation::Ledger>,
     /// HTTP client for peer registries (bounded by `FEDERATION_HTTP_TIMEOUT_MS`).
@@ -102,6 +104,7 @@ pub async fn boot_with_entropy(
         genesis_seed: seed,
         registry: registry.clone(),
         public_url: Default::default(),
+        relying_parties: Default::default(),
         reputation: Default::default(),
         http,
         metrics: Default::default(),
@@ -164,6 +167,11 @@ impl AppState {
                 "This registry runs without a conversation plane.",
             )
         })
+    }
+
+    /// The WebAuthn relying party for this registry's public URL.
+    pub fn relying_party(&self) -> Result<Arc<crate::relying_party::RelyingParty>, crate::problem::Problem> {
+        self.relying_parties.get(self.public_url.read().expect("url lock").clone())
     }
 
     pub fn now(&self) -> Timestamp {

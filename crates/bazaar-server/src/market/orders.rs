@@ -283,21 +283,9 @@ pub async fn get_blob(
     Ok(([(axum::http::header::CONTENT_TYPE, content_type)], bytes).into_response())
 }
 
-/// The approval link: a page where the buyer's owner, signed in with its own
-/// credential, sees the order and approves or declines it.
+/// The approval link: a page where the buyer's owner, signed in with a
+/// passkey or its own credential, sees the order and approves or declines it.
 #[utoipa::path(get, path = "/approve/{id}", responses((status = 200, description = "Approval page (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
-pub async fn approval_page(Path(_id): Path<String>) -> impl IntoResponse {
-    use axum::http::header;
-    (
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'",
-            ),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
-        ],
-        include_str!("../../assets/approve.html"),
-    )
+pub async fn approval_page(Path(_id): Path<String>) -> Response {
+    crate::page::html(include_str!("../../assets/approve.html"))
 }

@@ -150,3 +150,15 @@ pub struct Attention {
     /// Present (true) when more unread messages lie beyond the 1,000 read: show "1000+".
     pub capped: Option<bool>,
 }
+
+/// A person's registered passkey (never its key material).
+#[derive(ToSchema)]
+pub struct Passkey {
+    /// The WebAuthn credential id, base64url.
+    pub credential_id: String,
+    pub member: String,
+    /// The WebAuthn user handle: a UUID (v5) of the member id.
+    pub user_handle: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
