@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex};
 
 use bazaar_conversation::acts::{Engine, Rows};
 use bazaar_conversation::delivery::{Delivery, DeliveryState, Endpoint};
+use bazaar_conversation::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use bazaar_conversation::model::{Channel, ChannelId, Membership, Message};
-use bazaar_conversation::people::{Ceremony, PasskeyRecord, Session};
 use bazaar_conversation::sealing::SealingKey;
 use bazaar_conversation::HistoryRange;
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
@@ -45,6 +45,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_counters", include_str!("../migrations/0004_counters.sql")),
     ("0005_sealing", include_str!("../migrations/0005_sealing.sql")),
     ("0006_people", include_str!("../migrations/0006_people.sql")),
+    ("0007_bodies", include_str!("../migrations/0007_bodies.sql")),
 ];
 
 /// The advisory lock key taken while migrating ("bazaar" then 0xC0, the plane's own).
@@ -152,6 +153,15 @@ fn passkey_from_row(row: &tokio_postgres::Row) -> Result<PasskeyRecord> {
         passkey: tx::col(row, 3)?,
         created_at: Timestamp(tx::col(row, 4)?),
         last_used_at: tx::col::<Option<i64>>(row, 5)?.map(Timestamp),
+    })
+}
+
+fn answer_from_row(row: &tokio_postgres::Row) -> Result<Answer> {
+    Ok(Answer {
+        member: MemberId(tx::col(row, 0)?),
+        position: tx::count(row, 1)?,
+        body: tx::col(row, 2)?,
+        at: Timestamp(tx::col(row, 3)?),
     })
 }
 
@@ -360,6 +370,46 @@ impl Rows for Tx<'_> {
     fn update_session(&self, s: &Session) -> Result<()> {
         self.execute("UPDATE sessions SET revoked_at = $2 WHERE hash = $1", &[&s.hash, &s.revoked_at.map(|t| t.0)])?;
         Ok(())
+    }
+    fn load_lease(&self, member: &MemberId) -> Result<Option<BodyLease>> {
+        let sql = "SELECT member, body, expires_at FROM body_leases WHERE member = $1";
+        match self.query_opt(sql, &[&member.as_str()])? {
+            Some(row) => Ok(Some(BodyLease {
+                member: MemberId(tx::col(&row, 0)?),
+                body: tx::col(&row, 1)?,
+                expires_at: Timestamp(tx::col(&row, 2)?),
+            })),
+            None => Ok(None),
+        }
+    }
+    fn put_lease(&self, lease: &BodyLease) -> Result<()> {
+        self.execute(
+            "INSERT INTO body_leases (member, body, expires_at) VALUES ($1, $2, $3)
+             ON CONFLICT (member) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at",
+            &[&lease.member.as_str(), &lease.body, &lease.expires_at.0],
+        )?;
+        Ok(())
+    }
+    fn delete_lease(&self, member: &MemberId) -> Result<()> {
+        self.execute("DELETE FROM body_leases WHERE member = $1", &[&member.as_str()])?;
+        Ok(())
+    }
+    fn load_answer(&self, member: &MemberId, position: u64) -> Result<Option<Answer>> {
+        let sql = "SELECT member, position, body, at FROM answers WHERE member = $1 AND position = $2";
+        self.query_opt(sql, &[&member.as_str(), &big(position)])?.map(|row| answer_from_row(&row)).transpose()
+    }
+    fn insert_answer(&self, answer: &Answer) -> Result<()> {
+        self.execute(
+            "INSERT INTO answers (member, position, body, at) VALUES ($1, $2, $3, $4)",
+            &[&answer.member.as_str(), &big(answer.position), &answer.body, &answer.at.0],
+        )?;
+        Ok(())
+    }
+    fn answers_of(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<Vec<Answer>> {
+        let sql = "SELECT member, position, body, at FROM answers WHERE member = $1 AND position > $2
+                   ORDER BY position LIMIT $3";
+        let rows = self.query(sql, &[&member.as_str(), &big(after_position), &(limit as i64)])?;
+        rows.iter().map(answer_from_row).collect()
     }
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
         let found = query_messages(self, "WHERE m.authored_by = $1 AND m.idem_key = $2", &[&author.as_str(), &key])?;

@@ -8,11 +8,11 @@ use crate::compose::{check_body, check_page, resolve_handles, resolve_mentions};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::eligibility::{counts_as_unread, delivered_to, wakes};
 use crate::mentions::mentioned_handles;
+use crate::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use crate::model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, ReplyTo, Role,
     SystemLine,
 };
-use crate::model::{Ceremony, PasskeyRecord, Session};
 use crate::sealing::{check_public_key, check_shape, SealedBody, SealingKey};
 use crate::store::{
     Change, ChangeKind, ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom,
@@ -80,6 +80,16 @@ pub trait Rows {
     fn load_session(&self, hash: &str) -> Result<Option<Session>>;
     /// Writes a session's revocation.
     fn update_session(&self, session: &Session) -> Result<()>;
+
+    // Bodies' leases and the answers they were given (see `bodies`).
+
+    fn load_lease(&self, member: &MemberId) -> Result<Option<BodyLease>>;
+    fn put_lease(&self, lease: &BodyLease) -> Result<()>;
+    fn delete_lease(&self, member: &MemberId) -> Result<()>;
+    fn load_answer(&self, member: &MemberId, position: u64) -> Result<Option<Answer>>;
+    fn insert_answer(&self, answer: &Answer) -> Result<()>;
+    /// The member's answers after `after_position`, oldest first, at most `limit`.
+    fn answers_of(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<Vec<Answer>>;
 
     // The webhook outbox (see `webhooks`).
 

@@ -10,6 +10,7 @@
 //! engine must pass.
 
 pub mod acts;
+pub mod bodies;
 pub mod compose;
 pub mod conformance;
 pub mod delivery;
@@ -23,6 +24,7 @@ pub mod sqlite;
 pub mod store;
 pub mod webhooks;
 
+pub use bodies::BodyStore;
 pub use delivery::{Attempt, Delivery, DeliveryState, Due, Endpoint};
 pub use model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, RecordRef,
@@ -35,7 +37,7 @@ pub use store::{
 };
 pub use webhooks::WebhookStore;
 
-/// The whole store an engine offers: conversations, their webhook outbox, and people's passkeys and sessions.
-pub trait PlaneStore: ConversationStore + WebhookStore + PeopleStore {}
+/// The whole store an engine offers: conversations, their webhook outbox, people's passkeys and sessions, and bodies' leases.
+pub trait PlaneStore: ConversationStore + WebhookStore + PeopleStore + BodyStore {}
 
-impl<T: ConversationStore + WebhookStore + PeopleStore + ?Sized> PlaneStore for T {}
+impl<T: ConversationStore + WebhookStore + PeopleStore + BodyStore + ?Sized> PlaneStore for T {}

@@ -387,3 +387,21 @@ impl Session {
         self.revoked_at.is_none() && now < self.expires_at
     }
 }
+
+/// The one body chosen to answer a member's event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    pub member: MemberId,
+    /// The event's log position.
+    pub position: u64,
+    pub body: String,
+    pub at: Timestamp,
+}
+
+/// Which of a member's bodies answers its addressed events, until when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodyLease {
+    pub member: MemberId,
+    pub body: String,
+    pub expires_at: Timestamp,
+}

@@ -15,7 +15,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, Transact
 use crate::acts::{Engine, Rows};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::group_commit::Writer;
-use crate::model::{Ceremony, PasskeyRecord, Session};
+use crate::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use crate::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
 use crate::sealing::SealingKey;
 use crate::store::{ConversationError, HistoryRange, Result};
@@ -27,6 +27,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_counters", include_str!("../migrations/0004_counters.sql")),
     ("0005_sealing", include_str!("../migrations/0005_sealing.sql")),
     ("0006_people", include_str!("../migrations/0006_people.sql")),
+    ("0007_bodies", include_str!("../migrations/0007_bodies.sql")),
 ];
 
 /// How long a write waits for another process's write before giving up.
@@ -228,6 +229,10 @@ fn passkey_from_row(row: &Row<'_>) -> rusqlite::Result<PasskeyRecord> {
         created_at: Timestamp(row.get(4)?),
         last_used_at: row.get::<_, Option<i64>>(5)?.map(Timestamp),
     })
+}
+
+fn answer_from_row(row: &Row<'_>) -> rusqlite::Result<Answer> {
+    Ok(Answer { member: MemberId(row.get(0)?), position: row.get(1)?, body: row.get(2)?, at: Timestamp(row.get(3)?) })
 }
 
 const ENDPOINT_COLUMNS: &str =
@@ -639,6 +644,47 @@ impl Rows for Transaction<'_> {
         self.run("UPDATE sessions SET revoked_at = ?2 WHERE hash = ?1", params![s.hash, s.revoked_at.map(|t| t.0)])
             .map_err(unavailable)?;
         Ok(())
+    }
+    fn load_lease(&self, member: &MemberId) -> Result<Option<BodyLease>> {
+        self.one("SELECT member, body, expires_at FROM body_leases WHERE member = ?1", [member.as_str()], |r| {
+            Ok(BodyLease { member: MemberId(r.get(0)?), body: r.get(1)?, expires_at: Timestamp(r.get(2)?) })
+        })
+        .optional()
+        .map_err(unavailable)
+    }
+    fn put_lease(&self, lease: &BodyLease) -> Result<()> {
+        self.run(
+            "INSERT INTO body_leases (member, body, expires_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (member) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at",
+            params![lease.member.as_str(), lease.body, lease.expires_at.0],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn delete_lease(&self, member: &MemberId) -> Result<()> {
+        self.run("DELETE FROM body_leases WHERE member = ?1", [member.as_str()]).map_err(unavailable)?;
+        Ok(())
+    }
+    fn load_answer(&self, member: &MemberId, position: u64) -> Result<Option<Answer>> {
+        let sql = "SELECT member, position, body, at FROM answers WHERE member = ?1 AND position = ?2";
+        self.one(sql, params![member.as_str(), position], answer_from_row).optional().map_err(unavailable)
+    }
+    fn insert_answer(&self, answer: &Answer) -> Result<()> {
+        self.run(
+            "INSERT INTO answers (member, position, body, at) VALUES (?1, ?2, ?3, ?4)",
+            params![answer.member.as_str(), answer.position, answer.body, answer.at.0],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn answers_of(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<Vec<Answer>> {
+        let sql = "SELECT member, position, body, at FROM answers WHERE member = ?1 AND position > ?2
+                   ORDER BY position LIMIT ?3";
+        let mut statement = self.prepare_cached(sql).map_err(unavailable)?;
+        let rows = statement
+            .query_map(params![member.as_str(), after_position, limit as u64], answer_from_row)
+            .map_err(unavailable)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
         let found =

@@ -210,6 +210,8 @@ pub enum ConversationError {
     SignatureRequired,
     #[error("the signature does not verify against the author's key")]
     SignatureInvalid,
+    #[error("a body's name is 1 to {max} bytes of a-z, 0-9, '-' and '_'")]
+    BodyNameInvalid { max: usize },
     #[error("this passkey is registered already")]
     PasskeyExists,
     #[error("a person may register at most {max} passkeys")]
@@ -259,6 +261,7 @@ impl ConversationError {
             ConversationError::SealedEditUnsupported => "sealed_edit_unsupported",
             ConversationError::SignatureRequired => "signature_required",
             ConversationError::SignatureInvalid => "signature_invalid",
+            ConversationError::BodyNameInvalid { .. } => "body_name_invalid",
             ConversationError::PasskeyExists => "passkey_exists",
             ConversationError::TooManyPasskeys { .. } => "too_many_passkeys",
             ConversationError::Unavailable(_) => "unavailable",

@@ -257,6 +257,12 @@ impl Plane {
         Ok(Listening { plane: self.clone(), member: member.clone(), transport })
     }
 
+    /// How many live streams `member` holds on this node.
+    pub fn streams_of(&self, member: &MemberId) -> usize {
+        let listening = self.listening.lock().expect("listening mutex");
+        listening.by_member.get(member).map(|by| by.values().sum()).unwrap_or(0)
+    }
+
     /// The transports `member` listens on now, in a fixed order.
     pub fn transports_of(&self, member: &MemberId) -> Vec<Transport> {
         let listening = self.listening.lock().expect("listening mutex");

@@ -183,8 +183,13 @@ impl SplitMix {
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn open_socket(r: &Registry, who: &Person, since: u64) -> Socket {
+    open_body(r, who, &format!("since={since}")).await
+}
+
+/// An inbox WebSocket with the query `query` (`since=…&body=…`).
+async fn open_body(r: &Registry, who: &Person, query: &str) -> Socket {
     use tungstenite::client::IntoClientRequest;
-    let url = format!("{}/v1/inbox/ws?since={since}", r.url.replace("http://", "ws://"));
+    let url = format!("{}/v1/inbox/ws?{query}", r.url.replace("http://", "ws://"));
     let mut request = url.into_client_request().unwrap();
     request.headers_mut().insert("authorization", format!("Bearer {}", who.credential).parse().unwrap());
     tokio_tungstenite::connect_async(request).await.unwrap().0
@@ -540,4 +545,84 @@ async fn a_post_wakes_only_the_streams_of_members_in_its_channel() {
         seen.push(next_frame(&mut socket).await["cursor"].as_u64().unwrap());
     }
     assert_eq!(seen, polled);
+}
+
+/// The next frame carrying a text message whose body is `words`.
+async fn frame_saying(socket: &mut Socket, words: &str) -> Value {
+    loop {
+        let frame = next_frame(socket).await;
+        if frame["message"]["body"] == words {
+            return frame;
+        }
+    }
+}
+
+/// Bodies: one member, two processes on one credential. Both see every
+/// event; exactly one is named to answer each that addresses the member;
+/// when the answering one is killed, the other answers the next event.
+#[tokio::test]
+async fn two_bodies_see_everything_and_exactly_one_answers_each_event() {
+    let r = registry().await;
+    let (ivy, jon) = (person(&r, "ivy").await, person(&r, "jon").await);
+    let (_, dm) = r.post(&jon, "/v1/dms", json!({"with": "ivy"})).await;
+    let dm = dm["id"].as_str().unwrap().to_string();
+    let lobby = r.room(&jon, "lobby", false).await;
+    r.post(&ivy, &format!("/v1/channels/{lobby}/join"), json!({})).await;
+    let mut daemon = open_body(&r, &ivy, "since=0&body=daemon").await;
+    let mut bench = open_body(&r, &ivy, "since=0&body=workbench").await;
+    r.say(&jon, &dm, "first").await;
+    let (a, b) = (frame_saying(&mut daemon, "first").await, frame_saying(&mut bench, "first").await);
+    let holder = a["answer_by"].as_str().unwrap().to_string();
+    assert_eq!(b["answer_by"], holder, "both bodies are told the same answerer");
+    assert!(holder == "daemon" || holder == "workbench");
+    // Room chatter that does not address ivy names no answerer.
+    r.say(&jon, &lobby, "chatter").await;
+    let (a, b) = (frame_saying(&mut daemon, "chatter").await, frame_saying(&mut bench, "chatter").await);
+    assert!(a.get("answer_by").is_none() && b.get("answer_by").is_none(), "{a} {b}");
+    // The answering body is killed (its connection dropped, no close frame).
+    let (survivor_name, mut survivor) = if holder == "daemon" {
+        drop(daemon);
+        ("workbench", bench)
+    } else {
+        drop(bench);
+        ("daemon", daemon)
+    };
+    let ivy_id = bazaar_types::MemberId(ivy.id.clone());
+    let plane = r.state.plane().unwrap().clone();
+    for _ in 0..200 {
+        if plane.streams_of(&ivy_id) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(plane.streams_of(&ivy_id), 1, "the server saw the killed body go");
+    let started = std::time::Instant::now();
+    r.say(&jon, &dm, "@ivy second").await;
+    let frame = frame_saying(&mut survivor, "@ivy second").await;
+    assert_eq!(frame["answer_by"], survivor_name, "the survivor answers the next event");
+    assert!(started.elapsed() < Duration::from_secs(bazaar_types::limits::BODY_LEASE_TTL_S));
+    // A third body joins; the lease lapses unrenewed; the next event still has exactly one answerer.
+    let mut phone = open_body(&r, &ivy, "since=0&body=phone").await;
+    r.clock.advance_s(bazaar_types::limits::BODY_LEASE_TTL_S + 1);
+    r.say(&jon, &dm, "third").await;
+    let (a, b) = (frame_saying(&mut survivor, "third").await, frame_saying(&mut phone, "third").await);
+    assert_eq!(a["answer_by"], b["answer_by"]);
+    let (_, answers) = r.get(&ivy, "/v1/answers").await;
+    let answered: Vec<(u64, String)> = answers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["position"].as_u64().unwrap(), a["body"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(answered.len(), 3, "one answer per addressed event: {answers}");
+    assert_eq!(answered[0].1, holder);
+    assert_eq!(answered[1].1, survivor_name);
+    assert_eq!(answered[2].1, a["answer_by"].as_str().unwrap());
+    // A body's name is checked.
+    use tungstenite::client::IntoClientRequest;
+    let url = format!("{}/v1/inbox/ws?body=Bad%20Name", r.url.replace("http://", "ws://"));
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert("authorization", format!("Bearer {}", ivy.credential).parse().unwrap());
+    let refused = tokio_tungstenite::connect_async(request).await.unwrap_err();
+    assert!(refused.to_string().contains("400"), "{refused}");
 }

@@ -206,6 +206,11 @@ pub const CHANNEL_MEMBERS_MAX: usize = 1_000;
 /// Members a sealed channel may hold at once: every post carries the content
 /// key wrapped for each of them (80 bytes of base64 apiece).
 pub const SEALED_CHANNEL_MEMBERS_MAX: usize = 64;
+/// How long a body's lease on answering its member's addressed events lasts
+/// unrenewed (a live WebSocket renews it at every keepalive ping).
+pub const BODY_LEASE_TTL_S: u64 = 30;
+/// A body's name (`?body=` on the inbox WebSocket) in bytes.
+pub const BODY_NAME_BYTES_MAX: usize = 64;
 /// Passkeys one person may register.
 pub const PASSKEYS_PER_MEMBER_MAX: usize = 10;
 /// How long a browser session lasts after a passkey sign-in.

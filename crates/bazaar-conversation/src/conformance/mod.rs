@@ -20,6 +20,7 @@ use crate::eligibility::{delivered_to, wakes};
 use crate::{Attention, ChannelId, ConversationError, ConversationStore, Directory, HistoryRange, Membership};
 use crate::{Message, NewMessage, NewRoom};
 
+pub mod bodies;
 pub mod changes;
 pub mod people;
 pub mod sealing;
@@ -65,6 +66,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         .chain(changes::cases::<H>())
         .chain(sealing::cases::<H>())
         .chain(people::cases::<H>())
+        .chain(bodies::cases::<H>())
         .chain(webhooks::cases::<H>())
         .collect()
 }

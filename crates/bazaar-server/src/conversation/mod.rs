@@ -3,6 +3,7 @@
 //! (`stream`), sealing keys and message signatures (`sealing`), registry notifications into inboxes (`notices`), webhooks (`webhooks`: routes, the sender, target checks), over the plane's own store (`crate::plane`, beneath `state`). The plane is the
 //! `bazaar-conversation` crate; nothing here touches the money writer.
 
+pub mod bodies;
 pub mod notices;
 pub mod rest;
 pub mod sealing;
@@ -17,5 +18,5 @@ use utoipa_axum::router::OpenApiRouter;
 
 /// The plane's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    rest::routes().merge(sealing::routes()).merge(stream::routes()).merge(webhooks::routes())
+    rest::routes().merge(bodies::routes()).merge(sealing::routes()).merge(stream::routes()).merge(webhooks::routes())
 }

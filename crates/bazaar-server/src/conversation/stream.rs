@@ -23,7 +23,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use bazaar_conversation::eligibility::delivered_to;
+use bazaar_conversation::eligibility::{delivered_to, wakes};
 use bazaar_conversation::{Membership, Message};
 use bazaar_types::limits::{
     STREAM_CLIENT_FRAME_BYTES_MAX, STREAM_KEEPALIVE_S, STREAM_PAGE, STREAM_SEND_TIMEOUT_MS,
@@ -125,6 +125,18 @@ impl Follower {
         }
     }
 
+    /// The positions in `batch` that address the member (a mention, its DM,
+    /// a reply to it, a notice: `eligibility::wakes`), by its stints as last read.
+    pub fn addressed(&self, batch: &[Message]) -> Vec<u64> {
+        let Some((_, stints)) = self.stints.as_ref() else { return Vec::new() };
+        let wakes_me = |message: &Message| stints.iter().any(|stint| wakes(stint, message, &self.member));
+        batch.iter().filter(|message| wakes_me(message)).map(|message| message.position).collect()
+    }
+
+    pub fn member(&self) -> &MemberId {
+        &self.member
+    }
+
     /// What the window after the cursor up to `head` delivers to the member,
     /// or `None` when the store must be read instead.
     fn in_memory(&self, head: u64) -> Option<Vec<Message>> {
@@ -144,6 +156,15 @@ impl Follower {
 pub struct StreamQuery {
     /// The cursor to resume after (a message's `position`); 0 replays everything.
     pub since: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SocketQuery {
+    /// The cursor to resume after (a message's `position`); 0 replays everything.
+    pub since: Option<u64>,
+    /// The process this socket is (a body): 1 to 64 of `a-z 0-9 - _`; a fresh name if absent.
+    pub body: Option<String>,
 }
 
 /// The SSE cursor: `Last-Event-ID` if the client sends one, else `?since=`, else 0.
@@ -200,10 +221,11 @@ async fn sse(
 async fn websocket(
     State(state): State<Arc<AppState>>,
     auth: Auth,
-    ApiQuery(query): ApiQuery<StreamQuery>,
+    ApiQuery(query): ApiQuery<SocketQuery>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, Problem> {
     let plane = state.plane()?.clone();
+    let body = super::bodies::body_name(&state, query.body)?;
     let listening = plane.listen(&auth.member.id, Transport::Websocket)?;
     let follower = Follower::new(plane, auth.member.id, query.since.unwrap_or(0));
     let upgrade = upgrade
@@ -212,7 +234,7 @@ async fn websocket(
         .max_write_buffer_size(STREAM_WRITE_BUFFER_BYTES_MAX)
         .max_message_size(STREAM_CLIENT_FRAME_BYTES_MAX)
         .max_frame_size(STREAM_CLIENT_FRAME_BYTES_MAX);
-    Ok(upgrade.on_upgrade(move |socket| serve_socket(socket, follower, listening)))
+    Ok(upgrade.on_upgrade(move |socket| serve_socket(socket, follower, body, listening)))
 }
 
 /// Why a socket's loop ended.
@@ -222,15 +244,27 @@ enum End {
     Close(u16, String),
 }
 
-async fn serve_socket(mut socket: WebSocket, mut follower: Follower, _listening: Listening) {
+async fn serve_socket(mut socket: WebSocket, mut follower: Follower, body: String, _listening: Listening) {
+    let plane = follower.plane.clone();
     let mut sent_to = follower.read_to;
+    // Whether this body was last seen holding its member's lease: only then does it renew or release.
+    let mut holds_lease = false;
     let mut keepalive = tokio::time::interval(Duration::from_secs(STREAM_KEEPALIVE_S));
     keepalive.reset();
     let end = loop {
         tokio::select! {
             batch = follower.next() => match batch {
                 Ok(batch) => {
-                    if let Err(end) = send_batch(&mut socket, batch, &mut sent_to).await {
+                    let chosen = match super::bodies::claim(&plane, follower.member(), &body, follower.addressed(&batch)).await {
+                        Ok(chosen) => chosen,
+                        Err(problem) => {
+                            break End::Close(CLOSE_STORE_FAILED, format!("{}; resume with since={sent_to}", problem.code));
+                        }
+                    };
+                    if !chosen.is_empty() {
+                        holds_lease = chosen.values().any(|holder| *holder == body);
+                    }
+                    if let Err(end) = send_batch(&mut socket, batch, &chosen, &mut sent_to).await {
                         break end;
                     }
                 }
@@ -252,9 +286,18 @@ async fn serve_socket(mut socket: WebSocket, mut follower: Follower, _listening:
                 if socket.send(Frame::Ping(Default::default())).await.is_err() {
                     break End::Gone;
                 }
+                if holds_lease {
+                    let (member, name) = (follower.member().clone(), body.clone());
+                    holds_lease = plane.call(move |store| store.renew_lease(&member, &name)).await.unwrap_or(false);
+                }
             }
         }
     };
+    if holds_lease {
+        // Gone: the next addressed event goes to another body at once, not after the lease lapses.
+        let (member, name) = (follower.member().clone(), body);
+        let _ = plane.call(move |store| store.release_lease(&member, &name)).await;
+    }
     if let End::Close(code, reason) = end {
         let frame = Frame::Close(Some(CloseFrame { code, reason: reason.into() }));
         let _ = tokio::time::timeout(Duration::from_millis(STREAM_SEND_TIMEOUT_MS), socket.send(frame)).await;
@@ -262,9 +305,14 @@ async fn serve_socket(mut socket: WebSocket, mut follower: Follower, _listening:
 }
 
 /// Sends each message in order, moving `sent_to` past each one that left.
-async fn send_batch(socket: &mut WebSocket, batch: Vec<Message>, sent_to: &mut u64) -> Result<(), End> {
+async fn send_batch(
+    socket: &mut WebSocket,
+    batch: Vec<Message>,
+    chosen: &std::collections::HashMap<u64, String>,
+    sent_to: &mut u64,
+) -> Result<(), End> {
     for message in batch {
-        let frame = serde_json::json!({ "type": "message", "cursor": message.position, "message": message });
+        let frame = super::bodies::frame(&message, chosen.get(&message.position));
         let send = socket.send(Frame::Text(frame.to_string().into()));
         match tokio::time::timeout(Duration::from_millis(STREAM_SEND_TIMEOUT_MS), send).await {
             Ok(Ok(())) => *sent_to = message.position,

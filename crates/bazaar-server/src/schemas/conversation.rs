@@ -162,3 +162,13 @@ pub struct Passkey {
     pub created_at: i64,
     pub last_used_at: Option<i64>,
 }
+
+/// The body chosen to answer one event that addressed the member.
+#[derive(ToSchema)]
+pub struct Answer {
+    pub member: String,
+    /// The event's log position.
+    pub position: u64,
+    pub body: String,
+    pub at: i64,
+}
