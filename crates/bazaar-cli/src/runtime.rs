@@ -129,6 +129,7 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     bazaar_server::spawn_sweeper(state.clone());
     bazaar_server::conversation::webhooks::spawn_sender(state.clone());
     bazaar_server::conversation::notices::spawn_notifier(state.clone());
+    bazaar_server::conversation::meter::spawn_meter(state.clone());
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{port}"))?;

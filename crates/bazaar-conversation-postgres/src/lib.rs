@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use bazaar_conversation::acts::{Engine, Rows};
 use bazaar_conversation::delivery::{Delivery, DeliveryState, Endpoint};
+use bazaar_conversation::model::Metered;
 use bazaar_conversation::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use bazaar_conversation::model::{Channel, ChannelId, Membership, Message};
 use bazaar_conversation::sealing::SealingKey;
@@ -46,6 +47,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0005_sealing", include_str!("../migrations/0005_sealing.sql")),
     ("0006_people", include_str!("../migrations/0006_people.sql")),
     ("0007_bodies", include_str!("../migrations/0007_bodies.sql")),
+    ("0008_meter", include_str!("../migrations/0008_meter.sql")),
 ];
 
 /// The advisory lock key taken while migrating ("bazaar" then 0xC0, the plane's own).
@@ -410,6 +412,28 @@ impl Rows for Tx<'_> {
                    ORDER BY position LIMIT $3";
         let rows = self.query(sql, &[&member.as_str(), &big(after_position), &(limit as i64)])?;
         rows.iter().map(answer_from_row).collect()
+    }
+    fn add_meter(&self, count: &Metered) -> Result<()> {
+        self.execute(
+            "INSERT INTO meter (member, day, transport, events) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (member, day, transport) DO UPDATE SET events = meter.events + excluded.events",
+            &[&count.member.as_str(), &count.day, &count.transport, &big(count.events)],
+        )?;
+        Ok(())
+    }
+    fn meter_of(&self, member: &MemberId, day: i64) -> Result<Vec<Metered>> {
+        let sql = "SELECT member, day, transport, events FROM meter WHERE member = $1 AND day = $2 ORDER BY transport";
+        let rows = self.query(sql, &[&member.as_str(), &day])?;
+        rows.iter()
+            .map(|row| {
+                Ok(Metered {
+                    member: MemberId(tx::col(row, 0)?),
+                    day: tx::col(row, 1)?,
+                    transport: tx::col(row, 2)?,
+                    events: tx::count(row, 3)?,
+                })
+            })
+            .collect()
     }
     fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
         let found = query_messages(self, "WHERE m.authored_by = $1 AND m.idem_key = $2", &[&author.as_str(), &key])?;

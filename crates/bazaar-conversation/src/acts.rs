@@ -8,6 +8,7 @@ use crate::compose::{check_body, check_page, resolve_handles, resolve_mentions};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::eligibility::{counts_as_unread, delivered_to, wakes};
 use crate::mentions::mentioned_handles;
+use crate::model::Metered;
 use crate::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use crate::model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, ReplyTo, Role,
@@ -90,6 +91,12 @@ pub trait Rows {
     fn insert_answer(&self, answer: &Answer) -> Result<()>;
     /// The member's answers after `after_position`, oldest first, at most `limit`.
     fn answers_of(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<Vec<Answer>>;
+
+    // The meter (see `meter`).
+
+    /// Adds `count.events` to its (member, day, transport) total.
+    fn add_meter(&self, count: &Metered) -> Result<()>;
+    fn meter_of(&self, member: &MemberId, day: i64) -> Result<Vec<Metered>>;
 
     // The webhook outbox (see `webhooks`).
 

@@ -17,6 +17,7 @@ pub mod delivery;
 pub mod eligibility;
 mod group_commit;
 pub mod mentions;
+pub mod meter;
 pub mod model;
 pub mod people;
 pub mod sealing;
@@ -26,6 +27,7 @@ pub mod webhooks;
 
 pub use bodies::BodyStore;
 pub use delivery::{Attempt, Delivery, DeliveryState, Due, Endpoint};
+pub use meter::MeterStore;
 pub use model::{
     Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, RecordRef,
     ReplyTo, Role, SystemLine,
@@ -37,7 +39,7 @@ pub use store::{
 };
 pub use webhooks::WebhookStore;
 
-/// The whole store an engine offers: conversations, their webhook outbox, people's passkeys and sessions, and bodies' leases.
-pub trait PlaneStore: ConversationStore + WebhookStore + PeopleStore + BodyStore {}
+/// The whole store an engine offers: conversations, their webhook outbox, people's passkeys and sessions, bodies' leases, and the meter.
+pub trait PlaneStore: ConversationStore + WebhookStore + PeopleStore + BodyStore + MeterStore {}
 
-impl<T: ConversationStore + WebhookStore + PeopleStore + BodyStore + ?Sized> PlaneStore for T {}
+impl<T: ConversationStore + WebhookStore + PeopleStore + BodyStore + MeterStore + ?Sized> PlaneStore for T {}

@@ -405,3 +405,13 @@ pub struct BodyLease {
     pub body: String,
     pub expires_at: Timestamp,
 }
+
+/// Events delivered to one member on one day by one transport.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Metered {
+    pub member: MemberId,
+    pub day: i64,
+    /// `websocket`, `sse`, `poll` or `webhook`.
+    pub transport: String,
+    pub events: u64,
+}

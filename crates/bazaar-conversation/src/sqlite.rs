@@ -15,6 +15,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, Transact
 use crate::acts::{Engine, Rows};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::group_commit::Writer;
+use crate::model::Metered;
 use crate::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use crate::model::{Channel, ChannelId, ChannelKind, Membership, Message, ReplyTo, Role};
 use crate::sealing::SealingKey;
@@ -28,6 +29,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0005_sealing", include_str!("../migrations/0005_sealing.sql")),
     ("0006_people", include_str!("../migrations/0006_people.sql")),
     ("0007_bodies", include_str!("../migrations/0007_bodies.sql")),
+    ("0008_meter", include_str!("../migrations/0008_meter.sql")),
 ];
 
 /// How long a write waits for another process's write before giving up.
@@ -683,6 +685,25 @@ impl Rows for Transaction<'_> {
         let mut statement = self.prepare_cached(sql).map_err(unavailable)?;
         let rows = statement
             .query_map(params![member.as_str(), after_position, limit as u64], answer_from_row)
+            .map_err(unavailable)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
+    }
+    fn add_meter(&self, count: &Metered) -> Result<()> {
+        self.run(
+            "INSERT INTO meter (member, day, transport, events) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (member, day, transport) DO UPDATE SET events = events + excluded.events",
+            params![count.member.as_str(), count.day, count.transport, count.events],
+        )
+        .map_err(unavailable)?;
+        Ok(())
+    }
+    fn meter_of(&self, member: &MemberId, day: i64) -> Result<Vec<Metered>> {
+        let sql = "SELECT member, day, transport, events FROM meter WHERE member = ?1 AND day = ?2 ORDER BY transport";
+        let mut statement = self.prepare_cached(sql).map_err(unavailable)?;
+        let rows = statement
+            .query_map(params![member.as_str(), day], |r| {
+                Ok(Metered { member: MemberId(r.get(0)?), day: r.get(1)?, transport: r.get(2)?, events: r.get(3)? })
+            })
             .map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }

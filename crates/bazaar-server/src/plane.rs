@@ -7,13 +7,17 @@
 
 use crate::problem::Problem;
 use axum::http::StatusCode;
+use bazaar_conversation::meter::{day_of, Metered};
 use bazaar_conversation::{ChannelId, ConversationError, Message, PlaneStore};
 use bazaar_types::limits::{RECENT_MESSAGES_MAX, STREAM_CONNECTIONS_MAX, STREAM_CONNECTIONS_PER_MEMBER_MAX};
-use bazaar_types::MemberId;
+use bazaar_types::{Clock, MemberId};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
+
+/// Every transport the meter counts (and shows, even when zero).
+pub const METERED: [&str; 4] = ["websocket", "sse", "poll", "webhook"];
 
 /// A store the server can share across the blocking pool.
 pub type SharedStore = Arc<dyn PlaneStore + Send + Sync>;
@@ -43,6 +47,10 @@ pub struct Plane {
     epochs: Mutex<HashMap<MemberId, u64>>,
     /// Whether webhook targets in loopback and private ranges are allowed (tests only).
     private_webhooks: std::sync::atomic::AtomicBool,
+    /// Deliveries counted since the last flush to the store's meter, by
+    /// member, UTC day and transport.
+    meter: Mutex<HashMap<(MemberId, i64, &'static str), u64>>,
+    clock: Arc<dyn Clock>,
 }
 
 /// Which channels the live streams on this node follow, by member. A
@@ -87,7 +95,7 @@ struct Listeners {
 }
 
 impl Plane {
-    pub fn new(store: SharedStore) -> Plane {
+    pub fn new(store: SharedStore, clock: Arc<dyn Clock>) -> Plane {
         Plane {
             store,
             log: watch::channel(0).0,
@@ -96,6 +104,8 @@ impl Plane {
             recent: Mutex::default(),
             epochs: Mutex::default(),
             private_webhooks: Default::default(),
+            meter: Mutex::default(),
+            clock,
         }
     }
 
@@ -255,6 +265,43 @@ impl Plane {
         *listening.by_member.entry(member.clone()).or_default().entry(transport).or_default() += 1;
         listening.total += 1;
         Ok(Listening { plane: self.clone(), member: member.clone(), transport })
+    }
+
+    /// Counts `events` delivered to `member` by `transport` (`websocket`,
+    /// `sse`, `poll`, `webhook`) today, for the meter.
+    pub fn count(&self, member: &MemberId, transport: &'static str, events: usize) {
+        if events == 0 {
+            return;
+        }
+        let day = day_of(self.clock.now());
+        let mut meter = self.meter.lock().expect("meter mutex");
+        *meter.entry((member.clone(), day, transport)).or_default() += events as u64;
+    }
+
+    /// Everything counted since the last take, to add to the store.
+    pub fn take_counts(&self) -> Vec<Metered> {
+        let taken = std::mem::take(&mut *self.meter.lock().expect("meter mutex"));
+        taken
+            .into_iter()
+            .map(|((member, day, transport), events)| Metered { member, day, transport: transport.into(), events })
+            .collect()
+    }
+
+    /// Puts back counts a flush could not write, to try again.
+    pub fn recount(&self, counts: Vec<Metered>) {
+        let mut meter = self.meter.lock().expect("meter mutex");
+        for count in counts {
+            let transport = METERED.iter().find(|t| **t == count.transport);
+            if let Some(transport) = transport {
+                *meter.entry((count.member, count.day, transport)).or_default() += count.events;
+            }
+        }
+    }
+
+    /// What `member` was delivered on `day` and is not in the store yet.
+    pub fn unflushed(&self, member: &MemberId, day: i64) -> Vec<(&'static str, u64)> {
+        let meter = self.meter.lock().expect("meter mutex");
+        meter.iter().filter(|((who, d, _), _)| who == member && *d == day).map(|((_, _, t), n)| (*t, *n)).collect()
     }
 
     /// How many live streams `member` holds on this node.

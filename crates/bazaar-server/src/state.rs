@@ -154,7 +154,7 @@ impl AppState {
     /// Gives the registry its conversation plane: its own store, apart from
     /// the ledger's. Once only; a second store is refused (`false`).
     pub fn attach_conversation(&self, store: crate::plane::SharedStore) -> bool {
-        self.conversation.set(Arc::new(crate::plane::Plane::new(store))).is_ok()
+        self.conversation.set(Arc::new(crate::plane::Plane::new(store, self.clock.clone()))).is_ok()
     }
 
     /// The conversation plane, or 503 `conversation_unavailable` on a registry

@@ -626,3 +626,38 @@ async fn two_bodies_see_everything_and_exactly_one_answers_each_event() {
     let refused = tokio_tungstenite::connect_async(request).await.unwrap_err();
     assert!(refused.to_string().contains("400"), "{refused}");
 }
+
+/// The meter counts what each transport delivered to a member today, and
+/// the same after the node adds its counts to the store.
+#[tokio::test]
+async fn the_meter_counts_deliveries_by_transport() {
+    let r = registry().await;
+    let (ivy, jon) = (person(&r, "ivy").await, person(&r, "jon").await);
+    let mut socket = open_socket(&r, &ivy, 0).await;
+    let mut sse = SseReader::open(&r, &ivy, None).await;
+    let (_, dm) = r.post(&jon, "/v1/dms", json!({"with": "ivy"})).await;
+    let dm = dm["id"].as_str().unwrap().to_string();
+    r.say(&jon, &dm, "one").await;
+    r.say(&jon, &dm, "two").await;
+    for _ in 0..3 {
+        next_frame(&mut socket).await;
+        sse.next_message().await;
+    }
+    assert_eq!(r.polled(&ivy).await.len(), 3, "the DM's birth line and two posts");
+    let expected = json!({"websocket": 3, "sse": 3, "poll": 3, "webhook": 0});
+    let (status, meter) = r.get(&ivy, "/v1/meter").await;
+    assert_eq!((status, &meter["delivered"]), (200, &expected), "{meter}");
+    assert_eq!(meter["day"].as_str().unwrap().len(), 10);
+    bazaar_server::conversation::meter::flush_once(&r.state).await.unwrap();
+    let (_, flushed) = r.get(&ivy, "/v1/meter").await;
+    assert_eq!(flushed["delivered"], expected, "the same once in the store");
+    let day = meter["day"].as_str().unwrap().to_string();
+    let (_, same_day) = r.get(&ivy, &format!("/v1/meter?day={day}")).await;
+    assert_eq!(same_day["delivered"], expected);
+    let (_, other_day) = r.get(&ivy, "/v1/meter?day=2020-01-01").await;
+    assert_eq!(other_day["delivered"]["websocket"], 0);
+    let (status, refused) = r.get(&ivy, "/v1/meter?day=yesterday").await;
+    assert_eq!((status, refused["code"].as_str()), (400, Some("invalid_request")));
+    let (_, jons) = r.get(&jon, "/v1/meter").await;
+    assert_eq!(jons["delivered"]["websocket"], 0, "each member's own");
+}

@@ -147,6 +147,8 @@ async fn deliveries_verify_and_a_receiver_down_for_a_while_gets_everything_in_or
         assert_eq!(entry["path"], "/bob");
     }
     assert!(log[0]["id"] == log[1]["id"] && log[1]["id"] == log[2]["id"], "one webhook-id across retries");
+    let (_, meter) = r.get(&bob, "/v1/meter").await;
+    assert_eq!(meter["delivered"]["webhook"], 3, "the meter counts deliveries, not attempts: {meter}");
     assert_ne!(log[0]["timestamp"], log[2]["timestamp"], "each attempt is stamped anew");
     assert_ne!(log[2]["id"], log[3]["id"]);
     // Outside the tolerance window the official verifier refuses the delivery.

@@ -211,6 +211,8 @@ pub const SEALED_CHANNEL_MEMBERS_MAX: usize = 64;
 pub const BODY_LEASE_TTL_S: u64 = 30;
 /// A body's name (`?body=` on the inbox WebSocket) in bytes.
 pub const BODY_NAME_BYTES_MAX: usize = 64;
+/// How often a node adds the deliveries it counted to the meter (a crash loses at most this much counting).
+pub const METER_FLUSH_S: u64 = 10;
 /// Passkeys one person may register.
 pub const PASSKEYS_PER_MEMBER_MAX: usize = 10;
 /// How long a browser session lasts after a passkey sign-in.

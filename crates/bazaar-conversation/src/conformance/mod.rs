@@ -22,6 +22,7 @@ use crate::{Message, NewMessage, NewRoom};
 
 pub mod bodies;
 pub mod changes;
+pub mod meter;
 pub mod people;
 pub mod sealing;
 pub mod webhooks;
@@ -67,6 +68,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         .chain(sealing::cases::<H>())
         .chain(people::cases::<H>())
         .chain(bodies::cases::<H>())
+        .chain(meter::cases::<H>())
         .chain(webhooks::cases::<H>())
         .collect()
 }

@@ -4,6 +4,7 @@
 //! `bazaar-conversation` crate; nothing here touches the money writer.
 
 pub mod bodies;
+pub mod meter;
 pub mod notices;
 pub mod rest;
 pub mod sealing;
@@ -18,5 +19,10 @@ use utoipa_axum::router::OpenApiRouter;
 
 /// The plane's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    rest::routes().merge(bodies::routes()).merge(sealing::routes()).merge(stream::routes()).merge(webhooks::routes())
+    rest::routes()
+        .merge(bodies::routes())
+        .merge(meter::routes())
+        .merge(sealing::routes())
+        .merge(stream::routes())
+        .merge(webhooks::routes())
 }

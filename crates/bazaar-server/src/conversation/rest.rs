@@ -568,7 +568,10 @@ async fn inbox(
     ApiQuery(query): ApiQuery<InboxQuery>,
 ) -> Result<Response, Problem> {
     let (me, after, limit) = (auth.member.id, query.after.unwrap_or(0), query.limit.unwrap_or(PAGE_DEFAULT));
-    let page = state.plane()?.call(move |store| store.inbox(&me, after, limit)).await?;
+    let plane = state.plane()?;
+    let reader = me.clone();
+    let page = plane.call(move |store| store.inbox(&reader, after, limit)).await?;
+    plane.count(&me, "poll", page.messages.len());
     Ok(Json(serde_json::json!({ "messages": page.messages, "next_after": page.next_after })).into_response())
 }
 

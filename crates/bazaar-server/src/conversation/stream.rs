@@ -207,6 +207,7 @@ async fn sse(
                 }
             }
             let message = ready.pop_front()?;
+            follower.plane.count(&follower.member, "sse", 1);
             let event = Event::default().id(message.position.to_string()).event("message");
             let event = event.json_data(&message).unwrap_or_else(|_| Event::default().comment("unserialisable"));
             Some((Ok(event), (follower, ready, Some(listening))))
@@ -264,7 +265,8 @@ async fn serve_socket(mut socket: WebSocket, mut follower: Follower, body: Strin
                     if !chosen.is_empty() {
                         holds_lease = chosen.values().any(|holder| *holder == body);
                     }
-                    if let Err(end) = send_batch(&mut socket, batch, &chosen, &mut sent_to).await {
+                    let to = (plane.as_ref(), follower.member());
+                    if let Err(end) = send_batch(&mut socket, to, batch, &chosen, &mut sent_to).await {
                         break end;
                     }
                 }
@@ -307,15 +309,32 @@ async fn serve_socket(mut socket: WebSocket, mut follower: Follower, body: Strin
 /// Sends each message in order, moving `sent_to` past each one that left.
 async fn send_batch(
     socket: &mut WebSocket,
+    (plane, member): (&Plane, &MemberId),
     batch: Vec<Message>,
     chosen: &std::collections::HashMap<u64, String>,
     sent_to: &mut u64,
+) -> Result<(), End> {
+    let mut counted = 0;
+    let result = send_each(socket, batch, chosen, sent_to, &mut counted).await;
+    plane.count(member, "websocket", counted);
+    result
+}
+
+async fn send_each(
+    socket: &mut WebSocket,
+    batch: Vec<Message>,
+    chosen: &std::collections::HashMap<u64, String>,
+    sent_to: &mut u64,
+    counted: &mut usize,
 ) -> Result<(), End> {
     for message in batch {
         let frame = super::bodies::frame(&message, chosen.get(&message.position));
         let send = socket.send(Frame::Text(frame.to_string().into()));
         match tokio::time::timeout(Duration::from_millis(STREAM_SEND_TIMEOUT_MS), send).await {
-            Ok(Ok(())) => *sent_to = message.position,
+            Ok(Ok(())) => {
+                *sent_to = message.position;
+                *counted += 1;
+            }
             Ok(Err(_)) => return Err(End::Gone),
             Err(_) => {
                 return Err(End::Close(CLOSE_SLOW_CONSUMER, format!("slow consumer; resume with since={sent_to}")));

@@ -204,7 +204,10 @@ async fn attempt(state: &AppState, plane: &Plane, due: Due) -> Attempt {
         .send()
         .await;
     match sent {
-        Ok(response) if response.status().is_success() => Attempt::Delivered { status: response.status().as_u16() },
+        Ok(response) if response.status().is_success() => {
+            plane.count(&due.endpoint.member, "webhook", 1);
+            Attempt::Delivered { status: response.status().as_u16() }
+        }
         Ok(response) if response.status() == StatusCode::GONE => Attempt::Gone,
         Ok(response) => {
             let status = response.status().as_u16();

@@ -1,0 +1,8 @@
+-- The meter: events delivered per member, per UTC day (days since 1970-01-01), per transport.
+CREATE TABLE meter (
+    member    TEXT NOT NULL,
+    day       BIGINT NOT NULL,
+    transport TEXT NOT NULL CHECK (transport IN ('websocket', 'sse', 'poll', 'webhook')),
+    events    BIGINT NOT NULL CHECK (events >= 0),
+    PRIMARY KEY (member, day, transport)
+);
