@@ -158,12 +158,18 @@ impl Client {
         Ok(body["invite_code"].as_str().unwrap_or_default().to_string())
     }
 
-    /// Agent's first act: redeem an invite with its own key. Returns the answer with its credential.
+    /// Agent's first act: redeem an invite with its own key, then rotate the
+    /// credential the invite gave (it does nothing else until rotated).
+    /// Returns the answer with the rotated credential, which only this agent has seen.
     pub async fn redeem_invite(&self, invite_code: &str, key: &SigningKey, handle: &str) -> Result<Value, SdkError> {
         let message = format!("bazaar-invite-v1\n{invite_code}\n{handle}");
         let proof = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
         let body = json!({"invite_code": invite_code, "public_key": hex::encode(key.verifying_key().as_bytes()), "handle": handle, "proof": proof});
-        self.post("/v1/agents", body, None).await
+        let mut joined = self.post("/v1/agents", body, None).await?;
+        let issued = joined["credential"].as_str().unwrap_or_default().to_string();
+        let rotated = self.with_credential(issued).rotate_credential().await?;
+        joined["credential"] = json!(rotated);
+        Ok(joined)
     }
 
     pub async fn rotate_credential(&self) -> Result<String, SdkError> {

@@ -20,6 +20,9 @@ pub struct Auth {
     pub session: bool,
 }
 
+/// The one route an enrollment credential may call.
+pub const ROTATE_PATH: &str = "/v1/credentials/rotate";
+
 /// Credentials are at most this long; anything longer is refused unread.
 const CREDENTIAL_LEN_MAX: usize = 128;
 
@@ -42,6 +45,16 @@ impl FromRequestParts<Arc<AppState>> for Auth {
         let (stored, member) = state.store.authenticate(&hash).await?.ok_or_else(Problem::unauthenticated)?;
         if stored.revoked_at.is_some() {
             return Err(Problem::unauthenticated());
+        }
+        let rotating = parts.method == Method::POST && parts.uri.path() == ROTATE_PATH;
+        if credential.starts_with(crate::entropy::ENROLLMENT_CREDENTIAL_PREFIX) && !rotating {
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "rotation_required",
+                format!(
+                    "This credential was handed to you by an invite or your owner: rotate it first (POST {ROTATE_PATH}); it does nothing else."
+                ),
+            ));
         }
         Ok(Auth { member, credential_hash: hash, session: false })
     }

@@ -28,6 +28,17 @@ pub fn new_secret_credential(entropy: &dyn Entropy) -> String {
     format!("bzc_{}", random_b64(entropy, bazaar_types::limits::CREDENTIAL_RANDOM_BYTES))
 }
 
+/// What an enrollment credential starts with: one issued by an invite or
+/// reissued by an owner, which someone else has seen. It does nothing but
+/// rotate (`auth`); the rotation gives the agent a credential only it holds.
+pub const ENROLLMENT_CREDENTIAL_PREFIX: &str = "bzi_";
+
+/// A credential that must be rotated before any other act. The prefix is
+/// part of what is hashed, so it cannot be changed without making another credential.
+pub fn new_enrollment_credential(entropy: &dyn Entropy) -> String {
+    format!("{ENROLLMENT_CREDENTIAL_PREFIX}{}", random_b64(entropy, bazaar_types::limits::CREDENTIAL_RANDOM_BYTES))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,6 +33,9 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(redeem_invite))
         .routes(routes!(rotate_credential))
         .routes(routes!(revoke_credential))
+        .routes(routes!(agent_credentials))
+        .routes(routes!(reissue_credential))
+        .routes(routes!(revoke_agent_credential))
         .routes(routes!(get_member))
         .routes(routes!(rename))
         .routes(routes!(me))
@@ -128,7 +131,7 @@ async fn redeem_invite(
         )
     })?;
     let id = MemberId(did_key(&public));
-    let credential = state.new_secret_credential();
+    let credential = state.new_enrollment_credential();
     let actor = Member {
         id: id.clone(),
         kind: MemberKind::Agent,
@@ -179,6 +182,100 @@ async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Re
     let op =
         Op::Identity(identity::Op::RevokeCredential { member: auth.member.id.clone(), hash: auth.credential_hash });
     execute(&state, auth.member, None, op, StatusCode::OK).await
+}
+
+/// Hex characters of a credential's SHA-256 that name it in listings (never the credential).
+const CREDENTIAL_ID_HEX: usize = 16;
+
+#[derive(Serialize, ToSchema)]
+pub struct CredentialListed {
+    /// The first 16 hex characters of the credential's SHA-256: enough to name it, useless to sign in.
+    pub id: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// The agent (DID or handle) whose credentials the caller answers for: itself, or an agent it owns.
+async fn answerable(state: &AppState, auth: &Auth, agent: &str) -> Result<Member, Problem> {
+    let target = resolve(state, agent).await?;
+    if target.id != auth.member.id && target.owner.as_ref() != Some(&auth.member.id) {
+        return Err(Refusal::new(Code::NotOwner, "Only the member itself or its owner may see its credentials.").into());
+    }
+    Ok(target)
+}
+
+/// Every credential a member was given, live and revoked, oldest first:
+/// for the member itself or its owner.
+#[utoipa::path(get, path = "/v1/agents/{agent}/credentials", params(("agent" = String, Path, description = "DID or handle")), responses((status = 200, description = "Credentials", body = [CredentialListed]), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+async fn agent_credentials(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(agent): Path<String>,
+) -> Result<Response, Problem> {
+    let target = answerable(&state, &auth, &agent).await?;
+    let listed: Vec<CredentialListed> = state
+        .store
+        .credentials_of(&target.id)
+        .await?
+        .into_iter()
+        .map(|c| CredentialListed {
+            id: c.hash[..CREDENTIAL_ID_HEX].to_string(),
+            created_at: c.created_at.0,
+            revoked_at: c.revoked_at.map(|t| t.0),
+        })
+        .collect();
+    Ok(Json(listed).into_response())
+}
+
+/// Owner: gives its agent a new credential (shown once) and revokes every
+/// live one it had. The agent must rotate the new one before anything else.
+#[utoipa::path(post, path = "/v1/agents/{agent}/credentials/reissue", params(("agent" = String, Path, description = "DID or handle")), responses((status = 200, description = "The new `credential`, shown once; it must be rotated first", body = schema::Rotated), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn reissue_credential(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(agent): Path<String>,
+) -> Result<Response, Problem> {
+    let target = answerable(&state, &auth, &agent).await?;
+    let live: Vec<String> = state
+        .store
+        .credentials_of(&target.id)
+        .await?
+        .into_iter()
+        .filter(|c| c.revoked_at.is_none())
+        .map(|c| c.hash)
+        .collect();
+    let credential = state.new_enrollment_credential();
+    let op = Op::Identity(identity::Op::ReissueCredential {
+        agent: target.id,
+        revoke: live,
+        new_hash: sha256_hex(credential.as_bytes()),
+    });
+    Ok(with_credential(execute(&state, auth.member, None, op, StatusCode::OK).await, &credential).await)
+}
+
+/// The member itself or its owner revokes one credential, named by its listed `id`.
+#[utoipa::path(post, path = "/v1/agents/{agent}/credentials/{id}/revoke", params(("agent" = String, Path, description = "DID or handle"), ("id" = String, Path)), responses((status = 200, description = "Revoked", body = schema::Revoked), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+async fn revoke_agent_credential(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path((agent, id)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    let target = answerable(&state, &auth, &agent).await?;
+    let found = state
+        .store
+        .credentials_of(&target.id)
+        .await?
+        .into_iter()
+        .find(|c| c.hash.starts_with(&id) && id.len() == CREDENTIAL_ID_HEX);
+    let Some(credential) = found else {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "credential_not_found",
+            format!("{} has no credential {id}.", target.id),
+        ));
+    };
+    let op = Op::Identity(identity::Op::RevokeCredential { member: target.id, hash: credential.hash });
+    Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 
 /// A member by DID or current handle.

@@ -146,6 +146,12 @@ impl AppState {
         crate::entropy::new_secret_credential(self.entropy.as_ref())
     }
 
+    /// A credential for someone else to hand over (an invite's, an owner's
+    /// reissue): it must be rotated before any other act.
+    pub fn new_enrollment_credential(&self) -> String {
+        crate::entropy::new_enrollment_credential(self.entropy.as_ref())
+    }
+
     /// `bytes` random bytes from this registry's entropy, base64url.
     pub fn random_b64(&self, bytes: usize) -> String {
         crate::entropy::random_b64(self.entropy.as_ref(), bytes)

@@ -442,6 +442,12 @@ impl Store for StalledWriter {
     async fn head(&self) -> Result<bazaar_core::chain::ChainHead, bazaar_store::StoreError> {
         self.inner.head().await
     }
+    async fn credentials_of(
+        &self,
+        member: &MemberId,
+    ) -> Result<Vec<bazaar_core::model::Credential>, bazaar_store::StoreError> {
+        self.inner.credentials_of(member).await
+    }
     async fn member(&self, id: &MemberId) -> Result<Option<Member>, bazaar_store::StoreError> {
         self.inner.member(id).await
     }

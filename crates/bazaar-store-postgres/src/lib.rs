@@ -430,6 +430,13 @@ impl Store for PostgresStore {
         rows::all(&found, rows::doc_key)
     }
 
+    async fn credentials_of(&self, member: &MemberId) -> Result<Vec<Credential>, StoreError> {
+        let r = self.reader().await?;
+        let sql = format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE member = $1 ORDER BY created_at, hash");
+        let found = r.client.query(&sql, &[&member.0]).await.map_err(pg_error)?;
+        found.iter().map(|row| rows::credential(row, 0)).collect()
+    }
+
     async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {
         let r = self.reader().await?;
         let row = r.client.query_opt(&r.st.authenticate, &[&hash]).await.map_err(pg_error)?;

@@ -442,6 +442,10 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn credentials_of(&self, member: &MemberId) -> Result<Vec<Credential>, StoreError> {
+        self.credentials_of_member(member).await
+    }
+
     async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {
         let generation = {
             let cache = self.auth.lock().unwrap_or_else(|p| p.into_inner());
@@ -466,6 +470,17 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
+    async fn credentials_of_member(&self, member: &MemberId) -> Result<Vec<Credential>, StoreError> {
+        let member = member.0.clone();
+        self.read(move |c| {
+            let sql = format!("{} WHERE member = ?1 ORDER BY created_at, hash", rows::CREDENTIAL_SELECT);
+            let mut statement = c.prepare_cached(&sql)?;
+            let found = statement.query_map([member], rows::credential_row)?.collect::<rusqlite::Result<Vec<_>>>();
+            found
+        })
+        .await
+    }
+
     async fn authenticate_uncached(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {
         let hash = hash.to_string();
         self.read(move |c| {

@@ -343,6 +343,18 @@ async fn invites_work_once(f: Fixture) {
     assert!(f.store.credential("fresh").await.unwrap().unwrap().revoked_at.is_some());
     // `authenticate` (which an adapter may cache) sees the revocation at once.
     assert!(f.store.authenticate("fresh").await.unwrap().unwrap().0.revoked_at.is_some());
+    // The owner reissues: a new credential, the listed ones revoked; only the owner may.
+    let reissue = |revoke: Vec<String>, new_hash: &str| {
+        Op::Identity(identity::Op::ReissueCredential { agent: a.clone(), revoke, new_hash: new_hash.into() })
+    };
+    assert_eq!(f.run(&agent, reissue(Vec::new(), "by-itself")).await.unwrap_err().code, Code::NotOwner);
+    f.ok(&owner, reissue(vec!["fresh".into()], "reissued")).await;
+    let all: Vec<(String, bool)> =
+        f.store.credentials_of(&a).await.unwrap().into_iter().map(|c| (c.hash, c.revoked_at.is_none())).collect();
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert!(all.contains(&(format!("cred-{a}"), false)) && all.contains(&("fresh".to_string(), false)));
+    assert!(all.contains(&("reissued".to_string(), true)));
+    assert!(f.store.credentials_of(&MemberId("did:key:znobody".into())).await.unwrap().is_empty());
 }
 
 async fn pay_settle_conserves(f: Fixture) {

@@ -79,6 +79,8 @@ pub trait Store: Send + Sync + 'static {
     /// The credential with this hash and the member holding it, in one read.
     /// The caller checks `revoked_at`.
     async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError>;
+    /// Every credential the member was ever given, oldest first (revoked ones too).
+    async fn credentials_of(&self, member: &MemberId) -> Result<Vec<Credential>, StoreError>;
     async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError>;
     async fn budget(&self, agent: &MemberId) -> Result<Option<Budget>, StoreError>;
     async fn token(&self, jti: &TokenId) -> Result<Option<TokenView>, StoreError>;

@@ -60,6 +60,13 @@ pub struct CredentialRevoked {
     pub member: MemberId,
 }
 
+/// `credential.reissued`: an owner gave its agent a new credential and revoked `revoked` of its old ones.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialReissued {
+    pub agent: MemberId,
+    pub revoked: u32,
+}
+
 /// `member.renamed`: the old handle stays reserved forever.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberRenamed {
@@ -75,5 +82,6 @@ crate::event_bodies!(
     InviteIssued => IdentityEvent::InviteIssued,
     CredentialRotated => IdentityEvent::CredentialRotated,
     CredentialRevoked => IdentityEvent::CredentialRevoked,
+    CredentialReissued => IdentityEvent::CredentialReissued,
     MemberRenamed => IdentityEvent::MemberRenamed,
 );

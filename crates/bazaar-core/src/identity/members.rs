@@ -236,6 +236,43 @@ impl Batch<'_> {
         Ok(CredentialChanged { member: member.clone() })
     }
 
+    /// The agent's owner gives it a new credential (`new_hash`) and revokes
+    /// each of `revoke` still live; every one must be the agent's.
+    pub(crate) fn reissue_credential(
+        &mut self,
+        command: &Caller<'_>,
+        agent: &MemberId,
+        revoke: &[String],
+        new_hash: &str,
+    ) -> Result<CredentialChanged, Refusal> {
+        let target = self.member(agent)?;
+        if target.kind != MemberKind::Agent || target.owner.as_ref() != Some(&command.actor.id) {
+            return refuse(Code::NotOwner, "Only an agent's owner reissues its credential.");
+        }
+        if self.snap.credentials.contains_key(new_hash) {
+            return refuse(Code::InvalidRequest, "Credential collision; retry.");
+        }
+        let mut revoked = 0;
+        for hash in revoke {
+            let credential = match self.snap.credentials.get(hash) {
+                Some(c) if &c.member == agent => c.clone(),
+                _ => return refuse(Code::InvalidRequest, "A credential to revoke is not this agent's."),
+            };
+            if credential.revoked_at.is_none() {
+                self.put_credential(Credential { revoked_at: Some(self.now), ..credential });
+                revoked += 1;
+            }
+        }
+        self.put_credential(Credential {
+            hash: new_hash.into(),
+            member: agent.clone(),
+            created_at: self.now,
+            revoked_at: None,
+        });
+        self.emit(command, &events::CredentialReissued { agent: agent.clone(), revoked });
+        Ok(CredentialChanged { member: agent.clone() })
+    }
+
     pub(crate) fn rename(&mut self, command: &Caller<'_>, member: &MemberId, handle: &str) -> Result<Renamed, Refusal> {
         crate::validate::handle(handle)?;
         let target = self.member(member)?;

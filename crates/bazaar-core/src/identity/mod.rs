@@ -21,6 +21,7 @@ crate::event_kinds! {
         InviteIssued => "invite.issued",
         CredentialRotated => "credential.rotated",
         CredentialRevoked => "credential.revoked",
+        CredentialReissued => "credential.reissued",
         MemberRenamed => "member.renamed",
     }
 }
@@ -56,6 +57,13 @@ pub enum Op {
         member: MemberId,
         hash: String,
     },
+    /// An owner gives its agent a new credential and revokes those listed
+    /// (the agent's live ones, as the caller read them).
+    ReissueCredential {
+        agent: MemberId,
+        revoke: Vec<String>,
+        new_hash: String,
+    },
     Rename {
         member: MemberId,
         handle: String,
@@ -72,6 +80,7 @@ impl Op {
             Op::RedeemInvite { .. } => "redeem_invite",
             Op::RotateCredential { .. } => "rotate_credential",
             Op::RevokeCredential { .. } => "revoke_credential",
+            Op::ReissueCredential { .. } => "reissue_credential",
             Op::Rename { .. } => "rename",
         }
     }
@@ -106,6 +115,11 @@ impl Op {
                 keys.members.insert(member.clone());
                 keys.credentials.insert(hash.clone());
             }
+            Op::ReissueCredential { agent, revoke, new_hash } => {
+                keys.members.insert(agent.clone());
+                keys.credentials.extend(revoke.iter().cloned());
+                keys.credentials.insert(new_hash.clone());
+            }
             Op::Rename { member, handle } => {
                 keys.members.insert(member.clone());
                 keys.handles.insert(handle.clone());
@@ -127,6 +141,9 @@ impl Op {
             }
             Op::RotateCredential { old_hash, new_hash } => batch.rotate_credential(caller, old_hash, new_hash)?.into(),
             Op::RevokeCredential { member, hash } => batch.revoke_credential(caller, member, hash)?.into(),
+            Op::ReissueCredential { agent, revoke, new_hash } => {
+                batch.reissue_credential(caller, agent, revoke, new_hash)?.into()
+            }
             Op::Rename { member, handle } => batch.rename(caller, member, handle)?.into(),
         })
     }

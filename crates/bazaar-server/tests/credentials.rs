@@ -1,0 +1,96 @@
+//! Owners answer for their agents' credentials: a credential an invite (or
+//! an owner's reissue) hands over does nothing but rotate; the owner lists,
+//! reissues and revokes its agent's credentials; nobody else may.
+
+mod common;
+
+use bazaar_sdk::{generate_key, Client};
+use common::{person, registry};
+use serde_json::{json, Value};
+
+async fn call(r: &common::Registry, credential: &str, method: reqwest::Method, path: &str) -> (u16, Value) {
+    let response = r.http.request(method, format!("{}{path}", r.url)).bearer_auth(credential).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Redeems an invite over plain HTTP (the SDK would rotate at once): the invite's own credential.
+async fn enroll_raw(r: &common::Registry, owner: &Client, handle: &str) -> (String, String) {
+    let invite = owner.issue_invite().await.unwrap();
+    let key = generate_key();
+    let message = format!("bazaar-invite-v1\n{invite}\n{handle}");
+    let proof = bazaar_core::crypto::sign(&key, message.as_bytes());
+    let body = json!({"invite_code": invite, "public_key": hex::encode(key.verifying_key().as_bytes()), "handle": handle, "proof": proof});
+    let joined: Value =
+        r.http.post(format!("{}/v1/agents", r.url)).json(&body).send().await.unwrap().json().await.unwrap();
+    (joined["credential"].as_str().unwrap().to_string(), joined["id"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn an_invited_agent_rotates_before_anything_and_its_owner_answers_for_its_credentials() {
+    let r = registry().await;
+    let hotel = person(&r, "hotel").await;
+    let owner = r.operator.with_credential(&hotel.credential);
+    let (issued, agent_id) = enroll_raw(&r, &owner, "concierge").await;
+    assert!(issued.starts_with("bzi_"), "{issued}");
+    // The invite's credential does nothing but rotate.
+    for (method, path) in [(reqwest::Method::GET, "/v1/me"), (reqwest::Method::POST, "/v1/rooms")] {
+        let (status, refused) = call(&r, &issued, method, path).await;
+        assert_eq!((status, refused["code"].as_str()), (403, Some("rotation_required")), "{path}");
+    }
+    let (status, rotated) = call(&r, &issued, reqwest::Method::POST, "/v1/credentials/rotate").await;
+    assert_eq!(status, 200, "{rotated}");
+    let own = rotated["credential"].as_str().unwrap().to_string();
+    assert!(own.starts_with("bzc_"));
+    assert_eq!(call(&r, &own, reqwest::Method::GET, "/v1/me").await.0, 200);
+    assert_eq!(call(&r, &issued, reqwest::Method::GET, "/v1/me").await.0, 401, "the invite's is dead");
+    // The owner lists them: the invite's (revoked by the rotation) and the agent's own.
+    let path = format!("/v1/agents/{agent_id}/credentials");
+    let (status, listed) = call(&r, &hotel.credential, reqwest::Method::GET, &path).await;
+    assert_eq!(status, 200, "{listed}");
+    let live = |listed: &Value| -> Vec<String> {
+        let all = listed.as_array().unwrap();
+        all.iter().filter(|c| c["revoked_at"].is_null()).map(|c| c["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!((listed.as_array().unwrap().len(), live(&listed).len()), (2, 1), "{listed}");
+    assert_eq!(listed[0]["id"].as_str().unwrap().len(), 16);
+    // Someone else's owner may not look.
+    let stranger = person(&r, "stranger").await;
+    let (status, refused) = call(&r, &stranger.credential, reqwest::Method::GET, &path).await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("not_owner")));
+    // The owner reissues: the agent's own is revoked, the new one must be rotated first.
+    let (status, reissued) =
+        call(&r, &hotel.credential, reqwest::Method::POST, "/v1/agents/concierge/credentials/reissue").await;
+    assert_eq!(status, 200, "{reissued}");
+    let handed = reissued["credential"].as_str().unwrap().to_string();
+    assert!(handed.starts_with("bzi_"));
+    assert_eq!(call(&r, &own, reqwest::Method::GET, "/v1/me").await.0, 401, "the old one is revoked");
+    assert_eq!(call(&r, &handed, reqwest::Method::GET, "/v1/me").await.0, 403);
+    let (_, again) = call(&r, &handed, reqwest::Method::POST, "/v1/credentials/rotate").await;
+    let newest = again["credential"].as_str().unwrap().to_string();
+    // An agent cannot reissue itself (that is rotation); the owner revokes one by id.
+    let (status, refused) = call(&r, &newest, reqwest::Method::POST, "/v1/agents/concierge/credentials/reissue").await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("not_owner")));
+    let (_, listed) = call(&r, &hotel.credential, reqwest::Method::GET, &path).await;
+    assert_eq!(listed.as_array().unwrap().len(), 4, "invite's, own, reissued, rotated: {listed}");
+    let newest_id = live(&listed).pop().expect("one live credential");
+    let revoke = format!("/v1/agents/concierge/credentials/{newest_id}/revoke");
+    assert_eq!(call(&r, &hotel.credential, reqwest::Method::POST, &revoke).await.0, 200);
+    assert_eq!(call(&r, &newest, reqwest::Method::GET, "/v1/me").await.0, 401);
+    let (status, missing) =
+        call(&r, &hotel.credential, reqwest::Method::POST, "/v1/agents/concierge/credentials/0000000000000000/revoke")
+            .await;
+    assert_eq!((status, missing["code"].as_str()), (404, Some("credential_not_found")));
+}
+
+#[tokio::test]
+async fn the_sdk_rotates_an_invites_credential_at_once() {
+    let r = registry().await;
+    let hotel = person(&r, "hotel").await;
+    let owner = r.operator.with_credential(&hotel.credential);
+    let invite = owner.issue_invite().await.unwrap();
+    let joined = owner.with_credential("none").redeem_invite(&invite, &generate_key(), "valet").await.unwrap();
+    let credential = joined["credential"].as_str().unwrap();
+    assert!(credential.starts_with("bzc_"), "{joined}");
+    assert_eq!(call(&r, credential, reqwest::Method::GET, "/v1/me").await.0, 200);
+}
