@@ -48,6 +48,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0006_people", include_str!("../migrations/0006_people.sql")),
     ("0007_bodies", include_str!("../migrations/0007_bodies.sql")),
     ("0008_meter", include_str!("../migrations/0008_meter.sql")),
+    ("0009_refs", include_str!("../migrations/0009_refs.sql")),
 ];
 
 /// The advisory lock key taken while migrating ("bazaar" then 0xC0, the plane's own).

@@ -11,7 +11,7 @@ use crate::tx::{big, col, count, unavailable, Params, Result, Tx};
 const CHANNEL_COLUMNS: &str = "id, kind, name, created_by, created_at, sealed";
 const MEMBERSHIP_COLUMNS: &str = "channel, member, role, joined_at, joined_after, left_at, left_after, muted, read_seq";
 const MESSAGE_SELECT: &str = "SELECT m.channel, c.kind, m.seq, m.position, m.authored_by, m.on_behalf_of, m.handle, \
-     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at, m.sealed, m.signature \
+     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at, m.sealed, m.signature, m.refs \
      FROM messages m JOIN channels c ON c.id = m.channel";
 
 fn corrupt(what: &str) -> ConversationError {
@@ -79,6 +79,10 @@ fn message_from_row(row: &Row) -> Result<Message> {
             None => None,
         },
         signature: col(row, 14)?,
+        refs: match col::<Option<String>>(row, 15)? {
+            Some(text) => serde_json::from_str(&text).map_err(|_| corrupt("messages.refs"))?,
+            None => Vec::new(),
+        },
     })
 }
 
@@ -211,10 +215,12 @@ pub(crate) fn insert_message(tx: &Tx<'_>, message: &Message, idem_key: Option<&s
     let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
     let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
     let sealed = message.sealed.as_ref().map(serde_json::to_string).transpose().map_err(unavailable)?;
+    let refs =
+        (!message.refs.is_empty()).then(|| serde_json::to_string(&message.refs)).transpose().map_err(unavailable)?;
     tx.execute(
         "INSERT INTO messages (position, channel, seq, authored_by, on_behalf_of, handle, kind, body,
-                               reply_seq, reply_author, mentions, at, ref_seq, idem_key, sealed, signature)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                               reply_seq, reply_author, mentions, at, ref_seq, idem_key, sealed, signature, refs)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         &[
             &big(message.position),
             &message.channel.as_str(),
@@ -232,6 +238,7 @@ pub(crate) fn insert_message(tx: &Tx<'_>, message: &Message, idem_key: Option<&s
             &idem_key,
             &sealed,
             &message.signature,
+            &refs,
         ],
     )?;
     Ok(())

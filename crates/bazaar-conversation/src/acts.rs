@@ -4,15 +4,15 @@
 //! reads and writes, and the use of the one eligibility predicate live here;
 //! an engine only says how a row is read or written in its SQL.
 
-use crate::compose::{check_body, check_page, resolve_handles, resolve_mentions};
+use crate::compose::{check_body, check_page, check_refs, resolve_handles, resolve_mentions};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
 use crate::eligibility::{counts_as_unread, delivered_to, wakes};
 use crate::mentions::mentioned_handles;
 use crate::model::Metered;
 use crate::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use crate::model::{
-    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, ReplyTo, Role,
-    SystemLine,
+    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, RecordRef,
+    ReplyTo, Role, SystemLine,
 };
 use crate::sealing::{check_public_key, check_shape, SealedBody, SealingKey};
 use crate::store::{
@@ -285,6 +285,7 @@ struct Draft {
     mentions: Vec<MemberId>,
     sealed: Option<SealedBody>,
     signature: Option<String>,
+    refs: Vec<RecordRef>,
 }
 
 impl Draft {
@@ -300,6 +301,7 @@ impl Draft {
             mentions: Vec::new(),
             sealed: None,
             signature: None,
+            refs: Vec::new(),
         }
     }
 }
@@ -324,6 +326,7 @@ fn append(tx: &impl Rows, channel: &Channel, draft: Draft, idem_key: Option<&str
         at: now,
         sealed: draft.sealed,
         signature: draft.signature,
+        refs: draft.refs,
     };
     tx.insert_message(&message, idem_key)?;
     tx.enqueue_deliveries(&message.channel, position, now)?;
@@ -536,6 +539,50 @@ impl<E: Engine> ConversationStore for E {
         })
     }
 
+    fn record_room(&self, by: &MemberId, record: RecordRef, name: String, members: Vec<MemberId>) -> Result<Channel> {
+        if name.trim().is_empty() || name.len() > CHANNEL_NAME_BYTES_MAX {
+            return Err(ConversationError::NameInvalid { len: name.len(), max: CHANNEL_NAME_BYTES_MAX });
+        }
+        let (id, by) = (ChannelId::of_record(&record), by.clone());
+        self.write(move |tx, now| {
+            let channel = match tx.load_channel(&id) {
+                Ok(found) => found,
+                Err(ConversationError::ChannelNotFound(_)) => {
+                    let kind = ChannelKind::PrivateRoom;
+                    let channel =
+                        Channel { id, kind, name: Some(name), created_by: by.clone(), created_at: now, sealed: false };
+                    tx.insert_channel(&channel)?;
+                    open_stint(tx, &channel.id, &by, Role::Owner, now)?;
+                    channel
+                }
+                Err(other) => return Err(other),
+            };
+            for member in members.iter().filter(|member| **member != by) {
+                if tx.current_stint(&channel.id, member)?.is_none() {
+                    open_stint(tx, &channel.id, member, Role::Member, now)?;
+                    let line = SystemLine::Joined { member: member.clone(), added_by: Some(by.clone()) };
+                    write_line(tx, &channel.id, &by, line, now)?;
+                }
+            }
+            Ok(channel)
+        })
+    }
+
+    fn record_line(&self, by: &MemberId, channel: &ChannelId, line: SystemLine, key: String) -> Result<Message> {
+        let (by, channel) = (by.clone(), channel.clone());
+        self.write(move |tx, now| {
+            if let Some(first) = tx.message_by_idem(&by, &key)? {
+                return Ok(first);
+            }
+            let found = tx.load_channel(&channel)?;
+            if require_stint(tx, &channel, &by)?.role != Role::Owner {
+                return Err(ConversationError::NotOwner(channel.clone()));
+            }
+            let draft = Draft { body: line.words(), kind: MessageKind::System(line), ..Draft::by(&by) };
+            append(tx, &found, draft, Some(&key), now)
+        })
+    }
+
     fn counter(&self, name: &str) -> Result<u64> {
         self.read(|tx| tx.counter(name))
     }
@@ -648,6 +695,7 @@ impl<E: Engine> ConversationStore for E {
                 }
             }
         }
+        check_refs(&new.refs)?;
         let handles = mentioned_handles(&new.body).into_iter().chain(new.mentions.iter().map(String::as_str));
         let mentions = resolve_handles(directory, handles)?;
         let handle = directory.handle_of(&new.authored_by);
@@ -690,6 +738,7 @@ impl<E: Engine> ConversationStore for E {
                 mentions,
                 sealed: new.sealed,
                 signature: new.signature,
+                refs: new.refs,
                 ..Draft::by(&new.authored_by)
             };
             append_read(tx, &channel, author, draft, new.idem_key.as_deref(), now)

@@ -45,6 +45,28 @@ pub fn resolve_handles<'a>(
     Ok(members)
 }
 
+/// At most `MESSAGE_REFS_MAX` references, each of a known kind with an id of
+/// 1 to `RECORD_ID_BYTES_MAX` bytes (a ledger reference's id is an event `seq`).
+pub fn check_refs(refs: &[crate::model::RecordRef]) -> Result<()> {
+    use bazaar_types::limits::{MESSAGE_REFS_MAX, RECORD_ID_BYTES_MAX};
+    if refs.len() > MESSAGE_REFS_MAX {
+        return Err(ConversationError::RefsInvalid(format!("at most {MESSAGE_REFS_MAX} per message")));
+    }
+    for record in refs {
+        if !crate::model::RECORD_KINDS.contains(&record.kind.as_str()) {
+            let kinds = crate::model::RECORD_KINDS.join(", ");
+            return Err(ConversationError::RefsInvalid(format!("kind {:?} is not one of {kinds}", record.kind)));
+        }
+        let id_ok = !record.id.is_empty()
+            && record.id.len() <= RECORD_ID_BYTES_MAX
+            && record.id.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b'?' && b != b'#');
+        if !id_ok || (record.kind == "ledger" && record.id.parse::<u64>().is_err()) {
+            return Err(ConversationError::RefsInvalid(format!("{} id {:?} is malformed", record.kind, record.id)));
+        }
+    }
+    Ok(())
+}
+
 /// A page size is 1 to `max`; 0 never means "all".
 pub fn check_page(asked: usize, max: usize) -> Result<()> {
     if asked == 0 || asked > max {

@@ -24,6 +24,18 @@ impl ChannelId {
     }
 
     /// The direct-message channel of two members, the same whichever opens it.
+    /// The room of a registry record (a dispute's): one per record, the
+    /// same whoever opens it.
+    pub fn of_record(record: &RecordRef) -> ChannelId {
+        let mut hasher = Sha256::new();
+        hasher.update(b"bazaar-record-room-v1\0");
+        hasher.update(record.kind.as_bytes());
+        hasher.update(b"\0");
+        hasher.update(record.id.as_bytes());
+        let digest = hex::encode(hasher.finalize());
+        ChannelId(format!("ch_{}", &digest[..CHANNEL_ID_HEX_LEN]))
+    }
+
     pub fn dm(one: &MemberId, two: &MemberId) -> ChannelId {
         let (low, high) = if one <= two { (one, two) } else { (two, one) };
         let mut hasher = Sha256::new();
@@ -179,6 +191,13 @@ pub enum SystemLine {
         sealed: bool,
         lacking: Vec<MemberId>,
     },
+    /// In a record's room: the record moved (a dispute's `event`, leaving it in `phase`).
+    Phase {
+        record: RecordRef,
+        event: String,
+        phase: String,
+        deadline: Option<Timestamp>,
+    },
 }
 
 impl SystemLine {
@@ -193,6 +212,9 @@ impl SystemLine {
             SystemLine::RoleChanged { member, role, by } => format!("{by} made {member} {}", role.as_str()),
             SystemLine::Sealing { sealed: true, .. } => {
                 "sealed: messages here are encrypted for their members; the registry cannot read them".to_string()
+            }
+            SystemLine::Phase { record, event, phase, .. } => {
+                format!("{} {}: {event}; now in its {phase} phase", record.kind, record.id)
             }
             SystemLine::Sealing { sealed: false, lacking } => {
                 let names: Vec<&str> = lacking.iter().map(MemberId::as_str).collect();
@@ -256,6 +278,26 @@ pub struct RecordRef {
     pub id: String,
 }
 
+/// The kinds of record a message may point at.
+pub const RECORD_KINDS: [&str; 8] = ["order", "share", "dispute", "contract", "job", "rfq", "token", "ledger"];
+
+impl RecordRef {
+    /// The route that resolves it, which decides who may read it. A share is
+    /// read through its order (`order_id:share`); a ledger reference is an event `seq`.
+    pub fn path(&self) -> String {
+        match self.kind.as_str() {
+            "order" => format!("/v1/orders/{}", self.id),
+            "share" => format!("/v1/orders/{}", self.id.split(':').next().unwrap_or_default()),
+            "dispute" => format!("/v1/disputes/{}", self.id),
+            "contract" => format!("/v1/contracts/{}", self.id),
+            "rfq" => format!("/v1/rfqs/{}", self.id),
+            "token" => format!("/v1/tokens/{}", self.id),
+            "ledger" => format!("/v1/events?after={}&limit=1", self.id.parse::<u64>().unwrap_or(1).saturating_sub(1)),
+            _ => format!("/v1/jobs/{}", self.id),
+        }
+    }
+}
+
 impl MessageKind {
     /// The `seq` of the message this one changes, if it changes one.
     pub fn refers_to(&self) -> Option<u64> {
@@ -302,6 +344,10 @@ pub struct Message {
     /// checked by the registry against the author's `did:key` when posted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// Registry records the message points at; each resolves by its own route
+    /// for those allowed to read it (`RecordRef::path`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<RecordRef>,
 }
 
 /// What needs a member's attention in one channel it is in now.

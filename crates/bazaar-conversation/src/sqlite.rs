@@ -30,6 +30,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0006_people", include_str!("../migrations/0006_people.sql")),
     ("0007_bodies", include_str!("../migrations/0007_bodies.sql")),
     ("0008_meter", include_str!("../migrations/0008_meter.sql")),
+    ("0009_refs", include_str!("../migrations/0009_refs.sql")),
 ];
 
 /// How long a write waits for another process's write before giving up.
@@ -38,7 +39,7 @@ const BUSY_TIMEOUT_MS: u64 = 5_000;
 const CHANNEL_COLUMNS: &str = "id, kind, name, created_by, created_at, sealed";
 const MEMBERSHIP_COLUMNS: &str = "channel, member, role, joined_at, joined_after, left_at, left_after, muted, read_seq";
 const MESSAGE_SELECT: &str = "SELECT m.channel, c.kind, m.seq, m.position, m.authored_by, m.on_behalf_of, m.handle, \
-     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at, m.sealed, m.signature \
+     m.kind, m.body, m.reply_seq, m.reply_author, m.mentions, m.at, m.sealed, m.signature, m.refs \
      FROM messages m JOIN channels c ON c.id = m.channel";
 
 /// Statements each connection keeps compiled (every statement the engine runs fits).
@@ -217,6 +218,10 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
             None => None,
         },
         signature: row.get(14)?,
+        refs: match row.get::<_, Option<String>>(15)? {
+            Some(text) => serde_json::from_str(&text).map_err(|_| corrupt("messages.refs"))?,
+            None => Vec::new(),
+        },
     })
 }
 
@@ -353,10 +358,12 @@ fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str
     let kind = serde_json::to_string(&message.kind).map_err(unavailable)?;
     let mentions = serde_json::to_string(&message.mentions).map_err(unavailable)?;
     let sealed = message.sealed.as_ref().map(serde_json::to_string).transpose().map_err(unavailable)?;
+    let refs =
+        (!message.refs.is_empty()).then(|| serde_json::to_string(&message.refs)).transpose().map_err(unavailable)?;
     tx.run(
         "INSERT INTO messages (position, channel, seq, authored_by, on_behalf_of, handle, kind, body,
-                               reply_seq, reply_author, mentions, at, ref_seq, idem_key, sealed, signature)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                               reply_seq, reply_author, mentions, at, ref_seq, idem_key, sealed, signature, refs)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
         params![
             message.position,
             message.channel.as_str(),
@@ -373,7 +380,8 @@ fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str
             message.kind.refers_to(),
             idem_key,
             sealed,
-            message.signature
+            message.signature,
+            refs
         ],
     )
     .map_err(unavailable)?;

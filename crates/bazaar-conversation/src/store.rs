@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use bazaar_types::MemberId;
 
-use crate::model::{Attention, Channel, ChannelId, ChannelView, Membership, Message, Notice, Role};
+use crate::model::{
+    Attention, Channel, ChannelId, ChannelView, Membership, Message, Notice, RecordRef, Role, SystemLine,
+};
 use crate::sealing::{SealedBody, SealingKey};
 
 /// The little the conversation plane needs to know about identity: handles
@@ -70,6 +72,8 @@ pub struct NewMessage {
     pub signature: Option<String>,
     /// Handles the sender says a sealed body mentions (the store cannot read it).
     pub mentions: Vec<String>,
+    /// Registry records the message points at.
+    pub refs: Vec<RecordRef>,
 }
 
 impl NewMessage {
@@ -86,6 +90,7 @@ impl NewMessage {
             sealed: None,
             signature: None,
             mentions: Vec::new(),
+            refs: Vec::new(),
         }
     }
 }
@@ -210,6 +215,8 @@ pub enum ConversationError {
     SignatureRequired,
     #[error("the signature does not verify against the author's key")]
     SignatureInvalid,
+    #[error("a record reference is refused: {0}")]
+    RefsInvalid(String),
     #[error("a body's name is 1 to {max} bytes of a-z, 0-9, '-' and '_'")]
     BodyNameInvalid { max: usize },
     #[error("this passkey is registered already")]
@@ -261,6 +268,7 @@ impl ConversationError {
             ConversationError::SealedEditUnsupported => "sealed_edit_unsupported",
             ConversationError::SignatureRequired => "signature_required",
             ConversationError::SignatureInvalid => "signature_invalid",
+            ConversationError::RefsInvalid(_) => "refs_invalid",
             ConversationError::BodyNameInvalid { .. } => "body_name_invalid",
             ConversationError::PasskeyExists => "passkey_exists",
             ConversationError::TooManyPasskeys { .. } => "too_many_passkeys",
@@ -291,6 +299,13 @@ pub trait ConversationStore {
     /// opening the DM if need be. `key` makes it once-only: a notice already
     /// written under it is returned, never a second one.
     fn notify(&self, from: &MemberId, to: &MemberId, notice: Notice, body: String, key: String) -> Result<Message>;
+    /// The room of a registry record (a dispute's), private and owned by
+    /// `by` (the registry), one per record; each of `members` not in it now is
+    /// added (with a joined line). Named `name` when first opened.
+    fn record_room(&self, by: &MemberId, record: RecordRef, name: String, members: Vec<MemberId>) -> Result<Channel>;
+    /// A line `by` (an owner of the channel) writes in it, once per `key` (a
+    /// second write under the key returns the first).
+    fn record_line(&self, by: &MemberId, channel: &ChannelId, line: SystemLine, key: String) -> Result<Message>;
     /// A number the plane keeps for its own bookkeeping (the notifier's
     /// ledger cursor), 0 if never set.
     fn counter(&self, name: &str) -> Result<u64>;

@@ -85,6 +85,7 @@ fn message(kind: ChannelKind, author: &str, position: u64) -> Message {
         at: Timestamp(0),
         sealed: None,
         signature: None,
+        refs: Vec::new(),
     }
 }
 

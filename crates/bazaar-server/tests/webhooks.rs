@@ -297,5 +297,33 @@ async fn a_dispute_filed_against_a_merchant_reaches_its_webhook_with_the_deadlin
     assert!(notice["body"].as_str().unwrap().contains("Answer"), "{notice}");
     // The buyer, not a party the registry tells about a claim it made, got no dispute notice.
     let (_, inbox) = r.get(&buyer, "/v1/inbox").await;
-    assert!(inbox["messages"].as_array().unwrap().iter().all(|m| m["kind"]["event"] != "dispute.filed"));
+    let notices = inbox["messages"].as_array().unwrap().iter().filter(|m| m["kind"]["type"] == "notice");
+    assert!(notices.clone().all(|m| m["kind"]["event"] != "dispute.filed"), "{inbox}");
+    // The dispute has a room: both parties in it, the filing as its phase line.
+    let room = bazaar_conversation::ChannelId::of_record(&bazaar_conversation::RecordRef {
+        kind: "dispute".into(),
+        id: dispute.clone(),
+    });
+    let (status, history) = r.get(&shop, &format!("/v1/channels/{room}/messages")).await;
+    assert_eq!(status, 200, "{history}");
+    let phase = history.as_array().unwrap().iter().find(|m| m["kind"]["line"] == "phase").expect("a phase line");
+    assert_eq!(phase["kind"]["event"], "dispute.filed");
+    assert_eq!(phase["kind"]["record"], json!({"kind": "dispute", "id": dispute}));
+    // A party points at the dispute from the room; the reference resolves for a party, not for a stranger.
+    let note = json!({"body": "see the claim", "refs": [{"kind": "dispute", "id": dispute}]});
+    let (status, posted) = r.post(&buyer, &format!("/v1/channels/{room}/messages"), note).await;
+    assert_eq!((status, &posted["refs"][0]["id"]), (201, &json!(dispute)), "{posted}");
+    let path = format!("/v1/disputes/{dispute}");
+    assert_eq!(r.get(&shop, &path).await.0, 200);
+    let stranger = person(&r, "stranger").await;
+    assert_ne!(r.get(&stranger, &path).await.0, 200);
+    assert_eq!(r.get(&stranger, &format!("/v1/channels/{room}/messages")).await.0, 403);
+    let (status, refused) = r
+        .post(
+            &buyer,
+            &format!("/v1/channels/{room}/messages"),
+            json!({"body": "x", "refs": [{"kind": "invoice", "id": "1"}]}),
+        )
+        .await;
+    assert_eq!((status, refused["code"].as_str()), (400, Some("refs_invalid")));
 }

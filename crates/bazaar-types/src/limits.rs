@@ -213,6 +213,10 @@ pub const BODY_LEASE_TTL_S: u64 = 30;
 pub const BODY_NAME_BYTES_MAX: usize = 64;
 /// How often a node adds the deliveries it counted to the meter (a crash loses at most this much counting).
 pub const METER_FLUSH_S: u64 = 10;
+/// Record references one message may carry.
+pub const MESSAGE_REFS_MAX: usize = 8;
+/// A record reference's id in bytes.
+pub const RECORD_ID_BYTES_MAX: usize = 128;
 /// Passkeys one person may register.
 pub const PASSKEYS_PER_MEMBER_MAX: usize = 10;
 /// How long a browser session lasts after a passkey sign-in.

@@ -24,6 +24,7 @@ pub mod bodies;
 pub mod changes;
 pub mod meter;
 pub mod people;
+pub mod records;
 pub mod sealing;
 pub mod webhooks;
 
@@ -69,6 +70,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         .chain(people::cases::<H>())
         .chain(bodies::cases::<H>())
         .chain(meter::cases::<H>())
+        .chain(records::cases::<H>())
         .chain(webhooks::cases::<H>())
         .collect()
 }

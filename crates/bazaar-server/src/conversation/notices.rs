@@ -19,10 +19,14 @@
 //! - an order authorized (`order.created` without approval, `order.approved`)
 //!   → each maker, the share notice in her language;
 //! - `settlement.posted` → the merchant its fulfilment waits on.
+//!
+//! Every dispute also has a room of its own (`dispute_room`): its parties and
+//! its arbiter are members, the registry owns it, and each of the dispute's
+//! ledger events is a phase line there.
 
 use crate::problem::Problem;
 use crate::state::AppState;
-use bazaar_conversation::{Notice, RecordRef};
+use bazaar_conversation::{Notice, RecordRef, SystemLine};
 use bazaar_core::dispute::events::DisputeFiledBody;
 use bazaar_core::dispute::Dispute;
 use bazaar_core::kernel::docs::{decode, Document};
@@ -165,6 +169,32 @@ async fn order_notices(state: &AppState, event: &Event) -> Result<Vec<Told>, Pro
     Ok(notices)
 }
 
+/// The room of the dispute an event concerns: its parties and its arbiter
+/// (when it has one) as members, the registry its owner, and the event as a
+/// phase line, written once per ledger `seq`. Other events: nothing.
+async fn dispute_room(state: &AppState, event: &Event) -> Result<(), Problem> {
+    if !event.kind.starts_with("dispute.") {
+        return Ok(());
+    }
+    let Some(id) = id_in(event, "dispute") else { return Ok(()) };
+    let Some(dispute) = doc::<Dispute>(state, &id).await? else { return Ok(()) };
+    let plane = state.plane()?;
+    let mut members = vec![dispute.claimant.clone(), dispute.respondent.clone()];
+    members.extend(dispute.arbiter.iter().cloned());
+    let (registry, record) = (state.registry.clone(), record("dispute", &id));
+    let (name, wanted) = (format!("dispute {id}"), members.clone());
+    let opened = record.clone();
+    let room = plane.call(move |store| store.record_room(&registry, opened, name, wanted)).await?;
+    plane.memberships_changed(&members);
+    let phase = serde_json::to_value(dispute.phase).ok().and_then(|v| v.as_str().map(str::to_string));
+    let deadline = if event.kind == "dispute.executed" { None } else { dispute.deadline };
+    let line = SystemLine::Phase { record, event: event.kind.clone(), phase: phase.unwrap_or_default(), deadline };
+    let (registry, key) = (state.registry.clone(), format!("phase:{}", event.seq));
+    let written = plane.call(move |store| store.record_line(&registry, &room.id, line, key)).await?;
+    plane.published(&written);
+    Ok(())
+}
+
 /// What one notifier pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pass {
@@ -181,6 +211,7 @@ pub async fn notify_once(state: &Arc<AppState>) -> Result<Pass, Problem> {
     let Some(last) = events.last().map(|event| event.seq) else { return Ok(Pass::default()) };
     let mut written = 0;
     for event in &events {
+        dispute_room(state, event).await?;
         for Told { to, notice, body } in notices_for(state, event).await? {
             if to == state.registry {
                 continue;

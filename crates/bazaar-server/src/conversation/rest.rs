@@ -440,6 +440,12 @@ pub struct PostRequest {
     /// Handles a sealed body mentions (the registry cannot read it to find them).
     #[serde(default)]
     pub mentions: Vec<String>,
+    /// Registry records the message points at (`{"kind": "dispute", "id": "dsp_…"}`;
+    /// kinds: order, share, dispute, contract, job, rfq, token, ledger). Each
+    /// resolves by its own route, for those that route lets read it.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub refs: Vec<bazaar_conversation::RecordRef>,
 }
 
 /// The handles a post mentions and the author's own, looked up before the
@@ -513,6 +519,7 @@ async fn post_message(
         sealed: body.sealed,
         signature: body.signature,
         mentions: body.mentions,
+        refs: body.refs,
     };
     let message = plane.call(move |store| store.post(&book, new)).await?;
     plane.published(&message);

@@ -112,6 +112,8 @@ pub struct Message {
     pub sealed: Option<OpenObject>,
     /// The author's Ed25519 signature (base64url), checked when it was posted.
     pub signature: Option<String>,
+    /// Registry records the message points at: `[{"kind", "id"}]`; absent when none.
+    pub refs: Option<Vec<OpenObject>>,
 }
 
 /// A member's published X25519 sealing key.
