@@ -2,8 +2,10 @@
 //! settle) against the embedded registry, the registry on PostgreSQL and a
 //! plain-PostgreSQL baseline peer, side by side, and gates every run on
 //! correctness (conservation, exactly one transfer per order and key); and
-//! (`talk`) measures the conversation plane: fanout, ingest, idle sockets.
+//! (`talk`) measures the conversation plane: fanout, ingest, idle sockets;
+//! (`attention`) the attention query over a million messages on both engines.
 
+pub mod attention;
 pub mod baseline;
 pub mod drive;
 pub mod gate;

@@ -36,6 +36,8 @@ enum Command {
     /// The conversation plane: fanout to many WebSockets beside a bare
     /// reference server, message ingest, and memory per idle socket.
     Talk(bazaar_bench::talk_cmd::TalkArgs),
+    /// The attention query over a million messages, on SQLite and PostgreSQL in one run.
+    Attention(bazaar_bench::attention::AttentionArgs),
     /// Serve the baseline peer on 127.0.0.1 (started by `run`).
     #[command(hide = true)]
     BaselineServe {
@@ -148,6 +150,19 @@ fn main() {
                 }
             }
             Command::Run(args) => run(args).await,
+            Command::Attention(args) => {
+                match tokio::task::spawn_blocking(move || bazaar_bench::attention::run(&args)).await {
+                    Ok(Ok(_)) => 0,
+                    Ok(Err(error)) => {
+                        eprintln!("error: {error:#}");
+                        2
+                    }
+                    Err(error) => {
+                        eprintln!("error: {error}");
+                        2
+                    }
+                }
+            }
             Command::Talk(args) => {
                 let out = args.out.clone();
                 match bazaar_bench::talk_cmd::run(args).await {
