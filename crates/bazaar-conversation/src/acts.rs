@@ -583,6 +583,24 @@ impl<E: Engine> ConversationStore for E {
         })
     }
 
+    fn renamed(&self, member: &MemberId, from: String, to: String, key: String) -> Result<Vec<Message>> {
+        let member = member.clone();
+        self.write(move |tx, now| {
+            let mut written = Vec::new();
+            for stint in tx.stints_of(&member, true)? {
+                let key = format!("{key}:{}", stint.channel);
+                if tx.message_by_idem(&member, &key)?.is_some() {
+                    continue;
+                }
+                let channel = tx.load_channel(&stint.channel)?;
+                let line = SystemLine::Renamed { member: member.clone(), from: from.clone(), to: to.clone() };
+                let draft = Draft { body: line.words(), kind: MessageKind::System(line), ..Draft::by(&member) };
+                written.push(append(tx, &channel, draft, Some(&key), now)?);
+            }
+            Ok(written)
+        })
+    }
+
     fn counter(&self, name: &str) -> Result<u64> {
         self.read(|tx| tx.counter(name))
     }

@@ -191,6 +191,13 @@ pub enum SystemLine {
         sealed: bool,
         lacking: Vec<MemberId>,
     },
+    /// The member took a new handle (mentions and earlier messages keep the
+    /// member they named; only the name shown changes).
+    Renamed {
+        member: MemberId,
+        from: String,
+        to: String,
+    },
     /// In a record's room: the record moved (a dispute's `event`, leaving it in `phase`).
     Phase {
         record: RecordRef,
@@ -213,6 +220,7 @@ impl SystemLine {
             SystemLine::Sealing { sealed: true, .. } => {
                 "sealed: messages here are encrypted for their members; the registry cannot read them".to_string()
             }
+            SystemLine::Renamed { member, from, to } => format!("{member} is now @{to} (was @{from})"),
             SystemLine::Phase { record, event, phase, .. } => {
                 format!("{} {}: {event}; now in its {phase} phase", record.kind, record.id)
             }

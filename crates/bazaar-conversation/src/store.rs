@@ -306,6 +306,9 @@ pub trait ConversationStore {
     /// A line `by` (an owner of the channel) writes in it, once per `key` (a
     /// second write under the key returns the first).
     fn record_line(&self, by: &MemberId, channel: &ChannelId, line: SystemLine, key: String) -> Result<Message>;
+    /// Writes that `member` was renamed in every channel it is in now, once
+    /// per channel under `key` (the ledger event's); the lines written.
+    fn renamed(&self, member: &MemberId, from: String, to: String, key: String) -> Result<Vec<Message>>;
     /// A number the plane keeps for its own bookkeeping (the notifier's
     /// ledger cursor), 0 if never set.
     fn counter(&self, name: &str) -> Result<u64>;

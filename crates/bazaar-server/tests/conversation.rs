@@ -661,3 +661,30 @@ async fn the_meter_counts_deliveries_by_transport() {
     let (_, jons) = r.get(&jon, "/v1/meter").await;
     assert_eq!(jons["delivered"]["websocket"], 0, "each member's own");
 }
+
+/// A rename reaches the member's channels as a line, through the notifier
+/// (which reads the ledger), once; what was said before keeps its handle.
+#[tokio::test]
+async fn a_rename_is_a_line_in_the_members_channels() {
+    use bazaar_server::conversation::notices::notify_once;
+    let r = registry().await;
+    let (ada, bob) = (person(&r, "ada").await, person(&r, "bob").await);
+    let room = r.room(&bob, "workshop", false).await;
+    r.post(&ada, &format!("/v1/channels/{room}/join"), json!({})).await;
+    let before = r.say(&ada, &room, "hello from ada").await;
+    let body = json!({"handle": "ada-lovelace"});
+    let (status, renamed) =
+        r.call(&ada, reqwest::Method::PUT, &format!("/v1/members/{}/handle", ada.id), Some(body)).await;
+    assert_eq!(status, 200, "{renamed}");
+    notify_once(&r.state).await.unwrap();
+    notify_once(&r.state).await.unwrap();
+    let (_, history) = r.get(&bob, &format!("/v1/channels/{room}/messages")).await;
+    let lines: Vec<&Value> = history.as_array().unwrap().iter().filter(|m| m["kind"]["line"] == "renamed").collect();
+    assert_eq!(lines.len(), 1, "once: {history}");
+    assert_eq!(
+        (lines[0]["kind"]["from"].as_str(), lines[0]["kind"]["to"].as_str()),
+        (Some("ada"), Some("ada-lovelace"))
+    );
+    let earlier = history.as_array().unwrap().iter().find(|m| m["seq"] == before["seq"]).unwrap();
+    assert_eq!(earlier["handle"], "ada", "a message keeps the handle it was posted under");
+}

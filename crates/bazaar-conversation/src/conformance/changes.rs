@@ -9,6 +9,7 @@ use crate::{Change, ChangeKind, ChannelId, ConversationStore, MessageKind, Notic
 
 pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
     vec![
+        ("a_rename_is_a_line_in_every_channel_once", a_rename_is_a_line_in_every_channel_once::<H>),
         ("membership_changes_write_lines_and_a_room_keeps_an_owner", lines_and_the_last_owner::<H>),
         ("reactions_edits_and_deletions_are_messages_of_their_own", changes_are_messages::<H>),
         ("a_post_retried_with_its_key_is_one_message", a_keyed_post_is_one_message::<H>),
@@ -69,6 +70,31 @@ fn lines_and_the_last_owner<H: Harness>(harness: &H) {
     assert_eq!(store.remove_member(&dm, &alice, &bob).unwrap_err().code(), "direct_message");
     let lacking = vec![alice.clone(), bob.clone()];
     assert_eq!(lines_of(store, &dm, "alice"), vec![SystemLine::Sealing { sealed: false, lacking }]);
+}
+
+fn a_rename_is_a_line_in_every_channel_once<H: Harness>(harness: &H) {
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let dir = MapDirectory::with(&["alice", "bob"]);
+    let room = room_with(store, "bob", &["alice"]);
+    let dm = store.open_dm(&member("alice"), &member("bob")).unwrap().id;
+    let left = room_with(store, "bob", &["alice"]);
+    store.leave(&left, &member("alice")).unwrap();
+    let said = say(store, &dir, &room, "bob", "hi @alice");
+    let lines = store.renamed(&member("alice"), "alice".into(), "ally".into(), "renamed:9".into()).unwrap();
+    let mut channels: Vec<ChannelId> = lines.iter().map(|m| m.channel.clone()).collect();
+    channels.sort();
+    let mut expected = vec![room.clone(), dm];
+    expected.sort();
+    assert_eq!(channels, expected, "every channel alice is in now, not the one she left");
+    let line = SystemLine::Renamed { member: member("alice"), from: "alice".into(), to: "ally".into() };
+    assert!(lines.iter().all(|m| m.kind == MessageKind::System(line.clone())));
+    assert!(store.renamed(&member("alice"), "alice".into(), "ally".into(), "renamed:9".into()).unwrap().is_empty());
+    let history = store.history(&room, &member("bob"), crate::HistoryRange::Latest, 10).unwrap();
+    let earlier = history.iter().find(|m| m.seq == said.seq).unwrap();
+    assert_eq!(earlier.mentions, vec![member("alice")], "a mention keeps the member it named");
+    assert!(store.attention(&member("bob")).unwrap().iter().all(|a| a.channel != room || a.unread == 0));
 }
 
 fn change(channel: &ChannelId, author: &str, target: u64, what: ChangeKind) -> Change {

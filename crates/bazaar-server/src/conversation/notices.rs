@@ -20,6 +20,7 @@
 //!   → each maker, the share notice in her language;
 //! - `settlement.posted` → the merchant its fulfilment waits on.
 //!
+//! A rename (`member.renamed`) is a line in every channel the member is in.
 //! Every dispute also has a room of its own (`dispute_room`): its parties and
 //! its arbiter are members, the registry owns it, and each of the dispute's
 //! ledger events is a phase line there.
@@ -29,6 +30,7 @@ use crate::state::AppState;
 use bazaar_conversation::{Notice, RecordRef, SystemLine};
 use bazaar_core::dispute::events::DisputeFiledBody;
 use bazaar_core::dispute::Dispute;
+use bazaar_core::identity::events::MemberRenamed;
 use bazaar_core::kernel::docs::{decode, Document};
 use bazaar_core::market::order::Order;
 use bazaar_core::market::Rfq;
@@ -195,6 +197,23 @@ async fn dispute_room(state: &AppState, event: &Event) -> Result<(), Problem> {
     Ok(())
 }
 
+/// A rename on the ledger (`member.renamed`) as a line in every channel the
+/// member is in now, once per channel.
+async fn rename_lines(state: &AppState, event: &Event) -> Result<(), Problem> {
+    if event.kind != "member.renamed" {
+        return Ok(());
+    }
+    let Ok(renamed) = serde_json::from_value::<MemberRenamed>(event.body.clone()) else { return Ok(()) };
+    let plane = state.plane()?;
+    let key = format!("renamed:{}", event.seq);
+    let MemberRenamed { member, from, to } = renamed;
+    let lines = plane.call(move |store| store.renamed(&member, from, to, key)).await?;
+    for line in &lines {
+        plane.published(line);
+    }
+    Ok(())
+}
+
 /// What one notifier pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pass {
@@ -212,6 +231,7 @@ pub async fn notify_once(state: &Arc<AppState>) -> Result<Pass, Problem> {
     let mut written = 0;
     for event in &events {
         dispute_room(state, event).await?;
+        rename_lines(state, event).await?;
         for Told { to, notice, body } in notices_for(state, event).await? {
             if to == state.registry {
                 continue;
