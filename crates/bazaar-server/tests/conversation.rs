@@ -688,3 +688,28 @@ async fn a_rename_is_a_line_in_the_members_channels() {
     let earlier = history.as_array().unwrap().iter().find(|m| m["seq"] == before["seq"]).unwrap();
     assert_eq!(earlier["handle"], "ada", "a message keeps the handle it was posted under");
 }
+
+/// An owner watches the rooms its agents are in (read-only): their list and
+/// their history, as the agent; nobody else may read as the agent.
+#[tokio::test]
+async fn an_owner_reads_the_rooms_its_agent_is_in() {
+    let r = registry().await;
+    let (hotel, maker) = (person(&r, "hotel").await, person(&r, "maker").await);
+    let concierge = agent_of(&r, &hotel, "concierge").await;
+    let (_, dm) = r.post(&maker, "/v1/dms", json!({"with": "concierge"})).await;
+    let dm = dm["id"].as_str().unwrap().to_string();
+    r.say(&maker, &dm, "40 per crate?").await;
+    let (status, theirs) = r.get(&hotel, "/v1/channels?as=concierge").await;
+    assert_eq!(status, 200, "{theirs}");
+    assert_eq!(theirs[0]["channel"], dm.as_str());
+    assert_eq!(theirs[0]["unread"], 1);
+    let (status, history) = r.get(&hotel, &format!("/v1/channels/{dm}/messages?as=concierge")).await;
+    assert_eq!(status, 200, "{history}");
+    assert!(history.as_array().unwrap().iter().any(|m| m["body"] == "40 per crate?"));
+    // The owner is not in the DM itself, and nobody else reads as the agent.
+    assert_eq!(r.get(&hotel, &format!("/v1/channels/{dm}/messages")).await.0, 403);
+    let (status, refused) = r.get(&maker, "/v1/channels?as=concierge").await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("not_owner")));
+    let (status, refused) = r.get(&concierge, "/v1/channels?as=hotel").await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("not_owner")), "an owner is not an agent");
+}

@@ -131,11 +131,38 @@ struct MyChannel {
     wakes: u64,
 }
 
-/// The channels the caller is in now, each with its unread and waking counts
-/// (derived from messages and memberships when asked, never stored).
-#[utoipa::path(get, path = "/v1/channels", responses((status = 200, description = "The caller's channels", body = [schema::MyChannel]), errors::Unauthenticated, errors::Unavailable))]
-async fn my_channels(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
-    let me = auth.member.id;
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AsQuery {
+    /// An agent of the caller (DID or handle): read as that agent (owners watch their agents' rooms).
+    #[serde(rename = "as")]
+    pub as_agent: Option<String>,
+}
+
+/// Whose channels a read is for: the caller's own, or (with `as`) an agent
+/// the caller owns — owners may read, never post, where their agents are.
+async fn reader(state: &AppState, auth: &Auth, as_agent: Option<&str>) -> Result<bazaar_types::MemberId, Problem> {
+    let Some(agent) = as_agent else { return Ok(auth.member.id.clone()) };
+    let agent = resolve(state, agent).await?;
+    if agent.kind != MemberKind::Agent || agent.owner.as_ref() != Some(&auth.member.id) {
+        return Err(Problem::new(
+            StatusCode::FORBIDDEN,
+            "not_owner",
+            format!("Only {}'s owner may read as it.", agent.handle),
+        ));
+    }
+    Ok(agent.id)
+}
+
+/// The channels the caller is in now (or, with `as`, one of its agents is),
+/// each with its unread and waking counts (derived when asked, never stored).
+#[utoipa::path(get, path = "/v1/channels", params(("as" = Option<String>, Query, description = "An agent of the caller: its channels")), responses((status = 200, description = "The caller's channels", body = [schema::MyChannel]), errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
+async fn my_channels(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiQuery(query): ApiQuery<AsQuery>,
+) -> Result<Response, Problem> {
+    let me = reader(&state, &auth, query.as_agent.as_deref()).await?;
     let (stints, attention) = state
         .plane()?
         .call(move |store| {
@@ -534,11 +561,14 @@ pub struct HistoryQuery {
     /// Messages newer than this `seq` (catching up).
     pub after: Option<u64>,
     pub limit: Option<usize>,
+    /// An agent of the caller (DID or handle): read the history as that agent.
+    #[serde(rename = "as")]
+    pub as_agent: Option<String>,
 }
 
 /// A page of a channel's history, oldest first: the newest messages, those
 /// before a `seq`, or those after one. Members only.
-#[utoipa::path(get, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("before" = Option<u64>, Query), ("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Messages, oldest first", body = [schema::Message]), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("before" = Option<u64>, Query), ("after" = Option<u64>, Query), ("limit" = Option<usize>, Query), ("as" = Option<String>, Query, description = "An agent of the caller: read as it")), responses((status = 200, description = "Messages, oldest first", body = [schema::Message]), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 async fn history(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -552,7 +582,8 @@ async fn history(
         (Some(_), Some(_)) => return Err(Problem::invalid("Give `before` or `after`, not both.")),
     };
     let limit = query.limit.unwrap_or(PAGE_DEFAULT);
-    let (me, channel) = (auth.member.id, ChannelId(channel));
+    let me = reader(&state, &auth, query.as_agent.as_deref()).await?;
+    let channel = ChannelId(channel);
     let page = state.plane()?.call(move |store| store.history(&channel, &me, range, limit)).await?;
     Ok(Json(page).into_response())
 }
