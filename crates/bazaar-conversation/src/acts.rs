@@ -403,13 +403,15 @@ fn change_target(tx: &impl Rows, change: &Change) -> Result<Message> {
     let by_author = target.authored_by == change.author;
     match change.what {
         ChangeKind::React { .. } => {}
-        ChangeKind::Edit { .. } if !by_author => return Err(ConversationError::NotAuthor { seq }),
+        ChangeKind::Edit { .. } | ChangeKind::SealedEdit { .. } if !by_author => {
+            return Err(ConversationError::NotAuthor { seq })
+        }
         ChangeKind::Delete if !by_author => {
             if require_stint(tx, &change.channel, &change.author)?.role != Role::Owner {
                 return Err(ConversationError::NotAuthor { seq });
             }
         }
-        ChangeKind::Edit { .. } | ChangeKind::Delete => {}
+        ChangeKind::Edit { .. } | ChangeKind::SealedEdit { .. } | ChangeKind::Delete => {}
     }
     Ok(target)
 }
@@ -664,6 +666,7 @@ impl<E: Engine> ConversationStore for E {
     }
 
     fn change(&self, directory: &dyn Directory, change: Change) -> Result<Message> {
+        let (mut sealed, mut signature) = (None, None);
         let (kind, body, mentions) = match &change.what {
             ChangeKind::React { emoji, removed } => {
                 check_reaction(emoji)?;
@@ -673,14 +676,23 @@ impl<E: Engine> ConversationStore for E {
                 check_body(body)?;
                 (MessageKind::Edit { of: change.target }, body.clone(), resolve_mentions(directory, body)?)
             }
+            ChangeKind::SealedEdit { sealed: envelope, signature: signed, mentions } => {
+                check_shape(envelope).map_err(|refused| ConversationError::SealedInvalid(refused.to_string()))?;
+                (sealed, signature) = (Some(envelope.clone()), Some(signed.clone()));
+                let mentioned = resolve_handles(directory, mentions.iter().map(String::as_str))?;
+                (MessageKind::Edit { of: change.target }, String::new(), mentioned)
+            }
             ChangeKind::Delete => (MessageKind::Deletion { of: change.target }, String::new(), Vec::new()),
         };
         let handle = directory.handle_of(&change.author);
         self.write(move |tx, now| {
             let channel = tx.load_channel(&change.channel)?;
             let author = require_stint(tx, &channel.id, &change.author)?;
-            if channel.sealed && matches!(change.what, ChangeKind::Edit { .. }) {
-                return Err(ConversationError::SealedEditUnsupported);
+            match (&change.what, channel.sealed) {
+                (ChangeKind::Edit { .. }, true) => return Err(ConversationError::SealedRequired(channel.id.clone())),
+                (ChangeKind::SealedEdit { .. }, false) => return Err(ConversationError::NotSealed(channel.id.clone())),
+                (ChangeKind::SealedEdit { sealed, .. }, true) => check_recipients(tx, &channel.id, sealed)?,
+                _ => {}
             }
             change_target(tx, &change)?;
             let draft = Draft {
@@ -689,6 +701,8 @@ impl<E: Engine> ConversationStore for E {
                 kind,
                 body,
                 mentions,
+                sealed,
+                signature,
                 ..Draft::by(&change.author)
             };
             append_read(tx, &channel, author, draft, None, now)

@@ -113,6 +113,9 @@ pub enum ChangeKind {
     React { emoji: String, removed: bool },
     /// Its author gives it new text.
     Edit { body: String },
+    /// Its author gives it new text, sealed (in a sealed channel): the same
+    /// envelope and signature rules as a sealed post.
+    SealedEdit { sealed: SealedBody, signature: String, mentions: Vec<String> },
     /// Its author or an owner of the room withdraws it.
     Delete,
 }
@@ -209,8 +212,6 @@ pub enum ConversationError {
     SealingKeyRequired(MemberId),
     #[error("a public room cannot be sealed; make it private")]
     SealedPublicRoom,
-    #[error("messages in a sealed channel are not edited; delete and post again")]
-    SealedEditUnsupported,
     #[error("a sealed post must carry its author's signature")]
     SignatureRequired,
     #[error("the signature does not verify against the author's key")]
@@ -265,7 +266,6 @@ impl ConversationError {
             ConversationError::SealedInvalid(_) => "sealed_invalid",
             ConversationError::SealingKeyRequired(_) => "sealing_key_required",
             ConversationError::SealedPublicRoom => "sealed_public_room",
-            ConversationError::SealedEditUnsupported => "sealed_edit_unsupported",
             ConversationError::SignatureRequired => "signature_required",
             ConversationError::SignatureInvalid => "signature_invalid",
             ConversationError::RefsInvalid(_) => "refs_invalid",

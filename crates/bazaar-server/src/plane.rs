@@ -379,11 +379,9 @@ pub fn problem(error: ConversationError) -> Problem {
         E::LastOwner(_) | E::MessageDeleted { .. } | E::PasskeyExists | E::TooManyPasskeys { .. } => {
             StatusCode::CONFLICT
         }
-        E::SealedRequired(_)
-        | E::NotSealed(_)
-        | E::SealedRecipients(_)
-        | E::SealingKeyRequired(_)
-        | E::SealedEditUnsupported => StatusCode::CONFLICT,
+        E::SealedRequired(_) | E::NotSealed(_) | E::SealedRecipients(_) | E::SealingKeyRequired(_) => {
+            StatusCode::CONFLICT
+        }
         E::IdempotencyConflict => StatusCode::UNPROCESSABLE_ENTITY,
         E::EtiquetteLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
         E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

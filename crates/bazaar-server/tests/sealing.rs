@@ -89,6 +89,19 @@ async fn a_sealed_dm_opens_for_its_members_and_its_words_never_reach_the_databas
     assert!(!leaked, "the sealed words are in no database file");
     let (status, _) = r.get(&ivy, &format!("/v1/members/{}/sealing-key", jon.id)).await;
     assert_eq!(status, 200);
+    // An edit is sealed too: plaintext is refused, a sealed and signed one is kept.
+    let target = format!("/v1/channels/{channel}/messages/{}", posted["seq"]);
+    let (status, refused) = r.call(&ivy, reqwest::Method::PATCH, &target, Some(json!({"body": "in the clear"}))).await;
+    assert_eq!((status, code(&refused)), (409, "sealed_required"));
+    let edit = sealed_post(&r, &ivy, channel, "the-sealed-floor-is-2500").await;
+    let unsigned = json!({"sealed": edit["sealed"]});
+    let (status, refused) = r.call(&ivy, reqwest::Method::PATCH, &target, Some(unsigned)).await;
+    assert_eq!((status, code(&refused)), (400, "signature_required"));
+    let (status, edited) = r.call(&ivy, reqwest::Method::PATCH, &target, Some(edit)).await;
+    assert_eq!((status, &edited["kind"]["type"]), (201, &json!("edit")), "{edited}");
+    let envelope: SealedBody = serde_json::from_value(edited["sealed"].clone()).unwrap();
+    let jon_key = SealingSecret::derive(&jon.key);
+    assert_eq!(open(&id, &ivy_id, &MemberId(jon.id.clone()), &jon_key, &envelope).unwrap(), "the-sealed-floor-is-2500");
 }
 
 #[tokio::test]

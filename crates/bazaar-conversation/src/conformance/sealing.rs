@@ -13,6 +13,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         ("a_dm_is_sealed_at_birth_only_when_both_have_keys", a_dm_is_sealed_at_birth::<H>),
         ("a_sealed_post_is_for_exactly_the_current_members", a_sealed_post_is_for_the_members::<H>),
         ("a_sealed_room_admits_only_members_with_keys", a_sealed_room_admits_only_keyed_members::<H>),
+        ("changes_in_a_sealed_channel_are_sealed", changes_in_a_sealed_channel_are_sealed::<H>),
     ]
 }
 
@@ -128,7 +129,19 @@ fn a_sealed_post_is_for_the_members<H: Harness>(harness: &H) {
     store.publish_sealing_key(replaced).unwrap();
     assert_eq!(store.sealing_key(&member("bob")).unwrap().unwrap().public_key, new_key);
     assert_eq!(store.post(&dir, sealed_post(&dm, "alice", stale)).unwrap_err().code(), "sealed_recipients");
-    // Reactions and deletions stay possible; edits do not (delete and post again).
+}
+
+fn changes_in_a_sealed_channel_are_sealed<H: Harness>(harness: &H) {
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    let dir = MapDirectory::with(&["alice", "bob"]);
+    publish(store, "alice");
+    publish(store, "bob");
+    let dm = store.open_dm(&member("alice"), &member("bob")).unwrap().id;
+    let posted =
+        store.post(&dir, sealed_post(&dm, "alice", sealed_for(&dm, "alice", "forty", &["alice", "bob"]))).unwrap();
+    // Reactions stay plain (visible metadata); edits are sealed like posts.
     let react = crate::Change {
         channel: dm.clone(),
         author: member("bob"),
@@ -144,7 +157,40 @@ fn a_sealed_post_is_for_the_members<H: Harness>(harness: &H) {
         target: posted.seq,
         what: crate::ChangeKind::Edit { body: "forty-five".into() },
     };
-    assert_eq!(store.change(&dir, edit).unwrap_err().code(), "sealed_edit_unsupported");
+    assert_eq!(store.change(&dir, edit).unwrap_err().code(), "sealed_required", "an edit is sealed too");
+    let envelope = sealed_for(&dm, "alice", "forty-five", &["alice", "bob"]);
+    let sealed_edit = crate::Change {
+        channel: dm.clone(),
+        author: member("alice"),
+        on_behalf_of: None,
+        target: posted.seq,
+        what: crate::ChangeKind::SealedEdit {
+            sealed: envelope,
+            signature: "checked by the caller".into(),
+            mentions: vec![],
+        },
+    };
+    let edited = store.change(&dir, sealed_edit).unwrap();
+    assert_eq!((edited.kind, edited.body.as_str()), (MessageKind::Edit { of: posted.seq }, ""));
+    let opened = open(&dm, &member("alice"), &member("alice"), &secret("alice"), edited.sealed.as_ref().unwrap());
+    assert_eq!(opened.unwrap(), "forty-five");
+    let sealed_edit = |channel: &crate::ChannelId, for_whom: &[&str]| crate::Change {
+        channel: channel.clone(),
+        author: member("alice"),
+        on_behalf_of: None,
+        target: posted.seq,
+        what: crate::ChangeKind::SealedEdit {
+            sealed: sealed_for(channel, "alice", "fifty", for_whom),
+            signature: "checked by the caller".into(),
+            mentions: vec![],
+        },
+    };
+    assert_eq!(store.change(&dir, sealed_edit(&dm, &["alice"])).unwrap_err().code(), "sealed_recipients");
+    let plain = store.open_dm(&member("alice"), &member("carol")).unwrap().id;
+    let said = super::say(store, &dir, &plain, "alice", "plain words");
+    let mut into_plain = sealed_edit(&plain, &["alice"]);
+    into_plain.target = said.seq;
+    assert_eq!(store.change(&dir, into_plain).unwrap_err().code(), "not_sealed");
 }
 
 fn a_sealed_room_admits_only_keyed_members<H: Harness>(harness: &H) {

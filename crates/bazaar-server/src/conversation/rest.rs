@@ -346,7 +346,11 @@ async fn post_change(
         ChangeKind::Edit { body } => body.clone(),
         _ => String::new(),
     };
-    let book = handle_book(state, &auth.member, &body, &[]).await?;
+    let listed = match &what {
+        ChangeKind::SealedEdit { mentions, .. } => mentions.clone(),
+        _ => Vec::new(),
+    };
+    let book = handle_book(state, &auth.member, &body, &listed).await?;
     let change = Change {
         channel: ChannelId(channel),
         on_behalf_of: speaks_for(&auth.member),
@@ -362,8 +366,17 @@ async fn post_change(
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditRequest {
-    /// The new text (1 to 4,096 bytes); the original stays in history.
+    /// The new text (1 to 4,096 bytes); the original stays in history. Empty with `sealed`.
+    #[serde(default)]
     pub body: String,
+    /// In a sealed channel, the new text sealed like a post (`docs/sealing.md`).
+    #[schema(value_type = Option<Object>)]
+    pub sealed: Option<SealedBody>,
+    /// The author's signature over the sealed edit (required with `sealed`).
+    pub signature: Option<String>,
+    /// Handles the sealed text mentions.
+    #[serde(default)]
+    pub mentions: Vec<String>,
 }
 
 /// Its author gives a text message new text, posted as an `edit` message.
@@ -374,7 +387,23 @@ async fn edit_message(
     Path((channel, seq)): Path<(String, u64)>,
     ApiJson(body): ApiJson<EditRequest>,
 ) -> Result<Response, Problem> {
-    post_change(&state, auth, channel, seq, ChangeKind::Edit { body: body.body }).await
+    let what = match (body.sealed, body.signature) {
+        (None, None) => ChangeKind::Edit { body: body.body },
+        (None, Some(_)) => {
+            return Err(Problem::invalid("A plaintext edit carries no `signature`; only a sealed one does."))
+        }
+        (Some(_), None) => return Err(crate::plane::problem(ConversationError::SignatureRequired)),
+        (Some(sealed), Some(signature)) => {
+            if !body.body.is_empty() {
+                let refused = ConversationError::SealedInvalid("a sealed edit carries no plaintext body".into());
+                return Err(crate::plane::problem(refused));
+            }
+            let id = ChannelId(channel.clone());
+            check_post_signature(&id, &auth.member.id, &Content::Sealed(&sealed), Some(&signature))?;
+            ChangeKind::SealedEdit { sealed, signature, mentions: body.mentions }
+        }
+    };
+    post_change(&state, auth, channel, seq, what).await
 }
 
 /// Its author or an owner of the room withdraws a text message, posted as a
