@@ -713,3 +713,54 @@ async fn an_owner_reads_the_rooms_its_agent_is_in() {
     let (status, refused) = r.get(&concierge, "/v1/channels?as=hotel").await;
     assert_eq!((status, refused["code"].as_str()), (403, Some("not_owner")), "an owner is not an agent");
 }
+
+/// A consumer that stops reading is cut off with 4008 and the cursor to
+/// resume from, not buffered without bound; resuming from that cursor
+/// delivers the rest with nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_stops_reading_is_closed_with_its_cursor() {
+    let r = registry().await;
+    let (ada, bob) = (person(&r, "ada").await, person(&r, "bob").await);
+    let (_, dm) = r.post(&bob, "/v1/dms", json!({"with": "ada"})).await;
+    let dm = dm["id"].as_str().unwrap().to_string();
+    let mut socket = open_socket(&r, &ada, 0).await;
+    let big = "x".repeat(bazaar_types::limits::MESSAGE_BODY_BYTES_MAX);
+    // More than the socket's write buffer and the loopback's kernel buffers
+    // hold (16 MB), while ada reads nothing for longer than the send timeout.
+    let total = 4_000;
+    for _ in 0..total {
+        r.say(&bob, &dm, &big).await;
+    }
+    tokio::time::sleep(Duration::from_millis(bazaar_types::limits::STREAM_SEND_TIMEOUT_MS + 1_500)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut cursors = Vec::new();
+    let close = loop {
+        let frame = tokio::time::timeout_at(deadline, socket.next()).await.expect("the frames, then the close");
+        match frame {
+            Some(Ok(tungstenite::Message::Text(text))) => {
+                let frame: Value = serde_json::from_str(&text).unwrap();
+                cursors.push(frame["cursor"].as_u64().unwrap());
+            }
+            Some(Ok(tungstenite::Message::Close(close))) => break close,
+            Some(Ok(_)) => {}
+            None | Some(Err(_)) => break None,
+        }
+    };
+    assert!(cursors.len() < total + 1, "cut off before the end ({} of {} frames)", cursors.len(), total + 1);
+    // The close frame, when it could still leave, names where to resume.
+    if let Some(close) = close {
+        assert_eq!(u16::from(close.code), 4008, "{close:?}");
+        let resume: u64 = close.reason.rsplit('=').next().unwrap().parse().unwrap();
+        assert!(resume <= cursors.last().copied().unwrap_or(0) + 1, "{close:?}");
+    }
+    // Resuming from the last cursor the client handled delivers the rest, nothing twice.
+    let last = cursors.last().copied().unwrap_or(0);
+    let rest: Vec<u64> = r.polled(&ada).await.into_iter().filter(|p| *p > last).collect();
+    assert!(!rest.is_empty());
+    let mut again = open_socket(&r, &ada, last).await;
+    let mut seen = Vec::new();
+    while seen.len() < rest.len() {
+        seen.push(next_frame(&mut again).await["cursor"].as_u64().unwrap());
+    }
+    assert_eq!(seen, rest);
+}
