@@ -261,3 +261,20 @@ async fn sign_out(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Res
 async fn account_page() -> Response {
     crate::page::html(include_str!("../assets/account.html"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::cookie;
+    use crate::relying_party::relying_party_for;
+
+    #[test]
+    fn the_session_cookie_is_secure_exactly_when_the_registry_is_https() {
+        let public = relying_party_for("https://market.example").unwrap();
+        assert_eq!(
+            cookie(&public, "bzs_x", 60),
+            "bazaar_session=bzs_x; HttpOnly; SameSite=Strict; Path=/; Max-Age=60; Secure"
+        );
+        let local = relying_party_for("http://127.0.0.1:7878").unwrap();
+        assert_eq!(cookie(&local, "", 0), "bazaar_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    }
+}
