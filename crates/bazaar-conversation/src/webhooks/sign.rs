@@ -1,6 +1,6 @@
 //! Standard Webhooks v1 (symmetric): `whsec_` secrets, the signed content
 //! `{id}.{timestamp}.{body}`, `v1,<base64 HMAC-SHA256>` signatures, and the
-//! retry schedule. Sans-IO: no clock, no network.
+//! retry schedule, and the receiver's check (`verify`). Sans-IO: no clock, no network.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -33,14 +33,20 @@ pub fn secret_key(secret: &str) -> Option<Vec<u8>> {
     (!key.is_empty()).then_some(key)
 }
 
-/// `v1,<base64>`: the signature of one delivery attempt under one secret.
-pub fn sign(secret: &str, id: &str, timestamp_s: i64, body: &[u8]) -> Option<String> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(&secret_key(secret)?).ok()?;
+/// The HMAC-SHA256 of the signed content `{id}.{timestamp}.{body}` under `key`.
+fn content_mac(key: &[u8], id: &str, timestamp_s: i64, body: &[u8]) -> Option<Hmac<Sha256>> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).ok()?;
     mac.update(id.as_bytes());
     mac.update(b".");
     mac.update(timestamp_s.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
+    Some(mac)
+}
+
+/// `v1,<base64>`: the signature of one delivery attempt under one secret.
+pub fn sign(secret: &str, id: &str, timestamp_s: i64, body: &[u8]) -> Option<String> {
+    let mac = content_mac(&secret_key(secret)?, id, timestamp_s, body)?;
     Some(format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes())))
 }
 
@@ -49,6 +55,58 @@ pub fn sign(secret: &str, id: &str, timestamp_s: i64, body: &[u8]) -> Option<Str
 pub fn signature_header(secrets: &[&str], id: &str, timestamp_s: i64, body: &[u8]) -> Option<String> {
     let signatures: Option<Vec<String>> = secrets.iter().map(|secret| sign(secret, id, timestamp_s, body)).collect();
     Some(signatures?.join(" "))
+}
+
+/// How far a delivery's `webhook-timestamp` may be from the receiver's clock,
+/// either way, before it is refused as a replay (the spec's five minutes).
+pub const TOLERANCE_S: i64 = 5 * 60;
+
+/// Why a receiver refuses a delivery.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Refused {
+    #[error("webhook-timestamp is more than {TOLERANCE_S} s from now: a replay or a skewed clock")]
+    OutsideTolerance,
+    #[error("no v1 signature in webhook-signature matches the body under any of the secrets")]
+    SignatureInvalid,
+}
+
+impl Refused {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refused::OutsideTolerance => "webhook_timestamp_outside_tolerance",
+            Refused::SignatureInvalid => "webhook_signature_invalid",
+        }
+    }
+}
+
+/// The receiver's check, for receivers written in Rust (anything else: the
+/// Standard Webhooks libraries, which check the same): the timestamp within
+/// `TOLERANCE_S` of `now_s`, then any `v1,` signature in the header matching
+/// the body under any of `secrets` (during a rotation the receiver holds both),
+/// compared in constant time.
+pub fn verify(
+    secrets: &[&str],
+    id: &str,
+    timestamp_s: i64,
+    signature_header: &str,
+    body: &[u8],
+    now_s: i64,
+) -> Result<(), Refused> {
+    if (now_s - timestamp_s).abs() > TOLERANCE_S {
+        return Err(Refused::OutsideTolerance);
+    }
+    for secret in secrets {
+        let Some(key) = secret_key(secret) else { continue };
+        for offered in signature_header.split(' ') {
+            let Some(encoded) = offered.strip_prefix("v1,") else { continue };
+            let Ok(offered) = STANDARD.decode(encoded) else { continue };
+            let Some(mac) = content_mac(&key, id, timestamp_s, body) else { continue };
+            if mac.verify_slice(&offered).is_ok() {
+                return Ok(());
+            }
+        }
+    }
+    Err(Refused::SignatureInvalid)
 }
 
 /// When the next attempt is due after `attempts` failed ones, or `None` when
@@ -88,6 +146,38 @@ mod tests {
         assert_eq!(both.split(' ').count(), 2);
         assert_eq!(sign("not-a-secret", "m", 1, b"{}"), None);
         assert_eq!(sign("whsec_", "m", 1, b"{}"), None);
+    }
+
+    /// A receiver accepts a genuine delivery, and refuses one replayed
+    /// outside the tolerance, a forged signature, and a tampered body.
+    #[test]
+    fn a_receiver_refuses_replays_forgeries_and_tampering() {
+        let (secret, id, at, body) = (
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1_614_265_330,
+            r#"{"test": 2432232314}"#,
+        );
+        let genuine = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+        assert_eq!(verify(&[secret], id, at, genuine, body.as_bytes(), at), Ok(()));
+        assert_eq!(verify(&[secret], id, at, genuine, body.as_bytes(), at + TOLERANCE_S), Ok(()));
+        let late = verify(&[secret], id, at, genuine, body.as_bytes(), at + TOLERANCE_S + 1);
+        assert_eq!(late.map_err(|r| r.code()), Err("webhook_timestamp_outside_tolerance"));
+        assert_eq!(
+            verify(&[secret], id, at, genuine, body.as_bytes(), at - TOLERANCE_S - 1),
+            Err(Refused::OutsideTolerance)
+        );
+        let forged = sign("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", id, at, body.as_bytes()).unwrap();
+        assert_eq!(verify(&[secret], id, at, &forged, body.as_bytes(), at), Err(Refused::SignatureInvalid));
+        assert_eq!(verify(&[secret], id, at, genuine, br#"{"test": 1}"#, at), Err(Refused::SignatureInvalid));
+        assert_eq!(verify(&[secret], "msg_other", at, genuine, body.as_bytes(), at), Err(Refused::SignatureInvalid));
+        // During a rotation: either secret, and a header carrying both signatures.
+        let both = format!("{forged} {genuine}");
+        assert_eq!(
+            verify(&["whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", secret], id, at, &both, body.as_bytes(), at),
+            Ok(())
+        );
+        assert_eq!(verify(&[secret], id, at, "v1,not-base64!", body.as_bytes(), at), Err(Refused::SignatureInvalid));
     }
 
     #[test]
