@@ -67,6 +67,9 @@ pub enum Expect {
     X402(&'static str),
     /// A refusal by the conversation plane: its code and HTTP status.
     Plane(&'static str, u16),
+    /// A refusal by a webhook receiver checking a delivery as Standard
+    /// Webhooks asks (`bazaar_conversation::webhooks::sign::verify`), as a 401.
+    Receiver(&'static str),
 }
 
 impl Expect {
@@ -76,9 +79,15 @@ impl Expect {
             Expect::NotCounted => "not_counted",
             Expect::X402(reason) => reason,
             Expect::Plane(code, _) => code,
+            Expect::Receiver(code) => code,
         }
     }
 }
+
+/// The status a webhook receiver answers a refused delivery with.
+const RECEIVER_REFUSAL_STATUS: u16 = 401;
+/// How long the webhook attacks wait for the registry to deliver to their receiver.
+const DELIVERY_WAIT_S: u64 = 15;
 
 /// One named attack and what it must meet.
 pub struct Attack {
@@ -108,6 +117,16 @@ pub const CATALOGUE: &[Attack] = &[
         name: "forged-message-signature",
         expect: Expect::Plane("signature_invalid", 400),
         run: |c| Box::pin(forged_message_signature(c)),
+    },
+    Attack {
+        name: "webhook-replay",
+        expect: Expect::Receiver("webhook_timestamp_outside_tolerance"),
+        run: |c| Box::pin(webhook_replay(c)),
+    },
+    Attack {
+        name: "webhook-forged-signature",
+        expect: Expect::Receiver("webhook_signature_invalid"),
+        run: |c| Box::pin(webhook_forgery(c)),
     },
     Attack {
         name: "second-settlement",
@@ -240,6 +259,7 @@ impl Attack {
             Expect::Refused(code) => bazaar_server::problem::status_of(code).as_u16(),
             Expect::NotCounted | Expect::X402(_) => 200,
             Expect::Plane(_, status) => status,
+            Expect::Receiver(_) => RECEIVER_REFUSAL_STATUS,
         }
     }
 }
@@ -498,6 +518,100 @@ async fn forged_message_signature(cast: &Cast) -> Result<Measured> {
     measured!(cast, "post a sealed message whose signature is by someone other than its author", async {
         let body = json!({"sealed": sealed, "signature": signature});
         cast.merchant.call(reqwest::Method::POST, &path, Some(body), None).await.map(|a| a.body)
+    })
+}
+
+/// A genuine delivery to the merchant's webhook, captured on a loopback
+/// receiver the attack runs: what an eavesdropper on an `http` endpoint, or
+/// anyone with the receiver's logs, could keep. The registry must allow
+/// loopback targets (`bazaar serve --allow-private-webhooks`).
+struct Captured {
+    secret: String,
+    id: String,
+    timestamp: i64,
+    signature: String,
+    body: Vec<u8>,
+}
+
+async fn capture_delivery(cast: &Cast) -> Result<Captured> {
+    type Kept = std::sync::Arc<std::sync::Mutex<Option<(axum::http::HeaderMap, axum::body::Bytes)>>>;
+    let kept: Kept = Default::default();
+    let keeper = kept.clone();
+    let receiver = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| async move {
+            keeper.lock().expect("kept").get_or_insert((headers, body));
+            axum::http::StatusCode::OK
+        }),
+    );
+    let url = format!("{}/hook", crate::story::serve(receiver).await?);
+    let endpoint = cast.merchant.call(reqwest::Method::POST, "/v1/webhooks", Some(json!({"url": url})), None).await;
+    let endpoint =
+        endpoint.context("registering a loopback webhook (start the registry with --allow-private-webhooks)")?;
+    let secret = endpoint.body["secret"].as_str().context("the endpoint's secret")?.to_string();
+    let dm =
+        cast.buyer.call(reqwest::Method::POST, "/v1/dms", Some(json!({"with": cast.merchant_handle})), None).await?;
+    let dm = dm.body["id"].as_str().context("a DM id")?.to_string();
+    let path = format!("/v1/channels/{dm}/messages");
+    cast.buyer.call(reqwest::Method::POST, &path, Some(json!({"body": "the invoice is attached"})), None).await?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(DELIVERY_WAIT_S);
+    loop {
+        if let Some((headers, body)) = kept.lock().expect("kept").clone() {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+            return Ok(Captured {
+                secret,
+                id: header("webhook-id"),
+                timestamp: header("webhook-timestamp").parse().context("webhook-timestamp")?,
+                signature: header("webhook-signature"),
+                body: body.to_vec(),
+            });
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "no delivery reached the loopback receiver in {DELIVERY_WAIT_S} s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The receiver's verdict on a delivery arriving at `now_s`, as a client sees an HTTP answer.
+fn received(captured: &Captured, signature: &str, body: &[u8], now_s: i64) -> Result<Value, SdkError> {
+    use bazaar_conversation::webhooks::sign::verify;
+    match verify(&[&captured.secret], &captured.id, captured.timestamp, signature, body, now_s) {
+        Ok(()) => Ok(json!({"accepted": true})),
+        Err(refused) => Err(SdkError::Problem {
+            status: RECEIVER_REFUSAL_STATUS,
+            code: refused.code().to_string(),
+            detail: refused.to_string(),
+            body: Value::Null,
+        }),
+    }
+}
+
+async fn webhook_replay(cast: &Cast) -> Result<Measured> {
+    let captured = capture_delivery(cast).await?;
+    // The genuine delivery is accepted when it arrives; the same bytes ten minutes later are not.
+    ensure!(received(&captured, &captured.signature, &captured.body, captured.timestamp).is_ok());
+    let later = captured.timestamp + 2 * bazaar_conversation::webhooks::sign::TOLERANCE_S;
+    measured!(cast, "replay a captured webhook delivery to its receiver ten minutes later", async {
+        received(&captured, &captured.signature, &captured.body, later)
+    })
+}
+
+async fn webhook_forgery(cast: &Cast) -> Result<Measured> {
+    let captured = capture_delivery(cast).await?;
+    let forged_body = String::from_utf8_lossy(&captured.body).replace("the invoice is attached", "pay to my account");
+    let now = captured.timestamp;
+    measured!(cast, "deliver a forged body under a captured signature, and one signed with a guessed secret", async {
+        let guessed = bazaar_conversation::webhooks::sign::sign(
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            &captured.id,
+            now,
+            forged_body.as_bytes(),
+        )
+        .unwrap_or_default();
+        received(&captured, &captured.signature, forged_body.as_bytes(), now)
+            .and_then(|_| received(&captured, &guessed, forged_body.as_bytes(), now))
     })
 }
 

@@ -23,7 +23,11 @@ async fn registry(name: &str) -> (LocalRegistry, std::path::PathBuf) {
         ..Windows::standard()
     };
     let config = Config { windows, ..Config::standard() };
-    (embedded_registry_with(&dir, Some("attack-op".into()), config).await.unwrap(), dir)
+    let local = embedded_registry_with(&dir, Some("attack-op".into()), config).await.unwrap();
+    // The webhook attacks capture a genuine delivery on a loopback receiver.
+    local.state.plane().unwrap().allow_private_webhooks(true);
+    bazaar_server::conversation::webhooks::spawn_sender(local.state.clone());
+    (local, dir)
 }
 
 async fn holds(name: &str) {
@@ -64,6 +68,8 @@ attack_tests! {
     agent_etiquette => "agent-etiquette",
     sealed_plaintext_post => "sealed-plaintext-post",
     forged_message_signature => "forged-message-signature",
+    webhook_replay => "webhook-replay",
+    webhook_forged_signature => "webhook-forged-signature",
     second_settlement => "second-settlement",
     replayed_token => "replayed-token",
     expired_token => "expired-token",
