@@ -9,7 +9,7 @@
 
 use crate::story::enroll_pair;
 use anyhow::{bail, ensure, Context, Result};
-use bazaar_conversation::sealing::{seal, sign_message, sign_sealing_key, Content, SealingSecret};
+use bazaar_conversation::sealing::{seal, sign_message, Content};
 use bazaar_core::refusal::Code;
 use bazaar_sdk::{generate_key, Client, SdkError};
 use futures::future::BoxFuture;
@@ -475,10 +475,7 @@ async fn sealed_dm(cast: &Cast) -> Result<(String, Client, ed25519_dalek::Signin
     for (client, key) in [(&cast.merchant, &cast.merchant_key), (&peer, &peer_key)] {
         let me = client.me().await?;
         let member = bazaar_types::MemberId(me["member"]["id"].as_str().unwrap_or_default().to_string());
-        let public_key = SealingSecret::derive(key).public_key();
-        let signature = sign_sealing_key(key, &member, &public_key);
-        let body = json!({"public_key": public_key, "signature": signature});
-        client.call(reqwest::Method::PUT, "/v1/sealing-key", Some(body), None).await?;
+        crate::sealed::publish_sealing_key(client, key, &member).await?;
     }
     let with = json!({"with": format!("peer-{}", cast.tag)});
     let dm = cast.merchant.call(reqwest::Method::POST, "/v1/dms", Some(with), None).await?.body;
@@ -500,17 +497,7 @@ async fn forged_message_signature(cast: &Cast) -> Result<Measured> {
     let me = cast.merchant.me().await?;
     let merchant = bazaar_types::MemberId(me["member"]["id"].as_str().unwrap_or_default().to_string());
     let channel = bazaar_conversation::ChannelId(dm.clone());
-    let keys = cast.merchant.call(reqwest::Method::GET, &format!("/v1/channels/{dm}/sealing-keys"), None, None).await?;
-    let to: Vec<(bazaar_types::MemberId, String)> = keys
-        .body
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|k| {
-            let member = bazaar_types::MemberId(k["member"].as_str().unwrap_or_default().to_string());
-            (member, k["sealing_key"]["public_key"].as_str().unwrap_or_default().to_string())
-        })
-        .collect();
+    let to = crate::sealed::sealing_keys(&cast.merchant, &channel).await?;
     let sealed = seal(&channel, &merchant, "I agree to 1,900", &to)?;
     // Signed by the peer's key, but posted as the merchant: a handoff the merchant never wrote.
     let signature = sign_message(&peer_key, &channel, &merchant, &Content::Sealed(&sealed));

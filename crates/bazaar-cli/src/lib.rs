@@ -6,6 +6,7 @@ pub mod attack;
 pub mod demo;
 pub mod passport;
 pub mod runtime;
+pub mod sealed;
 pub mod story;
 
 /// Wall-clock milliseconds, for client-side commands (due dates, waits).

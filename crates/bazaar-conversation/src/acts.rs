@@ -270,8 +270,7 @@ fn write_line(
     now: Timestamp,
 ) -> Result<Message> {
     let found = tx.load_channel(channel)?;
-    let draft = Draft { body: line.words(), kind: MessageKind::System(line), ..Draft::by(actor) };
-    append(tx, &found, draft, None, now)
+    append(tx, &found, Draft::line(actor, line), None, now)
 }
 
 /// What a new message says; [`append`] numbers it.
@@ -289,6 +288,11 @@ struct Draft {
 }
 
 impl Draft {
+    /// What the server says for `actor`: the line, and its words as the body.
+    fn line(actor: &MemberId, line: SystemLine) -> Draft {
+        Draft { body: line.words(), kind: MessageKind::System(line), ..Draft::by(actor) }
+    }
+
     /// An empty text by `author`, to fill in.
     fn by(author: &MemberId) -> Draft {
         Draft {
@@ -331,6 +335,15 @@ fn append(tx: &impl Rows, channel: &Channel, draft: Draft, idem_key: Option<&str
     tx.insert_message(&message, idem_key)?;
     tx.enqueue_deliveries(&message.channel, position, now)?;
     Ok(message)
+}
+
+/// [`append`] once per `key` of the draft's author: the message written under
+/// it before, if any (`false`), else a new one (`true`).
+fn append_once(tx: &impl Rows, channel: &Channel, draft: Draft, key: &str, now: Timestamp) -> Result<(Message, bool)> {
+    if let Some(first) = tx.message_by_idem(&draft.authored_by, key)? {
+        return Ok((first, false));
+    }
+    Ok((append(tx, channel, draft, Some(key), now)?, true))
 }
 
 /// [`append`] by a member of the channel, whose read mark then moves to its
@@ -532,7 +545,7 @@ impl<E: Engine> ConversationStore for E {
         let (from, to) = (from.clone(), to.clone());
         self.write(move |tx, now| {
             if let Some(first) = tx.message_by_idem(&from, &key)? {
-                return Ok(first);
+                return Ok(first); // before dm_of: a notice already told opens nothing
             }
             let channel = dm_of(tx, &from, &to, now)?;
             let draft =
@@ -541,7 +554,13 @@ impl<E: Engine> ConversationStore for E {
         })
     }
 
-    fn record_room(&self, by: &MemberId, record: RecordRef, name: String, members: Vec<MemberId>) -> Result<Channel> {
+    fn record_room(
+        &self,
+        by: &MemberId,
+        record: RecordRef,
+        name: String,
+        members: Vec<MemberId>,
+    ) -> Result<(Channel, Vec<MemberId>)> {
         if name.trim().is_empty() || name.len() > CHANNEL_NAME_BYTES_MAX {
             return Err(ConversationError::NameInvalid { len: name.len(), max: CHANNEL_NAME_BYTES_MAX });
         }
@@ -559,29 +578,27 @@ impl<E: Engine> ConversationStore for E {
                 }
                 Err(other) => return Err(other),
             };
-            for member in members.iter().filter(|member| **member != by) {
-                if tx.current_stint(&channel.id, member)?.is_none() {
-                    open_stint(tx, &channel.id, member, Role::Member, now)?;
+            let mut added = Vec::new();
+            for member in members.into_iter().filter(|member| *member != by) {
+                if tx.current_stint(&channel.id, &member)?.is_none() {
+                    open_stint(tx, &channel.id, &member, Role::Member, now)?;
                     let line = SystemLine::Joined { member: member.clone(), added_by: Some(by.clone()) };
                     write_line(tx, &channel.id, &by, line, now)?;
+                    added.push(member);
                 }
             }
-            Ok(channel)
+            Ok((channel, added))
         })
     }
 
     fn record_line(&self, by: &MemberId, channel: &ChannelId, line: SystemLine, key: String) -> Result<Message> {
         let (by, channel) = (by.clone(), channel.clone());
         self.write(move |tx, now| {
-            if let Some(first) = tx.message_by_idem(&by, &key)? {
-                return Ok(first);
-            }
             let found = tx.load_channel(&channel)?;
             if require_stint(tx, &channel, &by)?.role != Role::Owner {
                 return Err(ConversationError::NotOwner(channel.clone()));
             }
-            let draft = Draft { body: line.words(), kind: MessageKind::System(line), ..Draft::by(&by) };
-            append(tx, &found, draft, Some(&key), now)
+            Ok(append_once(tx, &found, Draft::line(&by, line), &key, now)?.0)
         })
     }
 
@@ -590,14 +607,12 @@ impl<E: Engine> ConversationStore for E {
         self.write(move |tx, now| {
             let mut written = Vec::new();
             for stint in tx.stints_of(&member, true)? {
-                let key = format!("{key}:{}", stint.channel);
-                if tx.message_by_idem(&member, &key)?.is_some() {
-                    continue;
-                }
                 let channel = tx.load_channel(&stint.channel)?;
                 let line = SystemLine::Renamed { member: member.clone(), from: from.clone(), to: to.clone() };
-                let draft = Draft { body: line.words(), kind: MessageKind::System(line), ..Draft::by(&member) };
-                written.push(append(tx, &channel, draft, Some(&key), now)?);
+                let key = format!("{key}:{}", stint.channel);
+                if let (message, true) = append_once(tx, &channel, Draft::line(&member, line), &key, now)? {
+                    written.push(message);
+                }
             }
             Ok(written)
         })

@@ -13,12 +13,13 @@ use crate::acts::{Engine, Rows};
 pub use crate::model::{Answer, BodyLease};
 use crate::store::{ConversationError, Result};
 
-/// A body's name: 1 to `BODY_NAME_BYTES_MAX` of `a-z`, `0-9`, `-`, `_`.
+/// A body's name: 1 to `BODY_NAME_BYTES_MAX` of the base64url alphabet
+/// (`A-Z a-z 0-9 - _`), so a name drawn at random is one.
 pub fn check_body_name(name: &str) -> Result<()> {
     use bazaar_types::limits::BODY_NAME_BYTES_MAX;
     let ok = !name.is_empty()
         && name.len() <= BODY_NAME_BYTES_MAX
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if ok {
         Ok(())
     } else {

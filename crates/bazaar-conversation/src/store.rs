@@ -218,7 +218,7 @@ pub enum ConversationError {
     SignatureInvalid,
     #[error("a record reference is refused: {0}")]
     RefsInvalid(String),
-    #[error("a body's name is 1 to {max} bytes of a-z, 0-9, '-' and '_'")]
+    #[error("a body's name is 1 to {max} bytes of A-Z, a-z, 0-9, '-' and '_'")]
     BodyNameInvalid { max: usize },
     #[error("this passkey is registered already")]
     PasskeyExists,
@@ -302,7 +302,14 @@ pub trait ConversationStore {
     /// The room of a registry record (a dispute's), private and owned by
     /// `by` (the registry), one per record; each of `members` not in it now is
     /// added (with a joined line). Named `name` when first opened.
-    fn record_room(&self, by: &MemberId, record: RecordRef, name: String, members: Vec<MemberId>) -> Result<Channel>;
+    /// Returns the room and the members added now.
+    fn record_room(
+        &self,
+        by: &MemberId,
+        record: RecordRef,
+        name: String,
+        members: Vec<MemberId>,
+    ) -> Result<(Channel, Vec<MemberId>)>;
     /// A line `by` (an owner of the channel) writes in it, once per `key` (a
     /// second write under the key returns the first).
     fn record_line(&self, by: &MemberId, channel: &ChannelId, line: SystemLine, key: String) -> Result<Message>;

@@ -53,6 +53,12 @@ pub struct Plane {
     clock: Arc<dyn Clock>,
 }
 
+impl Listeners {
+    fn streams_of(&self, member: &MemberId) -> usize {
+        self.by_member.get(member).map(|by| by.values().sum()).unwrap_or(0)
+    }
+}
+
 /// Which channels the live streams on this node follow, by member. A
 /// member's streams share one wake signal; a message wakes the members
 /// following its channel, and a membership change wakes the member.
@@ -245,7 +251,7 @@ impl Plane {
     /// stream is counted until the returned guard drops.
     pub fn listen(self: &Arc<Self>, member: &MemberId, transport: Transport) -> Result<Listening, Problem> {
         let mut listening = self.listening.lock().expect("listening mutex");
-        let mine: usize = listening.by_member.get(member).map(|by| by.values().sum()).unwrap_or(0);
+        let mine = listening.streams_of(member);
         if listening.total >= STREAM_CONNECTIONS_MAX {
             let mut problem = Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -306,8 +312,7 @@ impl Plane {
 
     /// How many live streams `member` holds on this node.
     pub fn streams_of(&self, member: &MemberId) -> usize {
-        let listening = self.listening.lock().expect("listening mutex");
-        listening.by_member.get(member).map(|by| by.values().sum()).unwrap_or(0)
+        self.listening.lock().expect("listening mutex").streams_of(member)
     }
 
     /// The transports `member` listens on now, in a fixed order.

@@ -6,7 +6,7 @@
 use super::common::{key_or_random, print, Remote};
 use anyhow::{bail, Result};
 use bazaar_cli::runtime;
-use bazaar_conversation::sealing::{open, seal, sign_message, sign_sealing_key, Content, SealedBody, SealingSecret};
+use bazaar_conversation::sealing::{open, seal, sign_message, Content, SealedBody, SealingSecret};
 use bazaar_conversation::ChannelId;
 use bazaar_sdk::{Client, SdkError};
 use bazaar_types::MemberId;
@@ -145,10 +145,7 @@ async fn ensure_sealing_key(client: &Client, identity: &SigningKey, me: &MemberI
         Err(SdkError::Problem { code, .. }) if code == "sealing_key_not_found" => {}
         Err(other) => return Err(other.into()),
     }
-    let signature = sign_sealing_key(identity, me, &public_key);
-    let body = json!({"public_key": public_key, "signature": signature});
-    client.call(reqwest::Method::PUT, "/v1/sealing-key", Some(body), None).await?;
-    Ok((public_key, true))
+    Ok((bazaar_cli::sealed::publish_sealing_key(client, identity, me).await?, true))
 }
 
 async fn open_dm(client: &Client, with: &str) -> Result<DirectMessage> {
@@ -168,15 +165,7 @@ async fn send(
 ) -> Result<Value> {
     let path = format!("/v1/channels/{}/messages", dm.id);
     let (body, why_not) = if dm.sealed {
-        let keys = get(client, &format!("/v1/channels/{}/sealing-keys", dm.id)).await?;
-        let mut to = Vec::new();
-        for entry in keys.as_array().into_iter().flatten() {
-            let member = MemberId(entry["member"].as_str().unwrap_or_default().to_string());
-            let Some(key) = entry["sealing_key"]["public_key"].as_str() else {
-                bail!("{member} has no sealing key, so nothing can be sealed for it");
-            };
-            to.push((member, key.to_string()));
-        }
+        let to = bazaar_cli::sealed::sealing_keys(client, &dm.id).await?;
         let sealed = seal(&dm.id, me, text, &to)?;
         let signature = sign_message(identity, &dm.id, me, &Content::Sealed(&sealed));
         (json!({"sealed": sealed, "signature": signature}), None)

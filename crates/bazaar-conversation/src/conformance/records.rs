@@ -47,14 +47,16 @@ fn record_room<H: Harness>(harness: &H) {
     let registry = member("registry");
     let dispute = reference("dispute", "dsp_1");
     let parties = vec![member("buyer"), member("shop")];
-    let room = store.record_room(&registry, dispute.clone(), "dispute dsp_1".into(), parties.clone()).unwrap();
+    let (room, added) = store.record_room(&registry, dispute.clone(), "dispute dsp_1".into(), parties.clone()).unwrap();
+    assert_eq!(added, parties);
     assert_eq!((room.id.clone(), room.kind), (ChannelId::of_record(&dispute), ChannelKind::PrivateRoom));
     let again = store.record_room(&registry, dispute.clone(), "dispute dsp_1".into(), parties.clone()).unwrap();
-    assert_eq!(again, room, "one room per record");
+    assert_eq!(again, (room.clone(), Vec::new()), "one room per record; nobody added twice");
     // The arbiter joins later; nobody is added twice.
     let mut with_arbiter = parties.clone();
     with_arbiter.push(member("arbiter"));
-    store.record_room(&registry, dispute.clone(), "dispute dsp_1".into(), with_arbiter).unwrap();
+    let (_, added) = store.record_room(&registry, dispute.clone(), "dispute dsp_1".into(), with_arbiter).unwrap();
+    assert_eq!(added, vec![member("arbiter")]);
     let view = store.channel(&room.id, &member("buyer")).unwrap();
     let mut roles: Vec<(String, Role)> = view.members.iter().map(|m| (m.member.to_string(), m.role)).collect();
     roles.sort_by(|a, b| a.0.cmp(&b.0));

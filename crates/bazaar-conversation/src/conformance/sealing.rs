@@ -14,6 +14,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
         ("a_sealed_post_is_for_exactly_the_current_members", a_sealed_post_is_for_the_members::<H>),
         ("a_sealed_room_admits_only_members_with_keys", a_sealed_room_admits_only_keyed_members::<H>),
         ("changes_in_a_sealed_channel_are_sealed", changes_in_a_sealed_channel_are_sealed::<H>),
+        ("a_sealed_room_holds_at_most_the_sealed_member_cap", a_sealed_room_is_capped::<H>),
     ]
 }
 
@@ -223,4 +224,24 @@ fn a_sealed_room_admits_only_keyed_members<H: Harness>(harness: &H) {
     assert_eq!(store.post(&dir, without_carol).unwrap_err().code(), "sealed_recipients");
     let to_all = sealed_for(&room.id, "bob", "welcome", &["alice", "bob", "carol"]);
     store.post(&dir, sealed_post(&room.id, "bob", to_all)).unwrap();
+}
+
+/// Every post carries the content key wrapped for each member, so a sealed
+/// room stops at `SEALED_CHANNEL_MEMBERS_MAX`.
+fn a_sealed_room_is_capped<H: Harness>(harness: &H) {
+    use bazaar_types::limits::SEALED_CHANNEL_MEMBERS_MAX;
+    let db = harness.fresh();
+    let store = harness.open(&db);
+    let store = store.as_ref();
+    publish(store, "owner");
+    let sealed = NewRoom { owner: member("owner"), name: "big desk".into(), private: true, sealed: true };
+    let room = store.create_room(sealed).unwrap().id;
+    for n in 1..SEALED_CHANNEL_MEMBERS_MAX {
+        let name = format!("m{n}");
+        publish(store, &name);
+        store.add_member(&room, &member("owner"), &member(&name)).unwrap();
+    }
+    publish(store, "one-more");
+    let refused = store.add_member(&room, &member("owner"), &member("one-more")).unwrap_err();
+    assert_eq!(refused.code(), "channel_full");
 }

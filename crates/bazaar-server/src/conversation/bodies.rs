@@ -35,13 +35,8 @@ pub fn body_name(state: &AppState, asked: Option<String>) -> Result<String, Prob
             check_body_name(&name).map_err(crate::plane::problem)?;
             Ok(name)
         }
-        None => Ok(format!("b-{}", hex_name(&state.random_b64(BODY_RANDOM_BYTES)))),
+        None => Ok(format!("b-{}", state.random_b64(BODY_RANDOM_BYTES))),
     }
-}
-
-/// A random base64url string as a body name may hold it (lowercase, digits, `-`, `_`).
-fn hex_name(random: &str) -> String {
-    random.bytes().map(|b| format!("{b:02x}")).collect::<String>()[..BODY_RANDOM_BYTES * 2].to_string()
 }
 
 /// Who answers each of `addressed` (positions of messages that address

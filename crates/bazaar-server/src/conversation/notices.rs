@@ -184,10 +184,10 @@ async fn dispute_room(state: &AppState, event: &Event) -> Result<(), Problem> {
     let mut members = vec![dispute.claimant.clone(), dispute.respondent.clone()];
     members.extend(dispute.arbiter.iter().cloned());
     let (registry, record) = (state.registry.clone(), record("dispute", &id));
-    let (name, wanted) = (format!("dispute {id}"), members.clone());
-    let opened = record.clone();
-    let room = plane.call(move |store| store.record_room(&registry, opened, name, wanted)).await?;
-    plane.memberships_changed(&members);
+    let (name, opened) = (format!("dispute {id}"), record.clone());
+    let (room, added) = plane.call(move |store| store.record_room(&registry, opened, name, members)).await?;
+    // Only those just added reload their streams; the others' memberships did not change.
+    plane.memberships_changed(&added);
     let phase = serde_json::to_value(dispute.phase).ok().and_then(|v| v.as_str().map(str::to_string));
     let deadline = if event.kind == "dispute.executed" { None } else { dispute.deadline };
     let line = SystemLine::Phase { record, event: event.kind.clone(), phase: phase.unwrap_or_default(), deadline };

@@ -163,7 +163,7 @@ pub struct StreamQuery {
 pub struct SocketQuery {
     /// The cursor to resume after (a message's `position`); 0 replays everything.
     pub since: Option<u64>,
-    /// The process this socket is (a body): 1 to 64 of `a-z 0-9 - _`; a fresh name if absent.
+    /// The process this socket is (a body): 1 to 64 of `A-Z a-z 0-9 - _`; a fresh name if absent.
     pub body: Option<String>,
 }
 
