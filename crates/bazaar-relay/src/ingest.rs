@@ -1,0 +1,102 @@
+//! The relay's writer: one thread that takes whatever events are queued and
+//! writes them in one transaction (group commit, no flush timer: a lone
+//! publisher waits for one fsync, not for a tick), answers each only after
+//! the commit, then hands the stored ones to live subscribers. The strfry
+//! model: one writer, never an `OK` before the commit.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bazaar_types::Clock;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::event::Event;
+use crate::limits::INGEST_GROUP_MAX;
+use crate::store::{unavailable, EventStore, Result, Written};
+
+/// An event as live subscribers receive it: parsed (to match filters) and as JSON (to send).
+#[derive(Debug)]
+pub struct Live {
+    pub event: Event,
+    pub json: String,
+}
+
+struct Request {
+    event: Event,
+    reply: oneshot::Sender<Result<Written>>,
+}
+
+pub(crate) struct Ingest {
+    queue: Option<mpsc::Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Ingest {
+    pub(crate) fn start(
+        store: Arc<dyn EventStore>,
+        clock: Arc<dyn Clock>,
+        feed: broadcast::Sender<Arc<Live>>,
+    ) -> Result<Ingest> {
+        let (queue, requests) = mpsc::channel::<Request>();
+        let thread = std::thread::Builder::new()
+            .name("relay-writer".into())
+            .spawn(move || run(store.as_ref(), clock.as_ref(), &feed, &requests))
+            .map_err(unavailable)?;
+        Ok(Ingest { queue: Some(queue), thread: Some(thread) })
+    }
+
+    /// Queues `event` for the next group and waits for that group's commit.
+    pub(crate) async fn submit(&self, event: Event) -> Result<Written> {
+        let (reply, answer) = oneshot::channel();
+        let queue = self.queue.as_ref().ok_or_else(|| unavailable("the relay writer has stopped"))?;
+        queue.send(Request { event, reply }).map_err(|_| unavailable("the relay writer has stopped"))?;
+        answer.await.map_err(|_| unavailable("the relay writer stopped during this write"))?
+    }
+}
+
+impl Drop for Ingest {
+    /// Closes the queue, lets the thread write what it holds, and waits for it.
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(
+    store: &dyn EventStore,
+    clock: &dyn Clock,
+    feed: &broadcast::Sender<Arc<Live>>,
+    requests: &mpsc::Receiver<Request>,
+) {
+    while let Ok(first) = requests.recv() {
+        let mut group = vec![first];
+        while group.len() < INGEST_GROUP_MAX {
+            match requests.try_recv() {
+                Ok(next) => group.push(next),
+                Err(_) => break,
+            }
+        }
+        let (events, replies): (Vec<Event>, Vec<_>) = group.into_iter().map(|r| (r.event, r.reply)).unzip();
+        let now = (clock.now().0 / 1000).max(0) as u64;
+        match store.write(&events, now) {
+            Ok(written) => {
+                for ((event, reply), outcome) in events.into_iter().zip(replies).zip(written) {
+                    let _ = reply.send(Ok(outcome));
+                    if outcome == Written::Stored {
+                        let json = event.to_json();
+                        // No receiver is not an error: nobody is listening.
+                        let _ = feed.send(Arc::new(Live { event, json }));
+                    }
+                }
+            }
+            Err(error) => {
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! One connection's state: its subscriptions, the keys it authenticated
+//! (NIP-42), its publish budget. It turns each text frame into the frames to
+//! answer with, and each live event into the frames its subscriptions want.
+//! Nothing here closes a connection: bad input is answered, never punished
+//! by a drop.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use crate::event::{Event, PublicKey};
+use crate::filter::Filter;
+use crate::ingest::Live;
+use crate::kind::AUTH;
+use crate::limits::{AUTH_WINDOW_S, MESSAGE_BYTES_MAX, PUBLISH_PER_S_PER_CONNECTION, SUBSCRIPTIONS_MAX};
+use crate::message::{self, ClientMessage};
+use crate::relay::{Access, Relay};
+
+/// A token bucket: [`PUBLISH_PER_S_PER_CONNECTION`] per second, as large a burst.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn take(&mut self, now: Instant) -> bool {
+        let rate = f64::from(PUBLISH_PER_S_PER_CONNECTION);
+        self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * rate).min(rate);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+pub struct Session {
+    subscriptions: HashMap<String, Vec<Filter>>,
+    authed: HashSet<PublicKey>,
+    challenge: String,
+    bucket: Bucket,
+}
+
+impl Session {
+    /// A new connection; `challenge` is its NIP-42 challenge (random, from the caller's entropy).
+    pub fn new(challenge: String) -> Session {
+        let rate = f64::from(PUBLISH_PER_S_PER_CONNECTION);
+        Session {
+            subscriptions: HashMap::new(),
+            authed: HashSet::new(),
+            challenge,
+            bucket: Bucket { tokens: rate, at: Instant::now() },
+        }
+    }
+
+    /// The frames to send when the connection opens: an `AUTH` challenge in private mode, nothing in public mode.
+    pub fn greeting(&self, relay: &Relay) -> Vec<String> {
+        match relay.config.access {
+            Access::Public => Vec::new(),
+            Access::Private { .. } => vec![message::auth_challenge(&self.challenge)],
+        }
+    }
+
+    /// Answers one text frame.
+    pub async fn handle(&mut self, relay: &Relay, text: &str) -> Vec<String> {
+        if text.len() > MESSAGE_BYTES_MAX {
+            return vec![message::notice(&format!("message longer than {MESSAGE_BYTES_MAX} bytes was not read"))];
+        }
+        match ClientMessage::parse(text) {
+            ClientMessage::Unreadable(reason) => vec![message::notice(&reason)],
+            ClientMessage::Event(Err((id, invalid))) => match id {
+                Some(id) => vec![message::ok(&id, false, &invalid.to_string())],
+                None => vec![message::notice(&invalid.to_string())],
+            },
+            ClientMessage::Event(Ok(event)) => {
+                let id = event.id.to_hex();
+                if !self.bucket.take(Instant::now()) {
+                    let reason = format!(
+                        "rate-limited: at most {PUBLISH_PER_S_PER_CONNECTION} events per second per connection"
+                    );
+                    return vec![message::ok(&id, false, &reason)];
+                }
+                let ack = relay.publish(event, &self.authed).await;
+                vec![message::ok(&id, ack.accepted, &ack.message)]
+            }
+            ClientMessage::Req { sub, filters: Err(reason) } => {
+                self.subscriptions.remove(&sub);
+                vec![message::closed(&sub, &reason)]
+            }
+            ClientMessage::Req { sub, filters: Ok(filters) } => self.subscribe(relay, sub, filters).await,
+            ClientMessage::Count { query, .. } => {
+                vec![message::closed(&query, "unsupported: this relay does not offer COUNT (NIP-45)")]
+            }
+            ClientMessage::Close(sub) => {
+                self.subscriptions.remove(&sub);
+                Vec::new()
+            }
+            ClientMessage::Auth(Err((id, invalid))) => {
+                vec![message::ok(id.as_deref().unwrap_or(""), false, &invalid.to_string())]
+            }
+            ClientMessage::Auth(Ok(event)) => {
+                let id = event.id.to_hex();
+                let ack = self.authenticate(relay, &event);
+                vec![message::ok(&id, ack.is_ok(), &ack.err().unwrap_or_default())]
+            }
+        }
+    }
+
+    async fn subscribe(&mut self, relay: &Relay, sub: String, filters: Vec<Filter>) -> Vec<String> {
+        if matches!(relay.config.access, Access::Private { .. }) && self.authed.is_empty() {
+            return vec![message::closed(&sub, "auth-required: this relay is private; authenticate with NIP-42 first")];
+        }
+        if !self.subscriptions.contains_key(&sub) && self.subscriptions.len() >= SUBSCRIPTIONS_MAX {
+            let reason = format!("rate-limited: at most {SUBSCRIPTIONS_MAX} open subscriptions per connection");
+            return vec![message::closed(&sub, &reason)];
+        }
+        self.subscriptions.insert(sub.clone(), filters.clone());
+        match relay.query(filters).await {
+            Ok(rows) => {
+                let mut frames: Vec<String> = rows.iter().map(|json| message::event_for(&sub, json)).collect();
+                frames.push(message::eose(&sub));
+                frames
+            }
+            Err(_) => {
+                self.subscriptions.remove(&sub);
+                vec![message::closed(&sub, "error: the relay could not read its store; subscribe again")]
+            }
+        }
+    }
+
+    /// NIP-42: kind 22242, signed, naming this relay and this connection's challenge, within the window.
+    fn authenticate(&mut self, relay: &Relay, event: &Event) -> Result<(), String> {
+        event.verify().map_err(|invalid| invalid.to_string())?;
+        if event.kind != AUTH {
+            return Err("invalid: AUTH takes a kind 22242 event".into());
+        }
+        if event.tag("challenge") != Some(self.challenge.as_str()) {
+            return Err("invalid: the challenge does not match this connection's".into());
+        }
+        let named = event.tag("relay").map(|url| url.trim_end_matches('/'));
+        if named != Some(relay.config.url.trim_end_matches('/')) {
+            return Err(format!("invalid: the relay tag must name {}", relay.config.url));
+        }
+        if event.created_at.abs_diff(relay.now()) > AUTH_WINDOW_S {
+            return Err(format!("invalid: created_at must be within {AUTH_WINDOW_S} s of the relay's clock"));
+        }
+        self.authed.insert(event.pubkey);
+        Ok(())
+    }
+
+    /// The frames a live event produces on this connection: one per matching subscription.
+    pub fn live(&self, live: &Live, now: u64) -> Vec<String> {
+        if live.event.expires_at().is_some_and(|at| at <= now) {
+            return Vec::new();
+        }
+        self.subscriptions
+            .iter()
+            .filter(|(_, filters)| filters.iter().any(|filter| filter.matches(&live.event)))
+            .map(|(sub, _)| message::event_for(sub, &live.json))
+            .collect()
+    }
+
+    /// The connection fell behind the live feed by `missed` events: every
+    /// subscription is closed with the reason, so the client knows to resubscribe.
+    pub fn lagged(&mut self, missed: u64) -> Vec<String> {
+        let reason =
+            format!("error: this connection fell {missed} events behind the live feed; subscribe again with since");
+        self.subscriptions.drain().map(|(sub, _)| message::closed(&sub, &reason)).collect()
+    }
+
+    pub fn has_subscriptions(&self) -> bool {
+        !self.subscriptions.is_empty()
+    }
+}
