@@ -5,6 +5,7 @@
 pub mod attack;
 pub mod demo;
 pub mod passport;
+pub mod relay_client;
 pub mod runtime;
 pub mod sealed;
 pub mod story;
@@ -65,6 +66,22 @@ impl WindowArgs {
             stake_cooldown_s: self.stake_cooldown_s,
         })
     }
+}
+
+/// How `bazaar serve` runs the labor market's relay.
+#[derive(clap::Args, Clone, Default)]
+pub struct RelayArgs {
+    /// Also serve the relay on its own port (at `/` and `/relay`), 127.0.0.1 only.
+    #[arg(long)]
+    pub relay_port: Option<u16>,
+    /// Private mode: NIP-42 authentication before reading or writing. The
+    /// default is public (anonymous read and write, never AUTH), which is what
+    /// outbound-only workers need.
+    #[arg(long)]
+    pub relay_private: bool,
+    /// In private mode, a key (64 hex) allowed to write; repeat for several. None given: any authenticated key.
+    #[arg(long, requires = "relay_private")]
+    pub relay_writer: Vec<String>,
 }
 
 /// Where the embedded store lives and which database to use instead.

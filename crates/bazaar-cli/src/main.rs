@@ -6,7 +6,7 @@ mod cmd;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use cmd::{attack, demo, escrow, federation, members, payments, registry, reputation, talk};
+use cmd::{attack, demo, escrow, federation, jobs, members, payments, registry, reputation, talk};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -40,12 +40,14 @@ enum Command {
     Federation(federation::Command),
     #[command(flatten)]
     Talk(talk::Command),
+    #[command(flatten)]
+    Jobs(jobs::Command),
 }
 
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 26] = [
+const HELP_ORDER: [&str; 27] = [
     "serve",
     "audit",
     "demo",
@@ -72,6 +74,7 @@ const HELP_ORDER: [&str; 26] = [
     "keys",
     "events",
     "dm",
+    "jobs",
 ];
 
 /// The command line, with the commands in [`HELP_ORDER`].
@@ -92,6 +95,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Reputation(command) => reputation::run(command, json).await,
         Command::Federation(command) => federation::run(command, json).await,
         Command::Talk(command) => talk::run(command, json).await,
+        Command::Jobs(command) => jobs::run(command, json).await,
     }
 }
 

@@ -59,6 +59,77 @@ pub async fn open_store(args: &StoreArgs, config: Config, clock: Arc<dyn Clock>)
     Ok(Arc::new(store))
 }
 
+/// The relay's embedded file inside the data directory: apart from the
+/// ledger's and the conversation plane's, so an event never waits on either writer.
+pub const RELAY_FILE: &str = "relay.db";
+
+/// The relay's store: its own SQLite file in the data directory, or its own
+/// tables in PostgreSQL beside the ledger when `--database-url` is given.
+pub async fn open_relay_store(args: &StoreArgs) -> Result<Arc<dyn bazaar_relay::EventStore>> {
+    if let Some(url) = args.database_url.clone() {
+        let store = tokio::task::spawn_blocking(move || bazaar_relay_postgres::PostgresEventStore::connect(&url))
+            .await?
+            .with_context(|| "opening the relay's store on PostgreSQL (check --database-url)".to_string())?;
+        return Ok(Arc::new(store));
+    }
+    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let path = args.data_dir.join(RELAY_FILE);
+    let store =
+        bazaar_relay::sqlite::SqliteEventStore::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    Ok(Arc::new(store))
+}
+
+/// Starts the relay on `state`: its writer, its purger, and its own port when asked.
+async fn start_relay(
+    state: &Arc<bazaar_server::AppState>,
+    store: Arc<dyn bazaar_relay::EventStore>,
+    clock: Arc<dyn Clock>,
+    args: &crate::RelayArgs,
+    public_url: &str,
+) -> Result<String> {
+    let mut config = bazaar_relay::RelayConfig::public(relay_url(public_url, args.relay_port));
+    if args.relay_private {
+        let writers = args.relay_writer.iter().map(|key| {
+            bazaar_relay::Hex32::parse(key)
+                .with_context(|| format!("--relay-writer {key}: expected 64 lowercase hex characters"))
+        });
+        config.access = bazaar_relay::Access::Private { writers: writers.collect::<Result<_>>()? };
+    }
+    let relay = Arc::new(bazaar_relay::Relay::start(store, clock, config).context("starting the relay's writer")?);
+    let url = relay.config.url.clone();
+    state.attach_relay(relay);
+    bazaar_server::relay::spawn_purger(state.clone());
+    if let Some(port) = args.relay_port {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .with_context(|| format!("binding the relay's port 127.0.0.1:{port}"))?;
+        let router = bazaar_server::relay::standalone_router(state.clone());
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, router).await {
+                tracing::error!(%error, "the relay's own port stopped");
+            }
+        });
+    }
+    tracing::info!(%url, "relay listening");
+    Ok(url)
+}
+
+/// The relay's WebSocket URL: on its own port when given, else `/relay` under the registry's URL.
+fn relay_url(public_url: &str, relay_port: Option<u16>) -> String {
+    let ws = public_url.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1);
+    let base = ws.trim_end_matches('/');
+    match relay_port {
+        Some(port) => {
+            let host_end = base.find("://").map_or(0, |i| i + 3);
+            let authority = &base[host_end..];
+            let host = authority.split('/').next().unwrap_or(authority);
+            let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+            format!("{}{host}:{port}/", &base[..host_end])
+        }
+        None => format!("{base}{}", bazaar_server::relay::RELAY_PATH),
+    }
+}
+
 /// The conversation plane's embedded file inside the data directory: apart
 /// from the ledger's, so a message never waits on the money writer.
 pub const CONVERSATION_FILE: &str = "conversation.db";
@@ -97,16 +168,18 @@ pub struct Serving {
     pub operator_credential: Option<String>,
     pub public_url: Option<String>,
     pub allow_private_webhooks: bool,
+    pub relay: crate::RelayArgs,
 }
 
 pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving) -> Result<()> {
-    let Serving { port, operator_credential, public_url, allow_private_webhooks } = serving;
+    let Serving { port, operator_credential, public_url, allow_private_webhooks, relay } = serving;
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
     let store = open_store(&args, config.clone(), clock.clone()).await?;
     let conversation = open_conversation(&args, clock.clone()).await?;
-    let booted = bazaar_server::boot(store, clock, config, operator_credential).await?;
+    let relay_store = open_relay_store(&args).await?;
+    let booted = bazaar_server::boot(store, clock.clone(), config, operator_credential).await?;
     booted.state.attach_conversation(conversation);
     if let Ok(plane) = booted.state.plane() {
         plane.allow_private_webhooks(allow_private_webhooks);
@@ -134,10 +207,13 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
         .await
         .with_context(|| format!("binding 127.0.0.1:{port}"))?;
     let address = listener.local_addr()?;
-    *state.public_url.write().expect("url lock") = Some(public_url.unwrap_or_else(|| format!("http://{address}")));
+    let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
+    *state.public_url.write().expect("url lock") = Some(public_url.clone());
+    let relay_url = start_relay(&state, relay_store, clock, &relay, &public_url).await?;
     tracing::info!(%address, did = %state.registry, "bazaar registry listening");
     // A line on stdout that scripts and tests wait for.
     println!("listening on http://{address}");
+    println!("relay on {relay_url}");
     let router = bazaar_server::router(state.clone());
     axum::serve(listener, router).with_graceful_shutdown(shutdown_signal(terminate)).await?;
     // The searches counted since the last flush are written before the process ends.

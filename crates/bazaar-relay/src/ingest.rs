@@ -83,13 +83,16 @@ fn run(
         let now = (clock.now().0 / 1000).max(0) as u64;
         match store.write(&events, now) {
             Ok(written) => {
+                // Live subscribers hear of an event before its publisher's OK: a
+                // client that subscribes after its OK finds the event stored and
+                // is not sent it a second time as live.
                 for ((event, reply), outcome) in events.into_iter().zip(replies).zip(written) {
-                    let _ = reply.send(Ok(outcome));
                     if outcome == Written::Stored {
                         let json = event.to_json();
                         // No receiver is not an error: nobody is listening.
                         let _ = feed.send(Arc::new(Live { event, json }));
                     }
+                    let _ = reply.send(Ok(outcome));
                 }
             }
             Err(error) => {

@@ -6,9 +6,11 @@
 //! the protocol's other shapes, `kind` the kind table, `limits` every bound
 //! (NIP-11 advertises them), `store` the engine trait, `sqlite` the embedded
 //! engine, `ingest` the group-commit writer, `relay` admission and queries,
-//! `session` one connection, `jobs` the NIP-90-shaped market, `info` the
+//! `session` one connection, `jobs` the NIP-90-shaped market, `collect` the
+//! in-process ask/wait collector, `info` the
 //! NIP-11 document, and `conformance` the cases every engine passes.
 
+pub mod collect;
 pub mod conformance;
 pub mod event;
 pub mod filter;

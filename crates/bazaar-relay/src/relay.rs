@@ -4,6 +4,7 @@
 //! connection's frames to a `Session` (in `session`).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bazaar_types::Clock;
@@ -14,7 +15,7 @@ use crate::filter::Filter;
 use crate::ingest::{Ingest, Live};
 use crate::jobs::{directed, JobRequest};
 use crate::kind::{class, Class, AUTH};
-use crate::limits::{CREATED_AT_FUTURE_S_MAX, FANOUT_BUFFER, RETENTION_S};
+use crate::limits::{CONNECTIONS_MAX, CREATED_AT_FUTURE_S_MAX, FANOUT_BUFFER, RETENTION_S};
 use crate::store::{EventStore, Purged, Result, StoreError, Written};
 
 /// Who may read and write.
@@ -69,6 +70,7 @@ impl Ack {
 
 pub struct Relay {
     store: Arc<dyn EventStore>,
+    connections: Arc<AtomicUsize>,
     ingest: Ingest,
     feed: broadcast::Sender<Arc<Live>>,
     clock: Arc<dyn Clock>,
@@ -79,7 +81,7 @@ impl Relay {
     pub fn start(store: Arc<dyn EventStore>, clock: Arc<dyn Clock>, config: RelayConfig) -> Result<Relay> {
         let (feed, _) = broadcast::channel(FANOUT_BUFFER);
         let ingest = Ingest::start(store.clone(), clock.clone(), feed.clone())?;
-        Ok(Relay { store, ingest, feed, clock, config })
+        Ok(Relay { store, connections: Arc::default(), ingest, feed, clock, config })
     }
 
     /// The relay's clock in unix seconds.
@@ -185,7 +187,27 @@ impl Relay {
             .map_err(|e| StoreError::Unavailable(e.to_string()))?
     }
 
+    /// A place for one more connection, or `None` at [`CONNECTIONS_MAX`]. The place frees itself on drop.
+    pub fn admit_connection(&self) -> Option<ConnectionPlace> {
+        let taken = self.connections.fetch_add(1, Ordering::SeqCst);
+        let place = ConnectionPlace(self.connections.clone());
+        (taken < CONNECTIONS_MAX).then_some(place)
+    }
+
+    pub fn connection_count(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
     pub fn store(&self) -> &Arc<dyn EventStore> {
         &self.store
+    }
+}
+
+/// One open connection's place in the count.
+pub struct ConnectionPlace(Arc<AtomicUsize>);
+
+impl Drop for ConnectionPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -208,9 +208,9 @@ fn apply_deletion(tx: &Transaction<'_>, deletion: &Event) -> rusqlite::Result<()
     Ok(())
 }
 
-/// One filter as SQL: the statement and its parameters. With a tag filter the
-/// query is driven from the tag index (already in time order), else from the
-/// events table.
+/// One filter as SQL: the statement and its parameters. With a one-value tag
+/// filter the query is driven from the tag index (already in time order),
+/// else from the events table.
 fn select(filter: &Filter, now: u64, limit: usize) -> (String, Vec<Sql>) {
     let mut sql = String::new();
     let mut values: Vec<Sql> = Vec::new();
@@ -222,7 +222,10 @@ fn select(filter: &Filter, now: u64, limit: usize) -> (String, Vec<Sql>) {
         items.into_iter().map(|item| bind(values, item)).collect::<Vec<_>>().join(",")
     };
     let time_column;
-    if let Some((letter, tag_values)) = filter.tags.first() {
+    // Driven from the tag index only for one value: with several, an event
+    // carrying two of them would fill two of the limit's places.
+    let driving_tag = filter.tags.first().filter(|(_, values)| values.len() == 1);
+    if let Some((letter, tag_values)) = driving_tag {
         let name = bind(&mut values, Sql::Text(letter.to_string()));
         let items = list(&mut values, tag_values.iter().cloned().map(Sql::Text).collect(), &mut bind);
         sql.push_str(&format!(
@@ -256,7 +259,7 @@ fn select(filter: &Filter, now: u64, limit: usize) -> (String, Vec<Sql>) {
         let until = bind(&mut values, Sql::Integer(until.min(i64::MAX as u64) as i64));
         sql.push_str(&format!(" AND {time_column} <= {until}"));
     }
-    for (letter, tag_values) in filter.tags.iter().skip(1) {
+    for (letter, tag_values) in filter.tags.iter().skip(usize::from(driving_tag.is_some())) {
         let name = bind(&mut values, Sql::Text(letter.to_string()));
         let items = list(&mut values, tag_values.iter().cloned().map(Sql::Text).collect(), &mut bind);
         sql.push_str(&format!(

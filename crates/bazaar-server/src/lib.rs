@@ -35,6 +35,7 @@ pub mod people;
 pub mod plane;
 pub mod problem;
 pub mod registry;
+pub mod relay;
 pub mod relying_party;
 pub mod router;
 pub mod schemas;

@@ -31,6 +31,11 @@ pub const UNDESCRIBED_ROUTES: &[(&str, &str)] = &[
          docs/conversation.md",
     ),
     (
+        crate::relay::RELAY_PATH,
+        "the labor market's Nostr relay: a NIP-01 WebSocket, and its NIP-11 document for \
+         `Accept: application/nostr+json`; specified by the NIPs and docs/relay.md",
+    ),
+    (
         federation::FEDERATION_SETTLE_PATH,
         "server-to-server between registries, authenticated by `Bazaar-Registry-Signature`, not a member API; \
          specified in docs/federation.md",
@@ -53,7 +58,7 @@ struct ApiDoc;
 pub fn router(state: Arc<AppState>) -> Router {
     let api = api_router(state.clone());
     let mcp = crate::mcp::service(api.clone());
-    api.nest_service("/mcp", mcp)
+    api.nest_service("/mcp", mcp).merge(crate::relay::socket_routes(state))
 }
 
 /// The REST API (and the pages): everything but `/mcp`, whose tools call it.
@@ -81,6 +86,7 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("x402", x402::routes()))
         .merge(tagged("conversation", conversation::routes()))
         .merge(tagged("people", crate::people::routes()))
+        .merge(tagged("jobs", crate::relay::jobs::routes()))
 }
 
 /// Tags every operation of `router` with its capability.

@@ -48,6 +48,8 @@ pub struct AppState {
     pub entropy: Arc<dyn Entropy>,
     /// The conversation plane, once its store is attached (`attach_conversation`).
     conversation: std::sync::OnceLock<Arc<crate::plane::Plane>>,
+    /// The labor market's relay, once attached (`attach_relay`).
+    relay: std::sync::OnceLock<Arc<bazaar_relay::Relay>>,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -114,6 +116,7 @@ pub async fn boot_with_entropy(
         searches: Default::default(),
         entropy,
         conversation: Default::default(),
+        relay: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
     let op = Op::Identity(identity::Op::Bootstrap {
@@ -171,6 +174,23 @@ impl AppState {
                 axum::http::StatusCode::SERVICE_UNAVAILABLE,
                 "conversation_unavailable",
                 "This registry runs without a conversation plane.",
+            )
+        })
+    }
+
+    /// Gives the registry its relay: its own store and writer, apart from the
+    /// ledger's. Once only; a second relay is refused (`false`).
+    pub fn attach_relay(&self, relay: Arc<bazaar_relay::Relay>) -> bool {
+        self.relay.set(relay).is_ok()
+    }
+
+    /// The relay, or 503 `relay_unavailable` on a registry started without one.
+    pub fn relay(&self) -> Result<&Arc<bazaar_relay::Relay>, crate::problem::Problem> {
+        self.relay.get().ok_or_else(|| {
+            crate::problem::Problem::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "relay_unavailable",
+                "This registry runs without the labor market's relay.",
             )
         })
     }

@@ -26,6 +26,8 @@ pub enum Command {
         /// Let webhooks reach loopback and private addresses (tests and closed networks only; refused otherwise, against SSRF).
         #[arg(long)]
         allow_private_webhooks: bool,
+        #[command(flatten)]
+        relay: bazaar_cli::RelayArgs,
     },
     /// Verify the event chain end to end and recompute every balance; exits 1 on any mismatch.
     Audit {
@@ -45,8 +47,8 @@ pub enum Command {
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
     match command {
-        Command::Serve { store, windows, port, operator_credential, public_url, allow_private_webhooks } => {
-            let serving = runtime::Serving { port, operator_credential, public_url, allow_private_webhooks };
+        Command::Serve { store, windows, port, operator_credential, public_url, allow_private_webhooks, relay } => {
+            let serving = runtime::Serving { port, operator_credential, public_url, allow_private_webhooks, relay };
             runtime::serve(store, windows, serving).await.map(|_| 0)
         }
         Command::Audit { store } => runtime::audit(store, json_output).await,

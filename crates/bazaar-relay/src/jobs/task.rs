@@ -68,13 +68,20 @@ pub struct TaskView {
     pub ignored: usize,
 }
 
-/// The one `REQ` that reads a task: the request by id, and everything naming it.
+/// The one `REQ` that reads a task: the request by id, and every result
+/// (any request kind + 1000) and feedback event naming it.
 pub fn task_filters(task: &EventId) -> Vec<Filter> {
-    let by_id = Filter { ids: Some(vec![*task]), ..Filter::default() };
-    let kinds = (6_000..=6_999).chain([JOB_FEEDBACK]).collect();
-    let responses =
-        Filter { kinds: Some(kinds), tags: vec![('e', vec![task.to_hex()])], limit: None, ..Filter::default() };
-    vec![by_id, Filter { limit: Some(crate::limits::QUERY_LIMIT_MAX as u64), ..responses }]
+    let naming = |kinds: Vec<u16>| Filter {
+        kinds: Some(kinds),
+        tags: vec![('e', vec![task.to_hex()])],
+        limit: Some(crate::limits::QUERY_LIMIT_MAX as u64),
+        ..Filter::default()
+    };
+    vec![
+        Filter { ids: Some(vec![*task]), ..Filter::default() },
+        naming((6_000..=6_999).collect()),
+        naming(vec![JOB_FEEDBACK]),
+    ]
 }
 
 /// The eligible answers and feedback among `events`, each once, and how many were ignored.
@@ -208,6 +215,15 @@ mod tests {
         let view = derive(&request, &events);
         assert_eq!((view.state, view.successful_answers, view.ignored), (TaskState::Answered, 1, 1));
         assert_eq!(view.answers[0].content, "Line one.\nLine two.");
+    }
+
+    /// The task's REQ is one a relay accepts: every filter within its limits.
+    #[test]
+    fn task_filters_are_within_the_relays_limits() {
+        let job = signer(1).sign(100, JOB_REQUEST, vec![], "");
+        for filter in task_filters(&job.id) {
+            assert_eq!(Filter::parse(&filter.to_value()), Ok(filter));
+        }
     }
 
     #[test]

@@ -1,0 +1,86 @@
+//! The labor market end to end with npm `nostr-tools` as the only client
+//! (`tests/relay/jobs.mjs`, its node_modules installed by `./scripts/test`):
+//! a directed job, a non-named worker's result and claim refused
+//! `restricted:`, claim / progress / result accepted, a live subscription,
+//! `limit: 0`; then the registry restarts and a new asking process, without
+//! the asker's key, reads the task back as answered (deduplicating by id),
+//! and `bazaar jobs ask|wait` read the same task.
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn node(phase: &str, url: &str, state: &Path) -> Value {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/relay");
+    assert!(
+        dir.join("node_modules/nostr-tools").is_dir(),
+        "tests/relay/node_modules is missing: run ./scripts/test once (it runs npm ci there)"
+    );
+    let output = std::process::Command::new("node")
+        .arg("jobs.mjs")
+        .args([phase, url, state.to_str().unwrap()])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "node {phase} failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+}
+
+fn serve(store: &[String], port: u16) -> std::process::Child {
+    let mut args = vec!["--port".into(), port.to_string()];
+    args.extend_from_slice(store);
+    common::spawn_serve(&args)
+}
+
+#[test]
+fn nostr_tools_runs_a_directed_job_on_the_embedded_relay() {
+    let dir = common::fresh_dir("bazaar-relay-interop");
+    directed_job_and_a_restarted_asker(&dir, &["--data-dir".into(), dir.display().to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nostr_tools_runs_a_directed_job_on_the_postgres_relay() {
+    let dir = common::fresh_dir("bazaar-relay-interop-pg");
+    let database = common::ThrowawayDatabase::create(&format!("bazaar_relay_interop_{}", std::process::id())).await;
+    let store = vec!["--database-url".into(), database.url.clone(), "--data-dir".into(), dir.display().to_string()];
+    tokio::task::spawn_blocking(move || directed_job_and_a_restarted_asker(&dir, &store)).await.unwrap();
+    database.drop().await;
+}
+
+fn directed_job_and_a_restarted_asker(dir: &Path, store: &[String]) {
+    let port = common::free_port();
+    let url = format!("ws://127.0.0.1:{port}/relay");
+    let state = dir.join("asker-state.json");
+    let mut server = serve(store, port);
+    let posted = node("post", &url, &state);
+    assert_eq!(posted["ok"], true);
+    let messages = &posted["messages"];
+    assert!(messages["duplicate"].as_str().unwrap().starts_with("duplicate:"), "{messages}");
+    assert!(messages["tampered"].as_str().unwrap().starts_with("invalid:"), "{messages}");
+    assert!(messages["unnamed_result"].as_str().unwrap().starts_with("restricted:"), "{messages}");
+    assert!(messages["unnamed_claim"].as_str().unwrap().starts_with("restricted:"), "{messages}");
+    let saved = std::fs::read_to_string(&state).unwrap();
+    assert!(!saved.contains("asker_secret"), "the later phases must work without the asker's key: {saved}");
+
+    // The registry restarts; the task is read back from its store.
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut server = serve(store, port);
+    let waited = node("wait", &url, &state);
+    assert_eq!((waited["state"].as_str(), waited["results"].as_u64()), (Some("answered"), Some(1)), "{waited}");
+    let info = node("nip11", &url, &state);
+    assert_eq!(info["access_control_allow_origin"], "*");
+
+    // The CLI's ask and wait read the same task through the relay, with no key at all.
+    let job = posted["job_id"].as_str().unwrap();
+    let relay_env = [("BAZAAR_RELAY", url.as_str())];
+    let asked = common::bazaar_json(&["jobs", "ask", "--task-id", job], &relay_env);
+    assert_eq!((asked["state"].as_str(), asked["successful_answers"].as_u64()), (Some("answered"), Some(1)), "{asked}");
+    assert_eq!(asked["answers"][0]["content"], "Line one.\nLine two.");
+    let waited = common::bazaar_json(&["jobs", "wait", "--task-id", job, "--wait", "5"], &relay_env);
+    assert_eq!(waited["state"], "answered");
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
