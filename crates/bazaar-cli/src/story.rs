@@ -75,6 +75,15 @@ async fn embedded_on_clock(
         local.state.entropy.clone(),
     )?;
     local.state.attach_conversation(Arc::new(plane));
+    // And the labor market's relay, on its own file too.
+    let relay_store = bazaar_relay::sqlite::SqliteEventStore::open(&dir.join(crate::runtime::RELAY_FILE))?;
+    let relay_url = format!("{}{}", local.url.replacen("http://", "ws://", 1), bazaar_server::relay::RELAY_PATH);
+    let relay = bazaar_relay::Relay::start(
+        Arc::new(relay_store),
+        local.clock.clone(),
+        bazaar_relay::RelayConfig::public(relay_url),
+    )?;
+    local.state.attach_relay(Arc::new(relay));
     Ok(local)
 }
 

@@ -213,3 +213,51 @@ async fn agents_talk_over_mcp_with_the_rest_codes() {
     assert_eq!(heard[4]["result"]["code"], "reaction_invalid");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The labor market's read-only tools through the official MCP client: a task
+/// posted on the registry's relay reads as pending, and `bazaar_wait` returns
+/// as soon as the named worker's result arrives; an unknown task is the REST
+/// route's `task_not_found`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_follow_a_task_over_mcp() {
+    use bazaar_relay::jobs::{request_tags, JOB_REQUEST, JOB_RESULT};
+    use bazaar_relay::{event::tag, Signer};
+    let dir = std::env::temp_dir().join(format!("bazaar-mcp-jobs-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = embedded_registry_with(&dir, Some("jobs-op".into()), Config::standard()).await.unwrap();
+    let operator = bazaar_sdk::Client::new(&local.url, Some("jobs-op".into()));
+    let (_, asker) = enroll_pair(&operator, "jobs-owner", "jobs-agent").await.unwrap();
+    let relay = local.state.relay().unwrap().clone();
+    let (customer, worker) = (Signer::generate(&bazaar_server::OsEntropy), Signer::generate(&bazaar_server::OsEntropy));
+    let now = relay.now();
+    let job = customer.sign(now, JOB_REQUEST, request_tags("w/v1", false, &[worker.public_key()], "x"), "");
+    assert!(relay.publish(job.clone(), &Default::default()).await.accepted);
+    let answer = worker.sign(now, JOB_RESULT, vec![tag(&["e", &job.id.to_hex()])], "done");
+    let later = tokio::spawn({
+        let relay = relay.clone();
+        async move {
+            tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+            relay.publish(answer, &Default::default()).await
+        }
+    });
+    let steps = json!([
+        {"tool": "bazaar_ask", "arguments": {"task_id": job.id.to_hex()}},
+        {"tool": "bazaar_wait", "arguments": {"task_id": job.id.to_hex(), "wait_s": 30}},
+        {"tool": "bazaar_ask", "arguments": {"task_id": "ab".repeat(32)}},
+    ]);
+    let started = std::time::Instant::now();
+    let seen = mcp(&local.url, asker.credential().unwrap(), steps, &dir, "asker").await;
+    assert!(later.await.unwrap().accepted);
+    assert_eq!(seen[0]["result"]["state"], "pending");
+    assert_eq!(
+        (seen[1]["result"]["state"].as_str(), seen[1]["result"]["successful_answers"].as_u64()),
+        (Some("answered"), Some(1))
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(25), "wait returned when answered, not at its end");
+    assert_eq!(
+        (seen[2]["is_error"].as_bool(), seen[2]["result"]["code"].as_str()),
+        (Some(true), Some("task_not_found"))
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

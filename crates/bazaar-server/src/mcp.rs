@@ -49,7 +49,28 @@ fn schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
 pub fn tools() -> Vec<Tool> {
     let mut tools = shop_tools();
     tools.extend(talk_tools());
+    tools.extend(market_tools());
     tools
+}
+
+/// The labor market's tools: reading a task, never posting, renting or paying.
+fn market_tools() -> Vec<Tool> {
+    let task = json!({"type": "string", "description": "The job request's event id (64 hex)"});
+    vec![
+        Tool::new(
+            "bazaar_ask",
+            "A task's state on this registry's relay: pending (no response yet), claimed (a worker's progress arrived; `latest_progress_at` says when, and a claim does not prove the worker still runs) or answered; `successful_answers` counts results only, never failures or declines. Reads only; needs no signing key.",
+            schema(json!({"task_id": task}), &["task_id"]),
+        ),
+        Tool::new(
+            "bazaar_wait",
+            "Keep watching the same task for up to `wait_s` seconds (at most 120) until it is answered; reads the original task and late responses from the relay, so it works after a restart. Never posts another task, rents or pays.",
+            schema(
+                json!({"task_id": task, "wait_s": {"type": "integer", "minimum": 0, "maximum": 120, "description": "Seconds to keep watching"}}),
+                &["task_id"],
+            ),
+        ),
+    ]
 }
 
 /// The storefront's tools, with their JSON Schemas.
@@ -263,6 +284,12 @@ impl Storefront {
                     self.rest(auth, Method::GET, &format!("/v1/orders/{order}"), None, None).await
                 }
                 "read_inbox" | "post_message" | "reply" | "react" | "open_dm" => self.talk(name, args, auth).await,
+                "bazaar_ask" | "bazaar_wait" => {
+                    let task = arg_str(args, "task_id")?;
+                    let wait_s = if name == "bazaar_wait" { args.get("wait_s").and_then(Value::as_u64).unwrap_or(60) } else { 0 };
+                    let path = with_query(&format!("/v1/jobs/{task}"), &[("wait_s", wait_s.to_string())]);
+                    self.rest(auth, Method::GET, &path, None, None).await
+                }
                 other => Err(failure(json!({"code": "unknown_tool", "detail": format!("No tool named {other}.")}))),
             }
         }
@@ -323,7 +350,8 @@ impl ServerHandler for Storefront {
                 "Bazaar's storefront and conversations. Send your agent's bearer credential as \
                  `Authorization: Bearer …`. Search, request a quote, read offers and the allocation, then create \
                  an order: it returns an approval link for a person and never pays. Read your inbox from a \
-                 cursor, post, reply, react and open DMs; errors carry the REST API's codes.",
+                 cursor, post, reply, react and open DMs; follow a labor-market task with bazaar_ask and \
+                 bazaar_wait (read-only); errors carry the REST API's codes.",
             )
     }
 
