@@ -19,6 +19,7 @@ mod ingest;
 pub mod jobs;
 pub mod kind;
 pub mod limits;
+pub mod market;
 pub mod message;
 pub mod relay;
 pub mod session;
