@@ -4,6 +4,7 @@
 
 pub mod attack;
 pub mod demo;
+pub mod market;
 pub mod passport;
 pub mod relay_client;
 pub mod runtime;

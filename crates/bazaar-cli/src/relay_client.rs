@@ -4,7 +4,9 @@
 //! it did not ask about (NOTICEs, other subscriptions) are skipped.
 
 use anyhow::{anyhow, bail, Context, Result};
-use bazaar_relay::{Event, Filter};
+use bazaar_relay::jobs::task::{derive, task_filters, TaskState, TaskView};
+use bazaar_relay::jobs::JobRequest;
+use bazaar_relay::{Event, Filter, Hex32};
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -127,4 +129,41 @@ impl RelayClient {
         self.send(json!(["CLOSE", sub])).await?;
         Ok(events)
     }
+}
+
+/// Reads the task (and, for `wait_s > 0`, follows it live until answered or the wait ends).
+pub async fn follow_task(url: &str, task: &Hex32, wait_s: u64) -> Result<TaskView> {
+    let task = *task;
+    let task_id = task.to_hex();
+    let mut client = RelayClient::connect(url).await?;
+    let sub = "task";
+    client.subscribe(sub, &task_filters(&task)).await?;
+    let mut events: Vec<Event> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(ANSWER_TIMEOUT_S);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match client.next(sub, left).await? {
+            None => bail!("the relay did not finish its stored events in time"),
+            Some(Delivery::Event(event)) => events.push(event),
+            Some(Delivery::EndOfStored) => break,
+            Some(Delivery::Closed(reason)) => bail!("the relay refused the request: {reason}"),
+        }
+    }
+    let request = events.iter().find(|e| e.id == task).and_then(JobRequest::from_event).ok_or_else(|| {
+        anyhow!(
+            "task {task_id} is not on {url}: never posted there, or its history passed the relay's retention ({} days on a Bazaar relay)",
+            bazaar_relay::limits::RETENTION_S / 86_400
+        )
+    })?;
+    let until = tokio::time::Instant::now() + Duration::from_secs(wait_s);
+    while derive(&request, &events).state != TaskState::Answered {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        match client.next(sub, left).await? {
+            None => break,
+            Some(Delivery::Event(event)) => events.push(event),
+            Some(Delivery::EndOfStored) => {}
+            Some(Delivery::Closed(reason)) => bail!("the relay ended the subscription: {reason}"),
+        }
+    }
+    Ok(derive(&request, &events))
 }

@@ -21,6 +21,11 @@ impl Clock for SystemClock {
     }
 }
 
+/// Unix seconds by the wall clock: what the market's roles stamp events with.
+pub fn unix_now() -> u64 {
+    (SystemClock.now().0 / 1000).max(0) as u64
+}
+
 /// The wall clock plus an offset the demo moves forward to show deadlines
 /// passing (review windows, dispute phases) without waiting days.
 #[derive(Debug, Default)]

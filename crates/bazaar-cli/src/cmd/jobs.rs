@@ -7,14 +7,12 @@
 
 use super::common::print;
 use anyhow::{anyhow, bail, Context, Result};
-use bazaar_cli::relay_client::{Delivery, RelayClient};
-use bazaar_relay::jobs::task::{derive, task_filters, TaskState, TaskView};
-use bazaar_relay::jobs::{request_tags, JobRequest, JOB_REQUEST};
-use bazaar_relay::{Event, Hex32, Signer};
+use bazaar_cli::relay_client::{follow_task, RelayClient};
+use bazaar_relay::jobs::{request_tags, JOB_REQUEST};
+use bazaar_relay::{Hex32, Signer};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Longest `jobs wait`, in seconds.
 pub const WAIT_S_MAX: u64 = 3_600;
@@ -85,16 +83,20 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
         Jobs::Post { relay, key_file, workflow, worker, evaluation_data, input } => {
             post(&relay.relay, &key_file, &workflow, &worker, evaluation_data, &input).await?
         }
-        Jobs::Ask { relay, task_id } => serde_json::to_value(follow(&relay.relay, &task_id, 0).await?)?,
+        Jobs::Ask { relay, task_id } => serde_json::to_value(follow_task(&relay.relay, &task(&task_id)?, 0).await?)?,
         Jobs::Wait { relay, task_id, wait } => {
             if wait > WAIT_S_MAX {
                 bail!("--wait is at most {WAIT_S_MAX} seconds");
             }
-            serde_json::to_value(follow(&relay.relay, &task_id, wait).await?)?
+            serde_json::to_value(follow_task(&relay.relay, &task(&task_id)?, wait).await?)?
         }
     };
     print(json_output, &value, |v| serde_json::to_string_pretty(v).unwrap_or_default());
     Ok(0)
+}
+
+fn task(task_id: &str) -> Result<Hex32> {
+    Hex32::parse(task_id).ok_or_else(|| anyhow!("--task-id: expected a 64-hex event id"))
 }
 
 fn key(out: &std::path::Path) -> Result<Value> {
@@ -110,12 +112,6 @@ pub fn read_signer(path: &std::path::Path) -> Result<Signer> {
         .ok_or_else(|| anyhow!("{} does not hold a 64-hex secp256k1 secret key", path.display()))
 }
 
-/// Unix seconds now (the CLI's one clock: the runtime's).
-pub fn unix_now() -> u64 {
-    use bazaar_types::Clock;
-    (bazaar_cli::runtime::SystemClock.now().0 / 1000) as u64
-}
-
 async fn post(
     url: &str,
     key_file: &std::path::Path,
@@ -129,47 +125,16 @@ async fn post(
         .iter()
         .map(|w| Hex32::parse(w).ok_or_else(|| anyhow!("--worker {w}: expected 64 lowercase hex characters")))
         .collect::<Result<_>>()?;
-    let job = signer.sign(unix_now(), JOB_REQUEST, request_tags(workflow, evaluation_data, &workers, input), "");
+    let job = signer.sign(
+        bazaar_cli::runtime::unix_now(),
+        JOB_REQUEST,
+        request_tags(workflow, evaluation_data, &workers, input),
+        "",
+    );
     let mut client = RelayClient::connect(url).await?;
     let (accepted, message) = client.publish(&job).await?;
     if !accepted {
         bail!("the relay refused the job: {message}");
     }
     Ok(json!({"task_id": job.id.to_hex(), "asker": job.pubkey.to_hex(), "directed": !workers.is_empty()}))
-}
-
-/// Reads the task (and, for `wait_s > 0`, follows it live until answered or the wait ends).
-pub async fn follow(url: &str, task_id: &str, wait_s: u64) -> Result<TaskView> {
-    let task = Hex32::parse(task_id).ok_or_else(|| anyhow!("--task-id: expected a 64-hex event id"))?;
-    let mut client = RelayClient::connect(url).await?;
-    let sub = "task";
-    client.subscribe(sub, &task_filters(&task)).await?;
-    let mut events: Vec<Event> = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(bazaar_cli::relay_client::ANSWER_TIMEOUT_S);
-    loop {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match client.next(sub, left).await? {
-            None => bail!("the relay did not finish its stored events in time"),
-            Some(Delivery::Event(event)) => events.push(event),
-            Some(Delivery::EndOfStored) => break,
-            Some(Delivery::Closed(reason)) => bail!("the relay refused the request: {reason}"),
-        }
-    }
-    let request = events.iter().find(|e| e.id == task).and_then(JobRequest::from_event).ok_or_else(|| {
-        anyhow!(
-            "task {task_id} is not on {url}: never posted there, or its history passed the relay's retention ({} days on a Bazaar relay)",
-            bazaar_relay::limits::RETENTION_S / 86_400
-        )
-    })?;
-    let until = tokio::time::Instant::now() + Duration::from_secs(wait_s);
-    while derive(&request, &events).state != TaskState::Answered {
-        let left = until.saturating_duration_since(tokio::time::Instant::now());
-        match client.next(sub, left).await? {
-            None => break,
-            Some(Delivery::Event(event)) => events.push(event),
-            Some(Delivery::EndOfStored) => {}
-            Some(Delivery::Closed(reason)) => bail!("the relay ended the subscription: {reason}"),
-        }
-    }
-    Ok(derive(&request, &events))
 }

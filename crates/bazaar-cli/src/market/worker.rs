@@ -1,0 +1,256 @@
+//! `bazaar worker`: an agent working the market with outbound connections
+//! only (no public IP, no inbound port). It takes directed jobs only from
+//! the keys its owner accepts (trusted validators for a worker, permitted
+//! coordinators for a specialist: enrollment grants no summon permission),
+//! runs one task at a time, and publishes claim, progress, usage (labelled
+//! *reported*) and its result. Its answer is signed and saved before it is
+//! published: after a crash the saved event is published again (the relay
+//! answers `duplicate:` if it already had it), so an answer is never lost and
+//! never given twice. A worker whose configuration changed since its last
+//! passed review takes no directed work.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use bazaar_relay::event::tag;
+use bazaar_relay::jobs::task::{task_filters, TaskState};
+use bazaar_relay::jobs::{request_tags, JobRequest, JOB_FEEDBACK, JOB_REQUEST, JOB_RESULT};
+use bazaar_relay::market::evidence::{artifact_of, coordinator_result_tags};
+use bazaar_relay::market::review::{passed_config, Manifest, REVIEW};
+use bazaar_relay::{Event, Filter, PublicKey, Signer};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+use super::engine::Engine;
+use crate::relay_client::{Delivery, RelayClient};
+
+/// The workflow a coordinator's handoff to its specialist follows.
+pub const HANDOFF_WORKFLOW: &str = "script-delivery/v1";
+/// Jobs queued for the one task at a time.
+const QUEUE_MAX: usize = 256;
+
+pub enum Role {
+    /// Runs its engine and hosts the text it produces as an artifact.
+    Specialist { engine: Engine, artifact_dir: PathBuf, artifact_url: String },
+    /// Hands the task to one specialist and answers with the evidence chain.
+    Coordinator { specialist: PublicKey, handoff_wait: Duration },
+}
+
+pub struct WorkerConfig {
+    pub relay: String,
+    pub signer: Arc<Signer>,
+    /// Askers whose directed jobs this worker takes.
+    pub accept_from: HashSet<PublicKey>,
+    pub manifest: Manifest,
+    pub role: Role,
+    /// Where answers are saved before they are published.
+    pub state_dir: PathBuf,
+}
+
+fn now() -> u64 {
+    crate::runtime::unix_now()
+}
+
+/// Runs until `stop` resolves (or the relay connection fails).
+pub async fn run(config: WorkerConfig, stop: impl std::future::Future<Output = ()>) -> Result<()> {
+    for dir in ["answered", "failed", "handoffs"] {
+        std::fs::create_dir_all(config.state_dir.join(dir))?;
+    }
+    let mut publisher = RelayClient::connect(&config.relay).await?;
+    check_review(&mut publisher, &config).await?;
+    let (jobs, mut queue) = mpsc::channel(QUEUE_MAX);
+    let mut listener = tokio::spawn(listen(config.relay.clone(), config.signer.public_key(), jobs));
+    tokio::pin!(stop);
+    let mut handled = HashSet::new();
+    let outcome = loop {
+        let job = tokio::select! {
+            _ = &mut stop => break Ok(()),
+            job = queue.recv() => match job {
+                Some(job) => job,
+                None => break (&mut listener).await.context("the job listener")?,
+            },
+        };
+        if handled.insert(job.id) {
+            if let Err(error) = work(&mut publisher, &config, &job).await {
+                tracing::warn!(%error, job = %job.id, "the task failed");
+            }
+        }
+    };
+    listener.abort();
+    outcome
+}
+
+/// The worker's last review on the relay must have passed its current configuration.
+async fn check_review(client: &mut RelayClient, config: &WorkerConfig) -> Result<()> {
+    let filter =
+        Filter { kinds: Some(vec![REVIEW]), authors: Some(vec![config.signer.public_key()]), ..Filter::default() };
+    let reviews = client.fetch(&[filter]).await?;
+    let hash = config.manifest.config_hash();
+    match reviews.first().and_then(passed_config) {
+        Some(passed) if passed == hash => Ok(()),
+        Some(_) => bail!("this worker's configuration changed since its last passed review; run `bazaar worker review` before taking directed work"),
+        None => bail!("this worker has no passed review; run `bazaar worker review` (sending it to the market) first"),
+    }
+}
+
+/// Follows jobs naming this worker (stored, then live) into the queue.
+async fn listen(relay: String, me: PublicKey, jobs: mpsc::Sender<Event>) -> Result<()> {
+    let mut client = RelayClient::connect(&relay).await?;
+    let filter = Filter { kinds: Some(vec![JOB_REQUEST]), tags: vec![('p', vec![me.to_hex()])], ..Filter::default() };
+    client.subscribe("jobs", &[filter]).await?;
+    loop {
+        match client.next("jobs", Duration::from_secs(3_600)).await? {
+            Some(Delivery::Event(job)) => {
+                if jobs.send(job).await.is_err() {
+                    return Ok(());
+                }
+            }
+            Some(Delivery::Closed(reason)) => bail!("the relay closed the job subscription: {reason}"),
+            Some(Delivery::EndOfStored) | None => {}
+        }
+    }
+}
+
+fn saved(dir: &Path, kind: &str, job: &Event) -> PathBuf {
+    dir.join(kind).join(format!("{}.json", job.id))
+}
+
+/// Writes `event` to `path` durably (temp file, fsync, rename).
+fn save(path: &Path, event: &Event) -> Result<()> {
+    use std::io::Write;
+    let temp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temp)?;
+    file.write_all(event.to_json().as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temp, path)?;
+    Ok(())
+}
+
+fn load(path: &Path) -> Option<Event> {
+    Event::parse(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+async fn publish(client: &mut RelayClient, event: &Event) -> Result<()> {
+    let (accepted, message) = client.publish(event).await?;
+    if !accepted {
+        bail!("the relay refused event {}: {message}", event.id);
+    }
+    Ok(())
+}
+
+fn feedback(config: &WorkerConfig, job: &Event, status: &str, detail: &str, extra: Vec<Vec<String>>) -> Event {
+    let mut tags =
+        vec![tag(&["status", status, detail]), tag(&["e", &job.id.to_hex()]), tag(&["p", &job.pubkey.to_hex()])];
+    tags.push(tag(&["config", &config.manifest.config_hash()]));
+    tags.extend(extra);
+    config.signer.sign(now(), JOB_FEEDBACK, tags, "")
+}
+
+/// One task: skip it, answer it again from what was saved, or work it.
+async fn work(client: &mut RelayClient, config: &WorkerConfig, job: &Event) -> Result<()> {
+    let Some(request) = JobRequest::from_event(job) else { return Ok(()) };
+    if !config.accept_from.contains(&request.asker) {
+        tracing::info!(job = %job.id, asker = %request.asker, "not from an accepted asker; ignored");
+        return Ok(());
+    }
+    if let Some(answer) = load(&saved(&config.state_dir, "answered", job)) {
+        // Saved before a crash or already sent: sending it again is idempotent.
+        return publish(client, &answer).await;
+    }
+    if saved(&config.state_dir, "failed", job).exists() || request.expires_at.is_some_and(|at| at <= now()) {
+        return Ok(());
+    }
+    publish(client, &feedback(config, job, "processing", "claim", vec![])).await?;
+    let answer = match &config.role {
+        Role::Specialist { engine, artifact_dir, artifact_url } => {
+            specialist(client, config, job, &request, engine, (artifact_dir, artifact_url)).await?
+        }
+        Role::Coordinator { specialist, handoff_wait } => {
+            coordinator(client, config, job, &request, *specialist, *handoff_wait).await?
+        }
+    };
+    match answer {
+        Ok(result) => {
+            save(&saved(&config.state_dir, "answered", job), &result)?;
+            publish(client, &result).await
+        }
+        Err(failure) => {
+            let failed = feedback(config, job, "error", &failure, vec![]);
+            save(&saved(&config.state_dir, "failed", job), &failed)?;
+            publish(client, &failed).await
+        }
+    }
+}
+
+/// Runs the engine; the result (or the explicit failure's reason).
+async fn specialist(
+    client: &mut RelayClient,
+    config: &WorkerConfig,
+    job: &Event,
+    request: &JobRequest,
+    engine: &Engine,
+    (artifact_dir, artifact_url): (&PathBuf, &String),
+) -> Result<std::result::Result<Event, String>> {
+    publish(client, &feedback(config, job, "processing", "running", vec![])).await?;
+    let run = match engine.run(request.inputs.first().map(String::as_str).unwrap_or_default()).await {
+        Ok(run) => run,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    if let Some(usage) = &run.usage {
+        let reported = vec![tag(&["usage", &usage.amount, &usage.asset, "reported"])];
+        publish(client, &feedback(config, job, "processing", "usage", reported)).await?;
+    }
+    let sha = hex::encode(Sha256::digest(run.output.as_bytes()));
+    std::fs::create_dir_all(artifact_dir)?;
+    std::fs::write(artifact_dir.join(format!("{sha}.txt")), run.output.as_bytes())?;
+    let url = format!("{}/{sha}.txt", artifact_url.trim_end_matches('/'));
+    let tags = vec![
+        tag(&["e", &job.id.to_hex()]),
+        tag(&["p", &job.pubkey.to_hex()]),
+        tag(&["artifact", &url, &sha]),
+        tag(&["config", &config.manifest.config_hash()]),
+    ];
+    Ok(Ok(config.signer.sign(now(), JOB_RESULT, tags, format!("delivered {} bytes", run.output.len()))))
+}
+
+/// Hands the task to the specialist (one handoff, saved so a restart reuses
+/// it) and answers with the chain once the specialist delivers.
+async fn coordinator(
+    client: &mut RelayClient,
+    config: &WorkerConfig,
+    job: &Event,
+    request: &JobRequest,
+    specialist: PublicKey,
+    wait: Duration,
+) -> Result<std::result::Result<Event, String>> {
+    let path = saved(&config.state_dir, "handoffs", job);
+    let handoff = match load(&path) {
+        Some(handoff) => handoff,
+        None => {
+            let input = request.inputs.first().map(String::as_str).unwrap_or_default();
+            let mut tags = request_tags(HANDOFF_WORKFLOW, false, &[specialist], input);
+            tags.push(tag(&["e", &job.id.to_hex(), "", "parent"]));
+            let handoff = config.signer.sign(now(), JOB_REQUEST, tags, "");
+            save(&path, &handoff)?;
+            handoff
+        }
+    };
+    publish(client, &handoff).await?;
+    publish(client, &feedback(config, job, "processing", "handed to a specialist", vec![])).await?;
+    let delivered = crate::relay_client::follow_task(&config.relay, &handoff.id, wait.as_secs()).await?;
+    if delivered.state != TaskState::Answered {
+        return Ok(Err(format!("the specialist did not deliver within {} s", wait.as_secs())));
+    }
+    let answer = delivered.answers.first().map(|a| a.id).context("an answer")?;
+    let mut events = client.fetch(&task_filters(&handoff.id)).await?;
+    events.retain(|e| e.id == answer);
+    let Some(handoff_result) = events.pop().filter(|e| artifact_of(e).is_some()) else {
+        return Ok(Err("the specialist's result carries no artifact".into()));
+    };
+    let mut tags = coordinator_result_tags(job, &handoff, &handoff_result);
+    tags.push(tag(&["config", &config.manifest.config_hash()]));
+    Ok(Ok(config.signer.sign(now(), JOB_RESULT, tags, "delivered through a specialist")))
+}

@@ -1,0 +1,321 @@
+//! The coordination workflow end to end, in process, over the registry's
+//! relay: a validator posts a brief to a reviewed coordinator, which hands it
+//! to its specialist (a fixture engine), which hosts the text as an artifact;
+//! the validator collects, checks the evidence chain, fetches the artifact
+//! under its policy, observes it and attests. One case each of accepted,
+//! rejected (wrong text) and unassessed (a redirect off the allowlist, a
+//! redirect to a private address, a body over the cap, a deadline passed);
+//! then replay, export and the records; and the workers' own rules.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use bazaar_cli::market::engine::Engine;
+use bazaar_cli::market::fetch::{FetchPolicy, FixedResolver, BODY_BYTES_MAX};
+use bazaar_cli::market::validator::Validator;
+use bazaar_cli::market::worker::{self, Role, WorkerConfig};
+use bazaar_cli::relay_client::RelayClient;
+use bazaar_relay::jobs::{request_tags, JOB_FEEDBACK, JOB_REQUEST, JOB_RESULT};
+use bazaar_relay::market::outcome::Verdict;
+use bazaar_relay::market::review::{preflight, review_event, Manifest};
+use bazaar_relay::{Filter, Signer};
+use bazaar_server::OsEntropy;
+
+/// How the artifact host answers the next fetch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Serve,
+    RedirectOffAllowlist,
+    RedirectToPrivate,
+    TooBig,
+    Slow,
+}
+
+#[derive(Clone)]
+struct Host {
+    dir: PathBuf,
+    port: u16,
+    mode: Arc<Mutex<Mode>>,
+}
+
+async fn artifact(State(host): State<Host>, UrlPath(file): UrlPath<String>) -> Response {
+    let mode = *host.mode.lock().unwrap();
+    match mode {
+        Mode::Serve => match std::fs::read(host.dir.join(&file)) {
+            Ok(bytes) => bytes.into_response(),
+            Err(_) => axum::http::StatusCode::NOT_FOUND.into_response(),
+        },
+        Mode::RedirectOffAllowlist => {
+            Redirect::temporary(&format!("http://elsewhere.test:{}/a/{file}", host.port)).into_response()
+        }
+        Mode::RedirectToPrivate => {
+            Redirect::temporary(&format!("http://private.test:{}/a/{file}", host.port)).into_response()
+        }
+        Mode::TooBig => vec![b'x'; BODY_BYTES_MAX + 1].into_response(),
+        Mode::Slow => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            "late".into_response()
+        }
+    }
+}
+
+struct Market {
+    _local: bazaar_cli::story::LocalRegistry,
+    relay: String,
+    host: Host,
+    validator: Validator,
+    coordinator: Arc<Signer>,
+    specialist: Arc<Signer>,
+    dir: PathBuf,
+    workers: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+fn manifest(model: &str) -> Manifest {
+    Manifest {
+        runtime: "bazaar-worker/0.1".into(),
+        model: model.into(),
+        tools: vec!["sed".into()],
+        credentials: vec![],
+        reward_destination: "acct:owner".into(),
+        reports_usage: true,
+    }
+}
+
+/// The fixture specialist: the script back, with `WRONG-ME` altered, and its usage on stderr.
+const SPECIALIST_ENGINE: &str = "sed 's/WRONG-ME/altered/'; echo 'usage: 0.0042 USD' >&2";
+
+async fn review(relay: &str, signer: &Signer, manifest: &Manifest) {
+    let found = preflight(manifest, &|_| true, &|_| true);
+    let event = review_event(signer, manifest, &found, bazaar_cli::runtime::unix_now());
+    let (accepted, message) = RelayClient::connect(relay).await.unwrap().publish(&event).await.unwrap();
+    assert!(accepted, "{message}");
+}
+
+impl Market {
+    async fn open(name: &str) -> Market {
+        let dir = std::env::temp_dir().join(format!("bazaar-labor-{name}-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
+        std::fs::create_dir_all(dir.join("artifacts")).unwrap();
+        let local =
+            bazaar_cli::story::embedded_registry_with(&dir, Some("op".into()), bazaar_core::apply::Config::standard())
+                .await
+                .unwrap();
+        let relay = format!("{}/relay", local.url.replace("http://", "ws://"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let host = Host { dir: dir.join("artifacts"), port, mode: Arc::new(Mutex::new(Mode::Serve)) };
+        let app = axum::Router::new().route("/a/{file}", axum::routing::get(artifact)).with_state(host.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        let names = ["artifacts.test", "private.test", "elsewhere.test"];
+        let mut policy = FetchPolicy::new(["artifacts.test".to_string(), "private.test".to_string()]);
+        policy.private_hosts = BTreeSet::from(["artifacts.test".to_string()]);
+        policy.resolver =
+            Arc::new(FixedResolver(names.iter().map(|n| (n.to_string(), loopback)).collect::<BTreeMap<_, _>>()));
+        policy.deadline = Duration::from_secs(2);
+        let validator =
+            Validator::open(&relay, Signer::generate(&OsEntropy), policy, &dir.join("validator.db")).unwrap();
+        let (coordinator, specialist) =
+            (Arc::new(Signer::generate(&OsEntropy)), Arc::new(Signer::generate(&OsEntropy)));
+        review(&relay, &coordinator, &manifest("coordinator-1")).await;
+        review(&relay, &specialist, &manifest("specialist-1")).await;
+        let mut market =
+            Market { _local: local, relay, host, validator, coordinator, specialist, dir, workers: vec![] };
+        market.start_specialist();
+        market.start_coordinator();
+        market
+    }
+
+    fn specialist_config(&self) -> WorkerConfig {
+        WorkerConfig {
+            relay: self.relay.clone(),
+            signer: self.specialist.clone(),
+            accept_from: HashSet::from([self.coordinator.public_key()]),
+            manifest: manifest("specialist-1"),
+            role: Role::Specialist {
+                engine: Engine { command: SPECIALIST_ENGINE.into() },
+                artifact_dir: self.host.dir.clone(),
+                artifact_url: format!("http://artifacts.test:{}/a", self.host.port),
+            },
+            state_dir: self.dir.join("specialist-state"),
+        }
+    }
+
+    fn start_specialist(&mut self) {
+        let config = self.specialist_config();
+        self.workers.push(tokio::spawn(worker::run(config, std::future::pending())));
+    }
+
+    fn start_coordinator(&mut self) {
+        let config = WorkerConfig {
+            relay: self.relay.clone(),
+            signer: self.coordinator.clone(),
+            accept_from: HashSet::from([self.validator.public_key()]),
+            manifest: manifest("coordinator-1"),
+            role: Role::Coordinator { specialist: self.specialist.public_key(), handoff_wait: Duration::from_secs(20) },
+            state_dir: self.dir.join("coordinator-state"),
+        };
+        self.workers.push(tokio::spawn(worker::run(config, std::future::pending())));
+    }
+
+    /// Posts `script`, lets the workers answer, and assesses with the host in `mode`.
+    async fn run(&self, script: &str, evaluation_data: bool, mode: Mode) -> bazaar_cli::market::validator::Recorded {
+        *self.host.mode.lock().unwrap() = Mode::Serve;
+        let job = self.validator.post(self.coordinator.public_key(), script, evaluation_data).await.unwrap();
+        let answered = bazaar_cli::relay_client::follow_task(&self.relay, &job.id, 30).await.unwrap();
+        assert!(!answered.answers.is_empty() || answered.failures > 0, "the coordinator answered: {answered:?}");
+        *self.host.mode.lock().unwrap() = mode;
+        let recorded = self.validator.assess(&job.id, Duration::from_secs(1)).await.unwrap().expect("an outcome");
+        *self.host.mode.lock().unwrap() = Mode::Serve;
+        recorded
+    }
+
+    async fn count(&self, filter: Filter) -> usize {
+        RelayClient::connect(&self.relay).await.unwrap().fetch(&[filter]).await.unwrap().len()
+    }
+}
+
+impl Drop for Market {
+    fn drop(&mut self) {
+        self.workers.iter().for_each(tokio::task::JoinHandle::abort);
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+const SCRIPT: &str = "Line one of the approved script.\nLine two.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepted_rejected_and_each_unassessed_case_with_replay_export_and_records() {
+    let market = Market::open("outcomes").await;
+    let accepted = market.run(SCRIPT, true, Mode::Serve).await;
+    assert_eq!(
+        (accepted.assessment.verdict, accepted.assessment.quality),
+        (Verdict::Accepted, Some(1.0)),
+        "{accepted:?}"
+    );
+    let wrong = market.run("Line one. WRONG-ME\nLine two.", false, Mode::Serve).await;
+    assert_eq!((wrong.assessment.verdict, wrong.assessment.quality), (Verdict::Rejected, Some(0.0)));
+    assert!(wrong.assessment.grounds.contains("wrong content"), "{wrong:?}");
+    for (mode, grounds) in [
+        (Mode::RedirectOffAllowlist, "not on the validator's allowlist"),
+        (Mode::RedirectToPrivate, "private or loopback"),
+        (Mode::TooBig, "larger than"),
+        (Mode::Slow, "did not finish within"),
+    ] {
+        let script = format!("{SCRIPT}\n{grounds}");
+        let unassessed = market.run(&script, false, mode).await;
+        assert_eq!((unassessed.assessment.verdict, unassessed.assessment.quality), (Verdict::Unassessed, None));
+        assert!(unassessed.assessment.grounds.contains(grounds), "{grounds}: {unassessed:?}");
+    }
+    // Assessing again returns the recorded outcome; nothing is signed twice.
+    let job = bazaar_relay::Hex32::parse(&accepted.job_id).unwrap();
+    let again = market.validator.assess(&job, Duration::from_secs(1)).await.unwrap().unwrap();
+    assert_eq!(again.verdict_id, accepted.verdict_id);
+    let labels =
+        Filter { kinds: Some(vec![1_985]), authors: Some(vec![market.validator.public_key()]), ..Filter::default() };
+    assert_eq!(market.count(labels).await, 6, "one signed label per assessed task");
+
+    let replay = market.validator.replay(&job).unwrap();
+    assert!(replay.agrees && !replay.signed, "{replay:?}");
+    let exported = market.validator.export().unwrap();
+    assert_eq!(exported.len(), 1, "only the job flagged as evaluation data");
+    assert_eq!(exported[0]["job_id"], accepted.job_id);
+    let records = market.validator.records().unwrap();
+    let (_, grade) = records.grades.values().next().unwrap();
+    assert_eq!((grade.accepted, grade.rejected, grade.unassessed, grade.quality), (1, 1, 4, Some(0.5)));
+    assert_eq!(
+        records.capabilities.values().copied().collect::<Vec<_>>(),
+        vec![1],
+        "the specialist's accepted handoff"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_report_usage_as_reported_and_answer_once_across_restarts() {
+    let mut market = Market::open("restart").await;
+    let recorded = market.run(SCRIPT, false, Mode::Serve).await;
+    assert_eq!(recorded.assessment.verdict, Verdict::Accepted);
+    let usage = RelayClient::connect(&market.relay)
+        .await
+        .unwrap()
+        .fetch(&[Filter {
+            kinds: Some(vec![JOB_FEEDBACK]),
+            authors: Some(vec![market.specialist.public_key()]),
+            ..Filter::default()
+        }])
+        .await
+        .unwrap();
+    let reported = usage.iter().find_map(|e| e.tags.iter().find(|t| t[0] == "usage").cloned()).expect("a usage report");
+    assert_eq!(reported, vec!["usage", "0.0042", "USD", "reported"]);
+
+    // Restart both workers: the stored jobs come again, and no second answer appears.
+    market.workers.drain(..).for_each(|w| w.abort());
+    market.start_specialist();
+    market.start_coordinator();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let results = |author: &Signer| Filter {
+        kinds: Some(vec![JOB_RESULT]),
+        authors: Some(vec![author.public_key()]),
+        ..Filter::default()
+    };
+    assert_eq!(market.count(results(&market.specialist)).await, 1);
+    assert_eq!(market.count(results(&market.coordinator)).await, 1);
+    let handoffs = Filter {
+        kinds: Some(vec![JOB_REQUEST]),
+        authors: Some(vec![market.coordinator.public_key()]),
+        ..Filter::default()
+    };
+    assert_eq!(market.count(handoffs).await, 1, "a restarted coordinator reuses its saved handoff");
+
+    // A crash between saving an answer and publishing it: the restarted worker publishes the saved one.
+    market.workers.drain(..).for_each(|w| w.abort());
+    let now = bazaar_cli::runtime::unix_now();
+    let tags = request_tags("script-delivery/v1", false, &[market.specialist.public_key()], "saved before the crash");
+    let job = market.coordinator.sign(now, JOB_REQUEST, tags, "");
+    RelayClient::connect(&market.relay).await.unwrap().publish(&job).await.unwrap();
+    let saved = market.specialist.sign(
+        now,
+        JOB_RESULT,
+        vec![bazaar_relay::event::tag(&["e", &job.id.to_hex()])],
+        "saved answer",
+    );
+    let path = market.dir.join("specialist-state/answered").join(format!("{}.json", job.id));
+    std::fs::write(&path, saved.to_json()).unwrap();
+    market.start_specialist();
+    let view = bazaar_cli::relay_client::follow_task(&market.relay, &job.id, 10).await.unwrap();
+    assert_eq!(
+        view.answers.iter().map(|a| a.id).collect::<Vec<_>>(),
+        vec![saved.id],
+        "the saved answer, once, not a new one"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_specialist_answers_only_permitted_coordinators_and_a_changed_config_needs_review() {
+    let market = Market::open("rules").await;
+    // A stranger names the specialist directly: enrollment grants no summon permission.
+    let stranger = Signer::generate(&OsEntropy);
+    let tags = request_tags("script-delivery/v1", false, &[market.specialist.public_key()], "sneak");
+    let job = stranger.sign(bazaar_cli::runtime::unix_now(), JOB_REQUEST, tags, "");
+    RelayClient::connect(&market.relay).await.unwrap().publish(&job).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let view = bazaar_cli::relay_client::follow_task(&market.relay, &job.id, 0).await.unwrap();
+    assert_eq!((view.feedback.len(), view.answers.len()), (0, 0), "not claimed, not answered");
+
+    // A worker whose manifest changed since its review refuses to take directed work.
+    let mut changed = market.specialist_config();
+    changed.manifest.model = "specialist-2".into();
+    let refused = worker::run(changed, std::future::pending()).await.unwrap_err();
+    assert!(refused.to_string().contains("changed since its last passed review"), "{refused}");
+    let unreviewed = WorkerConfig { signer: Arc::new(Signer::generate(&OsEntropy)), ..market.specialist_config() };
+    assert!(worker::run(unreviewed, std::future::pending())
+        .await
+        .unwrap_err()
+        .to_string()
+        .contains("no passed review"));
+}
