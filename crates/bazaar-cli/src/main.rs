@@ -6,7 +6,7 @@ mod cmd;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use cmd::{attack, demo, escrow, federation, jobs, members, payments, registry, reputation, talk};
+use cmd::{attack, demo, escrow, federation, jobs, market, members, payments, registry, reputation, talk};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -42,12 +42,14 @@ enum Command {
     Talk(talk::Command),
     #[command(flatten)]
     Jobs(jobs::Command),
+    #[command(flatten)]
+    Market(market::Command),
 }
 
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 27] = [
+const HELP_ORDER: [&str; 29] = [
     "serve",
     "audit",
     "demo",
@@ -75,6 +77,8 @@ const HELP_ORDER: [&str; 27] = [
     "events",
     "dm",
     "jobs",
+    "worker",
+    "validator",
 ];
 
 /// The command line, with the commands in [`HELP_ORDER`].
@@ -96,6 +100,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Federation(command) => federation::run(command, json).await,
         Command::Talk(command) => talk::run(command, json).await,
         Command::Jobs(command) => jobs::run(command, json).await,
+        Command::Market(command) => market::run(command, json).await,
     }
 }
 

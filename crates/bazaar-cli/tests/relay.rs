@@ -84,3 +84,61 @@ fn directed_job_and_a_restarted_asker(dir: &Path, store: &[String]) {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// `bazaar worker enroll` publishes a record both keys signed (checked back
+/// with did:key); `bazaar worker review` admits a manifest whose tools and
+/// credentials are present and blocks one that misses a tool, exiting 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn workers_enroll_and_are_reviewed_from_the_command_line() {
+    let dir = common::fresh_dir("bazaar-worker-cli");
+    let port = common::free_port();
+    let url = format!("ws://127.0.0.1:{port}/relay");
+    let mut server = serve(&["--data-dir".into(), dir.display().to_string()], port);
+    let path = |name: &str| dir.join(name).display().to_string();
+    let worker = common::bazaar_json(&["jobs", "key", "--out", &path("worker.key")], &[]);
+    common::bazaar_json(&["keygen", "--out", &path("agent.key")], &[]);
+    let env = [("BAZAAR_RELAY", url.as_str())];
+    let enrolled = common::bazaar_json(
+        &["worker", "enroll", "--key-file", &path("worker.key"), "--identity-key", &path("agent.key")],
+        &env,
+    );
+    assert_eq!(enrolled["nostr"], worker["public_key"]);
+    assert!(enrolled["did"].as_str().unwrap().starts_with("did:key:z"));
+    let record_id = bazaar_relay::Hex32::parse(enrolled["record"].as_str().unwrap()).unwrap();
+    let mut client = bazaar_cli::relay_client::RelayClient::connect(&url).await.unwrap();
+    let filter = bazaar_relay::Filter { ids: Some(vec![record_id]), ..Default::default() };
+    let record = client.fetch(&[filter]).await.unwrap().pop().expect("the record is on the relay");
+    let binding = bazaar_cli::market::identity::check(&record).unwrap();
+    assert_eq!(binding.did, enrolled["did"].as_str().unwrap());
+
+    let manifest = |tool: &str| {
+        let file = dir.join(format!("manifest-{tool}.json"));
+        let body = serde_json::json!({"runtime": "bazaar-worker/0.1", "model": "fixture", "tools": [tool],
+            "credentials": ["PATH"], "reward_destination": "acct:owner", "reports_usage": true});
+        std::fs::write(&file, body.to_string()).unwrap();
+        file.display().to_string()
+    };
+    let admitted = common::bazaar_json(
+        &["worker", "review", "--key-file", &path("worker.key"), "--manifest", &manifest("sh")],
+        &env,
+    );
+    assert_eq!(admitted["admitted"], true, "{admitted}");
+    let blocked = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args([
+            "--json",
+            "worker",
+            "review",
+            "--key-file",
+            &path("worker.key"),
+            "--manifest",
+            &manifest("no-such-tool-zq"),
+        ])
+        .env("BAZAAR_RELAY", &url)
+        .output()
+        .unwrap();
+    assert_eq!(blocked.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&blocked.stdout).unwrap();
+    assert_eq!(answer["preflight"]["missing_tools"], serde_json::json!(["no-such-tool-zq"]));
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod escrow;
 pub mod federation;
 pub mod jobs;
+pub mod market;
 pub mod members;
 pub mod payments;
 pub mod registry;

@@ -6,5 +6,6 @@
 
 pub mod engine;
 pub mod fetch;
+pub mod identity;
 pub mod validator;
 pub mod worker;

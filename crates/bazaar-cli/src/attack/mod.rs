@@ -5,7 +5,9 @@
 //! `refusal.recorded` event of the refusal itself.
 //!
 //! Later capabilities (escrow, disputes, passports, the market) add their
-//! attacks to [`CATALOGUE`].
+//! attacks to [`CATALOGUE`]; the labor market's (relay and evidence fetch) are in `market`.
+
+mod market;
 
 use crate::story::enroll_pair;
 use anyhow::{bail, ensure, Context, Result};
@@ -36,6 +38,8 @@ const TINY_BUYS: usize = 10;
 
 /// The parties an attack plays with, freshly enrolled for it.
 pub struct Cast {
+    /// The registry under attack (its relay is at `/relay`).
+    pub registry: String,
     pub operator: Client,
     pub owner: Client,
     pub buyer: Client,
@@ -70,6 +74,10 @@ pub enum Expect {
     /// A refusal by a webhook receiver checking a delivery as Standard
     /// Webhooks asks (`bazaar_conversation::webhooks::sign::verify`), as a 401.
     Receiver(&'static str),
+    /// A refusal by the labor market's relay: `OK false` with this machine-readable prefix.
+    Relay(&'static str),
+    /// A refusal by the validator's evidence fetch (`bazaar_cli::market::fetch`), by its code.
+    Fetch(&'static str),
 }
 
 impl Expect {
@@ -80,9 +88,14 @@ impl Expect {
             Expect::X402(reason) => reason,
             Expect::Plane(code, _) => code,
             Expect::Receiver(code) => code,
+            Expect::Relay(prefix) => prefix,
+            Expect::Fetch(code) => code,
         }
     }
 }
+
+/// The "status" of a refusal that is not an HTTP answer (a relay's `OK` frame, the validator's fetch).
+const NOT_HTTP: u16 = 0;
 
 /// The status a webhook receiver answers a refused delivery with.
 const RECEIVER_REFUSAL_STATUS: u16 = 401;
@@ -127,6 +140,32 @@ pub const CATALOGUE: &[Attack] = &[
         name: "webhook-forged-signature",
         expect: Expect::Receiver("webhook_signature_invalid"),
         run: |c| Box::pin(webhook_forgery(c)),
+    },
+    Attack {
+        name: "relay-unnamed-worker-result",
+        expect: Expect::Relay("restricted"),
+        run: |c| Box::pin(market::unnamed_worker_result(c)),
+    },
+    Attack { name: "relay-forged-event", expect: Expect::Relay("invalid"), run: |c| Box::pin(market::forged_event(c)) },
+    Attack {
+        name: "relay-resubmitted-deleted-event",
+        expect: Expect::Relay("blocked"),
+        run: |c| Box::pin(market::resubmitted_deleted(c)),
+    },
+    Attack {
+        name: "relay-older-replaceable-event",
+        expect: Expect::Relay("invalid"),
+        run: |c| Box::pin(market::older_replaceable(c)),
+    },
+    Attack {
+        name: "evidence-off-allowlist",
+        expect: Expect::Fetch("off_allowlist"),
+        run: |c| Box::pin(market::evidence_off_allowlist(c)),
+    },
+    Attack {
+        name: "evidence-redirect-to-private-address",
+        expect: Expect::Fetch("private_address"),
+        run: |c| Box::pin(market::redirect_to_private(c)),
     },
     Attack {
         name: "second-settlement",
@@ -260,6 +299,7 @@ impl Attack {
             Expect::NotCounted | Expect::X402(_) => 200,
             Expect::Plane(_, status) => status,
             Expect::Receiver(_) => RECEIVER_REFUSAL_STATUS,
+            Expect::Relay(_) | Expect::Fetch(_) => NOT_HTTP,
         }
     }
 }
@@ -342,6 +382,7 @@ async fn cast(operator: &Client, attack: &str) -> Result<Cast> {
     owner.fund(&format!("buy-{tag}"), FUNDS_MINOR, &format!("attack-fund-{tag}")).await?;
     owner.set_budget(&format!("buy-{tag}"), PER_CALL_MAX_MINOR, FUNDS_MINOR, FUNDS_MINOR).await?;
     Ok(Cast {
+        registry: operator.base().to_string(),
         operator: operator.clone(),
         owner,
         buyer,
@@ -356,7 +397,7 @@ async fn cast(operator: &Client, attack: &str) -> Result<Cast> {
 
 /// What "nothing changed" is measured against.
 #[derive(PartialEq, Debug)]
-struct Balances(Vec<Value>);
+pub struct Balances(Vec<Value>);
 
 async fn balances(cast: &Cast) -> Result<Balances> {
     let mut out = Vec::new();
@@ -407,9 +448,9 @@ async fn judge(attack: &Attack, cast: &Cast) -> Result<Verdict> {
 }
 
 /// An attack's body: honest setup, then the snapshot, then the attempt.
-type Measured = (Balances, u64, Attempt);
+pub type Measured = (Balances, u64, Attempt);
 
-async fn snapshot(cast: &Cast) -> Result<(Balances, u64)> {
+pub async fn snapshot(cast: &Cast) -> Result<(Balances, u64)> {
     Ok((balances(cast).await?, head(cast).await?))
 }
 

@@ -1,0 +1,288 @@
+//! The market's roles on the command line: `bazaar worker enroll|review|run`
+//! and `bazaar validator post|assess|replay|export|records`. The runtimes are
+//! `bazaar_cli::market`; this module parses arguments and prints answers.
+
+use super::common::print_pretty;
+use super::jobs::{read_signer, RelayArg};
+use anyhow::{anyhow, bail, Context, Result};
+use bazaar_cli::market::engine::Engine;
+use bazaar_cli::market::fetch::{FetchPolicy, FixedResolver};
+use bazaar_cli::market::identity;
+use bazaar_cli::market::validator::Validator;
+use bazaar_cli::market::worker::{self, Role, WorkerConfig};
+use bazaar_cli::relay_client::RelayClient;
+use bazaar_cli::runtime::{read_key, unix_now};
+use bazaar_relay::market::review::{preflight, review_event, Manifest};
+use bazaar_relay::{Hex32, Signer};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Work the labor market: enroll, be reviewed, take directed jobs.
+    #[command(subcommand)]
+    Worker(WorkerCmd),
+    /// Post briefs and judge their delivery: post → collect → accept → judge → attest.
+    #[command(subcommand)]
+    Validator(ValidatorCmd),
+}
+
+#[derive(Subcommand)]
+pub enum WorkerCmd {
+    /// Bind this worker's Nostr key to its agent's DID (a record signed by both keys).
+    Enroll {
+        #[command(flatten)]
+        relay: RelayArg,
+        /// The worker's Nostr key (from `bazaar jobs key`).
+        #[arg(long)]
+        key_file: PathBuf,
+        /// The agent's Bazaar identity key (from `bazaar keygen`).
+        #[arg(long)]
+        identity_key: PathBuf,
+    },
+    /// Send the worker to the market: a preflight of its manifest (no model call), published as its review.
+    Review {
+        #[command(flatten)]
+        relay: RelayArg,
+        #[arg(long)]
+        key_file: PathBuf,
+        /// The worker's manifest (JSON: runtime, model, tools, credentials, reward_destination, reports_usage).
+        #[arg(long)]
+        manifest: PathBuf,
+    },
+    /// Take directed jobs from accepted askers, one at a time, until stopped.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    relay: RelayArg,
+    #[arg(long)]
+    key_file: PathBuf,
+    #[arg(long)]
+    manifest: PathBuf,
+    /// An asker whose directed jobs this worker takes (a trusted validator or a permitted coordinator); repeat.
+    #[arg(long, required = true)]
+    accept_from: Vec<String>,
+    /// Where answers are saved before they are published.
+    #[arg(long)]
+    state_dir: PathBuf,
+    /// As a specialist: the engine command (input on stdin, answer on stdout, `usage: <n> <asset>` on stderr).
+    #[arg(long, conflicts_with = "coordinator_for")]
+    engine: Option<String>,
+    /// As a specialist: where artifacts are written, and the URL they are served under.
+    #[arg(long, requires = "engine")]
+    artifact_dir: Option<PathBuf>,
+    #[arg(long, requires = "engine")]
+    artifact_url: Option<String>,
+    /// As a coordinator: the specialist every task is handed to.
+    #[arg(long)]
+    coordinator_for: Option<String>,
+    /// As a coordinator: how long to wait for the specialist, in seconds.
+    #[arg(long, default_value_t = 600)]
+    handoff_wait_s: u64,
+}
+
+#[derive(Args)]
+pub struct ValidatorArgs {
+    /// The validator's Nostr key (it signs briefs and verdicts).
+    #[arg(long)]
+    key_file: PathBuf,
+    /// The validator's outcome records (SQLite).
+    #[arg(long, default_value = "./validator.db")]
+    db: PathBuf,
+    /// A host artifacts may be fetched from (exact name; HTTPS); repeat.
+    #[arg(long)]
+    allow_host: Vec<String>,
+    /// A host allowed to resolve to a private or loopback address, over HTTP too (tests, closed networks only).
+    #[arg(long)]
+    allow_private_host: Vec<String>,
+    /// A fixed DNS answer, `host=address` (tests); repeat.
+    #[arg(long)]
+    resolve: Vec<String>,
+}
+
+#[derive(Subcommand)]
+pub enum ValidatorCmd {
+    /// Post a brief (the approved script) to a reviewed coordinator.
+    Post {
+        #[command(flatten)]
+        relay: RelayArg,
+        #[command(flatten)]
+        validator: ValidatorArgs,
+        #[arg(long)]
+        coordinator: String,
+        /// Allow this job to be exported for evaluation.
+        #[arg(long)]
+        evaluation_data: bool,
+        /// The approved script.
+        script: String,
+    },
+    /// Collect, accept, judge and attest a task (waiting up to `--wait` seconds for its answer).
+    Assess {
+        #[command(flatten)]
+        relay: RelayArg,
+        #[command(flatten)]
+        validator: ValidatorArgs,
+        #[arg(long)]
+        task_id: String,
+        #[arg(long, default_value_t = 60)]
+        wait: u64,
+    },
+    /// Replay a recorded assessment from its saved signed events: local, unsigned, no network, no write.
+    Replay {
+        #[command(flatten)]
+        validator: ValidatorArgs,
+        #[arg(long)]
+        task_id: String,
+    },
+    /// Outcomes of jobs flagged as evaluation data (nothing else), as JSON lines.
+    Export {
+        #[command(flatten)]
+        validator: ValidatorArgs,
+    },
+    /// Grades by (workflow, configuration, rubric) and specialists' handoffs.
+    Records {
+        #[command(flatten)]
+        validator: ValidatorArgs,
+    },
+}
+
+pub async fn run(command: Command, json_output: bool) -> Result<i32> {
+    match command {
+        Command::Worker(command) => worker_cmd(command, json_output).await,
+        Command::Validator(command) => validator_cmd(command, json_output).await,
+    }
+}
+
+fn manifest(path: &Path) -> Result<Manifest> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not a worker manifest", path.display()))
+}
+
+fn key(text: &str, what: &str) -> Result<Hex32> {
+    Hex32::parse(text).ok_or_else(|| anyhow!("{what} {text}: expected 64 lowercase hex characters"))
+}
+
+/// Whether `tool` is an executable on PATH (the review's probe; no model call).
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+}
+
+async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
+    match command {
+        WorkerCmd::Enroll { relay, key_file, identity_key } => {
+            let record = identity::enroll(&read_signer(&key_file)?, &read_key(&identity_key)?, unix_now());
+            let binding = identity::check(&record).map_err(|e| anyhow!("{e}"))?;
+            publish(&relay.relay, &record).await?;
+            print_pretty(
+                json_output,
+                &json!({"nostr": binding.nostr.to_hex(), "did": binding.did, "record": record.id.to_hex()}),
+            );
+            Ok(0)
+        }
+        WorkerCmd::Review { relay, key_file, manifest: path } => {
+            let (signer, manifest) = (read_signer(&key_file)?, manifest(&path)?);
+            let found = preflight(&manifest, &on_path, &|name| std::env::var_os(name).is_some());
+            let record = review_event(&signer, &manifest, &found, unix_now());
+            publish(&relay.relay, &record).await?;
+            let admitted = found.admitted();
+            print_pretty(
+                json_output,
+                &json!({"admitted": admitted, "config_hash": manifest.config_hash(), "preflight": found}),
+            );
+            Ok(if admitted { 0 } else { 1 })
+        }
+        WorkerCmd::Run(args) => {
+            let config = worker_config(args)?;
+            worker::run(config, async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+            Ok(0)
+        }
+    }
+}
+
+fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
+    let role = match (args.engine, args.coordinator_for) {
+        (Some(command), None) => Role::Specialist {
+            engine: Engine { command },
+            artifact_dir: args.artifact_dir.context("--artifact-dir is needed with --engine")?,
+            artifact_url: args.artifact_url.context("--artifact-url is needed with --engine")?,
+        },
+        (None, Some(specialist)) => Role::Coordinator {
+            specialist: key(&specialist, "--coordinator-for")?,
+            handoff_wait: Duration::from_secs(args.handoff_wait_s),
+        },
+        _ => bail!("give --engine (a specialist) or --coordinator-for (a coordinator)"),
+    };
+    let accept_from = args.accept_from.iter().map(|k| key(k, "--accept-from")).collect::<Result<HashSet<_>>>()?;
+    Ok(WorkerConfig {
+        relay: args.relay.relay,
+        signer: Arc::new(read_signer(&args.key_file)?),
+        accept_from,
+        manifest: manifest(&args.manifest)?,
+        role,
+        state_dir: args.state_dir,
+    })
+}
+
+async fn publish(relay: &str, event: &bazaar_relay::Event) -> Result<()> {
+    let (accepted, message) = RelayClient::connect(relay).await?.publish(event).await?;
+    if !accepted {
+        bail!("the relay refused the record: {message}");
+    }
+    Ok(())
+}
+
+fn open_validator(relay: &str, args: &ValidatorArgs, signs: bool) -> Result<Validator> {
+    let signer = if signs { read_signer(&args.key_file)? } else { Signer::generate(&bazaar_server::OsEntropy) };
+    let mut policy = FetchPolicy::new(args.allow_host.iter().cloned());
+    policy.private_hosts = args.allow_private_host.iter().cloned().collect();
+    if !args.resolve.is_empty() {
+        let mut fixed = FixedResolver::default();
+        for pair in &args.resolve {
+            let (host, address) = pair.split_once('=').context("--resolve takes host=address")?;
+            fixed.0.insert(host.to_string(), address.parse().with_context(|| format!("--resolve {pair}"))?);
+        }
+        policy.resolver = Arc::new(fixed);
+    }
+    Validator::open(relay, signer, policy, &args.db)
+}
+
+async fn validator_cmd(command: ValidatorCmd, json_output: bool) -> Result<i32> {
+    let value = match command {
+        ValidatorCmd::Post { relay, validator, coordinator, evaluation_data, script } => {
+            let validator = open_validator(&relay.relay, &validator, true)?;
+            let job = validator.post(key(&coordinator, "--coordinator")?, &script, evaluation_data).await?;
+            json!({"task_id": job.id.to_hex(), "coordinator": coordinator, "evaluation_data": evaluation_data})
+        }
+        ValidatorCmd::Assess { relay, validator, task_id, wait } => {
+            let validator = open_validator(&relay.relay, &validator, true)?;
+            match validator.assess(&key(&task_id, "--task-id")?, Duration::from_secs(wait)).await? {
+                Some(recorded) => serde_json::to_value(recorded)?,
+                None => {
+                    json!({"task_id": task_id, "state": "pending", "detail": "no answer and no failure yet; assess again later"})
+                }
+            }
+        }
+        ValidatorCmd::Replay { validator, task_id } => {
+            serde_json::to_value(open_validator("", &validator, false)?.replay(&key(&task_id, "--task-id")?)?)?
+        }
+        ValidatorCmd::Export { validator } => {
+            for line in open_validator("", &validator, false)?.export()? {
+                println!("{line}");
+            }
+            return Ok(0);
+        }
+        ValidatorCmd::Records { validator } => serde_json::to_value(open_validator("", &validator, false)?.records()?)?,
+    };
+    print_pretty(json_output, &value);
+    Ok(0)
+}
