@@ -225,6 +225,12 @@ async fn accepted_rejected_and_each_unassessed_case_with_replay_export_and_recor
     let exported = market.validator.export().unwrap();
     assert_eq!(exported.len(), 1, "only the job flagged as evaluation data");
     assert_eq!(exported[0]["job_id"], accepted.job_id);
+    let kinds: Vec<u64> =
+        exported[0]["events"].as_array().unwrap().iter().map(|e| e["kind"].as_u64().unwrap()).collect();
+    assert!(
+        kinds.iter().all(|k| [JOB_REQUEST, JOB_RESULT].contains(&(*k as u16))),
+        "job events only, never conversations: {kinds:?}"
+    );
     let records = market.validator.records().unwrap();
     let (_, grade) = records.grades.values().next().unwrap();
     assert_eq!((grade.accepted, grade.rejected, grade.unassessed, grade.quality), (1, 1, 4, Some(0.5)));
