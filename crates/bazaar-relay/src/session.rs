@@ -173,3 +173,22 @@ impl Session {
         !self.subscriptions.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection may publish its budget at once, is refused beyond it
+    /// (`rate-limited:`), and earns it back at the advertised rate.
+    #[test]
+    fn the_publish_budget_refills_at_its_rate() {
+        let start = Instant::now();
+        let rate = f64::from(PUBLISH_PER_S_PER_CONNECTION);
+        let mut bucket = Bucket { tokens: rate, at: start };
+        let taken = (0..PUBLISH_PER_S_PER_CONNECTION * 2).filter(|_| bucket.take(start)).count();
+        assert_eq!(taken, PUBLISH_PER_S_PER_CONNECTION as usize);
+        let tenth = start + std::time::Duration::from_millis(100);
+        let refilled = (0..PUBLISH_PER_S_PER_CONNECTION).filter(|_| bucket.take(tenth)).count();
+        assert_eq!(refilled, PUBLISH_PER_S_PER_CONNECTION as usize / 10);
+    }
+}
