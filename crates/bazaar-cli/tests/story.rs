@@ -72,6 +72,12 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     let total = market.allocation["total"].as_u64().unwrap();
     assert_eq!(market.order["paid_net"].as_u64().unwrap() + market.order["fees"].as_u64().unwrap(), total);
     assert_eq!(market.unmet["unmet"][0]["query"], "linen napkin");
+    // The labor market chapter: accepted, rejected (wrong text), unassessed (host off the allowlist).
+    let labor = report.labor.expect("the labor market chapter ran");
+    let verdicts: Vec<_> = labor.outcomes.iter().map(|o| (o.1.as_str(), o.2)).collect();
+    assert_eq!(verdicts, vec![("accepted", Some(1.0)), ("rejected", Some(0.0)), ("unassessed", None)]);
+    assert!(labor.replay_agrees);
+    assert_eq!(labor.grade, (1, 1, 1));
 }
 
 /// An order whose first token was refused (here: voided) can still be paid with a

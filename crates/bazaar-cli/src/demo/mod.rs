@@ -1,11 +1,12 @@
-//! `bazaar demo`: four chapters on one fresh embedded registry, narrated — the
+//! `bazaar demo`: five chapters on one fresh embedded registry, narrated — the
 //! restock story ([`restock`]), the escrowed order with a dispute
 //! ([`escrow`]), passports and a second registry ([`federation`]), and the
-//! storefront ([`market`]) — then a final audit. The chapters share only
+//! storefront ([`market`]), the labor market ([`labor`]) — then a final audit. The chapters share only
 //! [`crate::story`]; this module is the one place that knows their order.
 
 pub mod escrow;
 pub mod federation;
+pub mod labor;
 pub mod market;
 pub mod restock;
 
@@ -29,6 +30,8 @@ pub struct StoryReport {
     pub federation: Option<federation::FederationReport>,
     /// The storefront chapter (forty cushion covers).
     pub market: Option<market::MarketReport>,
+    /// The labor market chapter (a brief through a coordinator and a specialist, judged).
+    pub labor: Option<labor::LaborReport>,
 }
 
 /// Runs the story in a temporary directory; exits 0 when every chapter proved its point.
@@ -56,11 +59,17 @@ fn proved(report: &StoryReport) -> bool {
         f.audits_ok && f.cross_status == 200 && f.corridor_on_a == -f.corridor_on_b && f.corridor_on_a > 0
     });
     let market_ok = report.market.as_ref().is_some_and(|m| m.order["state"] == "completed" && !m.paid.is_empty());
+    let labor_ok = report.labor.as_ref().is_some_and(|l| {
+        let verdicts: Vec<_> = l.outcomes.iter().map(|o| o.1).collect();
+        use bazaar_relay::market::outcome::Verdict::*;
+        verdicts == [Accepted, Rejected, Unassessed] && l.replay_agrees
+    });
     let restock = &report.restock;
     restock.audit_ok
         && escrow_ok
         && federation_ok
         && market_ok
+        && labor_ok
         && restock.settlements == restock.calls as u64
         && restock.work_runs == restock.calls as u64
 }
@@ -73,14 +82,21 @@ pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> R
     let escrow = escrow::escrow_story(&local, say).await?;
     let federation = federation::federation_story(&local, &restocked.merchant, &restocked.buyer, dir, say).await?;
     let market = market::market_story(&local, say).await?;
+    let labor = labor::labor_story(&local, dir, say).await?;
     let audit = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await?;
     let mut restock = restocked.report;
     restock.audit_ok = audit.ok;
     restock.balance_sum_minor = audit.balance_sum_minor;
     say(format!(
-        "\nafter all four stories, on registry A: Σ balances = {} (conserved)   audit: {}",
+        "\nafter all five stories, on registry A: Σ balances = {} (conserved)   audit: {}",
         audit.balance_sum_minor,
         audit_word(audit.ok)
     ));
-    Ok(StoryReport { restock, escrow: Some(escrow), federation: Some(federation), market: Some(market) })
+    Ok(StoryReport {
+        restock,
+        escrow: Some(escrow),
+        federation: Some(federation),
+        market: Some(market),
+        labor: Some(labor),
+    })
 }

@@ -1,0 +1,184 @@
+//! The labor market chapter of `bazaar demo`: on the registry's relay, a
+//! validator posts three briefs to a reviewed coordinator, which hands each
+//! to its specialist (a fixture engine: the script back, or — when the brief
+//! says `WRONG-ME` — an altered one), which hosts the text as an artifact.
+//! The validator checks every link of each evidence chain, fetches the
+//! artifact and attests: accepted (the exact text), rejected (the wrong
+//! text), unassessed (an artifact host off its allowlist — quality null,
+//! never 0). Then it replays the first outcome locally and shows the grades.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bazaar_relay::market::outcome::Verdict;
+use bazaar_relay::market::review::{preflight, review_event, Manifest};
+use bazaar_relay::Signer;
+use serde::Serialize;
+
+use crate::market::engine::Engine;
+use crate::market::fetch::{FetchPolicy, FixedResolver};
+use crate::market::validator::Validator;
+use crate::market::worker::{self, Role, WorkerConfig};
+use crate::relay_client::{follow_task, RelayClient};
+use crate::story::{serve, LocalRegistry};
+
+/// The name the specialist's artifacts are served under (resolved to loopback for the demo).
+const ARTIFACT_HOST: &str = "artifacts.demo";
+/// The approved script.
+const SCRIPT: &str = "Welcome to the Hotel Lindqvist.\nBreakfast is served from seven.";
+
+#[derive(Debug, Serialize)]
+pub struct LaborReport {
+    /// (what the brief was, verdict, quality, grounds) in order.
+    pub outcomes: Vec<(String, Verdict, Option<f64>, String)>,
+    pub replay_agrees: bool,
+    /// Accepted, rejected and unassessed in the coordinator's grade.
+    pub grade: (u64, u64, u64),
+}
+
+fn manifest(model: &str) -> Manifest {
+    Manifest {
+        runtime: "bazaar-worker/0.1".into(),
+        model: model.into(),
+        tools: vec!["sed".into()],
+        credentials: vec![],
+        reward_destination: "acct:demo-owner".into(),
+        reports_usage: true,
+    }
+}
+
+async fn reviewed(relay: &str, model: &str) -> Result<Arc<Signer>> {
+    let signer = Signer::generate(&bazaar_server::OsEntropy);
+    let manifest = manifest(model);
+    let review =
+        review_event(&signer, &manifest, &preflight(&manifest, &|_| true, &|_| true), crate::runtime::unix_now());
+    let (accepted, message) = RelayClient::connect(relay).await?.publish(&review).await?;
+    anyhow::ensure!(accepted, "the review was refused: {message}");
+    Ok(Arc::new(signer))
+}
+
+fn validator(relay: &str, key: &str, artifacts: &str, allow: bool, db: &Path) -> Result<Validator> {
+    let host = artifacts.split("//").nth(1).and_then(|r| r.split(':').next()).unwrap_or_default().to_string();
+    let mut policy = FetchPolicy::new(if allow { vec![host.clone()] } else { vec![] });
+    policy.private_hosts = BTreeSet::from([host.clone()]);
+    policy.resolver = Arc::new(FixedResolver([(host, "127.0.0.1".parse()?)].into_iter().collect()));
+    let signer = Signer::from_secret_hex(key).context("the validator's key")?;
+    Validator::open(relay, signer, policy, db)
+}
+
+pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)) -> Result<LaborReport> {
+    say("\n— the labor market: a brief, a coordinator, a specialist, a validator —".into());
+    let relay = format!("{}/relay", local.url.replacen("http://", "ws://", 1));
+    let artifact_dir = dir.join("artifacts");
+    std::fs::create_dir_all(&artifact_dir)?;
+    let files = axum::Router::new().fallback_service(tower_http_free_serve(artifact_dir.clone()));
+    let served = serve(files).await?.replacen("127.0.0.1", ARTIFACT_HOST, 1);
+    let (coordinator, specialist) =
+        (reviewed(&relay, "coordinator-demo").await?, reviewed(&relay, "specialist-demo").await?);
+    let key = Signer::generate(&bazaar_server::OsEntropy).secret_hex();
+    let trusting = validator(&relay, &key, &served, true, &dir.join("validator.db"))?;
+    let engine = Engine { command: "sed 's/WRONG-ME/altered/'; echo 'usage: 0.0021 USD' >&2".into() };
+    let specialist_config = WorkerConfig {
+        relay: relay.clone(),
+        signer: specialist.clone(),
+        accept_from: HashSet::from([coordinator.public_key()]),
+        manifest: manifest("specialist-demo"),
+        role: Role::Specialist { engine, artifact_dir, artifact_url: served.clone() },
+        state_dir: dir.join("specialist"),
+    };
+    let coordinator_config = WorkerConfig {
+        relay: relay.clone(),
+        signer: coordinator.clone(),
+        accept_from: HashSet::from([trusting.public_key()]),
+        manifest: manifest("coordinator-demo"),
+        role: Role::Coordinator { specialist: specialist.public_key(), handoff_wait: Duration::from_secs(30) },
+        state_dir: dir.join("coordinator"),
+    };
+    let workers = [
+        tokio::spawn(worker::run(specialist_config, std::future::pending())),
+        tokio::spawn(worker::run(coordinator_config, std::future::pending())),
+    ];
+    say(format!(
+        "relay {relay}: coordinator {} and specialist {} reviewed; outbound connections only",
+        short(&coordinator),
+        short(&specialist)
+    ));
+    let outcome = briefs(&trusting, &relay, &key, &served, dir, &coordinator, say).await;
+    workers.iter().for_each(tokio::task::JoinHandle::abort);
+    outcome
+}
+
+fn short(signer: &Signer) -> String {
+    signer.public_key().to_hex()[..12].to_string()
+}
+
+async fn briefs(
+    trusting: &Validator,
+    relay: &str,
+    key: &str,
+    served: &str,
+    dir: &Path,
+    coordinator: &Signer,
+    say: &dyn Fn(String),
+) -> Result<LaborReport> {
+    let wrong = SCRIPT.replace("seven", "WRONG-ME");
+    let runs = [
+        ("the exact script", SCRIPT.to_string(), true),
+        ("a script the specialist alters", wrong, true),
+        ("an artifact host off the allowlist", format!("{SCRIPT} "), false),
+    ];
+    let mut outcomes = Vec::new();
+    let mut first = None;
+    for (what, script, allowed) in runs {
+        let job = trusting.post(coordinator.public_key(), &script, allowed).await?;
+        first.get_or_insert(job.id);
+        let view = follow_task(relay, &job.id, 30).await?;
+        let state = format!("{:?}", view.state).to_lowercase();
+        say(format!(
+            "brief {} ({what}): {state} by the coordinator, {} answer",
+            &job.id.to_hex()[..12],
+            view.successful_answers
+        ));
+        // The third brief is judged by a validator that does not allow the artifact host.
+        let judge = if allowed { None } else { Some(validator(relay, key, served, false, &dir.join("validator.db"))?) };
+        let recorded =
+            judge.as_ref().unwrap_or(trusting).assess(&job.id, Duration::from_secs(5)).await?.context("an outcome")?;
+        let a = recorded.assessment;
+        say(format!(
+            "  validator: {} (quality {}) — {}",
+            a.verdict.as_str(),
+            a.quality.map_or("null".into(), |q| q.to_string()),
+            a.grounds
+        ));
+        outcomes.push((what.to_string(), a.verdict, a.quality, a.grounds));
+    }
+    let replay = trusting.replay(&first.context("a brief")?)?;
+    say(format!(
+        "replayed the first outcome from its saved signed events: {} (local, unsigned, nothing written)",
+        if replay.agrees { "agrees" } else { "DISAGREES" }
+    ));
+    let records = trusting.records()?;
+    let grade = records.grades.values().next().map(|(_, g)| (g.accepted, g.rejected, g.unassessed)).unwrap_or_default();
+    say(format!(
+        "coordinator's grade (brief-script-delivery/v1, its configuration): {} accepted, {} rejected, {} unassessed",
+        grade.0, grade.1, grade.2
+    ));
+    Ok(LaborReport { outcomes, replay_agrees: replay.agrees, grade })
+}
+
+/// Serves the files of `dir` by name (no listing, no subdirectories).
+fn tower_http_free_serve(dir: std::path::PathBuf) -> axum::routing::MethodRouter {
+    axum::routing::get(move |uri: axum::http::Uri| {
+        let dir = dir.clone();
+        async move {
+            let name = uri.path().trim_start_matches('/').rsplit('/').next().unwrap_or_default().to_string();
+            match std::fs::read(dir.join(&name)) {
+                Ok(bytes) if !name.contains("..") => Ok(bytes),
+                _ => Err(axum::http::StatusCode::NOT_FOUND),
+            }
+        }
+    })
+}
