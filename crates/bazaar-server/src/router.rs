@@ -36,6 +36,14 @@ pub const UNDESCRIBED_ROUTES: &[(&str, &str)] = &[
          `Accept: application/nostr+json`; specified by the NIPs and docs/relay.md",
     ),
     (
+        crate::relay::page::CLIENT_JS_PATH,
+        "the script of the relay's page (`/relay` asked for text/html): static JavaScript, not an API",
+    ),
+    (
+        crate::relay::page::VERIFY_JS_PATH,
+        "the relay page's event verifier (NIP-01 ids, BIP-340 signatures): a static ES module, not an API",
+    ),
+    (
         federation::FEDERATION_SETTLE_PATH,
         "server-to-server between registries, authenticated by `Bazaar-Registry-Signature`, not a member API; \
          specified in docs/federation.md",

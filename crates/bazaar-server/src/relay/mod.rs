@@ -2,9 +2,12 @@
 //! document at `/relay` (and at `/` on the relay's own port, when the
 //! operator gives `--relay-port`), and the task read model as REST
 //! (`GET /v1/jobs/{task_id}`, with `wait_s` to follow it). The relay engine
-//! itself is `bazaar-relay`; this module only carries frames.
+//! itself is `bazaar-relay`; this module only carries frames. A browser asking
+//! `/relay` for HTML gets the relay's page instead (`page`), which reads the
+//! same socket and verifies every event itself.
 
 pub mod jobs;
+pub mod page;
 mod socket;
 
 use crate::state::AppState;
@@ -22,7 +25,7 @@ pub const RELAY_PATH: &str = "/relay";
 
 /// The relay's socket and information document, to merge into the registry's router.
 pub fn socket_routes(state: Arc<AppState>) -> Router {
-    Router::new().route(RELAY_PATH, get(endpoint).options(preflight)).with_state(state)
+    Router::new().route(RELAY_PATH, get(endpoint).options(preflight)).merge(page::routes()).with_state(state)
 }
 
 /// The relay alone, for its own port: served at `/` and at `/relay`.
@@ -30,6 +33,7 @@ pub fn standalone_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(endpoint).options(preflight))
         .route(RELAY_PATH, get(endpoint).options(preflight))
+        .merge(page::routes())
         .with_state(state)
 }
 
@@ -47,7 +51,8 @@ async fn preflight() -> Response {
 }
 
 /// A WebSocket upgrade becomes a relay connection; `Accept: application/nostr+json`
-/// gets the NIP-11 document; anything else a short text saying what this is.
+/// gets the NIP-11 document; a browser (`Accept: text/html`) the relay's page;
+/// anything else a short text saying what this is.
 async fn endpoint(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -64,6 +69,9 @@ async fn endpoint(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("application/nostr+json"));
+    if !wants_info && page::wants_page(&headers) {
+        return page::page();
+    }
     let mut response = if wants_info {
         let document = bazaar_relay::info::document(&relay.config, env!("CARGO_PKG_VERSION"));
         let mut response = axum::Json(document).into_response();
