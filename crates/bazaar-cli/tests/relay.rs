@@ -28,10 +28,29 @@ fn node(phase: &str, url: &str, state: &Path) -> Value {
     serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
 }
 
-fn serve(store: &[String], port: u16) -> std::process::Child {
+/// A `bazaar serve` process, killed when dropped (a failing test leaves no server behind).
+struct Served(std::process::Child);
+
+impl Served {
+    fn kill(&mut self) -> std::io::Result<()> {
+        self.0.kill()
+    }
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.0.wait()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(store: &[String], port: u16) -> Served {
     let mut args = vec!["--port".into(), port.to_string()];
     args.extend_from_slice(store);
-    common::spawn_serve(&args)
+    Served(common::spawn_serve(&args))
 }
 
 #[test]

@@ -12,7 +12,8 @@ use bazaar_cli::market::validator::Validator;
 use bazaar_cli::market::worker::{self, Role, WorkerConfig};
 use bazaar_cli::relay_client::RelayClient;
 use bazaar_cli::runtime::{read_key, unix_now};
-use bazaar_relay::market::review::{preflight, review_event, Manifest};
+use bazaar_relay::market::enrollment::ENROLLMENT;
+use bazaar_relay::market::review::{preflight, review_event, Manifest, REVIEW};
 use bazaar_relay::{Hex32, Signer};
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -177,7 +178,9 @@ fn on_path(tool: &str) -> bool {
 async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
     match command {
         WorkerCmd::Enroll { relay, key_file, identity_key } => {
-            let record = identity::enroll(&read_signer(&key_file)?, &read_key(&identity_key)?, unix_now());
+            let signer = read_signer(&key_file)?;
+            let at = after_latest(&relay.relay, ENROLLMENT, &signer).await?;
+            let record = identity::enroll(&signer, &read_key(&identity_key)?, at);
             let binding = identity::check(&record).map_err(|e| anyhow!("{e}"))?;
             publish(&relay.relay, &record).await?;
             print_pretty(
@@ -189,7 +192,8 @@ async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
         WorkerCmd::Review { relay, key_file, manifest: path } => {
             let (signer, manifest) = (read_signer(&key_file)?, manifest(&path)?);
             let found = preflight(&manifest, &on_path, &|name| std::env::var_os(name).is_some());
-            let record = review_event(&signer, &manifest, &found, unix_now());
+            let at = after_latest(&relay.relay, REVIEW, &signer).await?;
+            let record = review_event(&signer, &manifest, &found, at);
             publish(&relay.relay, &record).await?;
             let admitted = found.admitted();
             print_pretty(
@@ -231,6 +235,19 @@ fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
         role,
         state_dir: args.state_dir,
     })
+}
+
+/// Now, or just after this worker's latest record of `kind` if that is not
+/// older: a replaceable record must be newer than the one it replaces, and
+/// two in one second would otherwise tie.
+async fn after_latest(relay: &str, kind: u16, signer: &Signer) -> Result<u64> {
+    let filter = bazaar_relay::Filter {
+        kinds: Some(vec![kind]),
+        authors: Some(vec![signer.public_key()]),
+        ..Default::default()
+    };
+    let latest = RelayClient::connect(relay).await?.fetch(&[filter]).await?.first().map(|e| e.created_at);
+    Ok(latest.map_or(unix_now(), |at| unix_now().max(at + 1)))
 }
 
 async fn publish(relay: &str, event: &bazaar_relay::Event) -> Result<()> {
