@@ -3,7 +3,8 @@
 //! plain-PostgreSQL baseline peer, side by side, and gates every run on
 //! correctness (conservation, exactly one transfer per order and key); and
 //! (`talk`) measures the conversation plane: fanout, ingest, idle sockets;
-//! (`attention`) the attention query over a million messages on both engines.
+//! (`attention`) the attention query over a million messages on both engines;
+//! (`relay`) the labor market's Nostr relay beside the peer nostr-rs-relay.
 
 pub mod attention;
 pub mod baseline;
@@ -12,6 +13,10 @@ pub mod gate;
 pub mod limits;
 pub mod metrics;
 pub mod procfs;
+pub mod relay_cmd;
+pub mod relay_load;
+pub mod relay_report;
+pub mod relay_servers;
 pub mod report;
 pub mod servers;
 pub mod setup;
