@@ -39,7 +39,7 @@ enum Command {
     /// The attention query over a million messages, on SQLite and PostgreSQL in one run.
     Attention(bazaar_bench::attention::AttentionArgs),
     /// The labor market's Nostr relay beside nostr-rs-relay: ingest, and REQ → EOSE while ingest runs.
-    Relay(bazaar_bench::relay_cmd::RelayArgs),
+    Relay(bazaar_bench::relay::RelayArgs),
     /// Serve the baseline peer on 127.0.0.1 (started by `run`).
     #[command(hide = true)]
     BaselineServe {
@@ -152,7 +152,7 @@ fn main() {
                 }
             }
             Command::Run(args) => run(args).await,
-            Command::Relay(args) => bazaar_bench::relay_cmd::run(args).await,
+            Command::Relay(args) => bazaar_bench::relay::run(args).await,
             Command::Attention(args) => {
                 match tokio::task::spawn_blocking(move || bazaar_bench::attention::run(&args)).await {
                     Ok(Ok(_)) => 0,

@@ -3,8 +3,8 @@
 //! table printed at the end of a run (the same figures go to `--out` as JSON).
 
 use crate::procfs;
-use crate::relay_cmd::{RelayArgs, RelayTarget};
-use crate::relay_load::{self, Corpus, Ingest, Queries};
+use crate::relay::load::{self as relay_load, Corpus, Ingest, Queries};
+use crate::relay::{RelayArgs, RelayTarget};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 

@@ -6,9 +6,13 @@
 //! 500-event `REQ` beside it (send → `EOSE`, each answer checked). Prints a
 //! Markdown table and optionally writes the report as JSON.
 
-use crate::relay_load::{self, Corpus, Ingest, Queries};
-use crate::relay_report::{Cpu, RelayReport, Snapshot, TargetReport};
-use crate::relay_servers::{self, Relay};
+pub mod load;
+pub mod report;
+pub mod servers;
+
+use crate::relay::load::{self as relay_load, Corpus, Ingest, Queries};
+use crate::relay::report::{Cpu, RelayReport, Snapshot, TargetReport};
+use crate::relay::servers::{self as relay_servers, Relay};
 use crate::talk;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -37,7 +41,7 @@ pub const REQ_PAUSE_MS_DEFAULT: u64 = 10;
 /// Longest pause between the reader's queries.
 pub const PAUSE_MS_MAX: u64 = 1_000;
 /// The peer's configuration as committed; the run writes a copy with its own port.
-pub const PEER_CONFIG: &str = include_str!("../peers/nostr-rs-relay.toml");
+pub const PEER_CONFIG: &str = include_str!("../../peers/nostr-rs-relay.toml");
 /// The peer version the configuration and the report are written for.
 pub const PEER_VERSION: &str = "0.8.12";
 

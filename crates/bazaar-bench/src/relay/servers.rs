@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn the_peer_config_gets_the_port() {
-        let config = peer_config(crate::relay_cmd::PEER_CONFIG, 7123).unwrap();
+        let config = peer_config(crate::relay::PEER_CONFIG, 7123).unwrap();
         assert!(config.contains("\nport = 7123\n"));
         assert!(config.contains("relay_url = \"ws://127.0.0.1:7123/\""));
         assert!(!config.contains("7447"));
