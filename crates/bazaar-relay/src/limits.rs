@@ -31,6 +31,10 @@ pub const RETENTION_S: u64 = 30 * 86_400;
 /// Events one connection may publish per second (token bucket, this many
 /// per second with a burst of as many); beyond it, `OK false "rate-limited: …"`.
 pub const PUBLISH_PER_S_PER_CONNECTION: u32 = 5_000;
+/// Events one connection may have waiting for their `OK` at once: a client
+/// that pipelines gets them into the same group commit; past this, the
+/// relay reads the connection's next frame only as an `OK` goes out.
+pub const PUBLISHES_IN_FLIGHT_PER_CONNECTION: usize = 256;
 /// Most events one group commit writes.
 pub const INGEST_GROUP_MAX: usize = 1_024;
 /// Events queued for live subscribers before a slow connection misses some

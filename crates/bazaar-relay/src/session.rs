@@ -35,6 +35,29 @@ impl Bucket {
     }
 }
 
+/// What a frame asks of its connection.
+pub enum Work {
+    /// Send these frames now.
+    Reply(Vec<String>),
+    /// Publish an event; its `OK` is the frame [`Publish::run`] returns.
+    Publish(Box<Publish>),
+}
+
+/// An event admitted to publishing, with the keys its connection had authenticated when it arrived.
+pub struct Publish {
+    event: Event,
+    authed: HashSet<PublicKey>,
+}
+
+impl Publish {
+    /// Publishes and returns the `OK` frame.
+    pub async fn run(self, relay: &Relay) -> String {
+        let id = self.event.id.to_hex();
+        let ack = relay.publish(self.event, &self.authed).await;
+        message::ok(&id, ack.accepted, &ack.message)
+    }
+}
+
 pub struct Session {
     subscriptions: HashMap<String, Vec<Filter>>,
     authed: HashSet<PublicKey>,
@@ -62,27 +85,37 @@ impl Session {
         }
     }
 
-    /// Answers one text frame.
+    /// Answers one text frame, publishing an event before it answers.
     pub async fn handle(&mut self, relay: &Relay, text: &str) -> Vec<String> {
-        if text.len() > MESSAGE_BYTES_MAX {
-            return vec![message::notice(&format!("message longer than {MESSAGE_BYTES_MAX} bytes was not read"))];
+        match self.take(relay, text).await {
+            Work::Reply(frames) => frames,
+            Work::Publish(publish) => vec![publish.run(relay).await],
         }
-        match ClientMessage::parse(text) {
+    }
+
+    /// What one text frame asks: frames to answer now, or an event to
+    /// publish, which the caller may run beside the connection's next frames
+    /// (a pipelining client then has several events in one group commit).
+    pub async fn take(&mut self, relay: &Relay, text: &str) -> Work {
+        if text.len() > MESSAGE_BYTES_MAX {
+            return Work::Reply(vec![message::notice(&format!(
+                "message longer than {MESSAGE_BYTES_MAX} bytes was not read"
+            ))]);
+        }
+        let frames = match ClientMessage::parse(text) {
             ClientMessage::Unreadable(reason) => vec![message::notice(&reason)],
             ClientMessage::Event(Err((id, invalid))) => match id {
                 Some(id) => vec![message::ok(&id, false, &invalid.to_string())],
                 None => vec![message::notice(&invalid.to_string())],
             },
             ClientMessage::Event(Ok(event)) => {
-                let id = event.id.to_hex();
                 if !self.bucket.take(Instant::now()) {
                     let reason = format!(
                         "rate-limited: at most {PUBLISH_PER_S_PER_CONNECTION} events per second per connection"
                     );
-                    return vec![message::ok(&id, false, &reason)];
+                    return Work::Reply(vec![message::ok(&event.id.to_hex(), false, &reason)]);
                 }
-                let ack = relay.publish(event, &self.authed).await;
-                vec![message::ok(&id, ack.accepted, &ack.message)]
+                return Work::Publish(Box::new(Publish { event, authed: self.authed.clone() }));
             }
             ClientMessage::Req { sub, filters: Err(reason) } => {
                 self.subscriptions.remove(&sub);
@@ -104,7 +137,8 @@ impl Session {
                 let ack = self.authenticate(relay, &event);
                 vec![message::ok(&id, ack.is_ok(), &ack.err().unwrap_or_default())]
             }
-        }
+        };
+        Work::Reply(frames)
     }
 
     async fn subscribe(&mut self, relay: &Relay, sub: String, filters: Vec<Filter>) -> Vec<String> {

@@ -410,3 +410,23 @@ async fn nip11_advertises_the_limits_it_enforces_with_cors() {
     assert_eq!(c.next().await[0], "NOTICE", "over max_message_length: a NOTICE, and the socket stays");
     assert!(c.req("after", &[json!({"limit": 0})]).await.is_empty());
 }
+
+/// A client that pipelines gets an `OK` for every event, none lost or
+/// doubled, while the connection keeps reading (its events share commits).
+#[tokio::test]
+async fn pipelined_events_each_get_one_ok() {
+    let h = relay().await;
+    let mut c = Conn::open(&h).await;
+    let author = signer(1);
+    let events: Vec<Event> = (0..300).map(|n| author.sign(T0, 1, vec![tag(&["t", "pipe"])], format!("n{n}"))).collect();
+    for event in &events {
+        c.send(&json!(["EVENT", event]).to_string()).await;
+    }
+    let mut acked = HashSet::new();
+    while acked.len() < events.len() {
+        let ok = c.next().await;
+        assert_eq!((ok[0].as_str(), ok[2].as_bool()), (Some("OK"), Some(true)), "{ok}");
+        assert!(acked.insert(ok[1].as_str().unwrap().to_string()), "one OK per event");
+    }
+    assert_eq!(c.req("all", &[json!({"#t": ["pipe"], "limit": 1000})]).await.len(), 300);
+}

@@ -7,10 +7,12 @@ use crate::state::AppState;
 use axum::extract::ws::{Message as Frame, WebSocket, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use bazaar_relay::limits::MESSAGE_BYTES_MAX;
+use bazaar_relay::limits::{MESSAGE_BYTES_MAX, PUBLISHES_IN_FLIGHT_PER_CONNECTION};
 use bazaar_relay::relay::ConnectionPlace;
+use bazaar_relay::session::Work;
 use bazaar_relay::{message, Relay, Session};
-use futures::SinkExt;
+use futures::stream::FuturesUnordered;
+use futures::{SinkExt, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -66,15 +68,26 @@ async fn serve(mut socket: WebSocket, relay: Arc<Relay>, mut session: Session, _
     let mut live: Option<tokio::sync::broadcast::Receiver<Arc<bazaar_relay::Live>>> = None;
     let mut ping = tokio::time::interval(Duration::from_secs(PING_EVERY_S));
     ping.reset();
+    // Events published on this connection and waiting for their commit: the
+    // connection keeps reading meanwhile, so a pipelining client's events
+    // share group commits. `OK`s go out as commits finish.
+    let mut publishing = FuturesUnordered::new();
     loop {
         let frames = tokio::select! {
-            incoming = socket.recv() => match incoming {
+            incoming = socket.recv(), if publishing.len() < PUBLISHES_IN_FLIGHT_PER_CONNECTION => match incoming {
                 None | Some(Err(_)) | Some(Ok(Frame::Close(_))) => break,
                 Some(Ok(Frame::Text(text))) => {
                     if live.is_none() && may_subscribe(&text) {
                         live = Some(relay.live());
                     }
-                    session.handle(&relay, &text).await
+                    match session.take(&relay, &text).await {
+                        Work::Reply(frames) => frames,
+                        Work::Publish(publish) => {
+                            let relay = relay.clone();
+                            publishing.push(async move { publish.run(&relay).await });
+                            Vec::new()
+                        }
+                    }
                 }
                 Some(Ok(Frame::Binary(_))) => vec![message::notice("binary frames are not read; send NIP-01 JSON as text")],
                 Some(Ok(_)) => Vec::new(),
@@ -84,6 +97,7 @@ async fn serve(mut socket: WebSocket, relay: Arc<Relay>, mut session: Session, _
                 Err(RecvError::Lagged(missed)) => session.lagged(missed),
                 Err(RecvError::Closed) => break,
             },
+            Some(ok) = publishing.next(), if !publishing.is_empty() => vec![ok],
             _ = ping.tick() => {
                 if socket.send(Frame::Ping(Default::default())).await.is_err() {
                     break;
