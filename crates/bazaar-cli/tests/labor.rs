@@ -89,9 +89,10 @@ fn manifest(model: &str) -> Manifest {
 /// The fixture specialist: the script back, with `WRONG-ME` altered, and its usage on stderr.
 const SPECIALIST_ENGINE: &str = "sed 's/WRONG-ME/altered/'; echo 'usage: 0.0042 USD' >&2";
 
-async fn review(relay: &str, signer: &Signer, manifest: &Manifest) {
+/// Publishes a passed review, `later_s` seconds after now (a re-review must be newer than the last).
+async fn review(relay: &str, signer: &Signer, manifest: &Manifest, later_s: u64) {
     let found = preflight(manifest, &|_| true, &|_| true);
-    let event = review_event(signer, manifest, &found, bazaar_cli::runtime::unix_now());
+    let event = review_event(signer, manifest, &found, bazaar_cli::runtime::unix_now() + later_s);
     let (accepted, message) = RelayClient::connect(relay).await.unwrap().publish(&event).await.unwrap();
     assert!(accepted, "{message}");
 }
@@ -122,8 +123,8 @@ impl Market {
             Validator::open(&relay, Signer::generate(&OsEntropy), policy, &dir.join("validator.db")).unwrap();
         let (coordinator, specialist) =
             (Arc::new(Signer::generate(&OsEntropy)), Arc::new(Signer::generate(&OsEntropy)));
-        review(&relay, &coordinator, &manifest("coordinator-1")).await;
-        review(&relay, &specialist, &manifest("specialist-1")).await;
+        review(&relay, &coordinator, &manifest("coordinator-1"), 0).await;
+        review(&relay, &specialist, &manifest("specialist-1"), 0).await;
         let mut market =
             Market { _local: local, relay, host, validator, coordinator, specialist, dir, workers: vec![] };
         market.start_specialist();
@@ -312,6 +313,17 @@ async fn a_specialist_answers_only_permitted_coordinators_and_a_changed_config_n
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let view = bazaar_cli::relay_client::follow_task(&market.relay, &job.id, 0).await.unwrap();
     assert_eq!((view.feedback.len(), view.answers.len()), (0, 0), "not claimed, not answered");
+
+    // A coordinator that claims a configuration it was never reviewed with is rejected,
+    // whatever it delivered: the validator checks the answer's configuration against the review.
+    let mut changed = manifest("coordinator-1");
+    changed.model = "coordinator-unreviewed".into();
+    let job = market.validator.post(market.coordinator.public_key(), "unreviewed config", false).await.unwrap();
+    bazaar_cli::relay_client::follow_task(&market.relay, &job.id, 30).await.unwrap();
+    review(&market.relay, &market.coordinator, &changed, 2).await;
+    let recorded = market.validator.assess(&job.id, Duration::from_secs(1)).await.unwrap().unwrap();
+    assert_eq!(recorded.assessment.verdict, Verdict::Rejected, "{recorded:?}");
+    assert!(recorded.assessment.grounds.contains("not passed review"), "{recorded:?}");
 
     // A worker whose manifest changed since its review refuses to take directed work.
     let mut changed = market.specialist_config();

@@ -87,7 +87,9 @@ async fn an_mcp_client_shops_the_storefront() {
             "post_message",
             "reply",
             "react",
-            "open_dm"
+            "open_dm",
+            "bazaar_ask",
+            "bazaar_wait"
         ]
     );
     assert_eq!(first[1]["result"]["listings"].as_array().unwrap().len(), 2);

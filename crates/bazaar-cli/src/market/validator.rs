@@ -172,6 +172,15 @@ impl Validator {
             ));
         };
         gathered.events.extend([handoff.clone(), handoff_result.clone()]);
+        // The answer must come from the configuration the coordinator last passed review with.
+        let reviews = client
+            .fetch(&[Filter { kinds: Some(vec![REVIEW]), authors: Some(vec![result.pubkey]), ..Filter::default() }])
+            .await?;
+        let reviewed = reviews.first().and_then(passed_config);
+        if result.tag("config").is_none() || result.tag("config") != reviewed {
+            let grounds = "invalid signed evidence: the answer names a configuration that has not passed review";
+            return Ok((Assessment::rejected(grounds), gathered));
+        }
         let chain = Chain { job, result, handoff: &handoff, handoff_result: &handoff_result };
         let artifact = match check_chain(&chain) {
             Ok(artifact) => artifact,
