@@ -5,6 +5,7 @@
 //! (`judge`), and the records kept apart (`grades`). The worker and
 //! validator runtimes (relay connections, fetching, engines) live in the CLI.
 
+pub mod allowance;
 pub mod enrollment;
 pub mod evidence;
 pub mod grades;
