@@ -144,6 +144,7 @@ impl Market {
                 artifact_url: format!("http://artifacts.test:{}/a", self.host.port),
             },
             state_dir: self.dir.join("specialist-state"),
+            allowance: None,
         }
     }
 
@@ -160,6 +161,7 @@ impl Market {
             manifest: manifest("coordinator-1"),
             role: Role::Coordinator { specialist: self.specialist.public_key(), handoff_wait: Duration::from_secs(20) },
             state_dir: self.dir.join("coordinator-state"),
+            allowance: None,
         };
         self.workers.push(tokio::spawn(worker::run(config, std::future::pending())));
     }
@@ -336,4 +338,84 @@ async fn a_specialist_answers_only_permitted_coordinators_and_a_changed_config_n
         .unwrap_err()
         .to_string()
         .contains("no passed review"));
+}
+
+/// A specialist's engine is stopped at its daily allowance (the overshoot of
+/// the call in flight recorded, never hidden), the next task is declined;
+/// an attempt interrupted by a crash keeps its reservation pending across the
+/// restart and blocks work until the owner records the cost and clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_specialist_works_within_its_allowance_and_unknown_costs_wait_for_the_owner() {
+    use bazaar_cli::market::worker::{AllowanceConfig, Meter};
+    use bazaar_relay::market::allowance::PendingWhy;
+    let mut market = Market::open("allowance").await;
+    market.workers.drain(..).for_each(|w| w.abort());
+    let metered = |daily: u64| {
+        let mut config = market.specialist_config();
+        let engine =
+            "cat >/dev/null; echo 'usage: 0.3 USD' >&2; sleep 0.2; echo 'usage: 1.2 USD' >&2; sleep 5; echo late";
+        if let Role::Specialist { engine: e, .. } = &mut config.role {
+            e.command = engine.into();
+        }
+        config.allowance = Some(AllowanceConfig { asset: "USD".into(), daily });
+        config
+    };
+    let job = |input: &str| {
+        let tags = request_tags("script-delivery/v1", false, &[market.specialist.public_key()], input);
+        market.coordinator.sign(bazaar_cli::runtime::unix_now(), JOB_REQUEST, tags, "")
+    };
+    let worker = tokio::spawn(worker::run(metered(1_000_000), std::future::pending()));
+    let first = job("first");
+    RelayClient::connect(&market.relay).await.unwrap().publish(&first).await.unwrap();
+    let failed = wait_for_feedback(&market.relay, &first.id, "error").await;
+    assert!(failed.detail.contains("cancelled at the daily model-usage allowance"), "{failed:?}");
+    let second = job("second");
+    RelayClient::connect(&market.relay).await.unwrap().publish(&second).await.unwrap();
+    let declined = wait_for_feedback(&market.relay, &second.id, "error").await;
+    assert!(declined.detail.contains("today's allowance is spent"), "{declined:?}");
+    worker.abort();
+    let state = Meter::inspect(&market.dir.join("specialist-state")).unwrap().state;
+    assert_eq!(state.spent, 1_200_000, "the overshoot of the call in flight is recorded");
+
+    // A crash with a task running: on restart its cost is unknown and blocks work.
+    let mut meter = Meter::inspect(&market.dir.join("specialist-state")).unwrap();
+    meter.state.daily = 10_000_000;
+    meter.state.reserve("crashed-task", bazaar_cli::runtime::unix_now()).unwrap();
+    meter.state.usage("crashed-task", 100_000, bazaar_cli::runtime::unix_now());
+    meter.save().unwrap();
+    let worker = tokio::spawn(worker::run(metered(10_000_000), std::future::pending()));
+    let third = job("third");
+    RelayClient::connect(&market.relay).await.unwrap().publish(&third).await.unwrap();
+    let blocked = wait_for_feedback(&market.relay, &third.id, "error").await;
+    assert!(blocked.detail.contains("unknown cost"), "{blocked:?}");
+    worker.abort();
+    let mut meter = Meter::inspect(&market.dir.join("specialist-state")).unwrap();
+    let pending = meter.state.pending.clone().expect("pending across the restart");
+    assert_eq!((pending.why, pending.used_known, pending.missing_cost), (PendingWhy::Interrupted, 100_000, None));
+    assert!(meter.state.clear().is_err(), "an unknown cost is never cleared as zero");
+    meter.state.reconcile(50_000, bazaar_cli::runtime::unix_now()).unwrap();
+    meter.state.clear().unwrap();
+    meter.save().unwrap();
+    market.workers.push(tokio::spawn(worker::run(metered(10_000_000), std::future::pending())));
+    let worked = wait_for_feedback(&market.relay, &third.id, "processing").await;
+    assert!(
+        ["claim", "running"].contains(&worked.detail.as_str()),
+        "after reconciliation the stored task is taken: {worked:?}"
+    );
+}
+
+/// The first feedback on `task` with `status`, waiting up to 20 s.
+async fn wait_for_feedback(
+    relay: &str,
+    task: &bazaar_relay::Hex32,
+    status: &str,
+) -> bazaar_relay::jobs::task::Feedback {
+    for _ in 0..100 {
+        let view = bazaar_cli::relay_client::follow_task(relay, task, 0).await.unwrap();
+        if let Some(found) = view.feedback.iter().find(|f| f.status == status) {
+            return found.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no {status} feedback on {task}");
 }

@@ -161,3 +161,39 @@ async fn workers_enroll_and_are_reviewed_from_the_command_line() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// `bazaar worker allowance` is the owner's view and reconciliation: a
+/// pending attempt shows its cost as unknown, cannot be cleared until the
+/// owner records it, then clears.
+#[test]
+fn the_owner_reconciles_an_unknown_cost_from_the_command_line() {
+    use bazaar_cli::market::worker::{AllowanceConfig, Meter};
+    let dir = common::fresh_dir("bazaar-allowance-cli");
+    let now = bazaar_cli::runtime::unix_now();
+    let mut meter = Meter::open(&dir, &AllowanceConfig { asset: "USD".into(), daily: 5_000_000 }).unwrap();
+    meter.state.reserve("job-1", now).unwrap();
+    meter.state.usage("job-1", 250_000, now);
+    meter.state.interrupted();
+    meter.save().unwrap();
+    let state_dir = dir.display().to_string();
+    let shown = common::bazaar_json(&["worker", "allowance", "--state-dir", &state_dir], &[]);
+    assert_eq!(
+        (shown["pending"]["missing_cost"].as_str(), shown["spent_today"].as_str()),
+        (Some("unknown"), Some("0.25"))
+    );
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["worker", "allowance", "--state-dir", &state_dir, "clear"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "an unknown cost is never cleared as zero");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("record the missing cost"));
+    let reconciled =
+        common::bazaar_json(&["worker", "allowance", "--state-dir", &state_dir, "reconcile", "--cost", "0.05"], &[]);
+    assert_eq!(
+        (reconciled["pending"]["missing_cost"].as_str(), reconciled["spent_today"].as_str()),
+        (Some("0.05"), Some("0.3"))
+    );
+    let cleared = common::bazaar_json(&["worker", "allowance", "--state-dir", &state_dir, "clear"], &[]);
+    assert!(cleared["pending"].is_null());
+    assert_eq!(cleared["remaining_today"], "4.7");
+}

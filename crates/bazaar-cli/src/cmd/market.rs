@@ -9,9 +9,10 @@ use bazaar_cli::market::engine::Engine;
 use bazaar_cli::market::fetch::{FetchPolicy, FixedResolver};
 use bazaar_cli::market::identity;
 use bazaar_cli::market::validator::Validator;
-use bazaar_cli::market::worker::{self, Role, WorkerConfig};
+use bazaar_cli::market::worker::{self, AllowanceConfig, Meter, Role, WorkerConfig};
 use bazaar_cli::relay_client::RelayClient;
 use bazaar_cli::runtime::{read_key, unix_now};
+use bazaar_relay::market::allowance::{decimal, micros};
 use bazaar_relay::market::enrollment::ENROLLMENT;
 use bazaar_relay::market::review::{preflight, review_event, Manifest, REVIEW};
 use bazaar_relay::{Hex32, Signer};
@@ -57,6 +58,28 @@ pub enum WorkerCmd {
     },
     /// Take directed jobs from accepted askers, one at a time, until stopped.
     Run(RunArgs),
+    /// The owner's view of the model-usage allowance, and reconciling an attempt whose cost is unknown.
+    Allowance {
+        /// The worker's state directory.
+        #[arg(long)]
+        state_dir: PathBuf,
+        #[command(subcommand)]
+        action: Option<AllowanceCmd>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AllowanceCmd {
+    /// Today's allowance, what is spent, the running reservation and any pending attempt (the default).
+    Show,
+    /// Record what a pending attempt really cost beyond what the engine reported (stop the worker first).
+    Reconcile {
+        /// A decimal in the allowance's asset.
+        #[arg(long)]
+        cost: String,
+    },
+    /// Clear a pending attempt whose cost is recorded, so new work may start.
+    Clear,
 }
 
 #[derive(Args)]
@@ -87,6 +110,12 @@ pub struct RunArgs {
     /// As a coordinator: how long to wait for the specialist, in seconds.
     #[arg(long, default_value_t = 600)]
     handoff_wait_s: u64,
+    /// As a specialist: the daily model-usage allowance, a decimal in the engine's asset (e.g. 5.00).
+    #[arg(long, requires = "engine")]
+    daily_allowance: Option<String>,
+    /// The allowance's asset, as the engine reports it.
+    #[arg(long, default_value = "USD")]
+    allowance_asset: String,
 }
 
 #[derive(Args)]
@@ -202,6 +231,10 @@ async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
             );
             Ok(if admitted { 0 } else { 1 })
         }
+        WorkerCmd::Allowance { state_dir, action } => {
+            print_pretty(json_output, &allowance(&state_dir, action.unwrap_or(AllowanceCmd::Show))?);
+            Ok(0)
+        }
         WorkerCmd::Run(args) => {
             let config = worker_config(args)?;
             worker::run(config, async {
@@ -211,6 +244,38 @@ async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The owner's view, or one reconciling act, on the worker's allowance file.
+fn allowance(state_dir: &Path, action: AllowanceCmd) -> Result<serde_json::Value> {
+    let mut meter = Meter::inspect(state_dir)?;
+    let now = unix_now();
+    match action {
+        AllowanceCmd::Show => {}
+        AllowanceCmd::Reconcile { cost } => {
+            let cost = micros(&cost).with_context(|| format!("--cost {cost}: a decimal with at most 6 places"))?;
+            meter.state.reconcile(cost, now).map_err(|e| anyhow!("{e}"))?;
+            meter.save()?;
+        }
+        AllowanceCmd::Clear => {
+            meter.state.clear().map_err(|e| anyhow!("{e}"))?;
+            meter.save()?;
+        }
+    }
+    let state = &mut meter.state;
+    let remaining = state.remaining(now);
+    Ok(json!({
+        "asset": state.asset,
+        "daily": decimal(state.daily),
+        "spent_today": decimal(state.spent),
+        "remaining_today": decimal(remaining),
+        "running": state.active.as_ref().map(|r| json!({"task": r.task, "reserved": decimal(r.reserved), "used": decimal(r.used)})),
+        "pending": state.pending.as_ref().map(|p| json!({
+            "task": p.task, "why": p.why, "reserved": decimal(p.reserved), "reported_before_it_stopped": decimal(p.used_known),
+            "missing_cost": p.missing_cost.map_or("unknown".to_string(), decimal),
+        })),
+        "note": "a meter of what the engine reports, in its own asset: not ledger units, not an invoice",
+    }))
 }
 
 fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
@@ -227,7 +292,16 @@ fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
         _ => bail!("give --engine (a specialist) or --coordinator-for (a coordinator)"),
     };
     let accept_from = args.accept_from.iter().map(|k| key(k, "--accept-from")).collect::<Result<HashSet<_>>>()?;
+    let allowance = args
+        .daily_allowance
+        .map(|daily| {
+            let daily = micros(&daily)
+                .with_context(|| format!("--daily-allowance {daily}: a decimal with at most 6 places"))?;
+            Ok::<_, anyhow::Error>(AllowanceConfig { asset: args.allowance_asset.clone(), daily })
+        })
+        .transpose()?;
     Ok(WorkerConfig {
+        allowance,
         relay: args.relay.relay,
         signer: Arc::new(read_signer(&args.key_file)?),
         accept_from,

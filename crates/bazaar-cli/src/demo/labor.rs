@@ -88,6 +88,7 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)
         manifest: manifest("specialist-demo"),
         role: Role::Specialist { engine, artifact_dir, artifact_url: served.clone() },
         state_dir: dir.join("specialist"),
+        allowance: None,
     };
     let coordinator_config = WorkerConfig {
         relay: relay.clone(),
@@ -96,6 +97,7 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)
         manifest: manifest("coordinator-demo"),
         role: Role::Coordinator { specialist: specialist.public_key(), handoff_wait: Duration::from_secs(30) },
         state_dir: dir.join("coordinator"),
+        allowance: None,
     };
     let workers = [
         tokio::spawn(worker::run(specialist_config, std::future::pending())),

@@ -18,13 +18,14 @@ use anyhow::{bail, Context, Result};
 use bazaar_relay::event::tag;
 use bazaar_relay::jobs::task::{task_filters, TaskState};
 use bazaar_relay::jobs::{request_tags, JobRequest, JOB_FEEDBACK, JOB_REQUEST, JOB_RESULT};
+use bazaar_relay::market::allowance::{micros, Allowance, Metered, Micros};
 use bazaar_relay::market::evidence::{artifact_of, coordinator_result_tags};
 use bazaar_relay::market::review::{passed_config, Manifest, REVIEW};
 use bazaar_relay::{Event, Filter, PublicKey, Signer};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::engine::Engine;
+use super::engine::{Engine, EngineFailure};
 use crate::relay_client::{Delivery, RelayClient};
 
 /// The workflow a coordinator's handoff to its specialist follows.
@@ -48,6 +49,53 @@ pub struct WorkerConfig {
     pub role: Role,
     /// Where answers are saved before they are published.
     pub state_dir: PathBuf,
+    /// The daily model-usage allowance a specialist's engine runs under (none: unmetered by Bazaar).
+    pub allowance: Option<AllowanceConfig>,
+}
+
+/// A daily allowance in the engine's own asset.
+#[derive(Debug, Clone)]
+pub struct AllowanceConfig {
+    pub asset: String,
+    pub daily: Micros,
+}
+
+/// The allowance's state file in the worker's state directory.
+pub const ALLOWANCE_FILE: &str = "allowance.json";
+
+/// The allowance and the file it is kept in, saved after every change.
+pub struct Meter {
+    path: PathBuf,
+    pub state: Allowance,
+}
+
+impl Meter {
+    /// Loads the allowance (or starts one), applies the owner's current figures,
+    /// and turns a task that was running when the worker stopped into a pending attempt.
+    pub fn open(state_dir: &Path, config: &AllowanceConfig) -> Result<Meter> {
+        let path = state_dir.join(ALLOWANCE_FILE);
+        let mut state = match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?,
+            Err(_) => Allowance::new(&config.asset, config.daily, now()),
+        };
+        state.asset.clone_from(&config.asset);
+        state.daily = config.daily;
+        state.interrupted();
+        let meter = Meter { path, state };
+        meter.save()?;
+        Ok(meter)
+    }
+
+    /// Opens the file as it is, for the owner's view and reconciliation (no restart semantics).
+    pub fn inspect(state_dir: &Path) -> Result<Meter> {
+        let path = state_dir.join(ALLOWANCE_FILE);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        Ok(Meter { state: serde_json::from_str(&text)?, path })
+    }
+
+    pub fn save(&self) -> Result<()> {
+        write_durably(&self.path, serde_json::to_string(&self.state)?.as_bytes())
+    }
 }
 
 fn now() -> u64 {
@@ -61,6 +109,7 @@ pub async fn run(config: WorkerConfig, stop: impl std::future::Future<Output = (
     }
     let mut publisher = RelayClient::connect(&config.relay).await?;
     check_review(&mut publisher, &config).await?;
+    let mut meter = config.allowance.as_ref().map(|a| Meter::open(&config.state_dir, a)).transpose()?;
     let (jobs, mut queue) = mpsc::channel(QUEUE_MAX);
     let mut listener = tokio::spawn(listen(config.relay.clone(), config.signer.public_key(), jobs));
     tokio::pin!(stop);
@@ -74,7 +123,7 @@ pub async fn run(config: WorkerConfig, stop: impl std::future::Future<Output = (
             },
         };
         if handled.insert(job.id) {
-            if let Err(error) = work(&mut publisher, &config, &job).await {
+            if let Err(error) = work(&mut publisher, &config, &job, meter.as_mut()).await {
                 tracing::warn!(%error, job = %job.id, "the task failed");
             }
         }
@@ -118,12 +167,17 @@ fn saved(dir: &Path, kind: &str, job: &Event) -> PathBuf {
     dir.join(kind).join(format!("{}.json", job.id))
 }
 
-/// Writes `event` to `path` durably (temp file, fsync, rename).
+/// Writes `event` to `path` durably.
 fn save(path: &Path, event: &Event) -> Result<()> {
+    write_durably(path, event.to_json().as_bytes())
+}
+
+/// Writes `bytes` to `path` durably: a temp file, fsynced, renamed over it.
+fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let temp = path.with_extension("tmp");
     let mut file = std::fs::File::create(&temp)?;
-    file.write_all(event.to_json().as_bytes())?;
+    file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(&temp, path)?;
     Ok(())
@@ -150,7 +204,7 @@ fn feedback(config: &WorkerConfig, job: &Event, status: &str, detail: &str, extr
 }
 
 /// One task: skip it, answer it again from what was saved, or work it.
-async fn work(client: &mut RelayClient, config: &WorkerConfig, job: &Event) -> Result<()> {
+async fn work(client: &mut RelayClient, config: &WorkerConfig, job: &Event, meter: Option<&mut Meter>) -> Result<()> {
     let Some(request) = JobRequest::from_event(job) else { return Ok(()) };
     if !config.accept_from.contains(&request.asker) {
         tracing::info!(job = %job.id, asker = %request.asker, "not from an accepted asker; ignored");
@@ -163,10 +217,19 @@ async fn work(client: &mut RelayClient, config: &WorkerConfig, job: &Event) -> R
     if saved(&config.state_dir, "failed", job).exists() || request.expires_at.is_some_and(|at| at <= now()) {
         return Ok(());
     }
+    let task = job.id.to_hex();
+    if let (Some(meter), Role::Specialist { .. }) = (meter.as_deref(), &config.role) {
+        let mut state = meter.state.clone();
+        if let Err(refused) = state.reserve(&task, now()) {
+            // Not taken: nothing is saved as failed, so it can be taken once the allowance allows.
+            return publish(client, &feedback(config, job, "error", &format!("declined: {refused}"), vec![])).await;
+        }
+    }
     publish(client, &feedback(config, job, "processing", "claim", vec![])).await?;
     let answer = match &config.role {
         Role::Specialist { engine, artifact_dir, artifact_url } => {
-            specialist(client, config, job, &request, engine, (artifact_dir, artifact_url)).await?
+            let place = (artifact_dir, artifact_url);
+            specialist(client, config, job, &request, (engine, meter), place).await?
         }
         Role::Coordinator { specialist, handoff_wait } => {
             coordinator(client, config, job, &request, *specialist, *handoff_wait).await?
@@ -185,19 +248,28 @@ async fn work(client: &mut RelayClient, config: &WorkerConfig, job: &Event) -> R
     }
 }
 
-/// Runs the engine; the result (or the explicit failure's reason).
+/// Runs the engine under the allowance; the result (or the explicit failure's reason).
 async fn specialist(
     client: &mut RelayClient,
     config: &WorkerConfig,
     job: &Event,
     request: &JobRequest,
-    engine: &Engine,
+    (engine, meter): (&Engine, Option<&mut Meter>),
     (artifact_dir, artifact_url): (&PathBuf, &String),
 ) -> Result<std::result::Result<Event, String>> {
     publish(client, &feedback(config, job, "processing", "running", vec![])).await?;
-    let run = match engine.run(request.inputs.first().map(String::as_str).unwrap_or_default()).await {
+    let run =
+        metered_run(engine, meter, &job.id.to_hex(), request.inputs.first().map(String::as_str).unwrap_or_default())
+            .await?;
+    let run = match run {
         Ok(run) => run,
-        Err(failure) => return Ok(Err(failure)),
+        Err((failure, usage)) => {
+            if let Some(usage) = usage {
+                let reported = vec![tag(&["usage", &usage.amount, &usage.asset, "reported"])];
+                publish(client, &feedback(config, job, "processing", "usage", reported)).await?;
+            }
+            return Ok(Err(failure));
+        }
     };
     if let Some(usage) = &run.usage {
         let reported = vec![tag(&["usage", &usage.amount, &usage.asset, "reported"])];
@@ -214,6 +286,55 @@ async fn specialist(
         tag(&["config", &config.manifest.config_hash()]),
     ];
     Ok(Ok(config.signer.sign(now(), JOB_RESULT, tags, format!("delivered {} bytes", run.output.len()))))
+}
+
+/// The engine run with its reservation: usage charged as it arrives (the
+/// allowance saved each time), the engine stopped at the allowance, the
+/// reservation settled by how the run ended. The failure's reason and the
+/// last usage reported, when there is no answer.
+async fn metered_run(
+    engine: &Engine,
+    meter: Option<&mut Meter>,
+    task: &str,
+    input: &str,
+) -> Result<std::result::Result<super::engine::EngineRun, (String, Option<super::engine::Usage>)>> {
+    let Some(meter) = meter else {
+        return Ok(engine.run(input, &mut |_| true).await.map_err(|failure| (describe(&failure), usage_of(&failure))));
+    };
+    meter.state.reserve(task, now()).map_err(|refused| anyhow::anyhow!("{refused}"))?;
+    meter.state.model_started(task);
+    meter.save()?;
+    let outcome = engine
+        .run(input, &mut |usage| {
+            let Some(cumulative) = micros(&usage.amount) else { return true };
+            let metered = meter.state.usage(task, cumulative, now());
+            // A usage the worker cannot keep is a reason to stop, not to guess.
+            meter.save().is_ok() && metered == Metered::Continue
+        })
+        .await;
+    match &outcome {
+        Err(EngineFailure::NotStarted(_)) => meter.state.fail(task),
+        _ => meter.state.complete(task),
+    }
+    meter.save()?;
+    Ok(outcome.map_err(|failure| (describe(&failure), usage_of(&failure))))
+}
+
+fn describe(failure: &EngineFailure) -> String {
+    match failure {
+        EngineFailure::NotStarted(why) | EngineFailure::Failed(why) => why.clone(),
+        EngineFailure::Stopped(usage) => format!(
+            "cancelled at the daily model-usage allowance (reported so far: {}; a call in flight may have overshot)",
+            usage.as_ref().map_or("nothing".to_string(), |u| format!("{} {}", u.amount, u.asset))
+        ),
+    }
+}
+
+fn usage_of(failure: &EngineFailure) -> Option<super::engine::Usage> {
+    match failure {
+        EngineFailure::Stopped(usage) => usage.clone(),
+        _ => None,
+    }
 }
 
 /// Hands the task to the specialist (one handoff, saved so a restart reuses
