@@ -419,3 +419,61 @@ async fn wait_for_feedback(
     }
     panic!("no {status} feedback on {task}");
 }
+
+/// The longer answer wins: a pairwise judge for the test.
+struct Longer;
+
+impl bazaar_relay::market::judge::PairwiseJudge for Longer {
+    fn compare(&self, _prompt: &str, a: &str, b: &str) -> Option<f64> {
+        Some(match a.len().cmp(&b.len()) {
+            std::cmp::Ordering::Greater => 1.0,
+            std::cmp::Ordering::Equal => 0.5,
+            std::cmp::Ordering::Less => 0.0,
+        })
+    }
+}
+
+/// A contest: the same prompt to three named workers, every pair judged,
+/// Bradley–Terry ratings as quality, one signed label each, and the grades
+/// kept under the contest rubric, apart from coordination's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contest_rates_named_workers_by_pairwise_judgement_apart_from_coordination() {
+    use bazaar_relay::market::judge::{Rubric, CONTEST_ANSWER};
+    let mut market = Market::open("contest").await;
+    let coordination = market.run(SCRIPT, false, Mode::Serve).await;
+    assert_eq!(coordination.assessment.verdict, Verdict::Accepted);
+    let mut entrants = Vec::new();
+    for (n, engine) in ["cat", "cat; echo ' and more'", "cat; echo ' and more, and most'"].iter().enumerate() {
+        let signer = Arc::new(Signer::generate(&OsEntropy));
+        let model = format!("contestant-{n}");
+        review(&market.relay, &signer, &manifest(&model), 0).await;
+        let mut config = market.specialist_config();
+        config.signer = signer.clone();
+        config.accept_from = HashSet::from([market.validator.public_key()]);
+        config.manifest = manifest(&model);
+        config.state_dir = market.dir.join(format!("contestant-{n}"));
+        if let Role::Specialist { engine: e, .. } = &mut config.role {
+            e.command = (*engine).into();
+        }
+        market.workers.push(tokio::spawn(worker::run(config, std::future::pending())));
+        entrants.push(signer.public_key());
+    }
+    let outcomes =
+        market.validator.contest(&entrants, "Describe the lobby.", &Longer, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+    let quality: Vec<f64> = outcomes.iter().map(|o| o.assessment.quality.unwrap()).collect();
+    assert!(quality[2] > quality[1] && quality[1] > quality[0], "the longer answers won: {quality:?}");
+    let records = market.validator.records().unwrap();
+    let contest: Vec<_> = records.grades.values().filter(|(k, _)| k.rubric == Rubric::Contest).collect();
+    assert_eq!(contest.len(), 3, "one contest record per configuration");
+    assert!(contest.iter().all(|(k, g)| k.workflow == CONTEST_ANSWER && g.accepted == 1));
+    let (_, coordination_grade) = records.grades.values().find(|(k, _)| k.rubric == Rubric::Coordination).unwrap();
+    assert_eq!(
+        (coordination_grade.accepted, coordination_grade.quality),
+        (1, Some(1.0)),
+        "contest grades never count here"
+    );
+    let labels =
+        Filter { kinds: Some(vec![1_985]), authors: Some(vec![market.validator.public_key()]), ..Filter::default() };
+    assert_eq!(market.count(labels).await, 4, "one label for the coordination task, one per contestant");
+}

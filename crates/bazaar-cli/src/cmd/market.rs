@@ -5,6 +5,7 @@
 use super::common::print_pretty;
 use super::jobs::{read_signer, RelayArg};
 use anyhow::{anyhow, bail, Context, Result};
+use bazaar_cli::market::contest::CommandJudge;
 use bazaar_cli::market::engine::Engine;
 use bazaar_cli::market::fetch::{FetchPolicy, FixedResolver};
 use bazaar_cli::market::identity;
@@ -163,6 +164,22 @@ pub enum ValidatorCmd {
         task_id: String,
         #[arg(long, default_value_t = 60)]
         wait: u64,
+    },
+    /// A contest: one prompt to several named workers, every pair of answers judged, Bradley–Terry ratings.
+    Contest {
+        #[command(flatten)]
+        relay: RelayArg,
+        #[command(flatten)]
+        validator: ValidatorArgs,
+        /// A contestant's public key; at least two.
+        #[arg(long, required = true)]
+        worker: Vec<String>,
+        /// The pairwise judge: a command given PROMPT, ANSWER_A and ANSWER_B that prints a, b or tie.
+        #[arg(long)]
+        judge: String,
+        #[arg(long, default_value_t = 60)]
+        wait: u64,
+        prompt: String,
     },
     /// Replay a recorded assessment from its saved signed events: local, unsigned, no network, no write.
     Replay {
@@ -362,6 +379,12 @@ async fn validator_cmd(command: ValidatorCmd, json_output: bool) -> Result<i32> 
                     json!({"task_id": task_id, "state": "pending", "detail": "no answer and no failure yet; assess again later"})
                 }
             }
+        }
+        ValidatorCmd::Contest { relay, validator, worker, judge, wait, prompt } => {
+            let validator = open_validator(&relay.relay, &validator, true)?;
+            let workers = worker.iter().map(|w| key(w, "--worker")).collect::<Result<Vec<_>>>()?;
+            let judge = CommandJudge { command: judge };
+            serde_json::to_value(validator.contest(&workers, &prompt, &judge, Duration::from_secs(wait)).await?)?
         }
         ValidatorCmd::Replay { validator, task_id } => {
             serde_json::to_value(open_validator("", &validator, false)?.replay(&key(&task_id, "--task-id")?)?)?

@@ -4,6 +4,7 @@
 //! `fetch` (evidence from an allowlist, defensively), `engine` (the pluggable
 //! command a worker runs). The rules they apply are `bazaar_relay::market`'s.
 
+pub mod contest;
 pub mod engine;
 pub mod fetch;
 pub mod identity;

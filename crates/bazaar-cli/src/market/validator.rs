@@ -19,7 +19,7 @@ use bazaar_relay::jobs::task::TaskState;
 use bazaar_relay::jobs::{request_tags, JobRequest, JOB_REQUEST};
 use bazaar_relay::market::evidence::{check_chain, links_of, ArtifactRef, Chain};
 use bazaar_relay::market::grades::{GradeKey, Records};
-use bazaar_relay::market::judge::{CoordinationJudge, ExactText, Judge, Observer};
+use bazaar_relay::market::judge::{CoordinationJudge, ExactText, Judge, Observer, Rubric, CONTEST_ANSWER};
 use bazaar_relay::market::outcome::{verdict_event, Assessment, Subject};
 use bazaar_relay::market::review::{passed_config, REVIEW};
 use bazaar_relay::market::BRIEF_SCRIPT_DELIVERY;
@@ -38,6 +38,9 @@ const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tasks (
     job_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, approved TEXT NOT NULL,
     evaluation_data INTEGER NOT NULL, job_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS contest_outcomes (
+    job_id TEXT NOT NULL, worker TEXT NOT NULL, verdict_id TEXT NOT NULL, result_id TEXT,
+    config_hash TEXT NOT NULL, assessment TEXT NOT NULL, PRIMARY KEY (job_id, worker));
 CREATE TABLE IF NOT EXISTS outcomes (
     job_id TEXT PRIMARY KEY, verdict_id TEXT NOT NULL, result_id TEXT, worker TEXT NOT NULL,
     specialist TEXT, workflow TEXT NOT NULL, config_hash TEXT NOT NULL, assessment TEXT NOT NULL,
@@ -67,8 +70,8 @@ pub struct Replay {
 
 pub struct Validator {
     pub relay: String,
-    signer: Signer,
-    policy: FetchPolicy,
+    pub(super) signer: Signer,
+    pub(super) policy: FetchPolicy,
     db: Mutex<Connection>,
     observer: Box<dyn Observer>,
     judge: Box<dyn Judge>,
@@ -98,7 +101,7 @@ impl Validator {
         self.signer.public_key()
     }
 
-    fn db(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
+    pub(super) fn db(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
         self.db.lock().map_err(|_| anyhow!("the validator's database lock is poisoned"))
     }
 
@@ -352,6 +355,14 @@ impl Validator {
             if let Some(specialist) = specialist.as_deref().and_then(Hex32::parse) {
                 records.record_handoff(&specialist, HANDOFF_CAPABILITY, &assessment);
             }
+        }
+        // Contest grades: their own rubric, never counted with coordination's.
+        let mut statement = db.prepare("SELECT config_hash, assessment FROM contest_outcomes")?;
+        let rows = statement.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        for row in rows {
+            let (config_hash, assessment) = row?;
+            let key = GradeKey { workflow: CONTEST_ANSWER.into(), config_hash, rubric: Rubric::Contest };
+            records.record(key, &serde_json::from_str(&assessment)?);
         }
         Ok(records)
     }

@@ -120,6 +120,49 @@ pub fn bradley_terry(players: usize, comparisons: &[Comparison]) -> Vec<f64> {
     strength.iter().map(|s| 400.0 * s.log10() + 1000.0).collect()
 }
 
+/// The contest workflow: the same task to several workers, their answers compared in pairs.
+pub const CONTEST_ANSWER: &str = "contest-answer/v1";
+
+/// Compares two answers to one prompt: `Some(score of a)` — 1 a is better,
+/// 0.5 a tie, 0 b is better — or `None` when it cannot judge this pair.
+pub trait PairwiseJudge: Send + Sync {
+    fn compare(&self, prompt: &str, a: &str, b: &str) -> Option<f64>;
+}
+
+/// A contest's assessments, one per answer in order: every pair compared,
+/// ratings fitted by Bradley–Terry, each answer's quality its expected score
+/// against an average answer. Fewer than two answers, or no comparison
+/// possible, is unassessed — never a zero.
+pub fn judge_contest(prompt: &str, answers: &[String], judge: &dyn PairwiseJudge) -> Vec<Assessment> {
+    if answers.len() < 2 {
+        return answers.iter().map(|_| Assessment::unassessed("a contest needs at least two answers")).collect();
+    }
+    let mut comparisons = Vec::new();
+    for a in 0..answers.len() {
+        for b in a + 1..answers.len() {
+            if let Some(score_a) = judge.compare(prompt, &answers[a], &answers[b]) {
+                comparisons.push(Comparison { a, b, score_a: score_a.clamp(0.0, 1.0) });
+            }
+        }
+    }
+    if comparisons.is_empty() {
+        return answers.iter().map(|_| Assessment::unassessed("no pair of answers could be compared")).collect();
+    }
+    let ratings = bradley_terry(answers.len(), &comparisons);
+    ratings
+        .iter()
+        .enumerate()
+        .map(|(i, rating)| {
+            let judged = comparisons.iter().filter(|c| c.a == i || c.b == i).count();
+            let quality = 1.0 / (1.0 + 10f64.powf((1000.0 - rating) / 400.0));
+            Assessment::accepted(
+                quality,
+                format!("contest: Bradley–Terry rating {rating:.0} over {judged} comparisons"),
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +190,35 @@ mod tests {
         let wrong = judge.judge(&Observation::Mismatched("x".into()));
         assert_eq!((wrong.verdict, wrong.quality), (Verdict::Rejected, Some(0.0)));
         assert_eq!(judge.judge(&Observation::Matched).quality, Some(1.0));
+    }
+
+    struct Longer;
+    impl PairwiseJudge for Longer {
+        fn compare(&self, _prompt: &str, a: &str, b: &str) -> Option<f64> {
+            Some(match a.len().cmp(&b.len()) {
+                std::cmp::Ordering::Greater => 1.0,
+                std::cmp::Ordering::Equal => 0.5,
+                std::cmp::Ordering::Less => 0.0,
+            })
+        }
+    }
+
+    #[test]
+    fn a_contest_grades_every_answer_by_its_pairs_and_never_zeroes_the_unjudged() {
+        let answers: Vec<String> = ["a", "abc", "ab"].iter().map(|s| s.to_string()).collect();
+        let graded = judge_contest("p", &answers, &Longer);
+        let q: Vec<f64> = graded.iter().map(|a| a.quality.unwrap()).collect();
+        assert!(q[1] > q[2] && q[2] > q[0], "{q:?}");
+        assert!(graded.iter().all(|a| a.verdict == Verdict::Accepted));
+        let alone = judge_contest("p", &answers[..1], &Longer);
+        assert_eq!((alone[0].verdict, alone[0].quality), (Verdict::Unassessed, None));
+        struct Blind;
+        impl PairwiseJudge for Blind {
+            fn compare(&self, _: &str, _: &str, _: &str) -> Option<f64> {
+                None
+            }
+        }
+        assert!(judge_contest("p", &answers, &Blind).iter().all(|a| a.quality.is_none()));
     }
 
     #[test]
