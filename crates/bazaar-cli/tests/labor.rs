@@ -477,3 +477,49 @@ async fn a_contest_rates_named_workers_by_pairwise_judgement_apart_from_coordina
         Filter { kinds: Some(vec![1_985]), authors: Some(vec![market.validator.public_key()]), ..Filter::default() };
     assert_eq!(market.count(labels).await, 4, "one label for the coordination task, one per contestant");
 }
+
+/// Records stay distinct: a coordinator enrolled as a registry agent with
+/// stake locked fails a job — the outcome is rejected with quality 0 (stake
+/// does not rescue it), and neither the agent's stake nor its reputation
+/// moves (a job outcome never reaches a stake not locked for that job, and
+/// grades never enter the reputation score).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_touches_no_stake_and_no_reputation_and_stake_rescues_nothing() {
+    let market = Market::open("distinct").await;
+    let operator = bazaar_sdk::Client::new(&market._local.url, Some("op".into()));
+    let agent_key = bazaar_sdk::generate_key();
+    let (owner, agent) =
+        bazaar_cli::story::enroll_pair_with_key(&operator, "coord-owner", "coord-agent", &agent_key).await.unwrap();
+    let owner_id = bazaar_cli::story::member_id(&owner).await.unwrap();
+    operator.mint(&owner_id, 10_000, "distinct-mint").await.unwrap();
+    owner.fund("coord-agent", 5_000, "distinct-fund").await.unwrap();
+    agent.stake_lock(2_000, "distinct-stake").await.unwrap();
+    let enrollment =
+        bazaar_cli::market::identity::enroll(&market.coordinator, &agent_key, bazaar_cli::runtime::unix_now());
+    RelayClient::connect(&market.relay).await.unwrap().publish(&enrollment).await.unwrap();
+    let agent_id = bazaar_cli::story::member_id(&agent).await.unwrap();
+    let (stake_before, reputation_before) =
+        (operator.stake(&agent_id).await.unwrap(), operator.reputation(&agent_id).await.unwrap());
+
+    let failed = market.run("Line one. WRONG-ME\nLine two.", false, Mode::Serve).await;
+    assert_eq!(
+        (failed.assessment.verdict, failed.assessment.quality),
+        (Verdict::Rejected, Some(0.0)),
+        "stake rescues nothing"
+    );
+    assert_eq!(
+        operator.stake(&agent_id).await.unwrap(),
+        stake_before,
+        "no stake moved for a job it was not locked for"
+    );
+    assert!(stake_before.to_string().contains("2000"), "the stake was locked: {stake_before}");
+    let mut reputation_after = operator.reputation(&agent_id).await.unwrap();
+    let mut reputation_before = reputation_before;
+    assert!(reputation_before["local"].is_object() && reputation_before["combined"].is_object(), "{reputation_before}");
+    for figures in [&mut reputation_before, &mut reputation_after] {
+        figures["local"].as_object_mut().unwrap().remove("computedAtMs");
+    }
+    assert_eq!(reputation_after["local"], reputation_before["local"], "a job grade never enters reputation");
+    assert_eq!(reputation_after["combined"], reputation_before["combined"]);
+    assert_eq!(reputation_after["stake"], reputation_before["stake"]);
+}
