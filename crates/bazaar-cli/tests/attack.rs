@@ -70,6 +70,7 @@ attack_tests! {
     forged_message_signature => "forged-message-signature",
     webhook_replay => "webhook-replay",
     webhook_forged_signature => "webhook-forged-signature",
+    spend_with_non_paying_credential => "spend-with-non-paying-credential",
     relay_unnamed_worker_result => "relay-unnamed-worker-result",
     relay_forged_event => "relay-forged-event",
     relay_resubmitted_deleted_event => "relay-resubmitted-deleted-event",

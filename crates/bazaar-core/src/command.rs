@@ -31,6 +31,18 @@ pub enum Op {
 }
 
 impl Op {
+    /// Whether the command moves money: only a credential with the `pay` scope may send it.
+    pub fn moves_money(&self) -> bool {
+        match self {
+            Op::Identity(op) => op.moves_money(),
+            Op::Pay(op) => op.moves_money(),
+            Op::Escrow(op) => op.moves_money(),
+            Op::Dispute(op) => op.moves_money(),
+            Op::Federation(op) => op.moves_money(),
+            Op::Market(op) => op.moves_money(),
+        }
+    }
+
     /// A stable name, used in idempotency scopes and metrics.
     pub fn name(&self) -> &'static str {
         match self {

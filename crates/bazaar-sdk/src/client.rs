@@ -172,6 +172,15 @@ impl Client {
         Ok(joined)
     }
 
+    /// Owner: gives `agent` one more credential limited to `scopes` (leave out
+    /// `pay` for one that cannot move money), already rotated: the credential to hand it.
+    pub async fn issue_scoped_credential(&self, agent: &str, scopes: &[&str]) -> Result<String, SdkError> {
+        let body = json!({ "scopes": scopes });
+        let issued = self.post(&format!("/v1/agents/{agent}/credentials"), body, None).await?;
+        let issued = issued["credential"].as_str().unwrap_or_default().to_string();
+        self.with_credential(issued).rotate_credential().await
+    }
+
     pub async fn rotate_credential(&self) -> Result<String, SdkError> {
         let body = self.call(reqwest::Method::POST, "/v1/credentials/rotate", None, None).await?.body;
         Ok(body["credential"].as_str().unwrap_or_default().to_string())

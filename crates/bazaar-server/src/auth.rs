@@ -18,6 +18,30 @@ pub struct Auth {
     pub credential_hash: String,
     /// Signed in with a passkey in a browser, not with a bearer credential.
     pub session: bool,
+    /// Whether the credential may move money (it has the `pay` scope, or no scopes at all).
+    pub may_spend: bool,
+}
+
+tokio::task_local! {
+    /// Whether the request being served authenticated with a credential that may
+    /// move money: `None` until an `Auth` is extracted. Set per request by
+    /// [`scope_spending`]; read by `exec` before any money-moving command.
+    static MAY_SPEND: std::cell::Cell<Option<bool>>;
+}
+
+/// Middleware: a fresh spending cell for each request (a nested request, as the
+/// MCP tools make, gets its own).
+pub async fn scope_spending(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    MAY_SPEND.scope(std::cell::Cell::new(None), next.run(request)).await
+}
+
+fn note_spending(may_spend: bool) {
+    let _ = MAY_SPEND.try_with(|cell| cell.set(Some(may_spend)));
+}
+
+/// False only when this request authenticated with a credential that may not move money.
+pub fn may_spend_here() -> bool {
+    MAY_SPEND.try_with(std::cell::Cell::get).ok().flatten() != Some(false)
 }
 
 /// The one route an enrollment credential may call.
@@ -56,7 +80,9 @@ impl FromRequestParts<Arc<AppState>> for Auth {
                 ),
             ));
         }
-        Ok(Auth { member, credential_hash: hash, session: false })
+        let may_spend = stored.may_spend();
+        note_spending(may_spend);
+        Ok(Auth { member, credential_hash: hash, session: false, may_spend })
     }
 }
 
@@ -85,7 +111,9 @@ async fn session(parts: &Parts, state: &Arc<AppState>, token: &str) -> Result<Au
         }
     }
     let member = state.store.member(&live.member).await?.ok_or_else(Problem::unauthenticated)?;
-    Ok(Auth { member, credential_hash: hash, session: true })
+    // A person signed in with a passkey: an owner, with everything an owner may do.
+    note_spending(true);
+    Ok(Auth { member, credential_hash: hash, session: true, may_spend: true })
 }
 
 /// The session cookie's name.

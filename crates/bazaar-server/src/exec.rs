@@ -102,6 +102,9 @@ pub(crate) async fn execute_shaped(
         },
         None => None,
     };
+    if let Err(refused) = spending_allowed(&op) {
+        return refused.into_response();
+    }
     let op_name = op.name();
     let applied = match state.store.submit(Command { actor, idem, op }).await {
         Ok(applied) => applied,
@@ -132,8 +135,23 @@ pub(crate) async fn execute_shaped(
 /// refusal or a store error as the problem to answer: for handlers that shape
 /// their own answer from the receipt.
 pub(crate) async fn receipt(state: &AppState, actor: Member, op: Op) -> Result<serde_json::Value, Problem> {
+    spending_allowed(&op)?;
     let applied = state.store.submit(Command { actor, idem: None, op }).await?;
     Ok(applied.outcome?)
+}
+
+/// A money-moving command needs a credential that may spend: one issued
+/// without the `pay` scope is refused `credential_cannot_spend`, whatever the
+/// route (REST, MCP, x402), before the command reaches the writer.
+pub(crate) fn spending_allowed(op: &Op) -> Result<(), Problem> {
+    if op.moves_money() && !crate::auth::may_spend_here() {
+        return Err(Problem::new(
+            StatusCode::FORBIDDEN,
+            "credential_cannot_spend",
+            "This credential was issued without the `pay` scope: it cannot move money. Use a credential that may pay.",
+        ));
+    }
+    Ok(())
 }
 
 /// Submits one command as the registry itself (the sweeper's and the relay's

@@ -13,7 +13,7 @@ use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::crypto::{did_key, invite_proof_message, parse_public_key, sha256_hex, verify};
 use bazaar_core::identity;
-use bazaar_core::model::{Member, MemberKind};
+use bazaar_core::model::{Member, MemberKind, CREDENTIAL_SCOPES};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::validate;
 use bazaar_types::limits::*;
@@ -33,7 +33,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(redeem_invite))
         .routes(routes!(rotate_credential))
         .routes(routes!(revoke_credential))
-        .routes(routes!(agent_credentials))
+        .routes(routes!(agent_credentials, issue_credential))
         .routes(routes!(reissue_credential))
         .routes(routes!(revoke_agent_credential))
         .routes(routes!(get_member))
@@ -193,6 +193,58 @@ pub struct CredentialListed {
     pub id: String,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+    /// What it may do; absent: every scope. Without `pay` it cannot move money.
+    pub scopes: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IssueCredentialRequest {
+    /// Scopes from `jobs`, `pay`, `read`, `talk`; leave out `pay` for a credential that cannot move money.
+    pub scopes: Vec<String>,
+}
+
+/// Scopes as stored: known ones only, sorted, each once, comma-joined.
+fn canonical_scopes(scopes: &[String]) -> Result<String, Problem> {
+    let mut canonical: Vec<&str> = Vec::new();
+    for scope in scopes {
+        let Some(known) = CREDENTIAL_SCOPES.iter().find(|known| **known == scope.as_str()) else {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "scope_unknown",
+                format!("Unknown scope {scope:?}; the scopes are {}.", CREDENTIAL_SCOPES.join(", ")),
+            ));
+        };
+        canonical.push(known);
+    }
+    canonical.sort_unstable();
+    canonical.dedup();
+    if canonical.is_empty() {
+        return Err(Problem::new(StatusCode::BAD_REQUEST, "scope_unknown", "Give at least one scope."));
+    }
+    Ok(canonical.join(","))
+}
+
+/// Owner: gives its agent one more credential, limited to `scopes` (shown
+/// once; it must be rotated first, and rotation keeps its scopes). Without
+/// `pay` it can never move money — the credential to hand a job run.
+#[utoipa::path(post, path = "/v1/agents/{agent}/credentials", params(("agent" = String, Path, description = "DID or handle")), request_body = IssueCredentialRequest, responses((status = 200, description = "The new `credential`, shown once; it must be rotated first", body = schema::Rotated), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+async fn issue_credential(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(agent): Path<String>,
+    ApiJson(request): ApiJson<IssueCredentialRequest>,
+) -> Result<Response, Problem> {
+    let scopes = canonical_scopes(&request.scopes)?;
+    let target = answerable(&state, &auth, &agent).await?;
+    let credential = state.new_enrollment_credential();
+    let op = Op::Identity(identity::Op::ReissueCredential {
+        agent: target.id,
+        revoke: Vec::new(),
+        new_hash: sha256_hex(credential.as_bytes()),
+        scopes: Some(scopes),
+    });
+    Ok(with_credential(execute(&state, auth.member, None, op, StatusCode::OK).await, &credential).await)
 }
 
 /// The agent (DID or handle) whose credentials the caller answers for: itself, or an agent it owns.
@@ -222,6 +274,7 @@ async fn agent_credentials(
             id: c.hash[..CREDENTIAL_ID_HEX].to_string(),
             created_at: c.created_at.0,
             revoked_at: c.revoked_at.map(|t| t.0),
+            scopes: c.scopes.map(|s| s.split(',').map(str::to_string).collect()),
         })
         .collect();
     Ok(Json(listed).into_response())
@@ -249,6 +302,7 @@ async fn reissue_credential(
         agent: target.id,
         revoke: live,
         new_hash: sha256_hex(credential.as_bytes()),
+        scopes: None,
     });
     Ok(with_credential(execute(&state, auth.member, None, op, StatusCode::OK).await, &credential).await)
 }

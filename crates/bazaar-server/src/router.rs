@@ -74,6 +74,7 @@ pub fn api_router(state: Arc<AppState>) -> Router {
     let (api, _description) = capabilities().split_for_parts();
     api.fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .layer(middleware::from_fn(crate::auth::scope_spending))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(middleware::from_fn_with_state(state.clone(), admit))
         .with_state(state)

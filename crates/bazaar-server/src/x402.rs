@@ -146,6 +146,7 @@ pub async fn settle(
     let key = KeyRule::DefaultTo(format!("order:{}", claims.ord));
     let idem = idem_for(&auth.member, "settle", &axum::http::HeaderMap::new(), key, &request)?;
     let op = Op::Pay(pay::Op::Settle { claims: claims.clone(), amount, order_id: OrderId(claims.ord.to_string()) });
+    crate::exec::spending_allowed(&op)?;
     let applied = state.store.submit(Command { actor: auth.member.clone(), idem, op }).await?;
     Ok(Json(match applied.outcome {
         Ok(receipt) => json!({"success": true, "transaction": receipt["settlement_id"], "network": network,

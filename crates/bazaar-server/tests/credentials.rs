@@ -94,3 +94,59 @@ async fn the_sdk_rotates_an_invites_credential_at_once() {
     assert!(credential.starts_with("bzc_"), "{joined}");
     assert_eq!(call(&r, credential, reqwest::Method::GET, "/v1/me").await.0, 200);
 }
+
+/// An owner issues its agent a credential without `pay`: it reads and talks,
+/// and every money-moving command is refused `credential_cannot_spend` —
+/// tokens, stake, contracts, budgets — while the agent's full credential
+/// still pays; the listing names each credential's scopes; unknown scopes
+/// are refused; nobody but the owner issues one.
+#[tokio::test]
+async fn a_credential_without_pay_reads_and_talks_but_never_moves_money() {
+    let r = registry().await;
+    let hotel = person(&r, "hotel").await;
+    let owner = r.operator.with_credential(&hotel.credential);
+    let agent = common::agent_of(&r, &hotel, "concierge").await;
+    common::agent_of(&r, &hotel, "shop").await;
+    r.operator.mint(&hotel.id, 10_000, "mint-1").await.unwrap();
+    owner.fund("concierge", 5_000, "fund-1").await.unwrap();
+    owner.set_budget("concierge", 1_000, 5_000, 5_000).await.unwrap();
+    let job_run = owner.issue_scoped_credential("concierge", &["jobs", "read", "talk"]).await.unwrap();
+    assert_eq!(call(&r, &job_run, reqwest::Method::GET, "/v1/me").await.0, 200, "it reads");
+    let runner = owner.with_credential(&job_run);
+    let talked =
+        runner.call(reqwest::Method::POST, "/v1/rooms", Some(json!({"name": "ops", "private": true})), None).await;
+    assert!(talked.is_ok(), "it talks: {talked:?}");
+    let refusals = [
+        ("token", runner.issue_token("shop", 100, "o-1", "https://x/y").await.map(|a| a.body)),
+        ("stake", runner.stake_lock(100, "k-1").await.map(|a| a.body)),
+        (
+            "contract",
+            runner
+                .create_contract("hotel", None, &[(100, "x", 4_000_000_000_000)], "terms", None, "k-2")
+                .await
+                .map(|a| a.body),
+        ),
+    ];
+    for (what, refused) in refusals {
+        let refused = refused.unwrap_err();
+        assert_eq!((refused.status(), refused.code()), (Some(403), Some("credential_cannot_spend")), "{what}");
+    }
+    let paid = owner
+        .with_credential(&agent.credential)
+        .call(
+            reqwest::Method::POST,
+            "/v1/tokens",
+            Some(json!({"merchant": "shop", "max_amount_minor": 100, "order_id": "o-2", "resource": "https://x/y"})),
+            Some("k-2"),
+        )
+        .await;
+    assert!(paid.is_ok(), "the agent's full credential still pays: {paid:?}");
+    let (_, listed) = call(&r, &hotel.credential, reqwest::Method::GET, "/v1/agents/concierge/credentials").await;
+    let scopes: Vec<Value> = listed.as_array().unwrap().iter().map(|c| c["scopes"].clone()).collect();
+    assert!(scopes.contains(&json!(["jobs", "read", "talk"])) && scopes.contains(&Value::Null), "{listed}");
+    let unknown = owner.issue_scoped_credential("concierge", &["jobs", "spend-everything"]).await.unwrap_err();
+    assert_eq!(unknown.code(), Some("scope_unknown"));
+    let by_agent =
+        owner.with_credential(&agent.credential).issue_scoped_credential("concierge", &["read"]).await.unwrap_err();
+    assert_eq!(by_agent.code(), Some("not_owner"), "an agent cannot issue itself credentials");
+}

@@ -70,8 +70,8 @@ crate::statements! {
         retire_handles = "UPDATE handles SET retired = TRUE WHERE handle = ANY($1::text[])";
         insert_handles = "INSERT INTO handles (handle, member, retired, since) \
             SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::bigint[])";
-        upsert_credentials = "INSERT INTO credentials (hash, member, created_at, revoked_at) \
-            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) \
+        upsert_credentials = "INSERT INTO credentials (hash, member, created_at, revoked_at, scopes) \
+            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[]) \
             ON CONFLICT (hash) DO UPDATE SET revoked_at = excluded.revoked_at";
         upsert_invites = "INSERT INTO invites (code_hash, owner, expires_at, used_by, used_at) \
             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) \
@@ -529,6 +529,7 @@ fn member_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'
                 strs(x, |x| x.member.0.as_str()),
                 ints(x, |x| x.created_at.0),
                 opt_ints(x, |x| x.revoked_at.map(|t| t.0)),
+                opt_strs(x, |x| x.scopes.as_deref()),
             ],
         ));
     }

@@ -16,6 +16,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0005_documents", include_str!("../migrations/0005_documents.sql")),
     ("0006_market", include_str!("../migrations/0006_market.sql")),
     ("0007_blobs", include_str!("../migrations/0007_blobs.sql")),
+    ("0008_credential_scopes", include_str!("../migrations/0008_credential_scopes.sql")),
 ];
 
 /// The advisory lock key every node takes while migrating ("bazaar" then 1).

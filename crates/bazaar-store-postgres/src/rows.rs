@@ -12,9 +12,9 @@ use tokio_postgres::Row;
 
 pub const MEMBER_COLUMNS: &str = "id, kind, owner, handle, created_at";
 pub const HANDLE_COLUMNS: &str = "handle, member, retired, since";
-pub const CREDENTIAL_COLUMNS: &str = "hash, member, created_at, revoked_at";
+pub const CREDENTIAL_COLUMNS: &str = "hash, member, created_at, revoked_at, scopes";
 /// Columns in [`CREDENTIAL_COLUMNS`], the offset of what is joined after it.
-pub const CREDENTIAL_WIDTH: usize = 4;
+pub const CREDENTIAL_WIDTH: usize = 5;
 pub const INVITE_COLUMNS: &str = "code_hash, owner, expires_at, used_by, used_at";
 pub const ACCOUNT_COLUMNS: &str = "id, allow_negative, debits_posted, credits_posted, debits_pending";
 pub const BUDGET_COLUMNS: &str = "agent, per_call_max, per_day_max, total_max, spent_total, day, spent_day";
@@ -92,6 +92,7 @@ pub fn credential(r: &Row, o: usize) -> Result<Credential, StoreError> {
         member: MemberId(get(r, o + 1)?),
         created_at: ts(r, o + 2)?,
         revoked_at: ts_opt(r, o + 3)?,
+        scopes: get(r, o + 4)?,
     })
 }
 

@@ -27,6 +27,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0005_documents", include_str!("../migrations/0005_documents.sql")),
     ("0006_market", include_str!("../migrations/0006_market.sql")),
     ("0007_blobs", include_str!("../migrations/0007_blobs.sql")),
+    ("0008_credential_scopes", include_str!("../migrations/0008_credential_scopes.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
@@ -485,7 +486,7 @@ impl SqliteStore {
         let hash = hash.to_string();
         self.read(move |c| {
             c.prepare_cached(
-                "SELECT c.hash, c.member, c.created_at, c.revoked_at, m.id, m.kind, m.owner, m.handle, m.created_at
+                "SELECT c.hash, c.member, c.created_at, c.revoked_at, m.id, m.kind, m.owner, m.handle, m.created_at, c.scopes
                  FROM credentials c JOIN members m ON m.id = c.member WHERE c.hash = ?1",
             )?
             .query_row([hash], credential_and_member_row)

@@ -8,7 +8,7 @@ use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, Toke
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 pub const MEMBER_SELECT: &str = "SELECT id, kind, owner, handle, created_at FROM members";
-pub const CREDENTIAL_SELECT: &str = "SELECT hash, member, created_at, revoked_at FROM credentials";
+pub const CREDENTIAL_SELECT: &str = "SELECT hash, member, created_at, revoked_at, scopes FROM credentials";
 pub const ACCOUNT_SELECT: &str =
     "SELECT id, allow_negative, debits_posted, credits_posted, debits_pending FROM accounts";
 pub const BUDGET_SELECT: &str =
@@ -66,15 +66,21 @@ pub fn credential_and_member_row(r: &Row) -> rusqlite::Result<(Credential, Membe
         handle: r.get(7)?,
         created_at: ts(r, 8)?,
     };
-    Ok((credential_row(r)?, member))
+    Ok((Credential { scopes: r.get(9)?, ..credential_columns(r)? }, member))
 }
 
 pub fn credential_row(r: &Row) -> rusqlite::Result<Credential> {
+    Ok(Credential { scopes: r.get(4)?, ..credential_columns(r)? })
+}
+
+/// The first four columns of a credential (its scopes come from where the query put them).
+fn credential_columns(r: &Row) -> rusqlite::Result<Credential> {
     Ok(Credential {
         hash: r.get(0)?,
         member: MemberId(r.get(1)?),
         created_at: ts(r, 2)?,
         revoked_at: r.get::<_, Option<i64>>(3)?.map(Timestamp),
+        scopes: None,
     })
 }
 
@@ -366,8 +372,8 @@ fn write_members(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             .execute(params![h.handle, h.member.0, h.retired, h.since.0])?;
     }
     for x in &c.upsert_credentials {
-        conn.prepare_cached("INSERT INTO credentials VALUES (?1, ?2, ?3, ?4) ON CONFLICT (hash) DO UPDATE SET revoked_at = excluded.revoked_at")?
-            .execute(params![x.hash, x.member.0, x.created_at.0, x.revoked_at.map(|t| t.0)])?;
+        conn.prepare_cached("INSERT INTO credentials (hash, member, created_at, revoked_at, scopes) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (hash) DO UPDATE SET revoked_at = excluded.revoked_at")?
+            .execute(params![x.hash, x.member.0, x.created_at.0, x.revoked_at.map(|t| t.0), x.scopes])?;
     }
     for x in &c.upsert_invites {
         conn.prepare_cached(

@@ -218,6 +218,7 @@ type Case = fn(Fixture) -> BoxFuture<'static, ()>;
 pub const CASES: &[(&str, Case)] = &[
     ("identity_and_handles", |f| Box::pin(identity_and_handles(f))),
     ("invites_work_once", |f| Box::pin(invites_work_once(f))),
+    ("scoped_credentials_keep_their_scopes", |f| Box::pin(scoped_credentials_keep_their_scopes(f))),
     ("pay_settle_conserves", |f| Box::pin(pay_settle_conserves(f))),
     ("settle_exactly_once", |f| Box::pin(settle_exactly_once(f))),
     ("budget_ceilings", |f| Box::pin(budget_ceilings(f))),
@@ -345,7 +346,12 @@ async fn invites_work_once(f: Fixture) {
     assert!(f.store.authenticate("fresh").await.unwrap().unwrap().0.revoked_at.is_some());
     // The owner reissues: a new credential, the listed ones revoked; only the owner may.
     let reissue = |revoke: Vec<String>, new_hash: &str| {
-        Op::Identity(identity::Op::ReissueCredential { agent: a.clone(), revoke, new_hash: new_hash.into() })
+        Op::Identity(identity::Op::ReissueCredential {
+            agent: a.clone(),
+            revoke,
+            new_hash: new_hash.into(),
+            scopes: None,
+        })
     };
     assert_eq!(f.run(&agent, reissue(Vec::new(), "by-itself")).await.unwrap_err().code, Code::NotOwner);
     f.ok(&owner, reissue(vec!["fresh".into()], "reissued")).await;
@@ -355,6 +361,40 @@ async fn invites_work_once(f: Fixture) {
     assert!(all.contains(&(format!("cred-{a}"), false)) && all.contains(&("fresh".to_string(), false)));
     assert!(all.contains(&("reissued".to_string(), true)));
     assert!(f.store.credentials_of(&MemberId("did:key:znobody".into())).await.unwrap().is_empty());
+}
+
+/// A credential limited to scopes keeps them, through authentication and
+/// through rotation; one without scopes may do everything.
+async fn scoped_credentials_keep_their_scopes(f: Fixture) {
+    let owner = f.owner("olga").await;
+    f.ok(
+        &owner,
+        Op::Identity(identity::Op::IssueInvite { code_hash: "inv-1".into(), expires_at: f.clock.now_plus(60) }),
+    )
+    .await;
+    let a = MemberId("did:key:zAgentA".into());
+    let redeem = identity::Op::RedeemInvite {
+        code_hash: "inv-1".into(),
+        agent: a.clone(),
+        handle: "agent-a".into(),
+        credential_hash: format!("cred-{a}"),
+    };
+    f.ok(&f.stranger(&a), Op::Identity(redeem)).await;
+    let agent = f.store.member(&a).await.unwrap().unwrap();
+    let scoped = Op::Identity(identity::Op::ReissueCredential {
+        agent: a.clone(),
+        revoke: Vec::new(),
+        new_hash: "job-run".into(),
+        scopes: Some("jobs,read,talk".into()),
+    });
+    f.ok(&owner, scoped).await;
+    let (job_run, _) = f.store.authenticate("job-run").await.unwrap().unwrap();
+    assert_eq!((job_run.scopes.as_deref(), job_run.may_spend()), (Some("jobs,read,talk"), false));
+    assert!(f.store.authenticate(&format!("cred-{a}")).await.unwrap().unwrap().0.may_spend(), "unscoped: every scope");
+    let rotate = identity::Op::RotateCredential { old_hash: "job-run".into(), new_hash: "job-run-2".into() };
+    f.ok(&agent, Op::Identity(rotate)).await;
+    let rotated = f.store.credential("job-run-2").await.unwrap().unwrap();
+    assert_eq!(rotated.scopes.as_deref(), Some("jobs,read,talk"), "rotation keeps what the credential may do");
 }
 
 async fn pay_settle_conserves(f: Fixture) {

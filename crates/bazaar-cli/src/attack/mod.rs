@@ -142,6 +142,11 @@ pub const CATALOGUE: &[Attack] = &[
         run: |c| Box::pin(webhook_forgery(c)),
     },
     Attack {
+        name: "spend-with-non-paying-credential",
+        expect: Expect::Plane("credential_cannot_spend", 403),
+        run: |c| Box::pin(spend_without_pay(c)),
+    },
+    Attack {
         name: "relay-unnamed-worker-result",
         expect: Expect::Relay("restricted"),
         run: |c| Box::pin(market::unnamed_worker_result(c)),
@@ -640,6 +645,20 @@ async fn webhook_forgery(cast: &Cast) -> Result<Measured> {
         .unwrap_or_default();
         received(&captured, &captured.signature, forged_body.as_bytes(), now)
             .and_then(|_| received(&captured, &guessed, forged_body.as_bytes(), now))
+    })
+}
+
+async fn spend_without_pay(cast: &Cast) -> Result<Measured> {
+    // The owner hands its agent a job-run credential: jobs, read, talk — no `pay`.
+    let buyer = format!("buy-{}", cast.tag);
+    let job_run = cast.owner.issue_scoped_credential(&buyer, &["jobs", "read", "talk"]).await?;
+    let agent = cast.buyer.with_credential(job_run);
+    ensure!(agent.me().await.is_ok(), "the job-run credential still reads");
+    measured!(cast, "ask for a payment token with a credential issued without the pay scope", async {
+        agent
+            .issue_token(&cast.merchant_handle, PRICE_MINOR, "job-run-order", "https://shop/restock")
+            .await
+            .map(|a| a.body)
     })
 }
 

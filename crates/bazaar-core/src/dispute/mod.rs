@@ -74,6 +74,15 @@ pub enum Op {
 
 impl Op {
     /// A stable name, used in idempotency scopes and metrics.
+    /// Whether the command moves money: acts on a dispute (bonds, execution)
+    /// and stake; filing freezes a claim but moves nothing, and a desk is set up once.
+    pub fn moves_money(&self) -> bool {
+        match self {
+            Op::CreateDesk { .. } | Op::FileDispute { .. } => false,
+            Op::DisputeAct { .. } | Op::StakeLock { .. } | Op::StakeUnlock { .. } | Op::StakeWithdraw => true,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Op::CreateDesk { .. } => "create_desk",

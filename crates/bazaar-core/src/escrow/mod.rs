@@ -47,6 +47,14 @@ pub enum Op {
 
 impl Op {
     /// A stable name, used in idempotency scopes and metrics.
+    /// Whether the command moves money: funding a contract and every act on it
+    /// (accepting commits funds, delivering starts the clock on a release).
+    pub fn moves_money(&self) -> bool {
+        match self {
+            Op::CreateContract { .. } | Op::ContractAct { .. } => true,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Op::CreateContract { .. } => "create_contract",

@@ -57,6 +57,18 @@ pub enum Op {
 
 impl Op {
     /// A stable name, used in idempotency scopes and metrics.
+    /// Whether the command moves money: tokens and settlements across the corridor.
+    pub fn moves_money(&self) -> bool {
+        match self {
+            Op::AddPeer { .. }
+            | Op::RecordKey { .. }
+            | Op::RecordPassport { .. }
+            | Op::ImportPassport { .. }
+            | Op::EnrollGuest { .. } => false,
+            Op::IssueToken { .. } | Op::SettleRelayed { .. } | Op::RelayOpen { .. } | Op::RelayFinish { .. } => true,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Op::AddPeer { .. } => "add_peer",

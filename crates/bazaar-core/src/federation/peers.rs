@@ -235,6 +235,7 @@ impl Batch<'_> {
                 member: agent.clone(),
                 created_at: self.now,
                 revoked_at: None,
+                scopes: None,
             });
             let (id, handle, home) = (agent.clone(), existing.handle, home.clone());
             let added = events::GuestCredentialAdded { id, handle, home, returning: true };

@@ -46,6 +46,7 @@ impl Batch<'_> {
             member: operator.clone(),
             created_at: self.now,
             revoked_at: None,
+            scopes: None,
         });
         self.put_account(Account::new(AccountId::issuance(), true));
         self.put_account(Account::new(AccountId::fees(), false));
@@ -180,6 +181,7 @@ impl Batch<'_> {
             member: member.id.clone(),
             created_at: self.now,
             revoked_at: None,
+            scopes: None,
         });
         self.put_account(Account::new(AccountId::of_member(&member.id), false));
         let enrolled = Enrolled {
@@ -206,12 +208,15 @@ impl Batch<'_> {
         if self.snap.credentials.contains_key(new_hash) {
             return refuse(Code::InvalidRequest, "Credential collision; retry.");
         }
+        // The new credential may do exactly what the one it replaces could.
+        let scopes = old.scopes.clone();
         self.put_credential(Credential { revoked_at: Some(self.now), ..old });
         self.put_credential(Credential {
             hash: new_hash.into(),
             member: command.actor.id.clone(),
             created_at: self.now,
             revoked_at: None,
+            scopes,
         });
         self.emit(command, &events::CredentialRotated { member: command.actor.id.clone() });
         Ok(CredentialChanged { member: command.actor.id.clone() })
@@ -236,14 +241,15 @@ impl Batch<'_> {
         Ok(CredentialChanged { member: member.clone() })
     }
 
-    /// The agent's owner gives it a new credential (`new_hash`) and revokes
-    /// each of `revoke` still live; every one must be the agent's.
+    /// The agent's owner gives it a new credential (`new_hash`, limited to
+    /// `scopes` when given) and revokes each of `revoke` still live; every one
+    /// must be the agent's.
     pub(crate) fn reissue_credential(
         &mut self,
         command: &Caller<'_>,
         agent: &MemberId,
         revoke: &[String],
-        new_hash: &str,
+        (new_hash, scopes): (&str, Option<&str>),
     ) -> Result<CredentialChanged, Refusal> {
         let target = self.member(agent)?;
         if target.kind != MemberKind::Agent || target.owner.as_ref() != Some(&command.actor.id) {
@@ -268,6 +274,7 @@ impl Batch<'_> {
             member: agent.clone(),
             created_at: self.now,
             revoked_at: None,
+            scopes: scopes.map(str::to_string),
         });
         self.emit(command, &events::CredentialReissued { agent: agent.clone(), revoked });
         Ok(CredentialChanged { member: agent.clone() })

@@ -63,6 +63,8 @@ pub enum Op {
         agent: MemberId,
         revoke: Vec<String>,
         new_hash: String,
+        /// Canonical scopes (see `CREDENTIAL_SCOPES`); `None`: every scope.
+        scopes: Option<String>,
     },
     Rename {
         member: MemberId,
@@ -72,6 +74,20 @@ pub enum Op {
 
 impl Op {
     /// A stable name, used in idempotency scopes and metrics.
+    /// Whether the command moves money (a credential without `pay` may not send it). Identity never does.
+    pub fn moves_money(&self) -> bool {
+        match self {
+            Op::Bootstrap { .. }
+            | Op::CreateOwner { .. }
+            | Op::IssueInvite { .. }
+            | Op::RedeemInvite { .. }
+            | Op::RotateCredential { .. }
+            | Op::RevokeCredential { .. }
+            | Op::ReissueCredential { .. }
+            | Op::Rename { .. } => false,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Op::Bootstrap { .. } => "bootstrap",
@@ -115,7 +131,7 @@ impl Op {
                 keys.members.insert(member.clone());
                 keys.credentials.insert(hash.clone());
             }
-            Op::ReissueCredential { agent, revoke, new_hash } => {
+            Op::ReissueCredential { agent, revoke, new_hash, .. } => {
                 keys.members.insert(agent.clone());
                 keys.credentials.extend(revoke.iter().cloned());
                 keys.credentials.insert(new_hash.clone());
@@ -141,8 +157,8 @@ impl Op {
             }
             Op::RotateCredential { old_hash, new_hash } => batch.rotate_credential(caller, old_hash, new_hash)?.into(),
             Op::RevokeCredential { member, hash } => batch.revoke_credential(caller, member, hash)?.into(),
-            Op::ReissueCredential { agent, revoke, new_hash } => {
-                batch.reissue_credential(caller, agent, revoke, new_hash)?.into()
+            Op::ReissueCredential { agent, revoke, new_hash, scopes } => {
+                batch.reissue_credential(caller, agent, revoke, (new_hash, scopes.as_deref()))?.into()
             }
             Op::Rename { member, handle } => batch.rename(caller, member, handle)?.into(),
         })

@@ -76,6 +76,20 @@ pub struct Credential {
     pub member: MemberId,
     pub created_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
+    /// What the credential may do, canonical (`jobs,read,talk`: sorted, comma-joined);
+    /// `None` is every scope, as every credential before scopes.
+    pub scopes: Option<String>,
+}
+
+/// The scopes an owner may give an agent's credential. `pay` is the one
+/// that moves money: without it every money-moving command is refused.
+pub const CREDENTIAL_SCOPES: &[&str] = &["jobs", "pay", "read", "talk"];
+
+impl Credential {
+    /// Whether this credential may move money.
+    pub fn may_spend(&self) -> bool {
+        self.scopes.as_deref().is_none_or(|scopes| scopes.split(',').any(|s| s == "pay"))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -84,6 +84,20 @@ pub enum Op {
 
 impl Op {
     /// A stable name, used in idempotency scopes and metrics.
+    /// Whether the command moves money: orders (one authorization), their
+    /// decisions, proofs that pay a maker, cancellations that refund; listing,
+    /// asking and offering move nothing.
+    pub fn moves_money(&self) -> bool {
+        match self {
+            Op::PutListing { .. }
+            | Op::CreateRfq { .. }
+            | Op::MakeOffer { .. }
+            | Op::CloseRfq { .. }
+            | Op::SetOrderPolicy { .. } => false,
+            Op::CreateOrder { .. } | Op::DecideOrder { .. } | Op::ProveShipment { .. } | Op::CancelShare { .. } => true,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Op::PutListing { .. } => "put_listing",

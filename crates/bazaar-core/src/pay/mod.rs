@@ -71,6 +71,21 @@ pub enum Op {
 
 impl Op {
     /// A stable name, used in idempotency scopes and metrics.
+    /// Whether the command moves money (a credential without `pay` may not send it):
+    /// every one of pay's does — a budget authorises spending, a token holds, a
+    /// settlement pays, a void or expiry releases a hold.
+    pub fn moves_money(&self) -> bool {
+        match self {
+            Op::SetBudget { .. }
+            | Op::Mint { .. }
+            | Op::Fund { .. }
+            | Op::IssueToken { .. }
+            | Op::Settle { .. }
+            | Op::VoidToken { .. }
+            | Op::ExpireHold { .. } => true,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Op::SetBudget { .. } => "set_budget",

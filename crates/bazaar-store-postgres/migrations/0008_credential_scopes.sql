@@ -1,0 +1,2 @@
+-- A credential's scopes (canonical, comma-joined); NULL is every scope, as every credential before scopes.
+ALTER TABLE credentials ADD COLUMN scopes TEXT;
