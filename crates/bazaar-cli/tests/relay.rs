@@ -115,8 +115,22 @@ async fn workers_enroll_and_are_reviewed_from_the_command_line() {
     let mut server = serve(&["--data-dir".into(), dir.display().to_string()], port);
     let path = |name: &str| dir.join(name).display().to_string();
     let worker = common::bazaar_json(&["jobs", "key", "--out", &path("worker.key")], &[]);
-    common::bazaar_json(&["keygen", "--out", &path("agent.key")], &[]);
+    // The worker's agent, enrolled at the registry under its owner; and a stranger owner.
+    let registry = format!("http://127.0.0.1:{port}");
+    let operator_credential = std::fs::read_to_string(dir.join("operator-credential")).unwrap();
+    let operator = bazaar_sdk::Client::new(&registry, Some(operator_credential));
+    let agent_key = bazaar_sdk::generate_key();
+    std::fs::write(dir.join("agent.key"), hex::encode(agent_key.to_bytes())).unwrap();
+    let (owner, _) =
+        bazaar_cli::story::enroll_pair_with_key(&operator, "w-owner", "w-agent", &agent_key).await.unwrap();
+    bazaar_cli::story::enroll_pair(&operator, "s-owner", "s-agent").await.unwrap();
+    let owner_credential = owner.credential().unwrap().to_string();
     let env = [("BAZAAR_RELAY", url.as_str())];
+    let with_registry = [
+        ("BAZAAR_RELAY", url.as_str()),
+        ("BAZAAR_REGISTRY", registry.as_str()),
+        ("BAZAAR_CREDENTIAL", owner_credential.as_str()),
+    ];
     let enrolled = common::bazaar_json(
         &["worker", "enroll", "--key-file", &path("worker.key"), "--identity-key", &path("agent.key")],
         &env,
@@ -130,34 +144,42 @@ async fn workers_enroll_and_are_reviewed_from_the_command_line() {
     let binding = bazaar_cli::market::identity::check(&record).unwrap();
     assert_eq!(binding.did, enrolled["did"].as_str().unwrap());
 
-    let manifest = |tool: &str| {
-        let file = dir.join(format!("manifest-{tool}.json"));
+    let manifest = |tool: &str, reward: &str| {
+        let file = dir.join(format!("manifest-{tool}-{reward}.json"));
         let body = serde_json::json!({"runtime": "bazaar-worker/0.1", "model": "fixture", "tools": [tool],
-            "credentials": ["PATH"], "reward_destination": "acct:owner", "reports_usage": true});
+            "credentials": ["PATH"], "reward_destination": reward, "reports_usage": true});
         std::fs::write(&file, body.to_string()).unwrap();
         file.display().to_string()
     };
-    let admitted = common::bazaar_json(
-        &["worker", "review", "--key-file", &path("worker.key"), "--manifest", &manifest("sh")],
-        &env,
-    );
-    assert_eq!(admitted["admitted"], true, "{admitted}");
-    let blocked = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args([
-            "--json",
-            "worker",
-            "review",
-            "--key-file",
-            &path("worker.key"),
-            "--manifest",
-            &manifest("no-such-tool-zq"),
-        ])
-        .env("BAZAAR_RELAY", &url)
-        .output()
-        .unwrap();
-    assert_eq!(blocked.status.code(), Some(1));
-    let answer: Value = serde_json::from_slice(&blocked.stdout).unwrap();
-    assert_eq!(answer["preflight"]["missing_tools"], serde_json::json!(["no-such-tool-zq"]));
+    let review = |tool: &str, reward: &str, env: &[(&str, &str)]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+            .args([
+                "--json",
+                "worker",
+                "review",
+                "--key-file",
+                &path("worker.key"),
+                "--manifest",
+                &manifest(tool, reward),
+            ])
+            .env_remove("BAZAAR_REGISTRY")
+            .env_remove("BAZAAR_CREDENTIAL")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (output.status.code(), serde_json::from_slice::<Value>(&output.stdout).unwrap_or(Value::Null))
+    };
+    let (code, admitted) = review("sh", "w-owner", &with_registry);
+    assert_eq!((code, admitted["admitted"].as_bool()), (Some(0), Some(true)), "{admitted}");
+    let (code, blocked) = review("no-such-tool-zq", "w-owner", &with_registry);
+    assert_eq!(code, Some(1));
+    assert_eq!(blocked["preflight"]["missing_tools"], serde_json::json!(["no-such-tool-zq"]));
+    let (code, foreign) = review("sh", "s-owner", &with_registry);
+    assert_eq!(code, Some(1), "another owner's account is no reward destination: {foreign}");
+    assert!(foreign["preflight"]["problems"][0].as_str().unwrap().contains("not an account the worker's owner holds"));
+    let (code, unchecked) = review("sh", "w-owner", &env);
+    assert_eq!(code, Some(1), "a destination nobody checked admits nothing: {unchecked}");
+    assert!(unchecked["preflight"]["problems"][0].as_str().unwrap().contains("not checked"));
     server.kill().unwrap();
     server.wait().unwrap();
 }

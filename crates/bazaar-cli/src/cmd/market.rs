@@ -56,6 +56,12 @@ pub enum WorkerCmd {
         /// The worker's manifest (JSON: runtime, model, tools, credentials, reward_destination, reports_usage).
         #[arg(long)]
         manifest: PathBuf,
+        /// The registry the worker's agent is enrolled at, to check that its owner holds the reward destination.
+        #[arg(long, env = "BAZAAR_REGISTRY")]
+        registry: Option<String>,
+        /// A credential of the worker's owner (or agent) at that registry.
+        #[arg(long, env = "BAZAAR_CREDENTIAL", hide_env_values = true)]
+        credential: Option<String>,
     },
     /// Take directed jobs from accepted askers, one at a time, until stopped.
     Run(RunArgs),
@@ -235,9 +241,13 @@ async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
             );
             Ok(0)
         }
-        WorkerCmd::Review { relay, key_file, manifest: path } => {
+        WorkerCmd::Review { relay, key_file, manifest: path, registry, credential } => {
             let (signer, manifest) = (read_signer(&key_file)?, manifest(&path)?);
-            let found = preflight(&manifest, &on_path, &|name| std::env::var_os(name).is_some());
+            let mut found = preflight(&manifest, &on_path, &|name| std::env::var_os(name).is_some());
+            let at_registry = registry.zip(credential);
+            if let Some(problem) = reward_problem(&relay.relay, &signer, &manifest, at_registry).await? {
+                found.problems.push(problem);
+            }
             let at = after_latest(&relay.relay, REVIEW, &signer).await?;
             let record = review_event(&signer, &manifest, &found, at);
             publish(&relay.relay, &record).await?;
@@ -326,6 +336,48 @@ fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
         role,
         state_dir: args.state_dir,
     })
+}
+
+/// Why the reward destination cannot be admitted, if it cannot: it must be an
+/// account the worker's owner holds — the owner itself or one of its agents —
+/// as the registry the worker is enrolled at says.
+async fn reward_problem(
+    relay: &str,
+    worker: &Signer,
+    manifest: &Manifest,
+    registry: Option<(String, String)>,
+) -> Result<Option<String>> {
+    let Some((registry, credential)) = registry else {
+        return Ok(Some("the reward destination was not checked: give --registry and a credential (BAZAAR_REGISTRY, BAZAAR_CREDENTIAL)".into()));
+    };
+    let filter = bazaar_relay::Filter {
+        kinds: Some(vec![ENROLLMENT]),
+        authors: Some(vec![worker.public_key()]),
+        ..Default::default()
+    };
+    let enrolled = RelayClient::connect(relay).await?.fetch(&[filter]).await?;
+    let Some(binding) = enrolled.first().and_then(|record| identity::check(record).ok()) else {
+        return Ok(Some("the worker is not enrolled: run `bazaar worker enroll` first".into()));
+    };
+    let client = bazaar_sdk::Client::new(&registry, Some(credential));
+    let agent =
+        client.member(&binding.did).await.with_context(|| format!("looking up {} at {registry}", binding.did))?;
+    let owner = agent["owner"].as_str().unwrap_or_default().to_string();
+    let destination = match client.member(&manifest.reward_destination).await {
+        Ok(member) => member,
+        Err(_) => {
+            return Ok(Some(format!(
+                "the reward destination {} is not a member of {registry}",
+                manifest.reward_destination
+            )))
+        }
+    };
+    let holds = !owner.is_empty()
+        && (destination["id"].as_str() == Some(owner.as_str())
+            || destination["owner"].as_str() == Some(owner.as_str()));
+    Ok((!holds).then(|| {
+        format!("the reward destination {} is not an account the worker's owner holds", manifest.reward_destination)
+    }))
 }
 
 /// Now, or just after this worker's latest record of `kind` if that is not
