@@ -104,6 +104,19 @@ fn directed_job_and_a_restarted_asker(dir: &Path, store: &[String]) {
     server.wait().unwrap();
 }
 
+/// The worker's agent `w-agent` (its key in `<dir>/agent.key`) enrolled at the
+/// registry under `w-owner`, and a stranger owner `s-owner`; `w-owner`'s credential.
+async fn registered_agent(registry: &str, dir: &Path) -> String {
+    let operator_credential = std::fs::read_to_string(dir.join("operator-credential")).unwrap();
+    let operator = bazaar_sdk::Client::new(registry, Some(operator_credential));
+    let agent_key = bazaar_sdk::generate_key();
+    std::fs::write(dir.join("agent.key"), hex::encode(agent_key.to_bytes())).unwrap();
+    let (owner, _) =
+        bazaar_cli::story::enroll_pair_with_key(&operator, "w-owner", "w-agent", &agent_key).await.unwrap();
+    bazaar_cli::story::enroll_pair(&operator, "s-owner", "s-agent").await.unwrap();
+    owner.credential().unwrap().to_string()
+}
+
 /// `bazaar worker enroll` publishes a record both keys signed (checked back
 /// with did:key); `bazaar worker review` admits a manifest whose tools and
 /// credentials are present and blocks one that misses a tool, exiting 1.
@@ -115,16 +128,8 @@ async fn workers_enroll_and_are_reviewed_from_the_command_line() {
     let mut server = serve(&["--data-dir".into(), dir.display().to_string()], port);
     let path = |name: &str| dir.join(name).display().to_string();
     let worker = common::bazaar_json(&["jobs", "key", "--out", &path("worker.key")], &[]);
-    // The worker's agent, enrolled at the registry under its owner; and a stranger owner.
     let registry = format!("http://127.0.0.1:{port}");
-    let operator_credential = std::fs::read_to_string(dir.join("operator-credential")).unwrap();
-    let operator = bazaar_sdk::Client::new(&registry, Some(operator_credential));
-    let agent_key = bazaar_sdk::generate_key();
-    std::fs::write(dir.join("agent.key"), hex::encode(agent_key.to_bytes())).unwrap();
-    let (owner, _) =
-        bazaar_cli::story::enroll_pair_with_key(&operator, "w-owner", "w-agent", &agent_key).await.unwrap();
-    bazaar_cli::story::enroll_pair(&operator, "s-owner", "s-agent").await.unwrap();
-    let owner_credential = owner.credential().unwrap().to_string();
+    let owner_credential = registered_agent(&registry, &dir).await;
     let env = [("BAZAAR_RELAY", url.as_str())];
     let with_registry = [
         ("BAZAAR_RELAY", url.as_str()),
