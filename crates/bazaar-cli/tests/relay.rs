@@ -224,3 +224,54 @@ fn the_owner_reconciles_an_unknown_cost_from_the_command_line() {
     assert!(cleared["pending"].is_null());
     assert_eq!(cleared["remaining_today"], "4.7");
 }
+
+/// `bazaar worker run` as a process: a reviewed specialist with a daily
+/// allowance takes a permitted coordinator's directed job, runs its engine,
+/// hosts the artifact and answers; its allowance file records the usage.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_process_answers_a_directed_job() {
+    use bazaar_relay::jobs::{request_tags, JOB_REQUEST};
+    let dir = common::fresh_dir("bazaar-worker-run");
+    let port = common::free_port();
+    let url = format!("ws://127.0.0.1:{port}/relay");
+    let _server = serve(&["--data-dir".into(), dir.display().to_string()], port);
+    let path = |name: &str| dir.join(name).display().to_string();
+    common::bazaar_json(&["jobs", "key", "--out", &path("worker.key")], &[]);
+    let manifest = dir.join("manifest.json");
+    let body = serde_json::json!({"runtime": "bazaar-worker/0.1", "model": "fixture", "tools": ["sh"],
+        "credentials": [], "reward_destination": "acct:owner", "reports_usage": true});
+    std::fs::write(&manifest, body.to_string()).unwrap();
+    // A passed review, published directly (the CLI's review also checks the reward destination at a registry).
+    let worker =
+        bazaar_relay::Signer::from_secret_hex(&std::fs::read_to_string(dir.join("worker.key")).unwrap()).unwrap();
+    let passed = bazaar_relay::market::review::review_event(
+        &worker,
+        &serde_json::from_value(body).unwrap(),
+        &Default::default(),
+        bazaar_cli::runtime::unix_now(),
+    );
+    let mut client = bazaar_cli::relay_client::RelayClient::connect(&url).await.unwrap();
+    assert!(client.publish(&passed).await.unwrap().0);
+    let coordinator = bazaar_relay::Signer::generate(&bazaar_server::OsEntropy);
+    let mut process = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["worker", "run", "--relay", &url, "--key-file", &path("worker.key"), "--manifest"])
+        .arg(&manifest)
+        .args(["--accept-from", &coordinator.public_key().to_hex(), "--state-dir", &path("state")])
+        .args(["--engine", "cat; echo 'usage: 0.002 USD' >&2", "--artifact-dir", &path("artifacts")])
+        .args(["--artifact-url", "https://files.example/a", "--daily-allowance", "1.00"])
+        .env("BAZAAR_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let tags = request_tags("script-delivery/v1", false, &[worker.public_key()], "the text");
+    let job = coordinator.sign(bazaar_cli::runtime::unix_now(), JOB_REQUEST, tags, "");
+    assert!(client.publish(&job).await.unwrap().0);
+    let view = bazaar_cli::relay_client::follow_task(&url, &job.id, 20).await.unwrap();
+    process.kill().unwrap();
+    process.wait().unwrap();
+    assert_eq!(view.successful_answers, 1, "{view:?}");
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"the text"));
+    assert_eq!(std::fs::read_to_string(dir.join("artifacts").join(format!("{sha}.txt"))).unwrap(), "the text");
+    let meter = bazaar_cli::market::worker::Meter::inspect(&dir.join("state")).unwrap();
+    assert_eq!(meter.state.spent, 2_000, "the engine's reported usage, in millionths");
+}
