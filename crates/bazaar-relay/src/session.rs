@@ -85,14 +85,6 @@ impl Session {
         }
     }
 
-    /// Answers one text frame, publishing an event before it answers.
-    pub async fn handle(&mut self, relay: &Relay, text: &str) -> Vec<String> {
-        match self.take(relay, text).await {
-            Work::Reply(frames) => frames,
-            Work::Publish(publish) => vec![publish.run(relay).await],
-        }
-    }
-
     /// What one text frame asks: frames to answer now, or an event to
     /// publish, which the caller may run beside the connection's next frames
     /// (a pipelining client then has several events in one group commit).
@@ -214,6 +206,35 @@ mod tests {
 
     /// A connection may publish its budget at once, is refused beyond it
     /// (`rate-limited:`), and earns it back at the advertised rate.
+    fn live(kind: u16, expires_at: Option<u64>) -> Live {
+        let tags = expires_at.map(|at| vec![crate::event::tag(&["expiration", &at.to_string()])]).unwrap_or_default();
+        let event = crate::event::Signer::generate(&bazaar_types::SeededEntropy::new(1)).sign(100, kind, tags, "x");
+        let json = event.to_json();
+        Live { event, json }
+    }
+
+    /// Live events reach each matching subscription once, never an expired
+    /// one; a connection that fell behind has every subscription closed with
+    /// an `error:` reason, never silently thinned.
+    #[test]
+    fn live_events_match_subscriptions_and_lag_closes_them() {
+        let mut session = Session::new("c".into());
+        let notes = Filter { kinds: Some(vec![1]), ..Filter::default() };
+        session.subscriptions.insert("notes".into(), vec![notes.clone(), notes]);
+        session.subscriptions.insert("jobs".into(), vec![Filter { kinds: Some(vec![5905]), ..Filter::default() }]);
+        let sent = session.live(&live(1, None), 100);
+        assert_eq!(sent.len(), 1, "one frame per matching subscription: {sent:?}");
+        assert!(sent[0].starts_with("[\"EVENT\",\"notes\","));
+        assert!(session.live(&live(1, Some(150)), 200).is_empty(), "expired: never sent");
+        let closed = session.lagged(7);
+        assert_eq!(closed.len(), 2);
+        assert!(closed
+            .iter()
+            .all(|frame| frame.starts_with("[\"CLOSED\"")
+                && frame.contains("error: this connection fell 7 events behind")));
+        assert!(!session.has_subscriptions());
+    }
+
     #[test]
     fn the_publish_budget_refills_at_its_rate() {
         let start = Instant::now();

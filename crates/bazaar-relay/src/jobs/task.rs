@@ -68,19 +68,17 @@ pub struct TaskView {
     pub ignored: usize,
 }
 
-/// The one `REQ` that reads a task: the request by id, and every result
-/// (any request kind + 1000) and feedback event naming it.
+/// The one `REQ` that reads a task: the request by id, and every event naming
+/// it (`derive` keeps the results and feedback among them and ignores the rest,
+/// such as a handoff naming it as its parent or a verdict label).
 pub fn task_filters(task: &EventId) -> Vec<Filter> {
-    let naming = |kinds: Vec<u16>| Filter {
-        kinds: Some(kinds),
-        tags: vec![('e', vec![task.to_hex()])],
-        limit: Some(crate::limits::QUERY_LIMIT_MAX as u64),
-        ..Filter::default()
-    };
     vec![
         Filter { ids: Some(vec![*task]), ..Filter::default() },
-        naming((6_000..=6_999).collect()),
-        naming(vec![JOB_FEEDBACK]),
+        Filter {
+            tags: vec![('e', vec![task.to_hex()])],
+            limit: Some(crate::limits::QUERY_LIMIT_MAX as u64),
+            ..Filter::default()
+        },
     ]
 }
 
