@@ -133,6 +133,17 @@ impl RelayClient {
 
 /// Reads the task (and, for `wait_s > 0`, follows it live until answered or the wait ends).
 pub async fn follow_task(url: &str, task: &Hex32, wait_s: u64) -> Result<TaskView> {
+    follow_task_until(url, task, wait_s, &|view| view.state == TaskState::Answered).await
+}
+
+/// Reads the task, then follows it on the same subscription until `done`
+/// says so or `wait_s` ends: one connection, no polling.
+pub async fn follow_task_until(
+    url: &str,
+    task: &Hex32,
+    wait_s: u64,
+    done: &(dyn Fn(&TaskView) -> bool + Sync),
+) -> Result<TaskView> {
     let task = *task;
     let task_id = task.to_hex();
     let mut client = RelayClient::connect(url).await?;
@@ -156,7 +167,7 @@ pub async fn follow_task(url: &str, task: &Hex32, wait_s: u64) -> Result<TaskVie
         )
     })?;
     let until = tokio::time::Instant::now() + Duration::from_secs(wait_s);
-    while derive(&request, &events).state != TaskState::Answered {
+    while !done(&derive(&request, &events)) {
         let left = until.saturating_duration_since(tokio::time::Instant::now());
         match client.next(sub, left).await? {
             None => break,

@@ -120,7 +120,7 @@ async fn start_relay(
 }
 
 /// The relay's WebSocket URL: on its own port when given, else `/relay` under the registry's URL.
-fn relay_url(public_url: &str, relay_port: Option<u16>) -> String {
+pub fn relay_url(public_url: &str, relay_port: Option<u16>) -> String {
     let ws = public_url.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1);
     let base = ws.trim_end_matches('/');
     match relay_port {
@@ -295,4 +295,17 @@ pub fn read_key(path: &Path) -> Result<ed25519_dalek::SigningKey> {
     let seed: [u8; 32] =
         bytes.try_into().map_err(|_| anyhow::anyhow!("{} does not hold a 32-byte hex secret key", path.display()))?;
     Ok(ed25519_dalek::SigningKey::from_bytes(&seed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_relay_url_follows_the_public_url_and_its_own_port() {
+        assert_eq!(relay_url("http://127.0.0.1:8080", None), "ws://127.0.0.1:8080/relay");
+        assert_eq!(relay_url("https://bazaar.example/", None), "wss://bazaar.example/relay");
+        assert_eq!(relay_url("https://bazaar.example:8443/base", Some(7447)), "wss://bazaar.example:7447/");
+        assert_eq!(relay_url("http://127.0.0.1:8080", Some(7447)), "ws://127.0.0.1:7447/");
+    }
 }

@@ -77,7 +77,7 @@ async fn embedded_on_clock(
     local.state.attach_conversation(Arc::new(plane));
     // And the labor market's relay, on its own file too.
     let relay_store = bazaar_relay::sqlite::SqliteEventStore::open(&dir.join(crate::runtime::RELAY_FILE))?;
-    let relay_url = format!("{}{}", local.url.replacen("http://", "ws://", 1), bazaar_server::relay::RELAY_PATH);
+    let relay_url = crate::runtime::relay_url(&local.url, None);
     let relay = bazaar_relay::Relay::start(
         Arc::new(relay_store),
         local.clock.clone(),

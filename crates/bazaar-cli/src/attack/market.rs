@@ -17,7 +17,7 @@ use crate::market::fetch::{fetch, FetchError, FetchPolicy, FixedResolver};
 use crate::relay_client::RelayClient;
 
 fn relay_url(cast: &Cast) -> String {
-    format!("{}/relay", cast.registry.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1))
+    crate::runtime::relay_url(&cast.registry, None)
 }
 
 fn signer() -> Signer {

@@ -71,7 +71,7 @@ fn validator(relay: &str, key: &str, artifacts: &str, allow: bool, db: &Path) ->
 
 pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)) -> Result<LaborReport> {
     say("\n— the labor market: a brief, a coordinator, a specialist, a validator —".into());
-    let relay = format!("{}/relay", local.url.replacen("http://", "ws://", 1));
+    let relay = crate::runtime::relay_url(&local.url, None);
     let artifact_dir = dir.join("artifacts");
     std::fs::create_dir_all(&artifact_dir)?;
     let files = axum::Router::new().fallback_service(tower_http_free_serve(artifact_dir.clone()));

@@ -22,10 +22,7 @@ use sha2::{Digest, Sha256};
 
 use super::fetch::fetch;
 use super::validator::Validator;
-use crate::relay_client::{follow_task, RelayClient};
-
-/// How often a contest looks for answers while it waits, in milliseconds.
-const POLL_MS: u64 = 200;
+use crate::relay_client::{follow_task_until, RelayClient};
 
 /// One worker's contest outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -84,16 +81,16 @@ impl Validator {
         if !accepted {
             bail!("the relay refused the contest: {message}");
         }
-        let view = collect(&self.relay, &job, workers.len(), wait).await?;
+        let all_answered =
+            |view: &TaskView| workers.iter().all(|worker| view.answers.iter().any(|answer| answer.worker == *worker));
+        let view = follow_task_until(&self.relay, &job.id, wait.as_secs(), &all_answered).await?;
         let mut entrants = Vec::new();
         for worker in workers {
             let Some(answer) = view.answers.iter().find(|a| a.worker == *worker) else { continue };
-            let result = client
-                .fetch(&[Filter { ids: Some(vec![answer.id]), ..Filter::default() }])
-                .await?
-                .pop()
-                .context("the answer")?;
-            entrants.push((result, self.text_of(answer.id).await));
+            let found = client.fetch(&[Filter { ids: Some(vec![answer.id]), ..Filter::default() }]).await?;
+            let result = found.into_iter().next().context("the answer's event")?;
+            let text = self.text_of(&result).await;
+            entrants.push((result, text));
         }
         let texts: Vec<String> = entrants.iter().filter_map(|(_, text)| text.as_ref().ok().cloned()).collect();
         let mut graded = judge_contest(prompt, &texts, judge).into_iter();
@@ -109,14 +106,8 @@ impl Validator {
     }
 
     /// An answer's text: its signed artifact, fetched and hash-checked, or the assessment it gets instead.
-    async fn text_of(&self, answer: bazaar_relay::Hex32) -> std::result::Result<String, Assessment> {
-        let mut client = RelayClient::connect(&self.relay).await.map_err(|e| Assessment::unassessed(e.to_string()))?;
-        let found = client.fetch(&[Filter { ids: Some(vec![answer]), ..Filter::default() }]).await;
-        let result = found
-            .ok()
-            .and_then(|mut f| f.pop())
-            .ok_or_else(|| Assessment::unassessed("evidence unavailable: the answer is not on the relay"))?;
-        let artifact = artifact_of(&result)
+    async fn text_of(&self, result: &Event) -> std::result::Result<String, Assessment> {
+        let artifact = artifact_of(result)
             .ok_or_else(|| Assessment::rejected("invalid signed evidence: the answer carries no artifact"))?;
         let bytes = fetch(&self.policy, &artifact.url)
             .await
@@ -155,19 +146,6 @@ impl Validator {
             tracing::warn!(%message, "the relay refused a contest label; it is recorded locally");
         }
         Ok(ContestRecorded { worker: result.pubkey.to_hex(), verdict_id: verdict.id.to_hex(), assessment })
-    }
-}
-
-/// Waits until every named worker answered, or the wait ends.
-async fn collect(relay: &str, job: &Event, workers: usize, wait: Duration) -> Result<TaskView> {
-    let deadline = tokio::time::Instant::now() + wait;
-    loop {
-        let view = follow_task(relay, &job.id, 0).await?;
-        let answered: std::collections::HashSet<_> = view.answers.iter().map(|a| a.worker).collect();
-        if answered.len() >= workers || tokio::time::Instant::now() >= deadline {
-            return Ok(view);
-        }
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
 

@@ -217,25 +217,35 @@ async fn work(client: &mut RelayClient, config: &WorkerConfig, job: &Event, mete
     if saved(&config.state_dir, "failed", job).exists() || request.expires_at.is_some_and(|at| at <= now()) {
         return Ok(());
     }
-    let task = job.id.to_hex();
-    if let (Some(meter), Role::Specialist { .. }) = (meter.as_deref(), &config.role) {
-        let mut state = meter.state.clone();
-        if let Err(refused) = state.reserve(&task, now()) {
+    let mut meter = meter;
+    if let (Some(meter), Role::Specialist { .. }) = (meter.as_deref_mut(), &config.role) {
+        // The reservation is made before the claim and kept by the run; a
+        // crash before the model starts drops it at the next start.
+        if let Err(refused) = meter.state.reserve(&job.id.to_hex(), now()) {
             // Not taken: nothing is saved as failed, so it can be taken once the allowance allows.
             return publish(client, &feedback(config, job, "error", &format!("declined: {refused}"), vec![])).await;
         }
+        meter.save()?;
     }
-    publish(client, &feedback(config, job, "processing", "claim", vec![])).await?;
-    let answer = match &config.role {
-        Role::Specialist { engine, artifact_dir, artifact_url } => {
-            let place = (artifact_dir, artifact_url);
-            specialist(client, config, job, &request, (engine, meter), place).await?
+    let answer = async {
+        publish(client, &feedback(config, job, "processing", "claim", vec![])).await?;
+        match &config.role {
+            Role::Specialist { engine, artifact_dir, artifact_url } => {
+                let place = (artifact_dir, artifact_url);
+                specialist(client, config, job, &request, (engine, meter.as_deref_mut()), place).await
+            }
+            Role::Coordinator { specialist, handoff_wait } => {
+                coordinator(client, config, job, &request, *specialist, *handoff_wait).await
+            }
         }
-        Role::Coordinator { specialist, handoff_wait } => {
-            coordinator(client, config, job, &request, *specialist, *handoff_wait).await?
-        }
-    };
-    match answer {
+    }
+    .await;
+    if let Some(meter) = meter {
+        // A task that ended (by error) before its model started releases its reservation at once.
+        meter.state.fail(&job.id.to_hex());
+        meter.save()?;
+    }
+    match answer? {
         Ok(result) => {
             save(&saved(&config.state_dir, "answered", job), &result)?;
             publish(client, &result).await
@@ -301,7 +311,7 @@ async fn metered_run(
     let Some(meter) = meter else {
         return Ok(engine.run(input, &mut |_| true).await.map_err(|failure| (describe(&failure), usage_of(&failure))));
     };
-    meter.state.reserve(task, now()).map_err(|refused| anyhow::anyhow!("{refused}"))?;
+    // Reserved by `work` before the claim.
     meter.state.model_started(task);
     meter.save()?;
     let outcome = engine
