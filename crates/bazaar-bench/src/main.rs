@@ -314,9 +314,7 @@ async fn bench(args: &RunArgs, scratch: &Scratch) -> Result<Report> {
     let report = Report::new(command, settings, reports);
     println!("{}", report.markdown());
     if let Some(path) = &args.out {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        bazaar_bench::report::write_json(path, &report)?;
     }
     Ok(report)
 }

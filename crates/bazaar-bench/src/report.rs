@@ -238,6 +238,15 @@ fn one_line(text: &str) -> String {
     }
 }
 
+/// Writes a report as pretty JSON to `path` (the `--out` of every command) and says so on stderr.
+pub fn write_json(path: &std::path::Path, report: &impl Serialize) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::write(path, serde_json::to_string_pretty(report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

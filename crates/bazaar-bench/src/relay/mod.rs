@@ -195,9 +195,7 @@ async fn bench(args: &RelayArgs, root: &Path) -> Result<RelayReport> {
     let report = RelayReport::new(args, &corpus, targets);
     println!("{}", report.markdown());
     if let Some(path) = &args.out {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        crate::report::write_json(path, &report)?;
     }
     Ok(report)
 }
