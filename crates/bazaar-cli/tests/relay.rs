@@ -275,3 +275,37 @@ async fn a_worker_process_answers_a_directed_job() {
     let meter = bazaar_cli::market::worker::Meter::inspect(&dir.join("state")).unwrap();
     assert_eq!(meter.state.spent, 2_000, "the engine's reported usage, in millionths");
 }
+
+/// `--relay-port`: the relay also answers on its own port, at `/` and at
+/// `/relay`, with the same store and the same NIP-11 document.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_relay_answers_on_its_own_port_too() {
+    let dir = common::fresh_dir("bazaar-relay-port");
+    let (port, relay_port) = (common::free_port(), common::free_port());
+    let _server =
+        serve(&["--data-dir".into(), dir.display().to_string(), "--relay-port".into(), relay_port.to_string()], port);
+    let note = bazaar_relay::Signer::generate(&bazaar_server::OsEntropy).sign(
+        bazaar_cli::runtime::unix_now(),
+        1,
+        vec![],
+        "own port",
+    );
+    let own = format!("ws://127.0.0.1:{relay_port}/");
+    let mut client = bazaar_cli::relay_client::RelayClient::connect(&own).await.unwrap();
+    assert!(client.publish(&note).await.unwrap().0);
+    let by_id = bazaar_relay::Filter { ids: Some(vec![note.id]), ..Default::default() };
+    for url in [format!("ws://127.0.0.1:{relay_port}/relay"), format!("ws://127.0.0.1:{port}/relay")] {
+        let mut reader = bazaar_cli::relay_client::RelayClient::connect(&url).await.unwrap();
+        assert_eq!(reader.fetch(std::slice::from_ref(&by_id)).await.unwrap(), vec![note.clone()], "{url}");
+    }
+    let info: Value = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{relay_port}/"))
+        .header("accept", "application/nostr+json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["name"], "Bazaar relay");
+}

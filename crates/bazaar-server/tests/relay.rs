@@ -221,6 +221,13 @@ async fn bad_json_gets_a_notice_and_the_socket_stays() {
     let ok = c.next().await;
     assert_eq!((ok[0].as_str(), ok[2].as_bool()), (Some("OK"), Some(false)));
     assert!(ok[3].as_str().unwrap().starts_with("invalid:"));
+    // Binary frames and COUNT (not offered) are answered, and the socket stays.
+    c.0.send(Message::binary(vec![1u8, 2, 3])).await.unwrap();
+    assert_eq!(c.next().await[0], "NOTICE");
+    c.send(&json!(["COUNT", "q", {"kinds": [1]}]).to_string()).await;
+    let count = c.next().await;
+    assert_eq!((count[0].as_str(), count[1].as_str()), (Some("CLOSED"), Some("q")));
+    assert!(count[2].as_str().unwrap().starts_with("unsupported:"), "{count}");
     assert!(c.publish(&event).await.0, "the same socket still works");
 }
 
