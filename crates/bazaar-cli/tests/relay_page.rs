@@ -106,7 +106,7 @@ async fn publish_chain(local: &LocalRegistry) -> Published {
     forged_job.sig[0] ^= 1;
     let relay = local.state.relay().unwrap();
     let forged = [forged_answer, forged_job.clone()];
-    relay.store().write(&forged, now).unwrap();
+    relay.store().write(&bazaar_relay::Encoded::all(&forged), now).unwrap();
     let ids = Filter { ids: Some(forged.iter().map(|event| event.id).collect()), ..Filter::default() };
     assert_eq!(relay.query(vec![ids]).await.unwrap().len(), 2, "the relay serves both forgeries");
     Published { job, result, claimed, forged_job }

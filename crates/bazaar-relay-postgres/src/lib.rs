@@ -27,7 +27,7 @@ mod write;
 use std::sync::{Mutex, MutexGuard};
 
 use bazaar_relay::store::{merge_newest_first, unavailable, EventStore, Purged, Result, StoreError, Written};
-use bazaar_relay::{Event, EventId, Filter};
+use bazaar_relay::{Encoded, EventId, Filter};
 use tokio_postgres::Config;
 
 use connection::{col, unsigned, Connection};
@@ -123,7 +123,7 @@ fn migrate(connection: &mut Connection) -> Result<()> {
 }
 
 impl EventStore for PostgresEventStore {
-    fn write(&self, events: &[Event], _now: u64) -> Result<Vec<Written>> {
+    fn write(&self, events: &[Encoded], _now: u64) -> Result<Vec<Written>> {
         let mut writer = self.writer()?;
         let Writer { connection, statements } = &mut *writer;
         let tx = connection.transaction()?;

@@ -21,7 +21,7 @@
 
 use bazaar_relay::kind::{class, Class, DELETION};
 use bazaar_relay::store::{deletion_targets, indexed_tags, is_job_request, replaces, unavailable, Result, Written};
-use bazaar_relay::{Event, EventId, Hex32, PublicKey};
+use bazaar_relay::{Encoded, Event, EventId, Hex32, PublicKey};
 use sha2::{Digest, Sha256};
 use tokio_postgres::Statement;
 
@@ -156,9 +156,9 @@ fn address_key(pubkey: &PublicKey, kind: u16, d: &[u8]) -> i64 {
 }
 
 /// Every key a batch may read or change, sorted and once each.
-fn lock_keys(events: &[Event]) -> Vec<i64> {
+fn lock_keys(events: &[Encoded]) -> Vec<i64> {
     let mut keys = Vec::with_capacity(events.len() * 2);
-    for event in events {
+    for Encoded { event, .. } in events {
         keys.push(id_key(&event.id));
         if let Some(d) = d_column(event) {
             keys.push(address_key(&event.pubkey, event.kind, d));
@@ -175,7 +175,7 @@ fn lock_keys(events: &[Event]) -> Vec<i64> {
 }
 
 /// Writes a batch in `tx`, in order; the caller commits.
-pub(crate) fn write_batch(tx: &Tx<'_>, statements: &Statements, events: &[Event]) -> Result<Vec<Written>> {
+pub(crate) fn write_batch(tx: &Tx<'_>, statements: &Statements, events: &[Encoded]) -> Result<Vec<Written>> {
     let keys = lock_keys(events);
     if keys.len() > KEYS_MAX {
         tx.execute(&statements.lock_writers, &[&WRITERS_LOCK.0, &WRITERS_LOCK.1])?;
@@ -191,7 +191,7 @@ pub(crate) fn lock_writers(tx: &Tx<'_>) -> Result<()> {
     tx.execute(LOCK_WRITERS, &[&WRITERS_LOCK.0, &WRITERS_LOCK.1]).map(drop)
 }
 
-fn write_one(tx: &Tx<'_>, statements: &Statements, event: &Event) -> Result<Written> {
+fn write_one(tx: &Tx<'_>, statements: &Statements, Encoded { event, json }: &Encoded) -> Result<Written> {
     let id = &event.id.0[..];
     let pubkey = &event.pubkey.0[..];
     let kind = i32::from(event.kind);
@@ -217,9 +217,8 @@ fn write_one(tx: &Tx<'_>, statements: &Statements, event: &Event) -> Result<Writ
         apply_deletion(tx, statements, event)?;
     }
     let expires_at = event.expires_at().map(big);
-    let json = event.to_json();
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
-        [&id, &pubkey, &created_at, &kind, &d_tag, &expires_at, &json];
+        [&id, &pubkey, &created_at, &kind, &d_tag, &expires_at, json];
     let Some(inserted) = tx.query_opt(&statements.insert_event, &params)? else {
         // Another node committed this very event after our state query: its row stands.
         return Ok(Written::Duplicate);

@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use bazaar_relay::conformance::{self, Harness, T0};
-use bazaar_relay::{EventStore, Filter, Signer, Written};
+use bazaar_relay::{Encoded, EventStore, Filter, Signer, Written};
 use bazaar_relay_postgres::testing::ThrowawayDatabase;
 use bazaar_relay_postgres::PostgresEventStore;
 use bazaar_types::SeededEntropy;
@@ -41,7 +41,7 @@ fn two_threads_writing_batches_to_one_store_both_commit() {
                 let author = Signer::generate(&SeededEntropy::new(n + 1));
                 let batch: Vec<_> = (0..50).map(|i| author.sign(T0 + i, 1, vec![], format!("{n}:{i}"))).collect();
                 start.wait();
-                store.write(&batch, T0).expect("write")
+                store.write(&Encoded::all(&batch), T0).expect("write")
             })
         })
         .collect();

@@ -12,7 +12,7 @@ use std::thread;
 use bazaar_relay::conformance::T0;
 use bazaar_relay::event::tag;
 use bazaar_relay::kind::DELETION;
-use bazaar_relay::{Event, EventStore, Filter, Signer, Written};
+use bazaar_relay::{Encoded, Event, EventStore, Filter, Signer, Written};
 use bazaar_relay_postgres::testing::{execute, ThrowawayDatabase};
 use bazaar_relay_postgres::PostgresEventStore;
 use bazaar_types::SeededEntropy;
@@ -33,7 +33,7 @@ fn race(url: &str, batches: [Vec<Event>; 2]) -> [Vec<Written>; 2] {
                 let start = Arc::clone(&start);
                 scope.spawn(move || {
                     start.wait();
-                    node.write(&batch, T0).expect("a race is no error")
+                    node.write(&Encoded::all(&batch), T0).expect("a race is no error")
                 })
             })
             .collect();
@@ -117,7 +117,7 @@ fn a_tag_value_with_nul_is_stored_and_found() {
     let odd = author.sign(T0, 1, vec![tag(&["t", "a\0b"])], "nul in a tag value");
     let post = author.sign(T0, 30_023, vec![tag(&["d", "x\0y"])], "nul in a d tag");
     let plain = author.sign(T0, 1, vec![], "beside it in the batch");
-    assert_eq!(store.write(&[odd.clone(), post.clone(), plain], T0).unwrap(), vec![Written::Stored; 3]);
+    assert_eq!(store.write(&Encoded::all(&[odd.clone(), post.clone(), plain]), T0).unwrap(), vec![Written::Stored; 3]);
     let by_tag = Filter { tags: vec![('t', vec!["a\0b".into()])], ..Filter::default() };
     assert_eq!(store.query(&[by_tag], T0).unwrap(), vec![odd.to_json()]);
     let by_d = Filter { tags: vec![('d', vec!["x\0y".into()])], ..Filter::default() };
@@ -131,7 +131,7 @@ fn an_event_meeting_several_values_of_a_tag_filter_counts_once_against_the_limit
     let author = signer(1);
     let both = author.sign(T0, 1, vec![tag(&["t", "audio"]), tag(&["t", "video"])], "both");
     let older = author.sign(T0 - 1, 1, vec![tag(&["t", "audio"])], "older");
-    store.write(&[both.clone(), older.clone()], T0).unwrap();
+    store.write(&Encoded::all(&[both.clone(), older.clone()]), T0).unwrap();
     let filter =
         Filter { tags: vec![('t', vec!["audio".into(), "video".into()])], limit: Some(2), ..Filter::default() };
     assert_eq!(store.query(&[filter], T0).unwrap(), vec![both.to_json(), older.to_json()]);
@@ -142,7 +142,7 @@ fn connecting_again_keeps_the_events_and_applies_no_migration_twice() {
     let database = ThrowawayDatabase::create("relay_reconnect");
     let url = database.fresh_schema();
     let event = signer(1).sign(T0, 1, vec![], "kept");
-    PostgresEventStore::connect(&url).unwrap().write(std::slice::from_ref(&event), T0).unwrap();
+    PostgresEventStore::connect(&url).unwrap().write(&Encoded::all(std::slice::from_ref(&event)), T0).unwrap();
     let again = PostgresEventStore::connect(&url).unwrap();
     assert_eq!(again.query(&[Filter::default()], T0).unwrap(), vec![event.to_json()]);
     // One row per migration: the second connect found them applied.

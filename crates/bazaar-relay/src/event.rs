@@ -197,6 +197,26 @@ impl Event {
     }
 }
 
+/// An event with its JSON, serialised once: what the store writes and what
+/// live subscribers are sent are the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    pub event: Event,
+    pub json: String,
+}
+
+impl Encoded {
+    pub fn of(event: Event) -> Encoded {
+        let json = event.to_json();
+        Encoded { event, json }
+    }
+
+    /// Each event encoded (for callers holding plain events: tests, tools).
+    pub fn all(events: &[Event]) -> Vec<Encoded> {
+        events.iter().cloned().map(Encoded::of).collect()
+    }
+}
+
 /// A secret key that signs events: for workers, validators, the CLI and tests.
 pub struct Signer {
     keypair: Keypair,

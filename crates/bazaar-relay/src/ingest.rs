@@ -11,16 +11,13 @@ use std::thread::JoinHandle;
 use bazaar_types::Clock;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::event::Event;
+use crate::event::{Encoded, Event};
 use crate::limits::INGEST_GROUP_MAX;
 use crate::store::{unavailable, EventStore, Result, Written};
 
-/// An event as live subscribers receive it: parsed (to match filters) and as JSON (to send).
-#[derive(Debug)]
-pub struct Live {
-    pub event: Event,
-    pub json: String,
-}
+/// An event as live subscribers receive it: parsed (to match filters) and as
+/// JSON (to send) — the JSON the store wrote.
+pub type Live = Encoded;
 
 struct Request {
     event: Event,
@@ -79,18 +76,18 @@ fn run(
                 Err(_) => break,
             }
         }
-        let (events, replies): (Vec<Event>, Vec<_>) = group.into_iter().map(|r| (r.event, r.reply)).unzip();
+        let (events, replies): (Vec<Encoded>, Vec<_>) =
+            group.into_iter().map(|r| (Encoded::of(r.event), r.reply)).unzip();
         let now = (clock.now().0 / 1000).max(0) as u64;
         match store.write(&events, now) {
             Ok(written) => {
                 // Live subscribers hear of an event before its publisher's OK: a
                 // client that subscribes after its OK finds the event stored and
                 // is not sent it a second time as live.
-                for ((event, reply), outcome) in events.into_iter().zip(replies).zip(written) {
+                for ((encoded, reply), outcome) in events.into_iter().zip(replies).zip(written) {
                     if outcome == Written::Stored {
-                        let json = event.to_json();
                         // No receiver is not an error: nobody is listening.
-                        let _ = feed.send(Arc::new(Live { event, json }));
+                        let _ = feed.send(Arc::new(encoded));
                     }
                     let _ = reply.send(Ok(outcome));
                 }

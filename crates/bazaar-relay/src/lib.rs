@@ -26,7 +26,7 @@ pub mod session;
 pub mod sqlite;
 pub mod store;
 
-pub use event::{Event, EventId, Hex32, Invalid, PublicKey, Signer};
+pub use event::{Encoded, Event, EventId, Hex32, Invalid, PublicKey, Signer};
 pub use filter::Filter;
 pub use ingest::Live;
 pub use relay::{Access, Ack, Relay, RelayConfig};

@@ -103,8 +103,7 @@ impl Relay {
             return Ack::refused(refusal);
         }
         if class(event.kind) == Class::Ephemeral {
-            let json = event.to_json();
-            let _ = self.feed.send(Arc::new(Live { event, json }));
+            let _ = self.feed.send(Arc::new(Live::of(event)));
             return Ack::accepted("");
         }
         match self.ingest.submit(event).await {

@@ -209,8 +209,7 @@ mod tests {
     fn live(kind: u16, expires_at: Option<u64>) -> Live {
         let tags = expires_at.map(|at| vec![crate::event::tag(&["expiration", &at.to_string()])]).unwrap_or_default();
         let event = crate::event::Signer::generate(&bazaar_types::SeededEntropy::new(1)).sign(100, kind, tags, "x");
-        let json = event.to_json();
-        Live { event, json }
+        Live::of(event)
     }
 
     /// Live events reach each matching subscription once, never an expired

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use rusqlite::types::Value as Sql;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use crate::event::{Event, EventId, Hex32};
+use crate::event::{Encoded, Event, EventId, Hex32};
 use crate::filter::Filter;
 use crate::kind::{class, Class, DELETION};
 use crate::store::{
@@ -104,7 +104,7 @@ fn d_column(event: &Event) -> Option<String> {
     }
 }
 
-fn write_one(tx: &Transaction<'_>, event: &Event) -> rusqlite::Result<Written> {
+fn write_one(tx: &Transaction<'_>, Encoded { event, json }: &Encoded) -> rusqlite::Result<Written> {
     let id = &event.id.0[..];
     let pubkey = &event.pubkey.0[..];
     if tx.query_row("SELECT 1 FROM relay_events WHERE id = ?1", [id], |_| Ok(())).optional()?.is_some() {
@@ -153,7 +153,7 @@ fn write_one(tx: &Transaction<'_>, event: &Event) -> rusqlite::Result<Written> {
             event.kind,
             d_tag,
             event.expires_at().map(|at| at.min(i64::MAX as u64) as i64),
-            event.to_json()
+            json
         ],
     )?;
     let seq = tx.last_insert_rowid();
@@ -287,7 +287,7 @@ fn run_filter(connection: &Connection, filter: &Filter, now: u64) -> Result<Vec<
 }
 
 impl EventStore for SqliteEventStore {
-    fn write(&self, events: &[Event], _now: u64) -> Result<Vec<Written>> {
+    fn write(&self, events: &[Encoded], _now: u64) -> Result<Vec<Written>> {
         let mut connection = self.writer.lock().map_err(unavailable)?;
         let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
         let written = events.iter().map(|event| write_one(&tx, event)).collect::<rusqlite::Result<Vec<_>>>();

@@ -3,7 +3,7 @@
 //! ones before it (so a deletion and its target, or two versions of one
 //! replaceable event, in one batch behave as if sent one by one).
 
-use crate::event::{Event, EventId};
+use crate::event::{Encoded, Event, EventId};
 use crate::filter::Filter;
 
 /// What became of one event in a write.
@@ -44,7 +44,7 @@ pub struct Purged {
 pub trait EventStore: Send + Sync {
     /// Writes `events` in one durable transaction and says what became of each, in order.
     /// Ephemeral events never reach the store. `now` is unix seconds.
-    fn write(&self, events: &[Event], now: u64) -> Result<Vec<Written>>;
+    fn write(&self, events: &[Encoded], now: u64) -> Result<Vec<Written>>;
     /// Stored, unexpired events matching any filter, newest first (ties:
     /// lowest id first), each filter bounded by its own limit; as stored JSON.
     fn query(&self, filters: &[Filter], now: u64) -> Result<Vec<String>>;

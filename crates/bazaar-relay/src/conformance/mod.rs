@@ -4,7 +4,7 @@
 //! rules, including the ones real relays get wrong (newest-first order,
 //! superseded replaceable versions, resubmitted deleted events).
 
-use crate::event::{tag, Event, Signer};
+use crate::event::{tag, Encoded, Event, Signer};
 use crate::filter::Filter;
 use crate::kind::DELETION;
 use crate::store::{EventStore, Purged, Written};
@@ -50,7 +50,7 @@ fn signer(seed: u64) -> Signer {
 
 fn write(store: &dyn EventStore, events: &[&Event]) -> Vec<Written> {
     let owned: Vec<Event> = events.iter().map(|e| (*e).clone()).collect();
-    store.write(&owned, T0).expect("write")
+    store.write(&Encoded::all(&owned), T0).expect("write")
 }
 
 fn query(store: &dyn EventStore, filters: Vec<Filter>) -> Vec<Event> {
@@ -213,7 +213,7 @@ fn expiration<H: Harness>(harness: &H) {
     let author = signer(1);
     let gone = author.sign(T0 - 10, 1, vec![tag(&["expiration", &T0.to_string()])], "expired at T0");
     let live = author.sign(T0 - 10, 1, vec![tag(&["expiration", &(T0 + 60).to_string()])], "expires later");
-    store.write(&[gone.clone(), live.clone()], T0 - 20).unwrap();
+    store.write(&Encoded::all(&[gone.clone(), live.clone()]), T0 - 20).unwrap();
     assert_eq!(all(store.as_ref()), vec![live.clone()], "expired events are never served");
     let purged = store.purge(T0 + 61, 0).unwrap();
     assert_eq!(purged, Purged { expired: 2, past_retention: 0 });
