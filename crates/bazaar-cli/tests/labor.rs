@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::response::{IntoResponse, Redirect, Response};
+use bazaar_cli::market::bounty::PostReward;
 use bazaar_cli::market::engine::Engine;
 use bazaar_cli::market::fetch::{FetchPolicy, FixedResolver, BODY_BYTES_MAX};
 use bazaar_cli::market::validator::Validator;
@@ -66,6 +67,12 @@ async fn artifact(State(host): State<Host>, UrlPath(file): UrlPath<String>) -> R
 
 struct Market {
     _local: bazaar_cli::story::LocalRegistry,
+    /// The validator's agent at the registry: it funds the bounties.
+    poster: bazaar_sdk::Client,
+    /// The coordinator's owner: its reward destination.
+    coordinator_owner: bazaar_sdk::Client,
+    coordinator_agent: String,
+    coordinator_manifest: Manifest,
     relay: String,
     host: Host,
     validator: Validator,
@@ -76,14 +83,41 @@ struct Market {
 }
 
 fn manifest(model: &str) -> Manifest {
+    paying(model, "acct:owner")
+}
+
+fn paying(model: &str, destination: &str) -> Manifest {
     Manifest {
         runtime: "bazaar-worker/0.1".into(),
         model: model.into(),
         tools: vec!["sed".into()],
         credentials: vec![],
-        reward_destination: "acct:owner".into(),
+        reward_destination: destination.into(),
         reports_usage: true,
     }
+}
+
+/// The registry's cast: the validator's funded agent, and the coordinator's
+/// owner and agent (whose key the coordinator's enrollment binds).
+async fn registry_cast(
+    local: &bazaar_cli::story::LocalRegistry,
+    relay: &str,
+    coordinator: &Signer,
+) -> (bazaar_sdk::Client, bazaar_sdk::Client, String) {
+    let operator = local.operator();
+    let (poster_owner, poster) = bazaar_cli::story::enroll_pair(&operator, "poster-owner", "poster").await.unwrap();
+    let owner_id = bazaar_cli::story::member_id(&poster_owner).await.unwrap();
+    operator.mint(&owner_id, 10_000, "mint").await.unwrap();
+    poster_owner.fund("poster", 10_000, "fund").await.unwrap();
+    poster_owner.set_budget("poster", 5_000, 10_000, 10_000).await.unwrap();
+    let agent_key = bazaar_sdk::generate_key();
+    let (coordinator_owner, agent) =
+        bazaar_cli::story::enroll_pair_with_key(&operator, "paid-coord-owner", "paid-coord", &agent_key).await.unwrap();
+    let enrollment = bazaar_cli::market::identity::enroll(coordinator, &agent_key, bazaar_cli::runtime::unix_now());
+    let (accepted, message) = RelayClient::connect(relay).await.unwrap().publish(&enrollment).await.unwrap();
+    assert!(accepted, "{message}");
+    let agent_id = bazaar_cli::story::member_id(&agent).await.unwrap();
+    (poster, coordinator_owner, agent_id)
 }
 
 /// The fixture specialist: the script back, with `WRONG-ME` altered, and its usage on stderr.
@@ -119,14 +153,30 @@ impl Market {
         policy.resolver =
             Arc::new(FixedResolver(names.iter().map(|n| (n.to_string(), loopback)).collect::<BTreeMap<_, _>>()));
         policy.deadline = Duration::from_secs(2);
-        let validator =
-            Validator::open(&relay, Signer::generate(&OsEntropy), policy, &dir.join("validator.db")).unwrap();
         let (coordinator, specialist) =
             (Arc::new(Signer::generate(&OsEntropy)), Arc::new(Signer::generate(&OsEntropy)));
-        review(&relay, &coordinator, &manifest("coordinator-1"), 0).await;
+        let (poster, coordinator_owner, coordinator_agent) = registry_cast(&local, &relay, &coordinator).await;
+        let validator = Validator::open(&relay, Signer::generate(&OsEntropy), policy, &dir.join("validator.db"))
+            .unwrap()
+            .with_registry(poster.clone());
+        let owner_id = bazaar_cli::story::member_id(&coordinator_owner).await.unwrap();
+        let coordinator_manifest = paying("coordinator-1", &format!("acct:{owner_id}"));
+        review(&relay, &coordinator, &coordinator_manifest, 0).await;
         review(&relay, &specialist, &manifest("specialist-1"), 0).await;
-        let mut market =
-            Market { _local: local, relay, host, validator, coordinator, specialist, dir, workers: vec![] };
+        let mut market = Market {
+            _local: local,
+            poster,
+            coordinator_owner,
+            coordinator_agent,
+            coordinator_manifest,
+            relay,
+            host,
+            validator,
+            coordinator,
+            specialist,
+            dir,
+            workers: vec![],
+        };
         market.start_specialist();
         market.start_coordinator();
         market
@@ -158,7 +208,7 @@ impl Market {
             relay: self.relay.clone(),
             signer: self.coordinator.clone(),
             accept_from: HashSet::from([self.validator.public_key()]),
-            manifest: manifest("coordinator-1"),
+            manifest: self.coordinator_manifest.clone(),
             role: Role::Coordinator { specialist: self.specialist.public_key(), handoff_wait: Duration::from_secs(20) },
             state_dir: self.dir.join("coordinator-state"),
             allowance: None,
@@ -168,8 +218,19 @@ impl Market {
 
     /// Posts `script`, lets the workers answer, and assesses with the host in `mode`.
     async fn run(&self, script: &str, evaluation_data: bool, mode: Mode) -> bazaar_cli::market::validator::Recorded {
+        self.run_paid(script, evaluation_data, mode, PostReward::None).await
+    }
+
+    async fn run_paid(
+        &self,
+        script: &str,
+        evaluation_data: bool,
+        mode: Mode,
+        reward: PostReward,
+    ) -> bazaar_cli::market::validator::Recorded {
         *self.host.mode.lock().unwrap() = Mode::Serve;
-        let job = self.validator.post(self.coordinator.public_key(), script, evaluation_data).await.unwrap();
+        let coordinator = self.coordinator.public_key();
+        let job = self.validator.post_with(coordinator, script, evaluation_data, reward).await.unwrap();
         let answered = bazaar_cli::relay_client::follow_task(&self.relay, &job.id, 30).await.unwrap();
         assert!(!answered.answers.is_empty() || answered.failures > 0, "the coordinator answered: {answered:?}");
         *self.host.mode.lock().unwrap() = mode;
@@ -318,7 +379,7 @@ async fn a_specialist_answers_only_permitted_coordinators_and_a_changed_config_n
 
     // A coordinator that claims a configuration it was never reviewed with is rejected,
     // whatever it delivered: the validator checks the answer's configuration against the review.
-    let mut changed = manifest("coordinator-1");
+    let mut changed = market.coordinator_manifest.clone();
     changed.model = "coordinator-unreviewed".into();
     let job = market.validator.post(market.coordinator.public_key(), "unreviewed config", false).await.unwrap();
     bazaar_cli::relay_client::follow_task(&market.relay, &job.id, 30).await.unwrap();
@@ -522,4 +583,56 @@ async fn a_failed_job_touches_no_stake_and_no_reputation_and_stake_rescues_nothi
     assert_eq!(reputation_after["local"], reputation_before["local"], "a job grade never enters reputation");
     assert_eq!(reputation_after["combined"], reputation_before["combined"]);
     assert_eq!(reputation_after["stake"], reputation_before["stake"]);
+}
+
+async fn available(client: &bazaar_sdk::Client) -> u64 {
+    client.me().await.unwrap()["available_minor"].as_u64().unwrap()
+}
+
+/// A job's bounty is funded before it is published, pays nothing on an
+/// unassessed or rejected outcome, is paid once — to the coordinator's
+/// owner, as its review declares — when the unassessed job is assessed again
+/// and accepted, and the worker's earnings are exactly that confirmed reward.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounty_pays_once_on_acceptance_and_never_on_rejection_or_unassessed() {
+    let market = Market::open("bounty").await;
+    let before = available(&market.poster).await;
+    let script = format!("{SCRIPT}\nunassessed first");
+    let unassessed = market.run_paid(&script, false, Mode::TooBig, PostReward::Bounty(500)).await;
+    assert_eq!((unassessed.assessment.verdict, &unassessed.reward), (Verdict::Unassessed, &None));
+    assert_eq!(available(&market.poster).await, before - 500, "held from the moment the job was posted");
+    assert_eq!(available(&market.coordinator_owner).await, 0);
+
+    let job = bazaar_relay::Hex32::parse(&unassessed.job_id).unwrap();
+    let accepted = market.validator.reassess(&job, Duration::from_secs(1)).await.unwrap().unwrap();
+    assert_eq!(accepted.assessment.verdict, Verdict::Accepted, "{accepted:?}");
+    let reward = accepted.reward.clone().expect("released on acceptance");
+    assert_eq!((reward["gross_minor"].as_u64(), reward["net_minor"].as_u64()), (Some(500), Some(495)));
+    assert_eq!(available(&market.coordinator_owner).await, 495, "paid to the declared destination");
+    // Releasing again (a retry of a release that looked failed) pays nothing more.
+    let again = market.validator.release(&job).await.unwrap().unwrap();
+    assert_eq!(again["transfers"], reward["transfers"]);
+    assert_eq!(
+        market.validator.reassess(&job, Duration::from_secs(1)).await.unwrap().unwrap().verdict_id,
+        accepted.verdict_id,
+        "accepted is final"
+    );
+    assert_eq!(available(&market.coordinator_owner).await, 495);
+
+    let rejected = market.run_paid("Line one. WRONG-ME\nLine two.", false, Mode::Serve, PostReward::Bounty(300)).await;
+    assert_eq!((rejected.assessment.verdict, &rejected.reward), (Verdict::Rejected, &None));
+    assert_eq!(available(&market.coordinator_owner).await, 495, "a rejected outcome releases nothing");
+    assert_eq!(available(&market.poster).await, before - 800, "the rejected job's bounty stays held for its poster");
+
+    let earnings = bazaar_cli::market::bounty::earnings(
+        &market.coordinator_owner,
+        &market.coordinator_agent,
+        &market.relay,
+        market.coordinator.public_key(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(earnings["totals"]["net_minor"], 495);
+    assert_eq!(earnings["rewards"].as_array().unwrap().len(), 1);
+    assert_eq!(earnings["unverified_claims"], serde_json::json!([]));
 }

@@ -88,6 +88,8 @@ async fn its_documents_decode_as_this_builds_types() {
             // Receipt images from before the blob table stay readable documents.
             DocKind::Blob => assert!(row.body["base64"].is_string()),
             DocKind::Relay => decodes::<bazaar_core::federation::Relay>(row),
+            // Kinds newer than the fixture: none of its rows can be one.
+            DocKind::Bounty | DocKind::Reward => panic!("the fixture predates bounties"),
         }
     }
     let expected = ["blob", "contract", "dispute", "import", "listing", "order", "peer", "policy", "rfq", "stake"];

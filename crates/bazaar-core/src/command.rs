@@ -6,7 +6,7 @@
 use crate::kernel::batch::{Batch, Step};
 use crate::kernel::model::Member;
 use crate::kernel::request::{Caller, Request};
-use crate::{dispute, escrow, federation, identity, market, pay};
+use crate::{bounty, dispute, escrow, federation, identity, market, pay};
 
 pub use crate::kernel::keys::Keys;
 pub use crate::kernel::request::{Idem, Outcome};
@@ -28,6 +28,7 @@ pub enum Op {
     Dispute(dispute::Op),
     Federation(federation::Op),
     Market(market::Op),
+    Bounty(bounty::Op),
 }
 
 impl Op {
@@ -40,6 +41,7 @@ impl Op {
             Op::Dispute(op) => op.moves_money(),
             Op::Federation(op) => op.moves_money(),
             Op::Market(op) => op.moves_money(),
+            Op::Bounty(op) => op.moves_money(),
         }
     }
 
@@ -52,6 +54,7 @@ impl Op {
             Op::Dispute(op) => op.name(),
             Op::Federation(op) => op.name(),
             Op::Market(op) => op.name(),
+            Op::Bounty(op) => op.name(),
         }
     }
 }
@@ -88,6 +91,7 @@ impl Keys {
             Op::Dispute(op) => op.keys(self, &caller),
             Op::Federation(op) => op.keys(self, &caller),
             Op::Market(op) => op.keys(self, &caller),
+            Op::Bounty(op) => op.keys(self, &caller),
         }
     }
 }
@@ -103,6 +107,7 @@ pub(crate) fn run(batch: &mut Batch<'_>, command: &Command, windows: &dispute::W
         Op::Dispute(op) => op.apply(batch, &caller, windows).map(json),
         Op::Federation(op) => op.apply(batch, &caller).map(json),
         Op::Market(op) => op.apply(batch, &caller).map(json),
+        Op::Bounty(op) => op.apply(batch, &caller).map(json),
     }
 }
 
@@ -119,4 +124,4 @@ macro_rules! op_from {
         })+
     };
 }
-op_from!(identity => Identity, pay => Pay, escrow => Escrow, dispute => Dispute, federation => Federation, market => Market);
+op_from!(identity => Identity, pay => Pay, escrow => Escrow, dispute => Dispute, federation => Federation, market => Market, bounty => Bounty);

@@ -68,6 +68,11 @@ pub fn verify(public: &VerifyingKey, message: &[u8], signature_b64url: &str) -> 
     public.verify(message, &Signature::from_bytes(&raw)).map_err(|_| KeyError::BadSignature)
 }
 
+/// Whether the `did:key` `did` signed `message` (signature base64url, unpadded).
+pub fn did_signed(did: &str, message: &[u8], signature_b64url: &str) -> bool {
+    public_key_from_did(did).is_ok_and(|key| verify(&key, message, signature_b64url).is_ok())
+}
+
 /// The message an agent signs to prove it holds the key it registers with an invite.
 pub fn invite_proof_message(invite_code: &str, handle: &str) -> Vec<u8> {
     format!("bazaar-invite-v1\n{invite_code}\n{handle}").into_bytes()

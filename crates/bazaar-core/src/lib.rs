@@ -5,7 +5,8 @@
 //!   chain, idempotency, refusals. It names no capability.
 //! - Capabilities, lowest first: [`identity`], [`pay`], [`escrow`],
 //!   [`dispute`] (with stake), [`reputation`] (a read model over events),
-//!   [`federation`], and [`market`] (beside dispute, above escrow). Each owns
+//!   [`federation`], [`market`] (beside dispute, above escrow) and [`bounty`]
+//!   (the labor market's rewards, on identity and pay). Each owns
 //!   its `Op` sub-enum, row keys, apply functions and event kinds; a
 //!   capability uses only lower ones.
 //! - The composer on top: [`command`] (`Command`, `Op`, keys, dispatch) and
@@ -21,6 +22,7 @@
 
 pub mod kernel;
 
+pub mod bounty;
 pub mod dispute;
 pub mod escrow;
 pub mod federation;

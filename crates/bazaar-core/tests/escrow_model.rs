@@ -2201,7 +2201,9 @@ impl World {
                 | DocKind::Rfq
                 | DocKind::Order
                 | DocKind::Policy
-                | DocKind::Blob => {
+                | DocKind::Blob
+                | DocKind::Bounty
+                | DocKind::Reward => {
                     unreachable!("only contracts and disputes are due in this model")
                 }
             })

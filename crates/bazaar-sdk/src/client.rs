@@ -625,6 +625,43 @@ impl Client {
     }
 }
 
+/// Bounties: a job's reward on the labor market. Every call has a key the
+/// registry derives (from the job, the verdict), so each is safe to retry.
+impl Client {
+    /// Posting agent: funds the reward of `job` (the signed, unpublished job
+    /// request whose `reward` tag names `amount` and this agent).
+    pub async fn fund_bounty(&self, job: &Value, amount: u64, claim_s: Option<u64>) -> Result<Answer, SdkError> {
+        let body = json!({"job": job, "amount_minor": amount, "claim_s": claim_s});
+        self.call(reqwest::Method::POST, "/v1/bounties", Some(body), None).await
+    }
+
+    pub async fn bounty(&self, id: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/bounties/{id}")).await
+    }
+
+    /// Anyone: presents the validator's verdict with the worker's enrollment and review.
+    pub async fn release_bounty(
+        &self,
+        id: &str,
+        verdict: &Value,
+        enrollment: &Value,
+        review: &Value,
+    ) -> Result<Answer, SdkError> {
+        let body = json!({"verdict": verdict, "enrollment": enrollment, "review": review});
+        self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/release"), Some(body), None).await
+    }
+
+    /// Poster: takes an unclaimed reward back after its claim window.
+    pub async fn withdraw_bounty(&self, id: &str) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/withdraw"), None, None).await
+    }
+
+    /// An agent's ledger-confirmed earnings (DID or handle).
+    pub async fn earnings(&self, agent: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/agents/{agent}/earnings")).await
+    }
+}
+
 /// A milestone opened by [`Client::purchase`] is due this long after it is opened.
 pub const ESCROW_DUE_S: u64 = 7 * 24 * 60 * 60;
 

@@ -16,6 +16,7 @@
 //! merges the capabilities' routes and [`sweeper`] asks each for due work.
 
 pub mod auth;
+pub mod bounty;
 pub mod compromises_page;
 pub mod conversation;
 pub mod dispute;

@@ -52,6 +52,15 @@ pub const RETRY_AFTER_S: u64 = 1;
 /// Work receipts kept by the merchant middleware, per response body.
 pub const WORK_RECEIPT_BYTES_MAX: usize = 1024 * 1024;
 
+// ---- bounties (the labor market's rewards) -----------------------------------
+
+/// How long after funding a bounty only an accepted outcome may take it; after
+/// that its poster may withdraw it if no accepted outcome was presented.
+pub const BOUNTY_CLAIM_S: u64 = 7 * 24 * 60 * 60;
+pub const BOUNTY_CLAIM_S_MIN: u64 = 60;
+pub const BOUNTY_CLAIM_S_MAX: u64 = 90 * 24 * 60 * 60;
+const _: () = assert!(BOUNTY_CLAIM_S_MIN <= BOUNTY_CLAIM_S && BOUNTY_CLAIM_S <= BOUNTY_CLAIM_S_MAX);
+
 // ---- escrow, disputes, stake ------------------------------------------------
 
 /// Milestones in one contract.

@@ -5,6 +5,7 @@
 use super::common::print_pretty;
 use super::jobs::{read_signer, RelayArg};
 use anyhow::{anyhow, bail, Context, Result};
+use bazaar_cli::market::bounty::{self, PostReward};
 use bazaar_cli::market::contest::CommandJudge;
 use bazaar_cli::market::engine::Engine;
 use bazaar_cli::market::fetch::{FetchPolicy, FixedResolver};
@@ -65,6 +66,19 @@ pub enum WorkerCmd {
     },
     /// Take directed jobs from accepted askers, one at a time, until stopped.
     Run(RunArgs),
+    /// The worker's earnings: rewards the registry confirmed, and (never summed) payments its results claim.
+    Earnings {
+        #[command(flatten)]
+        relay: RelayArg,
+        /// The worker's Nostr key (its results are read from the relay).
+        #[arg(long)]
+        key_file: PathBuf,
+        /// The worker's agent at the registry (DID or handle).
+        #[arg(long)]
+        agent: String,
+        #[command(flatten)]
+        remote: super::common::Remote,
+    },
     /// The owner's view of the model-usage allowance, and reconciling an attempt whose cost is unknown.
     Allowance {
         /// The worker's state directory.
@@ -142,6 +156,9 @@ pub struct ValidatorArgs {
     /// A fixed DNS answer, `host=address` (tests); repeat.
     #[arg(long)]
     resolve: Vec<String>,
+    /// Where the validator's bounties are funded and released, with the posting agent's credential.
+    #[command(flatten)]
+    remote: super::common::Remote,
 }
 
 #[derive(Subcommand)]
@@ -157,6 +174,9 @@ pub enum ValidatorCmd {
         /// Allow this job to be exported for evaluation.
         #[arg(long)]
         evaluation_data: bool,
+        /// The job's reward: `none`, or a bounty in minor units funded at --registry before the job is published.
+        #[arg(long, default_value = "none")]
+        reward: String,
         /// The approved script.
         script: String,
     },
@@ -170,6 +190,18 @@ pub enum ValidatorCmd {
         task_id: String,
         #[arg(long, default_value_t = 60)]
         wait: u64,
+        /// Assess again a task whose recorded outcome is unassessed (accepted and rejected are final).
+        #[arg(long)]
+        again: bool,
+    },
+    /// Release the bounty of an accepted task (done by `assess`; this retries one that failed). Safe to repeat.
+    Release {
+        #[command(flatten)]
+        relay: RelayArg,
+        #[command(flatten)]
+        validator: ValidatorArgs,
+        #[arg(long)]
+        task_id: String,
     },
     /// A contest: one prompt to several named workers, every pair of answers judged, Bradley–Terry ratings.
     Contest {
@@ -257,6 +289,12 @@ async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
                 &json!({"admitted": admitted, "config_hash": manifest.config_hash(), "preflight": found}),
             );
             Ok(if admitted { 0 } else { 1 })
+        }
+        WorkerCmd::Earnings { relay, key_file, agent, remote } => {
+            let worker = read_signer(&key_file)?.public_key();
+            let record = bounty::earnings(&remote.client()?, &agent, &relay.relay, worker).await?;
+            print_pretty(json_output, &record);
+            Ok(0)
         }
         WorkerCmd::Allowance { state_dir, action } => {
             print_pretty(json_output, &allowance(&state_dir, action.unwrap_or(AllowanceCmd::Show))?);
@@ -413,19 +451,35 @@ fn open_validator(relay: &str, args: &ValidatorArgs, signs: bool) -> Result<Vali
         }
         policy.resolver = Arc::new(fixed);
     }
-    Validator::open(relay, signer, policy, &args.db)
+    Ok(Validator::open(relay, signer, policy, &args.db)?.with_registry(args.remote.client()?))
 }
 
 async fn validator_cmd(command: ValidatorCmd, json_output: bool) -> Result<i32> {
     let value = match command {
-        ValidatorCmd::Post { relay, validator, coordinator, evaluation_data, script } => {
+        ValidatorCmd::Post { relay, validator, coordinator, evaluation_data, reward, script } => {
+            let reward = PostReward::parse(&reward)?;
             let validator = open_validator(&relay.relay, &validator, true)?;
-            let job = validator.post(key(&coordinator, "--coordinator")?, &script, evaluation_data).await?;
-            json!({"task_id": job.id.to_hex(), "coordinator": coordinator, "evaluation_data": evaluation_data})
+            let coordinator_key = key(&coordinator, "--coordinator")?;
+            let job = validator.post_with(coordinator_key, &script, evaluation_data, reward).await?;
+            let bounty = match reward {
+                PostReward::None => json!(null),
+                PostReward::Bounty(amount) => json!({"id": format!("bty_{}", job.id.to_hex()), "amount_minor": amount}),
+            };
+            json!({"task_id": job.id.to_hex(), "coordinator": coordinator, "evaluation_data": evaluation_data, "bounty": bounty})
         }
-        ValidatorCmd::Assess { relay, validator, task_id, wait } => {
+        ValidatorCmd::Release { relay, validator, task_id } => {
             let validator = open_validator(&relay.relay, &validator, true)?;
-            match validator.assess(&key(&task_id, "--task-id")?, Duration::from_secs(wait)).await? {
+            match validator.release(&key(&task_id, "--task-id")?).await? {
+                Some(reward) => reward,
+                None => json!({"task_id": task_id, "bounty": null, "detail": "this task carries no bounty"}),
+            }
+        }
+        ValidatorCmd::Assess { relay, validator, task_id, wait, again } => {
+            let validator = open_validator(&relay.relay, &validator, true)?;
+            let (task, wait) = (key(&task_id, "--task-id")?, Duration::from_secs(wait));
+            let recorded =
+                if again { validator.reassess(&task, wait).await? } else { validator.assess(&task, wait).await? };
+            match recorded {
                 Some(recorded) => serde_json::to_value(recorded)?,
                 None => {
                     json!({"task_id": task_id, "state": "pending", "detail": "no answer and no failure yet; assess again later"})

@@ -1,9 +1,11 @@
 //! The labor market's runtimes, over outbound relay connections only:
 //! `worker` (claim, progress, usage, result; one task at a time; restart-safe),
 //! `validator` (post → collect → accept → judge → attest, replay, export),
+//! `bounty` (a job's reward funded before posting, released on acceptance),
 //! `fetch` (evidence from an allowlist, defensively), `engine` (the pluggable
 //! command a worker runs). The rules they apply are `bazaar_relay::market`'s.
 
+pub mod bounty;
 pub mod contest;
 pub mod engine;
 pub mod fetch;

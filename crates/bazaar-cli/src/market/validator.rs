@@ -20,7 +20,7 @@ use bazaar_relay::jobs::{request_tags, JobRequest, JOB_REQUEST};
 use bazaar_relay::market::evidence::{check_chain, links_of, ArtifactRef, Chain};
 use bazaar_relay::market::grades::{GradeKey, Records};
 use bazaar_relay::market::judge::{CoordinationJudge, ExactText, Judge, Observer, Rubric, CONTEST_ANSWER};
-use bazaar_relay::market::outcome::{verdict_event, Assessment, Subject};
+use bazaar_relay::market::outcome::{verdict_event, Assessment, Subject, Verdict};
 use bazaar_relay::market::review::{passed_config, REVIEW};
 use bazaar_relay::market::BRIEF_SCRIPT_DELIVERY;
 use bazaar_relay::{Event, Filter, Hex32, PublicKey, Signer};
@@ -28,6 +28,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::bounty::{self, PostReward};
 use super::fetch::{fetch, FetchPolicy};
 use crate::relay_client::{follow_task, RelayClient};
 
@@ -45,6 +46,8 @@ CREATE TABLE IF NOT EXISTS outcomes (
     job_id TEXT PRIMARY KEY, verdict_id TEXT NOT NULL, result_id TEXT, worker TEXT NOT NULL,
     specialist TEXT, workflow TEXT NOT NULL, config_hash TEXT NOT NULL, assessment TEXT NOT NULL,
     evidence TEXT NOT NULL, artifact BLOB, verdict_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS bounties (
+    job_id TEXT PRIMARY KEY, bounty_id TEXT NOT NULL, amount_minor INTEGER NOT NULL, reward TEXT);
 ";
 
 /// What one assessment recorded.
@@ -56,6 +59,9 @@ pub struct Recorded {
     pub config_hash: String,
     #[serde(flatten)]
     pub assessment: Assessment,
+    /// The reward the registry paid for this outcome (gross, fee, net, transfers), once released.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reward: Option<serde_json::Value>,
 }
 
 /// A replay's answer: local, unsigned, written nowhere.
@@ -75,6 +81,8 @@ pub struct Validator {
     db: Mutex<Connection>,
     observer: Box<dyn Observer>,
     judge: Box<dyn Judge>,
+    /// The registry where this validator's jobs' bounties are funded, as the posting agent.
+    registry: Option<bazaar_sdk::Client>,
 }
 
 /// The evidence gathered for one answer: the chain's four events, the artifact, its bytes.
@@ -94,7 +102,14 @@ impl Validator {
             db: Mutex::new(connection),
             observer: Box::new(ExactText),
             judge: Box::new(CoordinationJudge),
+            registry: None,
         })
+    }
+
+    /// Funds and releases bounties at `registry`, with the posting agent's credential.
+    pub fn with_registry(mut self, registry: bazaar_sdk::Client) -> Validator {
+        self.registry = Some(registry);
+        self
     }
 
     pub fn public_key(&self) -> PublicKey {
@@ -105,8 +120,21 @@ impl Validator {
         self.db.lock().map_err(|_| anyhow!("the validator's database lock is poisoned"))
     }
 
-    /// Posts the brief to `coordinator`, whose last review must have passed.
+    /// Posts the brief to `coordinator`, explicitly paying no reward.
     pub async fn post(&self, coordinator: PublicKey, script: &str, evaluation_data: bool) -> Result<Event> {
+        self.post_with(coordinator, script, evaluation_data, PostReward::None).await
+    }
+
+    /// Posts the brief to `coordinator`, whose last review must have passed.
+    /// A bounty is funded at the registry before the job is published: if
+    /// funding is refused, nothing is published.
+    pub async fn post_with(
+        &self,
+        coordinator: PublicKey,
+        script: &str,
+        evaluation_data: bool,
+        reward: PostReward,
+    ) -> Result<Event> {
         let mut client = RelayClient::connect(&self.relay).await?;
         let reviews = client
             .fetch(&[Filter { kinds: Some(vec![REVIEW]), authors: Some(vec![coordinator]), ..Filter::default() }])
@@ -114,8 +142,24 @@ impl Validator {
         if reviews.first().and_then(passed_config).is_none() {
             bail!("coordinator {coordinator} has no passed review on this relay; it cannot take directed work");
         }
-        let tags = request_tags(BRIEF_SCRIPT_DELIVERY, evaluation_data, &[coordinator], script);
+        let mut tags = request_tags(BRIEF_SCRIPT_DELIVERY, evaluation_data, &[coordinator], script);
+        let poster = match (reward, &self.registry) {
+            (PostReward::None, _) => String::new(),
+            (PostReward::Bounty(_), Some(registry)) => {
+                registry.me().await?["member"]["id"].as_str().unwrap_or_default().to_string()
+            }
+            (PostReward::Bounty(_), None) => {
+                bail!("a reward is funded at a registry: give --registry and the posting agent's credential")
+            }
+        };
+        tags.push(bounty::reward_tag(reward, &poster));
         let job = self.signer.sign(crate::runtime::unix_now(), JOB_REQUEST, tags, "");
+        if let (PostReward::Bounty(amount), Some(registry)) = (reward, &self.registry) {
+            let funded = bounty::fund(registry, &job, amount).await?;
+            let id = funded["id"].as_str().context("the funded bounty's id")?.to_string();
+            self.db()?
+                .execute("INSERT INTO bounties VALUES (?1, ?2, ?3, NULL)", params![job.id.to_hex(), id, amount])?;
+        }
         self.db()?.execute(
             "INSERT INTO tasks VALUES (?1, ?2, ?3, ?4, ?5)",
             params![job.id.to_hex(), BRIEF_SCRIPT_DELIVERY, script, evaluation_data, job.to_json()],
@@ -134,6 +178,23 @@ impl Validator {
         if let Some(recorded) = self.recorded(job_id)? {
             return Ok(Some(recorded));
         }
+        self.assess_now(job_id, wait).await
+    }
+
+    /// Assesses a task whose recorded outcome is *unassessed* again (the
+    /// evidence may be reachable now), signing a new verdict; any other
+    /// recorded outcome is returned unchanged: accepted and rejected are final.
+    pub async fn reassess(&self, job_id: &Hex32, wait: Duration) -> Result<Option<Recorded>> {
+        match self.recorded(job_id)? {
+            Some(recorded) if recorded.assessment.verdict == Verdict::Unassessed => {
+                self.db()?.execute("DELETE FROM outcomes WHERE job_id = ?1", [job_id.to_hex()])?;
+                self.assess_now(job_id, wait).await
+            }
+            other => Ok(other),
+        }
+    }
+
+    async fn assess_now(&self, job_id: &Hex32, wait: Duration) -> Result<Option<Recorded>> {
         let (job, approved) = self.task(job_id)?;
         let view = follow_task(&self.relay, job_id, wait.as_secs()).await?;
         let request = JobRequest::from_event(&job).context("the task is a job request")?;
@@ -242,13 +303,56 @@ impl Validator {
         if !accepted {
             tracing::warn!(%message, "the relay refused the verdict label; it is recorded locally");
         }
+        let reward = if assessment.verdict == Verdict::Accepted {
+            match self.release(&job.id).await {
+                Ok(reward) => reward,
+                Err(error) => {
+                    tracing::warn!(%error, "the bounty was not released now; `bazaar validator release` tries again");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(Recorded {
             job_id: job.id.to_hex(),
             verdict_id: verdict.id.to_hex(),
             worker: worker.to_hex(),
             config_hash,
             assessment,
+            reward,
         })
+    }
+
+    /// Releases the task's bounty on its recorded accepted verdict, once;
+    /// `None` when the job carries no bounty. Safe to repeat.
+    pub async fn release(&self, job_id: &Hex32) -> Result<Option<serde_json::Value>> {
+        let row: Option<(String, Option<String>)> = self
+            .db()?
+            .query_row("SELECT bounty_id, reward FROM bounties WHERE job_id = ?1", [job_id.to_hex()], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        let Some((bounty_id, paid)) = row else { return Ok(None) };
+        if let Some(paid) = paid {
+            return Ok(Some(serde_json::from_str(&paid)?));
+        }
+        let (verdict_json, worker): (String, String) = self
+            .db()?
+            .query_row("SELECT verdict_json, worker FROM outcomes WHERE job_id = ?1", [job_id.to_hex()], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?
+            .ok_or_else(|| anyhow!("task {job_id} has no recorded outcome"))?;
+        let verdict = Event::parse(&verdict_json).map_err(|e| anyhow!("{e}"))?;
+        let worker = Hex32::parse(&worker).context("the recorded worker key")?;
+        let registry = self.registry.as_ref().context("releasing a bounty needs --registry and a credential")?;
+        let reward = bounty::release(registry, &self.relay, &bounty_id, &verdict, worker).await?;
+        self.db()?.execute(
+            "UPDATE bounties SET reward = ?2 WHERE job_id = ?1",
+            params![job_id.to_hex(), serde_json::to_string(&reward)?],
+        )?;
+        Ok(Some(reward))
     }
 
     fn task(&self, job_id: &Hex32) -> Result<(Event, String)> {
@@ -273,6 +377,11 @@ impl Validator {
                 },
             )
             .optional()?;
+        let reward: Option<String> = self
+            .db()?
+            .query_row("SELECT reward FROM bounties WHERE job_id = ?1", [job_id.to_hex()], |r| r.get(0))
+            .optional()?
+            .flatten();
         row.map(|(verdict_id, worker, config_hash, assessment)| {
             Ok(Recorded {
                 job_id: job_id.to_hex(),
@@ -280,6 +389,7 @@ impl Validator {
                 worker,
                 config_hash,
                 assessment: serde_json::from_str(&assessment)?,
+                reward: reward.as_deref().map(serde_json::from_str).transpose()?,
             })
         })
         .transpose()

@@ -278,6 +278,8 @@ pub enum TransferKind {
     Slash,
     /// An appeal bond forfeited to the other party.
     Bond,
+    /// A job's bounty paid to its worker's reward destination on an accepted outcome.
+    Reward,
 }
 
 impl TransferKind {
@@ -293,6 +295,7 @@ impl TransferKind {
             TransferKind::Refund => "refund",
             TransferKind::Slash => "slash",
             TransferKind::Bond => "bond",
+            TransferKind::Reward => "reward",
         }
     }
     pub fn parse(text: &str) -> Option<TransferKind> {
@@ -307,6 +310,7 @@ impl TransferKind {
             "refund" => TransferKind::Refund,
             "slash" => TransferKind::Slash,
             "bond" => TransferKind::Bond,
+            "reward" => TransferKind::Reward,
             _ => return None,
         })
     }
@@ -401,6 +405,10 @@ pub enum DocKind {
     /// An uploaded file stored as a document by builds before the blob table;
     /// read-only now (new files go to the blob table, see [`Blob`]).
     Blob,
+    /// A job's reward, funded when the job is posted (the labor market).
+    Bounty,
+    /// A bounty paid out: the worker's ledger-confirmed earning.
+    Reward,
 }
 
 impl DocKind {
@@ -417,6 +425,8 @@ impl DocKind {
             DocKind::Order => "order",
             DocKind::Policy => "policy",
             DocKind::Blob => "blob",
+            DocKind::Bounty => "bounty",
+            DocKind::Reward => "reward",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -432,6 +442,8 @@ impl DocKind {
             "order" => DocKind::Order,
             "policy" => DocKind::Policy,
             "blob" => DocKind::Blob,
+            "bounty" => DocKind::Bounty,
+            "reward" => DocKind::Reward,
             _ => return None,
         })
     }

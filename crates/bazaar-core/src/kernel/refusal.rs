@@ -135,6 +135,15 @@ codes! {
     OrderState => "order_state", Conflict;
     ApprovalByPerson => "approval_by_person", Forbidden;
     SharePaid => "share_paid", Conflict;
+    BountyNotFound => "bounty_not_found", NotFound;
+    BountyExists => "bounty_exists", Conflict;
+    BountyInvalid => "bounty_invalid", Invalid;
+    BountyNotAccepted => "bounty_not_accepted", Conflict;
+    BountyAlreadyReleased => "bounty_already_released", Conflict;
+    BountyState => "bounty_state", Conflict;
+    BountyClaimOpen => "bounty_claim_open", Conflict;
+    OutcomeInvalid => "outcome_invalid", Unprocessable;
+    RewardDestinationInvalid => "reward_destination_invalid", Unprocessable;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

@@ -5,6 +5,7 @@
 //! derived only from what the relay holds.
 
 pub mod directed;
+pub mod reward;
 pub mod task;
 
 use crate::event::{Event, Hex32, PublicKey};

@@ -87,3 +87,18 @@ pub fn read_verdict(event: &Event) -> Option<Assessment> {
     let assessment: Assessment = serde_json::from_str(&event.content).ok()?;
     (event.tag("l") == Some(assessment.verdict.as_str())).then_some(assessment)
 }
+
+/// What a verdict label names: the task, the result (if any) and the worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    pub job: String,
+    pub result: Option<String>,
+    pub worker: String,
+}
+
+/// The task, result and worker a verdict label targets (read by marker).
+pub fn verdict_targets(event: &Event) -> Option<Named> {
+    let marked =
+        |marker: &str| event.tags.iter().find(|t| t.len() >= 4 && t[0] == "e" && t[3] == marker).map(|t| t[1].clone());
+    Some(Named { job: marked("task")?, result: marked("result"), worker: event.tag("p")?.to_string() })
+}

@@ -1,0 +1,12 @@
+//! What bounty commands answer.
+
+use super::flow::{Bounty, Reward};
+use serde::Serialize;
+
+/// Every success answer of a bounty command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Receipt {
+    Bounty(Bounty),
+    Reward(Reward),
+}
