@@ -6,7 +6,7 @@ mod cmd;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use cmd::{attack, demo, escrow, federation, jobs, market, members, payments, registry, reputation, talk};
+use cmd::{attack, demo, escrow, federation, hire, jobs, market, members, payments, registry, reputation, talk};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -44,12 +44,14 @@ enum Command {
     Jobs(jobs::Command),
     #[command(flatten)]
     Market(market::Command),
+    #[command(flatten)]
+    Hire(hire::Command),
 }
 
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 29] = [
+const HELP_ORDER: [&str; 30] = [
     "serve",
     "audit",
     "demo",
@@ -79,6 +81,7 @@ const HELP_ORDER: [&str; 29] = [
     "jobs",
     "worker",
     "validator",
+    "hire",
 ];
 
 /// The command line, with the commands in [`HELP_ORDER`].
@@ -101,6 +104,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Talk(command) => talk::run(command, json).await,
         Command::Jobs(command) => jobs::run(command, json).await,
         Command::Market(command) => market::run(command, json).await,
+        Command::Hire(command) => hire::run(command, json).await,
     }
 }
 

@@ -6,7 +6,7 @@
 use crate::kernel::batch::{Batch, Step};
 use crate::kernel::model::Member;
 use crate::kernel::request::{Caller, Request};
-use crate::{bounty, dispute, escrow, federation, identity, market, pay};
+use crate::{bounty, dispute, escrow, federation, hire, identity, market, pay};
 
 pub use crate::kernel::keys::Keys;
 pub use crate::kernel::request::{Idem, Outcome};
@@ -29,6 +29,7 @@ pub enum Op {
     Federation(federation::Op),
     Market(market::Op),
     Bounty(bounty::Op),
+    Hire(hire::Op),
 }
 
 impl Op {
@@ -42,6 +43,7 @@ impl Op {
             Op::Federation(op) => op.moves_money(),
             Op::Market(op) => op.moves_money(),
             Op::Bounty(op) => op.moves_money(),
+            Op::Hire(op) => op.moves_money(),
         }
     }
 
@@ -55,6 +57,7 @@ impl Op {
             Op::Federation(op) => op.name(),
             Op::Market(op) => op.name(),
             Op::Bounty(op) => op.name(),
+            Op::Hire(op) => op.name(),
         }
     }
 }
@@ -92,6 +95,7 @@ impl Keys {
             Op::Federation(op) => op.keys(self, &caller),
             Op::Market(op) => op.keys(self, &caller),
             Op::Bounty(op) => op.keys(self, &caller),
+            Op::Hire(op) => op.keys(self, &caller),
         }
     }
 }
@@ -108,6 +112,7 @@ pub(crate) fn run(batch: &mut Batch<'_>, command: &Command, windows: &dispute::W
         Op::Federation(op) => op.apply(batch, &caller).map(json),
         Op::Market(op) => op.apply(batch, &caller).map(json),
         Op::Bounty(op) => op.apply(batch, &caller).map(json),
+        Op::Hire(op) => op.apply(batch, &caller).map(json),
     }
 }
 
@@ -124,4 +129,4 @@ macro_rules! op_from {
         })+
     };
 }
-op_from!(identity => Identity, pay => Pay, escrow => Escrow, dispute => Dispute, federation => Federation, market => Market, bounty => Bounty);
+op_from!(identity => Identity, pay => Pay, escrow => Escrow, dispute => Dispute, federation => Federation, market => Market, bounty => Bounty, hire => Hire);

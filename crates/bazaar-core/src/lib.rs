@@ -6,7 +6,8 @@
 //! - Capabilities, lowest first: [`identity`], [`pay`], [`escrow`],
 //!   [`dispute`] (with stake), [`reputation`] (a read model over events),
 //!   [`federation`], [`market`] (beside dispute, above escrow) and [`bounty`]
-//!   (the labor market's rewards, on identity and pay). Each owns
+//!   (the labor market's rewards, on identity and pay) and [`hire`] (owners'
+//!   exact authorizations to pay specialists, on identity and pay). Each owns
 //!   its `Op` sub-enum, row keys, apply functions and event kinds; a
 //!   capability uses only lower ones.
 //! - The composer on top: [`command`] (`Command`, `Op`, keys, dispatch) and
@@ -26,6 +27,7 @@ pub mod bounty;
 pub mod dispute;
 pub mod escrow;
 pub mod federation;
+pub mod hire;
 pub mod identity;
 pub mod market;
 pub mod pay;

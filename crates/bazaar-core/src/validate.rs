@@ -76,6 +76,11 @@ pub fn idempotency_key(text: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// A Nostr event id or x-only key as relays write it: 64 lowercase hex chars.
+pub fn is_hex64(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

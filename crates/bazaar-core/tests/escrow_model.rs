@@ -2203,7 +2203,8 @@ impl World {
                 | DocKind::Policy
                 | DocKind::Blob
                 | DocKind::Bounty
-                | DocKind::Reward => {
+                | DocKind::Reward
+                | DocKind::ServiceAuthorization => {
                     unreachable!("only contracts and disputes are due in this model")
                 }
             })

@@ -662,6 +662,47 @@ impl Client {
     }
 }
 
+/// Service payments: an owner's exact authorization and the one payment it allows.
+impl Client {
+    /// Owner: authorizes `agent` to pay `specialist` exactly `amount` (0 = sponsored) to `pay_to` for `task`.
+    pub async fn authorize_service(
+        &self,
+        agent: &str,
+        task: &str,
+        specialist: &str,
+        pay_to: &str,
+        amount: u64,
+    ) -> Result<Answer, SdkError> {
+        let body =
+            json!({"agent": agent, "task": task, "specialist": specialist, "pay_to": pay_to, "amount_minor": amount});
+        self.call(reqwest::Method::POST, "/v1/service-authorizations", Some(body), None).await
+    }
+
+    pub async fn service_authorization(&self, id: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/service-authorizations/{id}")).await
+    }
+
+    /// Hiring agent: pays against authorization `id` with exactly these terms,
+    /// under `key` (one key per attempt; the same key only to repeat that attempt).
+    pub async fn pay_service(
+        &self,
+        id: &str,
+        task: &str,
+        specialist: &str,
+        pay_to: &str,
+        amount: u64,
+        key: &str,
+    ) -> Result<Answer, SdkError> {
+        let body = json!({"task": task, "specialist": specialist, "pay_to": pay_to, "amount_minor": amount});
+        self.call(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/pay"), Some(body), Some(key)).await
+    }
+
+    /// Owner: revokes an unpaid authorization.
+    pub async fn revoke_service(&self, id: &str) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/revoke"), None, None).await
+    }
+}
+
 /// A milestone opened by [`Client::purchase`] is due this long after it is opened.
 pub const ESCROW_DUE_S: u64 = 7 * 24 * 60 * 60;
 

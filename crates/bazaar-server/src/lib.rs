@@ -24,6 +24,7 @@ pub mod entropy;
 pub mod escrow;
 pub mod exec;
 pub mod federation;
+pub mod hire;
 pub mod identity;
 pub mod keyring;
 pub mod market;

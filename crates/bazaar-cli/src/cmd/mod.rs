@@ -8,6 +8,7 @@ pub mod common;
 pub mod demo;
 pub mod escrow;
 pub mod federation;
+pub mod hire;
 pub mod jobs;
 pub mod market;
 pub mod members;

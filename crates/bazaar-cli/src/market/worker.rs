@@ -172,14 +172,18 @@ fn save(path: &Path, event: &Event) -> Result<()> {
     write_durably(path, event.to_json().as_bytes())
 }
 
-/// Writes `bytes` to `path` durably: a temp file, fsynced, renamed over it.
-fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path` durably: a temp file, fsynced, renamed over it,
+/// and the directory fsynced so the rename itself survives a power loss.
+pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let temp = path.with_extension("tmp");
     let mut file = std::fs::File::create(&temp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(&temp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
     Ok(())
 }
 

@@ -6,6 +6,7 @@ use crate::kernel::ledger::{PaidOut, PayOut};
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
+use crate::validate::is_hex64;
 use bazaar_types::limits::{AMOUNT_MINOR_MAX, BOUNTY_CLAIM_S_MAX, BOUNTY_CLAIM_S_MIN};
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -108,11 +109,6 @@ pub fn bounty_hold(bounty: &str) -> HoldId {
 
 pub fn reward_id(bounty: &str) -> String {
     format!("rwd_{}", bounty.trim_start_matches("bty_"))
-}
-
-/// A Nostr id or x-only key as the relay writes it: 64 lowercase hex chars.
-fn is_hex64(text: &str) -> bool {
-    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 impl Batch<'_> {

@@ -409,6 +409,8 @@ pub enum DocKind {
     Bounty,
     /// A bounty paid out: the worker's ledger-confirmed earning.
     Reward,
+    /// An owner's exact authorization for its agent to pay a specialist for one task.
+    ServiceAuthorization,
 }
 
 impl DocKind {
@@ -427,6 +429,7 @@ impl DocKind {
             DocKind::Blob => "blob",
             DocKind::Bounty => "bounty",
             DocKind::Reward => "reward",
+            DocKind::ServiceAuthorization => "service_authorization",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -444,6 +447,7 @@ impl DocKind {
             "blob" => DocKind::Blob,
             "bounty" => DocKind::Bounty,
             "reward" => DocKind::Reward,
+            "service_authorization" => DocKind::ServiceAuthorization,
             _ => return None,
         })
     }

@@ -144,6 +144,13 @@ codes! {
     BountyClaimOpen => "bounty_claim_open", Conflict;
     OutcomeInvalid => "outcome_invalid", Unprocessable;
     RewardDestinationInvalid => "reward_destination_invalid", Unprocessable;
+    AuthorizationNotFound => "authorization_not_found", NotFound;
+    AuthorizationExists => "authorization_exists", Conflict;
+    AuthorizationMismatch => "authorization_mismatch", Unprocessable;
+    AuthorizationUsed => "authorization_used", Conflict;
+    AuthorizationRevoked => "authorization_revoked", Gone;
+    ServiceSponsored => "service_sponsored", Conflict;
+    PayToInvalid => "pay_to_invalid", Unprocessable;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

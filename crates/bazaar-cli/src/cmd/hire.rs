@@ -1,0 +1,163 @@
+//! `bazaar hire`: service payments. The owner authorizes (and revokes) one
+//! exact payment for one task; the hiring agent pays it through its local
+//! journal, which saves each attempt before money moves and never retries an
+//! uncertain one; the owner lists and resolves recovery records after reading
+//! the registry's record.
+
+use super::common::{print_pretty, Remote};
+use anyhow::{bail, Context, Result};
+use bazaar_cli::market::payments::{Journal, Order, PayOutcome};
+use clap::Subcommand;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Service payments: exact authorizations, payments never retried when uncertain, recovery.
+    #[command(subcommand)]
+    Hire(HireCmd),
+}
+
+#[derive(Subcommand)]
+pub enum HireCmd {
+    /// Owner: authorize one of your agents to pay a specialist exactly this, for one task (0 = sponsored).
+    Authorize {
+        #[command(flatten)]
+        remote: Remote,
+        /// The hiring agent (DID or handle).
+        #[arg(long)]
+        agent: String,
+        /// The task (the job's event id, 64 hex).
+        #[arg(long)]
+        task: String,
+        #[arg(long)]
+        specialist: String,
+        /// The specialist's owner or one of its agents.
+        #[arg(long)]
+        pay_to: String,
+        /// Gross, in minor units, before the protocol fee; 0 records sponsorship.
+        #[arg(long)]
+        amount: u64,
+    },
+    /// Owner: revoke an authorization that has not paid.
+    Revoke {
+        #[command(flatten)]
+        remote: Remote,
+        id: String,
+    },
+    /// An authorization and, once made, its payment.
+    Show {
+        #[command(flatten)]
+        remote: Remote,
+        id: String,
+    },
+    /// Hiring agent: pay an authorization, saved in the journal first; an uncertain outcome is never retried.
+    Pay {
+        #[command(flatten)]
+        remote: Remote,
+        /// Where the journal is kept (`payments.json`).
+        #[arg(long)]
+        state_dir: PathBuf,
+        id: String,
+    },
+    /// The journal: every attempt and the recovery records; `resolve` one after reading the registry.
+    Payments {
+        #[arg(long)]
+        state_dir: PathBuf,
+        #[command(subcommand)]
+        action: Option<PaymentsCmd>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum PaymentsCmd {
+    /// Every attempt, and the unresolved ones apart (the default).
+    Show,
+    /// Resolve a task's uncertain attempt; the registry's record must agree (it is read first).
+    Resolve {
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(long)]
+        task: String,
+        /// The registry's record shows the authorization paid.
+        #[arg(long, conflicts_with = "not_paid", required_unless_present = "not_paid")]
+        paid: bool,
+        /// The registry's record shows it unpaid: a new attempt may follow.
+        #[arg(long)]
+        not_paid: bool,
+        #[arg(long, default_value = "")]
+        note: String,
+    },
+}
+
+pub async fn run(command: Command, json_output: bool) -> Result<i32> {
+    let Command::Hire(command) = command;
+    let value = match command {
+        HireCmd::Authorize { remote, agent, task, specialist, pay_to, amount } => {
+            remote.client()?.authorize_service(&agent, &task, &specialist, &pay_to, amount).await?.body
+        }
+        HireCmd::Revoke { remote, id } => remote.client()?.revoke_service(&id).await?.body,
+        HireCmd::Show { remote, id } => remote.client()?.service_authorization(&id).await?,
+        HireCmd::Pay { remote, state_dir, id } => return pay(&remote, &state_dir, &id, json_output).await,
+        HireCmd::Payments { state_dir, action } => payments(&state_dir, action.unwrap_or(PaymentsCmd::Show)).await?,
+    };
+    print_pretty(json_output, &value);
+    Ok(0)
+}
+
+/// Pays the authorization's exact terms through the journal. Exit 0 when paid
+/// (now or before), 1 when refused, 3 when uncertain or blocked (the owner must resolve it).
+async fn pay(remote: &Remote, state_dir: &std::path::Path, id: &str, json_output: bool) -> Result<i32> {
+    let registry = remote.client()?;
+    let found = registry.service_authorization(id).await.context("reading the authorization")?;
+    let text = |field: &str| found[field].as_str().unwrap_or_default().to_string();
+    let (task, specialist, pay_to) = (text("task"), text("specialist"), text("pay_to"));
+    let order = Order {
+        authorization: id,
+        task: &task,
+        specialist: &specialist,
+        pay_to: &pay_to,
+        amount_minor: found["amount_minor"].as_u64().unwrap_or_default(),
+    };
+    let mut journal = Journal::open(state_dir)?;
+    let (code, value) = match journal.pay(&registry, &order).await? {
+        PayOutcome::Paid(payment) => (0, json!({"outcome": "paid", "payment": payment})),
+        PayOutcome::AlreadyPaid(attempt) => (0, json!({"outcome": "already_paid", "attempt": attempt})),
+        PayOutcome::Refused { code, detail } => (1, json!({"outcome": "refused", "code": code, "detail": detail})),
+        PayOutcome::Uncertain(attempt) => (
+            3,
+            json!({"outcome": "uncertain", "attempt": attempt,
+            "detail": "the outcome is unknown: it will not be retried; read the registry's record, then `bazaar hire payments resolve`"}),
+        ),
+        PayOutcome::Blocked(attempt) => (
+            3,
+            json!({"outcome": "blocked", "attempt": attempt,
+            "detail": "an earlier attempt for this task is unresolved; the owner resolves it first"}),
+        ),
+    };
+    print_pretty(json_output, &value);
+    Ok(code)
+}
+
+async fn payments(state_dir: &std::path::Path, action: PaymentsCmd) -> Result<Value> {
+    let mut journal = Journal::open(state_dir)?;
+    match action {
+        PaymentsCmd::Show => Ok(json!({"attempts": journal.attempts(), "recovery": journal.recovery()})),
+        PaymentsCmd::Resolve { remote, task, paid, not_paid: _, note } => {
+            let Some(open) = journal.recovery().into_iter().find(|a| a.task == task).cloned() else {
+                bail!("no unresolved payment attempt for task {task}");
+            };
+            let record = remote.client()?.service_authorization(&open.authorization).await?;
+            let registry_paid = record["state"] == "paid";
+            if registry_paid != paid {
+                bail!(
+                    "the registry's record of {} says it is {}; resolve it as what the ledger shows",
+                    open.authorization,
+                    record["state"]
+                );
+            }
+            let resolved = journal.resolve(&task, paid, Some(record["payment"].clone()), &note)?;
+            Ok(serde_json::to_value(resolved)?)
+        }
+    }
+}
