@@ -102,7 +102,7 @@ const CORE_LAYERS: &[(&str, &[&str])] = &[
     ("federation", &["kernel", "identity", "pay", "escrow", "dispute", "reputation"]),
     ("market", &["kernel", "identity", "pay", "escrow"]),
     ("bounty", &["kernel", "identity", "pay"]),
-    ("hire", &["kernel", "identity", "pay"]),
+    ("hire", &["kernel", "identity", "pay", "escrow"]),
 ];
 /// Modules every layer may use; they use only the kernel.
 const CORE_SUPPORT: &[&str] = &["crypto", "vc", "validate", "audit", "types"];

@@ -7,7 +7,7 @@
 //!   [`dispute`] (with stake), [`reputation`] (a read model over events),
 //!   [`federation`], [`market`] (beside dispute, above escrow) and [`bounty`]
 //!   (the labor market's rewards, on identity and pay) and [`hire`] (owners'
-//!   exact authorizations to pay specialists, on identity and pay). Each owns
+//!   exact authorizations to pay specialists and guest hires, on escrow). Each owns
 //!   its `Op` sub-enum, row keys, apply functions and event kinds; a
 //!   capability uses only lower ones.
 //! - The composer on top: [`command`] (`Command`, `Op`, keys, dispatch) and

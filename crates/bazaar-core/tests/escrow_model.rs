@@ -2204,7 +2204,8 @@ impl World {
                 | DocKind::Blob
                 | DocKind::Bounty
                 | DocKind::Reward
-                | DocKind::ServiceAuthorization => {
+                | DocKind::ServiceAuthorization
+                | DocKind::Hire => {
                     unreachable!("only contracts and disputes are due in this model")
                 }
             })

@@ -703,6 +703,40 @@ impl Client {
     }
 }
 
+/// Guest hires: terms locked at agreement, paid only on a verified response.
+impl Client {
+    /// Hirer agent: agrees a fixed-price hire from the specialist's signed offer.
+    pub async fn agree_hire(
+        &self,
+        specialist: &str,
+        task: &str,
+        price: u64,
+        pay_to: &str,
+        offer_signature: &str,
+        escrow: bool,
+    ) -> Result<Answer, SdkError> {
+        let body = json!({"specialist": specialist, "task": task, "price_minor": price, "pay_to": pay_to,
+            "offer_signature": offer_signature, "escrow": escrow});
+        self.call(reqwest::Method::POST, "/v1/hires", Some(body), None).await
+    }
+
+    pub async fn hire(&self, id: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/hires/{id}")).await
+    }
+
+    /// Hirer agent: accepts the specialist's signed result (with its enrollment) and pays.
+    pub async fn accept_hire(&self, id: &str, result: &Value, enrollment: &Value) -> Result<Answer, SdkError> {
+        let body = json!({"result": result, "enrollment": enrollment});
+        self.call(reqwest::Method::POST, &format!("/v1/hires/{id}/accept"), Some(body), None).await
+    }
+}
+
+/// The bytes a specialist signs (with its agent key) to offer one task at one
+/// price, paid to one account — what `agree_hire`'s `offer_signature` covers.
+pub fn hire_offer_statement(specialist: &str, task: &str, pay_to: &str, price: u64) -> String {
+    format!("bazaar-hire-offer-v1\n{specialist}\n{task}\n{pay_to}\n{price}")
+}
+
 /// A milestone opened by [`Client::purchase`] is due this long after it is opened.
 pub const ESCROW_DUE_S: u64 = 7 * 24 * 60 * 60;
 

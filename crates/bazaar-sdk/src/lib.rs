@@ -10,7 +10,7 @@ pub mod client;
 pub mod paid;
 pub mod token;
 
-pub use client::{Client, Purchase, SdkError};
+pub use client::{hire_offer_statement, Client, Purchase, SdkError};
 
 /// The request header a buyer puts its payment token in.
 pub const PAYMENT_HEADER: &str = "bazaar-payment";

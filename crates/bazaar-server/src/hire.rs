@@ -1,9 +1,18 @@
-//! Service payments over HTTP: an owner authorizes one of its agents to pay a
+//! Service payments and guest hires over HTTP.
+//!
+//! Service payments: an owner authorizes one of its agents to pay a
 //! specialist exactly (task, specialist, pay-to, amount; zero is sponsorship),
 //! the hiring agent pays once against it from its own budget, and the owner
 //! may revoke an unpaid authorization. The authorization is the registry's
 //! record of whether a payment happened: a hiring agent whose answer was lost
 //! reads it here instead of paying again.
+//!
+//! Guest hires: the hirer agrees a fixed-price hire of another owner's
+//! specialist from the specialist's signed offer, which opens (or reuses)
+//! their guest conversation — a DM of the conversation plane, granting no
+//! room or workspace access — and locks the terms; it accepts and pays only
+//! with a response this edge verified (the specialist's signed result to the
+//! exact task, its Nostr key bound to its DID by its enrollment).
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::escrow::{list_docs, may_read, PartyQuery};
@@ -33,6 +42,9 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(get_authorization))
         .routes(routes!(pay))
         .routes(routes!(revoke))
+        .routes(routes!(agree_hire, list_hires))
+        .routes(routes!(get_hire))
+        .routes(routes!(accept_hire))
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -166,5 +178,162 @@ pub async fn revoke(
     let agent: MemberId = found.agent;
     let idem = idem_for(&auth.member, "service_revoke", &headers, KeyRule::DefaultTo(format!("revoke:{id}")), &id)?;
     let op = Op::Hire(hire::Op::Revoke { authorization: id, agent });
+    Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgreeRequest {
+    /// The specialist agent (DID or handle).
+    pub specialist: String,
+    /// The task (the job request's event id, 64 hex).
+    pub task: String,
+    pub price_minor: u64,
+    /// Where the price goes: the specialist, its owner or one of its owner's agents.
+    pub pay_to: String,
+    /// The specialist's did:key signature (base64url) over
+    /// `bazaar-hire-offer-v1\n<specialist DID>\n<task>\n<pay_to DID>\n<price_minor>`.
+    pub offer_signature: String,
+    /// Fund an escrowed contract now, with the dispute desk as arbiter (pay-to must be the specialist).
+    #[serde(default)]
+    pub escrow: bool,
+}
+
+/// Hirer agent: agrees a fixed-price guest hire from the specialist's signed
+/// offer. Price, paying account (the hirer's own) and pay-to are locked for
+/// this one task; a later offer cannot change them (`hire_exists`, the locked
+/// terms attached). Opens the guest conversation (their DM). With `escrow`,
+/// the price is held now in a contract the specialist accepts.
+#[utoipa::path(post, path = "/v1/hires", request_body = AgreeRequest, responses((status = 201, description = "The hire, terms locked", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+pub async fn agree_hire(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<AgreeRequest>,
+) -> Result<Response, Problem> {
+    let specialist = resolve_id(&state, &body.specialist).await?;
+    let pay_to = resolve_id(&state, body.pay_to.strip_prefix("acct:").unwrap_or(&body.pay_to)).await?;
+    let price = validate::amount(body.price_minor, "price_minor")?;
+    let conversation = match state.plane() {
+        Ok(plane) => {
+            let (me, other) = (auth.member.id.clone(), specialist.clone());
+            let channel = plane.call(move |store| store.open_dm(&me, &other)).await?;
+            plane.memberships_changed([&auth.member.id, &specialist]);
+            Some(channel.id.to_string())
+        }
+        Err(_) => None,
+    };
+    let asked = serde_json::to_string(&body).expect("requests serialize");
+    let key = format!("hire:{}:{}", body.task, &bazaar_core::crypto::sha256_hex(asked.as_bytes())[..16]);
+    let idem = idem_for(&auth.member, "hire_agree", &headers, KeyRule::DefaultTo(key), &body)?;
+    let offer = hire::Offer {
+        specialist,
+        task: body.task,
+        price,
+        pay_to,
+        signature: body.offer_signature,
+        conversation,
+        escrow: body.escrow,
+    };
+    Ok(execute(&state, auth.member, idem, Op::Hire(hire::Op::Agree { offer }), StatusCode::CREATED).await)
+}
+
+async fn load_hire(state: &AppState, id: &str) -> Result<hire::Hire, Problem> {
+    load_doc(state, id, || Refusal::new(Code::HireNotFound, format!("No hire {id} on this registry."))).await
+}
+
+/// A hire with its locked terms, acceptance and payment: the hirer, the
+/// specialist, the payee (and their owners) and the operator.
+#[utoipa::path(get, path = "/v1/hires/{id}", responses((status = 200, description = "The hire", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+pub async fn get_hire(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(id): Path<String>,
+) -> Result<Json<hire::Hire>, Problem> {
+    let found = load_hire(&state, &id).await?;
+    may_read(&state, &auth.member, &[&found.hirer, &found.terms.specialist, &found.terms.pay_to]).await?;
+    Ok(Json(found))
+}
+
+/// Hires naming a party (hirer, specialist or payee), by id.
+#[utoipa::path(get, path = "/v1/hires", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Hires", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+pub async fn list_hires(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiQuery(query): ApiQuery<PartyQuery>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let page = list_docs(&state, &auth, bazaar_core::model::DocKind::Hire, query).await?;
+    let next = page.last().map(|h| h["id"].clone());
+    Ok(Json(json!({"hires": page, "next_after": next})))
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptRequest {
+    /// The specialist's result to the task (kind 6905, its first `e` tag the task).
+    #[schema(value_type = Object)]
+    pub result: serde_json::Value,
+    /// The specialist's enrollment (kind 30950), binding the result's key to its DID.
+    #[schema(value_type = Object)]
+    pub enrollment: serde_json::Value,
+}
+
+/// The response the two records prove: who answered which task.
+fn verified_response(body: &AcceptRequest) -> Result<hire::VerifiedResponse, Problem> {
+    let invalid = |detail: &str| -> Problem { Refusal::new(Code::ResponseNotVerified, detail.to_string()).into() };
+    let result =
+        bazaar_relay::Event::parse(&body.result.to_string()).map_err(|_| invalid("`result` is not a Nostr event"))?;
+    result.verify().map_err(|_| invalid("`result`'s id or signature does not verify"))?;
+    if result.kind != bazaar_relay::jobs::JOB_RESULT || result.tag("status") == Some("error") {
+        return Err(invalid("`result` is not a successful job result (kind 6905)"));
+    }
+    let task = result.tag("e").ok_or_else(|| invalid("`result` names no task"))?.to_string();
+    let enrollment = bazaar_relay::Event::parse(&body.enrollment.to_string())
+        .map_err(|_| invalid("`enrollment` is not a Nostr event"))?;
+    let binding = bazaar_relay::market::enrollment::verify_enrollment(&enrollment, &bazaar_core::crypto::did_signed)
+        .map_err(|e| invalid(&format!("`enrollment` does not hold: {e}")))?;
+    if binding.nostr != result.pubkey {
+        return Err(invalid("the result was not signed by the key the enrollment binds"));
+    }
+    Ok(hire::VerifiedResponse { task, author: MemberId(binding.did), result_event: result.id.to_hex() })
+}
+
+/// Hirer agent: "accept result and pay". Needs a verified successful
+/// response from the hired specialist to the exact task
+/// (`response_not_verified` otherwise); records acceptance — not a grade —
+/// and pays the locked price once, from the hirer's budget to the locked
+/// pay-to, or by releasing the escrowed milestone (which the specialist must
+/// have marked delivered). A second ask is refused `hire_paid`, the payment attached.
+#[utoipa::path(post, path = "/v1/hires/{id}/accept", request_body = AcceptRequest, responses((status = 200, description = "The payment", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+pub async fn accept_hire(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<AcceptRequest>,
+) -> Result<Response, Problem> {
+    let found = load_hire(&state, &id).await?;
+    let response = verified_response(&body)?;
+    // Checked here first so an early ask is not recorded under the derived
+    // key (a refusal is sticky under its key; this one passes with delivery).
+    if let Some(contract) = &found.contract {
+        let contract = crate::escrow::load_contract(&state, contract).await?;
+        if contract.milestones.first().is_some_and(|m| m.state == bazaar_core::escrow::MilestoneState::Pending) {
+            return Err(Refusal::new(
+                Code::MilestoneState,
+                "The specialist has not accepted the escrowed contract and marked its milestone delivered yet.",
+            )
+            .into());
+        }
+    }
+    let key = format!("accept:{id}:{}", response.result_event);
+    let idem = idem_for(&auth.member, "hire_accept", &headers, KeyRule::DefaultTo(key), &body)?;
+    let op = Op::Hire(hire::Op::Accept {
+        hire: id,
+        specialist: found.terms.specialist,
+        pay_to: found.terms.pay_to,
+        contract: found.contract,
+        response,
+    });
     Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
 }

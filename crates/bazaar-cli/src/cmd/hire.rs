@@ -1,8 +1,9 @@
-//! `bazaar hire`: service payments. The owner authorizes (and revokes) one
+//! `bazaar hire`: service payments and guest hires. The owner authorizes (and revokes) one
 //! exact payment for one task; the hiring agent pays it through its local
 //! journal, which saves each attempt before money moves and never retries an
 //! uncertain one; the owner lists and resolves recovery records after reading
-//! the registry's record.
+//! the registry's record. A specialist signs an offer; a hirer agrees it
+//! (terms locked) and accepts a signed result to pay.
 
 use super::common::{print_pretty, Remote};
 use anyhow::{bail, Context, Result};
@@ -45,7 +46,50 @@ pub enum HireCmd {
         remote: Remote,
         id: String,
     },
-    /// An authorization and, once made, its payment.
+    /// Specialist: sign an offer for one task at one price, paid to one account (prints the signature).
+    Offer {
+        /// The specialist agent's identity key (from `bazaar keygen`).
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long)]
+        task: String,
+        /// The DID paid: the specialist, its owner or one of its owner's agents.
+        #[arg(long)]
+        pay_to: String,
+        #[arg(long)]
+        price: u64,
+    },
+    /// Hirer agent: agree a fixed-price guest hire from the specialist's signed offer; its terms are locked.
+    Agree {
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(long)]
+        specialist: String,
+        #[arg(long)]
+        task: String,
+        #[arg(long)]
+        price: u64,
+        #[arg(long)]
+        pay_to: String,
+        #[arg(long)]
+        signature: String,
+        /// Hold the price now in an escrowed contract with the dispute desk as arbiter.
+        #[arg(long)]
+        escrow: bool,
+    },
+    /// Hirer agent: accept the specialist's signed result (a JSON file) and pay, once.
+    Accept {
+        #[command(flatten)]
+        remote: Remote,
+        id: String,
+        /// The specialist's result event (kind 6905), as JSON.
+        #[arg(long)]
+        result: PathBuf,
+        /// The specialist's enrollment event (kind 30950), as JSON.
+        #[arg(long)]
+        enrollment: PathBuf,
+    },
+    /// An authorization (`sva_…`) or a hire (`hir_…`), with its payment once made.
     Show {
         #[command(flatten)]
         remote: Remote,
@@ -97,7 +141,25 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             remote.client()?.authorize_service(&agent, &task, &specialist, &pay_to, amount).await?.body
         }
         HireCmd::Revoke { remote, id } => remote.client()?.revoke_service(&id).await?.body,
+        HireCmd::Show { remote, id } if id.starts_with("hir_") => remote.client()?.hire(&id).await?,
         HireCmd::Show { remote, id } => remote.client()?.service_authorization(&id).await?,
+        HireCmd::Offer { key, task, pay_to, price } => {
+            let key = bazaar_cli::runtime::read_key(&key)?;
+            let specialist = bazaar_core::crypto::did_key(&key.verifying_key());
+            let statement = bazaar_sdk::hire_offer_statement(&specialist, &task, &pay_to, price);
+            let signature = bazaar_core::crypto::sign(&key, statement.as_bytes());
+            json!({"specialist": specialist, "task": task, "pay_to": pay_to, "price_minor": price, "signature": signature})
+        }
+        HireCmd::Agree { remote, specialist, task, price, pay_to, signature, escrow } => {
+            remote.client()?.agree_hire(&specialist, &task, price, &pay_to, &signature, escrow).await?.body
+        }
+        HireCmd::Accept { remote, id, result, enrollment } => {
+            let read = |path: &PathBuf| -> Result<Value> {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+            };
+            remote.client()?.accept_hire(&id, &read(&result)?, &read(&enrollment)?).await?.body
+        }
         HireCmd::Pay { remote, state_dir, id } => return pay(&remote, &state_dir, &id, json_output).await,
         HireCmd::Payments { state_dir, action } => payments(&state_dir, action.unwrap_or(PaymentsCmd::Show)).await?,
     };

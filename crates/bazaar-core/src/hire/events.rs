@@ -1,8 +1,9 @@
 //! The bodies hiring writes: one type per kind.
 
+use super::guest::HireTerms;
 use super::service::Terms;
 use super::HireEvent;
-use bazaar_types::{Amount, MemberId, Timestamp, TransferId};
+use bazaar_types::{Amount, ContractId, MemberId, Timestamp, TransferId};
 use serde::{Deserialize, Serialize};
 
 /// `service.authorized`: the owner's exact terms for one task.
@@ -46,7 +47,40 @@ pub struct ServiceRevoked {
     pub agent: MemberId,
 }
 
+/// How an accepted hire paid: directly, or by releasing its escrowed milestone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HirePayment {
+    pub gross_minor: Amount,
+    pub fee_minor: Amount,
+    pub net_minor: Amount,
+    pub transfers: Vec<TransferId>,
+    pub link: String,
+    /// The contract whose milestone was released, for an escrowed hire.
+    pub contract: Option<ContractId>,
+}
+
+/// `hire.agreed`: the locked terms.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HireAgreed {
+    pub hire: String,
+    pub hirer: MemberId,
+    #[serde(flatten)]
+    pub terms: HireTerms,
+    pub conversation: Option<String>,
+    pub contract: Option<ContractId>,
+}
+
+/// `hire.accepted`: the response accepted (not a grade) and the payment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HireAccepted {
+    pub hire: String,
+    pub result_event: String,
+    pub payment: HirePayment,
+}
+
 crate::event_bodies!(
+    HireAgreed => HireEvent::HireAgreed,
+    HireAccepted => HireEvent::HireAccepted,
     ServiceAuthorized => HireEvent::ServiceAuthorized,
     ServicePaid => HireEvent::ServicePaid,
     ServiceRevoked => HireEvent::ServiceRevoked,

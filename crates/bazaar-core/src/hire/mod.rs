@@ -1,6 +1,7 @@
 //! Hiring: an owner's exact authorization for one of its agents to pay a
 //! specialist for one task, and the payment against it — from the hiring
-//! agent's own account and budget, never the owner's. Uses identity and pay.
+//! agent's own account and budget, never the owner's; and guest hires of
+//! another owner's specialist. Uses identity, pay and escrow.
 //!
 //! Invariants, per authorization, after every command:
 //! - a payment matches its authorization exactly (task, specialist, pay-to,
@@ -11,19 +12,35 @@
 //! - gross = net + protocol fee, recorded apart; an amount of zero is
 //!   **sponsorship**, recorded as such, and no payment can be made against it;
 //! - the owner authorizes and revokes; only the hiring agent pays.
+//!
+//! Guest hires (`guest`): terms locked at agreement and never changed;
+//! accepted only on a verified response to the exact task; paid once, from
+//! the hirer's budget, directly or by releasing the hire's escrowed contract
+//! (which is why hiring sits on escrow).
 
 pub mod events;
+mod guest;
 pub mod receipts;
 mod service;
 
+pub use guest::*;
 pub use service::*;
 
+use crate::escrow::milestone_hold;
 use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
 use crate::kernel::model::DocKind;
+use crate::kernel::model::DESK_ID;
 use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
-use bazaar_types::{AccountId, MemberId};
+use bazaar_types::{AccountId, ContractId, MemberId};
+
+/// The hirer's account and budget: what every hire command may touch.
+fn hirer_rows(keys: &mut Keys, hirer: &MemberId) {
+    keys.members.insert(hirer.clone());
+    keys.accounts.insert(AccountId::of_member(hirer));
+    keys.budgets.insert(hirer.clone());
+}
 
 crate::event_kinds! {
     /// What hiring writes on the event ledger.
@@ -31,6 +48,8 @@ crate::event_kinds! {
         ServiceAuthorized => "service.authorized",
         ServicePaid => "service.paid",
         ServiceRevoked => "service.revoked",
+        HireAgreed => "hire.agreed",
+        HireAccepted => "hire.accepted",
     }
 }
 
@@ -43,6 +62,17 @@ pub enum Op {
     Pay { authorization: String, owner: MemberId, terms: Terms },
     /// The owner withdraws an authorization that has not paid.
     Revoke { authorization: String, agent: MemberId },
+    /// The hirer (the actor) agrees a fixed-price guest hire, locking its terms.
+    Agree { offer: Offer },
+    /// The hirer accepts a verified response and pays. `specialist`, `pay_to`
+    /// and `contract` are read from the stored hire by the edge, so the rows load.
+    Accept {
+        hire: String,
+        specialist: MemberId,
+        pay_to: MemberId,
+        contract: Option<ContractId>,
+        response: VerifiedResponse,
+    },
 }
 
 impl Op {
@@ -50,7 +80,8 @@ impl Op {
     pub fn moves_money(&self) -> bool {
         match self {
             Op::Authorize { .. } => false,
-            Op::Pay { .. } | Op::Revoke { .. } => true,
+            // Agreeing may fund an escrowed contract; accepting pays.
+            Op::Pay { .. } | Op::Revoke { .. } | Op::Agree { .. } | Op::Accept { .. } => true,
         }
     }
 
@@ -59,6 +90,8 @@ impl Op {
             Op::Authorize { .. } => "service_authorize",
             Op::Pay { .. } => "service_pay",
             Op::Revoke { .. } => "service_revoke",
+            Op::Agree { .. } => "hire_agree",
+            Op::Accept { .. } => "hire_accept",
         }
     }
 
@@ -85,6 +118,32 @@ impl Op {
                 keys.doc(DocKind::ServiceAuthorization, authorization.clone());
                 keys.members.insert(agent.clone());
             }
+            Op::Agree { offer } => {
+                let hirer = &caller.actor.id;
+                hirer_rows(keys, hirer);
+                keys.members.insert(offer.specialist.clone());
+                keys.members.insert(offer.pay_to.clone());
+                keys.members.insert(MemberId(DESK_ID.into()));
+                keys.doc(DocKind::Hire, hire_id(hirer, &offer.task));
+                if let (true, Some(idem)) = (offer.escrow, caller.idem) {
+                    let contract = hire_contract(hirer, &offer.specialist, &idem.key);
+                    keys.holds.insert(milestone_hold(&contract, 0));
+                    keys.doc(DocKind::Contract, contract);
+                }
+            }
+            Op::Accept { hire, specialist, pay_to, contract, .. } => {
+                hirer_rows(keys, &caller.actor.id);
+                keys.doc(DocKind::Hire, hire.clone());
+                keys.members.insert(specialist.clone());
+                keys.members.insert(pay_to.clone());
+                keys.accounts.insert(AccountId::of_member(pay_to));
+                keys.accounts.insert(AccountId::of_member(specialist));
+                keys.accounts.insert(AccountId::fees());
+                if let Some(contract) = contract {
+                    keys.doc(DocKind::Contract, contract.clone());
+                    keys.holds.insert(milestone_hold(contract, 0));
+                }
+            }
         }
     }
 
@@ -98,6 +157,10 @@ impl Op {
             }
             Op::Revoke { authorization, agent } => {
                 batch.revoke_service(caller, authorization, agent).map(receipts::Receipt::Authorization)
+            }
+            Op::Agree { offer } => batch.agree_hire(caller, offer).map(receipts::Receipt::Hire),
+            Op::Accept { hire, response, .. } => {
+                batch.accept_hire(caller, hire, response).map(receipts::Receipt::HirePaid)
             }
         }
     }

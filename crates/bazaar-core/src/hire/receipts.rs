@@ -1,6 +1,7 @@
 //! What hiring commands answer.
 
-use super::events::Payment;
+use super::events::{HirePayment, Payment};
+use super::guest::Hire;
 use super::service::ServiceAuthorization;
 use serde::Serialize;
 
@@ -10,4 +11,6 @@ use serde::Serialize;
 pub enum Receipt {
     Authorization(ServiceAuthorization),
     Paid(Payment),
+    Hire(Hire),
+    HirePaid(HirePayment),
 }

@@ -3,6 +3,7 @@
 use super::events::{Payment, ServiceAuthorized, ServicePaid, ServiceRevoked};
 use crate::crypto::sha256_hex;
 use crate::kernel::batch::{refuse, Batch};
+use crate::kernel::ledger::Linked;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
@@ -185,24 +186,8 @@ impl Batch<'_> {
             .with(json!({"authorized": authorization.terms, "asked": terms})));
         }
         let agent = authorization.agent.clone();
-        let account = AccountId::of_member(&agent);
         let amount = terms.amount_minor;
-        self.check_available(&account, amount)?;
-        let budget = self.snap.budgets.get(&agent).cloned().unwrap_or_else(|| Budget::zero(agent.clone()));
-        crate::kernel::ledger::check_ceilings(&budget, amount, self.now)?;
-        self.put_budget(crate::kernel::ledger::spend(budget, amount, self.now));
-        let payee = AccountId::of_member(&terms.pay_to);
-        self.ensure_account(payee.clone());
-        let fee = amount.fee_bps(self.config.fee_bps);
-        let net = amount.checked_sub(fee).expect("fee never exceeds amount");
-        let legs: Vec<_> = [
-            (account.clone(), payee, net, TransferKind::Payment),
-            (account, AccountId::fees(), fee, TransferKind::Fee),
-        ]
-        .into_iter()
-        .filter(|leg| leg.2 .0 > 0)
-        .collect();
-        let linked = self.post_linked(caller, &legs);
+        let (fee, net, linked) = self.pay_from_agent(caller, &agent, &terms.pay_to, amount)?;
         let payment = Payment {
             authorization: id.to_string(),
             agent: agent.clone(),
@@ -220,6 +205,35 @@ impl Batch<'_> {
         self.update(&authorization);
         self.emit(caller, &ServicePaid { payment: payment.clone() });
         Ok(payment)
+    }
+
+    /// Pays `amount` from `agent`'s own account, within its budget, to
+    /// `pay_to` less the protocol fee, in one link: the one direct payment
+    /// hiring makes (a service payment, a guest hire accepted without escrow).
+    pub(super) fn pay_from_agent(
+        &mut self,
+        caller: &Caller<'_>,
+        agent: &MemberId,
+        pay_to: &MemberId,
+        amount: Amount,
+    ) -> Result<(Amount, Amount, Linked), Refusal> {
+        let account = AccountId::of_member(agent);
+        self.check_available(&account, amount)?;
+        let budget = self.snap.budgets.get(agent).cloned().unwrap_or_else(|| Budget::zero(agent.clone()));
+        crate::kernel::ledger::check_ceilings(&budget, amount, self.now)?;
+        self.put_budget(crate::kernel::ledger::spend(budget, amount, self.now));
+        let payee = AccountId::of_member(pay_to);
+        self.ensure_account(payee.clone());
+        let fee = amount.fee_bps(self.config.fee_bps);
+        let net = amount.checked_sub(fee).expect("fee never exceeds amount");
+        let legs: Vec<_> = [
+            (account.clone(), payee, net, TransferKind::Payment),
+            (account, AccountId::fees(), fee, TransferKind::Fee),
+        ]
+        .into_iter()
+        .filter(|leg| leg.2 .0 > 0)
+        .collect();
+        Ok((fee, net, self.post_linked(caller, &legs)))
     }
 
     pub(crate) fn revoke_service(

@@ -411,6 +411,8 @@ pub enum DocKind {
     Reward,
     /// An owner's exact authorization for its agent to pay a specialist for one task.
     ServiceAuthorization,
+    /// A fixed-price guest hire of another owner's specialist, its terms locked at agreement.
+    Hire,
 }
 
 impl DocKind {
@@ -430,6 +432,7 @@ impl DocKind {
             DocKind::Bounty => "bounty",
             DocKind::Reward => "reward",
             DocKind::ServiceAuthorization => "service_authorization",
+            DocKind::Hire => "hire",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -448,6 +451,7 @@ impl DocKind {
             "bounty" => DocKind::Bounty,
             "reward" => DocKind::Reward,
             "service_authorization" => DocKind::ServiceAuthorization,
+            "hire" => DocKind::Hire,
             _ => return None,
         })
     }

@@ -151,6 +151,11 @@ codes! {
     AuthorizationRevoked => "authorization_revoked", Gone;
     ServiceSponsored => "service_sponsored", Conflict;
     PayToInvalid => "pay_to_invalid", Unprocessable;
+    HireNotFound => "hire_not_found", NotFound;
+    HireExists => "hire_exists", Conflict;
+    HirePaid => "hire_paid", Conflict;
+    OfferSignatureInvalid => "offer_signature_invalid", Unprocessable;
+    ResponseNotVerified => "response_not_verified", Unprocessable;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the
