@@ -195,6 +195,7 @@ impl Market {
             },
             state_dir: self.dir.join("specialist-state"),
             allowance: None,
+            leases: None,
         }
     }
 
@@ -212,6 +213,7 @@ impl Market {
             role: Role::Coordinator { specialist: self.specialist.public_key(), handoff_wait: Duration::from_secs(20) },
             state_dir: self.dir.join("coordinator-state"),
             allowance: None,
+            leases: None,
         };
         self.workers.push(tokio::spawn(worker::run(config, std::future::pending())));
     }
@@ -635,4 +637,81 @@ async fn a_bounty_pays_once_on_acceptance_and_never_on_rejection_or_unassessed()
     assert_eq!(earnings["totals"]["net_minor"], 495);
     assert_eq!(earnings["rewards"].as_array().unwrap().len(), 1);
     assert_eq!(earnings["unverified_claims"], serde_json::json!([]));
+}
+
+/// Lines the leasing test's engine wrote, in the order it ran them.
+async fn wait_for_lines(path: &std::path::Path, count: usize) -> Vec<String> {
+    for _ in 0..150 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
+        if lines.len() >= count {
+            return lines;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the engine ran fewer than {count} tasks");
+}
+
+/// A worker that sells leases serves the identity holding an active lease
+/// first, whichever job arrived first; a lease the worker has not receipted
+/// is a recovery case and gives no priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_identity_is_served_first_only_once_the_lease_is_receipted() {
+    use bazaar_cli::market::worker::LeaseSource;
+    let mut market = Market::open("lease").await;
+    market.workers.drain(..).for_each(|w| w.abort());
+    let operator = market._local.operator();
+    let payer_key = bazaar_sdk::generate_key();
+    let (payer_owner, payer) =
+        bazaar_cli::story::enroll_pair_with_key(&operator, "lease-b-owner", "lease-b", &payer_key).await.unwrap();
+    let owner_id = bazaar_cli::story::member_id(&payer_owner).await.unwrap();
+    operator.mint(&owner_id, 1_000, "lease-mint").await.unwrap();
+    payer_owner.fund("lease-b", 1_000, "lease-fund").await.unwrap();
+    payer_owner.set_budget("lease-b", 1_000, 1_000, 1_000).await.unwrap();
+    let (worker_owner, worker_agent) =
+        bazaar_cli::story::enroll_pair(&operator, "lease-w-owner", "lease-w").await.unwrap();
+    let worker_owner_id = bazaar_cli::story::member_id(&worker_owner).await.unwrap();
+    let (walk_in, leased) = (Signer::generate(&OsEntropy), Signer::generate(&OsEntropy));
+    let identity = bazaar_cli::market::identity::enroll(&leased, &payer_key, bazaar_cli::runtime::unix_now());
+    let identity: serde_json::Value = serde_json::from_str(&identity.to_json()).unwrap();
+    let lease = payer.buy_lease("lease-w", &worker_owner_id, 100, 3_600, &identity, "lease-1").await.unwrap().body;
+
+    let order = market.dir.join("order.log");
+    let config = || {
+        let mut config = market.specialist_config();
+        config.accept_from = HashSet::from([walk_in.public_key(), leased.public_key()]);
+        config.leases = Some(LeaseSource { registry: worker_agent.clone(), agent: "lease-w".into() });
+        if let Role::Specialist { engine, .. } = &mut config.role {
+            let log = order.display();
+            engine.command = format!("cat >> {log}; echo >> {log}; echo 'usage: 0.001 USD' >&2; echo done");
+        }
+        config
+    };
+    // The leased identity's job is older, so the relay hands the walk-in's over first.
+    let post = |by: &Signer, input: &str, age_s: u64| {
+        let tags = request_tags("script-delivery/v1", false, &[market.specialist.public_key()], input);
+        by.sign(bazaar_cli::runtime::unix_now() - age_s, JOB_REQUEST, tags, "")
+    };
+    let round = |config: WorkerConfig, jobs: Vec<bazaar_relay::Event>, lines: usize| {
+        let relay = market.relay.clone();
+        let order = order.clone();
+        async move {
+            let mut client = RelayClient::connect(&relay).await.unwrap();
+            for job in &jobs {
+                assert!(client.publish(job).await.unwrap().0);
+            }
+            let running = tokio::spawn(worker::run(config, std::future::pending()));
+            let ran = wait_for_lines(&order, lines).await;
+            running.abort();
+            ran
+        }
+    };
+    let first = vec![post(&leased, "leased-1", 20), post(&walk_in, "walk-in-1", 10)];
+    let ran = round(config(), first, 2).await;
+    assert_eq!(ran, ["walk-in-1", "leased-1"], "no receipt, no priority: first come, first served");
+
+    worker_agent.receipt_lease(lease["id"].as_str().unwrap()).await.unwrap();
+    let second = vec![post(&leased, "leased-2", 20), post(&walk_in, "walk-in-2", 10)];
+    let ran = round(config(), second, 4).await;
+    assert_eq!(&ran[2..], ["leased-2", "walk-in-2"], "an active lease goes first");
 }

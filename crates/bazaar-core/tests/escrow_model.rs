@@ -2205,7 +2205,8 @@ impl World {
                 | DocKind::Bounty
                 | DocKind::Reward
                 | DocKind::ServiceAuthorization
-                | DocKind::Hire => {
+                | DocKind::Hire
+                | DocKind::Lease => {
                     unreachable!("only contracts and disputes are due in this model")
                 }
             })

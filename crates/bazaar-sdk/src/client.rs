@@ -731,6 +731,32 @@ impl Client {
     }
 }
 
+/// Priority leases: prepaid queue priority for the payer's own task identity.
+impl Client {
+    /// Payer agent: buys priority at `worker` for the identity `enrollment` binds to this agent.
+    pub async fn buy_lease(
+        &self,
+        worker: &str,
+        pay_to: &str,
+        price: u64,
+        period_s: u64,
+        enrollment: &Value,
+        key: &str,
+    ) -> Result<Answer, SdkError> {
+        let body = json!({"worker": worker, "pay_to": pay_to, "price_minor": price, "period_s": period_s, "identity": enrollment});
+        self.call(reqwest::Method::POST, "/v1/leases", Some(body), Some(key)).await
+    }
+
+    pub async fn lease(&self, id: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/leases/{id}")).await
+    }
+
+    /// Worker (or its owner): publishes the lease's receipt.
+    pub async fn receipt_lease(&self, id: &str) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/leases/{id}/receipt"), None, None).await
+    }
+}
+
 /// The bytes a specialist signs (with its agent key) to offer one task at one
 /// price, paid to one account — what `agree_hire`'s `offer_signature` covers.
 pub fn hire_offer_statement(specialist: &str, task: &str, pay_to: &str, price: u64) -> String {

@@ -13,10 +13,14 @@
 //! room or workspace access — and locks the terms; it accepts and pays only
 //! with a response this edge verified (the specialist's signed result to the
 //! exact task, its Nostr key bound to its DID by its enrollment).
+//!
+//! Priority leases: prepaid queue priority at a worker for the payer's own
+//! task identity (its enrollment proves the key is the payer's), active only
+//! once the worker published its receipt; every read says its status.
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::escrow::{list_docs, may_read, PartyQuery};
-use crate::exec::{execute, idem_for, load_doc, resolve_id, KeyRule};
+use crate::exec::{execute, execute_shaped, idem_for, load_doc, resolve_id, KeyRule};
 use crate::problem::{errors, Problem};
 use crate::schemas::OpenObject;
 use crate::state::AppState;
@@ -45,6 +49,9 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(agree_hire, list_hires))
         .routes(routes!(get_hire))
         .routes(routes!(accept_hire))
+        .routes(routes!(buy_lease, list_leases))
+        .routes(routes!(get_lease))
+        .routes(routes!(receipt_lease))
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -336,4 +343,115 @@ pub async fn accept_hire(
         response,
     });
     Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
+}
+
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// The worker agent whose queue (DID or handle).
+    pub worker: String,
+    /// The worker, its owner or one of its owner's agents (DID or handle).
+    pub pay_to: String,
+    /// Prepaid in full now.
+    pub price_minor: u64,
+    /// The period, from now: 60 s to 30 days. Nothing renews it.
+    pub period_s: u64,
+    /// The enrollment (kind 30950) of the task identity that gets priority:
+    /// it must bind that Nostr key to the paying agent's own DID.
+    #[schema(value_type = Object)]
+    pub identity: serde_json::Value,
+}
+
+/// A lease with how it reads now: `active`, `ended`, or `recovery` (paid,
+/// no receipt from the worker: never shown as priority).
+fn lease_view(lease: &hire::Lease, now: bazaar_types::Timestamp) -> serde_json::Value {
+    let mut view = serde_json::to_value(lease).expect("leases serialize");
+    view["status"] = json!(lease.status(now));
+    view
+}
+
+/// A lease command's answer with its status at the command's own time (the
+/// receipt's, or the purchase's: a lease just bought has no receipt yet).
+fn shape_lease(receipt: serde_json::Value) -> serde_json::Value {
+    match serde_json::from_value::<hire::Lease>(receipt.clone()) {
+        Ok(lease) => lease_view(&lease, lease.receipt_at.unwrap_or(lease.starts_at)),
+        Err(_) => receipt,
+    }
+}
+
+/// Payer agent: buys queue priority at a worker for its own task identity,
+/// for a stated period, prepaid now from its own budget. No renewal and no
+/// delivery guarantee. An identity bound to anyone but the payer is refused
+/// `lease_identity_mismatch`. `Idempotency-Key` is required.
+#[utoipa::path(post, path = "/v1/leases", request_body = LeaseRequest, responses((status = 201, description = "The lease, paid; `recovery` until the worker publishes its receipt", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unprocessable, errors::Unavailable))]
+pub async fn buy_lease(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<LeaseRequest>,
+) -> Result<Response, Problem> {
+    let mismatch = |detail: String| -> Problem { Refusal::new(Code::LeaseIdentityMismatch, detail).into() };
+    let enrollment = bazaar_relay::Event::parse(&body.identity.to_string())
+        .map_err(|_| mismatch("`identity` is not an enrollment event".into()))?;
+    let binding = bazaar_relay::market::enrollment::verify_enrollment(&enrollment, &bazaar_core::crypto::did_signed)
+        .map_err(|e| mismatch(format!("`identity` does not hold: {e}")))?;
+    let order = hire::LeaseOrder {
+        worker: resolve_id(&state, &body.worker).await?,
+        pay_to: resolve_id(&state, body.pay_to.strip_prefix("acct:").unwrap_or(&body.pay_to)).await?,
+        price: validate::amount(body.price_minor, "price_minor")?,
+        period_s: body.period_s,
+        identity: binding.nostr.to_hex(),
+        identity_of: MemberId(binding.did),
+    };
+    let idem = idem_for(&auth.member, "lease_buy", &headers, KeyRule::Required, &body)?;
+    let op = Op::Hire(hire::Op::BuyLease { order });
+    Ok(execute_shaped(&state, auth.member, idem, op, StatusCode::CREATED, shape_lease).await)
+}
+
+async fn load_lease(state: &AppState, id: &str) -> Result<hire::Lease, Problem> {
+    load_doc(state, id, || Refusal::new(Code::LeaseNotFound, format!("No lease {id} on this registry."))).await
+}
+
+/// A lease and its status now: the payer, the worker, the payee (and their owners) and the operator.
+#[utoipa::path(get, path = "/v1/leases/{id}", responses((status = 200, description = "The lease", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+pub async fn get_lease(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let lease = load_lease(&state, &id).await?;
+    may_read(&state, &auth.member, &[&lease.payer, &lease.worker, &lease.pay_to]).await?;
+    Ok(Json(lease_view(&lease, state.now())))
+}
+
+/// Leases naming a party (payer, worker or payee), by id, each with its status now.
+#[utoipa::path(get, path = "/v1/leases", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Leases", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+pub async fn list_leases(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiQuery(query): ApiQuery<PartyQuery>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let page = list_docs(&state, &auth, bazaar_core::model::DocKind::Lease, query).await?;
+    let now = state.now();
+    let leases: Vec<serde_json::Value> = page
+        .into_iter()
+        .map(|body| serde_json::from_value::<hire::Lease>(body.clone()).map(|l| lease_view(&l, now)).unwrap_or(body))
+        .collect();
+    let next = leases.last().map(|l| l["id"].clone());
+    Ok(Json(json!({"leases": leases, "next_after": next})))
+}
+
+/// Worker (or its owner): publishes the lease's receipt; from now the lease
+/// is priority until its period ends. Repeating it changes nothing.
+#[utoipa::path(post, path = "/v1/leases/{id}/receipt", responses((status = 200, description = "The lease", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+pub async fn receipt_lease(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let lease = load_lease(&state, &id).await?;
+    let idem = idem_for(&auth.member, "lease_receipt", &headers, KeyRule::DefaultTo(format!("receipt:{id}")), &id)?;
+    let op = Op::Hire(hire::Op::ReceiptLease { lease: id, worker: lease.worker });
+    Ok(execute_shaped(&state, auth.member, idem, op, StatusCode::OK, shape_lease).await)
 }

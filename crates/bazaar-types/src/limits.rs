@@ -61,6 +61,9 @@ pub const BOUNTY_CLAIM_S_MIN: u64 = 60;
 pub const BOUNTY_CLAIM_S_MAX: u64 = 90 * 24 * 60 * 60;
 const _: () = assert!(BOUNTY_CLAIM_S_MIN <= BOUNTY_CLAIM_S && BOUNTY_CLAIM_S <= BOUNTY_CLAIM_S_MAX);
 
+/// A priority lease's period: from a minute to thirty days. Nothing renews it.
+pub const LEASE_S_MIN: u64 = 60;
+pub const LEASE_S_MAX: u64 = 30 * 24 * 60 * 60;
 /// An escrowed guest hire's milestone falls due this long after agreement.
 pub const HIRE_DUE_S: u64 = 7 * 24 * 60 * 60;
 

@@ -65,7 +65,7 @@ pub enum WorkerCmd {
         credential: Option<String>,
     },
     /// Take directed jobs from accepted askers, one at a time, until stopped.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// The worker's earnings: rewards the registry confirmed, and (never summed) payments its results claim.
     Earnings {
         #[command(flatten)]
@@ -137,6 +137,11 @@ pub struct RunArgs {
     /// The allowance's asset, as the engine reports it.
     #[arg(long, default_value = "USD")]
     allowance_asset: String,
+    /// Serve identities holding an active priority lease first: this worker's agent at --registry (DID or handle).
+    #[arg(long)]
+    lease_agent: Option<String>,
+    #[command(flatten)]
+    remote: super::common::Remote,
 }
 
 #[derive(Args)]
@@ -301,7 +306,7 @@ async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
             Ok(0)
         }
         WorkerCmd::Run(args) => {
-            let config = worker_config(args)?;
+            let config = worker_config(*args)?;
             worker::run(config, async {
                 let _ = tokio::signal::ctrl_c().await;
             })
@@ -365,8 +370,13 @@ fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
             Ok::<_, anyhow::Error>(AllowanceConfig { asset: args.allowance_asset.clone(), daily })
         })
         .transpose()?;
+    let leases = match args.lease_agent {
+        Some(agent) => Some(worker::LeaseSource { registry: args.remote.client()?, agent }),
+        None => None,
+    };
     Ok(WorkerConfig {
         allowance,
+        leases,
         relay: args.relay.relay,
         signer: Arc::new(read_signer(&args.key_file)?),
         accept_from,

@@ -89,6 +89,7 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)
         role: Role::Specialist { engine, artifact_dir, artifact_url: served.clone() },
         state_dir: dir.join("specialist"),
         allowance: None,
+        leases: None,
     };
     let coordinator_config = WorkerConfig {
         relay: relay.clone(),
@@ -98,6 +99,7 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)
         role: Role::Coordinator { specialist: specialist.public_key(), handoff_wait: Duration::from_secs(30) },
         state_dir: dir.join("coordinator"),
         allowance: None,
+        leases: None,
     };
     let workers = [
         tokio::spawn(worker::run(specialist_config, std::future::pending())),

@@ -51,6 +51,47 @@ pub struct WorkerConfig {
     pub state_dir: PathBuf,
     /// The daily model-usage allowance a specialist's engine runs under (none: unmetered by Bazaar).
     pub allowance: Option<AllowanceConfig>,
+    /// Where this worker's priority leases are read (none: first come, first served).
+    pub leases: Option<LeaseSource>,
+}
+
+/// How long a worker that sells leases waits for more queued jobs before
+/// choosing the next one (jobs arrive one relay frame at a time).
+pub const LEASE_GATHER: Duration = Duration::from_millis(100);
+
+/// The registry holding the leases bought at this worker's queue.
+#[derive(Clone)]
+pub struct LeaseSource {
+    /// A credential of the worker's agent (or its owner), to read its leases.
+    pub registry: bazaar_sdk::Client,
+    /// The worker's agent at the registry (DID or handle).
+    pub agent: String,
+}
+
+impl LeaseSource {
+    /// The task identities holding an **active** lease here now: receipted
+    /// and within their period. A lease without a receipt is a recovery case
+    /// and gives no priority; a registry that cannot be read gives none either.
+    pub async fn priority(&self) -> HashSet<PublicKey> {
+        let path = format!("/v1/leases?party={}", self.agent);
+        let Ok(page) = self.registry.call(reqwest::Method::GET, &path, None, None).await else {
+            tracing::warn!("the registry's leases could not be read; no priority this turn");
+            return HashSet::new();
+        };
+        let leases = page.body["leases"].as_array().cloned().unwrap_or_default();
+        leases
+            .iter()
+            .filter(|l| l["status"] == "active")
+            .filter_map(|l| l["identity"].as_str().and_then(bazaar_relay::Hex32::parse))
+            .collect()
+    }
+}
+
+/// The next job to work: the first from an identity holding an active lease,
+/// else the first to arrive. Priority orders the queue; it promises nothing more.
+pub fn next_job(pending: &mut Vec<Event>, priority: &HashSet<PublicKey>) -> Option<Event> {
+    let at = pending.iter().position(|job| priority.contains(&job.pubkey)).unwrap_or(0);
+    (!pending.is_empty()).then(|| pending.remove(at))
 }
 
 /// A daily allowance in the engine's own asset.
@@ -114,14 +155,33 @@ pub async fn run(config: WorkerConfig, stop: impl std::future::Future<Output = (
     let mut listener = tokio::spawn(listen(config.relay.clone(), config.signer.public_key(), jobs));
     tokio::pin!(stop);
     let mut handled = HashSet::new();
+    let mut pending: Vec<Event> = Vec::new();
     let outcome = loop {
-        let job = tokio::select! {
-            _ = &mut stop => break Ok(()),
-            job = queue.recv() => match job {
-                Some(job) => job,
-                None => break (&mut listener).await.context("the job listener")?,
-            },
+        if pending.is_empty() {
+            let job = tokio::select! {
+                _ = &mut stop => break Ok(()),
+                job = queue.recv() => match job {
+                    Some(job) => job,
+                    None => break (&mut listener).await.context("the job listener")?,
+                },
+            };
+            pending.push(job);
+        }
+        // Everything already waiting joins the queue, so a leased identity's job
+        // can go first; a worker that sells leases looks a moment longer.
+        if config.leases.is_some() {
+            while let Ok(Some(job)) = tokio::time::timeout(LEASE_GATHER, queue.recv()).await {
+                pending.push(job);
+            }
+        }
+        while let Ok(job) = queue.try_recv() {
+            pending.push(job);
+        }
+        let priority = match &config.leases {
+            Some(leases) if pending.len() > 1 => leases.priority().await,
+            _ => HashSet::new(),
         };
+        let Some(job) = next_job(&mut pending, &priority) else { continue };
         if handled.insert(job.id) {
             if let Err(error) = work(&mut publisher, &config, &job, meter.as_mut()).await {
                 tracing::warn!(%error, job = %job.id, "the task failed");

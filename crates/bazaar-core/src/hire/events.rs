@@ -1,6 +1,7 @@
 //! The bodies hiring writes: one type per kind.
 
 use super::guest::HireTerms;
+use super::lease::Lease;
 use super::service::Terms;
 use super::HireEvent;
 use bazaar_types::{Amount, ContractId, MemberId, Timestamp, TransferId};
@@ -78,7 +79,23 @@ pub struct HireAccepted {
     pub payment: HirePayment,
 }
 
+/// `lease.bought`: the lease, prepaid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseBought {
+    pub lease: Lease,
+}
+
+/// `lease.receipted`: the worker published its receipt; the lease is priority until it ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseReceipted {
+    pub lease: String,
+    pub worker: MemberId,
+    pub at_ms: Timestamp,
+}
+
 crate::event_bodies!(
+    LeaseBought => HireEvent::LeaseBought,
+    LeaseReceipted => HireEvent::LeaseReceipted,
     HireAgreed => HireEvent::HireAgreed,
     HireAccepted => HireEvent::HireAccepted,
     ServiceAuthorized => HireEvent::ServiceAuthorized,

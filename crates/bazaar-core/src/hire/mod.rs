@@ -17,13 +17,19 @@
 //! accepted only on a verified response to the exact task; paid once, from
 //! the hirer's budget, directly or by releasing the hire's escrowed contract
 //! (which is why hiring sits on escrow).
+//!
+//! Priority leases (`lease`): prepaid queue priority for the payer's own task
+//! identity at a worker, for a stated period; never renewed; active only once
+//! the worker published its receipt.
 
 pub mod events;
 mod guest;
+mod lease;
 pub mod receipts;
 mod service;
 
 pub use guest::*;
+pub use lease::*;
 pub use service::*;
 
 use crate::escrow::milestone_hold;
@@ -50,6 +56,8 @@ crate::event_kinds! {
         ServiceRevoked => "service.revoked",
         HireAgreed => "hire.agreed",
         HireAccepted => "hire.accepted",
+        LeaseBought => "lease.bought",
+        LeaseReceipted => "lease.receipted",
     }
 }
 
@@ -73,6 +81,10 @@ pub enum Op {
         contract: Option<ContractId>,
         response: VerifiedResponse,
     },
+    /// The payer (the actor) buys a prepaid priority lease for its own task identity.
+    BuyLease { order: LeaseOrder },
+    /// The worker (or its owner) publishes a lease's receipt.
+    ReceiptLease { lease: String, worker: MemberId },
 }
 
 impl Op {
@@ -81,7 +93,8 @@ impl Op {
         match self {
             Op::Authorize { .. } => false,
             // Agreeing may fund an escrowed contract; accepting pays.
-            Op::Pay { .. } | Op::Revoke { .. } | Op::Agree { .. } | Op::Accept { .. } => true,
+            Op::Pay { .. } | Op::Revoke { .. } | Op::Agree { .. } | Op::Accept { .. } | Op::BuyLease { .. } => true,
+            Op::ReceiptLease { .. } => false,
         }
     }
 
@@ -92,6 +105,8 @@ impl Op {
             Op::Revoke { .. } => "service_revoke",
             Op::Agree { .. } => "hire_agree",
             Op::Accept { .. } => "hire_accept",
+            Op::BuyLease { .. } => "lease_buy",
+            Op::ReceiptLease { .. } => "lease_receipt",
         }
     }
 
@@ -144,6 +159,21 @@ impl Op {
                     keys.holds.insert(milestone_hold(contract, 0));
                 }
             }
+            Op::BuyLease { order } => {
+                let payer = &caller.actor.id;
+                hirer_rows(keys, payer);
+                keys.members.insert(order.worker.clone());
+                keys.members.insert(order.pay_to.clone());
+                keys.accounts.insert(AccountId::of_member(&order.pay_to));
+                keys.accounts.insert(AccountId::fees());
+                if let Some(idem) = caller.idem {
+                    keys.doc(DocKind::Lease, lease_id(payer, &order.worker, &idem.key));
+                }
+            }
+            Op::ReceiptLease { lease, worker } => {
+                keys.doc(DocKind::Lease, lease.clone());
+                keys.members.insert(worker.clone());
+            }
         }
     }
 
@@ -162,6 +192,8 @@ impl Op {
             Op::Accept { hire, response, .. } => {
                 batch.accept_hire(caller, hire, response).map(receipts::Receipt::HirePaid)
             }
+            Op::BuyLease { order } => batch.buy_lease(caller, order).map(receipts::Receipt::Lease),
+            Op::ReceiptLease { lease, .. } => batch.receipt_lease(caller, lease).map(receipts::Receipt::Lease),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use super::events::{HirePayment, Payment};
 use super::guest::Hire;
+use super::lease::Lease;
 use super::service::ServiceAuthorization;
 use serde::Serialize;
 
@@ -13,4 +14,5 @@ pub enum Receipt {
     Paid(Payment),
     Hire(Hire),
     HirePaid(HirePayment),
+    Lease(Lease),
 }

@@ -413,6 +413,8 @@ pub enum DocKind {
     ServiceAuthorization,
     /// A fixed-price guest hire of another owner's specialist, its terms locked at agreement.
     Hire,
+    /// A prepaid priority lease at a worker's queue.
+    Lease,
 }
 
 impl DocKind {
@@ -433,6 +435,7 @@ impl DocKind {
             DocKind::Reward => "reward",
             DocKind::ServiceAuthorization => "service_authorization",
             DocKind::Hire => "hire",
+            DocKind::Lease => "lease",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -452,6 +455,7 @@ impl DocKind {
             "reward" => DocKind::Reward,
             "service_authorization" => DocKind::ServiceAuthorization,
             "hire" => DocKind::Hire,
+            "lease" => DocKind::Lease,
             _ => return None,
         })
     }

@@ -156,6 +156,8 @@ codes! {
     HirePaid => "hire_paid", Conflict;
     OfferSignatureInvalid => "offer_signature_invalid", Unprocessable;
     ResponseNotVerified => "response_not_verified", Unprocessable;
+    LeaseNotFound => "lease_not_found", NotFound;
+    LeaseIdentityMismatch => "lease_identity_mismatch", Forbidden;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the
