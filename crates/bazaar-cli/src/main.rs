@@ -51,7 +51,7 @@ enum Command {
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 30] = [
+const HELP_ORDER: [&str; 31] = [
     "serve",
     "audit",
     "demo",
@@ -82,6 +82,7 @@ const HELP_ORDER: [&str; 30] = [
     "worker",
     "validator",
     "hire",
+    "spending",
 ];
 
 /// The command line, with the commands in [`HELP_ORDER`].

@@ -313,5 +313,24 @@ async fn the_hire_commands_pay_once_and_resolve_only_what_the_ledger_shows() {
         (0, Some("paid")),
         "after resolution a new attempt may follow: {paid}"
     );
+
+    // The owner's view: ledger figures from the registry, the meter and the journal from this machine, each in its asset.
+    let config = bazaar_cli::market::worker::AllowanceConfig { asset: "USD".into(), daily: 5_000_000 };
+    bazaar_cli::market::worker::Meter::open(&dir.join("state"), &config).unwrap();
+    let view = [&["spending"][..], &registry, &["--agent", "cli-hirer", "--state-dir", state]].concat();
+    let (code, seen) = bazaar(&view, &owner);
+    assert_eq!(code, 0, "{seen}");
+    assert_eq!(seen["asset"], "ledger units (minor)");
+    let authorizations = seen["service_authorizations"]["records"].as_array().unwrap();
+    assert_eq!(authorizations.iter().filter(|a| a["state"] == "paid").count(), 2, "{seen}");
+    assert_eq!(seen["balance"]["available_minor"], 5_000 - 1_500);
+    let here = &seen["on_this_machine"][0];
+    let meter = (here["allowance"]["asset"].as_str(), here["allowance"]["daily"].as_str());
+    assert_eq!(meter, (Some("USD"), Some("5")), "{here}");
+    assert!(here["allowance"]["note"].as_str().unwrap().contains("not ledger units"), "{here}");
+    assert_eq!(here["payment_attempts"].as_array().unwrap().len(), 3);
+    assert_eq!(here["recovery_records"], serde_json::json!([]));
+    let stranger = c.specialist_owner.credential().unwrap().to_string();
+    assert_eq!(bazaar(&view, &stranger).0, 2, "another owner cannot read this agent's spending");
     std::fs::remove_dir_all(&dir).ok();
 }

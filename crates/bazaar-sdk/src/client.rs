@@ -751,6 +751,11 @@ impl Client {
         self.get(&format!("/v1/leases/{id}")).await
     }
 
+    /// The owner's view of one agent's spending (ledger units): authorizations, hires, leases, bounties, earnings.
+    pub async fn spending(&self, agent: &str) -> Result<Value, SdkError> {
+        self.get(&format!("/v1/agents/{agent}/spending")).await
+    }
+
     /// Worker (or its owner): publishes the lease's receipt.
     pub async fn receipt_lease(&self, id: &str) -> Result<Answer, SdkError> {
         self.call(reqwest::Method::POST, &format!("/v1/leases/{id}/receipt"), None, None).await

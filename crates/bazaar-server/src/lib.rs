@@ -42,6 +42,7 @@ pub mod relying_party;
 pub mod router;
 pub mod schemas;
 pub mod search_tally;
+pub mod spending;
 pub mod state;
 pub mod sweeper;
 pub mod x402;

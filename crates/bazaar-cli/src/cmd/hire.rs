@@ -17,6 +17,18 @@ pub enum Command {
     /// Service payments: exact authorizations, payments never retried when uncertain, recovery.
     #[command(subcommand)]
     Hire(HireCmd),
+    /// The owner's view of an agent: allowance and pending reconciliations (each worker's own asset),
+    /// payment attempts and recovery records, authorizations, hires, leases, bounties, earnings (ledger units).
+    Spending {
+        #[command(flatten)]
+        remote: Remote,
+        /// The agent (DID or handle).
+        #[arg(long)]
+        agent: String,
+        /// A worker's state directory on this machine (its meter and payment journal); repeat.
+        #[arg(long)]
+        state_dir: Vec<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -135,7 +147,13 @@ pub enum PaymentsCmd {
 }
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
-    let Command::Hire(command) = command;
+    let command = match command {
+        Command::Hire(command) => command,
+        Command::Spending { remote, agent, state_dir } => {
+            print_pretty(json_output, &spending(&remote, &agent, &state_dir).await?);
+            return Ok(0);
+        }
+    };
     let value = match command {
         HireCmd::Authorize { remote, agent, task, specialist, pay_to, amount } => {
             remote.client()?.authorize_service(&agent, &task, &specialist, &pay_to, amount).await?.body
@@ -201,25 +219,48 @@ async fn pay(remote: &Remote, state_dir: &std::path::Path, id: &str, json_output
     Ok(code)
 }
 
-async fn payments(state_dir: &std::path::Path, action: PaymentsCmd) -> Result<Value> {
-    let mut journal = Journal::open(state_dir)?;
-    match action {
-        PaymentsCmd::Show => Ok(json!({"attempts": journal.attempts(), "recovery": journal.recovery()})),
-        PaymentsCmd::Resolve { remote, task, paid, not_paid: _, note } => {
-            let Some(open) = journal.recovery().into_iter().find(|a| a.task == task).cloned() else {
-                bail!("no unresolved payment attempt for task {task}");
-            };
-            let record = remote.client()?.service_authorization(&open.authorization).await?;
-            let registry_paid = record["state"] == "paid";
-            if registry_paid != paid {
-                bail!(
-                    "the registry's record of {} says it is {}; resolve it as what the ledger shows",
-                    open.authorization,
-                    record["state"]
-                );
-            }
-            let resolved = journal.resolve(&task, paid, Some(record["payment"].clone()), &note)?;
-            Ok(serde_json::to_value(resolved)?)
-        }
+/// The registry's view (ledger units) with, for each state directory, the
+/// worker's meter (its engine's asset) and its payment journal beside it.
+async fn spending(remote: &Remote, agent: &str, state_dirs: &[PathBuf]) -> Result<Value> {
+    let mut view = remote.client()?.spending(agent).await.context("reading the agent's spending")?;
+    let mut local = Vec::new();
+    for dir in state_dirs {
+        let meter = dir
+            .join(bazaar_cli::market::worker::ALLOWANCE_FILE)
+            .exists()
+            .then(|| super::market::allowance(dir, super::market::AllowanceCmd::Show))
+            .transpose()?;
+        let journal = Journal::inspect(dir)?;
+        local.push(json!({
+            "state_dir": dir.display().to_string(),
+            "allowance": meter,
+            "payment_attempts": journal.attempts(),
+            "recovery_records": journal.recovery(),
+        }));
     }
+    view["on_this_machine"] = Value::Array(local);
+    Ok(view)
+}
+
+async fn payments(state_dir: &std::path::Path, action: PaymentsCmd) -> Result<Value> {
+    let PaymentsCmd::Resolve { remote, task, paid, not_paid: _, note } = action else {
+        // Read as it is: a worker may be running against the journal.
+        let journal = Journal::inspect(state_dir)?;
+        return Ok(json!({"attempts": journal.attempts(), "recovery": journal.recovery()}));
+    };
+    let mut journal = Journal::open(state_dir)?;
+    let Some(open) = journal.recovery().into_iter().find(|a| a.task == task).cloned() else {
+        bail!("no unresolved payment attempt for task {task}");
+    };
+    let record = remote.client()?.service_authorization(&open.authorization).await?;
+    let registry_paid = record["state"] == "paid";
+    if registry_paid != paid {
+        bail!(
+            "the registry's record of {} says it is {}; resolve it as what the ledger shows",
+            open.authorization,
+            record["state"]
+        );
+    }
+    let resolved = journal.resolve(&task, paid, Some(record["payment"].clone()), &note)?;
+    Ok(serde_json::to_value(resolved)?)
 }

@@ -317,7 +317,7 @@ async fn worker_cmd(command: WorkerCmd, json_output: bool) -> Result<i32> {
 }
 
 /// The owner's view, or one reconciling act, on the worker's allowance file.
-fn allowance(state_dir: &Path, action: AllowanceCmd) -> Result<serde_json::Value> {
+pub(super) fn allowance(state_dir: &Path, action: AllowanceCmd) -> Result<serde_json::Value> {
     let mut meter = Meter::inspect(state_dir)?;
     let now = unix_now();
     match action {

@@ -131,6 +131,19 @@ impl Journal {
         Ok(journal)
     }
 
+    /// Reads the journal as it is, for the owner's view: nothing is created or
+    /// changed (a worker may be running against it). An attempt still *saved*
+    /// shows as saved: in flight, or left by a process that stopped.
+    pub fn inspect(state_dir: &Path) -> Result<Journal> {
+        let path = state_dir.join(PAYMENTS_FILE);
+        let saved: Saved = match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Saved::default(),
+            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+        };
+        Ok(Journal { path, attempts: saved.attempts })
+    }
+
     fn save(&self) -> Result<()> {
         let saved = Saved { attempts: self.attempts.clone() };
         write_durably(&self.path, serde_json::to_string_pretty(&saved)?.as_bytes())
