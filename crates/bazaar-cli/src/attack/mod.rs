@@ -5,7 +5,8 @@
 //! `refusal.recorded` event of the refusal itself.
 //!
 //! Later capabilities (escrow, disputes, passports, the market) add their
-//! attacks to [`CATALOGUE`]; the labor market's (relay and evidence fetch) are in `market`.
+//! attacks to [`CATALOGUE`]; the labor market's (relay and evidence fetch) are in `market`,
+//! the spending discipline's (authorizations, hires, leases) in `hire`.
 
 mod market;
 
@@ -145,6 +146,31 @@ pub const CATALOGUE: &[Attack] = &[
         name: "spend-with-non-paying-credential",
         expect: Expect::Plane("credential_cannot_spend", 403),
         run: |c| Box::pin(spend_without_pay(c)),
+    },
+    Attack {
+        name: "payment-without-exact-authorization",
+        expect: Expect::Refused(Code::AuthorizationMismatch),
+        run: |c| Box::pin(hire::payment_without_exact_authorization(c)),
+    },
+    Attack {
+        name: "second-payment-while-uncertain",
+        expect: Expect::Refused(Code::AuthorizationUsed),
+        run: |c| Box::pin(hire::second_payment_while_uncertain(c)),
+    },
+    Attack {
+        name: "changed-terms-after-agreement",
+        expect: Expect::Refused(Code::HireExists),
+        run: |c| Box::pin(hire::changed_terms_after_agreement(c)),
+    },
+    Attack {
+        name: "accept-and-pay-without-verified-response",
+        expect: Expect::Refused(Code::ResponseNotVerified),
+        run: |c| Box::pin(hire::accept_without_verified_response(c)),
+    },
+    Attack {
+        name: "lease-for-another-identity",
+        expect: Expect::Refused(Code::LeaseIdentityMismatch),
+        run: |c| Box::pin(hire::lease_for_another_identity(c)),
     },
     Attack {
         name: "relay-unnamed-worker-result",
@@ -478,6 +504,9 @@ macro_rules! measured {
         Ok((balances, head, Attempt { tried: $tried.to_string(), result }))
     }};
 }
+
+// The spending discipline's attacks use `measured!`, so they come after it.
+mod hire;
 
 // The conversation plane's attacks: they move no money, so balances and the
 // event ledger must not move at all.
