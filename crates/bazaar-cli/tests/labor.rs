@@ -72,6 +72,8 @@ struct Market {
     /// The coordinator's owner: its reward destination.
     coordinator_owner: bazaar_sdk::Client,
     coordinator_agent: String,
+    /// The coordinator's agent itself (its credential pays the specialist's fee).
+    coordinator_client: bazaar_sdk::Client,
     coordinator_manifest: Manifest,
     relay: String,
     host: Host,
@@ -103,7 +105,7 @@ async fn registry_cast(
     local: &bazaar_cli::story::LocalRegistry,
     relay: &str,
     coordinator: &Signer,
-) -> (bazaar_sdk::Client, bazaar_sdk::Client, String) {
+) -> (bazaar_sdk::Client, bazaar_sdk::Client, String, bazaar_sdk::Client) {
     let operator = local.operator();
     let (poster_owner, poster) = bazaar_cli::story::enroll_pair(&operator, "poster-owner", "poster").await.unwrap();
     let owner_id = bazaar_cli::story::member_id(&poster_owner).await.unwrap();
@@ -117,7 +119,7 @@ async fn registry_cast(
     let (accepted, message) = RelayClient::connect(relay).await.unwrap().publish(&enrollment).await.unwrap();
     assert!(accepted, "{message}");
     let agent_id = bazaar_cli::story::member_id(&agent).await.unwrap();
-    (poster, coordinator_owner, agent_id)
+    (poster, coordinator_owner, agent_id, agent)
 }
 
 /// The fixture specialist: the script back, with `WRONG-ME` altered, and its usage on stderr.
@@ -155,7 +157,8 @@ impl Market {
         policy.deadline = Duration::from_secs(2);
         let (coordinator, specialist) =
             (Arc::new(Signer::generate(&OsEntropy)), Arc::new(Signer::generate(&OsEntropy)));
-        let (poster, coordinator_owner, coordinator_agent) = registry_cast(&local, &relay, &coordinator).await;
+        let (poster, coordinator_owner, coordinator_agent, coordinator_client) =
+            registry_cast(&local, &relay, &coordinator).await;
         let validator = Validator::open(&relay, Signer::generate(&OsEntropy), policy, &dir.join("validator.db"))
             .unwrap()
             .with_registry(poster.clone());
@@ -168,6 +171,7 @@ impl Market {
             poster,
             coordinator_owner,
             coordinator_agent,
+            coordinator_client,
             coordinator_manifest,
             relay,
             host,
@@ -210,7 +214,11 @@ impl Market {
             signer: self.coordinator.clone(),
             accept_from: HashSet::from([self.validator.public_key()]),
             manifest: self.coordinator_manifest.clone(),
-            role: Role::Coordinator { specialist: self.specialist.public_key(), handoff_wait: Duration::from_secs(20) },
+            role: Role::Coordinator {
+                specialist: self.specialist.public_key(),
+                handoff_wait: Duration::from_secs(20),
+                fee: worker::SpecialistFee::Sponsored,
+            },
             state_dir: self.dir.join("coordinator-state"),
             allowance: None,
             leases: None,
@@ -714,4 +722,71 @@ async fn a_leased_identity_is_served_first_only_once_the_lease_is_receipted() {
     let second = vec![post(&leased, "leased-2", 20), post(&walk_in, "walk-in-2", 10)];
     let ran = round(config(), second, 4).await;
     assert_eq!(&ran[2..], ["leased-2", "walk-in-2"], "an active lease goes first");
+}
+
+/// A coordinator that pays its specialist takes no task the owner has not
+/// authorized a fee for (declined, not failed: taken again once the owner
+/// acts), and pays exactly the authorized fee, from its own budget, before
+/// it hands the task off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_pays_only_the_authorized_fee_before_handing_off() {
+    let mut market = Market::open("fee").await;
+    market.workers.drain(..).for_each(|w| w.abort());
+    market.start_specialist();
+    let operator = market._local.operator();
+    let owner_id = bazaar_cli::story::member_id(&market.coordinator_owner).await.unwrap();
+    operator.mint(&owner_id, 1_000, "fee-mint").await.unwrap();
+    market.coordinator_owner.fund("paid-coord", 1_000, "fee-fund").await.unwrap();
+    market.coordinator_owner.set_budget("paid-coord", 500, 1_000, 1_000).await.unwrap();
+    let (spec_owner, spec_agent) = bazaar_cli::story::enroll_pair(&operator, "spec-owner", "spec-agent").await.unwrap();
+    let (spec_owner_id, spec_agent_id) = (
+        bazaar_cli::story::member_id(&spec_owner).await.unwrap(),
+        bazaar_cli::story::member_id(&spec_agent).await.unwrap(),
+    );
+    let job = market.validator.post(market.coordinator.public_key(), SCRIPT, false).await.unwrap();
+    let coordinator = |market: &Market| {
+        let fee = worker::SpecialistFee::Authorized {
+            registry: market.coordinator_client.clone(),
+            agent: market.coordinator_agent.clone(),
+        };
+        WorkerConfig {
+            relay: market.relay.clone(),
+            signer: market.coordinator.clone(),
+            accept_from: HashSet::from([market.validator.public_key()]),
+            manifest: market.coordinator_manifest.clone(),
+            role: Role::Coordinator {
+                specialist: market.specialist.public_key(),
+                handoff_wait: Duration::from_secs(20),
+                fee,
+            },
+            state_dir: market.dir.join("coordinator-state"),
+            allowance: None,
+            leases: None,
+        }
+    };
+    let first = tokio::spawn(worker::run(coordinator(&market), std::future::pending()));
+    let declined = wait_for_feedback(&market.relay, &job.id, "error").await;
+    assert!(declined.detail.contains("no authorization from the owner"), "{declined:?}");
+    first.abort();
+    assert_eq!(available(&spec_owner).await, 0, "nothing paid, nothing handed off");
+
+    market
+        .coordinator_owner
+        .authorize_service(&market.coordinator_agent, &job.id.to_hex(), &spec_agent_id, &spec_owner_id, 200)
+        .await
+        .unwrap();
+    market.workers.push(tokio::spawn(worker::run(coordinator(&market), std::future::pending())));
+    let answered = bazaar_cli::relay_client::follow_task_until(&market.relay, &job.id, 30, &|view| {
+        view.state == bazaar_relay::jobs::task::TaskState::Answered
+    })
+    .await
+    .unwrap();
+    assert_eq!(answered.state, bazaar_relay::jobs::task::TaskState::Answered, "taken again once authorized");
+    assert_eq!(available(&spec_owner).await, 198, "the authorized fee, less the protocol fee");
+    assert_eq!(available(&market.coordinator_client).await, 800, "from the coordinator's own budget");
+    let journal = bazaar_cli::market::payments::Journal::inspect(&market.dir.join("coordinator-state")).unwrap();
+    assert_eq!(journal.attempts().len(), 1);
+    assert_eq!(journal.attempts()[0].state, bazaar_cli::market::payments::AttemptState::Confirmed);
+    let recorded = market.validator.assess(&job.id, Duration::from_secs(1)).await.unwrap().unwrap();
+    assert_eq!(recorded.assessment.verdict, Verdict::Accepted, "a paid fee does not accept the job; the evidence does");
 }

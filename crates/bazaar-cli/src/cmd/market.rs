@@ -137,9 +137,16 @@ pub struct RunArgs {
     /// The allowance's asset, as the engine reports it.
     #[arg(long, default_value = "USD")]
     allowance_asset: String,
-    /// Serve identities holding an active priority lease first: this worker's agent at --registry (DID or handle).
+    /// This worker's agent at --registry (its DID), for --leases and --specialist-fee authorized.
     #[arg(long)]
-    lease_agent: Option<String>,
+    agent: Option<String>,
+    /// Serve task identities holding an active priority lease at --agent first.
+    #[arg(long, requires = "agent")]
+    leases: bool,
+    /// As a coordinator: `sponsored` (the specialist works without a fee, said on each handoff) or
+    /// `authorized` (pay what the owner authorized for each task, before the handoff; needs --agent).
+    #[arg(long, default_value = "sponsored")]
+    specialist_fee: String,
     #[command(flatten)]
     remote: super::common::Remote,
 }
@@ -349,6 +356,16 @@ pub(super) fn allowance(state_dir: &Path, action: AllowanceCmd) -> Result<serde_
 }
 
 fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
+    let fee = match (args.specialist_fee.as_str(), &args.agent) {
+        ("sponsored", _) => worker::SpecialistFee::Sponsored,
+        ("authorized", Some(agent)) => {
+            worker::SpecialistFee::Authorized { registry: args.remote.client()?, agent: agent.clone() }
+        }
+        ("authorized", None) => {
+            bail!("--specialist-fee authorized needs --agent (the coordinator's DID at --registry)")
+        }
+        (other, _) => bail!("--specialist-fee is `sponsored` or `authorized`, not {other:?}"),
+    };
     let role = match (args.engine, args.coordinator_for) {
         (Some(command), None) => Role::Specialist {
             engine: Engine { command },
@@ -358,6 +375,7 @@ fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
         (None, Some(specialist)) => Role::Coordinator {
             specialist: key(&specialist, "--coordinator-for")?,
             handoff_wait: Duration::from_secs(args.handoff_wait_s),
+            fee,
         },
         _ => bail!("give --engine (a specialist) or --coordinator-for (a coordinator)"),
     };
@@ -370,9 +388,9 @@ fn worker_config(args: RunArgs) -> Result<WorkerConfig> {
             Ok::<_, anyhow::Error>(AllowanceConfig { asset: args.allowance_asset.clone(), daily })
         })
         .transpose()?;
-    let leases = match args.lease_agent {
-        Some(agent) => Some(worker::LeaseSource { registry: args.remote.client()?, agent }),
-        None => None,
+    let leases = match (&args.agent, args.leases) {
+        (Some(agent), true) => Some(worker::LeaseSource { registry: args.remote.client()?, agent: agent.clone() }),
+        _ => None,
     };
     Ok(WorkerConfig {
         allowance,

@@ -96,7 +96,11 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)
         signer: coordinator.clone(),
         accept_from: HashSet::from([trusting.public_key()]),
         manifest: manifest("coordinator-demo"),
-        role: Role::Coordinator { specialist: specialist.public_key(), handoff_wait: Duration::from_secs(30) },
+        role: Role::Coordinator {
+            specialist: specialist.public_key(),
+            handoff_wait: Duration::from_secs(30),
+            fee: crate::market::worker::SpecialistFee::Sponsored,
+        },
         state_dir: dir.join("coordinator"),
         allowance: None,
         leases: None,

@@ -37,7 +37,77 @@ pub enum Role {
     /// Runs its engine and hosts the text it produces as an artifact.
     Specialist { engine: Engine, artifact_dir: PathBuf, artifact_url: String },
     /// Hands the task to one specialist and answers with the evidence chain.
-    Coordinator { specialist: PublicKey, handoff_wait: Duration },
+    Coordinator { specialist: PublicKey, handoff_wait: Duration, fee: SpecialistFee },
+}
+
+/// What the coordinator pays its specialist for each task.
+#[derive(Clone)]
+pub enum SpecialistFee {
+    /// Nothing, explicitly: each handoff says `["fee", "0", "sponsored"]`.
+    Sponsored,
+    /// What the owner authorized for the task at the registry (`sva_…` for
+    /// this agent and the task), paid through the journal in the state
+    /// directory **before** the handoff; no authorization, a refusal, or an
+    /// uncertain or unresolved attempt declines the task without handing it
+    /// off (it is taken again after a restart once the owner has acted).
+    Authorized {
+        /// The hiring agent's credential (with the `pay` scope).
+        registry: bazaar_sdk::Client,
+        /// The hiring agent's DID.
+        agent: String,
+    },
+}
+
+impl SpecialistFee {
+    /// The handoff's `fee` tag.
+    fn tag(&self, job: &Event) -> Vec<String> {
+        match self {
+            SpecialistFee::Sponsored => tag(&["fee", "0", "sponsored"]),
+            SpecialistFee::Authorized { agent, .. } => {
+                let id = bazaar_core::hire::authorization_id(&bazaar_types::MemberId(agent.clone()), &job.id.to_hex());
+                tag(&["fee", "authorized", &id])
+            }
+        }
+    }
+}
+
+/// Pays the task's authorized fee through the journal; `Err` says why the task is declined.
+async fn pay_specialist(
+    config: &WorkerConfig,
+    job: &Event,
+    registry: &bazaar_sdk::Client,
+    agent: &str,
+) -> Result<std::result::Result<(), String>> {
+    use super::payments::{Journal, Order, PayOutcome};
+    let task = job.id.to_hex();
+    let id = bazaar_core::hire::authorization_id(&bazaar_types::MemberId(agent.to_string()), &task);
+    let found = match registry.service_authorization(&id).await {
+        Ok(found) => found,
+        Err(error) if error.code() == Some("authorization_not_found") => {
+            return Ok(Err(format!("no authorization from the owner for this task's specialist fee ({id})")))
+        }
+        Err(error) => return Ok(Err(format!("the authorization could not be read: {error}"))),
+    };
+    if found["state"] == "sponsored" {
+        return Ok(Ok(()));
+    }
+    let text = |field: &str| found[field].as_str().unwrap_or_default().to_string();
+    let (specialist, pay_to) = (text("specialist"), text("pay_to"));
+    let order = Order {
+        authorization: &id,
+        task: &task,
+        specialist: &specialist,
+        pay_to: &pay_to,
+        amount_minor: found["amount_minor"].as_u64().unwrap_or_default(),
+    };
+    let mut journal = Journal::open(&config.state_dir)?;
+    Ok(match journal.pay(registry, &order).await? {
+        PayOutcome::Paid(_) | PayOutcome::AlreadyPaid(_) => Ok(()),
+        PayOutcome::Refused { code, detail } => Err(format!("the specialist's fee was refused ({code}): {detail}")),
+        PayOutcome::Uncertain(_) | PayOutcome::Blocked(_) => {
+            Err("the specialist's fee payment is uncertain; it is never retried by itself: the owner resolves it (`bazaar hire payments`)".into())
+        }
+    })
 }
 
 pub struct WorkerConfig {
@@ -291,6 +361,16 @@ async fn work(client: &mut RelayClient, config: &WorkerConfig, job: &Event, mete
         }
         meter.save()?;
     }
+    if let Role::Coordinator { fee: SpecialistFee::Authorized { registry, agent }, .. } = &config.role {
+        // A handoff already saved was paid for before it was saved.
+        if !saved(&config.state_dir, "handoffs", job).exists() {
+            if let Err(declined) = pay_specialist(config, job, registry, agent).await? {
+                // Not taken: nothing is saved as failed, so it can be taken once the owner has acted.
+                return publish(client, &feedback(config, job, "error", &format!("declined: {declined}"), vec![]))
+                    .await;
+            }
+        }
+    }
     let answer = async {
         publish(client, &feedback(config, job, "processing", "claim", vec![])).await?;
         match &config.role {
@@ -298,8 +378,8 @@ async fn work(client: &mut RelayClient, config: &WorkerConfig, job: &Event, mete
                 let place = (artifact_dir, artifact_url);
                 specialist(client, config, job, &request, (engine, meter.as_deref_mut()), place).await
             }
-            Role::Coordinator { specialist, handoff_wait } => {
-                coordinator(client, config, job, &request, *specialist, *handoff_wait).await
+            Role::Coordinator { specialist, handoff_wait, fee } => {
+                coordinator(client, config, job, &request, (*specialist, fee), *handoff_wait).await
             }
         }
     }
@@ -418,7 +498,7 @@ async fn coordinator(
     config: &WorkerConfig,
     job: &Event,
     request: &JobRequest,
-    specialist: PublicKey,
+    (specialist, fee): (PublicKey, &SpecialistFee),
     wait: Duration,
 ) -> Result<std::result::Result<Event, String>> {
     let path = saved(&config.state_dir, "handoffs", job);
@@ -428,6 +508,7 @@ async fn coordinator(
             let input = request.inputs.first().map(String::as_str).unwrap_or_default();
             let mut tags = request_tags(HANDOFF_WORKFLOW, false, &[specialist], input);
             tags.push(tag(&["e", &job.id.to_hex(), "", "parent"]));
+            tags.push(fee.tag(job));
             let handoff = config.signer.sign(now(), JOB_REQUEST, tags, "");
             save(&path, &handoff)?;
             handoff
