@@ -78,6 +78,8 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     assert_eq!(verdicts, vec![("accepted", Some(1.0)), ("rejected", Some(0.0)), ("unassessed", None)]);
     assert!(labor.replay_agrees);
     assert_eq!(labor.grade, (1, 1, 1));
+    let bounty = bazaar_cli::demo::labor::BOUNTY_MINOR;
+    assert_eq!(labor.rewards, (bounty - bounty / 100, bounty), "paid on acceptance only; the rejected one stays held");
 }
 
 /// An order whose first token was refused (here: voided) can still be paid with a

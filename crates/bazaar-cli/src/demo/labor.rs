@@ -6,6 +6,9 @@
 //! artifact and attests: accepted (the exact text), rejected (the wrong
 //! text), unassessed (an artifact host off its allowlist — quality null,
 //! never 0). Then it replays the first outcome locally and shows the grades.
+//! The first two briefs carry a bounty held on the posting agent's budget
+//! before they are published: the accepted one pays the coordinator's owner,
+//! the rejected one pays nothing and stays held for its poster.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
@@ -18,6 +21,7 @@ use bazaar_relay::market::review::{preflight, review_event, Manifest};
 use bazaar_relay::Signer;
 use serde::Serialize;
 
+use crate::market::bounty::PostReward;
 use crate::market::engine::Engine;
 use crate::market::fetch::{FetchPolicy, FixedResolver};
 use crate::market::validator::Validator;
@@ -37,24 +41,57 @@ pub struct LaborReport {
     pub replay_agrees: bool,
     /// Accepted, rejected and unassessed in the coordinator's grade.
     pub grade: (u64, u64, u64),
+    /// Net paid to the coordinator's owner by the accepted brief's bounty, and what stays held.
+    pub rewards: (u64, u64),
 }
 
-fn manifest(model: &str) -> Manifest {
+/// Each of the first two briefs' bounty, in minor units.
+pub const BOUNTY_MINOR: u64 = 500;
+
+/// The registry's side of the chapter: the validator's agent (funded, it
+/// posts the bounties) and the coordinator's owner and agent (the enrollment
+/// binding the coordinator's Nostr key is published on the relay).
+struct Money {
+    poster: bazaar_sdk::Client,
+    coordinator_owner: bazaar_sdk::Client,
+    destination: String,
+}
+
+async fn money(
+    local: &LocalRegistry,
+    relay: &str,
+    coordinator: &Signer,
+    agent_key: &ed25519_dalek::SigningKey,
+) -> Result<Money> {
+    let operator = local.operator();
+    let (poster_owner, poster) = crate::story::enroll_pair(&operator, "labor-poster-owner", "labor-poster").await?;
+    let owner_id = crate::story::member_id(&poster_owner).await?;
+    operator.mint(&owner_id, 2 * BOUNTY_MINOR, "labor-mint").await?;
+    poster_owner.fund("labor-poster", 2 * BOUNTY_MINOR, "labor-fund").await?;
+    poster_owner.set_budget("labor-poster", BOUNTY_MINOR, 2 * BOUNTY_MINOR, 2 * BOUNTY_MINOR).await?;
+    let (coordinator_owner, _) =
+        crate::story::enroll_pair_with_key(&operator, "labor-coord-owner", "labor-coord", agent_key).await?;
+    let enrollment = crate::market::identity::enroll(coordinator, agent_key, crate::runtime::unix_now());
+    let (accepted, message) = RelayClient::connect(relay).await?.publish(&enrollment).await?;
+    anyhow::ensure!(accepted, "the enrollment was refused: {message}");
+    let destination = crate::story::member_id(&coordinator_owner).await?;
+    Ok(Money { poster, coordinator_owner, destination })
+}
+
+fn manifest(model: &str, destination: &str) -> Manifest {
     Manifest {
         runtime: "bazaar-worker/0.1".into(),
         model: model.into(),
         tools: vec!["sed".into()],
         credentials: vec![],
-        reward_destination: "acct:demo-owner".into(),
+        reward_destination: destination.into(),
         reports_usage: true,
     }
 }
 
-async fn reviewed(relay: &str, model: &str) -> Result<Arc<Signer>> {
-    let signer = Signer::generate(&bazaar_server::OsEntropy);
-    let manifest = manifest(model);
+async fn reviewed(relay: &str, signer: Signer, manifest: &Manifest) -> Result<Arc<Signer>> {
     let review =
-        review_event(&signer, &manifest, &preflight(&manifest, &|_| true, &|_| true), crate::runtime::unix_now());
+        review_event(&signer, manifest, &preflight(manifest, &|_| true, &|_| true), crate::runtime::unix_now());
     let (accepted, message) = RelayClient::connect(relay).await?.publish(&review).await?;
     anyhow::ensure!(accepted, "the review was refused: {message}");
     Ok(Arc::new(signer))
@@ -76,16 +113,21 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)
     std::fs::create_dir_all(&artifact_dir)?;
     let files = axum::Router::new().fallback_service(tower_http_free_serve(artifact_dir.clone()));
     let served = serve(files).await?.replacen("127.0.0.1", ARTIFACT_HOST, 1);
-    let (coordinator, specialist) =
-        (reviewed(&relay, "coordinator-demo").await?, reviewed(&relay, "specialist-demo").await?);
+    let coordinator_key = Signer::generate(&bazaar_server::OsEntropy);
+    let money = money(local, &relay, &coordinator_key, &bazaar_sdk::generate_key()).await?;
+    let coordinator_manifest = manifest("coordinator-demo", &format!("acct:{}", money.destination));
+    let specialist_manifest = manifest("specialist-demo", &format!("acct:{}", money.destination));
+    let coordinator = reviewed(&relay, coordinator_key, &coordinator_manifest).await?;
+    let specialist = reviewed(&relay, Signer::generate(&bazaar_server::OsEntropy), &specialist_manifest).await?;
     let key = Signer::generate(&bazaar_server::OsEntropy).secret_hex();
-    let trusting = validator(&relay, &key, &served, true, &dir.join("validator.db"))?;
+    let trusting =
+        validator(&relay, &key, &served, true, &dir.join("validator.db"))?.with_registry(money.poster.clone());
     let engine = Engine { command: "sed 's/WRONG-ME/altered/'; echo 'usage: 0.0021 USD' >&2".into() };
     let specialist_config = WorkerConfig {
         relay: relay.clone(),
         signer: specialist.clone(),
         accept_from: HashSet::from([coordinator.public_key()]),
-        manifest: manifest("specialist-demo"),
+        manifest: specialist_manifest,
         role: Role::Specialist { engine, artifact_dir, artifact_url: served.clone() },
         state_dir: dir.join("specialist"),
         allowance: None,
@@ -95,7 +137,7 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)
         relay: relay.clone(),
         signer: coordinator.clone(),
         accept_from: HashSet::from([trusting.public_key()]),
-        manifest: manifest("coordinator-demo"),
+        manifest: coordinator_manifest,
         role: Role::Coordinator {
             specialist: specialist.public_key(),
             handoff_wait: Duration::from_secs(30),
@@ -114,7 +156,7 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)
         short(&coordinator),
         short(&specialist)
     ));
-    let outcome = briefs(&trusting, &relay, &key, &served, dir, &coordinator, say).await;
+    let outcome = briefs(&trusting, &relay, &key, &served, dir, &coordinator, &money, say).await;
     workers.iter().for_each(tokio::task::JoinHandle::abort);
     outcome
 }
@@ -123,6 +165,7 @@ fn short(signer: &Signer) -> String {
     signer.public_key().to_hex()[..12].to_string()
 }
 
+#[allow(clippy::too_many_arguments)] // reason: the chapter's cast, passed once from labor_story.
 async fn briefs(
     trusting: &Validator,
     relay: &str,
@@ -130,18 +173,26 @@ async fn briefs(
     served: &str,
     dir: &Path,
     coordinator: &Signer,
+    money: &Money,
     say: &dyn Fn(String),
 ) -> Result<LaborReport> {
     let wrong = SCRIPT.replace("seven", "WRONG-ME");
     let runs = [
-        ("the exact script", SCRIPT.to_string(), true),
-        ("a script the specialist alters", wrong, true),
-        ("an artifact host off the allowlist", format!("{SCRIPT} "), false),
+        ("the exact script", SCRIPT.to_string(), true, PostReward::Bounty(BOUNTY_MINOR)),
+        ("a script the specialist alters", wrong, true, PostReward::Bounty(BOUNTY_MINOR)),
+        ("an artifact host off the allowlist", format!("{SCRIPT} "), false, PostReward::None),
     ];
     let mut outcomes = Vec::new();
     let mut first = None;
-    for (what, script, allowed) in runs {
-        let job = trusting.post(coordinator.public_key(), &script, allowed).await?;
+    let mut rewards = (0, 0);
+    for (what, script, allowed, reward) in runs {
+        let job = trusting.post_with(coordinator.public_key(), &script, allowed, reward).await?;
+        if let PostReward::Bounty(amount) = reward {
+            say(format!(
+                "brief {}: a bounty of {amount} held on the poster's budget before it was published",
+                &job.id.to_hex()[..12]
+            ));
+        }
         first.get_or_insert(job.id);
         let view = follow_task(relay, &job.id, 30).await?;
         let state = format!("{:?}", view.state).to_lowercase();
@@ -161,8 +212,27 @@ async fn briefs(
             a.quality.map_or("null".into(), |q| q.to_string()),
             a.grounds
         ));
+        match (&recorded.reward, reward) {
+            (Some(paid), _) => {
+                rewards.0 += paid["net_minor"].as_u64().unwrap_or(0);
+                say(format!(
+                    "  bounty released on acceptance: {} gross, {} fee, {} net to the coordinator's owner",
+                    paid["gross_minor"], paid["fee_minor"], paid["net_minor"]
+                ));
+            }
+            (None, PostReward::Bounty(amount)) => {
+                rewards.1 += amount;
+                say(format!(
+                    "  bounty: nothing released on a {} outcome; {amount} stays held for the poster",
+                    a.verdict.as_str()
+                ));
+            }
+            (None, PostReward::None) => {}
+        }
         outcomes.push((what.to_string(), a.verdict, a.quality, a.grounds));
     }
+    let earned = money.coordinator_owner.me().await?["available_minor"].as_u64().unwrap_or(0);
+    say(format!("the coordinator's owner holds {earned}: exactly the ledger-confirmed reward"));
     let replay = trusting.replay(&first.context("a brief")?)?;
     say(format!(
         "replayed the first outcome from its saved signed events: {} (local, unsigned, nothing written)",
@@ -174,7 +244,7 @@ async fn briefs(
         "coordinator's grade (brief-script-delivery/v1, its configuration): {} accepted, {} rejected, {} unassessed",
         grade.0, grade.1, grade.2
     ));
-    Ok(LaborReport { outcomes, replay_agrees: replay.agrees, grade })
+    Ok(LaborReport { outcomes, replay_agrees: replay.agrees, grade, rewards })
 }
 
 /// Serves the files of `dir` by name (no listing, no subdirectories).

@@ -62,7 +62,7 @@ fn proved(report: &StoryReport) -> bool {
     let labor_ok = report.labor.as_ref().is_some_and(|l| {
         let verdicts: Vec<_> = l.outcomes.iter().map(|o| o.1).collect();
         use bazaar_relay::market::outcome::Verdict::*;
-        verdicts == [Accepted, Rejected, Unassessed] && l.replay_agrees
+        verdicts == [Accepted, Rejected, Unassessed] && l.replay_agrees && l.rewards.0 > 0
     });
     let restock = &report.restock;
     restock.audit_ok
