@@ -173,11 +173,13 @@ pub struct Serving {
     pub operator_credential: Option<String>,
     pub public_url: Option<String>,
     pub allow_private_webhooks: bool,
+    /// Anonymous visitors may watch the live event stream.
+    pub public_stream: bool,
     pub relay: crate::RelayArgs,
 }
 
 pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving) -> Result<()> {
-    let Serving { port, operator_credential, public_url, allow_private_webhooks, relay } = serving;
+    let Serving { port, operator_credential, public_url, allow_private_webhooks, public_stream, relay } = serving;
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
@@ -188,6 +190,10 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     booted.state.attach_conversation(conversation);
     if let Ok(plane) = booted.state.plane() {
         plane.allow_private_webhooks(allow_private_webhooks);
+    }
+    booted.state.set_public_stream(public_stream);
+    if public_stream {
+        tracing::warn!("the live event stream is open to anyone (--public-stream): see /compromises");
     }
     if let Some(credential) = &booted.operator_credential {
         std::fs::create_dir_all(&args.data_dir)?;

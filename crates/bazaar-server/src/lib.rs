@@ -17,6 +17,7 @@
 
 pub mod auth;
 pub mod bounty;
+pub mod chamber;
 pub mod compromises_page;
 pub mod conversation;
 pub mod dispute;

@@ -95,6 +95,7 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("bounty", crate::bounty::routes()))
         .merge(tagged("hire", crate::hire::routes()))
         .merge(tagged("spending", crate::spending::routes()))
+        .merge(tagged("chamber", crate::chamber::routes()))
         .merge(tagged("x402", x402::routes()))
         .merge(tagged("conversation", conversation::routes()))
         .merge(tagged("people", crate::people::routes()))

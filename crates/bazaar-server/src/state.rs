@@ -50,6 +50,10 @@ pub struct AppState {
     conversation: std::sync::OnceLock<Arc<crate::plane::Plane>>,
     /// The labor market's relay, once attached (`attach_relay`).
     relay: std::sync::OnceLock<Arc<bazaar_relay::Relay>>,
+    /// The live event stream's tailer, started by the first stream opened.
+    stream: std::sync::OnceLock<Arc<crate::chamber::stream::Hub>>,
+    /// Whether anonymous visitors may watch the stream (`--public-stream`).
+    public_stream: std::sync::atomic::AtomicBool,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -117,6 +121,8 @@ pub async fn boot_with_entropy(
         entropy,
         conversation: Default::default(),
         relay: Default::default(),
+        stream: Default::default(),
+        public_stream: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
     let op = Op::Identity(identity::Op::Bootstrap {
@@ -198,6 +204,20 @@ impl AppState {
     /// The WebAuthn relying party for this registry's public URL.
     pub fn relying_party(&self) -> Result<Arc<crate::relying_party::RelyingParty>, crate::problem::Problem> {
         self.relying_parties.get(self.public_url.read().expect("url lock").clone())
+    }
+
+    /// The live stream's hub, its tailer started on first use.
+    pub fn stream_hub(self: &Arc<Self>) -> Arc<crate::chamber::stream::Hub> {
+        self.stream.get_or_init(|| crate::chamber::stream::Hub::start(self)).clone()
+    }
+
+    /// Opens (or closes) the live stream to anonymous visitors: the operator's `--public-stream`.
+    pub fn set_public_stream(&self, open: bool) {
+        self.public_stream.store(open, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn public_stream(&self) -> bool {
+        self.public_stream.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn now(&self) -> Timestamp {

@@ -26,6 +26,9 @@ pub enum Command {
         /// Let webhooks reach loopback and private addresses (tests and closed networks only; refused otherwise, against SSRF).
         #[arg(long)]
         allow_private_webhooks: bool,
+        /// Let anyone watch the live event stream (`GET /v1/stream`) without signing in, as the public may see it (amounts, handles, kinds, refusal codes). See the compromise ledger.
+        #[arg(long)]
+        public_stream: bool,
         #[command(flatten)]
         relay: bazaar_cli::RelayArgs,
     },
@@ -47,8 +50,24 @@ pub enum Command {
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
     match command {
-        Command::Serve { store, windows, port, operator_credential, public_url, allow_private_webhooks, relay } => {
-            let serving = runtime::Serving { port, operator_credential, public_url, allow_private_webhooks, relay };
+        Command::Serve {
+            store,
+            windows,
+            port,
+            operator_credential,
+            public_url,
+            allow_private_webhooks,
+            public_stream,
+            relay,
+        } => {
+            let serving = runtime::Serving {
+                port,
+                operator_credential,
+                public_url,
+                allow_private_webhooks,
+                public_stream,
+                relay,
+            };
             runtime::serve(store, windows, serving).await.map(|_| 0)
         }
         Command::Audit { store } => runtime::audit(store, json_output).await,

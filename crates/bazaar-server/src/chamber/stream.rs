@@ -1,0 +1,364 @@
+//! The live event stream (`GET /v1/stream`, Server-Sent Events): the
+//! registry's hash-chained event ledger as it grows, for the chamber and for
+//! anyone the operator lets watch.
+//!
+//! - **Who sees what.** The operator sees every event whole. A signed-in
+//!   member sees its own events (authored by it or on its behalf) whole and
+//!   every other event as the public does. The public — only when the
+//!   operator started the registry with `--public-stream` — sees a
+//!   projection: kind, sequence, time, hashes, the author's handle, and
+//!   from the body only amounts (`*_minor`), times (`*_ms`), counts,
+//!   booleans and the identifiers in [`PUBLIC_KEYS`]; never a credential, a
+//!   note, a reason's prose, an evidence URL or an idempotency key.
+//! - **One reader for all.** A tailer task follows the ledger's head every
+//!   [`STREAM_POLL_MS`] and broadcasts each new event once; each connection
+//!   only projects and writes. A connection that falls behind the broadcast
+//!   (or resumes with `Last-Event-ID`) reads what it missed from the store,
+//!   so nothing is skipped: sequence numbers are contiguous and a gap is
+//!   always filled before the next event is sent.
+
+use crate::auth::{session_cookie, Auth};
+use crate::problem::{errors, Problem};
+use crate::state::AppState;
+use axum::extract::{FromRequestParts, State};
+use axum::http::{request::Parts, HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use bazaar_core::model::{Event, MemberKind};
+use bazaar_types::MemberId;
+use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch, OwnedSemaphorePermit, Semaphore};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// How often the tailer looks at the ledger's head.
+pub const STREAM_POLL_MS: u64 = 100;
+/// Events read from the store per page (backfill and tail).
+pub const STREAM_PAGE_MAX: usize = 500;
+/// Events the broadcast keeps for a slow connection before it must read the store.
+pub const STREAM_BROADCAST_MAX: usize = 4_096;
+/// Open streams per node; past it, `503 stream_full`.
+pub const STREAM_CONNECTIONS_MAX: usize = 1_024;
+/// A comment line this often keeps idle connections (and proxies) open.
+pub const STREAM_KEEPALIVE_S: u64 = 15;
+
+/// Body fields the public may see when their value is a string.
+pub const PUBLIC_KEYS: &[&str] = &[
+    "authored_handle",
+    "handle",
+    "merchant",
+    "buyer",
+    "seller",
+    "arbiter",
+    "member",
+    "agent",
+    "owner",
+    "contract",
+    "dispute",
+    "order",
+    "order_id",
+    "token",
+    "jti",
+    "listing",
+    "rfq",
+    "share",
+    "phase",
+    "decision",
+    "state",
+    "code",
+    "op",
+    "kind",
+    "reason",
+    "subject",
+    "bounty",
+    "job",
+    "worker",
+    "destination",
+    "hire",
+    "hirer",
+    "specialist",
+    "pay_to",
+    "lease",
+    "authorization",
+    "claimant",
+    "respondent",
+    "link",
+];
+/// Number fields the public may see besides `*_minor` and `*_ms`.
+const PUBLIC_COUNTS: &[&str] = &["milestone", "milestones", "index", "round", "version", "share"];
+
+/// The tailer and what it broadcasts; one per registry process.
+pub struct Hub {
+    events: broadcast::Sender<Arc<Event>>,
+    /// The last `seq` the tailer has seen (broadcast, or skipped while nobody listened).
+    tailed: watch::Sender<u64>,
+    connections: Arc<Semaphore>,
+}
+
+impl Hub {
+    /// Starts the tailer (once) for `state`.
+    pub fn start(state: &Arc<AppState>) -> Arc<Hub> {
+        let (events, _) = broadcast::channel(STREAM_BROADCAST_MAX);
+        let connections = Arc::new(Semaphore::new(STREAM_CONNECTIONS_MAX));
+        let hub = Arc::new(Hub { events, tailed: watch::channel(0).0, connections });
+        tokio::spawn(tail(Arc::downgrade(state), hub.clone()));
+        hub
+    }
+}
+
+/// Follows the head and broadcasts each new event once, while anyone listens.
+async fn tail(state: Weak<AppState>, hub: Arc<Hub>) {
+    let mut cursor = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(STREAM_POLL_MS)).await;
+        let Some(state) = state.upgrade() else { return };
+        let Ok(head) = state.store.head().await else { continue };
+        let from = match cursor {
+            // Nobody listens: move on without reading; a newcomer starts live or resumes from the store.
+            Some(_) | None if hub.events.receiver_count() == 0 => {
+                cursor = Some(head.seq);
+                hub.tailed.send_replace(head.seq);
+                continue;
+            }
+            Some(from) => from,
+            None => head.seq,
+        };
+        let mut at = from;
+        while at < head.seq {
+            let Ok(page) = state.store.events(at, STREAM_PAGE_MAX).await else { break };
+            let Some(last) = page.last() else { break };
+            at = last.seq;
+            for event in page {
+                let _ = hub.events.send(Arc::new(event));
+            }
+        }
+        cursor = Some(at);
+        hub.tailed.send_replace(at);
+    }
+}
+
+/// Who is watching.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Viewer {
+    Public,
+    Member(MemberId),
+    Operator,
+}
+
+/// Authentication if the request carries any (a bearer credential or a passkey session).
+pub struct MaybeAuth(pub Option<Auth>);
+
+impl FromRequestParts<Arc<AppState>> for MaybeAuth {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Problem> {
+        let presented =
+            parts.headers.contains_key(axum::http::header::AUTHORIZATION) || session_cookie(&parts.headers).is_some();
+        if !presented {
+            return Ok(MaybeAuth(None));
+        }
+        Auth::from_request_parts(parts, state).await.map(|auth| MaybeAuth(Some(auth)))
+    }
+}
+
+/// The event as `viewer` may see it.
+pub fn project(event: &Event, viewer: &Viewer) -> Value {
+    let whole = match viewer {
+        Viewer::Operator => true,
+        Viewer::Member(me) => &event.authored_by == me || &event.on_behalf_of == me,
+        Viewer::Public => false,
+    };
+    let body = if whole { event.body.clone() } else { public_body(&event.body) };
+    json!({
+        "seq": event.seq,
+        "kind": event.kind,
+        "at_ms": event.at,
+        "hash": event.hash,
+        "prev_hash": event.prev_hash,
+        "by": event.body.get("authored_handle").cloned().unwrap_or(Value::Null),
+        "detail": if whole { "whole" } else { "public" },
+        "body": body,
+    })
+}
+
+/// The public's share of a body: allowlisted identifiers, amounts, times, counts and flags.
+fn public_body(body: &Value) -> Value {
+    let mut kept = Map::new();
+    for (key, value) in body.as_object().into_iter().flatten() {
+        let keep = match value {
+            Value::String(_) => PUBLIC_KEYS.contains(&key.as_str()),
+            Value::Number(_) => {
+                key.ends_with("_minor") || key.ends_with("_ms") || PUBLIC_COUNTS.contains(&key.as_str())
+            }
+            Value::Bool(_) => true,
+            _ => false,
+        };
+        if keep {
+            kept.insert(key.clone(), value.clone());
+        }
+    }
+    Value::Object(kept)
+}
+
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new().routes(routes!(stream))
+}
+
+/// Where a connection starts: after `Last-Event-ID`, else `?after=`, else live.
+fn start(headers: &HeaderMap, after: Option<u64>) -> Result<Option<u64>, Problem> {
+    match headers.get("last-event-id") {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .map(Some)
+            .ok_or_else(|| Problem::invalid("`Last-Event-ID` must be an event's `seq`.")),
+        None => Ok(after),
+    }
+}
+
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    /// Start after this `seq` (replaying what follows it); `Last-Event-ID` wins. Absent: live only.
+    pub after: Option<u64>,
+}
+
+/// The event ledger as Server-Sent Events: each event once, in order, as the
+/// viewer may see it (`id:` is its `seq`, `event:` its kind). Anonymous
+/// viewers only when the operator started the registry with
+/// `--public-stream` (otherwise `401 stream_not_public`); a signed-in member
+/// sees its own events whole; the operator sees all.
+#[utoipa::path(get, path = "/v1/stream", params(("after" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header, description = "Resumes after this seq; wins over `after`")), responses((status = 200, description = "An event stream; each event's data is the event as this viewer may see it", content_type = "text/event-stream", body = String), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+pub async fn stream(
+    State(state): State<Arc<AppState>>,
+    MaybeAuth(auth): MaybeAuth,
+    headers: HeaderMap,
+    crate::auth::ApiQuery(query): crate::auth::ApiQuery<StreamQuery>,
+) -> Result<Response, Problem> {
+    let viewer = match &auth {
+        Some(auth) if auth.member.kind == MemberKind::Operator => Viewer::Operator,
+        Some(auth) => Viewer::Member(auth.member.id.clone()),
+        None if state.public_stream() => Viewer::Public,
+        None => {
+            return Err(Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "stream_not_public",
+                "This registry's stream is for signed-in members; its operator has not opened it to the public (`--public-stream`).",
+            ))
+        }
+    };
+    let from = start(&headers, query.after)?;
+    let hub = state.stream_hub();
+    let Ok(permit) = hub.connections.clone().try_acquire_owned() else {
+        let mut problem = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "stream_full",
+            "This node serves as many streams as it can; retry shortly.",
+        );
+        problem.retry_after = true;
+        return Err(problem);
+    };
+    let receiver = hub.events.subscribe();
+    let sent = match from {
+        Some(after) => after,
+        None => state.store.head().await?.seq,
+    };
+    let known_head = state.store.head().await?.seq;
+    let tailed = hub.tailed.subscribe();
+    let follower = Follower {
+        state: state.clone(),
+        receiver,
+        tailed,
+        sent,
+        known_head,
+        backlog: VecDeque::new(),
+        viewer,
+        _permit: permit,
+    };
+    let events = futures::stream::unfold(follower, |mut follower| async move {
+        let event = follower.next().await?;
+        let data = project(&event, &follower.viewer);
+        let sse = SseEvent::default().id(event.seq.to_string()).event(event.kind.clone());
+        let sse = sse.json_data(&data).unwrap_or_else(|_| SseEvent::default().comment("unserialisable"));
+        Some((Ok::<_, std::convert::Infallible>(sse), follower))
+    });
+    let keepalive = KeepAlive::new().interval(Duration::from_secs(STREAM_KEEPALIVE_S));
+    Ok(Sse::new(events).keep_alive(keepalive).into_response())
+}
+
+/// One connection's place in the ledger.
+struct Follower {
+    state: Arc<AppState>,
+    receiver: broadcast::Receiver<Arc<Event>>,
+    /// How far the tailer got: events it skipped (it started, or nobody
+    /// listened for a moment) are read from the store, never missed.
+    tailed: watch::Receiver<u64>,
+    /// The last `seq` sent (or the start).
+    sent: u64,
+    /// The highest `seq` known to exist: until `sent` reaches it, read the store.
+    known_head: u64,
+    backlog: VecDeque<Event>,
+    viewer: Viewer,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Follower {
+    /// The next event after `sent`, from the backlog, the broadcast, or (to fill a gap) the store.
+    async fn next(&mut self) -> Option<Arc<Event>> {
+        loop {
+            if let Some(event) = self.backlog.pop_front() {
+                if event.seq == self.sent + 1 {
+                    self.sent = event.seq;
+                    return Some(Arc::new(event));
+                }
+                continue;
+            }
+            if self.sent < self.known_head {
+                // Behind (resumed from earlier, joined mid-page, or lagged): read what was missed.
+                let page = self.state.store.events(self.sent, STREAM_PAGE_MAX).await.ok()?;
+                if page.is_empty() {
+                    self.known_head = self.sent;
+                }
+                self.backlog.extend(page);
+                continue;
+            }
+            // What the broadcast already holds comes first; only then does the tailer's mark count.
+            let received = match self.receiver.try_recv() {
+                Ok(event) => Ok(event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => Err(broadcast::error::RecvError::Lagged(0)),
+                Err(broadcast::error::TryRecvError::Closed) => return None,
+                Err(broadcast::error::TryRecvError::Empty) => {
+                    let tailed = *self.tailed.borrow_and_update();
+                    if tailed > self.sent {
+                        self.known_head = tailed;
+                        continue;
+                    }
+                    tokio::select! {
+                        received = self.receiver.recv() => received,
+                        changed = self.tailed.changed() => {
+                            if changed.is_err() {
+                                return None;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            match received {
+                Ok(event) if event.seq <= self.sent => continue,
+                Ok(event) if event.seq == self.sent + 1 => {
+                    self.sent = event.seq;
+                    self.known_head = self.known_head.max(event.seq);
+                    return Some(event);
+                }
+                Ok(event) => self.known_head = event.seq,
+                Err(broadcast::error::RecvError::Lagged(_)) => self.known_head = u64::MAX,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}

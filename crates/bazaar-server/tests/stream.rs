@@ -1,0 +1,148 @@
+//! The live event stream: closed to anonymous visitors unless the operator
+//! opens it; the public sees amounts, handles, kinds and codes but never a
+//! key or prose; members see their own events whole; `Last-Event-ID`
+//! resumes with no gap and no repeat, then follows live.
+
+mod common;
+
+use common::{agent_of, person, registry, Registry};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A minimal Server-Sent Events reader over a streaming response.
+struct Sse {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Sse {
+    async fn open(r: &Registry, credential: Option<&str>, last_event_id: Option<u64>) -> Result<Sse, (u16, Value)> {
+        let mut request = r.http.get(format!("{}/v1/stream", r.url));
+        if let Some(credential) = credential {
+            request = request.bearer_auth(credential);
+        }
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id.to_string());
+        }
+        let response = request.send().await.unwrap();
+        if response.status() != 200 {
+            let status = response.status().as_u16();
+            return Err((status, response.json().await.unwrap_or(Value::Null)));
+        }
+        Ok(Sse { response, buffer: String::new() })
+    }
+
+    /// The next event: its id, its type and its data.
+    async fn next(&mut self) -> (u64, String, Value) {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let field =
+                    |name: &str| block.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim_start().to_string()));
+                if let Some(data) = field("data:") {
+                    let id = field("id:").and_then(|i| i.parse().ok()).unwrap_or(0);
+                    return (id, field("event:").unwrap_or_default(), serde_json::from_str(&data).unwrap());
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(5), self.response.chunk())
+                .await
+                .expect("an event within 5 s")
+                .unwrap()
+                .expect("the stream stays open");
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Events until one of `kind` arrives; all of them.
+    async fn until(&mut self, kind: &str) -> Vec<(u64, String, Value)> {
+        let mut seen = Vec::new();
+        loop {
+            let event = self.next().await;
+            let done = event.1 == kind;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// A paid call and a refused second settlement: the buyer's, the shop's and the refusal's events.
+async fn paid_call(r: &Registry) -> (common::Person, common::Person) {
+    let hotel = person(r, "hotel").await;
+    let buyer = agent_of(r, &hotel, "concierge").await;
+    let mill = person(r, "mill").await;
+    let shop = agent_of(r, &mill, "linen-shop").await;
+    let owner = r.operator.with_credential(&hotel.credential);
+    r.operator.mint(&hotel.id, 1_000, "mint").await.unwrap();
+    owner.fund("concierge", 1_000, "fund").await.unwrap();
+    owner.set_budget("concierge", 500, 1_000, 1_000).await.unwrap();
+    let buying = r.operator.with_credential(&buyer.credential);
+    let token = buying.issue_token("linen-shop", 300, "o-1", "https://shop/linen").await.unwrap().body;
+    let selling = r.operator.with_credential(&shop.credential);
+    let token = token["token"].as_str().unwrap();
+    selling.settle(token, 300, "o-1", Some("settle-1")).await.unwrap();
+    assert!(selling.settle(token, 300, "o-1", Some("secret-ish-key")).await.is_err());
+    (buyer, shop)
+}
+
+#[tokio::test]
+async fn the_stream_is_closed_to_the_public_unless_the_operator_opens_it() {
+    let r = registry().await;
+    let (status, refused) = Sse::open(&r, None, None).await.err().expect("refused");
+    assert_eq!((status, refused["code"].as_str()), (401, Some("stream_not_public")));
+    assert!(Sse::open(&r, Some("operator-secret"), None).await.is_ok(), "the operator watches");
+    r.state.set_public_stream(true);
+    assert!(Sse::open(&r, None, None).await.is_ok(), "opened to the public");
+}
+
+#[tokio::test]
+async fn the_public_sees_amounts_handles_and_codes_never_keys_and_members_see_their_own_whole() {
+    let r = registry().await;
+    r.state.set_public_stream(true);
+    let mut public = Sse::open(&r, None, Some(0)).await.unwrap();
+    let mut operator = Sse::open(&r, Some("operator-secret"), Some(0)).await.unwrap();
+    let (buyer, _) = paid_call(&r).await;
+    let mut member = Sse::open(&r, Some(&buyer.credential), Some(0)).await.unwrap();
+
+    let seen = public.until("refusal.recorded").await;
+    let settled = seen.iter().find(|e| e.1 == "settlement.posted").expect("the settlement").2.clone();
+    assert_eq!(settled["detail"], "public");
+    let text = settled["body"].to_string();
+    assert!(settled["body"]["amount_minor"].is_u64() || text.contains("_minor"), "amounts: {settled}");
+    assert!(!text.contains("apt_"), "never a token string: {settled}");
+    let refusal = &seen.last().unwrap().2;
+    assert_eq!(refusal["body"]["code"], "token_settled");
+    assert!(refusal["body"].get("key").is_none(), "never an idempotency key: {refusal}");
+    let whole = operator.until("refusal.recorded").await;
+    assert_eq!(whole.last().unwrap().2["body"]["key"], "secret-ish-key", "the operator sees it whole");
+
+    // The member sees its own events whole and the others as the public does.
+    let mine = member.until("refusal.recorded").await;
+    let issued = mine.iter().find(|e| e.1 == "token.issued").expect("its token").2.clone();
+    assert_eq!(issued["detail"], "whole", "{issued}");
+    let settlement = mine.iter().find(|e| e.1 == "settlement.posted").unwrap().2.clone();
+    assert_eq!(settlement["detail"], "public", "the shop's settlement is not the buyer's event");
+    let seqs: Vec<u64> = mine.iter().map(|e| e.0).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "every event once, in order");
+}
+
+#[tokio::test]
+async fn last_event_id_resumes_without_gap_or_repeat_and_then_follows_live() {
+    let r = registry().await;
+    paid_call(&r).await;
+    let head = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let mut resumed = Sse::open(&r, Some("operator-secret"), Some(3)).await.unwrap();
+    let mut got = Vec::new();
+    while got.last().copied().unwrap_or(3) < head {
+        got.push(resumed.next().await.0);
+    }
+    assert_eq!(got, (4..=head).collect::<Vec<_>>(), "after 3, each once, in order");
+    // Then live: a new event arrives next, with the next seq.
+    let hotel = person(&r, "late-owner").await;
+    r.operator.mint(&hotel.id, 5, "late").await.unwrap();
+    let (seq, kind, data) = resumed.next().await;
+    assert_eq!(seq, head + 1, "{kind} {data}");
+    assert_eq!(data["seq"], json!(seq));
+}
