@@ -41,7 +41,9 @@ impl Sse {
                     |name: &str| block.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim_start().to_string()));
                 if let Some(data) = field("data:") {
                     let id = field("id:").and_then(|i| i.parse().ok()).unwrap_or(0);
-                    return (id, field("event:").unwrap_or_default(), serde_json::from_str(&data).unwrap());
+                    let data: Value = serde_json::from_str(&data).unwrap();
+                    let kind = data["kind"].as_str().unwrap_or_default().to_string();
+                    return (id, kind, data);
                 }
                 continue;
             }

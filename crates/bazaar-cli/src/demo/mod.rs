@@ -10,7 +10,7 @@ pub mod labor;
 pub mod market;
 pub mod restock;
 
-use crate::story::{audit_word, embedded_registry};
+use crate::story::{audit_word, embedded_registry, LocalRegistry};
 use anyhow::Result;
 use serde::Serialize;
 
@@ -36,6 +36,13 @@ pub struct StoryReport {
 
 /// Runs the story in a temporary directory; exits 0 when every chapter proved its point.
 pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
+    run_with(calls, json_output, false).await
+}
+
+/// [`run`]; with `serve`, the registry's live chamber is announced before the
+/// story (its stream open to the public, so a browser watches it happen) and
+/// kept serving after it until Ctrl-C.
+pub async fn run_with(calls: u32, json_output: bool, serve: bool) -> Result<i32> {
     let dir = std::env::temp_dir().join(format!("bazaar-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let say = |line: String| {
@@ -43,7 +50,21 @@ pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
             println!("{line}");
         }
     };
-    let report = story(&dir, calls.min(CALLS_MAX), &say).await;
+    let report = async {
+        let local = embedded_registry(&dir, None).await?;
+        if serve {
+            local.state.set_public_stream(true);
+            // A line scripts and tests wait for, in prose and in --json alike.
+            println!("chamber on {}/chamber", local.url);
+        }
+        let report = story_on(&local, &dir, calls.min(CALLS_MAX), &say).await;
+        if serve && report.is_ok() {
+            say(format!("\nthe chamber stays open at {}/chamber — Ctrl-C to stop", local.url));
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        report
+    }
+    .await;
     std::fs::remove_dir_all(&dir).ok();
     let report = report?;
     if json_output {
@@ -77,12 +98,22 @@ fn proved(report: &StoryReport) -> bool {
 /// Runs the whole story in `dir` and reports; `say` narrates.
 pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> Result<StoryReport> {
     let local = embedded_registry(dir, None).await?;
+    story_on(&local, dir, calls, say).await
+}
+
+/// The whole story on `local` (a fresh registry).
+pub async fn story_on(
+    local: &LocalRegistry,
+    dir: &std::path::Path,
+    calls: u32,
+    say: &dyn Fn(String),
+) -> Result<StoryReport> {
     say(format!("registry {} on {} (embedded SQLite, WAL, synchronous=FULL)", local.state.registry, local.url));
-    let restocked = restock::restock_story(&local, dir, calls, say).await?;
-    let escrow = escrow::escrow_story(&local, say).await?;
-    let federation = federation::federation_story(&local, &restocked.merchant, &restocked.buyer, dir, say).await?;
-    let market = market::market_story(&local, say).await?;
-    let labor = labor::labor_story(&local, dir, say).await?;
+    let restocked = restock::restock_story(local, dir, calls, say).await?;
+    let escrow = escrow::escrow_story(local, say).await?;
+    let federation = federation::federation_story(local, &restocked.merchant, &restocked.buyer, dir, say).await?;
+    let market = market::market_story(local, say).await?;
+    let labor = labor::labor_story(local, dir, say).await?;
     let audit = bazaar_store::audit::audit(local.state.store.as_ref(), &|_| {}).await?;
     let mut restock = restocked.report;
     restock.audit_ok = audit.ok;

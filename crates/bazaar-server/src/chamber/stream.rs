@@ -42,6 +42,8 @@ pub const STREAM_PAGE_MAX: usize = 500;
 pub const STREAM_BROADCAST_MAX: usize = 4_096;
 /// Open streams per node; past it, `503 stream_full`.
 pub const STREAM_CONNECTIONS_MAX: usize = 1_024;
+/// The most recent events `?recent=` may ask to start with.
+pub const STREAM_RECENT_MAX: u64 = 500;
 /// A comment line this often keeps idle connections (and proxies) open.
 pub const STREAM_KEEPALIVE_S: u64 = 15;
 
@@ -50,6 +52,8 @@ pub const PUBLIC_KEYS: &[&str] = &[
     "authored_handle",
     "handle",
     "merchant",
+    "merchant_handle",
+    "settlement_id",
     "buyer",
     "seller",
     "arbiter",
@@ -225,14 +229,16 @@ fn start(headers: &HeaderMap, after: Option<u64>) -> Result<Option<u64>, Problem
 pub struct StreamQuery {
     /// Start after this `seq` (replaying what follows it); `Last-Event-ID` wins. Absent: live only.
     pub after: Option<u64>,
+    /// Start with the latest `recent` events (at most 500), then live; `after` and `Last-Event-ID` win.
+    pub recent: Option<u64>,
 }
 
 /// The event ledger as Server-Sent Events: each event once, in order, as the
-/// viewer may see it (`id:` is its `seq`, `event:` its kind). Anonymous
+/// viewer may see it (`id:` is its `seq`; `data:` carries its `kind`). Anonymous
 /// viewers only when the operator started the registry with
 /// `--public-stream` (otherwise `401 stream_not_public`); a signed-in member
 /// sees its own events whole; the operator sees all.
-#[utoipa::path(get, path = "/v1/stream", params(("after" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header, description = "Resumes after this seq; wins over `after`")), responses((status = 200, description = "An event stream; each event's data is the event as this viewer may see it", content_type = "text/event-stream", body = String), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/stream", params(("after" = Option<u64>, Query), ("recent" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header, description = "Resumes after this seq; wins over `after`")), responses((status = 200, description = "An event stream; each event's data is the event as this viewer may see it", content_type = "text/event-stream", body = String), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
 pub async fn stream(
     State(state): State<Arc<AppState>>,
     MaybeAuth(auth): MaybeAuth,
@@ -263,11 +269,13 @@ pub async fn stream(
         return Err(problem);
     };
     let receiver = hub.events.subscribe();
-    let sent = match from {
-        Some(after) => after,
-        None => state.store.head().await?.seq,
+    let head = state.store.head().await?.seq;
+    let sent = match (from, query.recent) {
+        (Some(after), _) => after,
+        (None, Some(recent)) => head.saturating_sub(recent.min(STREAM_RECENT_MAX)),
+        (None, None) => head,
     };
-    let known_head = state.store.head().await?.seq;
+    let known_head = head;
     let tailed = hub.tailed.subscribe();
     let follower = Follower {
         state: state.clone(),
@@ -282,7 +290,8 @@ pub async fn stream(
     let events = futures::stream::unfold(follower, |mut follower| async move {
         let event = follower.next().await?;
         let data = project(&event, &follower.viewer);
-        let sse = SseEvent::default().id(event.seq.to_string()).event(event.kind.clone());
+        // The default event type (`message`), so a browser's `onmessage` sees every kind; the kind is in the data.
+        let sse = SseEvent::default().id(event.seq.to_string());
         let sse = sse.json_data(&data).unwrap_or_else(|_| SseEvent::default().comment("unserialisable"));
         Some((Ok::<_, std::convert::Infallible>(sse), follower))
     });
