@@ -4,7 +4,8 @@
 //! correctness (conservation, exactly one transfer per order and key); and
 //! (`talk`) measures the conversation plane: fanout, ingest, idle sockets;
 //! (`attention`) the attention query over a million messages on both engines;
-//! (`relay`) the labor market's Nostr relay beside the peer nostr-rs-relay.
+//! (`relay`) the labor market's Nostr relay beside the peer nostr-rs-relay;
+//! (`stream`) what the live stream's watchers cost the paid calls, and their lag.
 
 pub mod attention;
 pub mod baseline;
@@ -17,5 +18,6 @@ pub mod relay;
 pub mod report;
 pub mod servers;
 pub mod setup;
+pub mod stream;
 pub mod talk;
 pub mod talk_cmd;

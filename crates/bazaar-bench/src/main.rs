@@ -40,6 +40,8 @@ enum Command {
     Attention(bazaar_bench::attention::AttentionArgs),
     /// The labor market's Nostr relay beside nostr-rs-relay: ingest, and REQ → EOSE while ingest runs.
     Relay(bazaar_bench::relay::RelayArgs),
+    /// The live stream: paid calls alone, with N anonymous stream watchers, and alone again; lag and cost.
+    Stream(bazaar_bench::stream::StreamArgs),
     /// Serve the baseline peer on 127.0.0.1 (started by `run`).
     #[command(hide = true)]
     BaselineServe {
@@ -153,6 +155,7 @@ fn main() {
             }
             Command::Run(args) => run(args).await,
             Command::Relay(args) => bazaar_bench::relay::run(args).await,
+            Command::Stream(args) => bazaar_bench::stream::run(args).await,
             Command::Attention(args) => {
                 match tokio::task::spawn_blocking(move || bazaar_bench::attention::run(&args)).await {
                     Ok(Ok(_)) => 0,

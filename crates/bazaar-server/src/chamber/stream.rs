@@ -22,7 +22,8 @@ use crate::problem::{errors, Problem};
 use crate::state::AppState;
 use axum::extract::{FromRequestParts, State};
 use axum::http::{request::Parts, HeaderMap, StatusCode};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::body::{Body, Bytes};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bazaar_core::model::{Event, MemberKind};
 use bazaar_types::MemberId;
@@ -44,6 +45,8 @@ pub const STREAM_BROADCAST_MAX: usize = 4_096;
 pub const STREAM_CONNECTIONS_MAX: usize = 1_024;
 /// The most recent events `?recent=` may ask to start with.
 pub const STREAM_RECENT_MAX: u64 = 500;
+/// Bytes of ready events written to a connection at once.
+pub const STREAM_CHUNK_BYTES_MAX: usize = 256 * 1024;
 /// A comment line this often keeps idle connections (and proxies) open.
 pub const STREAM_KEEPALIVE_S: u64 = 15;
 
@@ -96,7 +99,7 @@ const PUBLIC_COUNTS: &[&str] = &["milestone", "milestones", "index", "round", "v
 
 /// The tailer and what it broadcasts; one per registry process.
 pub struct Hub {
-    events: broadcast::Sender<Arc<Event>>,
+    events: broadcast::Sender<Arc<Shared>>,
     /// The last `seq` the tailer has seen (broadcast, or skipped while nobody listened).
     tailed: watch::Sender<u64>,
     connections: Arc<Semaphore>,
@@ -136,11 +139,48 @@ async fn tail(state: Weak<AppState>, hub: Arc<Hub>) {
             let Some(last) = page.last() else { break };
             at = last.seq;
             for event in page {
-                let _ = hub.events.send(Arc::new(event));
+                let _ = hub.events.send(Arc::new(Shared::new(event)));
             }
         }
         cursor = Some(at);
         hub.tailed.send_replace(at);
+    }
+}
+
+/// An event as every connection shares it: the public projection is
+/// serialised once, by the first connection that needs it, for all of them.
+pub struct Shared {
+    pub event: Event,
+    public: std::sync::OnceLock<Bytes>,
+}
+
+/// `id: <seq>\ndata: <json>\n\n` (compact JSON has no newline).
+fn frame(seq: u64, data: &Value) -> Bytes {
+    Bytes::from(format!("id: {seq}\ndata: {data}\n\n"))
+}
+
+impl Shared {
+    pub fn new(event: Event) -> Shared {
+        Shared { event, public: std::sync::OnceLock::new() }
+    }
+
+    /// The whole SSE frame for `viewer`: `id:` (the seq) and `data:` (the
+    /// event as it may see it), of the default type `message` so a browser's
+    /// `onmessage` sees every kind. The public frame is built once.
+    pub fn frame_for(&self, viewer: &Viewer) -> Bytes {
+        if whole_for(&self.event, viewer) {
+            return frame(self.event.seq, &project(&self.event, viewer));
+        }
+        self.public.get_or_init(|| frame(self.event.seq, &project(&self.event, &Viewer::Public))).clone()
+    }
+}
+
+/// Whether `viewer` sees `event` whole: the operator always, a member its own events.
+fn whole_for(event: &Event, viewer: &Viewer) -> bool {
+    match viewer {
+        Viewer::Operator => true,
+        Viewer::Member(me) => &event.authored_by == me || &event.on_behalf_of == me,
+        Viewer::Public => false,
     }
 }
 
@@ -170,11 +210,7 @@ impl FromRequestParts<Arc<AppState>> for MaybeAuth {
 
 /// The event as `viewer` may see it.
 pub fn project(event: &Event, viewer: &Viewer) -> Value {
-    let whole = match viewer {
-        Viewer::Operator => true,
-        Viewer::Member(me) => &event.authored_by == me || &event.on_behalf_of == me,
-        Viewer::Public => false,
-    };
+    let whole = whole_for(event, viewer);
     let body = if whole { event.body.clone() } else { public_body(&event.body) };
     json!({
         "seq": event.seq,
@@ -287,22 +323,37 @@ pub async fn stream(
         viewer,
         _permit: permit,
     };
-    let events = futures::stream::unfold(follower, |mut follower| async move {
-        let event = follower.next().await?;
-        let data = project(&event, &follower.viewer);
-        // The default event type (`message`), so a browser's `onmessage` sees every kind; the kind is in the data.
-        let sse = SseEvent::default().id(event.seq.to_string());
-        let sse = sse.json_data(&data).unwrap_or_else(|_| SseEvent::default().comment("unserialisable"));
-        Some((Ok::<_, std::convert::Infallible>(sse), follower))
+    // Every event that is ready goes out in one chunk (one write), so a
+    // busy ledger costs a connection a write per tail, not per event.
+    let chunks = futures::stream::unfold(follower, |mut follower| async move {
+        let keepalive = Duration::from_secs(STREAM_KEEPALIVE_S);
+        let first = match tokio::time::timeout(keepalive, follower.next()).await {
+            Ok(Some(shared)) => shared,
+            Ok(None) => return None,
+            Err(_) => return Some((Ok::<_, std::convert::Infallible>(Bytes::from_static(b":\n\n")), follower)),
+        };
+        let mut chunk = first.frame_for(&follower.viewer).to_vec();
+        while chunk.len() < STREAM_CHUNK_BYTES_MAX {
+            let Some(shared) = follower.ready() else { break };
+            chunk.extend_from_slice(&shared.frame_for(&follower.viewer));
+        }
+        Some((Ok(Bytes::from(chunk)), follower))
     });
-    let keepalive = KeepAlive::new().interval(Duration::from_secs(STREAM_KEEPALIVE_S));
-    Ok(Sse::new(events).keep_alive(keepalive).into_response())
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(chunks),
+    )
+        .into_response())
 }
 
 /// One connection's place in the ledger.
 struct Follower {
     state: Arc<AppState>,
-    receiver: broadcast::Receiver<Arc<Event>>,
+    receiver: broadcast::Receiver<Arc<Shared>>,
     /// How far the tailer got: events it skipped (it started, or nobody
     /// listened for a moment) are read from the store, never missed.
     tailed: watch::Receiver<u64>,
@@ -316,13 +367,48 @@ struct Follower {
 }
 
 impl Follower {
+    /// The next event if it is ready now (in the backlog or the broadcast), without waiting or reading the store.
+    fn ready(&mut self) -> Option<Arc<Shared>> {
+        loop {
+            if let Some(event) = self.backlog.front() {
+                if event.seq != self.sent + 1 {
+                    self.backlog.pop_front();
+                    continue;
+                }
+                let event = self.backlog.pop_front().expect("just looked");
+                self.sent = event.seq;
+                return Some(Arc::new(Shared::new(event)));
+            }
+            if self.sent < self.known_head {
+                return None;
+            }
+            match self.receiver.try_recv() {
+                Ok(shared) if shared.event.seq <= self.sent => continue,
+                Ok(shared) if shared.event.seq == self.sent + 1 => {
+                    self.sent = shared.event.seq;
+                    self.known_head = self.known_head.max(shared.event.seq);
+                    return Some(shared);
+                }
+                Ok(shared) => {
+                    self.known_head = shared.event.seq;
+                    return None;
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    self.known_head = u64::MAX;
+                    return None;
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
     /// The next event after `sent`, from the backlog, the broadcast, or (to fill a gap) the store.
-    async fn next(&mut self) -> Option<Arc<Event>> {
+    async fn next(&mut self) -> Option<Arc<Shared>> {
         loop {
             if let Some(event) = self.backlog.pop_front() {
                 if event.seq == self.sent + 1 {
                     self.sent = event.seq;
-                    return Some(Arc::new(event));
+                    return Some(Arc::new(Shared::new(event)));
                 }
                 continue;
             }
@@ -358,13 +444,13 @@ impl Follower {
                 }
             };
             match received {
-                Ok(event) if event.seq <= self.sent => continue,
-                Ok(event) if event.seq == self.sent + 1 => {
-                    self.sent = event.seq;
-                    self.known_head = self.known_head.max(event.seq);
-                    return Some(event);
+                Ok(shared) if shared.event.seq <= self.sent => continue,
+                Ok(shared) if shared.event.seq == self.sent + 1 => {
+                    self.sent = shared.event.seq;
+                    self.known_head = self.known_head.max(shared.event.seq);
+                    return Some(shared);
                 }
-                Ok(event) => self.known_head = event.seq,
+                Ok(shared) => self.known_head = shared.event.seq,
                 Err(broadcast::error::RecvError::Lagged(_)) => self.known_head = u64::MAX,
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
