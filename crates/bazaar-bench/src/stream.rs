@@ -270,6 +270,8 @@ pub fn print(report: &StreamReport) {
     let [a, w, b] = report.server_cpu_ms_per_call;
     let [ha, hw, hb] = report.harness_cores;
     println!("  server CPU per paid call: alone {a:.3} ms, watched {w:.3} ms, alone again {b:.3} ms");
-    println!("  the harness's own CPU (cores): alone {ha:.2}, watched {hw:.2} (with its watchers), alone again {hb:.2}");
+    println!(
+        "  the harness's own CPU (cores): alone {ha:.2}, watched {hw:.2} (with its watchers), alone again {hb:.2}"
+    );
     println!("  sequences broken: {}, streams refused: {}", report.broken_sequences, report.refused);
 }

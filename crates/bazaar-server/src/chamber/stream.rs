@@ -20,10 +20,10 @@
 use crate::auth::{session_cookie, Auth};
 use crate::problem::{errors, Problem};
 use crate::state::AppState;
-use axum::extract::{FromRequestParts, State};
-use axum::http::{request::Parts, HeaderMap, StatusCode};
 use axum::body::{Body, Bytes};
+use axum::extract::{FromRequestParts, State};
 use axum::http::header;
+use axum::http::{request::Parts, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bazaar_core::model::{Event, MemberKind};
 use bazaar_types::MemberId;
