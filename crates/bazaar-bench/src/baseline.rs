@@ -558,9 +558,10 @@ pub fn random_b64(bytes: usize) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buffer)
 }
 
-/// The baseline peer's wall clock: the one place in this crate the time of day is read.
+/// The wall clock (the baseline peer's, and the stream watchers' for lag):
+/// the one place in this crate the time of day is read.
 #[allow(clippy::disallowed_methods)]
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     since.as_millis() as i64
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Watchers following the stream during the watched phase.
 pub const WATCHERS_DEFAULT: usize = 200;
@@ -86,10 +86,6 @@ struct Watched {
     refused: bool,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 /// Follows the stream until `stop`; records each event's lag and whether the sequence held.
 async fn watch(base: String, stop: Arc<AtomicBool>) -> Watched {
     let mut seen = Watched::default();
@@ -122,7 +118,7 @@ async fn watch(base: String, stop: Arc<AtomicBool>) -> Watched {
             }
             last = Some(seq);
             seen.events += 1;
-            seen.lags_ms.push((now_ms() - at).clamp(0, u32::MAX as i64) as u32);
+            seen.lags_ms.push((crate::baseline::now_ms() - at).clamp(0, u32::MAX as i64) as u32);
         }
     }
     seen
@@ -185,38 +181,10 @@ async fn bench(args: &StreamArgs) -> Result<StreamReport> {
             .context("starting bazaar serve --public-stream")?;
     let (buyers, merchants) = setup::bazaar(&server.url, &credential, args.buyers, args.merchants).await?;
     let target = Target { base: server.url.clone(), buyers: Arc::new(buyers), merchants: Arc::new(merchants) };
-    let http = drive::http_client(args.concurrency);
-    let plan = |tag: &str, duration: Duration| Plan {
-        tag: tag.to_string(),
-        concurrency: args.concurrency,
-        duration,
-        calls_max: crate::limits::CALLS_MAX,
-    };
-    drive::run(&http, &target, &plan("warm", Duration::from_secs(1))).await;
-    let pid = server.pid;
-    let c0 = cpu(pid);
-    let alone = drive::run(&http, &target, &plan("alone", phase)).await;
-    let c1 = cpu(pid);
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let followers: Vec<_> = (0..watchers).map(|_| tokio::spawn(watch(server.url.clone(), stop.clone()))).collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let c2 = cpu(pid);
-    let watched = drive::run(&http, &target, &plan("watched", phase)).await;
-    let c3 = cpu(pid);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut seen = Vec::new();
-    for follower in followers {
-        seen.push(follower.await.unwrap_or_default());
-    }
-    let c4 = cpu(pid);
-    let again = drive::run(&http, &target, &plan("again", phase)).await;
-    let c5 = cpu(pid);
+    let measured = phases(args, &server, &target, watchers, phase).await;
     drop(server);
-    let phases = [spent(&c0, &c1, &alone), spent(&c2, &c3, &watched), spent(&c4, &c5, &again)];
     std::fs::remove_dir_all(&root).ok();
-
+    let (alone, watched, again, seen, spent_by_phase) = measured;
     let mut lags: Vec<u32> = seen.iter().flat_map(|w| w.lags_ms.iter().map(|ms| ms * 1000)).collect();
     let lag_max = lags.iter().max().map(|us| f64::from(*us) / 1000.0);
     let (a, w, b) = (per_second(&alone), per_second(&watched), per_second(&again));
@@ -230,8 +198,8 @@ async fn bench(args: &StreamArgs) -> Result<StreamReport> {
         watched_calls_per_s: w,
         alone_again_calls_per_s: b,
         cost,
-        server_cpu_ms_per_call: phases.map(|p| p.0),
-        harness_cores: phases.map(|p| p.1),
+        server_cpu_ms_per_call: spent_by_phase.map(|p| p.0),
+        harness_cores: spent_by_phase.map(|p| p.1),
         events_per_watcher: seen.iter().map(|s| s.events as f64).sum::<f64>() / watchers as f64,
         lag_p50_ms: lag.p50_ms,
         lag_p99_ms: lag.p99_ms,
@@ -241,6 +209,48 @@ async fn bench(args: &StreamArgs) -> Result<StreamReport> {
         lag_goal_met: lag.p99_ms.is_some_and(|p99| p99 < LAG_P99_GOAL_MS),
         cost_goal_met: cost < COST_GOAL,
     })
+}
+
+type Phases = (drive::Outcome, drive::Outcome, drive::Outcome, Vec<Watched>, [(f64, f64); 3]);
+
+/// Alone, watched by `watchers`, alone again: each phase's outcome, what the watchers saw, and the CPU spent.
+async fn phases(
+    args: &StreamArgs,
+    server: &servers::Server,
+    target: &Target,
+    watchers: usize,
+    phase: Duration,
+) -> Phases {
+    let http = drive::http_client(args.concurrency);
+    let plan = |tag: &str, duration: Duration| Plan {
+        tag: tag.to_string(),
+        concurrency: args.concurrency,
+        duration,
+        calls_max: crate::limits::CALLS_MAX,
+    };
+    drive::run(&http, target, &plan("warm", Duration::from_secs(1))).await;
+    let pid = server.pid;
+    let c0 = cpu(pid);
+    let alone = drive::run(&http, target, &plan("alone", phase)).await;
+    let c1 = cpu(pid);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let followers: Vec<_> = (0..watchers).map(|_| tokio::spawn(watch(server.url.clone(), stop.clone()))).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let c2 = cpu(pid);
+    let watched = drive::run(&http, target, &plan("watched", phase)).await;
+    let c3 = cpu(pid);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut seen = Vec::new();
+    for follower in followers {
+        seen.push(follower.await.unwrap_or_default());
+    }
+    let c4 = cpu(pid);
+    let again = drive::run(&http, target, &plan("again", phase)).await;
+    let c5 = cpu(pid);
+    let phases = [spent(&c0, &c1, &alone), spent(&c2, &c3, &watched), spent(&c4, &c5, &again)];
+    (alone, watched, again, seen, phases)
 }
 
 pub fn print(report: &StreamReport) {
