@@ -49,11 +49,27 @@ async function call(path, credential, body, key) {
   return json;
 }
 
+let lastOrder = null;
 async function paidCall() {
   const order = `chamber-${Date.now()}`;
+  lastOrder = order;
   const issued = await call("/v1/tokens", cast.buyer,
     { merchant: cast.merchant_handle, max_amount_minor: 300, order_id: order, resource: "https://shop/linen" }, `${order}-t`);
   await call("/v1/settlements", cast.merchant, { token: issued.token, amount_minor: 300, order_id: order }, `${order}-s`);
+}
+
+// An escrowed contract with the merchant, and a dispute on the paid call: both through the public API.
+async function escrowAndDispute() {
+  const due = Date.now() + 7 * 24 * 3600 * 1000;
+  await call("/v1/contracts", cast.buyer, {
+    seller: cast.merchant_handle,
+    milestones: [{ amount_minor: 200, description: "hemming", due_at_ms: due }, { amount_minor: 200, description: "delivery", due_at_ms: due }],
+    terms_sha256: "a".repeat(64),
+  }, `contract-${lastOrder}`);
+  await call("/v1/disputes", cast.buyer, {
+    subject: { type: "call", merchant: cast.merchant_handle, order_id: lastOrder },
+    reason: "not_as_described", claimed_minor: 300, note: "the linen never came",
+  }, `dispute-${lastOrder}`);
 }
 
 async function axe(page, path) {
@@ -81,6 +97,11 @@ try {
   report.clock = await page.textContent("#token-clock");
   report.feed = await page.$$eval("#feed li code", (nodes) => nodes.map((n) => n.textContent));
   report.link = await page.$eval("#feed li a", (a) => a.getAttribute("href"));
+  await escrowAndDispute();
+  await page.waitForSelector('#escrow-held[data-done="true"]', { timeout: 10_000 });
+  await page.waitForSelector("#dispute li", { timeout: 10_000 });
+  report.escrow = await page.textContent("#escrow-held");
+  report.dispute = await page.$$eval("#dispute li", (nodes) => nodes.map((n) => n.textContent));
   await page.keyboard.press("Tab");
   report.focus = await page.evaluate(() => `${document.activeElement.tagName} ${document.activeElement.textContent}`);
   if (shots) await page.screenshot({ path: `${shots}/chamber-desktop.png`, fullPage: true });

@@ -1,7 +1,9 @@
 //! The live chamber in Debian's headless Chromium: a registry with its stream
 //! open to the public serves `/chamber`; `tests/browser/chamber.mjs` opens it,
 //! makes one paid call through the public API and reads the flow and the feed
-//! the page filled from the live stream; checks the keyboard, axe-core (no
+//! the page filled from the live stream, then opens an escrowed contract and
+//! disputes the call and reads the escrow branch and the dispute's first
+//! phase as they arrive; checks the keyboard, axe-core (no
 //! serious or critical violations on /chamber and /chamber/claims), phone
 //! width and dark mode. Screenshots go to `target/chamber-screenshots` (not
 //! committed) for a reviewer.
@@ -76,6 +78,14 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
     let feed: Vec<&str> = report["feed"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(feed.contains(&"token.issued") && feed.contains(&"settlement.posted"), "{feed:?}");
     assert!(report["link"].as_str().unwrap().starts_with("#event-"), "shareable links: {report}");
+    let escrow = report["escrow"].as_str().unwrap();
+    assert!(escrow.contains("400 units in 2 milestone(s)"), "the escrow branch: {escrow}");
+    let dispute = report["dispute"].as_array().unwrap();
+    let filed = dispute[0].as_str().unwrap();
+    assert!(
+        filed.starts_with("Filed") && filed.contains("not_as_described") && filed.contains("claimed 300 units"),
+        "{filed}"
+    );
     assert!(report["focus"].as_str().unwrap().starts_with("A "), "the keyboard reaches the navigation first: {report}");
     assert_eq!(report["axe"], json!({"/chamber": [], "/chamber/claims": []}), "{report}");
     assert!(report["overflow_px"].as_i64().unwrap() <= 0, "readable at phone width: {report}");

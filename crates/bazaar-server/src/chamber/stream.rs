@@ -91,6 +91,7 @@ pub const PUBLIC_KEYS: &[&str] = &[
     "lease",
     "authorization",
     "claimant",
+    "winner",
     "respondent",
     "link",
 ];
