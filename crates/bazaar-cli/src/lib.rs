@@ -7,6 +7,7 @@ pub mod demo;
 pub mod market;
 pub mod passport;
 pub mod relay_client;
+pub mod reprice;
 pub mod runtime;
 pub mod sealed;
 pub mod story;

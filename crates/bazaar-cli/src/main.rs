@@ -6,7 +6,9 @@ mod cmd;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use cmd::{attack, demo, escrow, federation, hire, jobs, market, members, payments, registry, reputation, talk};
+use cmd::{
+    attack, demo, escrow, federation, hire, jobs, market, members, payments, registry, reprice, reputation, talk,
+};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -46,12 +48,14 @@ enum Command {
     Market(market::Command),
     #[command(flatten)]
     Hire(hire::Command),
+    #[command(flatten)]
+    Reprice(reprice::Command),
 }
 
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 31] = [
+const HELP_ORDER: [&str; 32] = [
     "serve",
     "audit",
     "demo",
@@ -83,6 +87,7 @@ const HELP_ORDER: [&str; 31] = [
     "validator",
     "hire",
     "spending",
+    "reprice",
 ];
 
 /// The command line, with the commands in [`HELP_ORDER`].
@@ -106,6 +111,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Jobs(command) => jobs::run(command, json).await,
         Command::Market(command) => market::run(command, json).await,
         Command::Hire(command) => hire::run(command, json).await,
+        Command::Reprice(command) => reprice::run(command, json).await,
     }
 }
 

@@ -14,5 +14,6 @@ pub mod market;
 pub mod members;
 pub mod payments;
 pub mod registry;
+pub mod reprice;
 pub mod reputation;
 pub mod talk;
