@@ -107,6 +107,21 @@ try {
   if (shots) await page.screenshot({ path: `${shots}/chamber-desktop.png`, fullPage: true });
   await axe(page, "/chamber");
   await axe(page, "/chamber/claims");
+  // Try to break it: three attacks, one after another, each refused with nothing kept.
+  await page.goto(base + "/chamber/break", { waitUntil: "load" });
+  await page.waitForSelector("button[data-attack]", { timeout: 10_000 });
+  report.attacks_listed = await page.$$eval("button[data-attack]", (b) => b.length);
+  report.attacks = [];
+  for (const name of ["replayed-token", "second-settlement", "payment-without-exact-authorization"]) {
+    await page.click(`button[data-attack="${name}"]`);
+    await page.waitForFunction((n) => {
+      const first = document.querySelector("#results li");
+      return first && first.querySelector("strong").textContent === n && first.dataset.held !== undefined;
+    }, name, { timeout: 60_000 });
+    report.attacks.push(await page.$eval("#results li", (li) => ({ held: li.dataset.held === "true", text: li.textContent })));
+  }
+  if (shots) await page.screenshot({ path: `${shots}/break-desktop.png`, fullPage: true });
+  await axe(page, "/chamber/break");
 
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: "dark" });
   const small = await phone.newPage();

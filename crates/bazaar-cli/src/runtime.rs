@@ -186,7 +186,9 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     let store = open_store(&args, config.clone(), clock.clone()).await?;
     let conversation = open_conversation(&args, clock.clone()).await?;
     let relay_store = open_relay_store(&args).await?;
-    let booted = bazaar_server::boot(store, clock.clone(), config, operator_credential).await?;
+    let booted = bazaar_server::boot(store, clock.clone(), config, operator_credential.clone()).await?;
+    // The chamber's attack buttons need the operator's credential (each attack enrolls its own cast).
+    let attack_credential = booted.operator_credential.clone().or(operator_credential);
     booted.state.attach_conversation(conversation);
     if let Ok(plane) = booted.state.plane() {
         plane.allow_private_webhooks(allow_private_webhooks);
@@ -220,6 +222,11 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     let address = listener.local_addr()?;
     let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
     *state.public_url.write().expect("url lock") = Some(public_url.clone());
+    if let Some(credential) = attack_credential {
+        let runner =
+            crate::attack::ChamberAttacks { registry: format!("http://{address}"), operator_credential: credential };
+        state.attach_attacks(Arc::new(runner));
+    }
     let relay_url = start_relay(&state, relay_store, clock, &relay, &public_url).await?;
     tracing::info!(%address, did = %state.registry, "bazaar registry listening");
     // A line on stdout that scripts and tests wait for.

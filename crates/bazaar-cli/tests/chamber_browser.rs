@@ -41,6 +41,8 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
     let dir = common::fresh_dir("bazaar-chamber");
     let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     local.state.set_public_stream(true);
+    let runner = bazaar_cli::attack::ChamberAttacks { registry: local.url.clone(), operator_credential: "op".into() };
+    local.state.attach_attacks(std::sync::Arc::new(runner));
     let (owner, buyer) = enroll_pair(&operator, "chamber-hotel", "chamber-buyer").await.unwrap();
     let (_, merchant) = enroll_pair(&operator, "chamber-mill", "chamber-shop").await.unwrap();
     let funding = common::Funding { mint: (5_000, "m"), fund: (5_000, "f"), budget: [1_000, 5_000, 5_000] };
@@ -87,7 +89,14 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
         "{filed}"
     );
     assert!(report["focus"].as_str().unwrap().starts_with("A "), "the keyboard reaches the navigation first: {report}");
-    assert_eq!(report["axe"], json!({"/chamber": [], "/chamber/claims": []}), "{report}");
+    assert_eq!(report["axe"], json!({"/chamber": [], "/chamber/claims": [], "/chamber/break": []}), "{report}");
+    let listed = report["attacks_listed"].as_u64().unwrap() as usize;
+    assert_eq!(listed, bazaar_cli::attack::CATALOGUE.len(), "every attack is a button");
+    for attack in report["attacks"].as_array().unwrap() {
+        let said = attack["text"].as_str().unwrap();
+        assert_eq!(attack["held"], true, "{said}");
+        assert!(said.contains("refused: ") && said.contains("balances unchanged"), "{said}");
+    }
     assert!(report["overflow_px"].as_i64().unwrap() <= 0, "readable at phone width: {report}");
     assert!(output.status.success(), "{stdout}\n{stderr}");
     std::fs::remove_dir_all(&dir).ok();

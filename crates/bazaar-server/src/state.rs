@@ -54,6 +54,9 @@ pub struct AppState {
     stream: std::sync::OnceLock<Arc<crate::chamber::stream::Hub>>,
     /// Whether anonymous visitors may watch the stream (`--public-stream`).
     public_stream: std::sync::atomic::AtomicBool,
+    /// The attack catalogue the chamber's "try to break it" runs, when the binary provides one.
+    attacks: std::sync::OnceLock<Arc<dyn crate::chamber::attacks::AttackRunner>>,
+    pub(crate) attack_limiter: crate::chamber::attacks::Limiter,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -123,6 +126,8 @@ pub async fn boot_with_entropy(
         relay: Default::default(),
         stream: Default::default(),
         public_stream: Default::default(),
+        attacks: Default::default(),
+        attack_limiter: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
     let op = Op::Identity(identity::Op::Bootstrap {
@@ -214,6 +219,15 @@ impl AppState {
     /// Opens (or closes) the live stream to anonymous visitors: the operator's `--public-stream`.
     pub fn set_public_stream(&self, open: bool) {
         self.public_stream.store(open, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Gives the chamber an attack catalogue to run (the `bazaar` binary's); once.
+    pub fn attach_attacks(&self, runner: Arc<dyn crate::chamber::attacks::AttackRunner>) -> bool {
+        self.attacks.set(runner).is_ok()
+    }
+
+    pub fn attacks(&self) -> Option<&Arc<dyn crate::chamber::attacks::AttackRunner>> {
+        self.attacks.get()
     }
 
     pub fn public_stream(&self) -> bool {

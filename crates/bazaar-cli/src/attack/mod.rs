@@ -1161,3 +1161,34 @@ async fn x402_foreign_token(cast: &Cast, other_resource: bool) -> Result<Measure
         Ok(cast.merchant.call(reqwest::Method::POST, "/x402/settle", Some(request.clone()), None).await?.body)
     })
 }
+
+/// The catalogue as the live chamber's "try to break it" buttons: each run
+/// goes through the registry's public API with a fresh cast, exactly as
+/// `bazaar attack NAME` would, on a blocking thread of the runtime (an
+/// attack's narration is not `Send`).
+pub struct ChamberAttacks {
+    pub registry: String,
+    pub operator_credential: String,
+}
+
+impl bazaar_server::chamber::attacks::AttackRunner for ChamberAttacks {
+    fn catalogue(&self) -> Vec<(String, String)> {
+        CATALOGUE.iter().map(|a| (a.name.to_string(), a.expect.as_str().to_string())).collect()
+    }
+
+    fn run(&self, name: String) -> futures::future::BoxFuture<'static, std::result::Result<Value, String>> {
+        let (registry, credential) = (self.registry.clone(), self.operator_credential.clone());
+        let handle = tokio::runtime::Handle::current();
+        Box::pin(async move {
+            let ran = tokio::task::spawn_blocking(move || {
+                handle.block_on(async {
+                    run(&registry, &credential, &[name], &|_| {}).await.map_err(|e| format!("{e:#}"))
+                })
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+            let verdict = ran.into_iter().next().ok_or("the attack gave no verdict")?;
+            serde_json::to_value(verdict).map_err(|e| e.to_string())
+        })
+    }
+}

@@ -54,6 +54,10 @@ pub async fn run_with(calls: u32, json_output: bool, serve: bool) -> Result<i32>
         let local = embedded_registry(&dir, None).await?;
         if serve {
             local.state.set_public_stream(true);
+            local.state.attach_attacks(std::sync::Arc::new(crate::attack::ChamberAttacks {
+                registry: local.url.clone(),
+                operator_credential: local.operator_credential.clone(),
+            }));
             // A line scripts and tests wait for, in prose and in --json alike.
             println!("chamber on {}/chamber", local.url);
         }

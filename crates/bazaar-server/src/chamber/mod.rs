@@ -4,6 +4,7 @@
 //! their scripts inline (no framework, nothing loaded from elsewhere) and
 //! allowed to call only this registry.
 
+pub mod attacks;
 pub mod stream;
 
 use crate::problem::errors;
@@ -17,10 +18,12 @@ use utoipa_axum::routes;
 pub const CHAMBER_HTML: &str = include_str!("chamber.html");
 /// What Bazaar does not claim.
 pub const CLAIMS_HTML: &str = include_str!("claims.html");
+/// Try to break it: the attack catalogue as buttons.
+pub const BREAK_HTML: &str = include_str!("break.html");
 
 /// The chamber's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    stream::routes().routes(routes!(chamber)).routes(routes!(claims))
+    stream::routes().merge(attacks::routes()).routes(routes!(chamber)).routes(routes!(claims)).routes(routes!(breaking))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -33,4 +36,10 @@ async fn chamber() -> Response {
 #[utoipa::path(get, path = "/chamber/claims", responses((status = 200, description = "What this does not claim (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn claims() -> Response {
     crate::page::html(CLAIMS_HTML)
+}
+
+/// Try to break it (HTML): every attack as a button, run through the public API, its refusal and "nothing kept".
+#[utoipa::path(get, path = "/chamber/break", responses((status = 200, description = "Try to break it (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn breaking() -> Response {
+    crate::page::html(BREAK_HTML)
 }

@@ -1,0 +1,122 @@
+//! "Try to break it": the attack catalogue as the chamber's buttons. The
+//! catalogue and its runner live in the `bazaar` binary (they drive the
+//! public API as any client would); the binary attaches them here, and these
+//! routes list and run them. Anyone who may watch the chamber may run one —
+//! each is refused and nothing is kept — at most one at a time per node and
+//! [`ATTACKS_PER_MINUTE_MAX`] a minute.
+
+use crate::chamber::stream::MaybeAuth;
+use crate::problem::{errors, Problem};
+use crate::schemas::OpenObject;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Attack runs a node starts in any sliding minute.
+pub const ATTACKS_PER_MINUTE_MAX: usize = 20;
+/// One attack run gives up after this long.
+pub const ATTACK_RUN_TIMEOUT_S: u64 = 60;
+
+/// The binary's catalogue: names with the refusal each must meet, and a runner.
+pub trait AttackRunner: Send + Sync {
+    /// (name, expected refusal code) for every attack.
+    fn catalogue(&self) -> Vec<(String, String)>;
+    /// Runs one attack through the public API; its verdict (code, and whether balances and the ledger stayed put).
+    fn run(&self, name: String) -> BoxFuture<'static, Result<Value, String>>;
+}
+
+/// Starts in the last minute, and whether one runs now.
+#[derive(Default)]
+pub struct Limiter {
+    started: Mutex<Vec<Instant>>,
+    running: tokio::sync::Mutex<()>,
+}
+
+pub fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new().routes(routes!(catalogue)).routes(routes!(run))
+}
+
+fn unavailable() -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "attacks_unavailable",
+        "This registry's operator has not given the chamber its attack catalogue (`bazaar demo --serve` does).",
+    )
+}
+
+/// Who may press the buttons: anyone who may watch the chamber's stream.
+fn may_watch(state: &AppState, auth: &MaybeAuth) -> Result<(), Problem> {
+    if auth.0.is_some() || state.public_stream() {
+        return Ok(());
+    }
+    Err(Problem::new(
+        StatusCode::UNAUTHORIZED,
+        "stream_not_public",
+        "Sign in, or ask the operator to open the chamber to the public.",
+    ))
+}
+
+/// The attack catalogue: each attack's name and the refusal it must meet.
+#[utoipa::path(get, path = "/v1/chamber/attacks", responses((status = 200, description = "The catalogue", body = OpenObject), errors::Unauthenticated, errors::Unavailable))]
+pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Result<Json<Value>, Problem> {
+    may_watch(&state, &auth)?;
+    let runner = state.attacks().ok_or_else(unavailable)?;
+    let attacks: Vec<Value> =
+        runner.catalogue().into_iter().map(|(name, expect)| json!({"name": name, "expect": expect})).collect();
+    Ok(Json(json!({"attacks": attacks, "per_minute_max": ATTACKS_PER_MINUTE_MAX})))
+}
+
+/// Runs one attack through the public API and answers its verdict: the
+/// refusal it met, and whether the parties' balances and the event ledger
+/// (but for the refusal's own record) stayed as they were. One at a time per
+/// node, at most 20 a minute (`429 attack_rate_limited`).
+#[utoipa::path(post, path = "/v1/chamber/attacks/{name}", responses((status = 200, description = "The verdict", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::TooMany, errors::Unavailable))]
+pub async fn run(
+    State(state): State<Arc<AppState>>,
+    auth: MaybeAuth,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, Problem> {
+    may_watch(&state, &auth)?;
+    let runner = state.attacks().ok_or_else(unavailable)?.clone();
+    if !runner.catalogue().iter().any(|(known, _)| known == &name) {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "attack_not_found",
+            format!("No attack named {name:?} in the catalogue."),
+        ));
+    }
+    let limited = || {
+        let mut problem = Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "attack_rate_limited",
+            "Attacks here are run one at a time and at most 20 a minute; try again shortly.",
+        );
+        problem.retry_after = true;
+        problem
+    };
+    let Ok(_running) = state.attack_limiter.running.try_lock() else { return Err(limited()) };
+    {
+        let mut started = state.attack_limiter.started.lock().expect("limiter lock");
+        started.retain(|at| at.elapsed() < Duration::from_secs(60));
+        if started.len() >= ATTACKS_PER_MINUTE_MAX {
+            return Err(limited());
+        }
+        started.push(Instant::now());
+    }
+    match tokio::time::timeout(Duration::from_secs(ATTACK_RUN_TIMEOUT_S), runner.run(name)).await {
+        Ok(Ok(verdict)) => Ok(Json(verdict)),
+        Ok(Err(error)) => Err(Problem::new(StatusCode::SERVICE_UNAVAILABLE, "attack_failed", error)),
+        Err(_) => Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "attack_failed",
+            "The attack did not finish within 60 s.",
+        )),
+    }
+}
