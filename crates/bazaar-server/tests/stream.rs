@@ -111,6 +111,8 @@ async fn the_public_sees_amounts_handles_and_codes_never_keys_and_members_see_th
     let seen = public.until("refusal.recorded").await;
     let settled = seen.iter().find(|e| e.1 == "settlement.posted").expect("the settlement").2.clone();
     assert_eq!(settled["detail"], "public");
+    assert!(settled.get("prev_hash").is_none() && settled["body"].get("authored_handle").is_none(), "lean: {settled}");
+    assert_eq!(settled["by"], "linen-shop");
     let text = settled["body"].to_string();
     assert!(settled["body"]["amount_minor"].is_u64() || text.contains("_minor"), "amounts: {settled}");
     assert!(!text.contains("apt_"), "never a token string: {settled}");

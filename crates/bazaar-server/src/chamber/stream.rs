@@ -212,16 +212,22 @@ impl FromRequestParts<Arc<AppState>> for MaybeAuth {
 /// The event as `viewer` may see it.
 pub fn project(event: &Event, viewer: &Viewer) -> Value {
     let whole = whole_for(event, viewer);
-    let body = if whole { event.body.clone() } else { public_body(&event.body) };
+    let by = event.body.get("authored_handle").cloned().unwrap_or(Value::Null);
+    if !whole {
+        // Lean, for many watchers: the previous hash is the previous event's
+        // `hash`, and the author's handle is `by`, so neither is sent twice.
+        return json!({"seq": event.seq, "kind": event.kind, "at_ms": event.at, "hash": event.hash, "by": by,
+            "detail": "public", "body": public_body(&event.body)});
+    }
     json!({
         "seq": event.seq,
         "kind": event.kind,
         "at_ms": event.at,
         "hash": event.hash,
         "prev_hash": event.prev_hash,
-        "by": event.body.get("authored_handle").cloned().unwrap_or(Value::Null),
-        "detail": if whole { "whole" } else { "public" },
-        "body": body,
+        "by": by,
+        "detail": "whole",
+        "body": event.body,
     })
 }
 
@@ -230,7 +236,7 @@ fn public_body(body: &Value) -> Value {
     let mut kept = Map::new();
     for (key, value) in body.as_object().into_iter().flatten() {
         let keep = match value {
-            Value::String(_) => PUBLIC_KEYS.contains(&key.as_str()),
+            Value::String(_) => key != "authored_handle" && PUBLIC_KEYS.contains(&key.as_str()),
             Value::Number(_) => {
                 key.ends_with("_minor") || key.ends_with("_ms") || PUBLIC_COUNTS.contains(&key.as_str())
             }
