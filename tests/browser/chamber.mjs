@@ -120,7 +120,6 @@ try {
     }, name, { timeout: 60_000 });
     report.attacks.push(await page.$eval("#results li", (li) => ({ held: li.dataset.held === "true", text: li.textContent })));
   }
-  if (shots) await page.screenshot({ path: `${shots}/break-desktop.png`, fullPage: true });
   await axe(page, "/chamber/break");
 
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: "dark" });
@@ -130,9 +129,14 @@ try {
   await small.waitForSelector("#feed li", { timeout: 10_000 });
   report.overflow_px = await small.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   if (shots) {
+    // Every page at phone width (dark) and at desktop width (light), for a reviewer.
     await small.screenshot({ path: `${shots}/chamber-phone-dark.png`, fullPage: true });
-    await small.goto(base + "/chamber/claims", { waitUntil: "load" });
-    await small.screenshot({ path: `${shots}/claims-phone-dark.png`, fullPage: true });
+    for (const [name, path] of [["claims", "/chamber/claims"], ["break", "/chamber/break"]]) {
+      await small.goto(base + path, { waitUntil: "load" });
+      await small.screenshot({ path: `${shots}/${name}-phone-dark.png`, fullPage: true });
+      await page.goto(base + path, { waitUntil: "load" });
+      await page.screenshot({ path: `${shots}/${name}-desktop.png`, fullPage: true });
+    }
   }
   const stepsDone = Object.values(report.steps).filter((s) => s.done).length;
   const axeClean = Object.values(report.axe).every((v) => v.length === 0);
