@@ -176,10 +176,17 @@ pub struct Serving {
     /// Anonymous visitors may watch the live event stream.
     pub public_stream: bool,
     pub relay: crate::RelayArgs,
+    /// Builds the chamber's attack catalogue for this registry (its URL and
+    /// the operator's credential), attached when the credential is known.
+    pub attacks: Option<AttackCatalogue>,
 }
 
+/// See [`Serving::attacks`].
+pub type AttackCatalogue = fn(String, String) -> Arc<dyn bazaar_server::live::AttackRunner>;
+
 pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving) -> Result<()> {
-    let Serving { port, operator_credential, public_url, allow_private_webhooks, public_stream, relay } = serving;
+    let Serving { port, operator_credential, public_url, allow_private_webhooks, public_stream, relay, attacks } =
+        serving;
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
@@ -222,10 +229,8 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     let address = listener.local_addr()?;
     let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
     *state.public_url.write().expect("url lock") = Some(public_url.clone());
-    if let Some(credential) = attack_credential {
-        let runner =
-            crate::attack::ChamberAttacks { registry: format!("http://{address}"), operator_credential: credential };
-        state.attach_attacks(Arc::new(runner));
+    if let (Some(catalogue), Some(credential)) = (attacks, attack_credential) {
+        state.attach_attacks(catalogue(format!("http://{address}"), credential));
     }
     let relay_url = start_relay(&state, relay_store, clock, &relay, &public_url).await?;
     tracing::info!(%address, did = %state.registry, "bazaar registry listening");

@@ -51,12 +51,12 @@ pub struct AppState {
     /// The labor market's relay, once attached (`attach_relay`).
     relay: std::sync::OnceLock<Arc<bazaar_relay::Relay>>,
     /// The live event stream's tailer, started by the first stream opened.
-    stream: std::sync::OnceLock<Arc<crate::chamber::stream::Hub>>,
+    stream: std::sync::OnceLock<Arc<crate::live::Hub>>,
     /// Whether anonymous visitors may watch the stream (`--public-stream`).
     public_stream: std::sync::atomic::AtomicBool,
     /// The attack catalogue the chamber's "try to break it" runs, when the binary provides one.
-    attacks: std::sync::OnceLock<Arc<dyn crate::chamber::attacks::AttackRunner>>,
-    pub(crate) attack_limiter: crate::chamber::attacks::Limiter,
+    attacks: std::sync::OnceLock<Arc<dyn crate::live::AttackRunner>>,
+    pub(crate) attack_limiter: crate::live::Limiter,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -212,8 +212,8 @@ impl AppState {
     }
 
     /// The live stream's hub, its tailer started on first use.
-    pub fn stream_hub(self: &Arc<Self>) -> Arc<crate::chamber::stream::Hub> {
-        self.stream.get_or_init(|| crate::chamber::stream::Hub::start(self)).clone()
+    pub fn stream_hub(&self) -> Arc<crate::live::Hub> {
+        self.stream.get_or_init(|| crate::live::Hub::start(&self.store)).clone()
     }
 
     /// Opens (or closes) the live stream to anonymous visitors: the operator's `--public-stream`.
@@ -222,11 +222,11 @@ impl AppState {
     }
 
     /// Gives the chamber an attack catalogue to run (the `bazaar` binary's); once.
-    pub fn attach_attacks(&self, runner: Arc<dyn crate::chamber::attacks::AttackRunner>) -> bool {
+    pub fn attach_attacks(&self, runner: Arc<dyn crate::live::AttackRunner>) -> bool {
         self.attacks.set(runner).is_ok()
     }
 
-    pub fn attacks(&self) -> Option<&Arc<dyn crate::chamber::attacks::AttackRunner>> {
+    pub fn attacks(&self) -> Option<&Arc<dyn crate::live::AttackRunner>> {
         self.attacks.get()
     }
 

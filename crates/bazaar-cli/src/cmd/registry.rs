@@ -67,6 +67,9 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                 allow_private_webhooks,
                 public_stream,
                 relay,
+                attacks: Some(|registry, operator_credential| {
+                    std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks { registry, operator_credential })
+                }),
             };
             runtime::serve(store, windows, serving).await.map(|_| 0)
         }

@@ -12,10 +12,9 @@ use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -24,20 +23,7 @@ pub const ATTACKS_PER_MINUTE_MAX: usize = 20;
 /// One attack run gives up after this long.
 pub const ATTACK_RUN_TIMEOUT_S: u64 = 60;
 
-/// The binary's catalogue: names with the refusal each must meet, and a runner.
-pub trait AttackRunner: Send + Sync {
-    /// (name, expected refusal code) for every attack.
-    fn catalogue(&self) -> Vec<(String, String)>;
-    /// Runs one attack through the public API; its verdict (code, and whether balances and the ledger stayed put).
-    fn run(&self, name: String) -> BoxFuture<'static, Result<Value, String>>;
-}
-
-/// Starts in the last minute, and whether one runs now.
-#[derive(Default)]
-pub struct Limiter {
-    started: Mutex<Vec<Instant>>,
-    running: tokio::sync::Mutex<()>,
-}
+pub use crate::live::AttackRunner;
 
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::new().routes(routes!(catalogue)).routes(routes!(run))
@@ -102,13 +88,8 @@ pub async fn run(
         problem
     };
     let Ok(_running) = state.attack_limiter.running.try_lock() else { return Err(limited()) };
-    {
-        let mut started = state.attack_limiter.started.lock().expect("limiter lock");
-        started.retain(|at| at.elapsed() < Duration::from_secs(60));
-        if started.len() >= ATTACKS_PER_MINUTE_MAX {
-            return Err(limited());
-        }
-        started.push(Instant::now());
+    if !crate::live::admit(&state.attack_limiter.started, ATTACKS_PER_MINUTE_MAX) {
+        return Err(limited());
     }
     match tokio::time::timeout(Duration::from_secs(ATTACK_RUN_TIMEOUT_S), runner.run(name)).await {
         Ok(Ok(verdict)) => Ok(Json(verdict)),

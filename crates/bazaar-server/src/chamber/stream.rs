@@ -8,16 +8,17 @@
 //!   operator started the registry with `--public-stream` — sees a
 //!   projection: kind, sequence, time, hashes, the author's handle, and
 //!   from the body only amounts (`*_minor`), times (`*_ms`), counts,
-//!   booleans and the identifiers in [`PUBLIC_KEYS`]; never a credential, a
+//!   booleans and the identifiers in [`crate::live::PUBLIC_KEYS`]; never a credential, a
 //!   note, a reason's prose, an evidence URL or an idempotency key.
 //! - **One reader for all.** A tailer task follows the ledger's head every
-//!   [`STREAM_POLL_MS`] and broadcasts each new event once; each connection
+//!   [`crate::live::STREAM_POLL_MS`] and broadcasts each new event once; each connection
 //!   only projects and writes. A connection that falls behind the broadcast
 //!   (or resumes with `Last-Event-ID`) reads what it missed from the store,
 //!   so nothing is skipped: sequence numbers are contiguous and a gap is
 //!   always filled before the next event is sent.
 
 use crate::auth::{session_cookie, Auth};
+use crate::live::{Shared, Viewer, STREAM_PAGE_MAX};
 use crate::problem::{errors, Problem};
 use crate::state::AppState;
 use axum::body::{Body, Bytes};
@@ -26,172 +27,19 @@ use axum::http::header;
 use axum::http::{request::Parts, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bazaar_core::model::{Event, MemberKind};
-use bazaar_types::MemberId;
-use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{broadcast, watch, OwnedSemaphorePermit};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// How often the tailer looks at the ledger's head.
-pub const STREAM_POLL_MS: u64 = 100;
-/// Events read from the store per page (backfill and tail).
-pub const STREAM_PAGE_MAX: usize = 500;
-/// Events the broadcast keeps for a slow connection before it must read the store.
-pub const STREAM_BROADCAST_MAX: usize = 4_096;
-/// Open streams per node; past it, `503 stream_full`.
-pub const STREAM_CONNECTIONS_MAX: usize = 1_024;
 /// The most recent events `?recent=` may ask to start with.
 pub const STREAM_RECENT_MAX: u64 = 500;
 /// Bytes of ready events written to a connection at once.
 pub const STREAM_CHUNK_BYTES_MAX: usize = 256 * 1024;
 /// A comment line this often keeps idle connections (and proxies) open.
 pub const STREAM_KEEPALIVE_S: u64 = 15;
-
-/// Body fields the public may see when their value is a string.
-pub const PUBLIC_KEYS: &[&str] = &[
-    "authored_handle",
-    "handle",
-    "merchant",
-    "merchant_handle",
-    "settlement_id",
-    "buyer",
-    "seller",
-    "arbiter",
-    "member",
-    "agent",
-    "owner",
-    "contract",
-    "dispute",
-    "order",
-    "order_id",
-    "token",
-    "jti",
-    "listing",
-    "rfq",
-    "share",
-    "phase",
-    "decision",
-    "state",
-    "code",
-    "op",
-    "kind",
-    "reason",
-    "subject",
-    "bounty",
-    "job",
-    "worker",
-    "destination",
-    "hire",
-    "hirer",
-    "specialist",
-    "pay_to",
-    "lease",
-    "authorization",
-    "claimant",
-    "winner",
-    "respondent",
-    "link",
-];
-/// Number fields the public may see besides `*_minor` and `*_ms`.
-const PUBLIC_COUNTS: &[&str] = &["milestone", "milestones", "index", "round", "version", "share"];
-
-/// The tailer and what it broadcasts; one per registry process.
-pub struct Hub {
-    events: broadcast::Sender<Arc<Shared>>,
-    /// The last `seq` the tailer has seen (broadcast, or skipped while nobody listened).
-    tailed: watch::Sender<u64>,
-    connections: Arc<Semaphore>,
-}
-
-impl Hub {
-    /// Starts the tailer (once) for `state`.
-    pub fn start(state: &Arc<AppState>) -> Arc<Hub> {
-        let (events, _) = broadcast::channel(STREAM_BROADCAST_MAX);
-        let connections = Arc::new(Semaphore::new(STREAM_CONNECTIONS_MAX));
-        let hub = Arc::new(Hub { events, tailed: watch::channel(0).0, connections });
-        tokio::spawn(tail(Arc::downgrade(state), hub.clone()));
-        hub
-    }
-}
-
-/// Follows the head and broadcasts each new event once, while anyone listens.
-async fn tail(state: Weak<AppState>, hub: Arc<Hub>) {
-    let mut cursor = None;
-    loop {
-        tokio::time::sleep(Duration::from_millis(STREAM_POLL_MS)).await;
-        let Some(state) = state.upgrade() else { return };
-        let Ok(head) = state.store.head().await else { continue };
-        let from = match cursor {
-            // Nobody listens: move on without reading; a newcomer starts live or resumes from the store.
-            Some(_) | None if hub.events.receiver_count() == 0 => {
-                cursor = Some(head.seq);
-                hub.tailed.send_replace(head.seq);
-                continue;
-            }
-            Some(from) => from,
-            None => head.seq,
-        };
-        let mut at = from;
-        while at < head.seq {
-            let Ok(page) = state.store.events(at, STREAM_PAGE_MAX).await else { break };
-            let Some(last) = page.last() else { break };
-            at = last.seq;
-            for event in page {
-                let _ = hub.events.send(Arc::new(Shared::new(event)));
-            }
-        }
-        cursor = Some(at);
-        hub.tailed.send_replace(at);
-    }
-}
-
-/// An event as every connection shares it: the public projection is
-/// serialised once, by the first connection that needs it, for all of them.
-pub struct Shared {
-    pub event: Event,
-    public: std::sync::OnceLock<Bytes>,
-}
-
-/// `id: <seq>\ndata: <json>\n\n` (compact JSON has no newline).
-fn frame(seq: u64, data: &Value) -> Bytes {
-    Bytes::from(format!("id: {seq}\ndata: {data}\n\n"))
-}
-
-impl Shared {
-    pub fn new(event: Event) -> Shared {
-        Shared { event, public: std::sync::OnceLock::new() }
-    }
-
-    /// The whole SSE frame for `viewer`: `id:` (the seq) and `data:` (the
-    /// event as it may see it), of the default type `message` so a browser's
-    /// `onmessage` sees every kind. The public frame is built once.
-    pub fn frame_for(&self, viewer: &Viewer) -> Bytes {
-        if whole_for(&self.event, viewer) {
-            return frame(self.event.seq, &project(&self.event, viewer));
-        }
-        self.public.get_or_init(|| frame(self.event.seq, &project(&self.event, &Viewer::Public))).clone()
-    }
-}
-
-/// Whether `viewer` sees `event` whole: the operator always, a member its own events.
-fn whole_for(event: &Event, viewer: &Viewer) -> bool {
-    match viewer {
-        Viewer::Operator => true,
-        Viewer::Member(me) => &event.authored_by == me || &event.on_behalf_of == me,
-        Viewer::Public => false,
-    }
-}
-
-/// Who is watching.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Viewer {
-    Public,
-    Member(MemberId),
-    Operator,
-}
 
 /// Authentication if the request carries any (a bearer credential or a passkey session).
 pub struct MaybeAuth(pub Option<Auth>);
@@ -207,47 +55,6 @@ impl FromRequestParts<Arc<AppState>> for MaybeAuth {
         }
         Auth::from_request_parts(parts, state).await.map(|auth| MaybeAuth(Some(auth)))
     }
-}
-
-/// The event as `viewer` may see it.
-pub fn project(event: &Event, viewer: &Viewer) -> Value {
-    let whole = whole_for(event, viewer);
-    let by = event.body.get("authored_handle").cloned().unwrap_or(Value::Null);
-    if !whole {
-        // Lean, for many watchers: the previous hash is the previous event's
-        // `hash`, and the author's handle is `by`, so neither is sent twice.
-        return json!({"seq": event.seq, "kind": event.kind, "at_ms": event.at, "hash": event.hash, "by": by,
-            "detail": "public", "body": public_body(&event.body)});
-    }
-    json!({
-        "seq": event.seq,
-        "kind": event.kind,
-        "at_ms": event.at,
-        "hash": event.hash,
-        "prev_hash": event.prev_hash,
-        "by": by,
-        "detail": "whole",
-        "body": event.body,
-    })
-}
-
-/// The public's share of a body: allowlisted identifiers, amounts, times, counts and flags.
-fn public_body(body: &Value) -> Value {
-    let mut kept = Map::new();
-    for (key, value) in body.as_object().into_iter().flatten() {
-        let keep = match value {
-            Value::String(_) => key != "authored_handle" && PUBLIC_KEYS.contains(&key.as_str()),
-            Value::Number(_) => {
-                key.ends_with("_minor") || key.ends_with("_ms") || PUBLIC_COUNTS.contains(&key.as_str())
-            }
-            Value::Bool(_) => true,
-            _ => false,
-        };
-        if keep {
-            kept.insert(key.clone(), value.clone());
-        }
-    }
-    Value::Object(kept)
 }
 
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {

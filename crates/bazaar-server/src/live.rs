@@ -1,0 +1,235 @@
+//! What is live across the registry and needs nothing of its HTTP state:
+//! the event stream's hub (one tailer per node following the ledger's head
+//! and broadcasting each new event once, with its public frame built once)
+//! and what each viewer may see of an event; and the seam through which the
+//! `bazaar` binary gives the chamber its attack catalogue. The chamber's
+//! routes (`chamber`) use these; `state` holds them.
+
+use bazaar_core::model::Event;
+use bazaar_store::Store;
+use bazaar_types::MemberId;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde_json::{json, Map, Value};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, watch, Semaphore};
+
+/// How often the tailer looks at the ledger's head.
+pub const STREAM_POLL_MS: u64 = 100;
+/// Events read from the store per page (backfill and tail).
+pub const STREAM_PAGE_MAX: usize = 500;
+/// Events the broadcast keeps for a slow connection before it must read the store.
+pub const STREAM_BROADCAST_MAX: usize = 4_096;
+/// Open streams per node; past it, `503 stream_full`.
+pub const STREAM_CONNECTIONS_MAX: usize = 1_024;
+/// Body fields the public may see when their value is a string.
+pub const PUBLIC_KEYS: &[&str] = &[
+    "authored_handle",
+    "handle",
+    "merchant",
+    "merchant_handle",
+    "settlement_id",
+    "buyer",
+    "seller",
+    "arbiter",
+    "member",
+    "agent",
+    "owner",
+    "contract",
+    "dispute",
+    "order",
+    "order_id",
+    "token",
+    "jti",
+    "listing",
+    "rfq",
+    "share",
+    "phase",
+    "decision",
+    "state",
+    "code",
+    "op",
+    "kind",
+    "reason",
+    "subject",
+    "bounty",
+    "job",
+    "worker",
+    "destination",
+    "hire",
+    "hirer",
+    "specialist",
+    "pay_to",
+    "lease",
+    "authorization",
+    "claimant",
+    "winner",
+    "respondent",
+    "link",
+];
+/// Number fields the public may see besides `*_minor` and `*_ms`.
+const PUBLIC_COUNTS: &[&str] = &["milestone", "milestones", "index", "round", "version", "share"];
+
+/// The tailer and what it broadcasts; one per registry process.
+pub struct Hub {
+    pub(crate) events: broadcast::Sender<Arc<Shared>>,
+    /// The last `seq` the tailer has seen (broadcast, or skipped while nobody listened).
+    pub(crate) tailed: watch::Sender<u64>,
+    pub(crate) connections: Arc<Semaphore>,
+}
+
+impl Hub {
+    /// Starts the tailer (once) for `state`.
+    pub fn start(store: &Arc<dyn Store>) -> Arc<Hub> {
+        let (events, _) = broadcast::channel(STREAM_BROADCAST_MAX);
+        let connections = Arc::new(Semaphore::new(STREAM_CONNECTIONS_MAX));
+        let hub = Arc::new(Hub { events, tailed: watch::channel(0).0, connections });
+        tokio::spawn(tail(Arc::downgrade(store), hub.clone()));
+        hub
+    }
+}
+
+/// Follows the head and broadcasts each new event once, while anyone listens.
+async fn tail(store: Weak<dyn Store>, hub: Arc<Hub>) {
+    let mut cursor = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(STREAM_POLL_MS)).await;
+        let Some(store) = store.upgrade() else { return };
+        let Ok(head) = store.head().await else { continue };
+        let from = match cursor {
+            // Nobody listens: move on without reading; a newcomer starts live or resumes from the store.
+            Some(_) | None if hub.events.receiver_count() == 0 => {
+                cursor = Some(head.seq);
+                hub.tailed.send_replace(head.seq);
+                continue;
+            }
+            Some(from) => from,
+            None => head.seq,
+        };
+        let mut at = from;
+        while at < head.seq {
+            let Ok(page) = store.events(at, STREAM_PAGE_MAX).await else { break };
+            let Some(last) = page.last() else { break };
+            at = last.seq;
+            for event in page {
+                let _ = hub.events.send(Arc::new(Shared::new(event)));
+            }
+        }
+        cursor = Some(at);
+        hub.tailed.send_replace(at);
+    }
+}
+
+/// An event as every connection shares it: the public projection is
+/// serialised once, by the first connection that needs it, for all of them.
+pub struct Shared {
+    pub event: Event,
+    public: std::sync::OnceLock<Bytes>,
+}
+
+/// `id: <seq>\ndata: <json>\n\n` (compact JSON has no newline).
+fn frame(seq: u64, data: &Value) -> Bytes {
+    Bytes::from(format!("id: {seq}\ndata: {data}\n\n"))
+}
+
+impl Shared {
+    pub fn new(event: Event) -> Shared {
+        Shared { event, public: std::sync::OnceLock::new() }
+    }
+
+    /// The whole SSE frame for `viewer`: `id:` (the seq) and `data:` (the
+    /// event as it may see it), of the default type `message` so a browser's
+    /// `onmessage` sees every kind. The public frame is built once.
+    pub fn frame_for(&self, viewer: &Viewer) -> Bytes {
+        if whole_for(&self.event, viewer) {
+            return frame(self.event.seq, &project(&self.event, viewer));
+        }
+        self.public.get_or_init(|| frame(self.event.seq, &project(&self.event, &Viewer::Public))).clone()
+    }
+}
+
+/// Whether `viewer` sees `event` whole: the operator always, a member its own events.
+fn whole_for(event: &Event, viewer: &Viewer) -> bool {
+    match viewer {
+        Viewer::Operator => true,
+        Viewer::Member(me) => &event.authored_by == me || &event.on_behalf_of == me,
+        Viewer::Public => false,
+    }
+}
+
+/// Who is watching.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Viewer {
+    Public,
+    Member(MemberId),
+    Operator,
+}
+
+/// The event as `viewer` may see it.
+pub fn project(event: &Event, viewer: &Viewer) -> Value {
+    let whole = whole_for(event, viewer);
+    let by = event.body.get("authored_handle").cloned().unwrap_or(Value::Null);
+    if !whole {
+        // Lean, for many watchers: the previous hash is the previous event's
+        // `hash`, and the author's handle is `by`, so neither is sent twice.
+        return json!({"seq": event.seq, "kind": event.kind, "at_ms": event.at, "hash": event.hash, "by": by,
+            "detail": "public", "body": public_body(&event.body)});
+    }
+    json!({
+        "seq": event.seq,
+        "kind": event.kind,
+        "at_ms": event.at,
+        "hash": event.hash,
+        "prev_hash": event.prev_hash,
+        "by": by,
+        "detail": "whole",
+        "body": event.body,
+    })
+}
+
+/// The public's share of a body: allowlisted identifiers, amounts, times, counts and flags.
+fn public_body(body: &Value) -> Value {
+    let mut kept = Map::new();
+    for (key, value) in body.as_object().into_iter().flatten() {
+        let keep = match value {
+            Value::String(_) => key != "authored_handle" && PUBLIC_KEYS.contains(&key.as_str()),
+            Value::Number(_) => {
+                key.ends_with("_minor") || key.ends_with("_ms") || PUBLIC_COUNTS.contains(&key.as_str())
+            }
+            Value::Bool(_) => true,
+            _ => false,
+        };
+        if keep {
+            kept.insert(key.clone(), value.clone());
+        }
+    }
+    Value::Object(kept)
+}
+
+/// The binary's attack catalogue, for the chamber's "try to break it":
+/// names with the refusal each must meet, and a runner.
+pub trait AttackRunner: Send + Sync {
+    /// (name, expected refusal code) for every attack.
+    fn catalogue(&self) -> Vec<(String, String)>;
+    /// Runs one attack through the public API; its verdict (code, and whether balances and the ledger stayed put).
+    fn run(&self, name: String) -> BoxFuture<'static, Result<Value, String>>;
+}
+
+/// Attack runs started in the last minute, and the one running now.
+#[derive(Default)]
+pub struct Limiter {
+    pub(crate) started: Mutex<Vec<Instant>>,
+    pub(crate) running: tokio::sync::Mutex<()>,
+}
+
+/// Whether `started` has room for one more run in the sliding minute; records it if so.
+pub(crate) fn admit(started: &Mutex<Vec<Instant>>, per_minute: usize) -> bool {
+    let mut started = started.lock().expect("limiter lock");
+    started.retain(|at| at.elapsed() < Duration::from_secs(60));
+    if started.len() >= per_minute {
+        return false;
+    }
+    started.push(Instant::now());
+    true
+}
