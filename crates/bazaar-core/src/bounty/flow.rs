@@ -268,10 +268,7 @@ impl Batch<'_> {
         if worker_member.kind != MemberKind::Agent {
             return refuse(Code::NotAnAgent, "A bounty is paid for an enrolled agent's work.");
         }
-        let target = self.member(destination)?;
-        let owner = worker_member.owner.as_ref();
-        let held = owner.is_some() && (Some(&target.id) == owner || target.owner.as_ref() == owner);
-        if !held {
+        if !worker_member.owner_holds(&self.member(destination)?) {
             return Err(Refusal::new(
                 Code::RewardDestinationInvalid,
                 "The reward destination is not an account the worker's owner holds (the owner or one of its agents).",

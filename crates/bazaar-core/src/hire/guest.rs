@@ -150,10 +150,7 @@ impl Batch<'_> {
             .with(json!({"statement": statement})));
         }
         let pay_to = self.member(&offer.pay_to)?;
-        let owner = specialist.owner.as_ref();
-        let held = pay_to.id == specialist.id
-            || (owner.is_some() && (Some(&pay_to.id) == owner || pay_to.owner.as_ref() == owner));
-        if !held || (offer.escrow && pay_to.id != specialist.id) {
+        if !specialist.owner_holds(&pay_to) || (offer.escrow && pay_to.id != specialist.id) {
             return Err(Refusal::new(
                 Code::PayToInvalid,
                 "`pay_to` must be the specialist, its owner or one of its owner's agents; an escrowed hire pays the specialist itself.",

@@ -115,11 +115,7 @@ impl Batch<'_> {
         if worker.kind != MemberKind::Agent || worker.id == payer.id {
             return refuse(Code::NotAnAgent, "A lease is bought at another agent's queue.");
         }
-        let pay_to = self.member(&order.pay_to)?;
-        let owner = worker.owner.as_ref();
-        let held = pay_to.id == worker.id
-            || (owner.is_some() && (Some(&pay_to.id) == owner || pay_to.owner.as_ref() == owner));
-        if !held {
+        if !worker.owner_holds(&self.member(&order.pay_to)?) {
             return Err(Refusal::new(
                 Code::PayToInvalid,
                 "`pay_to` must be the worker, its owner or one of its owner's agents.",

@@ -92,9 +92,7 @@ impl Batch<'_> {
         if specialist.kind != MemberKind::Agent || specialist.id == hiring.id {
             return refuse(Code::NotAnAgent, "A specialist is another agent.");
         }
-        let pay_to = self.member(&terms.pay_to)?;
-        let owner = specialist.owner.as_ref();
-        if !(owner.is_some() && (Some(&pay_to.id) == owner || pay_to.owner.as_ref() == owner)) {
+        if !specialist.owner_holds(&self.member(&terms.pay_to)?) {
             return Err(Refusal::new(
                 Code::PayToInvalid,
                 "`pay_to` must be an account the specialist's owner holds (the owner or one of its agents).",

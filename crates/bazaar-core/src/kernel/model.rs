@@ -58,6 +58,12 @@ impl Member {
     pub fn principal(&self) -> &MemberId {
         self.owner.as_ref().unwrap_or(&self.id)
     }
+
+    /// Whether `account` is one this agent's owner holds: the owner itself or
+    /// any of its agents (this one included). False for a member without an owner.
+    pub fn owner_holds(&self, account: &Member) -> bool {
+        self.owner.as_ref().is_some_and(|owner| &account.id == owner || account.owner.as_ref() == Some(owner))
+    }
 }
 
 /// A handle ever worn. A retired handle stays here forever so nobody can take it.
