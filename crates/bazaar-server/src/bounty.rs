@@ -7,7 +7,7 @@
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::escrow::{list_docs, PartyQuery};
-use crate::exec::{execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
+use crate::exec::{docs_of, execute, idem_for, load_doc, resolve, resolve_account, KeyRule};
 use crate::problem::{errors, Problem};
 use crate::schemas::OpenObject;
 use crate::state::AppState;
@@ -27,7 +27,8 @@ use bazaar_relay::market::enrollment::verify_enrollment;
 use bazaar_relay::market::outcome::{self, read_verdict, verdict_targets};
 use bazaar_relay::market::review::{Manifest, REVIEW, REVIEW_D};
 use bazaar_relay::Event;
-use bazaar_types::limits::{BOUNTY_CLAIM_S, PAGE_LIMIT_MAX};
+use bazaar_types::limits::BOUNTY_CLAIM_S;
+use bazaar_types::MemberId;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
@@ -176,7 +177,7 @@ async fn outcome_of(state: &AppState, body: &ReleaseRequest) -> Result<Outcome, 
     let declared: Declared = serde_json::from_str(&review.content)
         .map_err(|_| invalid(Code::OutcomeInvalid, "`review` carries no manifest."))?;
     let destination = declared.manifest.reward_destination;
-    let destination = resolve_id(state, destination.strip_prefix("acct:").unwrap_or(&destination)).await?;
+    let destination = resolve_account(state, &destination).await?;
     let verdict = match assessment.verdict {
         outcome::Verdict::Accepted => Verdict::Accepted,
         outcome::Verdict::Rejected => Verdict::Rejected,
@@ -270,20 +271,19 @@ pub async fn earnings(
             "An agent's earnings are read by the agent, its owner and the operator.",
         ));
     }
-    let (mut rewards, mut after, mut complete) = (Vec::new(), String::new(), true);
-    loop {
-        let rows = state.store.docs_by_party(DocKind::Reward, &agent.id, &after, PAGE_LIMIT_MAX).await?;
-        let Some(last) = rows.last() else { break };
-        after = last.id.clone();
-        for row in &rows {
-            let reward = decode::<Reward>(row)?;
-            if reward.paid.worker == agent.id {
-                rewards.push(reward);
-            }
-        }
-        if rewards.len() >= EARNINGS_RECORDS_MAX {
-            complete = false;
-            break;
+    Ok(Json(earnings_of(&state, &agent.id).await?))
+}
+
+/// An agent's confirmed rewards (as the worker; rewards where it is only the
+/// destination are its owner's business) with their totals: the earnings
+/// answer, and the owner's view's earnings section.
+pub(crate) async fn earnings_of(state: &AppState, agent: &MemberId) -> Result<serde_json::Value, Problem> {
+    let (rows, complete) = docs_of(state, DocKind::Reward, agent, EARNINGS_RECORDS_MAX).await?;
+    let mut rewards = Vec::new();
+    for row in &rows {
+        let reward = decode::<Reward>(row)?;
+        if &reward.paid.worker == agent {
+            rewards.push(reward);
         }
     }
     let mut totals = Totals { gross_minor: 0, fee_minor: 0, net_minor: 0 };
@@ -292,5 +292,5 @@ pub async fn earnings(
         totals.fee_minor += reward.paid.fee_minor.0;
         totals.net_minor += reward.paid.net_minor.0;
     }
-    Ok(Json(json!({"agent": agent.id, "rewards": rewards, "totals": totals, "complete": complete})))
+    Ok(json!({"agent": agent, "rewards": rewards, "totals": totals, "complete": complete}))
 }

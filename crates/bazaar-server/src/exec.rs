@@ -186,6 +186,32 @@ pub(crate) async fn resolve(state: &AppState, who: &str) -> Result<Member, Probl
 }
 
 /// The document `id` of type `T`, or the refusal `missing` makes when there is none.
+/// An account named in a request: a member's DID or handle, optionally as `acct:<member>`.
+pub(crate) async fn resolve_account(state: &AppState, text: &str) -> Result<MemberId, Problem> {
+    resolve_id(state, text.strip_prefix("acct:").unwrap_or(text)).await
+}
+
+/// Every document of `kind` naming `party`, in id order, up to `max`; and
+/// whether that was all of them.
+pub(crate) async fn docs_of(
+    state: &AppState,
+    kind: DocKind,
+    party: &MemberId,
+    max: usize,
+) -> Result<(Vec<bazaar_core::model::DocRow>, bool), Problem> {
+    let (mut found, mut after) = (Vec::new(), String::new());
+    loop {
+        let rows = state.store.docs_by_party(kind, party, &after, bazaar_types::limits::PAGE_LIMIT_MAX).await?;
+        let Some(last) = rows.last() else { return Ok((found, true)) };
+        after = last.id.clone();
+        found.extend(rows);
+        if found.len() >= max {
+            found.truncate(max);
+            return Ok((found, false));
+        }
+    }
+}
+
 pub(crate) async fn load_doc<T: Document>(
     state: &AppState,
     id: &str,

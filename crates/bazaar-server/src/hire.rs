@@ -20,7 +20,7 @@
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::escrow::{list_docs, may_read, PartyQuery};
-use crate::exec::{execute, execute_shaped, idem_for, load_doc, resolve_id, KeyRule};
+use crate::exec::{execute, execute_shaped, idem_for, load_doc, resolve_account, resolve_id, KeyRule};
 use crate::problem::{errors, Problem};
 use crate::schemas::OpenObject;
 use crate::state::AppState;
@@ -73,7 +73,7 @@ async fn terms(state: &AppState, body: &TermsRequest) -> Result<Terms, Problem> 
     Ok(Terms {
         task: body.task.clone(),
         specialist: resolve_id(state, &body.specialist).await?,
-        pay_to: resolve_id(state, body.pay_to.strip_prefix("acct:").unwrap_or(&body.pay_to)).await?,
+        pay_to: resolve_account(state, &body.pay_to).await?,
         amount_minor,
     })
 }
@@ -219,7 +219,7 @@ pub async fn agree_hire(
     ApiJson(body): ApiJson<AgreeRequest>,
 ) -> Result<Response, Problem> {
     let specialist = resolve_id(&state, &body.specialist).await?;
-    let pay_to = resolve_id(&state, body.pay_to.strip_prefix("acct:").unwrap_or(&body.pay_to)).await?;
+    let pay_to = resolve_account(&state, &body.pay_to).await?;
     let price = validate::amount(body.price_minor, "price_minor")?;
     let conversation = match state.plane() {
         Ok(plane) => {
@@ -397,7 +397,7 @@ pub async fn buy_lease(
         .map_err(|e| mismatch(format!("`identity` does not hold: {e}")))?;
     let order = hire::LeaseOrder {
         worker: resolve_id(&state, &body.worker).await?,
-        pay_to: resolve_id(&state, body.pay_to.strip_prefix("acct:").unwrap_or(&body.pay_to)).await?,
+        pay_to: resolve_account(&state, &body.pay_to).await?,
         price: validate::amount(body.price_minor, "price_minor")?,
         period_s: body.period_s,
         identity: binding.nostr.to_hex(),

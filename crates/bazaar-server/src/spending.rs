@@ -16,7 +16,6 @@ use axum::Json;
 use bazaar_core::hire::Lease;
 use bazaar_core::model::{DocKind, MemberKind};
 use bazaar_core::refusal::{Code, Refusal};
-use bazaar_types::limits::PAGE_LIMIT_MAX;
 use bazaar_types::{AccountId, MemberId};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -32,17 +31,8 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 
 /// Every document of `kind` naming `party` (up to the cap), as stored.
 async fn all_of(state: &AppState, kind: DocKind, party: &MemberId) -> Result<(Vec<Value>, bool), Problem> {
-    let (mut found, mut after) = (Vec::new(), String::new());
-    loop {
-        let rows = state.store.docs_by_party(kind, party, &after, PAGE_LIMIT_MAX).await?;
-        let Some(last) = rows.last() else { return Ok((found, true)) };
-        after = last.id.clone();
-        found.extend(rows.into_iter().map(|r| r.body));
-        if found.len() >= SPENDING_RECORDS_MAX {
-            found.truncate(SPENDING_RECORDS_MAX);
-            return Ok((found, false));
-        }
-    }
+    let (rows, complete) = crate::exec::docs_of(state, kind, party, SPENDING_RECORDS_MAX).await?;
+    Ok((rows.into_iter().map(|r| r.body).collect(), complete))
 }
 
 fn section(records: Vec<Value>, complete: bool) -> Value {
@@ -88,9 +78,7 @@ pub async fn spending(
         })
         .collect();
     let (bounties, b_done) = all_of(&state, DocKind::Bounty, id).await?;
-    let (rewards, r_done) = all_of(&state, DocKind::Reward, id).await?;
-    let rewards: Vec<Value> = rewards.into_iter().filter(|r| r["worker"] == json!(id)).collect();
-    let sum = |records: &[Value], field: &str| records.iter().map(|r| r[field].as_u64().unwrap_or(0)).sum::<u64>();
+    let earnings = crate::bounty::earnings_of(&state, id).await?;
     let uncertain: Vec<&Value> = leases.iter().filter(|l| l["status"] == "recovery").collect();
     Ok(Json(json!({
         "agent": id,
@@ -102,12 +90,7 @@ pub async fn spending(
         "leases": section(leases.clone(), l_done),
         "leases_in_recovery": uncertain.len(),
         "bounties_funded": section(bounties, b_done),
-        "earnings": {
-            "rewards": section(rewards.clone(), r_done),
-            "gross_minor": sum(&rewards, "gross_minor"),
-            "fee_minor": sum(&rewards, "fee_minor"),
-            "net_minor": sum(&rewards, "net_minor"),
-        },
+        "earnings": earnings,
         "not_here": "the model-usage meter and the payment journal are on the worker's machine: `bazaar spending --state-dir`",
     })))
 }
