@@ -95,18 +95,18 @@ async fn tail(store: Weak<dyn Store>, hub: Arc<Hub>) {
     let mut cursor = None;
     loop {
         tokio::time::sleep(Duration::from_millis(STREAM_POLL_MS)).await;
+        if store.strong_count() == 0 {
+            return;
+        }
+        if hub.events.receiver_count() == 0 {
+            // Nobody listens: no reads at all. A newcomer reads its own start
+            // from the store, and the next tick starts again from the head.
+            cursor = None;
+            continue;
+        }
         let Some(store) = store.upgrade() else { return };
         let Ok(head) = store.head().await else { continue };
-        let from = match cursor {
-            // Nobody listens: move on without reading; a newcomer starts live or resumes from the store.
-            Some(_) | None if hub.events.receiver_count() == 0 => {
-                cursor = Some(head.seq);
-                hub.tailed.send_replace(head.seq);
-                continue;
-            }
-            Some(from) => from,
-            None => head.seq,
-        };
+        let from = cursor.unwrap_or(head.seq);
         let mut at = from;
         while at < head.seq {
             let Ok(page) = store.events(at, STREAM_PAGE_MAX).await else { break };

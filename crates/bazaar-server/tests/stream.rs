@@ -143,6 +143,11 @@ async fn last_event_id_resumes_without_gap_or_repeat_and_then_follows_live() {
         got.push(resumed.next().await.0);
     }
     assert_eq!(got, (4..=head).collect::<Vec<_>>(), "after 3, each once, in order");
+    // `?recent=2` starts with the latest two.
+    let recent =
+        r.http.get(format!("{}/v1/stream?recent=2", r.url)).bearer_auth("operator-secret").send().await.unwrap();
+    let mut recent = Sse { response: recent, buffer: String::new() };
+    assert_eq!((recent.next().await.0, recent.next().await.0), (head - 1, head));
     // Then live: a new event arrives next, with the next seq.
     let hotel = person(&r, "late-owner").await;
     r.operator.mint(&hotel.id, 5, "late").await.unwrap();

@@ -181,36 +181,48 @@ struct Follower {
 }
 
 impl Follower {
+    /// The next event from the backlog, if it continues the sequence (anything older is dropped).
+    fn next_in_backlog(&mut self) -> Option<Arc<Shared>> {
+        while let Some(event) = self.backlog.pop_front() {
+            if event.seq == self.sent + 1 {
+                self.sent = event.seq;
+                return Some(Arc::new(Shared::new(event)));
+            }
+        }
+        None
+    }
+
+    /// A broadcast event: the next one to send, or `None` — already sent
+    /// (skipped), or past a gap (the gap is noted, to be read from the store).
+    fn accept(&mut self, shared: Arc<Shared>) -> Option<Arc<Shared>> {
+        let seq = shared.event.seq;
+        if seq == self.sent + 1 {
+            self.sent = seq;
+            self.known_head = self.known_head.max(seq);
+            return Some(shared);
+        }
+        if seq > self.sent {
+            self.known_head = seq;
+        }
+        None
+    }
+
     /// The next event if it is ready now (in the backlog or the broadcast), without waiting or reading the store.
     fn ready(&mut self) -> Option<Arc<Shared>> {
         loop {
-            if let Some(event) = self.backlog.front() {
-                if event.seq != self.sent + 1 {
-                    self.backlog.pop_front();
-                    continue;
-                }
-                let event = self.backlog.pop_front().expect("just looked");
-                self.sent = event.seq;
-                return Some(Arc::new(Shared::new(event)));
+            if let Some(next) = self.next_in_backlog() {
+                return Some(next);
             }
             if self.sent < self.known_head {
                 return None;
             }
             match self.receiver.try_recv() {
-                Ok(shared) if shared.event.seq <= self.sent => continue,
-                Ok(shared) if shared.event.seq == self.sent + 1 => {
-                    self.sent = shared.event.seq;
-                    self.known_head = self.known_head.max(shared.event.seq);
-                    return Some(shared);
-                }
                 Ok(shared) => {
-                    self.known_head = shared.event.seq;
-                    return None;
+                    if let Some(next) = self.accept(shared) {
+                        return Some(next);
+                    }
                 }
-                Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                    self.known_head = u64::MAX;
-                    return None;
-                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => self.known_head = u64::MAX,
                 Err(_) => return None,
             }
         }
@@ -219,54 +231,41 @@ impl Follower {
     /// The next event after `sent`, from the backlog, the broadcast, or (to fill a gap) the store.
     async fn next(&mut self) -> Option<Arc<Shared>> {
         loop {
-            if let Some(event) = self.backlog.pop_front() {
-                if event.seq == self.sent + 1 {
-                    self.sent = event.seq;
-                    return Some(Arc::new(Shared::new(event)));
-                }
-                continue;
-            }
-            if self.sent < self.known_head {
+            if self.sent < self.known_head && self.backlog.is_empty() {
                 // Behind (resumed from earlier, joined mid-page, or lagged): read what was missed.
                 let page = self.state.store.events(self.sent, STREAM_PAGE_MAX).await.ok()?;
                 if page.is_empty() {
                     self.known_head = self.sent;
                 }
                 self.backlog.extend(page);
+            }
+            // What the backlog and the broadcast already hold comes first; only then does the tailer's mark count.
+            if let Some(next) = self.ready() {
+                return Some(next);
+            }
+            if self.sent < self.known_head {
                 continue;
             }
-            // What the broadcast already holds comes first; only then does the tailer's mark count.
-            let received = match self.receiver.try_recv() {
-                Ok(event) => Ok(event),
-                Err(broadcast::error::TryRecvError::Lagged(_)) => Err(broadcast::error::RecvError::Lagged(0)),
-                Err(broadcast::error::TryRecvError::Closed) => return None,
-                Err(broadcast::error::TryRecvError::Empty) => {
-                    let tailed = *self.tailed.borrow_and_update();
-                    if tailed > self.sent {
-                        self.known_head = tailed;
-                        continue;
-                    }
-                    tokio::select! {
-                        received = self.receiver.recv() => received,
-                        changed = self.tailed.changed() => {
-                            if changed.is_err() {
-                                return None;
-                            }
-                            continue;
+            let tailed = *self.tailed.borrow_and_update();
+            if tailed > self.sent {
+                self.known_head = tailed;
+                continue;
+            }
+            tokio::select! {
+                received = self.receiver.recv() => match received {
+                    Ok(shared) => {
+                        if let Some(next) = self.accept(shared) {
+                            return Some(next);
                         }
                     }
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.known_head = u64::MAX,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                changed = self.tailed.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
                 }
-            };
-            match received {
-                Ok(shared) if shared.event.seq <= self.sent => continue,
-                Ok(shared) if shared.event.seq == self.sent + 1 => {
-                    self.sent = shared.event.seq;
-                    self.known_head = self.known_head.max(shared.event.seq);
-                    return Some(shared);
-                }
-                Ok(shared) => self.known_head = shared.event.seq,
-                Err(broadcast::error::RecvError::Lagged(_)) => self.known_head = u64::MAX,
-                Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
     }
