@@ -1,0 +1,72 @@
+//! The chamber's "try to break it" routes around a stand-in catalogue: no
+//! catalogue attached is `503 attacks_unavailable`; an unknown attack is
+//! `404`; one run at a time and at most `ATTACKS_PER_MINUTE_MAX` a minute
+//! (`429 attack_rate_limited`); anonymous visitors only when the stream is public.
+
+mod common;
+
+use bazaar_server::chamber::attacks::{AttackRunner, ATTACKS_PER_MINUTE_MAX};
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Two attacks: `quick` answers at once, `slow` after half a second.
+struct StandIn;
+
+impl AttackRunner for StandIn {
+    fn catalogue(&self) -> Vec<(String, String)> {
+        vec![("quick".into(), "token_settled".into()), ("slow".into(), "token_settled".into())]
+    }
+    fn run(&self, name: String) -> BoxFuture<'static, Result<Value, String>> {
+        Box::pin(async move {
+            if name == "slow" {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Ok(json!({"name": name, "code": "token_settled", "refused_as_expected": true}))
+        })
+    }
+}
+
+async fn post(r: &common::Registry, path: &str, credential: Option<&str>) -> (u16, Value) {
+    let mut request = r.http.post(format!("{}{path}", r.url));
+    if let Some(credential) = credential {
+        request = request.bearer_auth(credential);
+    }
+    let answer = request.send().await.unwrap();
+    (answer.status().as_u16(), answer.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attacks_run_one_at_a_time_within_the_minute_cap_and_only_when_attached() {
+    let r = common::registry().await;
+    let op = Some("operator-secret");
+    assert_eq!(post(&r, "/v1/chamber/attacks/quick", op).await.1["code"], "attacks_unavailable");
+    assert!(r.state.attach_attacks(Arc::new(StandIn)));
+    assert_eq!(post(&r, "/v1/chamber/attacks/quick", None).await.1["code"], "stream_not_public");
+    assert_eq!(
+        post(&r, "/v1/chamber/attacks/nothing", op).await,
+        (404, post(&r, "/v1/chamber/attacks/nothing", op).await.1)
+    );
+    assert_eq!(post(&r, "/v1/chamber/attacks/nothing", op).await.1["code"], "attack_not_found");
+
+    // One at a time: a second run while `slow` runs is turned away.
+    let slow = tokio::spawn({
+        let (http, url) = (r.http.clone(), r.url.clone());
+        async move { http.post(format!("{url}/v1/chamber/attacks/slow")).bearer_auth("operator-secret").send().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let (status, busy) = post(&r, "/v1/chamber/attacks/quick", op).await;
+    assert_eq!((status, busy["code"].as_str()), (429, Some("attack_rate_limited")));
+    assert_eq!(slow.await.unwrap().unwrap().status(), 200);
+
+    // At most ATTACKS_PER_MINUTE_MAX runs start in a minute (the slow one was the first).
+    r.state.set_public_stream(true);
+    for _ in 1..ATTACKS_PER_MINUTE_MAX {
+        let (status, verdict) = post(&r, "/v1/chamber/attacks/quick", None).await;
+        assert_eq!((status, &verdict["name"]), (200, &json!("quick")));
+    }
+    let (status, limited) = post(&r, "/v1/chamber/attacks/quick", None).await;
+    assert_eq!((status, limited["code"].as_str()), (429, Some("attack_rate_limited")));
+    let listed: Value = r.http.get(format!("{}/v1/chamber/attacks", r.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["attacks"][1], json!({"name": "slow", "expect": "token_settled"}));
+}
