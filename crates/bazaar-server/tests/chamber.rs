@@ -43,11 +43,8 @@ async fn attacks_run_one_at_a_time_within_the_minute_cap_and_only_when_attached(
     assert_eq!(post(&r, "/v1/chamber/attacks/quick", op).await.1["code"], "attacks_unavailable");
     assert!(r.state.attach_attacks(Arc::new(StandIn)));
     assert_eq!(post(&r, "/v1/chamber/attacks/quick", None).await.1["code"], "stream_not_public");
-    assert_eq!(
-        post(&r, "/v1/chamber/attacks/nothing", op).await,
-        (404, post(&r, "/v1/chamber/attacks/nothing", op).await.1)
-    );
-    assert_eq!(post(&r, "/v1/chamber/attacks/nothing", op).await.1["code"], "attack_not_found");
+    let (status, unknown) = post(&r, "/v1/chamber/attacks/nothing", op).await;
+    assert_eq!((status, unknown["code"].as_str()), (404, Some("attack_not_found")));
 
     // One at a time: a second run while `slow` runs is turned away.
     let slow = tokio::spawn({
