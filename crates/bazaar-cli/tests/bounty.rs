@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::{available, event_json, refused};
+
 use bazaar_cli::story::{enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_relay::jobs::request_tags;
 use bazaar_relay::jobs::reward::JobReward;
@@ -20,10 +22,6 @@ use serde_json::{json, Value};
 
 const REWARD: u64 = 1_000;
 const FEE: u64 = REWARD / 100;
-
-fn value(event: &Event) -> Value {
-    serde_json::from_str(&event.to_json()).unwrap()
-}
 
 fn job(validator: &Signer, worker: &Signer, reward: Option<JobReward>) -> Event {
     let mut tags = request_tags("coordination/v1", false, &[worker.public_key()], "brief");
@@ -41,7 +39,7 @@ fn review(worker: &Signer, destination: &str, later_s: u64) -> Value {
         reports_usage: true,
     };
     let found = preflight(&manifest, &|_| true, &|_| true);
-    value(&review_event(worker, &manifest, &found, bazaar_cli::runtime::unix_now() + later_s))
+    event_json(&review_event(worker, &manifest, &found, bazaar_cli::runtime::unix_now() + later_s))
 }
 
 fn verdict(validator: &Signer, job: &Event, worker: &Signer, assessment: &Assessment) -> Value {
@@ -54,18 +52,7 @@ fn verdict(validator: &Signer, job: &Event, worker: &Signer, assessment: &Assess
         workflow: "coordination/v1",
         config_hash: "c",
     };
-    value(&verdict_event(validator, &subject, assessment, job.created_at + 1))
-}
-
-async fn available(client: &Client) -> u64 {
-    client.me().await.unwrap()["available_minor"].as_u64().unwrap()
-}
-
-fn code(result: Result<bazaar_sdk::client::Answer, bazaar_sdk::SdkError>) -> (String, Value) {
-    match result {
-        Err(bazaar_sdk::SdkError::Problem { code, body, .. }) => (code, body),
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    event_json(&verdict_event(validator, &subject, assessment, job.created_at + 1))
 }
 
 struct Cast {
@@ -94,7 +81,8 @@ async fn cast(local: &LocalRegistry, case: &str) -> Cast {
     let (_, stranger) =
         enroll_pair(&operator, &format!("{case}-stranger-owner"), &format!("{case}-stranger")).await.unwrap();
     let worker = Signer::generate(&OsEntropy);
-    let enrollment = value(&bazaar_cli::market::identity::enroll(&worker, &agent_key, bazaar_cli::runtime::unix_now()));
+    let enrollment =
+        event_json(&bazaar_cli::market::identity::enroll(&worker, &agent_key, bazaar_cli::runtime::unix_now()));
     Cast {
         poster_id: member_id(&poster).await.unwrap(),
         poster,
@@ -113,16 +101,17 @@ async fn releases_once_on_accepted_only(local: &LocalRegistry) {
     // A job whose tag does not name this amount and poster cannot be funded; nor one that says none.
     for wrong in [None, Some(JobReward::None), Some(JobReward::Bounty { amount_minor: 7, poster: c.poster_id.clone() })]
     {
-        let (code, _) = code(c.poster.fund_bounty(&value(&job(&c.validator, &c.worker, wrong)), REWARD, None).await);
+        let (code, _) =
+            refused(c.poster.fund_bounty(&event_json(&job(&c.validator, &c.worker, wrong)), REWARD, None).await);
         assert_eq!(code, "bounty_invalid");
     }
     let job = job(&c.validator, &c.worker, Some(reward));
     let before = available(&c.poster).await;
-    let funded = c.poster.fund_bounty(&value(&job), REWARD, None).await.unwrap().body;
+    let funded = c.poster.fund_bounty(&event_json(&job), REWARD, None).await.unwrap().body;
     let id = funded["id"].as_str().unwrap().to_string();
     assert_eq!((funded["state"].as_str(), id.clone()), (Some("funded"), format!("bty_{}", job.id.to_hex())));
     assert_eq!(available(&c.poster).await, before - REWARD, "held when the job is posted");
-    assert!(c.poster.fund_bounty(&value(&job), REWARD, None).await.unwrap().replayed, "a retry replays");
+    assert!(c.poster.fund_bounty(&event_json(&job), REWARD, None).await.unwrap().replayed, "a retry replays");
 
     let owner_review = review(&c.worker, &format!("acct:{}", c.worker_owner_id), 0);
     let present = |client: &Client, verdict: Value, review: Value| {
@@ -133,17 +122,17 @@ async fn releases_once_on_accepted_only(local: &LocalRegistry) {
     let rejected = verdict(&c.validator, &job, &c.worker, &Assessment::rejected("wrong content"));
     let unassessed = verdict(&c.validator, &job, &c.worker, &Assessment::unassessed("artifact unavailable"));
     for (verdict, said) in [(rejected, "rejected"), (unassessed, "unassessed")] {
-        let (code, body) = code(present(&c.worker_owner, verdict, owner_review.clone()).await);
+        let (code, body) = refused(present(&c.worker_owner, verdict, owner_review.clone()).await);
         assert_eq!((code.as_str(), body["facts"]["verdict"].as_str()), ("bounty_not_accepted", Some(said)));
     }
     // An accepted verdict signed by any key but the job's author releases nothing.
     let impostor = Signer::generate(&OsEntropy);
     let forged = verdict(&impostor, &job, &c.worker, &Assessment::accepted(1.0, "ok"));
-    assert_eq!(code(present(&c.stranger, forged, owner_review.clone()).await).0, "outcome_invalid");
+    assert_eq!(refused(present(&c.stranger, forged, owner_review.clone()).await).0, "outcome_invalid");
     // A destination the worker's owner does not hold is refused, even on an accepted verdict.
     let accepted = verdict(&c.validator, &job, &c.worker, &Assessment::accepted(1.0, "re-assessed: evidence held"));
     let elsewhere = review(&c.worker, &c.poster_id, 1);
-    assert_eq!(code(present(&c.stranger, accepted.clone(), elsewhere).await).0, "reward_destination_invalid");
+    assert_eq!(refused(present(&c.stranger, accepted.clone(), elsewhere).await).0, "reward_destination_invalid");
     // Until then, the reward is nobody's to spend: the worker's owner holds nothing.
     assert_eq!(available(&c.worker_owner).await, 0, "a future reward never funds today");
     let state = c.stranger.bounty(&id).await.unwrap();
@@ -155,12 +144,12 @@ async fn releases_once_on_accepted_only(local: &LocalRegistry) {
     assert_eq!(paid["net_minor"].as_u64(), Some(REWARD - FEE));
     assert_eq!(paid["destination"].as_str(), Some(c.worker_owner_id.as_str()));
     assert_eq!(available(&c.worker_owner).await, REWARD - FEE, "paid to the destination the worker declared");
-    let (code_again, body) = code(present(&c.worker_owner, accepted.clone(), owner_review.clone()).await);
+    let (code_again, body) = refused(present(&c.worker_owner, accepted.clone(), owner_review.clone()).await);
     assert_eq!((code_again.as_str(), &body["facts"]["transfers"]), ("bounty_already_released", &paid["transfers"]));
     assert!(present(&c.stranger, accepted, owner_review).await.unwrap().replayed, "the presenter's retry replays");
     assert_eq!(available(&c.worker_owner).await, REWARD - FEE, "released once");
     assert_eq!(available(&c.poster).await, before - REWARD);
-    assert_eq!(code(c.poster.withdraw_bounty(&id).await).0, "bounty_already_released");
+    assert_eq!(refused(c.poster.withdraw_bounty(&id).await).0, "bounty_already_released");
 
     // Earnings are exactly the ledger-confirmed rewards.
     let worker_agent = paid["worker"].as_str().unwrap();
@@ -177,20 +166,20 @@ async fn withdraws_only_after_the_claim_window(local: &LocalRegistry) {
     let reward = JobReward::Bounty { amount_minor: REWARD, poster: c.poster_id.clone() };
     let job = job(&c.validator, &c.worker, Some(reward));
     let before = available(&c.poster).await;
-    let id = c.poster.fund_bounty(&value(&job), REWARD, Some(BOUNTY_CLAIM_S_MIN)).await.unwrap().body["id"]
+    let id = c.poster.fund_bounty(&event_json(&job), REWARD, Some(BOUNTY_CLAIM_S_MIN)).await.unwrap().body["id"]
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(code(c.poster.withdraw_bounty(&id).await).0, "bounty_claim_open");
+    assert_eq!(refused(c.poster.withdraw_bounty(&id).await).0, "bounty_claim_open");
     local.clock.advance_s(BOUNTY_CLAIM_S_MIN + 1);
-    assert_eq!(code(c.stranger.withdraw_bounty(&id).await).0, "not_party");
+    assert_eq!(refused(c.stranger.withdraw_bounty(&id).await).0, "not_party");
     let withdrawn = c.poster.withdraw_bounty(&id).await.unwrap().body;
     assert_eq!((withdrawn["state"].as_str(), withdrawn["refunded"].as_u64()), (Some("withdrawn"), Some(REWARD)));
     assert_eq!(available(&c.poster).await, before, "the hold went back");
     let accepted = verdict(&c.validator, &job, &c.worker, &Assessment::accepted(1.0, "late"));
     let owner_review = review(&c.worker, &c.worker_owner_id, 0);
     let late = c.worker_owner.release_bounty(&id, &accepted, &c.enrollment, &owner_review).await;
-    assert_eq!(code(late).0, "bounty_state");
+    assert_eq!(refused(late).0, "bounty_state");
     assert_eq!(available(&c.worker_owner).await, 0);
 }
 

@@ -6,9 +6,15 @@
 
 mod common;
 
+use common::{available, event_json, refused};
+
+fn code_of<T: std::fmt::Debug>(result: Result<T, SdkError>) -> String {
+    refused(result).0
+}
+
 use bazaar_cli::story::{enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_relay::jobs::JOB_RESULT;
-use bazaar_relay::{Event, Signer};
+use bazaar_relay::Signer;
 use bazaar_sdk::{Client, SdkError};
 use bazaar_server::OsEntropy;
 use bazaar_types::limits::{DISPUTE_APPEAL_S, DISPUTE_EVIDENCE_S};
@@ -17,21 +23,6 @@ use serde_json::{json, Value};
 
 const PRICE: u64 = 1_000;
 const FEE: u64 = PRICE / 100;
-
-fn value(event: &Event) -> Value {
-    serde_json::from_str(&event.to_json()).unwrap()
-}
-
-fn code<T: std::fmt::Debug>(result: Result<T, SdkError>) -> String {
-    match result {
-        Err(SdkError::Problem { code, .. }) => code,
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-}
-
-async fn available(client: &Client) -> u64 {
-    client.me().await.unwrap()["available_minor"].as_u64().unwrap()
-}
 
 struct Cast {
     hirer: Client,
@@ -58,7 +49,7 @@ async fn cast(local: &LocalRegistry, case: &str) -> Cast {
             .unwrap();
     let nostr = Signer::generate(&OsEntropy);
     let enrollment =
-        value(&bazaar_cli::market::identity::enroll(&nostr, &specialist_key, bazaar_cli::runtime::unix_now()));
+        event_json(&bazaar_cli::market::identity::enroll(&nostr, &specialist_key, bazaar_cli::runtime::unix_now()));
     Cast {
         hirer,
         specialist_id: member_id(&specialist).await.unwrap(),
@@ -78,7 +69,7 @@ impl Cast {
     }
 
     fn result(&self, by: &Signer, task: &str) -> Value {
-        value(&by.sign(bazaar_cli::runtime::unix_now(), JOB_RESULT, vec![vec!["e".into(), task.into()]], "done"))
+        event_json(&by.sign(bazaar_cli::runtime::unix_now(), JOB_RESULT, vec![vec!["e".into(), task.into()]], "done"))
     }
 }
 
@@ -108,7 +99,7 @@ async fn locked_terms_and_a_verified_acceptance(local: &LocalRegistry, with_plan
     // Terms the specialist did not sign are refused; so is a later announcement for the same task.
     let t2 = task(2);
     let forged = c.hirer.agree_hire(&c.specialist_id, &t2, PRICE - 1, &c.specialist_owner_id, &signature, false);
-    assert_eq!(code(forged.await), "offer_signature_invalid");
+    assert_eq!(code_of(forged.await), "offer_signature_invalid");
     let dearer = c.offer(&t, &c.specialist_id, 2 * PRICE);
     let (code_again, body) =
         match c.hirer.agree_hire(&c.specialist_id, &t, 2 * PRICE, &c.specialist_id, &dearer, false).await {
@@ -121,9 +112,12 @@ async fn locked_terms_and_a_verified_acceptance(local: &LocalRegistry, with_plan
 
     // Accepting needs the hired specialist's own result to this task.
     let impostor = Signer::generate(&OsEntropy);
-    assert_eq!(code(c.hirer.accept_hire(&id, &c.result(&impostor, &t), &c.enrollment).await), "response_not_verified");
+    assert_eq!(
+        code_of(c.hirer.accept_hire(&id, &c.result(&impostor, &t), &c.enrollment).await),
+        "response_not_verified"
+    );
     let elsewhere = c.result(&c.nostr, &task(3));
-    assert_eq!(code(c.hirer.accept_hire(&id, &elsewhere, &c.enrollment).await), "response_not_verified");
+    assert_eq!(code_of(c.hirer.accept_hire(&id, &elsewhere, &c.enrollment).await), "response_not_verified");
     assert_eq!(available(&c.specialist_owner).await, 0);
     let before = available(&c.hirer).await;
     let good = c.result(&c.nostr, &t);
@@ -134,9 +128,13 @@ async fn locked_terms_and_a_verified_acceptance(local: &LocalRegistry, with_plan
     let record = c.specialist.hire(&id).await.unwrap();
     assert_eq!(record["acceptance"]["result_event"], good["id"]);
     assert!(record.get("grade").is_none() && record["acceptance"].get("quality").is_none(), "acceptance, not a grade");
-    let another =
-        value(&c.nostr.sign(bazaar_cli::runtime::unix_now(), JOB_RESULT, vec![vec!["e".into(), t.clone()]], "again"));
-    assert_eq!(code(c.hirer.accept_hire(&id, &another, &c.enrollment).await), "hire_paid", "it pays once");
+    let another = event_json(&c.nostr.sign(
+        bazaar_cli::runtime::unix_now(),
+        JOB_RESULT,
+        vec![vec!["e".into(), t.clone()]],
+        "again",
+    ));
+    assert_eq!(code_of(c.hirer.accept_hire(&id, &another, &c.enrollment).await), "hire_paid", "it pays once");
     let retried = c.hirer.accept_hire(&id, &good, &c.enrollment).await.unwrap();
     assert!(retried.replayed, "the same acceptance replays");
     assert_eq!(available(&c.specialist_owner).await, PRICE - FEE, "paid once");
@@ -148,7 +146,7 @@ async fn an_escrowed_hire_disputed_through_four_phases_refunds(local: &LocalRegi
     let signature = c.offer(&t, &c.specialist_id, PRICE);
     let not_specialist = c.offer(&t, &c.specialist_owner_id, PRICE);
     let to_owner = c.hirer.agree_hire(&c.specialist_id, &t, PRICE, &c.specialist_owner_id, &not_specialist, true);
-    assert_eq!(code(to_owner.await), "pay_to_invalid", "an escrowed hire pays the specialist itself");
+    assert_eq!(code_of(to_owner.await), "pay_to_invalid", "an escrowed hire pays the specialist itself");
     let before = available(&c.hirer).await;
     let hire = c.hirer.agree_hire(&c.specialist_id, &t, PRICE, &c.specialist_id, &signature, true).await.unwrap().body;
     let contract = hire["contract"].as_str().expect("an escrowed contract").to_string();
@@ -163,7 +161,7 @@ async fn an_escrowed_hire_disputed_through_four_phases_refunds(local: &LocalRegi
     let dispute = filed.unwrap().body["id"].as_str().unwrap().to_string();
     let id = hire["id"].as_str().unwrap();
     let good = c.result(&c.nostr, &t);
-    assert_eq!(code(c.hirer.accept_hire(id, &good, &c.enrollment).await), "milestone_disputed", "nothing moves");
+    assert_eq!(code_of(c.hirer.accept_hire(id, &good, &c.enrollment).await), "milestone_disputed", "nothing moves");
     c.specialist.add_evidence(&dispute, &c.specialist_key, b"my delivery log", None).await.unwrap();
     local.clock.advance_s(DISPUTE_EVIDENCE_S + 60);
     bazaar_server::sweep_once(&local.state).await.unwrap();

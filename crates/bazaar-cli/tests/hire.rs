@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::{available, refused};
+
 use bazaar_cli::market::payments::{Attempt, AttemptState, Journal, Order, PayOutcome, PAYMENTS_FILE};
 use bazaar_cli::story::{enroll_pair, member_id, LocalRegistry};
 use bazaar_sdk::{Client, SdkError};
@@ -20,17 +22,6 @@ const FEE: u64 = 10; // 1 % of 1,000
 
 fn task(n: u8) -> String {
     format!("{:064x}", u64::from(n) + 0xfeed)
-}
-
-async fn available(client: &Client) -> u64 {
-    client.me().await.unwrap()["available_minor"].as_u64().unwrap()
-}
-
-fn refused<T: std::fmt::Debug>(result: Result<T, SdkError>) -> (String, Value) {
-    match result {
-        Err(SdkError::Problem { code, body, .. }) => (code, body),
-        other => panic!("expected a refusal, got {other:?}"),
-    }
 }
 
 struct Cast {

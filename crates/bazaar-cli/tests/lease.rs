@@ -5,25 +5,16 @@
 
 mod common;
 
+use common::{available, refused};
+
 use bazaar_cli::story::{enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_relay::Signer;
-use bazaar_sdk::{Client, SdkError};
+use bazaar_sdk::Client;
 use bazaar_server::OsEntropy;
 use serde_json::Value;
 
 const PRICE: u64 = 300;
 const PERIOD_S: u64 = 3_600;
-
-fn code<T: std::fmt::Debug>(result: Result<T, SdkError>) -> String {
-    match result {
-        Err(SdkError::Problem { code, .. }) => code,
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-}
-
-async fn available(client: &Client) -> u64 {
-    client.me().await.unwrap()["available_minor"].as_u64().unwrap()
-}
 
 /// An agent enrolled with a known key, and the enrollment binding a fresh Nostr key to it.
 async fn agent_with_identity(local: &LocalRegistry, owner: &str, agent: &str) -> (Client, Client, String, Value) {
@@ -48,9 +39,9 @@ async fn leases(local: &LocalRegistry) {
 
     // Priority belongs to the payer's own task identity: another's is refused, and nothing moves.
     let other = payer.buy_lease(&worker_id, &worker_owner_id, PRICE, PERIOD_S, &someone_else, "k-1").await;
-    assert_eq!(code(other), "lease_identity_mismatch");
+    assert_eq!(refused(other).0, "lease_identity_mismatch");
     let short = payer.buy_lease(&worker_id, &worker_owner_id, PRICE, 1, &identity, "k-2").await;
-    assert_eq!(code(short), "invalid_request", "the period has bounds");
+    assert_eq!(refused(short).0, "invalid_request", "the period has bounds");
     assert_eq!(available(&payer).await, 5_000);
 
     let lease = payer.buy_lease(&worker_id, &worker_owner_id, PRICE, PERIOD_S, &identity, "k-3").await.unwrap().body;
@@ -59,7 +50,7 @@ async fn leases(local: &LocalRegistry) {
     assert_eq!(available(&payer).await, 5_000 - PRICE, "prepaid in full");
     assert_eq!(available(&worker_owner).await, PRICE - PRICE / 100);
     assert_eq!(payer.lease(&id).await.unwrap()["status"], "recovery");
-    assert_eq!(code(payer.receipt_lease(&id).await), "not_party", "only the worker publishes its receipt");
+    assert_eq!(refused(payer.receipt_lease(&id).await).0, "not_party", "only the worker publishes its receipt");
     let receipted = worker.receipt_lease(&id).await.unwrap().body;
     assert_eq!(receipted["status"], "active");
     let listed = worker.call(reqwest::Method::GET, "/v1/leases", None, None).await.unwrap().body;

@@ -128,3 +128,21 @@ impl ThrowawayDatabase {
         self.admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)).await.ok();
     }
 }
+
+/// What `client` may spend now (its `available_minor`).
+pub async fn available(client: &Client) -> u64 {
+    client.me().await.unwrap()["available_minor"].as_u64().unwrap()
+}
+
+/// The refusal `result` must be: its code and its problem+json body.
+pub fn refused<T: std::fmt::Debug>(result: Result<T, bazaar_sdk::SdkError>) -> (String, serde_json::Value) {
+    match result {
+        Err(bazaar_sdk::SdkError::Problem { code, body, .. }) => (code, body),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// A Nostr event as the JSON a request body carries.
+pub fn event_json(event: &bazaar_relay::Event) -> serde_json::Value {
+    serde_json::from_str(&event.to_json()).unwrap()
+}
