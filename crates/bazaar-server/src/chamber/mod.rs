@@ -10,7 +10,7 @@ pub mod stream;
 use crate::problem::errors;
 use crate::state::AppState;
 use axum::response::Response;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -21,6 +21,33 @@ pub const CLAIMS_HTML: &str = include_str!("claims.html");
 /// Try to break it: the attack catalogue as buttons.
 pub const BREAK_HTML: &str = include_str!("break.html");
 
+/// The chamber's navigation, one list for every page (each page marks itself current).
+pub const NAV: &[(&str, &str)] = &[
+    ("/chamber", "Live"),
+    ("/chamber/break", "Try to break it"),
+    ("/chamber/claims", "What this does not claim"),
+    ("/passport/verify", "Check a passport"),
+    ("/relay", "Job relay"),
+    ("/compromises", "Compromise ledger"),
+    ("/account", "Sign in"),
+];
+
+/// `page` with its `<!--chamber-nav-->` replaced by [`NAV`], `current` marked.
+fn with_nav(page: &str, current: &str) -> String {
+    let items: String = NAV
+        .iter()
+        .map(|(path, label)| {
+            let mark = if *path == current { " aria-current=\"page\"" } else { "" };
+            format!("<li><a href=\"{path}\"{mark}>{label}</a></li>")
+        })
+        .collect();
+    page.replace("<!--chamber-nav-->", &format!("<nav aria-label=\"Chamber\"><ul>{items}</ul></nav>"))
+}
+
+static CHAMBER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CHAMBER_HTML, "/chamber"));
+static BREAK_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(BREAK_HTML, "/chamber/break"));
+static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
+
 /// The chamber's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     stream::routes().merge(attacks::routes()).routes(routes!(chamber)).routes(routes!(claims)).routes(routes!(breaking))
@@ -29,17 +56,17 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
 #[utoipa::path(get, path = "/chamber", responses((status = 200, description = "The live chamber (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn chamber() -> Response {
-    crate::page::html(CHAMBER_HTML)
+    crate::page::html(&CHAMBER_PAGE)
 }
 
 /// What Bazaar does not claim (HTML).
 #[utoipa::path(get, path = "/chamber/claims", responses((status = 200, description = "What this does not claim (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn claims() -> Response {
-    crate::page::html(CLAIMS_HTML)
+    crate::page::html(&CLAIMS_PAGE)
 }
 
 /// Try to break it (HTML): every attack as a button, run through the public API, its refusal and "nothing kept".
 #[utoipa::path(get, path = "/chamber/break", responses((status = 200, description = "Try to break it (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn breaking() -> Response {
-    crate::page::html(BREAK_HTML)
+    crate::page::html(&BREAK_PAGE)
 }
