@@ -15,29 +15,10 @@ mod common;
 
 use bazaar_cli::story::enroll_pair;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn driver() -> PathBuf {
-    let browser_dir = repo_root().join("tests/browser");
-    let fix = "run ./scripts/test once (it installs Debian's chromium and runs `npm ci` in tests/browser)";
-    assert!(Path::new("/usr/bin/chromium").exists(), "/usr/bin/chromium is missing: {fix}");
-    for package in ["playwright-core", "axe-core"] {
-        assert!(
-            browser_dir.join("node_modules").join(package).is_dir(),
-            "tests/browser/node_modules/{package} is missing: {fix}"
-        );
-    }
-    browser_dir.join("chamber.mjs")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
-    let script = driver();
     let dir = common::fresh_dir("bazaar-chamber");
     let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     local.state.set_public_stream(true);
@@ -51,22 +32,13 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
         json!({"buyer": buyer.credential(), "merchant": merchant.credential(), "merchant_handle": "chamber-shop"});
     let cast_file = dir.join("cast.json");
     std::fs::write(&cast_file, cast.to_string()).unwrap();
-    let shots = repo_root().join("target/chamber-screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
 
     let page = reqwest::get(format!("{}/chamber", local.url)).await.unwrap();
     let policy = page.headers()["content-security-policy"].to_str().unwrap().to_string();
     assert!(policy.contains("connect-src 'self'") && policy.starts_with("default-src 'none'"), "{policy}");
 
-    let url = local.url.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("node").arg(script).arg(url).arg(cast_file).arg(shots).output().unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}\n{stderr}"));
+    let args = vec![local.url.clone(), cast_file.display().to_string(), common::screenshot_dir().display().to_string()];
+    let (report, exited_ok) = common::browser_driver("chamber", args).await;
     assert_eq!(report["problems"], json!([]), "{report}");
     assert!(report["status"].as_str().unwrap().starts_with("live"), "{report}");
     let steps = &report["steps"];
@@ -98,7 +70,7 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
         assert!(said.contains("refused: ") && said.contains("balances unchanged"), "{said}");
     }
     assert!(report["overflow_px"].as_i64().unwrap() <= 0, "readable at phone width: {report}");
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(exited_ok, "{report}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

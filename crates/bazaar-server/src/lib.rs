@@ -28,6 +28,7 @@ pub mod federation;
 pub mod hire;
 pub mod identity;
 pub mod keyring;
+pub mod ledger;
 pub mod live;
 pub mod market;
 pub mod mcp;

@@ -88,6 +88,7 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("registry", registry::routes()))
         .merge(tagged("identity", identity::routes()))
         .merge(tagged("pay", pay::routes()))
+        .merge(tagged("ledger", crate::ledger::routes()))
         .merge(tagged("escrow", escrow::routes()))
         .merge(tagged("dispute", dispute::routes()))
         .merge(tagged("federation", federation::routes()))

@@ -60,6 +60,10 @@ pub async fn run_with(calls: u32, json_output: bool, serve: bool) -> Result<i32>
             }));
             // A line scripts and tests wait for, in prose and in --json alike.
             println!("chamber on {}/chamber", local.url);
+            say(format!(
+                "operator credential of this throwaway registry (the ledger explorer asks for it): {}",
+                local.operator_credential
+            ));
         }
         let report = story_on(&local, &dir, calls.min(CALLS_MAX), &say).await;
         if serve && report.is_ok() {

@@ -146,3 +146,36 @@ pub fn refused<T: std::fmt::Debug>(result: Result<T, bazaar_sdk::SdkError>) -> (
 pub fn event_json(event: &bazaar_relay::Event) -> serde_json::Value {
     serde_json::from_str(&event.to_json()).unwrap()
 }
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Where browser tests write their screenshots (not committed), created.
+pub fn screenshot_dir() -> PathBuf {
+    let shots = repo_root().join("target/chamber-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    shots
+}
+
+/// Runs the browser driver `tests/browser/{name}.mjs` with `args` in Debian's headless Chromium and returns
+/// its one-line JSON report and whether it exited 0. Fails (never passes silently) when what `./scripts/test`
+/// installs is missing, or with the driver's output when it printed no report.
+pub async fn browser_driver(name: &str, args: Vec<String>) -> (serde_json::Value, bool) {
+    let browser_dir = repo_root().join("tests/browser");
+    let fix = "run ./scripts/test once (it installs Debian's chromium and runs `npm ci` in tests/browser)";
+    assert!(std::path::Path::new("/usr/bin/chromium").exists(), "/usr/bin/chromium is missing: {fix}");
+    for package in ["playwright-core", "axe-core"] {
+        let installed = browser_dir.join("node_modules").join(package).is_dir();
+        assert!(installed, "tests/browser/node_modules/{package} is missing: {fix}");
+    }
+    let script = browser_dir.join(format!("{name}.mjs"));
+    let output = tokio::task::spawn_blocking(move || Command::new("node").arg(script).args(args).output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}\n{stderr}"));
+    (report, output.status.success())
+}

@@ -158,6 +158,7 @@ codes! {
     ResponseNotVerified => "response_not_verified", Unprocessable;
     LeaseNotFound => "lease_not_found", NotFound;
     LeaseIdentityMismatch => "lease_identity_mismatch", Forbidden;
+    AccountNotFound => "account_not_found", NotFound;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

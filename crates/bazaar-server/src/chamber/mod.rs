@@ -20,11 +20,14 @@ pub const CHAMBER_HTML: &str = include_str!("chamber.html");
 pub const CLAIMS_HTML: &str = include_str!("claims.html");
 /// Try to break it: the attack catalogue as buttons.
 pub const BREAK_HTML: &str = include_str!("break.html");
+/// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
+pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
 /// The chamber's navigation, one list for every page (each page marks itself current).
 pub const NAV: &[(&str, &str)] = &[
     ("/chamber", "Live"),
     ("/chamber/break", "Try to break it"),
+    ("/chamber/ledger", "Ledger"),
     ("/chamber/claims", "What this does not claim"),
     ("/passport/verify", "Check a passport"),
     ("/relay", "Job relay"),
@@ -46,11 +49,17 @@ fn with_nav(page: &str, current: &str) -> String {
 
 static CHAMBER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CHAMBER_HTML, "/chamber"));
 static BREAK_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(BREAK_HTML, "/chamber/break"));
+static LEDGER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(LEDGER_HTML, "/chamber/ledger"));
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    stream::routes().merge(attacks::routes()).routes(routes!(chamber)).routes(routes!(claims)).routes(routes!(breaking))
+    stream::routes()
+        .merge(attacks::routes())
+        .routes(routes!(chamber))
+        .routes(routes!(claims))
+        .routes(routes!(breaking))
+        .routes(routes!(ledger))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -69,4 +78,10 @@ async fn claims() -> Response {
 #[utoipa::path(get, path = "/chamber/break", responses((status = 200, description = "Try to break it (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn breaking() -> Response {
     crate::page::html(&BREAK_PAGE)
+}
+
+/// The ledger explorer (HTML): the hash-chained event ledger paged and verified in the browser, balances, an account's history, CSV.
+#[utoipa::path(get, path = "/chamber/ledger", responses((status = 200, description = "The ledger explorer (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn ledger() -> Response {
+    crate::page::html(&LEDGER_PAGE)
 }

@@ -167,3 +167,53 @@ pub struct EventPage {
     /// Pass as `after` for the next page; null on an empty page.
     pub next_after: Option<u64>,
 }
+
+/// One account and its balances (signed balances as decimal strings: only issuance goes below zero).
+#[derive(ToSchema)]
+pub struct AccountBalance {
+    pub id: String,
+    /// Posted credits − posted debits, in minor units (a decimal string).
+    pub balance: String,
+    /// What can still be debited or held: balance − pending (a decimal string).
+    pub available: String,
+    pub pending: u64,
+    pub credits_posted: u64,
+    pub debits_posted: u64,
+}
+
+/// A page of accounts.
+#[derive(ToSchema)]
+pub struct AccountPage {
+    pub accounts: Vec<AccountBalance>,
+    /// Pass as `after` for the next page; null on the last page.
+    pub next_after: Option<String>,
+}
+
+/// One transfer as an account saw it.
+#[derive(ToSchema)]
+pub struct AccountTransfer {
+    /// The transfer's position in the commit log (pass the last as `after`).
+    pub position: i64,
+    pub id: String,
+    /// e.g. `payment`, `fee`, `escrow`.
+    pub kind: String,
+    /// `debit` (units left this account) or `credit`.
+    pub direction: String,
+    pub counterparty: String,
+    pub amount: u64,
+    /// Transfers sharing a link were committed together.
+    pub link: String,
+    pub authored_by: String,
+    pub on_behalf_of: String,
+    /// Unix milliseconds.
+    pub at: i64,
+}
+
+/// An account and a page of the transfers that moved it.
+#[derive(ToSchema)]
+pub struct AccountHistory {
+    pub account: AccountBalance,
+    pub transfers: Vec<AccountTransfer>,
+    /// Pass as `after` to continue; null once the whole log was read.
+    pub next_after: Option<i64>,
+}
