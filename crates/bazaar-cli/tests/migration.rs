@@ -89,7 +89,12 @@ async fn its_documents_decode_as_this_builds_types() {
             DocKind::Blob => assert!(row.body["base64"].is_string()),
             DocKind::Relay => decodes::<bazaar_core::federation::Relay>(row),
             // Kinds newer than the fixture: none of its rows can be one.
-            DocKind::Bounty | DocKind::Reward | DocKind::ServiceAuthorization | DocKind::Hire | DocKind::Lease => {
+            DocKind::Bounty
+            | DocKind::Reward
+            | DocKind::ServiceAuthorization
+            | DocKind::Hire
+            | DocKind::Lease
+            | DocKind::Terms => {
                 panic!("the fixture predates bounties")
             }
         }

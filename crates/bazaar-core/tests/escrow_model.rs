@@ -2206,7 +2206,8 @@ impl World {
                 | DocKind::Reward
                 | DocKind::ServiceAuthorization
                 | DocKind::Hire
-                | DocKind::Lease => {
+                | DocKind::Lease
+                | DocKind::Terms => {
                     unreachable!("only contracts and disputes are due in this model")
                 }
             })

@@ -48,6 +48,7 @@ pub mod search_tally;
 pub mod spending;
 pub mod state;
 pub mod sweeper;
+pub mod terms;
 pub mod x402;
 
 pub use bazaar_core::model::{DESK_ID, OPERATOR_ID};

@@ -89,6 +89,7 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("identity", identity::routes()))
         .merge(tagged("pay", pay::routes()))
         .merge(tagged("ledger", crate::ledger::routes()))
+        .merge(tagged("pay", crate::terms::routes()))
         .merge(tagged("escrow", escrow::routes()))
         .merge(tagged("dispute", dispute::routes()))
         .merge(tagged("federation", federation::routes()))

@@ -200,6 +200,8 @@ pub const SEARCH_FLUSH_INTERVAL_MS: u64 = 1_000;
 pub const RFQ_SELLERS_MAX: usize = 32;
 /// Makers' shares in one order.
 pub const ORDER_LINES_MAX: usize = 32;
+/// Buyers one merchant's pilot may invite (its terms' `invited_buyers`).
+pub const TERMS_INVITED_MAX: usize = 1_000;
 /// A proof of shipment: the courier receipt's SHA-256 in hex, and a tracking number.
 pub const RECEIPT_SHA256_HEX_LEN: usize = 64;
 pub const TRACKING_LEN_MAX: usize = 64;

@@ -206,6 +206,7 @@ impl Batch<'_> {
         let total = check_milestones(specs, self.now)?;
         check_terms(terms, review_window_s)?;
         self.check_contract_parties(&buyer, seller, arbiter)?;
+        self.check_invited(seller, &buyer.id)?;
         let id = crate::escrow::contract_id_for(&buyer.id, seller, arbiter, &idem.key);
         if let Some(existing) = self.contract(&id) {
             return Err(Refusal::new(

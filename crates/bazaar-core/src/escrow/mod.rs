@@ -69,6 +69,7 @@ impl Op {
                 let buyer = &caller.actor.id;
                 keys.members.insert(seller.clone());
                 keys.members.insert(arbiter.clone());
+                keys.doc(crate::kernel::model::DocKind::Terms, seller.to_string());
                 keys.accounts.insert(AccountId::of_member(buyer));
                 keys.budgets.insert(buyer.clone());
                 if let Some(idem) = caller.idem {

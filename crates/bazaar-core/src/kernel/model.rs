@@ -421,6 +421,8 @@ pub enum DocKind {
     Hire,
     /// A prepaid priority lease at a worker's queue.
     Lease,
+    /// A merchant's own terms: its escrow threshold and a pilot's invited buyers.
+    Terms,
 }
 
 impl DocKind {
@@ -442,6 +444,7 @@ impl DocKind {
             DocKind::ServiceAuthorization => "service_authorization",
             DocKind::Hire => "hire",
             DocKind::Lease => "lease",
+            DocKind::Terms => "terms",
         }
     }
     pub fn parse(text: &str) -> Option<DocKind> {
@@ -462,6 +465,7 @@ impl DocKind {
             "service_authorization" => DocKind::ServiceAuthorization,
             "hire" => DocKind::Hire,
             "lease" => DocKind::Lease,
+            "terms" => DocKind::Terms,
             _ => return None,
         })
     }

@@ -159,6 +159,8 @@ codes! {
     LeaseNotFound => "lease_not_found", NotFound;
     LeaseIdentityMismatch => "lease_identity_mismatch", Forbidden;
     AccountNotFound => "account_not_found", NotFound;
+    TermsInvalid => "terms_invalid", Unprocessable;
+    BuyerNotInvited => "buyer_not_invited", Forbidden;
 }
 
 /// A command turned down: a stable code, a sentence saying what to do, and the

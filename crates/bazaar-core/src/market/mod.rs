@@ -221,4 +221,5 @@ fn share_rows(keys: &mut Keys, order: &str, buyer: &MemberId, seller: &MemberId,
     keys.holds.insert(milestone_hold(&contract, 0));
     keys.doc(DocKind::Contract, contract);
     keys.accounts.insert(AccountId::of_member(seller));
+    keys.doc(DocKind::Terms, seller.to_string());
 }

@@ -299,6 +299,13 @@ impl Batch<'_> {
         let id = order_id(&buyer.id, &idem.key);
         let (mut rfq, allocation) = self.orderable(&buyer.id, rfq_id, &id)?;
         let lines = self.order_lines(&rfq, &allocation, &id);
+        for line in &lines {
+            // The edge named the makers to load their rows; a maker it did not name has no account loaded.
+            if !self.snap.accounts.contains_key(&AccountId::of_member(&line.seller)) {
+                return refuse(Code::OrderInvalid, "The order's makers changed under the request; retry.");
+            }
+            self.check_invited(&line.seller, &buyer.id)?;
+        }
         let above = self.load::<OrderPolicy>(buyer.id.as_str()).map(|p| p.approval_above_minor);
         let total = allocation.total;
         let required = force_approval || above.is_some_and(|above| total > above);
@@ -400,7 +407,8 @@ impl Batch<'_> {
         self.put_budget(crate::kernel::ledger::spend(budget, order.total, self.now));
         let escrowed = order.total > self.config.escrow_threshold;
         for line in order.lines.iter_mut() {
-            if escrowed {
+            // Above the registry's threshold every share rides escrow; below it, a share above its maker's own.
+            if escrowed || line.amount > self.merchant_threshold(&line.seller) {
                 let id = share_contract(&order.id, &order.buyer, &line.seller, line.index);
                 line.hold = crate::escrow::milestone_hold(&id, 0);
                 line.contract = Some(id.clone());

@@ -187,4 +187,12 @@ crate::event_bodies!(
     TransferFunded => PayEvent::TransferFunded,
     TokenIssued => PayEvent::TokenIssued,
     SettlementPosted => PayEvent::SettlementPosted,
+    TermsSet => PayEvent::TermsSet,
 );
+
+/// `terms.set`: a merchant's own terms, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TermsSet {
+    #[serde(flatten)]
+    pub terms: super::terms::MerchantTerms,
+}

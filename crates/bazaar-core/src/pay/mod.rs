@@ -7,6 +7,7 @@ mod budget;
 pub mod events;
 pub mod receipts;
 mod settle;
+pub mod terms;
 pub mod token;
 
 pub use budget::budget_view;
@@ -14,7 +15,7 @@ pub use settle::{hold_id_for, settlement_view};
 
 use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
-use crate::kernel::model::HoldState;
+use crate::kernel::model::{DocKind, HoldState};
 use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, MemberId, OrderId, TokenId};
@@ -30,6 +31,7 @@ crate::event_kinds! {
         SettlementPosted => "settlement.posted",
         HoldVoided => "hold.voided",
         HoldExpired => "hold.expired",
+        TermsSet => "terms.set",
     }
 }
 
@@ -67,6 +69,12 @@ pub enum Op {
         jti: TokenId,
         buyer: MemberId,
     },
+    /// The merchant (or its owner) sets its own terms; `None` threshold: the registry's; `None` invited: open.
+    SetTerms {
+        merchant: MemberId,
+        escrow_threshold: Option<Amount>,
+        invited: Option<Vec<MemberId>>,
+    },
 }
 
 impl Op {
@@ -83,6 +91,7 @@ impl Op {
             | Op::Settle { .. }
             | Op::VoidToken { .. }
             | Op::ExpireHold { .. } => true,
+            Op::SetTerms { .. } => false,
         }
     }
 
@@ -95,6 +104,7 @@ impl Op {
             Op::Settle { .. } => "settle",
             Op::VoidToken { .. } => "void_token",
             Op::ExpireHold { .. } => "expire_hold",
+            Op::SetTerms { .. } => "set_terms",
         }
     }
 
@@ -124,6 +134,13 @@ impl Op {
                 keys.settlements_by_order.insert((claims.aud.clone(), claims.ord.clone()));
             }
             Op::VoidToken { jti, buyer } | Op::ExpireHold { jti, buyer } => token_rows(keys, jti, buyer),
+            Op::SetTerms { merchant, invited, .. } => {
+                keys.members.insert(merchant.clone());
+                keys.doc(DocKind::Terms, merchant.to_string());
+                for buyer in invited.iter().flatten().take(bazaar_types::limits::TERMS_INVITED_MAX) {
+                    keys.members.insert(buyer.clone());
+                }
+            }
         }
     }
 
@@ -138,6 +155,9 @@ impl Op {
             Op::Settle { claims, amount, order_id } => batch.settle(caller, claims, *amount, order_id)?.into(),
             Op::VoidToken { jti, buyer } => batch.end_hold(caller, jti, buyer, HoldState::Voided)?.into(),
             Op::ExpireHold { jti, buyer } => batch.end_hold(caller, jti, buyer, HoldState::Expired)?.into(),
+            Op::SetTerms { merchant, escrow_threshold, invited } => {
+                receipts::Receipt::Terms(batch.set_terms(caller, merchant, *escrow_threshold, invited.as_deref())?)
+            }
         })
     }
 }
@@ -148,6 +168,7 @@ pub(crate) fn token_issue_rows(keys: &mut Keys, claims: &TokenClaims) {
     keys.accounts.insert(AccountId::of_member(&claims.sub));
     keys.budgets.insert(claims.sub.clone());
     keys.tokens.insert(claims.jti.clone());
+    keys.doc(DocKind::Terms, claims.aud.to_string());
 }
 
 /// The rows of an issued token: its record, hold, settlement, buyer account and budget.

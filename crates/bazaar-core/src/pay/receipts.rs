@@ -71,6 +71,8 @@ pub enum Receipt {
     TokenGranted(TokenGranted),
     Settled(Settled),
     HoldReleased(HoldReleased),
+    /// A merchant's terms as set.
+    Terms(super::terms::MerchantTerms),
 }
 
 crate::receipts_into!(Receipt: BudgetSet, Minted, Funded, TokenGranted, Settled, HoldReleased);

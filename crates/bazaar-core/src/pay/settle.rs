@@ -39,6 +39,7 @@ impl Batch<'_> {
         if claims.aud == claims.sub {
             return refuse(Code::NotPermitted, "An agent cannot pay itself.");
         }
+        self.check_merchant_terms(&claims.aud, &claims.sub, claims.max)?;
         self.hold_for_token(command, claims, token, Some(merchant.handle))
     }
 
