@@ -146,6 +146,9 @@ pub struct SharePayment {
     pub receipt_sha256: String,
     pub payment: Payment,
     pub order_state: OrderState,
+    /// The maker's owner, when she proved on her agent's behalf; absent when the agent did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proved_by: Option<MemberId>,
 }
 
 /// `order.share_paid`.

@@ -70,9 +70,12 @@ pub enum Op {
     /// The buyer's owner approves (or declines) an order waiting for it.
     DecideOrder { order: MarketOrderId, buyer: MemberId, lines: u32, sellers: Vec<MemberId>, approve: bool },
     /// A maker (the actor) proves shipment of her share and is paid for it.
+    /// The maker — or the person who owns her agent, on its behalf — proves a share shipped.
     ProveShipment {
         share: order::ShareId,
         buyer: MemberId,
+        /// The share's maker, read from the stored order by the edge (the core checks it).
+        seller: MemberId,
         receipt_sha256: String,
         tracking: String,
         /// The receipt image itself (content type, bytes), stored by its hash with the payment.
@@ -149,14 +152,14 @@ impl Op {
                 buyer_rows(keys, buyer);
                 order_rows(keys, order, buyer, *lines, sellers);
             }
-            Op::ProveShipment { share, buyer, receipt_sha256, .. } => {
+            Op::ProveShipment { share, buyer, seller, receipt_sha256, .. } => {
                 keys.doc(DocKind::Order, share.order.clone());
                 keys.blobs.insert(receipt_sha256.to_ascii_lowercase());
                 buyer_rows(keys, buyer);
-                keys.accounts.insert(AccountId::of_member(me));
+                keys.members.insert(seller.clone());
                 keys.accounts.insert(AccountId::fees());
                 keys.holds.insert(share.hold());
-                share_rows(keys, &share.order, buyer, me, share.index);
+                share_rows(keys, &share.order, buyer, seller, share.index);
             }
             Op::CancelShare { share, buyer, seller } => {
                 keys.doc(DocKind::Order, share.order.clone());
@@ -187,9 +190,9 @@ impl Op {
                 .order_for(order, buyer)
                 .and_then(|_| batch.decide_order(caller, order, *approve))
                 .map(|order| Receipt::Order(Box::new(order))),
-            Op::ProveShipment { share, buyer, receipt_sha256, tracking, receipt } => batch
+            Op::ProveShipment { share, buyer, seller, receipt_sha256, tracking, receipt } => batch
                 .order_for(&share.order, buyer)
-                .and_then(|_| batch.prove_shipment(caller, share, receipt_sha256, tracking, receipt.as_ref()))
+                .and_then(|_| batch.prove_shipment(caller, share, seller, receipt_sha256, tracking, receipt.as_ref()))
                 .map(|paid| Receipt::SharePaid(Box::new(paid))),
             Op::CancelShare { share, buyer, .. } => batch
                 .order_for(&share.order, buyer)

@@ -55,6 +55,9 @@ pub struct Proof {
     pub receipt_sha256: String,
     pub tracking: String,
     pub at: Timestamp,
+    /// The maker's owner, when she proved on her agent's behalf; absent when the agent did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proved_by: Option<MemberId>,
 }
 
 /// How a share was paid, kept on the share and told in `order.share_paid`.
@@ -534,6 +537,7 @@ impl Batch<'_> {
         &mut self,
         command: &Caller<'_>,
         share: &ShareId,
+        seller: &MemberId,
         receipt_sha256: &str,
         tracking: &str,
         receipt: Option<&(String, Vec<u8>)>,
@@ -541,9 +545,20 @@ impl Batch<'_> {
         let (id, index) = (&share.order, share.index);
         let mut order = self.order(id)?;
         let line = self.authorized_line(&order, index)?;
-        if command.actor.id != line.seller {
-            return refuse(Code::NotParty, "Only the maker of this share proves its shipment.");
+        if &line.seller != seller {
+            return refuse(Code::OrderInvalid, "The share's maker changed under the request; retry.");
         }
+        // The maker's agent proves, or the person who owns it does on its behalf (recorded as such).
+        let proved_by = if command.actor.id == line.seller {
+            None
+        } else if self.member(seller)?.owner.as_ref() == Some(&command.actor.id) {
+            Some(command.actor.id.clone())
+        } else {
+            return refuse(
+                Code::NotParty,
+                "Only the maker of this share, or the person who owns her agent, proves its shipment.",
+            );
+        };
         let receipt_sha256 = check_proof(receipt_sha256, tracking)?;
         if let Some((content_type, bytes)) = receipt {
             self.keep_receipt_image(&order, &line, &receipt_sha256, content_type, bytes)?;
@@ -552,8 +567,12 @@ impl Batch<'_> {
         let (net, fee) = payment.net_and_fee();
         let slot = &mut order.lines[index as usize];
         slot.state = LineState::Paid;
-        slot.proof =
-            Some(Proof { receipt_sha256: receipt_sha256.clone(), tracking: tracking.to_string(), at: self.now });
+        slot.proof = Some(Proof {
+            receipt_sha256: receipt_sha256.clone(),
+            tracking: tracking.to_string(),
+            at: self.now,
+            proved_by: proved_by.clone(),
+        });
         slot.payment = Some(serde_json::to_value(&payment).expect("payments serialize"));
         order.paid_net = order.paid_net.checked_add(net).expect("within total");
         order.fees = order.fees.checked_add(fee).expect("within total");
@@ -567,6 +586,7 @@ impl Batch<'_> {
             receipt_sha256,
             payment,
             order_state: order.state,
+            proved_by,
         };
         self.emit(command, &OrderSharePaid { paid: paid.clone() });
         Ok(SharePaid { paid })

@@ -20,6 +20,8 @@ pub const CHAMBER_HTML: &str = include_str!("chamber.html");
 pub const CLAIMS_HTML: &str = include_str!("claims.html");
 /// Try to break it: the attack catalogue as buttons.
 pub const BREAK_HTML: &str = include_str!("break.html");
+/// The maker's phone: her shares in her language, her receipt photographed and sent as proof.
+pub const MAKER_HTML: &str = include_str!("maker.html");
 /// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
 pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
@@ -28,6 +30,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/chamber", "Live"),
     ("/chamber/break", "Try to break it"),
     ("/chamber/ledger", "Ledger"),
+    ("/chamber/maker", "Maker's phone"),
     ("/chamber/claims", "What this does not claim"),
     ("/passport/verify", "Check a passport"),
     ("/relay", "Job relay"),
@@ -50,6 +53,7 @@ fn with_nav(page: &str, current: &str) -> String {
 static CHAMBER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CHAMBER_HTML, "/chamber"));
 static BREAK_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(BREAK_HTML, "/chamber/break"));
 static LEDGER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(LEDGER_HTML, "/chamber/ledger"));
+static MAKER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(MAKER_HTML, "/chamber/maker"));
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
@@ -60,6 +64,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(claims))
         .routes(routes!(breaking))
         .routes(routes!(ledger))
+        .routes(routes!(maker))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -84,4 +89,11 @@ async fn breaking() -> Response {
 #[utoipa::path(get, path = "/chamber/ledger", responses((status = 200, description = "The ledger explorer (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn ledger() -> Response {
     crate::page::html(&LEDGER_PAGE)
+}
+
+/// The maker's phone (HTML): signed in with her passkey, her agent's shares in her language, the courier
+/// receipt photographed and sent as proof on the agent's behalf, her payment as it lands.
+#[utoipa::path(get, path = "/chamber/maker", responses((status = 200, description = "The maker's phone (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn maker() -> Response {
+    crate::page::html(&MAKER_PAGE)
 }

@@ -122,9 +122,21 @@ async fn order_for(
         .await?
         .ok_or_else(|| Refusal::new(Code::OrderNotFound, "No such order."))?;
     let order = decode::<bazaar_core::order::Order>(&row)?;
-    let allowed = caller.kind == bazaar_core::model::MemberKind::Operator || row.parties.contains(&caller.id);
+    let mut allowed = caller.kind == bazaar_core::model::MemberKind::Operator || row.parties.contains(&caller.id);
+    // A maker's owner (the person on her phone) sees the orders her agent has a share in.
+    for line in order.lines.iter().take(bazaar_types::limits::ORDER_LINES_MAX) {
+        if allowed {
+            break;
+        }
+        let maker = state.store.member(&line.seller).await?;
+        allowed = maker.is_some_and(|m| m.owner.as_ref() == Some(&caller.id));
+    }
     if !allowed {
-        return Err(Refusal::new(Code::NotParty, "Only the buyer, its owner and the order's makers see it.").into());
+        return Err(Refusal::new(
+            Code::NotParty,
+            "Only the buyer, its owner, the order's makers and their owners see it.",
+        )
+        .into());
     }
     Ok(order)
 }
@@ -141,10 +153,35 @@ pub async fn get_order(
     Ok(Json(serde_json::to_value(order).expect("orders serialize")))
 }
 
-/// Orders naming the caller: makers read their notifications here.
-#[utoipa::path(get, path = "/v1/orders", responses((status = 200, description = "Orders naming the caller", body = schema::OrderList), errors::Unauthenticated, errors::Unavailable))]
-pub async fn list_orders(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
-    let rows = state.store.docs_by_party(DocKind::Order, &auth.member.id, "", PAGE_LIMIT_MAX).await?;
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrdersQuery {
+    /// An agent of the caller's (handle or DID): its orders instead of the caller's own.
+    pub agent: Option<String>,
+}
+
+/// Orders naming the caller — or, with `?agent=`, naming one of the caller's
+/// agents (a maker's owner reads her agent's shares here): makers read their
+/// notifications here.
+#[utoipa::path(get, path = "/v1/orders", params(("agent" = Option<String>, Query, description = "One of the caller's agents")), responses((status = 200, description = "Orders naming the caller or its agent", body = schema::OrderList), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+pub async fn list_orders(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiQuery(query): ApiQuery<OrdersQuery>,
+) -> Result<Json<Value>, Problem> {
+    let party = match query.agent {
+        None => auth.member.id.clone(),
+        Some(agent) => {
+            let agent = crate::exec::resolve(&state, &agent).await?;
+            if agent.id != auth.member.id && agent.owner.as_ref() != Some(&auth.member.id) {
+                return Err(
+                    Refusal::new(Code::NotOwner, "Only the agent or its owner lists the agent's orders.").into()
+                );
+            }
+            agent.id
+        }
+    };
+    let rows = state.store.docs_by_party(DocKind::Order, &party, "", PAGE_LIMIT_MAX).await?;
     Ok(Json(json!({"orders": rows.iter().map(|r| r.body.clone()).collect::<Vec<_>>()})))
 }
 
@@ -221,9 +258,15 @@ pub async fn prove_shipment(
         return Err(Problem::invalid("Send the courier receipt's image as the request body."));
     }
     let receipt_sha256 = bazaar_core::crypto::sha256_hex(&body);
+    let seller = order
+        .lines
+        .get(share as usize)
+        .map(|line| line.seller.clone())
+        .ok_or_else(|| Refusal::new(Code::OrderInvalid, "No such share in this order."))?;
     let op = Op::Market(market::Op::ProveShipment {
         share: ShareId { order: bazaar_types::MarketOrderId(id), index: share },
         buyer: order.buyer,
+        seller,
         receipt_sha256,
         tracking: query.tracking,
         receipt: Some((content_type, body.to_vec())),
