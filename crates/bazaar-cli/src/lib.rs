@@ -2,12 +2,14 @@
 //! and the integration tests share (`story`), the demo's chapters, the attack
 //! catalogue and offline passport checks.
 
+pub mod agent;
 pub mod attack;
 pub mod demo;
 pub mod market;
 pub mod passport;
 pub mod relay_client;
 pub mod reprice;
+pub mod runs;
 pub mod runtime;
 pub mod sealed;
 pub mod story;

@@ -179,13 +179,20 @@ pub struct Serving {
     /// Builds the chamber's attack catalogue for this registry (its URL and
     /// the operator's credential), attached when the credential is known.
     pub attacks: Option<AttackCatalogue>,
+    /// Builds the chamber's story and AI-agent runs for this registry (its URL, the operator's credential and
+    /// its clock), attached when the credential is known.
+    pub runs: Option<RunsFactory>,
 }
+
+/// See [`Serving::runs`].
+pub type RunsFactory =
+    Box<dyn FnOnce(String, String, Arc<dyn Clock>) -> Arc<dyn bazaar_server::live::StoryRunner> + Send>;
 
 /// See [`Serving::attacks`].
 pub type AttackCatalogue = fn(String, String) -> Arc<dyn bazaar_server::live::AttackRunner>;
 
 pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving) -> Result<()> {
-    let Serving { port, operator_credential, public_url, allow_private_webhooks, public_stream, relay, attacks } =
+    let Serving { port, operator_credential, public_url, allow_private_webhooks, public_stream, relay, attacks, runs } =
         serving;
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -229,8 +236,11 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     let address = listener.local_addr()?;
     let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
     *state.public_url.write().expect("url lock") = Some(public_url.clone());
-    if let (Some(catalogue), Some(credential)) = (attacks, attack_credential) {
+    if let (Some(catalogue), Some(credential)) = (attacks, attack_credential.clone()) {
         state.attach_attacks(catalogue(format!("http://{address}"), credential));
+    }
+    if let (Some(runs), Some(credential)) = (runs, attack_credential) {
+        state.attach_runs(runs(format!("http://{address}"), credential, clock.clone()));
     }
     let relay_url = start_relay(&state, relay_store, clock, &relay, &public_url).await?;
     tracing::info!(%address, did = %state.registry, "bazaar registry listening");

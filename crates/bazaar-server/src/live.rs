@@ -216,6 +216,19 @@ pub trait AttackRunner: Send + Sync {
     fn run(&self, name: String) -> BoxFuture<'static, Result<Value, String>>;
 }
 
+/// The chamber's runs, which the `bazaar` binary attaches: the scripted
+/// cushion-cover story and the AI buyer agent, each against this registry
+/// through its public API and MCP server, each ending at an order's approval
+/// link — neither can pay.
+pub trait StoryRunner: Send + Sync {
+    /// Runs the scripted story with a fresh cast up to the order waiting for its approval.
+    fn story(&self) -> BoxFuture<'static, Result<Value, String>>;
+    /// The configured model's name; `None` when no model is configured.
+    fn agent_model(&self) -> Option<String>;
+    /// Runs the AI buyer agent on `request` (words) with a fresh cast; `Err` when it could not start.
+    fn agent(&self, request: String) -> BoxFuture<'static, Result<Value, String>>;
+}
+
 /// Attack runs started in the last minute, and the one running now.
 #[derive(Default)]
 pub struct Limiter {

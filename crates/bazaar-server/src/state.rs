@@ -57,6 +57,9 @@ pub struct AppState {
     /// The attack catalogue the chamber's "try to break it" runs, when the binary provides one.
     attacks: std::sync::OnceLock<Arc<dyn crate::live::AttackRunner>>,
     pub(crate) attack_limiter: crate::live::Limiter,
+    runs: std::sync::OnceLock<Arc<dyn crate::live::StoryRunner>>,
+    /// One chamber run (story or agent) at a time per node.
+    pub(crate) run_lock: tokio::sync::Mutex<()>,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -127,6 +130,8 @@ pub async fn boot_with_entropy(
         stream: Default::default(),
         public_stream: Default::default(),
         attacks: Default::default(),
+        runs: Default::default(),
+        run_lock: Default::default(),
         attack_limiter: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
@@ -228,6 +233,15 @@ impl AppState {
 
     pub fn attacks(&self) -> Option<&Arc<dyn crate::live::AttackRunner>> {
         self.attacks.get()
+    }
+
+    /// Gives the chamber its story and agent runs (the `bazaar` binary's); once.
+    pub fn attach_runs(&self, runner: Arc<dyn crate::live::StoryRunner>) -> bool {
+        self.runs.set(runner).is_ok()
+    }
+
+    pub fn runs(&self) -> Option<&Arc<dyn crate::live::StoryRunner>> {
+        self.runs.get()
     }
 
     pub fn public_stream(&self) -> bool {

@@ -29,6 +29,13 @@ pub enum Command {
         /// Let anyone watch the live event stream (`GET /v1/stream`) without signing in, as the public may see it (amounts, handles, kinds, refusal codes). See the compromise ledger.
         #[arg(long)]
         public_stream: bool,
+        /// The chamber's AI buyer agent: an OpenAI-compatible chat-completions base URL (e.g. a local llama.cpp or
+        /// Ollama server's `http://127.0.0.1:11434/v1`); its key, if any, from BAZAAR_AGENT_MODEL_KEY.
+        #[arg(long, requires = "agent_model")]
+        agent_model_url: Option<String>,
+        /// The model the AI buyer agent asks (e.g. `qwen2.5:7b-instruct`); needs --agent-model-url.
+        #[arg(long, requires = "agent_model_url")]
+        agent_model: Option<String>,
         #[command(flatten)]
         relay: bazaar_cli::RelayArgs,
     },
@@ -58,8 +65,15 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             public_url,
             allow_private_webhooks,
             public_stream,
+            agent_model_url,
+            agent_model,
             relay,
         } => {
+            let model = agent_model_url.zip(agent_model).map(|(url, model)| bazaar_cli::agent::ModelConfig {
+                url,
+                model,
+                key: std::env::var(bazaar_cli::agent::MODEL_KEY_ENV).ok().filter(|k| !k.is_empty()),
+            });
             let serving = runtime::Serving {
                 port,
                 operator_credential,
@@ -70,6 +84,9 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                 attacks: Some(|registry, operator_credential| {
                     std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks { registry, operator_credential })
                 }),
+                runs: Some(Box::new(move |registry, operator_credential, clock| {
+                    std::sync::Arc::new(bazaar_cli::runs::ChamberRuns::new(registry, operator_credential, clock, model))
+                })),
             };
             runtime::serve(store, windows, serving).await.map(|_| 0)
         }

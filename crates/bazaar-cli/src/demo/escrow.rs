@@ -61,7 +61,7 @@ struct Disputed {
     second_execution_code: String,
 }
 
-pub async fn escrow_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result<EscrowReport> {
+pub async fn escrow_story(local: &LocalRegistry, say: &(dyn Fn(String) + Sync)) -> Result<EscrowReport> {
     let parties = cast(local, say).await?;
     let (contract, bare_token_code) = open_contract(&parties, say).await?;
     let auto_released = release_two(local, &parties, &contract, say).await?;
@@ -70,7 +70,7 @@ pub async fn escrow_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
 }
 
 /// Enrolls both sides, funds the buyer and the mill's stake, and locks the stake.
-async fn cast(local: &LocalRegistry, say: &dyn Fn(String)) -> Result<Parties> {
+async fn cast(local: &LocalRegistry, say: &(dyn Fn(String) + Sync)) -> Result<Parties> {
     let operator = local.operator();
     let desk = operator.with_credential(local.desk_credential.clone().context("a fresh registry has a desk")?);
     let (buyer_key, mill_key) = (generate_key(), generate_key());
@@ -88,7 +88,7 @@ async fn cast(local: &LocalRegistry, say: &dyn Fn(String)) -> Result<Parties> {
 }
 
 /// A bare token above the threshold is refused; the order rides a contract the mill accepts.
-async fn open_contract(parties: &Parties, say: &dyn Fn(String)) -> Result<(String, String)> {
+async fn open_contract(parties: &Parties, say: &(dyn Fn(String) + Sync)) -> Result<(String, String)> {
     let Parties { buyer, mill, .. } = parties;
     let total: u64 = MILESTONES_MINOR.iter().sum();
     let card = buyer.well_known().await?;
@@ -112,7 +112,12 @@ async fn open_contract(parties: &Parties, say: &dyn Fn(String)) -> Result<(Strin
 
 /// Milestone 0 is released by the buyer; milestone 1 releases itself when the
 /// review window passes. Returns whether it did.
-async fn release_two(local: &LocalRegistry, parties: &Parties, contract: &str, say: &dyn Fn(String)) -> Result<bool> {
+async fn release_two(
+    local: &LocalRegistry,
+    parties: &Parties,
+    contract: &str,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<bool> {
     let Parties { buyer, mill, .. } = parties;
     mill.deliver(contract, 0, b"cut: 200 sets").await?;
     let first = buyer.release(contract, 0, None).await?;
@@ -137,7 +142,7 @@ async fn dispute_the_third(
     local: &LocalRegistry,
     parties: &Parties,
     contract: &str,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<Disputed> {
     let Parties { operator, desk, buyer, buyer_key, mill, mill_key } = parties;
     mill.deliver(contract, 2, b"hemmed and shipped").await?;
@@ -180,7 +185,7 @@ async fn account_for(
     bare_token_code: String,
     auto_released: bool,
     disputed: Disputed,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<EscrowReport> {
     let record = buyer.dispute(&disputed.dispute).await?;
     let phases: Vec<String> = record["timeline"]

@@ -66,7 +66,7 @@ pub async fn federation_story(
     wholesaler: &Client,
     buyer: &Client,
     dir: &std::path::Path,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<FederationReport> {
     say("\n— passports and a second registry (on the story's clock, which the escrow chapter moved days ahead) —"
         .into());
@@ -100,7 +100,11 @@ pub async fn federation_story(
 
 /// Step 1: a passport for the wholesaler, checked offline; returns it and the code
 /// the copy with a raised score is refused with.
-async fn check_passport(a: &LocalRegistry, wholesaler: &Client, say: &dyn Fn(String)) -> Result<(Value, String)> {
+async fn check_passport(
+    a: &LocalRegistry,
+    wholesaler: &Client,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<(Value, String)> {
     let passport = wholesaler.passport(None).await?;
     let registry_a = a.state.registry.to_string();
     // The story's clock (it ran days ahead during the escrow chapter); B shares it.
@@ -125,7 +129,11 @@ async fn check_passport(a: &LocalRegistry, wholesaler: &Client, say: &dyn Fn(Str
 }
 
 /// Step 2: registry B starts on A's clock, and each operator recognises the other.
-async fn recognise_peer(a: &LocalRegistry, dir: &std::path::Path, say: &dyn Fn(String)) -> Result<LocalRegistry> {
+async fn recognise_peer(
+    a: &LocalRegistry,
+    dir: &std::path::Path,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<LocalRegistry> {
     let b = peer_registry(a, &dir.join("registry-b"), None).await?;
     let registry_b = b.state.registry.to_string();
     let terms = (CORRIDOR_FEE_BPS, PER_CALL_MAX_MINOR, OUTSTANDING_MAX_MINOR);
@@ -146,7 +154,7 @@ async fn pay_across(
     b: &LocalRegistry,
     buyer: &Client,
     dir: &std::path::Path,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<Crossed> {
     let (registry_a, registry_b) = (a.state.registry.to_string(), b.state.registry.to_string());
     let translator_key = generate_key();
@@ -185,7 +193,7 @@ async fn pay_across(
 }
 
 /// Step 4: the translator's passport from B counts at A at B's weight; returns A's imports.
-async fn import_passport(a: &LocalRegistry, crossed: &Crossed, say: &dyn Fn(String)) -> Result<Value> {
+async fn import_passport(a: &LocalRegistry, crossed: &Crossed, say: &(dyn Fn(String) + Sync)) -> Result<Value> {
     let passport_b = crossed.translator.passport(None).await?;
     let at = bazaar_types::Clock::now(a.clock.as_ref()).ms();
     let operator_a = a.operator();

@@ -106,7 +106,7 @@ fn validator(relay: &str, key: &str, artifacts: &str, allow: bool, db: &Path) ->
     Validator::open(relay, signer, policy, db)
 }
 
-pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &dyn Fn(String)) -> Result<LaborReport> {
+pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &(dyn Fn(String) + Sync)) -> Result<LaborReport> {
     say("\n— the labor market: a brief, a coordinator, a specialist, a validator —".into());
     let relay = crate::runtime::relay_url(&local.url, None);
     let artifact_dir = dir.join("artifacts");
@@ -174,7 +174,7 @@ async fn briefs(
     dir: &Path,
     coordinator: &Signer,
     money: &Money,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<LaborReport> {
     let wrong = SCRIPT.replace("seven", "WRONG-ME");
     let runs = [

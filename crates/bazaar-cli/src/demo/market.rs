@@ -103,21 +103,50 @@ pub struct MarketReport {
 }
 
 /// A maker's agent and her listing's id and DID, in the order of [`MAKERS`].
-struct Listed {
+pub(crate) struct Listed {
     client: Client,
     listing: String,
     did: String,
 }
 
-pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result<MarketReport> {
-    say("\n— the storefront: forty cushion covers —".into());
-    let operator = local.operator();
-    let makers = list_makers(&operator, say).await?;
-    let (hotel, buyer) = hotel(&operator).await?;
-    let (rfq_id, unmet) = search_and_ask(local, &buyer, say).await?;
-    let proposals = collect_offers(&makers, &rfq_id, say).await?;
+/// The story up to the order waiting at its approval link: the cast, the request and its order.
+pub struct Staged {
+    makers: Vec<Listed>,
+    pub hotel: Client,
+    pub buyer: Client,
+    pub rfq_id: String,
+    pub unmet: Value,
+    pub proposals: Vec<(String, u64, u64, String)>,
+    pub allocation: Value,
+}
+
+/// Enrols the cast (every handle and key ends in `suffix`, so the story runs again on one registry),
+/// lists, asks, collects the offers and closes the request: everything before the order.
+pub async fn stage(operator: &Client, now_ms: i64, suffix: &str, say: &(dyn Fn(String) + Sync)) -> Result<Staged> {
+    let makers = list_makers(operator, suffix, say).await?;
+    let (hotel, buyer) = hotel(operator, suffix).await?;
+    let (rfq_id, unmet) = search_and_ask(now_ms, &buyer, suffix, say).await?;
+    let proposals = collect_offers(&makers, &rfq_id, suffix, say).await?;
     let closed = buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq_id}/close"), None, None).await?.body;
     let allocation = closed["allocation"].clone();
+    Ok(Staged { makers, hotel, buyer, rfq_id, unmet, proposals, allocation })
+}
+
+/// The staged request's allocation ordered by the agent: the order, waiting for a person.
+pub async fn place_order(staged: &Staged, suffix: &str) -> Result<Value> {
+    let key = format!("order-cushions-1{suffix}");
+    let body = json!({"rfq": staged.rfq_id});
+    let order = staged.buyer.call(reqwest::Method::POST, "/v1/orders", Some(body), Some(&key)).await?.body;
+    ensure!(order["state"] == "awaiting_approval", "the order should wait for approval: {order}");
+    Ok(order)
+}
+
+pub async fn market_story(local: &LocalRegistry, say: &(dyn Fn(String) + Sync)) -> Result<MarketReport> {
+    say("\n— the storefront: forty cushion covers —".into());
+    let operator = local.operator();
+    let now = bazaar_types::Clock::now(local.clock.as_ref()).ms();
+    let staged = stage(&operator, now, "", say).await?;
+    let Staged { makers, buyer, unmet, proposals, allocation, .. } = &staged;
     say(format!(
         "allocation, cheapest valid offer first: {} — {} filled, {} unfilled, total {}",
         allocation["lines"]
@@ -131,8 +160,8 @@ pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
         allocation["unfilled"],
         allocation["total"]
     ));
-    let (order_id, approved, agent_approval_code) = order_and_approve(local, &hotel, &buyer, &rfq_id, say).await?;
-    let paid = ship_and_pay(&makers, &order_id, &approved, say).await?;
+    let (order_id, approved, agent_approval_code) = order_and_approve(local, &staged, say).await?;
+    let paid = ship_and_pay(makers, &order_id, &approved, say).await?;
     let order = buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await?.body;
     say(format!(
         "order {}: {}; paid {} to makers, {} in fees; tracking on the order: {}",
@@ -148,14 +177,22 @@ pub async fn market_story(local: &LocalRegistry, say: &dyn Fn(String)) -> Result
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    Ok(MarketReport { proposals, allocation, agent_approval_code, order, paid, unmet })
+    Ok(MarketReport {
+        proposals: proposals.clone(),
+        allocation: allocation.clone(),
+        agent_approval_code,
+        order,
+        paid,
+        unmet: unmet.clone(),
+    })
 }
 
 /// Each maker enrolls and lists her cushion covers.
-async fn list_makers(operator: &Client, say: &dyn Fn(String)) -> Result<Vec<Listed>> {
+pub(crate) async fn list_makers(operator: &Client, suffix: &str, say: &(dyn Fn(String) + Sync)) -> Result<Vec<Listed>> {
     let mut makers = Vec::new();
     for maker in MAKERS {
-        let (_, client) = enroll_pair(operator, &format!("{}-home", maker.handle), maker.handle).await?;
+        let handle = format!("{}{suffix}", maker.handle);
+        let (_, client) = enroll_pair(operator, &format!("{handle}-home"), &handle).await?;
         let listing = json!({"sku": "cushion-cover", "title": "Hand-embroidered cushion cover",
             "description": "Cotton, 45 × 45 cm, embroidered by hand.", "tags": ["cushion", "embroidery", "textile"],
             "list_price_minor": maker.list, "floor_minor": maker.floor, "max_discount_bps": maker.discount_bps,
@@ -180,19 +217,25 @@ async fn list_makers(operator: &Client, say: &dyn Fn(String)) -> Result<Vec<List
 
 /// The hotel and its funded procurement agent, whose orders above
 /// [`APPROVAL_ABOVE_MINOR`] wait for a person.
-async fn hotel(operator: &Client) -> Result<(Client, Client)> {
-    let (hotel, buyer) = enroll_pair(operator, "seaside-hotel", "hotel-procurement").await?;
-    operator.mint(&member_id(&hotel).await?, 150_000, "market-mint").await?;
-    hotel.fund("hotel-procurement", 150_000, "market-fund").await?;
-    hotel.set_budget("hotel-procurement", 150_000, 150_000, 150_000).await?;
+pub(crate) async fn hotel(operator: &Client, suffix: &str) -> Result<(Client, Client)> {
+    let agent = format!("hotel-procurement{suffix}");
+    let (hotel, buyer) = enroll_pair(operator, &format!("seaside-hotel{suffix}"), &agent).await?;
+    operator.mint(&member_id(&hotel).await?, 150_000, &format!("market-mint{suffix}")).await?;
+    hotel.fund(&agent, 150_000, &format!("market-fund{suffix}")).await?;
+    hotel.set_budget(&agent, 150_000, 150_000, 150_000).await?;
     let policy = json!({"approval_above_minor": APPROVAL_ABOVE_MINOR});
-    hotel.call(reqwest::Method::PUT, "/v1/agents/hotel-procurement/order-policy", Some(policy), None).await?;
+    hotel.call(reqwest::Method::PUT, &format!("/v1/agents/{agent}/order-policy"), Some(policy), None).await?;
     Ok((hotel, buyer))
 }
 
 /// The agent searches (once for something nobody sells) and asks for quotes;
 /// returns the request's id and the unmet demand.
-async fn search_and_ask(local: &LocalRegistry, buyer: &Client, say: &dyn Fn(String)) -> Result<(String, Value)> {
+async fn search_and_ask(
+    now: i64,
+    buyer: &Client,
+    suffix: &str,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<(String, Value)> {
     let found = buyer.search("embroidered cushion covers").await?;
     buyer.search("linen napkins").await?;
     let unmet = buyer.unmet_searches().await?;
@@ -201,10 +244,10 @@ async fn search_and_ask(local: &LocalRegistry, buyer: &Client, say: &dyn Fn(Stri
         found["listings"].as_array().map_or(0, |l| l.len()),
         unmet["unmet"].as_array().map_or(0, |l| l.len())
     ));
-    let now = bazaar_types::Clock::now(local.clock.as_ref()).ms();
     let ask = json!({"item": "hand-embroidered cushion covers", "quantity": QUANTITY,
         "max_unit_price_minor": CAP_MINOR, "deadline_ms": now + 30 * 86_400_000});
-    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("cushions-1")).await?.body;
+    let key = format!("cushions-1{suffix}");
+    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some(&key)).await?.body;
     let rfq_id = rfq["id"].as_str().context("rfq id")?.to_string();
     say(format!(
         "it asks for {QUANTITY} at no more than {CAP_MINOR} each, due in 30 days: {} makers invited",
@@ -214,10 +257,11 @@ async fn search_and_ask(local: &LocalRegistry, buyer: &Client, say: &dyn Fn(Stri
 }
 
 /// Every maker's proposals in turn, each checked by the registry.
-async fn collect_offers(
+pub(crate) async fn collect_offers(
     makers: &[Listed],
     rfq_id: &str,
-    say: &dyn Fn(String),
+    suffix: &str,
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<Vec<(String, u64, u64, String)>> {
     let mut proposals = Vec::new();
     for (maker, Listed { client, listing, .. }) in MAKERS.iter().zip(makers) {
@@ -235,7 +279,7 @@ async fn collect_offers(
                 _ => String::new(),
             };
             say(format!("  {:<8} offers {units} at {price}: {verdict}{numbers}", maker.handle));
-            proposals.push((maker.handle.to_string(), *price, *units, verdict));
+            proposals.push((format!("{}{suffix}", maker.handle), *price, *units, verdict));
         }
     }
     Ok(proposals)
@@ -245,17 +289,12 @@ async fn collect_offers(
 /// approves. Returns the order's id, the approved order and the refusal code.
 async fn order_and_approve(
     local: &LocalRegistry,
-    hotel: &Client,
-    buyer: &Client,
-    rfq_id: &str,
-    say: &dyn Fn(String),
+    staged: &Staged,
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<(String, Value, String)> {
-    let order = buyer
-        .call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": rfq_id})), Some("order-cushions-1"))
-        .await?
-        .body;
+    let (hotel, buyer) = (&staged.hotel, &staged.buyer);
+    let order = place_order(staged, "").await?;
     let order_id = order["id"].as_str().context("order id")?.to_string();
-    ensure!(order["state"] == "awaiting_approval", "the order should wait for approval: {order}");
     let approve = format!("/v1/orders/{order_id}/approve");
     let agent_approval_code = refusal_code(buyer.call(reqwest::Method::POST, &approve, None, None).await);
     say(format!(
@@ -276,7 +315,7 @@ async fn ship_and_pay(
     makers: &[Listed],
     order_id: &str,
     approved: &Value,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<Vec<(String, String, bool, u64)>> {
     let mut paid = Vec::new();
     for line in approved["lines"].as_array().into_iter().flatten() {

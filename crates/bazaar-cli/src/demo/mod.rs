@@ -58,6 +58,12 @@ pub async fn run_with(calls: u32, json_output: bool, serve: bool) -> Result<i32>
                 registry: local.url.clone(),
                 operator_credential: local.operator_credential.clone(),
             }));
+            local.state.attach_runs(std::sync::Arc::new(crate::runs::ChamberRuns::new(
+                local.url.clone(),
+                local.operator_credential.clone(),
+                local.clock.clone(),
+                None,
+            )));
             // A line scripts and tests wait for, in prose and in --json alike.
             println!("chamber on {}/chamber", local.url);
             say(format!(
@@ -104,7 +110,7 @@ fn proved(report: &StoryReport) -> bool {
 }
 
 /// Runs the whole story in `dir` and reports; `say` narrates.
-pub async fn story(dir: &std::path::Path, calls: u32, say: &dyn Fn(String)) -> Result<StoryReport> {
+pub async fn story(dir: &std::path::Path, calls: u32, say: &(dyn Fn(String) + Sync)) -> Result<StoryReport> {
     let local = embedded_registry(dir, None).await?;
     story_on(&local, dir, calls, say).await
 }
@@ -114,7 +120,7 @@ pub async fn story_on(
     local: &LocalRegistry,
     dir: &std::path::Path,
     calls: u32,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<StoryReport> {
     say(format!("registry {} on {} (embedded SQLite, WAL, synchronous=FULL)", local.state.registry, local.url));
     let restocked = restock::restock_story(local, dir, calls, say).await?;

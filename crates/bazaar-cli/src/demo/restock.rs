@@ -70,7 +70,12 @@ impl Tally {
 }
 
 /// Runs `calls` paid restock calls on `local` (receipts kept in `dir`); `say` narrates.
-pub async fn restock_story(local: &LocalRegistry, dir: &Path, calls: u32, say: &dyn Fn(String)) -> Result<Restocked> {
+pub async fn restock_story(
+    local: &LocalRegistry,
+    dir: &Path,
+    calls: u32,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<Restocked> {
     let (buyer, merchant) = cast(&local.operator(), say).await?;
     let work_runs = Arc::new(AtomicU64::new(0));
     let crashed = Arc::new(Mutex::new(HashSet::new()));
@@ -101,7 +106,7 @@ pub async fn restock_story(local: &LocalRegistry, dir: &Path, calls: u32, say: &
 }
 
 /// The restaurant and its procurement agent (funded, with ceilings), and the wholesaler.
-async fn cast(operator: &Client, say: &dyn Fn(String)) -> Result<(Client, Client)> {
+async fn cast(operator: &Client, say: &(dyn Fn(String) + Sync)) -> Result<(Client, Client)> {
     let (owner, buyer) = enroll_pair(operator, "restaurant", "procurement").await?;
     let (_, merchant) = enroll_pair(operator, "wholesale-co", "wholesaler").await?;
     operator.mint(&member_id(&owner).await?, 1_000_000, "demo-mint").await?;
@@ -117,7 +122,7 @@ async fn pay_orders(
     shop_url: &str,
     calls: u32,
     work_runs: &AtomicU64,
-    say: &dyn Fn(String),
+    say: &(dyn Fn(String) + Sync),
 ) -> Result<Tally> {
     let mut tally = Tally::default();
     let url = format!("{shop_url}/restock");
@@ -156,7 +161,7 @@ async fn resend(buyer: &Client, url: &str, order: &str, tally: &mut Tally) -> Re
     Ok(())
 }
 
-fn report_crash(i: u32, order: &str, paid: &PaidResponse, say: &dyn Fn(String)) {
+fn report_crash(i: u32, order: &str, paid: &PaidResponse, say: &(dyn Fn(String) + Sync)) {
     if i == MERCHANT_CRASH_AFTER_SETTLE || i == MERCHANT_CRASH_BEFORE_ANSWER {
         say(format!(
             "  {order}: the merchant crashed {} — the buyer retried {} time(s) and got {}",
@@ -204,7 +209,7 @@ async fn summary(store: &dyn Store, calls: u32, work_runs: &AtomicU64, tally: Ta
     })
 }
 
-fn narrate_summary(report: &RestockReport, say: &dyn Fn(String)) {
+fn narrate_summary(report: &RestockReport, say: &(dyn Fn(String) + Sync)) {
     say(format!(
         "\nsummary: {} orders, {} requests sent, {} answered from work receipts",
         report.calls, report.requests_sent, report.replayed_answers

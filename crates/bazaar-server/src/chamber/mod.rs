@@ -5,6 +5,7 @@
 //! allowed to call only this registry.
 
 pub mod attacks;
+pub mod runs;
 pub mod stream;
 
 use crate::problem::errors;
@@ -60,6 +61,7 @@ static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     stream::routes()
         .merge(attacks::routes())
+        .merge(runs::routes())
         .routes(routes!(chamber))
         .routes(routes!(claims))
         .routes(routes!(breaking))

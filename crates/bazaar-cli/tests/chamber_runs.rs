@@ -1,0 +1,198 @@
+//! The chamber's run buttons: the scripted story and the AI buyer agent, each
+//! against a live registry with a fresh cast, each ending at the order's
+//! approval link (neither pays). The AI agent runs against a fixture
+//! chat-completions server that answers with scripted tool calls: its calls
+//! reach the storefront's MCP tools and end at the link; a model that asks
+//! for a tool that does not exist stops the run cleanly with a clear error
+//! and nothing ordered. Only the operator presses.
+// reason: an end-to-end test reads as one story of requests and the checks after each.
+#![allow(clippy::too_many_lines)]
+
+mod common;
+
+use axum::extract::State;
+use axum::Json;
+use bazaar_cli::agent::ModelConfig;
+use bazaar_cli::runs::ChamberRuns;
+use bazaar_cli::story::LocalRegistry;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+/// What the fixture model saw: every request body, and the bearer it was sent.
+#[derive(Default)]
+struct Seen {
+    requests: Vec<Value>,
+    bearer: Option<String>,
+}
+
+#[derive(Clone)]
+struct Fixture {
+    script: &'static str,
+    deadline_ms: i64,
+    seen: Arc<Mutex<Seen>>,
+}
+
+fn tool_call(n: usize, name: &str, arguments: Value) -> Value {
+    json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+        "tool_calls": [{"id": format!("call_{n}"), "type": "function",
+            "function": {"name": name, "arguments": arguments.to_string()}}]}}]})
+}
+
+/// The scripted model: the next tool call from how many tool answers it has read so far.
+async fn chat(State(fixture): State<Fixture>, headers: axum::http::HeaderMap, Json(body): Json<Value>) -> Json<Value> {
+    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let answers: Vec<Value> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| serde_json::from_str(m["content"].as_str().unwrap_or("null")).unwrap_or(Value::Null))
+        .collect();
+    {
+        let mut seen = fixture.seen.lock().unwrap();
+        seen.requests.push(body);
+        seen.bearer = bearer;
+    }
+    let rfq = answers.iter().find_map(|a| a["id"].as_str().filter(|id| id.starts_with("rfq_")).map(str::to_string));
+    Json(match (fixture.script, answers.len()) {
+        ("shop", 0) => tool_call(0, "search_products", json!({"query": "embroidered cushion"})),
+        ("shop", 1) => tool_call(
+            1,
+            "request_quote",
+            json!({"item": "hand-embroidered cushion covers", "quantity": 40, "max_unit_price_minor": 3000,
+                "deadline_ms": fixture.deadline_ms, "key": "ai-ask-1"}),
+        ),
+        ("shop", 2) => tool_call(2, "read_offers", json!({"rfq": rfq})),
+        ("shop", _) => tool_call(3, "create_order", json!({"rfq": rfq, "key": "ai-order-1"})),
+        _ => tool_call(0, "pay_the_makers_now", json!({"amount_minor": 100000})),
+    })
+}
+
+async fn fixture_model(script: &'static str, deadline_ms: i64) -> (String, Arc<Mutex<Seen>>) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(chat)).with_state(Fixture {
+        script,
+        deadline_ms,
+        seen: seen.clone(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, seen)
+}
+
+async fn post(local: &LocalRegistry, path: &str, credential: Option<&str>, body: Value) -> (u16, Value) {
+    let mut request = reqwest::Client::new().post(format!("{}{path}", local.url)).json(&body);
+    if let Some(credential) = credential {
+        request = request.bearer_auth(credential);
+    }
+    let answer = request.send().await.unwrap();
+    (answer.status().as_u16(), answer.json().await.unwrap_or(Value::Null))
+}
+
+fn attach(local: &LocalRegistry, model: Option<ModelConfig>) {
+    let runs = ChamberRuns::new(local.url.clone(), "op".into(), local.clock.clone(), model);
+    assert!(local.state.attach_runs(Arc::new(runs)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_story_runs_to_its_approval_link_for_the_operator_only_and_again() {
+    let dir = common::fresh_dir("bazaar-runs-story");
+    let (local, _operator) = common::embedded_with_operator(&dir, "op").await;
+    let (status, body) = post(&local, "/v1/chamber/runs/story", Some("op"), json!(null)).await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("runs_unavailable")), "{body}");
+    attach(&local, None);
+    let listed: Value = reqwest::get(format!("{}/v1/chamber/runs", local.url)).await.unwrap().json().await.unwrap();
+    assert_eq!((listed["story"].as_bool(), listed["agent_model"].is_null()), (Some(true), true), "{listed}");
+    let (status, _) = post(&local, "/v1/chamber/runs/story", None, json!(null)).await;
+    assert_eq!(status, 401);
+    let (owner, _) = bazaar_cli::story::enroll_pair(&local.operator(), "runs-owner", "runs-agent").await.unwrap();
+    let (status, body) = post(&local, "/v1/chamber/runs/story", owner.credential(), json!(null)).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("not_permitted")), "{body}");
+
+    for _ in 0..2 {
+        let (status, run) = post(&local, "/v1/chamber/runs/story", Some("op"), json!(null)).await;
+        assert_eq!(status, 200, "{run}");
+        let link = run["approval_url"].as_str().unwrap();
+        assert!(link.starts_with(&format!("{}/approve/ord_", local.url)), "{run}");
+        let order = run["order"].as_str().unwrap();
+        let hotel = bazaar_sdk::Client::new(&local.url, run["hotel_owner_credential"].as_str().map(str::to_string));
+        let waiting = hotel.call(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
+        assert_eq!(waiting["state"], "awaiting_approval", "nothing paid or held before a person approves: {waiting}");
+        let refused: Vec<&Value> = run["proposals"].as_array().unwrap().iter().filter(|p| p[3] != "valid").collect();
+        assert_eq!(refused.len(), 3, "the story's three refused offers: {run}");
+        let approved =
+            hotel.call(reqwest::Method::POST, &format!("/v1/orders/{order}/approve"), None, None).await.unwrap().body;
+        assert_eq!(approved["state"], "authorized", "{approved}");
+    }
+    let (status, body) = post(&local, "/v1/chamber/runs/agent", Some("op"), json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("agent_model_unconfigured")), "{body}");
+    common::assert_store_audit_passes(&local).await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ai_buyer_agent_chooses_the_mcp_tools_and_ends_at_the_approval_link() {
+    let dir = common::fresh_dir("bazaar-runs-agent");
+    let (local, _operator) = common::embedded_with_operator(&dir, "op").await;
+    let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 20 * 86_400_000;
+    let (url, seen) = fixture_model("shop", deadline).await;
+    attach(&local, Some(ModelConfig { url, model: "fixture-buyer".into(), key: Some("model-key".into()) }));
+    let listed: Value = reqwest::get(format!("{}/v1/chamber/runs", local.url)).await.unwrap().json().await.unwrap();
+    assert_eq!(listed["agent_model"], "fixture-buyer");
+    let (status, _) = post(&local, "/v1/chamber/runs/agent", Some("op"), json!({"request": ""})).await;
+    assert_eq!(status, 400, "an empty request is refused");
+    let request = "Forty embroidered cushion covers for the lounge, 3000 each at most.";
+    let (status, run) = post(&local, "/v1/chamber/runs/agent", Some("op"), json!({"request": request})).await;
+    assert_eq!(status, 200, "{run}");
+    let agent = &run["agent"];
+    assert_eq!(agent["outcome"], "approval_link", "{run}");
+    let tools: Vec<&str> = agent["steps"].as_array().unwrap().iter().map(|s| s["tool"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["search_products", "request_quote", "read_offers", "create_order"], "{run}");
+    assert!(agent["steps"].as_array().unwrap().iter().all(|s| s["ok"] == true), "{run}");
+    let link = agent["approval_url"].as_str().unwrap();
+    assert!(link.starts_with(&format!("{}/approve/ord_", local.url)), "{run}");
+    let order_id = link.rsplit('/').next().unwrap();
+    let hotel = bazaar_sdk::Client::new(&local.url, run["hotel_owner_credential"].as_str().map(str::to_string));
+    let order = hotel.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
+    assert_eq!(order["state"], "awaiting_approval", "the agent cannot pay: {order}");
+    assert!(order["total"].as_u64().unwrap() > 0 && order["lines"].as_array().unwrap().len() >= 2, "{order}");
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.bearer.as_deref(), Some("Bearer model-key"), "the operator's key reaches the model");
+        let first = &seen.requests[0];
+        assert_eq!(first["model"], "fixture-buyer");
+        assert_eq!(first["messages"][1]["content"], request, "the request in words");
+        let offered: Vec<&str> =
+            first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+        assert_eq!(offered.len(), bazaar_cli::agent::AGENT_TOOLS.len(), "{offered:?}");
+        assert!(!offered.contains(&"post_message"), "shopping tools only: {offered:?}");
+    }
+    common::assert_store_audit_passes(&local).await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_asking_for_a_tool_that_does_not_exist_stops_cleanly() {
+    let dir = common::fresh_dir("bazaar-runs-rogue");
+    let (local, operator) = common::embedded_with_operator(&dir, "op").await;
+    let (url, seen) = fixture_model("rogue", 0).await;
+    attach(&local, Some(ModelConfig { url, model: "rogue".into(), key: None }));
+    let before = operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len();
+    let (status, run) = post(&local, "/v1/chamber/runs/agent", Some("op"), json!({})).await;
+    assert_eq!(status, 200, "{run}");
+    let agent = &run["agent"];
+    assert_eq!(
+        (agent["outcome"].as_str(), agent["steps"].as_array().map(Vec::len)),
+        (Some("stopped"), Some(0)),
+        "{run}"
+    );
+    let error = agent["error"].as_str().unwrap();
+    assert!(error.contains("does not exist") && error.contains("pay_the_makers_now"), "{error}");
+    assert_eq!(seen.lock().unwrap().requests.len(), 1, "the run stops at once");
+    assert!(seen.lock().unwrap().bearer.is_none(), "no key configured, none sent");
+    let events = operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().clone();
+    let new_kinds: Vec<&str> = events[before..].iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let asked = ["rfq.opened", "rfq.offer", "order.created"];
+    assert!(!new_kinds.iter().any(|k| asked.contains(k)), "nothing asked or ordered: {new_kinds:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
