@@ -196,3 +196,44 @@ async fn a_model_asking_for_a_tool_that_does_not_exist_stops_cleanly() {
     assert!(!new_kinds.iter().any(|k| asked.contains(k)), "nothing asked or ordered: {new_kinds:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The market story page in Debian's headless Chromium (`tests/browser/story.mjs`): the operator runs the
+/// scripted story and every section fills from the live stream; a person approves on the link and the order
+/// section says so; the AI button says no model is configured; axe finds nothing serious; it fits a phone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_story_page_fills_each_section_from_the_stream_and_is_approved_on_its_link() {
+    let dir = common::fresh_dir("bazaar-story-page");
+    let (local, _operator) = common::embedded_with_operator(&dir, "op").await;
+    attach(&local, None);
+    let args = vec![local.url.clone(), "op".into(), common::screenshot_dir().display().to_string()];
+    let (report, exited_ok) = common::browser_driver("story", args).await;
+    assert_eq!(report["problems"], json!([]), "{report}");
+    for (section, filled) in report["sections"].as_object().unwrap() {
+        let expected = !matches!(section.as_str(), "s-payments" | "s-agent");
+        assert_eq!(filled.as_bool(), Some(expected), "{section}: {report}");
+    }
+    let request = report["request"].as_str().unwrap();
+    assert!(request.contains("3,000 units") && request.contains("5 makers invited"), "{request}");
+    let makers = report["makers"].as_array().unwrap();
+    assert_eq!(makers.len(), 5, "every maker who offered, with her limits: {report}");
+    assert!(makers.iter().any(|m| m[1] == "es-MX" && m[6] == "5 days"), "{report}");
+    let offers: Vec<&str> = report["offers"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    // The story's seven proposals: three refused by code (floor, notice, cap), four valid.
+    assert_eq!(offers.len(), 7, "{offers:?}");
+    assert_eq!(offers.iter().filter(|v| **v == "valid").count(), 4, "{offers:?}");
+    for code in ["offer_below_floor", "offer_notice_too_short", "offer_above_cap"] {
+        assert!(offers.contains(&code), "{code}: {offers:?}");
+    }
+    assert!(report["allocation"].as_str().unwrap().contains("filled 40"), "{report}");
+    let order = report["order"].as_str().unwrap();
+    assert!(order.contains("It waits for a person"), "{order}");
+    assert!(report["link"].as_str().unwrap().starts_with(&format!("{}/approve/ord_", local.url)), "{report}");
+    assert_eq!(report["phones"].as_array().unwrap().len(), 5, "{report}");
+    assert_eq!(report["decision"]["state"], "authorized", "{report}");
+    assert!(report["agent_note"].as_str().unwrap().contains("No model is configured"), "{report}");
+    assert_eq!(report["agent_disabled"], true);
+    assert_eq!(report["axe"], json!([]), "{report}");
+    assert!(report["overflow_px"].as_i64().unwrap() <= 0, "{report}");
+    assert!(exited_ok, "{report}");
+    std::fs::remove_dir_all(&dir).ok();
+}

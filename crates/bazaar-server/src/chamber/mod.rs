@@ -23,12 +23,15 @@ pub const CLAIMS_HTML: &str = include_str!("claims.html");
 pub const BREAK_HTML: &str = include_str!("break.html");
 /// The maker's phone: her shares in her language, her receipt photographed and sent as proof.
 pub const MAKER_HTML: &str = include_str!("maker.html");
+/// The market story, section by section from the stream, with the run buttons.
+pub const STORY_HTML: &str = include_str!("story.html");
 /// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
 pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
 /// The chamber's navigation, one list for every page (each page marks itself current).
 pub const NAV: &[(&str, &str)] = &[
     ("/chamber", "Live"),
+    ("/chamber/story", "Market story"),
     ("/chamber/break", "Try to break it"),
     ("/chamber/ledger", "Ledger"),
     ("/chamber/maker", "Maker's phone"),
@@ -55,6 +58,7 @@ static CHAMBER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CHAMBER_HTML, 
 static BREAK_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(BREAK_HTML, "/chamber/break"));
 static LEDGER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(LEDGER_HTML, "/chamber/ledger"));
 static MAKER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(MAKER_HTML, "/chamber/maker"));
+static STORY_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(STORY_HTML, "/chamber/story"));
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
@@ -67,6 +71,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(breaking))
         .routes(routes!(ledger))
         .routes(routes!(maker))
+        .routes(routes!(story))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -98,4 +103,12 @@ async fn ledger() -> Response {
 #[utoipa::path(get, path = "/chamber/maker", responses((status = 200, description = "The maker's phone (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn maker() -> Response {
     crate::page::html(&MAKER_PAGE)
+}
+
+/// The market story (HTML): the request, the makers' limits, unmet searches, offers with their verdicts, the
+/// allocation, the order and its one authorization, payments and the makers' phones — from the live stream —
+/// with "run the story" and "run an AI buyer agent" for the operator.
+#[utoipa::path(get, path = "/chamber/story", responses((status = 200, description = "The market story (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn story() -> Response {
+    crate::page::html(&STORY_PAGE)
 }
