@@ -12,7 +12,7 @@
 // One JSON line on stdout: {"ok", "status", "steps": {id: {done, text}}, "clock", "feed": [kinds], "link",
 // "focus", "axe": {path: [{id, impact, nodes}]}, "overflow_px", "problems"}. Exits 1 when ok is false.
 import { readFile } from "node:fs/promises";
-import { createRequire } from "node:module";
+import { seriousViolations } from "./axe.mjs";
 import { launch } from "./chromium.mjs";
 
 const [base, castFile, shots] = process.argv.slice(2);
@@ -21,7 +21,6 @@ if (!base || !castFile) {
   process.exit(2);
 }
 const cast = JSON.parse(await readFile(castFile, "utf8"));
-const axeSource = await readFile(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 const origin = new URL(base).origin;
 const problems = [];
 const report = { ok: false, steps: {}, feed: [], axe: {}, problems };
@@ -74,11 +73,7 @@ async function escrowAndDispute() {
 
 async function axe(page, path) {
   await page.goto(base + path, { waitUntil: "load" });
-  await page.addScriptTag({ content: axeSource });
-  const found = await page.evaluate(async () => (await globalThis.axe.run()).violations);
-  report.axe[path] = found
-    .filter((v) => v.impact === "serious" || v.impact === "critical")
-    .map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
+  report.axe[path] = await seriousViolations(page);
 }
 
 const browser = await launch();

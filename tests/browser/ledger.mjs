@@ -11,7 +11,7 @@
 // "history", "axe", "tampered_seq", "tampered_verdict", "tampered_rows", "overflow_px", "problems"}.
 import { readFile } from "node:fs/promises";
 import { createServer } from "node:http";
-import { createRequire } from "node:module";
+import { seriousViolations } from "./axe.mjs";
 import { launch } from "./chromium.mjs";
 
 const [base, operator, shots] = process.argv.slice(2);
@@ -19,7 +19,6 @@ if (!base || !operator) {
   console.error("usage: node ledger.mjs BASE_URL OPERATOR_CREDENTIAL [SCREENSHOT_DIR]");
   process.exit(2);
 }
-const axeSource = await readFile(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 const problems = [];
 const report = { ok: false, problems };
 
@@ -94,9 +93,7 @@ try {
   report.history_rows = await page.$$eval("#history-rows tr", (rows) => rows.length);
   report.hash = await page.evaluate(() => location.hash);
   if (shots) await page.screenshot({ path: `${shots}/ledger-desktop.png`, fullPage: true });
-  await page.addScriptTag({ content: axeSource });
-  const found = await page.evaluate(async () => (await globalThis.axe.run()).violations);
-  report.axe = found.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
+  report.axe = await seriousViolations(page);
 
   // The same page served by the test double.
   const bent = await context.newPage();

@@ -8,8 +8,7 @@
 //
 // BASE_URL must be http://localhost:PORT (WebAuthn refuses IP addresses). One JSON line on stdout:
 // {"ok", "lang", "held", "capture", "accept", "paid", "paid_note", "axe", "overflow_px", "problems"}.
-import { readFile } from "node:fs/promises";
-import { createRequire } from "node:module";
+import { seriousViolations } from "./axe.mjs";
 import { launch } from "./chromium.mjs";
 
 const [base, credential, agent, shots] = process.argv.slice(2);
@@ -17,7 +16,6 @@ if (!base || !credential || !agent) {
   console.error("usage: node maker.mjs BASE_URL OWNER_CREDENTIAL AGENT_HANDLE [SCREENSHOT_DIR]");
   process.exit(2);
 }
-const axeSource = await readFile(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 const problems = [];
 const report = { ok: false, problems };
 // A 1×1 PNG: the "photograph" of the courier receipt.
@@ -57,9 +55,7 @@ try {
   report.paid_note = await page.textContent('.share[data-state="paid"] .muted');
   report.overflow_px = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   if (shots) await page.screenshot({ path: `${shots}/maker-phone-paid.png`, fullPage: true });
-  await page.addScriptTag({ content: axeSource });
-  const found = await page.evaluate(async () => (await globalThis.axe.run()).violations);
-  report.axe = found.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
+  report.axe = await seriousViolations(page);
   report.ok = problems.length === 0 && report.axe.length === 0 && report.overflow_px <= 0;
 } catch (error) {
   problems.push(`driver: ${error.message}`);

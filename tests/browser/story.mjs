@@ -8,8 +8,7 @@
 //
 // One JSON line: {"ok", "sections": {id: filled}, "request", "makers", "offers": [verdicts], "allocation",
 // "order", "phones", "link", "decision", "agent_note", "agent_disabled", "axe", "overflow_px", "problems"}.
-import { readFile } from "node:fs/promises";
-import { createRequire } from "node:module";
+import { seriousViolations } from "./axe.mjs";
 import { launch } from "./chromium.mjs";
 
 const [base, operator, shots] = process.argv.slice(2);
@@ -17,7 +16,6 @@ if (!base || !operator) {
   console.error("usage: node story.mjs BASE_URL OPERATOR_CREDENTIAL [SCREENSHOT_DIR]");
   process.exit(2);
 }
-const axeSource = await readFile(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 const problems = [];
 const report = { ok: false, problems };
 
@@ -59,9 +57,7 @@ try {
   await page.waitForSelector("#decision", { timeout: 15_000 });
   report.decision = await page.$eval("#decision", (p) => ({ state: p.dataset.state, text: p.textContent }));
 
-  await page.addScriptTag({ content: axeSource });
-  const found = await page.evaluate(async () => (await globalThis.axe.run()).violations);
-  report.axe = found.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
+  report.axe = await seriousViolations(page);
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: "dark" });
   const small = await phone.newPage();
   await small.goto(`${base}/chamber/story`, { waitUntil: "load" });

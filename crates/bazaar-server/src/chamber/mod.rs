@@ -42,7 +42,18 @@ pub const NAV: &[(&str, &str)] = &[
     ("/account", "Sign in"),
 ];
 
-/// `page` with its `<!--chamber-nav-->` replaced by [`NAV`], `current` marked.
+/// What every chamber page's style starts with: the palette (light and dark), focus rings, the navigation.
+pub const BASE_CSS: &str = ":root { color-scheme: light dark; --fg: #1b1b1b; --bg: #fbfbf8; --muted: #5b5b5b; --line: #d8d8d0; \
+--accent: #0b5cad; --ok: #1d6b2f; --bad: #a11d1d; --warn: #8a5a00; --amber: #8a5300; --card: #ffffff; }
+@media (prefers-color-scheme: dark) { :root { --fg: #ececec; --bg: #151515; --muted: #b0b0b0; --line: #3a3a3a; \
+--accent: #7db8ff; --ok: #7fd08e; --bad: #ff8f8f; --warn: #f0c060; --amber: #ffc46b; --card: #1f1f1f; } }
+* { box-sizing: border-box; }
+[hidden] { display: none !important; }
+a { color: var(--accent); }
+a:focus-visible, button:focus-visible, input:focus-visible, textarea:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
+nav ul { display: flex; flex-wrap: wrap; gap: .25rem 1rem; list-style: none; padding: 0; }";
+
+/// `page` with its `<!--chamber-nav-->` replaced by [`NAV`] (`current` marked) and its `<!--chamber-style-->` by [`BASE_CSS`].
 fn with_nav(page: &str, current: &str) -> String {
     let items: String = NAV
         .iter()
@@ -51,7 +62,8 @@ fn with_nav(page: &str, current: &str) -> String {
             format!("<li><a href=\"{path}\"{mark}>{label}</a></li>")
         })
         .collect();
-    page.replace("<!--chamber-nav-->", &format!("<nav aria-label=\"Chamber\"><ul>{items}</ul></nav>"))
+    page.replace("<!--chamber-style-->", BASE_CSS)
+        .replace("<!--chamber-nav-->", &format!("<nav aria-label=\"Chamber\"><ul>{items}</ul></nav>"))
 }
 
 static CHAMBER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CHAMBER_HTML, "/chamber"));

@@ -1,0 +1,14 @@
+// axe-core as every chamber driver runs it: the serious and critical violations on the page as it stands.
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+
+const source = await readFile(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+/** [{id, impact, nodes, help}] for each serious or critical violation on `page` now. */
+export async function seriousViolations(page) {
+  await page.addScriptTag({ content: source });
+  const found = await page.evaluate(async () => (await globalThis.axe.run()).violations);
+  return found
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
+}
