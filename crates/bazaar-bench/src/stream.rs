@@ -42,6 +42,9 @@ pub struct StreamArgs {
     pub buyers: usize,
     #[arg(long, default_value_t = MERCHANTS_DEFAULT)]
     pub merchants: usize,
+    /// Watchers ask for `?summary=true` (one summary per 250 ms: seq range, counts, the latest 20) instead of every event.
+    #[arg(long)]
+    pub summary: bool,
     /// The `bazaar` binary (default: next to this one).
     #[arg(long)]
     pub bazaar_bin: Option<PathBuf>,
@@ -53,6 +56,8 @@ pub struct StreamArgs {
 #[derive(Serialize, Debug, Default)]
 pub struct StreamReport {
     pub watchers: usize,
+    /// Whether the watchers followed summaries (`?summary=true`) rather than every event.
+    pub summary: bool,
     pub concurrency: usize,
     pub phase_s: u64,
     /// Completed paid calls per second: alone, watched, alone again.
@@ -87,10 +92,11 @@ struct Watched {
 }
 
 /// Follows the stream until `stop`; records each event's lag and whether the sequence held.
-async fn watch(base: String, stop: Arc<AtomicBool>) -> Watched {
+async fn watch(base: String, stop: Arc<AtomicBool>, summary: bool) -> Watched {
     let mut seen = Watched::default();
     let client = reqwest::Client::new();
-    let Ok(mut response) = client.get(format!("{base}/v1/stream")).send().await else {
+    let path = if summary { "/v1/stream?summary=true" } else { "/v1/stream" };
+    let Ok(mut response) = client.get(format!("{base}{path}")).send().await else {
         seen.refused = true;
         return seen;
     };
@@ -106,18 +112,21 @@ async fn watch(base: String, stop: Arc<AtomicBool>) -> Watched {
         buffer.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(end) = buffer.find("\n\n") {
             let block: String = buffer.drain(..end + 2).collect();
-            // Read as cheaply as a page would: the id line and the `at_ms` number, no full parse.
-            let seq = block.lines().find_map(|l| l.strip_prefix("id: ")).and_then(|v| v.trim().parse::<u64>().ok());
-            let at = block.find("\"at_ms\":").and_then(|i| {
-                let digits: String = block[i + 8..].chars().take_while(char::is_ascii_digit).collect();
+            // Read as cheaply as a page would: the id line and numbers, no full parse. A summary's
+            // lag is its latest event's (the last `at_ms`); its range starts at `from_seq`.
+            let number = |key: &str, last_one: bool| {
+                let at = if last_one { block.rfind(key) } else { block.find(key) }?;
+                let digits: String = block[at + key.len()..].chars().take_while(char::is_ascii_digit).collect();
                 digits.parse::<i64>().ok()
-            });
-            let (Some(seq), Some(at)) = (seq, at) else { continue };
-            if last.is_some_and(|l| seq != l + 1) {
+            };
+            let seq = block.lines().find_map(|l| l.strip_prefix("id: ")).and_then(|v| v.trim().parse::<u64>().ok());
+            let (Some(seq), Some(at)) = (seq, number("\"at_ms\":", true)) else { continue };
+            let first = if summary { number("\"from_seq\":", false).map_or(seq, |f| f as u64) } else { seq };
+            if last.is_some_and(|l| first != l + 1) {
                 seen.broken = true;
             }
             last = Some(seq);
-            seen.events += 1;
+            seen.events += seq + 1 - first.min(seq);
             seen.lags_ms.push((crate::baseline::now_ms() - at).clamp(0, u32::MAX as i64) as u32);
         }
     }
@@ -192,6 +201,7 @@ async fn bench(args: &StreamArgs) -> Result<StreamReport> {
     let lag = drive::latency(&mut lags);
     Ok(StreamReport {
         watchers,
+        summary: args.summary,
         concurrency: args.concurrency,
         phase_s: phase.as_secs(),
         alone_calls_per_s: a,
@@ -235,7 +245,8 @@ async fn phases(
     let c1 = cpu(pid);
 
     let stop = Arc::new(AtomicBool::new(false));
-    let followers: Vec<_> = (0..watchers).map(|_| tokio::spawn(watch(server.url.clone(), stop.clone()))).collect();
+    let followers: Vec<_> =
+        (0..watchers).map(|_| tokio::spawn(watch(server.url.clone(), stop.clone(), args.summary))).collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let c2 = cpu(pid);
     let watched = drive::run(&http, target, &plan("watched", phase)).await;
@@ -255,8 +266,11 @@ async fn phases(
 
 pub fn print(report: &StreamReport) {
     println!(
-        "stream: {} anonymous watchers, {} paying clients, {} s phases",
-        report.watchers, report.concurrency, report.phase_s
+        "stream: {} anonymous watchers ({}), {} paying clients, {} s phases",
+        report.watchers,
+        if report.summary { "summaries every 250 ms" } else { "every event" },
+        report.concurrency,
+        report.phase_s
     );
     println!(
         "  paid calls/s: alone {:.0}, watched {:.0}, alone again {:.0} → cost {:.1} % (goal < {:.0} %: {})",

@@ -155,3 +155,33 @@ async fn last_event_id_resumes_without_gap_or_repeat_and_then_follows_live() {
     assert_eq!(seq, head + 1, "{kind} {data}");
     assert_eq!(data["seq"], json!(seq));
 }
+
+/// `?summary=true`: one `summary` event per window — contiguous seq ranges, a count per kind that adds up to
+/// every event, and the latest events whole for the operator (never more than the cap), then live.
+#[tokio::test]
+async fn a_summary_covers_every_event_in_contiguous_ranges_and_carries_the_latest() {
+    let r = registry().await;
+    paid_call(&r).await;
+    let head = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let url = format!("{}/v1/stream?summary=true&after=0", r.url);
+    let response = r.http.get(url).bearer_auth("operator-secret").send().await.unwrap();
+    let mut sse = Sse { response, buffer: String::new() };
+    let (mut covered, mut counted) = (0u64, 0u64);
+    while covered < head {
+        let (id, _, data) = sse.next().await;
+        assert_eq!(data["from_seq"], json!(covered + 1), "contiguous: {data}");
+        let to = data["to_seq"].as_u64().unwrap();
+        assert_eq!(id, to, "the id is the last seq covered, so Last-Event-ID resumes after it");
+        counted += data["counts"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum::<u64>();
+        let latest = data["latest"].as_array().unwrap();
+        assert!(!latest.is_empty() && latest.len() <= bazaar_server::chamber::stream::STREAM_SUMMARY_LATEST_MAX);
+        assert_eq!(latest.last().unwrap()["seq"], json!(to), "{data}");
+        assert_eq!(latest.last().unwrap()["detail"], "whole", "the operator's summary carries whole events");
+        covered = to;
+    }
+    assert_eq!((covered, counted), (head, head), "every event counted once");
+    let hotel = person(&r, "late-owner").await;
+    r.operator.mint(&hotel.id, 5, "late").await.unwrap();
+    let (_, _, live) = sse.next().await;
+    assert_eq!(live["from_seq"], json!(head + 1), "then live: {live}");
+}

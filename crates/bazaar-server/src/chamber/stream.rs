@@ -40,6 +40,10 @@ pub const STREAM_RECENT_MAX: u64 = 500;
 pub const STREAM_CHUNK_BYTES_MAX: usize = 256 * 1024;
 /// A comment line this often keeps idle connections (and proxies) open.
 pub const STREAM_KEEPALIVE_S: u64 = 15;
+/// `?summary=true`: one `summary` event per this window instead of every event.
+pub const STREAM_SUMMARY_MS: u64 = 250;
+/// The latest events a summary carries whole (as the viewer may see them).
+pub const STREAM_SUMMARY_LATEST_MAX: usize = 20;
 
 /// Authentication if the request carries any (a bearer credential or a passkey session).
 pub struct MaybeAuth(pub Option<Auth>);
@@ -81,6 +85,10 @@ pub struct StreamQuery {
     pub after: Option<u64>,
     /// Start with the latest `recent` events (at most 500), then live; `after` and `Last-Event-ID` win.
     pub recent: Option<u64>,
+    /// For watchers of a busy ledger: instead of every event, one `summary` event per 250 ms — the seq range
+    /// it covers, a count per kind, and the latest 20 events as this viewer may see them.
+    #[serde(default)]
+    pub summary: bool,
 }
 
 /// The event ledger as Server-Sent Events: each event once, in order, as the
@@ -137,9 +145,25 @@ pub async fn stream(
         viewer,
         _permit: permit,
     };
-    // Every event that is ready goes out in one chunk (one write), so a
-    // busy ledger costs a connection a write per tail, not per event.
-    let chunks = futures::stream::unfold(follower, |mut follower| async move {
+    let body =
+        if query.summary { Body::from_stream(summaries(follower)) } else { Body::from_stream(every_event(follower)) };
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+type Chunk = Result<Bytes, std::convert::Infallible>;
+
+/// Every event, in order: each event that is ready goes out in one chunk (one
+/// write), so a busy ledger costs a connection a write per tail, not per event.
+fn every_event(follower: Follower) -> impl futures::Stream<Item = Chunk> {
+    futures::stream::unfold(follower, |mut follower| async move {
         let keepalive = Duration::from_secs(STREAM_KEEPALIVE_S);
         let first = match tokio::time::timeout(keepalive, follower.next()).await {
             Ok(Some(shared)) => shared,
@@ -152,16 +176,91 @@ pub async fn stream(
             chunk.extend_from_slice(&shared.frame_for(&follower.viewer));
         }
         Some((Ok(Bytes::from(chunk)), follower))
-    });
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::HeaderName::from_static("x-accel-buffering"), "no"),
-        ],
-        Body::from_stream(chunks),
-    )
-        .into_response())
+    })
+}
+
+/// What one summary window saw.
+struct Summary {
+    from: u64,
+    to: u64,
+    /// (kind, events) in first-seen order: a handful of kinds, so a scan beats a map and allocates once per kind.
+    counts: Vec<(String, u64)>,
+    latest: VecDeque<Bytes>,
+}
+
+impl Summary {
+    fn add(&mut self, shared: &Shared, viewer: &Viewer) {
+        self.to = shared.event.seq;
+        match self.counts.iter_mut().find(|(kind, _)| *kind == shared.event.kind) {
+            Some((_, n)) => *n += 1,
+            None => self.counts.push((shared.event.kind.clone(), 1)),
+        }
+        if self.latest.len() == STREAM_SUMMARY_LATEST_MAX {
+            self.latest.pop_front();
+        }
+        self.latest.push_back(shared.frame_for(viewer));
+    }
+
+    /// `id: <to>\nevent: summary\ndata: {from_seq, to_seq, counts, latest: [event data…]}`; each latest
+    /// event's data is cut from its own frame (`data: …\n\n`), not serialised again.
+    fn frame(&self) -> Bytes {
+        let counts: serde_json::Map<String, serde_json::Value> =
+            self.counts.iter().map(|(kind, n)| (kind.clone(), (*n).into())).collect();
+        let counts = serde_json::Value::Object(counts);
+        let mut out = format!(
+            "id: {}\nevent: summary\ndata: {{\"from_seq\":{},\"to_seq\":{},\"counts\":{counts},\"latest\":[",
+            self.to, self.from, self.to
+        )
+        .into_bytes();
+        for (n, frame) in self.latest.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            let start = frame.windows(6).position(|w| w == b"data: ").map_or(0, |at| at + 6);
+            out.extend_from_slice(&frame[start..frame.len().saturating_sub(2)]);
+        }
+        out.extend_from_slice(b"]}\n\n");
+        Bytes::from(out)
+    }
+}
+
+/// One `summary` event per [`STREAM_SUMMARY_MS`] while events come: nothing is
+/// skipped (the seq ranges are contiguous), but a watcher gets four writes a
+/// second whatever the ledger's rate.
+fn summaries(follower: Follower) -> impl futures::Stream<Item = Chunk> {
+    futures::stream::unfold(follower, |mut follower| async move {
+        let keepalive = Duration::from_secs(STREAM_KEEPALIVE_S);
+        let first = match tokio::time::timeout(keepalive, follower.next()).await {
+            Ok(Some(shared)) => shared,
+            Ok(None) => return None,
+            Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), follower)),
+        };
+        let viewer = follower.viewer.clone();
+        let seq = first.event.seq;
+        let mut summary = Summary {
+            from: seq,
+            to: seq,
+            counts: Default::default(),
+            latest: VecDeque::with_capacity(STREAM_SUMMARY_LATEST_MAX),
+        };
+        summary.add(&first, &viewer);
+        // Wake once per window, then take everything that came: the broadcast holds far more than a
+        // window's events, and anything it dropped (or a resume's backlog) is read from the store.
+        tokio::time::sleep(Duration::from_millis(STREAM_SUMMARY_MS)).await;
+        loop {
+            if let Some(shared) = follower.ready() {
+                summary.add(&shared, &viewer);
+            } else if follower.sent < follower.known_head {
+                match follower.next().await {
+                    Some(shared) => summary.add(&shared, &viewer),
+                    None => break,
+                }
+            } else {
+                break;
+            }
+        }
+        Some((Ok(summary.frame()), follower))
+    })
 }
 
 /// One connection's place in the ledger.
