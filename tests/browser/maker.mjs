@@ -9,23 +9,16 @@
 // BASE_URL must be http://localhost:PORT (WebAuthn refuses IP addresses). One JSON line on stdout:
 // {"ok", "lang", "held", "capture", "accept", "paid", "paid_note", "axe", "overflow_px", "problems"}.
 import { seriousViolations } from "./axe.mjs";
-import { launch } from "./chromium.mjs";
+import { drive, phoneFit, watchErrors } from "./driver.mjs";
 
-const [base, credential, agent, shots] = process.argv.slice(2);
-if (!base || !credential || !agent) {
-  console.error("usage: node maker.mjs BASE_URL OWNER_CREDENTIAL AGENT_HANDLE [SCREENSHOT_DIR]");
-  process.exit(2);
-}
-const problems = [];
-const report = { ok: false, problems };
 // A 1×1 PNG: the "photograph" of the courier receipt.
 const receipt = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "base64");
 
-const browser = await launch();
-try {
+await drive("maker.mjs BASE_URL OWNER_CREDENTIAL AGENT_HANDLE [SCREENSHOT_DIR]", 3, async ({ args, browser, report, problems }) => {
+  const [base, credential, agent, shots] = args;
   const context = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
   const page = await context.newPage();
-  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  watchErrors(page, problems);
   const cdp = await context.newCDPSession(page);
   await cdp.send("WebAuthn.enable", { enableUI: false });
   await cdp.send("WebAuthn.addVirtualAuthenticator", {
@@ -53,14 +46,7 @@ try {
   await page.waitForSelector('.share[data-state="paid"]', { timeout: 15_000 });
   report.paid = await page.textContent(".share .paid");
   report.paid_note = await page.textContent('.share[data-state="paid"] .muted');
-  report.overflow_px = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-  if (shots) await page.screenshot({ path: `${shots}/maker-phone-paid.png`, fullPage: true });
+  report.overflow_px = await phoneFit(page, shots && `${shots}/maker-phone-paid.png`);
   report.axe = await seriousViolations(page);
-  report.ok = problems.length === 0 && report.axe.length === 0 && report.overflow_px <= 0;
-} catch (error) {
-  problems.push(`driver: ${error.message}`);
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(report));
-process.exit(report.ok ? 0 : 1);
+  return problems.length === 0 && report.axe.length === 0 && report.overflow_px <= 0;
+});

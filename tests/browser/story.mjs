@@ -9,21 +9,14 @@
 // One JSON line: {"ok", "sections": {id: filled}, "request", "makers", "offers": [verdicts], "allocation",
 // "order", "phones", "link", "decision", "agent_note", "agent_disabled", "axe", "overflow_px", "problems"}.
 import { seriousViolations } from "./axe.mjs";
-import { launch } from "./chromium.mjs";
+import { drive, phoneFit, watchErrors } from "./driver.mjs";
 
-const [base, operator, shots] = process.argv.slice(2);
-if (!base || !operator) {
-  console.error("usage: node story.mjs BASE_URL OPERATOR_CREDENTIAL [SCREENSHOT_DIR]");
-  process.exit(2);
-}
-const problems = [];
-const report = { ok: false, problems };
 
-const browser = await launch();
-try {
+await drive("story.mjs BASE_URL OPERATOR_CREDENTIAL [SCREENSHOT_DIR]", 2, async ({ args, browser, report, problems }) => {
+  const [base, operator, shots] = args;
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
-  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  watchErrors(page, problems);
   await page.goto(`${base}/chamber/story`, { waitUntil: "load" });
   await page.waitForSelector("#signin:not([hidden])", { timeout: 10_000 });
   report.agent_note = await page.textContent("#agent-note");
@@ -64,13 +57,6 @@ try {
   await small.evaluate((c) => sessionStorage.setItem("bazaar.operator", c), operator);
   await small.reload({ waitUntil: "load" });
   await small.waitForSelector('#s-order[data-filled="true"]', { timeout: 15_000 }).catch(() => {});
-  report.overflow_px = await small.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-  if (shots) await small.screenshot({ path: `${shots}/story-phone-dark.png`, fullPage: true });
-  report.ok = problems.length === 0 && report.axe.length === 0 && report.overflow_px <= 0;
-} catch (error) {
-  problems.push(`driver: ${error.message}`);
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(report));
-process.exit(report.ok ? 0 : 1);
+  report.overflow_px = await phoneFit(small, shots && `${shots}/story-phone-dark.png`);
+  return problems.length === 0 && report.axe.length === 0 && report.overflow_px <= 0;
+});

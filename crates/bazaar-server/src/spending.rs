@@ -26,7 +26,32 @@ use utoipa_axum::routes;
 pub const SPENDING_RECORDS_MAX: usize = 1_000;
 
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    OpenApiRouter::new().routes(routes!(spending))
+    OpenApiRouter::new().routes(routes!(spending)).routes(routes!(my_agents))
+}
+
+/// Agents one owner's page lists at most.
+pub const AGENTS_LISTED_MAX: usize = 200;
+
+/// An owner: its agents, each with its balance, what is held, its budget's ceilings and what it spent, and
+/// its locked stake — the owners' page reads this. A member without agents gets an empty list.
+#[utoipa::path(get, path = "/v1/me/agents", responses((status = 200, description = "The caller's agents", body = OpenObject), errors::Unauthenticated, errors::Unavailable))]
+async fn my_agents(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
+    let agents = state.store.agents_of(&auth.member.id, AGENTS_LISTED_MAX).await?;
+    let mut listed = Vec::with_capacity(agents.len());
+    for agent in &agents {
+        let account = state.store.account(&AccountId::of_member(&agent.id)).await?;
+        let stake = state.store.account(&AccountId::stake_of(&agent.id)).await?;
+        let budget = state.store.budget(&agent.id).await?.map(|b| bazaar_core::pay::budget_view(&b, state.now()));
+        listed.push(json!({
+            "id": agent.id, "handle": agent.handle,
+            "balance_minor": account.as_ref().map(|a| a.balance() as i64),
+            "available_minor": account.as_ref().map(|a| a.available() as i64),
+            "held_minor": account.as_ref().map(|a| a.debits_pending),
+            "budget": budget,
+            "stake_minor": stake.as_ref().map_or(0, |a| a.balance() as i64),
+        }));
+    }
+    Ok(Json(json!({"agents": listed, "complete": agents.len() < AGENTS_LISTED_MAX})))
 }
 
 /// Every document of `kind` naming `party` (up to the cap), as stored.

@@ -454,6 +454,9 @@ impl Store for StalledWriter {
     async fn member_by_handle(&self, handle: &str) -> Result<Option<Member>, bazaar_store::StoreError> {
         self.inner.member_by_handle(handle).await
     }
+    async fn agents_of(&self, owner: &MemberId, limit: usize) -> Result<Vec<Member>, bazaar_store::StoreError> {
+        self.inner.agents_of(owner, limit).await
+    }
     async fn credential(&self, hash: &str) -> Result<Option<Credential>, bazaar_store::StoreError> {
         self.inner.credential(hash).await
     }

@@ -102,6 +102,7 @@ statements! {
         head = "SELECT seq, hash FROM chain_head WHERE id = 1";
         member = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE id = $1");
         member_by_handle = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE handle = $1 LIMIT 1");
+        agents_of = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE owner = $1 ORDER BY id LIMIT $2");
         credential = format!("SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE hash = $1");
         authenticate = format!(
             "SELECT {}, {} FROM credentials c JOIN members m ON m.id = c.member WHERE c.hash = $1",
@@ -272,6 +273,12 @@ impl Store for PostgresStore {
         let r = self.reader().await?;
         let row = r.client.query_opt(&r.st.member_by_handle, &[&handle]).await;
         rows::optional(row.map_err(pg_error)?, rows::member)
+    }
+
+    async fn agents_of(&self, owner: &MemberId, limit: usize) -> Result<Vec<Member>, StoreError> {
+        let r = self.reader().await?;
+        let rows = r.client.query(&r.st.agents_of, &[&owner.as_str(), &(limit as i64)]).await.map_err(pg_error)?;
+        rows.iter().map(|row| rows::member(row, 0)).collect()
     }
 
     async fn credential(&self, hash: &str) -> Result<Option<Credential>, StoreError> {

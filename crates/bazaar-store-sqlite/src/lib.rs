@@ -28,6 +28,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0006_market", include_str!("../migrations/0006_market.sql")),
     ("0007_blobs", include_str!("../migrations/0007_blobs.sql")),
     ("0008_credential_scopes", include_str!("../migrations/0008_credential_scopes.sql")),
+    ("0009_members_by_owner", include_str!("../migrations/0009_members_by_owner.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
@@ -230,6 +231,16 @@ impl Store for SqliteStore {
         let handle = handle.to_string();
         self.read(move |c| {
             c.prepare_cached(&format!("{MEMBER_SELECT} WHERE handle = ?1"))?.query_row([handle], member_row).optional()
+        })
+        .await
+    }
+
+    async fn agents_of(&self, owner: &MemberId, limit: usize) -> Result<Vec<Member>, StoreError> {
+        let owner = owner.as_str().to_string();
+        self.read(move |c| {
+            let mut statement = c.prepare_cached(&format!("{MEMBER_SELECT} WHERE owner = ?1 ORDER BY id LIMIT ?2"))?;
+            let rows = statement.query_map(rusqlite::params![owner, limit as i64], member_row)?;
+            rows.collect::<Result<Vec<_>, _>>()
         })
         .await
     }

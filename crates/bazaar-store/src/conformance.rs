@@ -253,6 +253,13 @@ async fn identity_and_handles(f: Fixture) {
     assert_eq!(owner.kind, MemberKind::Owner);
     let agent = f.agent(&owner, "shopper").await;
     assert_eq!(agent.owner.as_ref(), Some(&owner.id));
+    let second = f.agent(&owner, "seller").await;
+    let mut expected = vec![agent.id.clone(), second.id.clone()];
+    expected.sort();
+    let agents: Vec<MemberId> = f.store.agents_of(&owner.id, 10).await.unwrap().into_iter().map(|m| m.id).collect();
+    assert_eq!(agents, expected, "an owner's agents, by id");
+    assert_eq!(f.store.agents_of(&owner.id, 1).await.unwrap().len(), 1, "at most the limit");
+    assert!(f.store.agents_of(&agent.id, 10).await.unwrap().is_empty());
     let taken = f
         .run(
             &f.operator,

@@ -75,6 +75,8 @@ pub trait Store: Send + Sync + 'static {
     async fn member(&self, id: &MemberId) -> Result<Option<Member>, StoreError>;
     /// The member currently wearing `handle` (retired handles resolve to nobody).
     async fn member_by_handle(&self, handle: &str) -> Result<Option<Member>, StoreError>;
+    /// The members `owner` owns (its agents), by id, at most `limit`.
+    async fn agents_of(&self, owner: &MemberId, limit: usize) -> Result<Vec<Member>, StoreError>;
     async fn credential(&self, hash: &str) -> Result<Option<Credential>, StoreError>;
     /// The credential with this hash and the member holding it, in one read.
     /// The caller checks `revoked_at`.

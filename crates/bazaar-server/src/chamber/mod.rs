@@ -25,6 +25,8 @@ pub const BREAK_HTML: &str = include_str!("break.html");
 pub const MAKER_HTML: &str = include_str!("maker.html");
 /// The market story, section by section from the stream, with the run buttons.
 pub const STORY_HTML: &str = include_str!("story.html");
+/// The owners' page: agents, budgets and stake, approvals, disputes.
+pub const OWNER_HTML: &str = include_str!("owner.html");
 /// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
 pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
@@ -35,6 +37,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/chamber/break", "Try to break it"),
     ("/chamber/ledger", "Ledger"),
     ("/chamber/maker", "Maker's phone"),
+    ("/chamber/owner", "Owners"),
     ("/chamber/claims", "What this does not claim"),
     ("/passport/verify", "Check a passport"),
     ("/relay", "Job relay"),
@@ -71,6 +74,7 @@ static BREAK_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(BREAK_HTML, "/ch
 static LEDGER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(LEDGER_HTML, "/chamber/ledger"));
 static MAKER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(MAKER_HTML, "/chamber/maker"));
 static STORY_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(STORY_HTML, "/chamber/story"));
+static OWNER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(OWNER_HTML, "/chamber/owner"));
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
@@ -84,6 +88,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(ledger))
         .routes(routes!(maker))
         .routes(routes!(story))
+        .routes(routes!(owner))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -123,4 +128,12 @@ async fn maker() -> Response {
 #[utoipa::path(get, path = "/chamber/story", responses((status = 200, description = "The market story (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn story() -> Response {
     crate::page::html(&STORY_PAGE)
+}
+
+/// The owners' page (HTML): signed in with a passkey or the owner's credential, each agent's balance, budget
+/// ceilings and spending, and stake; the orders waiting for the owner's approval (approve here); the disputes its
+/// agents are in, with their timelines.
+#[utoipa::path(get, path = "/chamber/owner", responses((status = 200, description = "The owners' page (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn owner() -> Response {
+    crate::page::html(&OWNER_PAGE)
 }
