@@ -234,6 +234,27 @@ pub trait StoryRunner: Send + Sync {
 pub struct Limiter {
     pub(crate) started: Mutex<Vec<Instant>>,
     pub(crate) running: tokio::sync::Mutex<()>,
+    /// Runs started in the last minute per visitor (see `chamber::attacks::visitor_of`).
+    pub(crate) visitors: Mutex<std::collections::HashMap<String, Vec<Instant>>>,
+}
+
+/// Whether `visitor` has room for one more run in the sliding minute (and the table room for one more
+/// visitor, at most `tracked_max`); records it if so.
+pub(crate) fn admit_visitor(limiter: &Limiter, visitor: &str, per_minute: usize, tracked_max: usize) -> bool {
+    let mut visitors = limiter.visitors.lock().expect("limiter lock");
+    if !visitors.contains_key(visitor) && visitors.len() >= tracked_max {
+        visitors.retain(|_, runs| runs.iter().any(|at| at.elapsed() < Duration::from_secs(60)));
+        if visitors.len() >= tracked_max {
+            return false;
+        }
+    }
+    let runs = visitors.entry(visitor.to_string()).or_default();
+    runs.retain(|at| at.elapsed() < Duration::from_secs(60));
+    if runs.len() >= per_minute {
+        return false;
+    }
+    runs.push(Instant::now());
+    true
 }
 
 /// Whether `started` has room for one more run in the sliding minute; records it if so.

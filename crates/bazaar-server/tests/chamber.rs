@@ -5,7 +5,7 @@
 
 mod common;
 
-use bazaar_server::chamber::attacks::{AttackRunner, ATTACKS_PER_MINUTE_MAX};
+use bazaar_server::chamber::attacks::{AttackRunner, ATTACKS_PER_MINUTE_MAX, ATTACKS_PER_VISITOR_PER_MINUTE};
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -28,7 +28,15 @@ impl AttackRunner for StandIn {
 }
 
 async fn post(r: &common::Registry, path: &str, credential: Option<&str>) -> (u16, Value) {
+    post_from(r, path, credential, None).await
+}
+
+/// As a visitor its reverse proxy names in `X-Forwarded-For`.
+async fn post_from(r: &common::Registry, path: &str, credential: Option<&str>, visitor: Option<&str>) -> (u16, Value) {
     let mut request = r.http.post(format!("{}{path}", r.url));
+    if let Some(visitor) = visitor {
+        request = request.header("x-forwarded-for", format!("{visitor}, 10.0.0.1"));
+    }
     if let Some(credential) = credential {
         request = request.bearer_auth(credential);
     }
@@ -56,14 +64,29 @@ async fn attacks_run_one_at_a_time_within_the_minute_cap_and_only_when_attached(
     assert_eq!((status, busy["code"].as_str()), (429, Some("attack_rate_limited")));
     assert_eq!(slow.await.unwrap().unwrap().status(), 200);
 
-    // At most ATTACKS_PER_MINUTE_MAX runs start in a minute (the slow one was the first).
+    // At most ATTACKS_PER_VISITOR_PER_MINUTE per visitor: a sixth from the same address is turned away,
+    // while another visitor still runs.
     r.state.set_public_stream(true);
-    for _ in 1..ATTACKS_PER_MINUTE_MAX {
-        let (status, verdict) = post(&r, "/v1/chamber/attacks/quick", None).await;
+    for _ in 0..ATTACKS_PER_VISITOR_PER_MINUTE {
+        let (status, verdict) = post_from(&r, "/v1/chamber/attacks/quick", None, Some("203.0.113.5")).await;
         assert_eq!((status, &verdict["name"]), (200, &json!("quick")));
     }
-    let (status, limited) = post(&r, "/v1/chamber/attacks/quick", None).await;
+    let (status, mine) = post_from(&r, "/v1/chamber/attacks/quick", None, Some("203.0.113.5")).await;
+    assert_eq!((status, mine["code"].as_str()), (429, Some("attack_rate_limited")), "{mine}");
+    assert!(mine["detail"].as_str().unwrap().contains("You have run 5"), "{mine}");
+    // At most ATTACKS_PER_MINUTE_MAX runs start in a minute, all visitors together (slow and 5 above so far).
+    let mut started = 1 + ATTACKS_PER_VISITOR_PER_MINUTE;
+    let mut visitor = 0;
+    while started < ATTACKS_PER_MINUTE_MAX {
+        visitor += 1;
+        let address = format!("198.51.100.{visitor}");
+        let (status, _) = post_from(&r, "/v1/chamber/attacks/quick", None, Some(&address)).await;
+        assert_eq!(status, 200);
+        started += 1;
+    }
+    let (status, limited) = post_from(&r, "/v1/chamber/attacks/quick", None, Some("192.0.2.77")).await;
     assert_eq!((status, limited["code"].as_str()), (429, Some("attack_rate_limited")));
+    assert!(limited["detail"].as_str().unwrap().contains("at most 20 a minute"), "{limited}");
     let listed: Value = r.http.get(format!("{}/v1/chamber/attacks", r.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(listed["attacks"][1], json!({"name": "slow", "expect": "token_settled"}));
 }

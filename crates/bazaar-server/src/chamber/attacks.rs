@@ -22,6 +22,26 @@ use utoipa_axum::routes;
 pub const ATTACKS_PER_MINUTE_MAX: usize = 20;
 /// One attack run gives up after this long.
 pub const ATTACK_RUN_TIMEOUT_S: u64 = 60;
+/// Attack runs one visitor starts in any sliding minute.
+pub const ATTACKS_PER_VISITOR_PER_MINUTE: usize = 5;
+/// Visitors the per-visitor cap keeps track of at once; past it (after forgetting idle ones) runs wait.
+pub const ATTACK_VISITORS_TRACKED_MAX: usize = 10_000;
+
+/// Who pressed: a signed-in member by its id; an anonymous visitor by the first address its reverse proxy
+/// names in `X-Forwarded-For` (the registry listens on loopback only, so a proxy stands between it and the
+/// world), else by the connection itself — all direct local visitors share one allowance.
+fn visitor_of(auth: &MaybeAuth, headers: &axum::http::HeaderMap) -> String {
+    if let Some(auth) = &auth.0 {
+        return format!("member:{}", auth.member.id);
+    }
+    let forwarded = headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.len() <= 64);
+    format!("ip:{}", forwarded.unwrap_or("direct"))
+}
 
 pub use crate::live::AttackRunner;
 
@@ -62,11 +82,12 @@ pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> R
 /// Runs one attack through the public API and answers its verdict: the
 /// refusal it met, and whether the parties' balances and the event ledger
 /// (but for the refusal's own record) stayed as they were. One at a time per
-/// node, at most 20 a minute (`429 attack_rate_limited`).
+/// node, at most 20 a minute and 5 a minute per visitor (`429 attack_rate_limited`).
 #[utoipa::path(post, path = "/v1/chamber/attacks/{name}", responses((status = 200, description = "The verdict", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::TooMany, errors::Unavailable))]
 pub async fn run(
     State(state): State<Arc<AppState>>,
     auth: MaybeAuth,
+    headers: axum::http::HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, Problem> {
     may_watch(&state, &auth)?;
@@ -88,6 +109,21 @@ pub async fn run(
         problem
     };
     let Ok(_running) = state.attack_limiter.running.try_lock() else { return Err(limited()) };
+    let visitor = visitor_of(&auth, &headers);
+    if !crate::live::admit_visitor(
+        &state.attack_limiter,
+        &visitor,
+        ATTACKS_PER_VISITOR_PER_MINUTE,
+        ATTACK_VISITORS_TRACKED_MAX,
+    ) {
+        let mut problem = Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "attack_rate_limited",
+            "You have run 5 attacks in the last minute here; try again shortly.",
+        );
+        problem.retry_after = true;
+        return Err(problem);
+    }
     if !crate::live::admit(&state.attack_limiter.started, ATTACKS_PER_MINUTE_MAX) {
         return Err(limited());
     }
