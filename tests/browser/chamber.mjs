@@ -116,6 +116,11 @@ try {
     report.attacks.push(await page.$eval("#results li", (li) => ({ held: li.dataset.held === "true", text: li.textContent })));
   }
   await axe(page, "/chamber/break");
+  // How it is built: the latest paid call traced to its events and the merchant's reputation.
+  await page.goto(base + "/chamber/architecture", { waitUntil: "load" });
+  await page.waitForFunction(() => document.getElementById("trace-status").textContent.startsWith("Traced"), null, { timeout: 10_000 });
+  report.trace = await page.$$eval("#trace li", (items) => items.map((li) => ({ done: li.dataset.done === "true", text: li.textContent, links: [...li.querySelectorAll("a")].map((a) => a.getAttribute("href")) })));
+  report.axe["/chamber/architecture"] = await seriousViolations(page);
 
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: "dark" });
   const small = await phone.newPage();
@@ -126,7 +131,7 @@ try {
   if (shots) {
     // Every page at phone width (dark) and at desktop width (light), for a reviewer.
     await small.screenshot({ path: `${shots}/chamber-phone-dark.png`, fullPage: true });
-    for (const [name, path] of [["claims", "/chamber/claims"], ["break", "/chamber/break"]]) {
+    for (const [name, path] of [["claims", "/chamber/claims"], ["break", "/chamber/break"], ["architecture", "/chamber/architecture"]]) {
       await small.goto(base + path, { waitUntil: "load" });
       await small.screenshot({ path: `${shots}/${name}-phone-dark.png`, fullPage: true });
       await page.goto(base + path, { waitUntil: "load" });

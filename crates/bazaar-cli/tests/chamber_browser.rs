@@ -61,7 +61,14 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
         "{filed}"
     );
     assert!(report["focus"].as_str().unwrap().starts_with("A "), "the keyboard reaches the navigation first: {report}");
-    assert_eq!(report["axe"], json!({"/chamber": [], "/chamber/claims": [], "/chamber/break": []}), "{report}");
+    let axe = json!({"/chamber": [], "/chamber/claims": [], "/chamber/break": [], "/chamber/architecture": []});
+    assert_eq!(report["axe"], axe, "{report}");
+    let trace = report["trace"].as_array().unwrap();
+    assert!(trace.iter().all(|step| step["done"] == true), "every step of the restock traced: {report}");
+    let linked = |n: usize| trace[n]["links"][0].as_str().unwrap_or_default().starts_with("/chamber/ledger#seq-");
+    assert!(linked(0) && linked(2), "the token and the settlement link to their events: {report}");
+    assert!(trace[1]["text"].as_str().unwrap().contains("no event, by design"), "{report}");
+    assert!(trace[4]["text"].as_str().unwrap().contains("settled calls"), "the merchant's reputation: {report}");
     let listed = report["attacks_listed"].as_u64().unwrap() as usize;
     assert_eq!(listed, bazaar_cli::attack::CATALOGUE.len(), "every attack is a button");
     for attack in report["attacks"].as_array().unwrap() {

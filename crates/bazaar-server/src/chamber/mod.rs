@@ -27,6 +27,8 @@ pub const MAKER_HTML: &str = include_str!("maker.html");
 pub const STORY_HTML: &str = include_str!("story.html");
 /// The owners' page: agents, budgets and stake, approvals, disputes.
 pub const OWNER_HTML: &str = include_str!("owner.html");
+/// How it is built: the deployment drawn, and the latest paid call traced to reputation.
+pub const ARCHITECTURE_HTML: &str = include_str!("architecture.html");
 /// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
 pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
@@ -38,6 +40,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/chamber/ledger", "Ledger"),
     ("/chamber/maker", "Maker's phone"),
     ("/chamber/owner", "Owners"),
+    ("/chamber/architecture", "How it is built"),
     ("/chamber/claims", "What this does not claim"),
     ("/passport/verify", "Check a passport"),
     ("/relay", "Job relay"),
@@ -75,6 +78,7 @@ static LEDGER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(LEDGER_HTML, "/
 static MAKER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(MAKER_HTML, "/chamber/maker"));
 static STORY_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(STORY_HTML, "/chamber/story"));
 static OWNER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(OWNER_HTML, "/chamber/owner"));
+static ARCHITECTURE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ARCHITECTURE_HTML, "/chamber/architecture"));
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
@@ -89,6 +93,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(maker))
         .routes(routes!(story))
         .routes(routes!(owner))
+        .routes(routes!(architecture))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -136,4 +141,11 @@ async fn story() -> Response {
 #[utoipa::path(get, path = "/chamber/owner", responses((status = 200, description = "The owners' page (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn owner() -> Response {
     crate::page::html(&OWNER_PAGE)
+}
+
+/// How it is built (HTML): the deployment drawn, and the latest paid call traced step by step to the reputation
+/// it earned, each step linked to the event it wrote.
+#[utoipa::path(get, path = "/chamber/architecture", responses((status = 200, description = "How it is built (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn architecture() -> Response {
+    crate::page::html(&ARCHITECTURE_PAGE)
 }
