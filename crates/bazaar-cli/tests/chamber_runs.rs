@@ -13,7 +13,7 @@ mod common;
 use axum::extract::State;
 use axum::Json;
 use bazaar_cli::agent::ModelConfig;
-use bazaar_cli::runs::ChamberRuns;
+use bazaar_cli::demo::runs::ChamberRuns;
 use bazaar_cli::story::LocalRegistry;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};

@@ -42,6 +42,7 @@ pub mod problem;
 pub mod registry;
 pub mod relay;
 pub mod relying_party;
+pub mod reprice;
 pub mod router;
 pub mod schemas;
 pub mod search_tally;

@@ -90,6 +90,7 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("pay", pay::routes()))
         .merge(tagged("ledger", crate::ledger::routes()))
         .merge(tagged("pay", crate::terms::routes()))
+        .merge(tagged("chamber", crate::reprice::route::routes()))
         .merge(tagged("escrow", escrow::routes()))
         .merge(tagged("dispute", dispute::routes()))
         .merge(tagged("federation", federation::routes()))

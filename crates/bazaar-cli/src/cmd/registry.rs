@@ -85,7 +85,12 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                     std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks { registry, operator_credential })
                 }),
                 runs: Some(Box::new(move |registry, operator_credential, clock| {
-                    std::sync::Arc::new(bazaar_cli::runs::ChamberRuns::new(registry, operator_credential, clock, model))
+                    std::sync::Arc::new(bazaar_cli::demo::runs::ChamberRuns::new(
+                        registry,
+                        operator_credential,
+                        clock,
+                        model,
+                    ))
                 })),
             };
             runtime::serve(store, windows, serving).await.map(|_| 0)

@@ -9,6 +9,7 @@ pub mod federation;
 pub mod labor;
 pub mod market;
 pub mod restock;
+pub mod runs;
 
 use crate::story::{audit_word, embedded_registry, LocalRegistry};
 use anyhow::Result;
@@ -58,7 +59,7 @@ pub async fn run_with(calls: u32, json_output: bool, serve: bool) -> Result<i32>
                 registry: local.url.clone(),
                 operator_credential: local.operator_credential.clone(),
             }));
-            local.state.attach_runs(std::sync::Arc::new(crate::runs::ChamberRuns::new(
+            local.state.attach_runs(std::sync::Arc::new(runs::ChamberRuns::new(
                 local.url.clone(),
                 local.operator_credential.clone(),
                 local.clock.clone(),

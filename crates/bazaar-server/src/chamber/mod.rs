@@ -29,6 +29,8 @@ pub const STORY_HTML: &str = include_str!("story.html");
 pub const OWNER_HTML: &str = include_str!("owner.html");
 /// How it is built: the deployment drawn, and the latest paid call traced to reputation.
 pub const ARCHITECTURE_HTML: &str = include_str!("architecture.html");
+/// Discover: a month of orders repriced per call, in the browser.
+pub const REPRICE_HTML: &str = include_str!("reprice.html");
 /// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
 pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
@@ -40,6 +42,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/chamber/ledger", "Ledger"),
     ("/chamber/maker", "Maker's phone"),
     ("/chamber/owner", "Owners"),
+    ("/chamber/reprice", "Reprice"),
     ("/chamber/architecture", "How it is built"),
     ("/chamber/claims", "What this does not claim"),
     ("/passport/verify", "Check a passport"),
@@ -57,7 +60,9 @@ pub const BASE_CSS: &str = ":root { color-scheme: light dark; --fg: #1b1b1b; --b
 [hidden] { display: none !important; }
 a { color: var(--accent); }
 a:focus-visible, button:focus-visible, input:focus-visible, textarea:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
-nav ul { display: flex; flex-wrap: wrap; gap: .25rem 1rem; list-style: none; padding: 0; }";
+nav ul { display: flex; flex-wrap: wrap; gap: .25rem 1rem; list-style: none; padding: 0; }
+.muted { color: var(--muted); }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }";
 
 /// `page` with its `<!--chamber-nav-->` replaced by [`NAV`] (`current` marked) and its `<!--chamber-style-->` by [`BASE_CSS`].
 fn with_nav(page: &str, current: &str) -> String {
@@ -79,6 +84,7 @@ static MAKER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(MAKER_HTML, "/ch
 static STORY_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(STORY_HTML, "/chamber/story"));
 static OWNER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(OWNER_HTML, "/chamber/owner"));
 static ARCHITECTURE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ARCHITECTURE_HTML, "/chamber/architecture"));
+static REPRICE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(REPRICE_HTML, "/chamber/reprice"));
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
@@ -94,6 +100,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(story))
         .routes(routes!(owner))
         .routes(routes!(architecture))
+        .routes(routes!(reprice_page))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -148,4 +155,11 @@ async fn owner() -> Response {
 #[utoipa::path(get, path = "/chamber/architecture", responses((status = 200, description = "How it is built (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn architecture() -> Response {
     crate::page::html(&ARCHITECTURE_PAGE)
+}
+
+/// Discover (HTML): a month of real orders (CSV) turned into a per-call price list, an escrow threshold and
+/// margins under this registry's fee — the same answer as `bazaar reprice`.
+#[utoipa::path(get, path = "/chamber/reprice", responses((status = 200, description = "Reprice, don't replatform (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn reprice_page() -> Response {
+    crate::page::html(&REPRICE_PAGE)
 }

@@ -9,8 +9,8 @@
 //! proposals (the AI chooses what to ask and what to order; it does not play
 //! the makers).
 
+use super::market::{self, place_order, stage};
 use crate::agent::{self, ModelConfig};
-use crate::demo::market::{self, place_order, stage};
 use anyhow::{Context, Result};
 use bazaar_sdk::Client;
 use bazaar_server::live::StoryRunner;

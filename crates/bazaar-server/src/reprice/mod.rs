@@ -9,6 +9,8 @@
 //! separated by `;`), `amount_minor` (what the customer paid for the order)
 //! and `cost_minor` (what fulfilling it cost).
 
+pub mod route;
+
 use bazaar_types::limits::{AMOUNT_MINOR_MAX, ESCROW_THRESHOLD_MINOR};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
