@@ -237,3 +237,25 @@ async fn the_story_page_fills_each_section_from_the_stream_and_is_approved_on_it
     assert!(exited_ok, "{report}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The pilot's proof, live: a hundred paid calls with a buyer crash mid-retry and two merchant crashes, read back
+/// through the public API — one settlement per order, the work run once per order, charged once, conserved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pilot_run_proves_a_hundred_calls_charged_once() {
+    let dir = common::fresh_dir("bazaar-runs-pilot");
+    let (local, _operator) = common::embedded_with_operator(&dir, "op").await;
+    attach(&local, None);
+    let (status, proof) = post(&local, "/v1/chamber/runs/pilot", Some("op"), json!(null)).await;
+    assert_eq!(status, 200, "{proof}");
+    let calls = bazaar_cli::demo::runs::PILOT_CALLS as u64;
+    assert_eq!((proof["settlements"].as_u64(), proof["work_runs"].as_u64()), (Some(calls), Some(calls)), "{proof}");
+    assert!(proof["requests_sent"].as_u64().unwrap() > calls, "the crash made re-sends: {proof}");
+    assert!(proof["replayed_answers"].as_u64().unwrap() >= 1, "answered from work receipts: {proof}");
+    let price = bazaar_cli::demo::restock::PRICE_MINOR as i64;
+    assert_eq!(proof["buyer_paid_minor"].as_i64(), Some(price * calls as i64), "charged once per order: {proof}");
+    assert_eq!(proof["balance_sum_minor"], "0", "{proof}");
+    let (status, again) = post(&local, "/v1/chamber/runs/pilot", Some("op"), json!(null)).await;
+    assert_eq!((status, again["settlements"].as_u64()), (200, Some(calls)), "a second pilot, a fresh cast: {again}");
+    common::assert_store_audit_passes(&local).await;
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -223,6 +223,8 @@ pub trait AttackRunner: Send + Sync {
 pub trait StoryRunner: Send + Sync {
     /// Runs the scripted story with a fresh cast up to the order waiting for its approval.
     fn story(&self) -> BoxFuture<'static, Result<Value, String>>;
+    /// Runs the pilot's proof with a fresh cast: a hundred paid calls, a buyer crash mid-retry, charged once.
+    fn pilot(&self) -> BoxFuture<'static, Result<Value, String>>;
     /// The configured model's name; `None` when no model is configured.
     fn agent_model(&self) -> Option<String>;
     /// Runs the AI buyer agent on `request` (words) with a fresh cast; `Err` when it could not start.

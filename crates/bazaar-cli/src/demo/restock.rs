@@ -76,7 +76,7 @@ pub async fn restock_story(
     calls: u32,
     say: &(dyn Fn(String) + Sync),
 ) -> Result<Restocked> {
-    let (buyer, merchant) = cast(&local.operator(), say).await?;
+    let (buyer, merchant) = cast(&local.operator(), "", say).await?;
     let work_runs = Arc::new(AtomicU64::new(0));
     let crashed = Arc::new(Mutex::new(HashSet::new()));
     let route =
@@ -85,7 +85,7 @@ pub async fn restock_story(
     say(format!(
         "storefront `wholesaler` on {shop_url}/restock, {PRICE_MINOR} per call, behind the paid-route middleware"
     ));
-    let tally = pay_orders(&buyer, &shop_url, calls, &work_runs, say).await?;
+    let tally = pay_orders(&buyer, &shop_url, "wholesaler", calls, &work_runs, say).await?;
 
     let over = buyer.issue_token("wholesaler", 5_000, "order-too-big", "restock").await;
     let over_ceiling_code = refusal_code(over);
@@ -106,12 +106,14 @@ pub async fn restock_story(
 }
 
 /// The restaurant and its procurement agent (funded, with ceilings), and the wholesaler.
-async fn cast(operator: &Client, say: &(dyn Fn(String) + Sync)) -> Result<(Client, Client)> {
-    let (owner, buyer) = enroll_pair(operator, "restaurant", "procurement").await?;
-    let (_, merchant) = enroll_pair(operator, "wholesale-co", "wholesaler").await?;
-    operator.mint(&member_id(&owner).await?, 1_000_000, "demo-mint").await?;
-    owner.fund("procurement", 60_000, "demo-fund").await?;
-    owner.set_budget("procurement", 1_000, 60_000, 60_000).await?;
+/// Every handle and key ends in `suffix`, so a chamber run repeats the story on one registry.
+async fn cast(operator: &Client, suffix: &str, say: &(dyn Fn(String) + Sync)) -> Result<(Client, Client)> {
+    let agent = format!("procurement{suffix}");
+    let (owner, buyer) = enroll_pair(operator, &format!("restaurant{suffix}"), &agent).await?;
+    let (_, merchant) = enroll_pair(operator, &format!("wholesale-co{suffix}"), &format!("wholesaler{suffix}")).await?;
+    operator.mint(&member_id(&owner).await?, 1_000_000, &format!("demo-mint{suffix}")).await?;
+    owner.fund(&agent, 60_000, &format!("demo-fund{suffix}")).await?;
+    owner.set_budget(&agent, 1_000, 60_000, 60_000).await?;
     say("owner `restaurant` funded agent `procurement` with 60000; ceilings: 1000 per call, 60000 per day, 60000 in total".into());
     Ok((buyer, merchant))
 }
@@ -120,6 +122,7 @@ async fn cast(operator: &Client, say: &(dyn Fn(String) + Sync)) -> Result<(Clien
 async fn pay_orders(
     buyer: &Client,
     shop_url: &str,
+    merchant: &str,
     calls: u32,
     work_runs: &AtomicU64,
     say: &(dyn Fn(String) + Sync),
@@ -130,9 +133,9 @@ async fn pay_orders(
         let order = format!("order-{i:04}");
         if i == CRASHY_BUYER_ORDER {
             say(format!("  {order}: the buyer crashes mid-retry and re-sends the order {RESENDS} times (3 at once, then 2 in turn)"));
-            resend(buyer, &url, &order, &mut tally).await?;
+            resend(buyer, &url, merchant, &order, &mut tally).await?;
         } else {
-            let paid = buyer.pay(&url, "wholesaler", PRICE_MINOR, &order).await?;
+            let paid = buyer.pay(&url, merchant, PRICE_MINOR, &order).await?;
             ensure!(paid.status == 200, "{order} failed: {} {}", paid.status, paid.body);
             tally.count(&paid);
             report_crash(i, &order, &paid, say);
@@ -145,18 +148,18 @@ async fn pay_orders(
 }
 
 /// The crashed buyer's re-sends: three at once, then the rest one at a time.
-async fn resend(buyer: &Client, url: &str, order: &str, tally: &mut Tally) -> Result<()> {
+async fn resend(buyer: &Client, url: &str, merchant: &str, order: &str, tally: &mut Tally) -> Result<()> {
     let mut sends: Vec<_> = (0..3)
         .map(|_| {
-            let (b, u, o) = (buyer.clone(), url.to_string(), order.to_string());
-            tokio::spawn(async move { b.pay(&u, "wholesaler", PRICE_MINOR, &o).await })
+            let (b, u, m, o) = (buyer.clone(), url.to_string(), merchant.to_string(), order.to_string());
+            tokio::spawn(async move { b.pay(&u, &m, PRICE_MINOR, &o).await })
         })
         .collect();
     for _ in 3..RESENDS {
         for send in sends.drain(..) {
             tally.count(&send.await??);
         }
-        tally.count(&buyer.pay(url, "wholesaler", PRICE_MINOR, order).await?);
+        tally.count(&buyer.pay(url, merchant, PRICE_MINOR, order).await?);
     }
     Ok(())
 }
@@ -244,4 +247,57 @@ fn fault_once(crashed: Arc<Mutex<HashSet<String>>>) -> bazaar_sdk::paid::FaultHo
         };
         order == target && crashed.lock().expect("fault mutex").insert(format!("{point:?}{order}"))
     })
+}
+
+/// The pilot phase, live in the chamber: the same paid calls — the buyer's crash mid-retry, the merchant's two
+/// crashes — with a fresh cast (handles end in `suffix`) against the registry `operator` speaks to, the proof
+/// read back through the public API: one settlement per order, the work run once per order, what the buyer
+/// paid, and every balance summing to zero. Work receipts live in `dir`.
+pub async fn pilot(operator: &Client, dir: &Path, calls: u32, suffix: &str) -> Result<serde_json::Value> {
+    let (buyer, merchant) = cast(operator, suffix, &|_| {}).await?;
+    let merchant_handle = format!("wholesaler{suffix}");
+    let work_runs = Arc::new(AtomicU64::new(0));
+    let crashed = Arc::new(Mutex::new(HashSet::new()));
+    std::fs::create_dir_all(dir)?;
+    let route =
+        PaidRoute::new(merchant.clone(), PRICE_MINOR, &dir.join("work-receipts.db"))?.with_fault(fault_once(crashed));
+    let shop_url = serve(storefront(Arc::new(route), work_runs.clone())).await?;
+    let tally = pay_orders(&buyer, &shop_url, &merchant_handle, calls, &work_runs, &|_| {}).await?;
+    let merchant_id = member_id(&merchant).await?;
+    let (mut settlements, mut after) = (0u64, 0u64);
+    loop {
+        let page = operator.events(after, bazaar_types::limits::PAGE_LIMIT_MAX).await?;
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        let Some(last) = events.last().and_then(|e| e["seq"].as_u64()) else { break };
+        after = last;
+        settlements += events
+            .iter()
+            .filter(|e| e["kind"] == "settlement.posted" && e["body"]["merchant"] == merchant_id.as_str())
+            .count() as u64;
+    }
+    let (mut balance_sum, mut cursor) = (0i128, String::new());
+    loop {
+        let path = format!("/v1/accounts?after={cursor}&limit={}", bazaar_types::limits::PAGE_LIMIT_MAX);
+        let page = operator.call(reqwest::Method::GET, &path, None, None).await?.body;
+        for account in page["accounts"].as_array().into_iter().flatten() {
+            balance_sum += account["balance"].as_str().and_then(|b| b.parse::<i128>().ok()).unwrap_or_default();
+        }
+        match page["next_after"].as_str() {
+            Some(next) => cursor = next.to_string(),
+            None => break,
+        }
+    }
+    let available = |me: serde_json::Value| me["balance_minor"].as_i64().unwrap_or_default();
+    Ok(json!({
+        "run": "pilot",
+        "cast": suffix,
+        "calls": calls,
+        "settlements": settlements,
+        "work_runs": work_runs.load(Ordering::SeqCst),
+        "requests_sent": tally.requests_sent,
+        "replayed_answers": tally.replayed_answers,
+        "buyer_paid_minor": 60_000 - available(buyer.me().await?),
+        "merchant_received_minor": available(merchant.me().await?),
+        "balance_sum_minor": balance_sum.to_string(),
+    }))
 }

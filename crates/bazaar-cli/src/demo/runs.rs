@@ -21,6 +21,9 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Paid calls in the pilot's proof.
+pub const PILOT_CALLS: u32 = 100;
+
 /// The runs for the registry at `registry`, as its operator.
 pub struct ChamberRuns {
     pub registry: String,
@@ -106,6 +109,19 @@ impl StoryRunner for ChamberRuns {
         let (registry, operator) = (self.registry.clone(), self.operator_credential.clone());
         let (now, suffix) = (self.clock.now().ms(), self.suffix());
         async move { story(registry, operator, now, suffix).await.map_err(|e| format!("{e:#}")) }.boxed()
+    }
+
+    fn pilot(&self) -> BoxFuture<'static, Result<Value, String>> {
+        let (registry, operator) = (self.registry.clone(), self.operator_credential.clone());
+        let suffix = self.suffix();
+        async move {
+            let dir = std::env::temp_dir().join(format!("bazaar-pilot{suffix}-{}", std::process::id()));
+            let operator = Client::new(&registry, Some(operator));
+            let proof = super::restock::pilot(&operator, &dir, PILOT_CALLS, &suffix).await;
+            std::fs::remove_dir_all(&dir).ok();
+            proof.map_err(|e| format!("{e:#}"))
+        }
+        .boxed()
     }
 
     fn agent_model(&self) -> Option<String> {

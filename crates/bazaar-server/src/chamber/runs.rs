@@ -30,7 +30,11 @@ pub const DEFAULT_AGENT_REQUEST: &str = "We need 40 hand-embroidered cushion cov
     at no more than 3000 each, delivered within 30 days. Find the makers, get quotes and place the order.";
 
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
-    OpenApiRouter::new().routes(routes!(available)).routes(routes!(run_story)).routes(routes!(run_agent))
+    OpenApiRouter::new()
+        .routes(routes!(available))
+        .routes(routes!(run_story))
+        .routes(routes!(run_pilot))
+        .routes(routes!(run_agent))
 }
 
 fn unavailable() -> Problem {
@@ -97,6 +101,16 @@ async fn run_story(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Jso
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
     one_run(&state, runner.story()).await
+}
+
+/// Operator: the pilot phase's proof, live — a hundred paid calls through the SDK's paid-route middleware with a
+/// fresh cast (the buyer crashes mid-retry and re-sends one order five times; the merchant crashes twice), read
+/// back through the public API: one settlement per order, the work run once per order, balances summing to zero.
+#[utoipa::path(post, path = "/v1/chamber/runs/pilot", responses((status = 200, description = "The run's proof", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::TooMany, errors::Unavailable))]
+async fn run_pilot(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
+    operator_only(&auth)?;
+    let runner = state.runs().ok_or_else(unavailable)?.clone();
+    one_run(&state, runner.pilot()).await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
