@@ -259,3 +259,33 @@ async fn the_pilot_run_proves_a_hundred_calls_charged_once() {
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The adoption page in Debian's headless Chromium (`tests/browser/adoption.mjs`): the production phase lists the
+/// dispute filed on this registry from the ledger (still open), and the pilot's proof runs from the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adoption_page_reads_disputes_from_the_ledger_and_runs_the_pilot() {
+    let dir = common::fresh_dir("bazaar-adoption-page");
+    let (local, operator) = common::embedded_with_operator(&dir, "op").await;
+    attach(&local, None);
+    let (owner, buyer) = bazaar_cli::story::enroll_pair(&operator, "ad-hotel", "ad-buyer").await.unwrap();
+    let (_, shop) = bazaar_cli::story::enroll_pair(&operator, "ad-mill", "ad-shop").await.unwrap();
+    let funding = common::Funding { mint: (5_000, "m"), fund: (5_000, "f"), budget: [1_000, 5_000, 5_000] };
+    common::fund_agent(&operator, &owner, "ad-buyer", funding).await;
+    let token = buyer.issue_token("ad-shop", 300, "ad-1", "https://shop/x").await.unwrap();
+    shop.settle(token.body["token"].as_str().unwrap(), 300, "ad-1", None).await.unwrap();
+    let subject = json!({"type": "call", "merchant": "ad-shop", "order_id": "ad-1"});
+    buyer.file_dispute(subject, "not_as_described", 300, "never came").await.unwrap();
+    let args = vec![local.url.clone(), "op".into(), common::screenshot_dir().display().to_string()];
+    let (report, exited_ok) = common::browser_driver("adoption", args).await;
+    assert_eq!(report["problems"], json!([]), "{report}");
+    let disputes = report["disputes"].as_array().unwrap();
+    assert_eq!(disputes.len(), 1, "{report}");
+    assert_eq!((disputes[0][2].as_str(), disputes[0][3].as_str()), (Some("300 units"), Some("filed")), "{report}");
+    assert_eq!(disputes[0][4], "still open");
+    assert!(report["production"].as_str().unwrap().starts_with("1 dispute(s) filed; 0 executed"), "{report}");
+    assert!(report["pilot"].as_str().unwrap().contains("100 settlements and 100 work runs"), "{report}");
+    assert_eq!(report["pilot_proved"], true, "{report}");
+    assert_eq!(report["axe"], json!([]), "{report}");
+    assert!(exited_ok, "{report}");
+    std::fs::remove_dir_all(&dir).ok();
+}

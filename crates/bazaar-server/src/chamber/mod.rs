@@ -31,6 +31,8 @@ pub const OWNER_HTML: &str = include_str!("owner.html");
 pub const ARCHITECTURE_HTML: &str = include_str!("architecture.html");
 /// Discover: a month of orders repriced per call, in the browser.
 pub const REPRICE_HTML: &str = include_str!("reprice.html");
+/// Adoption, phase by phase: Discover, Pilot, Production, Federation, each with its proof.
+pub const ADOPTION_HTML: &str = include_str!("adoption.html");
 /// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
 pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
@@ -42,6 +44,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/chamber/ledger", "Ledger"),
     ("/chamber/maker", "Maker's phone"),
     ("/chamber/owner", "Owners"),
+    ("/chamber/adoption", "Adoption"),
     ("/chamber/reprice", "Reprice"),
     ("/chamber/architecture", "How it is built"),
     ("/chamber/claims", "What this does not claim"),
@@ -85,6 +88,7 @@ static STORY_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(STORY_HTML, "/ch
 static OWNER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(OWNER_HTML, "/chamber/owner"));
 static ARCHITECTURE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ARCHITECTURE_HTML, "/chamber/architecture"));
 static REPRICE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(REPRICE_HTML, "/chamber/reprice"));
+static ADOPTION_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ADOPTION_HTML, "/chamber/adoption"));
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
@@ -101,6 +105,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(owner))
         .routes(routes!(architecture))
         .routes(routes!(reprice_page))
+        .routes(routes!(adoption))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -162,4 +167,11 @@ async fn architecture() -> Response {
 #[utoipa::path(get, path = "/chamber/reprice", responses((status = 200, description = "Reprice, don't replatform (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn reprice_page() -> Response {
     crate::page::html(&REPRICE_PAGE)
+}
+
+/// Adoption, phase by phase (HTML): Discover (reprice), Pilot (terms and the hundred-calls proof, runnable),
+/// Production (every dispute in the period and the phases it went through, from the ledger), Federation.
+#[utoipa::path(get, path = "/chamber/adoption", responses((status = 200, description = "Adoption, phase by phase (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn adoption() -> Response {
+    crate::page::html(&ADOPTION_PAGE)
 }
