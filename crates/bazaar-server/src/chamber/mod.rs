@@ -65,7 +65,13 @@ a { color: var(--accent); }
 a:focus-visible, button:focus-visible, input:focus-visible, textarea:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
 nav ul { display: flex; flex-wrap: wrap; gap: .25rem 1rem; list-style: none; padding: 0; }
 .muted { color: var(--muted); }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }";
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+button, input, textarea { font: inherit; }
+button { cursor: pointer; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+.controls { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }";
 
 /// `page` with its `<!--chamber-nav-->` replaced by [`NAV`] (`current` marked) and its `<!--chamber-style-->` by [`BASE_CSS`].
 fn with_nav(page: &str, current: &str) -> String {
