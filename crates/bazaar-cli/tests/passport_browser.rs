@@ -170,3 +170,48 @@ async fn the_page_script_agrees_with_the_w3c_vector() {
     assert!(lines[2].starts_with("INVALID: passport_proof_invalid "), "{}", lines[2]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The card: a real registry's passport for a merchant with settled work shows its figures as inputs; one changed
+/// by one and checked again fails the signature in the browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_any_number_on_the_card_fails_the_check_again() {
+    driver();
+    let (local, dir) = registry("card").await;
+    let operator = local.operator();
+    let (owner, buyer) = bazaar_cli::story::enroll_pair(&operator, "card-hotel", "card-buyer").await.unwrap();
+    let (_, shop) = bazaar_cli::story::enroll_pair(&operator, "card-mill", "card-shop").await.unwrap();
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    operator.mint(&owner_id, 5_000, "m").await.unwrap();
+    owner.fund("card-buyer", 5_000, "f").await.unwrap();
+    owner.set_budget("card-buyer", 1_000, 5_000, 5_000).await.unwrap();
+    for n in 0..2 {
+        let order = format!("card-{n}");
+        let token = buyer.issue_token("card-shop", 400, &order, "https://shop/x").await.unwrap();
+        shop.settle(token.body["token"].as_str().unwrap(), 400, &order, None).await.unwrap();
+    }
+    let passport = shop.call(reqwest::Method::POST, "/v1/passports", Some(json!({})), None).await.unwrap().body;
+    let file = dir.join("card.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&passport).unwrap()).unwrap();
+    let args = vec![local.url.clone(), file.display().to_string()];
+    let (report, exited_ok) = card_driver(args).await;
+    assert_eq!(report["problems"], json!([]), "{report}");
+    assert_eq!(report["first"], "VALID", "{report}");
+    let fields: Vec<&str> = report["fields"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(fields.contains(&"settledCount"), "the figures are on the card: {fields:?}");
+    assert!(report["second"].as_str().unwrap().starts_with("INVALID: "), "one number changed: {report}");
+    assert_eq!(report["axe"], json!([]), "{report}");
+    assert!(exited_ok, "{report}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Runs `tests/browser/passport_card.mjs`: its one-line report and whether it exited 0.
+async fn card_driver(args: Vec<String>) -> (Value, bool) {
+    let script = repo_root().join("tests/browser/passport_card.mjs");
+    let output = tokio::task::spawn_blocking(move || Command::new("node").arg(script).args(args).output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let report = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|_| panic!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr)));
+    (report, output.status.success())
+}
