@@ -96,7 +96,16 @@ impl Drop for Killed {
 async fn demo_serve_announces_the_chamber_and_opens_its_stream() {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
-        .args(["demo", "--serve", "--calls", "5"])
+        .args([
+            "demo",
+            "--serve",
+            "--calls",
+            "5",
+            "--agent-model-url",
+            "http://127.0.0.1:9/v1",
+            "--agent-model",
+            "demo-model",
+        ])
         .env("BAZAAR_LOG", "warn")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -112,6 +121,8 @@ async fn demo_serve_announces_the_chamber_and_opens_its_stream() {
     let base = url.trim_end_matches("/chamber");
     let stream = reqwest::get(format!("{base}/v1/stream?recent=5")).await.unwrap();
     assert_eq!(stream.status(), 200, "open to anonymous visitors on the demo");
+    let runs: serde_json::Value = reqwest::get(format!("{base}/v1/chamber/runs")).await.unwrap().json().await.unwrap();
+    assert_eq!((runs["story"].as_bool(), runs["agent_model"].as_str()), (Some(true), Some("demo-model")), "{runs}");
     // It stays up after the story: the narration ends with the chamber still open.
     let said: Vec<String> = tokio::task::spawn_blocking(move || {
         lines.map_while(Result::ok).take_while(|l| !l.contains("Ctrl-C")).collect()

@@ -14,10 +14,22 @@ pub enum Command {
         /// Serve the live chamber while the story runs (its URL is printed first) and after it, until Ctrl-C.
         #[arg(long)]
         serve: bool,
+        /// With --serve: the chamber's AI buyer agent asks this OpenAI-compatible chat-completions base URL
+        /// (e.g. Ollama's `http://127.0.0.1:11434/v1`); its key, if any, from BAZAAR_AGENT_MODEL_KEY.
+        #[arg(long, requires_all = ["agent_model", "serve"])]
+        agent_model_url: Option<String>,
+        /// With --serve: the model the AI buyer agent asks; needs --agent-model-url.
+        #[arg(long, requires = "agent_model_url")]
+        agent_model: Option<String>,
     },
 }
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
-    let Command::Demo { calls, serve } = command;
-    bazaar_cli::demo::run_with(calls, json_output, serve).await
+    let Command::Demo { calls, serve, agent_model_url, agent_model } = command;
+    let model = agent_model_url.zip(agent_model).map(|(url, model)| bazaar_cli::agent::ModelConfig {
+        url,
+        model,
+        key: std::env::var(bazaar_cli::agent::MODEL_KEY_ENV).ok().filter(|k| !k.is_empty()),
+    });
+    bazaar_cli::demo::run_with(calls, json_output, serve, model).await
 }

@@ -37,13 +37,19 @@ pub struct StoryReport {
 
 /// Runs the story in a temporary directory; exits 0 when every chapter proved its point.
 pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
-    run_with(calls, json_output, false).await
+    run_with(calls, json_output, false, None).await
 }
 
 /// [`run`]; with `serve`, the registry's live chamber is announced before the
 /// story (its stream open to the public, so a browser watches it happen) and
 /// kept serving after it until Ctrl-C.
-pub async fn run_with(calls: u32, json_output: bool, serve: bool) -> Result<i32> {
+/// `model`: the AI buyer agent's model for the chamber's run button (served only).
+pub async fn run_with(
+    calls: u32,
+    json_output: bool,
+    serve: bool,
+    model: Option<crate::agent::ModelConfig>,
+) -> Result<i32> {
     let dir = std::env::temp_dir().join(format!("bazaar-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let say = |line: String| {
@@ -63,7 +69,7 @@ pub async fn run_with(calls: u32, json_output: bool, serve: bool) -> Result<i32>
                 local.url.clone(),
                 local.operator_credential.clone(),
                 local.clock.clone(),
-                None,
+                model,
             )));
             // A line scripts and tests wait for, in prose and in --json alike.
             println!("chamber on {}/chamber", local.url);

@@ -49,7 +49,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/chamber/architecture", "How it is built"),
     ("/chamber/claims", "What this does not claim"),
     ("/passport/verify", "Check a passport"),
-    ("/relay", "Job relay"),
+    ("/relay", "Job board"),
     ("/compromises", "Compromise ledger"),
     ("/account", "Sign in"),
 ];
