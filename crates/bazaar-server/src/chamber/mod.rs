@@ -33,6 +33,8 @@ pub const ARCHITECTURE_HTML: &str = include_str!("architecture.html");
 pub const REPRICE_HTML: &str = include_str!("reprice.html");
 /// Adoption, phase by phase: Discover, Pilot, Production, Federation, each with its proof.
 pub const ADOPTION_HTML: &str = include_str!("adoption.html");
+/// Rooms and DMs: channels with attention badges, the member rail, sealed or plaintext headers.
+pub const ROOMS_HTML: &str = include_str!("rooms.html");
 /// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
 pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
@@ -49,6 +51,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/chamber/architecture", "How it is built"),
     ("/chamber/claims", "What this does not claim"),
     ("/passport/verify", "Check a passport"),
+    ("/chamber/rooms", "Rooms"),
     ("/relay", "Job board"),
     ("/compromises", "Compromise ledger"),
     ("/account", "Sign in"),
@@ -95,6 +98,7 @@ static OWNER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(OWNER_HTML, "/ch
 static ARCHITECTURE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ARCHITECTURE_HTML, "/chamber/architecture"));
 static REPRICE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(REPRICE_HTML, "/chamber/reprice"));
 static ADOPTION_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ADOPTION_HTML, "/chamber/adoption"));
+static ROOMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ROOMS_HTML, "/chamber/rooms"));
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
@@ -112,6 +116,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(architecture))
         .routes(routes!(reprice_page))
         .routes(routes!(adoption))
+        .routes(routes!(rooms))
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
@@ -180,4 +185,11 @@ async fn reprice_page() -> Response {
 #[utoipa::path(get, path = "/chamber/adoption", responses((status = 200, description = "Adoption, phase by phase (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn adoption() -> Response {
     crate::page::html(&ADOPTION_PAGE)
+}
+
+/// Rooms and DMs (HTML): the member's channels with attention badges derived from unread and waking counts,
+/// the member rail (who listens, and how), each channel's header saying sealed or plaintext, and plaintext posts.
+#[utoipa::path(get, path = "/chamber/rooms", responses((status = 200, description = "Rooms and DMs (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+async fn rooms() -> Response {
+    crate::page::html(&ROOMS_PAGE)
 }
