@@ -22,6 +22,8 @@ await drive("owner.mjs BASE_URL OWNER_CREDENTIAL [SCREENSHOT_DIR]", 2, async ({ 
   await page.waitForSelector("#disputes .card", { timeout: 10_000 });
   report.agents = await page.$$eval("#agents tr", (rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
   report.approvals = await page.$$eval("#approvals .card", (cards) => cards.map((c) => c.textContent));
+  report.approval_links = await page.$$eval("#approvals .card a", (links) => links.map((a) => a.getAttribute("href")));
+  report.dispute_links = await page.$$eval("#disputes .card a", (links) => links.map((a) => a.getAttribute("href")));
   report.disputes = await page.$$eval("#disputes .card", (cards) => cards.map((c) => c.textContent));
   if (shots) await page.screenshot({ path: `${shots}/owner-desktop.png`, fullPage: true });
   await page.click('#approvals button[data-act="approve"]');

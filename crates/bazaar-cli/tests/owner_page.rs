@@ -64,6 +64,8 @@ async fn an_owner_sees_its_agents_approves_here_and_follows_its_disputes() {
     let approvals: Vec<&str> = report["approvals"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(approvals.len(), 1, "{report}");
     assert!(approvals[0].contains("5,000 units") && approvals[0].contains("cushion covers"), "{approvals:?}");
+    assert_eq!(report["approval_links"][0], format!("#order-{order_id}"), "a shareable link: {report}");
+    assert!(report["dispute_links"][0].as_str().unwrap().starts_with("#dispute-dsp_"), "{report}");
     let disputes = report["disputes"].as_array().unwrap();
     assert_eq!(disputes.len(), 1, "{report}");
     let dispute = disputes[0].as_str().unwrap();
