@@ -76,7 +76,11 @@ table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 .controls { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }";
 
-/// `page` with its `<!--chamber-nav-->` replaced by [`NAV`] (`current` marked) and its `<!--chamber-style-->` by [`BASE_CSS`].
+/// The helpers every page's script starts with (`el`, `units`, `api`, `readStream`), inserted at `/* chamber-script */`.
+pub const CHAMBER_JS: &str = include_str!("chamber.js");
+
+/// `page` with its `<!--chamber-nav-->` replaced by [`NAV`] (`current` marked), its `<!--chamber-style-->` by
+/// [`BASE_CSS`] and its `/* chamber-script */` by [`CHAMBER_JS`].
 fn with_nav(page: &str, current: &str) -> String {
     let items: String = NAV
         .iter()
@@ -86,6 +90,7 @@ fn with_nav(page: &str, current: &str) -> String {
         })
         .collect();
     page.replace("<!--chamber-style-->", BASE_CSS)
+        .replace("/* chamber-script */", CHAMBER_JS)
         .replace("<!--chamber-nav-->", &format!("<nav aria-label=\"Chamber\"><ul>{items}</ul></nav>"))
 }
 

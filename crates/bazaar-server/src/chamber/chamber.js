@@ -1,0 +1,54 @@
+// The chamber's shared helpers, inserted once into every page's inline script (the CSP allows inline script only).
+const chamber = {
+  /** A new element with `text` and `className`. */
+  el(tag, text, className) {
+    const node = document.createElement(tag);
+    if (text != null) node.textContent = text;
+    if (className) node.className = className;
+    return node;
+  },
+  /** An amount in ledger units ("—" when there is none). */
+  units(n) { return n == null ? "—" : `${Number(n).toLocaleString()} units`; },
+  /** Headers carrying the bearer credential this tab keeps under `key`, if any (else the passkey session's cookie goes). */
+  headers(key, extra) {
+    const h = { ...(extra || {}) };
+    const credential = key ? sessionStorage.getItem(key) : "";
+    if (credential) h.authorization = `Bearer ${credential}`;
+    return h;
+  },
+  /** A call to this registry; a problem+json answer throws an Error carrying `status` and `code`. */
+  async api(method, path, { body, key } = {}) {
+    const headers = chamber.headers(key, body ? { "content-type": "application/json" } : {});
+    const answer = await fetch(path, { method, headers, body: body ? JSON.stringify(body) : undefined, credentials: "same-origin" });
+    const json = await answer.json().catch(() => ({}));
+    if (!answer.ok) { const error = new Error(json.detail || answer.statusText); error.status = answer.status; error.code = json.code; throw error; }
+    return json;
+  },
+  /**
+   * Reads the live stream at `path` over fetch (so a bearer credential goes with it; EventSource sends none),
+   * calling `onEvent` with each event's data. Returns when the stream ends, `signal` aborts, or — with `idleMs` —
+   * nothing came for that long. A refused stream throws like `api`.
+   */
+  async readStream(path, onEvent, { key, signal, idleMs } = {}) {
+    const answer = await fetch(path, { headers: chamber.headers(key, { accept: "text/event-stream" }), signal, credentials: "same-origin" });
+    if (!answer.ok) {
+      const p = await answer.json().catch(() => ({}));
+      const error = new Error(p.detail || answer.statusText); error.status = answer.status; error.code = p.code; throw error;
+    }
+    const reader = answer.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const pending = [reader.read()];
+      if (idleMs) pending.push(new Promise((resolve) => setTimeout(() => resolve({ idle: true }), idleMs)));
+      const next = await Promise.race(pending);
+      if (next.idle || next.done) { if (next.idle) reader.cancel().catch(() => {}); return; }
+      buffer += next.value;
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const frame = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+        const data = frame.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+        if (data) onEvent(JSON.parse(data));
+      }
+    }
+  },
+};
