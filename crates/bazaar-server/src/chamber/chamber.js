@@ -24,6 +24,21 @@ const chamber = {
     if (!answer.ok) { const error = new Error(json.detail || answer.statusText); error.status = answer.status; error.code = json.code; throw error; }
     return json;
   },
+  /** Signs this browser in with a passkey (usernameless); the session's cookie then goes with every call. */
+  async passkeySignIn() {
+    const started = await chamber.api("POST", "/v1/passkeys/sign-in/start", { body: {} });
+    const asserted = await navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(started.options.publicKey) });
+    return chamber.api("POST", "/v1/passkeys/sign-in/finish", { body: { ceremony: started.ceremony, credential: asserted.toJSON() } });
+  },
+  /** On `form`'s submit, keeps `input`'s credential in this tab under `key` (clearing the field), then calls `then`. */
+  keepCredential(form, input, key, then) {
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      sessionStorage.setItem(key, input.value.trim());
+      input.value = "";
+      then();
+    });
+  },
   /**
    * Reads the live stream at `path` over fetch (so a bearer credential goes with it; EventSource sends none),
    * calling `onEvent` with each event's data. Returns when the stream ends, `signal` aborts, or — with `idleMs` —
