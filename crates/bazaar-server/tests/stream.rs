@@ -185,3 +185,26 @@ async fn a_summary_covers_every_event_in_contiguous_ranges_and_carries_the_lates
     let (_, _, live) = sse.next().await;
     assert_eq!(live["from_seq"], json!(head + 1), "then live: {live}");
 }
+
+/// A merchant's terms on the public stream: its threshold is public, the pilot's invited list never is.
+#[tokio::test]
+async fn the_public_sees_a_merchants_threshold_never_its_invited_buyers() {
+    let r = registry().await;
+    r.state.set_public_stream(true);
+    let mill = person(&r, "terms-mill").await;
+    let shop = agent_of(&r, &mill, "terms-shop").await;
+    let guest = person(&r, "terms-guest").await;
+    let body = json!({"escrow_threshold_minor": 500, "invited_buyers": [guest.id.clone()]});
+    let (status, set) = r.call(&shop, reqwest::Method::PUT, "/v1/agents/terms-shop/terms", Some(body)).await;
+    assert_eq!(status, 200, "{set}");
+    let mut public = Sse::open(&r, None, Some(0)).await.unwrap();
+    let terms = public.until("terms.set").await.pop().unwrap().2;
+    assert_eq!(
+        (terms["detail"].as_str(), terms["body"]["escrow_threshold_minor"].as_u64()),
+        (Some("public"), Some(500))
+    );
+    assert!(terms["body"].get("invited_buyers").is_none() && !terms.to_string().contains(&guest.id), "{terms}");
+    let mut operator = Sse::open(&r, Some("operator-secret"), Some(0)).await.unwrap();
+    let whole = operator.until("terms.set").await.pop().unwrap().2;
+    assert_eq!(whole["body"]["invited_buyers"], json!([guest.id]), "the operator sees it whole");
+}
