@@ -253,12 +253,11 @@ impl Plane {
         let mut listening = self.listening.lock().expect("listening mutex");
         let mine = listening.streams_of(member);
         if listening.total >= STREAM_CONNECTIONS_MAX {
-            let mut problem = Problem::new(
+            let problem = Problem::retry_later(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "streams_full",
                 format!("This node holds {STREAM_CONNECTIONS_MAX} streams already; retry shortly or poll the inbox."),
             );
-            problem.retry_after = true;
             return Err(problem);
         }
         if mine >= STREAM_CONNECTIONS_PER_MEMBER_MAX {
@@ -394,9 +393,11 @@ pub fn problem(error: ConversationError) -> Problem {
     };
     if let E::Unavailable(detail) = &error {
         tracing::warn!(%detail, "conversation store unavailable");
-        let mut problem =
-            Problem::new(status, error.code(), "The conversation store is unavailable; retry shortly.".to_string());
-        problem.retry_after = true;
+        let problem = Problem::retry_later(
+            status,
+            error.code(),
+            "The conversation store is unavailable; retry shortly.".to_string(),
+        );
         return problem;
     }
     Problem::new(status, error.code(), error.to_string())

@@ -29,6 +29,11 @@ impl Problem {
         Problem { status, code: code.into(), detail: detail.into(), facts: serde_json::Value::Null, retry_after: false }
     }
 
+    /// A refusal that clears with time: answered with `Retry-After`.
+    pub fn retry_later(status: StatusCode, code: &str, detail: impl Into<String>) -> Problem {
+        Problem { retry_after: true, ..Problem::new(status, code, detail) }
+    }
+
     pub fn unauthenticated() -> Problem {
         Problem::new(
             StatusCode::UNAUTHORIZED,

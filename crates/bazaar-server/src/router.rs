@@ -135,12 +135,11 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
 /// Bounds the requests in flight: past the limit, answer 503 now rather than queue.
 async fn admit(State(state): State<Arc<AppState>>, request: axum::extract::Request, next: Next) -> Response {
     let Ok(_permit) = state.requests.try_acquire() else {
-        let mut problem = Problem::new(
+        let problem = Problem::retry_later(
             StatusCode::SERVICE_UNAVAILABLE,
             "overloaded",
             "The registry is working on as many requests as it takes at once; retry shortly.",
         );
-        problem.retry_after = true;
         return problem.into_response();
     };
     next.run(request).await

@@ -100,13 +100,13 @@ pub async fn run(
         ));
     }
     let limited = || {
-        let mut problem = Problem::new(
+        Problem::retry_later(
             StatusCode::TOO_MANY_REQUESTS,
             "attack_rate_limited",
-            "Attacks here are run one at a time and at most 20 a minute; try again shortly.",
-        );
-        problem.retry_after = true;
-        problem
+            format!(
+                "Attacks here are run one at a time and at most {ATTACKS_PER_MINUTE_MAX} a minute; try again shortly."
+            ),
+        )
     };
     let Ok(_running) = state.attack_limiter.running.try_lock() else { return Err(limited()) };
     let visitor = visitor_of(&auth, &headers);
@@ -116,13 +116,13 @@ pub async fn run(
         ATTACKS_PER_VISITOR_PER_MINUTE,
         ATTACK_VISITORS_TRACKED_MAX,
     ) {
-        let mut problem = Problem::new(
+        return Err(Problem::retry_later(
             StatusCode::TOO_MANY_REQUESTS,
             "attack_rate_limited",
-            "You have run 5 attacks in the last minute here; try again shortly.",
-        );
-        problem.retry_after = true;
-        return Err(problem);
+            format!(
+                "You have run {ATTACKS_PER_VISITOR_PER_MINUTE} attacks in the last minute here; try again shortly."
+            ),
+        ));
     }
     if !crate::live::admit(&state.attack_limiter.started, ATTACKS_PER_MINUTE_MAX) {
         return Err(limited());

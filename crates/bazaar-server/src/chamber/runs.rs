@@ -61,12 +61,11 @@ async fn one_run(
     run: futures::future::BoxFuture<'static, Result<Value, String>>,
 ) -> Result<Json<Value>, Problem> {
     let Ok(_running) = state.run_lock.try_lock() else {
-        let mut problem = Problem::new(
+        let problem = Problem::retry_later(
             StatusCode::TOO_MANY_REQUESTS,
             "run_in_progress",
             "One run at a time here; try again when it ends.",
         );
-        problem.retry_after = true;
         return Err(problem);
     };
     match tokio::time::timeout(Duration::from_secs(RUN_TIMEOUT_S), run).await {

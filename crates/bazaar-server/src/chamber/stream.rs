@@ -118,12 +118,11 @@ pub async fn stream(
     let from = start(&headers, query.after)?;
     let hub = state.stream_hub();
     let Ok(permit) = hub.connections.clone().try_acquire_owned() else {
-        let mut problem = Problem::new(
+        let problem = Problem::retry_later(
             StatusCode::SERVICE_UNAVAILABLE,
             "stream_full",
             "This node serves as many streams as it can; retry shortly.",
         );
-        problem.retry_after = true;
         return Err(problem);
     };
     let receiver = hub.events.subscribe();

@@ -57,9 +57,7 @@ async fn task(
         collect::wait(&relay, task, Duration::from_secs(wait_s)).await
     };
     let unavailable = |e: bazaar_relay::StoreError| {
-        let mut problem = Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string());
-        problem.retry_after = true;
-        problem
+        Problem::retry_later(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string())
     };
     match found.map_err(unavailable)? {
         TaskLookup::Task { view } => Ok(Json(view).into_response()),
