@@ -88,11 +88,11 @@ async fn get_terms(
     Path(agent): Path<String>,
 ) -> Result<Json<Value>, Problem> {
     let merchant = resolve(&state, &agent).await?;
-    let registry = state.config.escrow_threshold.0;
+    let registry = state.config.escrow_threshold;
     let stored = state.store.doc(DocKind::Terms, merchant.id.as_str()).await?;
     let terms = stored.map(|row| decode::<MerchantTerms>(&row)).transpose()?;
     Ok(Json(match terms {
-        Some(t) => json!({"merchant": t.merchant, "escrow_threshold_minor": t.escrow_threshold_minor.0.min(registry),
+        Some(t) => json!({"merchant": t.merchant, "escrow_threshold_minor": t.threshold(registry),
             "registry_escrow_threshold_minor": registry, "invited_buyers": t.invited_buyers, "own": true,
             "set_by": t.set_by, "set_at": t.set_at.ms()}),
         None => json!({"merchant": merchant.id, "escrow_threshold_minor": registry,

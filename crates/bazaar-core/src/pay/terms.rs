@@ -35,6 +35,13 @@ pub struct MerchantTerms {
     pub set_at: Timestamp,
 }
 
+impl MerchantTerms {
+    /// The threshold in force: its own, never above the registry's (which an operator may have lowered since).
+    pub fn threshold(&self, registry: Amount) -> Amount {
+        self.escrow_threshold_minor.min(registry)
+    }
+}
+
 crate::document!(MerchantTerms, Terms, version 1, id = |t| t.merchant.to_string(), parties = |t| vec![t.merchant.clone()]);
 
 impl Batch<'_> {
@@ -90,7 +97,7 @@ impl Batch<'_> {
     /// The merchant's escrow threshold: its own, or the registry's.
     pub(crate) fn merchant_threshold(&self, merchant: &MemberId) -> Amount {
         self.load::<MerchantTerms>(merchant.as_str())
-            .map_or(self.config.escrow_threshold, |t| t.escrow_threshold_minor.min(self.config.escrow_threshold))
+            .map_or(self.config.escrow_threshold, |t| t.threshold(self.config.escrow_threshold))
     }
 
     /// Refuses `buyer` when `merchant` runs a pilot that has not invited it.
