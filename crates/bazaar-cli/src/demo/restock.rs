@@ -263,17 +263,21 @@ pub async fn pilot(operator: &Client, dir: &Path, calls: u32, suffix: &str) -> R
         PaidRoute::new(merchant.clone(), PRICE_MINOR, &dir.join("work-receipts.db"))?.with_fault(fault_once(crashed));
     let shop_url = serve(storefront(Arc::new(route), work_runs.clone())).await?;
     let tally = pay_orders(&buyer, &shop_url, &merchant_handle, calls, &work_runs, &|_| {}).await?;
-    let merchant_id = member_id(&merchant).await?;
-    let (mut settlements, mut after) = (0u64, 0u64);
+    // Settlements: the payments credited to the merchant's own account (its history, not the whole ledger).
+    let history = format!("/v1/accounts/acct:{}/transfers", member_id(&merchant).await?);
+    let (mut settlements, mut after) = (0u64, 0i64);
     loop {
-        let page = operator.events(after, bazaar_types::limits::PAGE_LIMIT_MAX).await?;
-        let events = page["events"].as_array().cloned().unwrap_or_default();
-        let Some(last) = events.last().and_then(|e| e["seq"].as_u64()) else { break };
-        after = last;
-        settlements += events
-            .iter()
-            .filter(|e| e["kind"] == "settlement.posted" && e["body"]["merchant"] == merchant_id.as_str())
+        let page = merchant.call(reqwest::Method::GET, &format!("{history}?after={after}"), None, None).await?.body;
+        settlements += page["transfers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["kind"] == "payment" && t["direction"] == "credit")
             .count() as u64;
+        match page["next_after"].as_i64() {
+            Some(next) => after = next,
+            None => break,
+        }
     }
     let (mut balance_sum, mut cursor) = (0i128, String::new());
     loop {
