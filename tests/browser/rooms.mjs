@@ -32,7 +32,7 @@ await drive("rooms.mjs BASE_URL CREDENTIAL LOBBY_ID SEALED_ID", 4, async ({ args
   };
   report.axe = await seriousViolations(page);
   await page.click(`#channels button[data-channel="${sealed}"]`);
-  await page.waitForFunction(() => document.getElementById("header").dataset.sealed === "true", null, { timeout: 10_000 });
+  await page.waitForFunction(() => { const h = document.getElementById("header"); return h.dataset.sealed === "true" && h.dataset.ready === "true"; }, null, { timeout: 10_000 });
   report.sealed = { mode: await page.textContent("#mode"), post_hidden: await page.$eval("#post", (f) => f.hidden) };
   return report.axe.length === 0;
 });
