@@ -1,9 +1,11 @@
 // Drives the adoption page (`GET /chamber/adoption`) in Debian's headless Chromium: signs in as the operator,
-// reads the production phase's disputes from the ledger, runs the pilot's proof, scans with axe-core.
+// reads the production phase's disputes from the ledger, runs the pilot's proof and the federation proof, scans with
+// axe-core.
 //
 //   node adoption.mjs BASE_URL OPERATOR_CREDENTIAL [SCREENSHOT_DIR]
 //
-// One JSON line: {"ok", "disputes": [[cells]], "production", "pilot", "pilot_proved", "axe", "problems"}.
+// One JSON line: {"ok", "disputes": [[cells]], "production", "pilot", "pilot_proved", "federation": [lines],
+// "federation_proved", "axe", "problems"}.
 import { seriousViolations } from "./axe.mjs";
 import { drive, watchErrors } from "./driver.mjs";
 
@@ -22,6 +24,10 @@ await drive("adoption.mjs BASE_URL OPERATOR_CREDENTIAL [SCREENSHOT_DIR]", 2, asy
   await page.waitForFunction(() => document.getElementById("pilot").dataset.proved !== undefined, null, { timeout: 120_000 });
   report.pilot = await page.textContent("#pilot-proof");
   report.pilot_proved = await page.$eval("#pilot", (s) => s.dataset.proved === "true");
+  await page.click("#run-federation");
+  await page.waitForFunction(() => document.getElementById("federation").dataset.proved !== undefined, null, { timeout: 120_000 });
+  report.federation = await page.$$eval("#federation-proof li", (items) => items.map((li) => li.textContent));
+  report.federation_proved = await page.$eval("#federation", (s) => s.dataset.proved === "true");
   if (shots) await page.screenshot({ path: `${shots}/adoption-desktop.png`, fullPage: true });
   report.axe = await seriousViolations(page);
   return report.axe.length === 0;

@@ -32,6 +32,12 @@ pub fn unix_now() -> u64 {
 pub struct OffsetClock(std::sync::atomic::AtomicI64);
 
 impl OffsetClock {
+    /// A clock that reads `now_ms` now and runs on with the wall clock from there (a peer registry started
+    /// beside one whose clock was moved ahead).
+    pub fn reading(now_ms: i64) -> OffsetClock {
+        OffsetClock(std::sync::atomic::AtomicI64::new(now_ms - SystemClock.now().0))
+    }
+
     pub fn advance_s(&self, seconds: u64) {
         self.0.fetch_add(seconds as i64 * 1000, std::sync::atomic::Ordering::SeqCst);
     }

@@ -58,7 +58,8 @@ pub async fn peer_registry(
     embedded_on_clock(dir, peer.clock.clone(), operator_credential, bazaar_core::apply::Config::standard()).await
 }
 
-async fn embedded_on_clock(
+/// An embedded registry in `dir` on `clock` (a peer started beside a served registry passes a clock that follows it).
+pub async fn embedded_on_clock(
     dir: &Path,
     offset: Arc<OffsetClock>,
     operator_credential: Option<String>,

@@ -261,7 +261,8 @@ async fn the_pilot_run_proves_a_hundred_calls_charged_once() {
 }
 
 /// The adoption page in Debian's headless Chromium (`tests/browser/adoption.mjs`): the production phase lists the
-/// dispute filed on this registry from the ledger (still open), and the pilot's proof runs from the page.
+/// dispute filed on this registry from the ledger (still open), and the pilot's and the federation's proofs run from
+/// the page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_adoption_page_reads_disputes_from_the_ledger_and_runs_the_pilot() {
     let dir = common::fresh_dir("bazaar-adoption-page");
@@ -285,7 +286,50 @@ async fn the_adoption_page_reads_disputes_from_the_ledger_and_runs_the_pilot() {
     assert!(report["production"].as_str().unwrap().starts_with("1 dispute(s) filed; 0 executed"), "{report}");
     assert!(report["pilot"].as_str().unwrap().contains("100 settlements and 100 work runs"), "{report}");
     assert_eq!(report["pilot_proved"], true, "{report}");
+    let federation = report["federation"].to_string();
+    assert!(federation.contains("unknown here") && federation.contains("they mirror"), "{report}");
+    assert_eq!(report["federation_proved"], true, "{report}");
     assert_eq!(report["axe"], json!([]), "{report}");
     assert!(exited_ok, "{report}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The federation proof through the API: a stranger's agent from a peer registry (started beside this one on the
+/// first run) pays here once, joins as a guest by its own signature and completes an escrowed order; a second run
+/// reuses the peer with a fresh stranger; only the operator presses; this registry's audit passes after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_federation_proof_brings_a_fresh_stranger_from_a_peer_each_run() {
+    let dir = common::fresh_dir("bazaar-runs-federation");
+    let (local, operator) = common::embedded_with_operator(&dir, "op").await;
+    attach(&local, None);
+    let (owner, _) = bazaar_cli::story::enroll_pair(&operator, "fed-runs-owner", "fed-runs-agent").await.unwrap();
+    let (status, body) = post(&local, "/v1/chamber/runs/federation", owner.credential(), json!(null)).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("not_permitted")), "{body}");
+    let mut strangers = Vec::new();
+    let mut peers = Vec::new();
+    for _ in 0..2 {
+        let (status, run) = post(&local, "/v1/chamber/runs/federation", Some("op"), json!(null)).await;
+        assert_eq!(status, 200, "{run}");
+        assert_eq!(run["unknown_here_before"], true, "{run}");
+        assert_eq!((run["call"]["status"].as_u64(), run["call"]["retry_replayed"].as_bool()), (Some(200), Some(true)));
+        assert_eq!(run["guest"]["joined_as"], run["stranger"], "{run}");
+        assert_eq!(run["escrow"]["state"], "completed", "{run}");
+        let paid = bazaar_cli::demo::stranger::STRANGER_CALL_MINOR + bazaar_cli::demo::stranger::STRANGER_FUNDING_MINOR;
+        assert_eq!(run["stranger_on_peer_minor"].as_u64(), Some(run["stranger_funds_minor"].as_u64().unwrap() - paid));
+        let corridors: (i128, i128) = (
+            run["corridor_here_minor"].as_str().unwrap().parse().unwrap(),
+            run["corridor_on_peer_minor"].as_str().unwrap().parse().unwrap(),
+        );
+        assert_eq!(corridors.0, -corridors.1, "the corridors mirror: {run}");
+        assert_eq!(run["peer_audit_ok"], true, "{run}");
+        let member = operator.member(run["stranger"].as_str().unwrap()).await.unwrap();
+        assert_eq!(member["owner"], Value::Null, "a guest has no owner here: {member}");
+        assert!(member["handle"].as_str().unwrap().starts_with("guest-"), "{member}");
+        strangers.push(run["stranger"].clone());
+        peers.push(run["peer"]["did"].clone());
+    }
+    assert_ne!(strangers[0], strangers[1], "a fresh stranger each run");
+    assert_eq!(peers[0], peers[1], "the peer is started once");
+    common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -161,7 +161,7 @@ async fn pay_across(
     let (_, translator) = enroll_pair_with_key(&b.operator(), "lingua", "translator", &translator_key).await?;
     let translator_did = did_of(&translator_key);
     let route = PaidRoute::new(translator.clone(), TRANSLATE_MINOR, &dir.join("translator-receipts.db"))?;
-    let shop = serve(translator_front(Arc::new(route))).await?;
+    let shop = serve(paid_front("/translate", Arc::new(route), ("menu", "carte du jour"))).await?;
     let buyer_known_to_b = b.operator().member(&member_id(buyer).await?).await.is_ok();
     let url = format!("{shop}/translate");
     let paid = buyer.pay_via(&url, &translator_did, Some(&registry_b), TRANSLATE_MINOR, "menu-0001").await?;
@@ -218,12 +218,14 @@ fn two_decimals(ppm: u64) -> String {
     format!("{}.{:02}", hundredths / 100, hundredths % 100)
 }
 
-fn translator_front(route: Arc<PaidRoute>) -> Router {
+/// A merchant's one paid route at `path` behind the SDK's settle-then-work-once middleware, answering the
+/// order, the settlement and `work` (what the merchant made).
+pub fn paid_front(path: &str, route: Arc<PaidRoute>, work: (&'static str, &'static str)) -> Router {
     Router::new()
         .route(
-            "/translate",
-            post(|Extension(settled): Extension<Settled>| async move {
-                Json(json!({"order": settled.order_id, "menu": "carte du jour", "settlement": settled.settlement_id}))
+            path,
+            post(move |Extension(settled): Extension<Settled>| async move {
+                Json(json!({"order": settled.order_id, work.0: work.1, "settlement": settled.settlement_id}))
             }),
         )
         .route_layer(axum::middleware::from_fn_with_state(route, paid))

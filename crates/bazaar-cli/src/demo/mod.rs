@@ -10,6 +10,7 @@ pub mod labor;
 pub mod market;
 pub mod restock;
 pub mod runs;
+pub mod stranger;
 
 use crate::story::{audit_word, embedded_registry, LocalRegistry};
 use anyhow::Result;

@@ -10,6 +10,7 @@
 //! the makers).
 
 use super::market::{self, place_order, stage};
+use super::stranger;
 use crate::agent::{self, ModelConfig};
 use anyhow::{Context, Result};
 use bazaar_sdk::Client;
@@ -32,6 +33,8 @@ pub struct ChamberRuns {
     pub clock: Arc<dyn Clock>,
     pub model: Option<ModelConfig>,
     pub runs: AtomicU64,
+    /// The peer registry the federation run pays from, started on its first run.
+    peer: Arc<tokio::sync::OnceCell<stranger::Peer>>,
 }
 
 impl ChamberRuns {
@@ -41,7 +44,7 @@ impl ChamberRuns {
         clock: Arc<dyn Clock>,
         model: Option<ModelConfig>,
     ) -> ChamberRuns {
-        ChamberRuns { registry, operator_credential, clock, model, runs: AtomicU64::new(0) }
+        ChamberRuns { registry, operator_credential, clock, model, runs: AtomicU64::new(0), peer: Default::default() }
     }
 
     /// A suffix no earlier run on this registry used: the run's number and the clock.
@@ -104,6 +107,12 @@ async fn ai_run(
     }))
 }
 
+/// A number no other peer registry of this process was started with.
+fn peer_number() -> u64 {
+    static PEERS: AtomicU64 = AtomicU64::new(0);
+    PEERS.fetch_add(1, Ordering::Relaxed) + 1
+}
+
 impl StoryRunner for ChamberRuns {
     fn story(&self) -> BoxFuture<'static, Result<Value, String>> {
         let (registry, operator) = (self.registry.clone(), self.operator_credential.clone());
@@ -120,6 +129,26 @@ impl StoryRunner for ChamberRuns {
             let proof = super::restock::pilot(&operator, &dir, PILOT_CALLS, &suffix).await;
             std::fs::remove_dir_all(&dir).ok();
             proof.map_err(|e| format!("{e:#}"))
+        }
+        .boxed()
+    }
+
+    fn federation(&self) -> BoxFuture<'static, Result<Value, String>> {
+        let (registry, operator) = (self.registry.clone(), self.operator_credential.clone());
+        let (now, suffix, peer) = (self.clock.now().ms(), self.suffix(), self.peer.clone());
+        async move {
+            let here = Client::new(&registry, Some(operator));
+            let scratch = std::env::temp_dir().join(format!("bazaar-federation-{}", std::process::id()));
+            // Each runner's peer in its own directory (several served registries may share a process).
+            let peer_dir = scratch.join(format!("peer{}", peer_number()));
+            let run = async {
+                let peer = peer.get_or_try_init(|| stranger::start_peer(&here, now, &peer_dir)).await?;
+                let run_dir = scratch.join(format!("run{suffix}"));
+                let proof = stranger::stranger_run(&here, peer, now, &suffix, &run_dir).await;
+                std::fs::remove_dir_all(&run_dir).ok();
+                proof
+            };
+            run.await.map_err(|e| format!("{e:#}"))
         }
         .boxed()
     }

@@ -34,6 +34,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(available))
         .routes(routes!(run_story))
         .routes(routes!(run_pilot))
+        .routes(routes!(run_federation))
         .routes(routes!(run_agent))
 }
 
@@ -110,6 +111,17 @@ async fn run_pilot(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Jso
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
     one_run(&state, runner.pilot()).await
+}
+
+/// Operator: the federation phase's proof, live — a second embedded registry beside this one (started and
+/// recognised both ways on the first run), a buyer agent there that this registry has never seen paying a merchant
+/// here once (a retry answered from the work receipt), then joining here as a guest by its own signature, funding
+/// its guest account through the corridor and placing an escrowed order that is delivered and released.
+#[utoipa::path(post, path = "/v1/chamber/runs/federation", responses((status = 200, description = "The run's proof", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::TooMany, errors::Unavailable))]
+async fn run_federation(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
+    operator_only(&auth)?;
+    let runner = state.runs().ok_or_else(unavailable)?.clone();
+    one_run(&state, runner.federation()).await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
