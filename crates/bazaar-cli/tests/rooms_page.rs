@@ -49,3 +49,86 @@ async fn a_member_reads_its_rooms_with_badges_headers_and_the_member_rail() {
     assert!(exited_ok, "{report}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The sealing vault in Debian's headless Chromium (`tests/browser/rooms_vault.mjs`): in a sealed DM, bob's message
+/// (sealed by the Rust client) opens in ada's browser once she imports her key under a passphrase, with its signature
+/// checked; her reply is sealed in the browser and opens with bob's key in Rust; the registry's files hold neither
+/// plaintext; after a reload a wrong passphrase is refused and the right one opens both; a passkey's PRF locks and
+/// opens the vault as well. Another member's key is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_reads_and_writes_sealed_messages_in_the_browser_through_her_vault() {
+    use bazaar_conversation::sealing::{open, seal, sign_message, Content, SealedBody, SealingSecret};
+    use bazaar_conversation::ChannelId;
+    const FIRST: &str = "the linen is 40 a cover, sealed";
+    const REPLY: &str = "40 is fine: ship on Friday";
+    let dir = common::fresh_dir("bazaar-rooms-vault");
+    let (local, operator) = common::embedded_with_operator(&dir, "op").await;
+    let (ada_key, bob_key) = (bazaar_sdk::generate_key(), bazaar_sdk::generate_key());
+    let (_, ada) = enroll_pair_with_key(&operator, "vault-home", "ada", &ada_key).await.unwrap();
+    let (_, bob) = enroll_pair_with_key(&operator, "vault-other", "bob", &bob_key).await.unwrap();
+    let ada_id = bazaar_types::MemberId(bazaar_sdk::did_of(&ada_key));
+    let bob_id = bazaar_types::MemberId(bazaar_sdk::did_of(&bob_key));
+    bazaar_cli::sealed::publish_sealing_key(&ada, &ada_key, &ada_id).await.unwrap();
+    bazaar_cli::sealed::publish_sealing_key(&bob, &bob_key, &bob_id).await.unwrap();
+    let dm = bob.call(Method::POST, "/v1/dms", Some(json!({"with": "ada"})), None).await.unwrap().body;
+    assert_eq!(dm["sealed"], true, "{dm}");
+    let channel = ChannelId(dm["id"].as_str().unwrap().to_string());
+    let to = bazaar_cli::sealed::sealing_keys(&bob, &channel).await.unwrap();
+    let sealed = seal(&channel, &bob_id, FIRST, &to).unwrap();
+    let signature = sign_message(&bob_key, &channel, &bob_id, &Content::Sealed(&sealed));
+    let path = format!("/v1/channels/{channel}/messages");
+    bob.call(Method::POST, &path, Some(json!({"sealed": sealed, "signature": signature})), None).await.unwrap();
+
+    let base = local.url.replace("127.0.0.1", "localhost");
+    let other_seed = hex::encode(bazaar_sdk::generate_key().to_bytes());
+    let args = vec![
+        base,
+        ada.credential().unwrap().to_string(),
+        channel.to_string(),
+        hex::encode(ada_key.to_bytes()),
+        other_seed,
+        "a long vault passphrase".into(),
+        REPLY.into(),
+    ];
+    let (report, exited_ok) = common::browser_driver("rooms_vault", args).await;
+    assert_eq!(report["problems"], json!([]), "{report}");
+    let before = report["before"].to_string();
+    assert!(before.contains("🔒 sealed") && !before.contains(FIRST), "sealed until unlocked: {report}");
+    assert_eq!(
+        (report["before"]["create_shown"].as_bool(), report["before"]["post_hidden"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert!(report["wrong_key"].as_str().unwrap().contains("not the member signed in here"), "{report}");
+    for seen in ["opened", "reopened", "passkey_opened"] {
+        let lines = report[seen].to_string();
+        assert!(lines.contains(&format!("@bob: {FIRST} (sealed · signature checked)")), "{seen}: {report}");
+        assert!(lines.contains(&format!("@ada: {REPLY} (sealed · signature checked)")), "{seen}: {report}");
+    }
+    let locked = &report["reloaded_locked"];
+    assert_eq!(
+        (locked["unlock_shown"].as_bool(), locked["post_hidden"].as_bool()),
+        (Some(true), Some(true)),
+        "{report}"
+    );
+    assert!(!locked["messages"].to_string().contains(REPLY), "locked again after a reload: {report}");
+    assert!(report["wrong_passphrase"].as_str().unwrap().contains("Wrong passphrase"), "{report}");
+    assert_eq!(report["axe"], json!([]), "{report}");
+    assert!(exited_ok, "{report}");
+
+    // Bob opens ada's browser-sealed reply in Rust; the registry kept ciphertext only.
+    let listed = bob.call(Method::GET, &format!("{path}?limit=10"), None, None).await.unwrap().body;
+    let messages = listed["messages"].as_array().or(listed.as_array()).unwrap().clone();
+    let reply = messages.iter().find(|m| m["authored_by"] == ada_id.0.as_str()).expect("ada's reply");
+    assert_eq!(reply["body"], "", "no plaintext body stored: {reply}");
+    let envelope: SealedBody = serde_json::from_value(reply["sealed"].clone()).unwrap();
+    let opened = open(&channel, &ada_id, &bob_id, &SealingSecret::derive(&bob_key), &envelope).unwrap();
+    assert_eq!(opened, REPLY);
+    drop(local);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap_or_default();
+        for text in [FIRST, REPLY] {
+            assert!(!bytes.windows(text.len()).any(|w| w == text.as_bytes()), "plaintext found on disk: {text}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

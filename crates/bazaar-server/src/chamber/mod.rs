@@ -35,6 +35,10 @@ pub const REPRICE_HTML: &str = include_str!("reprice.html");
 pub const ADOPTION_HTML: &str = include_str!("adoption.html");
 /// Rooms and DMs: channels with attention badges, the member rail, sealed or plaintext headers.
 pub const ROOMS_HTML: &str = include_str!("rooms.html");
+/// The unmodified @hpke packages bundled into one script (`scripts/vendor-hpke`; `--check` in the test command).
+pub const HPKE_JS: &str = include_str!("vendor/hpke.js");
+/// The rooms page's sealing vault: the seed wrapped by a passphrase or a passkey's PRF, sealing and opening.
+pub const VAULT_JS: &str = include_str!("vault.js");
 /// The ledger explorer: the event chain verified in the browser, balances, histories, CSV.
 pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
@@ -103,7 +107,11 @@ static OWNER_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(OWNER_HTML, "/ch
 static ARCHITECTURE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ARCHITECTURE_HTML, "/chamber/architecture"));
 static REPRICE_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(REPRICE_HTML, "/chamber/reprice"));
 static ADOPTION_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ADOPTION_HTML, "/chamber/adoption"));
-static ROOMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(ROOMS_HTML, "/chamber/rooms"));
+static ROOMS_PAGE: LazyLock<String> = LazyLock::new(|| {
+    with_nav(ROOMS_HTML, "/chamber/rooms")
+        .replace("/* chamber-hpke */", HPKE_JS)
+        .replace("/* chamber-vault */", VAULT_JS)
+});
 static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/chamber/claims"));
 
 /// The chamber's routes, each with its OpenAPI entry.
@@ -193,7 +201,8 @@ async fn adoption() -> Response {
 }
 
 /// Rooms and DMs (HTML): the member's channels with attention badges derived from unread and waking counts,
-/// the member rail (who listens, and how), each channel's header saying sealed or plaintext, and plaintext posts.
+/// the member rail (who listens, and how), each channel's header saying sealed or plaintext, plaintext posts, and
+/// sealed messages read and written in the browser through its sealing vault (the key never leaves the browser).
 #[utoipa::path(get, path = "/chamber/rooms", responses((status = 200, description = "Rooms and DMs (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn rooms() -> Response {
     crate::page::html(&ROOMS_PAGE)
