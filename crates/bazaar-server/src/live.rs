@@ -21,6 +21,10 @@ pub const STREAM_POLL_MS: u64 = 100;
 pub const STREAM_PAGE_MAX: usize = 500;
 /// Events the broadcast keeps for a slow connection before it must read the store.
 pub const STREAM_BROADCAST_MAX: usize = 4_096;
+/// `?summary=true`: one `summary` event per this window instead of every event.
+pub const STREAM_SUMMARY_MS: u64 = 250;
+/// The latest events a summary carries whole (as the viewer may see them).
+pub const STREAM_SUMMARY_LATEST_MAX: usize = 20;
 /// Open streams per node; past it, `503 stream_full`.
 pub const STREAM_CONNECTIONS_MAX: usize = 1_024;
 /// Body fields the public may see when their value is a string.
@@ -77,6 +81,77 @@ pub struct Hub {
     /// The last `seq` the tailer has seen (broadcast, or skipped while nobody listened).
     pub(crate) tailed: watch::Sender<u64>,
     pub(crate) connections: Arc<Semaphore>,
+    /// The latest public summary window, built once by the tailer for every public watcher of summaries
+    /// (`None` until the first); windows follow one another without a gap while anyone watches them.
+    pub(crate) public_windows: watch::Sender<Option<Arc<Window>>>,
+}
+
+/// One public summary window: the seq range it covers and its whole SSE frame, shared by every public watcher.
+pub struct Window {
+    pub from: u64,
+    pub to: u64,
+    pub frame: Bytes,
+}
+
+/// What one summary window saw, as one viewer may see it.
+pub(crate) struct Summary {
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+    /// (kind, events) in first-seen order: a handful of kinds, so a scan beats a map and allocates once per kind.
+    counts: Vec<(String, u64)>,
+    latest: std::collections::VecDeque<Bytes>,
+}
+
+impl Summary {
+    pub(crate) fn new() -> Summary {
+        Summary {
+            from: 0,
+            to: 0,
+            counts: Vec::new(),
+            latest: std::collections::VecDeque::with_capacity(STREAM_SUMMARY_LATEST_MAX),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Counts events, which arrive in order: the first sets `from`.
+    pub(crate) fn add(&mut self, shared: &Shared, viewer: &Viewer) {
+        if self.is_empty() {
+            self.from = shared.event.seq;
+        }
+        self.to = shared.event.seq;
+        match self.counts.iter_mut().find(|(kind, _)| *kind == shared.event.kind) {
+            Some((_, n)) => *n += 1,
+            None => self.counts.push((shared.event.kind.clone(), 1)),
+        }
+        if self.latest.len() == STREAM_SUMMARY_LATEST_MAX {
+            self.latest.pop_front();
+        }
+        self.latest.push_back(shared.frame_for(viewer));
+    }
+
+    /// `id: <to>\nevent: summary\ndata: {from_seq, to_seq, counts, latest: [event data…]}`; each latest
+    /// event's data is cut from its own frame (`data: …\n\n`), not serialised again.
+    pub(crate) fn frame(&self) -> Bytes {
+        let counts: Map<String, Value> = self.counts.iter().map(|(kind, n)| (kind.clone(), (*n).into())).collect();
+        let counts = Value::Object(counts);
+        let mut out = format!(
+            "id: {}\nevent: summary\ndata: {{\"from_seq\":{},\"to_seq\":{},\"counts\":{counts},\"latest\":[",
+            self.to, self.from, self.to
+        )
+        .into_bytes();
+        for (n, frame) in self.latest.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            let start = frame.windows(6).position(|w| w == b"data: ").map_or(0, |at| at + 6);
+            out.extend_from_slice(&frame[start..frame.len().saturating_sub(2)]);
+        }
+        out.extend_from_slice(b"]}\n\n");
+        Bytes::from(out)
+    }
 }
 
 impl Hub {
@@ -84,7 +159,8 @@ impl Hub {
     pub fn start(store: &Arc<dyn Store>) -> Arc<Hub> {
         let (events, _) = broadcast::channel(STREAM_BROADCAST_MAX);
         let connections = Arc::new(Semaphore::new(STREAM_CONNECTIONS_MAX));
-        let hub = Arc::new(Hub { events, tailed: watch::channel(0).0, connections });
+        let public_windows = watch::channel(None).0;
+        let hub = Arc::new(Hub { events, tailed: watch::channel(0).0, connections, public_windows });
         tokio::spawn(tail(Arc::downgrade(store), hub.clone()));
         hub
     }
@@ -93,15 +169,19 @@ impl Hub {
 /// Follows the head and broadcasts each new event once, while anyone listens.
 async fn tail(store: Weak<dyn Store>, hub: Arc<Hub>) {
     let mut cursor = None;
+    // The public summary window being filled, and when its first event came.
+    let mut window: Option<(Summary, Instant)> = None;
     loop {
         tokio::time::sleep(Duration::from_millis(STREAM_POLL_MS)).await;
         if store.strong_count() == 0 {
             return;
         }
-        if hub.events.receiver_count() == 0 {
+        let summaries_watched = hub.public_windows.receiver_count() > 0;
+        if hub.events.receiver_count() == 0 && !summaries_watched {
             // Nobody listens: no reads at all. A newcomer reads its own start
             // from the store, and the next tick starts again from the head.
             cursor = None;
+            window = None;
             continue;
         }
         let Some(store) = store.upgrade() else { return };
@@ -113,11 +193,25 @@ async fn tail(store: Weak<dyn Store>, hub: Arc<Hub>) {
             let Some(last) = page.last() else { break };
             at = last.seq;
             for event in page {
-                let _ = hub.events.send(Arc::new(Shared::new(event)));
+                let shared = Arc::new(Shared::new(event));
+                if summaries_watched {
+                    let (summary, _) = window.get_or_insert_with(|| (Summary::new(), Instant::now()));
+                    summary.add(&shared, &Viewer::Public);
+                }
+                let _ = hub.events.send(shared);
             }
         }
         cursor = Some(at);
         hub.tailed.send_replace(at);
+        if !summaries_watched {
+            window = None;
+        } else if window.as_ref().is_some_and(|(_, first)| first.elapsed() >= Duration::from_millis(STREAM_SUMMARY_MS))
+        {
+            if let Some((summary, _)) = window.take() {
+                let built = Window { from: summary.from, to: summary.to, frame: summary.frame() };
+                hub.public_windows.send_replace(Some(Arc::new(built)));
+            }
+        }
     }
 }
 
@@ -225,6 +319,9 @@ pub trait StoryRunner: Send + Sync {
     fn story(&self) -> BoxFuture<'static, Result<Value, String>>;
     /// Runs the pilot's proof with a fresh cast: a hundred paid calls, a buyer crash mid-retry, charged once.
     fn pilot(&self) -> BoxFuture<'static, Result<Value, String>>;
+    /// Runs the federation phase with a fresh cast: a stranger's agent from a peer registry (started beside this
+    /// one on the first run) pays here once and places an escrowed order, with no manual onboarding.
+    fn federation(&self) -> BoxFuture<'static, Result<Value, String>>;
     /// The configured model's name; `None` when no model is configured.
     fn agent_model(&self) -> Option<String>;
     /// Runs the AI buyer agent on `request` (words) with a fresh cast; `Err` when it could not start.

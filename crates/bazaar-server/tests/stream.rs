@@ -186,6 +186,59 @@ async fn a_summary_covers_every_event_in_contiguous_ranges_and_carries_the_lates
     assert_eq!(live["from_seq"], json!(head + 1), "then live: {live}");
 }
 
+/// Public summaries are built once per window for every public watcher: a watcher resuming from 0 catches up from
+/// the store, one joining in the middle starts at the head; while events come both get contiguous ranges that count
+/// every event once, the same shared window frames once they are level, public projections only; then live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_summaries_are_contiguous_for_resumed_and_joining_watchers_and_level_ones_get_the_same_frame() {
+    let r = registry().await;
+    r.state.set_public_stream(true);
+    paid_call(&r).await;
+    let open = |after: Option<u64>| {
+        let url = match after {
+            Some(after) => format!("{}/v1/stream?summary=true&after={after}", r.url),
+            None => format!("{}/v1/stream?summary=true", r.url),
+        };
+        let http = r.http.clone();
+        async move { Sse { response: http.get(url).send().await.unwrap(), buffer: String::new() } }
+    };
+    let mut resumed = open(Some(0)).await;
+    let joined_at = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let mut joined = open(None).await;
+    // Events keep coming for a few windows.
+    for n in 0..12 {
+        let owner = person(&r, &format!("summary-owner-{n}")).await;
+        r.operator.mint(&owner.id, 5, &format!("summary-mint-{n}")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let head = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let mut frames = Vec::new();
+    for (sse, start) in [(&mut resumed, 0u64), (&mut joined, joined_at)] {
+        let (mut covered, mut counted, mut seen) = (start, 0u64, Vec::new());
+        while covered < head {
+            let (id, _, data) = sse.next().await;
+            assert_eq!(data["from_seq"], json!(covered + 1), "contiguous: {data}");
+            let to = data["to_seq"].as_u64().unwrap();
+            assert_eq!(id, to);
+            counted += data["counts"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum::<u64>();
+            for event in data["latest"].as_array().unwrap() {
+                assert_eq!(event["detail"], "public", "{event}");
+            }
+            seen.push(data);
+            covered = to;
+        }
+        assert_eq!(counted, head - start, "every event counted once");
+        frames.push(seen);
+    }
+    let last_window = |seen: &Vec<Value>| seen.last().unwrap().clone();
+    assert_eq!(last_window(&frames[0]), last_window(&frames[1]), "level watchers share the window");
+    let late = person(&r, "late-public").await;
+    r.operator.mint(&late.id, 5, "late-public").await.unwrap();
+    let (_, _, a) = resumed.next().await;
+    let (_, _, b) = joined.next().await;
+    assert_eq!((a["from_seq"].clone(), &a), (json!(head + 1), &b), "then live, the same frame for both");
+}
+
 /// A merchant's terms on the public stream: its threshold is public, the pilot's invited list never is.
 #[tokio::test]
 async fn the_public_sees_a_merchants_threshold_never_its_invited_buyers() {

@@ -18,7 +18,7 @@
 //!   always filled before the next event is sent.
 
 use crate::auth::{session_cookie, Auth};
-use crate::live::{Shared, Viewer, STREAM_PAGE_MAX};
+use crate::live::{Shared, Summary, Viewer, Window, STREAM_PAGE_MAX};
 use crate::problem::{errors, Problem};
 use crate::state::AppState;
 use axum::body::{Body, Bytes};
@@ -40,10 +40,9 @@ pub const STREAM_RECENT_MAX: u64 = 500;
 pub const STREAM_CHUNK_BYTES_MAX: usize = 256 * 1024;
 /// A comment line this often keeps idle connections (and proxies) open.
 pub const STREAM_KEEPALIVE_S: u64 = 15;
-/// `?summary=true`: one `summary` event per this window instead of every event.
-pub const STREAM_SUMMARY_MS: u64 = 250;
-/// The latest events a summary carries whole (as the viewer may see them).
-pub const STREAM_SUMMARY_LATEST_MAX: usize = 20;
+pub use crate::live::{STREAM_SUMMARY_LATEST_MAX, STREAM_SUMMARY_MS};
+/// Events one catch-up summary covers at most (a public watcher resuming far back, or one that missed windows).
+pub const STREAM_SUMMARY_CATCHUP_MAX: usize = 5_000;
 
 /// Authentication if the request carries any (a bearer credential or a passkey session).
 pub struct MaybeAuth(pub Option<Auth>);
@@ -125,13 +124,23 @@ pub async fn stream(
         );
         return Err(problem);
     };
-    let receiver = hub.events.subscribe();
     let head = state.store.head().await?.seq;
     let sent = match (from, query.recent) {
         (Some(after), _) => after,
         (None, Some(recent)) => head.saturating_sub(recent.min(STREAM_RECENT_MAX)),
         (None, None) => head,
     };
+    if query.summary && viewer == Viewer::Public {
+        let watcher = PublicWatcher {
+            state: state.clone(),
+            sent,
+            head,
+            windows: hub.public_windows.subscribe(),
+            _permit: permit,
+        };
+        return Ok(event_stream(Body::from_stream(public_summaries(watcher))));
+    }
+    let receiver = hub.events.subscribe();
     let known_head = head;
     let tailed = hub.tailed.subscribe();
     let follower = Follower {
@@ -146,7 +155,11 @@ pub async fn stream(
     };
     let body =
         if query.summary { Body::from_stream(summaries(follower)) } else { Body::from_stream(every_event(follower)) };
-    Ok((
+    Ok(event_stream(body))
+}
+
+fn event_stream(body: Body) -> Response {
+    (
         [
             (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
@@ -154,7 +167,7 @@ pub async fn stream(
         ],
         body,
     )
-        .into_response())
+        .into_response()
 }
 
 type Chunk = Result<Bytes, std::convert::Infallible>;
@@ -178,51 +191,6 @@ fn every_event(follower: Follower) -> impl futures::Stream<Item = Chunk> {
     })
 }
 
-/// What one summary window saw.
-struct Summary {
-    from: u64,
-    to: u64,
-    /// (kind, events) in first-seen order: a handful of kinds, so a scan beats a map and allocates once per kind.
-    counts: Vec<(String, u64)>,
-    latest: VecDeque<Bytes>,
-}
-
-impl Summary {
-    fn add(&mut self, shared: &Shared, viewer: &Viewer) {
-        self.to = shared.event.seq;
-        match self.counts.iter_mut().find(|(kind, _)| *kind == shared.event.kind) {
-            Some((_, n)) => *n += 1,
-            None => self.counts.push((shared.event.kind.clone(), 1)),
-        }
-        if self.latest.len() == STREAM_SUMMARY_LATEST_MAX {
-            self.latest.pop_front();
-        }
-        self.latest.push_back(shared.frame_for(viewer));
-    }
-
-    /// `id: <to>\nevent: summary\ndata: {from_seq, to_seq, counts, latest: [event data…]}`; each latest
-    /// event's data is cut from its own frame (`data: …\n\n`), not serialised again.
-    fn frame(&self) -> Bytes {
-        let counts: serde_json::Map<String, serde_json::Value> =
-            self.counts.iter().map(|(kind, n)| (kind.clone(), (*n).into())).collect();
-        let counts = serde_json::Value::Object(counts);
-        let mut out = format!(
-            "id: {}\nevent: summary\ndata: {{\"from_seq\":{},\"to_seq\":{},\"counts\":{counts},\"latest\":[",
-            self.to, self.from, self.to
-        )
-        .into_bytes();
-        for (n, frame) in self.latest.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            let start = frame.windows(6).position(|w| w == b"data: ").map_or(0, |at| at + 6);
-            out.extend_from_slice(&frame[start..frame.len().saturating_sub(2)]);
-        }
-        out.extend_from_slice(b"]}\n\n");
-        Bytes::from(out)
-    }
-}
-
 /// One `summary` event per [`STREAM_SUMMARY_MS`] while events come: nothing is
 /// skipped (the seq ranges are contiguous), but a watcher gets four writes a
 /// second whatever the ledger's rate.
@@ -235,13 +203,7 @@ fn summaries(follower: Follower) -> impl futures::Stream<Item = Chunk> {
             Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), follower)),
         };
         let viewer = follower.viewer.clone();
-        let seq = first.event.seq;
-        let mut summary = Summary {
-            from: seq,
-            to: seq,
-            counts: Default::default(),
-            latest: VecDeque::with_capacity(STREAM_SUMMARY_LATEST_MAX),
-        };
+        let mut summary = Summary::new();
         summary.add(&first, &viewer);
         // Wake once per window, then take everything that came: the broadcast holds far more than a
         // window's events, and anything it dropped (or a resume's backlog) is read from the store.
@@ -259,6 +221,86 @@ fn summaries(follower: Follower) -> impl futures::Stream<Item = Chunk> {
             }
         }
         Some((Ok(summary.frame()), follower))
+    })
+}
+
+/// A public watcher of summaries: every window is built once by the tailer and shared; this connection only
+/// writes it, and summarises from the store what came before its first window or between two it missed.
+struct PublicWatcher {
+    state: Arc<AppState>,
+    /// The last `seq` covered (or the start).
+    sent: u64,
+    /// The head when it connected: what is before it is caught up from the store at once.
+    head: u64,
+    windows: watch::Receiver<Option<Arc<Window>>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl PublicWatcher {
+    /// One summary of the events after `sent` up to `upto` (at most [`STREAM_SUMMARY_CATCHUP_MAX`] of them),
+    /// read from the store; `None` when the store has nothing there or cannot be read.
+    async fn catch_up(&mut self, upto: u64) -> Option<Bytes> {
+        let mut summary = Summary::new();
+        let mut read = 0;
+        while self.sent < upto && read < STREAM_SUMMARY_CATCHUP_MAX {
+            let page = self.state.store.events(self.sent, STREAM_PAGE_MAX).await.ok()?;
+            if page.is_empty() {
+                break;
+            }
+            for event in page {
+                if event.seq > upto || event.seq != self.sent + 1 {
+                    break;
+                }
+                self.sent = event.seq;
+                read += 1;
+                summary.add(&Shared::new(event), &Viewer::Public);
+            }
+        }
+        (!summary.is_empty()).then(|| summary.frame())
+    }
+}
+
+/// Public summaries: the connection's own catch-up from the store first, then the tailer's shared windows, each
+/// written as it is (contiguous: a window that does not continue where the last frame ended is preceded by a
+/// catch-up of the gap, or replaced by one when it began before this connection's place).
+fn public_summaries(watcher: PublicWatcher) -> impl futures::Stream<Item = Chunk> {
+    futures::stream::unfold((watcher, None::<Arc<Window>>), |(mut watcher, mut target)| async move {
+        if watcher.sent < watcher.head {
+            let head = watcher.head;
+            if let Some(frame) = watcher.catch_up(head).await {
+                return Some((Ok(frame), (watcher, target)));
+            }
+            watcher.head = watcher.sent;
+        }
+        loop {
+            let window = match target.take() {
+                Some(window) => window,
+                None => {
+                    let keepalive = Duration::from_secs(STREAM_KEEPALIVE_S);
+                    match tokio::time::timeout(keepalive, watcher.windows.changed()).await {
+                        Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), (watcher, None))),
+                        Ok(Err(_)) => return None,
+                        Ok(Ok(())) => {}
+                    }
+                    let Some(window) = watcher.windows.borrow_and_update().clone() else { continue };
+                    window
+                }
+            };
+            if window.to <= watcher.sent {
+                continue;
+            }
+            if window.from == watcher.sent + 1 {
+                watcher.sent = window.to;
+                return Some((Ok(window.frame.clone()), (watcher, None)));
+            }
+            // A gap before the window (filled from the store, then the window is looked at again), or a window
+            // that began before this connection's place (its rest is read from the store instead). A store that
+            // cannot fill it leaves the window for the next one.
+            let upto = if window.from > watcher.sent + 1 { window.from - 1 } else { window.to };
+            if let Some(frame) = watcher.catch_up(upto).await {
+                return Some((Ok(frame), (watcher, Some(window))));
+            }
+        }
     })
 }
 
