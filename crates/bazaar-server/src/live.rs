@@ -93,20 +93,23 @@ pub struct Window {
     pub frame: Bytes,
 }
 
-/// What one summary window saw, as one viewer may see it.
+/// What one summary window saw, as one viewer may see it. Only the latest events are projected, when the
+/// frame is built: a busy window counts hundreds of events and shows twenty.
 pub(crate) struct Summary {
     pub(crate) from: u64,
     pub(crate) to: u64,
+    viewer: Viewer,
     /// (kind, events) in first-seen order: a handful of kinds, so a scan beats a map and allocates once per kind.
     counts: Vec<(String, u64)>,
-    latest: std::collections::VecDeque<Bytes>,
+    latest: std::collections::VecDeque<Arc<Shared>>,
 }
 
 impl Summary {
-    pub(crate) fn new() -> Summary {
+    pub(crate) fn new(viewer: Viewer) -> Summary {
         Summary {
             from: 0,
             to: 0,
+            viewer,
             counts: Vec::new(),
             latest: std::collections::VecDeque::with_capacity(STREAM_SUMMARY_LATEST_MAX),
         }
@@ -117,7 +120,7 @@ impl Summary {
     }
 
     /// Counts events, which arrive in order: the first sets `from`.
-    pub(crate) fn add(&mut self, shared: &Shared, viewer: &Viewer) {
+    pub(crate) fn add(&mut self, shared: &Arc<Shared>) {
         if self.is_empty() {
             self.from = shared.event.seq;
         }
@@ -129,7 +132,7 @@ impl Summary {
         if self.latest.len() == STREAM_SUMMARY_LATEST_MAX {
             self.latest.pop_front();
         }
-        self.latest.push_back(shared.frame_for(viewer));
+        self.latest.push_back(shared.clone());
     }
 
     /// `id: <to>\nevent: summary\ndata: {from_seq, to_seq, counts, latest: [event data…]}`; each latest
@@ -142,10 +145,11 @@ impl Summary {
             self.to, self.from, self.to
         )
         .into_bytes();
-        for (n, frame) in self.latest.iter().enumerate() {
+        for (n, shared) in self.latest.iter().enumerate() {
             if n > 0 {
                 out.push(b',');
             }
+            let frame = shared.frame_for(&self.viewer);
             let start = frame.windows(6).position(|w| w == b"data: ").map_or(0, |at| at + 6);
             out.extend_from_slice(&frame[start..frame.len().saturating_sub(2)]);
         }
@@ -195,8 +199,8 @@ async fn tail(store: Weak<dyn Store>, hub: Arc<Hub>) {
             for event in page {
                 let shared = Arc::new(Shared::new(event));
                 if summaries_watched {
-                    let (summary, _) = window.get_or_insert_with(|| (Summary::new(), Instant::now()));
-                    summary.add(&shared, &Viewer::Public);
+                    let (summary, _) = window.get_or_insert_with(|| (Summary::new(Viewer::Public), Instant::now()));
+                    summary.add(&shared);
                 }
                 let _ = hub.events.send(shared);
             }

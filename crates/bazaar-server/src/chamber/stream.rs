@@ -203,17 +203,17 @@ fn summaries(follower: Follower) -> impl futures::Stream<Item = Chunk> {
             Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), follower)),
         };
         let viewer = follower.viewer.clone();
-        let mut summary = Summary::new();
-        summary.add(&first, &viewer);
+        let mut summary = Summary::new(viewer);
+        summary.add(&first);
         // Wake once per window, then take everything that came: the broadcast holds far more than a
         // window's events, and anything it dropped (or a resume's backlog) is read from the store.
         tokio::time::sleep(Duration::from_millis(STREAM_SUMMARY_MS)).await;
         loop {
             if let Some(shared) = follower.ready() {
-                summary.add(&shared, &viewer);
+                summary.add(&shared);
             } else if follower.sent < follower.known_head {
                 match follower.next().await {
-                    Some(shared) => summary.add(&shared, &viewer),
+                    Some(shared) => summary.add(&shared),
                     None => break,
                 }
             } else {
@@ -240,7 +240,7 @@ impl PublicWatcher {
     /// One summary of the events after `sent` up to `upto` (at most [`STREAM_SUMMARY_CATCHUP_MAX`] of them),
     /// read from the store; `None` when the store has nothing there or cannot be read.
     async fn catch_up(&mut self, upto: u64) -> Option<Bytes> {
-        let mut summary = Summary::new();
+        let mut summary = Summary::new(Viewer::Public);
         let mut read = 0;
         while self.sent < upto && read < STREAM_SUMMARY_CATCHUP_MAX {
             let page = self.state.store.events(self.sent, STREAM_PAGE_MAX).await.ok()?;
@@ -253,7 +253,7 @@ impl PublicWatcher {
                 }
                 self.sent = event.seq;
                 read += 1;
-                summary.add(&Shared::new(event), &Viewer::Public);
+                summary.add(&Arc::new(Shared::new(event)));
             }
         }
         (!summary.is_empty()).then(|| summary.frame())
