@@ -57,7 +57,7 @@ async fn a_member_reads_its_rooms_with_badges_headers_and_the_member_rail() {
 /// opens the vault as well. Another member's key is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_reads_and_writes_sealed_messages_in_the_browser_through_her_vault() {
-    use bazaar_conversation::sealing::{open, seal, sign_message, Content, SealedBody, SealingSecret};
+    use bazaar_conversation::sealing::{seal, sign_message, Content};
     use bazaar_conversation::ChannelId;
     const FIRST: &str = "the linen is 40 a cover, sealed";
     const REPLY: &str = "40 is fine: ship on Friday";
@@ -115,20 +115,33 @@ async fn a_member_reads_and_writes_sealed_messages_in_the_browser_through_her_va
     assert_eq!(report["axe"], json!([]), "{report}");
     assert!(exited_ok, "{report}");
 
-    // Bob opens ada's browser-sealed reply in Rust; the registry kept ciphertext only.
-    let listed = bob.call(Method::GET, &format!("{path}?limit=10"), None, None).await.unwrap().body;
+    bob_opens_the_reply_and_no_plaintext_is_on_disk(&bob, &bob_key, &channel, &ada_id, &dir, [FIRST, REPLY]).await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Bob opens ada's browser-sealed reply in Rust; the registry's files hold neither message in plaintext.
+async fn bob_opens_the_reply_and_no_plaintext_is_on_disk(
+    bob: &bazaar_sdk::Client,
+    bob_key: &ed25519_dalek::SigningKey,
+    channel: &bazaar_conversation::ChannelId,
+    ada_id: &bazaar_types::MemberId,
+    dir: &std::path::Path,
+    said: [&str; 2],
+) {
+    use bazaar_conversation::sealing::{open, SealedBody, SealingSecret};
+    let bob_id = bazaar_types::MemberId(bazaar_sdk::did_of(bob_key));
+    let path = format!("/v1/channels/{channel}/messages?limit=10");
+    let listed = bob.call(Method::GET, &path, None, None).await.unwrap().body;
     let messages = listed["messages"].as_array().or(listed.as_array()).unwrap().clone();
     let reply = messages.iter().find(|m| m["authored_by"] == ada_id.0.as_str()).expect("ada's reply");
     assert_eq!(reply["body"], "", "no plaintext body stored: {reply}");
     let envelope: SealedBody = serde_json::from_value(reply["sealed"].clone()).unwrap();
-    let opened = open(&channel, &ada_id, &bob_id, &SealingSecret::derive(&bob_key), &envelope).unwrap();
-    assert_eq!(opened, REPLY);
-    drop(local);
-    for entry in std::fs::read_dir(&dir).unwrap() {
+    let opened = open(channel, ada_id, &bob_id, &SealingSecret::derive(bob_key), &envelope).unwrap();
+    assert_eq!(opened, said[1]);
+    for entry in std::fs::read_dir(dir).unwrap() {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap_or_default();
-        for text in [FIRST, REPLY] {
+        for text in said {
             assert!(!bytes.windows(text.len()).any(|w| w == text.as_bytes()), "plaintext found on disk: {text}");
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
