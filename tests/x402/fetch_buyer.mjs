@@ -1,10 +1,10 @@
 // Pays an x402 v2 route with the unmodified @x402/fetch client and Bazaar's
-// buyer scheme (clients/x402-bazaar), then replays the exact paid request.
+// buyer scheme (clients/typescript, @bazaar/sdk), then replays the exact paid request.
 // Usage: node fetch_buyer.mjs URL REGISTRY CREDENTIAL
 // Prints one JSON line: status, body, the decoded PAYMENT-RESPONSE, and the
 // replay's status and body.
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch";
-import { bazaarScheme, bazaarSpendControls } from "../../clients/x402-bazaar/index.mjs";
+import { bazaarScheme, bazaarSpendControls } from "../../clients/typescript/dist/index.js";
 
 const [url, registry, credential] = process.argv.slice(2);
 let paidHeaders = null;

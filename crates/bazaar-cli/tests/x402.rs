@@ -1,6 +1,6 @@
 //! x402 v2 interop with the unmodified npm packages (installed in
 //! `tests/x402/node_modules` by `./scripts/test`): `@x402/fetch` 2.27 with
-//! Bazaar's buyer scheme (`clients/x402-bazaar`) pays a merchant route built
+//! Bazaar's buyer scheme (the TypeScript SDK's, `clients/typescript`) pays a merchant route built
 //! with the SDK's `x402_paid` middleware, and a replay of the paid request is
 //! charged nothing more.
 // reason: an end-to-end test reads as one story of requests and the checks after each.

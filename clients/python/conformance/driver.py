@@ -1,0 +1,200 @@
+"""The Python SDK's conformance driver (clients/conformance/scenario.json).
+
+    python driver.py WORLD.json SCENARIO.json
+
+Serves the SDK's merchant middleware (Starlette under uvicorn, on 127.0.0.1) for the world's price at /work,
+runs each step of the scenario with the SDK, and prints one JSON line: {"steps": [{"name", "observed"}]}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+import bazaar
+from bazaar import contract
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Shop:
+    """The merchant: a Starlette app behind PaidRoutes, counting its paid work; faults fire once per order."""
+
+    def __init__(self, world: dict[str, Any], receipts: Path) -> None:
+        self.runs = 0
+        self.faults: dict[str, str] = {}
+        self.fired: set[str] = set()
+        self.client = bazaar.Client(world["registry"], world["merchant"])
+
+        async def work(request: Request) -> JSONResponse:
+            self.runs += 1
+            settled: bazaar.Settled = request.state.bazaar
+            return JSONResponse({"order": settled.order_id, "run": self.runs, "settlement": settled.settlement_id})
+
+        def fault(point: str, order: str) -> bool:
+            if self.faults.get(order) == point and order not in self.fired:
+                self.fired.add(order)
+                return True
+            return False
+
+        app = Starlette(routes=[Route("/work", work, methods=["POST"])])
+        merchant = bazaar.Merchant(self.client, bazaar.SqliteReceiptStore(receipts), fault=fault)
+        self.app = bazaar.PaidRoutes(app, merchant=merchant, prices={"/work": int(world["price_minor"])})
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/work"
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self.server.serve())
+        while not self.server.started:
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await self.task
+
+
+def refusal(error: bazaar.ProblemError) -> dict[str, Any]:
+    return {"status": error.status, "code": error.code, "error_class": type(error).__name__}
+
+
+async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    registry = world["registry"]
+    buyer = bazaar.Client(registry, world["buyer"])
+    clients = {
+        "buyer": buyer,
+        "poor_buyer": buyer.with_credential(world["poor_buyer"]),
+        "merchant": buyer.with_credential(world["merchant"]),
+        "other_merchant": buyer.with_credential(world["other_merchant"]),
+        "nobody": buyer.with_credential("not-a-credential"),
+    }
+    shop = Shop(world, Path(tempfile.mkdtemp()) / "receipts.db")
+    await shop.start()
+    merchant_did = world["merchant_did"]
+    price = int(world["price_minor"])
+    last_token = ""
+    contracts: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    for step in scenario["steps"]:
+        op, args = step["op"], step.get("args", {})
+        observed: dict[str, Any] = {}
+        try:
+            if op == "constants":
+                observed = {
+                    "headers": {
+                        "payment": contract.PAYMENT_HEADER,
+                        "settlement": contract.SETTLEMENT_HEADER,
+                        "work_receipt": contract.WORK_RECEIPT_HEADER,
+                        "idempotency_key": contract.IDEMPOTENCY_KEY_HEADER,
+                        "idempotent_replayed": contract.IDEMPOTENT_REPLAYED_HEADER,
+                        "x402_payment_required": contract.X402_PAYMENT_REQUIRED,
+                        "x402_payment_signature": contract.X402_PAYMENT_SIGNATURE,
+                        "x402_payment_response": contract.X402_PAYMENT_RESPONSE,
+                    },
+                    "retry_attempts_max": contract.RETRY_ATTEMPTS_MAX,
+                    "retry_base_ms": contract.RETRY_BASE_MS,
+                    "token_renew_margin_ms": contract.TOKEN_RENEW_MARGIN_MS,
+                    "work_receipt_bytes_max": contract.WORK_RECEIPT_BYTES_MAX,
+                    "escrow_due_s": contract.ESCROW_DUE_S,
+                }
+            elif op == "pay":
+                if "fault" in args:
+                    shop.faults[args["order"]] = args["fault"]
+                paid = await buyer.pay(shop.url, merchant_did, price, args["order"])
+                last_token = paid.token
+                observed = {"status": paid.status, "replayed": paid.replayed, "settled": paid.settlement is not None,
+                            "retried": paid.attempts > 1}
+            elif op == "verify_last":
+                verified = await buyer.verify(last_token)
+                observed = {k: verified.get(k) for k in ("genuine", "state", "work_order")}
+            elif op == "settle_last":
+                claims = bazaar.claims_unverified(last_token) or {}
+                await clients["merchant"].settle(last_token, price, str(claims.get("ord")), args["key"])
+                observed = {"status": 200}
+            elif op == "replay_last":
+                observed = await raw(shop, last_token)
+            elif op == "merchant_raw":
+                observed = await raw(shop, args["payment"])
+            elif op == "merchant_tampered":
+                issued = await buyer.issue_token(merchant_did, price, args["order"], shop.url)
+                token = str(issued.body["token"])
+                body, signature = token.rsplit(".", 1)
+                flipped = ("A" if signature[0] != "A" else "B") + signature[1:]
+                observed = await raw(shop, f"{body}.{flipped}")
+            elif op == "purchase":
+                bought = await buyer.purchase(shop.url, merchant_did, int(world["escrow_price_minor"]), args["order"])
+                assert isinstance(bought, bazaar.Escrowed), "expected an escrowed purchase"
+                cid = str(bought.contract.get("id"))
+                observed = {"escrowed": True, "state": bought.contract.get("state"),
+                            "same_contract": contracts.get(args["order"]) == cid}
+                contracts.setdefault(args["order"], cid)
+            elif op == "token":
+                who = clients[args.get("as", "buyer")]
+                amount = int(world["escrow_price_minor"]) if args["amount"] == "escrow" else int(args["amount"])
+                await who.issue_token(merchant_did, amount, args["order"], shop.url)
+                observed = {"status": 200}
+            elif op == "token_then_settle":
+                issued = await buyer.issue_token(merchant_did, int(args["amount"]), args["order"], shop.url)
+                settler = clients[args.get("by", "merchant")]
+                await settler.settle(str(issued.body["token"]), int(args["settle"]), args["order"])
+                observed = {"status": 200}
+            elif op == "me":
+                await clients[args["as"]].me()
+                observed = {"status": 200}
+            elif op == "token_twice_with_key":
+                await buyer.issue_token(merchant_did, price, "k-1", shop.url, idempotency_key=args["key"])
+                await buyer.issue_token(merchant_did, price, "k-2", shop.url, idempotency_key=args["key"])
+                observed = {"status": 200}
+            elif op == "expired_settle":
+                issued = await buyer.issue_token(merchant_did, price, args["order"], shop.url, ttl_s=int(args["ttl_s"]))
+                await asyncio.sleep(int(args["ttl_s"]) + 1.5)
+                await clients["merchant"].settle(str(issued.body["token"]), price, args["order"])
+                observed = {"status": 200}
+            elif op == "balance":
+                observed = {"balance_minor": await buyer.balance()}
+            else:
+                observed = {"unsupported_op": op}
+        except bazaar.ProblemError as error:
+            observed = refusal(error)
+        observed["work_runs"] = shop.runs
+        out.append({"name": step["name"], "observed": observed})
+    await shop.stop()
+    await buyer.aclose()
+    return out
+
+
+async def raw(shop: Shop, payment: Any) -> dict[str, Any]:
+    """One request to the merchant with ``payment`` as it is (or none): its status, code and receipt header."""
+    headers = {contract.PAYMENT_HEADER: payment} if isinstance(payment, str) else {}
+    response = await shop.client.http.post(shop.url, headers=headers)
+    observed: dict[str, Any] = {"status": response.status_code,
+                                "replayed": response.headers.get(contract.WORK_RECEIPT_HEADER) is not None}
+    if response.status_code >= 400:
+        observed["code"] = response.json().get("code")
+    return observed
+
+
+def main() -> None:
+    world = json.loads(Path(sys.argv[1]).read_text())
+    scenario = json.loads(Path(sys.argv[2]).read_text())
+    steps = asyncio.run(run(world, scenario))
+    print(json.dumps({"sdk": "python", "steps": steps}))
+
+
+if __name__ == "__main__":
+    main()

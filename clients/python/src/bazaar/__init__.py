@@ -1,0 +1,56 @@
+"""Bazaar for Python: pay and get paid per call on a Bazaar registry, charged exactly once.
+
+- :class:`Client` — the buyer's client (tokens, paid calls that never double-pay, verify as a receipt check,
+  budgets and balance, escrowed purchases above the threshold); refusals raise :class:`ProblemError` with the
+  stable ``code``.
+- :class:`Merchant` and :class:`PaidRoutes` — ASGI middleware (FastAPI, Starlette): verify → settle once → run
+  the handler once → keep the work receipt; :class:`X402Routes` speaks x402 v2 over it; :func:`paid_tool`
+  makes a paid function an MCP tool.
+"""
+
+from .asgi import AFTER_SETTLE, BEFORE_ANSWER, Merchant, PaidRoutes, Settled, claims_unverified
+from .client import Answer, Client, Escrowed, PaidResponse, Purchase
+from .errors import (
+    AlreadySettled,
+    BazaarError,
+    BudgetExceeded,
+    EscrowRequired,
+    ProblemError,
+    RefusedError,
+    TokenRefused,
+    TransportError,
+    UnavailableError,
+)
+from .mcp_tool import PaymentRefused, paid_tool
+from .receipts import MemoryReceiptStore, ReceiptStore, SqliteReceiptStore, WorkReceipt
+from .x402 import X402Routes
+
+__all__ = [
+    "AFTER_SETTLE",
+    "BEFORE_ANSWER",
+    "AlreadySettled",
+    "Answer",
+    "BazaarError",
+    "BudgetExceeded",
+    "Client",
+    "EscrowRequired",
+    "Escrowed",
+    "Merchant",
+    "MemoryReceiptStore",
+    "PaidResponse",
+    "PaidRoutes",
+    "PaymentRefused",
+    "ProblemError",
+    "Purchase",
+    "ReceiptStore",
+    "RefusedError",
+    "Settled",
+    "SqliteReceiptStore",
+    "TokenRefused",
+    "TransportError",
+    "UnavailableError",
+    "WorkReceipt",
+    "X402Routes",
+    "claims_unverified",
+    "paid_tool",
+]

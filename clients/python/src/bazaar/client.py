@@ -1,0 +1,299 @@
+"""The buyer's (and anyone's) client over a registry's HTTP API.
+
+Every money-moving call carries an idempotency key — one the registry derives from the order where it can
+(tokens, settlements), one this client derives otherwise (escrowed purchases) — so every retry is the same
+request and is charged at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional, Union
+
+import httpx
+
+from . import contract
+from .errors import ProblemError, TransportError, problem
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A JSON answer, and whether the registry replayed it from an idempotency record."""
+
+    body: Json
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class PaidResponse:
+    """What a paid call came back with: the merchant's answer, and how it was paid."""
+
+    status: int
+    body: bytes
+    headers: httpx.Headers
+    token: str
+    attempts: int
+
+    @property
+    def settlement(self) -> Optional[str]:
+        """The settlement the merchant's middleware named (``Bazaar-Settlement``)."""
+        value = self.headers.get(contract.SETTLEMENT_HEADER)
+        return str(value) if value is not None else None
+
+    @property
+    def replayed(self) -> bool:
+        """The merchant answered from its work receipt: the work did not run again."""
+        return self.headers.get(contract.WORK_RECEIPT_HEADER) is not None
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.body)
+
+
+@dataclass(frozen=True)
+class Escrowed:
+    """A purchase above the escrow threshold: the contract opened (or found again) for it."""
+
+    contract: Json
+
+
+Purchase = Union[PaidResponse, Escrowed]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _retryable(error: BaseException) -> bool:
+    if isinstance(error, TransportError):
+        return True
+    return isinstance(error, ProblemError) and error.retryable
+
+
+class Client:
+    """An async client for one registry, speaking for the holder of ``credential`` (or for nobody).
+
+    ``verify`` is a receipt check, never a work order: a consumed token still verifies as genuine.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        credential: Optional[str] = None,
+        *,
+        http: Optional[httpx.AsyncClient] = None,
+        timeout_s: float = contract.REQUEST_TIMEOUT_S,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.credential = credential
+        self._owns_http = http is None
+        self.http = http or httpx.AsyncClient(timeout=timeout_s)
+
+    def with_credential(self, credential: str) -> "Client":
+        """The same registry and connection pool, speaking for another credential."""
+        other = Client(self.base_url, credential, http=self.http)
+        other._owns_http = False
+        return other
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    # ---- transport -------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        idempotency_key: Optional[str] = None,
+    ) -> Answer:
+        """One request; a problem+json answer raises the typed :class:`~bazaar.errors.ProblemError`."""
+        headers: dict[str, str] = {}
+        if self.credential:
+            headers["authorization"] = f"Bearer {self.credential}"
+        if idempotency_key is not None:
+            headers[contract.IDEMPOTENCY_KEY_HEADER] = idempotency_key
+        try:
+            response = await self.http.request(
+                method, f"{self.base_url}{path}", headers=headers, json=body if body is not None else None
+            )
+        except httpx.HTTPError as error:
+            raise TransportError(f"{method} {path}: {error!r}") from error
+        try:
+            data = response.json() if response.content else None
+        except ValueError:
+            data = None
+        if response.status_code >= 400:
+            raise problem(response.status_code, data)
+        replayed = response.headers.get(contract.IDEMPOTENT_REPLAYED_HEADER) is not None
+        return Answer(data if isinstance(data, dict) else {"items": data}, replayed)
+
+    async def retrying(self, call: Callable[[], Awaitable[Answer]]) -> Answer:
+        """Sends ``call`` again while the answer is retryable (transport, 5xx, 409 in flight): same request, same key."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await call()
+            except (TransportError, ProblemError) as error:
+                if not _retryable(error) or attempt >= contract.RETRY_ATTEMPTS_MAX:
+                    raise
+            await asyncio.sleep(contract.RETRY_BASE_MS * (2 ** (attempt - 1)) / 1000)
+
+    async def _get(self, path: str) -> Json:
+        return (await self.call("GET", path)).body
+
+    # ---- reading ---------------------------------------------------------------------------------
+
+    async def well_known(self) -> Json:
+        """The registry's signed card: its DID, fee, escrow threshold, limits."""
+        return await self._get("/.well-known/bazaar")
+
+    async def me(self) -> Json:
+        return await self._get("/v1/me")
+
+    async def balance(self) -> int:
+        """This member's balance in minor units of the network unit."""
+        value = (await self.me()).get("balance_minor")
+        return int(value) if isinstance(value, int) else 0
+
+    async def member(self, who: str) -> Json:
+        return await self._get(f"/v1/members/{who}")
+
+    # ---- owners ----------------------------------------------------------------------------------
+
+    async def set_budget(self, agent: str, per_call: int, per_day: int, total: int) -> Json:
+        """Owner: the agent's ceilings in minor units."""
+        body = {"per_call_max_minor": per_call, "per_day_max_minor": per_day, "total_max_minor": total}
+        return (await self.call("PUT", f"/v1/agents/{agent}/budget", body)).body
+
+    async def fund(self, agent: str, amount_minor: int, idempotency_key: str) -> Json:
+        """Owner: move units from the owner's account to the agent's."""
+        return (await self.call("POST", f"/v1/agents/{agent}/fund", {"amount_minor": amount_minor}, idempotency_key)).body
+
+    # ---- paying ----------------------------------------------------------------------------------
+
+    async def issue_token(
+        self,
+        merchant: str,
+        max_amount_minor: int,
+        order_id: str,
+        resource: str,
+        *,
+        registry: Optional[str] = None,
+        ttl_s: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+    ) -> Answer:
+        """Buyer: a payment token for one order. Asking again for the same (merchant, order) gives the same token."""
+        body: Json = {"merchant": merchant, "max_amount_minor": max_amount_minor, "order_id": order_id, "resource": resource}
+        if registry is not None:
+            body["registry"] = registry
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        return await self.call("POST", "/v1/tokens", body, idempotency_key)
+
+    async def verify(self, token: str) -> Json:
+        """A receipt check, never a work order: says whether the token is genuine and its state (a settled
+        token still says ``genuine: true``). Only :meth:`settle` makes the money real."""
+        return (await self.call("POST", "/v1/tokens/verify", {"token": token})).body
+
+    async def settle(
+        self, token: str, amount_minor: int, order_id: str, idempotency_key: Optional[str] = None
+    ) -> Answer:
+        """Merchant: settle exactly once. Without a key the registry derives one from the order."""
+        body = {"token": token, "amount_minor": amount_minor, "order_id": order_id}
+        return await self.call("POST", "/v1/settlements", body, idempotency_key)
+
+    async def pay(
+        self,
+        url: str,
+        merchant: str,
+        max_amount_minor: int,
+        order_id: str,
+        *,
+        registry: Optional[str] = None,
+        method: str = "POST",
+        json: Any = None,
+    ) -> PaidResponse:
+        """Buyer: get (or get again) the order's token and call the paid ``url`` with it, retrying transport
+        errors, 5xx and 409 with the same token. The merchant settles once and keeps a work receipt, so every
+        retry is safe: it is charged once and the work runs once."""
+        issued = await self.retrying(
+            lambda: self.issue_token(merchant, max_amount_minor, order_id, url, registry=registry)
+        )
+        expires = issued.body.get("expires_at_ms")
+        if issued.replayed and isinstance(expires, int) and expires <= wall_clock_ms() + contract.TOKEN_RENEW_MARGIN_MS:
+            # The order's derived key replays its first token even once it is dead: ask again under a key naming it.
+            key = f"renew:{issued.body.get('jti', '')}"
+            issued = await self.retrying(
+                lambda: self.issue_token(merchant, max_amount_minor, order_id, url, registry=registry, idempotency_key=key)
+            )
+        token = str(issued.body.get("token", ""))
+        attempt = 0
+        while True:
+            attempt += 1
+            response: Optional[httpx.Response] = None
+            failure: Optional[BaseException] = None
+            try:
+                response = await self.http.request(method, url, headers={contract.PAYMENT_HEADER: token}, json=json)
+            except httpx.HTTPError as error:
+                failure = error
+            retry = response is None or response.status_code >= 500 or response.status_code == 409
+            if not retry or attempt >= contract.RETRY_ATTEMPTS_MAX:
+                if response is None:
+                    raise TransportError(f"{method} {url}: {failure!r}") from failure
+                return PaidResponse(response.status_code, response.content, response.headers, token, attempt)
+            await asyncio.sleep(contract.RETRY_BASE_MS * (2 ** (attempt - 1)) / 1000)
+
+    async def create_contract(
+        self,
+        seller: str,
+        milestones: list[tuple[int, str, int]],
+        terms: str,
+        idempotency_key: str,
+        *,
+        arbiter: Optional[str] = None,
+        review_window_s: Optional[int] = None,
+    ) -> Answer:
+        """Buyer: open and fund an escrowed contract; ``milestones`` are (amount, description, due_at_ms)."""
+        import hashlib
+
+        body = {
+            "seller": seller,
+            "arbiter": arbiter,
+            "milestones": [{"amount_minor": a, "description": d, "due_at_ms": due} for a, d, due in milestones],
+            "terms_sha256": hashlib.sha256(terms.encode()).hexdigest(),
+            "review_window_s": review_window_s,
+        }
+        return await self.call("POST", "/v1/contracts", body, idempotency_key)
+
+    async def contract(self, contract_id: str) -> Json:
+        return await self._get(f"/v1/contracts/{contract_id}")
+
+    async def purchase(self, url: str, merchant: str, price_minor: int, order_id: str) -> Purchase:
+        """Buys at ``price_minor``: a paid call within the registry's escrow threshold, else an escrowed contract
+        with one milestone due a week after the end of today (UTC), under a key derived from the order — a retry
+        the same day finds the same contract."""
+        card = await self.well_known()
+        threshold = card.get("escrow_threshold_minor")
+        if isinstance(threshold, int) and price_minor <= threshold:
+            return await self.pay(url, merchant, price_minor, order_id)
+        day_ms = 86_400_000
+        due = (wall_clock_ms() // day_ms + 1) * day_ms + contract.ESCROW_DUE_S * 1000
+        description = f"order {order_id}: {url}"
+        terms = f"bazaar-order-v1\n{merchant}\n{order_id}\n{url}\n{price_minor}"
+        key = f"order:{merchant}:{order_id}"
+        answer = await self.retrying(lambda: self.create_contract(merchant, [(price_minor, description, due)], terms, key))
+        return Escrowed(answer.body)

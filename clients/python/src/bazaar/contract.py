@@ -1,0 +1,25 @@
+"""The wire contract (``clients/conformance/contract.json``); the conformance suite checks these values."""
+
+PAYMENT_HEADER = "bazaar-payment"
+SETTLEMENT_HEADER = "bazaar-settlement"
+WORK_RECEIPT_HEADER = "bazaar-work-receipt"
+IDEMPOTENCY_KEY_HEADER = "idempotency-key"
+IDEMPOTENT_REPLAYED_HEADER = "idempotent-replayed"
+X402_PAYMENT_REQUIRED = "payment-required"
+X402_PAYMENT_SIGNATURE = "payment-signature"
+X402_PAYMENT_RESPONSE = "payment-response"
+
+#: Attempts a paid call (or any retried call) makes on transport errors, 5xx and 409 in flight.
+RETRY_ATTEMPTS_MAX = 5
+#: The first retry's delay; it doubles each attempt.
+RETRY_BASE_MS = 50
+#: A replayed token this close to expiry (or past it) is renewed before use.
+TOKEN_RENEW_MARGIN_MS = 5_000
+#: The largest paid response the merchant middleware keeps as a work receipt.
+WORK_RECEIPT_BYTES_MAX = 1024 * 1024
+#: An escrowed purchase's milestone is due this long after the end of today (UTC).
+ESCROW_DUE_S = 7 * 24 * 60 * 60
+#: Requests give up after this long.
+REQUEST_TIMEOUT_S = 30.0
+
+ALREADY_PAID_CODES = ("token_settled", "order_already_settled")

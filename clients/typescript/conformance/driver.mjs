@@ -1,0 +1,178 @@
+// The TypeScript SDK's conformance driver (clients/conformance/scenario.json).
+//
+//   node driver.mjs WORLD.json SCENARIO.json
+//
+// Serves the SDK's Express merchant middleware on 127.0.0.1 for the world's price at /work, runs each step of the
+// scenario with the SDK (from its built dist/), and prints one JSON line: {"sdk", "steps": [{"name", "observed"}]}.
+import { readFileSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import express from "express";
+import * as bazaar from "../dist/index.js";
+
+const [worldFile, scenarioFile] = process.argv.slice(2);
+const world = JSON.parse(readFileSync(worldFile, "utf8"));
+const scenario = JSON.parse(readFileSync(scenarioFile, "utf8"));
+const { contract } = bazaar;
+
+const buyer = new bazaar.Client(world.registry, world.buyer);
+const clients = {
+  buyer,
+  poor_buyer: buyer.withCredential(world.poor_buyer),
+  merchant: buyer.withCredential(world.merchant),
+  other_merchant: buyer.withCredential(world.other_merchant),
+  nobody: buyer.withCredential("not-a-credential"),
+};
+
+// The merchant: Express behind paidExpress, counting its paid work; faults fire once per order.
+let runs = 0;
+const faults = new Map();
+const fired = new Set();
+const fault = (point, order) => {
+  if (faults.get(order) === point && !fired.has(order)) {
+    fired.add(order);
+    return true;
+  }
+  return false;
+};
+const receipts = new bazaar.SqliteReceiptStore(join(mkdtempSync(join(tmpdir(), "bazaar-ts-")), "receipts.db"));
+const merchant = new bazaar.Merchant(clients.merchant, receipts, { fault });
+const app = express();
+app.post("/work", bazaar.paidExpress(merchant, world.price_minor), (_req, res) => {
+  runs += 1;
+  const settled = res.locals.bazaar;
+  res.json({ order: settled.orderId, run: runs, settlement: settled.settlementId });
+});
+const server = await new Promise((resolve) => {
+  const listening = app.listen(0, "127.0.0.1", () => resolve(listening));
+});
+const shopUrl = `http://127.0.0.1:${server.address().port}/work`;
+
+const refusal = (error) => {
+  if (error instanceof bazaar.ProblemError) return { status: error.status, code: error.code, error_class: error.constructor.name };
+  throw error;
+};
+
+async function raw(payment) {
+  const headers = typeof payment === "string" ? { [contract.PAYMENT_HEADER]: payment } : {};
+  const response = await fetch(shopUrl, { method: "POST", headers });
+  const observed = { status: response.status, replayed: response.headers.get(contract.WORK_RECEIPT_HEADER) !== null };
+  const body = await response.json().catch(() => ({}));
+  if (response.status >= 400) observed.code = body.code;
+  return observed;
+}
+
+const merchantDid = world.merchant_did;
+const price = world.price_minor;
+let lastToken = "";
+const contracts = new Map();
+const steps = [];
+for (const step of scenario.steps) {
+  const args = step.args ?? {};
+  let observed;
+  try {
+    switch (step.op) {
+      case "constants":
+        observed = {
+          headers: {
+            payment: contract.PAYMENT_HEADER,
+            settlement: contract.SETTLEMENT_HEADER,
+            work_receipt: contract.WORK_RECEIPT_HEADER,
+            idempotency_key: contract.IDEMPOTENCY_KEY_HEADER,
+            idempotent_replayed: contract.IDEMPOTENT_REPLAYED_HEADER,
+            x402_payment_required: contract.X402_PAYMENT_REQUIRED,
+            x402_payment_signature: contract.X402_PAYMENT_SIGNATURE,
+            x402_payment_response: contract.X402_PAYMENT_RESPONSE,
+          },
+          retry_attempts_max: contract.RETRY_ATTEMPTS_MAX,
+          retry_base_ms: contract.RETRY_BASE_MS,
+          token_renew_margin_ms: contract.TOKEN_RENEW_MARGIN_MS,
+          work_receipt_bytes_max: contract.WORK_RECEIPT_BYTES_MAX,
+          escrow_due_s: contract.ESCROW_DUE_S,
+        };
+        break;
+      case "pay": {
+        if (args.fault) faults.set(args.order, args.fault);
+        const paid = await buyer.pay(shopUrl, merchantDid, price, args.order);
+        lastToken = paid.token;
+        observed = { status: paid.status, replayed: paid.replayed, settled: paid.settlement !== null, retried: paid.attempts > 1 };
+        break;
+      }
+      case "verify_last": {
+        const verified = await buyer.verify(lastToken);
+        observed = { genuine: verified.genuine, state: verified.state, work_order: verified.work_order };
+        break;
+      }
+      case "settle_last": {
+        const claims = bazaar.claimsUnverified(lastToken) ?? {};
+        await clients.merchant.settle(lastToken, price, String(claims.ord), args.key);
+        observed = { status: 200 };
+        break;
+      }
+      case "replay_last":
+        observed = await raw(lastToken);
+        break;
+      case "merchant_raw":
+        observed = await raw(args.payment);
+        break;
+      case "merchant_tampered": {
+        const issued = await buyer.issueToken(merchantDid, price, args.order, shopUrl);
+        const token = String(issued.body.token);
+        const at = token.lastIndexOf(".");
+        const signature = token.slice(at + 1);
+        observed = await raw(`${token.slice(0, at)}.${signature[0] === "A" ? "B" : "A"}${signature.slice(1)}`);
+        break;
+      }
+      case "purchase": {
+        const bought = await buyer.purchase(shopUrl, merchantDid, world.escrow_price_minor, args.order);
+        if (bought.kind !== "escrowed") throw new Error("expected an escrowed purchase");
+        const id = String(bought.contract.id);
+        observed = { escrowed: true, state: bought.contract.state, same_contract: contracts.get(args.order) === id };
+        if (!contracts.has(args.order)) contracts.set(args.order, id);
+        break;
+      }
+      case "token": {
+        const who = clients[args.as ?? "buyer"];
+        const amount = args.amount === "escrow" ? world.escrow_price_minor : args.amount;
+        await who.issueToken(merchantDid, amount, args.order, shopUrl);
+        observed = { status: 200 };
+        break;
+      }
+      case "token_then_settle": {
+        const issued = await buyer.issueToken(merchantDid, args.amount, args.order, shopUrl);
+        await clients[args.by ?? "merchant"].settle(String(issued.body.token), args.settle, args.order);
+        observed = { status: 200 };
+        break;
+      }
+      case "me":
+        await clients[args.as].me();
+        observed = { status: 200 };
+        break;
+      case "token_twice_with_key":
+        await buyer.issueToken(merchantDid, price, "k-1", shopUrl, { idempotencyKey: args.key });
+        await buyer.issueToken(merchantDid, price, "k-2", shopUrl, { idempotencyKey: args.key });
+        observed = { status: 200 };
+        break;
+      case "expired_settle": {
+        const issued = await buyer.issueToken(merchantDid, price, args.order, shopUrl, { ttlS: args.ttl_s });
+        await new Promise((resolve) => setTimeout(resolve, args.ttl_s * 1000 + 1500));
+        await clients.merchant.settle(String(issued.body.token), price, args.order);
+        observed = { status: 200 };
+        break;
+      }
+      case "balance":
+        observed = { balance_minor: await buyer.balance() };
+        break;
+      default:
+        observed = { unsupported_op: step.op };
+    }
+  } catch (error) {
+    observed = refusal(error);
+  }
+  observed.work_runs = runs;
+  steps.push({ name: step.name, observed });
+}
+server.close();
+receipts.close();
+console.log(JSON.stringify({ sdk: "typescript", steps }));
+process.exit(0);

@@ -1,0 +1,251 @@
+// The buyer's (and anyone's) client over a registry's HTTP API. Every money-moving call carries an idempotency
+// key — one the registry derives from the order where it can (tokens, settlements), one this client derives
+// otherwise (escrowed purchases) — so every retry is the same request and is charged at most once.
+
+import * as contract from "./contract.js";
+import { ProblemError, TransportError, problem } from "./errors.js";
+
+export type Json = Record<string, unknown>;
+
+/** A JSON answer, and whether the registry replayed it from an idempotency record. */
+export interface Answer {
+  body: Json;
+  replayed: boolean;
+}
+
+/** What a paid call came back with: the merchant's answer, and how it was paid. */
+export interface PaidResponse {
+  status: number;
+  body: Uint8Array;
+  headers: Headers;
+  token: string;
+  attempts: number;
+  /** The settlement the merchant's middleware named (`Bazaar-Settlement`). */
+  settlement: string | null;
+  /** The merchant answered from its work receipt: the work did not run again. */
+  replayed: boolean;
+}
+
+/** A purchase: a paid call within the threshold, or the escrowed contract above it. */
+export type Purchase = { kind: "paid"; paid: PaidResponse } | { kind: "escrowed"; contract: Json };
+
+export interface TokenOptions {
+  registry?: string;
+  ttlS?: number;
+  idempotencyKey?: string;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function retryable(error: unknown): boolean {
+  if (error instanceof TransportError) return true;
+  return error instanceof ProblemError && error.retryable;
+}
+
+async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * A client for one registry, speaking for the holder of `credential` (or for nobody).
+ *
+ * `verify` is a receipt check, never a work order: a consumed token still verifies as genuine.
+ */
+export class Client {
+  readonly baseUrl: string;
+  readonly credential: string | undefined;
+  private readonly doFetch: typeof fetch;
+
+  constructor(baseUrl: string, credential?: string, options: { fetch?: typeof fetch } = {}) {
+    this.baseUrl = baseUrl.replace(/\/$/, "");
+    this.credential = credential;
+    this.doFetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  /** The same registry, speaking for another credential. */
+  withCredential(credential: string): Client {
+    return new Client(this.baseUrl, credential, { fetch: this.doFetch });
+  }
+
+  /** One request; a problem+json answer throws the typed `ProblemError`. */
+  async call(method: string, path: string, body?: unknown, idempotencyKey?: string): Promise<Answer> {
+    const headers: Record<string, string> = {};
+    if (this.credential) headers["authorization"] = `Bearer ${this.credential}`;
+    if (idempotencyKey !== undefined) headers[contract.IDEMPOTENCY_KEY_HEADER] = idempotencyKey;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    let response: Response;
+    try {
+      response = await this.doFetch(`${this.baseUrl}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(contract.REQUEST_TIMEOUT_MS),
+      });
+    } catch (error) {
+      throw new TransportError(`${method} ${path}: ${String(error)}`);
+    }
+    const text = await response.text().catch(() => "");
+    let data: unknown = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = null;
+    }
+    if (response.status >= 400) throw problem(response.status, data);
+    const replayed = response.headers.get(contract.IDEMPOTENT_REPLAYED_HEADER) !== null;
+    const json = data && typeof data === "object" && !Array.isArray(data) ? (data as Json) : { items: data };
+    return { body: json, replayed };
+  }
+
+  /** Sends `call` again while the answer is retryable (transport, 5xx, 409 in flight): same request, same key. */
+  async retrying(call: () => Promise<Answer>): Promise<Answer> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (error) {
+        if (!retryable(error) || attempt >= contract.RETRY_ATTEMPTS_MAX) throw error;
+      }
+      await sleep(contract.RETRY_BASE_MS * 2 ** (attempt - 1));
+    }
+  }
+
+  private async get(path: string): Promise<Json> {
+    return (await this.call("GET", path)).body;
+  }
+
+  /** The registry's signed card: its DID, fee, escrow threshold, limits. */
+  wellKnown(): Promise<Json> {
+    return this.get("/.well-known/bazaar");
+  }
+
+  me(): Promise<Json> {
+    return this.get("/v1/me");
+  }
+
+  /** This member's balance in minor units of the network unit. */
+  async balance(): Promise<number> {
+    const value = (await this.me())["balance_minor"];
+    return typeof value === "number" ? value : 0;
+  }
+
+  /** Owner: the agent's ceilings in minor units. */
+  async setBudget(agent: string, perCall: number, perDay: number, total: number): Promise<Json> {
+    const body = { per_call_max_minor: perCall, per_day_max_minor: perDay, total_max_minor: total };
+    return (await this.call("PUT", `/v1/agents/${agent}/budget`, body)).body;
+  }
+
+  /** Buyer: a payment token for one order. Asking again for the same (merchant, order) gives the same token. */
+  issueToken(merchant: string, maxAmountMinor: number, orderId: string, resource: string, options: TokenOptions = {}): Promise<Answer> {
+    const body: Json = { merchant, max_amount_minor: maxAmountMinor, order_id: orderId, resource };
+    if (options.registry !== undefined) body["registry"] = options.registry;
+    if (options.ttlS !== undefined) body["ttl_s"] = options.ttlS;
+    return this.call("POST", "/v1/tokens", body, options.idempotencyKey);
+  }
+
+  /**
+   * A receipt check, never a work order: whether the token is genuine and its state (a settled token still says
+   * `genuine: true`). Only `settle` makes the money real.
+   */
+  async verify(token: string): Promise<Json> {
+    return (await this.call("POST", "/v1/tokens/verify", { token })).body;
+  }
+
+  /** Merchant: settle exactly once. Without a key the registry derives one from the order. */
+  settle(token: string, amountMinor: number, orderId: string, idempotencyKey?: string): Promise<Answer> {
+    return this.call("POST", "/v1/settlements", { token, amount_minor: amountMinor, order_id: orderId }, idempotencyKey);
+  }
+
+  /**
+   * Buyer: get (or get again) the order's token and call the paid `url` with it, retrying transport errors, 5xx
+   * and 409 with the same token. The merchant settles once and keeps a work receipt, so every retry is safe.
+   */
+  async pay(
+    url: string,
+    merchant: string,
+    maxAmountMinor: number,
+    orderId: string,
+    options: { registry?: string; method?: string; body?: BodyInit; headers?: Record<string, string> } = {},
+  ): Promise<PaidResponse> {
+    const token = { registry: options.registry };
+    let issued = await this.retrying(() => this.issueToken(merchant, maxAmountMinor, orderId, url, token));
+    const expires = issued.body["expires_at_ms"];
+    if (issued.replayed && typeof expires === "number" && expires <= Date.now() + contract.TOKEN_RENEW_MARGIN_MS) {
+      // The order's derived key replays its first token even once it is dead: ask again under a key naming it.
+      const idempotencyKey = `renew:${String(issued.body["jti"] ?? "")}`;
+      issued = await this.retrying(() => this.issueToken(merchant, maxAmountMinor, orderId, url, { ...token, idempotencyKey }));
+    }
+    const paymentToken = String(issued.body["token"] ?? "");
+    for (let attempt = 1; ; attempt++) {
+      let response: Response | undefined;
+      let failure: unknown;
+      try {
+        response = await this.doFetch(url, {
+          method: options.method ?? "POST",
+          headers: { ...(options.headers ?? {}), [contract.PAYMENT_HEADER]: paymentToken },
+          body: options.body,
+        });
+      } catch (error) {
+        failure = error;
+      }
+      const retry = response === undefined || response.status >= 500 || response.status === 409;
+      if (!retry || attempt >= contract.RETRY_ATTEMPTS_MAX) {
+        if (response === undefined) throw new TransportError(`${url}: ${String(failure)}`);
+        const body = new Uint8Array(await response.arrayBuffer());
+        return {
+          status: response.status,
+          body,
+          headers: response.headers,
+          token: paymentToken,
+          attempts: attempt,
+          settlement: response.headers.get(contract.SETTLEMENT_HEADER),
+          replayed: response.headers.get(contract.WORK_RECEIPT_HEADER) !== null,
+        };
+      }
+      await response?.arrayBuffer().catch(() => undefined);
+      await sleep(contract.RETRY_BASE_MS * 2 ** (attempt - 1));
+    }
+  }
+
+  /** Buyer: open and fund an escrowed contract; `milestones` are [amount, description, dueAtMs]. */
+  async createContract(
+    seller: string,
+    milestones: Array<[number, string, number]>,
+    terms: string,
+    idempotencyKey: string,
+    options: { arbiter?: string; reviewWindowS?: number } = {},
+  ): Promise<Answer> {
+    const body = {
+      seller,
+      arbiter: options.arbiter ?? null,
+      milestones: milestones.map(([amount, description, due]) => ({ amount_minor: amount, description, due_at_ms: due })),
+      terms_sha256: await sha256Hex(terms),
+      review_window_s: options.reviewWindowS ?? null,
+    };
+    return this.call("POST", "/v1/contracts", body, idempotencyKey);
+  }
+
+  contract(id: string): Promise<Json> {
+    return this.get(`/v1/contracts/${id}`);
+  }
+
+  /**
+   * Buys at `priceMinor`: a paid call within the registry's escrow threshold, else an escrowed contract with one
+   * milestone due a week after the end of today (UTC), under a key derived from the order — a retry the same day
+   * finds the same contract.
+   */
+  async purchase(url: string, merchant: string, priceMinor: number, orderId: string): Promise<Purchase> {
+    const card = await this.wellKnown();
+    const threshold = card["escrow_threshold_minor"];
+    if (typeof threshold === "number" && priceMinor <= threshold) {
+      return { kind: "paid", paid: await this.pay(url, merchant, priceMinor, orderId) };
+    }
+    const dayMs = 86_400_000;
+    const due = (Math.floor(Date.now() / dayMs) + 1) * dayMs + contract.ESCROW_DUE_S * 1000;
+    const description = `order ${orderId}: ${url}`;
+    const terms = `bazaar-order-v1\n${merchant}\n${orderId}\n${url}\n${priceMinor}`;
+    const key = `order:${merchant}:${orderId}`;
+    const answer = await this.retrying(() => this.createContract(merchant, [[priceMinor, description, due]], terms, key));
+    return { kind: "escrowed", contract: answer.body };
+  }
+}

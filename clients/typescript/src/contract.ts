@@ -1,0 +1,25 @@
+// The wire contract (clients/conformance/contract.json); the conformance suite checks these values.
+
+export const PAYMENT_HEADER = "bazaar-payment";
+export const SETTLEMENT_HEADER = "bazaar-settlement";
+export const WORK_RECEIPT_HEADER = "bazaar-work-receipt";
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+export const IDEMPOTENT_REPLAYED_HEADER = "idempotent-replayed";
+export const X402_PAYMENT_REQUIRED = "payment-required";
+export const X402_PAYMENT_SIGNATURE = "payment-signature";
+export const X402_PAYMENT_RESPONSE = "payment-response";
+
+/** Attempts a paid call (or any retried call) makes on transport errors, 5xx and 409 in flight. */
+export const RETRY_ATTEMPTS_MAX = 5;
+/** The first retry's delay; it doubles each attempt. */
+export const RETRY_BASE_MS = 50;
+/** A replayed token this close to expiry (or past it) is renewed before use. */
+export const TOKEN_RENEW_MARGIN_MS = 5_000;
+/** The largest paid response the merchant middleware keeps as a work receipt. */
+export const WORK_RECEIPT_BYTES_MAX = 1024 * 1024;
+/** An escrowed purchase's milestone is due this long after the end of today (UTC). */
+export const ESCROW_DUE_S = 7 * 24 * 60 * 60;
+/** Requests give up after this long. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+export const ALREADY_PAID_CODES: readonly string[] = ["token_settled", "order_already_settled"];

@@ -1,0 +1,25 @@
+// Bazaar for TypeScript: pay and get paid per call on a Bazaar registry, charged exactly once.
+//
+// - `Client`: the buyer's client (tokens, paid calls that never double-pay, verify as a receipt check, budgets
+//   and balance, escrowed purchases above the threshold); refusals throw `ProblemError` with the stable `code`.
+// - `Merchant` with `paidExpress` (Express) or `paidFetch` (Hono, Bun.serve, any Fetch handler): verify → settle
+//   once → run the handler once → keep the work receipt; a retry gets the stored answer.
+// - `bazaarScheme`: the buyer scheme for `@x402/fetch`.
+
+export * as contract from "./contract.js";
+export { Client, type Answer, type Json, type PaidResponse, type Purchase, type TokenOptions } from "./client.js";
+export {
+  AlreadySettled,
+  BazaarError,
+  BudgetExceeded,
+  EscrowRequired,
+  ProblemError,
+  RefusedError,
+  TokenRefused,
+  TransportError,
+  UnavailableError,
+} from "./errors.js";
+export { paidExpress, paidFetch } from "./http.js";
+export { Merchant, claimsUnverified, type Answered, type FaultHook, type FaultPoint, type Settled } from "./merchant.js";
+export { MemoryReceiptStore, SqliteReceiptStore, type ReceiptStore, type WorkReceipt } from "./receipts.js";
+export { SCHEME, bazaarScheme, bazaarSpendControls } from "./x402.js";

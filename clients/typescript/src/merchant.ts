@@ -1,0 +1,155 @@
+// The merchant side of a paid call, whatever carries it (an Express route, a Fetch handler): verify → settle once
+// → run the work once per settlement → keep its receipt → answer; a retry gets the stored answer.
+//
+// Verify is a receipt check, never a work order: it only says the token is genuine and what state it is in. The
+// money is real when the settlement is; the work runs after that, at most once per settlement.
+//
+// Sharp edge, the same as in the Rust and Python SDKs: the receipt is written right after the handler returns. If
+// the process dies inside that window, the settlement exists without a receipt and the next retry runs the
+// handler again. Handlers whose effects must never repeat should make them idempotent on the settlement id they
+// are handed (`Settled.settlementId`).
+
+import type { Client, Json } from "./client.js";
+import * as contract from "./contract.js";
+import { ProblemError, TransportError } from "./errors.js";
+import type { ReceiptStore, WorkReceipt } from "./receipts.js";
+
+/** What the paid handler is handed: the settlement it runs for. */
+export interface Settled {
+  settlementId: string;
+  orderId: string;
+  buyer: string;
+  amountMinor: number;
+}
+
+/** An answer: status, headers, body. */
+export interface Answered {
+  status: number;
+  headers: Record<string, string>;
+  body: Uint8Array;
+}
+
+/** Where a test may make the merchant "crash": after settling (work not yet run), or after the receipt is kept. */
+export type FaultPoint = "after_settle" | "before_answer";
+/** Returning true at a point answers 503 there, as a crash would. */
+export type FaultHook = (point: FaultPoint, orderId: string) => boolean;
+
+/** The claims of an `apt_` token, unchecked (the registry checks the signature when it settles). */
+export function claimsUnverified(token: string): Json | undefined {
+  if (!token.startsWith("apt_") || !token.includes(".")) return undefined;
+  const encoded = token.slice(4).split(".", 1)[0] ?? "";
+  try {
+    const claims: unknown = JSON.parse(Buffer.from(encoded, "base64url").toString("utf8"));
+    return claims && typeof claims === "object" ? (claims as Json) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function problemAnswer(status: number, code: string, detail: string): Answered {
+  const body = JSON.stringify({ type: `https://bazaar.dev/problems/${code}`, title: code.replace(/_/g, " "), status, code, detail });
+  return { status, headers: { "content-type": "application/problem+json" }, body: new TextEncoder().encode(body) };
+}
+
+function failure(error: unknown): Answered {
+  if (error instanceof ProblemError) {
+    const status = error.status >= 500 || error.status === 409 ? 503 : 402;
+    return problemAnswer(status, error.code, error.detail);
+  }
+  return problemAnswer(503, "registry_unreachable", `The registry could not be reached: ${String(error)}`);
+}
+
+function stored(receipt: WorkReceipt, settlementId: string, replayed: boolean): Answered {
+  const headers: Record<string, string> = { [contract.SETTLEMENT_HEADER]: settlementId };
+  if (receipt.contentType) headers["content-type"] = receipt.contentType;
+  if (replayed) headers[contract.WORK_RECEIPT_HEADER] = "replayed";
+  return { status: receipt.status, headers, body: receipt.body };
+}
+
+export class Merchant {
+  readonly client: Client;
+  readonly receipts: ReceiptStore;
+  private readonly fault: FaultHook | undefined;
+  /** One queue per settlement, so concurrent retries run the work once. */
+  private readonly running = new Map<string, Promise<unknown>>();
+
+  /** `client` carries the merchant's credential; `receipts` keeps work receipts (e.g. `new SqliteReceiptStore(path)`). */
+  constructor(client: Client, receipts: ReceiptStore, options: { fault?: FaultHook } = {}) {
+    this.client = client;
+    this.receipts = receipts;
+    this.fault = options.fault;
+  }
+
+  /**
+   * One paid request. `work` runs at most once per settlement; it may answer a refusal of its own (an `Answered`
+   * with `refusal: true`), which is sent and not kept.
+   */
+  async paid(token: string | undefined | null, priceMinor: number, work: (settled: Settled) => Promise<WorkReceipt | Answered>): Promise<Answered> {
+    if (!token) {
+      return problemAnswer(402, "payment_required", `This costs ${priceMinor} minor units: send a registry token in the \`Bazaar-Payment\` header.`);
+    }
+    const claims = claimsUnverified(token);
+    if (!claims || typeof claims["ord"] !== "string" || typeof claims["jti"] !== "string") {
+      return problemAnswer(402, "token_malformed", "The payment token is not an apt_ token.");
+    }
+    const orderId = claims["ord"];
+    const jti = claims["jti"];
+    let receipt: Json;
+    try {
+      // A receipt check: genuine and its state. Never the signal to work.
+      await this.client.verify(token);
+      receipt = await this.settle(token, priceMinor, orderId, jti);
+    } catch (error) {
+      if (error instanceof ProblemError || error instanceof TransportError) return failure(error);
+      throw error;
+    }
+    const settled: Settled = {
+      settlementId: String(receipt["settlement_id"] ?? ""),
+      orderId,
+      buyer: String(receipt["buyer"] ?? ""),
+      amountMinor: Number(receipt["amount_minor"] ?? 0),
+    };
+    return this.once(settled.settlementId, async () => {
+      const kept = await this.receipts.get(settled.settlementId);
+      if (kept) return stored(kept, settled.settlementId, true);
+      if (this.fault?.("after_settle", orderId)) return problemAnswer(503, "merchant_crashed", "Simulated crash after settle.");
+      const made = await work(settled);
+      if ("headers" in made) return made;
+      await this.receipts.put(settled.settlementId, orderId, made);
+      if (this.fault?.("before_answer", orderId)) return problemAnswer(503, "merchant_crashed", "Simulated crash before answering.");
+      return stored(made, settled.settlementId, false);
+    });
+  }
+
+  /** Runs `task` after every earlier task for the same settlement. */
+  private async once(settlementId: string, task: () => Promise<Answered>): Promise<Answered> {
+    const before = this.running.get(settlementId) ?? Promise.resolve();
+    const mine = before.then(task, task);
+    const tail = mine.catch(() => undefined);
+    this.running.set(settlementId, tail);
+    try {
+      return await mine;
+    } finally {
+      if (this.running.get(settlementId) === tail) this.running.delete(settlementId);
+    }
+  }
+
+  private async settle(token: string, price: number, orderId: string, jti: string): Promise<Json> {
+    try {
+      try {
+        return (await this.client.settle(token, price, orderId)).body;
+      } catch (error) {
+        if (!(error instanceof ProblemError) || error.code !== "idempotency_conflict") throw error;
+        // An earlier token for this order was refused under the derived key: settle this one under a key naming
+        // it; one settlement per order stays the registry's uniqueness.
+        return (await this.client.settle(token, price, orderId, `order:${orderId}:${jti}`)).body;
+      }
+    } catch (error) {
+      if (error instanceof ProblemError && contract.ALREADY_PAID_CODES.includes(error.code)) {
+        // Paid before (a retry, a replay, another token for the order): answer from its receipt.
+        return error.facts;
+      }
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,365 @@
+//! One contract, three SDKs: the language-neutral scenario in `clients/conformance/scenario.json` run by each
+//! SDK's driver — Rust (here, in-process, over `bazaar-sdk`), Python (`clients/python/conformance/driver.py`)
+//! and TypeScript (`clients/typescript/conformance/driver.mjs`) — against a real `bazaar serve`, on the embedded
+//! store and on PostgreSQL. Each driver serves its SDK's merchant middleware and reports what it observed;
+//! every expectation lives once, in the scenario, and is checked here. The constants each SDK declares are
+//! checked against `clients/conformance/contract.json`.
+
+mod common;
+
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use bazaar_sdk::paid::{paid, FaultPoint, PaidRoute, Settled};
+use bazaar_sdk::{generate_key, Client, SdkError};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+fn conformance_dir() -> PathBuf {
+    common::repo_root().join("clients/conformance")
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A fresh cast for one SDK's run on the registry at `url`: a funded buyer, a buyer with a small per-call
+/// ceiling, a merchant and another merchant.
+async fn world(url: &str, operator: &Client, sdk: &str, scenario: &Value, dir: &Path) -> Value {
+    let funds = scenario["world"]["funds_minor"].as_u64().unwrap();
+    let enroll = |role: &'static str| async move {
+        let handle = format!("{sdk}-{}", role.replace('_', "-"));
+        let owner = operator.create_owner(&generate_key(), &format!("{handle}-owner")).await.unwrap();
+        let owner = operator.with_credential(owner["credential"].as_str().unwrap());
+        let invite = owner.issue_invite().await.unwrap();
+        let agent = operator.with_credential("").redeem_invite(&invite, &generate_key(), &handle).await.unwrap();
+        (owner, handle, agent["credential"].as_str().unwrap().to_string())
+    };
+    let mut parties = serde_json::Map::new();
+    for role in ["buyer", "poor_buyer"] {
+        let (owner, handle, credential) = enroll(role).await;
+        let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+        operator.mint(&owner_id, funds, &format!("{handle}-mint")).await.unwrap();
+        owner.fund(&handle, funds, &format!("{handle}-fund")).await.unwrap();
+        let per_call =
+            if role == "poor_buyer" { scenario["world"]["poor_per_call_max_minor"].as_u64().unwrap() } else { funds };
+        owner.set_budget(&handle, per_call, funds, funds).await.unwrap();
+        parties.insert(role.into(), json!(credential));
+    }
+    for role in ["merchant", "other_merchant"] {
+        let (_, _, credential) = enroll(role).await;
+        let did = operator.with_credential(credential.clone()).me().await.unwrap()["member"]["id"].clone();
+        parties.insert(role.into(), json!(credential));
+        parties.insert(format!("{role}_did"), did);
+    }
+    let threshold = operator.well_known().await.unwrap()["escrow_threshold_minor"].as_u64().unwrap();
+    let mut world = Value::Object(parties);
+    world["registry"] = json!(url);
+    world["price_minor"] = scenario["world"]["price_minor"].clone();
+    world["escrow_price_minor"] = json!(threshold + 1);
+    world["work_dir"] = json!(dir.display().to_string());
+    world
+}
+
+/// What the contract says each SDK's constants are.
+fn contract_constants(contract: &Value) -> Value {
+    json!({
+        "headers": contract["headers"],
+        "retry_attempts_max": contract["retry"]["attempts_max"],
+        "retry_base_ms": contract["retry"]["base_ms"],
+        "token_renew_margin_ms": contract["token_renew_margin_ms"],
+        "work_receipt_bytes_max": contract["work_receipt_bytes_max"],
+        "escrow_due_s": contract["escrow"]["due_s"],
+    })
+}
+
+/// Every step observed as the scenario expects; the constants as the contract says.
+fn check(report: &Value, scenario: &Value, contract: &Value) {
+    let sdk = report["sdk"].as_str().unwrap_or("?");
+    let steps = scenario["steps"].as_array().unwrap();
+    let seen = report["steps"].as_array().unwrap_or_else(|| panic!("{sdk}: no steps reported: {report}"));
+    assert_eq!(seen.len(), steps.len(), "{sdk}: every step reported: {report}");
+    for (step, seen) in steps.iter().zip(seen) {
+        let name = step["name"].as_str().unwrap();
+        assert_eq!(seen["name"], name, "{sdk}: steps in order");
+        let observed = &seen["observed"];
+        if step["op"] == "constants" {
+            let mut constants = observed.clone();
+            constants.as_object_mut().unwrap().remove("work_runs");
+            assert_eq!(constants, contract_constants(contract), "{sdk}: its constants are the contract's");
+            continue;
+        }
+        for (key, expected) in step["expect"].as_object().unwrap() {
+            assert_eq!(&observed[key], expected, "{sdk}: {name}: `{key}` in {observed}");
+        }
+    }
+}
+
+// ---- the Rust driver ---------------------------------------------------------------------------
+
+struct Shop {
+    url: String,
+    runs: Arc<AtomicU64>,
+    faults: Arc<Mutex<Vec<(String, FaultPoint)>>>,
+}
+
+async fn rust_shop(world: &Value, dir: &Path) -> Shop {
+    let runs = Arc::new(AtomicU64::new(0));
+    let faults: Arc<Mutex<Vec<(String, FaultPoint)>>> = Arc::default();
+    let fired: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let merchant = Client::new(world["registry"].as_str().unwrap(), world["merchant"].as_str().map(str::to_string));
+    let (armed, seen) = (faults.clone(), fired.clone());
+    let hook = Arc::new(move |point: FaultPoint, order: &str| {
+        let hit = armed.lock().unwrap().iter().any(|(o, p)| o == order && *p == point);
+        hit && seen.lock().unwrap().insert(order.to_string())
+    });
+    let price = world["price_minor"].as_u64().unwrap();
+    let route = PaidRoute::new(merchant, price, &dir.join("rust-receipts.db")).unwrap().with_fault(hook);
+    let counter = runs.clone();
+    let app = Router::new()
+        .route(
+            "/work",
+            post(move |Extension(settled): Extension<Settled>| {
+                let run = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                async move { Json(json!({"order": settled.order_id, "run": run, "settlement": settled.settlement_id})) }
+            }),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(Arc::new(route), paid));
+    let url = bazaar_cli::story::serve(app).await.unwrap();
+    Shop { url: format!("{url}/work"), runs, faults }
+}
+
+fn refusal(error: SdkError) -> Value {
+    json!({"status": error.status(), "code": error.code()})
+}
+
+async fn raw(shop: &Shop, payment: Option<&str>) -> Value {
+    let mut request = reqwest::Client::new().post(&shop.url);
+    if let Some(payment) = payment {
+        request = request.header(bazaar_sdk::PAYMENT_HEADER, payment);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let replayed = response.headers().get(bazaar_sdk::WORK_RECEIPT_HEADER).is_some();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let mut seen = json!({"status": status, "replayed": replayed});
+    if status >= 400 {
+        seen["code"] = body["code"].clone();
+    }
+    seen
+}
+
+/// Runs the scenario with the Rust SDK; the report in the drivers' shape.
+#[allow(clippy::too_many_lines)] // reason: one arm per scenario op, read side by side with the other drivers.
+async fn rust_driver(world: &Value, scenario: &Value) -> Value {
+    let dir = PathBuf::from(world["work_dir"].as_str().unwrap());
+    let registry = world["registry"].as_str().unwrap();
+    let as_ = |who: &str| Client::new(registry, Some(world[who].as_str().unwrap_or("not-a-credential").to_string()));
+    let (buyer, merchant) = (as_("buyer"), as_("merchant"));
+    let shop = rust_shop(world, &dir).await;
+    let merchant_did = world["merchant_did"].as_str().unwrap();
+    let price = world["price_minor"].as_u64().unwrap();
+    let escrow_price = world["escrow_price_minor"].as_u64().unwrap();
+    let mut last_token = String::new();
+    let mut contracts = std::collections::HashMap::<String, String>::new();
+    let mut steps = Vec::new();
+    for step in scenario["steps"].as_array().unwrap() {
+        let args = &step["args"];
+        let order = args["order"].as_str().unwrap_or_default();
+        let result: Result<Value, SdkError> = async {
+            Ok(match step["op"].as_str().unwrap() {
+                "constants" => json!({
+                    "headers": {"payment": bazaar_sdk::PAYMENT_HEADER, "settlement": bazaar_sdk::SETTLEMENT_HEADER,
+                        "work_receipt": bazaar_sdk::WORK_RECEIPT_HEADER, "idempotency_key": "idempotency-key",
+                        "idempotent_replayed": "idempotent-replayed",
+                        "x402_payment_required": bazaar_sdk::paid::PAYMENT_REQUIRED,
+                        "x402_payment_signature": bazaar_sdk::paid::PAYMENT_SIGNATURE,
+                        "x402_payment_response": bazaar_sdk::paid::PAYMENT_RESPONSE},
+                    "retry_attempts_max": bazaar_sdk::client::PAY_ATTEMPTS_MAX,
+                    "retry_base_ms": bazaar_sdk::client::RETRY_BASE_MS,
+                    "token_renew_margin_ms": bazaar_sdk::client::TOKEN_RENEW_MARGIN_MS,
+                    "work_receipt_bytes_max": bazaar_types::limits::WORK_RECEIPT_BYTES_MAX,
+                    "escrow_due_s": bazaar_sdk::client::ESCROW_DUE_S,
+                }),
+                "pay" => {
+                    if let Some(point) = args["fault"].as_str() {
+                        let point = if point == "after_settle" { FaultPoint::AfterSettle } else { FaultPoint::BeforeAnswer };
+                        shop.faults.lock().unwrap().push((order.to_string(), point));
+                    }
+                    let paid = buyer.pay(&shop.url, merchant_did, price, order).await?;
+                    last_token = paid.token.clone();
+                    json!({"status": paid.status, "replayed": paid.replayed, "settled": paid.settlement.is_some(),
+                        "retried": paid.attempts > 1})
+                }
+                "verify_last" => {
+                    let verified = buyer.verify(&last_token).await?;
+                    json!({"genuine": verified["genuine"], "state": verified["state"], "work_order": verified["work_order"]})
+                }
+                "settle_last" => {
+                    let claims = bazaar_sdk::token::claims_unverified(&last_token).unwrap_or_default();
+                    let order = claims["ord"].as_str().unwrap_or_default();
+                    merchant.settle(&last_token, price, order, args["key"].as_str()).await?;
+                    json!({"status": 200})
+                }
+                "replay_last" => raw(&shop, Some(&last_token)).await,
+                "merchant_raw" => raw(&shop, args["payment"].as_str()).await,
+                "merchant_tampered" => {
+                    let issued = buyer.issue_token(merchant_did, price, order, &shop.url).await?;
+                    let token = issued.body["token"].as_str().unwrap().to_string();
+                    let (body, signature) = token.rsplit_once('.').unwrap();
+                    let first = if signature.starts_with('A') { "B" } else { "A" };
+                    raw(&shop, Some(&format!("{body}.{first}{}", &signature[1..]))).await
+                }
+                "purchase" => match buyer.purchase(&shop.url, merchant_did, escrow_price, order).await? {
+                    bazaar_sdk::client::Purchase::Escrowed(contract) => {
+                        let id = contract["id"].as_str().unwrap_or_default().to_string();
+                        let same = contracts.get(order) == Some(&id);
+                        contracts.entry(order.to_string()).or_insert(id);
+                        json!({"escrowed": true, "state": contract["state"], "same_contract": same})
+                    }
+                    bazaar_sdk::client::Purchase::Paid(_) => json!({"escrowed": false}),
+                },
+                "token" => {
+                    let who = as_(args["as"].as_str().unwrap_or("buyer"));
+                    let amount = if args["amount"] == "escrow" { escrow_price } else { args["amount"].as_u64().unwrap() };
+                    who.issue_token(merchant_did, amount, order, &shop.url).await?;
+                    json!({"status": 200})
+                }
+                "token_then_settle" => {
+                    let issued = buyer.issue_token(merchant_did, args["amount"].as_u64().unwrap(), order, &shop.url).await?;
+                    let settler = as_(args["by"].as_str().unwrap_or("merchant"));
+                    let token = issued.body["token"].as_str().unwrap();
+                    settler.settle(token, args["settle"].as_u64().unwrap(), order, None).await?;
+                    json!({"status": 200})
+                }
+                "me" => {
+                    as_(args["as"].as_str().unwrap()).me().await?;
+                    json!({"status": 200})
+                }
+                "token_twice_with_key" => {
+                    let key = args["key"].as_str();
+                    for order in ["k-1", "k-2"] {
+                        let body = json!({"merchant": merchant_did, "max_amount_minor": price, "order_id": order,
+                            "resource": shop.url});
+                        buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), key).await?;
+                    }
+                    json!({"status": 200})
+                }
+                "expired_settle" => {
+                    let ttl = args["ttl_s"].as_u64().unwrap();
+                    let body = json!({"merchant": merchant_did, "max_amount_minor": price, "order_id": order,
+                        "resource": shop.url, "ttl_s": ttl});
+                    let issued = buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?;
+                    tokio::time::sleep(std::time::Duration::from_millis(ttl * 1000 + 1500)).await;
+                    merchant.settle(issued.body["token"].as_str().unwrap(), price, order, None).await?;
+                    json!({"status": 200})
+                }
+                "balance" => json!({"balance_minor": buyer.me().await?["balance_minor"]}),
+                other => json!({"unsupported_op": other}),
+            })
+        }
+        .await;
+        let mut observed = result.unwrap_or_else(refusal);
+        observed["work_runs"] = json!(shop.runs.load(Ordering::SeqCst));
+        steps.push(json!({"name": step["name"], "observed": observed}));
+    }
+    json!({"sdk": "rust", "steps": steps})
+}
+
+// ---- the other languages' drivers ---------------------------------------------------------------
+
+/// Runs an SDK's driver program with the world and the scenario; its one-line JSON report.
+fn external_driver(program: &Path, args: &[PathBuf], world: &Value, dir: &Path, fix: &str) -> Value {
+    assert!(program.exists(), "{} is missing: {fix}", program.display());
+    let world_file = dir.join(format!("world-{}.json", world["sdk"].as_str().unwrap_or("x")));
+    std::fs::write(&world_file, world.to_string()).unwrap();
+    let output = Command::new(program)
+        .args(args)
+        .arg(&world_file)
+        .arg(conformance_dir().join("scenario.json"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line)
+        .unwrap_or_else(|_| panic!("{}: no report. stdout: {stdout}\nstderr: {stderr}", program.display()))
+}
+
+fn python() -> PathBuf {
+    common::repo_root().join("clients/python/.venv/bin/python")
+}
+
+const TYPESCRIPT_FIX: &str = "run ./scripts/test once (it runs `npm ci` and builds clients/typescript)";
+const PYTHON_FIX: &str = "run ./scripts/test once (it makes clients/python/.venv with the SDK installed)";
+
+/// Every SDK's run on the registry at `url` (whose operator is `operator`).
+async fn every_sdk(url: &str, operator: &Client, dir: &Path) {
+    let scenario = read_json(&conformance_dir().join("scenario.json"));
+    let contract = read_json(&conformance_dir().join("contract.json"));
+    let rust_world = world(url, operator, "rust", &scenario, dir).await;
+    check(&rust_driver(&rust_world, &scenario).await, &scenario, &contract);
+    let mut python_world = world(url, operator, "python", &scenario, dir).await;
+    python_world["sdk"] = json!("python");
+    let driver = common::repo_root().join("clients/python/conformance/driver.py");
+    let report = tokio::task::spawn_blocking({
+        let (world, dir) = (python_world.clone(), dir.to_path_buf());
+        move || external_driver(&python(), &[driver], &world, &dir, PYTHON_FIX)
+    })
+    .await
+    .unwrap();
+    check(&report, &scenario, &contract);
+    let mut typescript_world = world(url, operator, "typescript", &scenario, dir).await;
+    typescript_world["sdk"] = json!("typescript");
+    let driver = common::repo_root().join("clients/typescript/conformance/driver.mjs");
+    assert!(
+        common::repo_root().join("clients/typescript/dist/index.js").exists(),
+        "clients/typescript/dist is missing: {TYPESCRIPT_FIX}"
+    );
+    let report = tokio::task::spawn_blocking({
+        let (world, dir) = (typescript_world.clone(), dir.to_path_buf());
+        move || external_driver(Path::new("/usr/bin/env"), &["node".into(), driver], &world, &dir, TYPESCRIPT_FIX)
+    })
+    .await
+    .unwrap();
+    check(&report, &scenario, &contract);
+}
+
+fn serve_args(port: u16, store: &[String]) -> Vec<String> {
+    let mut args: Vec<String> =
+        ["--port", &port.to_string(), "--operator-credential", "sdk-op"].map(String::from).to_vec();
+    args.extend_from_slice(store);
+    args
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sdk_passes_the_scenario_against_bazaar_serve_on_the_embedded_store() {
+    let dir = common::fresh_dir("bazaar-sdk-conformance");
+    let port = common::free_port();
+    let mut server =
+        common::spawn_serve(&serve_args(port, &["--data-dir".into(), dir.join("data").display().to_string()]));
+    let url = format!("http://127.0.0.1:{port}");
+    every_sdk(&url, &Client::new(&url, Some("sdk-op".into())), &dir).await;
+    server.kill().ok();
+    server.wait().ok();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sdk_passes_the_scenario_against_bazaar_serve_on_postgres() {
+    let database = common::ThrowawayDatabase::create("bazaar_sdk_conformance").await;
+    let dir = common::fresh_dir("bazaar-sdk-conformance-pg");
+    let port = common::free_port();
+    let store =
+        ["--database-url".into(), database.url.clone(), "--data-dir".into(), dir.join("data").display().to_string()];
+    let mut server = common::spawn_serve(&serve_args(port, &store));
+    let url = format!("http://127.0.0.1:{port}");
+    every_sdk(&url, &Client::new(&url, Some("sdk-op".into())), &dir).await;
+    server.kill().ok();
+    server.wait().ok();
+    database.drop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
