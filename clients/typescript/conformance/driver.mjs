@@ -174,5 +174,5 @@ for (const step of scenario.steps) {
 }
 server.close();
 receipts.close();
-console.log(JSON.stringify({ sdk: "typescript", steps }));
+console.log(JSON.stringify({ sdk: typeof Bun === "undefined" ? "typescript" : "typescript-on-bun", steps }));
 process.exit(0);

@@ -326,6 +326,18 @@ async fn every_sdk(url: &str, operator: &Client, dir: &Path) {
     .await
     .unwrap();
     check(&report, &scenario, &contract);
+    // The same package, unchanged, on Bun (its receipts on bun:sqlite).
+    let mut bun_world = world(url, operator, "bun", &scenario, dir).await;
+    bun_world["sdk"] = json!("bun");
+    let bun = common::repo_root().join("clients/typescript/node_modules/.bin/bun");
+    let driver = common::repo_root().join("clients/typescript/conformance/driver.mjs");
+    let report = tokio::task::spawn_blocking({
+        let (world, dir) = (bun_world.clone(), dir.to_path_buf());
+        move || external_driver(&bun, &[driver], &world, &dir, TYPESCRIPT_FIX)
+    })
+    .await
+    .unwrap();
+    check(&report, &scenario, &contract);
 }
 
 fn serve_args(port: u16, store: &[String]) -> Vec<String> {
@@ -361,5 +373,142 @@ async fn every_sdk_passes_the_scenario_against_bazaar_serve_on_postgres() {
     server.kill().ok();
     server.wait().ok();
     database.drop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Settlements on the ledger for orders starting with `prefix`: how many, and how many distinct orders.
+async fn settlements_of(operator: &Client, prefix: &str) -> (usize, usize) {
+    let (mut after, mut total, mut orders) = (0u64, 0usize, HashSet::new());
+    loop {
+        let page = operator.events(after, 500).await.unwrap();
+        let events = page["events"].as_array().unwrap().clone();
+        for event in &events {
+            let order = event["body"]["order_id"].as_str().unwrap_or_default();
+            if event["kind"] == "settlement.posted" && order.starts_with(prefix) {
+                total += 1;
+                orders.insert(order.to_string());
+            }
+        }
+        match page["next_after"].as_u64() {
+            Some(next) if !events.is_empty() => after = next,
+            _ => return (total, orders.len()),
+        }
+    }
+}
+
+/// Per language, the hundred paid calls with real crashes (`clients/python/conformance/hundred.py`,
+/// `clients/typescript/conformance/hundred.mjs`): a buyer process killed mid-request whose order is re-sent five
+/// times, a merchant process killed after settling and before answering (twice, started again by the buyer);
+/// the merchant's work counter ends at exactly 100 and the ledger shows one settlement (one debit) per order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_paid_calls_with_crashes_are_charged_once_and_worked_once_in_python_and_typescript() {
+    let dir = common::fresh_dir("bazaar-sdk-hundred");
+    let port = common::free_port();
+    let mut server =
+        common::spawn_serve(&serve_args(port, &["--data-dir".into(), dir.join("data").display().to_string()]));
+    let url = format!("http://127.0.0.1:{port}");
+    let operator = Client::new(&url, Some("sdk-op".into()));
+    let scenario = read_json(&conformance_dir().join("scenario.json"));
+    let (funds, price) =
+        (scenario["world"]["funds_minor"].as_u64().unwrap(), scenario["world"]["price_minor"].as_u64().unwrap());
+    let root = common::repo_root();
+    let runs: [(&str, &str, PathBuf, Vec<PathBuf>, &str); 2] = [
+        ("py", "py-hundred-", python(), vec![root.join("clients/python/conformance/hundred.py")], PYTHON_FIX),
+        (
+            "ts",
+            "ts-hundred-",
+            PathBuf::from("/usr/bin/env"),
+            vec!["node".into(), root.join("clients/typescript/conformance/hundred.mjs")],
+            TYPESCRIPT_FIX,
+        ),
+    ];
+    for (tag, prefix, program, args, fix) in runs {
+        let mut world = world(&url, &operator, &format!("{tag}h"), &scenario, &dir).await;
+        world["sdk"] = json!(tag);
+        let report = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || hundred_driver(&program, &args, &world, &dir, fix)
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            (report["work_runs"].as_u64(), report["distinct_work_orders"].as_u64()),
+            (Some(100), Some(100)),
+            "{report}"
+        );
+        assert!(report["merchant_starts"].as_u64().unwrap() >= 3, "killed twice and started again: {report}");
+        assert_eq!(report["sends_of_crashed_order"], 6, "{report}");
+        assert!(
+            report["replayed_answers"].as_u64().unwrap() >= 5,
+            "the re-sends were answered from the receipt: {report}"
+        );
+        assert_eq!(report["balance_minor"].as_u64(), Some(funds - 100 * price), "charged once per order: {report}");
+        assert_eq!(
+            settlements_of(&operator, prefix).await,
+            (100, 100),
+            "{tag}: one settlement per order on the ledger"
+        );
+    }
+    server.kill().ok();
+    server.wait().ok();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Runs a hundred-calls driver with the world file only; its one-line JSON report.
+fn hundred_driver(program: &Path, args: &[PathBuf], world: &Value, dir: &Path, fix: &str) -> Value {
+    assert!(program.exists(), "{} is missing: {fix}", program.display());
+    let world_file = dir.join(format!("world-hundred-{}.json", world["sdk"].as_str().unwrap_or("x")));
+    std::fs::write(&world_file, world.to_string()).unwrap();
+    let output = Command::new(program).args(args).arg(&world_file).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line)
+        .unwrap_or_else(|_| panic!("{}: no report. stdout: {stdout}\nstderr: {stderr}", program.display()))
+}
+
+/// The Python SDK's x402 route helper and MCP tool helper (`clients/python/conformance/helpers.py`) against a
+/// real `bazaar serve`: an x402 offer, a paid call answered with `PAYMENT-RESPONSE`, the same signature answered
+/// from the receipt (worked once), a token for another resource refused; a paid MCP tool called by the `mcp`
+/// package's client over streamable HTTP twice with one token (worked once) and with a forged token (a tool error
+/// with the refusal's code).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_x402_route_and_paid_mcp_tool_settle_once_and_work_once() {
+    let dir = common::fresh_dir("bazaar-sdk-helpers");
+    let port = common::free_port();
+    let mut server =
+        common::spawn_serve(&serve_args(port, &["--data-dir".into(), dir.join("data").display().to_string()]));
+    let url = format!("http://127.0.0.1:{port}");
+    let operator = Client::new(&url, Some("sdk-op".into()));
+    let scenario = read_json(&conformance_dir().join("scenario.json"));
+    let mut world = world(&url, &operator, "pyx", &scenario, &dir).await;
+    world["sdk"] = json!("pyx");
+    let script = common::repo_root().join("clients/python/conformance/helpers.py");
+    let report = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || hundred_driver(&python(), &[script], &world, &dir, PYTHON_FIX)
+    })
+    .await
+    .unwrap();
+    let x402 = &report["x402"];
+    assert_eq!((x402["unpaid_status"].as_u64(), x402["offer_scheme"].as_str()), (Some(402), Some("apt")), "{report}");
+    assert_eq!(x402["offer_network_is_bazaar"], true, "{report}");
+    assert_eq!((x402["paid_status"].as_u64(), x402["payment_response"]["success"].as_bool()), (Some(200), Some(true)));
+    assert!(x402["payment_response"]["transaction"].as_str().unwrap().starts_with("stl_"), "{report}");
+    assert_eq!((x402["again_status"].as_u64(), x402["again_replayed"].as_bool()), (Some(200), Some(true)), "{report}");
+    assert_eq!(
+        (x402["wrong_resource_status"].as_u64(), x402["wrong_resource_error"].as_str()),
+        (Some(402), Some("wrong_resource"))
+    );
+    assert_eq!(x402["work_runs"], 1, "{report}");
+    let mcp = &report["mcp"];
+    assert_eq!(mcp["parameters"], json!(["payment_token", "text"]), "{report}");
+    assert_eq!((mcp["first"]["text"].as_str(), mcp["first"]["run"].as_u64()), (Some("SOUPE"), Some(1)), "{report}");
+    assert_eq!(mcp["again"], mcp["first"], "the retry gets the stored result: {report}");
+    assert_eq!(mcp["bad_is_error"], true, "{report}");
+    assert!(mcp["bad_text"].as_str().unwrap().contains("token_signature_invalid"), "{report}");
+    assert_eq!(mcp["work_runs"], 1, "{report}");
+    server.kill().ok();
+    server.wait().ok();
     std::fs::remove_dir_all(&dir).ok();
 }
