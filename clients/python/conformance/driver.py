@@ -150,8 +150,10 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
                 observed = {"status": 200}
             elif op == "token_then_settle":
                 issued = await buyer.issue_token(merchant_did, int(args["amount"]), args["order"], shop.url)
+                if args.get("void_first"):
+                    await buyer.void(str(issued.body["jti"]))
                 settler = clients[args.get("by", "merchant")]
-                await settler.settle(str(issued.body["token"]), int(args["settle"]), args["order"])
+                await settler.settle(str(issued.body["token"]), int(args["settle"]), args.get("settle_order", args["order"]))
                 observed = {"status": 200}
             elif op == "me":
                 await clients[args["as"]].me()

@@ -140,7 +140,8 @@ for (const step of scenario.steps) {
       }
       case "token_then_settle": {
         const issued = await buyer.issueToken(merchantDid, args.amount, args.order, shopUrl);
-        await clients[args.by ?? "merchant"].settle(String(issued.body.token), args.settle, args.order);
+        if (args.void_first) await buyer.void(String(issued.body.jti));
+        await clients[args.by ?? "merchant"].settle(String(issued.body.token), args.settle, args.settle_order ?? args.order);
         observed = { status: 200 };
         break;
       }

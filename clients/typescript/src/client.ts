@@ -156,6 +156,11 @@ export class Client {
     return this.call("POST", "/v1/settlements", { token, amount_minor: amountMinor, order_id: orderId }, idempotencyKey);
   }
 
+  /** Buyer (or its owner): void an unsettled token and release its hold. */
+  async void(jti: string): Promise<Json> {
+    return (await this.call("POST", `/v1/tokens/${jti}/void`)).body;
+  }
+
   /**
    * Buyer: get (or get again) the order's token and call the paid `url` with it, retrying transport errors, 5xx
    * and 409 with the same token. The merchant settles once and keeps a work receipt, so every retry is safe.

@@ -230,9 +230,13 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                 }
                 "token_then_settle" => {
                     let issued = buyer.issue_token(merchant_did, args["amount"].as_u64().unwrap(), order, &shop.url).await?;
+                    if args["void_first"] == true {
+                        buyer.void(issued.body["jti"].as_str().unwrap()).await?;
+                    }
                     let settler = as_(args["by"].as_str().unwrap_or("merchant"));
                     let token = issued.body["token"].as_str().unwrap();
-                    settler.settle(token, args["settle"].as_u64().unwrap(), order, None).await?;
+                    let settle_order = args["settle_order"].as_str().unwrap_or(order);
+                    settler.settle(token, args["settle"].as_u64().unwrap(), settle_order, None).await?;
                     json!({"status": 200})
                 }
                 "me" => {

@@ -216,6 +216,10 @@ class Client:
         body = {"token": token, "amount_minor": amount_minor, "order_id": order_id}
         return await self.call("POST", "/v1/settlements", body, idempotency_key)
 
+    async def void(self, jti: str) -> Json:
+        """Buyer (or its owner): void an unsettled token and release its hold."""
+        return (await self.call("POST", f"/v1/tokens/{jti}/void")).body
+
     async def pay(
         self,
         url: str,
