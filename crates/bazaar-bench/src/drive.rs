@@ -33,6 +33,9 @@ pub struct Plan {
     pub concurrency: usize,
     pub duration: Duration,
     pub calls_max: u64,
+    /// Paid calls per batch: 1 is token → verify → settle per call; more is one `POST /v1/tokens/batch` for one
+    /// buyer then one `POST /v1/settlements/batch` for one merchant, each carrying this many calls.
+    pub batch: usize,
 }
 
 /// A settled order, kept to re-send its settle after the run.
@@ -122,6 +125,16 @@ async fn client_loop(
     deadline: Instant,
 ) -> Outcome {
     let mut out = Outcome::default();
+    if plan.batch > 1 {
+        while Instant::now() < deadline {
+            let first = next.fetch_add(plan.batch as u64, Ordering::Relaxed);
+            if first >= plan.calls_max {
+                break;
+            }
+            batched_calls(http, target, plan, first, &mut out).await;
+        }
+        return out;
+    }
     while Instant::now() < deadline {
         let n = next.fetch_add(1, Ordering::Relaxed);
         if n >= plan.calls_max {
@@ -156,6 +169,77 @@ async fn client_loop(
 struct Failure {
     kind: String,
     settle_unknown: bool,
+}
+
+/// `plan.batch` paid calls from order `first` on: one token batch for one buyer, one settlement batch for one
+/// merchant (verify is a receipt check and is not part of the batched path). Each item counts as one call.
+async fn batched_calls(http: &reqwest::Client, target: &Target, plan: &Plan, first: u64, out: &mut Outcome) {
+    let mix = splitmix64(first);
+    let buyer = &target.buyers[(mix % target.buyers.len() as u64) as usize];
+    let merchant_index = ((mix >> 32) % target.merchants.len() as u64) as usize;
+    let merchant = &target.merchants[merchant_index];
+    let orders: Vec<String> = (first..first + plan.batch as u64).map(|n| format!("{}-{n}", plan.tag)).collect();
+    let started = Instant::now();
+    let items: Vec<Value> = orders
+        .iter()
+        .map(|order| json!({"merchant": merchant.id, "max_amount_minor": PRICE_MINOR, "order_id": order, "resource": "bench"}))
+        .collect();
+    let issued =
+        match send(http, &target.base, "/v1/tokens/batch", &buyer.credential, &json!({"items": items}), out).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                out.calls_failed += plan.batch as u64;
+                *out.errors.entry(error.kind).or_default() += plan.batch as u64;
+                return;
+            }
+        };
+    let results = issued.body["results"].as_array().cloned().unwrap_or_default();
+    let mut settles = Vec::new();
+    for (order, result) in orders.iter().zip(&results) {
+        match result["body"]["token"].as_str() {
+            Some(token) => settles.push((order.clone(), token.to_string())),
+            None => {
+                out.calls_failed += 1;
+                let code = result["body"]["code"].as_str().unwrap_or("unknown");
+                *out.errors.entry(format!("/v1/tokens/batch item {} {code}", result["status"])).or_default() += 1;
+            }
+        }
+    }
+    let items: Vec<Value> = settles
+        .iter()
+        .map(|(order, token)| json!({"token": token, "amount_minor": PRICE_MINOR, "order_id": order}))
+        .collect();
+    let settle_started = Instant::now();
+    let settled =
+        match send(http, &target.base, "/v1/settlements/batch", &merchant.credential, &json!({"items": items}), out)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(error) => {
+                out.calls_failed += settles.len() as u64;
+                out.settles_unknown += settles.len() as u64 * error.maybe_applied as u64;
+                *out.errors.entry(error.kind).or_default() += settles.len() as u64;
+                return;
+            }
+        };
+    let (call_us, settle_us) = (micros(started.elapsed()), micros(settle_started.elapsed()));
+    let results = settled.body["results"].as_array().cloned().unwrap_or_default();
+    for ((order, token), result) in settles.into_iter().zip(&results) {
+        if result["status"] == 200 {
+            out.calls_ok += 1;
+            out.call_us.push(call_us);
+            out.settle_us.push(settle_us);
+            out.settles_replayed += (result["replayed"] == true) as u64;
+            if out.settled.len() < REPLAY_PROBES {
+                let settlement_id = result["body"]["settlement_id"].as_str().unwrap_or_default().to_string();
+                out.settled.push(Settled { merchant: merchant_index, token, order_id: order, settlement_id });
+            }
+        } else {
+            out.calls_failed += 1;
+            let code = result["body"]["code"].as_str().unwrap_or("unknown");
+            *out.errors.entry(format!("/v1/settlements/batch item {} {code}", result["status"])).or_default() += 1;
+        }
+    }
 }
 
 /// token → verify → settle. Returns the token, settle's own time and the settlement id.

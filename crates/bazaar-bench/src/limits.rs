@@ -6,6 +6,8 @@ use bazaar_types::limits::{AMOUNT_MINOR_MAX, ESCROW_THRESHOLD_MINOR};
 /// Concurrent clients driving paid calls.
 pub const CONCURRENCY_DEFAULT: usize = 64;
 pub const CONCURRENCY_MAX: usize = 1024;
+/// Paid calls per batch at most (the server's `BATCH_ITEMS_MAX`).
+pub const BATCH_MAX: usize = 1_000;
 /// Length of the measured phase, per target.
 pub const DURATION_S_DEFAULT: u64 = 10;
 pub const DURATION_S_MAX: u64 = 300;

@@ -105,6 +105,10 @@ struct RunArgs {
     /// Connections in the baseline peer's pool.
     #[arg(long, default_value_t = BASELINE_POOL_DEFAULT, value_parser = bounded::<BASELINE_POOL_MAX>)]
     pool: usize,
+    /// Paid calls per batch (1: single calls). Above 1, each client sends one token batch and one settlement
+    /// batch of this many calls at a time (Bazaar targets only: the baseline has no batched path).
+    #[arg(long, default_value_t = 1, value_parser = bounded::<BATCH_MAX>)]
+    batch: usize,
     /// Targets to run, in this order.
     #[arg(long, value_delimiter = ',', default_value = "embedded,postgres,baseline")]
     targets: Vec<Which>,
@@ -270,6 +274,9 @@ async fn bench(args: &RunArgs, scratch: &Scratch) -> Result<Report> {
         Some(path) => path.clone(),
         None => std::env::current_exe()?.with_file_name("bazaar"),
     };
+    if args.batch > 1 && args.targets.contains(&Which::Baseline) {
+        bail!("the baseline has no batched path: run --batch with --targets embedded,postgres");
+    }
     if args.targets.iter().any(|t| *t != Which::Baseline) && !bazaar_bin.exists() {
         bail!("no bazaar binary at {} (build it: cargo build --release -p bazaar-cli)", bazaar_bin.display());
     }
@@ -433,6 +440,7 @@ async fn measure(
         concurrency: args.concurrency,
         duration: Duration::from_secs(seconds),
         calls_max,
+        batch: args.batch,
     };
     let warm = match args.warmup_s {
         0 => Outcome::default(),

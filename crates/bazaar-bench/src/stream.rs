@@ -237,6 +237,7 @@ async fn phases(
         concurrency: args.concurrency,
         duration,
         calls_max: crate::limits::CALLS_MAX,
+        batch: 1,
     };
     drive::run(&http, target, &plan("warm", Duration::from_secs(1))).await;
     let pid = server.pid;

@@ -166,6 +166,7 @@ async fn settle_under_load(
         concurrency: args.settle_clients,
         duration: Duration::from_secs(args.settle_s),
         calls_max: u64::MAX,
+        batch: 1,
     };
     let mut quiet = drive::run(&http, &target, &plan("quiet")).await;
     let busy_plan = plan("busy");

@@ -256,3 +256,73 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
     }
     Ok(pruned)
 }
+
+/// One item of a batch answered as its single call would be: the status, whether it was replayed from an
+/// idempotency record, and the body (the receipt, or the problem+json refusal).
+pub(crate) async fn item_answer(response: Response) -> serde_json::Value {
+    let status = response.status().as_u16();
+    let replayed = response.headers().contains_key(IDEMPOTENT_REPLAYED);
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap_or_default();
+    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+    serde_json::json!({"status": status, "replayed": replayed, "body": body})
+}
+
+/// Runs a batch's items with exactly their single calls' semantics, answering in the items' order. Items that
+/// share any of their `touches` (the order they act on, the idempotency key they carry) run one after another in
+/// the order given — so a duplicate inside a batch is a replay of the first, and two items on one order meet
+/// each other as they would sent in that order — and the other items run concurrently, so the writer commits
+/// them together. Sharp edge: when concurrent items together pass one of the buyer's ceilings, which of them
+/// is refused is not fixed by their order in the batch.
+pub(crate) async fn run_batch<T, F, Fut>(
+    items: Vec<T>,
+    touches: impl Fn(&T) -> Vec<String>,
+    run: F,
+) -> Vec<serde_json::Value>
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
+    let count = items.len();
+    // Union-find over the items: two items that touch one thing share a root.
+    let mut parent: Vec<usize> = (0..count).collect();
+    fn root(parent: &mut [usize], mut at: usize) -> usize {
+        while parent[at] != at {
+            parent[at] = parent[parent[at]];
+            at = parent[at];
+        }
+        at
+    }
+    let mut first_toucher: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (index, item) in items.iter().enumerate() {
+        for key in touches(item) {
+            match first_toucher.get(&key) {
+                Some(&other) => {
+                    let (a, b) = (root(&mut parent, index), root(&mut parent, other));
+                    parent[a.max(b)] = a.min(b);
+                }
+                None => {
+                    first_toucher.insert(key, index);
+                }
+            }
+        }
+    }
+    let mut groups: std::collections::BTreeMap<usize, Vec<(usize, T)>> = std::collections::BTreeMap::new();
+    for (index, item) in items.into_iter().enumerate() {
+        let group = root(&mut parent, index);
+        groups.entry(group).or_default().push((index, item));
+    }
+    let run = &run;
+    let answered = futures::future::join_all(groups.into_values().map(|members| async move {
+        let mut out = Vec::with_capacity(members.len());
+        for (index, item) in members {
+            out.push((index, item_answer(run(item).await).await));
+        }
+        out
+    }))
+    .await;
+    let mut results = vec![serde_json::Value::Null; count];
+    for (index, answer) in answered.into_iter().flatten() {
+        results[index] = answer;
+    }
+    results
+}

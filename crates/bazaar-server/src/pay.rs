@@ -10,10 +10,10 @@ use crate::schemas::pay as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_core::command::Op;
-use bazaar_core::model::{MemberKind, TokenState};
+use bazaar_core::model::{Member, MemberKind, TokenState};
 use bazaar_core::pay;
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::token::{self, TokenClaims};
@@ -28,6 +28,22 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+/// Items one batch call (`/v1/tokens/batch`, `/v1/settlements/batch`) carries at most.
+pub const BATCH_ITEMS_MAX: usize = 1_000;
+/// A batch call's body at most: a thousand of the largest single requests fit.
+pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+type Routed = (
+    Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
+    utoipa::openapi::path::Paths,
+    axum::routing::MethodRouter<Arc<AppState>>,
+);
+
+/// A batch route takes a body up to [`BATCH_BODY_BYTES_MAX`], past the default for single requests.
+fn batch_limited((schemas, paths, route): Routed) -> Routed {
+    (schemas, paths, route.layer(axum::extract::DefaultBodyLimit::max(BATCH_BODY_BYTES_MAX)))
+}
+
 /// Paying's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::new()
@@ -35,6 +51,8 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(fund))
         .routes(routes!(set_budget))
         .routes(routes!(issue_token))
+        .routes(batch_limited(routes!(issue_tokens)))
+        .routes(batch_limited(routes!(settle_batch)))
         .routes(routes!(verify_token))
         .routes(routes!(void_token))
         .routes(routes!(settle))
@@ -162,6 +180,24 @@ async fn issue_token(
     headers: HeaderMap,
     ApiJson(body): ApiJson<TokenRequest>,
 ) -> Result<Response, Problem> {
+    Ok(issue_one(&state, auth.member, &headers, body).await)
+}
+
+/// One token, as `POST /v1/tokens` answers it (its refusals included).
+async fn issue_one(state: &Arc<AppState>, actor: Member, headers: &HeaderMap, body: TokenRequest) -> Response {
+    match issue_checked(state, actor, headers, body).await {
+        Ok(response) => response,
+        Err(problem) => problem.into_response(),
+    }
+}
+
+async fn issue_checked(
+    state: &Arc<AppState>,
+    actor: Member,
+    headers: &HeaderMap,
+    body: TokenRequest,
+) -> Result<Response, Problem> {
+    let auth = Actor { member: actor };
     let max = validate::amount(body.max_amount_minor, "max_amount_minor")?;
     validate::order_id(&body.order_id)?;
     validate::resource(&body.resource)?;
@@ -181,18 +217,18 @@ async fn issue_token(
         _ => None,
     };
     let merchant =
-        if via.is_some() { MemberId(body.merchant.clone()) } else { resolve_id(&state, &body.merchant).await? };
+        if via.is_some() { MemberId(body.merchant.clone()) } else { resolve_id(state, &body.merchant).await? };
     let mut request = json!({"merchant": merchant, "max_amount_minor": max, "order_id": body.order_id, "resource": body.resource, "ttl_s": ttl_s});
     if let Some(via) = &via {
         request["registry"] = json!(via);
     }
     let rule = KeyRule::DefaultTo(format!("order:{merchant}:{}", body.order_id));
-    let idem = idem_for(&auth.member, "issue_token", &headers, rule, &request)?;
+    let idem = idem_for(&auth.member, "issue_token", headers, rule, &request)?;
     let now = state.now();
     let claims = TokenClaims {
         v: 1,
         iss: state.registry.clone(),
-        jti: new_token_id(&state, now),
+        jti: new_token_id(state, now),
         sub: auth.member.id.clone(),
         aud: merchant,
         max,
@@ -203,7 +239,96 @@ async fn issue_token(
         via,
     };
     let encoded = token::encode(&claims, &state.signing_key());
-    Ok(execute(&state, auth.member, idem, Op::issue_token(claims, encoded), StatusCode::CREATED).await)
+    Ok(execute(state, auth.member, idem, Op::issue_token(claims, encoded), StatusCode::CREATED).await)
+}
+
+/// Who a batch item acts for (the batch's caller).
+struct Actor {
+    member: Member,
+}
+
+/// One item of a token batch: a `POST /v1/tokens` body, and the `Idempotency-Key` it would carry.
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenBatchItem {
+    pub merchant: String,
+    pub max_amount_minor: u64,
+    pub order_id: String,
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
+    /// As the single call's `Idempotency-Key` header; absent: derived from (merchant, order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenBatch {
+    /// 1 to 1,000 items (`BATCH_ITEMS_MAX`).
+    pub items: Vec<TokenBatchItem>,
+}
+
+/// The headers a batch item's single call would carry: its idempotency key, if it names one.
+fn item_headers(key: Option<&str>) -> Result<HeaderMap, Problem> {
+    let mut headers = HeaderMap::new();
+    if let Some(key) = key {
+        let value = axum::http::HeaderValue::from_str(key).map_err(|_| {
+            Problem::from(Refusal::new(Code::IdempotencyKeyInvalid, "`idempotency_key` must be printable ASCII."))
+        })?;
+        headers.insert(crate::exec::IDEMPOTENCY_KEY, value);
+    }
+    Ok(headers)
+}
+
+fn batch_size(items: usize) -> Result<(), Problem> {
+    if items == 0 || items > BATCH_ITEMS_MAX {
+        return Err(Problem::invalid(format!("`items` holds 1 to {BATCH_ITEMS_MAX} requests.")));
+    }
+    Ok(())
+}
+
+/// Agent only: many tokens in one call, each exactly as `POST /v1/tokens` would issue (or refuse, or replay) it,
+/// answered in order as `{status, replayed, body}`; a refused item never fails the others. Items on the same
+/// (merchant, order) or with the same idempotency key run one after another in the batch's order, so a duplicate
+/// is a replay of the first; the rest run concurrently.
+#[utoipa::path(post, path = "/v1/tokens/batch", request_body = TokenBatch, responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+async fn issue_tokens(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(batch): ApiJson<TokenBatch>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    batch_size(batch.items.len())?;
+    let actor = auth.member;
+    let results = exec::run_batch(
+        batch.items,
+        |item| {
+            let order = format!("order:{}:{}", item.merchant, item.order_id);
+            item.idempotency_key.iter().map(|key| format!("key:{key}")).chain([order]).collect()
+        },
+        |item| {
+            let (state, actor) = (state.clone(), actor.clone());
+            async move {
+                let headers = match item_headers(item.idempotency_key.as_deref()) {
+                    Ok(headers) => headers,
+                    Err(problem) => return problem.into_response(),
+                };
+                let request = TokenRequest {
+                    merchant: item.merchant,
+                    max_amount_minor: item.max_amount_minor,
+                    order_id: item.order_id,
+                    resource: item.resource,
+                    ttl_s: item.ttl_s,
+                    registry: item.registry,
+                };
+                issue_one(&state, actor, &headers, request).await
+            }
+        },
+    )
+    .await;
+    Ok(Json(json!({"results": results})))
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -266,13 +391,31 @@ async fn settle(
     headers: HeaderMap,
     ApiJson(body): ApiJson<SettleRequest>,
 ) -> Result<Response, Problem> {
+    Ok(settle_one(&state, auth.member, &headers, body).await)
+}
+
+/// One settlement, as `POST /v1/settlements` answers it (its refusals included).
+async fn settle_one(state: &Arc<AppState>, actor: Member, headers: &HeaderMap, body: SettleRequest) -> Response {
+    match settle_checked(state, actor, headers, body).await {
+        Ok(response) => response,
+        Err(problem) => problem.into_response(),
+    }
+}
+
+async fn settle_checked(
+    state: &Arc<AppState>,
+    actor: Member,
+    headers: &HeaderMap,
+    body: SettleRequest,
+) -> Result<Response, Problem> {
+    let auth = Actor { member: actor };
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     validate::order_id(&body.order_id)?;
     let decoded = state.decode_token(&body.token);
     if decoded.is_err() {
         if let Some(claims) = token::peek(&body.token).ok().filter(|c| c.iss != state.registry) {
             // A peer registry's token: settled through that registry, exactly once on each side.
-            return federation::settle_foreign(&state, auth.member, &body.token, claims, amount, &body.order_id).await;
+            return federation::settle_foreign(state, auth.member, &body.token, claims, amount, &body.order_id).await;
         }
     }
     let claims = decoded.map_err(|error| match error {
@@ -285,9 +428,63 @@ async fn settle(
         ),
     })?;
     let idem =
-        idem_for(&auth.member, "settle", &headers, KeyRule::DefaultTo(format!("order:{}", body.order_id)), &body)?;
+        idem_for(&auth.member, "settle", headers, KeyRule::DefaultTo(format!("order:{}", body.order_id)), &body)?;
     let op = Op::Pay(pay::Op::Settle { claims, amount, order_id: OrderId(body.order_id) });
-    Ok(execute(&state, auth.member, idem, op, StatusCode::OK).await)
+    Ok(execute(state, auth.member, idem, op, StatusCode::OK).await)
+}
+
+/// One item of a settlement batch: a `POST /v1/settlements` body, and the `Idempotency-Key` it would carry.
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettleBatchItem {
+    pub token: String,
+    pub amount_minor: u64,
+    pub order_id: String,
+    /// As the single call's `Idempotency-Key` header; absent: derived from the order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettleBatch {
+    /// 1 to 1,000 items (`BATCH_ITEMS_MAX`).
+    pub items: Vec<SettleBatchItem>,
+}
+
+/// Merchant only: many settlements in one call, each exactly as `POST /v1/settlements` would settle (or refuse,
+/// or replay) it — both uniqueness layers, sticky refusals — answered in order as `{status, replayed, body}`; a
+/// refused item never fails the others. Items on the same order or with the same idempotency key run one after
+/// another in the batch's order, so a duplicate is a replay of the first; the rest run concurrently.
+#[utoipa::path(post, path = "/v1/settlements/batch", request_body = SettleBatch, responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+async fn settle_batch(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    ApiJson(batch): ApiJson<SettleBatch>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    batch_size(batch.items.len())?;
+    let actor = auth.member;
+    let results = exec::run_batch(
+        batch.items,
+        |item| {
+            let order = format!("order:{}", item.order_id);
+            item.idempotency_key.iter().map(|key| format!("key:{key}")).chain([order]).collect()
+        },
+        |item| {
+            let (state, actor) = (state.clone(), actor.clone());
+            async move {
+                let headers = match item_headers(item.idempotency_key.as_deref()) {
+                    Ok(headers) => headers,
+                    Err(problem) => return problem.into_response(),
+                };
+                let request =
+                    SettleRequest { token: item.token, amount_minor: item.amount_minor, order_id: item.order_id };
+                settle_one(&state, actor, &headers, request).await
+            }
+        },
+    )
+    .await;
+    Ok(Json(json!({"results": results})))
 }
 
 /// Buyer (or its owner): voids an unsettled token and releases its hold.

@@ -217,3 +217,21 @@ pub struct AccountHistory {
     /// Pass as `after` to continue; null once the whole log was read.
     pub next_after: Option<i64>,
 }
+
+/// One batch item's answer, exactly as its single call would have answered.
+#[derive(ToSchema)]
+pub struct BatchAnswer {
+    /// The single call's HTTP status (201 for a token, 200 for a settlement, or the refusal's).
+    pub status: u16,
+    /// Answered from an idempotency record (the single call's `Idempotent-Replayed`).
+    pub replayed: bool,
+    /// The single call's body: the receipt, or the problem+json refusal.
+    #[schema(value_type = Object)]
+    pub body: serde_json::Value,
+}
+
+/// A batch's answers, one per item, in the items' order.
+#[derive(ToSchema)]
+pub struct BatchAnswers {
+    pub results: Vec<BatchAnswer>,
+}
