@@ -180,17 +180,10 @@ async fn issue_token(
     headers: HeaderMap,
     ApiJson(body): ApiJson<TokenRequest>,
 ) -> Result<Response, Problem> {
-    Ok(issue_one(&state, auth.member, &headers, body).await)
+    issue_checked(&state, auth.member, &headers, body).await
 }
 
-/// One token, as `POST /v1/tokens` answers it (its refusals included).
-async fn issue_one(state: &Arc<AppState>, actor: Member, headers: &HeaderMap, body: TokenRequest) -> Response {
-    match issue_checked(state, actor, headers, body).await {
-        Ok(response) => response,
-        Err(problem) => problem.into_response(),
-    }
-}
-
+/// One token, as `POST /v1/tokens` answers it.
 async fn issue_checked(
     state: &Arc<AppState>,
     actor: Member,
@@ -323,7 +316,7 @@ async fn issue_tokens(
                     ttl_s: item.ttl_s,
                     registry: item.registry,
                 };
-                issue_one(&state, actor, &headers, request).await
+                issue_checked(&state, actor, &headers, request).await.unwrap_or_else(IntoResponse::into_response)
             }
         },
     )
@@ -391,17 +384,10 @@ async fn settle(
     headers: HeaderMap,
     ApiJson(body): ApiJson<SettleRequest>,
 ) -> Result<Response, Problem> {
-    Ok(settle_one(&state, auth.member, &headers, body).await)
+    settle_checked(&state, auth.member, &headers, body).await
 }
 
-/// One settlement, as `POST /v1/settlements` answers it (its refusals included).
-async fn settle_one(state: &Arc<AppState>, actor: Member, headers: &HeaderMap, body: SettleRequest) -> Response {
-    match settle_checked(state, actor, headers, body).await {
-        Ok(response) => response,
-        Err(problem) => problem.into_response(),
-    }
-}
-
+/// One settlement, as `POST /v1/settlements` answers it.
 async fn settle_checked(
     state: &Arc<AppState>,
     actor: Member,
@@ -479,7 +465,7 @@ async fn settle_batch(
                 };
                 let request =
                     SettleRequest { token: item.token, amount_minor: item.amount_minor, order_id: item.order_id };
-                settle_one(&state, actor, &headers, request).await
+                settle_checked(&state, actor, &headers, request).await.unwrap_or_else(IntoResponse::into_response)
             }
         },
     )
