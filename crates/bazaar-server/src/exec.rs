@@ -257,9 +257,64 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
     Ok(pruned)
 }
 
+/// Items one batch call (`/v1/tokens/batch`, `/v1/settlements/batch`) carries at most.
+pub const BATCH_ITEMS_MAX: usize = 1_000;
+/// A batch call's body at most: a thousand of the largest single requests fit.
+pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+type Routed = (
+    Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
+    utoipa::openapi::path::Paths,
+    axum::routing::MethodRouter<Arc<AppState>>,
+);
+
+/// A batch route takes a body up to [`BATCH_BODY_BYTES_MAX`], past the default for single requests.
+pub(crate) fn batch_limited((schemas, paths, route): Routed) -> Routed {
+    (schemas, paths, route.layer(axum::extract::DefaultBodyLimit::max(BATCH_BODY_BYTES_MAX)))
+}
+
+/// One item of a batch call: the body of its single call, and the `Idempotency-Key` that call would carry.
+pub trait BatchItem {
+    type Request;
+    /// What the item acts on (its order, its key): items sharing one run in the batch's order.
+    fn touches(&self) -> Vec<String>;
+    fn split(self) -> (Option<String>, Self::Request);
+}
+
+/// A batch call answered: 1 to [`BATCH_ITEMS_MAX`] items, each through `single` — the single call's own
+/// function, with the headers it would have carried — as `{"results": [{status, replayed, body}, …]}` in order.
+pub(crate) async fn answer_batch<T, F, Fut>(items: Vec<T>, single: F) -> Result<Json<serde_json::Value>, Problem>
+where
+    T: BatchItem,
+    F: Fn(HeaderMap, T::Request) -> Fut,
+    Fut: std::future::Future<Output = Result<Response, Problem>>,
+{
+    if items.is_empty() || items.len() > BATCH_ITEMS_MAX {
+        return Err(Problem::invalid(format!("`items` holds 1 to {BATCH_ITEMS_MAX} requests.")));
+    }
+    let single = &single;
+    let results = run_batch(items, T::touches, |item| async move {
+        let (key, request) = item.split();
+        let mut headers = HeaderMap::new();
+        if let Some(key) = key {
+            match HeaderValue::from_str(&key) {
+                Ok(value) => headers.insert(IDEMPOTENCY_KEY, value),
+                Err(_) => {
+                    let refusal =
+                        Refusal::new(Code::IdempotencyKeyInvalid, "`idempotency_key` must be printable ASCII.");
+                    return Problem::from(refusal).into_response();
+                }
+            };
+        }
+        single(headers, request).await.unwrap_or_else(IntoResponse::into_response)
+    })
+    .await;
+    Ok(Json(serde_json::json!({"results": results})))
+}
+
 /// One item of a batch answered as its single call would be: the status, whether it was replayed from an
 /// idempotency record, and the body (the receipt, or the problem+json refusal).
-pub(crate) async fn item_answer(response: Response) -> serde_json::Value {
+async fn item_answer(response: Response) -> serde_json::Value {
     let status = response.status().as_u16();
     let replayed = response.headers().contains_key(IDEMPOTENT_REPLAYED);
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap_or_default();
@@ -273,11 +328,7 @@ pub(crate) async fn item_answer(response: Response) -> serde_json::Value {
 /// each other as they would sent in that order — and the other items run concurrently, so the writer commits
 /// them together. Sharp edge: when concurrent items together pass one of the buyer's ceilings, which of them
 /// is refused is not fixed by their order in the batch.
-pub(crate) async fn run_batch<T, F, Fut>(
-    items: Vec<T>,
-    touches: impl Fn(&T) -> Vec<String>,
-    run: F,
-) -> Vec<serde_json::Value>
+async fn run_batch<T, F, Fut>(items: Vec<T>, touches: impl Fn(&T) -> Vec<String>, run: F) -> Vec<serde_json::Value>
 where
     F: Fn(T) -> Fut,
     Fut: std::future::Future<Output = Response>,

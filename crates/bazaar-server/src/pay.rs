@@ -10,7 +10,7 @@ use crate::schemas::pay as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::model::{Member, MemberKind, TokenState};
@@ -28,21 +28,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Items one batch call (`/v1/tokens/batch`, `/v1/settlements/batch`) carries at most.
-pub const BATCH_ITEMS_MAX: usize = 1_000;
-/// A batch call's body at most: a thousand of the largest single requests fit.
-pub const BATCH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
-
-type Routed = (
-    Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
-    utoipa::openapi::path::Paths,
-    axum::routing::MethodRouter<Arc<AppState>>,
-);
-
-/// A batch route takes a body up to [`BATCH_BODY_BYTES_MAX`], past the default for single requests.
-fn batch_limited((schemas, paths, route): Routed) -> Routed {
-    (schemas, paths, route.layer(axum::extract::DefaultBodyLimit::max(BATCH_BODY_BYTES_MAX)))
-}
+pub use crate::exec::{BATCH_BODY_BYTES_MAX, BATCH_ITEMS_MAX};
 
 /// Paying's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
@@ -51,8 +37,8 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(fund))
         .routes(routes!(set_budget))
         .routes(routes!(issue_token))
-        .routes(batch_limited(routes!(issue_tokens)))
-        .routes(batch_limited(routes!(settle_batch)))
+        .routes(exec::batch_limited(routes!(issue_tokens)))
+        .routes(exec::batch_limited(routes!(settle_batch)))
         .routes(routes!(verify_token))
         .routes(routes!(void_token))
         .routes(routes!(settle))
@@ -190,7 +176,6 @@ async fn issue_checked(
     headers: &HeaderMap,
     body: TokenRequest,
 ) -> Result<Response, Problem> {
-    let auth = Actor { member: actor };
     let max = validate::amount(body.max_amount_minor, "max_amount_minor")?;
     validate::order_id(&body.order_id)?;
     validate::resource(&body.resource)?;
@@ -216,13 +201,13 @@ async fn issue_checked(
         request["registry"] = json!(via);
     }
     let rule = KeyRule::DefaultTo(format!("order:{merchant}:{}", body.order_id));
-    let idem = idem_for(&auth.member, "issue_token", headers, rule, &request)?;
+    let idem = idem_for(&actor, "issue_token", headers, rule, &request)?;
     let now = state.now();
     let claims = TokenClaims {
         v: 1,
         iss: state.registry.clone(),
         jti: new_token_id(state, now),
-        sub: auth.member.id.clone(),
+        sub: actor.id.clone(),
         aud: merchant,
         max,
         ord: OrderId(body.order_id),
@@ -232,12 +217,7 @@ async fn issue_checked(
         via,
     };
     let encoded = token::encode(&claims, &state.signing_key());
-    Ok(execute(state, auth.member, idem, Op::issue_token(claims, encoded), StatusCode::CREATED).await)
-}
-
-/// Who a batch item acts for (the batch's caller).
-struct Actor {
-    member: Member,
+    Ok(execute(state, actor, idem, Op::issue_token(claims, encoded), StatusCode::CREATED).await)
 }
 
 /// One item of a token batch: a `POST /v1/tokens` body, and the `Idempotency-Key` it would carry.
@@ -264,23 +244,25 @@ pub struct TokenBatch {
     pub items: Vec<TokenBatchItem>,
 }
 
-/// The headers a batch item's single call would carry: its idempotency key, if it names one.
-fn item_headers(key: Option<&str>) -> Result<HeaderMap, Problem> {
-    let mut headers = HeaderMap::new();
-    if let Some(key) = key {
-        let value = axum::http::HeaderValue::from_str(key).map_err(|_| {
-            Problem::from(Refusal::new(Code::IdempotencyKeyInvalid, "`idempotency_key` must be printable ASCII."))
-        })?;
-        headers.insert(crate::exec::IDEMPOTENCY_KEY, value);
-    }
-    Ok(headers)
-}
+impl exec::BatchItem for TokenBatchItem {
+    type Request = TokenRequest;
 
-fn batch_size(items: usize) -> Result<(), Problem> {
-    if items == 0 || items > BATCH_ITEMS_MAX {
-        return Err(Problem::invalid(format!("`items` holds 1 to {BATCH_ITEMS_MAX} requests.")));
+    fn touches(&self) -> Vec<String> {
+        let order = format!("order:{}:{}", self.merchant, self.order_id);
+        self.idempotency_key.iter().map(|key| format!("key:{key}")).chain([order]).collect()
     }
-    Ok(())
+
+    fn split(self) -> (Option<String>, TokenRequest) {
+        let request = TokenRequest {
+            merchant: self.merchant,
+            max_amount_minor: self.max_amount_minor,
+            order_id: self.order_id,
+            resource: self.resource,
+            ttl_s: self.ttl_s,
+            registry: self.registry,
+        };
+        (self.idempotency_key, request)
+    }
 }
 
 /// Agent only: many tokens in one call, each exactly as `POST /v1/tokens` would issue (or refuse, or replay) it,
@@ -293,35 +275,12 @@ async fn issue_tokens(
     auth: Auth,
     ApiJson(batch): ApiJson<TokenBatch>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    batch_size(batch.items.len())?;
     let actor = auth.member;
-    let results = exec::run_batch(
-        batch.items,
-        |item| {
-            let order = format!("order:{}:{}", item.merchant, item.order_id);
-            item.idempotency_key.iter().map(|key| format!("key:{key}")).chain([order]).collect()
-        },
-        |item| {
-            let (state, actor) = (state.clone(), actor.clone());
-            async move {
-                let headers = match item_headers(item.idempotency_key.as_deref()) {
-                    Ok(headers) => headers,
-                    Err(problem) => return problem.into_response(),
-                };
-                let request = TokenRequest {
-                    merchant: item.merchant,
-                    max_amount_minor: item.max_amount_minor,
-                    order_id: item.order_id,
-                    resource: item.resource,
-                    ttl_s: item.ttl_s,
-                    registry: item.registry,
-                };
-                issue_checked(&state, actor, &headers, request).await.unwrap_or_else(IntoResponse::into_response)
-            }
-        },
-    )
-    .await;
-    Ok(Json(json!({"results": results})))
+    exec::answer_batch(batch.items, |headers, request| {
+        let (state, actor) = (state.clone(), actor.clone());
+        async move { issue_checked(&state, actor, &headers, request).await }
+    })
+    .await
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -394,14 +353,13 @@ async fn settle_checked(
     headers: &HeaderMap,
     body: SettleRequest,
 ) -> Result<Response, Problem> {
-    let auth = Actor { member: actor };
     let amount = validate::amount(body.amount_minor, "amount_minor")?;
     validate::order_id(&body.order_id)?;
     let decoded = state.decode_token(&body.token);
     if decoded.is_err() {
         if let Some(claims) = token::peek(&body.token).ok().filter(|c| c.iss != state.registry) {
             // A peer registry's token: settled through that registry, exactly once on each side.
-            return federation::settle_foreign(state, auth.member, &body.token, claims, amount, &body.order_id).await;
+            return federation::settle_foreign(state, actor, &body.token, claims, amount, &body.order_id).await;
         }
     }
     let claims = decoded.map_err(|error| match error {
@@ -413,10 +371,9 @@ async fn settle_checked(
             "The token's signature does not verify against this registry's key: it was forged or altered.",
         ),
     })?;
-    let idem =
-        idem_for(&auth.member, "settle", headers, KeyRule::DefaultTo(format!("order:{}", body.order_id)), &body)?;
+    let idem = idem_for(&actor, "settle", headers, KeyRule::DefaultTo(format!("order:{}", body.order_id)), &body)?;
     let op = Op::Pay(pay::Op::Settle { claims, amount, order_id: OrderId(body.order_id) });
-    Ok(execute(state, auth.member, idem, op, StatusCode::OK).await)
+    Ok(execute(state, actor, idem, op, StatusCode::OK).await)
 }
 
 /// One item of a settlement batch: a `POST /v1/settlements` body, and the `Idempotency-Key` it would carry.
@@ -429,6 +386,22 @@ pub struct SettleBatchItem {
     /// As the single call's `Idempotency-Key` header; absent: derived from the order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+}
+
+impl exec::BatchItem for SettleBatchItem {
+    type Request = SettleRequest;
+
+    fn touches(&self) -> Vec<String> {
+        let order = format!("order:{}", self.order_id);
+        self.idempotency_key.iter().map(|key| format!("key:{key}")).chain([order]).collect()
+    }
+
+    fn split(self) -> (Option<String>, SettleRequest) {
+        (
+            self.idempotency_key,
+            SettleRequest { token: self.token, amount_minor: self.amount_minor, order_id: self.order_id },
+        )
+    }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -448,29 +421,12 @@ async fn settle_batch(
     auth: Auth,
     ApiJson(batch): ApiJson<SettleBatch>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    batch_size(batch.items.len())?;
     let actor = auth.member;
-    let results = exec::run_batch(
-        batch.items,
-        |item| {
-            let order = format!("order:{}", item.order_id);
-            item.idempotency_key.iter().map(|key| format!("key:{key}")).chain([order]).collect()
-        },
-        |item| {
-            let (state, actor) = (state.clone(), actor.clone());
-            async move {
-                let headers = match item_headers(item.idempotency_key.as_deref()) {
-                    Ok(headers) => headers,
-                    Err(problem) => return problem.into_response(),
-                };
-                let request =
-                    SettleRequest { token: item.token, amount_minor: item.amount_minor, order_id: item.order_id };
-                settle_checked(&state, actor, &headers, request).await.unwrap_or_else(IntoResponse::into_response)
-            }
-        },
-    )
-    .await;
-    Ok(Json(json!({"results": results})))
+    exec::answer_batch(batch.items, |headers, request| {
+        let (state, actor) = (state.clone(), actor.clone());
+        async move { settle_checked(&state, actor, &headers, request).await }
+    })
+    .await
 }
 
 /// Buyer (or its owner): voids an unsettled token and releases its hold.
