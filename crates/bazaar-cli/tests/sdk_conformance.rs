@@ -275,92 +275,111 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
 
 // ---- the other languages' drivers ---------------------------------------------------------------
 
-/// Runs an SDK's driver program with the world and the scenario; its one-line JSON report.
-fn external_driver(program: &Path, args: &[PathBuf], world: &Value, dir: &Path, fix: &str) -> Value {
-    assert!(program.exists(), "{} is missing: {fix}", program.display());
-    let world_file = dir.join(format!("world-{}.json", world["sdk"].as_str().unwrap_or("x")));
-    std::fs::write(&world_file, world.to_string()).unwrap();
-    let output = Command::new(program)
-        .args(args)
-        .arg(&world_file)
-        .arg(conformance_dir().join("scenario.json"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line)
-        .unwrap_or_else(|_| panic!("{}: no report. stdout: {stdout}\nstderr: {stderr}", program.display()))
-}
-
-fn python() -> PathBuf {
-    common::repo_root().join("clients/python/.venv/bin/python")
+/// An SDK's driver program: how to start it, and what to run if it is missing.
+struct Driver {
+    program: PathBuf,
+    args: Vec<PathBuf>,
+    fix: &'static str,
 }
 
 const TYPESCRIPT_FIX: &str = "run ./scripts/test once (it runs `npm ci` and builds clients/typescript)";
 const PYTHON_FIX: &str = "run ./scripts/test once (it makes clients/python/.venv with the SDK installed)";
 
-/// Every SDK's run on the registry at `url` (whose operator is `operator`).
-async fn every_sdk(url: &str, operator: &Client, dir: &Path) {
-    let scenario = read_json(&conformance_dir().join("scenario.json"));
-    let contract = read_json(&conformance_dir().join("contract.json"));
-    let rust_world = world(url, operator, "rust", &scenario, dir).await;
-    check(&rust_driver(&rust_world, &scenario).await, &scenario, &contract);
-    let mut python_world = world(url, operator, "python", &scenario, dir).await;
-    python_world["sdk"] = json!("python");
-    let driver = common::repo_root().join("clients/python/conformance/driver.py");
-    let report = tokio::task::spawn_blocking({
-        let (world, dir) = (python_world.clone(), dir.to_path_buf());
-        move || external_driver(&python(), &[driver], &world, &dir, PYTHON_FIX)
-    })
-    .await
-    .unwrap();
-    check(&report, &scenario, &contract);
-    let mut typescript_world = world(url, operator, "typescript", &scenario, dir).await;
-    typescript_world["sdk"] = json!("typescript");
-    let driver = common::repo_root().join("clients/typescript/conformance/driver.mjs");
-    assert!(
-        common::repo_root().join("clients/typescript/dist/index.js").exists(),
-        "clients/typescript/dist is missing: {TYPESCRIPT_FIX}"
-    );
-    let report = tokio::task::spawn_blocking({
-        let (world, dir) = (typescript_world.clone(), dir.to_path_buf());
-        move || external_driver(Path::new("/usr/bin/env"), &["node".into(), driver], &world, &dir, TYPESCRIPT_FIX)
-    })
-    .await
-    .unwrap();
-    check(&report, &scenario, &contract);
-    // The same package, unchanged, on Bun (its receipts on bun:sqlite).
-    let mut bun_world = world(url, operator, "bun", &scenario, dir).await;
-    bun_world["sdk"] = json!("bun");
-    let bun = common::repo_root().join("clients/typescript/node_modules/.bin/bun");
-    let driver = common::repo_root().join("clients/typescript/conformance/driver.mjs");
-    let report = tokio::task::spawn_blocking({
-        let (world, dir) = (bun_world.clone(), dir.to_path_buf());
-        move || external_driver(&bun, &[driver], &world, &dir, TYPESCRIPT_FIX)
-    })
-    .await
-    .unwrap();
-    check(&report, &scenario, &contract);
+impl Driver {
+    /// `clients/python/conformance/<script>` in the SDK's venv.
+    fn python(script: &str) -> Driver {
+        let root = common::repo_root();
+        let script = root.join("clients/python/conformance").join(script);
+        Driver { program: root.join("clients/python/.venv/bin/python"), args: vec![script], fix: PYTHON_FIX }
+    }
+
+    /// `clients/typescript/conformance/<script>` on Node (`bun: false`) or on Bun, against the built package.
+    fn typescript(script: &str, bun: bool) -> Driver {
+        let root = common::repo_root();
+        let dist = root.join("clients/typescript/dist/index.js");
+        assert!(dist.exists(), "{} is missing: {TYPESCRIPT_FIX}", dist.display());
+        let script = root.join("clients/typescript/conformance").join(script);
+        let (program, args) = match bun {
+            true => (root.join("clients/typescript/node_modules/.bin/bun"), vec![script]),
+            false => (PathBuf::from("/usr/bin/env"), vec!["node".into(), script]),
+        };
+        Driver { program, args, fix: TYPESCRIPT_FIX }
+    }
+
+    /// Runs the driver on `world` (written to a file it is given first) and then `more`; its one-line JSON report.
+    async fn run(self, world: &Value, dir: &Path, more: &[PathBuf]) -> Value {
+        assert!(self.program.exists(), "{} is missing: {}", self.program.display(), self.fix);
+        let world_file = dir.join(format!("world-{}.json", world["sdk"].as_str().unwrap_or("x")));
+        std::fs::write(&world_file, world.to_string()).unwrap();
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).arg(&world_file).args(more);
+        let output = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        let line = stdout.lines().last().unwrap_or_default();
+        serde_json::from_str(line)
+            .unwrap_or_else(|_| panic!("{}: no report. stdout: {stdout}\nstderr: {stderr}", self.program.display()))
+    }
 }
 
-fn serve_args(port: u16, store: &[String]) -> Vec<String> {
-    let mut args: Vec<String> =
-        ["--port", &port.to_string(), "--operator-credential", "sdk-op"].map(String::from).to_vec();
-    args.extend_from_slice(store);
-    args
+/// Every SDK's run on `served`: Rust in-process, then Python, TypeScript on Node and the same package on Bun
+/// (its receipts on bun:sqlite), each with a fresh cast.
+async fn every_sdk(served: &Served, dir: &Path) {
+    let scenario = read_json(&conformance_dir().join("scenario.json"));
+    let contract = read_json(&conformance_dir().join("contract.json"));
+    let rust_world = world(&served.url, &served.operator, "rust", &scenario, dir).await;
+    check(&rust_driver(&rust_world, &scenario).await, &scenario, &contract);
+    let drivers = [
+        ("python", Driver::python("driver.py")),
+        ("typescript", Driver::typescript("driver.mjs", false)),
+        ("bun", Driver::typescript("driver.mjs", true)),
+    ];
+    for (sdk, driver) in drivers {
+        let world = served.world(sdk, &scenario, dir).await;
+        check(&driver.run(&world, dir, &[conformance_dir().join("scenario.json")]).await, &scenario, &contract);
+    }
+}
+
+/// A real `bazaar serve` for these tests, with its operator.
+struct Served {
+    server: std::process::Child,
+    url: String,
+    operator: Client,
+}
+
+impl Served {
+    /// On the embedded store in `dir/data`, or on PostgreSQL at `database_url` (its key in `dir/data`).
+    fn start(dir: &Path, database_url: Option<&str>) -> Served {
+        let port = common::free_port();
+        let mut args: Vec<String> =
+            ["--port", &port.to_string(), "--operator-credential", "sdk-op"].map(String::from).to_vec();
+        if let Some(url) = database_url {
+            args.extend(["--database-url".to_string(), url.to_string()]);
+        }
+        args.extend(["--data-dir".to_string(), dir.join("data").display().to_string()]);
+        let url = format!("http://127.0.0.1:{port}");
+        Served { server: common::spawn_serve(&args), operator: Client::new(&url, Some("sdk-op".into())), url }
+    }
+
+    /// A fresh cast named for `sdk`, with `sdk` in the world (drivers name their files after it).
+    async fn world(&self, sdk: &str, scenario: &Value, dir: &Path) -> Value {
+        let mut world = world(&self.url, &self.operator, sdk, scenario, dir).await;
+        world["sdk"] = json!(sdk);
+        world
+    }
+
+    fn stop(mut self) {
+        self.server.kill().ok();
+        self.server.wait().ok();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sdk_passes_the_scenario_against_bazaar_serve_on_the_embedded_store() {
     let dir = common::fresh_dir("bazaar-sdk-conformance");
-    let port = common::free_port();
-    let mut server =
-        common::spawn_serve(&serve_args(port, &["--data-dir".into(), dir.join("data").display().to_string()]));
-    let url = format!("http://127.0.0.1:{port}");
-    every_sdk(&url, &Client::new(&url, Some("sdk-op".into())), &dir).await;
-    server.kill().ok();
-    server.wait().ok();
+    let served = Served::start(&dir, None);
+    every_sdk(&served, &dir).await;
+    served.stop();
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -368,14 +387,9 @@ async fn every_sdk_passes_the_scenario_against_bazaar_serve_on_the_embedded_stor
 async fn every_sdk_passes_the_scenario_against_bazaar_serve_on_postgres() {
     let database = common::ThrowawayDatabase::create("bazaar_sdk_conformance").await;
     let dir = common::fresh_dir("bazaar-sdk-conformance-pg");
-    let port = common::free_port();
-    let store =
-        ["--database-url".into(), database.url.clone(), "--data-dir".into(), dir.join("data").display().to_string()];
-    let mut server = common::spawn_serve(&serve_args(port, &store));
-    let url = format!("http://127.0.0.1:{port}");
-    every_sdk(&url, &Client::new(&url, Some("sdk-op".into())), &dir).await;
-    server.kill().ok();
-    server.wait().ok();
+    let served = Served::start(&dir, Some(&database.url));
+    every_sdk(&served, &dir).await;
+    served.stop();
     database.drop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -407,34 +421,17 @@ async fn settlements_of(operator: &Client, prefix: &str) -> (usize, usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_paid_calls_with_crashes_are_charged_once_and_worked_once_in_python_and_typescript() {
     let dir = common::fresh_dir("bazaar-sdk-hundred");
-    let port = common::free_port();
-    let mut server =
-        common::spawn_serve(&serve_args(port, &["--data-dir".into(), dir.join("data").display().to_string()]));
-    let url = format!("http://127.0.0.1:{port}");
-    let operator = Client::new(&url, Some("sdk-op".into()));
+    let served = Served::start(&dir, None);
     let scenario = read_json(&conformance_dir().join("scenario.json"));
     let (funds, price) =
         (scenario["world"]["funds_minor"].as_u64().unwrap(), scenario["world"]["price_minor"].as_u64().unwrap());
-    let root = common::repo_root();
-    let runs: [(&str, &str, PathBuf, Vec<PathBuf>, &str); 2] = [
-        ("py", "py-hundred-", python(), vec![root.join("clients/python/conformance/hundred.py")], PYTHON_FIX),
-        (
-            "ts",
-            "ts-hundred-",
-            PathBuf::from("/usr/bin/env"),
-            vec!["node".into(), root.join("clients/typescript/conformance/hundred.mjs")],
-            TYPESCRIPT_FIX,
-        ),
+    let runs = [
+        ("pyh", "py-hundred-", Driver::python("hundred.py")),
+        ("tsh", "ts-hundred-", Driver::typescript("hundred.mjs", false)),
     ];
-    for (tag, prefix, program, args, fix) in runs {
-        let mut world = world(&url, &operator, &format!("{tag}h"), &scenario, &dir).await;
-        world["sdk"] = json!(tag);
-        let report = tokio::task::spawn_blocking({
-            let dir = dir.clone();
-            move || hundred_driver(&program, &args, &world, &dir, fix)
-        })
-        .await
-        .unwrap();
+    for (tag, prefix, driver) in runs {
+        let world = served.world(tag, &scenario, &dir).await;
+        let report = driver.run(&world, &dir, &[]).await;
         assert_eq!(
             (report["work_runs"].as_u64(), report["distinct_work_orders"].as_u64()),
             (Some(100), Some(100)),
@@ -448,27 +445,13 @@ async fn a_hundred_paid_calls_with_crashes_are_charged_once_and_worked_once_in_p
         );
         assert_eq!(report["balance_minor"].as_u64(), Some(funds - 100 * price), "charged once per order: {report}");
         assert_eq!(
-            settlements_of(&operator, prefix).await,
+            settlements_of(&served.operator, prefix).await,
             (100, 100),
             "{tag}: one settlement per order on the ledger"
         );
     }
-    server.kill().ok();
-    server.wait().ok();
+    served.stop();
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// Runs a hundred-calls driver with the world file only; its one-line JSON report.
-fn hundred_driver(program: &Path, args: &[PathBuf], world: &Value, dir: &Path, fix: &str) -> Value {
-    assert!(program.exists(), "{} is missing: {fix}", program.display());
-    let world_file = dir.join(format!("world-hundred-{}.json", world["sdk"].as_str().unwrap_or("x")));
-    std::fs::write(&world_file, world.to_string()).unwrap();
-    let output = Command::new(program).args(args).arg(&world_file).output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line)
-        .unwrap_or_else(|_| panic!("{}: no report. stdout: {stdout}\nstderr: {stderr}", program.display()))
 }
 
 /// The Python SDK's x402 route helper and MCP tool helper (`clients/python/conformance/helpers.py`) against a
@@ -479,21 +462,10 @@ fn hundred_driver(program: &Path, args: &[PathBuf], world: &Value, dir: &Path, f
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_x402_route_and_paid_mcp_tool_settle_once_and_work_once() {
     let dir = common::fresh_dir("bazaar-sdk-helpers");
-    let port = common::free_port();
-    let mut server =
-        common::spawn_serve(&serve_args(port, &["--data-dir".into(), dir.join("data").display().to_string()]));
-    let url = format!("http://127.0.0.1:{port}");
-    let operator = Client::new(&url, Some("sdk-op".into()));
+    let served = Served::start(&dir, None);
     let scenario = read_json(&conformance_dir().join("scenario.json"));
-    let mut world = world(&url, &operator, "pyx", &scenario, &dir).await;
-    world["sdk"] = json!("pyx");
-    let script = common::repo_root().join("clients/python/conformance/helpers.py");
-    let report = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        move || hundred_driver(&python(), &[script], &world, &dir, PYTHON_FIX)
-    })
-    .await
-    .unwrap();
+    let world = served.world("pyx", &scenario, &dir).await;
+    let report = Driver::python("helpers.py").run(&world, &dir, &[]).await;
     let x402 = &report["x402"];
     assert_eq!((x402["unpaid_status"].as_u64(), x402["offer_scheme"].as_str()), (Some(402), Some("apt")), "{report}");
     assert_eq!(x402["offer_network_is_bazaar"], true, "{report}");
@@ -512,7 +484,6 @@ async fn the_python_x402_route_and_paid_mcp_tool_settle_once_and_work_once() {
     assert_eq!(mcp["bad_is_error"], true, "{report}");
     assert!(mcp["bad_text"].as_str().unwrap().contains("token_signature_invalid"), "{report}");
     assert_eq!(mcp["work_runs"], 1, "{report}");
-    server.kill().ok();
-    server.wait().ok();
+    served.stop();
     std::fs::remove_dir_all(&dir).ok();
 }

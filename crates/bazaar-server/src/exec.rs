@@ -274,7 +274,7 @@ pub(crate) fn batch_limited((schemas, paths, route): Routed) -> Routed {
 }
 
 /// One item of a batch call: the body of its single call, and the `Idempotency-Key` that call would carry.
-pub trait BatchItem {
+pub(crate) trait BatchItem {
     type Request;
     /// What the item acts on (its order, its key): items sharing one run in the batch's order.
     fn touches(&self) -> Vec<String>;
