@@ -138,6 +138,21 @@ pub async fn serve(router: Router) -> Result<String> {
     Ok(format!("http://{address}"))
 }
 
+/// [`serve`], stopped when the returned sender is dropped (a run that serves a route for its own length).
+pub async fn serve_until_dropped(router: Router) -> Result<(String, tokio::sync::oneshot::Sender<()>)> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let address = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                stopped.await.ok();
+            })
+            .await
+    });
+    Ok((format!("http://{address}"), stop))
+}
+
 /// The code a refused request came back with, or `ACCEPTED` when the registry
 /// let it through: the chapters narrate refusals they expect, so an acceptance
 /// must read as the surprise it is.

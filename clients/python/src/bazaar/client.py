@@ -8,6 +8,8 @@ request and is charged at most once.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional, Union
@@ -50,8 +52,6 @@ class PaidResponse:
         return self.headers.get(contract.WORK_RECEIPT_HEADER) is not None
 
     def json(self) -> Any:
-        import json
-
         return json.loads(self.body)
 
 
@@ -229,7 +229,7 @@ class Client:
         *,
         registry: Optional[str] = None,
         method: str = "POST",
-        json: Any = None,
+        body: Any = None,
     ) -> PaidResponse:
         """Buyer: get (or get again) the order's token and call the paid ``url`` with it, retrying transport
         errors, 5xx and 409 with the same token. The merchant settles once and keeps a work receipt, so every
@@ -251,7 +251,7 @@ class Client:
             response: Optional[httpx.Response] = None
             failure: Optional[BaseException] = None
             try:
-                response = await self.http.request(method, url, headers={contract.PAYMENT_HEADER: token}, json=json)
+                response = await self.http.request(method, url, headers={contract.PAYMENT_HEADER: token}, json=body)
             except httpx.HTTPError as error:
                 failure = error
             retry = response is None or response.status_code >= 500 or response.status_code == 409
@@ -272,8 +272,6 @@ class Client:
         review_window_s: Optional[int] = None,
     ) -> Answer:
         """Buyer: open and fund an escrowed contract; ``milestones`` are (amount, description, due_at_ms)."""
-        import hashlib
-
         body = {
             "seller": seller,
             "arbiter": arbiter,

@@ -19,6 +19,8 @@ TOKEN_RENEW_MARGIN_MS = 5_000
 WORK_RECEIPT_BYTES_MAX = 1024 * 1024
 #: An escrowed purchase's milestone is due this long after the end of today (UTC).
 ESCROW_DUE_S = 7 * 24 * 60 * 60
+#: The longest a registry token lives (what an x402 offer's ``maxTimeoutSeconds`` says).
+TOKEN_TTL_S_MAX = 15 * 60
 #: Requests give up after this long.
 REQUEST_TIMEOUT_S = 30.0
 

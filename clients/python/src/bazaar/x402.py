@@ -13,7 +13,6 @@ from typing import Any, Mapping, Optional, Union
 from . import contract
 from .asgi import ASGIApp, Answered, Merchant, PaidRoutes, Receive, Scope, Send, claims_unverified, header
 
-TOKEN_TTL_S_MAX = 15 * 60
 
 
 def _b64_json(value: Any) -> bytes:
@@ -58,7 +57,7 @@ class X402Routes:
             "amount": str(price),
             "asset": "BNU",
             "payTo": terms["pay_to"],
-            "maxTimeoutSeconds": TOKEN_TTL_S_MAX,
+            "maxTimeoutSeconds": contract.TOKEN_TTL_S_MAX,
             "extra": {"registry": terms["registry"], "resource": resource, "orderId": order_id},
         }
 

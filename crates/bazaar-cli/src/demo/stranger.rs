@@ -23,9 +23,10 @@
 
 use super::federation::{paid_front, CORRIDOR_FEE_BPS, PEER_WEIGHT_BPS};
 use crate::runtime::OffsetClock;
-use crate::story::{embedded_on_clock, enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
+use crate::story::{
+    embedded_on_clock, enroll_pair, enroll_pair_with_key, member_id, serve_until_dropped, LocalRegistry,
+};
 use anyhow::{ensure, Context, Result};
-use axum::Router;
 use bazaar_sdk::paid::PaidRoute;
 use bazaar_sdk::{did_of, generate_key, Client};
 use serde_json::{json, Value};
@@ -142,19 +143,4 @@ pub async fn stranger_run(here: &Client, peer: &Peer, now_ms: i64, suffix: &str,
         "corridor_on_peer_minor": corridor_b.to_string(),
         "peer_audit_ok": audit_b.ok,
     }))
-}
-
-/// Serves `router` on 127.0.0.1 until the returned sender is dropped.
-async fn serve_until_dropped(router: Router) -> Result<(String, tokio::sync::oneshot::Sender<()>)> {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-    let address = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                stopped.await.ok();
-            })
-            .await
-    });
-    Ok((format!("http://{address}"), stop))
 }
