@@ -32,7 +32,7 @@ use bazaar_conversation::sealing::SealingKey;
 use bazaar_conversation::HistoryRange;
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
 use tokio::runtime::Runtime;
-use tokio_postgres::{Client, IsolationLevel, NoTls};
+use tokio_postgres::{Client, IsolationLevel};
 
 use rows::*;
 pub use tx::Tx;
@@ -67,14 +67,12 @@ pub struct PostgresConversationStore {
 impl PostgresConversationStore {
     /// Connect to the database at `url` and bring its conversation schema up to date.
     pub fn connect(url: &str, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> Result<Self> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(unavailable)?;
-        config.application_name(APPLICATION_NAME);
+        let mut database = bazaar_pg::Database::from_url(url).map_err(unavailable)?;
+        database.config_mut().application_name(APPLICATION_NAME);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(unavailable)?;
-        let (client, connection) = runtime.block_on(config.connect(NoTls)).map_err(unavailable)?;
+        let (client, connection) = runtime.block_on(database.connect()).map_err(unavailable)?;
         // A broken connection surfaces as an error on the next statement.
-        runtime.spawn(async move {
-            let _ = connection.await;
-        });
+        runtime.spawn(connection);
         let store = PostgresConversationStore { runtime, client: Mutex::new(client), clock, entropy };
         store.migrate()?;
         Ok(store)

@@ -3,10 +3,11 @@
 //! like the SQLite one. Each connection has a runtime of its own: the writer
 //! and the readers never wait on each other's runtime, only on the database.
 
+use bazaar_pg::Database;
 use bazaar_relay::store::{unavailable, Result};
 use tokio::runtime::Runtime;
 use tokio_postgres::types::{FromSql, ToSql};
-use tokio_postgres::{Client, Config, NoTls, Row, Statement, ToStatement, Transaction};
+use tokio_postgres::{Client, Row, Statement, ToStatement, Transaction};
 
 pub(crate) type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
 
@@ -17,13 +18,11 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    pub(crate) fn open(config: &Config) -> Result<Connection> {
+    pub(crate) fn open(database: &Database) -> Result<Connection> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(unavailable)?;
-        let (client, connection) = runtime.block_on(config.connect(NoTls)).map_err(unavailable)?;
+        let (client, connection) = runtime.block_on(database.connect()).map_err(unavailable)?;
         // A broken connection surfaces as an error on the next statement, and as `is_closed`.
-        runtime.spawn(async move {
-            let _ = connection.await;
-        });
+        runtime.spawn(connection);
         Ok(Connection { runtime, client })
     }
 

@@ -26,9 +26,9 @@ mod write;
 
 use std::sync::{Mutex, MutexGuard};
 
+use bazaar_pg::Database;
 use bazaar_relay::store::{merge_newest_first, unavailable, EventStore, Purged, Result, StoreError, Written};
 use bazaar_relay::{Encoded, EventId, Filter};
-use tokio_postgres::Config;
 
 use connection::{col, unsigned, Connection};
 use write::{Doomed, Statements, PURGE_CHUNK};
@@ -50,15 +50,15 @@ struct Writer {
 }
 
 impl Writer {
-    fn open(config: &Config) -> Result<Writer> {
-        let connection = Connection::open(config)?;
+    fn open(database: &Database) -> Result<Writer> {
+        let connection = Connection::open(database)?;
         let statements = Statements::prepare(&connection)?;
         Ok(Writer { connection, statements })
     }
 }
 
 pub struct PostgresEventStore {
-    config: Config,
+    database: Database,
     writer: Mutex<Writer>,
     readers: Mutex<Vec<Connection>>,
 }
@@ -66,20 +66,20 @@ pub struct PostgresEventStore {
 impl PostgresEventStore {
     /// Connect to the database at `url` and bring its relay schema up to date.
     pub fn connect(url: &str) -> std::result::Result<PostgresEventStore, StoreError> {
-        let mut config: Config = url.parse().map_err(unavailable)?;
-        config.application_name(APPLICATION_NAME);
-        let mut connection = Connection::open(&config)?;
+        let mut database = Database::from_url(url).map_err(unavailable)?;
+        database.config_mut().application_name(APPLICATION_NAME);
+        let mut connection = Connection::open(&database)?;
         migrate(&mut connection)?;
         let statements = Statements::prepare(&connection)?;
         let writer = Writer { connection, statements };
-        Ok(PostgresEventStore { config, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+        Ok(PostgresEventStore { database, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
     }
 
     /// The writer, reconnected first if its connection broke.
     fn writer(&self) -> Result<MutexGuard<'_, Writer>> {
         let mut writer = self.writer.lock().map_err(unavailable)?;
         if writer.connection.is_closed() {
-            *writer = Writer::open(&self.config)?;
+            *writer = Writer::open(&self.database)?;
         }
         Ok(writer)
     }
@@ -89,7 +89,7 @@ impl PostgresEventStore {
         let pooled = self.readers.lock().map_err(unavailable)?.pop();
         let connection = match pooled {
             Some(connection) if !connection.is_closed() => connection,
-            _ => Connection::open(&self.config)?,
+            _ => Connection::open(&self.database)?,
         };
         let outcome = act(&connection);
         let mut readers = self.readers.lock().map_err(unavailable)?;

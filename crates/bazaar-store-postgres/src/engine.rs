@@ -16,10 +16,11 @@
 use crate::rows::{self, int, ACCOUNT_COLUMNS, BUDGET_COLUMNS, CREDENTIAL_COLUMNS};
 use crate::rows::{DOC_COLUMNS, SETTLEMENT_COLUMNS, TOKEN_COLUMNS};
 use crate::rows::{HANDLE_COLUMNS, HOLD_COLUMNS, IDEM_COLUMNS, INVITE_COLUMNS, MEMBER_COLUMNS};
-use crate::{connect_client, pg_error};
+use crate::{connect_client, database_error, pg_error};
 use bazaar_core::chain::ChainHead;
 use bazaar_core::command::Keys;
 use bazaar_core::state::{Changes, Snapshot};
+use bazaar_pg::Database;
 use bazaar_store::{Engine, StoreError};
 use bazaar_types::Timestamp;
 use futures::future::join_all;
@@ -178,8 +179,8 @@ struct Connection {
 }
 
 impl Connection {
-    async fn open(config: &tokio_postgres::Config) -> Result<Connection, StoreError> {
-        let client = connect_client(config, WRITER_APPLICATION_NAME).await?;
+    async fn open(database: &Database) -> Result<Connection, StoreError> {
+        let client = connect_client(database, WRITER_APPLICATION_NAME).await?;
         // The batch loads take arrays whose sizes vary; a generic plan made
         // while tables were small scans them whole. Plan each with its values.
         // A node that stalls inside a transaction is cut off, so it cannot
@@ -204,7 +205,7 @@ const _: () = assert!(LOCK_TIMEOUT_MS < IDLE_IN_TRANSACTION_MS);
 /// The PostgreSQL side of the group-commit writer.
 pub struct PgEngine {
     runtime: tokio::runtime::Runtime,
-    config: tokio_postgres::Config,
+    database: Database,
     connection: Option<Connection>,
     /// `begin` was called but `BEGIN` is not sent yet: it rides with the loads.
     begin_pending: bool,
@@ -217,16 +218,16 @@ impl PgEngine {
     /// Connects to `url` (already migrated) and prepares. Call from a thread
     /// that is not running async code: the engine blocks on its own runtime.
     pub fn connect(url: &str) -> Result<PgEngine, StoreError> {
-        PgEngine::open(url.parse().map_err(pg_error)?)
+        PgEngine::open(Database::from_url(url).map_err(database_error)?)
     }
 
-    pub(crate) fn open(config: tokio_postgres::Config) -> Result<PgEngine, StoreError> {
+    pub(crate) fn open(database: Database) -> Result<PgEngine, StoreError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| StoreError::Unavailable(format!("writer runtime: {e}")))?;
-        let connection = runtime.block_on(Connection::open(&config))?;
-        Ok(PgEngine { runtime, config, connection: Some(connection), begin_pending: false, ended_in_write: false })
+        let connection = runtime.block_on(Connection::open(&database))?;
+        Ok(PgEngine { runtime, database, connection: Some(connection), begin_pending: false, ended_in_write: false })
     }
 
     /// A setting of the writer's session (`SHOW name`), for diagnostics and tests.
@@ -330,7 +331,7 @@ impl Engine for PgEngine {
         let closed = self.connection.as_ref().is_none_or(|c| c.client.is_closed());
         if closed {
             self.connection = None;
-            let fresh = self.runtime.block_on(Connection::open(&self.config))?;
+            let fresh = self.runtime.block_on(Connection::open(&self.database))?;
             self.connection = Some(fresh);
             tracing::info!("writer reconnected to PostgreSQL");
         }

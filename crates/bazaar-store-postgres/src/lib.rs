@@ -2,7 +2,8 @@
 //! lock, hands writes to the shared group-commit writer with a PostgreSQL
 //! [`Engine`](bazaar_store::Engine) (one transaction per batch, serialised
 //! across nodes by a row lock on `chain_head`), and answers reads from a small
-//! round-robin pool of connections.
+//! round-robin pool of connections. Every connection goes through
+//! `bazaar-pg`, so TLS is whatever the URL's `sslmode` asks for.
 //!
 //! Durability is the server's: `synchronous_commit` is left at its default,
 //! so a batch is acknowledged only after its commit is flushed.
@@ -38,6 +39,7 @@ use bazaar_core::apply::{Applied, Config};
 use bazaar_core::chain::ChainHead;
 use bazaar_core::command::Command;
 use bazaar_core::model::*;
+use bazaar_pg::Database;
 use bazaar_store::writer::Writer;
 use bazaar_store::{SearchCount, Store, StoreError, TokenView};
 use bazaar_types::{AccountId, Clock, MemberId, OrderId, Timestamp, TokenId};
@@ -48,7 +50,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 pub use engine::{PgEngine, IDLE_IN_TRANSACTION_MS, LOCK_TIMEOUT_MS};
 
@@ -76,22 +78,23 @@ pub(crate) fn pg_error(error: tokio_postgres::Error) -> StoreError {
     }
 }
 
-/// Opens one connection and drives it on the current runtime.
-pub(crate) async fn connect_client(
-    config: &tokio_postgres::Config,
-    application_name: &str,
-) -> Result<Client, StoreError> {
-    let mut config = config.clone();
+/// A database URL that could not be used, or a connection that could not be
+/// opened (the text says the `sslmode` and why).
+pub(crate) fn database_error(error: bazaar_pg::Error) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+/// Opens one connection to `database` (TLS as its URL said) and drives it
+/// on the current runtime.
+pub(crate) async fn connect_client(database: &Database, application_name: &str) -> Result<Client, StoreError> {
+    let mut database = database.clone();
+    let config = database.config_mut();
     config.application_name(application_name);
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
-    let (client, connection) = config.connect(NoTls).await.map_err(pg_error)?;
-    tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::warn!(%error, "PostgreSQL connection ended");
-        }
-    });
+    let (client, connection) = database.connect().await.map_err(database_error)?;
+    tokio::spawn(connection);
     Ok(client)
 }
 
@@ -171,8 +174,8 @@ struct Reader {
 }
 
 impl Reader {
-    async fn open(config: &tokio_postgres::Config) -> Result<Reader, StoreError> {
-        let client = connect_client(config, READER_APPLICATION_NAME).await?;
+    async fn open(database: &Database) -> Result<Reader, StoreError> {
+        let client = connect_client(database, READER_APPLICATION_NAME).await?;
         let st = ReadStatements::prepare(&client).await.map_err(pg_error)?;
         Ok(Reader { client, st })
     }
@@ -181,7 +184,7 @@ impl Reader {
 /// The PostgreSQL [`Store`]. Several nodes may share one database.
 pub struct PostgresStore {
     writer: Writer,
-    config: tokio_postgres::Config,
+    database: Database,
     readers: Vec<Mutex<Arc<Reader>>>,
     next_reader: AtomicUsize,
 }
@@ -191,19 +194,19 @@ impl PostgresStore {
     /// [`READERS_MAX`] read connections. Must be called inside a Tokio runtime,
     /// which then drives the read connections.
     pub async fn connect(url: &str, config: Config, clock: Arc<dyn Clock>) -> Result<PostgresStore, StoreError> {
-        let pg: tokio_postgres::Config = url.parse().map_err(pg_error)?;
-        migrate::run(&pg).await?;
-        let engine_config = pg.clone();
+        let database = Database::from_url(url).map_err(database_error)?;
+        migrate::run(&database).await?;
+        let engine_database = database.clone();
         // The engine blocks on its own runtime, which must not start inside async code.
-        let engine = tokio::task::spawn_blocking(move || PgEngine::open(engine_config))
+        let engine = tokio::task::spawn_blocking(move || PgEngine::open(engine_database))
             .await
             .map_err(|e| StoreError::Unavailable(format!("writer start: {e}")))??;
         let writer = Writer::spawn(engine, config, clock);
         let mut readers = Vec::with_capacity(READERS_MAX);
         for _ in 0..READERS_MAX {
-            readers.push(Mutex::new(Arc::new(Reader::open(&pg).await?)));
+            readers.push(Mutex::new(Arc::new(Reader::open(&database).await?)));
         }
-        Ok(PostgresStore { writer, config: pg, readers, next_reader: AtomicUsize::new(0) })
+        Ok(PostgresStore { writer, database, readers, next_reader: AtomicUsize::new(0) })
     }
 
     /// The next read connection, reopened first if it was lost.
@@ -214,7 +217,7 @@ impl PostgresStore {
         if !current.client.is_closed() {
             return Ok(current);
         }
-        let fresh = Arc::new(Reader::open(&self.config).await?);
+        let fresh = Arc::new(Reader::open(&self.database).await?);
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
         tracing::info!("reader reconnected to PostgreSQL");
         Ok(fresh)

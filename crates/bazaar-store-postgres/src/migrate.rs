@@ -3,6 +3,7 @@
 //! advisory lock so nodes starting together do not race.
 
 use crate::{connect_client, pg_error};
+use bazaar_pg::Database;
 use bazaar_store::StoreError;
 
 /// Migrations, in order. Never edit a landed one; add a new file.
@@ -27,8 +28,8 @@ const MIGRATION_APPLICATION_NAME: &str = "bazaar-migrate";
 
 /// Applies every migration not yet recorded. Safe to run from several nodes
 /// at once: the second waits for the first, then finds nothing left to do.
-pub async fn run(config: &tokio_postgres::Config) -> Result<(), StoreError> {
-    let mut client = connect_client(config, MIGRATION_APPLICATION_NAME).await?;
+pub async fn run(database: &Database) -> Result<(), StoreError> {
+    let mut client = connect_client(database, MIGRATION_APPLICATION_NAME).await?;
     let tx = client.transaction().await.map_err(pg_error)?;
     // Transaction-scoped: released by COMMIT or ROLLBACK, even if this
     // process dies half way.
