@@ -36,6 +36,11 @@ pub struct Plan {
     /// Paid calls per batch: 1 is token → verify → settle per call; more is one `POST /v1/tokens/batch` for one
     /// buyer then one `POST /v1/settlements/batch` for one merchant, each carrying this many calls.
     pub batch: usize,
+    /// Open loop: paid calls start at this fixed rate (per second) whatever the answers' pace, and each call's
+    /// latency counts from when it was due (coordinated-omission-safe); `None` is the closed loop.
+    pub rate: Option<u64>,
+    /// Percent of settles sent twice at the same moment (a duplicate storm); both answers must name one settlement.
+    pub duplicate_pct: u8,
 }
 
 /// A settled order, kept to re-send its settle after the run.
@@ -62,6 +67,12 @@ pub struct Outcome {
     pub retries: u64,
     /// Failures by `route status code`.
     pub errors: BTreeMap<String, u64>,
+    /// Open loop: calls not started because `OPEN_LOOP_IN_FLIGHT_MAX` were already running (the rate is past
+    /// what the server carries).
+    pub backlog_refused: u64,
+    /// Settles sent twice at once (duplicate storm), and pairs whose answers named two settlements (must be 0).
+    pub duplicates_sent: u64,
+    pub duplicates_diverged: u64,
     /// Whole paid call and settle alone, in microseconds, one per completed call.
     pub call_us: Vec<u32>,
     pub settle_us: Vec<u32>,
@@ -75,6 +86,9 @@ impl Outcome {
         self.settles_unknown += other.settles_unknown;
         self.settles_replayed += other.settles_replayed;
         self.retries += other.retries;
+        self.backlog_refused += other.backlog_refused;
+        self.duplicates_sent += other.duplicates_sent;
+        self.duplicates_diverged += other.duplicates_diverged;
         for (kind, count) in other.errors {
             *self.errors.entry(kind).or_default() += count;
         }
@@ -97,6 +111,9 @@ pub fn http_client(concurrency: usize) -> reqwest::Client {
 
 /// Runs one phase to its deadline or its call count, whichever comes first.
 pub async fn run(http: &reqwest::Client, target: &Target, plan: &Plan) -> Outcome {
+    if let Some(rate) = plan.rate {
+        return open_loop(http, target, plan, rate).await;
+    }
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let deadline = started + plan.duration;
@@ -115,6 +132,74 @@ pub async fn run(http: &reqwest::Client, target: &Target, plan: &Plan) -> Outcom
     }
     outcome.elapsed = started.elapsed();
     outcome
+}
+
+/// The open loop: call `n` is due at `start + n / rate`; it starts then (a task of its own) unless
+/// `OPEN_LOOP_IN_FLIGHT_MAX` calls are running, and its latency counts from when it was due, so a server that
+/// falls behind shows it in the tail instead of slowing the arrivals (no coordinated omission).
+async fn open_loop(http: &reqwest::Client, target: &Target, plan: &Plan, rate: u64) -> Outcome {
+    let started = tokio::time::Instant::now();
+    let deadline = started + plan.duration;
+    let slots = Arc::new(tokio::sync::Semaphore::new(crate::limits::OPEN_LOOP_IN_FLIGHT_MAX));
+    let mut running = tokio::task::JoinSet::new();
+    let mut outcome = Outcome::default();
+    for n in 0..plan.calls_max {
+        let due = started + Duration::from_nanos(n * 1_000_000_000 / rate.max(1));
+        if due >= deadline {
+            break;
+        }
+        tokio::time::sleep_until(due).await;
+        while let Some(done) = running.try_join_next() {
+            if let Ok(part) = done {
+                outcome.merge(part);
+            }
+        }
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            outcome.backlog_refused += 1;
+            continue;
+        };
+        let (http, target, plan) = (http.clone(), target.clone(), plan.clone());
+        running.spawn(async move {
+            let _slot = slot;
+            let mut out = Outcome::default();
+            one_call(&http, &target, &plan, n, due.into_std(), &mut out).await;
+            out
+        });
+    }
+    while let Some(done) = running.join_next().await {
+        match done {
+            Ok(part) => outcome.merge(part),
+            Err(error) => *outcome.errors.entry(format!("call task: {error}")).or_default() += 1,
+        }
+    }
+    outcome.elapsed = started.elapsed();
+    outcome
+}
+
+/// Paid call `n`, timed from `due`, into `out`.
+async fn one_call(http: &reqwest::Client, target: &Target, plan: &Plan, n: u64, due: Instant, out: &mut Outcome) {
+    // Spread calls over buyers and merchants so no single row is hot by design.
+    let mix = splitmix64(n);
+    let buyer = &target.buyers[(mix % target.buyers.len() as u64) as usize];
+    let merchant_index = ((mix >> 32) % target.merchants.len() as u64) as usize;
+    let merchant = &target.merchants[merchant_index];
+    let order_id = format!("{}-{n}", plan.tag);
+    let twice = (mix >> 16) % 100 < u64::from(plan.duplicate_pct);
+    match paid_call(http, &target.base, buyer, merchant, &order_id, twice, out).await {
+        Ok((token, settle_elapsed, settlement_id)) => {
+            out.calls_ok += 1;
+            out.call_us.push(micros(due.elapsed()));
+            out.settle_us.push(micros(settle_elapsed));
+            if out.settled.len() < REPLAY_PROBES {
+                out.settled.push(Settled { merchant: merchant_index, token, order_id, settlement_id });
+            }
+        }
+        Err(failure) => {
+            out.calls_failed += 1;
+            out.settles_unknown += failure.settle_unknown as u64;
+            *out.errors.entry(failure.kind).or_default() += 1;
+        }
+    }
 }
 
 async fn client_loop(
@@ -140,28 +225,7 @@ async fn client_loop(
         if n >= plan.calls_max {
             break;
         }
-        // Spread calls over buyers and merchants so no single row is hot by design.
-        let mix = splitmix64(n);
-        let buyer = &target.buyers[(mix % target.buyers.len() as u64) as usize];
-        let merchant_index = ((mix >> 32) % target.merchants.len() as u64) as usize;
-        let merchant = &target.merchants[merchant_index];
-        let order_id = format!("{}-{n}", plan.tag);
-        let started = Instant::now();
-        match paid_call(http, &target.base, buyer, merchant, &order_id, &mut out).await {
-            Ok((token, settle_elapsed, settlement_id)) => {
-                out.calls_ok += 1;
-                out.call_us.push(micros(started.elapsed()));
-                out.settle_us.push(micros(settle_elapsed));
-                if out.settled.len() < REPLAY_PROBES {
-                    out.settled.push(Settled { merchant: merchant_index, token, order_id, settlement_id });
-                }
-            }
-            Err(failure) => {
-                out.calls_failed += 1;
-                out.settles_unknown += failure.settle_unknown as u64;
-                *out.errors.entry(failure.kind).or_default() += 1;
-            }
-        }
+        one_call(http, target, plan, n, Instant::now(), &mut out).await;
     }
     out
 }
@@ -249,6 +313,7 @@ async fn paid_call(
     buyer: &Party,
     merchant: &Party,
     order_id: &str,
+    twice: bool,
     out: &mut Outcome,
 ) -> Result<(String, Duration, String), Failure> {
     let request =
@@ -264,10 +329,27 @@ async fn paid_call(
     }
     let settle_started = Instant::now();
     let request = json!({"token": token, "amount_minor": PRICE_MINOR, "order_id": order_id});
-    let settled = send(http, base, "/v1/settlements", &merchant.credential, &request, out).await.map_err(|e| {
-        let unknown = e.maybe_applied;
-        e.failure(unknown)
-    })?;
+    let settled = if twice {
+        // The duplicate storm: the same settle twice at once (a 409 in flight is retried by `send`).
+        let mut other = Outcome::default();
+        let (first, second) = tokio::join!(
+            send(http, base, "/v1/settlements", &merchant.credential, &request, out),
+            send(http, base, "/v1/settlements", &merchant.credential, &request, &mut other)
+        );
+        out.retries += other.retries;
+        out.duplicates_sent += 1;
+        let (first, second) = (first.map_err(|e| e.failure(true))?, second.map_err(|e| e.failure(true))?);
+        if first.body["settlement_id"] != second.body["settlement_id"] {
+            out.duplicates_diverged += 1;
+        }
+        out.settles_replayed += second.replayed as u64;
+        first
+    } else {
+        send(http, base, "/v1/settlements", &merchant.credential, &request, out).await.map_err(|e| {
+            let unknown = e.maybe_applied;
+            e.failure(unknown)
+        })?
+    };
     let elapsed = settle_started.elapsed();
     out.settles_replayed += settled.replayed as u64;
     Ok((token, elapsed, settled.body["settlement_id"].as_str().unwrap_or_default().to_string()))
@@ -387,10 +469,15 @@ pub fn percentile_ms(samples: &mut [u32], p: f64) -> Option<f64> {
 pub struct Latency {
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    pub p999_ms: Option<f64>,
 }
 
 pub fn latency(samples: &mut [u32]) -> Latency {
-    Latency { p50_ms: percentile_ms(samples, 50.0), p99_ms: percentile_ms(samples, 99.0) }
+    Latency {
+        p50_ms: percentile_ms(samples, 50.0),
+        p99_ms: percentile_ms(samples, 99.0),
+        p999_ms: percentile_ms(samples, 99.9),
+    }
 }
 
 #[cfg(test)]

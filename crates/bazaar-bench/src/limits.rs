@@ -8,6 +8,10 @@ pub const CONCURRENCY_DEFAULT: usize = 64;
 pub const CONCURRENCY_MAX: usize = 1024;
 /// Paid calls per batch at most (the server's `BATCH_ITEMS_MAX`).
 pub const BATCH_MAX: usize = 1_000;
+/// Open loop: calls running at once at most; an arrival past it is counted as refused, not queued.
+pub const OPEN_LOOP_IN_FLIGHT_MAX: usize = 4_096;
+/// Open loop: arrivals per second at most.
+pub const RATE_MAX: u64 = 200_000;
 /// Length of the measured phase, per target.
 pub const DURATION_S_DEFAULT: u64 = 10;
 pub const DURATION_S_MAX: u64 = 300;

@@ -109,6 +109,14 @@ struct RunArgs {
     /// batch of this many calls at a time (Bazaar targets only: the baseline has no batched path).
     #[arg(long, default_value_t = 1, value_parser = bounded::<BATCH_MAX>)]
     batch: usize,
+    /// Open loop: start paid calls at this many per second whatever the pace of the answers, timing each from
+    /// when it was due (p50/p99/p99.9 without coordinated omission); `--concurrency` then only sizes the pool.
+    #[arg(long, value_parser = bounded_u64::<RATE_MAX>)]
+    rate: Option<u64>,
+    /// Percent (0–100) of settles sent twice at the same moment: a duplicate storm. Both answers must name one
+    /// settlement (a correctness gate).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    duplicate_pct: u8,
     /// Targets to run, in this order.
     #[arg(long, value_delimiter = ',', default_value = "embedded,postgres,baseline")]
     targets: Vec<Which>,
@@ -441,6 +449,8 @@ async fn measure(
         duration: Duration::from_secs(seconds),
         calls_max,
         batch: args.batch,
+        rate: args.rate,
+        duplicate_pct: args.duplicate_pct,
     };
     let warm = match args.warmup_s {
         0 => Outcome::default(),
@@ -473,6 +483,15 @@ async fn measure(
     };
     if let Err(error) = stopped {
         gate.failed("server stops", &error);
+    }
+    let (sent, diverged) =
+        (warm.duplicates_sent + outcome.duplicates_sent, warm.duplicates_diverged + outcome.duplicates_diverged);
+    if sent > 0 {
+        gate.check(
+            "duplicate settles name one settlement",
+            diverged == 0,
+            format!("{diverged} of {sent} pairs diverged"),
+        );
     }
 
     let settled = outcome.calls_ok;
@@ -514,6 +533,8 @@ async fn measure(
             .map(|(b, a)| (a.wal_sync - b.wal_sync) as f64 / settled as f64 * 1000.0),
         retries: outcome.retries,
         settles_replayed: outcome.settles_replayed,
+        duplicates_sent: outcome.duplicates_sent,
+        open_loop_refused: outcome.backlog_refused,
         errors: outcome.errors,
         gate,
     }

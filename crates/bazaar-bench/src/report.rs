@@ -50,6 +50,10 @@ pub struct TargetReport {
     pub wal_syncs_per_1k: Option<f64>,
     pub retries: u64,
     pub settles_replayed: u64,
+    /// Duplicate storm: settles sent twice at once.
+    pub duplicates_sent: u64,
+    /// Open loop: arrivals not started because `OPEN_LOOP_IN_FLIGHT_MAX` calls were running.
+    pub open_loop_refused: u64,
     pub errors: BTreeMap<String, u64>,
     pub gate: Gate,
 }
@@ -134,7 +138,7 @@ impl Report {
         let _ = writeln!(out, "## Bazaar benchmark\n\n`{}`\n", self.command);
         let _ = writeln!(
             out,
-            "| target | settlements/s | paid call p50 / p99 ms | settle p50 / p99 ms | server CPU-s/1k | PG backends CPU-s/1k | PG shared CPU-s/1k | load-gen CPU-s/1k | gate |"
+            "| target | settlements/s | paid call p50 / p99 / p99.9 ms | settle p50 / p99 ms | server CPU-s/1k | PG backends CPU-s/1k | PG shared CPU-s/1k | load-gen CPU-s/1k | gate |"
         );
         let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
         for t in &self.targets {
@@ -151,11 +155,12 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "| {} | {:.0} | {} / {} | {} / {} | {} | {} | {} | {} | {gate} |",
+                "| {} | {:.0} | {} / {} / {} | {} / {} | {} | {} | {} | {} | {gate} |",
                 t.target,
                 t.settlements_per_s,
                 ms(t.paid_call.p50_ms),
                 ms(t.paid_call.p99_ms),
+                ms(t.paid_call.p999_ms),
                 ms(t.settle.p50_ms),
                 ms(t.settle.p99_ms),
                 num(t.server_cpu_s_per_1k),
@@ -257,8 +262,8 @@ mod tests {
             status: "ok".into(),
             calls: 100,
             settlements_per_s: rate,
-            settle: Latency { p50_ms: Some(1.0), p99_ms: Some(p99) },
-            paid_call: Latency { p50_ms: Some(2.0), p99_ms: Some(p99 * 2.0) },
+            settle: Latency { p50_ms: Some(1.0), p99_ms: Some(p99), p999_ms: Some(p99) },
+            paid_call: Latency { p50_ms: Some(2.0), p99_ms: Some(p99 * 2.0), p999_ms: Some(p99 * 2.0) },
             gate: Gate { passed: true, checks: vec![] },
             ..Default::default()
         }

@@ -238,6 +238,8 @@ async fn phases(
         duration,
         calls_max: crate::limits::CALLS_MAX,
         batch: 1,
+        rate: None,
+        duplicate_pct: 0,
     };
     drive::run(&http, target, &plan("warm", Duration::from_secs(1))).await;
     let pid = server.pid;

@@ -167,6 +167,8 @@ async fn settle_under_load(
         duration: Duration::from_secs(args.settle_s),
         calls_max: u64::MAX,
         batch: 1,
+        rate: None,
+        duplicate_pct: 0,
     };
     let mut quiet = drive::run(&http, &target, &plan("quiet")).await;
     let busy_plan = plan("busy");

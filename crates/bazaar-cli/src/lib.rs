@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod attack;
 pub mod demo;
+pub mod listen;
 pub mod market;
 pub mod passport;
 pub mod relay_client;
@@ -85,6 +86,34 @@ pub struct RelayArgs {
     /// In private mode, a key (64 hex) allowed to write; repeat for several. None given: any authenticated key.
     #[arg(long, requires = "relay_private")]
     pub relay_writer: Vec<String>,
+}
+
+/// Where `bazaar serve` listens and whether it speaks TLS itself.
+#[derive(clap::Args, Clone, Default)]
+pub struct ListenArgs {
+    /// The address to listen on, e.g. `0.0.0.0:7878` or `[::]:443`; default 127.0.0.1:<port>. A public address
+    /// without `--tls-cert` is served, with a warning: put a TLS-terminating reverse proxy in front of it.
+    #[arg(long, env = "BAZAAR_LISTEN")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// PEM certificate chain: serve HTTPS (rustls) with `--tls-key`.
+    #[arg(long, env = "BAZAAR_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) for `--tls-cert`.
+    #[arg(long, env = "BAZAAR_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+}
+
+/// How a node joins a cluster: several `bazaar serve` processes on one
+/// PostgreSQL (`--database-url`) and one NATS JetStream server.
+#[derive(clap::Args, Clone, Default)]
+pub struct ClusterArgs {
+    /// NATS server with JetStream (e.g. `nats://127.0.0.1:4222`): live streams fan out across the nodes through it,
+    /// and in-flight duplicates are answered 409 across them. Needs `--database-url`.
+    #[arg(long, env = "BAZAAR_NATS_URL", requires = "database_url")]
+    pub nats_url: Option<String>,
+    /// This node's name in the cluster (leases, logs, `/metrics`); default `<hostname>-<pid>`.
+    #[arg(long, env = "BAZAAR_NODE_ID")]
+    pub node_id: Option<String>,
 }
 
 /// Where the embedded store lives and which database to use instead.

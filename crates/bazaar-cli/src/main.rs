@@ -4,10 +4,18 @@
 
 mod cmd;
 
+/// mimalloc instead of glibc malloc: the paid-call profile spent 17 % of the
+/// server's CPU in malloc/free, much of it consolidating fragmented arenas
+/// (BENCHMARKS.md, "A faster single call"). Off with `--no-default-features`.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cmd::{
-    attack, demo, escrow, federation, hire, jobs, market, members, payments, registry, reprice, reputation, talk,
+    attack, backup, demo, escrow, federation, hire, jobs, market, members, payments, registry, reprice, reputation,
+    talk,
 };
 use serde_json::json;
 
@@ -26,6 +34,8 @@ struct Cli {
 enum Command {
     #[command(flatten)]
     Registry(registry::Command),
+    #[command(flatten)]
+    Backup(backup::Command),
     #[command(flatten)]
     Demo(demo::Command),
     #[command(flatten)]
@@ -55,9 +65,10 @@ enum Command {
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 32] = [
+const HELP_ORDER: [&str; 33] = [
     "serve",
     "audit",
+    "backup",
     "demo",
     "keygen",
     "owner",
@@ -100,6 +111,7 @@ async fn run(cli: Cli) -> Result<i32> {
     let json = cli.json;
     match cli.command {
         Command::Registry(command) => registry::run(command, json).await,
+        Command::Backup(command) => backup::run(command, json).await,
         Command::Demo(command) => demo::run(command, json).await,
         Command::Members(command) => members::run(command, json).await,
         Command::Payments(command) => payments::run(command, json).await,

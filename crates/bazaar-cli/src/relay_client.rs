@@ -23,6 +23,7 @@ pub struct RelayClient {
 }
 
 /// What a subscription delivered next.
+#[derive(Debug)]
 pub enum Delivery {
     Event(Event),
     /// Stored events are done; live ones follow.

@@ -175,6 +175,8 @@ pub fn init_logs() {
 /// How `bazaar serve` listens and starts.
 pub struct Serving {
     pub port: u16,
+    pub listen: crate::ListenArgs,
+    pub cluster: crate::ClusterArgs,
     /// Set on first start only.
     pub operator_credential: Option<String>,
     pub public_url: Option<String>,
@@ -198,11 +200,25 @@ pub type RunsFactory =
 pub type AttackCatalogue = fn(String, String) -> Arc<dyn bazaar_server::live::AttackRunner>;
 
 pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving) -> Result<()> {
-    let Serving { port, operator_credential, public_url, allow_private_webhooks, public_stream, relay, attacks, runs } =
-        serving;
+    let Serving {
+        port,
+        listen,
+        cluster,
+        operator_credential,
+        public_url,
+        allow_private_webhooks,
+        public_stream,
+        relay,
+        attacks,
+        runs,
+    } = serving;
+    // Read before anything is opened, so a bad certificate fails the start at once.
+    let tls = crate::listen::tls(&listen)?;
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
+    // The cluster is reached first: if it cannot be, the start fails with nothing opened.
+    let cluster = reach_cluster(&cluster, &args).await?;
     let store = open_store(&args, config.clone(), clock.clone()).await?;
     let conversation = open_conversation(&args, clock.clone()).await?;
     let relay_store = open_relay_store(&args).await?;
@@ -217,30 +233,17 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     if public_stream {
         tracing::warn!("the live event stream is open to anyone (--public-stream): see /compromises");
     }
-    if let Some(credential) = &booted.operator_credential {
-        std::fs::create_dir_all(&args.data_dir)?;
-        let path = args.data_dir.join("operator-credential");
-        write_secret(&path, credential)?;
-        tracing::info!(path = %path.display(), "registry created; operator credential written (mode 0600)");
-    }
-    if let Some(credential) = &booted.desk_credential {
-        std::fs::create_dir_all(&args.data_dir)?;
-        let path = args.data_dir.join("desk-credential");
-        write_secret(&path, credential)?;
-        tracing::info!(path = %path.display(), "dispute desk created; its credential written (mode 0600)");
-    }
+    write_first_start_secrets(&booted, &args.data_dir)?;
     let state = booted.state;
+    join_cluster(cluster, &state, &args).await?;
     let terminate =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
     bazaar_server::spawn_sweeper(state.clone());
     bazaar_server::conversation::webhooks::spawn_sender(state.clone());
     bazaar_server::conversation::notices::spawn_notifier(state.clone());
     bazaar_server::conversation::meter::spawn_meter(state.clone());
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .with_context(|| format!("binding 127.0.0.1:{port}"))?;
-    let address = listener.local_addr()?;
-    let public_url = public_url.unwrap_or_else(|| format!("http://{address}"));
+    let (listener, address, scheme) = crate::listen::bind(&listen, port, tls.is_some()).await?;
+    let public_url = public_url.unwrap_or_else(|| format!("{scheme}://{address}"));
     *state.public_url.write().expect("url lock") = Some(public_url.clone());
     if let (Some(catalogue), Some(credential)) = (attacks, attack_credential.clone()) {
         state.attach_attacks(catalogue(format!("http://{address}"), credential));
@@ -249,12 +252,13 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
         state.attach_runs(runs(format!("http://{address}"), credential, clock.clone()));
     }
     let relay_url = start_relay(&state, relay_store, clock, &relay, &public_url).await?;
+    bazaar_server::fanout::forward_relay(state.clone());
     tracing::info!(%address, did = %state.registry, "bazaar registry listening");
     // A line on stdout that scripts and tests wait for.
-    println!("listening on http://{address}");
+    println!("listening on {scheme}://{address}");
     println!("relay on {relay_url}");
     let router = bazaar_server::router(state.clone());
-    axum::serve(listener, router).with_graceful_shutdown(shutdown_signal(terminate)).await?;
+    crate::listen::serve(listener, router, tls, shutdown_signal(terminate)).await?;
     // The searches counted since the last flush are written before the process ends.
     if let Err(error) = bazaar_server::shutdown(&state).await {
         tracing::warn!(%error, "could not write the last searches counted; they are lost");
@@ -263,9 +267,59 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     Ok(())
 }
 
+/// Connects to the cluster `--nats-url` names, if any (before any store is opened).
+async fn reach_cluster(cluster: &crate::ClusterArgs, args: &StoreArgs) -> Result<Option<bazaar_cluster::Connected>> {
+    let Some(nats_url) = cluster.nats_url.clone() else { return Ok(None) };
+    let node = cluster.node_id.clone().unwrap_or_else(bazaar_cluster::default_node_name);
+    let database_url = args.database_url.clone().context("--nats-url needs --database-url")?;
+    let config = bazaar_cluster::Config { nats_url, database_url, node };
+    Ok(Some(bazaar_cluster::connect(&config).await.context("joining the cluster")?))
+}
+
+/// Joins `state` to the cluster reached, and starts its reconciler.
+async fn join_cluster(
+    cluster: Option<bazaar_cluster::Connected>,
+    state: &Arc<bazaar_server::AppState>,
+    args: &StoreArgs,
+) -> Result<()> {
+    match cluster {
+        Some(cluster) => {
+            let joined = cluster.join(state).await.context("joining the cluster")?;
+            bazaar_server::fanout::spawn_reconciler(state.clone());
+            tracing::info!(node = %bazaar_server::cluster::Cluster::node(joined.as_ref()), "joined the cluster");
+        }
+        None if args.database_url.is_some() => tracing::info!(
+            "no --nats-url: this node's live streams, in-flight claims and sweeper are its own \
+             (see docs/operators.md before running several)"
+        ),
+        None => {}
+    }
+    Ok(())
+}
+
+/// Writes the credentials a first start created (the operator's, the dispute desk's) into the data directory.
+fn write_first_start_secrets(booted: &bazaar_server::Booted, data_dir: &Path) -> Result<()> {
+    for (credential, file, what) in [
+        (
+            &booted.operator_credential,
+            "operator-credential",
+            "registry created; operator credential written (mode 0600)",
+        ),
+        (&booted.desk_credential, "desk-credential", "dispute desk created; its credential written (mode 0600)"),
+    ] {
+        if let Some(credential) = credential {
+            std::fs::create_dir_all(data_dir)?;
+            let path = data_dir.join(file);
+            write_secret(&path, credential)?;
+            tracing::info!(path = %path.display(), "{what}");
+        }
+    }
+    Ok(())
+}
+
 /// Waits for SIGINT or SIGTERM. `terminate` is registered by the caller before
 /// it announces itself, so a SIGTERM sent right after "listening" is caught.
-async fn shutdown_signal(mut terminate: tokio::signal::unix::Signal) {
+pub(crate) async fn shutdown_signal(mut terminate: tokio::signal::unix::Signal) {
     let interrupt = tokio::signal::ctrl_c();
     tokio::select! {
         _ = interrupt => {}

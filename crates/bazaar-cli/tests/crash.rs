@@ -169,35 +169,6 @@ const MILESTONE_PRICE: u64 = 1_000;
 /// Paid calls disputed with a silent respondent, so the sweeper executes them.
 const DISPUTES: usize = 4;
 
-async fn retry<T, F, Fut>(what: &str, call: F) -> T
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, bazaar_sdk::SdkError>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
-    loop {
-        assert!(Instant::now() < deadline, "{what} never completed");
-        match call().await {
-            Ok(value) => return value,
-            Err(error) if error.status().is_none_or(|s| s >= 500 || s == 409) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("{what} refused: {error}"),
-        }
-    }
-}
-
-async fn count_events(operator: &Client, kind: &str) -> usize {
-    let (mut count, mut after) = (0, 0);
-    loop {
-        let page = retry("events", || operator.events(after, 500)).await;
-        let list = page["events"].as_array().unwrap().clone();
-        let Some(last) = list.last() else { return count };
-        count += list.iter().filter(|e| e["kind"] == kind).count();
-        after = last["seq"].as_u64().unwrap();
-    }
-}
-
 /// Milestone releases and dispute executions run while the server is killed;
 /// after restarts, each release and each execution happened exactly once.
 async fn escrow_crash_run(store_args: Vec<String>) {
@@ -255,7 +226,7 @@ async fn escrow_crash_run(store_args: Vec<String>) {
         .map(|(id, m)| {
             let buyer = buyer.clone();
             tokio::spawn(async move {
-                let answer = retry("release", || buyer.release(&id, m, None)).await;
+                let answer = common::retry("release", || buyer.release(&id, m, None)).await;
                 answer.body["transfers"].clone()
             })
         })
@@ -275,19 +246,19 @@ async fn escrow_crash_run(store_args: Vec<String>) {
     // A second ask for every release answers the same transfers.
     for ((id, m), first) in contracts.iter().flat_map(|id| (0..MILESTONES as u32).map(move |m| (id, m))).zip(&receipts)
     {
-        let again = retry("release again", || buyer.release(id, m, None)).await;
+        let again = common::retry("release again", || buyer.release(id, m, None)).await;
         assert_eq!(&again.body["transfers"], first, "{id}/{m} released differently");
     }
     // Every dispute executes once (the sweeper, across the restarts).
     let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
-    while count_events(&operator, "dispute.executed").await < DISPUTES {
+    while common::count_events(&operator, "dispute.executed").await < DISPUTES {
         assert!(Instant::now() < deadline, "disputes never executed");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(count_events(&operator, "milestone.released").await, CONTRACTS * MILESTONES, "one release each");
-    assert_eq!(count_events(&operator, "dispute.executed").await, DISPUTES, "one execution each");
-    let me = retry("me", || buyer.me()).await;
+    assert_eq!(common::count_events(&operator, "milestone.released").await, CONTRACTS * MILESTONES, "one release each");
+    assert_eq!(common::count_events(&operator, "dispute.executed").await, DISPUTES, "one execution each");
+    let me = common::retry("me", || buyer.me()).await;
     let spent = (CONTRACTS * MILESTONES) as i64 * MILESTONE_PRICE as i64;
     assert_eq!(me["balance_minor"].as_i64().unwrap(), 1_000_000 - spent, "released once, calls refunded once");
     kill_and_audit(server, &store_args);

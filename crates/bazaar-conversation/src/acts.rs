@@ -817,6 +817,10 @@ impl<E: Engine> ConversationStore for E {
         self.read(|tx| inbox_scan(tx, member, after_position, limit))
     }
 
+    fn log_head(&self) -> Result<u64> {
+        self.read(|tx| tx.last_position())
+    }
+
     fn mark_read(&self, member: &MemberId, channel: &ChannelId, seq: u64) -> Result<Membership> {
         let (channel, member) = (channel.clone(), member.clone());
         self.write(move |tx, _now| {

@@ -335,6 +335,9 @@ pub trait ConversationStore {
     ) -> Result<Vec<Message>>;
     /// Everything delivered to the member after the cursor, in log order.
     fn inbox(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<InboxPage>;
+    /// The log's last committed position (every node's messages): what a
+    /// node compares with the signals it heard.
+    fn log_head(&self) -> Result<u64>;
     /// Move the member's read mark forward (never back) to `seq`.
     fn mark_read(&self, member: &MemberId, channel: &ChannelId, seq: u64) -> Result<Membership>;
     /// Unread and waking counts for each channel the member is in now,

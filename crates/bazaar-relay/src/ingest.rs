@@ -19,6 +19,26 @@ use crate::store::{unavailable, EventStore, Result, Written};
 /// JSON (to send) — the JSON the store wrote.
 pub type Live = Encoded;
 
+/// Where a stored event goes live: `all` is what this node's subscriptions
+/// read; `local` carries only what this node stored, for a cluster's
+/// forwarder (events from other nodes enter `all` alone, so nothing loops).
+#[derive(Clone)]
+pub(crate) struct Feeds {
+    pub(crate) all: broadcast::Sender<Arc<Live>>,
+    pub(crate) local: broadcast::Sender<Arc<Live>>,
+}
+
+impl Feeds {
+    pub(crate) fn send(&self, live: Live) {
+        let live = Arc::new(live);
+        // No receiver is not an error: nobody is listening (or no cluster).
+        if self.local.receiver_count() > 0 {
+            let _ = self.local.send(live.clone());
+        }
+        let _ = self.all.send(live);
+    }
+}
+
 struct Request {
     event: Event,
     reply: oneshot::Sender<Result<Written>>,
@@ -30,11 +50,7 @@ pub(crate) struct Ingest {
 }
 
 impl Ingest {
-    pub(crate) fn start(
-        store: Arc<dyn EventStore>,
-        clock: Arc<dyn Clock>,
-        feed: broadcast::Sender<Arc<Live>>,
-    ) -> Result<Ingest> {
+    pub(crate) fn start(store: Arc<dyn EventStore>, clock: Arc<dyn Clock>, feed: Feeds) -> Result<Ingest> {
         let (queue, requests) = mpsc::channel::<Request>();
         let thread = std::thread::Builder::new()
             .name("relay-writer".into())
@@ -62,12 +78,7 @@ impl Drop for Ingest {
     }
 }
 
-fn run(
-    store: &dyn EventStore,
-    clock: &dyn Clock,
-    feed: &broadcast::Sender<Arc<Live>>,
-    requests: &mpsc::Receiver<Request>,
-) {
+fn run(store: &dyn EventStore, clock: &dyn Clock, feed: &Feeds, requests: &mpsc::Receiver<Request>) {
     while let Ok(first) = requests.recv() {
         let mut group = vec![first];
         while group.len() < INGEST_GROUP_MAX {
@@ -86,8 +97,7 @@ fn run(
                 // is not sent it a second time as live.
                 for ((encoded, reply), outcome) in events.into_iter().zip(replies).zip(written) {
                     if outcome == Written::Stored {
-                        // No receiver is not an error: nobody is listening.
-                        let _ = feed.send(Arc::new(encoded));
+                        feed.send(encoded);
                     }
                     let _ = reply.send(Ok(outcome));
                 }

@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 
 use crate::event::{Event, PublicKey};
 use crate::filter::Filter;
-use crate::ingest::{Ingest, Live};
+use crate::ingest::{Feeds, Ingest, Live};
 use crate::jobs::{directed, JobRequest};
 use crate::kind::{class, Class, AUTH};
 use crate::limits::{CONNECTIONS_MAX, CREATED_AT_FUTURE_S_MAX, FANOUT_BUFFER, RETENTION_S};
@@ -72,14 +72,14 @@ pub struct Relay {
     store: Arc<dyn EventStore>,
     connections: Arc<AtomicUsize>,
     ingest: Ingest,
-    feed: broadcast::Sender<Arc<Live>>,
+    feed: Feeds,
     clock: Arc<dyn Clock>,
     pub config: RelayConfig,
 }
 
 impl Relay {
     pub fn start(store: Arc<dyn EventStore>, clock: Arc<dyn Clock>, config: RelayConfig) -> Result<Relay> {
-        let (feed, _) = broadcast::channel(FANOUT_BUFFER);
+        let feed = Feeds { all: broadcast::channel(FANOUT_BUFFER).0, local: broadcast::channel(FANOUT_BUFFER).0 };
         let ingest = Ingest::start(store.clone(), clock.clone(), feed.clone())?;
         Ok(Relay { store, connections: Arc::default(), ingest, feed, clock, config })
     }
@@ -91,7 +91,23 @@ impl Relay {
 
     /// The live feed: every event stored (or ephemeral) from now on.
     pub fn live(&self) -> broadcast::Receiver<Arc<Live>> {
-        self.feed.subscribe()
+        self.feed.all.subscribe()
+    }
+
+    /// Only the events this node stored (or relayed as ephemeral) from now
+    /// on: what a cluster forwards to the other nodes.
+    pub fn local_live(&self) -> broadcast::Receiver<Arc<Live>> {
+        self.feed.local.subscribe()
+    }
+
+    /// Sends an event another node of the cluster stored to this node's live
+    /// subscriptions. Its signature is checked again: a node trusts no bytes
+    /// it did not verify.
+    pub fn deliver_from_peer(&self, json: &str) -> std::result::Result<(), crate::event::Invalid> {
+        let event = Event::parse(json)?;
+        event.verify()?;
+        let _ = self.feed.all.send(Arc::new(Live { event, json: json.to_string() }));
+        Ok(())
     }
 
     /// Admits or refuses `event` from a connection authenticated as `authed`.
@@ -103,7 +119,7 @@ impl Relay {
             return Ack::refused(refusal);
         }
         if class(event.kind) == Class::Ephemeral {
-            let _ = self.feed.send(Arc::new(Live::of(event)));
+            self.feed.send(Live::of(event));
             return Ack::accepted("");
         }
         match self.ingest.submit(event).await {

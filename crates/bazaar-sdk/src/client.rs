@@ -17,6 +17,10 @@ pub const RETRY_BASE_MS: u64 = 50;
 /// A replayed token this close to expiry (or past it) is renewed before use.
 pub const TOKEN_RENEW_MARGIN_MS: i64 = 5_000;
 
+/// Paths whose requests the registry keys by their own content (the order),
+/// so sending one again is always safe.
+pub const NATURALLY_KEYED: [&str; 4] = ["/v1/tokens", "/v1/settlements", "/v1/tokens/batch", "/v1/settlements/batch"];
+
 /// Milliseconds since the epoch by this machine's clock; the SDK runs in the
 /// caller's process, outside the registry's injected clock.
 #[allow(clippy::disallowed_methods)]
@@ -31,19 +35,22 @@ pub enum SdkError {
     Problem { status: u16, code: String, detail: String, body: Value },
     #[error("transport: {0}")]
     Transport(#[from] reqwest::Error),
+    /// A coalesced batch this call rode in failed in transport (retry as after a transport error).
+    #[error("transport (batch): {0}")]
+    Batch(String),
 }
 
 impl SdkError {
     pub fn code(&self) -> Option<&str> {
         match self {
             SdkError::Problem { code, .. } => Some(code),
-            SdkError::Transport(_) => None,
+            SdkError::Transport(_) | SdkError::Batch(_) => None,
         }
     }
     pub fn status(&self) -> Option<u16> {
         match self {
             SdkError::Problem { status, .. } => Some(*status),
-            SdkError::Transport(_) => None,
+            SdkError::Transport(_) | SdkError::Batch(_) => None,
         }
     }
 }
@@ -55,33 +62,96 @@ pub struct Answer {
     pub replayed: bool,
 }
 
+/// A registry's nodes as one client sees them: every URL, and the one in use.
+/// Clones of a client share it, so a failover is seen by all of them.
+struct Nodes {
+    urls: Vec<String>,
+    current: std::sync::atomic::AtomicUsize,
+}
+
 #[derive(Clone)]
 pub struct Client {
-    base: String,
+    nodes: std::sync::Arc<Nodes>,
     http: reqwest::Client,
     credential: Option<String>,
+    /// When coalescing: the batches tokens and settlements ride in (one set per credential).
+    lanes: Option<std::sync::Arc<Lanes>>,
+}
+
+/// See [`Client::coalescing`].
+struct Lanes {
+    tokens: std::sync::Arc<crate::coalesce::Lane>,
+    settlements: std::sync::Arc<crate::coalesce::Lane>,
+}
+
+impl Lanes {
+    fn new() -> std::sync::Arc<Lanes> {
+        std::sync::Arc::new(Lanes {
+            tokens: crate::coalesce::Lane::new("/v1/tokens/batch"),
+            settlements: crate::coalesce::Lane::new("/v1/settlements/batch"),
+        })
+    }
 }
 
 impl Client {
     pub fn new(base: impl Into<String>, credential: Option<String>) -> Client {
+        Client::with_nodes(vec![base.into()], credential)
+    }
+
+    /// A client of a registry served by several nodes (`bazaar serve` on one
+    /// PostgreSQL and one NATS): it uses one at a time and moves to the next
+    /// when a node cannot be reached. A request is sent again to the next
+    /// node only when it is safe: it never reached the node (connection
+    /// refused), or it is a read, or it carries an idempotency key. Panics on an empty list.
+    pub fn with_nodes(urls: Vec<String>, credential: Option<String>) -> Client {
+        assert!(!urls.is_empty(), "a client needs at least one registry URL");
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(REQUEST_TIMEOUT_S))
             .pool_max_idle_per_host(IDLE_CONNECTIONS_MAX)
             .build()
             .expect("reqwest client builds");
-        Client { base: base.into().trim_end_matches('/').to_string(), http, credential }
+        let urls = urls.into_iter().map(|url| url.trim_end_matches('/').to_string()).collect();
+        let nodes = std::sync::Arc::new(Nodes { urls, current: Default::default() });
+        Client { nodes, http, credential, lanes: None }
+    }
+
+    /// This client, with concurrent `issue_token` and `settle` calls coalesced
+    /// into `POST /v1/tokens/batch` and `/v1/settlements/batch` (see
+    /// [`crate::coalesce`]): same answers, fewer requests under load.
+    pub fn coalescing(&self) -> Client {
+        Client { lanes: Some(Lanes::new()), ..self.clone() }
     }
 
     pub fn credential(&self) -> Option<&str> {
         self.credential.as_deref()
     }
 
+    /// The node in use now.
     pub fn base(&self) -> &str {
-        &self.base
+        let at = self.nodes.current.load(std::sync::atomic::Ordering::Relaxed);
+        &self.nodes.urls[at % self.nodes.urls.len()]
+    }
+
+    /// Every node this client knows.
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes.urls
+    }
+
+    /// Moves to the node after `from` (unless another request already moved on).
+    fn fail_over(&self, from: usize) {
+        let next = (from + 1) % self.nodes.urls.len();
+        let _ = self.nodes.current.compare_exchange(
+            from,
+            next,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     pub fn with_credential(&self, credential: impl Into<String>) -> Client {
-        Client { credential: Some(credential.into()), ..self.clone() }
+        // A batch carries one credential: another credential gets lanes of its own.
+        let lanes = self.lanes.as_ref().map(|_| Lanes::new());
+        Client { credential: Some(credential.into()), lanes, ..self.clone() }
     }
 
     pub fn http(&self) -> &reqwest::Client {
@@ -96,17 +166,30 @@ impl Client {
         body: Option<Value>,
         idempotency_key: Option<&str>,
     ) -> Result<Answer, SdkError> {
-        let mut request = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(credential) = &self.credential {
-            request = request.bearer_auth(credential);
+        // Safe to send again elsewhere whatever happened to the first: reads, keyed requests and the
+        // calls the registry keys by their order itself.
+        let resendable = method == reqwest::Method::GET || idempotency_key.is_some() || NATURALLY_KEYED.contains(&path);
+        let mut tries = self.nodes.urls.len();
+        loop {
+            let at = self.nodes.current.load(std::sync::atomic::Ordering::Relaxed) % self.nodes.urls.len();
+            let mut request = self.http.request(method.clone(), format!("{}{path}", self.nodes.urls[at]));
+            if let Some(credential) = &self.credential {
+                request = request.bearer_auth(credential);
+            }
+            if let Some(key) = idempotency_key {
+                request = request.header("idempotency-key", key);
+            }
+            if let Some(body) = &body {
+                request = request.json(body);
+            }
+            match self.send(request).await {
+                Err(SdkError::Transport(error)) if tries > 1 && (error.is_connect() || resendable) => {
+                    tries -= 1;
+                    self.fail_over(at);
+                }
+                answer => return answer,
+            }
         }
-        if let Some(key) = idempotency_key {
-            request = request.header("idempotency-key", key);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        self.send(request).await
     }
 
     /// Sends a request built on [`Client::http`] (for bodies and headers `call`
@@ -209,7 +292,10 @@ impl Client {
     ) -> Result<Answer, SdkError> {
         let body =
             json!({"merchant": merchant, "max_amount_minor": max_amount, "order_id": order_id, "resource": resource});
-        self.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await
+        match &self.lanes {
+            Some(lanes) => lanes.tokens.submit(self, body).await,
+            None => self.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await,
+        }
     }
 
     /// A receipt check, never a work order: a settled token still says `genuine: true`.
@@ -225,8 +311,16 @@ impl Client {
         order_id: &str,
         key: Option<&str>,
     ) -> Result<Answer, SdkError> {
-        let body = json!({"token": token, "amount_minor": amount, "order_id": order_id});
-        self.call(reqwest::Method::POST, "/v1/settlements", Some(body), key).await
+        let mut body = json!({"token": token, "amount_minor": amount, "order_id": order_id});
+        match &self.lanes {
+            Some(lanes) => {
+                if let Some(key) = key {
+                    body["idempotency_key"] = json!(key);
+                }
+                lanes.settlements.submit(self, body).await
+            }
+            None => self.call(reqwest::Method::POST, "/v1/settlements", Some(body), key).await,
+        }
     }
 
     pub async fn void(&self, jti: &str) -> Result<Value, SdkError> {
@@ -437,7 +531,7 @@ impl Client {
     ) -> Result<Value, SdkError> {
         let request = self
             .http
-            .post(format!("{}/v1/orders/{order}/shares/{share}/proof", self.base))
+            .post(format!("{}/v1/orders/{order}/shares/{share}/proof", self.base()))
             .query(&[("tracking", tracking)])
             .bearer_auth(self.credential.as_deref().unwrap_or_default())
             .header("content-type", content_type)
@@ -613,7 +707,7 @@ impl Client {
             attempt += 1;
             let result = call().await;
             let retryable = match &result {
-                Err(SdkError::Transport(_)) => true,
+                Err(SdkError::Transport(_) | SdkError::Batch(_)) => true,
                 Err(SdkError::Problem { status, code, .. }) => *status >= 500 || code == "idempotency_in_flight",
                 Ok(_) => false,
             };

@@ -7,6 +7,7 @@
 //! decides whether work runs.
 
 pub mod client;
+pub mod coalesce;
 pub mod paid;
 pub mod token;
 

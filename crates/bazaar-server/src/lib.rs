@@ -18,12 +18,14 @@
 pub mod auth;
 pub mod bounty;
 pub mod chamber;
+pub mod cluster;
 pub mod compromises_page;
 pub mod conversation;
 pub mod dispute;
 pub mod entropy;
 pub mod escrow;
 pub mod exec;
+pub mod fanout;
 pub mod federation;
 pub mod hire;
 pub mod identity;

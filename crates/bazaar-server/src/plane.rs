@@ -5,6 +5,7 @@
 //! listening by which transport, and the mapping of the store's refusals to
 //! problem+json.
 
+use crate::cluster::Signal;
 use crate::problem::Problem;
 use axum::http::StatusCode;
 use bazaar_conversation::meter::{day_of, Metered};
@@ -51,6 +52,8 @@ pub struct Plane {
     /// member, UTC day and transport.
     meter: Mutex<HashMap<(MemberId, i64, &'static str), u64>>,
     clock: Arc<dyn Clock>,
+    /// The other nodes, told of each commit here (`publish_to`); none on a lone node.
+    cluster: std::sync::OnceLock<Arc<dyn crate::cluster::Cluster>>,
 }
 
 impl Listeners {
@@ -112,6 +115,7 @@ impl Plane {
             private_webhooks: Default::default(),
             meter: Mutex::default(),
             clock,
+            cluster: Default::default(),
         }
     }
 
@@ -201,6 +205,14 @@ impl Plane {
             }
         }
         self.advanced_in(&message.channel, message.position);
+        if let Some(cluster) = self.cluster.get() {
+            cluster.publish(Signal::Message { channel: message.channel.clone(), position: message.position });
+        }
+    }
+
+    /// Tells `cluster` of every message and membership change committed here from now on.
+    pub fn publish_to(&self, cluster: Arc<dyn crate::cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
     }
 
     /// Every message at positions `after + 1 ..= head`, if this node holds
@@ -220,6 +232,34 @@ impl Plane {
     /// Their streams wake to reload.
     pub fn memberships_changed<'a>(&self, members: impl IntoIterator<Item = &'a MemberId>) {
         let members: Vec<&MemberId> = members.into_iter().collect();
+        if let Some(cluster) = self.cluster.get() {
+            cluster.publish(Signal::Memberships { members: members.iter().map(|m| (*m).clone()).collect() });
+        }
+        self.note_memberships(members);
+    }
+
+    /// [`Plane::memberships_changed`] for a change another node committed (told, not retold).
+    pub fn memberships_changed_elsewhere(&self, members: &[MemberId]) {
+        self.note_memberships(members.iter().collect());
+    }
+
+    /// Wakes every stream on this node to read the store again from its
+    /// cursor and reload its stints: the log reached `last` without a signal saying so.
+    pub fn resync(&self, last: u64) {
+        self.advanced(last);
+        let followers = self.followers.lock().expect("followers mutex");
+        {
+            let mut epochs = self.epochs.lock().expect("epochs mutex");
+            for member in followers.members.keys() {
+                *epochs.entry(member.clone()).or_default() += 1;
+            }
+        }
+        for member in followers.members.keys() {
+            followers.wake(member, last);
+        }
+    }
+
+    fn note_memberships(&self, members: Vec<&MemberId>) {
         {
             let mut epochs = self.epochs.lock().expect("epochs mutex");
             for member in &members {

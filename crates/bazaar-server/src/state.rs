@@ -60,6 +60,8 @@ pub struct AppState {
     runs: std::sync::OnceLock<Arc<dyn crate::live::StoryRunner>>,
     /// One chamber run (story or agent) at a time per node.
     pub(crate) run_lock: tokio::sync::Mutex<()>,
+    /// The other nodes sharing this registry's stores, when it runs as one of several (`attach_cluster`).
+    cluster: std::sync::OnceLock<Arc<dyn crate::cluster::Cluster>>,
 }
 
 /// Token strings already verified against the registry key, and their claims.
@@ -132,6 +134,7 @@ pub async fn boot_with_entropy(
         attacks: Default::default(),
         runs: Default::default(),
         run_lock: Default::default(),
+        cluster: Default::default(),
         attack_limiter: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
@@ -179,7 +182,11 @@ impl AppState {
     /// Gives the registry its conversation plane: its own store, apart from
     /// the ledger's. Once only; a second store is refused (`false`).
     pub fn attach_conversation(&self, store: crate::plane::SharedStore) -> bool {
-        self.conversation.set(Arc::new(crate::plane::Plane::new(store, self.clock.clone()))).is_ok()
+        let plane = Arc::new(crate::plane::Plane::new(store, self.clock.clone()));
+        if let Some(cluster) = self.cluster.get() {
+            plane.publish_to(cluster.clone());
+        }
+        self.conversation.set(plane).is_ok()
     }
 
     /// The conversation plane, or 503 `conversation_unavailable` on a registry
@@ -322,25 +329,56 @@ impl AppState {
         }
     }
 
-    /// Marks a key in flight; `None` if it already is (the caller answers 409).
-    pub(crate) fn claim(self: &Arc<Self>, scope: &str, key: &str) -> Option<InflightGuard> {
+    /// Marks a key in flight on this node and, on a cluster, across nodes;
+    /// `None` if it already is (the caller answers 409).
+    pub(crate) async fn claim(self: &Arc<Self>, scope: &str, key: &str) -> Option<InflightGuard> {
         let entry = (scope.to_string(), key.to_string());
-        let mut inflight = self.inflight.lock().expect("inflight mutex");
-        if !inflight.insert(entry.clone()) {
+        if !self.inflight.lock().expect("inflight mutex").insert(entry.clone()) {
             return None;
         }
-        Some(InflightGuard { state: self.clone(), entry })
+        // Dropped on every return below: the local mark goes with it.
+        let mut guard = InflightGuard { state: self.clone(), entry, shared: None };
+        if let Some(cluster) = self.cluster() {
+            let shared = sha256_hex(format!("{scope}\n{key}").as_bytes());
+            match cluster.claim(&shared).await {
+                crate::cluster::Claim::Claimed => guard.shared = Some(shared),
+                crate::cluster::Claim::Busy => return None,
+                crate::cluster::Claim::Unknown => {
+                    self.metrics.add("bazaar_cluster_claims_unknown_total", String::new(), 1.0);
+                }
+            }
+        }
+        Some(guard)
+    }
+
+    /// Joins this node to a cluster: its plane publishes what it commits, and
+    /// in-flight claims and leases go through `cluster`. Once per process.
+    pub fn attach_cluster(&self, cluster: Arc<dyn crate::cluster::Cluster>) -> bool {
+        if let Some(plane) = self.conversation.get() {
+            plane.publish_to(cluster.clone());
+        }
+        self.cluster.set(cluster).is_ok()
+    }
+
+    /// The cluster this node is one of, if any.
+    pub fn cluster(&self) -> Option<&Arc<dyn crate::cluster::Cluster>> {
+        self.cluster.get()
     }
 }
 
 pub(crate) struct InflightGuard {
     state: Arc<AppState>,
     entry: (String, String),
+    /// The key's hash as claimed across the cluster.
+    shared: Option<String>,
 }
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
         self.state.inflight.lock().expect("inflight mutex").remove(&self.entry);
+        if let (Some(shared), Some(cluster)) = (&self.shared, self.state.cluster()) {
+            cluster.release(shared);
+        }
     }
 }
 

@@ -34,8 +34,13 @@ pub fn spawn_sweeper(state: Arc<AppState>) -> tokio::task::JoinHandle<()> {
 
 async fn sweep_forever(state: &Arc<AppState>) {
     let mut tick = tokio::time::interval(Duration::from_millis(SWEEP_INTERVAL_MS));
+    let lease_ttl = Duration::from_millis(crate::cluster::SWEEPER_LEASE_TTL_MS);
     loop {
         tick.tick().await;
+        if !crate::fanout::runs_here(state, crate::cluster::SWEEPER_LEASE, lease_ttl).await {
+            continue;
+        }
+        state.metrics.add("bazaar_sweeps_total", String::new(), 1.0);
         if let Err(error) = sweep_once(state).await {
             tracing::warn!(%error, "expiry sweep failed; will retry");
         }

@@ -226,3 +226,67 @@ async fn a_batch_is_bounded_and_a_bad_item_fails_only_itself() {
     assert_eq!((results[1]["status"].as_u64(), results[1]["replayed"].as_bool()), (Some(200), Some(true)));
     assert_eq!(results[0]["body"]["settlement_id"], results[1]["body"]["settlement_id"]);
 }
+
+/// A coalescing client (what the merchant middleware uses) answers each concurrent call exactly as its single
+/// call would — a token per order, one settlement per order, a duplicate replayed, a refusal refused — while
+/// sending far fewer requests than calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coalescing_client_answers_concurrent_calls_as_single_calls_in_fewer_requests() {
+    const CALLS: usize = 200;
+    let w = world().await;
+    let (buyer, merchant) = (w.buyer.coalescing(), w.merchant.coalescing());
+    let tokens = futures::future::join_all((0..CALLS).map(|i| {
+        let (buyer, merchant) = (buyer.clone(), w.merchant_did.clone());
+        async move { buyer.issue_token(&merchant, 100, &format!("c-{i}"), "https://shop/c").await }
+    }))
+    .await;
+    let tokens: Vec<String> =
+        tokens.into_iter().map(|t| t.unwrap().body["token"].as_str().unwrap().to_string()).collect();
+    // Every order settled once, each twice at the same moment, and one over its token's amount.
+    let settles = futures::future::join_all((0..CALLS * 2).map(|n| {
+        let (merchant, token) = (merchant.clone(), tokens[n % CALLS].clone());
+        async move { (n % CALLS, merchant.settle(&token, 100, &format!("c-{}", n % CALLS), None).await) }
+    }))
+    .await;
+    // Far fewer requests than calls went out.
+    let metrics = w.r.http.get(format!("{}/metrics", w.r.url)).send().await.unwrap().text().await.unwrap();
+    let (token_batches, settle_batches) =
+        (requests(&metrics, "/v1/tokens/batch"), requests(&metrics, "/v1/settlements/batch"));
+    eprintln!("{CALLS} tokens in {token_batches} requests, {} settles in {settle_batches} requests", CALLS * 2);
+    assert!(token_batches >= 1.0 && token_batches <= (CALLS / 4) as f64, "{token_batches}");
+    assert!(settle_batches >= 1.0 && settle_batches <= (CALLS / 2) as f64, "{settle_batches}");
+    let mut ids: HashMap<usize, Vec<String>> = HashMap::new();
+    let mut replays = 0;
+    for (order, answer) in settles {
+        let answer = match answer {
+            Ok(answer) => answer,
+            // As two concurrent single calls: the second may find the first still running; its retry replays.
+            Err(e) if e.code() == Some("idempotency_in_flight") => {
+                let retried = merchant.settle(&tokens[order], 100, &format!("c-{order}"), None).await.unwrap();
+                assert!(retried.replayed, "order {order}: the retry replays");
+                retried
+            }
+            Err(e) => panic!("order {order}: {e}"),
+        };
+        replays += usize::from(answer.replayed);
+        ids.entry(order).or_default().push(answer.body["settlement_id"].as_str().unwrap().to_string());
+    }
+    assert!(ids.values().all(|v| v.len() == 2 && v[0] == v[1]), "one settlement per order");
+    assert_eq!(replays, CALLS, "every second settle of an order is a replay");
+    let refused = merchant.settle(&tokens[0], 5_000, "c-0", None).await.unwrap_err();
+    let single = w.merchant.settle(&tokens[0], 5_000, "c-0", None).await.unwrap_err();
+    assert_eq!(refused.code(), single.code(), "a refusal is the single call's refusal");
+    let balance = w.buyer.me().await.unwrap()["balance_minor"].as_u64().unwrap();
+    assert_eq!(balance, FUNDS - CALLS as u64 * 100);
+    let metrics = w.r.http.get(format!("{}/metrics", w.r.url)).send().await.unwrap().text().await.unwrap();
+    assert_eq!(requests(&metrics, "/v1/settlements"), 1.0, "only the single refusal went alone");
+}
+
+/// Requests answered on `route`, from a `/metrics` text.
+fn requests(metrics: &str, route: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("bazaar_http_requests_total") && l.contains(&format!("route=\"{route}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}

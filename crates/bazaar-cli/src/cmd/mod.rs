@@ -4,6 +4,7 @@
 //! family needs and knows none of them; `main` is the one place that lists them.
 
 pub mod attack;
+pub mod backup;
 pub mod common;
 pub mod demo;
 pub mod escrow;

@@ -7,14 +7,21 @@ use bazaar_cli::{runtime, StoreArgs, WindowArgs};
 use clap::Subcommand;
 use serde_json::Value;
 
+// reason: parsed once per process; boxing the serve flags would only make clap's derive harder to read.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Command {
-    /// Run a registry over HTTP on 127.0.0.1.
+    /// Run a registry over HTTP (127.0.0.1 unless --listen says otherwise).
     Serve {
         #[command(flatten)]
         store: StoreArgs,
         #[command(flatten)]
+        listen: bazaar_cli::ListenArgs,
+        #[command(flatten)]
+        cluster: bazaar_cli::ClusterArgs,
+        #[command(flatten)]
         windows: WindowArgs,
+        /// The port on 127.0.0.1 (ignored when --listen gives an address).
         #[arg(long, default_value_t = DEFAULT_PORT)]
         port: u16,
         /// Operator credential to set on first start (otherwise one is drawn and written to <data-dir>/operator-credential).
@@ -59,6 +66,8 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
     match command {
         Command::Serve {
             store,
+            listen,
+            cluster,
             windows,
             port,
             operator_credential,
@@ -76,6 +85,8 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             });
             let serving = runtime::Serving {
                 port,
+                listen,
+                cluster,
                 operator_credential,
                 public_url,
                 allow_private_webhooks,

@@ -129,6 +129,43 @@ impl ThrowawayDatabase {
     }
 }
 
+/// How long [`retry`] keeps asking a busy registry before the test fails.
+pub const RETRY_DEADLINE_S: u64 = 60;
+/// The pause before [`retry`] asks again.
+pub const RETRY_PAUSE_MS: u64 = 50;
+
+/// Retries `call` while the registry answers 503 or 409 (busy, restarting, a duplicate in flight) or cannot
+/// be reached; any other refusal fails the test, as does still being refused after [`RETRY_DEADLINE_S`].
+pub async fn retry<T, F, Fut>(what: &str, call: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, bazaar_sdk::SdkError>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(RETRY_DEADLINE_S);
+    loop {
+        assert!(std::time::Instant::now() < deadline, "{what} never completed");
+        match call().await {
+            Ok(value) => return value,
+            Err(error) if error.status().is_none_or(|s| s >= 500 || s == 409) => {
+                tokio::time::sleep(std::time::Duration::from_millis(RETRY_PAUSE_MS)).await;
+            }
+            Err(error) => panic!("{what} refused: {error}"),
+        }
+    }
+}
+
+/// How many `kind` events the registry's ledger holds, read a page at a time as the operator.
+pub async fn count_events(operator: &bazaar_sdk::Client, kind: &str) -> usize {
+    let (mut count, mut after) = (0, 0);
+    loop {
+        let page = retry("events", || operator.events(after, 500)).await;
+        let list = page["events"].as_array().unwrap().clone();
+        let Some(last) = list.last() else { return count };
+        count += list.iter().filter(|e| e["kind"] == kind).count();
+        after = last["seq"].as_u64().unwrap();
+    }
+}
+
 /// What `client` may spend now (its `available_minor`).
 pub async fn available(client: &Client) -> u64 {
     client.me().await.unwrap()["available_minor"].as_u64().unwrap()

@@ -90,8 +90,12 @@ async fn endpoint(
 pub fn spawn_purger(state: Arc<AppState>) {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(std::time::Duration::from_secs(PURGE_EVERY_S));
+        let lease_ttl = std::time::Duration::from_secs(PURGE_EVERY_S * 5 / 2);
         loop {
             every.tick().await;
+            if !crate::fanout::runs_here(&state, crate::cluster::RELAY_PURGER_LEASE, lease_ttl).await {
+                continue;
+            }
             let Ok(relay) = state.relay() else { return };
             match relay.purge().await {
                 Ok(purged) if purged.expired + purged.past_retention > 0 => {

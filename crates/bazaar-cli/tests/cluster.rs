@@ -1,0 +1,462 @@
+//! Three `bazaar serve` nodes on one PostgreSQL and one NATS JetStream
+//! (the real `nats-server -js` that `scripts/test` starts): paid calls and
+//! live inbox subscribers spread over the nodes, one node is SIGKILLed under
+//! load, clients fail over. Every acknowledged settlement survives, no order
+//! is paid twice, each subscriber resumes by its cursor on another node with
+//! nothing lost or repeated, the sweeper's lease moves to a survivor and
+//! runs on one node at a time, a duplicate in flight on one node is answered
+//! 409 on another, and `bazaar audit` passes.
+// reason: an end-to-end test reads as one story of requests and the checks after each.
+#![allow(clippy::too_many_lines)]
+
+mod common;
+
+use bazaar_sdk::{generate_key, Client};
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const NODES: usize = 3;
+/// Concurrent buyers, each starting on a different node.
+const WORKERS: usize = 6;
+const PRICE: u64 = 100;
+/// Load before and after the kill.
+const LOAD_MS: u64 = 2_500;
+/// Messages posted while the subscribers listen.
+const MESSAGES: u64 = 60;
+/// Pairs of the same settle sent to two nodes at once.
+const DUPLICATE_PAIRS: usize = 30;
+/// An order, a message or a stream gives up after this long.
+const DEADLINE_S: u64 = 60;
+const OPERATOR: &str = "cluster-operator";
+
+fn nats_url() -> String {
+    let url = std::env::var("BAZAAR_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let address = url.trim_start_matches("nats://");
+    assert!(
+        std::net::TcpStream::connect(address).is_ok(),
+        "NATS with JetStream must be running at {url} for this test (scripts/test starts `nats-server -js`)"
+    );
+    url
+}
+
+struct Node {
+    name: String,
+    port: u16,
+    args: Vec<String>,
+    process: Option<Child>,
+}
+
+impl Node {
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+fn start(database: &common::ThrowawayDatabase, nats: &str, i: usize) -> Node {
+    let name = format!("node-{i}");
+    let port = common::free_port();
+    let data_dir = std::env::temp_dir().join(format!("{}-{name}", database.name)).display().to_string();
+    let args: Vec<String> = [
+        "--port",
+        &port.to_string(),
+        "--operator-credential",
+        OPERATOR,
+        "--database-url",
+        &database.url,
+        "--data-dir",
+        &data_dir,
+        "--nats-url",
+        nats,
+        "--node-id",
+        &name,
+    ]
+    .map(String::from)
+    .to_vec();
+    let process = Some(common::spawn_serve(&args));
+    Node { name, port, args, process }
+}
+
+/// Every node's URL, starting at node `first`: a client's failover order.
+fn from(nodes: &[Node], first: usize) -> Vec<String> {
+    (0..nodes.len()).map(|i| nodes[(first + i) % nodes.len()].url()).collect()
+}
+
+/// A gauge or counter from a node's `/metrics` (0 if absent).
+async fn metric(http: &reqwest::Client, node: &str, line: &str) -> f64 {
+    let text = http.get(format!("{node}/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines().find_map(|l| l.strip_prefix(line)).map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+const LEASE_HELD: &str = "bazaar_cluster_lease_held{lease=\"sweeper\"}";
+const SWEEPS: &str = "bazaar_sweeps_total";
+
+/// One order retried with the same keys (on whichever node the client is on) until acknowledged.
+async fn pay_until_acknowledged(buyer: &Client, merchant: &Client, order: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(DEADLINE_S);
+    let mut last = String::new();
+    loop {
+        assert!(Instant::now() < deadline, "order {order} never completed: {last}");
+        let attempt = async {
+            let token = buyer.issue_token("cluster-shop", PRICE, order, "https://shop/cluster").await?;
+            let token = token.body["token"].as_str().unwrap_or_default().to_string();
+            merchant.settle(&token, PRICE, order, None).await
+        };
+        match attempt.await {
+            Ok(answer) => return answer.body["settlement_id"].as_str().unwrap().to_string(),
+            Err(error) if error.status().is_none_or(|s| s >= 500 || s == 409) => {
+                last = format!("{error} ({error:?})");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("order {order} refused: {error}"),
+        }
+    }
+}
+
+/// The log positions a subscriber received, in the order received.
+type Seen = Arc<Mutex<Vec<u64>>>;
+
+/// A member's inbox over SSE that, when its node dies (or goes quiet),
+/// reconnects to the next node with the last cursor it handled
+/// (`Last-Event-ID`), until the poster is `finished` and it has seen every
+/// position `posted`; every message's log position is recorded in the order
+/// received. Returns how many times it reconnected.
+async fn subscribe(
+    http: reqwest::Client,
+    nodes: Vec<String>,
+    credential: String,
+    posted: Arc<Mutex<BTreeSet<u64>>>,
+    finished: Arc<AtomicBool>,
+    seen: Seen,
+) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(DEADLINE_S);
+    let complete = || {
+        let seen = seen.lock().unwrap();
+        finished.load(Ordering::SeqCst) && posted.lock().unwrap().iter().all(|p| seen.contains(p))
+    };
+    let (mut at, mut reconnects) = (0, 0);
+    loop {
+        if complete() {
+            return reconnects;
+        }
+        assert!(Instant::now() < deadline, "the subscriber never saw every message");
+        let cursor = seen.lock().unwrap().last().copied().unwrap_or(0);
+        let request = http
+            .get(format!("{}/v1/inbox/sse", nodes[at % nodes.len()]))
+            .bearer_auth(&credential)
+            .header("last-event-id", cursor.to_string());
+        if let Ok(mut response) = request.send().await {
+            let mut buffer = String::new();
+            loop {
+                if let Some(end) = buffer.find("\n\n") {
+                    let block: String = buffer.drain(..end + 2).collect();
+                    let field = |name: &str| {
+                        block.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim_start().to_string()))
+                    };
+                    if field("event:").as_deref() == Some("message") {
+                        seen.lock().unwrap().push(field("id:").unwrap().parse().unwrap());
+                    }
+                    continue;
+                }
+                if complete() {
+                    return reconnects;
+                }
+                match tokio::time::timeout(Duration::from_secs(2), response.chunk()).await {
+                    Ok(Ok(Some(chunk))) => buffer.push_str(std::str::from_utf8(&chunk).unwrap()),
+                    // Quiet for a while: see whether the poster is done.
+                    Err(_) => continue,
+                    // The node went away: resume on the next one from the cursor.
+                    Ok(_) => break,
+                }
+            }
+        }
+        at += 1;
+        reconnects += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
+    let nats = nats_url();
+    let database = common::ThrowawayDatabase::create(&format!("bazaar_cluster_{}", std::process::id())).await;
+    // The first node creates the registry; the others open the same one.
+    let mut nodes = vec![start(&database, &nats, 0)];
+    for i in 1..NODES {
+        nodes.push(start(&database, &nats, i));
+    }
+    let http = reqwest::Client::new();
+    let operator = Client::with_nodes(from(&nodes, 0), Some(OPERATOR.into()));
+    let did: Vec<Value> = futures::future::join_all(
+        nodes.iter().map(|n| async { Client::new(n.url(), None).well_known().await.unwrap() }),
+    )
+    .await;
+    assert!(did.iter().all(|d| d["did"] == did[0]["did"]), "one registry: {did:?}");
+
+    let owner = operator.create_owner(&generate_key(), "cluster-owner").await.unwrap();
+    let owner_credential = owner["credential"].as_str().unwrap().to_string();
+    let owner = operator.with_credential(&owner_credential);
+    let mut agents = HashMap::new();
+    for handle in ["cluster-buyer", "cluster-shop"] {
+        let invite = owner.issue_invite().await.unwrap();
+        let agent = owner.redeem_invite(&invite, &generate_key(), handle).await.unwrap();
+        agents.insert(handle, agent["credential"].as_str().unwrap().to_string());
+    }
+    let funding = common::Funding {
+        mint: (10_000_000, "cluster-mint"),
+        fund: (10_000_000, "cluster-fund"),
+        budget: [10_000, 10_000_000, 10_000_000],
+    };
+    common::fund_agent(&operator, &owner, "cluster-buyer", funding).await;
+
+    // A listener in a room; her inbox is followed on every node.
+    let listener = operator.create_owner(&generate_key(), "cluster-listener").await.unwrap();
+    let listener_credential = listener["credential"].as_str().unwrap().to_string();
+    let room = owner.call(reqwest::Method::POST, "/v1/rooms", Some(json!({"name": "floor"})), None).await.unwrap();
+    let room = room.body["id"].as_str().unwrap().to_string();
+    let as_listener = operator.with_credential(&listener_credential);
+    as_listener.call(reqwest::Method::POST, &format!("/v1/channels/{room}/join"), Some(json!({})), None).await.unwrap();
+
+    // The sweeper runs on exactly one node.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let mut holders = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if metric(&http, &node.url(), LEASE_HELD).await == 1.0 {
+            holders.push(i);
+        }
+    }
+    assert_eq!(holders.len(), 1, "one sweeper lease holder: {holders:?}");
+    let doomed = holders[0];
+    eprintln!("{} holds the sweeper lease and will be killed", nodes[doomed].name);
+
+    // A relay event published on one node reaches a live subscription on another.
+    let relay_url = |i: usize| format!("ws://127.0.0.1:{}/relay", nodes[i].port);
+    let mut watcher = bazaar_cli::relay_client::RelayClient::connect(&relay_url(1)).await.unwrap();
+    let filter = bazaar_relay::Filter { kinds: Some(vec![1]), ..Default::default() };
+    watcher.subscribe("live", &[filter]).await.unwrap();
+    loop {
+        match watcher.next("live", Duration::from_secs(5)).await.unwrap() {
+            Some(bazaar_cli::relay_client::Delivery::EndOfStored) => break,
+            Some(bazaar_cli::relay_client::Delivery::Event(_)) => {}
+            other => panic!("the relay subscription ended: {other:?}"),
+        }
+    }
+    let signer = bazaar_relay::Signer::generate(&bazaar_server::OsEntropy);
+    let note = signer.sign(bazaar_cli::runtime::unix_now(), 1, vec![], "lot 1 is open");
+    let mut publisher = bazaar_cli::relay_client::RelayClient::connect(&relay_url(2)).await.unwrap();
+    assert!(publisher.publish(&note).await.unwrap().0, "node 2 stores the note");
+    match watcher.next("live", Duration::from_secs(5)).await.unwrap() {
+        Some(bazaar_cli::relay_client::Delivery::Event(event)) => assert_eq!(event.id, note.id),
+        other => panic!("node 1's live subscriber never got node 2's event: {other:?}"),
+    }
+
+    // The same settle sent to two nodes at once: while the first runs, the other answers 409.
+    let buyer0 = Client::new(nodes[0].url(), Some(agents["cluster-buyer"].clone()));
+    let (mut conflicts, mut same) = (0, 0);
+    for pair in 0..DUPLICATE_PAIRS {
+        let order = format!("dup-{pair}");
+        let token = buyer0.issue_token("cluster-shop", PRICE, &order, "https://shop/cluster").await.unwrap();
+        let token = token.body["token"].as_str().unwrap().to_string();
+        let one = Client::new(nodes[1].url(), Some(agents["cluster-shop"].clone()));
+        let two = Client::new(nodes[2].url(), Some(agents["cluster-shop"].clone()));
+        let (a, b) = tokio::join!(one.settle(&token, PRICE, &order, None), two.settle(&token, PRICE, &order, None));
+        let mut ids = BTreeSet::new();
+        for answer in [a, b] {
+            match answer {
+                Ok(answer) => {
+                    ids.insert(answer.body["settlement_id"].as_str().unwrap().to_string());
+                }
+                Err(error) => {
+                    assert_eq!(error.code(), Some("idempotency_in_flight"), "{error}");
+                    conflicts += 1;
+                }
+            }
+        }
+        assert_eq!(ids.len(), 1, "one settlement for {order}");
+        // Once answered, the claim is released (well before it would expire): a retry replays.
+        let released_by = Instant::now() + Duration::from_millis(1_000);
+        loop {
+            match two.settle(&token, PRICE, &order, None).await {
+                Ok(answer) => {
+                    assert!(answer.replayed, "{order}: a retry replays");
+                    assert!(ids.contains(answer.body["settlement_id"].as_str().unwrap()));
+                    break;
+                }
+                Err(error) if error.code() == Some("idempotency_in_flight") && Instant::now() < released_by => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(error) => panic!("{order}: the claim was not released: {error}"),
+            }
+        }
+        same += 1;
+    }
+    eprintln!("{conflicts} of {same} cross-node duplicate pairs were answered 409 in flight");
+    assert!(conflicts > 0, "a duplicate in flight on another node must be answered 409");
+
+    // Load: buyers on every node; subscribers on every node; posts through every node.
+    let acknowledged: Arc<Mutex<HashMap<String, String>>> = Default::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let buyer = Client::with_nodes(from(&nodes, w), Some(agents["cluster-buyer"].clone()));
+            let merchant = Client::with_nodes(from(&nodes, w + 1), Some(agents["cluster-shop"].clone()));
+            let (acknowledged, stop) = (acknowledged.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let order = format!("w{w}-{n}");
+                    let settlement = pay_until_acknowledged(&buyer, &merchant, &order).await;
+                    acknowledged.lock().unwrap().insert(order, settlement);
+                }
+            })
+        })
+        .collect();
+    let posted: Arc<Mutex<BTreeSet<u64>>> = Default::default();
+    let poster = {
+        let (posted, nodes) = (posted.clone(), from(&nodes, 1));
+        let owner_credential = owner_credential.clone();
+        let room = room.clone();
+        tokio::spawn(async move {
+            let owner = Client::with_nodes(nodes, Some(owner_credential));
+            for i in 0..MESSAGES {
+                let path = format!("/v1/channels/{room}/messages");
+                let key = format!("post-{i}");
+                let deadline = Instant::now() + Duration::from_secs(DEADLINE_S);
+                let message = loop {
+                    assert!(Instant::now() < deadline, "message {i} never posted");
+                    match owner
+                        .call(reqwest::Method::POST, &path, Some(json!({"body": format!("lot {i}")})), Some(&key))
+                        .await
+                    {
+                        Ok(answer) => break answer.body,
+                        Err(error) if error.status().is_none_or(|s| s >= 500 || s == 409) => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        Err(error) => panic!("post {i}: {error}"),
+                    }
+                };
+                posted.lock().unwrap().insert(message["position"].as_u64().unwrap());
+                tokio::time::sleep(Duration::from_millis(LOAD_MS * 2 / MESSAGES)).await;
+            }
+        })
+    };
+    // Each subscriber starts on a different node; the one on the doomed node must resume elsewhere.
+    let finished = Arc::new(AtomicBool::new(false));
+    let subscribers: Vec<(Seen, tokio::task::JoinHandle<usize>)> = (0..NODES)
+        .map(|i| {
+            let seen: Seen = Default::default();
+            let task = tokio::spawn(subscribe(
+                http.clone(),
+                from(&nodes, doomed + i),
+                listener_credential.clone(),
+                posted.clone(),
+                finished.clone(),
+                seen.clone(),
+            ));
+            (seen, task)
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
+    let before_kill = acknowledged.lock().unwrap().len();
+    let mut victim = nodes[doomed].process.take().unwrap();
+    victim.kill().expect("SIGKILL");
+    victim.wait().unwrap();
+    eprintln!("killed {} after {before_kill} acknowledged orders", nodes[doomed].name);
+    tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
+    stop.store(true, Ordering::SeqCst);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    poster.await.unwrap();
+    finished.store(true, Ordering::SeqCst);
+    let posted = posted.lock().unwrap().clone();
+    assert_eq!(posted.len() as u64, MESSAGES);
+    for (i, (seen, task)) in subscribers.into_iter().enumerate() {
+        let reconnects = tokio::time::timeout(Duration::from_secs(DEADLINE_S), task).await.expect("in time").unwrap();
+        let seen = seen.lock().unwrap().clone();
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), seen.len(), "subscriber {i}: a message repeated: {seen:?}");
+        assert_eq!(sorted, seen, "subscriber {i}: out of order");
+        assert!(posted.iter().all(|p| seen.contains(p)), "subscriber {i}: a message lost");
+        eprintln!("subscriber {i}: {} messages, {reconnects} reconnects", seen.len());
+    }
+    // The survivors heard the others' commits through NATS (not only from their reconcilers).
+    for i in (0..NODES).filter(|i| *i != doomed) {
+        let heard = metric(&http, &nodes[i].url(), "bazaar_cluster_signals_received_total").await;
+        assert!(heard > 0.0, "{} received no signal", nodes[i].name);
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(acknowledged.len() > before_kill, "load went on after the kill: {before_kill} → {}", acknowledged.len());
+
+    // Every acknowledged settlement survived with the id the client was given.
+    let survivors: Vec<usize> = (0..NODES).filter(|i| *i != doomed).collect();
+    let buyer = Client::new(nodes[survivors[0]].url(), Some(agents["cluster-buyer"].clone()));
+    let merchant = Client::new(nodes[survivors[1]].url(), Some(agents["cluster-shop"].clone()));
+    for (order, settlement) in &acknowledged {
+        let token = buyer.issue_token("cluster-shop", PRICE, order, "https://shop/cluster").await.unwrap();
+        let verified = merchant.verify(token.body["token"].as_str().unwrap()).await.unwrap();
+        assert_eq!(verified["state"], "settled", "{order}");
+        assert_eq!(verified["settlement"]["settlement_id"].as_str(), Some(settlement.as_str()), "{order}");
+    }
+    // No order was paid twice: one settlement event per order, and the buyer paid once for each.
+    let operator = Client::new(nodes[survivors[0]].url(), Some(OPERATOR.into()));
+    let (mut per_order, mut after): (HashMap<String, usize>, u64) = (HashMap::new(), 0);
+    loop {
+        let page = operator.events(after, 500).await.unwrap();
+        let list = page["events"].as_array().unwrap().clone();
+        let Some(last) = list.last() else { break };
+        for event in list.iter().filter(|e| e["kind"] == "settlement.posted") {
+            let order = event["body"]["order_id"].as_str().unwrap();
+            *per_order.entry(order.to_string()).or_default() += 1;
+        }
+        after = last["seq"].as_u64().unwrap();
+    }
+    let settled: usize = per_order.values().sum();
+    assert!(per_order.values().all(|n| *n == 1), "an order settled twice: {per_order:?}");
+    assert!(settled >= acknowledged.len() + DUPLICATE_PAIRS);
+    let me = buyer.me().await.unwrap();
+    assert_eq!(me["balance_minor"].as_i64().unwrap(), 10_000_000 - (settled as u64 * PRICE) as i64);
+
+    // The sweeper's lease moved to one survivor, and only it sweeps.
+    tokio::time::sleep(Duration::from_millis(bazaar_server::cluster::SWEEPER_LEASE_TTL_MS + 1_500)).await;
+    let mut sweeps = Vec::new();
+    let mut holders = Vec::new();
+    for i in &survivors {
+        if metric(&http, &nodes[*i].url(), LEASE_HELD).await == 1.0 {
+            holders.push(*i);
+        }
+        sweeps.push(metric(&http, &nodes[*i].url(), SWEEPS).await);
+    }
+    assert_eq!(holders.len(), 1, "one survivor holds the sweeper lease: {holders:?}");
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    for (k, i) in survivors.iter().enumerate() {
+        let now = metric(&http, &nodes[*i].url(), SWEEPS).await;
+        if *i == holders[0] {
+            assert!(now >= sweeps[k] + 2.0, "the holder sweeps: {} → {now}", sweeps[k]);
+        } else {
+            assert_eq!(now, sweeps[k], "{} does not sweep while another holds the lease", nodes[*i].name);
+        }
+    }
+
+    let store_args = nodes[survivors[0]].args.clone();
+    for node in &mut nodes {
+        if let Some(mut process) = node.process.take() {
+            process.kill().unwrap();
+            process.wait().unwrap();
+        }
+    }
+    let audit_args: Vec<String> = store_args
+        .windows(2)
+        .filter(|w| w[0] == "--database-url" || w[0] == "--data-dir")
+        .flat_map(|w| w.to_vec())
+        .collect();
+    common::assert_cli_audit_passes(&audit_args);
+    database.drop().await;
+}
