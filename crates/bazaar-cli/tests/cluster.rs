@@ -50,6 +50,16 @@ struct Node {
     process: Option<Child>,
 }
 
+/// A node left running by a failed assertion is killed with the test.
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+}
+
 impl Node {
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
