@@ -21,6 +21,9 @@ pub struct Party {
 #[derive(Clone)]
 pub struct Target {
     pub base: String,
+    /// Every node's base URL when the target is several nodes (call `n` goes to node `n % len`, all three of
+    /// its requests); empty for one server.
+    pub nodes: Arc<Vec<String>>,
     pub buyers: Arc<Vec<Party>>,
     pub merchants: Arc<Vec<Party>>,
 }
@@ -185,7 +188,9 @@ async fn one_call(http: &reqwest::Client, target: &Target, plan: &Plan, n: u64, 
     let merchant = &target.merchants[merchant_index];
     let order_id = format!("{}-{n}", plan.tag);
     let twice = (mix >> 16) % 100 < u64::from(plan.duplicate_pct);
-    match paid_call(http, &target.base, buyer, merchant, &order_id, twice, out).await {
+    let base =
+        if target.nodes.is_empty() { &target.base } else { &target.nodes[(n % target.nodes.len() as u64) as usize] };
+    match paid_call(http, base, buyer, merchant, &order_id, twice, out).await {
         Ok((token, settle_elapsed, settlement_id)) => {
             out.calls_ok += 1;
             out.call_us.push(micros(due.elapsed()));

@@ -117,6 +117,13 @@ struct RunArgs {
     /// settlement (a correctness gate).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     duplicate_pct: u8,
+    /// The `postgres` target as this many `bazaar serve` nodes on its one database, joined through NATS
+    /// (`--nats-url`); paid calls go round the nodes, and each node's CPU is reported.
+    #[arg(long, default_value_t = 1, value_parser = bounded::<NODES_MAX>)]
+    nodes: usize,
+    /// NATS with JetStream, for `--nodes` above 1.
+    #[arg(long, env = "BAZAAR_BENCH_NATS", default_value = "nats://127.0.0.1:4222")]
+    nats_url: String,
     /// Targets to run, in this order.
     #[arg(long, value_delimiter = ',', default_value = "embedded,postgres,baseline")]
     targets: Vec<Which>,
@@ -268,6 +275,8 @@ async fn clean_up(args: &RunArgs, scratch: &Scratch) {
 struct Prepared {
     which: Which,
     server: Server,
+    /// The other nodes, when the target is several (`--nodes`).
+    others: Vec<Server>,
     target: Target,
     /// The PostgreSQL database it uses, if any: (name, URL).
     database: Option<(String, String)>,
@@ -362,16 +371,13 @@ async fn prepare(
         None => None,
     };
     let dir = data_dir.display().to_string();
+    let mut others = Vec::new();
     let (server, buyers, merchants, balance_sum) = match which {
         Which::Embedded | Which::Postgres => {
-            let credential = format!("bzc_bench_{}", baseline::random_b64(24));
-            let mut serve = vec!["serve".to_string(), "--port".into(), "0".into(), "--data-dir".into(), dir];
-            if let Some((_, url)) = &database {
-                serve.extend(["--database-url".to_string(), url.clone()]);
-            }
-            let env = [("BAZAAR_OPERATOR_CREDENTIAL", credential.clone())];
-            let server = servers::spawn(bazaar_bin, &serve, &env, log).await?;
-            let (buyers, merchants) = setup::bazaar(&server.url, &credential, args.buyers, args.merchants).await?;
+            let url = database.as_ref().map(|(_, url)| url.as_str());
+            let (server, more, buyers, merchants) =
+                spawn_bazaar(which, args, scratch, dir, url, bazaar_bin, log).await?;
+            others = more;
             (server, buyers, merchants, 0)
         }
         Which::Baseline => {
@@ -392,13 +398,61 @@ async fn prepare(
             (server, buyers, merchants, fund * args.buyers as i64)
         }
     };
-    let target = Target { base: server.url.clone(), buyers: Arc::new(buyers), merchants: Arc::new(merchants) };
-    Ok(Prepared { which, server, target, database, data_dir, balance_sum })
+    let nodes = if others.is_empty() {
+        Vec::new()
+    } else {
+        std::iter::once(&server).chain(&others).map(|s| s.url.clone()).collect()
+    };
+    let target = Target {
+        base: server.url.clone(),
+        buyers: Arc::new(buyers),
+        merchants: Arc::new(merchants),
+        nodes: Arc::new(nodes),
+    };
+    Ok(Prepared { which, server, others, target, database, data_dir, balance_sum })
+}
+
+/// Starts `bazaar serve` for `which` — `args.nodes` of them on one database joined through NATS when the
+/// PostgreSQL target is several nodes — and sets up its buyers and merchants through the first.
+async fn spawn_bazaar(
+    which: Which,
+    args: &RunArgs,
+    scratch: &Scratch,
+    dir: String,
+    database_url: Option<&str>,
+    bazaar_bin: &Path,
+    log: PathBuf,
+) -> Result<(Server, Vec<Server>, Vec<drive::Party>, Vec<drive::Party>)> {
+    let credential = format!("bzc_bench_{}", baseline::random_b64(24));
+    let mut serve = vec!["serve".to_string(), "--port".into(), "0".into(), "--data-dir".into(), dir];
+    if let Some(url) = database_url {
+        serve.extend(["--database-url".to_string(), url.to_string()]);
+    }
+    let env = [("BAZAAR_OPERATOR_CREDENTIAL", credential.clone())];
+    let several = which == Which::Postgres && args.nodes > 1;
+    let node = |i: usize| -> Vec<String> {
+        let mut args_i = serve.clone();
+        if several {
+            args_i[4] = format!("{}-{i}", args_i[4]);
+            args_i.extend(["--nats-url".to_string(), args.nats_url.clone(), "--node-id".into(), format!("node-{i}")]);
+        }
+        args_i
+    };
+    let server = servers::spawn(bazaar_bin, &node(0), &env, log).await?;
+    let mut others = Vec::new();
+    for i in 1..if several { args.nodes } else { 1 } {
+        let log = scratch.root.join(format!("{}-{i}.log", which.name()));
+        others.push(servers::spawn(bazaar_bin, &node(i), &env, log).await?);
+    }
+    let (buyers, merchants) = setup::bazaar(&server.url, &credential, args.buyers, args.merchants).await?;
+    Ok((server, others, buyers, merchants))
 }
 
 /// CPU counters at one instant.
 struct Cpu {
     server: Option<u64>,
+    /// Each node's process ticks (the first is `server`), when the target is several nodes.
+    nodes: Vec<Option<u64>>,
     threads: std::collections::HashMap<u32, (String, u64)>,
     pg: Option<procfs::PgProcesses>,
     client: u64,
@@ -408,7 +462,11 @@ struct Cpu {
 impl Cpu {
     fn take(ready: &Prepared) -> Cpu {
         Cpu {
-            server: procfs::process_ticks(ready.server.pid),
+            server: std::iter::once(&ready.server)
+                .chain(&ready.others)
+                .map(|s| procfs::process_ticks(s.pid))
+                .sum::<Option<u64>>(),
+            nodes: std::iter::once(&ready.server).chain(&ready.others).map(|s| procfs::process_ticks(s.pid)).collect(),
             threads: procfs::thread_ticks(ready.server.pid),
             pg: ready.database.as_ref().map(|(name, _)| procfs::pg_processes(name)),
             client: procfs::self_ticks(),
@@ -469,6 +527,9 @@ async fn measure(
     let probes: Vec<_> = outcome.settled.iter().chain(&warm.settled).take(REPLAY_PROBES).cloned().collect();
     let (probes_ok, probe_problems) = drive::replay_probes(http, &ready.target, &probes).await;
     let stopped = ready.server.stop().await;
+    for other in &mut ready.others {
+        let _ = other.stop().await;
+    }
     let told = Told {
         acked: warm.calls_ok + outcome.calls_ok,
         unknown: warm.settles_unknown + outcome.settles_unknown,
@@ -515,6 +576,16 @@ async fn measure(
         paid_call: drive::latency(&mut outcome.call_us),
         settle: drive::latency(&mut outcome.settle_us),
         server_cpu_s_per_1k: cpu_before.server.zip(cpu_after.server).and_then(|(b, a)| per_1k(a.saturating_sub(b))),
+        nodes_cpu_s_per_1k: if ready.others.is_empty() {
+            Vec::new()
+        } else {
+            cpu_before
+                .nodes
+                .iter()
+                .zip(&cpu_after.nodes)
+                .filter_map(|(b, a)| per_1k(a.as_ref()?.saturating_sub(*b.as_ref()?)))
+                .collect()
+        },
         server_threads_cpu_s_per_1k: procfs::thread_delta(&cpu_before.threads, &cpu_after.threads)
             .into_iter()
             .filter_map(|(name, ticks)| Some((name, per_1k(ticks)?)))

@@ -29,8 +29,10 @@ pub struct TargetReport {
     pub settlements_per_s: f64,
     pub paid_call: Latency,
     pub settle: Latency,
-    /// CPU-seconds per 1,000 settlements.
+    /// CPU-seconds per 1,000 settlements (all nodes together when there are several).
     pub server_cpu_s_per_1k: Option<f64>,
+    /// Each node's share of it, when the target is several nodes (`--nodes`).
+    pub nodes_cpu_s_per_1k: Vec<f64>,
     /// The server process's CPU split by thread name (the group-commit writer is `bazaar-writer`).
     pub server_threads_cpu_s_per_1k: BTreeMap<String, f64>,
     /// PostgreSQL backends connected to this target's database.

@@ -189,7 +189,12 @@ async fn bench(args: &StreamArgs) -> Result<StreamReport> {
             .await
             .context("starting bazaar serve --public-stream")?;
     let (buyers, merchants) = setup::bazaar(&server.url, &credential, args.buyers, args.merchants).await?;
-    let target = Target { base: server.url.clone(), buyers: Arc::new(buyers), merchants: Arc::new(merchants) };
+    let target = Target {
+        base: server.url.clone(),
+        buyers: Arc::new(buyers),
+        merchants: Arc::new(merchants),
+        nodes: Default::default(),
+    };
     let measured = phases(args, &server, &target, watchers, phase).await;
     drop(server);
     std::fs::remove_dir_all(&root).ok();

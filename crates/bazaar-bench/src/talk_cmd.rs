@@ -159,7 +159,12 @@ async fn settle_under_load(
     use crate::drive::{self, Plan, Target};
     eprintln!("[talk] settle: {} paid-call clients, quiet then beside {} posters", args.settle_clients, posters.len());
     let (buyers, merchants) = crate::setup::bazaar(&registry.url, &registry.operator, args.settle_clients, 4).await?;
-    let target = Target { base: registry.url.clone(), buyers: Arc::new(buyers), merchants: Arc::new(merchants) };
+    let target = Target {
+        base: registry.url.clone(),
+        buyers: Arc::new(buyers),
+        merchants: Arc::new(merchants),
+        nodes: Default::default(),
+    };
     let http = drive::http_client(args.settle_clients);
     let plan = |tag: &str| Plan {
         tag: tag.into(),

@@ -12,6 +12,9 @@ use bazaar_core::apply::Config;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
+/// When the worker answers the task, after the MCP client starts asking: what `bazaar_wait` waits for.
+const ANSWER_AFTER_MS: u64 = 4_000;
+
 fn python() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
     let python = root.join("tests/mcp/.venv/bin/python");
@@ -239,7 +242,8 @@ async fn agents_follow_a_task_over_mcp() {
     let later = tokio::spawn({
         let relay = relay.clone();
         async move {
-            tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+            // Long enough for the Python client to start and ask first on a loaded machine (1.5 s was not).
+            tokio::time::sleep(std::time::Duration::from_millis(ANSWER_AFTER_MS)).await;
             relay.publish(answer, &Default::default()).await
         }
     });
