@@ -28,39 +28,7 @@ fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum SdkError {
-    /// The registry (or merchant) answered with problem+json.
-    #[error("{status} {code}: {detail}")]
-    Problem { status: u16, code: String, detail: String, body: Value },
-    #[error("transport: {0}")]
-    Transport(#[from] reqwest::Error),
-    /// A coalesced batch this call rode in failed in transport (retry as after a transport error).
-    #[error("transport (batch): {0}")]
-    Batch(String),
-}
-
-impl SdkError {
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            SdkError::Problem { code, .. } => Some(code),
-            SdkError::Transport(_) | SdkError::Batch(_) => None,
-        }
-    }
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            SdkError::Problem { status, .. } => Some(*status),
-            SdkError::Transport(_) | SdkError::Batch(_) => None,
-        }
-    }
-}
-
-/// One answer: the JSON body and whether it was replayed from an idempotency record.
-#[derive(Debug, Clone)]
-pub struct Answer {
-    pub body: Value,
-    pub replayed: bool,
-}
+pub use crate::answer::{Answer, SdkError};
 
 /// A registry's nodes as one client sees them: every URL, and the one in use.
 /// Clones of a client share it, so a failover is seen by all of them.
@@ -76,6 +44,13 @@ pub struct Client {
     credential: Option<String>,
     /// When coalescing: the batches tokens and settlements ride in (one set per credential).
     lanes: Option<std::sync::Arc<Lanes>>,
+}
+
+/// A coalesced batch goes out as any other call of this client (its node, its credential, its failover).
+impl crate::coalesce::Sender for Client {
+    async fn send_batch(&self, path: &'static str, items: Vec<Value>) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, path, Some(json!({ "items": items })), None).await
+    }
 }
 
 /// See [`Client::coalescing`].

@@ -8,7 +8,7 @@
 //! item with the single call's semantics), so callers cannot tell but for
 //! the throughput.
 
-use crate::client::{Answer, Client, SdkError};
+use crate::answer::{Answer, SdkError};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -17,6 +17,16 @@ use tokio::sync::oneshot;
 pub const COALESCE_ITEMS_MAX: usize = 256;
 /// Batches of one kind in flight at once from one client; more calls queue.
 pub const COALESCE_IN_FLIGHT_MAX: usize = 4;
+
+/// What sends one batch: a client, with its node and credential.
+pub trait Sender: Clone + Send + Sync + 'static {
+    /// `POST path {"items": items}`, answered `{"results": [...]}`.
+    fn send_batch(
+        &self,
+        path: &'static str,
+        items: Vec<Value>,
+    ) -> impl std::future::Future<Output = Result<Answer, SdkError>> + Send;
+}
 
 /// A queued call: its batch item and where its answer goes.
 type Pending = (Value, oneshot::Sender<Result<Answer, SdkError>>);
@@ -39,7 +49,7 @@ impl Lane {
     }
 
     /// Sends `item` (a batch item: the single call's body and its `idempotency_key`) in the next batch.
-    pub(crate) async fn submit(self: &Arc<Self>, client: &Client, item: Value) -> Result<Answer, SdkError> {
+    pub(crate) async fn submit<S: Sender>(self: &Arc<Self>, client: &S, item: Value) -> Result<Answer, SdkError> {
         let (reply, answer) = oneshot::channel();
         let batch = {
             let mut state = self.state.lock().expect("lane mutex");
@@ -53,11 +63,10 @@ impl Lane {
     }
 
     /// Sends `batch`, answers its items, then sends what queued meanwhile.
-    async fn send(self: Arc<Self>, client: Client, mut batch: Vec<Pending>) {
+    async fn send<S: Sender>(self: Arc<Self>, client: S, mut batch: Vec<Pending>) {
         loop {
             let items: Vec<Value> = batch.iter().map(|(item, _)| item.clone()).collect();
-            let sent =
-                client.call(reqwest::Method::POST, self.path, Some(serde_json::json!({ "items": items })), None).await;
+            let sent = client.send_batch(self.path, items).await;
             answer(batch, sent);
             let next = {
                 let mut state = self.state.lock().expect("lane mutex");

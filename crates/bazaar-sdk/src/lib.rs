@@ -6,6 +6,7 @@
 //! verifies as genuine. Only a settlement (and the middleware's work receipt)
 //! decides whether work runs.
 
+pub mod answer;
 pub mod client;
 pub mod coalesce;
 pub mod paid;

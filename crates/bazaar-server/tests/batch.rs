@@ -56,7 +56,10 @@ struct World {
 }
 
 async fn world() -> World {
-    let r = registry().await;
+    world_on(registry().await).await
+}
+
+async fn world_on(r: Registry) -> World {
     let hotel = person(&r, "batch-hotel").await;
     let buyer = agent_of(&r, &hotel, "batch-buyer").await;
     let mill = person(&r, "batch-mill").await;
@@ -142,7 +145,12 @@ fn comparable(answer: &Value) -> Value {
 }
 
 async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let (mut a, mut b) = (world().await, world().await);
+    run_on(world().await, steps).await
+}
+
+/// `steps` sent as given to `a`, and one by one to a fresh embedded registry.
+async fn run_on(mut a: World, steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let mut b = world().await;
     for step in steps {
         let items = match step {
             Step::Single(item) => vec![item],
@@ -289,4 +297,25 @@ fn requests(metrics: &str, route: &str) -> f64 {
         .filter(|l| l.starts_with("bazaar_http_requests_total") && l.contains(&format!("route=\"{route}\"")))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// Cases of the model test run with the batched side on PostgreSQL (each case a fresh schema).
+const POSTGRES_CASES: u32 = 12;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: POSTGRES_CASES, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The same model with the batched registry on PostgreSQL and the single calls on the embedded store: a
+    /// batch on PostgreSQL answers exactly as single calls on SQLite.
+    #[test]
+    fn on_postgres_any_mix_of_single_and_batched_calls_answers_exactly_as_single_calls(steps in steps()) {
+        // A database per case, dropped after it (the runtime, and so the store's connections, go first).
+        let database = bazaar_store_postgres::testing::ThrowawayDatabase::create("bazaar_batch");
+        let schema = database.fresh_schema();
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let a = world_on(common::registry_on_postgres(&schema).await).await;
+            run_on(a, steps).await
+        })?;
+    }
 }

@@ -28,8 +28,9 @@ pub const ATTACKS_PER_VISITOR_PER_MINUTE: usize = 5;
 pub const ATTACK_VISITORS_TRACKED_MAX: usize = 10_000;
 
 /// Who pressed: a signed-in member by its id; an anonymous visitor by the first address its reverse proxy
-/// names in `X-Forwarded-For` (the registry listens on loopback only, so a proxy stands between it and the
-/// world), else by the connection itself — all direct local visitors share one allowance.
+/// names in `X-Forwarded-For` (by default the registry listens on loopback, so a proxy stands between it and
+/// the world; on a public `--listen` without one the client chooses that header, and only the per-node cap
+/// binds), else by the connection itself — all direct local visitors share one allowance.
 fn visitor_of(auth: &MaybeAuth, headers: &axum::http::HeaderMap) -> String {
     if let Some(auth) = &auth.0 {
         return format!("member:{}", auth.member.id);

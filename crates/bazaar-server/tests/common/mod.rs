@@ -1,5 +1,6 @@
 //! What the conversation tests share: a registry with its conversation plane
-//! on embedded stores, served on 127.0.0.1, and people calling it.
+//! on embedded stores (or its ledger on PostgreSQL), served on 127.0.0.1, and
+//! people calling it.
 
 #![allow(dead_code)]
 
@@ -32,16 +33,42 @@ pub async fn registry() -> Registry {
     registry_at(EPOCH).await
 }
 
+/// A registry whose ledger is on PostgreSQL at `url` (a fresh schema), its conversation plane on SQLite.
+pub async fn registry_on_postgres(url: &str) -> Registry {
+    let clock = Arc::new(ManualClock::new(EPOCH));
+    let config = bazaar_core::apply::Config::standard();
+    let store = bazaar_store_postgres::PostgresStore::connect(url, config.clone(), clock.clone()).await.unwrap();
+    serve_registry(Arc::new(store), clock, config).await
+}
+
 /// A registry whose clock starts at `start`.
 pub async fn registry_at(start: Timestamp) -> Registry {
+    let clock = Arc::new(ManualClock::new(start));
+    let config = bazaar_core::apply::Config::standard();
+    let dir = fresh_dir();
+    let store: Arc<dyn Store> =
+        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), config.clone(), clock.clone()).unwrap());
+    serve_registry(store, clock, config).await
+}
+
+/// A fresh directory for one registry's files.
+fn fresh_dir() -> std::path::PathBuf {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let dir = std::env::temp_dir().join(format!("bazaar-conv-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let clock = Arc::new(ManualClock::new(start));
-    let config = bazaar_core::apply::Config::standard();
-    let store: Arc<dyn Store> =
-        Arc::new(bazaar_store_sqlite::SqliteStore::open(dir.join("r.db"), config.clone(), clock.clone()).unwrap());
+    dir
+}
+
+/// Boots a registry on `store` with a conversation plane on SQLite, served on 127.0.0.1.
+async fn serve_registry(
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    config: bazaar_core::apply::Config,
+) -> Registry {
+    static PLANES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PLANES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = fresh_dir();
     let booted = boot(store, clock.clone(), config, Some("operator-secret".into())).await.unwrap();
     let plane_clock: Arc<dyn Clock> = clock.clone();
     let plane = SqliteConversationStore::open(&dir.join("c.db"), plane_clock, Arc::new(SeededEntropy::new(n))).unwrap();

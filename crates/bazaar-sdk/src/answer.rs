@@ -1,0 +1,37 @@
+//! What a call returns: an [`Answer`], or an [`SdkError`] — a refusal as problem+json, or a transport failure.
+
+use serde_json::Value;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SdkError {
+    /// The registry (or merchant) answered with problem+json.
+    #[error("{status} {code}: {detail}")]
+    Problem { status: u16, code: String, detail: String, body: Value },
+    #[error("transport: {0}")]
+    Transport(#[from] reqwest::Error),
+    /// A coalesced batch this call rode in failed in transport (retry as after a transport error).
+    #[error("transport (batch): {0}")]
+    Batch(String),
+}
+
+impl SdkError {
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            SdkError::Problem { code, .. } => Some(code),
+            SdkError::Transport(_) | SdkError::Batch(_) => None,
+        }
+    }
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            SdkError::Problem { status, .. } => Some(*status),
+            SdkError::Transport(_) | SdkError::Batch(_) => None,
+        }
+    }
+}
+
+/// One answer: the JSON body and whether it was replayed from an idempotency record.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub body: Value,
+    pub replayed: bool,
+}
