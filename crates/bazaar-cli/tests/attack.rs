@@ -143,3 +143,22 @@ async fn the_binary_runs_named_attacks() {
     assert!(!unknown.status.success());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// On a registry with the standard dispute windows (days), an attack that must outwait a phase is skipped with
+/// the reason, and the run goes on with the rest, which hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attack_the_windows_are_too_long_for_is_skipped_and_the_rest_still_run() {
+    let dir = common::fresh_dir("bazaar-attack-standard-windows");
+    let local = embedded_registry_with(&dir, Some("attack-op".into()), Config::standard()).await.unwrap();
+    let first = CATALOGUE[0].name;
+    let names = ["late-appeal".to_string(), first.to_string()];
+    let verdicts = run(&local.url, "attack-op", &names, &|line| eprintln!("{line}")).await.unwrap();
+    assert_eq!(verdicts.len(), 2);
+    let reason = verdicts[0].skipped.as_deref().expect("late-appeal skipped");
+    assert!(reason.contains("--appeal-window-s") && reason.contains("phase"), "{reason}");
+    assert!(!verdicts[0].held(), "a skipped attack is not counted as held");
+    assert!(verdicts[1].skipped.is_none() && verdicts[1].held(), "{first} still ran and held: {:?}", verdicts[1]);
+    assert!(ensure_all_held(&verdicts).is_err());
+    common::assert_store_audit_passes(&local).await;
+    std::fs::remove_dir_all(&dir).ok();
+}

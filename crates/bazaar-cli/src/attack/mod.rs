@@ -27,8 +27,21 @@ const PRICE_MINOR: u64 = 250;
 const SWEEP_WAITS_MAX: usize = 20;
 /// Dispute attacks that must outwait a phase do so only on registries whose
 /// windows are this short (serve with `--answer-window-s 2` and friends);
-/// on others they stop with an error saying so.
+/// on others they are skipped, with the reason ([`NeedsShortWindows`]).
 pub const PHASE_WAIT_S_MAX: u64 = 30;
+
+/// Why an attack was not run here: it must outwait a dispute phase longer
+/// than `PHASE_WAIT_S_MAX`. The run goes on with the other attacks.
+#[derive(Debug)]
+pub struct NeedsShortWindows(pub String);
+
+impl std::fmt::Display for NeedsShortWindows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NeedsShortWindows {}
 /// A milestone's price in the escrow attacks.
 const MILESTONE_MINOR: u64 = 400;
 /// Stake the merchant locks in the stake attack.
@@ -347,11 +360,28 @@ pub struct Verdict {
     /// Events appended during the attempt, all of them `refusal.recorded`.
     pub events_appended: Vec<String>,
     pub ledger_unchanged: bool,
+    /// Not run on this registry, and why (see [`NeedsShortWindows`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 impl Verdict {
     pub fn held(&self) -> bool {
-        self.refused_as_expected && self.balances_unchanged && self.ledger_unchanged
+        self.skipped.is_none() && self.refused_as_expected && self.balances_unchanged && self.ledger_unchanged
+    }
+
+    fn skipped(name: &str, reason: String) -> Verdict {
+        Verdict {
+            name: name.into(),
+            tried: String::new(),
+            status: 0,
+            code: String::new(),
+            refused_as_expected: false,
+            balances_unchanged: true,
+            events_appended: Vec::new(),
+            ledger_unchanged: true,
+            skipped: Some(reason),
+        }
     }
 }
 
@@ -379,7 +409,17 @@ pub async fn run(
     let mut verdicts = Vec::new();
     for attack in chosen {
         let cast = cast(&operator, attack.name).await?;
-        let verdict = judge(attack, &cast).await?;
+        let verdict = match judge(attack, &cast).await {
+            Ok(verdict) => verdict,
+            Err(error) => match error.downcast::<NeedsShortWindows>() {
+                Ok(NeedsShortWindows(reason)) => {
+                    say(format!("{:<18} skipped: {reason}", attack.name));
+                    verdicts.push(Verdict::skipped(attack.name, reason));
+                    continue;
+                }
+                Err(error) => return Err(error),
+            },
+        };
         say(format!(
             "{:<18} tried: {}\n{:<18} refused: {} {} — {}; balances {}; event ledger {}",
             attack.name,
@@ -475,6 +515,7 @@ async fn judge(attack: &Attack, cast: &Cast) -> Result<Verdict> {
         ledger_unchanged: head_after == head_before + appended.len() as u64
             && appended.iter().all(|k| k == "refusal.recorded"),
         events_appended: appended,
+        skipped: None,
     })
 }
 
@@ -813,12 +854,14 @@ async fn outwait(cast: &Cast, client: &Client, dispute: &str, phase: &str) -> Re
         }
         let deadline = record["deadline"].as_i64().unwrap_or(i64::MAX);
         let wait_ms = deadline.saturating_sub(crate::runtime_now_ms());
-        ensure!(
-            wait_ms <= (PHASE_WAIT_S_MAX * 1000) as i64,
-            "this attack outwaits the {phase} phase, whose deadline is {} s away; run it against a registry \
-             with short windows (serve --answer-window-s 2 --evidence-window-s 2 --appeal-window-s 2)",
-            wait_ms / 1000
-        );
+        if wait_ms > (PHASE_WAIT_S_MAX * 1000) as i64 {
+            return Err(NeedsShortWindows(format!(
+                "it outwaits the {phase} phase, whose deadline is {} s away; run it against a registry with \
+                 short windows (serve --answer-window-s 2 --evidence-window-s 2 --appeal-window-s 2)",
+                wait_ms / 1000
+            ))
+            .into());
+        }
         ensure!(started.elapsed().as_secs() <= 2 * PHASE_WAIT_S_MAX, "the sweeper did not advance {dispute}");
         let _ = cast;
         tokio::time::sleep(std::time::Duration::from_millis(bazaar_types::limits::SWEEP_INTERVAL_MS / 2)).await;
@@ -906,6 +949,7 @@ async fn late_appeal(cast: &Cast) -> Result<Measured> {
 }
 
 /// Fails unless every verdict held.
+/// Every attack ran and held (a skipped one counts as not held).
 pub fn ensure_all_held(verdicts: &[Verdict]) -> Result<()> {
     let failed: Vec<&str> = verdicts.iter().filter(|v| !v.held()).map(|v| v.name.as_str()).collect();
     ensure!(failed.is_empty(), "attacks not refused cleanly: {}", failed.join(", "));
@@ -1188,6 +1232,9 @@ impl bazaar_server::chamber::attacks::AttackRunner for ChamberAttacks {
             .await
             .map_err(|e| e.to_string())??;
             let verdict = ran.into_iter().next().ok_or("the attack gave no verdict")?;
+            if let Some(reason) = verdict.skipped {
+                return Err(format!("not run on this registry: {reason}"));
+            }
             serde_json::to_value(verdict).map_err(|e| e.to_string())
         })
     }
