@@ -29,7 +29,7 @@ const LOAD_MS: u64 = 2_500;
 const MESSAGES: u64 = 60;
 /// Pairs of the same settle sent to two nodes at once.
 const DUPLICATE_PAIRS: usize = 30;
-/// An order, a message or a stream gives up after this long.
+/// A subscriber gives up after this long (orders and posts retry for `common::RETRY_DEADLINE_S`).
 const DEADLINE_S: u64 = 60;
 const OPERATOR: &str = "cluster-operator";
 
@@ -106,24 +106,12 @@ const SWEEPS: &str = "bazaar_sweeps_total";
 
 /// One order retried with the same keys (on whichever node the client is on) until acknowledged.
 async fn pay_until_acknowledged(buyer: &Client, merchant: &Client, order: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(DEADLINE_S);
-    let mut last = String::new();
-    loop {
-        assert!(Instant::now() < deadline, "order {order} never completed: {last}");
-        let attempt = async {
-            let token = buyer.issue_token("cluster-shop", PRICE, order, "https://shop/cluster").await?;
-            let token = token.body["token"].as_str().unwrap_or_default().to_string();
-            merchant.settle(&token, PRICE, order, None).await
-        };
-        match attempt.await {
-            Ok(answer) => return answer.body["settlement_id"].as_str().unwrap().to_string(),
-            Err(error) if error.status().is_none_or(|s| s >= 500 || s == 409) => {
-                last = format!("{error} ({error:?})");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("order {order} refused: {error}"),
-        }
-    }
+    let settled = common::retry(&format!("order {order}"), || async {
+        let token = buyer.issue_token("cluster-shop", PRICE, order, "https://shop/cluster").await?;
+        merchant.settle(token.body["token"].as_str().unwrap_or_default(), PRICE, order, None).await
+    })
+    .await;
+    settled.body["settlement_id"].as_str().unwrap().to_string()
 }
 
 /// The log positions a subscriber received, in the order received.
@@ -335,20 +323,12 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
             for i in 0..MESSAGES {
                 let path = format!("/v1/channels/{room}/messages");
                 let key = format!("post-{i}");
-                let deadline = Instant::now() + Duration::from_secs(DEADLINE_S);
-                let message = loop {
-                    assert!(Instant::now() < deadline, "message {i} never posted");
-                    match owner
-                        .call(reqwest::Method::POST, &path, Some(json!({"body": format!("lot {i}")})), Some(&key))
-                        .await
-                    {
-                        Ok(answer) => break answer.body,
-                        Err(error) if error.status().is_none_or(|s| s >= 500 || s == 409) => {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                        Err(error) => panic!("post {i}: {error}"),
-                    }
-                };
+                let body = json!({"body": format!("lot {i}")});
+                let message = common::retry(&format!("message {i}"), || {
+                    owner.call(reqwest::Method::POST, &path, Some(body.clone()), Some(&key))
+                })
+                .await
+                .body;
                 posted.lock().unwrap().insert(message["position"].as_u64().unwrap());
                 tokio::time::sleep(Duration::from_millis(LOAD_MS * 2 / MESSAGES)).await;
             }

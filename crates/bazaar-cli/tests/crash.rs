@@ -45,22 +45,12 @@ fn kill_and_audit(mut server: Child, store_args: &[String]) {
 
 /// One order, retried with the same keys until acknowledged.
 async fn pay_until_acknowledged(buyer: &Client, merchant: &Client, order: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);
-    loop {
-        assert!(Instant::now() < deadline, "order {order} never completed");
-        let attempt = async {
-            let token = buyer.issue_token("crash-shop", PRICE, order, "https://shop/crash").await?;
-            let token = token.body["token"].as_str().unwrap_or_default().to_string();
-            merchant.settle(&token, PRICE, order, None).await
-        };
-        match attempt.await {
-            Ok(answer) => return answer.body["settlement_id"].as_str().unwrap().to_string(),
-            Err(error) if error.status().is_none_or(|s| s >= 500 || s == 409) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("order {order} refused: {error}"),
-        }
-    }
+    let settled = common::retry(&format!("order {order}"), || async {
+        let token = buyer.issue_token("crash-shop", PRICE, order, "https://shop/crash").await?;
+        merchant.settle(token.body["token"].as_str().unwrap_or_default(), PRICE, order, None).await
+    })
+    .await;
+    settled.body["settlement_id"].as_str().unwrap().to_string()
 }
 
 async fn crash_run(store_args: Vec<String>) {

@@ -15,6 +15,16 @@ pub enum SdkError {
 }
 
 impl SdkError {
+    /// A problem+json answer (`body`) with its HTTP `status`.
+    pub fn problem(status: u16, body: Value) -> SdkError {
+        SdkError::Problem {
+            status,
+            code: body["code"].as_str().unwrap_or("unknown").to_string(),
+            detail: body["detail"].as_str().unwrap_or("").to_string(),
+            body,
+        }
+    }
+
     pub fn code(&self) -> Option<&str> {
         match self {
             SdkError::Problem { code, .. } => Some(code),

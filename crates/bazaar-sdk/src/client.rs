@@ -175,12 +175,7 @@ impl Client {
         let replayed = response.headers().get("idempotent-replayed").is_some();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         if status >= 400 {
-            return Err(SdkError::Problem {
-                status,
-                code: body["code"].as_str().unwrap_or("unknown").to_string(),
-                detail: body["detail"].as_str().unwrap_or("").to_string(),
-                body,
-            });
+            return Err(SdkError::problem(status, body));
         }
         Ok(Answer { body, replayed })
     }

@@ -122,12 +122,7 @@ fn answer(batch: Vec<Pending>, sent: Result<Answer, SdkError>) {
         let status = result["status"].as_u64().unwrap_or(500) as u16;
         let body = result["body"].clone();
         let _ = reply.send(if status >= 400 {
-            Err(SdkError::Problem {
-                status,
-                code: body["code"].as_str().unwrap_or("unknown").to_string(),
-                detail: body["detail"].as_str().unwrap_or("").to_string(),
-                body,
-            })
+            Err(SdkError::problem(status, body))
         } else {
             Ok(Answer { body, replayed: result["replayed"].as_bool().unwrap_or(false) })
         });
