@@ -1,0 +1,93 @@
+//! The seam a cluster plugs into, seen from one node: what it publishes after its own commits, what it does
+//! with another node's signals (and that it never publishes those again), how the reconciler's resync wakes
+//! its streams, and that a claim another node holds is answered 409.
+
+mod common;
+
+use bazaar_server::cluster::{Claim, Cluster, Signal};
+use common::{person, registry};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+
+/// A cluster that records what this node publishes and answers every claim `claims`.
+struct Recorder {
+    published: Mutex<Vec<Signal>>,
+    claims: Claim,
+}
+
+#[async_trait::async_trait]
+impl Cluster for Recorder {
+    fn node(&self) -> &str {
+        "recorder"
+    }
+    fn publish(&self, signal: Signal) {
+        self.published.lock().unwrap().push(signal);
+    }
+    async fn claim(&self, _key: &str) -> Claim {
+        self.claims
+    }
+    fn release(&self, _key: &str) {}
+    async fn holds(&self, _name: &str, _ttl: std::time::Duration) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_node_publishes_its_commits_applies_others_signals_without_echo_and_resyncs() {
+    let r = registry().await;
+    let recorder = Arc::new(Recorder { published: Mutex::default(), claims: Claim::Claimed });
+    assert!(r.state.attach_cluster(recorder.clone()));
+    let (ann, ben) = (person(&r, "ann").await, person(&r, "ben").await);
+    let room = r.room(&ann, "floor", false).await;
+    let (status, _) = r.post(&ben, &format!("/v1/channels/{room}/join"), json!({})).await;
+    assert_eq!(status, 200);
+    let message = r.say(&ann, &room, "lot 1").await;
+    let position = message["position"].as_u64().unwrap();
+    let published = recorder.published.lock().unwrap().clone();
+    assert!(
+        published
+            .iter()
+            .any(|s| matches!(s, Signal::Memberships { members } if members.iter().any(|m| m.as_str() == ben.id))),
+        "ben's join is told to the other nodes: {published:?}"
+    );
+    assert!(
+        published.iter().any(
+            |s| matches!(s, Signal::Message { channel, position: p } if channel.as_str() == room && *p == position)
+        ),
+        "the post is told to the other nodes: {published:?}"
+    );
+
+    // Another node's signals move this node's streams and are never published again from here.
+    let plane = r.state.plane().unwrap().clone();
+    let told = recorder.published.lock().unwrap().len();
+    let ben_id = bazaar_types::MemberId(ben.id.clone());
+    let epoch = plane.epoch(&ben_id);
+    let (mut wake, _following) = plane.follow(&ben_id);
+    wake.borrow_and_update();
+    bazaar_server::fanout::receive(&r.state, Signal::Memberships { members: vec![ben_id.clone()] });
+    assert_eq!(plane.epoch(&ben_id), epoch + 1, "ben's streams reload their stints");
+    assert!(wake.has_changed().unwrap(), "ben's streams wake");
+    let channel = message["channel"].clone();
+    let elsewhere = serde_json::from_value(json!({"kind": "message", "channel": channel, "position": position + 1}))
+        .expect("a signal as it travels");
+    bazaar_server::fanout::receive(&r.state, elsewhere);
+    assert_eq!(plane.head(), position + 1, "the log head follows another node's commit");
+    assert_eq!(recorder.published.lock().unwrap().len(), told, "nothing received is published again");
+
+    // The reconciler's resync: the log moved without a signal; every stream wakes and reloads.
+    wake.borrow_and_update();
+    plane.resync(position + 5);
+    assert_eq!(plane.head(), position + 5);
+    assert!(wake.has_changed().unwrap());
+    assert_eq!(plane.epoch(&ben_id), epoch + 2);
+}
+
+#[tokio::test]
+async fn a_key_another_node_is_working_on_is_answered_409_here() {
+    let r = registry().await;
+    assert!(r.state.attach_cluster(Arc::new(Recorder { published: Mutex::default(), claims: Claim::Busy })));
+    let ann = person(&r, "ann").await;
+    let key = "mint-busy-elsewhere";
+    let refused = r.operator.mint(&ann.id, 100, key).await.unwrap_err();
+    assert_eq!((refused.status(), refused.code()), (Some(409), Some("idempotency_in_flight")));
+}
