@@ -94,10 +94,11 @@ pub fn verify_history(registry: &str, history: &[KeyEntry]) -> Result<(), String
 
 /// The key with DID `did` that was current at `at_ms`, if any. Credentials
 /// carry whole seconds, so periods are compared at second granularity: the
-/// second in which a rotation happened belongs to both keys.
+/// second in which a rotation happened belongs to both keys. A peer publishes
+/// the periods, so any `i64` is read without overflow (saturating at the ends).
 pub fn key_valid_at<'a>(history: &'a [KeyEntry], did: &str, at_ms: i64) -> Option<&'a KeyEntry> {
-    let floor = |ms: i64| ms.div_euclid(1000) * 1000;
-    let ceil = |ms: i64| ms.saturating_add(999).div_euclid(1000) * 1000;
+    let floor = |ms: i64| ms.div_euclid(1000).saturating_mul(1000);
+    let ceil = |ms: i64| ms.saturating_add(999).div_euclid(1000).saturating_mul(1000);
     history.iter().find(|k| {
         k.did == did && floor(k.from_ms) <= at_ms && k.until_ms.is_none_or(|until| at_ms < ceil(until).max(until))
     })
