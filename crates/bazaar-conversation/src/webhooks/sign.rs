@@ -92,7 +92,8 @@ pub fn verify(
     body: &[u8],
     now_s: i64,
 ) -> Result<(), Refused> {
-    if (now_s - timestamp_s).abs() > TOLERANCE_S {
+    // `abs_diff`: the timestamp is the sender's, any i64, and must not overflow the check.
+    if now_s.abs_diff(timestamp_s) > TOLERANCE_S.unsigned_abs() {
         return Err(Refused::OutsideTolerance);
     }
     for secret in secrets {
