@@ -1,0 +1,227 @@
+//! The auditor the simulator runs after every step. Over the real store it
+//! checks: the event chain and every balance (`bazaar_store::audit`:
+//! conservation, floors, pending sums, each hold's postings); every contract
+//! balanced and holding exactly what its milestone holds still hold; every
+//! open dispute's subject and freeze untouched until execution, and nothing
+//! left frozen after it; each token, order, milestone release and dispute
+//! execution happening at most once (counted from the events); and the
+//! ledger never losing an acknowledged commit (the head it had is still there).
+
+use crate::flows::read_doc;
+use bazaar_core::dispute::{dispute_holds, Dispute, Phase, Subject};
+use bazaar_core::escrow::{milestone_hold, Contract, ContractState, MilestoneState};
+use bazaar_core::model::{Event, Hold, HoldState};
+use bazaar_store::Store;
+use bazaar_types::limits::PAGE_LIMIT_MAX;
+use bazaar_types::{ContractId, DisputeId, HoldId};
+use futures::executor::block_on;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub type Audit = Result<(), String>;
+
+/// What the auditor remembers between steps.
+#[derive(Default)]
+pub struct Auditor {
+    /// Events counted so far (all with `seq <= seen`).
+    seen: u64,
+    /// Each token's end (settled, voided or expired), by token id.
+    token_ends: BTreeMap<String, String>,
+    settled_orders: BTreeSet<String>,
+    released: BTreeSet<String>,
+    executed: BTreeSet<String>,
+    /// The last acknowledged head: (seq, hash). It must survive every crash.
+    acked_head: Option<(u64, String)>,
+    pub audits: u64,
+}
+
+fn err(what: impl std::fmt::Display) -> String {
+    what.to_string()
+}
+
+impl Auditor {
+    /// Every check, once.
+    pub fn check(&mut self, store: &dyn Store, contracts: &[ContractId], disputes: &[DisputeId]) -> Audit {
+        self.audits += 1;
+        let report = block_on(bazaar_store::audit::audit(store, &|_| {})).map_err(err)?;
+        if !report.ok || report.balance_sum_minor != 0 {
+            return Err(format!("ledger audit: {:?} (sum {})", report.problems, report.balance_sum_minor));
+        }
+        self.durable(store)?;
+        self.once(store)?;
+        let holds = all_holds(store)?;
+        for id in contracts {
+            if let Some(c) = read_doc::<Contract>(store, id).map_err(err)? {
+                check_contract(&c, &holds)?;
+            }
+        }
+        for id in disputes {
+            if let Some(d) = read_doc::<Dispute>(store, id).map_err(err)? {
+                check_dispute(store, &d, &holds)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many subjects were seen to happen once: settled orders, ended tokens, released milestones, executed disputes.
+    pub fn once_counts(&self) -> [(&'static str, u64); 4] {
+        [
+            ("orders settled", self.settled_orders.len() as u64),
+            ("tokens ended", self.token_ends.len() as u64),
+            ("milestones released", self.released.len() as u64),
+            ("disputes executed", self.executed.len() as u64),
+        ]
+    }
+
+    /// Remembers the head after a commit a client was told of.
+    pub fn acked(&mut self, store: &dyn Store) -> Audit {
+        let head = block_on(store.head()).map_err(err)?;
+        self.acked_head = Some((head.seq, head.hash));
+        Ok(())
+    }
+
+    /// The acknowledged head is still in the chain, with the same hash.
+    fn durable(&self, store: &dyn Store) -> Audit {
+        let Some((seq, hash)) = &self.acked_head else { return Ok(()) };
+        let found = block_on(store.events(seq - 1, 1)).map_err(err)?;
+        match found.first() {
+            Some(e) if e.seq == *seq && &e.hash == hash => Ok(()),
+            other => {
+                Err(format!("acknowledged event {seq} ({hash}) is gone: found {:?}", other.map(|e| (e.seq, &e.hash))))
+            }
+        }
+    }
+
+    /// Counts the new events: nothing that runs once ran twice.
+    fn once(&mut self, store: &dyn Store) -> Audit {
+        loop {
+            let page = block_on(store.events(self.seen, PAGE_LIMIT_MAX)).map_err(err)?;
+            let Some(last) = page.last() else { return Ok(()) };
+            self.seen = last.seq;
+            for e in &page {
+                self.count(e)?;
+            }
+        }
+    }
+
+    fn count(&mut self, e: &Event) -> Audit {
+        let field = |name: &str| e.body.get(name).map(|v| v.to_string()).unwrap_or_default();
+        let twice = |what: &str, key: &str| Err(format!("{what} {key} happened twice (event {})", e.seq));
+        match e.kind.as_str() {
+            "settlement.posted" => {
+                let order = format!("{} {}", field("merchant"), field("order_id"));
+                if !self.settled_orders.insert(order.clone()) {
+                    return twice("settlement of order", &order);
+                }
+                self.end_token(field("jti"), e)
+            }
+            "hold.voided" | "hold.expired" => self.end_token(field("jti"), e),
+            "milestone.released" => {
+                let key = format!("{} {}", field("contract"), field("milestone"));
+                if !self.released.insert(key.clone()) {
+                    return twice("release of milestone", &key);
+                }
+                Ok(())
+            }
+            "dispute.executed" => {
+                let key = field("dispute");
+                if !self.executed.insert(key.clone()) {
+                    return twice("execution of dispute", &key);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn end_token(&mut self, jti: String, e: &Event) -> Audit {
+        if jti.is_empty() {
+            return Err(format!("event {} ({}) names no token: {}", e.seq, e.kind, e.body));
+        }
+        if let Some(before) = self.token_ends.insert(jti.clone(), e.kind.clone()) {
+            return Err(format!("token {jti} ended twice: {before}, then {} (event {})", e.kind, e.seq));
+        }
+        Ok(())
+    }
+}
+
+fn all_holds(store: &dyn Store) -> Result<BTreeMap<HoldId, Hold>, String> {
+    let mut holds = BTreeMap::new();
+    let mut after = String::new();
+    loop {
+        let page = block_on(store.holds(&after, PAGE_LIMIT_MAX)).map_err(err)?;
+        let Some(last) = page.last() else { return Ok(holds) };
+        after = last.id.0.clone();
+        holds.extend(page.into_iter().map(|h| (h.id.clone(), h)));
+    }
+}
+
+/// Held = what the document says is still held; each milestone's hold agrees with its state.
+fn check_contract(c: &Contract, holds: &BTreeMap<HoldId, Hold>) -> Audit {
+    if !c.balanced() {
+        return Err(format!("contract {} out of balance: {c:?}", c.id));
+    }
+    let mut pending = 0;
+    for m in &c.milestones {
+        let id = milestone_hold(&c.id, m.index);
+        let hold = holds.get(&id).ok_or_else(|| format!("contract {}: milestone hold {id} missing", c.id))?;
+        if hold.amount != m.amount {
+            return Err(format!("contract {} milestone {}: holds {} for {}", c.id, m.index, hold.amount, m.amount));
+        }
+        let live = matches!(m.state, MilestoneState::Pending | MilestoneState::Delivered | MilestoneState::Disputed);
+        let open = matches!(c.state, ContractState::Offered | ContractState::Accepted | ContractState::Completed);
+        if open && live != (hold.state == HoldState::Pending) {
+            return Err(format!(
+                "contract {} milestone {} is {:?} but its hold is {:?}",
+                c.id, m.index, m.state, hold.state
+            ));
+        }
+        if hold.state == HoldState::Pending {
+            pending += hold.amount.0;
+        }
+    }
+    if pending != c.held().0 {
+        return Err(format!("contract {}: says it holds {} but its holds hold {pending}", c.id, c.held()));
+    }
+    Ok(())
+}
+
+/// An open dispute's subject and freeze are untouched; an executed one leaves nothing frozen.
+fn check_dispute(store: &dyn Store, d: &Dispute, holds: &BTreeMap<HoldId, Hold>) -> Audit {
+    let [balance, stake, bond] = dispute_holds(&d.id);
+    let executed = d.phase == Phase::Executed;
+    let frozen = [
+        (balance, d.frozen.balance),
+        (stake, d.frozen.stake),
+        (bond, d.appeal.as_ref().map(|a| a.bond).unwrap_or_default()),
+    ];
+    for (id, amount) in frozen {
+        match holds.get(&id) {
+            Some(h) if executed && h.state == HoldState::Pending => {
+                return Err(format!("dispute {} executed but {id} is still held", d.id))
+            }
+            Some(h) if !executed && (h.state != HoldState::Pending || h.amount != amount) => {
+                return Err(format!("dispute {} open but {id} moved: {h:?} (froze {amount})", d.id))
+            }
+            None if amount.0 > 0 && !executed => {
+                return Err(format!("dispute {} froze {amount} but {id} is missing", d.id))
+            }
+            _ => {}
+        }
+    }
+    if let Subject::Milestone { contract, index } = &d.subject {
+        let c = read_doc::<Contract>(store, contract)
+            .map_err(err)?
+            .ok_or_else(|| format!("dispute {}: contract {contract} missing", d.id))?;
+        let m = &c.milestones[*index as usize];
+        let hold = &holds[&milestone_hold(contract, *index)];
+        let (want, pending) =
+            if executed { (MilestoneState::Resolved, false) } else { (MilestoneState::Disputed, true) };
+        if d.frozen.escrow.0 > 0 && (m.state != want || (hold.state == HoldState::Pending) != pending) {
+            return Err(format!(
+                "dispute {} ({:?}): milestone {index} is {:?}, its hold {:?}",
+                d.id, d.phase, m.state, hold.state
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! A seeded, deterministic fault simulator over Bazaar's money flows, in the
+//! manner of TigerBeetle's VOPR: one generator from the seed drives clients
+//! (paid calls, escrow, disputes with appeals, stake), the sweeper's due work
+//! and every fault, against the real core, the real group-commit writer and a
+//! real SQLite file behind a fault-injecting engine; an auditor checks the
+//! ledger after every step. A seed replays bit for bit.
+
+pub mod auditor;
+pub mod cast;
+pub mod fault;
+pub mod flows;
+pub mod rng;
+pub mod sim;
+
+pub use fault::Plant;
+pub use sim::{Failure, Faults, Options, Report, Sim};
+
+/// Runs one seed in a fresh file under `dir`.
+pub fn run(opts: Options, dir: &std::path::Path) -> Result<Report, Failure> {
+    Sim::new(opts, dir)?.run()
+}
