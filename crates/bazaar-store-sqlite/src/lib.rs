@@ -57,7 +57,17 @@ fn unavailable(error: rusqlite::Error) -> StoreError {
 }
 
 fn open(path: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open(path).map_err(unavailable)?;
+    open_via(path, None)
+}
+
+/// Opens a connection to `path` through the SQLite VFS named `vfs` (the
+/// platform's default when `None`), with the same pragmas either way.
+fn open_via(path: &Path, vfs: Option<&str>) -> Result<Connection, StoreError> {
+    let conn = match vfs {
+        None => Connection::open(path),
+        Some(vfs) => Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), vfs),
+    }
+    .map_err(unavailable)?;
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;
@@ -135,7 +145,29 @@ fn spawn_checkpointer(conn: Connection) -> std::sync::mpsc::Sender<()> {
 impl SqliteStore {
     /// Opens (creating and migrating) the database file `path`.
     pub fn open(path: impl Into<PathBuf>, config: Config, clock: Arc<dyn Clock>) -> Result<SqliteStore, StoreError> {
-        let path = path.into();
+        SqliteStore::open_store(path.into(), None, config, clock)
+    }
+
+    /// Opens `path` as [`SqliteStore::open`] does, but every connection
+    /// (writer, readers, checkpointer, search tally) goes through the SQLite
+    /// VFS registered as `vfs`. For tests that put the store on a simulated
+    /// disk (the power-loss test); the pragmas are the same as in production.
+    pub fn open_with_vfs(
+        path: impl Into<PathBuf>,
+        vfs: &str,
+        config: Config,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_store(path.into(), Some(vfs), config, clock)
+    }
+
+    fn open_store(
+        path: PathBuf,
+        vfs: Option<&str>,
+        config: Config,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SqliteStore, StoreError> {
+        let open = |path: &Path| open_via(path, vfs);
         let mut conn = open(&path)?;
         migrate(&mut conn)?;
         conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")).map_err(unavailable)?;
