@@ -102,6 +102,15 @@ pub enum Aim {
     At(FileKind, OpKind),
 }
 
+impl Aim {
+    fn matches(self, file: FileKind, op: OpKind) -> bool {
+        match self {
+            Aim::Any => true,
+            Aim::At(f, o) => (f, o) == (file, op),
+        }
+    }
+}
+
 /// A cut waiting to happen.
 pub(crate) struct Armed {
     aim: Aim,
@@ -222,6 +231,8 @@ pub(crate) struct State {
     pub(crate) ops: u64,
     pub(crate) counts: OpCounts,
     pub(crate) armed: Option<Armed>,
+    /// The next operation this matches fails, with the power on.
+    pub(crate) failing: Option<Aim>,
     pub(crate) cut: Option<CutReport>,
 }
 
@@ -241,6 +252,7 @@ impl Volume {
             ops: 0,
             counts: OpCounts::default(),
             armed: None,
+            failing: None,
             cut: None,
         };
         Volume { name: name.to_string(), state: Mutex::new(state) }
@@ -274,6 +286,13 @@ impl Volume {
         self.lock().armed = Some(Armed { aim, remaining: after.max(1), mode, rng });
     }
 
+    /// Fails the next operation `aim` matches with an I/O error, the power
+    /// staying on. A failed sync loses the file's unsynced writes for good
+    /// (they stay readable, as in a page cache, until the power goes).
+    pub fn fail_next(&self, aim: Aim) {
+        self.lock().failing = Some(aim);
+    }
+
     /// The cut, once it happened.
     pub fn cut(&self) -> Option<CutReport> {
         self.lock().cut.clone()
@@ -286,19 +305,27 @@ impl Volume {
 }
 
 impl State {
-    /// Counts a mutating operation; fails it if the power is (or now goes) off.
-    pub(crate) fn mutate(&mut self, file: FileKind, op: OpKind) -> Result<(), c_int> {
+    /// Counts a mutating operation on `name`; fails it if the power is (or now
+    /// goes) off, or if it is the one [`Volume::fail_next`] aimed at.
+    pub(crate) fn mutate(&mut self, name: &str, file: FileKind, op: OpKind) -> Result<(), c_int> {
         if self.cut.is_some() {
             return Err(ffi::SQLITE_IOERR);
         }
         self.ops += 1;
         *self.counts.0.entry((file, op)).or_default() += 1;
+        if self.failing.is_some_and(|aim| aim.matches(file, op)) {
+            self.failing = None;
+            if op == OpKind::Sync {
+                // As Linux does after a failed fsync: the pages are marked clean,
+                // so what was not yet synced never reaches the disk.
+                if let Some(node) = self.files.get_mut(name) {
+                    node.unsynced.clear();
+                }
+            }
+            return Err(ffi::SQLITE_IOERR);
+        }
         let Some(armed) = &mut self.armed else { return Ok(()) };
-        let aimed = match armed.aim {
-            Aim::Any => true,
-            Aim::At(f, o) => (f, o) == (file, op),
-        };
-        if aimed {
+        if armed.aim.matches(file, op) {
             armed.remaining -= 1;
         }
         if armed.remaining == 0 {
@@ -376,5 +403,102 @@ fn keep_some(bytes: &mut Vec<u8>, op: &Unsynced, percent: u64, rng: &mut Rng, re
         0 => report.dropped += 1,
         k if k == pieces => report.kept += 1,
         _ => report.torn += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seeds tried by the harsh-cut test.
+    const SEEDS: u64 = 64;
+
+    fn volume_with(name: &str, durable: &[u8], dirsync_on_sync: bool) -> Volume {
+        let volume = Volume::new("v", Syncs::Honoured);
+        let mut node = Node::new(FileKind::of(name), dirsync_on_sync);
+        node.live = durable.to_vec();
+        node.durable = durable.to_vec();
+        node.entry_durable = true;
+        volume.lock().files.insert(name.into(), node);
+        volume
+    }
+
+    fn write(volume: &Volume, name: &str, offset: u64, data: &[u8]) {
+        let mut state = volume.lock();
+        state.mutate(name, FileKind::of(name), OpKind::Write).expect("power on");
+        let node = state.files.get_mut(name).expect("file");
+        write_at(&mut node.live, offset, data);
+        node.unsynced.push(Unsynced::Write { offset, data: data.to_vec() });
+    }
+
+    fn cut_now(volume: &Volume, mode: CutMode, seed: u64) -> CutReport {
+        let mut state = volume.lock();
+        state.armed = Some(Armed { aim: Aim::Any, remaining: 1, mode, rng: Rng::new(seed) });
+        assert!(state.mutate("a.db", FileKind::Db, OpKind::Sync).is_err(), "the cut fails the operation it falls on");
+        assert!(state.mutate("a.db", FileKind::Db, OpKind::Write).is_err(), "and every one after");
+        state.cut.clone().expect("cut")
+    }
+
+    #[test]
+    fn a_clean_cut_keeps_exactly_what_was_synced() {
+        let volume = volume_with("a.db", &[1; 1024], false);
+        write(&volume, "a.db", 0, &[2; 512]);
+        let cut = cut_now(&volume, CutMode::Clean, 1);
+        assert_eq!(cut.image["a.db"], vec![1; 1024]);
+        assert_eq!((cut.db_unsynced, cut.kept, cut.torn, cut.dropped), (1, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_harsh_cut_tears_only_between_sectors() {
+        let old = vec![1u8; 4 * SECTOR as usize];
+        let (mut torn, mut kept, mut dropped) = (0, 0, 0);
+        for seed in 0..SEEDS {
+            let volume = volume_with("a.db", &old, false);
+            // Starts and ends mid-sector: the first and last pieces are partial sectors.
+            write(&volume, "a.db", 100, &[2; 3 * SECTOR as usize]);
+            let cut = cut_now(&volume, CutMode::Harsh, seed);
+            let image = &cut.image["a.db"];
+            assert_eq!(image.len(), old.len());
+            for sector in image.chunks(SECTOR as usize) {
+                let first = &sector[..100];
+                let rest = &sector[100..];
+                assert!(first.iter().all(|&b| b == first[0]) && rest.iter().all(|&b| b == rest[0]));
+            }
+            assert!(image[..100].iter().all(|&b| b == 1), "bytes no write covered stay as they were");
+            (torn, kept, dropped) = (torn + cut.torn, kept + cut.kept, dropped + cut.dropped);
+        }
+        assert!(torn > 0 && kept > 0 && dropped > 0, "torn {torn}, kept {kept}, dropped {dropped}");
+    }
+
+    #[test]
+    fn a_new_file_survives_only_once_its_directory_entry_is_synced() {
+        let volume = Volume::new("v", Syncs::Honoured);
+        volume.lock().files.insert("a.db-wal".into(), Node::new(FileKind::Wal, true));
+        volume.lock().files.insert("b.db".into(), Node::new(FileKind::Db, false));
+        for name in ["a.db-wal", "b.db"] {
+            write(&volume, name, 0, b"frame");
+            let mut state = volume.lock();
+            let node = state.files.get_mut(name).expect("file");
+            for op in node.unsynced.drain(..) {
+                apply(&mut node.durable, &op);
+            }
+            node.entry_durable |= node.dirsync_on_sync;
+        }
+        let cut = cut_now(&volume, CutMode::Clean, 1);
+        assert_eq!(
+            cut.image.get("a.db-wal").map(Vec::as_slice),
+            Some(&b"frame"[..]),
+            "a WAL's first sync syncs its entry"
+        );
+        assert!(!cut.image.contains_key("b.db"), "a new database file needs a directory sync");
+    }
+
+    #[test]
+    fn syncs_that_are_ignored_keep_nothing() {
+        let volume = volume_with("a.db", &[], false);
+        volume.lock().syncs = Syncs::Ignored;
+        write(&volume, "a.db", 0, b"acknowledged");
+        let cut = cut_now(&volume, CutMode::Clean, 1);
+        assert!(cut.image["a.db"].is_empty());
     }
 }

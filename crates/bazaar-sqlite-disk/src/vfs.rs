@@ -278,7 +278,7 @@ fn with_node<T>(
     }
     if let Some(op) = op {
         // Counted while the node is still in place, so a cut sees every file.
-        state.mutate(kind, op).map_err(|_| error)?;
+        state.mutate(name, kind, op).map_err(|_| error)?;
     }
     let mut node = state.files.remove(name).ok_or(error)?;
     let result = f(&mut state, &mut node);

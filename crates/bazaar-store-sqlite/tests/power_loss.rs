@@ -587,3 +587,54 @@ fn without_fsync_acknowledged_payments_are_lost() {
         assert!(lost.contains(&cycle), "control cycle {cycle} lost nothing acknowledged: {summary}");
     }
 }
+
+/// Sends one call and keeps its answer.
+async fn send(f: &Fixture, (what, command): (What, Command)) -> Sent {
+    let answer = f.store.submit(command.clone()).await.ok();
+    Sent { what, command, answer }
+}
+
+/// A failed fsync (the power staying on, the unsynced pages lost as Linux
+/// loses them) fails its batch; the writer goes on, the client's retry
+/// settles, and after a later power cut everything acknowledged is there.
+#[test]
+fn a_failed_fsync_is_not_acknowledged_and_the_writer_carries_on() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let name = format!("fsync-{}", std::process::id());
+    let volume = disk().volume(&name, Syncs::Honoured);
+    let run = runtime.block_on(async {
+        let clock = Arc::new(ManualClock::new(EPOCH));
+        let store = SqliteStore::open_with_vfs(volume.path(DB), &disk().name, test_config(), clock.clone()).unwrap();
+        let f = Fixture::new(Arc::new(store), clock, registry_key()).await;
+        let owner = f.owner("owner").await;
+        let buyer = f.agent(&owner, "buyer").await;
+        let seller = f.owner("seller").await;
+        let cast = Cast { owner, buyer, merchant: f.agent(&seller, "merchant").await };
+        volume.flush_all();
+        let mut sent = Vec::new();
+        for call in setup_calls(&f.operator, &cast, "lane-0") {
+            sent.push(send(&f, call).await);
+        }
+        for n in 0..3 {
+            let [issue, settle] = payment(&f, &cast, 0, n, PRICE_MAX);
+            sent.push(send(&f, issue).await);
+            if n == 1 {
+                volume.fail_next(Aim::At(FileKind::Wal, OpKind::Sync));
+                let failed = f.store.submit(settle.1.clone()).await;
+                assert!(failed.is_err(), "a batch whose fsync failed was acknowledged: {failed:?}");
+            }
+            sent.push(send(&f, settle).await);
+        }
+        let unanswered: Vec<_> = sent.iter().filter(|s| !s.acknowledged()).map(|s| s.what.clone()).collect();
+        assert!(unanswered.is_empty(), "after a failed fsync the writer refused {unanswered:?}");
+        volume.arm(Aim::Any, 1, CutMode::Clean, Rng::new(1));
+        assert!(f.store.submit(setup_calls(&f.operator, &cast, "after").remove(0).1).await.is_err());
+        Run { operator: f.operator.clone(), lanes: vec![(cast, sent)], cut: volume.cut().expect("cut"), wal_syncs: 0 }
+    });
+    disk().drop_volume(&name);
+    let mut figures = Figures::default();
+    let dir = scratch("fsync", 0);
+    recover(&runtime, &run, &dir, 0, &mut figures);
+    assert!(figures.problems.is_empty(), "{:#?}", figures.problems);
+    std::fs::remove_dir_all(&dir).ok();
+}
