@@ -123,8 +123,8 @@ pub(crate) struct Armed {
 #[derive(Clone, Debug)]
 pub struct CutReport {
     pub mode: CutMode,
-    /// The operation the cut fell on (it did not happen).
-    pub at: (FileKind, OpKind),
+    /// The operation the cut fell on (it did not happen); none for [`Volume::cut_now`].
+    pub at: Option<(FileKind, OpKind)>,
     /// Mutating operations before the cut.
     pub ops_before: u64,
     /// Unsynced writes to the WAL at the cut: a commit was being written.
@@ -286,6 +286,15 @@ impl Volume {
         self.lock().armed = Some(Armed { aim, remaining: after.max(1), mode, rng });
     }
 
+    /// Cuts the power now, between operations, unless it is already off.
+    pub fn cut_now(&self, mode: CutMode, rng: Rng) {
+        let mut state = self.lock();
+        if state.cut.is_none() {
+            state.armed = None;
+            state.cut = Some(state.power_cut(mode, rng, None));
+        }
+    }
+
     /// Fails the next operation `aim` matches with an I/O error, the power
     /// staying on. A failed sync loses the file's unsynced writes for good
     /// (they stay readable, as in a page cache, until the power goes).
@@ -330,19 +339,19 @@ impl State {
         }
         if armed.remaining == 0 {
             let Armed { mode, rng, .. } = self.armed.take().expect("armed");
-            self.cut = Some(self.power_cut(mode, rng, (file, op)));
+            self.cut = Some(self.power_cut(mode, rng, Some((file, op))));
             return Err(ffi::SQLITE_IOERR);
         }
         Ok(())
     }
 
-    fn power_cut(&self, mode: CutMode, mut rng: Rng, at: (FileKind, OpKind)) -> CutReport {
+    fn power_cut(&self, mode: CutMode, mut rng: Rng, at: Option<(FileKind, OpKind)>) -> CutReport {
         let unsynced =
             |kind: FileKind| self.files.values().filter(|n| n.kind == kind).map(|n| n.unsynced.len()).sum::<usize>();
         let mut report = CutReport {
             mode,
             at,
-            ops_before: self.ops - 1,
+            ops_before: self.ops - u64::from(at.is_some()),
             wal_unsynced: unsynced(FileKind::Wal),
             db_unsynced: unsynced(FileKind::Db),
             kept: 0,
