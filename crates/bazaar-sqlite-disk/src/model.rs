@@ -50,6 +50,9 @@ pub enum CutMode {
     /// with the cut's probability, applied in order: a disk that reorders its
     /// cache and tears writes at sector boundaries.
     Harsh,
+    /// All of them: the process died, the kernel and the disk did not, so
+    /// everything written (synced or not) and every file created is there.
+    ProcessCrash,
 }
 
 /// What `xSync` does.
@@ -366,6 +369,8 @@ impl State {
         names.dedup();
         for name in names {
             let bytes = match self.files.get(name) {
+                Some(node) if mode == CutMode::ProcessCrash => node.live.clone(),
+                None if mode == CutMode::ProcessCrash => continue,
                 Some(node) if node.entry_durable => {
                     let mut bytes = node.durable.clone();
                     if mode == CutMode::Harsh {
@@ -500,6 +505,17 @@ mod tests {
             "a WAL's first sync syncs its entry"
         );
         assert!(!cut.image.contains_key("b.db"), "a new database file needs a directory sync");
+    }
+
+    #[test]
+    fn a_process_crash_keeps_everything_written() {
+        let volume = volume_with("a.db", &[1; 16], false);
+        volume.lock().files.insert("a.db-wal".into(), Node::new(FileKind::Wal, true));
+        write(&volume, "a.db", 0, &[2; 8]);
+        write(&volume, "a.db-wal", 0, b"frame");
+        let cut = cut_now(&volume, CutMode::ProcessCrash, 1);
+        assert_eq!(cut.image["a.db"], [[2; 8], [1; 8]].concat());
+        assert_eq!(cut.image["a.db-wal"], b"frame");
     }
 
     #[test]

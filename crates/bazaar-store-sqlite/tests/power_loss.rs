@@ -52,7 +52,9 @@ const _: () = assert!(AIMS[0].0 + AIMS[1].0 + AIMS[2].0 + AIMS[3].0 == 100);
 /// The span of an unaimed cut, in mutating operations after setup.
 const CUT_OPS_MAX: u64 = 1_200;
 /// Percent of cycles cut in the harsh mode (unsynced sectors kept at random).
-const HARSH_PERCENT: u64 = 50;
+const HARSH_PERCENT: u64 = 45;
+/// Percent of cycles that are a process crash (everything written is kept), not a power cut.
+const CRASH_PERCENT: u64 = 10;
 /// What each lane's owner mints and funds its buyer with.
 const FUNDS: u64 = 10_000_000;
 /// The dearest payment; each is between half of it and all of it.
@@ -121,6 +123,7 @@ struct Figures {
     unanswered_but_durable: u64,
     unanswered: u64,
     harsh: u64,
+    crashes: u64,
     torn_writes: u64,
     dropped_writes: u64,
     kept_writes: u64,
@@ -472,6 +475,7 @@ fn tally(figures: &mut Figures, run: &Run) {
         }
     }
     figures.harsh += u64::from(cut.mode == CutMode::Harsh);
+    figures.crashes += u64::from(cut.mode == CutMode::ProcessCrash);
     figures.torn_writes += cut.torn as u64;
     figures.dropped_writes += cut.dropped as u64;
     figures.kept_writes += cut.kept as u64;
@@ -492,9 +496,13 @@ struct Cut {
     mode: CutMode,
 }
 
-/// A cut as `AIMS` and `HARSH_PERCENT` say.
+/// A cut as `AIMS`, `HARSH_PERCENT` and `CRASH_PERCENT` say.
 fn any_cut(rng: &mut Rng) -> Cut {
-    let mode = if rng.percent(HARSH_PERCENT) { CutMode::Harsh } else { CutMode::Clean };
+    let mode = match rng.below(100) {
+        roll if roll < HARSH_PERCENT => CutMode::Harsh,
+        roll if roll < HARSH_PERCENT + CRASH_PERCENT => CutMode::ProcessCrash,
+        _ => CutMode::Clean,
+    };
     let mut roll = rng.below(100);
     for (percent, aim, high) in AIMS {
         if roll < percent {
@@ -538,7 +546,7 @@ fn power_loss_cycles(test: &str, seed: u64, cycles: u64, syncs: Syncs, choose: f
 fn summary(test: &str, seed: u64, figures: &Figures, elapsed: std::time::Duration) -> String {
     format!(
         "{test}: seed {seed} ({SEED_ENV}={seed} replays it): {} cycles in {:.1} s ({:.1} s running, {:.1} s recovering); acknowledged calls {} \
-         (settlements {}); unanswered {} of which durable {}; harsh cuts {} (writes kept {}, torn {}, dropped {}; \
+         (settlements {}); unanswered {} of which durable {}; process crashes {}; harsh cuts {} (writes kept {}, torn {}, dropped {}; \
          cycles with a torn write {}); cut mid-commit {}, mid-checkpoint {}; cut at {:?}; problems {} {:?}",
         figures.cycles,
         elapsed.as_secs_f64(),
@@ -548,6 +556,7 @@ fn summary(test: &str, seed: u64, figures: &Figures, elapsed: std::time::Duratio
         figures.acknowledged_settlements,
         figures.unanswered,
         figures.unanswered_but_durable,
+        figures.crashes,
         figures.harsh,
         figures.kept_writes,
         figures.torn_writes,
