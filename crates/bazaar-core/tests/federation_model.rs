@@ -359,6 +359,48 @@ fn a_lost_answer_is_replayed_not_settled_twice() {
     assert_eq!(world.a.balance(&AccountId::corridor(&world.b.registry.id)), World::amount(0).0 as i128);
 }
 
+/// The answer to the first call is lost and B cannot reach A again until A has pruned the call's
+/// idempotency record (a day later): A then refuses `token_settled` with its original settlement
+/// attached, which B must record as this relay settled — not failed, with the buyer's money in the
+/// corridor and the merchant never paid. (Found by bazaar-sim.)
+#[test]
+fn a_relay_retried_after_the_issuer_forgot_the_call_settles_once() {
+    let mut world = world();
+    world.apply(&Step::Issue(0));
+    world.apply(&Step::Present(0));
+    world.apply(&Step::Call { order: 0, lose_request: false, lose_answer: true });
+    assert_eq!(world.a.db.rows.settlements_by_token.len(), 1, "A settled");
+    world.a.db.rows.idem.clear();
+    world.apply(&Step::Call { order: 0, lose_request: false, lose_answer: false });
+    world.check(true);
+    assert_eq!(world.b.db.rows.settlements_by_token.len(), 1, "B paid its merchant");
+    // A `token_settled` whose attached settlement is not this relay's (another amount) still fails it.
+    world.apply(&Step::Issue(1));
+    world.apply(&Step::Present(1));
+    world.apply(&Step::Call { order: 1, lose_request: false, lose_answer: true });
+    let claims = world.tokens[&1].clone();
+    let relay = world.b.db.rows.docs.get(&(DocKind::Relay, claims.jti.to_string()));
+    let relay = decode::<Relay>(relay.expect("relay of order 1")).unwrap();
+    let op = Op::Federation(federation::Op::SettleRelayed {
+        claims: claims.clone(),
+        amount: relay.amount,
+        order_id: relay.order_id.clone(),
+    });
+    let actor = world.peer_b_on_a.clone();
+    let mut refusal = world.a.run(Command { actor, idem: None, op }, world.now).outcome.unwrap_err();
+    assert_eq!(refusal.code.as_str(), "token_settled");
+    refusal.facts["amount_minor"] = serde_json::json!(relay.amount.0 - 1);
+    let finish = Op::Federation(federation::Op::RelayFinish {
+        jti: relay.jti.clone(),
+        merchant: relay.merchant.clone(),
+        issuer: relay.issuer.clone(),
+        result: RelayResult::Refused(refusal),
+    });
+    let registry = world.b.registry.clone();
+    let shown = world.b.ok(&registry, finish, world.now);
+    assert_eq!(shown["state"], "failed", "another amount's settlement is not this relay's: {shown}");
+}
+
 /// A's corridor terms for B bound each token and what A may come to owe B.
 #[test]
 fn corridor_limits_are_enforced_when_the_token_is_issued() {

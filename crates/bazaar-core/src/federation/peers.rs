@@ -444,6 +444,14 @@ impl Batch<'_> {
                 self.update_due(&relay, Some(self.now.plus_s(wait)));
                 Ok(relay.status().into())
             }
+            // The issuer settled this very relay on an earlier call whose answer was lost, and has
+            // since forgotten that call (its idempotency record expired): it refuses `token_settled`
+            // with that settlement attached. The money is in the corridor; pay the merchant.
+            RelayResult::Refused(refusal) if settled_earlier(&relay, refusal) => {
+                let mut receipt = refusal.facts.clone();
+                receipt["corridor_minor"] = json!(relay.amount);
+                Ok(self.relay_settled(command, relay, &receipt)?.into())
+            }
             RelayResult::Refused(refusal) => {
                 relay.state = RelayState::Failed;
                 relay.failure = Some(refusal.clone());
@@ -495,6 +503,17 @@ impl Batch<'_> {
         self.emit(command, &events::RelaySettled { settlement: settlement.clone(), relayed: relayed.clone() });
         Ok(RelayPaid { settlement, relayed })
     }
+}
+
+/// A `token_settled` refusal whose attached original settlement is this relay's own: the same
+/// token, order, merchant and amount.
+fn settled_earlier(relay: &Relay, refusal: &Refusal) -> bool {
+    let original = &refusal.facts;
+    refusal.code == Code::TokenSettled
+        && original["jti"] == json!(relay.jti)
+        && original["order_id"] == json!(relay.order_id)
+        && original["merchant"] == json!(relay.merchant)
+        && original["amount_minor"] == json!(relay.amount)
 }
 
 // ---- passports -----------------------------------------------------------------
