@@ -10,10 +10,12 @@
 use crate::flows::read_doc;
 use bazaar_core::dispute::{dispute_holds, Dispute, Phase, Subject};
 use bazaar_core::escrow::{milestone_hold, Contract, ContractState, MilestoneState};
+use bazaar_core::federation::{Relay, RelayState};
 use bazaar_core::model::{Event, Hold, HoldState};
+use bazaar_core::token::TokenClaims;
 use bazaar_store::Store;
 use bazaar_types::limits::PAGE_LIMIT_MAX;
-use bazaar_types::{ContractId, DisputeId, HoldId};
+use bazaar_types::{AccountId, ContractId, DisputeId, HoldId, MemberId};
 use futures::executor::block_on;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -222,6 +224,63 @@ fn check_dispute(store: &dyn Store, d: &Dispute, holds: &BTreeMap<HoldId, Hold>)
                 d.id, d.phase, m.state, hold.state
             ));
         }
+    }
+    Ok(())
+}
+
+fn balance(store: &dyn Store, account: &AccountId) -> Result<i128, String> {
+    Ok(block_on(store.account(account)).map_err(err)?.map(|a| a.balance()).unwrap_or(0))
+}
+
+/// The corridor between the home registry (which issued `tokens`) and the peer (where `shop` sells):
+/// the peer credits nothing home has not settled, and for the same amount; each side's corridor account
+/// holds exactly what it settled. `quiet` (nothing pending any more): every relay settled on one side is
+/// settled on the other, and the two corridors mirror each other.
+pub fn check_corridors(
+    home: &dyn Store,
+    peer: &dyn Store,
+    tokens: &[TokenClaims],
+    shop: &MemberId,
+    quiet: bool,
+) -> Audit {
+    let Some(first) = tokens.first() else { return Ok(()) };
+    let peer_id = first.via.clone().ok_or("a relayed token names its corridor")?;
+    let (mut at_home, mut at_peer) = (0i128, 0i128);
+    for claims in tokens {
+        let view = block_on(home.token(&claims.jti)).map_err(err)?;
+        let home_paid = view.and_then(|v| v.settlement).map(|s| s.amount.0);
+        let peer_paid = block_on(peer.settlement_by_order(shop, &claims.ord)).map_err(err)?.map(|s| s.amount.0);
+        if peer_paid.is_some() && peer_paid != home_paid {
+            return Err(format!("token {}: the peer credited {peer_paid:?}, home settled {home_paid:?}", claims.jti));
+        }
+        if quiet {
+            if home_paid.is_some() != peer_paid.is_some() {
+                return Err(format!(
+                    "token {}: settled on one side only (home {home_paid:?}, peer {peer_paid:?})",
+                    claims.jti
+                ));
+            }
+            if let Some(relay) = read_doc::<Relay>(peer, claims.jti.as_str()).map_err(err)? {
+                if relay.state == RelayState::Pending || (relay.state == RelayState::Settled) != peer_paid.is_some() {
+                    return Err(format!(
+                        "token {}: relay {:?} but the peer credited {peer_paid:?}",
+                        claims.jti, relay.state
+                    ));
+                }
+            }
+        }
+        at_home += home_paid.unwrap_or(0) as i128;
+        at_peer += peer_paid.unwrap_or(0) as i128;
+    }
+    let corridor_home = balance(home, &AccountId::corridor(&peer_id))?;
+    let corridor_peer = balance(peer, &AccountId::corridor(&first.iss))?;
+    if corridor_home != at_home || corridor_peer != -at_peer {
+        return Err(format!(
+            "corridors: home's holds {corridor_home} for {at_home} settled, the peer's {corridor_peer} for {at_peer} credited"
+        ));
+    }
+    if quiet && corridor_home != -corridor_peer {
+        return Err(format!("corridors do not mirror at the end: home {corridor_home}, peer {corridor_peer}"));
     }
     Ok(())
 }

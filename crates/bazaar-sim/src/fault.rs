@@ -51,7 +51,8 @@ pub struct Shared {
     pub rng: SharedRng,
     pub faults: Mutex<EngineFaults>,
     pub plant: Option<Plant>,
-    pub counts: Mutex<FaultCounts>,
+    /// Shared by every registry's engine in the run.
+    pub counts: Arc<Mutex<FaultCounts>>,
     /// Set by the engine when it "crashed" mid-transaction; the simulator then restarts.
     pub crashed: AtomicBool,
     writes: Mutex<u64>,
@@ -60,12 +61,17 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(rng: SharedRng, faults: EngineFaults, plant: Option<Plant>) -> Arc<Shared> {
+    pub fn new(
+        rng: SharedRng,
+        counts: Arc<Mutex<FaultCounts>>,
+        faults: EngineFaults,
+        plant: Option<Plant>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             rng,
             faults: Mutex::new(faults),
             plant,
-            counts: Mutex::new(FaultCounts::new()),
+            counts,
             crashed: AtomicBool::new(false),
             writes: Mutex::new(0),
             gate_armed: AtomicBool::new(false),

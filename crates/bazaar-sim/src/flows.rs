@@ -26,6 +26,8 @@ pub enum Flow {
     Escrow,
     Dispute,
     Stake,
+    /// Relayed settlements through the corridor to the peer registry (built in `relay`).
+    Relay,
     Sweeper,
 }
 
@@ -36,13 +38,14 @@ impl Flow {
             Flow::Escrow => "escrow",
             Flow::Dispute => "disputes",
             Flow::Stake => "stake",
+            Flow::Relay => "relayed settlements",
             Flow::Sweeper => "sweeper",
         }
     }
 }
 
 /// A token's time to live, in seconds, at least and at most.
-const TOKEN_TTL_S: (u64, u64) = (60, 1_800);
+const TOKEN_TTL_S: (u64, u64) = (300, 3_600);
 /// A paid call's maximum, in minor units, at least and at most (below the escrow threshold).
 const CALL_MINOR: (u64, u64) = (100, 60_000);
 /// A milestone's amount, in minor units, at least and at most.
@@ -59,6 +62,8 @@ const WRONG_PER_MILLE: u64 = 80;
 const RECENT_MAX: usize = 24;
 /// Tokens a settle or a void picks among (the most recent): older ones have mostly expired.
 const RECENT_TOKENS_MAX: usize = 6;
+/// How often (per mille) a settle or a void is for the latest token (a paid call runs soon after its token).
+const LATEST_TOKEN_PER_MILLE: u64 = 700;
 
 /// What the workload remembers of what it asked for.
 #[derive(Default)]
@@ -75,7 +80,7 @@ fn recent<T: Clone>(rng: &mut Rng, items: &[T]) -> Option<T> {
     recent_of(rng, items, RECENT_MAX)
 }
 
-fn recent_of<T: Clone>(rng: &mut Rng, items: &[T], max: usize) -> Option<T> {
+pub fn recent_of<T: Clone>(rng: &mut Rng, items: &[T], max: usize) -> Option<T> {
     let start = items.len().saturating_sub(max);
     rng.pick(&items[start..]).cloned()
 }
@@ -132,7 +137,7 @@ impl Workload {
             Flow::Escrow => self.escrow(rng, cast, store, now),
             Flow::Dispute => self.dispute(rng, cast, store),
             Flow::Stake => Ok(Some(self.stake(rng, cast))),
-            Flow::Sweeper => Ok(None),
+            Flow::Relay | Flow::Sweeper => Ok(None),
         }
     }
 
@@ -182,7 +187,7 @@ impl Workload {
                 command(cast.owner_of(agent), key, op)
             }
             11..=45 => self.issue(rng, cast, now, key),
-            46..=85 => match recent_of(rng, &self.tokens, RECENT_TOKENS_MAX) {
+            46..=85 => match self.some_token(rng) {
                 Some(claims) => {
                     let amount =
                         if rng.chance(WRONG_PER_MILLE) { claims.max.0 + 1 } else { rng.between(1, claims.max.0) };
@@ -196,7 +201,7 @@ impl Workload {
                 }
                 None => self.issue(rng, cast, now, key),
             },
-            _ => match recent_of(rng, &self.tokens, RECENT_TOKENS_MAX) {
+            _ => match self.some_token(rng) {
                 Some(claims) => {
                     let buyer = cast.find(&claims.sub).expect("a cast buyer");
                     let op = Op::Pay(pay::Op::VoidToken { jti: claims.jti.clone(), buyer: claims.sub.clone() });
@@ -204,6 +209,14 @@ impl Workload {
                 }
                 None => self.issue(rng, cast, now, key),
             },
+        }
+    }
+
+    fn some_token(&self, rng: &mut Rng) -> Option<TokenClaims> {
+        if rng.chance(LATEST_TOKEN_PER_MILLE) {
+            self.tokens.last().cloned()
+        } else {
+            recent_of(rng, &self.tokens, RECENT_TOKENS_MAX)
         }
     }
 

@@ -1,6 +1,7 @@
 //! A seeded, deterministic fault simulator over Bazaar's money flows, in the
 //! manner of TigerBeetle's VOPR: one generator from the seed drives clients
-//! (paid calls, escrow, disputes with appeals, stake), the sweeper's due work
+//! (paid calls, escrow, disputes with appeals, stake, settlements relayed to a
+//! peer registry), the sweepers' due work
 //! and every fault, against the real core, the real group-commit writer and a
 //! real SQLite file behind a fault-injecting engine; an auditor checks the
 //! ledger after every step. A seed replays bit for bit.
@@ -9,11 +10,17 @@ pub mod auditor;
 pub mod cast;
 pub mod fault;
 pub mod flows;
+pub mod options;
+pub mod registry;
+pub mod relay;
+pub mod report;
 pub mod rng;
 pub mod sim;
 
 pub use fault::Plant;
-pub use sim::{Failure, Faults, Options, Report, Sim};
+pub use options::{Faults, Options};
+pub use report::{Failure, Report};
+pub use sim::Sim;
 
 /// Runs one seed in a fresh file under `dir`.
 pub fn run(opts: Options, dir: &std::path::Path) -> Result<Report, Failure> {

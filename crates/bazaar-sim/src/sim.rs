@@ -1,231 +1,43 @@
-//! One simulated run: a registry on a SQLite file behind the real group-commit
-//! writer and a fault-injecting engine, clients sending requests of every flow
-//! with idempotency keys, the sweeper's due work, and faults — failed and torn
-//! commits, lost replies, duplicate and reordered delivery, clock jumps,
-//! crashes — all decided by one generator from the seed. The auditor runs
-//! after every step; a run ends at its last step or at the first violation.
+//! One simulated run: the home registry (and a peer registry for relayed
+//! settlements) on SQLite files behind the real group-commit writer and a
+//! fault-injecting engine; clients sending requests of every flow with
+//! idempotency keys; the sweepers' due work; and faults — failed and torn
+//! commits, a store briefly unavailable, lost replies, duplicate and reordered
+//! delivery, clock jumps, crashes, a peer down or late — all decided by one
+//! generator from the seed. The auditor runs after every step; a run ends at
+//! its last step or at the first violation.
 
-use crate::auditor::Auditor;
+use crate::auditor::{check_corridors, Auditor};
 use crate::cast::{command, Cast};
-use crate::fault::{EngineFaults, FaultCounts, FaultEngine, Plant, Shared};
+use crate::fault::{EngineFaults, FaultCounts, Shared};
 use crate::flows::{contract_op, dispute_op, read_doc, Flow, Workload};
+use crate::options::{Options, GROUP_MAX, JUMP_S, LONG_JUMP_S, START, TICK_S_MAX};
+use crate::registry::{Answers, Registry};
+use crate::relay::{relay_finish, settle_relayed, PeerCast, Relays, Side};
+use crate::report::{Failure, Report};
 use crate::rng::{lock, Rng, SharedRng};
-use bazaar_core::apply::{Applied, Config};
+use bazaar_core::apply::Applied;
 use bazaar_core::command::{Command, Op, Outcome};
-use bazaar_core::dispute::{Dispute, DisputeAct, Windows};
+use bazaar_core::dispute::{Dispute, DisputeAct};
 use bazaar_core::escrow::{Contract, ContractAct};
-use bazaar_core::model::DocKind;
-use bazaar_core::pay;
-use bazaar_store::writer::Writer;
+use bazaar_core::federation::{Relay, RelayResult, RelayState};
+use bazaar_core::model::{DocKind, Member};
+use bazaar_core::refusal::Code;
+use bazaar_core::{federation, pay, token};
 use bazaar_store::{Store, StoreError};
-use bazaar_store_sqlite::{SqliteEngine, SqliteStore};
 use bazaar_types::limits::{IDEMPOTENCY_RETENTION_S, SWEEP_BATCH_MAX, SWEEP_DOCS_MAX};
-use bazaar_types::{Amount, Clock, ManualClock, Timestamp};
+use bazaar_types::{Clock, ManualClock, Timestamp};
 use futures::executor::block_on;
-use futures::future::maybe_done;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::Context;
+use std::sync::{Arc, Mutex};
 
-/// 2026-01-01T00:00:00Z.
-pub const START: Timestamp = Timestamp(1_767_225_600_000);
-/// The protocol fee the simulated registry charges, in basis points.
-pub const FEE_BPS: u32 = 100;
-/// Requests delivered together (one batch), at most, before a duplicate is added.
-pub const GROUP_MAX: u64 = 4;
-/// A small clock step, in seconds, at most.
-pub const TICK_S_MAX: u64 = 120;
-/// A clock jump, in seconds, at least and at most (minutes to hours: phase deadlines, expiries).
-pub const JUMP_S: (u64, u64) = (300, 2 * 3_600);
-/// A long jump past the idempotency retention, so the sweeper prunes records.
-pub const LONG_JUMP_S: u64 = IDEMPOTENCY_RETENTION_S + 3_600;
-
-/// Phase windows of minutes, so short runs see every deadline pass.
-pub fn windows() -> Windows {
-    Windows {
-        claim_s: 12 * 3_600,
-        answer_s: 900,
-        evidence_s: 1_200,
-        ruling_s: 1_200,
-        appeal_s: 600,
-        stake_cooldown_s: 1_800,
-    }
-}
-
-pub fn config() -> Config {
-    Config {
-        fee_bps: FEE_BPS,
-        escrow_threshold: Amount(bazaar_types::limits::ESCROW_THRESHOLD_MINOR),
-        windows: windows(),
-    }
-}
-
-/// How likely each fault is, in parts per thousand (engine faults per call, the rest per step or per answer).
-#[derive(Clone, Copy, Debug)]
-pub struct Faults {
-    pub engine: EngineFaults,
-    /// An answer committed but lost on its way back; the client retries with the same key.
-    pub lost_reply: u64,
-    /// One request of a delivered group sent twice.
-    pub duplicate: u64,
-    /// A group taken from the pending requests out of order.
-    pub reorder: u64,
-    /// A step that is a clock jump of minutes to hours.
-    pub clock_jump: u64,
-    /// A clock jump that is a long one, past the idempotency retention.
-    pub long_jump: u64,
-    /// A step that is a crash and restart.
-    pub crash: u64,
-}
-
-impl Faults {
-    pub const NONE: Faults = Faults {
-        engine: EngineFaults::NONE,
-        lost_reply: 0,
-        duplicate: 0,
-        reorder: 0,
-        clock_jump: 0,
-        long_jump: 0,
-        crash: 0,
-    };
-
-    pub fn standard() -> Faults {
-        Faults {
-            engine: EngineFaults {
-                begin_unavailable: 20,
-                load_unavailable: 20,
-                commit_fails: 30,
-                crash_before_commit: 10,
-            },
-            lost_reply: 80,
-            duplicate: 80,
-            reorder: 300,
-            clock_jump: 30,
-            long_jump: 30,
-            crash: 25,
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub seed: u64,
-    pub steps: usize,
-    pub faults: Faults,
-    pub plant: Option<Plant>,
-}
-
-impl Options {
-    pub fn new(seed: u64, steps: usize) -> Options {
-        Options { seed, steps, faults: Faults::standard(), plant: None }
-    }
-}
-
-/// What a run did, for the counters the reliability report quotes.
-#[derive(Clone, Debug, Default)]
-pub struct Report {
-    pub seed: u64,
-    pub steps: usize,
-    /// Requests answered (first time) per flow, and how many of them the core refused.
-    pub answered: BTreeMap<&'static str, (u64, u64)>,
-    /// Step kinds taken.
-    pub actions: BTreeMap<&'static str, u64>,
-    /// Faults by kind: the engine's and the simulator's.
-    pub faults: FaultCounts,
-    pub crashes: u64,
-    pub recoveries: u64,
-    pub audits: u64,
-    /// Answers compared with an earlier one under the same key (retries, duplicates, re-reads after restarts).
-    pub replays_checked: u64,
-    /// First answers by command and outcome (`settle ok`, `settle token_expired`, …).
-    pub outcomes: BTreeMap<String, u64>,
-    /// Subjects the auditor saw happen exactly once, by kind.
-    pub once: BTreeMap<&'static str, u64>,
-    pub head_seq: u64,
-    /// SHA-256 over the whole trace and the final ledger head.
-    pub digest: String,
-}
-
-impl Report {
-    /// Adds another run's counters (for a soak).
-    pub fn add(&mut self, other: &Report) {
-        self.steps += other.steps;
-        for (k, (a, r)) in &other.answered {
-            let e = self.answered.entry(k).or_default();
-            (e.0, e.1) = (e.0 + a, e.1 + r);
-        }
-        for (k, v) in &other.actions {
-            *self.actions.entry(k).or_default() += v;
-        }
-        for (k, v) in &other.faults {
-            *self.faults.entry(k).or_default() += v;
-        }
-        self.crashes += other.crashes;
-        self.recoveries += other.recoveries;
-        self.audits += other.audits;
-        self.replays_checked += other.replays_checked;
-        for (k, v) in &other.once {
-            *self.once.entry(k).or_default() += v;
-        }
-        for (k, v) in &other.outcomes {
-            *self.outcomes.entry(k.clone()).or_default() += v;
-        }
-    }
-
-    pub fn print(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        writeln!(out, "steps: {}", self.steps)?;
-        for (flow, (answered, refused)) in &self.answered {
-            writeln!(out, "  {flow}: {answered} requests answered ({refused} refused by the core)")?;
-        }
-        for (action, n) in &self.actions {
-            writeln!(out, "  step {action}: {n}")?;
-        }
-        writeln!(out, "faults injected:")?;
-        for (kind, n) in &self.faults {
-            writeln!(out, "  {kind}: {n}")?;
-        }
-        writeln!(out, "crashes: {}, recoveries: {}", self.crashes, self.recoveries)?;
-        for (kind, n) in &self.once {
-            writeln!(out, "exactly once: {n} {kind}")?;
-        }
-        writeln!(out, "audits run: {}, replayed answers checked: {}", self.audits, self.replays_checked)
-    }
-
-    pub fn print_outcomes(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        writeln!(out, "first answers by command and outcome:")?;
-        for (what, n) in &self.outcomes {
-            writeln!(out, "  {what}: {n}")?;
-        }
-        Ok(())
-    }
-}
-
-/// A violation: the seed and step that found it, and how to replay it.
-#[derive(Clone, Debug)]
-pub struct Failure {
-    pub seed: u64,
-    pub step: usize,
-    pub steps: usize,
-    pub message: String,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "seed {} failed at step {}: {}\nreplay: cargo run --release -p bazaar-sim -- --seed {} --steps {}",
-            self.seed, self.step, self.message, self.seed, self.steps
-        )
-    }
-}
+/// Rounds of relay retries, with faults off, that must leave no relay pending at the end of a run.
+const QUIESCE_ROUNDS_MAX: usize = 4;
 
 /// A client's request in flight: sent, not yet answered to the client.
 struct Pending {
     flow: Flow,
+    side: Side,
     command: Command,
     /// The answer that committed but was lost, and when it committed.
     first: Option<(Outcome, Timestamp)>,
@@ -233,30 +45,27 @@ struct Pending {
 
 /// An answer a client was given.
 struct Acked {
+    side: Side,
     command: Command,
     outcome: Outcome,
     at: Timestamp,
 }
 
-/// The registry's process: its store (reads, the audit) and its writer (every write).
-struct Process {
-    store: SqliteStore,
-    writer: Writer,
-}
-
 pub struct Sim {
     opts: Options,
     rng: SharedRng,
-    shared: Arc<Shared>,
     clock: Arc<ManualClock>,
-    path: PathBuf,
-    process: Option<Process>,
+    home: Registry,
+    peer: Registry,
     cast: Cast,
+    peer_cast: PeerCast,
     workload: Workload,
+    relays: Relays,
     pending: Vec<Pending>,
     acked: Vec<Acked>,
     auditor: Auditor,
-    /// Idempotency records created before this may have been pruned.
+    peer_auditor: Auditor,
+    /// Idempotency records created before this may have been pruned (on either registry).
     pruned_before: Timestamp,
     trace: Sha256,
     report: Report,
@@ -272,28 +81,41 @@ fn summary(outcome: &Outcome) -> String {
     }
 }
 
+fn outcome_name(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Ok(_) => "ok",
+        Err(refusal) => refusal.code.as_str(),
+    }
+}
+
+/// The member as stored, as the edge would load it.
+fn stored(store: &dyn Store, m: &Member) -> Result<Member, String> {
+    block_on(store.member(&m.id)).ok().flatten().ok_or_else(|| format!("member {} missing", m.id))
+}
+
 impl Sim {
-    /// A fresh registry in `dir` (a file per seed), set up with the cast.
+    /// Fresh registries in `dir` (files per seed), set up with the cast.
     pub fn new(opts: Options, dir: &std::path::Path) -> Result<Sim, Failure> {
-        let rng: SharedRng = Arc::new(std::sync::Mutex::new(Rng::new(opts.seed)));
-        let shared = Shared::new(rng.clone(), EngineFaults::NONE, opts.plant);
-        let path = dir.join(format!("sim-{}.sqlite", opts.seed));
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        let rng: SharedRng = Arc::new(Mutex::new(Rng::new(opts.seed)));
+        let counts = Arc::new(Mutex::new(FaultCounts::new()));
+        let shared = |_| Shared::new(rng.clone(), counts.clone(), EngineFaults::NONE, opts.plant);
+        let home = Registry::new(dir.join(format!("sim-{}-home.sqlite", opts.seed)), shared(0));
+        let peer = Registry::new(dir.join(format!("sim-{}-peer.sqlite", opts.seed)), shared(1));
         let mut sim = Sim {
             report: Report { seed: opts.seed, steps: opts.steps, ..Report::default() },
             opts,
             rng,
-            shared,
             clock: Arc::new(ManualClock::new(START)),
-            path,
-            process: None,
+            home,
+            peer,
             cast: Cast::new(START),
+            peer_cast: PeerCast::new(START),
             workload: Workload::default(),
+            relays: Relays::default(),
             pending: Vec::new(),
             acked: Vec::new(),
             auditor: Auditor::default(),
+            peer_auditor: Auditor::default(),
             pruned_before: Timestamp(i64::MIN),
             trace: Sha256::new(),
             step: 0,
@@ -303,83 +125,75 @@ impl Sim {
     }
 
     fn failure(&self, message: String) -> Failure {
-        Failure { seed: self.opts.seed, step: self.step, steps: self.opts.steps, message }
+        Failure {
+            seed: self.opts.seed,
+            step: self.step,
+            steps: self.opts.steps,
+            faults: self.opts.faults.profile,
+            message,
+        }
     }
 
-    fn store(&self) -> &SqliteStore {
-        &self.process.as_ref().expect("the registry is running").store
+    fn reg(&self, side: Side) -> &Registry {
+        match side {
+            Side::Home => &self.home,
+            Side::Peer => &self.peer,
+        }
     }
 
-    fn open(&mut self) -> Step {
-        let store = SqliteStore::open(&self.path, config(), self.clock.clone()).map_err(|e| format!("open: {e}"))?;
-        let engine = SqliteEngine::connect(&self.path).map_err(|e| format!("connect: {e}"))?;
-        let writer = Writer::spawn(FaultEngine::new(engine, self.shared.clone()), config(), self.clock.clone());
-        self.process = Some(Process { store, writer });
+    fn setup_batches(&self, side: Side, batches: Vec<Vec<Command>>) -> Step {
+        for batch in batches {
+            for applied in self.reg(side).submit_group(batch)? {
+                applied.map_err(|e| format!("setup: {e}"))?.outcome.map_err(|r| format!("setup refused: {r:?}"))?;
+            }
+        }
         Ok(())
     }
 
     fn setup(&mut self) -> Step {
-        self.open()?;
-        for batch in self.cast.setup(START) {
-            for applied in self.submit_group(batch)? {
-                applied.map_err(|e| format!("setup: {e}"))?.outcome.map_err(|r| format!("setup refused: {r:?}"))?;
-            }
-        }
-        // The members exactly as stored, as the edge would load them.
-        let stored = |m: &bazaar_core::model::Member| {
-            block_on(self.store().member(&m.id)).ok().flatten().ok_or_else(|| format!("member {} missing", m.id))
-        };
-        let refresh = |ms: &[bazaar_core::model::Member]| ms.iter().map(stored).collect::<Result<Vec<_>, _>>();
+        self.home.open(&self.clock)?;
+        self.peer.open(&self.clock)?;
+        let mut home_batches = self.cast.setup(START);
+        home_batches.push(self.peer_cast.recognised_at_home(&self.cast, START));
+        self.setup_batches(Side::Home, home_batches)?;
+        self.setup_batches(Side::Peer, self.peer_cast.setup(&self.cast, START))?;
+        let store = self.home.store();
+        let refresh = |ms: &[Member]| ms.iter().map(|m| stored(store, m)).collect::<Result<Vec<_>, _>>();
         let (owners, agents) = (refresh(&self.cast.owners)?, refresh(&self.cast.agents)?);
-        let (registry, operator, desk) =
-            (stored(&self.cast.registry)?, stored(&self.cast.operator)?, stored(&self.cast.desk)?);
-        (self.cast.owners, self.cast.agents) = (owners, agents);
-        (self.cast.registry, self.cast.operator, self.cast.desk) = (registry, operator, desk);
-        self.ack_head().map_err(|e| format!("setup head: {e}"))?;
-        self.shared.set_faults(self.opts.faults.engine);
+        let registry = stored(store, &self.cast.registry)?;
+        let (operator, desk) = (stored(store, &self.cast.operator)?, stored(store, &self.cast.desk)?);
+        let peer_at_home = stored(store, &self.peer_cast.peer_at_home)?;
+        (self.cast.owners, self.cast.agents, self.cast.registry) = (owners, agents, registry);
+        (self.cast.operator, self.cast.desk, self.peer_cast.peer_at_home) = (operator, desk, peer_at_home);
+        let p = self.peer.store();
+        let (shop, owner, registry) =
+            (stored(p, &self.peer_cast.shop)?, stored(p, &self.peer_cast.owner)?, stored(p, &self.peer_cast.registry)?);
+        (self.peer_cast.shop, self.peer_cast.owner, self.peer_cast.registry) = (shop, owner, registry);
+        self.auditor.acked(self.home.store())?;
+        self.peer_auditor.acked(self.peer.store())?;
+        for reg in [&self.home, &self.peer] {
+            reg.shared.set_faults(self.opts.faults.engine);
+        }
         Ok(())
     }
 
-    /// Queues `commands` with the writer held, then lets it go: the group is exactly one batch of the real writer.
-    fn submit_group(&mut self, commands: Vec<Command>) -> Result<Vec<Result<Applied, StoreError>>, String> {
-        let writer = self.process.as_ref().expect("the registry is running").writer.clone();
-        self.shared.arm_gate();
-        let mut gate = maybe_done(Box::pin(writer.prune_idempotency(Timestamp(i64::MIN), 0)));
-        let mut answers: Vec<_> = commands.into_iter().map(|c| maybe_done(Box::pin(writer.submit(c)))).collect();
-        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
-        // The first poll of each puts its job in the writer's queue, in order.
-        let _ = Pin::new(&mut gate).poll(&mut cx);
-        for answer in &mut answers {
-            let _ = Pin::new(answer).poll(&mut cx);
-        }
-        self.shared.open_gate();
-        block_on(&mut gate);
-        let results = answers
-            .iter_mut()
-            .map(|answer| {
-                block_on(&mut *answer);
-                Pin::new(answer).take_output().expect("answered")
-            })
-            .collect();
-        if !writer.stats().running {
-            return Err("the writer stopped: an invariant failed inside a batch".into());
-        }
-        Ok(results)
-    }
-
-    /// Remembers the head the clients were just told of.
-    fn ack_head(&mut self) -> Step {
-        let store = &self.process.as_ref().expect("running").store;
-        self.auditor.acked(store)
-    }
-
     fn note(&mut self, line: impl AsRef<str>) {
+        if self.opts.verbose {
+            eprintln!("{}", line.as_ref());
+        }
         self.trace.update(line.as_ref().as_bytes());
         self.trace.update(b"\n");
     }
 
-    fn fault(&mut self, kind: &'static str) {
-        self.shared.count(kind);
+    fn fault(&self, kind: &'static str) {
+        self.home.shared.count(kind);
+    }
+
+    fn ack_head(&mut self, side: Side) -> Step {
+        match side {
+            Side::Home => self.auditor.acked(self.home.store()),
+            Side::Peer => self.peer_auditor.acked(self.peer.store()),
+        }
     }
 
     /// Runs every step; returns the counters, or the first violation.
@@ -387,19 +201,29 @@ impl Sim {
         for step in 1..=self.opts.steps {
             self.step = step;
             self.one_step().map_err(|m| self.failure(m))?;
-            let (contracts, disputes) = (self.workload.contracts.clone(), self.workload.disputes.clone());
-            let store = &self.process.as_ref().expect("running").store;
-            let audit = self.auditor.check(store, &contracts, &disputes);
-            audit.map_err(|m| self.failure(format!("audit: {m}")))?;
+            self.audit().map_err(|m| self.failure(format!("audit: {m}")))?;
         }
-        let head = block_on(self.store().head()).map_err(|e| self.failure(e.to_string()))?;
+        self.quiesce().map_err(|m| self.failure(format!("at the end: {m}")))?;
+        let head = block_on(self.home.store().head()).map_err(|e| self.failure(e.to_string()))?;
         self.note(format!("head {} {}", head.seq, head.hash));
         self.report.head_seq = head.seq;
         self.report.audits = self.auditor.audits;
         self.report.once = self.auditor.once_counts().into_iter().collect();
-        self.report.faults = self.shared.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for (kind, n) in self.peer_auditor.once_counts() {
+            *self.report.once.entry(kind).or_default() += n;
+        }
+        self.report.faults = self.home.shared.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
         self.report.digest = hex::encode(self.trace.clone().finalize());
         Ok(self.report)
+    }
+
+    /// Both registries' audits and the corridor between them.
+    fn audit(&mut self) -> Step {
+        let (contracts, disputes) = (&self.workload.contracts, &self.workload.disputes);
+        self.auditor.check(self.home.store(), contracts, disputes)?;
+        self.peer_auditor.check(self.peer.store(), &[], &[])?;
+        let shop = &self.peer_cast.shop.id;
+        check_corridors(self.home.store(), self.peer.store(), &self.relays.tokens, shop, false)
     }
 
     fn one_step(&mut self) -> Step {
@@ -423,7 +247,10 @@ impl Sim {
         *self.report.actions.entry(action).or_default() += 1;
         self.note(format!("step {} {action}", self.step));
         match action {
-            "crash" => self.crash(),
+            "crash" => {
+                let side = if lock(&self.rng).below(4) == 0 { Side::Peer } else { Side::Home };
+                self.crash(side)
+            }
             "clock jump" => {
                 let s = if long { LONG_JUMP_S } else { lock(&self.rng).between(JUMP_S.0, JUMP_S.1) };
                 self.fault(if long { "clock_jump_long" } else { "clock_jump" });
@@ -439,63 +266,86 @@ impl Sim {
                 Ok(())
             }
         }?;
-        if self.shared.crashed.load(std::sync::atomic::Ordering::SeqCst) {
-            self.crash()?;
+        for side in [Side::Home, Side::Peer] {
+            if self.reg(side).shared.crashed.load(std::sync::atomic::Ordering::SeqCst) {
+                self.crash(side)?;
+            }
         }
         self.spot_check()
     }
 
     fn request(&mut self) -> Step {
         let flow = match lock(&self.rng).below(100) {
-            0..=34 => Flow::Pay,
-            35..=59 => Flow::Escrow,
-            60..=84 => Flow::Dispute,
-            _ => Flow::Stake,
+            0..=29 => Flow::Pay,
+            30..=51 => Flow::Escrow,
+            52..=73 => Flow::Dispute,
+            74..=86 => Flow::Stake,
+            _ => Flow::Relay,
         };
         let now = self.clock.now();
-        let process = self.process.as_ref().expect("running");
-        let next = self.workload.next(flow, &mut lock(&self.rng), &self.cast, &process.store, now);
-        if let Some(command) = next.map_err(|e| format!("workload read: {e}"))? {
+        let (side, next) = if flow == Flow::Relay {
+            let (side, command) = self.relays.next(&mut lock(&self.rng), &self.cast, &self.peer_cast, now);
+            (side, Some(command))
+        } else {
+            let next = self.workload.next(flow, &mut lock(&self.rng), &self.cast, self.home.store(), now);
+            (Side::Home, next.map_err(|e| format!("workload read: {e}"))?)
+        };
+        if let Some(command) = next {
             self.note(format!("ask {} {}", flow.name(), command.op.name()));
-            self.pending.push(Pending { flow, command, first: None });
+            self.pending.push(Pending { flow, side, command, first: None });
         }
         Ok(())
     }
 
-    /// Takes a group of pending requests (sometimes out of order, sometimes one twice) and delivers it as one batch.
+    /// Takes a group of one registry's pending requests (sometimes out of order, sometimes one twice) and
+    /// delivers it as one batch.
     fn deliver(&mut self) -> Step {
-        if self.pending.is_empty() {
+        let f = self.opts.faults;
+        let (n, reorder, duplicate, peer_first) = {
+            let mut rng = lock(&self.rng);
+            (rng.between(1, GROUP_MAX) as usize, rng.chance(f.reorder), rng.chance(f.duplicate), rng.below(4) == 0)
+        };
+        let preferred = if peer_first { Side::Peer } else { Side::Home };
+        let side = if self.pending.iter().any(|p| p.side == preferred) { preferred } else { Side::Home };
+        let mut waiting: Vec<usize> = (0..self.pending.len()).filter(|&i| self.pending[i].side == side).collect();
+        if waiting.is_empty() {
             return Ok(());
         }
-        let f = self.opts.faults;
-        let (n, reorder, duplicate) = {
-            let mut rng = lock(&self.rng);
-            (rng.between(1, GROUP_MAX) as usize, rng.chance(f.reorder), rng.chance(f.duplicate))
-        };
-        let n = n.min(self.pending.len());
-        let mut group: Vec<Pending> = if reorder && self.pending.len() > 1 {
+        let n = n.min(waiting.len());
+        let mut chosen = Vec::new();
+        if reorder && waiting.len() > 1 {
             self.fault("reordered_delivery");
-            let mut picked = Vec::new();
             for _ in 0..n {
-                let i = lock(&self.rng).index(self.pending.len());
-                picked.push(self.pending.remove(i));
+                let i = lock(&self.rng).index(waiting.len());
+                chosen.push(waiting.remove(i));
             }
-            picked
         } else {
-            self.pending.drain(..n).collect()
-        };
+            chosen.extend(waiting.drain(..n));
+        }
+        let mut by_index: Vec<(usize, usize)> = chosen.iter().copied().enumerate().collect();
+        by_index.sort_by_key(|&(_, i)| std::cmp::Reverse(i));
+        let mut taken: Vec<Option<Pending>> = (0..n).map(|_| None).collect();
+        for (slot, i) in by_index {
+            taken[slot] = Some(self.pending.remove(i));
+        }
+        let mut group: Vec<Pending> = taken.into_iter().map(|p| p.expect("taken")).collect();
         lock(&self.rng).shuffle(&mut group);
+        self.deliver_group(side, group, duplicate)
+    }
+
+    fn deliver_group(&mut self, side: Side, group: Vec<Pending>, duplicate: bool) -> Step {
         let mut commands: Vec<Command> = group.iter().map(|p| p.command.clone()).collect();
         let twin = duplicate.then(|| lock(&self.rng).index(group.len()));
         if let Some(i) = twin {
             self.fault("duplicate_delivery");
             commands.push(group[i].command.clone());
         }
-        let head_before = block_on(self.store().head()).map_err(|e| e.to_string())?;
-        let mut results = self.submit_group(commands)?;
+        let store = self.reg(side).store();
+        let head_before = block_on(store.head()).map_err(|e| e.to_string())?;
+        let mut results = self.reg(side).submit_group(commands)?;
         let twin_result = twin.map(|_| results.pop().expect("the duplicate's answer"));
         if results.iter().all(Result::is_err) {
-            let head = block_on(self.store().head()).map_err(|e| e.to_string())?;
+            let head = block_on(self.reg(side).store().head()).map_err(|e| e.to_string())?;
             if head != head_before {
                 return Err(format!("a failed batch wrote: head {} -> {}", head_before.seq, head.seq));
             }
@@ -504,10 +354,8 @@ impl Sim {
             if let Ok(original) = &results[i] {
                 self.report.replays_checked += 1;
                 if !copy.replayed || copy.outcome != original.outcome {
-                    return Err(format!(
-                        "a duplicate of {} answered {copy:?}, the original {original:?}",
-                        group[i].command.op.name()
-                    ));
+                    let name = group[i].command.op.name();
+                    return Err(format!("a duplicate of {name} answered {copy:?}, the original {original:?}"));
                 }
             }
         }
@@ -516,7 +364,7 @@ impl Sim {
             acked_any |= self.answer(request, result)?;
         }
         if acked_any {
-            self.ack_head()?;
+            self.ack_head(side)?;
         }
         Ok(())
     }
@@ -524,14 +372,10 @@ impl Sim {
     /// What one request's answer means for its client. Returns whether the client was told.
     fn answer(&mut self, mut request: Pending, result: Result<Applied, StoreError>) -> Result<bool, String> {
         let name = request.command.op.name();
-        let applied = match result {
-            Err(error) => {
-                self.note(format!("{name} unavailable"));
-                let _ = error;
-                self.pending.push(request);
-                return Ok(false);
-            }
-            Ok(applied) => applied,
+        let Ok(applied) = result else {
+            self.note(format!("{name} unavailable"));
+            self.pending.push(request);
+            return Ok(false);
         };
         self.note(format!("{name} {} {}", applied.replayed, summary(&applied.outcome)));
         let at = match &request.first {
@@ -549,14 +393,10 @@ impl Sim {
                     return Err(format!("a first request of {name} was answered as a replay: {applied:?}"));
                 }
                 let e = self.report.answered.entry(request.flow.name()).or_default();
-                e.0 += 1;
-                e.1 += applied.outcome.is_err() as u64;
-                let outcome = match &applied.outcome {
-                    Ok(_) => "ok",
-                    Err(refusal) => refusal.code.as_str(),
-                };
+                (e.0, e.1) = (e.0 + 1, e.1 + applied.outcome.is_err() as u64);
+                let outcome = outcome_name(&applied.outcome);
                 *self.report.outcomes.entry(format!("{name} {outcome}")).or_default() += 1;
-                self.learn(&request.command, &applied);
+                self.learn(&request.command, &applied)?;
                 self.clock.now()
             }
         };
@@ -566,38 +406,87 @@ impl Sim {
             self.pending.push(request);
             return Ok(false);
         }
-        self.acked.push(Acked { command: request.command, outcome: applied.outcome, at });
+        self.acked.push(Acked { side: request.side, command: request.command, outcome: applied.outcome, at });
         Ok(true)
     }
 
-    fn learn(&mut self, command: &Command, applied: &Applied) {
-        if let (Op::Pay(pay::Op::Settle { claims, amount, order_id }), Ok(_)) = (&command.op, &applied.outcome) {
-            self.workload.settled(claims.aud.clone(), order_id.clone(), claims.sub.clone(), amount.0);
+    /// What the world learns from a first answer: a settled call to dispute, a relay to call the issuer for.
+    fn learn(&mut self, command: &Command, applied: &Applied) -> Step {
+        match (&command.op, &applied.outcome) {
+            (Op::Pay(pay::Op::Settle { claims, amount, order_id }), Ok(_)) => {
+                self.workload.settled(claims.aud.clone(), order_id.clone(), claims.sub.clone(), amount.0);
+                Ok(())
+            }
+            // The merchant's registry calls the issuer right away, as its edge does.
+            (Op::Federation(federation::Op::RelayOpen { claims, .. }), Ok(_)) => {
+                self.relay_attempt(&claims.jti.0, true)
+            }
+            _ => Ok(()),
         }
     }
 
-    /// The sweeper's due work, as the server's sweeper runs it: expired holds,
-    /// contracts past a review deadline, disputes past a phase deadline, then
+    /// One call from the peer to the home registry for a pending relay, and its answer recorded at the peer.
+    fn relay_attempt(&mut self, jti: &str, faulty: bool) -> Step {
+        let relay = read_doc::<Relay>(self.peer.store(), jti).map_err(|e| e.to_string())?;
+        let Some(relay) = relay.filter(|r| r.state == RelayState::Pending) else { return Ok(()) };
+        let claims = token::peek(&relay.token).map_err(|e| format!("relay {jti}: its token: {e:?}"))?;
+        let f = self.opts.faults;
+        let result = if faulty && lock(&self.rng).chance(f.peer_down) {
+            self.fault("peer_down");
+            RelayResult::Unreachable
+        } else {
+            let call = settle_relayed(&relay, &claims, &self.peer_cast);
+            let answer = self.home.submit_group(vec![call])?.pop().expect("one answer");
+            match answer {
+                Err(_) => RelayResult::Unreachable,
+                Ok(_) if faulty && lock(&self.rng).chance(f.peer_late) => {
+                    self.fault("peer_late");
+                    RelayResult::Unreachable
+                }
+                Ok(Applied { outcome: Ok(receipt), .. }) => RelayResult::Settled(receipt),
+                Ok(Applied { outcome: Err(refusal), .. }) if refusal.code == Code::IdempotencyInFlight => {
+                    RelayResult::Unreachable
+                }
+                Ok(Applied { outcome: Err(refusal), .. }) => RelayResult::Refused(refusal),
+            }
+        };
+        let what = match &result {
+            RelayResult::Settled(_) => "settled".to_string(),
+            RelayResult::Refused(r) => format!("refused {}", r.code.as_str()),
+            RelayResult::Unreachable => "unreachable".to_string(),
+        };
+        self.note(format!("relay {jti} {what}"));
+        *self.report.outcomes.entry(format!("relay_call {what}")).or_default() += 1;
+        let finish = relay_finish(&relay, result, &self.peer_cast);
+        if let Some(Ok(applied)) = self.peer.submit_group(vec![finish])?.pop() {
+            *self.report.outcomes.entry(format!("relay_finish {}", outcome_name(&applied.outcome))).or_default() += 1;
+        }
+        Ok(())
+    }
+
+    /// The sweepers' due work, as the server's sweeper runs it: at home, expired holds, contracts past a
+    /// review deadline, disputes past a phase deadline; at the peer, relays to retry; then on both,
     /// idempotency records past the retention.
     fn sweep(&mut self) -> Step {
         let now = self.clock.now();
         let registry = self.cast.registry.clone();
-        let expired = block_on(self.store().expired_tokens(now, SWEEP_BATCH_MAX)).map_err(|e| e.to_string())?;
+        let expired = block_on(self.home.store().expired_tokens(now, SWEEP_BATCH_MAX)).map_err(|e| e.to_string())?;
         let expiries = expired
             .into_iter()
             .map(|(jti, buyer)| command(&registry, None, Op::Pay(pay::Op::ExpireHold { jti, buyer })));
         self.sweep_group("expire_hold", expiries.collect())?;
-        let due = block_on(self.store().due_docs(now, SWEEP_DOCS_MAX)).map_err(|e| e.to_string())?;
+        let due = block_on(self.home.store().due_docs(now, SWEEP_DOCS_MAX)).map_err(|e| e.to_string())?;
         let (mut contracts, mut disputes) = (Vec::new(), Vec::new());
         for (kind, id) in due {
+            let store = self.home.store();
             match kind {
                 DocKind::Contract => {
-                    if let Some(c) = read_doc::<Contract>(self.store(), &id).map_err(|e| e.to_string())? {
+                    if let Some(c) = read_doc::<Contract>(store, &id).map_err(|e| e.to_string())? {
                         contracts.push(command(&registry, None, contract_op(&c, ContractAct::Advance)));
                     }
                 }
                 DocKind::Dispute => {
-                    if let Some(d) = read_doc::<Dispute>(self.store(), &id).map_err(|e| e.to_string())? {
+                    if let Some(d) = read_doc::<Dispute>(store, &id).map_err(|e| e.to_string())? {
                         disputes.push(command(&registry, None, dispute_op(&d, DisputeAct::Advance)));
                     }
                 }
@@ -606,9 +495,13 @@ impl Sim {
         }
         self.sweep_group("contract_advance", contracts)?;
         self.sweep_group("dispute_advance", disputes)?;
+        let relays = block_on(self.peer.store().due_docs(now, SWEEP_DOCS_MAX)).map_err(|e| e.to_string())?;
+        for (_, id) in relays.into_iter().filter(|(kind, _)| *kind == DocKind::Relay) {
+            self.relay_attempt(&id, true)?;
+        }
         let cutoff = Timestamp(now.ms().saturating_sub(IDEMPOTENCY_RETENTION_S as i64 * 1000));
-        let writer = self.process.as_ref().expect("running").writer.clone();
-        if block_on(writer.prune_idempotency(cutoff, SWEEP_BATCH_MAX)).is_ok() {
+        let pruned = [&self.home, &self.peer].map(|reg| reg.prune_idempotency(cutoff, SWEEP_BATCH_MAX).is_ok());
+        if pruned.contains(&true) {
             self.pruned_before = self.pruned_before.max(cutoff);
         }
         Ok(())
@@ -619,62 +512,75 @@ impl Sim {
             return Ok(());
         }
         let n = commands.len() as u64;
-        let results = self.submit_group(commands)?;
+        let results: Answers = self.home.submit_group(commands)?;
         let ok = results.iter().filter(|r| matches!(r, Ok(a) if a.outcome.is_ok())).count() as u64;
         for result in &results {
-            let outcome = match result {
-                Ok(Applied { outcome: Ok(_), .. }) => "ok",
-                Ok(Applied { outcome: Err(refusal), .. }) => refusal.code.as_str(),
-                Err(_) => "unavailable",
-            };
+            let outcome = result.as_ref().map_or("unavailable", |a| outcome_name(&a.outcome));
             *self.report.outcomes.entry(format!("{what} {outcome}")).or_default() += 1;
         }
         self.note(format!("sweep {what} {n} {ok}"));
         let e = self.report.answered.entry(Flow::Sweeper.name()).or_default();
         (e.0, e.1) = (e.0 + n, e.1 + n - ok);
         if ok > 0 {
-            self.ack_head()?;
+            self.ack_head(Side::Home)?;
         }
         Ok(())
     }
 
-    /// The process dies between two steps (or with a transaction open) and restarts on the same file.
-    fn crash(&mut self) -> Step {
+    /// A registry's process dies between two steps (or with a transaction open) and restarts on its file.
+    fn crash(&mut self, side: Side) -> Step {
         self.report.crashes += 1;
-        self.process = None;
-        self.shared.crashed.store(false, std::sync::atomic::Ordering::SeqCst);
-        self.open()?;
+        match side {
+            Side::Home => self.home.kill(),
+            Side::Peer => self.peer.kill(),
+        }
+        match side {
+            Side::Home => self.home.open(&self.clock)?,
+            Side::Peer => self.peer.open(&self.clock)?,
+        }
         self.report.recoveries += 1;
-        self.note("restarted");
+        self.note(format!("restarted {side:?}"));
         self.recheck_acked(None)
+    }
+
+    fn set_faults(&self, faults: EngineFaults) {
+        for reg in [&self.home, &self.peer] {
+            reg.shared.set_faults(faults);
+        }
     }
 
     /// Sends acknowledged requests again, with faults off: each must replay its first answer exactly.
     /// `only`: one of them (the spot check), else all still within the idempotency retention.
     fn recheck_acked(&mut self, only: Option<usize>) -> Step {
-        let saved = self.shared.set_faults(EngineFaults::NONE);
+        self.set_faults(EngineFaults::NONE);
         let picked: Vec<usize> = match only {
             Some(i) => vec![i],
             None => (0..self.acked.len()).collect(),
         };
-        let picked: Vec<usize> = picked.into_iter().filter(|&i| self.acked[i].at >= self.pruned_before).collect();
-        for chunk in picked.chunks(GROUP_MAX as usize * 8) {
-            let commands = chunk.iter().map(|&i| self.acked[i].command.clone()).collect();
-            let results = self.submit_group(commands)?;
-            for (&i, result) in chunk.iter().zip(results) {
-                let acked = &self.acked[i];
-                let name = acked.command.op.name();
-                let applied = result.map_err(|e| format!("re-reading {name}: {e}"))?;
-                self.report.replays_checked += 1;
-                if !applied.replayed || applied.outcome != acked.outcome {
-                    return Err(format!(
-                        "an acknowledged {name} did not survive: answered {:?} then {applied:?}",
-                        acked.outcome
-                    ));
+        for side in [Side::Home, Side::Peer] {
+            let mine: Vec<usize> = picked
+                .iter()
+                .copied()
+                .filter(|&i| self.acked[i].side == side && self.acked[i].at >= self.pruned_before)
+                .collect();
+            for chunk in mine.chunks(GROUP_MAX as usize * 8) {
+                let commands = chunk.iter().map(|&i| self.acked[i].command.clone()).collect();
+                let results = self.reg(side).submit_group(commands)?;
+                for (&i, result) in chunk.iter().zip(results) {
+                    let acked = &self.acked[i];
+                    let name = acked.command.op.name();
+                    let applied = result.map_err(|e| format!("re-reading {name}: {e}"))?;
+                    self.report.replays_checked += 1;
+                    if !applied.replayed || applied.outcome != acked.outcome {
+                        return Err(format!(
+                            "an acknowledged {name} did not survive: answered {:?} then {applied:?}",
+                            acked.outcome
+                        ));
+                    }
                 }
             }
         }
-        self.shared.set_faults(saved);
+        self.set_faults(self.opts.faults.engine);
         Ok(())
     }
 
@@ -685,5 +591,19 @@ impl Sim {
         }
         let i = lock(&self.rng).index(self.acked.len());
         self.recheck_acked(Some(i))
+    }
+
+    /// The end of the run: with faults off, the peer retries every pending relay until the home registry
+    /// has answered each; then every relay settled on one side is settled on the other, and the two
+    /// corridors mirror each other.
+    fn quiesce(&mut self) -> Step {
+        self.set_faults(EngineFaults::NONE);
+        for _ in 0..QUIESCE_ROUNDS_MAX {
+            for claims in self.relays.tokens.clone() {
+                self.relay_attempt(&claims.jti.0, false)?;
+            }
+        }
+        let shop = &self.peer_cast.shop.id;
+        check_corridors(self.home.store(), self.peer.store(), &self.relays.tokens, shop, true)
     }
 }

@@ -3,7 +3,7 @@
 //! and a planted bug in the engine (a dropped write, idempotency records never
 //! written) is caught. `BAZAAR_SIM_SEEDS=N` runs more seeds (a local soak).
 
-use bazaar_sim::{run, Options, Plant, Report};
+use bazaar_sim::{run, Faults, Options, Plant, Report};
 use std::path::PathBuf;
 
 /// Seeds run by `cargo test`, and the steps of each.
@@ -116,4 +116,21 @@ fn the_auditor_catches_a_dropped_write() {
 fn the_auditor_catches_a_missing_idempotency_record() {
     let failures = planted(Plant::SkipIdempotency);
     assert!(failures.contains("replay") && failures.contains("answered"), "{failures}");
+}
+
+/// Seeds that, with the peer mostly down or late, once ended with a relayed token settled at home
+/// and the relay failed at the peer (the home registry had forgotten the first call and refused
+/// `token_settled`): the buyer charged, the merchant never paid. They must pass, and must still
+/// reach that case.
+#[test]
+fn a_relay_outliving_the_issuers_idempotency_record_still_settles_once() {
+    let dir = dir("peer-trouble");
+    let mut total = Report::default();
+    for seed in [3, 5, 21, 32] {
+        let opts = Options { faults: Faults::peer_trouble(), ..Options::new(seed, 400) };
+        total.add(&run(opts, &dir).unwrap_or_else(|failure| panic!("{failure}")));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let forgotten = total.outcomes.get("relay_call refused token_settled").copied().unwrap_or(0);
+    assert!(forgotten > 0, "no relay outlived the issuer's record: {:?}", total.outcomes);
 }
