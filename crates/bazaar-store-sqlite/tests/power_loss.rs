@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-/// Power-loss cycles in a normal `cargo test` run (about 20 s in a debug build on a shared 2-core machine).
+/// Power-loss cycles in a normal `cargo test` run (12 to 15 s in a debug build on the shared 2-core machine).
 const CYCLES: u64 = 60;
 /// Cycles of the control run, whose syncs make nothing durable.
 const CONTROL_CYCLES: u64 = 3;
