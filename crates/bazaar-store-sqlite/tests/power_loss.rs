@@ -248,6 +248,8 @@ async fn run_lane(f: Arc<Fixture>, cast: Cast, lane: usize, seed: u64) -> Vec<Se
 /// What one cycle did before the cut: the calls of each lane and the cut.
 struct Run {
     operator: Member,
+    /// The registry key seed the store answered with after the cut was armed, if it answered.
+    key_seed: Option<[u8; 32]>,
     lanes: Vec<(Cast, Vec<Sent>)>,
     cut: CutReport,
     wal_syncs: u64,
@@ -272,6 +274,8 @@ fn run_until_cut(runtime: &tokio::runtime::Runtime, volume: &Arc<Volume>, rng: &
         volume.flush_all();
         let before = volume.counts();
         volume.arm(cut.aim, cut.low + rng.below(cut.high - cut.low + 1), cut.mode, Rng::new(rng.next_u64()));
+        // The first start of a registry stores its key seed (a write outside the writer).
+        let key_seed = f.store.registry_key_seed(std::array::from_fn(|_| rng.below(256) as u8)).await.ok();
         let tasks: Vec<_> = casts
             .iter()
             .enumerate()
@@ -285,7 +289,7 @@ fn run_until_cut(runtime: &tokio::runtime::Runtime, volume: &Arc<Volume>, rng: &
         volume.cut_now(cut.mode, Rng::new(rng.next_u64()));
         let cut = volume.cut().expect("cut");
         let wal_syncs = volume.counts().get(FileKind::Wal, OpKind::Sync) - before.get(FileKind::Wal, OpKind::Sync);
-        Run { operator: f.operator.clone(), lanes, cut, wal_syncs }
+        Run { operator: f.operator.clone(), key_seed, lanes, cut, wal_syncs }
     })
 }
 
@@ -312,6 +316,7 @@ fn recover(runtime: &tokio::runtime::Runtime, run: &Run, dir: &Path, cycle: u64,
         };
         audit(&store, "after recovery", &mut problem).await;
         acknowledged_are_there(&store, &run.lanes, &mut problem).await;
+        key_seed_is_kept(&store, run.key_seed, &mut problem).await;
         let durable = retry_everything(&store, &run.lanes, &mut problem).await;
         balances_are_the_model(&store, &run.lanes, &mut problem).await;
         new_work(&store, &run.operator, &run.lanes[0].0, &mut problem).await;
@@ -365,6 +370,15 @@ async fn acknowledged_are_there(
             // Checked by the retries: an acknowledged mint, fund or budget must replay.
             What::Mint | What::Fund | What::Budget => {}
         }
+    }
+}
+
+/// A registry key seed the store answered with is the one it keeps.
+async fn key_seed_is_kept(store: &SqliteStore, answered: Option<[u8; 32]>, problem: &mut impl FnMut(Problem, String)) {
+    let Some(answered) = answered else { return };
+    match store.registry_key_seed([0; 32]).await {
+        Ok(kept) if kept == answered => {}
+        other => problem(Problem::LostAcknowledged, format!("registry key seed: answered {answered:?}, now {other:?}")),
     }
 }
 
@@ -648,7 +662,8 @@ fn a_failed_fsync_is_not_acknowledged_and_the_writer_carries_on() {
         assert!(unanswered.is_empty(), "after a failed fsync the writer refused {unanswered:?}");
         volume.arm(Aim::Any, 1, CutMode::Clean, Rng::new(1));
         assert!(f.store.submit(setup_calls(&f.operator, &cast, "after").remove(0).1).await.is_err());
-        Run { operator: f.operator.clone(), lanes: vec![(cast, sent)], cut: volume.cut().expect("cut"), wal_syncs: 0 }
+        let cut = volume.cut().expect("cut");
+        Run { operator: f.operator.clone(), key_seed: None, lanes: vec![(cast, sent)], cut, wal_syncs: 0 }
     });
     disk().drop_volume(&name);
     let mut figures = Figures::default();
