@@ -11,11 +11,12 @@ use crate::flows::read_doc;
 use bazaar_core::dispute::{dispute_holds, Dispute, Phase, Subject};
 use bazaar_core::escrow::{milestone_hold, Contract, ContractState, MilestoneState};
 use bazaar_core::federation::{Relay, RelayState};
+use bazaar_core::market::order::{LineState, Order};
 use bazaar_core::model::{Event, Hold, HoldState};
 use bazaar_core::token::TokenClaims;
 use bazaar_store::Store;
 use bazaar_types::limits::PAGE_LIMIT_MAX;
-use bazaar_types::{AccountId, ContractId, DisputeId, HoldId, MemberId};
+use bazaar_types::{AccountId, ContractId, DisputeId, HoldId, MarketOrderId, MemberId};
 use futures::executor::block_on;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +32,8 @@ pub struct Auditor {
     settled_orders: BTreeSet<String>,
     released: BTreeSet<String>,
     executed: BTreeSet<String>,
+    /// Each share's end (paid or cancelled), by order and index.
+    share_ends: BTreeMap<String, String>,
     /// The last acknowledged head: (seq, hash). It must survive every crash.
     acked_head: Option<(u64, String)>,
     pub audits: u64,
@@ -42,7 +45,13 @@ fn err(what: impl std::fmt::Display) -> String {
 
 impl Auditor {
     /// Every check, once.
-    pub fn check(&mut self, store: &dyn Store, contracts: &[ContractId], disputes: &[DisputeId]) -> Audit {
+    pub fn check(
+        &mut self,
+        store: &dyn Store,
+        contracts: &[ContractId],
+        disputes: &[DisputeId],
+        orders: &[MarketOrderId],
+    ) -> Audit {
         self.audits += 1;
         let report = block_on(bazaar_store::audit::audit(store, &|_| {})).map_err(err)?;
         if !report.ok || report.balance_sum_minor != 0 {
@@ -61,16 +70,22 @@ impl Auditor {
                 check_dispute(store, &d, &holds)?;
             }
         }
+        for id in orders {
+            if let Some(o) = read_doc::<Order>(store, id).map_err(err)? {
+                check_order(&o, &holds)?;
+            }
+        }
         Ok(())
     }
 
     /// How many subjects were seen to happen once: settled orders, ended tokens, released milestones, executed disputes.
-    pub fn once_counts(&self) -> [(&'static str, u64); 4] {
+    pub fn once_counts(&self) -> [(&'static str, u64); 5] {
         [
             ("orders settled", self.settled_orders.len() as u64),
             ("tokens ended", self.token_ends.len() as u64),
             ("milestones released", self.released.len() as u64),
             ("disputes executed", self.executed.len() as u64),
+            ("order shares ended", self.share_ends.len() as u64),
         ]
     }
 
@@ -117,6 +132,15 @@ impl Auditor {
                 self.end_token(field("jti"), e)
             }
             "hold.voided" | "hold.expired" => self.end_token(field("jti"), e),
+            "order.share_paid" | "order.share_cancelled" => {
+                let share = format!("{} {}", field("order"), field("share"));
+                match self.share_ends.insert(share.clone(), e.kind.clone()) {
+                    Some(before) => {
+                        Err(format!("share {share} ended twice: {before}, then {} (event {})", e.kind, e.seq))
+                    }
+                    None => Ok(()),
+                }
+            }
             "milestone.released" => {
                 let key = format!("{} {}", field("contract"), field("milestone"));
                 if !self.released.insert(key.clone()) {
@@ -183,6 +207,34 @@ fn check_contract(c: &Contract, holds: &BTreeMap<HoldId, Hold>) -> Audit {
     }
     if pending != c.held().0 {
         return Err(format!("contract {}: says it holds {} but its holds hold {pending}", c.id, c.held()));
+    }
+    Ok(())
+}
+
+/// An order is balanced, and holds exactly its authorized shares: each such share's hold pending for
+/// its amount, every paid or cancelled share's hold resolved.
+fn check_order(o: &Order, holds: &BTreeMap<HoldId, Hold>) -> Audit {
+    if !o.balanced() {
+        return Err(format!("order {} out of balance: {o:?}", o.id));
+    }
+    let mut pending = 0;
+    for line in &o.lines {
+        let Some(hold) = holds.get(&line.hold) else {
+            if line.state == LineState::Authorized {
+                return Err(format!("order {} share {}: hold {} missing", o.id, line.index, line.hold));
+            }
+            continue;
+        };
+        let live = line.state == LineState::Authorized;
+        if live != (hold.state == HoldState::Pending) || (live && hold.amount != line.amount) {
+            return Err(format!("order {} share {} is {:?} but its hold is {hold:?}", o.id, line.index, line.state));
+        }
+        if live {
+            pending += hold.amount.0;
+        }
+    }
+    if pending != o.held().0 {
+        return Err(format!("order {}: says it holds {} but its holds hold {pending}", o.id, o.held()));
     }
     Ok(())
 }

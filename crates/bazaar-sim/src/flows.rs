@@ -28,6 +28,8 @@ pub enum Flow {
     Stake,
     /// Relayed settlements through the corridor to the peer registry (built in `relay`).
     Relay,
+    /// The storefront: listings, requests for quote, orders, proofs, cancellations (built in `market`).
+    Market,
     Sweeper,
 }
 
@@ -39,6 +41,7 @@ impl Flow {
             Flow::Dispute => "disputes",
             Flow::Stake => "stake",
             Flow::Relay => "relayed settlements",
+            Flow::Market => "storefront",
             Flow::Sweeper => "sweeper",
         }
     }
@@ -92,6 +95,20 @@ pub fn read_doc<T: Document>(store: &dyn Store, id: &str) -> Result<Option<T>, S
     }
 }
 
+/// The documents among the last `max` of `ids` that are stored and pass `keep`.
+pub fn recent_docs<T: Document, I: std::ops::Deref<Target = str>>(
+    store: &dyn Store,
+    ids: &[I],
+    max: usize,
+    keep: impl Fn(&T) -> bool,
+) -> Result<Vec<T>, StoreError> {
+    let mut docs = Vec::new();
+    for id in &ids[ids.len().saturating_sub(max)..] {
+        docs.extend(read_doc::<T>(store, id)?.filter(&keep));
+    }
+    Ok(docs)
+}
+
 pub fn contract_op(c: &Contract, act: ContractAct) -> Op {
     Op::Escrow(escrow::Op::ContractAct {
         contract: c.id.clone(),
@@ -137,7 +154,7 @@ impl Workload {
             Flow::Escrow => self.escrow(rng, cast, store, now),
             Flow::Dispute => self.dispute(rng, cast, store),
             Flow::Stake => Ok(Some(self.stake(rng, cast))),
-            Flow::Relay | Flow::Sweeper => Ok(None),
+            Flow::Relay | Flow::Market | Flow::Sweeper => Ok(None),
         }
     }
 
@@ -306,11 +323,7 @@ impl Workload {
     fn dispute(&mut self, rng: &mut Rng, cast: &Cast, store: &dyn Store) -> Result<Option<Command>, StoreError> {
         let key = Some(self.key());
         if rng.below(100) < 80 {
-            let start = self.disputes.len().saturating_sub(RECENT_MAX);
-            let mut open = Vec::new();
-            for id in &self.disputes[start..] {
-                open.extend(read_doc::<Dispute>(store, id)?.filter(|d| d.phase != Phase::Executed));
-            }
+            let open = recent_docs::<Dispute, _>(store, &self.disputes, RECENT_MAX, |d| d.phase != Phase::Executed)?;
             if let Some(d) = rng.pick(&open) {
                 return Ok(self.dispute_act(rng, cast, d, key));
             }

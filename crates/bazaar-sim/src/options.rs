@@ -3,6 +3,7 @@
 //! likely each fault is.
 
 use crate::fault::{EngineFaults, Plant};
+use crate::flows::Flow;
 use bazaar_core::apply::Config;
 use bazaar_core::dispute::Windows;
 use bazaar_types::limits::IDEMPOTENCY_RETENTION_S;
@@ -63,7 +64,20 @@ pub struct Faults {
     pub peer_down: u64,
     /// A call that got there (home settled) but whose answer came too late for the peer.
     pub peer_late: u64,
+    /// How the clients' requests are shared among the flows (relative weights). Part of the
+    /// profile, since what a fault can reach depends on what is in flight.
+    pub flows: [(Flow, u64); 6],
 }
+
+/// The standard mix of requests.
+pub const FLOWS_STANDARD: [(Flow, u64); 6] = [
+    (Flow::Pay, 22),
+    (Flow::Escrow, 17),
+    (Flow::Dispute, 17),
+    (Flow::Stake, 10),
+    (Flow::Relay, 14),
+    (Flow::Market, 20),
+];
 
 impl Faults {
     pub const NONE: Faults = Faults {
@@ -77,6 +91,7 @@ impl Faults {
         crash: 0,
         peer_down: 0,
         peer_late: 0,
+        flows: FLOWS_STANDARD,
     };
 
     pub fn standard() -> Faults {
@@ -96,6 +111,7 @@ impl Faults {
             crash: 25,
             peer_down: 150,
             peer_late: 100,
+            flows: FLOWS_STANDARD,
         }
     }
 }
@@ -111,15 +127,23 @@ pub struct Options {
 }
 
 impl Faults {
-    /// The standard faults, with the peer registry down or late most of the time and long clock jumps
-    /// frequent: relays outlive the home registry's idempotency records.
+    /// The standard faults, with the peer registry down or late most of the time, long clock jumps
+    /// frequent and most requests relayed: relays outlive the home registry's idempotency records.
     pub fn peer_trouble() -> Faults {
         Faults {
             profile: "peer-trouble",
-            peer_late: 600,
-            peer_down: 300,
-            long_jump: 300,
-            clock_jump: 60,
+            peer_late: 700,
+            peer_down: 400,
+            long_jump: 700,
+            clock_jump: 100,
+            flows: [
+                (Flow::Pay, 10),
+                (Flow::Escrow, 5),
+                (Flow::Dispute, 5),
+                (Flow::Stake, 5),
+                (Flow::Relay, 70),
+                (Flow::Market, 5),
+            ],
             ..Faults::standard()
         }
     }

@@ -11,6 +11,7 @@ use crate::auditor::{check_corridors, Auditor};
 use crate::cast::{command, Cast};
 use crate::fault::{EngineFaults, FaultCounts, Shared};
 use crate::flows::{contract_op, dispute_op, read_doc, Flow, Workload};
+use crate::market::Storefront;
 use crate::options::{Options, GROUP_MAX, JUMP_S, LONG_JUMP_S, START, TICK_S_MAX};
 use crate::registry::{Answers, Registry};
 use crate::relay::{relay_finish, settle_relayed, PeerCast, Relays, Side};
@@ -61,6 +62,7 @@ pub struct Sim {
     peer_cast: PeerCast,
     workload: Workload,
     relays: Relays,
+    storefront: Storefront,
     pending: Vec<Pending>,
     acked: Vec<Acked>,
     auditor: Auditor,
@@ -112,6 +114,7 @@ impl Sim {
             peer_cast: PeerCast::new(START),
             workload: Workload::default(),
             relays: Relays::default(),
+            storefront: Storefront::default(),
             pending: Vec::new(),
             acked: Vec::new(),
             auditor: Auditor::default(),
@@ -220,8 +223,8 @@ impl Sim {
     /// Both registries' audits and the corridor between them.
     fn audit(&mut self) -> Step {
         let (contracts, disputes) = (&self.workload.contracts, &self.workload.disputes);
-        self.auditor.check(self.home.store(), contracts, disputes)?;
-        self.peer_auditor.check(self.peer.store(), &[], &[])?;
+        self.auditor.check(self.home.store(), contracts, disputes, &self.storefront.orders)?;
+        self.peer_auditor.check(self.peer.store(), &[], &[], &[])?;
         let shop = &self.peer_cast.shop.id;
         check_corridors(self.home.store(), self.peer.store(), &self.relays.tokens, shop, false)
     }
@@ -275,20 +278,31 @@ impl Sim {
     }
 
     fn request(&mut self) -> Step {
-        let flow = match lock(&self.rng).below(100) {
-            0..=29 => Flow::Pay,
-            30..=51 => Flow::Escrow,
-            52..=73 => Flow::Dispute,
-            74..=86 => Flow::Stake,
-            _ => Flow::Relay,
-        };
+        let weights = &self.opts.faults.flows;
+        let mut roll = lock(&self.rng).below(weights.iter().map(|(_, w)| w).sum());
+        let flow = weights
+            .iter()
+            .find(|(_, w)| {
+                let hit = roll < *w;
+                roll = roll.saturating_sub(*w);
+                hit
+            })
+            .map(|(flow, _)| *flow)
+            .expect("a flow");
         let now = self.clock.now();
-        let (side, next) = if flow == Flow::Relay {
-            let (side, command) = self.relays.next(&mut lock(&self.rng), &self.cast, &self.peer_cast, now);
-            (side, Some(command))
-        } else {
-            let next = self.workload.next(flow, &mut lock(&self.rng), &self.cast, self.home.store(), now);
-            (Side::Home, next.map_err(|e| format!("workload read: {e}"))?)
+        let (side, next) = match flow {
+            Flow::Relay => {
+                let (side, command) = self.relays.next(&mut lock(&self.rng), &self.cast, &self.peer_cast, now);
+                (side, Some(command))
+            }
+            Flow::Market => {
+                let next = self.storefront.next(&mut lock(&self.rng), &self.cast, self.home.store(), now);
+                (Side::Home, next.map_err(|e| format!("storefront read: {e}"))?)
+            }
+            _ => {
+                let next = self.workload.next(flow, &mut lock(&self.rng), &self.cast, self.home.store(), now);
+                (Side::Home, next.map_err(|e| format!("workload read: {e}"))?)
+            }
         };
         if let Some(command) = next {
             self.note(format!("ask {} {}", flow.name(), command.op.name()));
@@ -351,7 +365,8 @@ impl Sim {
             }
         }
         if let (Some(i), Some(Ok(copy))) = (twin, &twin_result) {
-            if let Ok(original) = &results[i] {
+            // An unkeyed request sent twice runs twice: the order or the ledger must refuse the second.
+            if let (Ok(original), Some(_)) = (&results[i], &group[i].command.idem) {
                 self.report.replays_checked += 1;
                 if !copy.replayed || copy.outcome != original.outcome {
                     let name = group[i].command.op.name();
@@ -378,7 +393,9 @@ impl Sim {
             return Ok(false);
         };
         self.note(format!("{name} {} {}", applied.replayed, summary(&applied.outcome)));
+        let keyed = request.command.idem.is_some();
         let at = match &request.first {
+            Some((_, at)) if !keyed => *at,
             Some((first, at)) => {
                 if *at >= self.pruned_before {
                     self.report.replays_checked += 1;
@@ -406,7 +423,9 @@ impl Sim {
             self.pending.push(request);
             return Ok(false);
         }
-        self.acked.push(Acked { side: request.side, command: request.command, outcome: applied.outcome, at });
+        if keyed {
+            self.acked.push(Acked { side: request.side, command: request.command, outcome: applied.outcome, at });
+        }
         Ok(true)
     }
 
