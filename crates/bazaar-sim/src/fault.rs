@@ -55,6 +55,8 @@ pub struct Shared {
     pub counts: Arc<Mutex<FaultCounts>>,
     /// Set by the engine when it "crashed" mid-transaction; the simulator then restarts.
     pub crashed: AtomicBool,
+    /// The plant acts only once armed (after setup), so it is the auditor that must find it.
+    plant_armed: AtomicBool,
     writes: Mutex<u64>,
     gate_armed: AtomicBool,
     gate: (Mutex<bool>, Condvar),
@@ -73,6 +75,7 @@ impl Shared {
             plant,
             counts,
             crashed: AtomicBool::new(false),
+            plant_armed: AtomicBool::new(false),
             writes: Mutex::new(0),
             gate_armed: AtomicBool::new(false),
             gate: (Mutex::new(false), Condvar::new()),
@@ -86,6 +89,10 @@ impl Shared {
     /// Replaces the fault probabilities (the simulator turns them off for setup and checks).
     pub fn set_faults(&self, faults: EngineFaults) -> EngineFaults {
         std::mem::replace(&mut *self.faults.lock().unwrap_or_else(|p| p.into_inner()), faults)
+    }
+
+    pub fn arm_plant(&self) {
+        self.plant_armed.store(true, Ordering::SeqCst);
     }
 
     /// The next prune the engine runs waits for [`Shared::open_gate`] first.
@@ -156,12 +163,13 @@ impl<E: Engine> Engine for FaultEngine<E> {
     }
 
     fn write(&mut self, changes: &Changes) -> Result<(), StoreError> {
+        let plant = self.shared.plant.filter(|_| self.shared.plant_armed.load(Ordering::SeqCst));
         let n = {
             let mut writes = self.shared.writes.lock().unwrap_or_else(|p| p.into_inner());
-            *writes += 1;
+            *writes += plant.is_some() as u64;
             *writes
         };
-        match self.shared.plant {
+        match plant {
             Some(Plant::DropWrite) if n % PLANT_EVERY == 0 => Ok(()),
             Some(Plant::SkipIdempotency) => {
                 let mut changes = changes.clone();

@@ -176,6 +176,7 @@ impl Sim {
         self.peer_auditor.acked(self.peer.store())?;
         for reg in [&self.home, &self.peer] {
             reg.shared.set_faults(self.opts.faults.engine);
+            reg.shared.arm_plant();
         }
         Ok(())
     }

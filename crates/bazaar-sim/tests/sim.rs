@@ -110,13 +110,22 @@ fn planted(plant: Plant) -> String {
     }
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(failures.len(), 4, "a planted {plant:?} went unnoticed in some seeds: {failures:?}");
-    failures.join("\n")
+    for failure in &failures {
+        assert!(
+            !failure.contains("at step 0:"),
+            "the plant broke the setup, not a step the auditor checked: {failure}"
+        );
+    }
+    let failures = failures.join("\n");
+    println!("{failures}");
+    failures
 }
 
 #[test]
 fn the_auditor_catches_a_dropped_write() {
     let failures = planted(Plant::DropWrite);
     assert!(failures.contains("replay: cargo run --release -p bazaar-sim -- --seed"), "{failures}");
+    assert!(failures.contains("did not survive") || failures.contains("audit:"), "{failures}");
 }
 
 #[test]
