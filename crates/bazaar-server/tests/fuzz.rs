@@ -322,7 +322,16 @@ fn requests(corpus: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Input> {
     prop_oneof![3 => structured, 1 => inputs(corpus, HTTP_TOKENS)]
 }
 
-/// Answers by status (0: the text was no HTTP request), so a run shows how deep it went.
+/// Whether `request` would rotate or revoke the operator's own credential: the
+/// world cannot mint another, and every later case would stop at 401.
+fn kills_operator(request: &Request<Body>) -> bool {
+    let operator =
+        request.headers().get_all("authorization").iter().any(|v| v.as_bytes().ends_with(b"operator-secret"));
+    operator && request.uri().path().starts_with("/v1/credentials/")
+}
+
+/// Answers by status (0: the text was no HTTP request; 1: skipped, see
+/// [`kills_operator`]), so a run shows how deep it went.
 type Tally = std::sync::Mutex<std::collections::BTreeMap<u16, u64>>;
 
 fn check_request(world: &World, input: &Input, tally: &Tally) -> Result<(), String> {
@@ -331,6 +340,10 @@ fn check_request(world: &World, input: &Input, tally: &Tally) -> Result<(), Stri
         note(0);
         return Ok(());
     };
+    if kills_operator(&request) {
+        note(1);
+        return Ok(());
+    }
     let method = request.method().clone();
     let (status, content_type, body) = world.send(request)?;
     note(status.as_u16());
@@ -566,4 +579,112 @@ fn write_corpus() {
         "accepted": requirements, "payload": {"token": "{token}"}});
     let body = json!({"x402Version": 2, "paymentPayload": payload, "paymentRequirements": requirements});
     write_seed("x402-facilitator", "seed-verify.json", &serde_json::to_vec_pretty(&body).unwrap());
+}
+
+// ---- federation: signed server-to-server requests -----------------------------------------------
+
+/// Generated cases per federation target in the bounded run (`cargo test`).
+const S2S_CASES: u32 = 1_500;
+/// Timestamps a signature header is given in place of its own.
+const HOSTILE_TS: [i64; 6] = [i64::MIN, i64::MAX, -1, 0, i64::MIN + 1, 1 << 53];
+const S2S_TOKENS: &[&str] = &["registry=", "key=", "ts=", "sig=", ",", "=", " ", "-9223372036854775808"];
+
+/// The world and a peer registry it recognises, whose key signs the requests.
+struct Federation {
+    world: World,
+    peer: common::Registry,
+}
+
+impl Federation {
+    fn new() -> Federation {
+        let world = World::new();
+        let peer = world.runtime.block_on(async {
+            let peer = common::registry().await;
+            let did = peer.state.registry.to_string();
+            world._registry.operator.add_peer(&peer.url, &did, 5_000, (100, 1_000, 10_000)).await.unwrap();
+            peer
+        });
+        Federation { world, peer }
+    }
+
+    /// The peer's genuine `Bazaar-Registry-Signature` over `body`, at time `ts`.
+    fn signature(&self, body: &[u8], ts: i64) -> String {
+        let key = self.peer.state.signing_key();
+        let registry = self.peer.state.registry.as_str();
+        let message = bazaar_core::federation::s2s_message(registry, "POST", SETTLE_PATH, ts, body);
+        let key_did = bazaar_core::crypto::did_key(&key.verifying_key());
+        format!("registry={registry},key={key_did},ts={ts},sig={}", bazaar_core::crypto::sign(&key, &message))
+    }
+
+    fn settle(&self, header: HeaderValue, body: &[u8]) -> Result<(StatusCode, Value), String> {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(SETTLE_PATH)
+            .header("content-type", "application/json")
+            .header("bazaar-registry-signature", header)
+            .body(Body::from(body.to_vec()))
+            .expect("a request");
+        let (status, content_type, answer) = self.world.send(request)?;
+        check_answer(&Method::POST, status, &content_type, &answer)?;
+        Ok((status, serde_json::from_slice(&answer).unwrap_or_default()))
+    }
+}
+
+const SETTLE_PATH: &str = bazaar_server::federation::FEDERATION_SETTLE_PATH;
+/// A relayed settlement whose token is not one: refused only after the signature checked out.
+const SETTLE_BODY: &str = r#"{"token":"apt_x.y","amount_minor":1,"order_id":"fuzz"}"#;
+
+/// A signature header read the way the registry reads it: parts by name, trimmed, the last one winning.
+fn header_parts(header: &str) -> Option<std::collections::BTreeMap<String, String>> {
+    let mut parts = std::collections::BTreeMap::new();
+    for part in header.split(',') {
+        let (k, v) = part.split_once('=')?;
+        parts.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    Some(parts)
+}
+
+#[test]
+fn fuzz_s2s_signature() {
+    let federation = Federation::new();
+    let now = federation.world._registry.state.now().ms();
+    let genuine = federation.signature(SETTLE_BODY.as_bytes(), now);
+    let (status, answer) = federation.settle(HeaderValue::from_str(&genuine).unwrap(), SETTLE_BODY.as_bytes()).unwrap();
+    assert_eq!(answer["code"], "token_malformed", "the genuine signature is accepted ({status}): {answer}");
+    let entries = harness::corpus("s2s-signature");
+    let mut seeds: Vec<Vec<u8>> = entries.iter().map(|(_, bytes)| bytes.clone()).collect();
+    seeds.push(genuine.clone().into_bytes());
+    let retimed = {
+        let genuine = genuine.clone();
+        (0..HOSTILE_TS.len()).prop_map(move |i| {
+            let parts: Vec<String> = genuine
+                .split(',')
+                .map(|p| if p.starts_with("ts=") { format!("ts={}", HOSTILE_TS[i]) } else { p.to_string() })
+                .collect();
+            Input(parts.join(",").into_bytes())
+        })
+    };
+    let strategy = prop_oneof![4 => inputs(Arc::new(seeds), S2S_TOKENS), 1 => retimed];
+    fuzz_with("s2s-signature", S2S_CASES, &entries, strategy, |input| {
+        let Ok(header) = HeaderValue::from_bytes(federation.world.fill(&input.text()).as_bytes()) else {
+            return Ok(());
+        };
+        let (_, answer) = federation.settle(header, SETTLE_BODY.as_bytes())?;
+        let refused = ["request_signature_invalid", "peer_unknown", "request_stale"]
+            .contains(&answer["code"].as_str().unwrap_or_default());
+        let same = header_parts(&input.text()).is_some() && header_parts(&input.text()) == header_parts(&genuine);
+        ensure(refused || same, || format!("a signature that is not the peer's was accepted: {answer}"))
+    });
+}
+
+#[test]
+fn fuzz_s2s_body() {
+    let federation = Federation::new();
+    let now = federation.world._registry.state.now().ms();
+    harness::fuzz_json("s2s-body", S2S_CASES, HTTP_TOKENS, |input| {
+        let body = federation.world.fill(&input.text()).into_bytes();
+        let header = HeaderValue::from_str(&federation.signature(&body, now)).expect("an ASCII header");
+        let (_, answer) = federation.settle(header, &body)?;
+        ensure(answer["code"] != "request_signature_invalid", || format!("a genuine signature was refused: {answer}"))
+    });
 }

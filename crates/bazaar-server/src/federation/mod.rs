@@ -40,7 +40,8 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 /// `FEDERATION_SKEW_S_MAX` from this registry's clock: a signature alone does
 /// not say when, so an old one could be replayed.
 pub(crate) fn check_presented_at(now_ms: i64, presented_at_ms: i64) -> Result<(), Refusal> {
-    if (now_ms - presented_at_ms).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
+    // `abs_diff`: `presented_at_ms` is the caller's, any i64; a difference must not overflow.
+    if now_ms.abs_diff(presented_at_ms) > FEDERATION_SKEW_S_MAX * 1000 {
         return Err(Refusal::new(Code::RequestStale, "`presented_at_ms` is too far from this registry's clock.")
             .with(serde_json::json!({"now_ms": now_ms, "skew_s_max": FEDERATION_SKEW_S_MAX})));
     }

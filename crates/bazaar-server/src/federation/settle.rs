@@ -38,7 +38,8 @@ async fn s2s_peer(state: &AppState, headers: &HeaderMap, path: &str, body: &[u8]
         Refusal::new(Code::PeerUnknown, "This registry does not recognise the calling registry.")
             .with(json!({"registry": sig.registry}))
     })?;
-    if (state.now().ms() - sig.ts).unsigned_abs() > FEDERATION_SKEW_S_MAX * 1000 {
+    // `abs_diff`: `ts` is the caller's, any i64; a difference must not overflow.
+    if state.now().ms().abs_diff(sig.ts) > FEDERATION_SKEW_S_MAX * 1000 {
         return Err(
             Refusal::new(Code::RequestStale, "The request's timestamp is too far from this registry's clock.").into()
         );
