@@ -201,10 +201,14 @@ fn fuzz_passport() {
 
 // ---- key histories ------------------------------------------------------------------------
 
-/// What a key history's signatures pin down: every key, its signature, and
-/// when each rotation took effect (the genesis key's start is not signed).
-fn signed_part(history: &[KeyEntry]) -> Vec<(String, Option<String>, Option<i64>)> {
-    history.iter().enumerate().map(|(i, k)| (k.did.clone(), k.sig.clone(), (i > 0).then_some(k.from_ms))).collect()
+/// A later key's signature by its predecessor and when it took over.
+type Rotation = (Option<String>, i64);
+
+/// What a key history's signatures pin down: every key, and each later key's
+/// signature and start (the genesis key's start and any `sig` it carries are
+/// not signed, and `verify_history` ignores them).
+fn signed_part(history: &[KeyEntry]) -> Vec<(String, Option<Rotation>)> {
+    history.iter().enumerate().map(|(i, k)| (k.did.clone(), (i > 0).then(|| (k.sig.clone(), k.from_ms)))).collect()
 }
 
 fn check_key_history(input: &Input) -> Result<(), String> {

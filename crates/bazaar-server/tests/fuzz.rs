@@ -688,3 +688,81 @@ fn fuzz_s2s_body() {
         ensure(answer["code"] != "request_signature_invalid", || format!("a genuine signature was refused: {answer}"))
     });
 }
+
+// ---- the SDK's x402 middleware: PAYMENT-SIGNATURE in, PAYMENT-REQUIRED out -------------------------
+
+/// Generated cases of the x402 header target in the bounded run (`cargo test`).
+const X402_HEADER_CASES: u32 = 1_000;
+/// What the fuzzed paid route costs, in minor units.
+const PAID_PRICE_MINOR: u64 = 250;
+/// The paid route's resource as the middleware names it (no `Host` header: `localhost`).
+const PAID_RESOURCE: &str = "http://localhost/paid";
+
+/// What a `402` must carry: a `PAYMENT-REQUIRED` header that decodes to an x402 v2 offer.
+fn check_payment_required(headers: &axum::http::HeaderMap) -> Result<(), String> {
+    use base64::Engine;
+    let header = headers.get("payment-required").ok_or("a 402 without PAYMENT-REQUIRED")?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(header.as_bytes()).map_err(|e| e.to_string())?;
+    let required: Value = serde_json::from_slice(&bytes).map_err(|e| format!("PAYMENT-REQUIRED is not JSON: {e}"))?;
+    ensure(required["x402Version"] == 2 && required["accepts"][0]["scheme"] == "apt", || {
+        format!("PAYMENT-REQUIRED is not an x402 v2 apt offer: {required}")
+    })
+}
+
+#[test]
+fn fuzz_x402_header() {
+    use base64::Engine;
+    let world = World::new();
+    let merchant = bazaar_sdk::Client::new(&world._registry.url, Some(world.credentials[3].clone()));
+    let buyer = bazaar_sdk::Client::new(&world._registry.url, Some(world.credentials[2].clone()));
+    let merchant_id = world.fill("{merchant_id}");
+    let (app, token) = world.runtime.block_on(async {
+        let receipts = world._registry.dir().join("receipts.db");
+        let route = Arc::new(bazaar_sdk::paid::PaidRoute::new(merchant, PAID_PRICE_MINOR, &receipts).unwrap());
+        let x402 = Arc::new(bazaar_sdk::paid::X402Route::new(route, "a fuzzed paid route").await.unwrap());
+        let app = axum::Router::new()
+            .route("/paid", axum::routing::get(|| async { "paid" }))
+            .route_layer(axum::middleware::from_fn_with_state(x402, bazaar_sdk::paid::x402_paid));
+        let issued = buyer.issue_token(&merchant_id, PAID_PRICE_MINOR, "fuzz-x402", PAID_RESOURCE).await.unwrap();
+        (app, issued.body["token"].as_str().unwrap().to_string())
+    });
+    let send = |header: Option<HeaderValue>| {
+        let mut request = Request::builder().uri("/paid");
+        if let Some(header) = header {
+            request = request.header("payment-signature", header);
+        }
+        world.runtime.block_on(async {
+            let answer = tokio::time::timeout(ANSWER_WAIT, app.clone().oneshot(request.body(Body::empty()).unwrap()));
+            answer.await.map_err(|_| "no answer".to_string())?.map_err(|e| e.to_string())
+        })
+    };
+    let check = |input: &Input| -> Result<(), String> {
+        let payload = input.text().replace("{x402_token}", &token);
+        let payload = world.fill(&payload);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(payload.as_bytes());
+        for header in [HeaderValue::from_str(&encoded).ok(), HeaderValue::from_bytes(payload.as_bytes()).ok()] {
+            let response = send(header)?;
+            let status = response.status();
+            ensure(!status.is_server_error() || status == StatusCode::SERVICE_UNAVAILABLE, || format!("{status}"))?;
+            if status == StatusCode::PAYMENT_REQUIRED {
+                check_payment_required(response.headers())?;
+            }
+            if status.is_success() {
+                let sent: Value = serde_json::from_str(&payload).unwrap_or_default();
+                let genuine = sent["payload"]["token"] == token.as_str();
+                ensure(genuine, || format!("a payment without the genuine token was served: {payload}"))?;
+            }
+        }
+        Ok(())
+    };
+    let bare = send(None).unwrap();
+    assert_eq!(bare.status(), StatusCode::PAYMENT_REQUIRED);
+    check_payment_required(bare.headers()).unwrap();
+    for seed in valid_seeds("x402-header").iter() {
+        let payload = world.fill(&String::from_utf8_lossy(seed).replace("{x402_token}", &token));
+        let encoded = base64::engine::general_purpose::STANDARD.encode(payload.as_bytes());
+        let paid = send(Some(HeaderValue::from_str(&encoded).unwrap())).unwrap();
+        assert_eq!(paid.status(), StatusCode::OK, "the seed pays: {payload}");
+    }
+    harness::fuzz_json("x402-header", X402_HEADER_CASES, HTTP_TOKENS, check);
+}
