@@ -547,20 +547,30 @@ impl Sim {
         Ok(())
     }
 
-    /// A registry's process dies between two steps (or with a transaction open) and restarts on its file.
+    /// A registry's process dies between two steps (or with a transaction open) and restarts on its
+    /// file; so does the other one if its engine died in the same step. Then every acknowledged answer
+    /// is asked for again.
     fn crash(&mut self, side: Side) -> Step {
+        self.restart(side)?;
+        for other in [Side::Home, Side::Peer] {
+            if self.reg(other).shared.crashed.load(std::sync::atomic::Ordering::SeqCst) {
+                self.restart(other)?;
+            }
+        }
+        self.recheck_acked(None)
+    }
+
+    fn restart(&mut self, side: Side) -> Step {
         self.report.crashes += 1;
-        match side {
-            Side::Home => self.home.kill(),
-            Side::Peer => self.peer.kill(),
-        }
-        match side {
-            Side::Home => self.home.open(&self.clock)?,
-            Side::Peer => self.peer.open(&self.clock)?,
-        }
+        let reg = match side {
+            Side::Home => &mut self.home,
+            Side::Peer => &mut self.peer,
+        };
+        reg.kill();
+        reg.open(&self.clock)?;
         self.report.recoveries += 1;
         self.note(format!("restarted {side:?}"));
-        self.recheck_acked(None)
+        Ok(())
     }
 
     fn set_faults(&self, faults: EngineFaults) {
