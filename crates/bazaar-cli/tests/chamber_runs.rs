@@ -99,7 +99,7 @@ async fn the_story_runs_to_its_approval_link_for_the_operator_only_and_again() {
     let dir = common::fresh_dir("bazaar-runs-story");
     let (local, _operator) = common::embedded_with_operator(&dir, "op").await;
     let (status, body) = post(&local, "/v1/chamber/runs/story", Some("op"), json!(null)).await;
-    assert_eq!((status, body["code"].as_str()), (503, Some("runs_unavailable")), "{body}");
+    assert_eq!((status, body["code"].as_str()), (404, Some("runs_unavailable")), "{body}");
     attach(&local, None);
     let listed: Value = reqwest::get(format!("{}/v1/chamber/runs", local.url)).await.unwrap().json().await.unwrap();
     assert_eq!((listed["story"].as_bool(), listed["agent_model"].is_null()), (Some(true), true), "{listed}");
@@ -125,7 +125,7 @@ async fn the_story_runs_to_its_approval_link_for_the_operator_only_and_again() {
         assert_eq!(approved["state"], "authorized", "{approved}");
     }
     let (status, body) = post(&local, "/v1/chamber/runs/agent", Some("op"), json!({})).await;
-    assert_eq!((status, body["code"].as_str()), (503, Some("agent_model_unconfigured")), "{body}");
+    assert_eq!((status, body["code"].as_str()), (404, Some("agent_model_unconfigured")), "{body}");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -94,7 +94,10 @@ async fn check_page_headers(base: &str) {
     let header = |name: &str| page.headers().get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
     assert_eq!(header("content-type"), "text/html; charset=utf-8");
     let policy = header("content-security-policy");
-    assert!(policy.starts_with("default-src 'none'") && policy.contains("script-src 'unsafe-inline'"), "{policy}");
+    // The page's own inline script runs by its hash: no inline script else, no framing, no referrer.
+    assert!(policy.starts_with("default-src 'none'") && policy.contains("script-src 'self' 'sha256-"), "{policy}");
+    assert!(!policy.contains("script-src 'unsafe-inline'") && policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(header("referrer-policy"), "no-referrer");
     assert!(!page.text().await.unwrap().contains("__REGISTRY_KEYS__"));
     let spec: Value = http.get(format!("{base}/openapi.json")).send().await.unwrap().json().await.unwrap();
     assert!(spec["paths"]["/passport/verify"]["get"].is_object(), "the page is in the OpenAPI document");

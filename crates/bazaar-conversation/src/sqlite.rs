@@ -389,9 +389,11 @@ fn insert_message(tx: &Transaction<'_>, message: &Message, idem_key: Option<&str
 }
 
 fn reply_author(tx: &Transaction<'_>, channel: &ChannelId, seq: u64) -> Result<MemberId> {
-    tx.one("SELECT authored_by FROM messages WHERE channel = ?1 AND seq = ?2", params![channel.as_str(), seq], |r| {
-        r.get::<_, String>(0)
-    })
+    tx.one(
+        "SELECT authored_by FROM messages WHERE channel = ?1 AND seq = ?2",
+        params![channel.as_str(), big(seq)],
+        |r| r.get::<_, String>(0),
+    )
     .optional()
     .map_err(unavailable)?
     .map(MemberId)
@@ -461,12 +463,12 @@ impl Rows for Transaction<'_> {
             HistoryRange::Before(seq) => query_messages(
                 self,
                 "WHERE m.channel = ?1 AND m.seq < ?2 ORDER BY m.seq DESC LIMIT ?3",
-                params![id, seq, limit],
+                params![id, big(seq), limit],
             ),
             HistoryRange::After(seq) => query_messages(
                 self,
                 "WHERE m.channel = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3",
-                params![id, seq, limit],
+                params![id, big(seq), limit],
             ),
         }
     }
@@ -475,12 +477,12 @@ impl Rows for Transaction<'_> {
             self,
             "WHERE m.position > ?1 AND m.channel IN (SELECT channel FROM memberships WHERE member = ?2)
              ORDER BY m.position LIMIT ?3",
-            params![after_position, member.as_str(), scan as u64],
+            params![big(after_position), member.as_str(), scan as u64],
         )
     }
     fn messages_after(&self, channel: &ChannelId, seq: u64, limit: usize) -> Result<Vec<Message>> {
         let clause = "WHERE m.channel = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3";
-        query_messages(self, clause, params![channel.as_str(), seq, limit as u64])
+        query_messages(self, clause, params![channel.as_str(), big(seq), limit as u64])
     }
     fn insert_channel(&self, channel: &Channel) -> Result<()> {
         insert_channel(self, channel)
@@ -523,11 +525,15 @@ impl Rows for Transaction<'_> {
         insert_message(self, message, idem_key)
     }
     fn load_message(&self, channel: &ChannelId, seq: u64) -> Result<Option<Message>> {
-        let found = query_messages(self, "WHERE m.channel = ?1 AND m.seq = ?2", params![channel.as_str(), seq])?;
+        let found = query_messages(self, "WHERE m.channel = ?1 AND m.seq = ?2", params![channel.as_str(), big(seq)])?;
         Ok(found.into_iter().next())
     }
     fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
-        query_messages(self, "WHERE m.channel = ?1 AND m.ref_seq = ?2 ORDER BY m.seq", params![channel.as_str(), seq])
+        query_messages(
+            self,
+            "WHERE m.channel = ?1 AND m.ref_seq = ?2 ORDER BY m.seq",
+            params![channel.as_str(), big(seq)],
+        )
     }
     fn counter(&self, name: &str) -> Result<u64> {
         let found: Option<u64> = self
@@ -677,7 +683,7 @@ impl Rows for Transaction<'_> {
     }
     fn load_answer(&self, member: &MemberId, position: u64) -> Result<Option<Answer>> {
         let sql = "SELECT member, position, body, at FROM answers WHERE member = ?1 AND position = ?2";
-        self.one(sql, params![member.as_str(), position], answer_from_row).optional().map_err(unavailable)
+        self.one(sql, params![member.as_str(), big(position)], answer_from_row).optional().map_err(unavailable)
     }
     fn insert_answer(&self, answer: &Answer) -> Result<()> {
         self.run(
@@ -692,7 +698,7 @@ impl Rows for Transaction<'_> {
                    ORDER BY position LIMIT ?3";
         let mut statement = self.prepare_cached(sql).map_err(unavailable)?;
         let rows = statement
-            .query_map(params![member.as_str(), after_position, limit as u64], answer_from_row)
+            .query_map(params![member.as_str(), big(after_position), limit as u64], answer_from_row)
             .map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }
@@ -726,7 +732,7 @@ impl Rows for Transaction<'_> {
              SELECT e.id, ?2, 'pending', 0, ?3, ?3 FROM webhook_endpoints e
              JOIN memberships m ON m.member = e.member AND m.channel = ?1 AND m.left_after IS NULL
              WHERE e.disabled_at IS NULL",
-            params![channel.as_str(), position, now.0],
+            params![channel.as_str(), big(position), now.0],
         )
         .map_err(unavailable)?;
         Ok(())
@@ -814,7 +820,7 @@ impl Rows for Transaction<'_> {
         Ok(())
     }
     fn message_at(&self, position: u64) -> Result<Message> {
-        let found = query_messages(self, "WHERE m.position = ?1", params![position])?;
+        let found = query_messages(self, "WHERE m.position = ?1", params![big(position)])?;
         found.into_iter().next().ok_or_else(|| unavailable(format!("no message at position {position}")))
     }
     fn deliveries_of(&self, endpoint: &str, state: DeliveryState, limit: usize) -> Result<Vec<Delivery>> {
@@ -834,4 +840,10 @@ impl Rows for Transaction<'_> {
             .map_err(unavailable)?;
         Ok(changed as u64)
     }
+}
+
+/// A position or `seq` as SQLite stores it: one past `i64::MAX` reads as the
+/// largest (nothing lies after it), never as a refused bind.
+fn big(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }

@@ -65,8 +65,10 @@ fn signed_event(value: &serde_json::Value, what: &str, code: Code) -> Result<Eve
 pub struct FundRequest {
     /// The signed job request (kind 5905), not yet published: its `reward`
     /// tag must name this amount and the calling agent.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Object, required = true)]
     pub job: serde_json::Value,
+    /// 1 to `AMOUNT_MINOR_MAX` minor units.
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_u64)]
     pub amount_minor: u64,
     /// Seconds an accepted outcome may be presented before the poster may withdraw (default 7 days).
     pub claim_s: Option<u64>,
@@ -75,7 +77,7 @@ pub struct FundRequest {
 /// Posting agent: funds its job's reward — a hold on its own budget with no
 /// expiry, `bty_<job id>` — before it publishes the job. Only the job's author
 /// (its validator) can release it, and only with an accepted verdict.
-#[utoipa::path(post, path = "/v1/bounties", request_body = FundRequest, responses((status = 201, description = "The bounty, funded", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/bounties", request_body = FundRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The bounty, funded", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn fund_bounty(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -113,7 +115,7 @@ async fn load_bounty(state: &AppState, id: &str) -> Result<Bounty, Problem> {
 
 /// A bounty: its job, amount, state and claim window. Any member may read it
 /// (a job's reward is as public as the job).
-#[utoipa::path(get, path = "/v1/bounties/{id}", responses((status = 200, description = "The bounty", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/bounties/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The bounty", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 pub async fn get_bounty(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -123,7 +125,7 @@ pub async fn get_bounty(
 }
 
 /// Bounties a poster funded, by id.
-#[utoipa::path(get, path = "/v1/bounties", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Bounties", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/bounties", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Bounties", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn list_bounties(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -200,7 +202,7 @@ async fn outcome_of(state: &AppState, body: &ReleaseRequest) -> Result<Outcome, 
 /// worker declared (which must be its owner's), once. Rejected and unassessed
 /// move nothing (`bounty_not_accepted`); a second release is refused
 /// `bounty_already_released` with the reward attached.
-#[utoipa::path(post, path = "/v1/bounties/{id}/release", request_body = ReleaseRequest, responses((status = 200, description = "The reward: gross, fee, net and the transfers", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/bounties/{id}/release", request_body = ReleaseRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The reward: gross, fee, net and the transfers", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn release_bounty(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -221,7 +223,7 @@ pub async fn release_bounty(
 
 /// Poster (or its owner): takes the reward back after the claim window when
 /// no accepted outcome was presented; refused `bounty_claim_open` before.
-#[utoipa::path(post, path = "/v1/bounties/{id}/withdraw", responses((status = 200, description = "The bounty, withdrawn", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/bounties/{id}/withdraw", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The bounty, withdrawn", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 pub async fn withdraw_bounty(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -255,7 +257,7 @@ struct Totals {
 /// An agent's earnings: only rewards the ledger confirmed (each names the
 /// transfers that paid it), with gross, protocol fee and net apart. A payment
 /// a result merely claims is never here. The agent, its owner and the operator.
-#[utoipa::path(get, path = "/v1/agents/{agent}/earnings", responses((status = 200, description = "Confirmed rewards and their totals", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/agents/{agent}/earnings", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Confirmed rewards and their totals", body = OpenObject), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn earnings(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -88,7 +88,7 @@ pub enum SubjectRequest {
 
 /// Buyer (or its owner): disputes a settled paid call or a milestone within
 /// the claim window. The claimed amount is frozen at once.
-#[utoipa::path(post, path = "/v1/disputes", request_body = DisputeRequest, responses((status = 201, description = "The dispute, with what was frozen and from where", body = schema::Dispute), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/disputes", request_body = DisputeRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The dispute, with what was frozen and from where", body = schema::Dispute), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
 pub async fn file_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -131,7 +131,7 @@ async fn load_dispute(state: &AppState, id: &str) -> Result<Dispute, Problem> {
 /// A dispute's whole record: phase, deadline, what was frozen, evidence,
 /// rulings, the appeal, the outcome and the timeline. Parties, their owners,
 /// the assigned arbiter and the operator.
-#[utoipa::path(get, path = "/v1/disputes/{id}", responses((status = 200, description = "The dispute and its timeline", body = schema::Dispute), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/disputes/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The dispute and its timeline", body = schema::Dispute), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn get_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -145,7 +145,7 @@ pub async fn get_dispute(
 }
 
 /// Disputes naming a party (claimant or respondent), by id.
-#[utoipa::path(get, path = "/v1/disputes", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Disputes", body = schema::DisputePage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/disputes", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Disputes", body = schema::DisputePage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn list_disputes(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -186,7 +186,7 @@ pub struct EvidenceRequest {
 
 /// A party (or its owner) adds signed evidence while the evidence phase is
 /// open. The respondent's first evidence is its answer.
-#[utoipa::path(post, path = "/v1/disputes/{id}/evidence", request_body = EvidenceRequest, responses((status = 200, description = "Recorded on the event ledger", body = schema::EvidenceAdded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/evidence", request_body = EvidenceRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Recorded on the event ledger", body = schema::EvidenceAdded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn add_evidence(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -217,7 +217,7 @@ pub struct RulingRequest {
 
 /// The assigned arbiter rules. A first ruling opens the appeal window; a
 /// second (after an appeal) is final and executes at once.
-#[utoipa::path(post, path = "/v1/disputes/{id}/ruling", request_body = RulingRequest, responses((status = 200, description = "The dispute after the ruling, or the execution outcome", body = schema::RulingAnswer), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/ruling", request_body = RulingRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The dispute after the ruling, or the execution outcome", body = schema::RulingAnswer), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn rule(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -237,7 +237,7 @@ pub async fn rule(
 
 /// The side a first ruling went against appeals once, within the window,
 /// posting a bond (a hold) that it gets back only if the second ruling favours it.
-#[utoipa::path(post, path = "/v1/disputes/{id}/appeal", responses((status = 200, description = "Appealed; a new arbiter is assigned", body = schema::Dispute), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/appeal", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Appealed; a new arbiter is assigned", body = schema::Dispute), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
 pub async fn appeal(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -251,7 +251,7 @@ pub async fn appeal(
 /// Anyone may ask for a final ruling to be executed once the appeal window
 /// passed (the sweeper does it anyway). Runs once; a second call is refused
 /// `dispute_executed` with the outcome attached.
-#[utoipa::path(post, path = "/v1/disputes/{id}/execute", responses((status = 200, description = "The outcome", body = schema::DisputeOutcome), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Already executed (the outcome in `facts`), or not final yet", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/execute", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The outcome", body = schema::DisputeOutcome), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Already executed (the outcome in `facts`), or not final yet", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn execute_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -272,7 +272,7 @@ pub struct StakeRequest {
 
 /// Merchant agent: moves units from its balance into its stake account.
 /// Requires `Idempotency-Key`.
-#[utoipa::path(post, path = "/v1/stake", request_body = StakeRequest, responses((status = 200, description = "Locked", body = schema::StakeLocked), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/stake", request_body = StakeRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Locked", body = schema::StakeLocked), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn stake_lock(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -284,7 +284,7 @@ pub async fn stake_lock(
 
 /// Starts the cooldown on part of the caller's stake (refused while a dispute
 /// is open against it). The units stay slashable until withdrawn.
-#[utoipa::path(post, path = "/v1/stake/unlock", request_body = StakeRequest, responses((status = 200, description = "Cooldown started", body = schema::StakeUnlocking), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/stake/unlock", request_body = StakeRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cooldown started", body = schema::StakeUnlocking), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn stake_unlock(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -311,7 +311,7 @@ async fn stake_move(
 
 /// Moves unlocked stake back to the balance, after the cooldown and only with
 /// no open dispute. Requires `Idempotency-Key`.
-#[utoipa::path(post, path = "/v1/stake/withdraw", responses((status = 200, description = "Withdrawn", body = schema::StakeWithdrawn), errors::Unauthenticated, errors::Invalid, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/stake/withdraw", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Withdrawn", body = schema::StakeWithdrawn), errors::Unauthenticated, errors::Invalid, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn stake_withdraw(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -322,7 +322,7 @@ pub async fn stake_withdraw(
 }
 
 /// A member's stake: balance, frozen part, open disputes, pending unlock. Any member may read it.
-#[utoipa::path(get, path = "/v1/stake/{member}", responses((status = 200, description = "Stake record", body = schema::Stake), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/stake/{member}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Stake record", body = schema::Stake), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 pub async fn get_stake(
     State(state): State<Arc<AppState>>,
     _auth: Auth,

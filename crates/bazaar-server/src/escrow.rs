@@ -90,7 +90,7 @@ pub struct ContractRequest {
 /// Buyer agent: opens and funds an escrowed contract (a hold per milestone on
 /// its own budget). `Idempotency-Key` is required; the contract id is derived
 /// from the three parties and that key, so a retry lands on the same contract.
-#[utoipa::path(post, path = "/v1/contracts", request_body = ContractRequest, responses((status = 201, description = "The contract, funded and offered to the seller", body = schema::Contract), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts", request_body = ContractRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The contract, funded and offered to the seller", body = schema::Contract), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn create_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -147,7 +147,7 @@ pub(crate) async fn may_read(state: &AppState, actor: &Member, parties: &[&Membe
 }
 
 /// A contract, with what it still holds. Parties, their owners and the operator.
-#[utoipa::path(get, path = "/v1/contracts/{id}", responses((status = 200, description = "The contract", body = schema::Contract), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/contracts/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The contract", body = schema::Contract), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn get_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -179,7 +179,7 @@ async fn contract_act(
 }
 
 /// Seller: accepts the contract; from now on milestones can be delivered.
-#[utoipa::path(post, path = "/v1/contracts/{id}/accept", responses((status = 200, description = "Accepted: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/accept", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Accepted: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn accept_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -191,7 +191,7 @@ pub async fn accept_contract(
 }
 
 /// Seller: declines; every milestone hold goes back to the buyer.
-#[utoipa::path(post, path = "/v1/contracts/{id}/decline", responses((status = 200, description = "Declined: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/decline", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Declined: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn decline_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -203,7 +203,7 @@ pub async fn decline_contract(
 }
 
 /// Buyer: cancels before the seller accepted; every hold goes back.
-#[utoipa::path(post, path = "/v1/contracts/{id}/cancel", responses((status = 200, description = "Cancelled: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/cancel", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cancelled: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn cancel_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -221,7 +221,7 @@ pub struct DeliverRequest {
 }
 
 /// Seller: marks a milestone delivered; the buyer's review window starts.
-#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/deliver", request_body = DeliverRequest, responses((status = 200, description = "Delivered; `review_deadline_ms` says when it releases by itself", body = schema::MilestoneDelivered), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/deliver", request_body = DeliverRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Delivered; `review_deadline_ms` says when it releases by itself", body = schema::MilestoneDelivered), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn deliver_milestone(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -237,7 +237,7 @@ pub async fn deliver_milestone(
 /// Buyer: accepts a delivered milestone and releases it to the seller, less the
 /// fee. Releases once: a retry with the same key replays the receipt; any
 /// other second release is refused `milestone_already_released` with it attached.
-#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/release", responses((status = 200, description = "Release receipt", body = schema::MilestoneReleased), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Already released (the receipt in `facts`), or disputed", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/release", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Release receipt", body = schema::MilestoneReleased), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Already released (the receipt in `facts`), or disputed", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn release_milestone(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -284,7 +284,7 @@ pub(crate) async fn list_docs(
 }
 
 /// Contracts naming a party (buyer, seller or arbiter), by id.
-#[utoipa::path(get, path = "/v1/contracts", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Contracts", body = schema::ContractPage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/contracts", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Contracts", body = schema::ContractPage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn list_contracts(
     State(state): State<Arc<AppState>>,
     auth: Auth,

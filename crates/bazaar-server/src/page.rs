@@ -1,22 +1,82 @@
-//! A page the registry serves as it is written: HTML whose inline script may
-//! call only this registry (`connect-src 'self'`), never be sniffed, and
-//! never send a referrer.
+//! A page the registry serves as it is written: HTML whose scripts run only if
+//! they are the ones the page was written with (each inline script allowed by
+//! its SHA-256 in the Content-Security-Policy, never `'unsafe-inline'`), may
+//! call only this registry (`connect-src 'self'`), cannot be framed, never be
+//! sniffed, and never send a referrer.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use sha2::Digest as _;
 
-pub fn html(body: &'static str) -> Response {
+/// What every page may do besides its own scripts: its inline style, calls
+/// back to this registry, forms that post here, and nothing framed or based elsewhere.
+const POLICY_REST: &str =
+    "style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// The Content-Security-Policy for `body`: scripts from this origin, and each
+/// inline `<script>` of `body` by its hash.
+pub fn policy(body: &str) -> String {
+    let mut sources = String::from("'self'");
+    for script in inline_scripts(body) {
+        let digest = sha2::Sha256::digest(script.as_bytes());
+        sources.push_str(" 'sha256-");
+        sources.push_str(&base64::engine::general_purpose::STANDARD.encode(digest));
+        sources.push('\'');
+    }
+    format!("default-src 'none'; script-src {sources}; {POLICY_REST}")
+}
+
+/// The text of each `<script>` element in `body` that has no `src`.
+fn inline_scripts(body: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = body;
+    while let Some(start) = rest.find("<script") {
+        let after_name = &rest[start + "<script".len()..];
+        let Some(tag_end) = after_name.find('>') else { break };
+        let attributes = &after_name[..tag_end];
+        let content = &after_name[tag_end + 1..];
+        let Some(close) = content.find("</script>") else { break };
+        if !attributes.contains("src=") {
+            found.push(&content[..close]);
+        }
+        rest = &content[close + "</script>".len()..];
+    }
+    found
+}
+
+/// `body` as a page, with its policy.
+pub fn html(body: &str) -> Response {
+    let policy = policy(body);
     (
         [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'",
-            ),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()),
+            (header::CONTENT_SECURITY_POLICY, policy),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+            (header::REFERRER_POLICY, "no-referrer".to_string()),
         ],
-        body,
+        body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_inline_script_is_allowed_by_its_hash_and_nothing_inline_else() {
+        let page =
+            "<p>x</p><script>let a = 1;</script><script src=\"/x.js\"></script>\n<script type=\"module\">b()</script>";
+        let policy = policy(page);
+        assert!(
+            !policy.split(';').any(|d| d.trim().starts_with("script-src") && d.contains("unsafe-inline")),
+            "{policy}"
+        );
+        let hash = |s: &str| base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(s.as_bytes()));
+        assert!(policy.contains(&format!("'sha256-{}'", hash("let a = 1;"))), "{policy}");
+        assert!(policy.contains(&format!("'sha256-{}'", hash("b()"))), "{policy}");
+        assert_eq!(policy.matches("'sha256-").count(), 2, "the script with `src` is not hashed: {policy}");
+        assert!(policy.contains("frame-ancestors 'none'") && policy.contains("default-src 'none'"));
+    }
 }

@@ -13,10 +13,6 @@ pub const PASSPORT_VERIFY_HTML: &str = include_str!("../assets/passport-verify.h
 /// Stands where the JSON key list goes, inside `<script type="application/json" id="registry-keys">`.
 pub const REGISTRY_KEYS_PLACEHOLDER: &str = "__REGISTRY_KEYS__";
 
-/// The page's own script and style are inline; it loads nothing and sends nothing.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; \
-     style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
 /// The page with `keys_json` (a JSON array of `{"did", "from_ms", "until_ms"}`) filled in.
 ///
 /// `<` is written as `\u003c`, the same JSON, so no string in the list can close the

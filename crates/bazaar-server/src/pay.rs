@@ -81,7 +81,7 @@ pub struct MintRequest {
 }
 
 /// Operator only: issues units into an owner's account (purchase-only; there is no withdrawal).
-#[utoipa::path(post, path = "/v1/mint", request_body = MintRequest, params(("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Minted", body = schema::Minted), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/mint", request_body = MintRequest, params(("Idempotency-Key" = String, Header, description = "Required")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Minted", body = schema::Minted), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn mint(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -97,11 +97,13 @@ async fn mint(
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FundRequest {
+    /// 1 to `AMOUNT_MINOR_MAX` minor units.
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_u64)]
     pub amount_minor: u64,
 }
 
 /// Owner only: moves units from the owner's account into its agent's budget account.
-#[utoipa::path(post, path = "/v1/agents/{agent}/fund", request_body = FundRequest, params(("agent" = String, Path, description = "DID or handle"), ("Idempotency-Key" = String, Header, description = "Required")), responses((status = 200, description = "Funded", body = schema::Funded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/agents/{agent}/fund", request_body = FundRequest, params(("agent" = String, Path, description = "DID or handle"), ("Idempotency-Key" = String, Header, description = "Required")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Funded", body = schema::Funded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn fund(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -125,7 +127,7 @@ pub struct BudgetRequest {
 }
 
 /// Owner only: sets an agent's ceilings. An agent can never set its own.
-#[utoipa::path(put, path = "/v1/agents/{agent}/budget", request_body = BudgetRequest, responses((status = 200, description = "Budget", body = schema::Budget), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/agents/{agent}/budget", request_body = BudgetRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Budget", body = schema::Budget), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn set_budget(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -159,7 +161,7 @@ pub struct TokenRequest {
 
 /// Agent only: places a hold on its budget and returns a registry-signed `apt_` token.
 /// Without `Idempotency-Key`, the key is the (merchant, order): asking twice for one order returns the same token.
-#[utoipa::path(post, path = "/v1/tokens", request_body = TokenRequest, responses((status = 201, description = "Token issued", body = schema::TokenIssued), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/tokens", request_body = TokenRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "Token issued", body = schema::TokenIssued), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn issue_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -269,7 +271,7 @@ impl exec::BatchItem for TokenBatchItem {
 /// answered in order as `{status, replayed, body}`; a refused item never fails the others. Items on the same
 /// (merchant, order) or with the same idempotency key run one after another in the batch's order, so a duplicate
 /// is a replay of the first; the rest run concurrently.
-#[utoipa::path(post, path = "/v1/tokens/batch", request_body = TokenBatch, responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/tokens/batch", request_body = TokenBatch, security(("credential" = []), ("session" = [])), responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
 async fn issue_tokens(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -292,7 +294,7 @@ pub struct VerifyRequest {
 /// A receipt check, never a work order: says whether the token is genuine and
 /// its state. A settled token still verifies as genuine (state `settled`), so a
 /// merchant must never do paid work because verify said "genuine".
-#[utoipa::path(post, path = "/v1/tokens/verify", request_body = VerifyRequest, responses((status = 200, description = "Genuineness and state", body = schema::TokenCheck), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/tokens/verify", request_body = VerifyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Genuineness and state", body = schema::TokenCheck), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Unavailable))]
 async fn verify_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -336,7 +338,7 @@ pub struct SettleRequest {
 /// Merchant only: settles a token exactly once. Without `Idempotency-Key` the key
 /// is derived from (merchant, order), so a retry returns the original receipt
 /// with `Idempotent-Replayed: true`.
-#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to order:<order_id>")), responses((status = 200, description = "Settlement receipt", body = schema::SettlementReceipt), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable, (status = 409, description = "In flight, or token/order already settled (the original settlement in `facts`)", body = ProblemDetails, content_type = "application/problem+json"), (status = 422, description = "Same key, different body; or refused by a rule (`amount_exceeds_token`, `order_mismatch`, …)", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to order:<order_id>")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Settlement receipt", body = schema::SettlementReceipt), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable, (status = 409, description = "In flight, or token/order already settled (the original settlement in `facts`)", body = ProblemDetails, content_type = "application/problem+json"), (status = 422, description = "Same key, different body; or refused by a rule (`amount_exceeds_token`, `order_mismatch`, …)", body = ProblemDetails, content_type = "application/problem+json")))]
 async fn settle(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -415,7 +417,7 @@ pub struct SettleBatch {
 /// or replay) it — both uniqueness layers, sticky refusals — answered in order as `{status, replayed, body}`; a
 /// refused item never fails the others. Items on the same order or with the same idempotency key run one after
 /// another in the batch's order, so a duplicate is a replay of the first; the rest run concurrently.
-#[utoipa::path(post, path = "/v1/settlements/batch", request_body = SettleBatch, responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/settlements/batch", request_body = SettleBatch, security(("credential" = []), ("session" = [])), responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
 async fn settle_batch(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -430,7 +432,7 @@ async fn settle_batch(
 }
 
 /// Buyer (or its owner): voids an unsettled token and releases its hold.
-#[utoipa::path(post, path = "/v1/tokens/{jti}/void", responses((status = 200, description = "Voided", body = schema::Voided), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/tokens/{jti}/void", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Voided", body = schema::Voided), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unavailable))]
 async fn void_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -454,7 +456,7 @@ pub struct EventsQuery {
 }
 
 /// Operator only: the hash-chained event ledger, a page at a time.
-#[utoipa::path(get, path = "/v1/events", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Events", body = schema::EventPage), errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/events", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Events", body = schema::EventPage), errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
 async fn events(
     State(state): State<Arc<AppState>>,
     auth: Auth,

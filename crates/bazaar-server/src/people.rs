@@ -91,7 +91,8 @@ async fn begin(
 async fn finish(state: &AppState, id: String, kind: &'static str) -> Result<Ceremony, Problem> {
     let found = state.plane()?.call(move |store| store.take_ceremony(&id)).await?;
     found.filter(|ceremony| ceremony.kind == kind).ok_or_else(|| {
-        refused(
+        Problem::new(
+            StatusCode::NOT_FOUND,
             "ceremony_invalid",
             format!("No such {kind} in progress: start again (it lasts {PASSKEY_CEREMONY_TTL_S} s and is used once)."),
         )
@@ -101,7 +102,7 @@ async fn finish(state: &AppState, id: String, kind: &'static str) -> Result<Cere
 /// Starts registering a passkey for the caller (a person: agents use
 /// credentials). The authenticator must keep a resident (discoverable) key,
 /// so sign-in needs no username.
-#[utoipa::path(post, path = "/v1/passkeys/register/start", responses((status = 200, description = "The ceremony and its WebAuthn options", body = CeremonyStarted), errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/register/start", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The ceremony and its WebAuthn options", body = CeremonyStarted), errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
 async fn register_start(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     if auth.member.kind != MemberKind::Owner {
         return Err(Problem::new(
@@ -141,7 +142,7 @@ pub struct FinishRequest {
 }
 
 /// Finishes registering: the passkey is kept for the caller.
-#[utoipa::path(post, path = "/v1/passkeys/register/finish", request_body = FinishRequest, responses((status = 201, description = "The passkey", body = crate::schemas::conversation::Passkey), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/register/finish", request_body = FinishRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The passkey", body = crate::schemas::conversation::Passkey), errors::Unauthenticated, errors::BodyRefused, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn register_finish(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -173,7 +174,7 @@ async fn register_finish(
 }
 
 /// The caller's passkeys (ids and dates; never the keys' state).
-#[utoipa::path(get, path = "/v1/passkeys", responses((status = 200, description = "Passkeys", body = [crate::schemas::conversation::Passkey]), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/passkeys", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Passkeys", body = [crate::schemas::conversation::Passkey]), errors::Unauthenticated, errors::Unavailable))]
 async fn list_passkeys(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     let member = auth.member.id;
     let found = state.plane()?.call(move |store| store.passkeys_of(&member)).await?;
@@ -197,7 +198,7 @@ fn cookie(party: &RelyingParty, value: &str, max_age_s: u64) -> String {
 
 /// Finishes a sign-in: checks the passkey's signature, opens a fresh session
 /// (revoking the one this browser held, if any) and sets its cookie.
-#[utoipa::path(post, path = "/v1/passkeys/sign-in/finish", request_body = FinishRequest, responses((status = 200, description = "Signed in: the member, and a `bazaar_session` cookie", body = crate::schemas::identity::Member), errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/sign-in/finish", request_body = FinishRequest, responses((status = 200, description = "Signed in: the member, and a `bazaar_session` cookie", body = crate::schemas::identity::Member), errors::BodyRefused, errors::NotFound, errors::Unavailable))]
 async fn sign_in_finish(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,

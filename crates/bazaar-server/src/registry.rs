@@ -100,31 +100,12 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
 /// The compromise ledger: every place privacy here is weaker than end-to-end, and the test that shows it.
 #[utoipa::path(get, path = "/compromises", responses((status = 200, description = "The compromise ledger (HTML), the same text as docs/compromises.md", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn compromises() -> impl IntoResponse {
-    use axum::http::header;
-    (
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        crate::compromises_page::compromises_page(),
-    )
+    crate::page::html(&crate::compromises_page::compromises_page())
 }
 
 /// The passport verifier: a page that checks a pasted passport in the browser against this registry's keys.
 #[utoipa::path(get, path = "/passport/verify", responses((status = 200, description = "Passport verifier page (HTML); verifying happens in the browser and sends nothing", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn passport_verify(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    use crate::passport_page::{passport_page, CONTENT_SECURITY_POLICY};
-    use axum::http::header;
     let keys = serde_json::to_string(&state.key_history()).expect("keys serialize");
-    let page = passport_page(&keys);
-    (
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            (header::REFERRER_POLICY, "no-referrer"),
-        ],
-        page,
-    )
+    crate::page::html(&crate::passport_page::passport_page(&keys))
 }

@@ -58,9 +58,42 @@ pub const UNDESCRIBED_ROUTES: &[(&str, &str)] = &[
     ),
     // The error-response sets refer to it by name, so it is registered here
     // rather than left to whichever route happens to name it as a body.
-    components(schemas(ProblemDetails))
+    components(schemas(ProblemDetails)),
+    modifiers(&SecuritySchemes)
 )]
 struct ApiDoc;
+
+/// The two ways a caller authenticates, named by every route behind them
+/// (`security(("credential" = []), ("session" = []))`): a bearer credential,
+/// or a person's passkey session cookie (which also needs the registry's own
+/// `Origin` on a write).
+struct SecuritySchemes;
+
+impl utoipa::Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let bearer = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "An agent's, owner's or operator's credential (`bzc_…`). A credential without the `pay` scope cannot \
+                 move money; an enrollment credential (`bzi_…`) may only rotate itself.",
+            ))
+            .build();
+        components.add_security_scheme(CREDENTIAL_SCHEME, SecurityScheme::Http(bearer));
+        let cookie = ApiKeyValue::with_description(
+            crate::auth::SESSION_COOKIE,
+            "A person signed in with a passkey (`POST /v1/passkeys/sign-in/finish` sets it; SameSite=Strict). A write \
+             on a session must carry this registry's `Origin`.",
+        );
+        components.add_security_scheme(SESSION_SCHEME, SecurityScheme::ApiKey(ApiKey::Cookie(cookie)));
+    }
+}
+
+/// The security scheme of `Authorization: Bearer <credential>`.
+pub const CREDENTIAL_SCHEME: &str = "credential";
+/// The security scheme of the passkey session cookie.
+pub const SESSION_SCHEME: &str = "session";
 
 /// Every route, with the storefront's MCP server nested at `/mcp`.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -74,6 +107,7 @@ pub fn api_router(state: Arc<AppState>) -> Router {
     let (api, _description) = capabilities().split_for_parts();
     api.fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .layer(middleware::from_fn(problem_rejections))
         .layer(middleware::from_fn(crate::auth::scope_spending))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(middleware::from_fn_with_state(state.clone(), admit))
@@ -105,11 +139,19 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("jobs", crate::relay::jobs::routes()))
 }
 
-/// Tags every operation of `router` with its capability.
+/// Tags every operation of `router` with its capability, and states for each
+/// operation with parameters the `400` a malformed parameter gets (every
+/// path, query and header parameter is parsed, so any can be refused).
 fn tagged(tag: &str, mut router: OpenApiRouter<Arc<AppState>>) -> OpenApiRouter<Arc<AppState>> {
     for item in router.get_openapi_mut().paths.paths.values_mut() {
+        let shared_parameters = item.parameters.as_ref().is_some_and(|p| !p.is_empty());
         for operation in operations(item) {
             operation.tags = Some(vec![tag.to_string()]);
+            let has_parameters = shared_parameters || operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
+            if has_parameters && !operation.responses.responses.contains_key("400") {
+                use utoipa::IntoResponses;
+                operation.responses.responses.extend(errors::Invalid::responses());
+            }
         }
     }
     router
@@ -155,6 +197,48 @@ async fn observe(State(state): State<Arc<AppState>>, request: axum::extract::Req
     state.metrics.add("bazaar_http_requests_total", format!("route=\"{route}\",status=\"{status}\""), 1.0);
     state.metrics.add("bazaar_http_request_seconds_sum", format!("route=\"{route}\""), started.elapsed().as_secs_f64());
     response
+}
+
+/// The bytes of a plain-text rejection read to restate it (axum's are one line).
+const REJECTION_TEXT_BYTES_MAX: usize = 4 * 1024;
+
+/// Restates as problem+json the plain-text refusals axum's own extractors and
+/// router answer with (a path segment that does not parse, a method the route
+/// does not take, …), so every error this API sends has a stable `code`.
+async fn problem_rejections(request: axum::extract::Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    // axum's rejections are text/plain; its 405 has no body (nor type) at all.
+    let plain = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .map(|v| v.to_str().is_ok_and(|v| v.starts_with("text/plain")))
+        .unwrap_or(true);
+    if !(status.is_client_error() || status.is_server_error()) || !plain {
+        return response;
+    }
+    let allow = response.headers().get(axum::http::header::ALLOW).cloned();
+    let text = axum::body::to_bytes(response.into_body(), REJECTION_TEXT_BYTES_MAX).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let code = match status {
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::NOT_FOUND => "route_not_found",
+        status if status.is_server_error() => "internal",
+        _ => "invalid_request",
+    };
+    let detail = match text.trim() {
+        "" if status == StatusCode::METHOD_NOT_ALLOWED => {
+            "This route does not take that method; see `Allow`.".to_string()
+        }
+        "" => format!("The request was refused ({status})."),
+        text => format!("The request was refused: {text}"),
+    };
+    let mut answer = Problem::new(status, code, detail).into_response();
+    if let Some(allow) = allow {
+        answer.headers_mut().insert(axum::http::header::ALLOW, allow);
+    }
+    answer
 }
 
 async fn not_found() -> Problem {

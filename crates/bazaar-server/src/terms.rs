@@ -48,11 +48,28 @@ pub struct Terms {
     pub invited_buyers: Option<Vec<String>>,
     /// Whether the merchant set its own (false: the registry's defaults).
     pub own: bool,
+    /// Who set them (the merchant or its owner); absent for the registry's defaults.
+    pub set_by: Option<String>,
+    /// Unix milliseconds; absent for the registry's defaults.
+    pub set_at: Option<i64>,
+}
+
+/// The terms as `PUT` stored them (the receipt of `set_terms`).
+#[derive(Serialize, ToSchema)]
+pub struct StoredTerms {
+    pub merchant: String,
+    /// The merchant's own threshold (at most the registry's when set).
+    pub escrow_threshold_minor: u64,
+    /// Null: open to every buyer.
+    pub invited_buyers: Option<Vec<String>>,
+    pub set_by: String,
+    /// Unix milliseconds.
+    pub set_at: i64,
 }
 
 /// The merchant agent or its owner: sets the merchant's own terms, replacing any before.
 /// Terms apply to tokens, contracts and orders asked for afterwards.
-#[utoipa::path(put, path = "/v1/agents/{agent}/terms", request_body = TermsRequest, responses((status = 200, description = "The terms as stored", body = Terms), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/agents/{agent}/terms", request_body = TermsRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The terms as stored", body = StoredTerms), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unprocessable, errors::Unavailable))]
 async fn set_terms(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -81,7 +98,7 @@ async fn set_terms(
 }
 
 /// Any member: a merchant's terms — its own, or the registry's defaults (`own: false`).
-#[utoipa::path(get, path = "/v1/agents/{agent}/terms", responses((status = 200, description = "The merchant's terms", body = Terms), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/agents/{agent}/terms", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The merchant's terms", body = Terms), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 async fn get_terms(
     State(state): State<Arc<AppState>>,
     _auth: Auth,

@@ -116,7 +116,7 @@ async fn check(state: &AppState, auth: &Auth, body: &FacilitatorRequest) -> Resu
 }
 
 /// The merchant (its bearer credential): would this payment settle?
-#[utoipa::path(post, path = "/x402/verify", request_body = FacilitatorRequest, responses((status = 200, description = "{isValid, payer} or {isValid: false, invalidReason}", body = schema::X402Verified), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/x402/verify", request_body = FacilitatorRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "{isValid, payer} or {isValid: false, invalidReason}", body = schema::X402Verified), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
 pub async fn verify(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -129,7 +129,7 @@ pub async fn verify(
 }
 
 /// The merchant: settle this payment, exactly once per order.
-#[utoipa::path(post, path = "/x402/settle", request_body = FacilitatorRequest, responses((status = 200, description = "{success, transaction, network, payer, amount}", body = schema::X402Settled), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/x402/settle", operation_id = "x402_settle", request_body = FacilitatorRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "{success, transaction, network, payer, amount}", body = schema::X402Settled), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable))]
 pub async fn settle(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -1,5 +1,5 @@
 //! The chamber's "try to break it" routes around a stand-in catalogue: no
-//! catalogue attached is `503 attacks_unavailable`; an unknown attack is
+//! catalogue attached is `404 attacks_unavailable`; an unknown attack is
 //! `404`; one run at a time and at most `ATTACKS_PER_MINUTE_MAX` a minute
 //! (`429 attack_rate_limited`); anonymous visitors only when the stream is public.
 

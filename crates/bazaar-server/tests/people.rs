@@ -62,16 +62,16 @@ async fn ceremonies_are_refused_when_unknown_and_passkeys_need_a_domain() {
     let ivy = person(&r, "ivy").await;
     let body = json!({"ceremony": "wac_never", "credential": {}});
     let (status, refused) = r.post(&ivy, "/v1/passkeys/sign-in/finish", body.clone()).await;
-    assert_eq!((status, refused["code"].as_str()), (400, Some("ceremony_invalid")));
+    assert_eq!((status, refused["code"].as_str()), (404, Some("ceremony_invalid")));
     let (status, started) = r.post(&ivy, "/v1/passkeys/sign-in/start", json!({})).await;
     assert_eq!(status, 200, "{started}");
     assert_eq!(started["options"]["publicKey"]["rpId"], "localhost");
     // A sign-in ceremony is not a registration, and each is used once.
     let wrong = json!({"ceremony": started["ceremony"], "credential": {}});
     let (status, refused) = r.post(&ivy, "/v1/passkeys/register/finish", wrong.clone()).await;
-    assert_eq!((status, refused["code"].as_str()), (400, Some("ceremony_invalid")));
+    assert_eq!((status, refused["code"].as_str()), (404, Some("ceremony_invalid")));
     let (status, refused) = r.post(&ivy, "/v1/passkeys/sign-in/finish", wrong).await;
-    assert_eq!((status, refused["code"].as_str()), (400, Some("ceremony_invalid")), "taken by the wrong finish");
+    assert_eq!((status, refused["code"].as_str()), (404, Some("ceremony_invalid")), "taken by the wrong finish");
     let (status, started) = r.post(&ivy, "/v1/passkeys/register/start", json!({})).await;
     assert_eq!(status, 200, "{started}");
     let selection = &started["options"]["publicKey"]["authenticatorSelection"];

@@ -52,7 +52,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 
 fn unavailable() -> Problem {
     Problem::new(
-        StatusCode::SERVICE_UNAVAILABLE,
+        StatusCode::NOT_FOUND,
         "attacks_unavailable",
         "This registry's operator has not given the chamber its attack catalogue (`bazaar demo --serve` does).",
     )
@@ -71,7 +71,7 @@ fn may_watch(state: &AppState, auth: &MaybeAuth) -> Result<(), Problem> {
 }
 
 /// The attack catalogue: each attack's name and the refusal it must meet.
-#[utoipa::path(get, path = "/v1/chamber/attacks", responses((status = 200, description = "The catalogue", body = OpenObject), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/chamber/attacks", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The catalogue", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Result<Json<Value>, Problem> {
     may_watch(&state, &auth)?;
     let runner = state.attacks().ok_or_else(unavailable)?;
@@ -84,7 +84,7 @@ pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> R
 /// refusal it met, and whether the parties' balances and the event ledger
 /// (but for the refusal's own record) stayed as they were. One at a time per
 /// node, at most 20 a minute and 5 a minute per visitor (`429 attack_rate_limited`).
-#[utoipa::path(post, path = "/v1/chamber/attacks/{name}", responses((status = 200, description = "The verdict", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/chamber/attacks/{name}", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The verdict", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::TooMany, errors::Unavailable))]
 pub async fn run(
     State(state): State<Arc<AppState>>,
     auth: MaybeAuth,

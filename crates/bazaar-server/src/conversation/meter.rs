@@ -45,7 +45,7 @@ pub struct Meter {
 }
 
 /// Events delivered to the caller on a UTC day, by transport.
-#[utoipa::path(get, path = "/v1/meter", params(("day" = Option<String>, Query)), responses((status = 200, description = "The day's meter", body = Meter), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/meter", params(("day" = Option<String>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The day's meter", body = Meter), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
 async fn meter(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -275,7 +275,7 @@ fn view(endpoint: bazaar_conversation::Endpoint, show_secret: bool) -> WebhookVi
 }
 
 /// Registers a webhook endpoint for the caller; its secret is shown once.
-#[utoipa::path(post, path = "/v1/webhooks", request_body = AddWebhookRequest, responses((status = 201, description = "The endpoint, with its `whsec_` secret", body = WebhookView), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/webhooks", request_body = AddWebhookRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The endpoint, with its `whsec_` secret", body = WebhookView), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable))]
 async fn add_webhook(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -289,7 +289,7 @@ async fn add_webhook(
 }
 
 /// The caller's webhook endpoints (without their secrets).
-#[utoipa::path(get, path = "/v1/webhooks", responses((status = 200, description = "Endpoints", body = [WebhookView]), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/webhooks", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Endpoints", body = [WebhookView]), errors::Unauthenticated, errors::Unavailable))]
 async fn list_webhooks(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     let member = auth.member.id;
     let endpoints = state.plane()?.call(move |store| store.webhooks(&member)).await?;
@@ -297,7 +297,7 @@ async fn list_webhooks(State(state): State<Arc<AppState>>, auth: Auth) -> Result
 }
 
 /// Removes an endpoint and everything still owed to it.
-#[utoipa::path(delete, path = "/v1/webhooks/{id}", params(("id" = String, Path)), responses((status = 200, description = "Removed", body = WebhookRemoved), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", params(("id" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Removed", body = WebhookRemoved), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 async fn remove_webhook(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -317,7 +317,7 @@ pub struct WebhookRemoved {
 /// Draws a new secret. For `WEBHOOK_ROTATION_OVERLAP_MS` (24 h) every
 /// delivery carries two signatures, the new secret's and the old one's, so
 /// the receiver can switch at its own pace.
-#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate", params(("id" = String, Path)), responses((status = 200, description = "The endpoint with its new secret", body = WebhookView), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate", params(("id" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The endpoint with its new secret", body = WebhookView), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 async fn rotate_secret(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -340,7 +340,7 @@ pub struct DeliveriesQuery {
 }
 
 /// An endpoint's deliveries in one state, oldest first: by default its dead letters.
-#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", params(("id" = String, Path), ("state" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Deliveries", body = [crate::schemas::OpenObject]), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", params(("id" = String, Path), ("state" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Deliveries", body = [crate::schemas::OpenObject]), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Unavailable))]
 async fn list_deliveries(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -362,7 +362,7 @@ pub struct Replayed {
 }
 
 /// Puts the endpoint's dead letters back in line, oldest first.
-#[utoipa::path(post, path = "/v1/webhooks/{id}/replay", params(("id" = String, Path)), responses((status = 200, description = "How many were put back", body = Replayed), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/webhooks/{id}/replay", params(("id" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "How many were put back", body = Replayed), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 async fn replay_dead(
     State(state): State<Arc<AppState>>,
     auth: Auth,

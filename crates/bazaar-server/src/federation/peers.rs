@@ -57,7 +57,7 @@ pub async fn key_history(State(state): State<Arc<AppState>>) -> Json<Value> {
 }
 
 /// Operator only: rotate to a fresh signing key.
-#[utoipa::path(post, path = "/v1/registry/keys/rotate", responses((status = 201, description = "The new key's entry", body = schema::KeyRotated), errors::Unauthenticated, errors::Forbidden, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/registry/keys/rotate", security(("credential" = []), ("session" = [])), responses((status = 201, description = "The new key's entry", body = schema::KeyRotated), errors::Unauthenticated, errors::Forbidden, errors::Unprocessable, errors::Unavailable))]
 pub async fn rotate_key(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     if auth.member.kind != MemberKind::Operator {
         return Err(Refusal::new(Code::NotPermitted, "Only the operator rotates the registry's key.").into());
@@ -141,7 +141,7 @@ pub struct AddPeerRequest {
 
 /// Operator only: recognise a peer registry by URL and DID. Its card is fetched
 /// and checked against the DID before anything is stored.
-#[utoipa::path(post, path = "/v1/federation/peers", request_body = AddPeerRequest, responses((status = 201, description = "Peer recognised", body = schema::PeerAdded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 422, description = "The card does not check out", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/federation/peers", request_body = AddPeerRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "Peer recognised", body = schema::PeerAdded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 422, description = "The card does not check out", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn add_peer(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -190,6 +190,7 @@ pub async fn list_peers(State(state): State<Arc<AppState>>) -> Result<Json<Value
 #[serde(deny_unknown_fields)]
 pub struct GuestRequest {
     /// The agent's did:key (its home registry's member id).
+    #[schema(pattern = "^did:key:z[1-9A-HJ-NP-Za-km-z]+$")]
     pub did: String,
     /// The agent's home registry: a peer this registry recognises.
     pub home: String,

@@ -141,7 +141,7 @@ pub async fn issue_passport(state: &Arc<AppState>, subject: &MemberId) -> Result
 }
 
 /// A passport for the caller, an agent the caller owns, or (for the operator) anyone.
-#[utoipa::path(post, path = "/v1/passports", request_body = PassportRequest, responses((status = 201, description = "A signed TrustPassport (VC 2.0, eddsa-jcs-2022)", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passports", request_body = PassportRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "A signed TrustPassport (VC 2.0, eddsa-jcs-2022)", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::TooMany, errors::Unavailable))]
 pub async fn post_passport(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -192,7 +192,7 @@ async fn known_registries(state: &AppState) -> Result<Vec<(String, Vec<KeyEntry>
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyPassportRequest {
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::schemas::federation::PassportShape, required = true)]
     pub passport: Value,
 }
 
@@ -223,7 +223,7 @@ pub async fn verify_passport_route(
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportRequest {
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::schemas::federation::PassportShape, required = true)]
     pub passport: Value,
     /// Milliseconds; within `FEDERATION_SKEW_S_MAX` of this registry's clock.
     pub presented_at_ms: i64,

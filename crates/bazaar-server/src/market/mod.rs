@@ -73,7 +73,7 @@ pub struct ListingRequest {
 }
 
 /// Seller's agent: lists a product under its own SKU, or relists it (same SKU, new terms).
-#[utoipa::path(put, path = "/v1/listings", request_body = ListingRequest, responses((status = 200, description = "The listing, with its lowest price", body = schema::Listing), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable, (status = 400, description = "`listing_invalid`, or a malformed body", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(put, path = "/v1/listings", request_body = ListingRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The listing, with its lowest price", body = schema::Listing), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable, (status = 400, description = "`listing_invalid`, or a malformed body", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn put_listing(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -119,7 +119,7 @@ pub struct SearchQuery {
 
 /// Any member: full-text search over listings (every word must match, as a
 /// word prefix; plurals fold). The search is counted for demand.
-#[utoipa::path(get, path = "/v1/search", params(("q" = String, Query), ("limit" = Option<usize>, Query)), responses((status = 200, description = "Matching listings, best first", body = schema::SearchResults), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/search", params(("q" = String, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Matching listings, best first", body = schema::SearchResults), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
 pub async fn search(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -151,7 +151,7 @@ pub struct UnmetQuery {
 }
 
 /// Any member: searches that found nothing the last time they ran, most frequent first.
-#[utoipa::path(get, path = "/v1/searches/unmet", params(("limit" = Option<usize>, Query)), responses((status = 200, description = "Unmet demand", body = schema::UnmetSearches), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/searches/unmet", params(("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Unmet demand", body = schema::UnmetSearches), errors::Unauthenticated, errors::Unavailable))]
 pub async fn unmet(
     State(state): State<Arc<AppState>>,
     _auth: Auth,

@@ -52,7 +52,7 @@ pub struct OrderPolicyRequest {
 }
 
 /// Owner: when its agent's storefront orders need a person's approval.
-#[utoipa::path(put, path = "/v1/agents/{agent}/order-policy", request_body = OrderPolicyRequest, responses((status = 200, description = "The policy", body = schema::OrderPolicy), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/agents/{agent}/order-policy", request_body = OrderPolicyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The policy", body = schema::OrderPolicy), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 pub async fn set_order_policy(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -78,7 +78,7 @@ pub struct OrderRequest {
 /// allocation into an order under one authorization — or, when the owner's
 /// policy asks, an order waiting for the owner's approval at `approval_url`.
 /// An agent never approves: it can only hand the link to a person.
-#[utoipa::path(post, path = "/v1/orders", request_body = OrderRequest, responses((status = 201, description = "The order; `approval_url` when it waits for a person", body = schema::Order), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/orders", request_body = OrderRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The order; `approval_url` when it waits for a person", body = schema::Order), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 pub async fn create_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -143,7 +143,7 @@ async fn order_for(
 
 /// The buyer, its owner, a maker in it, or the operator: the order, each share's
 /// state, notification, proof (tracking) and payment.
-#[utoipa::path(get, path = "/v1/orders/{id}", responses((status = 200, description = "The order", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/orders/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The order", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn get_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -163,7 +163,7 @@ pub struct OrdersQuery {
 /// Orders naming the caller — or, with `?agent=`, naming one of the caller's
 /// agents (a maker's owner reads her agent's shares here): makers read their
 /// notifications here.
-#[utoipa::path(get, path = "/v1/orders", params(("agent" = Option<String>, Query, description = "One of the caller's agents")), responses((status = 200, description = "Orders naming the caller or its agent", body = schema::OrderList), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/orders", params(("agent" = Option<String>, Query, description = "One of the caller's agents")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Orders naming the caller or its agent", body = schema::OrderList), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn list_orders(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -214,7 +214,7 @@ async fn log_fallbacks(response: Response) -> Response {
 }
 
 /// The buyer's owner (a person, never an agent): approves an order waiting for it.
-#[utoipa::path(post, path = "/v1/orders/{id}/approve", responses((status = 200, description = "Authorized; makers told", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable, (status = 403, description = "approval_by_person / not_owner", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/approve", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Authorized; makers told", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable, (status = 403, description = "approval_by_person / not_owner", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn approve_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -224,7 +224,7 @@ pub async fn approve_order(
 }
 
 /// The buyer's owner: declines an order waiting for approval.
-#[utoipa::path(post, path = "/v1/orders/{id}/decline", responses((status = 200, description = "Declined", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/orders/{id}/decline", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Declined", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 pub async fn decline_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -242,7 +242,7 @@ pub struct ProofQuery {
 /// The share's maker: the courier receipt's image as the body (JPEG, PNG or
 /// WebP, at most `RECEIPT_IMAGE_BYTES_MAX`), `?tracking=`. The image is stored
 /// by its SHA-256 and the maker is paid her share in the same transaction.
-#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/proof", params(("tracking" = String, Query)), request_body(content = Vec<u8>, description = "The courier receipt's image", content_type = "image/jpeg"), responses((status = 200, description = "Paid on proof", body = schema::SharePaid), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable, (status = 409, description = "share_paid", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/proof", params(("tracking" = String, Query)), request_body(content = Vec<u8>, description = "The courier receipt's image", content_type = "image/jpeg"), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Paid on proof", body = schema::SharePaid), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable, (status = 409, description = "share_paid", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn prove_shipment(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -275,7 +275,7 @@ pub async fn prove_shipment(
 }
 
 /// The buyer agent or its owner: cancels a share before it ships; its hold is released.
-#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/cancel", responses((status = 200, description = "Released", body = schema::ShareCancelled), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/cancel", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Released", body = schema::ShareCancelled), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 pub async fn cancel_share(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -296,7 +296,7 @@ pub async fn cancel_share(
 }
 
 /// A stored receipt image, to the order's buyer, owner and maker.
-#[utoipa::path(get, path = "/v1/blobs/{sha256}", responses((status = 200, description = "The image, with the content type it was uploaded with", content(("image/jpeg"), ("image/png"), ("image/webp"))), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/blobs/{sha256}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The image, with the content type it was uploaded with", content(("image/jpeg"), ("image/png"), ("image/webp"))), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 pub async fn get_blob(
     State(state): State<Arc<AppState>>,
     auth: Auth,

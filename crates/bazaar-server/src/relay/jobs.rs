@@ -36,7 +36,7 @@ pub struct TaskQuery {
 /// progress time: a claim does not prove the worker still runs) or `answered`,
 /// the count of successful answers (failures and declines are not work), the
 /// answers and feedback from named workers, and how many events from others were ignored.
-#[utoipa::path(get, path = "/v1/jobs/{task_id}", params(("task_id" = String, Path, description = "The job request's event id (64 hex)"), ("wait_s" = Option<u64>, Query)),
+#[utoipa::path(get, path = "/v1/jobs/{task_id}", params(("task_id" = String, Path, pattern = "^[0-9a-f]{64}$", description = "The job request's event id (64 hex)"), ("wait_s" = Option<u64>, Query, maximum = 120, description = "Seconds to wait for an answer, at most `WAIT_S_MAX` (120)")),
     responses((status = 200, description = "The task", body = OpenObject), errors::Invalid, errors::NotFound, errors::Gone, errors::Unavailable))]
 async fn task(
     State(state): State<Arc<AppState>>,

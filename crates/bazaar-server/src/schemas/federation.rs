@@ -132,3 +132,19 @@ pub struct GuestEnrolled {
     /// The bearer credential, shown once.
     pub credential: String,
 }
+
+/// A passport as the API accepts it: a W3C VC 2.0 credential secured with an
+/// `eddsa-jcs-2022` Data Integrity proof (`docs/passports.md`). Only its
+/// outline is stated here; the proof decides the rest.
+#[derive(ToSchema)]
+pub struct PassportShape {
+    #[schema(rename = "@context", value_type = Vec<String>)]
+    pub context: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub r#type: Vec<String>,
+    pub issuer: String,
+    #[schema(rename = "credentialSubject", value_type = Object)]
+    pub credential_subject: serde_json::Value,
+    #[schema(value_type = Object)]
+    pub proof: serde_json::Value,
+}

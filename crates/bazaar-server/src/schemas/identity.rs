@@ -82,3 +82,17 @@ pub struct Me {
     /// An agent's ceilings and spending; null for others and for an agent without one.
     pub budget: Option<Budget>,
 }
+
+/// A credential's scope (`CREDENTIAL_SCOPES`): `pay` lets it move money.
+#[derive(ToSchema)]
+#[schema(as = Scope)]
+pub enum Scope {
+    #[schema(rename = "jobs")]
+    Jobs,
+    #[schema(rename = "pay")]
+    Pay,
+    #[schema(rename = "read")]
+    Read,
+    #[schema(rename = "talk")]
+    Talk,
+}

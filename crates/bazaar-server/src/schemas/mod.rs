@@ -24,3 +24,16 @@ use utoipa::ToSchema;
 #[derive(ToSchema)]
 #[schema(value_type = Object)]
 pub struct OpenObject(pub serde_json::Value);
+
+/// One Server-Sent Event as a client reads it off an event stream: `data` is
+/// JSON text (the route says of what), `id` the position to resume after with
+/// `Last-Event-ID`, `event` absent for `message` or `error` for the stream's
+/// last word before it closes.
+#[derive(utoipa::ToSchema)]
+pub struct SseEvent {
+    pub data: String,
+    pub event: Option<String>,
+    pub id: Option<String>,
+    /// Milliseconds the client should wait before reconnecting.
+    pub retry: Option<u64>,
+}
