@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod attack;
+pub mod conn;
 pub mod demo;
 pub mod listen;
 pub mod market;
@@ -88,8 +89,8 @@ pub struct RelayArgs {
     pub relay_writer: Vec<String>,
 }
 
-/// Where `bazaar serve` listens and whether it speaks TLS itself.
-#[derive(clap::Args, Clone, Default)]
+/// Where `bazaar serve` listens, whether it speaks TLS itself, and the edge's limits.
+#[derive(clap::Args, Clone)]
 pub struct ListenArgs {
     /// The address to listen on, e.g. `0.0.0.0:7878` or `[::]:443`; default 127.0.0.1:<port>. A public address
     /// without `--tls-cert` is served, with a warning: put a TLS-terminating reverse proxy in front of it.
@@ -101,6 +102,54 @@ pub struct ListenArgs {
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) for `--tls-cert`.
     #[arg(long, env = "BAZAAR_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
+    /// Requests per second one credential (or passkey session) may make on this node; 0: no limit. Past it: 429
+    /// `rate_limited` with `Retry-After`.
+    #[arg(long, env = "BAZAAR_RATE_PER_CREDENTIAL", default_value_t = bazaar_types::limits::HTTP_RATE_PER_CREDENTIAL_PER_S)]
+    pub rate_per_credential: u32,
+    /// Requests per second one remote (non-loopback) address may make on this node; 0: no limit.
+    #[arg(long, env = "BAZAAR_RATE_PER_IP", default_value_t = bazaar_types::limits::HTTP_RATE_PER_IP_PER_S)]
+    pub rate_per_ip: u32,
+    /// Open connections one remote (non-loopback) address may hold on this node.
+    #[arg(long, env = "BAZAAR_CONNECTIONS_PER_IP", default_value_t = bazaar_types::limits::HTTP_CONNECTIONS_PER_IP_MAX)]
+    pub connections_per_ip: usize,
+    /// Seconds a client may take to send a request's headers, and may stay idle between requests (HTTP/1.1).
+    #[arg(long, env = "BAZAAR_HEADER_TIMEOUT_S", default_value_t = bazaar_types::limits::HTTP_HEADER_READ_TIMEOUT_S)]
+    pub header_timeout_s: u64,
+}
+
+impl Default for ListenArgs {
+    /// Loopback, plain HTTP, the standard limits.
+    fn default() -> ListenArgs {
+        use bazaar_types::limits::*;
+        ListenArgs {
+            listen: None,
+            tls_cert: None,
+            tls_key: None,
+            rate_per_credential: HTTP_RATE_PER_CREDENTIAL_PER_S,
+            rate_per_ip: HTTP_RATE_PER_IP_PER_S,
+            connections_per_ip: HTTP_CONNECTIONS_PER_IP_MAX,
+            header_timeout_s: HTTP_HEADER_READ_TIMEOUT_S,
+        }
+    }
+}
+
+impl ListenArgs {
+    /// The edge's request rates these flags set.
+    pub fn rates(&self) -> bazaar_server::edge::RateLimits {
+        bazaar_server::edge::RateLimits {
+            per_credential_per_s: self.rate_per_credential,
+            per_ip_per_s: self.rate_per_ip,
+        }
+    }
+
+    /// The connection limits these flags set.
+    pub fn connections(&self) -> crate::conn::ConnLimits {
+        crate::conn::ConnLimits {
+            per_ip_max: self.connections_per_ip,
+            header_read_timeout: std::time::Duration::from_secs(self.header_timeout_s.max(1)),
+            ..crate::conn::ConnLimits::standard()
+        }
+    }
 }
 
 /// How a node joins a cluster: several `bazaar serve` processes on one

@@ -4,13 +4,12 @@
 
 use crate::ListenArgs;
 use anyhow::{Context, Result};
-use axum_server::tls_rustls::RustlsConfig;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
 /// The TLS configuration `listen` asks for, read now so a bad certificate fails the start at once.
-pub fn tls(listen: &ListenArgs) -> Result<Option<RustlsConfig>> {
+pub fn tls(listen: &ListenArgs) -> Result<Option<Arc<rustls::ServerConfig>>> {
     match (&listen.tls_cert, &listen.tls_key) {
         (Some(cert), Some(key)) => Ok(Some(tls_config(cert, key)?)),
         _ => Ok(None),
@@ -37,36 +36,21 @@ pub async fn bind(
     Ok((listener, address, if tls { "https" } else { "http" }))
 }
 
-/// Serves `router` on `listener` until `stop` resolves, then drains requests in flight.
+/// Serves `router` on `listener` (HTTPS when `tls`) until `stop` resolves,
+/// then drains requests in flight: the connection layer of [`crate::conn`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
-    tls: Option<RustlsConfig>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    limits: crate::conn::ConnLimits,
+    refused: crate::conn::OnRefused,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    match tls {
-        None => axum::serve(listener, router).with_graceful_shutdown(stop).await?,
-        Some(tls) => {
-            let handle = axum_server::Handle::new();
-            let stopping = handle.clone();
-            tokio::spawn(async move {
-                stop.await;
-                stopping.graceful_shutdown(Some(std::time::Duration::from_secs(TLS_SHUTDOWN_GRACE_S)));
-            });
-            axum_server::from_tcp_rustls(listener.into_std()?, tls)?
-                .handle(handle)
-                .serve(router.into_make_service())
-                .await?;
-        }
-    }
-    Ok(())
+    crate::conn::serve(listener, router, tls, limits, refused, stop).await
 }
 
-/// How long a graceful shutdown of the HTTPS listener waits for requests in flight.
-const TLS_SHUTDOWN_GRACE_S: u64 = 10;
-
 /// The HTTPS listener's rustls configuration from PEM files (HTTP/1.1 and h2).
-fn tls_config(cert: &Path, key: &Path) -> Result<RustlsConfig> {
+fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let chain = std::fs::read(cert).with_context(|| format!("reading --tls-cert {}", cert.display()))?;
     let secret = std::fs::read(key).with_context(|| format!("reading --tls-key {}", key.display()))?;
@@ -83,5 +67,5 @@ fn tls_config(cert: &Path, key: &Path) -> Result<RustlsConfig> {
         .with_single_cert(certs, private)
         .with_context(|| format!("--tls-key {} does not match --tls-cert {}", key.display(), cert.display()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(RustlsConfig::from_config(Arc::new(config)))
+    Ok(Arc::new(config))
 }

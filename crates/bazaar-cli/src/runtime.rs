@@ -257,8 +257,14 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     // A line on stdout that scripts and tests wait for.
     println!("listening on {scheme}://{address}");
     println!("relay on {relay_url}");
+    state.limit_rates(listen.rates());
     let router = bazaar_server::router(state.clone());
-    crate::listen::serve(listener, router, tls, shutdown_signal(terminate)).await?;
+    let counted = state.clone();
+    let refused: crate::conn::OnRefused = Arc::new(move |ip| {
+        tracing::debug!(%ip, "connection refused: this address holds the most connections it may");
+        counted.metrics.add("bazaar_http_connections_refused_total", String::new(), 1.0);
+    });
+    crate::listen::serve(listener, router, tls, listen.connections(), refused, shutdown_signal(terminate)).await?;
     // The searches counted since the last flush are written before the process ends.
     if let Err(error) = bazaar_server::shutdown(&state).await {
         tracing::warn!(%error, "could not write the last searches counted; they are lost");

@@ -92,3 +92,96 @@ async fn https_with_a_certificate_and_a_warning_for_plain_http_on_a_public_addre
     server.wait().unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Reads from `stream` until the server closes it or `within` passes; true if it closed.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: std::time::Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_idle_and_oversized_clients_are_cut_off_and_rates_answer_429() {
+    use tokio::io::AsyncWriteExt;
+    let port = common::free_port();
+    let args: Vec<String> = [
+        "--port",
+        &port.to_string(),
+        "--data-dir",
+        &data_dir("bazaar-listen-abuse"),
+        "--operator-credential",
+        "op",
+        "--header-timeout-s",
+        "1",
+        "--rate-per-credential",
+        "3",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (mut server, first, _stderr) = serve(&args);
+    assert_eq!(first, format!("listening on http://127.0.0.1:{port}"));
+    let address = format!("127.0.0.1:{port}");
+
+    // A client that never finishes its headers (slowloris) is closed after the header timeout.
+    let mut slow = tokio::net::TcpStream::connect(&address).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ").await.unwrap();
+    assert!(closed_within(&mut slow, std::time::Duration::from_secs(4)).await, "a slow client is cut off");
+
+    // A keep-alive connection left idle after its answer is closed too.
+    let mut idle = tokio::net::TcpStream::connect(&address).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    assert!(closed_within(&mut idle, std::time::Duration::from_secs(4)).await, "an idle connection is closed");
+
+    // Headers past HTTP_HEADER_BYTES_MAX are refused (431), not buffered.
+    let padding = "a".repeat(bazaar_types::limits::HTTP_HEADER_BYTES_MAX + 1024);
+    let huge = reqwest::Client::new().get(format!("http://{address}/healthz")).header("x-pad", padding).send().await;
+    assert!(huge.is_err() || huge.unwrap().status() == 431, "oversized headers are refused");
+
+    // One credential past its rate: 429 rate_limited with Retry-After; another credential is not held up.
+    let http = reqwest::Client::new();
+    let mut limited = None;
+    for _ in 0..40 {
+        let answer = http.get(format!("http://{address}/v1/me")).bearer_auth("op").send().await.unwrap();
+        if answer.status() == 429 {
+            limited = Some(answer);
+            break;
+        }
+        assert_eq!(answer.status(), 200);
+    }
+    let limited = limited.expect("a credential past 3 per second is limited within 40 requests");
+    let retry_after: u64 = limited.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    assert_eq!(limited.headers()["content-type"], "application/problem+json");
+    let problem: serde_json::Value = limited.json().await.unwrap();
+    assert_eq!(
+        (problem["code"].as_str(), problem["facts"]["limit"].as_str()),
+        (Some("rate_limited"), Some("credential"))
+    );
+    let other = http.get(format!("http://{address}/v1/me")).bearer_auth("not-a-credential").send().await.unwrap();
+    assert_eq!(other.status(), 401, "another credential has its own bucket");
+    let metrics = http.get(format!("http://{address}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("bazaar_http_rate_limited_total{limit=\"credential\"}"), "{metrics}");
+
+    // CORS is closed: neither a preflight nor a request from another origin is answered with an allowance.
+    let preflight = http
+        .request(reqwest::Method::OPTIONS, format!("http://{address}/v1/me"))
+        .header("origin", "https://elsewhere.example")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "authorization")
+        .send()
+        .await
+        .unwrap();
+    assert!(!preflight.headers().contains_key("access-control-allow-origin"), "{:?}", preflight.headers());
+    let cross =
+        http.get(format!("http://{address}/healthz")).header("origin", "https://elsewhere.example").send().await;
+    assert!(!cross.unwrap().headers().contains_key("access-control-allow-origin"));
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

@@ -22,6 +22,7 @@ pub mod cluster;
 pub mod compromises_page;
 pub mod conversation;
 pub mod dispute;
+pub mod edge;
 pub mod entropy;
 pub mod escrow;
 pub mod exec;

@@ -13,6 +13,11 @@ pub struct Metrics {
 pub const HELP: &[(&str, &str)] = &[
     ("bazaar_http_requests_total", "HTTP requests by route and status."),
     ("bazaar_http_request_seconds_sum", "Total seconds spent answering requests, by route."),
+    (
+        "bazaar_http_connections_refused_total",
+        "Connections closed at accept: their remote address held HTTP_CONNECTIONS_PER_IP_MAX already.",
+    ),
+    ("bazaar_http_rate_limited_total", "Requests answered 429 rate_limited, by what was limited (credential or ip)."),
     ("bazaar_refusals_total", "Commands refused, by stable code."),
     ("bazaar_settlements_total", "Settlements committed."),
     ("bazaar_idempotent_replays_total", "Requests answered from an idempotency record."),

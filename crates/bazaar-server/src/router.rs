@@ -109,6 +109,7 @@ pub fn api_router(state: Arc<AppState>) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
         .layer(middleware::from_fn(problem_rejections))
         .layer(middleware::from_fn(crate::auth::scope_spending))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::edge::limit))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(middleware::from_fn_with_state(state.clone(), admit))
         .with_state(state)

@@ -42,6 +42,8 @@ pub struct AppState {
     verified: Mutex<VerifiedTokens>,
     /// One permit per request being worked on (`HTTP_REQUESTS_IN_FLIGHT_MAX`).
     pub(crate) requests: tokio::sync::Semaphore,
+    /// Request rates per credential and per remote address (`limit_rates`; the standard ones unless set).
+    edge: std::sync::OnceLock<crate::edge::Edge>,
     /// Searches counted since the last flush: kept off the money writer.
     pub searches: crate::search_tally::SearchTally,
     /// Where credentials, codes, token ids and key seeds come from.
@@ -125,6 +127,7 @@ pub async fn boot_with_entropy(
         inflight: Default::default(),
         verified: Default::default(),
         requests: tokio::sync::Semaphore::new(bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX),
+        edge: Default::default(),
         searches: Default::default(),
         entropy,
         conversation: Default::default(),
@@ -234,6 +237,17 @@ impl AppState {
     }
 
     /// Gives the chamber an attack catalogue to run (the `bazaar` binary's); once.
+    /// Sets the edge's request rates (`bazaar serve --rate-per-credential/--rate-per-ip`);
+    /// false if requests were already served under the standard ones.
+    pub fn limit_rates(&self, limits: crate::edge::RateLimits) -> bool {
+        self.edge.set(crate::edge::Edge::new(limits)).is_ok()
+    }
+
+    /// The edge's rate buckets.
+    pub fn edge(&self) -> &crate::edge::Edge {
+        self.edge.get_or_init(|| crate::edge::Edge::new(crate::edge::RateLimits::standard()))
+    }
+
     pub fn attach_attacks(&self, runner: Arc<dyn crate::live::AttackRunner>) -> bool {
         self.attacks.set(runner).is_ok()
     }

@@ -47,6 +47,32 @@ pub const ESCROW_THRESHOLD_MINOR: u64 = 100_000;
 /// HTTP requests one node works on at once; beyond it a request is answered
 /// 503 `overloaded` at once instead of queueing.
 pub const HTTP_REQUESTS_IN_FLIGHT_MAX: usize = 1024;
+/// Open connections one remote (non-loopback) IP address may hold on one
+/// node; the next is closed as soon as it is accepted. Loopback is exempt: a
+/// reverse proxy on the same host speaks for every client (it must cap them).
+pub const HTTP_CONNECTIONS_PER_IP_MAX: usize = 256;
+/// Seconds a connection may take to send a request's whole header, and to send
+/// the next request's first byte once idle between requests (slow-client and
+/// idle-connection timeout, HTTP/1.1).
+pub const HTTP_HEADER_READ_TIMEOUT_S: u64 = 15;
+/// Seconds an HTTP/2 connection may stay idle (no stream open) before it is closed.
+pub const HTTP2_IDLE_TIMEOUT_S: u64 = 60;
+/// Bytes of request line and headers one request may send (HTTP/1.1 read
+/// buffer; HTTP/2 header list). Past it the connection gets 431 or is closed.
+pub const HTTP_HEADER_BYTES_MAX: usize = 64 * 1024;
+/// Headers one HTTP/1.1 request may send.
+pub const HTTP_HEADERS_MAX: usize = 100;
+/// Seconds a TLS handshake may take before the connection is dropped.
+pub const TLS_HANDSHAKE_TIMEOUT_S: u64 = 10;
+/// Requests per second one credential (or passkey session) may make on one
+/// node, sustained; `HTTP_RATE_BURST_S` seconds of it may come at once. Past
+/// it: 429 `rate_limited` with `Retry-After`.
+pub const HTTP_RATE_PER_CREDENTIAL_PER_S: u32 = 2_000;
+/// Requests per second one remote (non-loopback) IP address may make on one
+/// node, sustained, whatever credentials it uses. Loopback is exempt.
+pub const HTTP_RATE_PER_IP_PER_S: u32 = 4_000;
+/// Seconds of a rate that may arrive at once (the bucket's depth).
+pub const HTTP_RATE_BURST_S: u32 = 2;
 /// Seconds a client is told to wait when its idempotency key is in flight.
 pub const RETRY_AFTER_S: u64 = 1;
 /// Work receipts kept by the merchant middleware, per response body.

@@ -1,0 +1,178 @@
+//! Request rates at the edge: one GCRA bucket per credential (or passkey
+//! session) and one per remote address, checked before anything else runs.
+//! Past either: 429 `rate_limited` with the `Retry-After` the bucket names.
+//! Loopback addresses are not limited per address: a reverse proxy on the
+//! same host speaks for every client, and must limit them itself.
+
+use crate::problem::Problem;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bazaar_types::limits::{HTTP_RATE_BURST_S, HTTP_RATE_PER_CREDENTIAL_PER_S, HTTP_RATE_PER_IP_PER_S};
+use governor::clock::{Clock as _, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use sha2::Digest as _;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Every this many checks, buckets that have refilled (idle keys) are
+/// forgotten, so the maps hold only recently active callers.
+pub const RATE_PRUNE_EVERY: u64 = 8_192;
+
+/// The sustained rates; 0 turns a limit off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimits {
+    pub per_credential_per_s: u32,
+    pub per_ip_per_s: u32,
+}
+
+impl RateLimits {
+    pub const fn standard() -> RateLimits {
+        RateLimits { per_credential_per_s: HTTP_RATE_PER_CREDENTIAL_PER_S, per_ip_per_s: HTTP_RATE_PER_IP_PER_S }
+    }
+}
+
+/// What was limited, as `/metrics` and the problem's `facts` name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limited {
+    Credential,
+    Ip,
+}
+
+impl Limited {
+    fn name(self) -> &'static str {
+        match self {
+            Limited::Credential => "credential",
+            Limited::Ip => "ip",
+        }
+    }
+}
+
+/// The buckets.
+pub struct Edge {
+    limits: RateLimits,
+    credentials: Option<DefaultKeyedRateLimiter<[u8; 32]>>,
+    addresses: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    checks: AtomicU64,
+}
+
+fn limiter<K: std::hash::Hash + Eq + Clone>(per_s: u32) -> Option<DefaultKeyedRateLimiter<K>> {
+    let rate = NonZeroU32::new(per_s)?;
+    let burst = NonZeroU32::new(per_s.saturating_mul(HTTP_RATE_BURST_S)).unwrap_or(rate);
+    Some(RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)))
+}
+
+impl Edge {
+    pub fn new(limits: RateLimits) -> Edge {
+        Edge {
+            limits,
+            credentials: limiter(limits.per_credential_per_s),
+            addresses: limiter(limits.per_ip_per_s),
+            checks: AtomicU64::new(0),
+        }
+    }
+
+    pub fn limits(&self) -> RateLimits {
+        self.limits
+    }
+
+    /// Takes one request from the caller's buckets, or says which is empty and for how long.
+    pub fn check(&self, credential: Option<&[u8]>, address: Option<IpAddr>) -> Result<(), (Limited, Duration)> {
+        if self.checks.fetch_add(1, Ordering::Relaxed) % RATE_PRUNE_EVERY == RATE_PRUNE_EVERY - 1 {
+            self.prune();
+        }
+        let now = DefaultClock::default().now();
+        if let (Some(limiter), Some(address)) = (&self.addresses, address.filter(|a| !a.is_loopback())) {
+            limiter.check_key(&address).map_err(|wait| (Limited::Ip, wait.wait_time_from(now)))?;
+        }
+        if let (Some(limiter), Some(credential)) = (&self.credentials, credential) {
+            let key: [u8; 32] = sha2::Sha256::digest(credential).into();
+            limiter.check_key(&key).map_err(|wait| (Limited::Credential, wait.wait_time_from(now)))?;
+        }
+        Ok(())
+    }
+
+    /// Forgets the buckets that are full again (their callers went quiet).
+    fn prune(&self) {
+        if let Some(limiter) = &self.credentials {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+        if let Some(limiter) = &self.addresses {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+    }
+
+    /// Callers with a bucket now (for `/metrics`).
+    pub fn tracked(&self) -> (usize, usize) {
+        (self.credentials.as_ref().map_or(0, |l| l.len()), self.addresses.as_ref().map_or(0, |l| l.len()))
+    }
+}
+
+/// Middleware: the caller's credential (or session cookie) and remote address each take one request.
+pub async fn limit(State(state): State<Arc<crate::AppState>>, request: axum::extract::Request, next: Next) -> Response {
+    let headers = request.headers();
+    let session = crate::auth::session_cookie(headers);
+    let credential = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes)
+        .or(session.as_deref().map(str::as_bytes));
+    let address = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| peer.ip());
+    let Err((limited, wait)) = state.edge().check(credential, address) else {
+        return next.run(request).await;
+    };
+    state.metrics.add("bazaar_http_rate_limited_total", format!("limit=\"{}\"", limited.name()), 1.0);
+    let retry_after_s = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let limit = match limited {
+        Limited::Credential => state.edge().limits().per_credential_per_s,
+        Limited::Ip => state.edge().limits().per_ip_per_s,
+    };
+    let mut problem = Problem::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        format!("Too many requests from this {} ({limit} per second); retry after `Retry-After`.", limited.name()),
+    );
+    problem.facts = serde_json::json!({"limit": limited.name(), "per_s": limit, "retry_after_s": retry_after_s.max(1)});
+    let mut response = problem.into_response();
+    response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from(retry_after_s.max(1)));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_credential_past_its_burst_waits_and_another_does_not() {
+        let edge = Edge::new(RateLimits { per_credential_per_s: 5, per_ip_per_s: 0 });
+        let burst = 5 * HTTP_RATE_BURST_S;
+        for _ in 0..burst {
+            edge.check(Some(b"Bearer a"), None).unwrap();
+        }
+        let (limited, wait) = edge.check(Some(b"Bearer a"), None).unwrap_err();
+        assert_eq!(limited, Limited::Credential);
+        assert!(wait > Duration::ZERO && wait <= Duration::from_millis(200), "{wait:?}");
+        edge.check(Some(b"Bearer b"), None).unwrap();
+        edge.check(None, None).unwrap();
+    }
+
+    #[test]
+    fn a_remote_address_is_limited_and_loopback_is_not() {
+        let edge = Edge::new(RateLimits { per_credential_per_s: 0, per_ip_per_s: 2 });
+        let remote: IpAddr = "203.0.113.7".parse().unwrap();
+        for _ in 0..2 * HTTP_RATE_BURST_S {
+            edge.check(None, Some(remote)).unwrap();
+        }
+        assert_eq!(edge.check(Some(b"any"), Some(remote)).unwrap_err().0, Limited::Ip);
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        for _ in 0..100 {
+            edge.check(None, Some(loopback)).unwrap();
+        }
+        assert_eq!(edge.tracked(), (0, 1));
+    }
+}
