@@ -168,9 +168,17 @@ impl SqliteStore {
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteStore, StoreError> {
         let open = |path: &Path| open_via(path, vfs);
+        let created = !path.exists();
         let mut conn = open(&path)?;
         migrate(&mut conn)?;
+        if created && vfs.is_none() {
+            // SQLite syncs the directory when it creates a WAL, not when it
+            // creates the database file: until this, a power cut could lose
+            // the new file itself, and every commit acknowledged in it.
+            sync_directory_of(&path)?;
+        }
         conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")).map_err(unavailable)?;
+        let configured = configured_memory(&conn).map_err(unavailable)?;
         let auth = Arc::new(Mutex::new(AuthCache::default()));
         let engine = SqliteEngine { conn, auth: auth.clone(), touched: Default::default() };
         let writer = Writer::spawn(engine, config, clock);
@@ -651,4 +659,15 @@ mod tests {
         migrate(&mut conn).unwrap();
         std::fs::remove_dir_all(&dir).ok();
     }
+}
+
+/// Makes `path`'s directory entry durable (fsync of its parent directory).
+fn sync_directory_of(path: &Path) -> Result<(), StoreError> {
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(parent)
+        .and_then(|directory| directory.sync_all())
+        .map_err(|e| StoreError::Unavailable(format!("syncing {}: {e}", parent.display())))
 }
