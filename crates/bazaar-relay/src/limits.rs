@@ -44,6 +44,14 @@ pub const FANOUT_BUFFER: usize = 16_384;
 pub const AUTH_WINDOW_S: u64 = 600;
 /// Open relay connections per process.
 pub const CONNECTIONS_MAX: usize = 10_000;
+/// Idle read connections the embedded event store keeps for reuse; a read
+/// past them opens one of its own and closes it after (each connection may
+/// hold `PAGE_CACHE_KIB` of page cache and map `MMAP_BYTES_MAX` of the file).
+pub const STORE_READERS_IDLE_MAX: usize = 4;
+/// Page cache per SQLite connection of the event store, in KiB.
+pub const PAGE_CACHE_KIB: u64 = 32 * 1024;
+/// File bytes each SQLite connection of the event store may memory-map.
+pub const MMAP_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
 const _: () = assert!(QUERY_LIMIT_DEFAULT <= QUERY_LIMIT_MAX);
 const _: () = assert!(CONTENT_BYTES_MAX < MESSAGE_BYTES_MAX);

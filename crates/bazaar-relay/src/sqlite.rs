@@ -11,6 +11,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transact
 use crate::event::{Encoded, Event, EventId, Hex32};
 use crate::filter::Filter;
 use crate::kind::{class, Class, DELETION};
+use crate::limits::{MMAP_BYTES_MAX, PAGE_CACHE_KIB, STORE_READERS_IDLE_MAX};
 use crate::store::{
     deletion_targets, indexed_tags, is_job_request, merge_newest_first, replaces, unavailable, EventStore, Purged,
     Result, Written,
@@ -69,10 +70,10 @@ pub struct SqliteEventStore {
 fn open_connection(path: &Path) -> Result<Connection> {
     let connection = Connection::open(path).map_err(unavailable)?;
     connection
-        .execute_batch(
+        .execute_batch(&format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;
-             PRAGMA temp_store = MEMORY; PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456;",
-        )
+             PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{PAGE_CACHE_KIB}; PRAGMA mmap_size = {MMAP_BYTES_MAX};"
+        ))
         .map_err(unavailable)?;
     Ok(connection)
 }
@@ -91,7 +92,12 @@ impl SqliteEventStore {
             None => open_connection(&self.path)?,
         };
         let outcome = act(&connection);
-        self.readers.lock().map_err(unavailable)?.push(connection);
+        let mut idle = self.readers.lock().map_err(unavailable)?;
+        // Reads run on the blocking pool, so as many may run at once as it has
+        // threads: keep a few connections, not one per thread ever used.
+        if idle.len() < STORE_READERS_IDLE_MAX {
+            idle.push(connection);
+        }
         outcome
     }
 }
@@ -351,4 +357,34 @@ fn purge_chunk(tx: &Transaction<'_>, condition: &str, bound: u64, now: u64) -> R
         remove(tx, *seq).map_err(unavailable)?;
     }
     Ok(rows.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads running at once each get a connection, but only
+    /// `STORE_READERS_IDLE_MAX` are kept afterwards.
+    #[test]
+    fn the_idle_readers_are_bounded() {
+        let dir = std::env::temp_dir().join(format!("bazaar-relay-readers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteEventStore::open(&dir.join("relay.db")).unwrap();
+        let at_once = STORE_READERS_IDLE_MAX * 2;
+        let all_in = std::sync::Barrier::new(at_once);
+        std::thread::scope(|scope| {
+            for _ in 0..at_once {
+                scope.spawn(|| {
+                    store
+                        .read(|c| {
+                            all_in.wait();
+                            c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)).map_err(unavailable)
+                        })
+                        .unwrap()
+                });
+            }
+        });
+        assert_eq!(store.readers.lock().unwrap().len(), STORE_READERS_IDLE_MAX);
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

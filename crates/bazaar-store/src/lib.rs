@@ -55,6 +55,28 @@ pub struct SearchCount {
     pub last_at: Timestamp,
 }
 
+/// One in-memory structure that grows with use, as `/metrics` shows it
+/// (`bazaar_cache_entries{cache=…}`): its entries now and its bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheGauge {
+    pub cache: &'static str,
+    pub entries: u64,
+    /// The most it holds; `None` where only the ledger bounds it.
+    pub entries_max: Option<u64>,
+}
+
+/// One SQLite database's connections and what each may hold in memory as
+/// configured (`PRAGMA cache_size`, `PRAGMA mmap_size`, read back at open).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqliteMemory {
+    pub db: &'static str,
+    pub connections: u64,
+    /// Page cache per connection at most, in bytes.
+    pub cache_size_bytes: u64,
+    /// File bytes each connection may map at most (resident pages count in RSS as file-backed).
+    pub mmap_size_bytes: u64,
+}
+
 /// Everything Bazaar stores. Ledger writes go through [`Store::submit`]; the
 /// search tally is recorded by [`Store::record_searches`]; the rest are reads.
 #[async_trait]
@@ -63,6 +85,14 @@ pub trait Store: Send + Sync + 'static {
     async fn submit(&self, command: Command) -> Result<Applied, StoreError>;
     /// This process's writer: batches, commands and time spent so far.
     fn writer_stats(&self) -> writer::WriterStats;
+    /// The adapter's own in-memory caches, each a length read under its lock (no scan).
+    fn caches(&self) -> Vec<CacheGauge> {
+        Vec::new()
+    }
+    /// The adapter's SQLite connections and their configured memory, if it is SQLite.
+    fn sqlite_memory(&self) -> Vec<SqliteMemory> {
+        Vec::new()
+    }
     /// The registry's signing key seed: stored on first call, returned ever after.
     async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError>;
     /// Rotated registry signing keys, oldest first (the genesis key is

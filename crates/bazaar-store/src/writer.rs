@@ -45,6 +45,8 @@ pub struct WriterStats {
     pub batches: u64,
     pub commands: u64,
     pub busy_us: u64,
+    /// Jobs waiting in the queue now (at most `WRITE_QUEUE_MAX`).
+    pub queued: u64,
 }
 
 impl Writer {
@@ -66,6 +68,7 @@ impl Writer {
             batches: self.stats.batches.load(Ordering::Relaxed),
             commands: self.stats.commands.load(Ordering::Relaxed),
             busy_us: self.stats.busy_us.load(Ordering::Relaxed),
+            queued: (self.queue.max_capacity() - self.queue.capacity()) as u64,
         }
     }
 

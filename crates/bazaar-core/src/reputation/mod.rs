@@ -150,6 +150,9 @@ pub struct Ledger {
     records: HashMap<MemberId, Record>,
     /// Passports issued per subject on its latest UTC day of issue: (day, count).
     passports: HashMap<MemberId, (i64, u32)>,
+    /// Work entries and marks held across every record: counted as they are
+    /// added, so [`Ledger::entries`] costs nothing to read.
+    held: u64,
 }
 
 /// The event's body as its capability's type, if it decodes as one.
@@ -211,6 +214,14 @@ impl Ledger {
         self.owners.get(member).unwrap_or(member)
     }
 
+    /// Everything the fold holds, in entries (owners, contracts, records with
+    /// their work and marks, passport counts): it grows with the ledger and
+    /// has no other bound. Constant time.
+    pub fn entries(&self) -> u64 {
+        let maps = self.owners.len() + self.contract_buyers.len() + self.records.len() + self.passports.len();
+        maps as u64 + self.held
+    }
+
     pub fn record(&self, member: &MemberId) -> Option<&Record> {
         self.records.get(member)
     }
@@ -236,6 +247,7 @@ impl Ledger {
             Some(Input::DisputeFiled) => {
                 if let Some(filed) = body::<DisputeFiled>(event) {
                     self.records.entry(filed.respondent).or_default().marks.push((event.at, Mark::Filed));
+                    self.held += 1;
                 }
             }
             Some(Input::DisputeExecuted) => self.observe_execution(event),
@@ -271,7 +283,9 @@ impl Ledger {
         let key = Subject::Call { merchant: posted.merchant.clone(), order_id: posted.order_id }.key();
         let work =
             Work { buyer: posted.buyer, amount_minor: posted.amount_minor.0, at: event.at, quality_bps: BPS as u32 };
-        self.records.entry(posted.merchant).or_default().work.insert(key, work);
+        if self.records.entry(posted.merchant).or_default().work.insert(key, work).is_none() {
+            self.held += 1;
+        }
     }
 
     fn observe_release(&mut self, event: &Event) {
@@ -279,7 +293,9 @@ impl Ledger {
         let Some(buyer) = self.contract_buyers.get(&released.contract).cloned() else { return };
         let key = Subject::Milestone { contract: released.contract, index: released.milestone }.key();
         let work = Work { buyer, amount_minor: released.amount_minor.0, at: event.at, quality_bps: BPS as u32 };
-        self.records.entry(released.seller).or_default().work.insert(key, work);
+        if self.records.entry(released.seller).or_default().work.insert(key, work).is_none() {
+            self.held += 1;
+        }
     }
 
     fn observe_passport(&mut self, event: &Event) {
@@ -298,6 +314,7 @@ impl Ledger {
         let refunded = executed.refunded_minor.0;
         let released = executed.released_minor.0;
         let slashed = executed.slashed_minor.0;
+        self.held += 1 + u64::from(refunded > 0);
         let record = self.records.entry(executed.respondent).or_default();
         let mark = match executed.winner {
             Winner::Claimant => Mark::Lost,
