@@ -102,18 +102,23 @@ pub struct ListenArgs {
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) for `--tls-cert`.
     #[arg(long, env = "BAZAAR_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
-    /// Requests per second one credential (or passkey session) may make on this node; 0: no limit. Past it: 429
+    /// Requests per second one credential (or passkey session) may make on this node (at least 1). Past it: 429
     /// `rate_limited` with `Retry-After`.
-    #[arg(long, env = "BAZAAR_RATE_PER_CREDENTIAL", default_value_t = bazaar_types::limits::HTTP_RATE_PER_CREDENTIAL_PER_S)]
+    #[arg(long, env = "BAZAAR_RATE_PER_CREDENTIAL", default_value_t = bazaar_types::limits::HTTP_RATE_PER_CREDENTIAL_PER_S,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_per_credential: u32,
-    /// Requests per second one remote (non-loopback) address may make on this node; 0: no limit.
-    #[arg(long, env = "BAZAAR_RATE_PER_IP", default_value_t = bazaar_types::limits::HTTP_RATE_PER_IP_PER_S)]
+    /// Requests per second one remote (non-loopback) address may make on this node (at least 1).
+    #[arg(long, env = "BAZAAR_RATE_PER_IP", default_value_t = bazaar_types::limits::HTTP_RATE_PER_IP_PER_S,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_per_ip: u32,
-    /// Open connections one remote (non-loopback) address may hold on this node.
-    #[arg(long, env = "BAZAAR_CONNECTIONS_PER_IP", default_value_t = bazaar_types::limits::HTTP_CONNECTIONS_PER_IP_MAX)]
-    pub connections_per_ip: usize,
-    /// Seconds a client may take to send a request's headers, and may stay idle between requests (HTTP/1.1).
-    #[arg(long, env = "BAZAAR_HEADER_TIMEOUT_S", default_value_t = bazaar_types::limits::HTTP_HEADER_READ_TIMEOUT_S)]
+    /// Open connections one remote (non-loopback) address may hold on this node (at least 1).
+    #[arg(long, env = "BAZAAR_CONNECTIONS_PER_IP", default_value_t = bazaar_types::limits::HTTP_CONNECTIONS_PER_IP_MAX as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub connections_per_ip: u64,
+    /// Seconds a client may take to send a request's headers, and may stay idle between requests (HTTP/1.1; at
+    /// least 1).
+    #[arg(long, env = "BAZAAR_HEADER_TIMEOUT_S", default_value_t = bazaar_types::limits::HTTP_HEADER_READ_TIMEOUT_S,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_s: u64,
 }
 
@@ -127,7 +132,7 @@ impl Default for ListenArgs {
             tls_key: None,
             rate_per_credential: HTTP_RATE_PER_CREDENTIAL_PER_S,
             rate_per_ip: HTTP_RATE_PER_IP_PER_S,
-            connections_per_ip: HTTP_CONNECTIONS_PER_IP_MAX,
+            connections_per_ip: HTTP_CONNECTIONS_PER_IP_MAX as u64,
             header_timeout_s: HTTP_HEADER_READ_TIMEOUT_S,
         }
     }
@@ -136,16 +141,17 @@ impl Default for ListenArgs {
 impl ListenArgs {
     /// The edge's request rates these flags set.
     pub fn rates(&self) -> bazaar_server::edge::RateLimits {
+        let rate = |n: u32| std::num::NonZeroU32::new(n.max(1)).expect("at least 1");
         bazaar_server::edge::RateLimits {
-            per_credential_per_s: self.rate_per_credential,
-            per_ip_per_s: self.rate_per_ip,
+            per_credential_per_s: rate(self.rate_per_credential),
+            per_ip_per_s: rate(self.rate_per_ip),
         }
     }
 
     /// The connection limits these flags set.
     pub fn connections(&self) -> crate::conn::ConnLimits {
         crate::conn::ConnLimits {
-            per_ip_max: self.connections_per_ip,
+            per_ip_max: usize::try_from(self.connections_per_ip).unwrap_or(usize::MAX),
             header_read_timeout: std::time::Duration::from_secs(self.header_timeout_s.max(1)),
             ..crate::conn::ConnLimits::standard()
         }

@@ -23,16 +23,19 @@ use std::time::Duration;
 /// forgotten, so the maps hold only recently active callers.
 pub const RATE_PRUNE_EVERY: u64 = 8_192;
 
-/// The sustained rates; 0 turns a limit off.
+/// The sustained rates (each at least 1: there is no "unlimited").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateLimits {
-    pub per_credential_per_s: u32,
-    pub per_ip_per_s: u32,
+    pub per_credential_per_s: NonZeroU32,
+    pub per_ip_per_s: NonZeroU32,
 }
 
 impl RateLimits {
     pub const fn standard() -> RateLimits {
-        RateLimits { per_credential_per_s: HTTP_RATE_PER_CREDENTIAL_PER_S, per_ip_per_s: HTTP_RATE_PER_IP_PER_S }
+        RateLimits {
+            per_credential_per_s: NonZeroU32::new(HTTP_RATE_PER_CREDENTIAL_PER_S).expect("a rate"),
+            per_ip_per_s: NonZeroU32::new(HTTP_RATE_PER_IP_PER_S).expect("a rate"),
+        }
     }
 }
 
@@ -55,15 +58,14 @@ impl Limited {
 /// The buckets.
 pub struct Edge {
     limits: RateLimits,
-    credentials: Option<DefaultKeyedRateLimiter<[u8; 32]>>,
-    addresses: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    credentials: DefaultKeyedRateLimiter<[u8; 32]>,
+    addresses: DefaultKeyedRateLimiter<IpAddr>,
     checks: AtomicU64,
 }
 
-fn limiter<K: std::hash::Hash + Eq + Clone>(per_s: u32) -> Option<DefaultKeyedRateLimiter<K>> {
-    let rate = NonZeroU32::new(per_s)?;
-    let burst = NonZeroU32::new(per_s.saturating_mul(HTTP_RATE_BURST_S)).unwrap_or(rate);
-    Some(RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)))
+fn limiter<K: std::hash::Hash + Eq + Clone>(rate: NonZeroU32) -> DefaultKeyedRateLimiter<K> {
+    let burst = rate.saturating_mul(NonZeroU32::new(HTTP_RATE_BURST_S).expect("a burst"));
+    RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
 }
 
 impl Edge {
@@ -86,31 +88,27 @@ impl Edge {
             self.prune();
         }
         let now = DefaultClock::default().now();
-        if let (Some(limiter), Some(address)) = (&self.addresses, address.filter(|a| !a.is_loopback())) {
-            limiter.check_key(&address).map_err(|wait| (Limited::Ip, wait.wait_time_from(now)))?;
+        if let Some(address) = address.filter(|a| !a.is_loopback()) {
+            self.addresses.check_key(&address).map_err(|wait| (Limited::Ip, wait.wait_time_from(now)))?;
         }
-        if let (Some(limiter), Some(credential)) = (&self.credentials, credential) {
+        if let Some(credential) = credential {
             let key: [u8; 32] = sha2::Sha256::digest(credential).into();
-            limiter.check_key(&key).map_err(|wait| (Limited::Credential, wait.wait_time_from(now)))?;
+            self.credentials.check_key(&key).map_err(|wait| (Limited::Credential, wait.wait_time_from(now)))?;
         }
         Ok(())
     }
 
     /// Forgets the buckets that are full again (their callers went quiet).
     fn prune(&self) {
-        if let Some(limiter) = &self.credentials {
-            limiter.retain_recent();
-            limiter.shrink_to_fit();
-        }
-        if let Some(limiter) = &self.addresses {
-            limiter.retain_recent();
-            limiter.shrink_to_fit();
-        }
+        self.credentials.retain_recent();
+        self.credentials.shrink_to_fit();
+        self.addresses.retain_recent();
+        self.addresses.shrink_to_fit();
     }
 
     /// Callers with a bucket now (for `/metrics`).
     pub fn tracked(&self) -> (usize, usize) {
-        (self.credentials.as_ref().map_or(0, |l| l.len()), self.addresses.as_ref().map_or(0, |l| l.len()))
+        (self.credentials.len(), self.addresses.len())
     }
 }
 
@@ -149,7 +147,8 @@ mod tests {
 
     #[test]
     fn a_credential_past_its_burst_waits_and_another_does_not() {
-        let edge = Edge::new(RateLimits { per_credential_per_s: 5, per_ip_per_s: 0 });
+        let rate = |n| NonZeroU32::new(n).unwrap();
+        let edge = Edge::new(RateLimits { per_credential_per_s: rate(5), per_ip_per_s: rate(1_000) });
         let burst = 5 * HTTP_RATE_BURST_S;
         for _ in 0..burst {
             edge.check(Some(b"Bearer a"), None).unwrap();
@@ -163,7 +162,8 @@ mod tests {
 
     #[test]
     fn a_remote_address_is_limited_and_loopback_is_not() {
-        let edge = Edge::new(RateLimits { per_credential_per_s: 0, per_ip_per_s: 2 });
+        let rate = |n| NonZeroU32::new(n).unwrap();
+        let edge = Edge::new(RateLimits { per_credential_per_s: rate(1_000), per_ip_per_s: rate(2) });
         let remote: IpAddr = "203.0.113.7".parse().unwrap();
         for _ in 0..2 * HTTP_RATE_BURST_S {
             edge.check(None, Some(remote)).unwrap();
@@ -173,6 +173,10 @@ mod tests {
         for _ in 0..100 {
             edge.check(None, Some(loopback)).unwrap();
         }
-        assert_eq!(edge.tracked(), (0, 1));
+        assert_eq!(
+            edge.tracked(),
+            (0, 1),
+            "an address refused takes nothing from its credential; loopback has no bucket"
+        );
     }
 }
