@@ -10,6 +10,7 @@ pub mod answer;
 pub mod client;
 pub mod coalesce;
 pub mod paid;
+pub mod storefront;
 pub mod token;
 
 pub use client::{hire_offer_statement, Client, Purchase, SdkError};
