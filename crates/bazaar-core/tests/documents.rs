@@ -139,7 +139,7 @@ fn round_trips<T: serde::Serialize + serde::de::DeserializeOwned>(kind: &str, bo
     assert_eq!(&serde_json::to_value(&typed).expect("serialises"), body, "{kind}");
 }
 
-/// A buyer and a seller agent of two owners, an arbiter owner, funds, and the buyer's budget.
+/// A buyer and a seller agent of two owners, an arbiter owner, funds, and both agents' budgets.
 fn market_world() -> (Snapshot, [Member; 3]) {
     let buyer = member("buyer", MemberKind::Agent, Some("alice"));
     let seller = member("seller", MemberKind::Agent, Some("bob"));
@@ -156,7 +156,9 @@ fn market_world() -> (Snapshot, [Member; 3]) {
     }
     let cap = Amount(500);
     let budget = Budget { per_call_max: cap, per_day_max: cap, total_max: cap, ..Budget::zero(buyer.id.clone()) };
-    snap.budgets.insert(buyer.id.clone(), budget);
+    snap.budgets.insert(buyer.id.clone(), budget.clone());
+    // The seller's stake lock counts against its own budget.
+    snap.budgets.insert(seller.id.clone(), Budget { agent: seller.id.clone(), ..budget });
     (snap, [buyer, seller, arbiter])
 }
 

@@ -4,6 +4,8 @@
 //!
 //! A fixed cast (registry, operator, dispute desk, three owners, five agents — the last one an independent arbiter)
 //! trades through random steps: paid calls, contracts (some malformed), deliveries, releases (twice, by strangers),
+//! reclaims of undelivered milestones (too early, after delivery, on disputed ones, racing a delivery or the sweeper's
+//! auto-release in one batch),
 //! the sweeper's advances, disputes on milestones in every state and on calls (by strangers, on unpaid orders),
 //! signed and forged evidence, rulings by the arbiter, by parties and by bystanders, appeals in and after the window,
 //! executions (twice), and stake locks, unlocks and withdrawals — while a clock jumps past every deadline. The fields
@@ -12,8 +14,10 @@
 //!
 //! After every batch: money is conserved and every cached account agrees with its transfers and holds; each contract
 //! balances and holds exactly its pending milestone holds; nothing moves on a disputed milestone; holds resolve once;
-//! a dispute executes once; slashes stay within the stake; refusals change nothing but their idempotency record; and
-//! balances, documents, budgets and counts agree with the model.
+//! a dispute executes once; slashes stay within the stake; refusals change nothing but their idempotency record; a
+//! milestone is released or reclaimed at most once between them, and reclaimed only undelivered and past its due date
+//! and the grace; appeal bonds and stake locks count against the agent's budget and come back to it when returned or
+//! withdrawn; and balances, documents, budgets and counts agree with the model.
 // reason: model tests read as one script per scenario or one reference step per op; splitting them would scatter each case.
 #![allow(clippy::too_many_lines)]
 
@@ -37,7 +41,8 @@ use bazaar_core::state::Snapshot;
 use bazaar_core::token::{self, TokenClaims};
 use bazaar_core::types::limits::{
     APPEAL_BOND_BPS, APPEAL_BOND_MIN_MINOR, CONTRACT_MILESTONES_MAX, EVIDENCE_PER_DISPUTE_MAX, EVIDENCE_URL_LEN_MAX,
-    MILESTONE_DESCRIPTION_LEN_MAX, REASONS_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
+    MILESTONE_DESCRIPTION_LEN_MAX, MILESTONE_RECLAIM_GRACE_S, REASONS_LEN_MAX, REVIEW_WINDOW_S_MAX,
+    REVIEW_WINDOW_S_MIN,
 };
 use bazaar_core::types::{AccountId, Amount, ContractId, DisputeId, HoldId, MemberId, OrderId, Timestamp, TokenId};
 use bazaar_core::{dispute, escrow, pay};
@@ -181,6 +186,7 @@ fn dispute_op(dispute: &Dispute, act: DisputeAct) -> Op {
 #[derive(Clone, Debug)]
 struct MMilestone {
     amount: u64,
+    due_at: Timestamp,
     state: MilestoneState,
     review_deadline: Option<Timestamp>,
     released_at: Option<Timestamp>,
@@ -225,6 +231,8 @@ struct MAppeal {
     party: MemberId,
     claimant_side: bool,
     bond: u64,
+    /// Counted against the party's budget on this UTC day (the party appealed itself).
+    budget_day: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -250,6 +258,8 @@ struct MDispute {
 struct MStake {
     open: u32,
     unlock: Option<(u64, Timestamp)>,
+    /// Locked units counted against the budget and not yet given back.
+    budgeted: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -331,6 +341,22 @@ impl Model {
         Ok(())
     }
 
+    /// A bond or a stake lock: only the per-day and total ceilings bind, then the funds.
+    fn check_commitment(&self, agent: &MemberId, amount: u64, now: Timestamp) -> Result<(), Code> {
+        let budget = &self.budgets[agent];
+        let today = budget.by_day.get(&now.utc_day()).copied().unwrap_or(0);
+        if today + amount > budget.per_day {
+            return Err(Code::BudgetPerDayExceeded);
+        }
+        if budget.spent_total + amount > budget.total {
+            return Err(Code::BudgetTotalExceeded);
+        }
+        if self.available(&AccountId::of_member(agent)) < amount as i128 {
+            return Err(Code::InsufficientFunds);
+        }
+        Ok(())
+    }
+
     /// Predicts one command that runs (not replayed), applying its effects if it succeeds.
     fn run(&mut self, cast: &Cast, config: &Config, command: &Command, now: Timestamp) -> Expected {
         let actor = &command.actor;
@@ -401,11 +427,10 @@ impl Model {
                     return Err(Code::NotAnAgent);
                 }
                 let balance = AccountId::of_member(&actor.id);
-                if self.available(&balance) < amount.0 as i128 {
-                    return Err(Code::InsufficientFunds);
-                }
+                self.check_commitment(&actor.id, amount.0, now)?;
+                self.budgets.get_mut(&actor.id).unwrap().spend(amount.0, now.utc_day());
                 self.post(&balance, &AccountId::stake_of(&actor.id), amount.0);
-                self.stakes.entry(actor.id.clone()).or_default();
+                self.stakes.entry(actor.id.clone()).or_default().budgeted += amount.0;
                 self.events += 1;
                 Ok(json!({"locked_minor": amount}))
             }
@@ -435,7 +460,11 @@ impl Model {
                 let account = AccountId::stake_of(&actor.id);
                 let amount = amount.min(self.available(&account).max(0) as u64);
                 self.post(&account, &AccountId::of_member(&actor.id), amount);
-                self.stakes.get_mut(&actor.id).unwrap().unlock = None;
+                let stake = self.stakes.get_mut(&actor.id).unwrap();
+                stake.unlock = None;
+                let back = amount.min(stake.budgeted);
+                stake.budgeted -= back;
+                self.budgets.get_mut(&actor.id).unwrap().release_total(back);
                 self.events += 1;
                 Ok(json!({"withdrawn_minor": amount}))
             }
@@ -504,6 +533,7 @@ impl Model {
             .iter()
             .map(|s| MMilestone {
                 amount: s.amount.0,
+                due_at: s.due_at,
                 state: MilestoneState::Pending,
                 review_deadline: None,
                 released_at: None,
@@ -598,11 +628,44 @@ impl Model {
                     MilestoneState::Delivered => return Err(Code::ContractState),
                     MilestoneState::Released => return Err(Code::MilestoneAlreadyReleased),
                     MilestoneState::Disputed => return Err(Code::MilestoneDisputed),
-                    MilestoneState::Pending | MilestoneState::Resolved | MilestoneState::Voided => {
-                        return Err(Code::MilestoneState)
-                    }
+                    MilestoneState::Pending
+                    | MilestoneState::Resolved
+                    | MilestoneState::Voided
+                    | MilestoneState::Reclaimed => return Err(Code::MilestoneState),
                 }
                 Ok(self.release(id, index, now, false))
+            }
+            ContractAct::Reclaim { milestone } => {
+                if !is_buyer {
+                    return Err(Code::NotParty);
+                }
+                let index = index_of(*milestone)?;
+                let m = &c.milestones[index];
+                match m.state {
+                    MilestoneState::Pending => {}
+                    MilestoneState::Delivered => return Err(Code::MilestoneDelivered),
+                    MilestoneState::Disputed => return Err(Code::MilestoneDisputed),
+                    MilestoneState::Released => return Err(Code::MilestoneAlreadyReleased),
+                    MilestoneState::Reclaimed => return Err(Code::MilestoneAlreadyReclaimed),
+                    MilestoneState::Resolved | MilestoneState::Voided => return Err(Code::MilestoneState),
+                }
+                if c.state != ContractState::Accepted {
+                    return Err(Code::ContractState);
+                }
+                let reclaimable_at = m.due_at.plus_s(MILESTONE_RECLAIM_GRACE_S);
+                if now < reclaimable_at {
+                    return Err(Code::ReclaimTooEarly);
+                }
+                let amount = m.amount;
+                self.unhold(&AccountId::of_member(&c.buyer), amount);
+                self.budgets.get_mut(&c.buyer).unwrap().release(amount, c.day);
+                let stored = self.contracts.get_mut(id).unwrap();
+                stored.refunded += amount;
+                stored.milestones[index].state = MilestoneState::Reclaimed;
+                Model::complete(stored);
+                self.events += 1;
+                Ok(json!({"milestone": milestone, "refunded_minor": amount, "reclaimable_at_ms": reclaimable_at,
+                    "reclaimed_at_ms": now}))
             }
             ContractAct::Advance => {
                 if actor.kind != MemberKind::Registry {
@@ -867,12 +930,17 @@ impl Model {
                 let party = if claimant_side { d.claimant.clone() } else { d.respondent.clone() };
                 let bond = (d.claimed * APPEAL_BOND_BPS as u64 / 10_000).max(APPEAL_BOND_MIN_MINOR);
                 let account = AccountId::of_member(&party);
-                if self.available(&account) < bond as i128 {
+                // An agent appealing for itself pays the bond from its budget; its owner has none.
+                let budget_day = (actor.kind == MemberKind::Agent).then(|| now.utc_day());
+                if budget_day.is_some() {
+                    self.check_commitment(&party, bond, now)?;
+                    self.budgets.get_mut(&party).unwrap().spend(bond, now.utc_day());
+                } else if self.available(&account) < bond as i128 {
                     return Err(Code::InsufficientFunds);
                 }
                 self.hold(&account, bond);
                 let d = self.disputes.get_mut(id).unwrap();
-                d.appeal = Some(MAppeal { party, claimant_side, bond });
+                d.appeal = Some(MAppeal { party, claimant_side, bond, budget_day });
                 d.round = 2;
                 self.assign(config, id, now);
                 self.events += 1;
@@ -974,6 +1042,9 @@ impl Model {
             self.unhold(&account, appeal.bond);
             if !won {
                 self.post(&account, &AccountId::of_member(other), appeal.bond);
+            } else if let Some(day) = appeal.budget_day {
+                // A returned bond comes back to the budget, as a voided token's hold does.
+                self.budgets.get_mut(&appeal.party).unwrap().release(appeal.bond, day);
             }
         }
         self.stakes.get_mut(&d.respondent).unwrap().open -= 1;
@@ -1429,6 +1500,17 @@ impl World {
             assert_eq!(hold.resolved_at.is_some(), hold.state != HoldState::Pending);
         }
         let touched: HashSet<&HoldId> = self.db.transfers.iter().filter_map(|t| t.hold.as_ref()).collect();
+        // Exactly once: each milestone's `milestone.released` and `milestone.reclaimed` events, together.
+        let mut resolutions: HashMap<(String, u32), usize> = HashMap::new();
+        for event in
+            self.db.events.iter().filter(|e| ["milestone.released", "milestone.reclaimed"].contains(&e.kind.as_str()))
+        {
+            let key = (
+                event.body["contract"].as_str().unwrap().to_string(),
+                event.body["milestone"].as_u64().unwrap() as u32,
+            );
+            *resolutions.entry(key).or_default() += 1;
+        }
         // 2 and 3. Contracts balance, hold exactly their open milestones, and nothing moves on a disputed one.
         let contracts = rows.docs.keys().filter(|(kind, _)| *kind == DocKind::Contract).count();
         assert_eq!(contracts, model.contracts.len(), "contract count");
@@ -1468,8 +1550,21 @@ impl World {
                     }
                     MilestoneState::Released => assert_eq!(hold.posted_amount, m.amount, "{what}: posted in full"),
                     MilestoneState::Voided => assert_eq!(hold.state, HoldState::Voided, "{what}"),
+                    // A reclaim voids the hold back to the buyer: nothing ever posted from it, never delivered,
+                    // and never before the due date and the grace.
+                    MilestoneState::Reclaimed => {
+                        assert_eq!((hold.state, hold.posted_amount), (HoldState::Voided, Amount::ZERO), "{what}");
+                        assert!(!touched.contains(&hold.id), "{what}: a transfer touched a reclaimed milestone");
+                        assert!(m.delivered_at.is_none() && m.dispute.is_none(), "{what}: reclaimed after delivery");
+                        let at = m.reclaimed_at.expect("a reclaimed milestone says when");
+                        assert!(at >= m.reclaimable_at(), "{what}: reclaimed before its due date and the grace");
+                    }
                     _ => {}
                 }
+                let ended = resolutions.get(&(id.to_string(), m.index)).copied().unwrap_or(0);
+                let expected_ended =
+                    usize::from(matches!(m.state, MilestoneState::Released | MilestoneState::Reclaimed));
+                assert_eq!(ended, expected_ended, "{what}: released or reclaimed events");
             }
             assert_eq!(c.held().0, pending_holds, "contract {id}: held vs its pending holds");
         }
@@ -1496,7 +1591,10 @@ impl World {
             let sides =
                 [Side::Claimant, Side::Respondent].map(|side| d.evidence.iter().filter(|x| x.side == side).count());
             assert_eq!((sides, d.rulings.len(), d.frozen), (e.evidence, e.rulings.len(), e.frozen), "{what}");
-            assert_eq!(d.appeal.as_ref().map(|a| (&a.by, a.bond.0)), e.appeal.as_ref().map(|a| (&a.party, a.bond)));
+            assert_eq!(
+                d.appeal.as_ref().map(|a| (&a.by, a.bond.0, a.budgeted)),
+                e.appeal.as_ref().map(|a| (&a.party, a.bond, a.budget_day.is_some()))
+            );
             for (ruling, expected) in d.rulings.iter().zip(&e.rulings) {
                 let got = (ruling.decision, ruling.refund.0, ruling.slash.0, ruling.arbiter.is_none());
                 assert_eq!(got, (expected.decision, expected.refund, expected.slash, expected.default), "{what}");
@@ -1538,6 +1636,7 @@ impl World {
             let s: Stake = serde_json::from_value(row.body.clone()).unwrap();
             assert_eq!(s.open_disputes, e.open, "open disputes against {member}");
             assert_eq!(s.unlock.map(|u| (u.amount.0, u.available_at)), e.unlock, "unlock of {member}");
+            assert_eq!(s.budgeted.0, e.budgeted, "stake of {member} counted against its budget");
         }
         // Budgets match the model.
         let today = self.now.utc_day();
@@ -1602,6 +1701,7 @@ enum CAct {
     Cancel,
     Deliver(Option<u8>, bool),
     Release(Option<u8>),
+    Reclaim(Option<u8>),
     Advance,
 }
 
@@ -1779,6 +1879,7 @@ fn contract_act() -> impl Strategy<Value = Act> {
         1 => Just(CAct::Cancel),
         6 => (milestone_index(), prop::bool::weighted(0.05)).prop_map(|(m, bad)| CAct::Deliver(m, bad)),
         5 => milestone_index().prop_map(CAct::Release),
+        4 => milestone_index().prop_map(CAct::Reclaim),
         2 => Just(CAct::Advance),
     ];
     (any::<usize>(), who(), act).prop_map(|(pick, who, act)| Act::Contract { pick, who, act })
@@ -2012,7 +2113,9 @@ impl World {
                     CAct::Accept | CAct::Decline | CAct::Cancel => {
                         self.pick_contract(*pick, Some(ContractState::Offered), &[])?
                     }
-                    CAct::Deliver(..) => self.pick_contract(*pick, Some(ContractState::Accepted), &[Pending])?,
+                    CAct::Deliver(..) | CAct::Reclaim(_) => {
+                        self.pick_contract(*pick, Some(ContractState::Accepted), &[Pending])?
+                    }
                     CAct::Release(_) | CAct::Advance => self.pick_contract(*pick, None, &[Delivered])?,
                 };
                 let (natural, act) = match act {
@@ -2027,6 +2130,7 @@ impl World {
                         (2, ContractAct::Deliver { milestone: World::milestone(&c, *m, &[Pending]), evidence_sha256 })
                     }
                     CAct::Release(m) => (0, ContractAct::Release { milestone: World::milestone(&c, *m, &[Delivered]) }),
+                    CAct::Reclaim(m) => (0, ContractAct::Reclaim { milestone: World::milestone(&c, *m, &[Pending]) }),
                     CAct::Advance => (5, ContractAct::Advance),
                 };
                 let actor = self.contract_actor(&c, who.unwrap_or(natural));
@@ -2169,6 +2273,8 @@ impl World {
         let mut due: Vec<Timestamp> = self.model.disputes.values().filter_map(|d| d.deadline).collect();
         for c in self.model.contracts.values() {
             due.extend(c.milestones.iter().filter_map(|m| m.review_deadline));
+            let pending = c.milestones.iter().filter(|m| m.state == MilestoneState::Pending);
+            due.extend(pending.map(|m| m.due_at.plus_s(MILESTONE_RECLAIM_GRACE_S)));
             due.extend(c.milestones.iter().filter_map(|m| m.released_at.map(|t| t.plus_s(claim_s))));
         }
         due.extend(self.model.stakes.values().filter_map(|s| s.unlock.map(|u| u.1)));
@@ -2337,6 +2443,8 @@ impl World {
         } else if let Some(m) = find(MilestoneState::Pending).filter(|_| c.state == ContractState::Accepted) {
             if choice % 7 == 1 {
                 self.file_on(&c, m.index, m.amount.0, choice);
+            } else if choice % 7 == 3 {
+                self.reclaim_story(&c, m.index, choice);
             } else {
                 let evidence_sha256 = sha256_hex(format!("delivery {}", self.fresh()).as_bytes());
                 let act = ContractAct::Deliver { milestone: m.index, evidence_sha256 };
@@ -2345,6 +2453,37 @@ impl World {
         } else if let Some(m) = c.milestones.iter().find(|m| m.state == MilestoneState::Released && m.dispute.is_none())
         {
             self.file_on(&c, m.index, m.amount.0, choice);
+        }
+    }
+
+    /// The seller is late: the clock moves to around the milestone's due date plus the grace, and the buyer reclaims
+    /// it — alone, or racing in one batch the seller's late delivery (either first) or, for another milestone already
+    /// delivered, the sweeper's auto-release.
+    fn reclaim_story(&mut self, c: &Contract, index: u32, choice: u8) {
+        let m = &c.milestones[index as usize];
+        let at = m.reclaimable_at();
+        self.jump(Some(Timestamp(at.ms() + [-1, 0, 0, 1, 0, 3_600_000][choice as usize / 7 % 6])));
+        let buyer = self.m(self.cast.index_of(&c.buyer));
+        let seller = self.m(self.cast.index_of(&c.seller));
+        let reclaim = command(&buyer, None, contract_op(c, ContractAct::Reclaim { milestone: index }));
+        let evidence_sha256 = sha256_hex(format!("late delivery {}", self.fresh()).as_bytes());
+        let deliver =
+            command(&seller, None, contract_op(c, ContractAct::Deliver { milestone: index, evidence_sha256 }));
+        let advance = command(&self.m(REGISTRY), None, contract_op(c, ContractAct::Advance));
+        let results = match choice / 42 % 4 {
+            0 => self.submit(vec![reclaim]),
+            1 => self.submit(vec![reclaim, deliver]),
+            2 => self.submit(vec![deliver, reclaim]),
+            _ => self.submit(vec![reclaim, advance]),
+        };
+        // Whatever the order, the milestone ended at most one way.
+        let after = &self.contract(&c.id).milestones[index as usize];
+        let ok = results.iter().filter(|r| r.outcome.is_ok()).count();
+        match after.state {
+            MilestoneState::Reclaimed => assert!(after.delivered_at.is_none()),
+            MilestoneState::Delivered => assert!(after.reclaimed_at.is_none()),
+            MilestoneState::Pending => assert!(self.now < at && ok < results.len()),
+            other => panic!("a reclaim story ended {other:?}"),
         }
     }
 
@@ -2901,4 +3040,218 @@ fn a_claimant_cannot_use_up_the_evidence_limit_to_silence_the_respondent() {
     // ...yet the respondent can still answer, and does not lose by default.
     ok(w.answer(SELLER, &d));
     assert_eq!(w.dispute(&d).phase, Phase::Evidence);
+}
+
+// ---- milestones past due: the buyer reclaims ---------------------------------------------------------------------
+
+impl World {
+    fn reclaim(&mut self, actor: usize, id: &ContractId, milestone: u32) -> Applied {
+        self.on_contract(actor, id, ContractAct::Reclaim { milestone })
+    }
+
+    fn spent(&self, agent: usize) -> (u64, u64) {
+        let budget = &self.db.rows.budgets[&self.id(agent)];
+        (budget.spent_total.0, budget.spent_on(self.now.utc_day()).0)
+    }
+}
+
+#[test]
+fn an_undelivered_milestone_is_reclaimed_once_after_its_due_date_and_the_grace_and_every_other_reclaim_is_refused() {
+    let mut w = World::funded(Windows::standard(), [200_000, 0, 0, 0, 0]);
+    let id = w.create(BUYER, SELLER, ARBITER, &[10_000, 20_000, 30_000, 5_000], DAY);
+    let due = w.contract(&id).milestones[0].due_at;
+    let reclaimable_at = due.plus_s(MILESTONE_RECLAIM_GRACE_S);
+    // Before acceptance the buyer cancels instead; a reclaim is refused.
+    w.jump(Some(reclaimable_at));
+    assert_eq!(code(w.reclaim(BUYER, &id, 0)), Code::ContractState);
+    w.now = START;
+    ok(w.on_contract(SELLER, &id, ContractAct::Accept));
+    assert_eq!(code(w.reclaim(SELLER, &id, 0)), Code::NotParty, "the seller never reclaims");
+    assert_eq!(code(w.reclaim(ARBITER, &id, 0)), Code::NotParty);
+    assert_eq!(code(w.reclaim(BUYER, &id, 9)), Code::MilestoneNotFound);
+    // Milestone 1 delivered, milestone 2 disputed, both before the due date.
+    w.deliver(&id, 1);
+    let d = DisputeId(
+        ok(w.file(BUYER, Subject::Milestone { contract: id.clone(), index: 2 }, 30_000))["id"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    );
+    // At the due date, and a millisecond before the grace ends: too early, and the refusal says when.
+    w.jump(Some(due));
+    assert_eq!(code(w.reclaim(BUYER, &id, 0)), Code::ReclaimTooEarly);
+    w.jump(Some(Timestamp(reclaimable_at.ms() - 1)));
+    let early = w.reclaim(BUYER, &id, 0).outcome.unwrap_err();
+    assert_eq!(early.code, Code::ReclaimTooEarly);
+    assert_eq!(early.facts["reclaimable_at_ms"], json!(reclaimable_at));
+    assert_eq!(early.facts["grace_s"], MILESTONE_RECLAIM_GRACE_S);
+    // From the due date plus the grace: the hold goes back to the buyer's balance and budget, once.
+    w.jump(Some(reclaimable_at));
+    let (available, spent) = (w.of(BUYER).1, w.spent(BUYER).0);
+    let receipt = ok(w.reclaim(BUYER, &id, 0));
+    assert_eq!((receipt["refunded_minor"].clone(), receipt["reclaimed_at_ms"].clone()), (json!(10_000), json!(w.now)));
+    assert_eq!(w.of(BUYER).1, available + 10_000);
+    assert_eq!(w.spent(BUYER).0, spent - 10_000, "a reclaimed hold gives its units back to the budget");
+    assert_eq!(code(w.reclaim(BUYER, &id, 0)), Code::MilestoneAlreadyReclaimed);
+    // A reclaimed milestone is closed: never delivered, released or disputed afterwards.
+    let evidence_sha256 = sha256_hex(b"too late");
+    assert_eq!(
+        code(w.on_contract(SELLER, &id, ContractAct::Deliver { milestone: 0, evidence_sha256 })),
+        Code::MilestoneState
+    );
+    assert_eq!(code(w.on_contract(BUYER, &id, ContractAct::Release { milestone: 0 })), Code::MilestoneState);
+    assert_eq!(code(w.file(BUYER, Subject::Milestone { contract: id.clone(), index: 0 }, 10_000)), Code::NotDisputable);
+    // Delivered and disputed milestones are not reclaimable, however late.
+    assert_eq!(code(w.reclaim(BUYER, &id, 1)), Code::MilestoneDelivered);
+    assert_eq!(code(w.reclaim(BUYER, &id, 2)), Code::MilestoneDisputed);
+    assert_eq!(w.contract(&id).milestones[2].dispute, Some(d));
+    ok(w.on_contract(BUYER, &id, ContractAct::Release { milestone: 1 }));
+    assert_eq!(code(w.reclaim(BUYER, &id, 1)), Code::MilestoneAlreadyReleased);
+    // The buyer's owner may reclaim for it.
+    ok(w.reclaim(w.cast.owner_index(BUYER), &id, 3));
+    let c = w.contract(&id);
+    assert!(c.balanced());
+    assert_eq!((c.refunded.0, c.held().0), (15_000, 30_000));
+}
+
+#[test]
+fn a_reclaim_and_a_delivery_or_an_auto_release_in_one_batch_resolve_to_exactly_one() {
+    let mut w = World::funded(Windows::standard(), [200_000, 0, 0, 0, 0]);
+    let a = w.create(BUYER, SELLER, DESK, &[1_000, 2_000], 60);
+    let b = w.create(BUYER, SELLER, DESK, &[3_000], 60);
+    ok(w.on_contract(SELLER, &a, ContractAct::Accept));
+    ok(w.on_contract(SELLER, &b, ContractAct::Accept));
+    w.deliver(&a, 1);
+    w.jump(Some(w.contract(&a).milestones[0].reclaimable_at()));
+    let (ca, cb) = (w.contract(&a), w.contract(&b));
+    let (buyer, seller, registry) = (w.m(BUYER), w.m(SELLER), w.m(REGISTRY));
+    let deliver = |c: &Contract| {
+        let act = ContractAct::Deliver { milestone: 0, evidence_sha256: sha256_hex(b"late") };
+        command(&seller, None, contract_op(c, act))
+    };
+    let reclaim = |c: &Contract, milestone| command(&buyer, None, contract_op(c, ContractAct::Reclaim { milestone }));
+    // a: the reclaim runs first and the late delivery is refused; the sweeper's auto-release of the delivered
+    // milestone 1 and a reclaim of it in the same batch: the release wins, the reclaim is refused.
+    let batch = vec![
+        reclaim(&ca, 0),
+        deliver(&ca),
+        command(&registry, None, contract_op(&ca, ContractAct::Advance)),
+        reclaim(&ca, 1),
+    ];
+    let results = w.submit(batch);
+    assert!(results[0].outcome.is_ok());
+    assert_eq!(results[1].outcome.as_ref().unwrap_err().code, Code::MilestoneState);
+    assert_eq!(results[2].outcome.as_ref().unwrap()["released"].as_array().unwrap().len(), 1);
+    assert_eq!(results[3].outcome.as_ref().unwrap_err().code, Code::MilestoneAlreadyReleased);
+    // b: the delivery runs first and the reclaim is refused; the milestone releases once, later, to the seller.
+    let results = w.submit(vec![deliver(&cb), reclaim(&cb, 0)]);
+    assert!(results[0].outcome.is_ok());
+    assert_eq!(results[1].outcome.as_ref().unwrap_err().code, Code::MilestoneDelivered);
+    w.sweep_at(w.contract(&b).milestones[0].review_deadline);
+    let states = |w: &World, id: &ContractId| w.contract(id).milestones.iter().map(|m| m.state).collect::<Vec<_>>();
+    assert_eq!(states(&w, &a), [MilestoneState::Reclaimed, MilestoneState::Released]);
+    assert_eq!(states(&w, &b), [MilestoneState::Released]);
+    assert_eq!(w.contract(&a).state, ContractState::Completed);
+    assert_eq!(code(w.reclaim(BUYER, &b, 0)), Code::MilestoneAlreadyReleased);
+}
+
+// ---- appeal bonds and stake locks count against the agent's budget -----------------------------------------------
+
+impl World {
+    fn set_budget(&mut self, agent: usize, [per_call, per_day, total]: [u64; 3]) {
+        let op = Op::Pay(pay::Op::SetBudget {
+            agent: self.id(agent),
+            per_call_max: Amount(per_call),
+            per_day_max: Amount(per_day),
+            total_max: Amount(total),
+        });
+        ok(self.one(command(&self.m(self.cast.owner_index(agent)), None, op)));
+    }
+
+    /// A one-milestone contract, disputed by the buyer, answered, and ruled on in round 1 by the independent arbiter.
+    fn ruled(&mut self, amount: u64, decision: Decision) -> DisputeId {
+        let id = self.create(BUYER, SELLER, ARBITER, &[amount], DAY);
+        ok(self.on_contract(SELLER, &id, ContractAct::Accept));
+        let subject = Subject::Milestone { contract: id, index: 0 };
+        let d = DisputeId(ok(self.file(BUYER, subject, amount))["id"].as_str().unwrap().to_string());
+        ok(self.answer(SELLER, &d));
+        self.sweep_at(self.dispute(&d).deadline);
+        let refund = if decision == Decision::Reject { 0 } else { amount };
+        ok(self.rule(ARBITER, &d, decision, refund, 0));
+        d
+    }
+}
+
+#[test]
+fn an_appeal_bond_counts_against_the_appellants_budget_and_comes_back_only_when_returned() {
+    let mut w = World::new(short_windows());
+    w.open(&[(200_000, [1_000_000, 1_000_000, 10_000_000]); 5]);
+    // Returned: the buyer appeals a rejection (bond 10 % of 40 000) and wins round 2.
+    let d = w.ruled(40_000, Decision::Reject);
+    let (total, today) = w.spent(BUYER);
+    w.set_budget(BUYER, [1_000, 1_000_000, total + 3_999]);
+    let refusal = w.on_dispute(BUYER, &d, DisputeAct::Appeal).outcome.unwrap_err();
+    assert_eq!(refusal.code, Code::BudgetTotalExceeded, "the same code as a token past its ceiling");
+    assert_eq!(refusal.facts["requested_minor"], 4_000);
+    w.set_budget(BUYER, [1_000, today + 3_999, 10_000_000]);
+    assert_eq!(code(w.on_dispute(BUYER, &d, DisputeAct::Appeal)), Code::BudgetPerDayExceeded);
+    // The per-call ceiling (1 000 here) does not bind a bond: it is not a call.
+    w.set_budget(BUYER, [1_000, 1_000_000, 10_000_000]);
+    ok(w.on_dispute(BUYER, &d, DisputeAct::Appeal));
+    assert_eq!(w.spent(BUYER), (total + 4_000, today + 4_000));
+    assert!(w.dispute(&d).appeal.unwrap().budgeted);
+    w.set_budget(BUYER, [1_000_000, 1_000_000, 10_000_000]);
+    let outcome = ok(w.rule(DESK, &d, Decision::RefundFull, 40_000, 0));
+    assert_eq!(outcome["bond"]["returned"], true);
+    // The refunded milestone and the returned bond both come back, as voided holds do.
+    assert_eq!(w.spent(BUYER).0, total - 40_000);
+    // Forfeited: the seller appeals a full refund and loses round 2; its bond stays spent.
+    let d = w.ruled(20_000, Decision::RefundFull);
+    let before = w.spent(SELLER).0;
+    ok(w.on_dispute(SELLER, &d, DisputeAct::Appeal));
+    assert_eq!(w.spent(SELLER).0, before + 2_000);
+    let outcome = ok(w.rule(DESK, &d, Decision::RefundFull, 20_000, 0));
+    assert_eq!(outcome["bond"]["returned"], false);
+    assert_eq!(w.spent(SELLER).0, before + 2_000, "a forfeited bond was spent");
+    // An owner appealing for its agent spends as an owner: the agent's budget is untouched, even when exhausted.
+    let d = w.ruled(10_000, Decision::Reject);
+    let spent = w.spent(BUYER);
+    w.set_budget(BUYER, [0, 0, 0]);
+    ok(w.on_dispute(w.cast.owner_index(BUYER), &d, DisputeAct::Appeal));
+    assert_eq!(w.spent(BUYER), spent);
+    assert!(!w.dispute(&d).appeal.unwrap().budgeted);
+    w.set_budget(BUYER, [1_000_000, 1_000_000, 10_000_000]);
+    let outcome = ok(w.rule(DESK, &d, Decision::RefundFull, 10_000, 0));
+    assert_eq!(outcome["bond"]["returned"], true);
+    assert_eq!(w.spent(BUYER).0, spent.0 - 10_000, "only the milestone came back; the bond was never counted");
+}
+
+#[test]
+fn a_stake_lock_counts_against_the_budget_and_a_withdrawal_gives_it_back() {
+    let windows = short_windows();
+    let mut w = World::new(windows);
+    w.open(&[(200_000, [1_000, 12_000, 20_000]); 5]);
+    let lock = |w: &mut World, amount| {
+        let op = Op::Dispute(dispute::Op::StakeLock { amount: Amount(amount) });
+        w.one(command(&w.m(SELLER), None, op))
+    };
+    assert_eq!(code(lock(&mut w, 12_001)), Code::BudgetPerDayExceeded);
+    // Above the per-call ceiling (1 000): a stake lock is not a call.
+    ok(lock(&mut w, 8_000));
+    assert_eq!(w.spent(SELLER), (8_000, 8_000));
+    assert_eq!(code(lock(&mut w, 4_001)), Code::BudgetPerDayExceeded);
+    w.advance(DAY);
+    ok(lock(&mut w, 12_000));
+    assert_eq!(w.spent(SELLER), (20_000, 12_000));
+    w.advance(DAY);
+    assert_eq!(code(lock(&mut w, 1)), Code::BudgetTotalExceeded);
+    // Withdrawn stake comes back to the total (today's figure keeps it: the lock's day is not kept).
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeUnlock { amount: Amount(15_000) }))));
+    w.advance(windows.stake_cooldown_s);
+    ok(w.one(command(&w.m(SELLER), None, Op::Dispute(dispute::Op::StakeWithdraw))));
+    assert_eq!(w.spent(SELLER).0, 5_000);
+    // A new day: the room in the total the withdrawal made is spendable again.
+    w.advance(DAY);
+    ok(lock(&mut w, 12_000));
+    assert_eq!(w.spent(SELLER), (17_000, 12_000));
 }

@@ -104,6 +104,12 @@ pub const MILESTONE_DESCRIPTION_LEN_MAX: usize = 500;
 pub const REVIEW_WINDOW_S: u64 = 3 * 24 * 60 * 60;
 pub const REVIEW_WINDOW_S_MIN: u64 = 60;
 pub const REVIEW_WINDOW_S_MAX: u64 = 30 * 24 * 60 * 60;
+/// How long after an undelivered milestone's due date its buyer must wait
+/// before reclaiming its hold. Two days, the default `DISPUTE_ANSWER_S`: a
+/// `not_delivered` dispute gives a late seller that long to answer before a
+/// default refund, and reclaiming must never be a quicker way to the same
+/// refund; it also covers a delivery that is late by a day across time zones.
+pub const MILESTONE_RECLAIM_GRACE_S: u64 = 2 * 24 * 60 * 60;
 /// Default phase deadlines for disputes; a registry may set its own within
 /// `DISPUTE_WINDOW_S_MIN..=DISPUTE_WINDOW_S_MAX`.
 /// After a paid call settles or a milestone is released, the buyer may file this long.
@@ -138,6 +144,7 @@ pub const PASSPORT_DEPTH_MAX: usize = 32;
 pub const PASSPORT_INTEGER_MAX: u64 = (1 << 53) - 1;
 
 const _: () = assert!(REVIEW_WINDOW_S_MIN <= REVIEW_WINDOW_S && REVIEW_WINDOW_S <= REVIEW_WINDOW_S_MAX);
+const _: () = assert!(MILESTONE_RECLAIM_GRACE_S >= DISPUTE_ANSWER_S);
 const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_ANSWER_S && DISPUTE_ANSWER_S <= DISPUTE_WINDOW_S_MAX);
 const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_CLAIM_WINDOW_S && DISPUTE_CLAIM_WINDOW_S <= DISPUTE_WINDOW_S_MAX);
 const _: () = assert!(DISPUTE_WINDOW_S_MIN <= DISPUTE_EVIDENCE_S && DISPUTE_EVIDENCE_S <= DISPUTE_WINDOW_S_MAX);

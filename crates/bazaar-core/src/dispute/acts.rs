@@ -214,10 +214,18 @@ impl Batch<'_> {
         };
         let bond = appeal_bond(dispute.claimed);
         let account = AccountId::of_member(&party);
-        self.check_available(&account, bond)?;
+        // An agent appealing for itself commits its own money: the bond counts
+        // against its budget like a token's hold. Its owner appealing for it
+        // spends as an owner, who has no budget.
+        let budgeted = command.actor.kind == MemberKind::Agent;
+        if budgeted {
+            self.commit_from_budget(&party, bond)?;
+        } else {
+            self.check_available(&account, bond)?;
+        }
         let [_, _, bond_hold] = dispute_holds(&dispute.id);
         self.open_hold(bond_hold, account, bond, Timestamp::NEVER);
-        dispute.appeal = Some(Appeal { by: party, side, bond, at: self.now });
+        dispute.appeal = Some(Appeal { by: party, side, bond, at: self.now, budgeted });
         dispute.round = 2;
         self.assign_arbiter(&mut dispute, windows.ruling_s, "appealed; a new arbiter rules");
         self.update_dispute(&dispute);

@@ -189,7 +189,9 @@ impl Batch<'_> {
             let id = TransferId(format!("tr_{}_bond", dispute.id));
             vec![(AccountId::of_member(other), appeal.bond, TransferKind::Bond, id)]
         };
-        let (_, ids) = self.post_hold(command, hold, &legs, None);
+        // A returned bond goes back to the budget it counted against; a forfeited one stays spent.
+        let budget_of = appeal.budgeted.then_some(&appeal.by);
+        let (_, ids) = self.post_hold(command, hold, &legs, budget_of);
         moved.transfers.extend(ids);
         Some(BondOutcome {
             by: appeal.by.clone(),

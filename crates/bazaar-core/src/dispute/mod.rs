@@ -108,6 +108,7 @@ impl Op {
                 let me = &caller.actor.id;
                 keys.accounts.insert(AccountId::of_member(me));
                 keys.accounts.insert(AccountId::stake_of(me));
+                keys.budgets.insert(me.clone());
                 keys.doc(DocKind::Stake, me.to_string());
             }
         }
@@ -148,6 +149,8 @@ fn dispute_rows(keys: &mut Keys, subject: &Subject, claimant: &MemberId, respond
     keys.accounts.insert(AccountId::insurance());
     keys.accounts.insert(AccountId::fees());
     keys.budgets.insert(claimant.clone());
+    // Either side may appeal, and its bond counts against its budget.
+    keys.budgets.insert(respondent.clone());
     keys.doc(DocKind::Stake, respondent.to_string());
     for hold in dispute_holds(&id) {
         keys.holds.insert(hold);

@@ -158,6 +158,11 @@ pub struct Appeal {
     pub side: Side,
     pub bond: Amount,
     pub at: Timestamp,
+    /// The bond counted against `by`'s budget (it appealed itself, an agent):
+    /// a returned bond is then given back to it, as a voided hold is. Absent
+    /// (false) on appeals made by an owner, or before bonds counted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budgeted: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,6 +213,16 @@ pub struct Stake {
     pub member: MemberId,
     pub open_disputes: u32,
     pub unlock: Option<Unlock>,
+    /// Stake locked since locks counted against the budget, not yet given
+    /// back by a withdrawal: a withdrawal gives back at most this, so stake
+    /// locked before (never counted) is never given back, and slashed stake
+    /// (never withdrawn) stays spent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub budgeted: Amount,
+}
+
+fn is_zero(amount: &Amount) -> bool {
+    amount.0 == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,7 +263,7 @@ crate::document!(Stake, Stake, version 1, id = |s| s.member.to_string(), parties
 impl Stake {
     /// The record of a member who never staked.
     pub fn empty(member: &MemberId) -> Stake {
-        Stake { member: member.clone(), open_disputes: 0, unlock: None }
+        Stake { member: member.clone(), open_disputes: 0, unlock: None, budgeted: Amount::ZERO }
     }
 }
 

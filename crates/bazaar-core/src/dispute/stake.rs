@@ -18,11 +18,12 @@ impl Batch<'_> {
         }
         let me = command.actor.id.clone();
         let balance = AccountId::of_member(&me);
-        self.check_available(&balance, amount)?;
+        let mut stake = self.stake_record(&me);
+        self.commit_from_budget(&me, amount)?;
         self.ensure_account(AccountId::stake_of(&me));
         let tid = TransferId(format!("tr_{}_stake", self.snap.head.seq + 1));
         self.post_plain(command, tid.clone(), balance, AccountId::stake_of(&me), amount, TransferKind::Stake);
-        let stake = self.stake_record(&me);
+        stake.budgeted = stake.budgeted.checked_add(amount).expect("within the ledger");
         self.put_stake(&stake);
         let locked = StakeLocked { member: me.clone(), locked_minor: amount };
         let stake = self.stake_view(&me);
@@ -95,6 +96,14 @@ impl Batch<'_> {
                 TransferKind::Unstake,
             );
             transfer = Some(tid);
+        }
+        // Withdrawn stake comes back unspent, like a voided hold: to the budget's
+        // total (at most what was counted). The lock's day is not kept, so
+        // today's figure keeps it; with the default cooldown the lock was days ago anyway.
+        let back = Amount(amount.0.min(stake.budgeted.0));
+        if back.0 > 0 {
+            self.give_back(&me, back, None);
+            stake.budgeted = stake.budgeted.checked_sub(back).expect("within budgeted");
         }
         stake.unlock = None;
         self.put_stake(&stake);

@@ -1,14 +1,17 @@
 //! Escrowed contracts: a buyer funds milestones up front as holds on its own
 //! account, the seller delivers, and each milestone is released (posted) to
-//! the seller once — on the buyer's word or when the review window passes.
+//! the seller once — on the buyer's word or when the review window passes —
+//! or, never delivered, reclaimed by the buyer once its due date and the grace
+//! have passed (the exactly-once rule is in the module docs of `escrow`).
 //!
 //! Invariant, per contract, after every command:
 //! `total == held + released_net + fees + refunded`, where `held` is the sum
-//! of milestones whose hold is still pending. Nothing moves on a milestone
-//! while a dispute is open on it; the dispute's execution resolves its hold.
+//! of milestones whose hold is still pending and `refunded` counts voided,
+//! reclaimed and dispute-refunded units. Nothing moves on a milestone while a
+//! dispute is open on it; the dispute's execution resolves its hold.
 
 use super::events::*;
-use super::receipts::{ContractView, Delivered, Receipt, Released, ReleasedDue};
+use super::receipts::{ContractView, Delivered, Receipt, Reclaimed, Released, ReleasedDue};
 use crate::crypto::sha256_hex;
 use crate::kernel::batch::{refuse, Batch};
 use crate::kernel::ledger::{PaidOut, PayOut};
@@ -16,7 +19,8 @@ use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::{
-    CONTRACT_MILESTONES_MAX, MILESTONE_DESCRIPTION_LEN_MAX, REVIEW_WINDOW_S_MAX, REVIEW_WINDOW_S_MIN,
+    CONTRACT_MILESTONES_MAX, MILESTONE_DESCRIPTION_LEN_MAX, MILESTONE_RECLAIM_GRACE_S, REVIEW_WINDOW_S_MAX,
+    REVIEW_WINDOW_S_MIN,
 };
 use bazaar_types::{AccountId, Amount, ContractId, DisputeId, HoldId, MemberId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -54,6 +58,8 @@ pub enum MilestoneState {
     Resolved,
     /// Declined or cancelled before acceptance; the hold went back to the buyer.
     Voided,
+    /// Never delivered: the buyer took its hold back after the due date and the grace.
+    Reclaimed,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +78,16 @@ pub struct Milestone {
     /// The release receipt, returned again to anyone who asks twice.
     pub release: Option<serde_json::Value>,
     pub dispute: Option<DisputeId>,
+    /// When the buyer reclaimed it (absent from bodies written before reclaims existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed_at: Option<Timestamp>,
+}
+
+impl Milestone {
+    /// The earliest instant its buyer may reclaim it, if still undelivered.
+    pub fn reclaimable_at(&self) -> Timestamp {
+        self.due_at.plus_s(MILESTONE_RECLAIM_GRACE_S)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +162,10 @@ pub enum ContractAct {
     Release {
         milestone: u32,
     },
+    /// The buyer takes back an undelivered milestone's hold after its due date and the grace.
+    Reclaim {
+        milestone: u32,
+    },
     /// The sweeper: release every delivered milestone whose review window passed.
     Advance,
 }
@@ -158,6 +178,7 @@ impl ContractAct {
             ContractAct::Cancel => "contract_cancel",
             ContractAct::Deliver { .. } => "milestone_deliver",
             ContractAct::Release { .. } => "milestone_release",
+            ContractAct::Reclaim { .. } => "milestone_reclaim",
             ContractAct::Advance => "contract_advance",
         }
     }
@@ -286,6 +307,7 @@ impl Batch<'_> {
                 released_at: None,
                 release: None,
                 dispute: None,
+                reclaimed_at: None,
             });
         }
         milestones
@@ -340,6 +362,13 @@ impl Batch<'_> {
                 }
                 let index = self.milestone_index(&contract, *milestone)?;
                 self.release(command, contract, index, false).map(Receipt::Released)
+            }
+            ContractAct::Reclaim { milestone } => {
+                if !is_buyer {
+                    return refuse(Code::NotParty, "Only the buyer (or its owner) reclaims a milestone.");
+                }
+                let index = self.milestone_index(&contract, *milestone)?;
+                self.reclaim(command, contract, index).map(Receipt::Reclaimed)
             }
             ContractAct::Advance => {
                 if actor.kind != MemberKind::Registry {
@@ -470,7 +499,7 @@ impl Batch<'_> {
             MilestoneState::Pending => {
                 return refuse(Code::MilestoneState, "The seller has not marked this milestone delivered yet.")
             }
-            MilestoneState::Resolved | MilestoneState::Voided => {
+            MilestoneState::Resolved | MilestoneState::Voided | MilestoneState::Reclaimed => {
                 return Err(Refusal::new(Code::MilestoneState, "This milestone is closed.")
                     .with(json!({"state": m.state, "dispute": m.dispute})))
             }
@@ -505,6 +534,47 @@ impl Batch<'_> {
         self.update(&contract);
         self.emit(command, &MilestoneReleasedBody { released, payout });
         Ok(receipt)
+    }
+
+    /// Gives an undelivered milestone's hold back to the buyer (and its
+    /// budget, as any voided hold does) once `now ≥ due_at + grace`. Only a
+    /// pending milestone of an accepted contract qualifies, so it cannot meet a
+    /// delivery, a release (automatic or not) or a dispute on the same hold.
+    fn reclaim(&mut self, command: &Caller<'_>, mut contract: Contract, index: usize) -> Result<Reclaimed, Refusal> {
+        let m = contract.milestones[index].clone();
+        check_reclaimable(&m)?;
+        self.check_active(&contract)?;
+        let reclaimable_at = m.reclaimable_at();
+        if self.now < reclaimable_at {
+            return Err(Refusal::new(
+                Code::ReclaimTooEarly,
+                "An undelivered milestone can be reclaimed only after its due date and the grace; until then the seller may still deliver.",
+            )
+            .with(json!({
+                "milestone": m.index, "due_at_ms": m.due_at, "grace_s": MILESTONE_RECLAIM_GRACE_S,
+                "reclaimable_at_ms": reclaimable_at, "now_ms": self.now,
+            })));
+        }
+        let hold = self.snap.holds.get(&m.hold).cloned().expect("milestone holds are loaded");
+        self.post_hold(command, hold, &[], Some(&contract.buyer));
+        contract.refunded = contract.refunded.checked_add(m.amount).expect("within total");
+        let slot = &mut contract.milestones[index];
+        slot.state = MilestoneState::Reclaimed;
+        slot.reclaimed_at = Some(self.now);
+        self.maybe_complete(&mut contract);
+        self.update(&contract);
+        let reclaimed = MilestoneReclaimed {
+            contract: contract.id.clone(),
+            milestone: m.index,
+            buyer: contract.buyer.clone(),
+            seller: contract.seller.clone(),
+            amount_minor: m.amount,
+            due_at_ms: m.due_at,
+            reclaimable_at_ms: reclaimable_at,
+        };
+        let reclaim = Reclaim { hold: m.hold.clone(), refunded_minor: m.amount, reclaimed_at_ms: self.now };
+        self.emit(command, &MilestoneReclaimedBody { reclaimed: reclaimed.clone(), reclaim: reclaim.clone() });
+        Ok(Reclaimed { reclaimed, reclaim })
     }
 
     pub(crate) fn maybe_complete(&self, contract: &mut Contract) {
@@ -544,6 +614,40 @@ impl Batch<'_> {
 
     fn owner_of(&self, member: &MemberId) -> Option<&MemberId> {
         self.snap.members.get(member).and_then(|m| m.owner.as_ref())
+    }
+}
+
+/// A reclaim needs a pending milestone: each other state names its own refusal.
+fn check_reclaimable(m: &Milestone) -> Result<(), Refusal> {
+    let facts = json!({"milestone": m.index, "state": m.state});
+    match m.state {
+        MilestoneState::Pending => Ok(()),
+        MilestoneState::Delivered => Err(Refusal::new(
+            Code::MilestoneDelivered,
+            "The seller marked this milestone delivered; release it, or dispute it before the review deadline.",
+        )
+        .with(
+            json!({"milestone": m.index, "delivered_at_ms": m.delivered_at, "review_deadline_ms": m.review_deadline}),
+        )),
+        MilestoneState::Disputed => Err(Refusal::new(
+            Code::MilestoneDisputed,
+            "A dispute is open on this milestone; its executed ruling decides the refund.",
+        )
+        .with(json!({"milestone": m.index, "dispute": m.dispute}))),
+        MilestoneState::Released => Err(Refusal::new(
+            Code::MilestoneAlreadyReleased,
+            "This milestone was already released to the seller; dispute it within the claim window instead.",
+        )
+        .with(m.release.clone().unwrap_or(facts))),
+        MilestoneState::Reclaimed => Err(Refusal::new(
+            Code::MilestoneAlreadyReclaimed,
+            "This milestone was already reclaimed; its hold went back once.",
+        )
+        .with(json!({"milestone": m.index, "reclaimed_at_ms": m.reclaimed_at}))),
+        MilestoneState::Resolved | MilestoneState::Voided => {
+            Err(Refusal::new(Code::MilestoneState, "This milestone is closed.")
+                .with(json!({"milestone": m.index, "state": m.state, "dispute": m.dispute})))
+        }
     }
 }
 

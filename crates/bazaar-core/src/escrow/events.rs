@@ -1,10 +1,11 @@
 //! Escrow's event bodies: one type per kind escrow writes, each serialising to
 //! exactly the stored body (the kernel adds `authored_handle`). The parts other
 //! capabilities read (`ContractCreated`, `MilestoneReleased`) are their own
-//! types, flattened into the full bodies, so a reader decodes only what it needs.
+//! types, flattened into the full bodies, so a reader decodes only what it needs
+//! (`MilestoneReclaimed` likewise, though no capability reads it yet).
 
 use super::EscrowEvent;
-use bazaar_types::{Amount, ContractId, MemberId, Timestamp, TransferId};
+use bazaar_types::{Amount, ContractId, HoldId, MemberId, Timestamp, TransferId};
 use serde::{Deserialize, Serialize};
 
 /// The part of `contract.created` every writer stores: who buys under a
@@ -98,6 +99,39 @@ pub struct MilestoneReleasedBody {
     pub payout: Payout,
 }
 
+/// The part of `milestone.reclaimed` a reader needs: an undelivered
+/// milestone's hold given back to its buyer, once, after its due date and the
+/// grace (`MILESTONE_RECLAIM_GRACE_S`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MilestoneReclaimed {
+    pub contract: ContractId,
+    pub milestone: u32,
+    pub buyer: MemberId,
+    pub seller: MemberId,
+    pub amount_minor: Amount,
+    pub due_at_ms: Timestamp,
+    /// When the reclaim became possible: the due date plus the grace.
+    pub reclaimable_at_ms: Timestamp,
+}
+
+/// How a reclaim resolved its hold: voided back to the buyer's balance, and
+/// the held units back to its budget as for any voided hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reclaim {
+    pub hold: HoldId,
+    pub refunded_minor: Amount,
+    pub reclaimed_at_ms: Timestamp,
+}
+
+/// `milestone.reclaimed`, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MilestoneReclaimedBody {
+    #[serde(flatten)]
+    pub reclaimed: MilestoneReclaimed,
+    #[serde(flatten)]
+    pub reclaim: Reclaim,
+}
+
 crate::event_bodies!(
     ContractOffered => EscrowEvent::ContractCreated,
     ContractAccepted => EscrowEvent::ContractAccepted,
@@ -105,4 +139,5 @@ crate::event_bodies!(
     ContractCancelled => EscrowEvent::ContractCancelled,
     MilestoneDelivered => EscrowEvent::MilestoneDelivered,
     MilestoneReleasedBody => EscrowEvent::MilestoneReleased,
+    MilestoneReclaimedBody => EscrowEvent::MilestoneReclaimed,
 );

@@ -1,6 +1,25 @@
 //! Escrowed contracts: milestones funded up front as holds, delivered by the
-//! seller, released once (by the buyer or when the review window passes).
+//! seller, released once (by the buyer or when the review window passes), or
+//! reclaimed by the buyer when never delivered well past the due date.
 //! Uses identity and pay; disputes and the market's escrowed orders build on it.
+//!
+//! Invariant: a milestone's hold resolves exactly once, in exactly one of
+//! three ways —
+//! - **released** to the seller (less the fee): only once delivered, by the
+//!   buyer's word or by the sweeper when the review window passes;
+//! - **refunded** (in part or whole) by a dispute's executed ruling, the only
+//!   thing that resolves a disputed milestone;
+//! - **reclaimed** by the buyer (or its owner) only when it is not delivered
+//!   ∧ `now ≥ due_at + MILESTONE_RECLAIM_GRACE_S` ∧ it is not disputed (and the
+//!   contract is accepted: before that, cancelling gives every hold back).
+//!
+//! A delivered milestone is never reclaimed, and a reclaimed one is never
+//! delivered, released or disputed: each act moves the milestone out of the one
+//! state the others need (`pending` for deliver and reclaim, `delivered` for
+//! release and auto-release), and the commands of a batch run one after
+//! another over the same rows, so a reclaim and a delivery (or a reclaim and
+//! the sweeper's auto-release) racing in one batch resolve to exactly one —
+//! whichever runs first; the other is refused and changes nothing.
 
 mod contract;
 pub mod events;
@@ -25,6 +44,7 @@ crate::event_kinds! {
         ContractCancelled => "contract.cancelled",
         MilestoneDelivered => "milestone.delivered",
         MilestoneReleased => "milestone.released",
+        MilestoneReclaimed => "milestone.reclaimed",
     }
 }
 

@@ -3,7 +3,7 @@
 //! nested parts (`Delivery`, `MilestoneReleased`, `Payout`) instead.
 
 use super::contract::Contract;
-use super::events::{Delivery, MilestoneReleased, Payout};
+use super::events::{Delivery, MilestoneReclaimed, MilestoneReleased, Payout, Reclaim};
 use bazaar_types::{Amount, ContractId};
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,15 @@ pub struct Released {
     pub payout: Payout,
 }
 
+/// An undelivered milestone reclaimed by its buyer after the due date and the grace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reclaimed {
+    #[serde(flatten)]
+    pub reclaimed: MilestoneReclaimed,
+    #[serde(flatten)]
+    pub reclaim: Reclaim,
+}
+
 /// The sweeper's pass over one contract: every milestone it released.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReleasedDue {
@@ -46,4 +55,5 @@ pub enum Receipt {
     Delivered(Delivered),
     Released(Released),
     ReleasedDue(ReleasedDue),
+    Reclaimed(Reclaimed),
 }

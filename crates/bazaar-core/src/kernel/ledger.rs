@@ -2,6 +2,13 @@
 //! linked legs that commit together, and the spending ceilings (budgets) a
 //! hold counts against. Money paths `assert!` their invariants: a failed
 //! assert stops the writer rather than commit a wrong ledger.
+//!
+//! Budgets: everything an agent commits of its own money counts against its
+//! ceilings through `check_ceilings`/`check_running_ceilings` and `spend` —
+//! tokens, contracts, bounties, orders, and (through `commit_from_budget`)
+//! appeal bonds and stake locks. What comes back unspent is given back by
+//! `give_back`: a resolved hold's unposted part (voided, expired, refunded or
+//! a returned bond) and withdrawn stake. Owners and the operator have no budget.
 
 use crate::kernel::batch::Batch;
 use crate::kernel::model::*;
@@ -242,8 +249,8 @@ impl Batch<'_> {
         assert!(end != HoldState::Pending);
         assert!(posted <= hold.amount);
         let released = hold.amount.checked_sub(posted).expect("posted within hold");
-        if let Some(budget) = budget_of.and_then(|b| self.snap.budgets.get(b)).cloned() {
-            self.put_budget(unspend(budget, released, hold.created_at.utc_day()));
+        if let Some(member) = budget_of {
+            self.give_back(member, released, Some(hold.created_at.utc_day()));
         }
         let resolved = Hold { state: end, posted_amount: posted, resolved_at: Some(self.now), ..hold };
         self.snap.holds.insert(resolved.id.clone(), resolved.clone());
@@ -251,11 +258,45 @@ impl Batch<'_> {
     }
 }
 
+impl Batch<'_> {
+    /// An appeal bond or a stake lock of the agent's own: refused past its
+    /// per-day or total ceiling (not the per-call one — neither is a call, and
+    /// a bond on a large claim would otherwise need the per-call ceiling of a
+    /// large paid call), then past its available funds; counted as spent once
+    /// both pass, exactly as a token's hold is.
+    pub fn commit_from_budget(&mut self, agent: &MemberId, amount: Amount) -> Result<(), Refusal> {
+        let budget = self.snap.budgets.get(agent).cloned().unwrap_or_else(|| Budget::zero(agent.clone()));
+        check_running_ceilings(&budget, amount, self.now)?;
+        self.check_available(&AccountId::of_member(agent), amount)?;
+        self.put_budget(spend(budget, amount, self.now));
+        Ok(())
+    }
+
+    /// Gives `amount` that came back unspent to `member`'s budget: always to
+    /// the total, and to today's figure too when it was spent on `spent_day`
+    /// and that is still the budget's current day (`None`: the day is not
+    /// known, so today's figure keeps it — the safe side). A member without a
+    /// budget row (an owner) has nothing to give back to.
+    pub fn give_back(&mut self, member: &MemberId, amount: Amount, spent_day: Option<i64>) {
+        if let Some(budget) = self.snap.budgets.get(member).cloned() {
+            self.put_budget(unspend(budget, amount, spent_day));
+        }
+    }
+}
+
 /// Refuses a hold of `amount` that would cross a ceiling, naming the ceiling.
 pub fn check_ceilings(budget: &Budget, amount: Amount, now: Timestamp) -> Result<(), Refusal> {
+    if amount > budget.per_call_max {
+        return Err(ceiling_refusal(Code::BudgetPerCallExceeded, "per-call", budget.per_call_max, amount, amount));
+    }
+    check_running_ceilings(budget, amount, now)
+}
+
+/// The per-day and total ceilings alone: what `amount` would bring today's
+/// and the lifetime spending to.
+pub fn check_running_ceilings(budget: &Budget, amount: Amount, now: Timestamp) -> Result<(), Refusal> {
     let today = budget.spent_on(now.utc_day());
     let checks = [
-        (amount, budget.per_call_max, Code::BudgetPerCallExceeded, "per-call"),
         (
             today.checked_add(amount).unwrap_or(Amount(u64::MAX)),
             budget.per_day_max,
@@ -271,12 +312,15 @@ pub fn check_ceilings(budget: &Budget, amount: Amount, now: Timestamp) -> Result
     ];
     for (would_be, ceiling, code, name) in checks {
         if would_be > ceiling {
-            return Err(Refusal::new(code, format!("This would exceed the agent's {name} ceiling; its owner can raise the ceiling.")).with(
-                json!({"ceiling": name, "ceiling_minor": ceiling, "would_be_minor": would_be, "requested_minor": amount}),
-            ));
+            return Err(ceiling_refusal(code, name, ceiling, would_be, amount));
         }
     }
     Ok(())
+}
+
+fn ceiling_refusal(code: Code, name: &str, ceiling: Amount, would_be: Amount, amount: Amount) -> Refusal {
+    Refusal::new(code, format!("This would exceed the agent's {name} ceiling; its owner can raise the ceiling."))
+        .with(json!({"ceiling": name, "ceiling_minor": ceiling, "would_be_minor": would_be, "requested_minor": amount}))
 }
 
 /// Counts `amount` against the budget; `check_ceilings` passed first.
@@ -288,9 +332,9 @@ pub fn spend(mut budget: Budget, amount: Amount, now: Timestamp) -> Budget {
     budget
 }
 
-fn unspend(mut budget: Budget, released: Amount, hold_day: i64) -> Budget {
+fn unspend(mut budget: Budget, released: Amount, spent_day: Option<i64>) -> Budget {
     budget.spent_total = budget.spent_total.checked_sub(released).expect("released was spent");
-    if budget.day == hold_day {
+    if spent_day == Some(budget.day) {
         budget.spent_day = budget.spent_day.checked_sub(released).expect("released was spent today");
     }
     budget

@@ -79,6 +79,9 @@ codes! {
     MilestoneState => "milestone_state", Conflict;
     MilestoneAlreadyReleased => "milestone_already_released", Conflict;
     MilestoneDisputed => "milestone_disputed", Conflict;
+    MilestoneDelivered => "milestone_delivered", Conflict;
+    MilestoneAlreadyReclaimed => "milestone_already_reclaimed", Conflict;
+    ReclaimTooEarly => "reclaim_too_early", Conflict;
     DisputeNotFound => "dispute_not_found", NotFound;
     DisputeExists => "dispute_exists", Conflict;
     NotDisputable => "not_disputable", Unprocessable;

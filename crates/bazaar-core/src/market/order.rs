@@ -182,6 +182,22 @@ pub fn line_hold(order: &str, index: u32) -> HoldId {
 
 /// Above the escrow threshold, each share rides its own escrowed contract (one
 /// milestone, the dispute desk as arbiter), derived from the order and share.
+/// An escrowed share is paid or cancelled only while its milestone is still
+/// pending: the contract is an ordinary one, so its buyer may have reclaimed it
+/// past the due date (or disputed it) through the contract routes, and its hold
+/// then resolved already — paying or voiding it again would resolve it twice.
+fn share_milestone_open(contract: &crate::escrow::Contract) -> Result<(), Refusal> {
+    let m = &contract.milestones[0];
+    if m.state == crate::escrow::MilestoneState::Pending {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Code::MilestoneState,
+        "This share's escrowed milestone is no longer pending (reclaimed, disputed or delivered); it is settled there.",
+    )
+    .with(json!({"contract": contract.id, "state": m.state, "dispute": m.dispute})))
+}
+
 pub fn share_contract(order: &str, buyer: &MemberId, seller: &MemberId, index: u32) -> ContractId {
     let desk = MemberId(crate::kernel::model::DESK_ID.into());
     crate::escrow::contract_id_for(buyer, seller, &desk, &format!("order:{order}:share:{index}"))
@@ -439,6 +455,7 @@ impl Batch<'_> {
                         released_at: None,
                         release: None,
                         dispute: None,
+                        reclaimed_at: None,
                     }],
                     created_at: self.now,
                     accepted_at: Some(self.now),
@@ -517,7 +534,12 @@ impl Batch<'_> {
             .cloned()
             .ok_or_else(|| Refusal::new(Code::OrderInvalid, "No such share in this order."))?;
         match line.state {
-            LineState::Authorized => Ok(line),
+            LineState::Authorized => {
+                if let Some(contract_id) = &line.contract {
+                    share_milestone_open(&self.contract(contract_id).expect("share contracts are loaded"))?;
+                }
+                Ok(line)
+            }
             LineState::Paid => {
                 Err(Refusal::new(Code::SharePaid, "This share was already paid on its proof; it is paid once.")
                     .with(json!({"payment": line.payment})))

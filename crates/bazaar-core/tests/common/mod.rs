@@ -275,6 +275,11 @@ impl MBudget {
         *self.by_day.get_mut(&day).expect("the hold's day was spent") -= amount;
     }
 
+    /// Gives back to the total only: the day it was spent is not known (withdrawn stake).
+    pub fn release_total(&mut self, amount: u64) {
+        self.spent_total -= amount;
+    }
+
     /// The stored budget of `agent` has spent what the model did, in total and on `today`.
     pub fn assert_spent(&self, stored: &Budget, agent: &MemberId, today: i64) {
         assert_eq!(stored.spent_total.0, self.spent_total, "spent total of {agent}");
