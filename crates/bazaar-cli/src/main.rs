@@ -15,7 +15,7 @@ use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cmd::{
     attack, backup, demo, escrow, federation, hire, jobs, market, members, payments, registry, reprice, reputation,
-    talk,
+    storefront, talk,
 };
 use serde_json::json;
 
@@ -60,12 +60,14 @@ enum Command {
     Hire(hire::Command),
     #[command(flatten)]
     Reprice(reprice::Command),
+    #[command(flatten)]
+    Storefront(storefront::Command),
 }
 
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 33] = [
+const HELP_ORDER: [&str; 34] = [
     "serve",
     "audit",
     "backup",
@@ -96,6 +98,7 @@ const HELP_ORDER: [&str; 33] = [
     "jobs",
     "worker",
     "validator",
+    "market",
     "hire",
     "spending",
     "reprice",
@@ -124,6 +127,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Market(command) => market::run(command, json).await,
         Command::Hire(command) => hire::run(command, json).await,
         Command::Reprice(command) => reprice::run(command, json).await,
+        Command::Storefront(command) => storefront::run(command, json).await,
     }
 }
 

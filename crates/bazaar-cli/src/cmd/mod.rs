@@ -17,4 +17,5 @@ pub mod payments;
 pub mod registry;
 pub mod reprice;
 pub mod reputation;
+pub mod storefront;
 pub mod talk;
