@@ -11,7 +11,11 @@
 //! process dies inside that window, the settlement exists without a receipt and
 //! the next retry runs the handler again. Handlers whose effects must never
 //! repeat should make them idempotent on the `Bazaar-Settlement` id the
-//! middleware passes in the request extensions ([`Settled`]).
+//! middleware passes in the request extensions ([`Settled`]): that id is the
+//! handler's own idempotency key, the same on every run for one order.
+//!
+//! Receipts are kept `WORK_RECEIPT_RETENTION_S` (30 days) and then pruned —
+//! when the route opens and every `WORK_RECEIPT_PRUNE_EVERY` receipts stored.
 
 use crate::client::{Client, SdkError};
 use crate::{PAYMENT_HEADER, SETTLEMENT_HEADER, WORK_RECEIPT_HEADER};
@@ -20,7 +24,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use bazaar_types::limits::WORK_RECEIPT_BYTES_MAX;
+use bazaar_types::limits::{WORK_RECEIPT_BYTES_MAX, WORK_RECEIPT_PRUNE_EVERY, WORK_RECEIPT_RETENTION_S};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 use std::collections::HashMap;
@@ -56,6 +60,8 @@ pub struct PaidRoute {
     /// One lock per settlement so concurrent retries run the handler once.
     running: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     fault: Option<FaultHook>,
+    /// Receipts stored since the route opened (a prune every `WORK_RECEIPT_PRUNE_EVERY`).
+    kept: std::sync::atomic::AtomicU64,
 }
 
 impl PaidRoute {
@@ -65,8 +71,10 @@ impl PaidRoute {
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
              CREATE TABLE IF NOT EXISTS work_receipts (settlement_id TEXT PRIMARY KEY, order_id TEXT NOT NULL,
-               status INTEGER NOT NULL, content_type TEXT, body BLOB NOT NULL, created_at INTEGER NOT NULL);",
+               status INTEGER NOT NULL, content_type TEXT, body BLOB NOT NULL, created_at INTEGER NOT NULL);
+             CREATE INDEX IF NOT EXISTS work_receipts_created ON work_receipts (created_at);",
         )?;
+        prune(&conn, WORK_RECEIPT_RETENTION_S)?;
         Ok(PaidRoute {
             // Concurrent requests' settlements leave together in batches (`coalesce`): same answers, fewer calls.
             client: client.coalescing(),
@@ -74,7 +82,13 @@ impl PaidRoute {
             receipts: Arc::new(Mutex::new(conn)),
             running: Default::default(),
             fault: None,
+            kept: Default::default(),
         })
+    }
+
+    /// Deletes the receipts stored more than `older_than_s` seconds ago; returns how many.
+    pub fn prune_receipts(&self, older_than_s: u64) -> Result<usize, rusqlite::Error> {
+        prune(&self.receipts.lock().expect("receipts mutex"), older_than_s)
     }
 
     pub fn with_fault(mut self, fault: FaultHook) -> PaidRoute {
@@ -118,14 +132,19 @@ impl PaidRoute {
     ) -> Result<(), String> {
         let receipts = self.receipts.clone();
         let (id, order) = (settled.settlement_id.clone(), settled.order_id.clone());
+        let prune_now = self.kept.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % WORK_RECEIPT_PRUNE_EVERY
+            == WORK_RECEIPT_PRUNE_EVERY - 1;
         tokio::task::spawn_blocking(move || {
             let conn = receipts.lock().expect("receipts mutex");
             conn.execute(
                 "INSERT OR IGNORE INTO work_receipts VALUES (?1, ?2, ?3, ?4, ?5, strftime('%s','now'))",
                 params![id, order, status, content_type, body],
             )
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+            if prune_now {
+                prune(&conn, WORK_RECEIPT_RETENTION_S).map_err(|e| e.to_string())?;
+            }
+            Ok(())
         })
         .await
         .map_err(|e| e.to_string())?
@@ -136,6 +155,12 @@ impl PaidRoute {
         running.retain(|_, lock| Arc::strong_count(lock) > 1);
         running.entry(settlement_id.to_string()).or_default().clone()
     }
+}
+
+/// Deletes receipts stored more than `older_than_s` seconds ago.
+fn prune(conn: &Connection, older_than_s: u64) -> Result<usize, rusqlite::Error> {
+    let cutoff = i64::try_from(older_than_s).unwrap_or(i64::MAX);
+    conn.execute("DELETE FROM work_receipts WHERE created_at < CAST(strftime('%s','now') AS INTEGER) - ?1", [cutoff])
 }
 
 fn payment_problem(status: StatusCode, code: &str, detail: &str) -> Response {
@@ -393,4 +418,54 @@ pub async fn x402_paid(State(x): State<Arc<X402Route>>, mut request: Request, ne
         return Response::from_parts(parts, Body::from(bytes));
     }
     x.payment_required(&resource, problem["code"].as_str().unwrap_or("payment_refused"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receipts_past_their_retention_are_pruned_and_newer_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("bazaar-receipts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("receipts.db");
+        let route = PaidRoute::new(Client::new("http://127.0.0.1:9", None), 1, &path).unwrap();
+        let day = 86_400_i64;
+        {
+            let conn = route.receipts.lock().unwrap();
+            for (id, age_days) in [("old", 31), ("recent", 29), ("new", 0)] {
+                conn.execute(
+                    "INSERT INTO work_receipts VALUES (?1, 'o', 200, NULL, x'00', CAST(strftime('%s','now') AS INTEGER) - ?2)",
+                    params![id, age_days * day],
+                )
+                .unwrap();
+            }
+        }
+        assert_eq!(route.prune_receipts(WORK_RECEIPT_RETENTION_S).unwrap(), 1);
+        let left: Vec<String> = {
+            let conn = route.receipts.lock().unwrap();
+            let mut statement = conn.prepare("SELECT settlement_id FROM work_receipts ORDER BY settlement_id").unwrap();
+            statement.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        assert_eq!(left, ["new", "recent"]);
+        drop(route);
+        // Opening the route prunes too.
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute(
+                "UPDATE work_receipts SET created_at = created_at - ?1 WHERE settlement_id = 'recent'",
+                [2 * day],
+            )
+            .unwrap();
+        }
+        let reopened = PaidRoute::new(Client::new("http://127.0.0.1:9", None), 1, &path).unwrap();
+        let count: i64 = reopened
+            .receipts
+            .lock()
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM work_receipts", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(count, 1, "only the new receipt is left");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -77,6 +77,14 @@ pub const HTTP_RATE_BURST_S: u32 = 2;
 pub const RETRY_AFTER_S: u64 = 1;
 /// Work receipts kept by the merchant middleware, per response body.
 pub const WORK_RECEIPT_BYTES_MAX: usize = 1024 * 1024;
+/// How long the merchant middleware keeps a work receipt: 30 days, longer
+/// than a paid call stays disputable through every phase and an appeal with
+/// the default windows (7 + 2 + 3 + 3 + 2 = 17 days), so the answer a buyer
+/// got is there for as long as it could be questioned. A retry of an order
+/// after that runs the handler again (the settlement itself never repeats).
+pub const WORK_RECEIPT_RETENTION_S: u64 = 30 * 24 * 60 * 60;
+/// Receipts stored between two prunes of the expired ones (and one prune when the route opens).
+pub const WORK_RECEIPT_PRUNE_EVERY: u64 = 1024;
 
 // ---- bounties (the labor market's rewards) -----------------------------------
 
