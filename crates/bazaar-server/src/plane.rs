@@ -119,6 +119,30 @@ impl Plane {
         }
     }
 
+    /// The plane's in-memory structures, for `/metrics`: each a length read
+    /// under its lock. `membership_epochs` keeps one counter per member whose
+    /// memberships changed on this node (the ledger's members bound it), and
+    /// `meter_pending` what was delivered since the last meter flush.
+    pub fn caches(&self) -> Vec<bazaar_store::CacheGauge> {
+        let gauge = |cache, entries: usize, max: Option<usize>| bazaar_store::CacheGauge {
+            cache,
+            entries: entries as u64,
+            entries_max: max.map(|m| m as u64),
+        };
+        let recent = self.recent.lock().expect("recent mutex").len();
+        let epochs = self.epochs.lock().expect("epochs mutex").len();
+        let meter = self.meter.lock().expect("meter mutex").len();
+        let followed = self.followers.lock().expect("followers mutex").members.len();
+        let streams = self.listening.lock().expect("listening mutex").total;
+        vec![
+            gauge("conversation_recent_messages", recent, Some(RECENT_MESSAGES_MAX)),
+            gauge("conversation_membership_epochs", epochs, None),
+            gauge("conversation_meter_pending", meter, None),
+            gauge("conversation_followed_members", followed, Some(STREAM_CONNECTIONS_MAX)),
+            gauge("conversation_streams", streams, Some(STREAM_CONNECTIONS_MAX)),
+        ]
+    }
+
     /// Lets webhooks reach loopback and private addresses: for tests and
     /// closed networks only (`bazaar serve --allow-private-webhooks`).
     pub fn allow_private_webhooks(&self, allow: bool) {

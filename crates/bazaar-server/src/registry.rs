@@ -2,6 +2,8 @@
 //! signed registry card at `/.well-known/bazaar` and the in-browser passport
 //! verifier page at `/passport/verify`.
 
+mod memory;
+
 use crate::federation;
 use crate::problem::{errors, Problem, ProblemDetails};
 use crate::schemas::registry as schema;
@@ -59,6 +61,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     ] {
         text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
     }
+    text.push_str(&memory::render(&state));
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 

@@ -66,6 +66,41 @@ pub struct AppState {
     cluster: std::sync::OnceLock<Arc<dyn crate::cluster::Cluster>>,
 }
 
+impl AppState {
+    /// The caches kept here, for `/metrics`: each a length read under its lock
+    /// (the reputation fold's skipped while it catches up; the stream's and the
+    /// edge's zero until first used).
+    pub(crate) fn caches(&self) -> Vec<bazaar_store::CacheGauge> {
+        use crate::live::{STREAM_BROADCAST_MAX, STREAM_CONNECTIONS_MAX};
+        use bazaar_types::limits::{HTTP_REQUESTS_IN_FLIGHT_MAX, SEARCH_TALLY_QUERIES_MAX};
+        let gauge = |cache, entries: u64, max: Option<usize>| bazaar_store::CacheGauge {
+            cache,
+            entries,
+            entries_max: max.map(|m| m as u64),
+        };
+        let verified = self.verified.lock().expect("verified mutex").claims.len() as u64;
+        let inflight = self.inflight.lock().expect("inflight mutex").len() as u64;
+        let (streams, broadcast) = self.stream.get().map_or((0, 0), |hub| {
+            (STREAM_CONNECTIONS_MAX.saturating_sub(hub.connections.available_permits()), hub.events.len())
+        });
+        let mut caches = vec![
+            gauge("verified_tokens", verified, Some(VERIFIED_TOKENS_MAX)),
+            gauge("idempotency_in_flight", inflight, Some(HTTP_REQUESTS_IN_FLIGHT_MAX)),
+            gauge("search_tally", self.searches.len() as u64, Some(SEARCH_TALLY_QUERIES_MAX)),
+            gauge("chamber_streams", streams as u64, Some(STREAM_CONNECTIONS_MAX)),
+            gauge("chamber_broadcast", broadcast as u64, Some(STREAM_BROADCAST_MAX)),
+        ];
+        if let Ok(fold) = self.reputation.try_lock() {
+            caches.push(gauge("reputation_fold", fold.entries(), None));
+        }
+        // Pruned of idle callers every `RATE_PRUNE_EVERY` checks: no fixed bound.
+        let (credentials, addresses) = self.edge.get().map_or((0, 0), |edge| edge.tracked());
+        caches.push(gauge("rate_buckets_credential", credentials as u64, None));
+        caches.push(gauge("rate_buckets_ip", addresses as u64, None));
+        caches
+    }
+}
+
 /// Token strings already verified against the registry key, and their claims.
 #[derive(Default)]
 struct VerifiedTokens {

@@ -762,3 +762,98 @@ async fn answers_fit_the_bodies_the_api_description_states() {
     check("get", "/v1/search", "200", &buyer.search("teapot").await.unwrap());
     check("get", "/v1/searches/unmet", "200", &buyer.unmet_searches().await.unwrap());
 }
+
+/// Claims for token `n` of a test that signs its own tokens with the registry's key.
+fn token_claims(r: &Registry, n: usize) -> bazaar_core::token::TokenClaims {
+    bazaar_core::token::TokenClaims {
+        v: 1,
+        iss: r.state.registry.clone(),
+        jti: TokenId(format!("tok_{n}")),
+        sub: "did:key:zB".into(),
+        aud: "did:key:zM".into(),
+        max: bazaar_types::Amount(1),
+        ord: OrderId(format!("o{n}")),
+        res: "r".into(),
+        iat_ms: Timestamp(0),
+        exp_ms: Timestamp(1),
+        via: None,
+    }
+}
+
+/// The value of one series in a Prometheus text exposition.
+fn series_value(metrics: &str, series: &str) -> u64 {
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with(&format!("{series} ")))
+        .unwrap_or_else(|| panic!("{series} missing:\n{metrics}"));
+    line.rsplit_once(' ').unwrap().1.parse().unwrap()
+}
+
+/// `/metrics` names every cache, buffer and queue that grows with use, beside
+/// its bound, SQLite's configured memory and the process's resident set; the
+/// verified-token cache, filled past its bound, holds exactly its bound (the
+/// oldest evicted) and the gauge says so.
+#[tokio::test]
+async fn metrics_name_every_cache_with_its_bound_and_one_evicts_at_it() {
+    use bazaar_server::VERIFIED_TOKENS_MAX;
+    let r = registry().await;
+    let plane_clock: Arc<dyn bazaar_types::Clock> = r.clock.clone();
+    let entropy = Arc::new(bazaar_types::SeededEntropy::new(7));
+    let plane =
+        bazaar_conversation::sqlite::SqliteConversationStore::open(&r._dir.0.join("c.db"), plane_clock, entropy);
+    assert!(r.state.attach_conversation(Arc::new(plane.unwrap())));
+    let key = r.state.signing_key();
+    for n in 0..VERIFIED_TOKENS_MAX + 10 {
+        let claims = token_claims(&r, n);
+        assert_eq!(r.state.decode_token(&bazaar_core::token::encode(&claims, &key)), Ok(claims));
+    }
+    let http = reqwest::Client::new();
+    let accounts = http.get(format!("{}/v1/accounts", r.url)).bearer_auth("operator-secret").send().await.unwrap();
+    assert_eq!(accounts.status(), 200);
+    let metrics = http.get(format!("{}/metrics", r.url)).send().await.unwrap().text().await.unwrap();
+    let value = |series: &str| series_value(&metrics, series);
+    let bounded = [
+        "verified_tokens",
+        "idempotency_in_flight",
+        "search_tally",
+        "chamber_streams",
+        "chamber_broadcast",
+        "attack_visitors",
+        "http_requests_in_flight",
+        "writer_queue",
+        "credentials",
+        "conversation_recent_messages",
+        "conversation_followed_members",
+        "conversation_streams",
+    ];
+    for cache in bounded {
+        let entries = value(&format!("bazaar_cache_entries{{cache=\"{cache}\"}}"));
+        let max = value(&format!("bazaar_cache_entries_max{{cache=\"{cache}\"}}"));
+        assert!(max > 0 && entries <= max, "{cache}: {entries} of {max}");
+    }
+    // Bounded by the ledger or by pruning, not by a constant: their size is shown, with no max line.
+    let unbounded = [
+        "reputation_fold",
+        "conversation_membership_epochs",
+        "conversation_meter_pending",
+        "rate_buckets_credential",
+        "rate_buckets_ip",
+    ];
+    for cache in unbounded {
+        value(&format!("bazaar_cache_entries{{cache=\"{cache}\"}}"));
+        assert!(!metrics.contains(&format!("bazaar_cache_entries_max{{cache=\"{cache}\"}}")), "{cache}");
+    }
+    assert_eq!(
+        value("bazaar_cache_entries{cache=\"verified_tokens\"}"),
+        VERIFIED_TOKENS_MAX as u64,
+        "evicted at the bound"
+    );
+    assert!(value("bazaar_cache_entries{cache=\"http_requests_in_flight\"}") >= 1, "the scrape itself is in flight");
+    assert!(value("bazaar_cache_entries{cache=\"credentials\"}") >= 1, "the operator's credential was remembered");
+    assert_eq!(value("bazaar_sqlite_connections{db=\"ledger\"}"), 7);
+    assert_eq!(value("bazaar_sqlite_cache_size_bytes{db=\"ledger\"}"), 32 * 1024 * 1024);
+    assert_eq!(value("bazaar_sqlite_mmap_size_bytes{db=\"ledger\"}"), 256 * 1024 * 1024);
+    assert!(value("bazaar_tokio_tasks") >= 1);
+    let rss = value("bazaar_process_resident_bytes");
+    assert!(rss > 1024 * 1024 && rss >= value("bazaar_process_resident_anon_bytes"), "{rss}");
+}

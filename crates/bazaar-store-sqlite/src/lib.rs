@@ -34,6 +34,12 @@ const MIGRATIONS: &[(&str, &str)] = &[
 const READERS_MAX: usize = 4;
 /// How long a connection waits on a lock before giving up.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
+/// Page cache per connection, in KiB (`PRAGMA cache_size` = its negation).
+const PAGE_CACHE_KIB: u64 = 32 * 1024;
+/// File bytes each connection may memory-map (`PRAGMA mmap_size`).
+const MMAP_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// Connections one store keeps open: the writer, the readers, the checkpointer and the search tally's.
+const CONNECTIONS: usize = READERS_MAX + 3;
 
 pub struct SqliteStore {
     /// Dropping it stops the checkpointer thread.
@@ -45,6 +51,8 @@ pub struct SqliteStore {
     /// The search tally's own connection: its writes take SQLite's one write
     /// lock briefly (waiting up to `BUSY_TIMEOUT_MS`) but never queue in the writer.
     searches: Arc<Mutex<Connection>>,
+    /// `PRAGMA cache_size` and `mmap_size` as the writer's connection reports them, in bytes.
+    configured: (u64, u64),
 }
 
 fn unavailable(error: rusqlite::Error) -> StoreError {
@@ -69,10 +77,10 @@ fn open_via(path: &Path, vfs: Option<&str>) -> Result<Connection, StoreError> {
     }
     .map_err(unavailable)?;
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;
-         PRAGMA temp_store = MEMORY; PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456;",
-    )
+         PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{PAGE_CACHE_KIB}; PRAGMA mmap_size = {MMAP_BYTES_MAX};"
+    ))
     .map_err(unavailable)?;
     Ok(conn)
 }
@@ -96,6 +104,16 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         tx.commit().map_err(unavailable)?;
     }
     Ok(())
+}
+
+/// A connection's page cache and mmap bounds as SQLite reports them, in bytes:
+/// `cache_size` is KiB when negative, pages when positive.
+fn configured_memory(conn: &Connection) -> rusqlite::Result<(u64, u64)> {
+    let cache: i64 = conn.query_row("PRAGMA cache_size", [], |r| r.get(0))?;
+    let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    let mmap: i64 = conn.query_row("PRAGMA mmap_size", [], |r| r.get(0))?;
+    let cache_bytes = if cache < 0 { cache.unsigned_abs() * 1024 } else { cache as u64 * page as u64 };
+    Ok((cache_bytes, mmap.max(0) as u64))
 }
 
 /// Adds a batch of tallied searches in one `BEGIN IMMEDIATE` transaction.
@@ -192,6 +210,7 @@ impl SqliteStore {
             next_reader: Default::default(),
             _checkpointer: checkpointer,
             auth,
+            configured,
         })
     }
 
@@ -221,6 +240,26 @@ impl Store for SqliteStore {
 
     fn writer_stats(&self) -> bazaar_store::writer::WriterStats {
         self.writer.stats()
+    }
+
+    fn caches(&self) -> Vec<bazaar_store::CacheGauge> {
+        let entries = self.auth.lock().unwrap_or_else(|p| p.into_inner()).entries.len();
+        let credentials = bazaar_store::CacheGauge {
+            cache: "credentials",
+            entries: entries as u64,
+            entries_max: Some(AUTH_CACHE_MAX as u64),
+        };
+        vec![credentials]
+    }
+
+    fn sqlite_memory(&self) -> Vec<bazaar_store::SqliteMemory> {
+        let (cache_size_bytes, mmap_size_bytes) = self.configured;
+        vec![bazaar_store::SqliteMemory {
+            db: "ledger",
+            connections: CONNECTIONS as u64,
+            cache_size_bytes,
+            mmap_size_bytes,
+        }]
     }
 
     async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
@@ -629,6 +668,17 @@ impl Engine for SqliteEngine {
     }
 }
 
+/// Makes `path`'s directory entry durable (fsync of its parent directory).
+fn sync_directory_of(path: &Path) -> Result<(), StoreError> {
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(parent)
+        .and_then(|directory| directory.sync_all())
+        .map_err(|e| StoreError::Unavailable(format!("syncing {}: {e}", parent.display())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,15 +709,4 @@ mod tests {
         migrate(&mut conn).unwrap();
         std::fs::remove_dir_all(&dir).ok();
     }
-}
-
-/// Makes `path`'s directory entry durable (fsync of its parent directory).
-fn sync_directory_of(path: &Path) -> Result<(), StoreError> {
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(parent)
-        .and_then(|directory| directory.sync_all())
-        .map_err(|e| StoreError::Unavailable(format!("syncing {}: {e}", parent.display())))
 }
