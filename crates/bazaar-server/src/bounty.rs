@@ -232,8 +232,13 @@ pub async fn withdraw_bounty(
 ) -> Result<Response, Problem> {
     let bounty = load_bounty(&state, &id).await?;
     // Checked here too, so an early ask is not recorded under the derived key
-    // (a refusal is sticky under its key; this one passes with time).
-    if bounty.state == BountyState::Funded && state.now() < bounty.claim_until {
+    // (a refusal is sticky under its key; this one passes with time) — but
+    // only for the poster or its owner: anyone else is refused `not_party`
+    // by the command, not told where the claim window stands.
+    let poster = state.store.member(&bounty.poster).await?;
+    let may_withdraw =
+        auth.member.id == bounty.poster || poster.and_then(|p| p.owner).is_some_and(|owner| owner == auth.member.id);
+    if may_withdraw && bounty.state == BountyState::Funded && state.now() < bounty.claim_until {
         return Err(Refusal::new(
             Code::BountyClaimOpen,
             "The claim window is still open: an accepted outcome may still be presented.",

@@ -36,8 +36,6 @@ const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 const BODY_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 /// A response body is read up to this many bytes.
 const RESPONSE_BYTES_MAX: usize = 4 << 20;
-/// How deep the seed generator follows a request schema.
-const SCHEMA_DEPTH_MAX: usize = 6;
 /// What a paid token the world mints may cost at most, in minor units.
 const TOKEN_MAX_MINOR: u64 = 500;
 
@@ -477,44 +475,6 @@ fn fuzz_sdk_token() {
 
 // ---- the seeds --------------------------------------------------------------------------------
 
-/// A value for `schema` (resolved against `doc`'s components), plausible enough to pass the extractor.
-fn example(doc: &Value, schema: &Value, depth: usize) -> Value {
-    if depth > SCHEMA_DEPTH_MAX {
-        return Value::Null;
-    }
-    if let Some(reference) = schema["$ref"].as_str() {
-        let name = reference.rsplit('/').next().unwrap_or_default();
-        return example(doc, &doc["components"]["schemas"][name], depth + 1);
-    }
-    for key in ["oneOf", "anyOf", "allOf"] {
-        if let Some(first) = schema[key].as_array().and_then(|all| all.iter().find(|s| s["type"] != "null")) {
-            return example(doc, first, depth + 1);
-        }
-    }
-    if let Some(first) = schema["enum"].as_array().and_then(|all| all.first()) {
-        return first.clone();
-    }
-    let kind = match &schema["type"] {
-        Value::Array(kinds) => kinds.iter().find(|k| *k != "null").cloned().unwrap_or_default(),
-        other => other.clone(),
-    };
-    match kind.as_str().unwrap_or(if schema["properties"].is_object() { "object" } else { "" }) {
-        "object" => {
-            let fields = schema["properties"].as_object().into_iter().flatten();
-            Value::Object(fields.map(|(name, field)| (name.clone(), example(doc, field, depth + 1))).collect())
-        }
-        "array" => json!([example(doc, &schema["items"], depth + 1)]),
-        "integer" => json!(schema["minimum"].as_i64().unwrap_or(1).max(1)),
-        "number" => json!(1),
-        "boolean" => json!(true),
-        "string" => match schema["format"].as_str() {
-            Some("uri") => json!("https://shop.example/fuzz"),
-            _ => json!("{merchant_id}"),
-        },
-        _ => json!({}),
-    }
-}
-
 /// One seed request per operation in the API description.
 fn operation_seeds() -> Vec<(String, String)> {
     let doc = serde_json::to_value(bazaar_server::router::api_description()).unwrap();
@@ -539,7 +499,10 @@ fn operation_seeds() -> Vec<(String, String)> {
             text.push_str("\nauthorization: Bearer {owner}\nidempotency-key: fuzz-seed");
             let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
             if !schema.is_null() {
-                text.push_str(&format!("\ncontent-type: application/json\n\n{}", example(&doc, schema, 0)));
+                text.push_str(&format!(
+                    "\ncontent-type: application/json\n\n{}",
+                    common::schema_example(&doc, schema, 0)
+                ));
             }
             let name = format!("seed-{method}-{}", path.trim_matches('/').replace(['/', '{', '}'], "_"));
             seeds.push((name, text));

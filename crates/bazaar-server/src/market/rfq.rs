@@ -88,7 +88,7 @@ fn rfq_view(rfq: &Rfq) -> Value {
     view
 }
 
-/// The buyer or an invited seller: the request, every offer (refused ones with their reason) and the allocation.
+/// The buyer, an invited seller or the operator: the request, every offer (refused ones with their reason) and the allocation.
 #[utoipa::path(get, path = "/v1/rfqs/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The request for quote", body = schema::Rfq), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn get_rfq(
     State(state): State<Arc<AppState>>,
@@ -161,7 +161,7 @@ async fn committed_units(state: &AppState, seller: &bazaar_types::MemberId) -> R
         .sum())
 }
 
-/// The buyer or an invited seller: the allocation as it stands (fixed once closed).
+/// The buyer, an invited seller or the operator: the allocation as it stands (fixed once closed).
 #[utoipa::path(get, path = "/v1/rfqs/{id}/allocation", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cheapest valid offer first; the unfilled remainder", body = schema::RfqAllocation), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 pub async fn allocation(
     State(state): State<Arc<AppState>>,

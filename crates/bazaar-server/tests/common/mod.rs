@@ -156,3 +156,46 @@ impl Registry {
         }
     }
 }
+
+/// How deep [`schema_example`] follows a request schema.
+const SCHEMA_DEPTH_MAX: usize = 6;
+
+/// A value for `schema` (resolved against `doc`'s components), plausible enough to pass the
+/// extractor; a plain string is `{merchant_id}`, for the caller to fill (the fuzz seeds, the
+/// authorization matrix's bodies).
+pub fn schema_example(doc: &Value, schema: &Value, depth: usize) -> Value {
+    if depth > SCHEMA_DEPTH_MAX {
+        return Value::Null;
+    }
+    if let Some(reference) = schema["$ref"].as_str() {
+        let name = reference.rsplit('/').next().unwrap_or_default();
+        return schema_example(doc, &doc["components"]["schemas"][name], depth + 1);
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        if let Some(first) = schema[key].as_array().and_then(|all| all.iter().find(|s| s["type"] != "null")) {
+            return schema_example(doc, first, depth + 1);
+        }
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|all| all.first()) {
+        return first.clone();
+    }
+    let kind = match &schema["type"] {
+        Value::Array(kinds) => kinds.iter().find(|k| *k != "null").cloned().unwrap_or_default(),
+        other => other.clone(),
+    };
+    match kind.as_str().unwrap_or(if schema["properties"].is_object() { "object" } else { "" }) {
+        "object" => {
+            let fields = schema["properties"].as_object().into_iter().flatten();
+            Value::Object(fields.map(|(name, field)| (name.clone(), schema_example(doc, field, depth + 1))).collect())
+        }
+        "array" => json!([schema_example(doc, &schema["items"], depth + 1)]),
+        "integer" => json!(schema["minimum"].as_i64().unwrap_or(1).max(1)),
+        "number" => json!(1),
+        "boolean" => json!(true),
+        "string" => match schema["format"].as_str() {
+            Some("uri") => json!("https://shop.example/fuzz"),
+            _ => json!("{merchant_id}"),
+        },
+        _ => json!({}),
+    }
+}
