@@ -5,7 +5,8 @@
 //! (`talk`) measures the conversation plane: fanout, ingest, idle sockets;
 //! (`attention`) the attention query over a million messages on both engines;
 //! (`relay`) the labor market's Nostr relay beside the peer nostr-rs-relay;
-//! (`stream`) what the live stream's watchers cost the paid calls, and their lag.
+//! (`stream`) what the live stream's watchers cost the paid calls, and their lag;
+//! (`soak`) whether the server's memory plateaus under sustained load.
 
 pub mod attention;
 pub mod baseline;
@@ -18,6 +19,7 @@ pub mod relay;
 pub mod report;
 pub mod servers;
 pub mod setup;
+pub mod soak;
 pub mod stream;
 pub mod talk;
 pub mod talk_cmd;

@@ -42,6 +42,8 @@ enum Command {
     Relay(bazaar_bench::relay::RelayArgs),
     /// The live stream: paid calls alone, with N anonymous stream watchers, and alone again; lag and cost.
     Stream(bazaar_bench::stream::StreamArgs),
+    /// Sustained load at a fixed rate: the server's RSS and cache gauges sampled over time, and a plateau verdict.
+    Soak(bazaar_bench::soak::SoakArgs),
     /// Serve the baseline peer on 127.0.0.1 (started by `run`).
     #[command(hide = true)]
     BaselineServe {
@@ -175,6 +177,7 @@ fn main() {
             Command::Run(args) => run(args).await,
             Command::Relay(args) => bazaar_bench::relay::run(args).await,
             Command::Stream(args) => bazaar_bench::stream::run(args).await,
+            Command::Soak(args) => bazaar_bench::soak::run(args).await,
             Command::Attention(args) => {
                 match tokio::task::spawn_blocking(move || bazaar_bench::attention::run(&args)).await {
                     Ok(Ok(_)) => 0,

@@ -42,7 +42,8 @@ pub fn commands_per_batch(before: Option<(f64, f64)>, after: Option<(f64, f64)>)
     (batches1 > batches0).then(|| (commands1 - commands0) / (batches1 - batches0))
 }
 
-fn label(labels: &str, key: &str) -> Option<String> {
+/// The value of label `key` in a series's `{…}` labels.
+pub fn label(labels: &str, key: &str) -> Option<String> {
     let start = labels.find(&format!("{key}=\""))? + key.len() + 2;
     let end = labels[start..].find('"')? + start;
     Some(labels[start..end].to_string())

@@ -1,4 +1,4 @@
-//! CPU accounting from `/proc`: one process's utime+stime, the PostgreSQL
+//! CPU and memory accounting from `/proc`: one process's utime+stime and resident set, the PostgreSQL
 //! processes serving one database (plus the cluster's shared helpers), this
 //! process, and the whole machine.
 
@@ -53,6 +53,12 @@ pub fn thread_delta(
         *by_name.entry(name.clone()).or_default() += ticks.saturating_sub(earlier);
     }
     by_name
+}
+
+/// A `Name:   123 kB` field of `/proc/<pid>/status` (`VmRSS:`, `RssAnon:`, `RssFile:`), in KiB.
+pub fn status_kib(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// Busy and total ticks over all CPUs, from the first line of `/proc/stat`.
@@ -159,6 +165,16 @@ mod tests {
         assert!(!threads.is_empty());
         let names = thread_delta(&HashMap::new(), &threads);
         assert!(!names.is_empty());
+    }
+
+    #[test]
+    fn status_fields_in_kib() {
+        let status = "Name:\tbazaar\nVmRSS:\t  141312 kB\nRssAnon:\t   90000 kB\n";
+        assert_eq!(status_kib(status, "VmRSS:"), Some(141_312));
+        assert_eq!(status_kib(status, "RssAnon:"), Some(90_000));
+        assert_eq!(status_kib(status, "RssFile:"), None);
+        let own = std::fs::read_to_string("/proc/self/status").unwrap();
+        assert!(status_kib(&own, "VmRSS:").is_some_and(|kib| kib > 0));
     }
 
     #[test]
