@@ -400,6 +400,20 @@ impl World {
         let rfq = json!({"item": "mug", "quantity": 1, "max_unit_price_minor": 200, "deadline_ms": r.state.now().ms() + 86_400_000});
         let opened = call(r, &a.credential, Method::POST, "/v1/rfqs", Some(rfq), Some("authz-rfq")).await;
         ids.insert("rfq", opened["id"].as_str().unwrap().into());
+        // An order waiting for the owner's approval: a second request, the
+        // merchant's offer, closed, ordered under a policy that asks.
+        let rfq = json!({"item": "mug", "quantity": 1, "max_unit_price_minor": 200, "deadline_ms": r.state.now().ms() + 86_400_000});
+        let opened = call(r, &a.credential, Method::POST, "/v1/rfqs", Some(rfq), Some("authz-rfq-2")).await;
+        let rfq = opened["id"].as_str().unwrap().to_string();
+        let offer = json!({"listing": ids["listing"], "unit_price_minor": 100, "quantity": 1});
+        call(r, &m.credential, Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(offer), None).await;
+        call(r, &a.credential, Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await;
+        let policy = json!({"approval_above_minor": 0});
+        let path = format!("/v1/agents/{}/order-policy", a.id);
+        call(r, &self.owner.credential, Method::PUT, &path, Some(policy), None).await;
+        let ordered =
+            call(r, &a.credential, Method::POST, "/v1/orders", Some(json!({"rfq": rfq})), Some("authz-order")).await;
+        ids.insert("order", ordered["id"].as_str().unwrap().into());
         // The owner's authorization for the agent to pay the merchant.
         let owner = r.operator.with_credential(&self.owner.credential);
         let sva = owner.authorize_service(&a.id, TASK, &m.id, &m.id, 10).await.unwrap().body;
@@ -439,6 +453,7 @@ impl World {
             "webhooks" => id("webhook"),
             "listings" => id("listing"),
             "rfqs" => id("rfq"),
+            "orders" => id("order"),
             "service-authorizations" => id("authorization"),
             "bounties" => id("bounty"),
             _ => "authz-none".to_string(),
@@ -462,6 +477,7 @@ impl World {
                 "{seq}" => id("seq"),
                 "{index}" => "0".into(),
                 "{jti}" => id("void_jti"),
+                "{share}" => "0".into(),
                 "{account}" => id("account"),
                 "{name}" => "authz-none".into(),
                 part if part.starts_with('{') => "authz-none".into(),
@@ -469,6 +485,9 @@ impl World {
             });
         }
         let body = self.body(row, document, &id);
+        if path.ends_with("/proof") {
+            uri.push_str("?tracking=AUTHZ1");
+        }
         (uri, body)
     }
 
@@ -570,9 +589,14 @@ impl World {
         cell: usize,
     ) -> (u16, String, Value) {
         let mut request = Request::builder().method(row.method.as_str()).uri(uri);
-        let bytes = body.as_ref().map(|b| serde_json::to_vec(b).unwrap()).unwrap_or_default();
+        let mut bytes = body.as_ref().map(|b| serde_json::to_vec(b).unwrap()).unwrap_or_default();
         if body.is_some() {
             request = request.header("content-type", "application/json");
+        }
+        // A shipment's proof is the courier receipt's image: a PNG's first bytes.
+        if row.path.ends_with("/proof") {
+            bytes = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+            request = request.header("content-type", "image/png");
         }
         request = request.header("idempotency-key", format!("authz-{}-{cell}", row.line));
         if row.path == "/relay" {
