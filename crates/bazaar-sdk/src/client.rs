@@ -564,6 +564,14 @@ impl Client {
         self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/release"), None, key).await
     }
 
+    /// Buyer: takes back an undelivered milestone's hold once its due date plus
+    /// the registry's grace has passed (before that: `reclaim_too_early`, with
+    /// `reclaimable_at_ms` in the facts). `key = None` uses the registry's
+    /// default key (`reclaim:{id}:{milestone}`).
+    pub async fn reclaim(&self, id: &str, milestone: u32, key: Option<&str>) -> Result<Answer, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/reclaim"), None, key).await
+    }
+
     /// Buyer: disputes a paid call (`{"type":"call","merchant","order_id"}`) or a
     /// milestone (`{"type":"milestone","contract","index"}`).
     pub async fn file_dispute(

@@ -14,7 +14,7 @@ use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::escrow;
-use bazaar_core::escrow::{Contract, ContractAct, MilestoneSpec};
+use bazaar_core::escrow::{Contract, ContractAct, ContractState, MilestoneSpec, MilestoneState};
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, Member, MemberKind, DESK_ID};
 use bazaar_core::refusal::{Code, Refusal};
@@ -39,6 +39,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(cancel_contract))
         .routes(routes!(deliver_milestone))
         .routes(routes!(release_milestone))
+        .routes(routes!(reclaim_milestone))
 }
 
 /// The sweeper's share: advances contracts whose deadline passed (a delivered
@@ -246,6 +247,31 @@ pub async fn release_milestone(
 ) -> Result<Response, Problem> {
     let key = format!("release:{id}:{index}");
     contract_act(state, auth, headers, id, ContractAct::Release { milestone: index }, key).await
+}
+
+/// Buyer: takes back the hold of a milestone the seller never delivered, once
+/// its due date plus the registry's grace (`MILESTONE_RECLAIM_GRACE_S`) has
+/// passed. Reclaims once: a retry with the same key replays the receipt; too
+/// early is `reclaim_too_early` with `reclaimable_at_ms` in `facts`; a
+/// delivered, disputed, released or already reclaimed milestone is refused.
+#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/reclaim", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Reclaim receipt: the hold went back to the buyer", body = schema::MilestoneReclaimed), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Too early (`reclaim_too_early`, `facts.reclaimable_at_ms` says when), delivered, disputed, released or already reclaimed", body = ProblemDetails, content_type = "application/problem+json")))]
+pub async fn reclaim_milestone(
+    State(state): State<Arc<AppState>>,
+    auth: Auth,
+    headers: HeaderMap,
+    Path((id, index)): Path<(String, u32)>,
+) -> Result<Response, Problem> {
+    // Too early is answered here, unrecorded, so the derived key still works once the time comes.
+    let contract = load_contract(&state, &id).await?;
+    let pending = contract.milestones.get(index as usize).filter(|m| m.state == MilestoneState::Pending);
+    if let Some(m) = pending.filter(|_| contract.state == ContractState::Accepted) {
+        // Only to those who may read the due date: the buyer, its owner (and the operator); others meet `not_party`.
+        if may_read(&state, &auth.member, &[&contract.buyer]).await.is_ok() {
+            escrow::check_reclaim_time(m, state.now())?;
+        }
+    }
+    let key = format!("reclaim:{id}:{index}");
+    contract_act(state, auth, headers, id, ContractAct::Reclaim { milestone: index }, key).await
 }
 
 #[derive(Deserialize)]

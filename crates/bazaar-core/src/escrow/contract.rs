@@ -544,17 +544,8 @@ impl Batch<'_> {
         let m = contract.milestones[index].clone();
         check_reclaimable(&m)?;
         self.check_active(&contract)?;
+        check_reclaim_time(&m, self.now)?;
         let reclaimable_at = m.reclaimable_at();
-        if self.now < reclaimable_at {
-            return Err(Refusal::new(
-                Code::ReclaimTooEarly,
-                "An undelivered milestone can be reclaimed only after its due date and the grace; until then the seller may still deliver.",
-            )
-            .with(json!({
-                "milestone": m.index, "due_at_ms": m.due_at, "grace_s": MILESTONE_RECLAIM_GRACE_S,
-                "reclaimable_at_ms": reclaimable_at, "now_ms": self.now,
-            })));
-        }
         let hold = self.snap.holds.get(&m.hold).cloned().expect("milestone holds are loaded");
         self.post_hold(command, hold, &[], Some(&contract.buyer));
         contract.refunded = contract.refunded.checked_add(m.amount).expect("within total");
@@ -615,6 +606,25 @@ impl Batch<'_> {
     fn owner_of(&self, member: &MemberId) -> Option<&MemberId> {
         self.snap.members.get(member).and_then(|m| m.owner.as_ref())
     }
+}
+
+/// Refuses a reclaim of `m` before its due date plus the grace, saying when it
+/// becomes possible. The HTTP edge asks it too before submitting, so an early
+/// ask is answered without being recorded under the route's derived key (a
+/// recorded refusal would replay until the record is pruned).
+pub fn check_reclaim_time(m: &Milestone, now: Timestamp) -> Result<(), Refusal> {
+    let reclaimable_at = m.reclaimable_at();
+    if now >= reclaimable_at {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Code::ReclaimTooEarly,
+        "An undelivered milestone can be reclaimed only after its due date and the grace; until then the seller may still deliver.",
+    )
+    .with(json!({
+        "milestone": m.index, "due_at_ms": m.due_at, "grace_s": MILESTONE_RECLAIM_GRACE_S,
+        "reclaimable_at_ms": reclaimable_at, "now_ms": now,
+    })))
 }
 
 /// A reclaim needs a pending milestone: each other state names its own refusal.

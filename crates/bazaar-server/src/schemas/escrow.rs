@@ -14,7 +14,7 @@ pub struct Milestone {
     pub due_at: i64,
     /// The hold on the buyer's budget.
     pub hold: String,
-    /// `pending`, `delivered`, `released`, `disputed`, `resolved` or `voided`.
+    /// `pending`, `delivered`, `released`, `disputed`, `resolved`, `voided` or `reclaimed`.
     pub state: String,
     pub delivered_at: Option<i64>,
     pub evidence_sha256: Option<String>,
@@ -26,6 +26,8 @@ pub struct Milestone {
     pub release: Option<serde_json::Value>,
     /// The dispute that froze it.
     pub dispute: Option<String>,
+    /// When the buyer reclaimed it, Unix milliseconds; absent unless reclaimed.
+    pub reclaimed_at: Option<i64>,
 }
 
 /// An escrowed contract and what it still holds.
@@ -70,6 +72,26 @@ pub struct MilestoneDelivered {
     pub evidence_sha256: String,
     /// When it releases by itself if the buyer stays silent.
     pub review_deadline_ms: i64,
+}
+
+/// An undelivered milestone's hold given back to its buyer after the due date and the grace.
+#[derive(ToSchema)]
+pub struct MilestoneReclaimed {
+    pub contract: String,
+    pub milestone: u32,
+    pub buyer: String,
+    pub seller: String,
+    pub amount_minor: u64,
+    /// The milestone's due date, Unix milliseconds.
+    pub due_at_ms: i64,
+    /// The due date plus the grace: the first instant a reclaim was allowed.
+    pub reclaimable_at_ms: i64,
+    /// The milestone's hold, voided back to the buyer.
+    pub hold: String,
+    /// Back on the buyer's balance and budget.
+    pub refunded_minor: u64,
+    /// Unix milliseconds.
+    pub reclaimed_at_ms: i64,
 }
 
 /// A milestone released to the seller, less the fee.
