@@ -81,7 +81,10 @@ async fn cast(local: &LocalRegistry, say: &(dyn Fn(String) + Sync)) -> Result<Pa
         operator.mint(&member_id(owner).await?, amount, &format!("escrow-mint-{agent}")).await?;
         owner.fund(agent, amount, &format!("escrow-fund-{agent}")).await?;
     }
-    hotel.set_budget("hotel-buyer", total, total, total + 60_000).await?;
+    // An appeal bond and a stake lock count against the agent's ceilings like any hold: the buyer's day has room
+    // for its milestones and a bond, the mill's for its stake.
+    hotel.set_budget("hotel-buyer", total, total + 60_000, total + 60_000).await?;
+    mill_owner.set_budget("linen-mill", STAKE_MINOR, STAKE_MINOR, STAKE_MINOR).await?;
     mill.stake_lock(STAKE_MINOR, "mill-stake").await?;
     say(format!("\nescrow: `linen-mill` locks {STAKE_MINOR} of stake; `hotel-buyer` orders linen for {total}"));
     Ok(Parties { operator, desk, buyer, buyer_key, mill, mill_key })
