@@ -96,7 +96,12 @@ fn write_process(out: &mut String, status: &str) {
     for (field, name, help) in [
         ("VmRSS:", "bazaar_process_resident_bytes", "Resident set size of this process."),
         ("RssAnon:", "bazaar_process_resident_anon_bytes", "Resident anonymous memory (heap, stacks)."),
-        ("RssFile:", "bazaar_process_resident_file_bytes", "Resident file-backed memory (the binary, SQLite's mmap)."),
+        (
+            "RssFile:",
+            "bazaar_process_resident_file_bytes",
+            "Resident file-backed memory (the binary, SQLite's mmap): the kernel's page cache, counted once per mapping, \
+             and SQLite maps each database once per connection.",
+        ),
     ] {
         if let Some(kib) = status_kib(status, field) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}", kib * 1024);
