@@ -400,20 +400,24 @@ impl World {
         let rfq = json!({"item": "mug", "quantity": 1, "max_unit_price_minor": 200, "deadline_ms": r.state.now().ms() + 86_400_000});
         let opened = call(r, &a.credential, Method::POST, "/v1/rfqs", Some(rfq), Some("authz-rfq")).await;
         ids.insert("rfq", opened["id"].as_str().unwrap().into());
-        // An order waiting for the owner's approval: a second request, the
-        // merchant's offer, closed, ordered under a policy that asks.
-        let rfq = json!({"item": "mug", "quantity": 1, "max_unit_price_minor": 200, "deadline_ms": r.state.now().ms() + 86_400_000});
-        let opened = call(r, &a.credential, Method::POST, "/v1/rfqs", Some(rfq), Some("authz-rfq-2")).await;
-        let rfq = opened["id"].as_str().unwrap().to_string();
-        let offer = json!({"listing": ids["listing"], "unit_price_minor": 100, "quantity": 1});
-        call(r, &m.credential, Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(offer), None).await;
-        call(r, &a.credential, Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await;
+        // An order waiting for the owner's approval; another, approved and
+        // proved by the merchant, whose receipt image is a blob.
         let policy = json!({"approval_above_minor": 0});
         let path = format!("/v1/agents/{}/order-policy", a.id);
         call(r, &self.owner.credential, Method::PUT, &path, Some(policy), None).await;
-        let ordered =
-            call(r, &a.credential, Method::POST, "/v1/orders", Some(json!({"rfq": rfq})), Some("authz-order")).await;
-        ids.insert("order", ordered["id"].as_str().unwrap().into());
+        let order = waiting_order(r, a, m, &ids["listing"], "authz-order").await;
+        ids.insert("order", order);
+        let shipped = waiting_order(r, a, m, &ids["listing"], "authz-shipped").await;
+        call(r, &self.owner.credential, Method::POST, &format!("/v1/orders/{shipped}/approve"), None, None).await;
+        let proof = r
+            .http
+            .post(format!("{}/v1/orders/{shipped}/shares/0/proof?tracking=AUTHZ2", r.url))
+            .bearer_auth(&m.credential)
+            .header("content-type", "image/png")
+            .body(RECEIPT_PNG.to_vec());
+        let proved = proof.send().await.unwrap();
+        assert!(proved.status().is_success(), "setting up the proof: {}", proved.text().await.unwrap());
+        ids.insert("blob", sha256_hex(RECEIPT_PNG));
         // The owner's authorization for the agent to pay the merchant.
         let owner = r.operator.with_credential(&self.owner.credential);
         let sva = owner.authorize_service(&a.id, TASK, &m.id, &m.id, 10).await.unwrap().body;
@@ -478,6 +482,7 @@ impl World {
                 "{index}" => "0".into(),
                 "{jti}" => id("void_jti"),
                 "{share}" => "0".into(),
+                "{sha256}" => id("blob"),
                 "{account}" => id("account"),
                 "{name}" => "authz-none".into(),
                 part if part.starts_with('{') => "authz-none".into(),
@@ -595,7 +600,7 @@ impl World {
         }
         // A shipment's proof is the courier receipt's image: a PNG's first bytes.
         if row.path.ends_with("/proof") {
-            bytes = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+            bytes = RECEIPT_PNG.to_vec();
             request = request.header("content-type", "image/png");
         }
         request = request.header("idempotency-key", format!("authz-{}-{cell}", row.line));
@@ -672,6 +677,23 @@ fn hex(bytes: &[u8]) -> String {
 
 fn leak(name: &str) -> &'static str {
     CALLERS.iter().find(|c| **c == name).copied().unwrap()
+}
+
+/// A courier receipt's image, as far as the registry reads it: a PNG's first bytes.
+const RECEIPT_PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+
+/// The agent's request for the merchant's mug, offered, closed and ordered
+/// (under a policy that asks the owner): the order's id.
+async fn waiting_order(r: &common::Registry, a: &Who, m: &Who, listing: &str, key: &str) -> String {
+    let deadline = r.state.now().ms() + 86_400_000;
+    let rfq = json!({"item": "mug", "quantity": 1, "max_unit_price_minor": 200, "deadline_ms": deadline});
+    let opened = call(r, &a.credential, Method::POST, "/v1/rfqs", Some(rfq), Some(&format!("{key}-rfq"))).await;
+    let rfq = opened["id"].as_str().unwrap().to_string();
+    let offer = json!({"listing": listing, "unit_price_minor": 100, "quantity": 1});
+    call(r, &m.credential, Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(offer), None).await;
+    call(r, &a.credential, Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await;
+    let ordered = call(r, &a.credential, Method::POST, "/v1/orders", Some(json!({"rfq": rfq})), Some(key)).await;
+    ordered["id"].as_str().unwrap().to_string()
 }
 
 fn owner_person(who: &Who) -> common::Person {

@@ -295,7 +295,7 @@ pub async fn cancel_share(
     Ok(execute(&state, auth.member, None, op, StatusCode::OK).await)
 }
 
-/// A stored receipt image, to the order's buyer, owner and maker.
+/// A stored receipt image, to the order's buyer, owner and maker, and the operator.
 #[utoipa::path(get, path = "/v1/blobs/{sha256}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The image, with the content type it was uploaded with", content(("image/jpeg"), ("image/png"), ("image/webp"))), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
 pub async fn get_blob(
     State(state): State<Arc<AppState>>,
