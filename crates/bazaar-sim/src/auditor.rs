@@ -141,10 +141,11 @@ impl Auditor {
                     None => Ok(()),
                 }
             }
-            "milestone.released" => {
+            // A milestone ends once: released to the seller or reclaimed by the buyer, never both.
+            "milestone.released" | "milestone.reclaimed" => {
                 let key = format!("{} {}", field("contract"), field("milestone"));
                 if !self.released.insert(key.clone()) {
-                    return twice("release of milestone", &key);
+                    return twice("release or reclaim of milestone", &key);
                 }
                 Ok(())
             }
@@ -200,6 +201,9 @@ fn check_contract(c: &Contract, holds: &BTreeMap<HoldId, Hold>) -> Audit {
                 "contract {} milestone {} is {:?} but its hold is {:?}",
                 c.id, m.index, m.state, hold.state
             ));
+        }
+        if m.state == MilestoneState::Reclaimed && (hold.state != HoldState::Voided || hold.posted_amount.0 != 0) {
+            return Err(format!("contract {} milestone {} reclaimed but its hold is {hold:?}", c.id, m.index));
         }
         if hold.state == HoldState::Pending {
             pending += hold.amount.0;

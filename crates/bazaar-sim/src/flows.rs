@@ -284,7 +284,14 @@ impl Workload {
             },
             ContractState::Accepted => {
                 let (pending, delivered) = (with(MilestoneState::Pending), with(MilestoneState::Delivered));
+                let overdue =
+                    c.milestones.iter().find(|m| m.state == MilestoneState::Pending && now >= m.reclaimable_at());
                 match (rng.pick(&pending), rng.pick(&delivered)) {
+                    // A seller this late may lose the milestone: half the time the buyer reclaims it instead (no
+                    // extra draw, so the seed's other choices stay as they were).
+                    (Some(_), _) if overdue.is_some() && self.next.is_multiple_of(2) => {
+                        (buyer, ContractAct::Reclaim { milestone: overdue.expect("overdue").index })
+                    }
                     (Some(&m), _) if rng.below(2) == 0 || delivered.is_empty() => {
                         let evidence = sha256_hex(format!("{}:{m}:{}", c.id, self.next).as_bytes());
                         (seller, ContractAct::Deliver { milestone: m, evidence_sha256: evidence })
