@@ -120,6 +120,11 @@ pub struct ListenArgs {
     #[arg(long, env = "BAZAAR_HEADER_TIMEOUT_S", default_value_t = bazaar_types::limits::HTTP_HEADER_READ_TIMEOUT_S,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_s: u64,
+    /// A reverse proxy whose `X-Forwarded-For` names the client (repeat for each; e.g. `127.0.0.1` behind a
+    /// same-host nginx). Requests through it are rate-limited per client address; none by default, and the header is
+    /// never believed from anyone else.
+    #[arg(long = "trusted-proxy", env = "BAZAAR_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 impl Default for ListenArgs {
@@ -134,6 +139,7 @@ impl Default for ListenArgs {
             rate_per_ip: HTTP_RATE_PER_IP_PER_S,
             connections_per_ip: HTTP_CONNECTIONS_PER_IP_MAX as u64,
             header_timeout_s: HTTP_HEADER_READ_TIMEOUT_S,
+            trusted_proxies: Vec::new(),
         }
     }
 }

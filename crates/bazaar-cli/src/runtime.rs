@@ -258,6 +258,7 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     println!("listening on {scheme}://{address}");
     println!("relay on {relay_url}");
     state.limit_rates(listen.rates());
+    state.trust_proxies(listen.trusted_proxies.clone());
     let router = bazaar_server::router(state.clone());
     let counted = state.clone();
     let refused: crate::conn::OnRefused = Arc::new(move |ip| {

@@ -2,7 +2,14 @@
 //! session) and one per remote address, checked before anything else runs.
 //! Past either: 429 `rate_limited` with the `Retry-After` the bucket names.
 //! Loopback addresses are not limited per address: a reverse proxy on the
-//! same host speaks for every client, and must limit them itself.
+//! same host speaks for every client, and must limit them itself — unless it
+//! is named a trusted proxy (`--trusted-proxy`), in which case the client's
+//! address is read from the `X-Forwarded-For` it appends, and limited.
+//!
+//! The client's address ([`ClientAddress`], in the request's extensions) is
+//! the connection's peer, or — when the peer is a trusted proxy — the
+//! rightmost `X-Forwarded-For` entry that is not itself a trusted proxy (the
+//! entries to its left were written by the client and prove nothing).
 
 use crate::problem::Problem;
 use axum::extract::{ConnectInfo, State};
@@ -112,15 +119,53 @@ impl Edge {
     }
 }
 
-/// Middleware: the caller's credential (or session cookie) and remote address each take one request.
-pub async fn limit(State(state): State<Arc<crate::AppState>>, request: axum::extract::Request, next: Next) -> Response {
+/// `X-Forwarded-For` entries read at most, from the right.
+pub const FORWARDED_ENTRIES_MAX: usize = 16;
+
+/// The address a request came from, as far as this registry can tell: set by
+/// [`limit`] for every request that arrived over a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientAddress(pub IpAddr);
+
+/// The client's address: `peer`, or through trusted proxies the rightmost
+/// forwarded address that is not one of them.
+pub fn client_address(peer: IpAddr, trusted: &[IpAddr], headers: &axum::http::HeaderMap) -> IpAddr {
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let entries: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .collect();
+    entries
+        .into_iter()
+        .rev()
+        .take(FORWARDED_ENTRIES_MAX)
+        .map_while(|entry| entry.parse::<IpAddr>().ok())
+        .find(|hop| !trusted.contains(hop))
+        .unwrap_or(peer)
+}
+
+/// Middleware: the caller's credential (or session cookie) and address each take one request.
+pub async fn limit(
+    State(state): State<Arc<crate::AppState>>,
+    mut request: axum::extract::Request,
+    next: Next,
+) -> Response {
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| peer.ip());
+    let address = peer.map(|peer| client_address(peer, state.trusted_proxies(), request.headers()));
+    if let Some(address) = address {
+        request.extensions_mut().insert(ClientAddress(address));
+    }
     let headers = request.headers();
     let session = crate::auth::session_cookie(headers);
     let credential = headers
         .get(axum::http::header::AUTHORIZATION)
         .map(HeaderValue::as_bytes)
         .or(session.as_deref().map(str::as_bytes));
-    let address = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| peer.ip());
     let Err((limited, wait)) = state.edge().check(credential, address) else {
         return next.run(request).await;
     };
@@ -144,6 +189,24 @@ pub async fn limit(State(state): State<Arc<crate::AppState>>, request: axum::ext
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forwarded_addresses_count_only_through_a_trusted_proxy() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("x-forwarded-for", "198.51.100.7, 203.0.113.5, 10.0.0.2".parse().unwrap());
+        let proxies = [ip("127.0.0.1"), ip("10.0.0.2")];
+        // Through the local proxy and an inner one: the hop before them is the client; what it claimed
+        // to the left of that (198.51.100.7) proves nothing.
+        assert_eq!(client_address(ip("127.0.0.1"), &proxies, &headers), ip("203.0.113.5"));
+        // From a peer that is no trusted proxy, the header is the client's own say-so: ignored.
+        assert_eq!(client_address(ip("192.0.2.1"), &proxies, &headers), ip("192.0.2.1"));
+        // No trusted proxies at all (the default): the peer.
+        assert_eq!(client_address(ip("127.0.0.1"), &[], &headers), ip("127.0.0.1"));
+        // A trusted proxy that forwards nothing parseable: the proxy itself.
+        headers.insert("x-forwarded-for", "not an address".parse().unwrap());
+        assert_eq!(client_address(ip("127.0.0.1"), &proxies, &headers), ip("127.0.0.1"));
+    }
 
     #[test]
     fn a_credential_past_its_burst_waits_and_another_does_not() {

@@ -44,6 +44,8 @@ pub struct AppState {
     pub(crate) requests: tokio::sync::Semaphore,
     /// Request rates per credential and per remote address (`limit_rates`; the standard ones unless set).
     edge: std::sync::OnceLock<crate::edge::Edge>,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (`trust_proxies`; none unless set).
+    trusted_proxies: std::sync::OnceLock<Vec<std::net::IpAddr>>,
     /// Searches counted since the last flush: kept off the money writer.
     pub searches: crate::search_tally::SearchTally,
     /// Where credentials, codes, token ids and key seeds come from.
@@ -163,6 +165,7 @@ pub async fn boot_with_entropy(
         verified: Default::default(),
         requests: tokio::sync::Semaphore::new(bazaar_types::limits::HTTP_REQUESTS_IN_FLIGHT_MAX),
         edge: Default::default(),
+        trusted_proxies: Default::default(),
         searches: Default::default(),
         entropy,
         conversation: Default::default(),
@@ -276,6 +279,17 @@ impl AppState {
     /// false if requests were already served under the standard ones.
     pub fn limit_rates(&self, limits: crate::edge::RateLimits) -> bool {
         self.edge.set(crate::edge::Edge::new(limits)).is_ok()
+    }
+
+    /// Names the reverse proxies whose `X-Forwarded-For` this registry believes (`bazaar serve
+    /// --trusted-proxy`); false if already set.
+    pub fn trust_proxies(&self, proxies: Vec<std::net::IpAddr>) -> bool {
+        self.trusted_proxies.set(proxies).is_ok()
+    }
+
+    /// The trusted proxies (none by default).
+    pub fn trusted_proxies(&self) -> &[std::net::IpAddr] {
+        self.trusted_proxies.get().map_or(&[], Vec::as_slice)
     }
 
     /// The edge's rate buckets.

@@ -31,11 +31,12 @@ async fn post(r: &common::Registry, path: &str, credential: Option<&str>) -> (u1
     post_from(r, path, credential, None).await
 }
 
-/// As a visitor its reverse proxy names in `X-Forwarded-For`.
+/// As a visitor its reverse proxy (on loopback, trusted) names in `X-Forwarded-For`: the proxy appends the
+/// address it saw, after whatever the client itself claimed.
 async fn post_from(r: &common::Registry, path: &str, credential: Option<&str>, visitor: Option<&str>) -> (u16, Value) {
     let mut request = r.http.post(format!("{}{path}", r.url));
     if let Some(visitor) = visitor {
-        request = request.header("x-forwarded-for", format!("{visitor}, 10.0.0.1"));
+        request = request.header("x-forwarded-for", format!("192.0.2.99, {visitor}"));
     }
     if let Some(credential) = credential {
         request = request.bearer_auth(credential);
@@ -67,6 +68,7 @@ async fn attacks_run_one_at_a_time_within_the_minute_cap_and_only_when_attached(
     // At most ATTACKS_PER_VISITOR_PER_MINUTE per visitor: a sixth from the same address is turned away,
     // while another visitor still runs.
     r.state.set_public_stream(true);
+    assert!(r.state.trust_proxies(vec!["127.0.0.1".parse().unwrap()]));
     for _ in 0..ATTACKS_PER_VISITOR_PER_MINUTE {
         let (status, verdict) = post_from(&r, "/v1/chamber/attacks/quick", None, Some("203.0.113.5")).await;
         assert_eq!((status, &verdict["name"]), (200, &json!("quick")));

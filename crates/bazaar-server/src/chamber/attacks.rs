@@ -27,21 +27,19 @@ pub const ATTACKS_PER_VISITOR_PER_MINUTE: usize = 5;
 /// Visitors the per-visitor cap keeps track of at once; past it (after forgetting idle ones) runs wait.
 pub const ATTACK_VISITORS_TRACKED_MAX: usize = 10_000;
 
-/// Who pressed: a signed-in member by its id; an anonymous visitor by the first address its reverse proxy
-/// names in `X-Forwarded-For` (by default the registry listens on loopback, so a proxy stands between it and
-/// the world; on a public `--listen` without one the client chooses that header, and only the per-node cap
-/// binds), else by the connection itself — all direct local visitors share one allowance.
-fn visitor_of(auth: &MaybeAuth, headers: &axum::http::HeaderMap) -> String {
+/// Who pressed: a signed-in member by its id; an anonymous visitor by its
+/// address as the edge tells it (`edge::ClientAddress`: the connection's peer,
+/// or through a `--trusted-proxy` the address that proxy forwarded). Behind an
+/// untrusted proxy every visitor shares the proxy's allowance (the per-node cap
+/// holds either way); `X-Forwarded-For` from anyone else is never believed.
+fn visitor_of(auth: &MaybeAuth, client: Option<crate::edge::ClientAddress>) -> String {
     if let Some(auth) = &auth.0 {
         return format!("member:{}", auth.member.id);
     }
-    let forwarded = headers
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .map(str::trim)
-        .filter(|v| !v.is_empty() && v.len() <= 64);
-    format!("ip:{}", forwarded.unwrap_or("direct"))
+    match client {
+        Some(crate::edge::ClientAddress(address)) => format!("ip:{address}"),
+        None => "ip:direct".to_string(),
+    }
 }
 
 pub use crate::live::AttackRunner;
@@ -88,7 +86,7 @@ pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> R
 pub async fn run(
     State(state): State<Arc<AppState>>,
     auth: MaybeAuth,
-    headers: axum::http::HeaderMap,
+    client: Option<axum::Extension<crate::edge::ClientAddress>>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, Problem> {
     may_watch(&state, &auth)?;
@@ -110,7 +108,7 @@ pub async fn run(
         )
     };
     let Ok(_running) = state.attack_limiter.running.try_lock() else { return Err(limited()) };
-    let visitor = visitor_of(&auth, &headers);
+    let visitor = visitor_of(&auth, client.map(|axum::Extension(client)| client));
     if !crate::live::admit_visitor(
         &state.attack_limiter,
         &visitor,

@@ -76,6 +76,8 @@ async fn serve_registry(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let app = router(booted.state.clone());
+    // With each connection's peer address, as `bazaar serve`'s accept loop gives it (the edge's per-address rate).
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, app).await });
     let operator = Client::new(&url, Some("operator-secret".into()));
     Registry { url, state: booted.state, clock, operator, http: reqwest::Client::new(), _dir: TempDir(dir) }
