@@ -564,6 +564,8 @@ async fn a_failed_job_touches_no_stake_and_no_reputation_and_stake_rescues_nothi
     let owner_id = bazaar_cli::story::member_id(&owner).await.unwrap();
     operator.mint(&owner_id, 10_000, "distinct-mint").await.unwrap();
     owner.fund("coord-agent", 5_000, "distinct-fund").await.unwrap();
+    // A stake lock counts against the agent's budget like any commitment of its own money.
+    owner.set_budget("coord-agent", 0, 2_000, 2_000).await.unwrap();
     agent.stake_lock(2_000, "distinct-stake").await.unwrap();
     let enrollment =
         bazaar_cli::market::identity::enroll(&market.coordinator, &agent_key, bazaar_cli::runtime::unix_now());

@@ -444,9 +444,11 @@ async fn cast(operator: &Client, attack: &str) -> Result<Cast> {
     );
     let (owner, buyer) = enroll_pair(operator, &format!("own-{tag}"), &format!("buy-{tag}")).await?;
     let merchant_key = generate_key();
-    let (_, merchant) =
+    let (merchant_owner, merchant) =
         crate::story::enroll_pair_with_key(operator, &format!("sown-{tag}"), &format!("shop-{tag}"), &merchant_key)
             .await?;
+    // A stake lock counts against the merchant's own budget: room for the one the stake attacks make.
+    merchant_owner.set_budget(&format!("shop-{tag}"), 0, STAKE_MINOR, STAKE_MINOR).await?;
     let (_, other_merchant) = enroll_pair(operator, &format!("oown-{tag}"), &format!("rival-{tag}")).await?;
     let owner_id = owner.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
     operator.mint(&owner_id, FUNDS_MINOR, &format!("attack-mint-{tag}")).await?;
