@@ -749,6 +749,8 @@ async fn answers_fit_the_bodies_the_api_description_states() {
     let released = buyer.release(id, 0, None).await.unwrap().body;
     check("post", "/v1/contracts/{id}/milestones/{index}/release", "200", &released);
     check("get", "/v1/contracts/{id}", "200", &buyer.contract(id).await.unwrap());
+    // A stake lock counts against the merchant's own budget.
+    owner.set_budget("shop-schema", 0, 100, 100).await.unwrap();
     check("post", "/v1/stake", "200", &merchant.stake_lock(100, "s-1").await.unwrap().body);
     check("post", "/v1/stake/unlock", "200", &merchant.stake_unlock(50, "s-2").await.unwrap().body);
     check("get", "/v1/stake/{member}", "200", &buyer.stake(&shop).await.unwrap());
