@@ -79,6 +79,9 @@ impl Op {
     pub fn moves_money(&self) -> bool {
         match self {
             Op::CreateDesk { .. } | Op::FileDispute { .. } => false,
+            // Evidence is a signed hash and a link: it moves nothing. A ruling decides what execution moves, an
+            // appeal posts a bond, execution and the sweeper's advance move the frozen funds.
+            Op::DisputeAct { act: DisputeAct::Evidence { .. }, .. } => false,
             Op::DisputeAct { .. } | Op::StakeLock { .. } | Op::StakeUnlock { .. } | Op::StakeWithdraw => true,
         }
     }
