@@ -205,7 +205,9 @@ pub fn corpus_dir(target: &str) -> PathBuf {
 pub fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = corpus_dir(target);
     let mut entries: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("no corpus at {}: {e} (run the #[ignore] seed test)", dir.display()))
+        .unwrap_or_else(|e| {
+            panic!("no corpus at {}: {e} (write the seeds with BAZAAR_FUZZ_WRITE_SEEDS=1)", dir.display())
+        })
         .map(|entry| {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -221,11 +223,25 @@ pub fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     entries
 }
 
-/// Writes a seed entry (for the `#[ignore]` tests that make the corpus).
+/// Set to rewrite the seed entries instead of checking them:
+/// `BAZAAR_FUZZ_WRITE_SEEDS=1 cargo test -p CRATE --test fuzz committed_seeds`.
+pub const WRITE_SEEDS_ENV: &str = "BAZAAR_FUZZ_WRITE_SEEDS";
+
+/// A seed entry as this build makes it: checked against the committed one (so
+/// a format change that would leave the corpus stale fails the test), or
+/// written when `BAZAAR_FUZZ_WRITE_SEEDS` is set.
 pub fn write_seed(target: &str, name: &str, bytes: &[u8]) {
     let dir = corpus_dir(target);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), bytes).unwrap();
+    if std::env::var_os(WRITE_SEEDS_ENV).is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), bytes).unwrap();
+        return;
+    }
+    let committed = std::fs::read(dir.join(name)).unwrap_or_default();
+    assert!(
+        committed == bytes,
+        "fuzz/corpus/{target}/{name} is not what this build makes: rewrite the seeds with {WRITE_SEEDS_ENV}=1"
+    );
 }
 
 /// The generated cases to run: `BAZAAR_FUZZ_CASES` if set, else the target's bounded count.
