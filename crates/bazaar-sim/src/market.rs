@@ -122,19 +122,7 @@ impl Storefront {
         let buyer = cast.find(&rfq.buyer)?;
         let key = Some(self.key());
         if rfq.state == RfqState::Closed {
-            let allocation = rfq.current_allocation();
-            let listings: Vec<ListingId> = allocation
-                .lines
-                .iter()
-                .filter_map(|line| rfq.offers.iter().find(|o| o.id == line.offer_id).map(|o| o.listing.clone()))
-                .collect();
-            let op = Op::Market(market::Op::CreateOrder {
-                rfq: rfq.id.clone(),
-                listings,
-                lines: allocation.lines.len() as u32,
-                sellers: allocation.lines.iter().map(|line| line.seller.clone()).collect(),
-                require_approval: false,
-            });
+            let op = Op::Market(market::Op::order_for(rfq, false));
             if let Some(k) = &key {
                 self.orders.push(market::order::order_id(&buyer.id, k));
             }

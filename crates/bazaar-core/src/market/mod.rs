@@ -86,6 +86,24 @@ pub enum Op {
 }
 
 impl Op {
+    /// The order of `rfq`'s allocation as it stands: its lines' listings and
+    /// makers, in allocation order (the edge and the simulator both order so).
+    pub fn order_for(rfq: &Rfq, require_approval: bool) -> Op {
+        let allocation = rfq.current_allocation();
+        let listings = allocation
+            .lines
+            .iter()
+            .filter_map(|line| rfq.offers.iter().find(|o| o.id == line.offer_id).map(|o| o.listing.clone()))
+            .collect();
+        Op::CreateOrder {
+            rfq: rfq.id.clone(),
+            listings,
+            lines: allocation.lines.len() as u32,
+            sellers: allocation.lines.iter().map(|line| line.seller.clone()).collect(),
+            require_approval,
+        }
+    }
+
     /// A stable name, used in idempotency scopes and metrics.
     /// Whether the command moves money: orders (one authorization), their
     /// decisions, proofs that pay a maker, cancellations that refund; listing,

@@ -87,19 +87,7 @@ pub async fn create_order(
 ) -> Result<Response, Problem> {
     let idem = idem_for(&auth.member, "create_order", &headers, KeyRule::Required, &body)?;
     let rfq = rfq_for(&state, &auth.member, &body.rfq).await?;
-    let allocation = rfq.current_allocation();
-    let listings: Vec<bazaar_types::ListingId> = allocation
-        .lines
-        .iter()
-        .filter_map(|line| rfq.offers.iter().find(|o| o.id == line.offer_id).map(|o| o.listing.clone()))
-        .collect();
-    let op = Op::Market(market::Op::CreateOrder {
-        rfq: rfq.id.clone(),
-        listings,
-        lines: allocation.lines.len() as u32,
-        sellers: allocation.lines.iter().map(|line| line.seller.clone()).collect(),
-        require_approval: body.require_approval,
-    });
+    let op = Op::Market(market::Op::order_for(&rfq, body.require_approval));
     Ok(execute_shaped(&state, auth.member, idem, op, StatusCode::CREATED, with_approval_url).await)
 }
 
@@ -330,5 +318,5 @@ pub async fn get_blob(
 /// passkey or its own credential, sees the order and approves or declines it.
 #[utoipa::path(get, path = "/approve/{id}", responses((status = 200, description = "Approval page (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
 pub async fn approval_page(Path(_id): Path<String>) -> Response {
-    crate::page::html(include_str!("../../assets/approve.html"))
+    crate::page::html_static(include_str!("../../assets/approve.html"))
 }
