@@ -122,6 +122,10 @@ async fn slow_idle_and_oversized_clients_are_cut_off_and_rates_answer_429() {
         "1",
         "--rate-per-credential",
         "3",
+        "--rate-per-ip",
+        "3",
+        "--trusted-proxy",
+        "127.0.0.1",
     ]
     .map(String::from)
     .to_vec();
@@ -144,6 +148,13 @@ async fn slow_idle_and_oversized_clients_are_cut_off_and_rates_answer_429() {
     let huge = reqwest::Client::new().get(format!("http://{address}/healthz")).header("x-pad", padding).send().await;
     assert!(huge.is_err() || huge.unwrap().status() == 431, "oversized headers are refused");
 
+    rates_answer_429_and_cors_stays_closed(&address).await;
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// On a server run with `--rate-per-credential 3 --rate-per-ip 3 --trusted-proxy 127.0.0.1`.
+async fn rates_answer_429_and_cors_stays_closed(address: &str) {
     // One credential past its rate: 429 rate_limited with Retry-After; another credential is not held up.
     let http = reqwest::Client::new();
     let mut limited = None;
@@ -169,6 +180,26 @@ async fn slow_idle_and_oversized_clients_are_cut_off_and_rates_answer_429() {
     let metrics = http.get(format!("http://{address}/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("bazaar_http_rate_limited_total{limit=\"credential\"}"), "{metrics}");
 
+    // Through the trusted proxy (loopback here), a client address past its rate gets 429 too, whatever it
+    // claims to the left of the proxy's entry; another client is not held up.
+    let from = |client: &str| {
+        http.get(format!("http://{address}/healthz"))
+            .header("x-forwarded-for", format!("198.51.100.1, {client}"))
+            .send()
+    };
+    let mut by_address = None;
+    for _ in 0..40 {
+        let answer = from("203.0.113.9").await.unwrap();
+        if answer.status() == 429 {
+            by_address = Some(answer);
+            break;
+        }
+    }
+    let by_address = by_address.expect("an address past 3 per second is limited within 40 requests");
+    let problem: serde_json::Value = by_address.json().await.unwrap();
+    assert_eq!((problem["code"].as_str(), problem["facts"]["limit"].as_str()), (Some("rate_limited"), Some("ip")));
+    assert_eq!(from("203.0.113.10").await.unwrap().status(), 200, "another client has its own bucket");
+
     // CORS is closed: neither a preflight nor a request from another origin is answered with an allowance.
     let preflight = http
         .request(reqwest::Method::OPTIONS, format!("http://{address}/v1/me"))
@@ -182,6 +213,4 @@ async fn slow_idle_and_oversized_clients_are_cut_off_and_rates_answer_429() {
     let cross =
         http.get(format!("http://{address}/healthz")).header("origin", "https://elsewhere.example").send().await;
     assert!(!cross.unwrap().headers().contains_key("access-control-allow-origin"));
-    server.kill().unwrap();
-    server.wait().unwrap();
 }

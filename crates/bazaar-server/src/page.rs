@@ -45,9 +45,23 @@ fn inline_scripts(body: &str) -> Vec<&str> {
     found
 }
 
+/// A page that never changes, with its policy computed once (the chamber's
+/// pages are large; hashing their scripts on every load is wasted work).
+pub fn html_static(body: &'static str) -> Response {
+    static POLICIES: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<usize, String>>> =
+        std::sync::OnceLock::new();
+    let policies = POLICIES.get_or_init(Default::default);
+    let policy =
+        policies.lock().expect("page policies").entry(body.as_ptr() as usize).or_insert_with(|| policy(body)).clone();
+    respond(body, policy)
+}
+
 /// `body` as a page, with its policy.
 pub fn html(body: &str) -> Response {
-    let policy = policy(body);
+    respond(body, policy(body))
+}
+
+fn respond(body: &str, policy: String) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()),
@@ -78,5 +92,14 @@ mod tests {
         assert!(policy.contains(&format!("'sha256-{}'", hash("b()"))), "{policy}");
         assert_eq!(policy.matches("'sha256-").count(), 2, "the script with `src` is not hashed: {policy}");
         assert!(policy.contains("frame-ancestors 'none'") && policy.contains("default-src 'none'"));
+    }
+
+    #[test]
+    fn a_static_page_gets_the_policy_its_scripts_hash_to() {
+        static PAGE: &str = "<script>one()</script>";
+        let header =
+            |response: Response| response.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap().to_string();
+        assert_eq!(header(html_static(PAGE)), policy(PAGE));
+        assert_eq!(header(html_static(PAGE)), header(html(PAGE)), "the cached policy is the computed one");
     }
 }

@@ -260,7 +260,7 @@ async fn sign_out(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Res
 /// and signs in and out with it.
 #[utoipa::path(get, path = "/account", responses((status = 200, description = "Passkeys and sign-in page (HTML)", body = String, content_type = "text/html")))]
 async fn account_page() -> Response {
-    crate::page::html(include_str!("../assets/account.html"))
+    crate::page::html_static(include_str!("../assets/account.html"))
 }
 
 #[cfg(test)]
