@@ -110,6 +110,8 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
                     "retry_base_ms": contract.RETRY_BASE_MS,
                     "token_renew_margin_ms": contract.TOKEN_RENEW_MARGIN_MS,
                     "work_receipt_bytes_max": contract.WORK_RECEIPT_BYTES_MAX,
+                    "work_receipt_retention_s": contract.WORK_RECEIPT_RETENTION_S,
+                    "work_receipt_prune_every": contract.WORK_RECEIPT_PRUNE_EVERY,
                     "escrow_due_s": contract.ESCROW_DUE_S,
                 }
             elif op == "pay":

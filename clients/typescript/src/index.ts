@@ -21,5 +21,5 @@ export {
 } from "./errors.js";
 export { paidExpress, paidFetch } from "./http.js";
 export { Merchant, claimsUnverified, type Answered, type FaultHook, type FaultPoint, type Settled } from "./merchant.js";
-export { MemoryReceiptStore, SqliteReceiptStore, type ReceiptStore, type WorkReceipt } from "./receipts.js";
+export { MemoryReceiptStore, SqliteReceiptStore, type ReceiptStore, type ReceiptStoreOptions, type WorkReceipt } from "./receipts.js";
 export { SCHEME, bazaarScheme, bazaarSpendControls } from "./x402.js";

@@ -72,6 +72,8 @@ fn contract_constants(contract: &Value) -> Value {
         "retry_base_ms": contract["retry"]["base_ms"],
         "token_renew_margin_ms": contract["token_renew_margin_ms"],
         "work_receipt_bytes_max": contract["work_receipt_bytes_max"],
+        "work_receipt_retention_s": contract["work_receipt_retention_s"],
+        "work_receipt_prune_every": contract["work_receipt_prune_every"],
         "escrow_due_s": contract["escrow"]["due_s"],
     })
 }
@@ -182,6 +184,8 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     "retry_base_ms": bazaar_sdk::client::RETRY_BASE_MS,
                     "token_renew_margin_ms": bazaar_sdk::client::TOKEN_RENEW_MARGIN_MS,
                     "work_receipt_bytes_max": bazaar_types::limits::WORK_RECEIPT_BYTES_MAX,
+                    "work_receipt_retention_s": bazaar_types::limits::WORK_RECEIPT_RETENTION_S,
+                    "work_receipt_prune_every": bazaar_types::limits::WORK_RECEIPT_PRUNE_EVERY,
                     "escrow_due_s": bazaar_sdk::client::ESCROW_DUE_S,
                 }),
                 "pay" => {

@@ -17,6 +17,11 @@ RETRY_BASE_MS = 50
 TOKEN_RENEW_MARGIN_MS = 5_000
 #: The largest paid response the merchant middleware keeps as a work receipt.
 WORK_RECEIPT_BYTES_MAX = 1024 * 1024
+#: How long the merchant middleware keeps a work receipt (30 days, longer than a paid call stays disputable);
+#: older ones are pruned. A retry of an order after that runs the work again (the settlement never repeats).
+WORK_RECEIPT_RETENTION_S = 30 * 24 * 60 * 60
+#: Receipts stored between two prunes of the expired ones (and one prune when the store opens).
+WORK_RECEIPT_PRUNE_EVERY = 1024
 #: An escrowed purchase's milestone is due this long after the end of today (UTC).
 ESCROW_DUE_S = 7 * 24 * 60 * 60
 #: The longest a registry token lives (what an x402 offer's ``maxTimeoutSeconds`` says).
