@@ -145,6 +145,13 @@ fn require_stint(tx: &impl Rows, channel: &ChannelId, member: &MemberId) -> Resu
         .ok_or_else(|| ConversationError::NotMember { channel: channel.clone(), member: member.clone() })
 }
 
+/// The open stint of the member an owner acts on: its absence is about the
+/// target, not the caller (`member_not_in_channel`, not `not_member`).
+fn require_target_stint(tx: &impl Rows, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
+    tx.current_stint(channel, member)?
+        .ok_or_else(|| ConversationError::NotInChannel { channel: channel.clone(), member: member.clone() })
+}
+
 /// Opens a stint for a member who has none open. Its read mark and mute carry
 /// over from the member's previous stint in the channel, if any.
 fn open_stint(
@@ -409,10 +416,6 @@ fn change_target(tx: &impl Rows, change: &Change) -> Result<Message> {
     if target.kind != MessageKind::Text {
         return Err(ConversationError::TargetInvalid { seq });
     }
-    let changes = tx.messages_referring(&change.channel, seq)?;
-    if changes.iter().any(|m| matches!(m.kind, MessageKind::Deletion { .. })) {
-        return Err(ConversationError::MessageDeleted { seq });
-    }
     let by_author = target.authored_by == change.author;
     match change.what {
         ChangeKind::React { .. } => {}
@@ -425,6 +428,12 @@ fn change_target(tx: &impl Rows, change: &Change) -> Result<Message> {
             }
         }
         ChangeKind::Edit { .. } | ChangeKind::SealedEdit { .. } | ChangeKind::Delete => {}
+    }
+    // Who may change it comes before whether it still can be: one who may not
+    // is told so, not that the message was deleted.
+    let changes = tx.messages_referring(&change.channel, seq)?;
+    if changes.iter().any(|m| matches!(m.kind, MessageKind::Deletion { .. })) {
+        return Err(ConversationError::MessageDeleted { seq });
     }
     Ok(target)
 }
@@ -656,6 +665,7 @@ impl<E: Engine> ConversationStore for E {
         let (channel, by, member) = (channel.clone(), by.clone(), member.clone());
         self.write(move |tx, now| {
             require_owner(tx, &channel, &by)?;
+            require_target_stint(tx, &channel, &member)?;
             let line = SystemLine::Removed { member: member.clone(), by: by.clone() };
             close_stint(tx, &channel, &by, &member, line, now)
         })
@@ -665,7 +675,7 @@ impl<E: Engine> ConversationStore for E {
         let (channel, by, member) = (channel.clone(), by.clone(), member.clone());
         self.write(move |tx, now| {
             require_owner(tx, &channel, &by)?;
-            let mut stint = require_stint(tx, &channel, &member)?;
+            let mut stint = require_target_stint(tx, &channel, &member)?;
             if stint.role == role {
                 return Ok(stint);
             }

@@ -148,6 +148,8 @@ pub enum ConversationError {
     ChannelNotFound(ChannelId),
     #[error("{member} is not a member of {channel}")]
     NotMember { channel: ChannelId, member: MemberId },
+    #[error("{member} is not a member of {channel} now: there is nobody to remove or change")]
+    NotInChannel { channel: ChannelId, member: MemberId },
     #[error("{member} is already a member of {channel}")]
     AlreadyMember { channel: ChannelId, member: MemberId },
     #[error("only an owner of {0} may do this")]
@@ -234,6 +236,7 @@ impl ConversationError {
         match self {
             ConversationError::ChannelNotFound(_) => "channel_not_found",
             ConversationError::NotMember { .. } => "not_member",
+            ConversationError::NotInChannel { .. } => "member_not_in_channel",
             ConversationError::AlreadyMember { .. } => "already_member",
             ConversationError::NotOwner(_) => "not_owner",
             ConversationError::PrivateRoom(_) => "private_room",

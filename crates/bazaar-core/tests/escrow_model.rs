@@ -735,8 +735,12 @@ impl Model {
         if note.len() > REASONS_LEN_MAX {
             return Err(Code::InvalidRequest);
         }
+        // Who asks comes first: a stranger is not told that the subject is disputed.
+        if !cast.acts_for(&command.actor, claimant) {
+            return Err(Code::NotParty);
+        }
         let id = dispute_id_for(subject);
-        if self.disputes.contains_key(&id) {
+        if self.disputes.get(&id).is_some_and(|d| &d.claimant == claimant) {
             return Err(Code::DisputeExists);
         }
         let (at_risk, paid_at, escrowed) = match subject {
@@ -764,9 +768,6 @@ impl Model {
                 }
             }
         };
-        if !cast.acts_for(&command.actor, claimant) {
-            return Err(Code::NotParty);
-        }
         if paid_at.is_some_and(|at| now >= at.plus_s(config.windows.claim_s)) {
             return Err(Code::ClaimWindowClosed);
         }

@@ -20,6 +20,32 @@ pub struct Auth {
     pub session: bool,
     /// Whether the credential may move money (it has the `pay` scope, or no scopes at all).
     pub may_spend: bool,
+    /// Whether the credential may speak in rooms and DMs (it has the `talk` scope, or no scopes at all).
+    pub may_talk: bool,
+}
+
+/// An [`Auth`] whose credential may talk: the extractor of every route that
+/// speaks in the conversation plane (posting, reacting, editing, deleting,
+/// opening rooms and DMs, joining, managing members, publishing a sealing
+/// key). A credential issued without the `talk` scope is refused 403
+/// `credential_cannot_talk`; reading, muting, read marks and leaving need no
+/// scope.
+pub struct Talker(pub Auth);
+
+impl FromRequestParts<Arc<AppState>> for Talker {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Problem> {
+        let auth = Auth::from_request_parts(parts, state).await?;
+        if !auth.may_talk {
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "credential_cannot_talk",
+                "This credential was issued without the `talk` scope: it may read rooms but not speak in them. Use a credential that may talk.",
+            ));
+        }
+        Ok(Talker(auth))
+    }
 }
 
 tokio::task_local! {
@@ -80,9 +106,9 @@ impl FromRequestParts<Arc<AppState>> for Auth {
                 ),
             ));
         }
-        let may_spend = stored.may_spend();
+        let (may_spend, may_talk) = (stored.may_spend(), stored.may_talk());
         note_spending(may_spend);
-        Ok(Auth { member, credential_hash: hash, session: false, may_spend })
+        Ok(Auth { member, credential_hash: hash, session: false, may_spend, may_talk })
     }
 }
 
@@ -113,7 +139,7 @@ async fn session(parts: &Parts, state: &Arc<AppState>, token: &str) -> Result<Au
     let member = state.store.member(&live.member).await?.ok_or_else(Problem::unauthenticated)?;
     // A person signed in with a passkey: an owner, with everything an owner may do.
     note_spending(true);
-    Ok(Auth { member, credential_hash: hash, session: true, may_spend: true })
+    Ok(Auth { member, credential_hash: hash, session: true, may_spend: true, may_talk: true })
 }
 
 /// The session cookie's name.

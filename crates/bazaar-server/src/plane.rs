@@ -442,7 +442,9 @@ pub fn problem(error: ConversationError) -> Problem {
         E::AlreadyMember { .. } | E::DirectMessage(_) | E::ChannelFull(_) | E::TooManyWebhooks { .. } => {
             StatusCode::CONFLICT
         }
-        E::WebhookNotFound(_) | E::DeliveryNotFound(_) | E::MessageNotFound { .. } => StatusCode::NOT_FOUND,
+        E::WebhookNotFound(_) | E::DeliveryNotFound(_) | E::MessageNotFound { .. } | E::NotInChannel { .. } => {
+            StatusCode::NOT_FOUND
+        }
         E::NotAuthor { .. } => StatusCode::FORBIDDEN,
         E::LastOwner(_) | E::MessageDeleted { .. } | E::PasskeyExists | E::TooManyPasskeys { .. } => {
             StatusCode::CONFLICT

@@ -150,3 +150,74 @@ async fn a_credential_without_pay_reads_and_talks_but_never_moves_money() {
         owner.with_credential(&agent.credential).issue_scoped_credential("concierge", &["read"]).await.unwrap_err();
     assert_eq!(by_agent.code(), Some("not_owner"), "an agent cannot issue itself credentials");
 }
+
+/// A credential without `talk` reads rooms but never speaks in them: every
+/// speaking route — opening a room or a DM, joining, adding, removing, a role,
+/// posting, reacting, editing, deleting, a sealing key — is refused 403
+/// `credential_cannot_talk`, before anything else is checked; reading,
+/// muting, read marks and leaving still work; the agent's full credential
+/// still talks.
+#[tokio::test]
+async fn a_credential_without_talk_reads_rooms_but_never_speaks() {
+    let r = registry().await;
+    let hotel = person(&r, "hotel").await;
+    let guest = person(&r, "guest").await;
+    let owner = r.operator.with_credential(&hotel.credential);
+    let agent = common::agent_of(&r, &hotel, "concierge").await;
+    let full = owner.with_credential(&agent.credential);
+    let room = full.call(reqwest::Method::POST, "/v1/rooms", Some(json!({"name": "ops", "private": true})), None).await;
+    let room = room.unwrap().body["id"].as_str().unwrap().to_string();
+    full.call(reqwest::Method::POST, &format!("/v1/channels/{room}/members"), Some(json!({"member": "guest"})), None)
+        .await
+        .unwrap();
+    let said = full
+        .call(reqwest::Method::POST, &format!("/v1/channels/{room}/messages"), Some(json!({"body": "hello"})), None)
+        .await
+        .unwrap();
+    let seq = said.body["seq"].as_u64().unwrap();
+    let quiet = owner.issue_scoped_credential("concierge", &["jobs", "pay", "read"]).await.unwrap();
+    let quiet = owner.with_credential(&quiet);
+    use reqwest::Method;
+    let speaking: Vec<(Method, String, Option<Value>)> = vec![
+        (Method::POST, "/v1/rooms".into(), Some(json!({"name": "more"}))),
+        (Method::POST, "/v1/dms".into(), Some(json!({"with": "guest"}))),
+        (Method::POST, format!("/v1/channels/{room}/join"), None),
+        (Method::POST, format!("/v1/channels/{room}/members"), Some(json!({"member": "hotel"}))),
+        (Method::PUT, format!("/v1/channels/{room}/members/guest/role"), Some(json!({"role": "owner"}))),
+        (Method::DELETE, format!("/v1/channels/{room}/members/guest"), None),
+        (Method::POST, format!("/v1/channels/{room}/messages"), Some(json!({"body": "psst"}))),
+        (Method::POST, format!("/v1/channels/{room}/messages/{seq}/reactions"), Some(json!({"emoji": "ok"}))),
+        (Method::PATCH, format!("/v1/channels/{room}/messages/{seq}"), Some(json!({"body": "bye"}))),
+        (Method::DELETE, format!("/v1/channels/{room}/messages/{seq}"), None),
+        (Method::PUT, "/v1/sealing-key".into(), Some(json!({"public_key": "x", "signature": "y"}))),
+    ];
+    for (method, path, body) in speaking {
+        let refused = quiet.call(method.clone(), &path, body, None).await.unwrap_err();
+        assert_eq!((refused.status(), refused.code()), (Some(403), Some("credential_cannot_talk")), "{method} {path}");
+    }
+    // Nothing it tried was said: the room holds the join lines and hello, and guest is still a member.
+    let history = quiet.call(Method::GET, &format!("/v1/channels/{room}/messages"), None, None).await.unwrap();
+    let bodies: Vec<&str> = history.body.as_array().unwrap().iter().filter_map(|m| m["body"].as_str()).collect();
+    assert!(bodies.contains(&"hello") && !bodies.contains(&"psst"), "{bodies:?}");
+    let (_, guests) = call(&r, &guest.credential, Method::GET, "/v1/channels").await;
+    assert!(guests.to_string().contains(&room), "guest was not removed: {guests}");
+    for (method, path, body) in [
+        (Method::GET, "/v1/channels".to_string(), None),
+        (Method::GET, "/v1/inbox".to_string(), None),
+        (Method::PUT, format!("/v1/channels/{room}/mute"), Some(json!({"muted": true}))),
+        (Method::POST, format!("/v1/channels/{room}/read"), Some(json!({"seq": seq}))),
+    ] {
+        let read = quiet.call(method.clone(), &path, body, None).await;
+        assert!(read.is_ok(), "{method} {path}: {read:?}");
+    }
+    // The full credential still speaks.
+    let reacted = full
+        .call(
+            Method::POST,
+            &format!("/v1/channels/{room}/messages/{seq}/reactions"),
+            Some(json!({"emoji": "ok"})),
+            None,
+        )
+        .await;
+    assert!(reacted.is_ok(), "{reacted:?}");
+}

@@ -47,6 +47,9 @@ fn lines_and_the_last_owner<H: Harness>(harness: &H) {
     assert_eq!(store.set_role(&red, &alice, &bob, Role::Owner).unwrap().role, Role::Owner);
     let removed = store.remove_member(&red, &bob, &carol).unwrap();
     assert!(!removed.is_current());
+    // Acting on one who is no member is about the target (404), not a refusal of the owner.
+    assert_eq!(store.remove_member(&red, &bob, &carol).unwrap_err().code(), "member_not_in_channel");
+    assert_eq!(store.set_role(&red, &bob, &carol, Role::Owner).unwrap_err().code(), "member_not_in_channel");
     store.leave(&red, &alice).unwrap();
     // Bob, alone, may leave: the room empties.
     let expected = vec![
@@ -135,6 +138,9 @@ fn changes_are_messages<H: Harness>(harness: &H) {
         let refused = store.change(&dir, change(&red, "bob", said.seq, what));
         assert_eq!(refused.unwrap_err().code(), "message_deleted");
     }
+    // One who may not change it is told so, not that it is gone.
+    let refused = store.change(&dir, change(&red, "carol", said.seq, ChangeKind::Delete));
+    assert_eq!(refused.unwrap_err().code(), "not_author");
     // History keeps what was said and each change, in order.
     let history = store.history(&red, &member("carol"), crate::HistoryRange::After(said.seq - 1), 10).unwrap();
     let kinds: Vec<MessageKind> = history.iter().map(|m| m.kind.clone()).collect();

@@ -376,8 +376,12 @@ impl Batch<'_> {
         if claim.note.len() > REASONS_LEN_MAX {
             return refuse(Code::InvalidRequest, "The note is longer than the registry accepts.");
         }
+        // Who asks comes first: a stranger learns nothing of the subject, not even that it is disputed.
+        if !self.acts_for(command, claim.claimant) {
+            return refuse(Code::NotParty, "Only the buyer (or its owner) files a dispute on its purchase.");
+        }
         let id = dispute_id_for(claim.subject);
-        if let Some(existing) = self.dispute(&id) {
+        if let Some(existing) = self.dispute(&id).filter(|existing| existing.claimant == *claim.claimant) {
             return Err(Refusal::new(
                 Code::DisputeExists,
                 "This call or milestone already has a dispute; each is disputed once. It is attached.",
@@ -385,9 +389,6 @@ impl Batch<'_> {
             .with(json!({"dispute": existing.id, "phase": existing.phase})));
         }
         let paid = self.disputed_payment(claim)?;
-        if !self.acts_for(command, claim.claimant) {
-            return refuse(Code::NotParty, "Only the buyer (or its owner) files a dispute on its purchase.");
-        }
         if let Some(paid_at) = paid.paid_at {
             let closes = paid_at.plus_s(windows.claim_s);
             if self.now >= closes {

@@ -94,7 +94,19 @@ pub const CREDENTIAL_SCOPES: &[&str] = &["jobs", "pay", "read", "talk"];
 impl Credential {
     /// Whether this credential may move money.
     pub fn may_spend(&self) -> bool {
-        self.scopes.as_deref().is_none_or(|scopes| scopes.split(',').any(|s| s == "pay"))
+        self.has_scope("pay")
+    }
+
+    /// Whether this credential may speak in the conversation plane: post,
+    /// react, edit, delete, open rooms and DMs, join, manage members, publish
+    /// a sealing key.
+    pub fn may_talk(&self) -> bool {
+        self.has_scope("talk")
+    }
+
+    /// Whether this credential has `scope` (one with no scopes has every scope).
+    fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.as_deref().is_none_or(|scopes| scopes.split(',').any(|s| s == scope))
     }
 }
 

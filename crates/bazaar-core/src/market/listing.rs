@@ -170,7 +170,10 @@ pub struct SearchRecord {
 impl Batch<'_> {
     pub(crate) fn put_listing(&mut self, command: &Caller<'_>, spec: &ListingSpec) -> Result<ListingView, Refusal> {
         if command.actor.kind != MemberKind::Agent {
-            return Err(Refusal::new(Code::NotAnAgent, "Listings are made by sellers' agents."));
+            return Err(Refusal::new(
+                Code::NotPermitted,
+                "Listings are made by sellers' agents; this caller is not an agent.",
+            ));
         }
         spec.check()?;
         let id = listing_id(&command.actor.id, &spec.sku);

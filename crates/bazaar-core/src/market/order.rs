@@ -310,7 +310,7 @@ impl Batch<'_> {
         };
         let buyer = command.actor.clone();
         if buyer.kind != MemberKind::Agent {
-            return refuse(Code::NotAnAgent, "Orders are placed by buyers' agents.");
+            return refuse(Code::NotPermitted, "Orders are placed by buyers' agents; this caller is not an agent.");
         }
         let Some(owner) = buyer.owner.clone() else {
             return refuse(Code::NotPermitted, "An agent without an owner here cannot place storefront orders.");
@@ -566,12 +566,13 @@ impl Batch<'_> {
     ) -> Result<SharePaid, Refusal> {
         let (id, index) = (&share.order, share.index);
         let mut order = self.order(id)?;
-        let line = self.authorized_line(&order, index)?;
-        if &line.seller != seller {
+        let named = order.lines.get(index as usize).map(|line| &line.seller);
+        if named.is_some_and(|named| named != seller) {
             return refuse(Code::OrderInvalid, "The share's maker changed under the request; retry.");
         }
         // The maker's agent proves, or the person who owns it does on its behalf (recorded as such).
-        let proved_by = if command.actor.id == line.seller {
+        // Who is asked comes before the share's state: a stranger learns nothing of it.
+        let proved_by = if command.actor.id == *seller {
             None
         } else if self.member(seller)?.owner.as_ref() == Some(&command.actor.id) {
             Some(command.actor.id.clone())
@@ -581,6 +582,7 @@ impl Batch<'_> {
                 "Only the maker of this share, or the person who owns her agent, proves its shipment.",
             );
         };
+        let line = self.authorized_line(&order, index)?;
         let receipt_sha256 = check_proof(receipt_sha256, tracking)?;
         if let Some((content_type, bytes)) = receipt {
             self.keep_receipt_image(&order, &line, &receipt_sha256, content_type, bytes)?;

@@ -121,7 +121,10 @@ impl Batch<'_> {
         invited: &[(MemberId, ListingId)],
     ) -> Result<Rfq, Refusal> {
         if command.actor.kind != MemberKind::Agent {
-            return Err(Refusal::new(Code::NotAnAgent, "Requests for quote are made by buyers' agents."));
+            return Err(Refusal::new(
+                Code::NotPermitted,
+                "Requests for quote are made by buyers' agents; this caller is not an agent.",
+            ));
         }
         let Some(idem) = &command.idem else {
             return Err(Refusal::new(Code::IdempotencyKeyRequired, "A request for quote needs an Idempotency-Key."));

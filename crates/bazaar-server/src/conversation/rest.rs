@@ -2,7 +2,7 @@
 //! REST routes. Every refusal is the store's own code (see `plane::problem`).
 
 use super::sealing::check_post_signature;
-use crate::auth::{ApiJson, ApiQuery, Auth};
+use crate::auth::{ApiJson, ApiQuery, Auth, Talker};
 use crate::exec::resolve;
 use crate::plane::Transport;
 use crate::problem::{errors, Problem};
@@ -64,10 +64,10 @@ pub struct CreateRoomRequest {
 }
 
 /// Creates a room; the caller becomes its owner and first member.
-#[utoipa::path(post, path = "/v1/rooms", request_body = CreateRoomRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The room", body = schema::Channel), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/rooms", request_body = CreateRoomRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The room", body = schema::Channel), errors::Unauthenticated, errors::Forbidden, errors::BodyRefused, errors::Unavailable))]
 async fn create_room(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     ApiJson(body): ApiJson<CreateRoomRequest>,
 ) -> Result<Response, Problem> {
     let plane = state.plane()?;
@@ -107,10 +107,10 @@ pub struct OpenDmRequest {
 
 /// The caller's DM with another member, created on first use (the same
 /// channel whichever of the two opens it).
-#[utoipa::path(post, path = "/v1/dms", request_body = OpenDmRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The DM", body = schema::Channel), errors::Unauthenticated, errors::BodyRefused, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/dms", request_body = OpenDmRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The DM", body = schema::Channel), errors::Unauthenticated, errors::Forbidden, errors::BodyRefused, errors::NotFound, errors::Unavailable))]
 async fn open_dm(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     ApiJson(body): ApiJson<OpenDmRequest>,
 ) -> Result<Response, Problem> {
     let plane = state.plane()?;
@@ -251,7 +251,7 @@ fn internal(error: serde_json::Error) -> Problem {
 #[utoipa::path(post, path = "/v1/channels/{channel}/join", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new membership", body = schema::Membership), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn join(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     Path(channel): Path<String>,
 ) -> Result<Response, Problem> {
     let (me, channel) = (auth.member.id, ChannelId(channel));
@@ -284,7 +284,7 @@ pub struct AddMemberRequest {
 #[utoipa::path(post, path = "/v1/channels/{channel}/members", params(("channel" = String, Path)), request_body = AddMemberRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn add_member(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     Path(channel): Path<String>,
     ApiJson(body): ApiJson<AddMemberRequest>,
 ) -> Result<Response, Problem> {
@@ -299,7 +299,7 @@ async fn add_member(
 #[utoipa::path(delete, path = "/v1/channels/{channel}/members/{member}", params(("channel" = String, Path), ("member" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The closed membership", body = schema::Membership), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn remove_member(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     Path((channel, member)): Path<(String, String)>,
 ) -> Result<Response, Problem> {
     let member = resolve(&state, &member).await?.id;
@@ -321,7 +321,7 @@ pub struct RoleRequest {
 #[utoipa::path(put, path = "/v1/channels/{channel}/members/{member}/role", params(("channel" = String, Path), ("member" = String, Path, description = "DID or handle")), request_body = RoleRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn set_role(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     Path((channel, member)): Path<(String, String)>,
     ApiJson(body): ApiJson<RoleRequest>,
 ) -> Result<Response, Problem> {
@@ -383,7 +383,7 @@ pub struct EditRequest {
 #[utoipa::path(patch, path = "/v1/channels/{channel}/messages/{seq}", params(("channel" = String, Path), ("seq" = u64, Path)), request_body = EditRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The edit, a message of its own", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn edit_message(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     Path((channel, seq)): Path<(String, u64)>,
     ApiJson(body): ApiJson<EditRequest>,
 ) -> Result<Response, Problem> {
@@ -411,7 +411,7 @@ async fn edit_message(
 #[utoipa::path(delete, path = "/v1/channels/{channel}/messages/{seq}", params(("channel" = String, Path), ("seq" = u64, Path)), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The deletion, a message of its own", body = schema::Message), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn delete_message(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     Path((channel, seq)): Path<(String, u64)>,
 ) -> Result<Response, Problem> {
     post_change(&state, auth, channel, seq, ChangeKind::Delete).await
@@ -431,7 +431,7 @@ pub struct ReactRequest {
 #[utoipa::path(post, path = "/v1/channels/{channel}/messages/{seq}/reactions", params(("channel" = String, Path), ("seq" = u64, Path)), request_body = ReactRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The reaction, a message of its own", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn react(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     Path((channel, seq)): Path<(String, u64)>,
     ApiJson(body): ApiJson<ReactRequest>,
 ) -> Result<Response, Problem> {
@@ -547,7 +547,7 @@ fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, Pr
 #[utoipa::path(post, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key returns the first post")), request_body = PostRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The message, with its `seq` and log `position`", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
 async fn post_message(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     Path(channel): Path<String>,
     headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<PostRequest>,

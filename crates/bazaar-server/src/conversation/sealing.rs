@@ -4,7 +4,7 @@
 //! `did:key`; it never sees a secret key or a sealed body's plaintext
 //! (`docs/sealing.md`).
 
-use crate::auth::{ApiJson, Auth};
+use crate::auth::{ApiJson, Auth, Talker};
 use crate::problem::{errors, Problem};
 use crate::schemas::conversation as schema;
 use crate::state::AppState;
@@ -60,10 +60,10 @@ pub struct PublishKeyRequest {
 
 /// Publishes (or replaces) the caller's sealing key. DMs opened after it are
 /// sealed when the other member has one too; channels already open never convert.
-#[utoipa::path(put, path = "/v1/sealing-key", request_body = PublishKeyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The published key", body = schema::SealingKey), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/sealing-key", request_body = PublishKeyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The published key", body = schema::SealingKey), errors::Unauthenticated, errors::Forbidden, errors::BodyRefused, errors::Unavailable))]
 async fn publish_key(
     State(state): State<Arc<AppState>>,
-    auth: Auth,
+    Talker(auth): Talker,
     ApiJson(body): ApiJson<PublishKeyRequest>,
 ) -> Result<Response, Problem> {
     let member = auth.member.id;
