@@ -93,12 +93,11 @@ export class Merchant {
       return problemAnswer(402, "token_malformed", "The payment token is not an apt_ token.");
     }
     const orderId = claims["ord"];
-    const jti = claims["jti"];
     let receipt: Json;
     try {
       // A receipt check: genuine and its state. Never the signal to work.
       await this.client.verify(token);
-      receipt = await this.settle(token, priceMinor, orderId, jti);
+      receipt = await this.settle(token, priceMinor, orderId);
     } catch (error) {
       if (error instanceof ProblemError || error instanceof TransportError) return failure(error);
       throw error;
@@ -134,16 +133,11 @@ export class Merchant {
     }
   }
 
-  private async settle(token: string, price: number, orderId: string, jti: string): Promise<Json> {
+  private async settle(token: string, price: number, orderId: string): Promise<Json> {
+    // The registry keys a settle by its token (`token:<jti>`): a refused earlier token for this order never blocks
+    // this one, and one settlement per order stays the registry's uniqueness.
     try {
-      try {
-        return (await this.client.settle(token, price, orderId)).body;
-      } catch (error) {
-        if (!(error instanceof ProblemError) || error.code !== "idempotency_conflict") throw error;
-        // An earlier token for this order was refused under the derived key: settle this one under a key naming
-        // it; one settlement per order stays the registry's uniqueness.
-        return (await this.client.settle(token, price, orderId, `order:${orderId}:${jti}`)).body;
-      }
+      return (await this.client.settle(token, price, orderId)).body;
     } catch (error) {
       if (error instanceof ProblemError && contract.ALREADY_PAID_CODES.includes(error.code)) {
         // Paid before (a retry, a replay, another token for the order): answer from its receipt.

@@ -173,30 +173,12 @@ fn payment_problem(status: StatusCode, code: &str, detail: &str) -> Response {
     response
 }
 
-/// Reads (order id, token id) from the claims without trusting them; the
-/// registry checks the signature on settle.
-fn order_of(token: &str) -> Option<(String, String)> {
+/// Reads the order id from the claims without trusting them (a token without
+/// an id is malformed); the registry checks the signature on settle.
+fn order_of(token: &str) -> Option<String> {
     let claims = crate::token::claims_unverified(token)?;
-    Some((claims["ord"].as_str()?.to_string(), claims["jti"].as_str()?.to_string()))
-}
-
-/// Settles under the order's derived key. If that key already holds a different
-/// request (an earlier token for this order was refused, e.g. expired), settle
-/// this token under a key naming it: the registry's uniqueness on (merchant,
-/// order) still allows one settlement per order.
-async fn settle_order(
-    client: &Client,
-    token: &str,
-    price: u64,
-    order: &str,
-    jti: &str,
-) -> Result<serde_json::Value, SdkError> {
-    match client.settle(token, price, order, None).await {
-        Err(SdkError::Problem { code, .. }) if code == "idempotency_conflict" => {
-            Ok(client.settle(token, price, order, Some(&format!("order:{order}:{jti}"))).await?.body)
-        }
-        other => Ok(other?.body),
-    }
+    claims["jti"].as_str()?;
+    Some(claims["ord"].as_str()?.to_string())
 }
 
 /// The middleware. Use with `axum::middleware::from_fn_with_state(Arc<PaidRoute>, paid)`.
@@ -208,7 +190,7 @@ pub async fn paid(State(route): State<Arc<PaidRoute>>, mut request: Request, nex
         );
         return payment_problem(StatusCode::PAYMENT_REQUIRED, "payment_required", &detail);
     };
-    let Some((order_id, jti)) = order_of(&token) else {
+    let Some(order_id) = order_of(&token) else {
         return payment_problem(
             StatusCode::PAYMENT_REQUIRED,
             "token_malformed",
@@ -219,7 +201,9 @@ pub async fn paid(State(route): State<Arc<PaidRoute>>, mut request: Request, nex
     if let Err(error) = route.client.verify(&token).await {
         return settle_failure(error);
     }
-    let receipt = match settle_order(&route.client, &token, route.price_minor, &order_id, &jti).await {
+    // The registry keys a settle by its token (`token:<jti>`): a refused earlier token for this order never blocks
+    // this one, and one settlement per order stays the registry's uniqueness.
+    let receipt = match route.client.settle(&token, route.price_minor, &order_id, None).await.map(|a| a.body) {
         Ok(body) => body,
         // The order was paid before (by this token under another key, or another token):
         // answer from the original settlement's work receipt.

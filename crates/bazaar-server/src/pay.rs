@@ -336,9 +336,11 @@ pub struct SettleRequest {
 }
 
 /// Merchant only: settles a token exactly once. Without `Idempotency-Key` the key
-/// is derived from (merchant, order), so a retry returns the original receipt
-/// with `Idempotent-Replayed: true`.
-#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to order:<order_id>")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Settlement receipt", body = schema::SettlementReceipt), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable, (status = 409, description = "In flight, or token/order already settled (the original settlement in `facts`)", body = ProblemDetails, content_type = "application/problem+json"), (status = 422, description = "Same key, different body; or refused by a rule (`amount_exceeds_token`, `order_mismatch`, …)", body = ProblemDetails, content_type = "application/problem+json")))]
+/// names the token (`token:<jti>`, scoped to the merchant), so a retry returns the
+/// original receipt with `Idempotent-Replayed: true`, and a refused token never
+/// blocks another token for the same order; an order is paid once by the
+/// ledger's uniqueness on (merchant, order).
+#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to token:<the token's jti>")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Settlement receipt", body = schema::SettlementReceipt), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable, (status = 409, description = "In flight, or token/order already settled (the original settlement in `facts`)", body = ProblemDetails, content_type = "application/problem+json"), (status = 422, description = "Same key, different body; or refused by a rule (`amount_exceeds_token`, `order_mismatch`, …)", body = ProblemDetails, content_type = "application/problem+json")))]
 async fn settle(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -373,7 +375,7 @@ async fn settle_checked(
             "The token's signature does not verify against this registry's key: it was forged or altered.",
         ),
     })?;
-    let idem = idem_for(&actor, "settle", headers, KeyRule::DefaultTo(format!("order:{}", body.order_id)), &body)?;
+    let idem = idem_for(&actor, "settle", headers, KeyRule::DefaultTo(pay::settle_key(&claims.jti)), &body)?;
     let op = Op::Pay(pay::Op::Settle { claims, amount, order_id: OrderId(body.order_id) });
     Ok(execute(state, actor, idem, op, StatusCode::OK).await)
 }
@@ -385,7 +387,7 @@ pub struct SettleBatchItem {
     pub token: String,
     pub amount_minor: u64,
     pub order_id: String,
-    /// As the single call's `Idempotency-Key` header; absent: derived from the order.
+    /// As the single call's `Idempotency-Key` header; absent: `token:<jti>`, naming the token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }

@@ -143,7 +143,7 @@ pub async fn settle(
     };
     let request =
         json!({"token": body.payment_payload["payload"]["token"], "amount_minor": amount, "order_id": claims.ord});
-    let key = KeyRule::DefaultTo(format!("order:{}", claims.ord));
+    let key = KeyRule::DefaultTo(pay::settle_key(&claims.jti));
     let idem = idem_for(&auth.member, "settle", &axum::http::HeaderMap::new(), key, &request)?;
     let op = Op::Pay(pay::Op::Settle { claims: claims.clone(), amount, order_id: OrderId(claims.ord.to_string()) });
     crate::exec::spending_allowed(&op)?;

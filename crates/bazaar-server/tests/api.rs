@@ -317,6 +317,37 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     assert!(short["jti"].as_str().unwrap() < later["jti"].as_str().unwrap(), "token ids sort by issue time");
 }
 
+/// A settle's derived key names the token (`token:<jti>`), not the order: a
+/// token refused for an order (expired) never blocks the next token for that
+/// order, a retry of each settle replays its own answer, and the order is
+/// still paid once (`order_already_settled` for a third token).
+#[tokio::test]
+async fn a_refused_token_never_blocks_the_next_token_for_its_order() {
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "k", 10_000).await;
+    let token_of = |answer: bazaar_sdk::answer::Answer| answer.body["token"].as_str().unwrap().to_string();
+    let first = token_of(buyer.issue_token(&shop, 400, "again", "r").await.unwrap());
+    r.clock.advance_s(901);
+    assert_eq!(code(merchant.settle(&first, 400, "again", None).await.unwrap_err()), (410, "token_expired".into()));
+    // The buyer asks for a new token for the same order (a key of its own: the derived one replays the first).
+    let ask = |key: &'static str| {
+        let body = json!({"merchant": shop, "max_amount_minor": 400, "order_id": "again", "resource": "r"});
+        buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), Some(key))
+    };
+    let second = token_of(ask("renew-1").await.unwrap());
+    let settled = merchant.settle(&second, 400, "again", None).await.unwrap();
+    assert!(!settled.replayed, "the second token settles under its own key: {}", settled.body);
+    let retried = merchant.settle(&second, 400, "again", None).await.unwrap();
+    assert!(retried.replayed);
+    assert_eq!(retried.body, settled.body);
+    let refused_again = merchant.settle(&first, 400, "again", None).await.unwrap_err();
+    assert_eq!(code(refused_again), (410, "token_expired".into()), "the first token's refusal is its own");
+    let third = token_of(ask("renew-2").await.unwrap());
+    let paid_once = merchant.settle(&third, 400, "again", None).await.unwrap_err();
+    assert_eq!(code(paid_once), (409, "order_already_settled".into()));
+    assert_eq!(merchant.me().await.unwrap()["balance_minor"], settled.body["net_minor"]);
+}
+
 #[tokio::test]
 async fn verify_is_a_receipt_check() {
     let r = registry().await;

@@ -123,3 +123,34 @@ async fn two_nodes_share_one_database() {
 
 /// Settle attempts raced across the two nodes.
 const RACERS: usize = 32;
+
+/// The settle-key migration over records the previous build wrote (see
+/// `conformance::settle_keys_migrate`): the reopen forgets that 0010 ran, so
+/// it runs again over them as an upgrade would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_migrates_settle_keys_to_name_the_token() {
+    let admin = Arc::new(admin().await);
+    let name = format!("bazaar_conf_{}_settle_keys", std::process::id());
+    let _cleanup = Cleanup(Arc::new(Mutex::new(vec![name.clone()])));
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let url = with_database(&admin_url(), &name);
+    let config = conformance::test_config();
+    let clock = Arc::new(ManualClock::new(conformance::EPOCH));
+    let store = Arc::new(PostgresStore::connect(&url, config.clone(), clock.clone()).await.unwrap()) as Arc<dyn Store>;
+    let fixture = Fixture::new(store, clock.clone(), SigningKey::from_bytes(&[42u8; 32])).await;
+    conformance::settle_keys_migrate(fixture, move |store| {
+        Box::pin(async move {
+            drop(store);
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+            tokio::spawn(connection);
+            let forgot = client
+                .execute("DELETE FROM schema_migrations WHERE name = '0010_settle_keys_name_the_token'", &[])
+                .await
+                .unwrap();
+            assert_eq!(forgot, 1, "0010 had run on the fresh database");
+            Arc::new(PostgresStore::connect(&url, config, clock).await.unwrap()) as Arc<dyn Store>
+        })
+    })
+    .await;
+}

@@ -18,3 +18,33 @@ async fn sqlite_passes_the_conformance_suite() {
     .await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The settle-key migration over records the previous build wrote (see
+/// `conformance::settle_keys_migrate`): the reopen forgets that 0010 ran, so
+/// it runs again over them as an upgrade would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_migrates_settle_keys_to_name_the_token() {
+    let dir = std::env::temp_dir().join(format!("bazaar-settle-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bazaar.db");
+    let clock = Arc::new(bazaar_types::ManualClock::new(bazaar_store::conformance::EPOCH));
+    let config = bazaar_store::conformance::test_config();
+    let store = Arc::new(SqliteStore::open(&path, config.clone(), clock.clone()).unwrap()) as Arc<dyn Store>;
+    let key = ed25519_dalek::SigningKey::from_bytes(&[42u8; 32]);
+    let fixture = bazaar_store::conformance::Fixture::new(store, clock.clone(), key).await;
+    let reopened = path.clone();
+    bazaar_store::conformance::settle_keys_migrate(fixture, move |store| {
+        Box::pin(async move {
+            drop(store);
+            let conn = rusqlite::Connection::open(&reopened).unwrap();
+            let forgot = conn
+                .execute("DELETE FROM schema_migrations WHERE name = '0010_settle_keys_name_the_token'", [])
+                .unwrap();
+            assert_eq!(forgot, 1, "0010 had run on the fresh store");
+            drop(conn);
+            Arc::new(SqliteStore::open(&reopened, config, clock).unwrap()) as Arc<dyn Store>
+        })
+    })
+    .await;
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -248,6 +248,53 @@ where
     }
 }
 
+/// The upgrade to settle keys that name the token (`pay::settle_key`), on one
+/// adapter: a settlement and a refusal recorded under the keys the previous
+/// build derived (`order:<order_id>`), then `reopen` (which must drop the
+/// store, forget that `0010_settle_keys_name_the_token` ran, and open it
+/// again, so the migration runs over those records as an upgrade would). After
+/// it, a retry of the settlement under its new key replays the original
+/// receipt; the refusal is not carried over, so another token for the refused
+/// order settles; and the audit is clean.
+pub async fn settle_keys_migrate<R>(f: Fixture, reopen: R)
+where
+    R: FnOnce(Arc<dyn Store>) -> BoxFuture<'static, Arc<dyn Store>>,
+{
+    let (_, buyer, merchant) = f.cast(10_000, [1_000, 5_000, 10_000]).await;
+    let scope = format!("{}:settle", merchant.id);
+    let legacy = |order: &str| format!("order:{order}");
+    let paid = f.token(&buyer, &merchant, 300, "order-paid").await.unwrap();
+    let first = f.submit(&merchant, f.idem(&scope, &legacy("order-paid"), "fp-paid"), f.settle_op(&paid, 300)).await;
+    let receipt = first.outcome.clone().expect("settled");
+    let short = f.claims(&buyer, &merchant, 300, "order-refused", 1);
+    let issue = Op::Pay(pay::Op::IssueToken { claims: short.clone(), token: token::encode(&short, &f.key) });
+    f.ok(&buyer, issue).await;
+    f.clock.advance_ms(2_000);
+    let late = f.settle_op(&short, 300);
+    let refused = f.submit(&merchant, f.idem(&scope, &legacy("order-refused"), "fp-late"), late).await;
+    assert_eq!(refused.outcome.unwrap_err().code, Code::TokenExpired);
+
+    let Fixture { store, clock, config, registry, key, operator, counter } = f;
+    let store = reopen(store).await;
+    let f = Fixture { store, clock, config, registry, key, operator, counter };
+
+    let retry =
+        f.submit(&merchant, f.idem(&scope, &pay::settle_key(&paid.jti), "fp-paid"), f.settle_op(&paid, 300)).await;
+    assert!(retry.replayed, "a retry after the upgrade replays the settlement: {:?}", retry.outcome);
+    assert_eq!(retry.outcome, Ok(receipt));
+    let again =
+        f.submit(&merchant, f.idem(&scope, &pay::settle_key(&short.jti), "fp-late"), f.settle_op(&short, 300)).await;
+    assert!(!again.replayed, "refusals are not carried over");
+    assert_eq!(again.outcome.unwrap_err().code, Code::TokenExpired);
+    let fresh = f.token(&buyer, &merchant, 300, "order-refused").await.unwrap();
+    let settled =
+        f.submit(&merchant, f.idem(&scope, &pay::settle_key(&fresh.jti), "fp-fresh"), f.settle_op(&fresh, 300)).await;
+    assert!(settled.outcome.is_ok(), "another token settles the refused order: {:?}", settled.outcome);
+    assert_eq!(f.balance(&merchant).await, 2 * 297, "two orders, each paid once");
+    let report = f.audit().await;
+    assert!(report.ok, "{:?}", report.problems);
+}
+
 async fn identity_and_handles(f: Fixture) {
     let owner = f.owner("alice").await;
     assert_eq!(owner.kind, MemberKind::Owner);

@@ -117,11 +117,11 @@ class Merchant:
         claims = claims_unverified(token)
         if claims is None or not isinstance(claims.get("ord"), str) or not isinstance(claims.get("jti"), str):
             return problem_response(402, "token_malformed", "The payment token is not an apt_ token.")
-        order_id, jti = str(claims["ord"]), str(claims["jti"])
+        order_id = str(claims["ord"])
         try:
             # A receipt check: genuine and its state. Never the signal to work.
             await self.client.verify(token)
-            receipt = await self._settle(token, price, order_id, jti)
+            receipt = await self._settle(token, price, order_id)
         except (ProblemError, TransportError) as error:
             return _failure(error)
         settled = Settled(
@@ -151,16 +151,11 @@ class Merchant:
             if users[0] == 0:
                 self._running.pop(settled.settlement_id, None)
 
-    async def _settle(self, token: str, price: int, order_id: str, jti: str) -> dict[str, Any]:
+    async def _settle(self, token: str, price: int, order_id: str) -> dict[str, Any]:
+        # The registry keys a settle by its token (``token:<jti>``): a refused earlier token for this order never
+        # blocks this one, and one settlement per order stays the registry's uniqueness.
         try:
-            try:
-                return (await self.client.settle(token, price, order_id)).body
-            except ProblemError as error:
-                if error.code != "idempotency_conflict":
-                    raise
-                # An earlier token for this order was refused under the derived key: settle this one under a key
-                # naming it; one settlement per order stays the registry's uniqueness.
-                return (await self.client.settle(token, price, order_id, f"order:{order_id}:{jti}")).body
+            return (await self.client.settle(token, price, order_id)).body
         except ProblemError as error:
             if error.code in contract.ALREADY_PAID_CODES:
                 # Paid before (a retry, a replay, another token for the order): answer from its receipt.

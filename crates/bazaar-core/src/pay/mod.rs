@@ -13,6 +13,20 @@ pub mod token;
 pub use budget::budget_view;
 pub use settle::{hold_id_for, settlement_view};
 
+/// The idempotency key a settle sent without one is recorded under, scoped to
+/// the merchant: `token:<jti>`. The key names the token, so a retry of one
+/// settle replays it, and a refused token never blocks a later token for the
+/// same order; one payment per order is the ledger's uniqueness on
+/// (merchant, order), whatever the keys. (Before 0010, the key was
+/// `order:<order_id>`; the migration `0010_settle_keys_name_the_token` copies
+/// each stored settlement under its token's key.)
+pub fn settle_key(jti: &TokenId) -> String {
+    format!("{SETTLE_KEY_PREFIX}{jti}")
+}
+
+/// The prefix of [`settle_key`].
+pub const SETTLE_KEY_PREFIX: &str = "token:";
+
 use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;
 use crate::kernel::model::{DocKind, HoldState};
