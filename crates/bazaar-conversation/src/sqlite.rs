@@ -98,8 +98,13 @@ fn connect(path: &Path) -> Result<Connection> {
 impl SqliteConversationStore {
     /// Open (or create) the conversation database at `path` and bring its schema up to date.
     pub fn open(path: &Path, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> Result<Self> {
+        let created = !path.exists();
         let mut connection = connect(path)?;
         migrate(&mut connection)?;
+        if created {
+            // See `bazaar_types::durable`: the new file's directory entry is not durable until this.
+            bazaar_types::durable::sync_parent_dir(path).map_err(unavailable)?;
+        }
         let readers = (0..READERS).map(|_| connect(path).map(Mutex::new)).collect::<Result<Vec<_>>>()?;
         Ok(SqliteConversationStore { writer: Writer::start(connection, clock)?, readers, entropy })
     }

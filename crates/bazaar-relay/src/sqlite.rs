@@ -80,8 +80,13 @@ fn open_connection(path: &Path) -> Result<Connection> {
 
 impl SqliteEventStore {
     pub fn open(path: &Path) -> Result<SqliteEventStore> {
+        let created = !path.exists();
         let writer = open_connection(path)?;
         writer.execute_batch(SCHEMA).map_err(unavailable)?;
+        if created {
+            // See `bazaar_types::durable`: the new file's directory entry is not durable until this.
+            bazaar_types::durable::sync_parent_dir(path).map_err(unavailable)?;
+        }
         Ok(SqliteEventStore { path: path.to_path_buf(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
     }
 

@@ -195,7 +195,7 @@ impl SqliteStore {
             // SQLite syncs the directory when it creates a WAL, not when it
             // creates the database file: until this, a power cut could lose
             // the new file itself, and every commit acknowledged in it.
-            sync_directory_of(&path)?;
+            bazaar_types::durable::sync_parent_dir(&path).map_err(|e| StoreError::Unavailable(e.to_string()))?;
         }
         conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")).map_err(unavailable)?;
         let configured = configured_memory(&conn).map_err(unavailable)?;
@@ -668,17 +668,6 @@ impl Engine for SqliteEngine {
             .and_then(|mut statement| statement.execute(params![before.0, limit as i64]))
             .map_err(unavailable)
     }
-}
-
-/// Makes `path`'s directory entry durable (fsync of its parent directory).
-fn sync_directory_of(path: &Path) -> Result<(), StoreError> {
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(parent)
-        .and_then(|directory| directory.sync_all())
-        .map_err(|e| StoreError::Unavailable(format!("syncing {}: {e}", parent.display())))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! Money is an integer count of minor units (`Amount`); ids are newtypes so two
 //! strings cannot be swapped; every limit is a named `*_MAX` constant in `limits`.
 
+pub mod durable;
 pub mod limits;
 
 use serde::{Deserialize, Serialize};
