@@ -37,6 +37,25 @@ class ReceiptStore(Protocol):
     def put(self, settlement_id: str, order_id: str, receipt: WorkReceipt) -> None: ...
 
 
+class _PruneSchedule:
+    """When a store prunes: every ``every`` puts (at least 1), by ``clock`` in whole seconds since the epoch."""
+
+    def __init__(self, every: int, clock: Callable[[], float]) -> None:
+        if every < 1:
+            raise ValueError("prune_every must be at least 1")
+        self._every = every
+        self._clock = clock
+        self._puts = 0
+
+    def now_s(self) -> int:
+        return int(self._clock())
+
+    def counted_put_is_due(self) -> bool:
+        """Counts one put; true on every ``every``-th."""
+        self._puts += 1
+        return self._puts % self._every == 0
+
+
 class MemoryReceiptStore:
     """Receipts in this process only: a restart forgets them (tests, or work that is harmless to repeat).
 
@@ -52,11 +71,7 @@ class MemoryReceiptStore:
     ) -> None:
         self._receipts: dict[str, tuple[WorkReceipt, int]] = {}
         self._lock = threading.Lock()
-        if prune_every < 1:
-            raise ValueError("prune_every must be at least 1")
-        self._prune_every = prune_every
-        self._clock = clock
-        self._puts = 0
+        self._schedule = _PruneSchedule(prune_every, clock)
 
     def get(self, settlement_id: str) -> Optional[WorkReceipt]:
         with self._lock:
@@ -65,9 +80,8 @@ class MemoryReceiptStore:
 
     def put(self, settlement_id: str, order_id: str, receipt: WorkReceipt) -> None:
         with self._lock:
-            self._receipts.setdefault(settlement_id, (receipt, int(self._clock())))
-            self._puts += 1
-            if self._puts % self._prune_every == 0:
+            self._receipts.setdefault(settlement_id, (receipt, self._schedule.now_s()))
+            if self._schedule.counted_put_is_due():
                 self._prune(contract.WORK_RECEIPT_RETENTION_S)
 
     def prune(self, older_than_s: int = contract.WORK_RECEIPT_RETENTION_S) -> int:
@@ -76,7 +90,7 @@ class MemoryReceiptStore:
             return self._prune(older_than_s)
 
     def _prune(self, older_than_s: int) -> int:
-        cutoff = int(self._clock()) - older_than_s
+        cutoff = self._schedule.now_s() - older_than_s
         old = [sid for sid, (_, created_at) in self._receipts.items() if created_at < cutoff]
         for sid in old:
             del self._receipts[sid]
@@ -99,11 +113,7 @@ class SqliteReceiptStore:
     ) -> None:
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
-        if prune_every < 1:
-            raise ValueError("prune_every must be at least 1")
-        self._prune_every = prune_every
-        self._clock = clock
-        self._puts = 0
+        self._schedule = _PruneSchedule(prune_every, clock)
         with self._lock:
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = FULL")
@@ -127,10 +137,9 @@ class SqliteReceiptStore:
         with self._lock:
             self._conn.execute(
                 "INSERT OR IGNORE INTO work_receipts VALUES (?, ?, ?, ?, ?, ?)",
-                (settlement_id, order_id, receipt.status, receipt.content_type, receipt.body, int(self._clock())),
+                (settlement_id, order_id, receipt.status, receipt.content_type, receipt.body, self._schedule.now_s()),
             )
-            self._puts += 1
-            if self._puts % self._prune_every == 0:
+            if self._schedule.counted_put_is_due():
                 self._prune(contract.WORK_RECEIPT_RETENTION_S)
 
     def prune(self, older_than_s: int = contract.WORK_RECEIPT_RETENTION_S) -> int:
@@ -140,7 +149,7 @@ class SqliteReceiptStore:
 
     def _prune(self, older_than_s: int) -> int:
         cursor = self._conn.execute(
-            "DELETE FROM work_receipts WHERE created_at < ?", (int(self._clock()) - older_than_s,)
+            "DELETE FROM work_receipts WHERE created_at < ?", (self._schedule.now_s() - older_than_s,)
         )
         return cursor.rowcount
 

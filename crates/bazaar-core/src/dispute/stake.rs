@@ -13,9 +13,7 @@ use serde_json::json;
 
 impl Batch<'_> {
     pub(crate) fn stake_lock(&mut self, command: &Caller<'_>, amount: Amount) -> Result<Locked, Refusal> {
-        if command.actor.kind != MemberKind::Agent {
-            return refuse(Code::NotPermitted, "Stake is locked by merchant agents; this caller is not an agent.");
-        }
+        command.require_agent("Stake is locked by merchant agents")?;
         let me = command.actor.id.clone();
         let balance = AccountId::of_member(&me);
         let mut stake = self.stake_record(&me);

@@ -1,8 +1,8 @@
 //! Who asks, under which idempotency key: the part of a command the kernel
 //! needs, whatever capability the command belongs to.
 
-use crate::kernel::model::Member;
-use crate::kernel::refusal::Refusal;
+use crate::kernel::model::{Member, MemberKind};
+use crate::kernel::refusal::{Code, Refusal};
 
 /// The result of one command, as stored under an idempotency key and as
 /// replayed: a JSON receipt or a refusal.
@@ -25,9 +25,46 @@ pub struct Caller<'c> {
     pub idem: Option<&'c Idem>,
 }
 
+impl Caller<'_> {
+    /// Refuses a caller that is not an agent (an owner, its session, the
+    /// operator) for an act only agents do: 403 `not_permitted`, `who` saying
+    /// whose act it is. (`not_an_agent` is the answer about a *target*.)
+    pub(crate) fn require_agent(&self, who: &str) -> Result<(), Refusal> {
+        if self.actor.kind == MemberKind::Agent {
+            return Ok(());
+        }
+        Err(Refusal::new(Code::NotPermitted, format!("{who}; this caller is not an agent.")))
+    }
+}
+
 /// What the kernel's batch driver needs of a command: its caller and a stable
 /// name (for idempotency scopes, metrics and `refusal.recorded` events).
 pub trait Request {
     fn caller(&self) -> Caller<'_>;
     fn name(&self) -> &'static str;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazaar_types::{MemberId, Timestamp};
+
+    #[test]
+    fn only_an_agent_passes_require_agent_and_the_rest_are_not_permitted() {
+        let member = |kind| Member {
+            id: MemberId("did:key:zX".into()),
+            kind,
+            owner: None,
+            handle: "x".into(),
+            created_at: Timestamp(0),
+        };
+        let agent = member(MemberKind::Agent);
+        assert!(Caller { actor: &agent, idem: None }.require_agent("Stake is locked by agents").is_ok());
+        for kind in [MemberKind::Owner, MemberKind::Operator, MemberKind::Registry] {
+            let other = member(kind);
+            let refused = Caller { actor: &other, idem: None }.require_agent("Stake is locked by agents").unwrap_err();
+            assert_eq!(refused.code, Code::NotPermitted, "{kind:?}: 403, never 422 not_an_agent");
+            assert_eq!(refused.detail, "Stake is locked by agents; this caller is not an agent.");
+        }
+    }
 }

@@ -6,7 +6,6 @@ use super::events::{ListingCreated, ListingPut, ListingUpdated};
 use super::receipts::ListingView;
 use super::rules::Terms;
 use crate::kernel::batch::Batch;
-use crate::kernel::model::MemberKind;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::*;
@@ -169,12 +168,7 @@ pub struct SearchRecord {
 
 impl Batch<'_> {
     pub(crate) fn put_listing(&mut self, command: &Caller<'_>, spec: &ListingSpec) -> Result<ListingView, Refusal> {
-        if command.actor.kind != MemberKind::Agent {
-            return Err(Refusal::new(
-                Code::NotPermitted,
-                "Listings are made by sellers' agents; this caller is not an agent.",
-            ));
-        }
+        command.require_agent("Listings are made by sellers' agents")?;
         spec.check()?;
         let id = listing_id(&command.actor.id, &spec.sku);
         let existing = self.load::<Listing>(&id);

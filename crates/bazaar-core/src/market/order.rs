@@ -309,9 +309,7 @@ impl Batch<'_> {
             return refuse(Code::IdempotencyKeyRequired, "An order needs an Idempotency-Key.");
         };
         let buyer = command.actor.clone();
-        if buyer.kind != MemberKind::Agent {
-            return refuse(Code::NotPermitted, "Orders are placed by buyers' agents; this caller is not an agent.");
-        }
+        command.require_agent("Orders are placed by buyers' agents")?;
         let Some(owner) = buyer.owner.clone() else {
             return refuse(Code::NotPermitted, "An agent without an owner here cannot place storefront orders.");
         };

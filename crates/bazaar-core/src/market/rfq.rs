@@ -8,7 +8,6 @@ use super::receipts::{Closed, OfferRecorded};
 use super::rules::*;
 use crate::kernel::batch::Batch;
 use crate::kernel::docs::parties_with;
-use crate::kernel::model::MemberKind;
 use crate::kernel::refusal::{Code, Refusal};
 use crate::kernel::request::Caller;
 use bazaar_types::limits::*;
@@ -120,12 +119,7 @@ impl Batch<'_> {
         request: &Request,
         invited: &[(MemberId, ListingId)],
     ) -> Result<Rfq, Refusal> {
-        if command.actor.kind != MemberKind::Agent {
-            return Err(Refusal::new(
-                Code::NotPermitted,
-                "Requests for quote are made by buyers' agents; this caller is not an agent.",
-            ));
-        }
+        command.require_agent("Requests for quote are made by buyers' agents")?;
         let Some(idem) = &command.idem else {
             return Err(Refusal::new(Code::IdempotencyKeyRequired, "A request for quote needs an Idempotency-Key."));
         };
