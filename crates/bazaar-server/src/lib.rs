@@ -46,6 +46,7 @@ pub mod registry;
 pub mod relay;
 pub mod relying_party;
 pub mod reprice;
+pub mod reputation_fold;
 pub mod router;
 pub mod schemas;
 pub mod search_tally;

@@ -36,11 +36,20 @@ pub const HELP: &[(&str, &str)] = &[
         "Relay events not forwarded to other nodes' live feeds (stored all the same).",
     ),
     ("bazaar_cluster_claims_unknown_total", "In-flight claims answered locally because the bus was unreachable."),
+    (
+        "bazaar_reputation_events_folded_total",
+        "Ledger events this node folded into reputation (after the snapshot it took up, if any).",
+    ),
 ];
 
 /// Gauges: a value set, not summed.
-pub const GAUGE_HELP: &[(&str, &str)] =
-    &[("bazaar_cluster_lease_held", "1 while this node holds the named lease (the work under it runs here), else 0.")];
+pub const GAUGE_HELP: &[(&str, &str)] = &[
+    ("bazaar_cluster_lease_held", "1 while this node holds the named lease (the work under it runs here), else 0."),
+    (
+        "bazaar_reputation_snapshot_seq",
+        "The ledger seq of the reputation snapshot this node last took up or wrote (0: none yet).",
+    ),
+];
 
 impl Metrics {
     pub fn add(&self, name: &'static str, labels: String, value: f64) {

@@ -30,8 +30,8 @@ pub struct AppState {
     pub public_url: std::sync::RwLock<Option<String>>,
     /// The WebAuthn relying party, built from `public_url` when passkeys are first used.
     pub relying_parties: crate::relying_party::RelyingParties,
-    /// The reputation fold, caught up from the event ledger on each read.
-    pub reputation: tokio::sync::Mutex<bazaar_core::reputation::Ledger>,
+    /// The reputation fold, caught up from the event ledger on each read and snapshotted in the store.
+    pub reputation: crate::reputation_fold::Fold,
     /// HTTP client for peer registries (bounded by `FEDERATION_HTTP_TIMEOUT_MS`).
     pub http: reqwest::Client,
     pub metrics: metrics::Metrics,
@@ -92,8 +92,8 @@ impl AppState {
             gauge("chamber_streams", streams as u64, Some(STREAM_CONNECTIONS_MAX)),
             gauge("chamber_broadcast", broadcast as u64, Some(STREAM_BROADCAST_MAX)),
         ];
-        if let Ok(fold) = self.reputation.try_lock() {
-            caches.push(gauge("reputation_fold", fold.entries(), None));
+        if let Some(fold) = self.reputation.stats() {
+            caches.push(gauge("reputation_fold", fold.entries, None));
         }
         // Pruned of idle callers every `RATE_PRUNE_EVERY` checks: no fixed bound.
         let (credentials, addresses) = self.edge.get().map_or((0, 0), |edge| edge.tracked());

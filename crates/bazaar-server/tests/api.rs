@@ -556,6 +556,12 @@ impl Store for StalledWriter {
     async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, bazaar_store::StoreError> {
         self.inner.unmet_searches(limit).await
     }
+    async fn fold_snapshot(&self, name: &str) -> Result<Option<bazaar_store::FoldSnapshot>, bazaar_store::StoreError> {
+        self.inner.fold_snapshot(name).await
+    }
+    async fn save_fold_snapshot(&self, snapshot: &bazaar_store::FoldSnapshot) -> Result<(), bazaar_store::StoreError> {
+        self.inner.save_fold_snapshot(snapshot).await
+    }
     async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, bazaar_store::StoreError> {
         self.inner.due_docs(now, limit).await
     }
@@ -889,4 +895,87 @@ async fn metrics_name_every_cache_with_its_bound_and_one_evicts_at_it() {
     assert!(value("bazaar_tokio_tasks") >= 1);
     let rss = value("bazaar_process_resident_bytes");
     assert!(rss > 1024 * 1024 && rss >= value("bazaar_process_resident_anon_bytes"), "{rss}");
+}
+
+/// Events this node has folded into reputation, from its `/metrics` counter.
+fn events_folded(state: &AppState) -> u64 {
+    let text = state.metrics.render();
+    let line = text.lines().find(|l| l.starts_with("bazaar_reputation_events_folded_total ")).unwrap_or("x 0");
+    line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64
+}
+
+/// A node that starts on a store other nodes wrote takes up the reputation snapshot there and folds only the
+/// events after it, to the same figures as a node that folded from genesis; a snapshot that does not match the
+/// ledger at its seq (or of another formula) is passed over for a fold from genesis, with the same figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_node_folds_reputation_forward_from_the_stored_snapshot() {
+    use bazaar_server::federation::reputation::reputation_of;
+    use bazaar_server::reputation_fold::SNAPSHOT_NAME;
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "fold", 100_000).await;
+    let merchant_id = MemberId(merchant.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string());
+    let pay = |order: String| {
+        let (buyer, merchant, shop) = (buyer.clone(), merchant.clone(), shop.clone());
+        async move {
+            let token = buyer.issue_token(&shop, 500, &order, "https://shop/x").await.unwrap().body["token"].clone();
+            merchant.settle(token.as_str().unwrap(), 500, &order, None).await.unwrap();
+        }
+    };
+    for i in 0..4 {
+        pay(format!("fold-{i}")).await;
+    }
+    r.state.reputation.snapshot_every(1);
+    let first = reputation_of(&r.state, &merchant_id).await.unwrap();
+    let at = first["as_of"]["ledger_seq"].as_u64().unwrap();
+    let mut snapshot = None;
+    for _ in 0..200 {
+        snapshot = r.state.store.fold_snapshot(SNAPSHOT_NAME).await.unwrap();
+        if snapshot.as_ref().is_some_and(|s| s.seq == at) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let snapshot = snapshot.expect("the first node wrote its fold down");
+    assert_eq!((snapshot.seq, snapshot.head.as_str()), (at, first["as_of"]["ledger_head"].as_str().unwrap()));
+    assert_eq!(events_folded(&r.state), at, "the first node folded from genesis: no snapshot yet");
+    for i in 4..7 {
+        pay(format!("fold-{i}")).await;
+    }
+
+    let second = boot(r.state.store.clone(), r.clock.clone(), config(), None).await.unwrap().state;
+    let resumed = reputation_of(&second, &merchant_id).await.unwrap();
+    let head = resumed["as_of"]["ledger_seq"].as_u64().unwrap();
+    assert!(head > snapshot.seq + 3, "three more calls after the snapshot: {head} vs {}", snapshot.seq);
+    assert_eq!(events_folded(&second), head - snapshot.seq, "the new node folded only what came after the snapshot");
+    let whole = reputation_of(&r.state, &merchant_id).await.unwrap();
+    assert_eq!(resumed, whole, "the same figures as the node that folded from genesis");
+    assert_eq!(resumed["local"]["excludedSameOwner"], 7, "all seven calls are in the fold: {resumed}");
+
+    // A snapshot whose head is not this ledger's at its seq: the node folds from genesis, to the same figures.
+    let mut forged: Value = serde_json::from_slice(&snapshot.body).unwrap();
+    forged["fold"]["seq"] = json!(head);
+    forged["fold"]["head"] = json!("forged");
+    let forged = bazaar_store::FoldSnapshot {
+        name: SNAPSHOT_NAME.into(),
+        seq: head,
+        head: "forged".into(),
+        body: serde_json::to_vec(&forged).unwrap(),
+    };
+    r.state.store.save_fold_snapshot(&forged).await.unwrap();
+    let third = boot(r.state.store.clone(), r.clock.clone(), config(), None).await.unwrap().state;
+    let refolded = reputation_of(&third, &merchant_id).await.unwrap();
+    let head = refolded["as_of"]["ledger_seq"].as_u64().unwrap();
+    assert_eq!(events_folded(&third), head, "a forged snapshot is passed over: folded from genesis");
+    assert_eq!(refolded["local"], whole["local"]);
+
+    // A snapshot of another formula: the same.
+    let mut older: Value = serde_json::from_slice(&snapshot.body).unwrap();
+    older["formula"] = json!("bazaar-rep-v0");
+    older["fold"]["seq"] = json!(head + 1);
+    let older = bazaar_store::FoldSnapshot { seq: head + 1, body: serde_json::to_vec(&older).unwrap(), ..forged };
+    r.state.store.save_fold_snapshot(&older).await.unwrap();
+    let fourth = boot(r.state.store.clone(), r.clock.clone(), config(), None).await.unwrap().state;
+    let refolded = reputation_of(&fourth, &merchant_id).await.unwrap();
+    assert_eq!(events_folded(&fourth), refolded["as_of"]["ledger_seq"].as_u64().unwrap());
+    assert_eq!(refolded["local"], whole["local"]);
 }

@@ -41,7 +41,7 @@ use bazaar_core::command::Command;
 use bazaar_core::model::*;
 use bazaar_pg::Database;
 use bazaar_store::writer::Writer;
-use bazaar_store::{SearchCount, Store, StoreError, TokenView};
+use bazaar_store::{FoldSnapshot, SearchCount, Store, StoreError, TokenView};
 use bazaar_types::{AccountId, Clock, MemberId, OrderId, Timestamp, TokenId};
 use rows::{bound, ACCOUNT_COLUMNS, BUDGET_COLUMNS, CREDENTIAL_COLUMNS, EVENT_COLUMNS};
 use rows::{CREDENTIAL_WIDTH, DOC_COLUMNS, TOKEN_WIDTH, TRANSFER_COLUMNS};
@@ -418,6 +418,31 @@ impl Store for PostgresStore {
         let (queries, counts, hits, first, last) = search_columns(searches);
         let params: [&(dyn ToSql + Sync); 5] = [&queries, &counts, &hits, &first, &last];
         r.client.execute(&r.st.record_searches, &params).await.map_err(pg_error)?;
+        Ok(())
+    }
+
+    async fn fold_snapshot(&self, name: &str) -> Result<Option<FoldSnapshot>, StoreError> {
+        let r = self.reader().await?;
+        let sql = "SELECT seq, head, body FROM fold_snapshots WHERE name = $1";
+        let Some(row) = r.client.query_opt(sql, &[&name]).await.map_err(pg_error)? else { return Ok(None) };
+        let seq: i64 = rows::get(&row, 0)?;
+        Ok(Some(FoldSnapshot {
+            name: name.to_string(),
+            seq: seq.max(0) as u64,
+            head: rows::get(&row, 1)?,
+            body: rows::get(&row, 2)?,
+        }))
+    }
+
+    async fn save_fold_snapshot(&self, snapshot: &FoldSnapshot) -> Result<(), StoreError> {
+        let r = self.reader().await?;
+        // One statement on a read connection, never the writer's; the later seq wins whichever node writes last.
+        let sql = "INSERT INTO fold_snapshots (name, seq, head, body) VALUES ($1, $2, $3, $4) ON CONFLICT (name) \
+            DO UPDATE SET seq = EXCLUDED.seq, head = EXCLUDED.head, body = EXCLUDED.body \
+            WHERE EXCLUDED.seq > fold_snapshots.seq";
+        let seq = snapshot.seq.min(i64::MAX as u64) as i64;
+        let params: [&(dyn ToSql + Sync); 4] = [&snapshot.name, &seq, &snapshot.head, &snapshot.body];
+        r.client.execute(sql, &params).await.map_err(pg_error)?;
         Ok(())
     }
 

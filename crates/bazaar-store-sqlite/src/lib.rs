@@ -11,7 +11,7 @@ use bazaar_core::command::{Command, Keys};
 use bazaar_core::model::*;
 use bazaar_core::state::{Changes, Snapshot};
 use bazaar_store::writer::Writer;
-use bazaar_store::{Engine, SearchCount, Store, StoreError, TokenView};
+use bazaar_store::{Engine, FoldSnapshot, SearchCount, Store, StoreError, TokenView};
 use bazaar_types::{AccountId, Clock, MemberId, OrderId, Timestamp, TokenId};
 use rows::*;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -30,6 +30,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0008_credential_scopes", include_str!("../migrations/0008_credential_scopes.sql")),
     ("0009_members_by_owner", include_str!("../migrations/0009_members_by_owner.sql")),
     ("0010_settle_keys_name_the_token", include_str!("../migrations/0010_settle_keys_name_the_token.sql")),
+    ("0011_fold_snapshots", include_str!("../migrations/0011_fold_snapshots.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;
@@ -523,6 +524,40 @@ impl Store for SqliteStore {
             rows.collect()
         })
         .await
+    }
+
+    async fn fold_snapshot(&self, name: &str) -> Result<Option<FoldSnapshot>, StoreError> {
+        let name = name.to_string();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached("SELECT seq, head, body FROM fold_snapshots WHERE name = ?1")?;
+            stmt.query_row(params![name], |r| {
+                Ok(FoldSnapshot {
+                    name: name.clone(),
+                    seq: r.get::<_, i64>(0)? as u64,
+                    head: r.get(1)?,
+                    body: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+        .await
+    }
+
+    async fn save_fold_snapshot(&self, snapshot: &FoldSnapshot) -> Result<(), StoreError> {
+        let (conn, snapshot) = (self.searches.clone(), snapshot.clone());
+        // The searches connection: a write of its own, off the writer and off the async workers.
+        tokio::task::spawn_blocking(move || {
+            let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            conn.execute(
+                "INSERT INTO fold_snapshots VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE \
+                 SET seq = excluded.seq, head = excluded.head, body = excluded.body WHERE excluded.seq > seq",
+                params![snapshot.name, snapshot.seq.min(i64::MAX as u64) as i64, snapshot.head, snapshot.body],
+            )
+            .map(drop)
+            .map_err(unavailable)
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("fold snapshot writer: {e}")))?
     }
 
     async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, StoreError> {

@@ -231,6 +231,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("idempotency_records_expire", |f| Box::pin(idempotency_records_expire(f))),
     ("listings_search_and_demand", |f| Box::pin(listings_search_and_demand(f))),
     ("searches_are_recorded_off_the_writer", |f| Box::pin(searches_are_recorded_off_the_writer(f))),
+    ("fold_snapshots_only_move_forward", |f| Box::pin(fold_snapshots_only_move_forward(f))),
 ];
 
 /// Runs every case against fresh stores from `open`, naming each as it goes.
@@ -928,4 +929,31 @@ async fn searches_are_recorded_off_the_writer(f: Fixture) {
     let unmet: Vec<(String, u64, Timestamp)> = f.store.unmet_searches(10).await.unwrap();
     assert_eq!(unmet, [("teapot".to_string(), 6, f.clock.now())], "counts add; the stale batch's hits lose");
     assert!(f.audit().await.ok);
+}
+
+/// A fold snapshot reads back byte for byte; a later seq replaces it, an
+/// earlier one (a slower node writing what it folded) never does; names are
+/// kept apart; and writing one commits nothing to the ledger.
+async fn fold_snapshots_only_move_forward(f: Fixture) {
+    use crate::FoldSnapshot;
+    assert_eq!(f.store.fold_snapshot("reputation").await.unwrap(), None);
+    let head_before = f.store.head().await.unwrap();
+    let at = |seq: u64, body: &[u8]| FoldSnapshot {
+        name: "reputation".into(),
+        seq,
+        head: format!("hash-{seq}"),
+        body: body.to_vec(),
+    };
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    f.store.save_fold_snapshot(&at(10, &big)).await.unwrap();
+    assert_eq!(f.store.fold_snapshot("reputation").await.unwrap(), Some(at(10, &big)));
+    f.store.save_fold_snapshot(&at(25, b"later")).await.unwrap();
+    f.store.save_fold_snapshot(&at(12, b"older")).await.unwrap();
+    f.store.save_fold_snapshot(&at(25, b"same seq")).await.unwrap();
+    assert_eq!(f.store.fold_snapshot("reputation").await.unwrap(), Some(at(25, b"later")));
+    let other = FoldSnapshot { name: "other".into(), ..at(3, b"x") };
+    f.store.save_fold_snapshot(&other).await.unwrap();
+    assert_eq!(f.store.fold_snapshot("other").await.unwrap(), Some(other));
+    assert_eq!(f.store.fold_snapshot("reputation").await.unwrap().map(|s| s.seq), Some(25));
+    assert_eq!(f.store.head().await.unwrap(), head_before, "a snapshot is not a ledger write");
 }

@@ -55,6 +55,18 @@ pub struct SearchCount {
     pub last_at: Timestamp,
 }
 
+/// A fold of the event ledger written down at `seq` (whose event hash is
+/// `head`), so a node takes it up there instead of folding from genesis: the
+/// reputation fold is one (`Ledger::snapshot` in `bazaar_core::reputation`).
+/// Derived state: never part of the ledger, its audit or its chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoldSnapshot {
+    pub name: String,
+    pub seq: u64,
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
 /// One in-memory structure that grows with use, as `/metrics` shows it
 /// (`bazaar_cache_entries{cache=…}`): its entries now and its bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -154,6 +166,12 @@ pub trait Store: Send + Sync + 'static {
     /// Recorded searches that found nothing the last time, most frequent first:
     /// (normalised query, times searched, last searched).
     async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, StoreError>;
+    /// The snapshot of the fold `name`, if one was written.
+    async fn fold_snapshot(&self, name: &str) -> Result<Option<FoldSnapshot>, StoreError>;
+    /// Writes a fold snapshot off the writer (as searches are), replacing the
+    /// one under its name only if this one is at a later seq: nodes writing at
+    /// once never move a snapshot back.
+    async fn save_fold_snapshot(&self, snapshot: &FoldSnapshot) -> Result<(), StoreError>;
     /// Documents whose `due_at` is at or before `now`, earliest first: the sweeper's work list.
     async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, StoreError>;
 }

@@ -181,6 +181,11 @@ pub const REPUTATION_HALF_LIFE_DAYS: i64 = 180;
 pub const REPUTATION_SUCCESSES_PER_OWNER_WEEK: u64 = 1;
 /// Events one reputation catch-up reads per page.
 pub const REPUTATION_EVENTS_PAGE_MAX: usize = 2_000;
+/// A node writes its reputation fold down in the store each time it has folded
+/// this many events past the last snapshot; a node starting up folds forward
+/// from that snapshot, so at most this many events (plus those since) instead
+/// of the whole ledger.
+pub const REPUTATION_SNAPSHOT_EVERY_EVENTS: u64 = 50_000;
 /// A trust passport is valid this long after it is issued.
 pub const PASSPORT_VALIDITY_S: u64 = 24 * 60 * 60;
 /// Passports one subject may be issued per UTC day (each is recorded on the ledger).

@@ -40,7 +40,7 @@ const BPS: u64 = 10_000;
 const DAY_MS: i64 = 86_400_000;
 
 /// One piece of settled work a member was paid for: a paid call or a milestone.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Work {
     /// Who paid for it.
     pub buyer: MemberId,
@@ -51,7 +51,7 @@ pub struct Work {
 }
 
 /// A dispute mark against a seller, counted in the figures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mark {
     Filed,
     Lost,
@@ -61,7 +61,7 @@ pub enum Mark {
 }
 
 /// Everything the fold knows about one member as a seller.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     /// Keyed by the work's subject key (see [`Subject::key`]).
     pub work: BTreeMap<String, Work>,
@@ -140,7 +140,10 @@ pub struct Combined {
 }
 
 /// The fold: feed it every event in order, then ask for any member's figures.
-#[derive(Clone, Debug, Default)]
+/// It can be written down at the seq it has reached ([`Ledger::snapshot`]) and
+/// taken up again there ([`Ledger::restore`]), so a node folds forward from a
+/// snapshot instead of from genesis.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
     /// The last event observed.
     pub seq: u64,
@@ -153,6 +156,27 @@ pub struct Ledger {
     /// Work entries and marks held across every record: counted as they are
     /// added, so [`Ledger::entries`] costs nothing to read.
     held: u64,
+}
+
+/// The shape of a written-down fold; bump it whenever [`Ledger`]'s fields change.
+pub const SNAPSHOT_FORMAT: &str = "bazaar-rep-fold-v1";
+
+/// A fold snapshot that cannot be taken up: the node folds from genesis instead.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// Written by another version of the fold's shape or of the formula: its
+    /// figures may follow other rules, so it is folded again from genesis.
+    #[error("snapshot is {found}, this registry folds {expected}")]
+    Stale { found: String, expected: String },
+    #[error("snapshot does not decode: {0}")]
+    Undecodable(String),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Written<L> {
+    format: String,
+    formula: String,
+    fold: L,
 }
 
 /// The event's body as its capability's type, if it decodes as one.
@@ -220,6 +244,32 @@ impl Ledger {
     pub fn entries(&self) -> u64 {
         let maps = self.owners.len() + self.contract_buyers.len() + self.records.len() + self.passports.len();
         maps as u64 + self.held
+    }
+
+    /// The fold written down (JSON, tagged with [`SNAPSHOT_FORMAT`] and
+    /// [`FORMULA`]) as of [`Ledger::seq`] and [`Ledger::head`].
+    pub fn snapshot(&self) -> Vec<u8> {
+        let written = Written { format: SNAPSHOT_FORMAT.into(), formula: FORMULA.into(), fold: self };
+        serde_json::to_vec(&written).expect("the fold serializes")
+    }
+
+    /// Takes up a fold written by [`Ledger::snapshot`]; feed it the events after
+    /// its `seq`. The caller checks `head` against its own ledger at that seq.
+    pub fn restore(bytes: &[u8]) -> Result<Ledger, SnapshotError> {
+        #[derive(Deserialize)]
+        struct Tag {
+            format: String,
+            formula: String,
+        }
+        let tag: Tag = serde_json::from_slice(bytes).map_err(|e| SnapshotError::Undecodable(e.to_string()))?;
+        let expected = format!("{SNAPSHOT_FORMAT}/{FORMULA}");
+        let found = format!("{}/{}", tag.format, tag.formula);
+        if found != expected {
+            return Err(SnapshotError::Stale { found, expected });
+        }
+        let written: Written<Ledger> =
+            serde_json::from_slice(bytes).map_err(|e| SnapshotError::Undecodable(e.to_string()))?;
+        Ok(written.fold)
     }
 
     pub fn record(&self, member: &MemberId) -> Option<&Record> {

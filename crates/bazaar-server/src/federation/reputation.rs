@@ -42,18 +42,9 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(verify_passport_route))
 }
 
-/// The reputation fold, caught up to the ledger's head.
-pub async fn caught_up(state: &AppState) -> Result<tokio::sync::MutexGuard<'_, Ledger>, Problem> {
-    let mut ledger = state.reputation.lock().await;
-    loop {
-        let page = state.store.events(ledger.seq, REPUTATION_EVENTS_PAGE_MAX).await?;
-        for event in &page {
-            ledger.observe(event);
-        }
-        if page.len() < REPUTATION_EVENTS_PAGE_MAX {
-            return Ok(ledger);
-        }
-    }
+/// The reputation fold, caught up to the ledger's head (see `reputation_fold`).
+pub async fn caught_up(state: &AppState) -> Result<tokio::sync::MappedMutexGuard<'_, Ledger>, Problem> {
+    Ok(state.reputation.caught_up(&state.store, &state.metrics).await?)
 }
 
 async fn imports_of(state: &AppState, subject: &MemberId) -> Result<Vec<Imported>, Problem> {
