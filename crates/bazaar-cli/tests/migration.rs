@@ -94,7 +94,8 @@ async fn its_documents_decode_as_this_builds_types() {
             | DocKind::ServiceAuthorization
             | DocKind::Hire
             | DocKind::Lease
-            | DocKind::Terms => {
+            | DocKind::Terms
+            | DocKind::Recovery => {
                 panic!("the fixture predates bounties")
             }
         }

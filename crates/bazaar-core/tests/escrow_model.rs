@@ -2304,6 +2304,7 @@ impl World {
                 | DocKind::Peer
                 | DocKind::Import
                 | DocKind::Relay
+                | DocKind::Recovery
                 | DocKind::Listing
                 | DocKind::Rfq
                 | DocKind::Order

@@ -149,6 +149,8 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (0usize..6).prop_map(Step::Present),
         4 => (0usize..6, any::<bool>(), any::<bool>()).prop_map(|(order, lose_request, lose_answer)| Step::Call { order, lose_request, lose_answer }),
         1 => (1u64..400).prop_map(Step::Wait),
+        // Past the retry window: relays still unanswered stick at their next unanswered attempt.
+        1 => Just(Step::Wait(federation::RELAY_RETRY_WINDOW_S + 1)),
     ]
 }
 
@@ -248,7 +250,7 @@ impl World {
             .docs
             .get(&(DocKind::Relay, claims.jti.to_string()))
             .map(|row| decode::<Relay>(row).unwrap())
-            .filter(|r| r.state == RelayState::Pending);
+            .filter(|r| matches!(r.state, RelayState::Pending | RelayState::Stuck));
         let Some(relay) = pending else { return };
         let result = if lose_request {
             RelayResult::Unreachable
@@ -281,12 +283,27 @@ impl World {
         self.b.ok(&registry, op, self.now);
     }
 
-    /// B's sweeper: every pending relay retried until A answers (no more losses).
+    /// B's relay, as it stands.
+    fn relay(&self, claims: &TokenClaims) -> Option<Relay> {
+        let row = self.b.db.rows.docs.get(&(DocKind::Relay, claims.jti.to_string()))?;
+        Some(decode::<Relay>(row).unwrap())
+    }
+
+    /// B's sweeper: every pending relay retried until A answers (no more losses); B's operator
+    /// retries the stuck ones first, as its recovery records tell it to.
     fn quiesce(&mut self) {
         for _ in 0..3 {
             let orders: Vec<usize> = self.tokens.keys().copied().collect();
             for order in orders {
                 let claims = self.tokens[&order].clone();
+                if self.relay(&claims).is_some_and(|r| r.state == RelayState::Stuck) {
+                    let operator = self.b.operator.clone();
+                    self.b.ok(
+                        &operator,
+                        Op::Federation(federation::Op::RelayRetry { jti: claims.jti.clone() }),
+                        self.now,
+                    );
+                }
                 self.call(&claims, false, false);
             }
         }
@@ -399,6 +416,63 @@ fn a_relay_retried_after_the_issuer_forgot_the_call_settles_once() {
     let registry = world.b.registry.clone();
     let shown = world.b.ok(&registry, finish, world.now);
     assert_eq!(shown["state"], "failed", "another amount's settlement is not this relay's: {shown}");
+}
+
+/// A relay A does not answer for `RELAY_RETRY_WINDOW_S` sticks: no longer due for the sweeper, a recovery
+/// record for B's operator, no money moved on B. Only the operator retries it (another window), and once A
+/// answers it settles once and the record says so. Retrying a relay that is not stuck is refused.
+#[test]
+fn a_relay_unanswered_past_the_window_sticks_for_the_operator_and_settles_once_retried() {
+    use bazaar_core::federation::{Recovery, RELAY_RETRY_WINDOW_S};
+    let mut world = world();
+    world.apply(&Step::Issue(0));
+    world.apply(&Step::Present(0));
+    let claims = world.tokens[&0].clone();
+    let due = |world: &World| world.b.db.rows.docs[&(DocKind::Relay, claims.jti.to_string())].due_at;
+    let recovery = |world: &World| {
+        world.b.db.rows.docs.get(&(DocKind::Recovery, claims.jti.to_string())).map(|r| decode::<Recovery>(r).unwrap())
+    };
+    world.apply(&Step::Call { order: 0, lose_request: false, lose_answer: true });
+    assert_eq!(world.a.db.rows.settlements_by_token.len(), 1, "A settled; B never heard");
+    world.apply(&Step::Wait(RELAY_RETRY_WINDOW_S - 10));
+    world.apply(&Step::Call { order: 0, lose_request: true, lose_answer: false });
+    assert_eq!(world.relay(&claims).unwrap().state, RelayState::Pending, "inside the window: retried");
+    assert!(due(&world).is_some());
+    world.apply(&Step::Wait(20));
+    world.apply(&Step::Call { order: 0, lose_request: true, lose_answer: false });
+    let stuck = world.relay(&claims).unwrap();
+    assert_eq!(stuck.state, RelayState::Stuck);
+    assert_eq!(due(&world), None, "the sweeper no longer retries it");
+    let record = recovery(&world).expect("a recovery record for the operator");
+    assert_eq!((record.state, record.attempts, record.stuck_at), (RelayState::Stuck, 3, world.now));
+    assert_eq!(
+        world.b.db.rows.docs[&(DocKind::Recovery, claims.jti.to_string())].parties,
+        vec![world.b.operator.id.clone()]
+    );
+    assert_eq!(world.b.db.rows.settlements_by_token.len(), 0, "nothing moved on B");
+    world.check(false);
+    // Another unanswered attempt (a merchant's retry) leaves it stuck and not due.
+    world.apply(&Step::Call { order: 0, lose_request: true, lose_answer: false });
+    assert_eq!((world.relay(&claims).unwrap().state, due(&world)), (RelayState::Stuck, None));
+
+    let retry = || Op::Federation(federation::Op::RelayRetry { jti: claims.jti.clone() });
+    let merchant = world.merchant_on_b.clone();
+    let refused = world.b.run(Command { actor: merchant, idem: None, op: retry() }, world.now);
+    assert_eq!(refused.outcome.unwrap_err().code.as_str(), "not_permitted", "only the operator retries");
+    let operator = world.b.operator.clone();
+    world.b.ok(&operator, retry(), world.now);
+    assert_eq!(world.relay(&claims).unwrap().state, RelayState::Pending);
+    assert_eq!(due(&world), Some(world.now), "due again now");
+    assert_eq!((recovery(&world).unwrap().state, recovery(&world).unwrap().retried), (RelayState::Pending, 1));
+    let again = world.b.run(Command { actor: operator.clone(), idem: None, op: retry() }, world.now);
+    assert_eq!(again.outcome.unwrap_err().code.as_str(), "relay_not_stuck");
+    // A answers at last (it replays or, having pruned the call, names its settlement): settled once.
+    world.apply(&Step::Call { order: 0, lose_request: false, lose_answer: false });
+    world.check(true);
+    assert_eq!(world.relay(&claims).unwrap().state, RelayState::Settled);
+    let record = recovery(&world).unwrap();
+    assert_eq!((record.state, record.resolved_at), (RelayState::Settled, Some(world.now)));
+    assert_eq!(world.b.db.rows.settlements_by_token.len(), 1, "B paid its merchant once");
 }
 
 /// A's corridor terms for B bound each token and what A may come to owe B.

@@ -465,6 +465,16 @@ impl Client {
         self.get("/v1/federation/peers").await
     }
 
+    /// Operator: relays this registry stopped retrying (`relay_stuck`), with their state now.
+    pub async fn relay_recovery(&self) -> Result<Value, SdkError> {
+        self.get("/v1/federation/recovery").await
+    }
+
+    /// Operator: retry a stuck relay now; answers the relay after that attempt.
+    pub async fn retry_relay(&self, jti: &str) -> Result<Value, SdkError> {
+        Ok(self.call(reqwest::Method::POST, &format!("/v1/federation/relays/{jti}/retry"), None, None).await?.body)
+    }
+
     pub async fn recognition(&self) -> Result<Value, SdkError> {
         self.get("/.well-known/bazaar-recognition").await
     }

@@ -317,7 +317,8 @@ pub fn check_corridors(
                 ));
             }
             if let Some(relay) = read_doc::<Relay>(peer, claims.jti.as_str()).map_err(err)? {
-                if relay.state == RelayState::Pending || (relay.state == RelayState::Settled) != peer_paid.is_some() {
+                let open = matches!(relay.state, RelayState::Pending | RelayState::Stuck);
+                if open || (relay.state == RelayState::Settled) != peer_paid.is_some() {
                     return Err(format!(
                         "token {}: relay {:?} but the peer credited {peer_paid:?}",
                         claims.jti, relay.state

@@ -192,6 +192,12 @@ pub fn relay_finish(relay: &Relay, result: RelayResult, peer: &PeerCast) -> Comm
     command(&peer.registry, None, op)
 }
 
+/// The peer's operator makes a stuck relay pending again.
+pub fn relay_retry(jti: &str, peer: &PeerCast) -> Command {
+    let op = Op::Federation(federation::Op::RelayRetry { jti: bazaar_types::TokenId(jti.to_string()) });
+    command(&peer.operator, None, op)
+}
+
 /// Settle, void and fund on the peer are not needed: the shop only sells. Funding the shop's
 /// owner keeps B's ledger non-trivial for the audit.
 pub fn mint_at_peer(peer: &PeerCast, amount: u64) -> Command {

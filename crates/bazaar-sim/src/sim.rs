@@ -14,7 +14,7 @@ use crate::flows::{contract_op, dispute_op, read_doc, Flow, Workload};
 use crate::market::Storefront;
 use crate::options::{Options, GROUP_MAX, JUMP_S, LONG_JUMP_S, START, TICK_S_MAX};
 use crate::registry::{Answers, Registry};
-use crate::relay::{relay_finish, settle_relayed, PeerCast, Relays, Side};
+use crate::relay::{relay_finish, relay_retry, settle_relayed, PeerCast, Relays, Side};
 use crate::report::{Failure, Report};
 use crate::rng::{lock, Rng, SharedRng};
 use bazaar_core::apply::Applied;
@@ -448,7 +448,10 @@ impl Sim {
     /// One call from the peer to the home registry for a pending relay, and its answer recorded at the peer.
     fn relay_attempt(&mut self, jti: &str, faulty: bool) -> Step {
         let relay = read_doc::<Relay>(self.peer.store(), jti).map_err(|e| e.to_string())?;
-        let Some(relay) = relay.filter(|r| r.state == RelayState::Pending) else { return Ok(()) };
+        // A stuck relay (no answer for RELAY_RETRY_WINDOW_S) is not swept, but a merchant's retry still attempts it.
+        let Some(relay) = relay.filter(|r| matches!(r.state, RelayState::Pending | RelayState::Stuck)) else {
+            return Ok(());
+        };
         let claims = token::peek(&relay.token).map_err(|e| format!("relay {jti}: its token: {e:?}"))?;
         let f = self.opts.faults;
         let result = if faulty && lock(&self.rng).chance(f.peer_down) {
@@ -480,6 +483,19 @@ impl Sim {
         let finish = relay_finish(&relay, result, &self.peer_cast);
         if let Some(Ok(applied)) = self.peer.submit_group(vec![finish])?.pop() {
             *self.report.outcomes.entry(format!("relay_finish {}", outcome_name(&applied.outcome))).or_default() += 1;
+        }
+        Ok(())
+    }
+
+    /// The peer's operator, reading its recovery records, retries a stuck relay by hand.
+    fn retry_if_stuck(&mut self, jti: &str) -> Step {
+        let relay = read_doc::<Relay>(self.peer.store(), jti).map_err(|e| e.to_string())?;
+        if relay.is_none_or(|r| r.state != RelayState::Stuck) {
+            return Ok(());
+        }
+        let retry = relay_retry(jti, &self.peer_cast);
+        if let Some(Ok(applied)) = self.peer.submit_group(vec![retry])?.pop() {
+            *self.report.outcomes.entry(format!("relay_retry {}", outcome_name(&applied.outcome))).or_default() += 1;
         }
         Ok(())
     }
@@ -630,6 +646,7 @@ impl Sim {
         self.set_faults(EngineFaults::NONE);
         for _ in 0..QUIESCE_ROUNDS_MAX {
             for claims in self.relays.tokens.clone() {
+                self.retry_if_stuck(&claims.jti.0)?;
                 self.relay_attempt(&claims.jti.0, false)?;
             }
         }

@@ -43,6 +43,10 @@ pub enum FederationCmd {
     },
     /// The peers this registry recognises.
     List,
+    /// Relays this registry stopped retrying (no answer from the buyer's registry for 24 h): the recovery records.
+    Recovery,
+    /// Retry one stuck relay now (by its token id); the sweeper retries it for another 24 h after that.
+    Retry { jti: String },
 }
 
 #[derive(Subcommand)]
@@ -62,6 +66,8 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                     client.add_peer(&url, &did, weight_bps, (fee_bps, per_call_max, outstanding_max)).await?
                 }
                 FederationCmd::List => client.peers().await?,
+                FederationCmd::Recovery => client.relay_recovery().await?,
+                FederationCmd::Retry { jti } => client.retry_relay(&jti).await?,
             }
         }
         Command::Keys { remote, action } => {

@@ -125,6 +125,21 @@ pub struct RelayFailed {
     pub relay: RelayFacts,
 }
 
+/// `relay.stuck`: the buyer's registry did not answer for `RELAY_RETRY_WINDOW_S`;
+/// the relay is no longer retried and its recovery record is written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayStuck {
+    #[serde(flatten)]
+    pub relay: RelayFacts,
+}
+
+/// `relay.retried`: the operator made a stuck relay pending again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayRetried {
+    #[serde(flatten)]
+    pub relay: RelayFacts,
+}
+
 /// How the merchant's registry paid out a relayed settlement.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Relayed {
@@ -159,4 +174,6 @@ crate::event_bodies!(
     PassportImported => FederationEvent::PassportImported,
     RelayOpened => FederationEvent::RelayOpened,
     RelayFailed => FederationEvent::RelayFailed,
+    RelayStuck => FederationEvent::RelayStuck,
+    RelayRetried => FederationEvent::RelayRetried,
 );

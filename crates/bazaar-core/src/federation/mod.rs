@@ -29,6 +29,8 @@ crate::event_kinds! {
         PassportImported => "passport.imported",
         RelayOpened => "relay.opened",
         RelayFailed => "relay.failed",
+        RelayStuck => "relay.stuck",
+        RelayRetried => "relay.retried",
     }
 }
 
@@ -50,6 +52,8 @@ pub enum Op {
     RelayOpen { claims: TokenClaims, token: String, amount: Amount },
     /// The registry records the issuer's answer to a relayed settlement.
     RelayFinish { jti: TokenId, merchant: MemberId, issuer: MemberId, result: RelayResult },
+    /// The operator makes a stuck relay pending again (its recovery record counts the retry).
+    RelayRetry { jti: TokenId },
     /// The registry enrolls an agent of a peer registry as a guest (its DID
     /// signature checked by the edge), or gives a returning guest a new credential.
     EnrollGuest { agent: MemberId, handle: String, credential_hash: String, home: MemberId },
@@ -66,6 +70,8 @@ impl Op {
             | Op::ImportPassport { .. }
             | Op::EnrollGuest { .. } => false,
             Op::IssueToken { .. } | Op::SettleRelayed { .. } | Op::RelayOpen { .. } | Op::RelayFinish { .. } => true,
+            // Schedules a retry; moves nothing by itself.
+            Op::RelayRetry { .. } => false,
         }
     }
 
@@ -80,6 +86,7 @@ impl Op {
             Op::SettleRelayed { .. } => "settle_relayed",
             Op::RelayOpen { .. } => "relay_open",
             Op::RelayFinish { .. } => "relay_finish",
+            Op::RelayRetry { .. } => "relay_retry",
             Op::EnrollGuest { .. } => "enroll_guest",
         }
     }
@@ -120,11 +127,16 @@ impl Op {
             }
             Op::RelayFinish { jti, merchant, issuer, .. } => {
                 keys.doc(DocKind::Relay, jti.to_string());
+                keys.doc(DocKind::Recovery, jti.to_string());
                 keys.doc(DocKind::Peer, issuer.to_string());
                 keys.accounts.insert(AccountId::corridor(issuer));
                 keys.accounts.insert(AccountId::of_member(merchant));
                 keys.accounts.insert(AccountId::fees());
                 keys.settlements_by_token.insert(jti.clone());
+            }
+            Op::RelayRetry { jti } => {
+                keys.doc(DocKind::Relay, jti.to_string());
+                keys.doc(DocKind::Recovery, jti.to_string());
             }
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 keys.members.insert(agent.clone());
@@ -150,6 +162,7 @@ impl Op {
             }
             Op::RelayOpen { claims, token, amount } => batch.relay_open(caller, claims, token, *amount)?.into(),
             Op::RelayFinish { jti, result, .. } => batch.relay_finish(caller, jti, result)?,
+            Op::RelayRetry { jti } => batch.relay_retry(caller, jti)?.into(),
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 batch.enroll_guest(caller, agent, handle, credential_hash, home)?
             }

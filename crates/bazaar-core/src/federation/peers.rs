@@ -137,6 +137,10 @@ pub enum RelayState {
     Pending,
     Settled,
     Failed,
+    /// The issuer did not answer for `RELAY_RETRY_WINDOW_S`: the sweeper no
+    /// longer retries it and a [`Recovery`] record names it to the operators.
+    /// No money has moved on this side; the issuer may or may not have settled.
+    Stuck,
 }
 
 /// A settlement this registry relays to the buyer's registry. Keyed by token id.
@@ -158,6 +162,30 @@ pub struct Relay {
     pub receipt: Option<serde_json::Value>,
     #[serde(default)]
     pub failure: Option<Refusal>,
+    /// When the current retry window began: the operator's last retry of a
+    /// stuck relay (`opened_at` until then).
+    #[serde(default)]
+    pub retry_from: Option<Timestamp>,
+}
+
+/// A relay the sweeper stopped retrying, for the operators
+/// (`GET /v1/federation/recovery`): written when the relay sticks, brought up
+/// to date when an operator retries it and when the issuer finally answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovery {
+    pub jti: TokenId,
+    pub issuer: MemberId,
+    pub merchant: MemberId,
+    pub order_id: OrderId,
+    pub amount: Amount,
+    pub opened_at: Timestamp,
+    pub stuck_at: Timestamp,
+    /// Attempts made when it stuck.
+    pub attempts: u32,
+    /// The relay's state now: `stuck`, `pending` after a retry, or how it ended.
+    pub state: RelayState,
+    pub retried: u32,
+    pub resolved_at: Option<Timestamp>,
 }
 
 impl Relay {
@@ -185,6 +213,9 @@ pub enum RelayResult {
 /// Seconds between relay retries by the sweeper, doubling per attempt up to the cap.
 pub const RELAY_RETRY_S: u64 = 2;
 pub const RELAY_RETRY_S_MAX: u64 = 60;
+/// How long a pending relay is retried without an answer before it is stuck
+/// (and its recovery record written): 24 h from opening, or from the operator's retry.
+pub const RELAY_RETRY_WINDOW_S: u64 = 24 * 60 * 60;
 
 /// Guests' handles: this prefix and the first hex digits of the SHA-256 of their DID.
 pub const GUEST_HANDLE_PREFIX: &str = "guest-";
@@ -201,6 +232,11 @@ crate::document!(ImportRecord, Import, version 1,
 
 // A relay's next retry is kept on the row (`due_at`), not in its body.
 crate::document!(Relay, Relay, version 1, id = |r| r.jti.to_string(), parties = |r| vec![r.merchant.clone()]);
+
+crate::document!(Recovery, Recovery, version 1,
+    id = |r| r.jti.to_string(),
+    parties = |_r| vec![MemberId(crate::kernel::model::OPERATOR_ID.into())],
+);
 
 pub fn guest_handle(did: &str) -> String {
     format!("{GUEST_HANDLE_PREFIX}{}", &crypto::sha256_hex(did.as_bytes())[..16])
@@ -415,6 +451,7 @@ impl Batch<'_> {
             opened_at: self.now,
             receipt: None,
             failure: None,
+            retry_from: None,
         };
         self.insert_due(&relay, Some(self.now.plus_s(RELAY_RETRY_S)));
         self.emit(command, &events::RelayOpened { relay: RelayFacts::from(&relay) });
@@ -432,7 +469,7 @@ impl Batch<'_> {
         let Some(mut relay) = self.load::<Relay>(jti.as_str()) else {
             return refuse(Code::TokenNotFound, "No relay for this token.");
         };
-        if relay.state != RelayState::Pending {
+        if !matches!(relay.state, RelayState::Pending | RelayState::Stuck) {
             return Ok(relay.status().into());
         }
         match result {
@@ -440,8 +477,15 @@ impl Batch<'_> {
             // they succeed as commands; the edge answers the merchant by the state.
             RelayResult::Unreachable => {
                 relay.attempts += 1;
-                let wait = (RELAY_RETRY_S << relay.attempts.min(5)).min(RELAY_RETRY_S_MAX);
-                self.update_due(&relay, Some(self.now.plus_s(wait)));
+                let window_from = relay.retry_from.unwrap_or(relay.opened_at);
+                if relay.state == RelayState::Stuck {
+                    self.update_due(&relay, None);
+                } else if self.now >= window_from.plus_s(RELAY_RETRY_WINDOW_S) {
+                    self.stick(command, &mut relay);
+                } else {
+                    let wait = (RELAY_RETRY_S << relay.attempts.min(5)).min(RELAY_RETRY_S_MAX);
+                    self.update_due(&relay, Some(self.now.plus_s(wait)));
+                }
                 Ok(relay.status().into())
             }
             // The issuer settled this very relay on an earlier call whose answer was lost, and has
@@ -456,6 +500,7 @@ impl Batch<'_> {
                 relay.state = RelayState::Failed;
                 relay.failure = Some(refusal.clone());
                 self.update_due(&relay, None);
+                self.resolve_recovery(&relay);
                 self.emit(command, &events::RelayFailed { relay: RelayFacts::from(&relay) });
                 Ok(relay.status().into())
             }
@@ -498,10 +543,71 @@ impl Batch<'_> {
         relay.attempts += 1;
         relay.receipt = Some(receipt.clone());
         self.update_due(&relay, None);
+        self.resolve_recovery(&relay);
         let settlement = SettlementFacts::from(&settlement);
         let relayed = Relayed { via: relay.issuer.clone(), transfers, issuer_receipt: receipt.clone() };
         self.emit(command, &events::RelaySettled { settlement: settlement.clone(), relayed: relayed.clone() });
         Ok(RelayPaid { settlement, relayed })
+    }
+}
+
+impl Batch<'_> {
+    /// The retry window ran out: stop retrying and tell the operators.
+    fn stick(&mut self, command: &Caller<'_>, relay: &mut Relay) {
+        relay.state = RelayState::Stuck;
+        self.update_due(relay, None);
+        let mut record = Recovery {
+            jti: relay.jti.clone(),
+            issuer: relay.issuer.clone(),
+            merchant: relay.merchant.clone(),
+            order_id: relay.order_id.clone(),
+            amount: relay.amount,
+            opened_at: relay.opened_at,
+            stuck_at: self.now,
+            attempts: relay.attempts,
+            state: RelayState::Stuck,
+            retried: 0,
+            resolved_at: None,
+        };
+        match self.load::<Recovery>(relay.jti.as_str()) {
+            Some(earlier) => {
+                record.retried = earlier.retried;
+                self.update(&record);
+            }
+            None => self.insert(&record),
+        }
+        self.emit(command, &events::RelayStuck { relay: RelayFacts::from(&*relay) });
+    }
+
+    /// A relay that once stuck has ended: its recovery record says how.
+    fn resolve_recovery(&mut self, relay: &Relay) {
+        if let Some(mut record) = self.load::<Recovery>(relay.jti.as_str()) {
+            record.state = relay.state;
+            record.resolved_at = Some(self.now);
+            self.update(&record);
+        }
+    }
+
+    /// The operator retries a stuck relay: pending again, retried by the
+    /// sweeper from now on for another `RELAY_RETRY_WINDOW_S`.
+    pub(crate) fn relay_retry(&mut self, command: &Caller<'_>, jti: &TokenId) -> Result<RelayStatus, Refusal> {
+        self.require(command, MemberKind::Operator, "the operator")?;
+        let Some(mut relay) = self.load::<Relay>(jti.as_str()) else {
+            return refuse(Code::TokenNotFound, "No relay for this token.");
+        };
+        if relay.state != RelayState::Stuck {
+            return Err(Refusal::new(Code::RelayNotStuck, "Only a stuck relay is retried by hand.").with(relay.view()));
+        }
+        relay.state = RelayState::Pending;
+        relay.retry_from = Some(self.now);
+        self.update_due(&relay, Some(self.now));
+        if let Some(mut record) = self.load::<Recovery>(jti.as_str()) {
+            record.state = RelayState::Pending;
+            record.retried += 1;
+            self.update(&record);
+        }
+        self.emit(command, &events::RelayRetried { relay: RelayFacts::from(&relay) });
+        Ok(relay.status())
     }
 }
 

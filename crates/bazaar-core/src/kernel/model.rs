@@ -412,6 +412,8 @@ pub enum DocKind {
     Import,
     /// A cross-registry settlement relayed to the buyer's registry.
     Relay,
+    /// A relay the sweeper stopped retrying, for the operators.
+    Recovery,
     /// A product a seller lists in the storefront.
     Listing,
     /// A buyer's request for quote, with every offer on it.
@@ -446,6 +448,7 @@ impl DocKind {
             DocKind::Peer => "peer",
             DocKind::Import => "import",
             DocKind::Relay => "relay",
+            DocKind::Recovery => "relay_recovery",
             DocKind::Listing => "listing",
             DocKind::Rfq => "rfq",
             DocKind::Order => "order",
@@ -467,6 +470,7 @@ impl DocKind {
             "peer" => DocKind::Peer,
             "import" => DocKind::Import,
             "relay" => DocKind::Relay,
+            "relay_recovery" => DocKind::Recovery,
             "listing" => DocKind::Listing,
             "rfq" => DocKind::Rfq,
             "order" => DocKind::Order,

@@ -118,6 +118,8 @@ codes! {
     CorridorLimit => "corridor_limit", Unprocessable;
     RelayPending => "relay_pending", Unavailable;
     RelayFailed => "relay_failed", Unprocessable;
+    RelayStuck => "relay_stuck", Conflict;
+    RelayNotStuck => "relay_not_stuck", Conflict;
     KeyHistoryFull => "key_history_full", Unprocessable;
     PassportLimit => "passport_limit", TooMany;
     ListingInvalid => "listing_invalid", Invalid;

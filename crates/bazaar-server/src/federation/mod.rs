@@ -1,11 +1,13 @@
 //! Federation over HTTP: reputation reads and trust passports
 //! ([`reputation`]), this registry's keys, card, peers and guests
-//! ([`peers`]), cross-registry settlement ([`settle`]), the signatures
+//! ([`peers`]), cross-registry settlement ([`settle`]) and the relays it
+//! stopped retrying ([`recovery`]), the signatures
 //! registries exchange ([`s2s`]) and the outbound calls this registry makes to
 //! its peers ([`peer_client`]). See `bazaar_core::federation`.
 
 pub mod peer_client;
 pub mod peers;
+pub mod recovery;
 pub mod reputation;
 pub mod s2s;
 pub mod settle;
@@ -33,6 +35,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::new()
         .merge(reputation::routes())
         .merge(peers::routes())
+        .merge(recovery::routes())
         .route(FEDERATION_SETTLE_PATH, post(settle::federation_settle))
 }
 

@@ -17,7 +17,7 @@ use axum::Json;
 use bazaar_core::command::{Idem, Op};
 use bazaar_core::crypto::sha256_hex;
 use bazaar_core::federation;
-use bazaar_core::federation::{Peer, Relay, RelayResult, RelayState};
+use bazaar_core::federation::{Peer, Relay, RelayResult, RelayState, RELAY_RETRY_WINDOW_S};
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, Member};
 use bazaar_core::refusal::{Code, Refusal};
@@ -145,7 +145,8 @@ pub async fn settle_foreign(
     })?;
     let relay = decode::<Relay>(&row)?;
     let outcome = match relay.state {
-        RelayState::Pending => relay_attempt(state, &relay).await,
+        // A stuck relay is not retried by the sweeper, but a merchant's request still makes one attempt.
+        RelayState::Pending | RelayState::Stuck => relay_attempt(state, &relay).await,
         RelayState::Settled => settled_view(state, &relay).await,
         RelayState::Failed => {
             Err(Refusal::new(Code::RelayFailed, "The buyer's registry refused this settlement.").with(relay.view()))
@@ -183,6 +184,7 @@ pub async fn verify_foreign(
     let token_state = match &relay {
         Some(relay) if relay.state == RelayState::Settled => "settled",
         Some(relay) if relay.state == RelayState::Failed => "refused",
+        Some(relay) if relay.state == RelayState::Stuck => "stuck",
         Some(_) => "settling",
         None => "unsettled",
     };
@@ -238,6 +240,11 @@ pub async fn relay_attempt(state: &Arc<AppState>, relay: &Relay) -> Result<Value
             let why = done.failure.as_ref().map(|f| format!("{}: {}", f.code.as_str(), f.detail)).unwrap_or_default();
             Err(Refusal::new(Code::RelayFailed, format!("The buyer's registry refused this settlement ({why}).")).with(done.view()))
         }
+        Some(stuck) if stuck.state == RelayState::Stuck => Err(Refusal::new(
+            Code::RelayStuck,
+            format!("The buyer's registry has not answered for {} h; this registry stopped retrying and told its operator (a recovery record). Retrying this request makes one more attempt.", RELAY_RETRY_WINDOW_S / 3600),
+        )
+        .with(stuck.view())),
         Some(pending) => Err(Refusal::new(
             Code::RelayPending,
             "The buyer's registry did not answer; the settlement is pending and this registry retries it. Retry the same request later.",

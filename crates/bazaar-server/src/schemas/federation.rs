@@ -148,3 +148,43 @@ pub struct PassportShape {
     #[schema(value_type = Object)]
     pub proof: serde_json::Value,
 }
+
+/// A relay the sweeper stopped retrying: written when it stuck, brought up to date since.
+#[derive(ToSchema)]
+pub struct Recovery {
+    pub jti: String,
+    /// The buyer's registry, which did not answer.
+    pub issuer: String,
+    pub merchant: String,
+    pub order_id: String,
+    pub amount: u64,
+    /// Unix milliseconds.
+    pub opened_at: i64,
+    /// Unix milliseconds.
+    pub stuck_at: i64,
+    pub attempts: u32,
+    /// `stuck`, `pending` (retried by the operator), `settled` or `failed`.
+    pub state: String,
+    /// Times the operator retried it.
+    pub retried: u32,
+    /// Unix milliseconds; null until the buyer's registry answered.
+    pub resolved_at: Option<i64>,
+}
+
+/// A page of recovery records, by token id.
+#[derive(ToSchema)]
+pub struct RecoveryPage {
+    pub recovery: Vec<Recovery>,
+    /// Pass as `after` for the next page; null on an empty page.
+    pub next_after: Option<String>,
+}
+
+/// A stuck relay retried by the operator, after one attempt.
+#[derive(ToSchema)]
+pub struct RelayRetried {
+    /// The relay now (`state`: `settled`, `failed`, or `pending` again if the issuer still did not answer).
+    #[schema(value_type = Object)]
+    pub relay: serde_json::Value,
+    /// The attempt's refusal code (`relay_pending`, `relay_failed`, …), or null if it settled.
+    pub attempt: Option<String>,
+}
