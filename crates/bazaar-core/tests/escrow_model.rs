@@ -2305,6 +2305,7 @@ impl World {
                 | DocKind::Import
                 | DocKind::Relay
                 | DocKind::Recovery
+                | DocKind::Netting
                 | DocKind::Listing
                 | DocKind::Rfq
                 | DocKind::Order

@@ -12,7 +12,10 @@ mod common;
 use bazaar_core::apply::{apply_batch, Applied, Config};
 use bazaar_core::command::{Command, Idem, Op};
 use bazaar_core::crypto::{did_key, sha256_hex};
-use bazaar_core::federation::{KeyEntry, Peer, Relay, RelayResult, RelayState, Terms};
+use bazaar_core::federation::{
+    KeyEntry, Netting, NettingAnswer, NettingState, NettingStatement, Peer, RegistrySignature, Relay, RelayResult,
+    RelayState, Terms,
+};
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, Member, MemberKind, OPERATOR_ID};
 use bazaar_core::token::TokenClaims;
@@ -58,6 +61,11 @@ impl Side {
     fn member(&self, id: &str) -> Member {
         self.db.rows.members[&MemberId::from(id)].clone()
     }
+}
+
+/// A registry's signature as the edge would attach it (the core records signatures; the edges check them).
+fn signed_by(registry: &MemberId) -> RegistrySignature {
+    RegistrySignature { registry: registry.clone(), key: registry.to_string(), sig: format!("sig-of-{registry}") }
 }
 
 fn registry(seed: u8) -> Side {
@@ -141,6 +149,8 @@ enum Step {
     Call { order: usize, lose_request: bool, lose_answer: bool },
     /// Time passes (tokens may expire; A's sweeper voids their holds).
     Wait(u64),
+    /// A's operator nets `amount` of what A owes B (a wire sent); B's answer may be lost on the way back.
+    Net { amount: u64, lose_answer: bool },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -151,6 +161,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (1u64..400).prop_map(Step::Wait),
         // Past the retry window: relays still unanswered stick at their next unanswered attempt.
         1 => Just(Step::Wait(federation::RELAY_RETRY_WINDOW_S + 1)),
+        1 => (1u64..800, any::<bool>()).prop_map(|(amount, lose_answer)| Step::Net { amount, lose_answer }),
     ]
 }
 
@@ -162,6 +173,7 @@ struct World {
     peer_b_on_a: Member,
     now: Timestamp,
     tokens: std::collections::HashMap<usize, TokenClaims>,
+    nettings: u64,
 }
 
 fn world() -> World {
@@ -172,7 +184,7 @@ fn world() -> World {
     let buyer = agent(&mut a, "buyer", FUNDS);
     let merchant_on_b = agent(&mut b, "shop", 0);
     let peer_b_on_a = a.member(b.registry.id.as_str());
-    World { a, b, buyer, merchant_on_b, peer_b_on_a, now: START, tokens: Default::default() }
+    World { a, b, buyer, merchant_on_b, peer_b_on_a, now: START, tokens: Default::default(), nettings: 0 }
 }
 
 impl World {
@@ -219,6 +231,7 @@ impl World {
                 let Some(claims) = self.tokens.get(order).cloned() else { return };
                 self.call(&claims, *lose_request, *lose_answer);
             }
+            Step::Net { amount, lose_answer } => self.net(*amount, *lose_answer),
             Step::Wait(seconds) => {
                 self.now = self.now.plus_s(*seconds);
                 let expired: Vec<(TokenId, MemberId)> = self
@@ -283,6 +296,61 @@ impl World {
         self.b.ok(&registry, op, self.now);
     }
 
+    /// A's operator proposes netting `amount` of what A owes B (A signed it), and A sends it to B.
+    fn net(&mut self, amount: u64, lose_answer: bool) {
+        self.nettings += 1;
+        let statement = NettingStatement {
+            id: format!("net_{}", self.nettings),
+            payer: self.a.registry.id.clone(),
+            payee: self.b.registry.id.clone(),
+            amount_minor: Amount(amount),
+            proposed_at_ms: self.now,
+            reference: format!("wire {}", self.nettings),
+        };
+        let (operator, registry) = (self.a.operator.clone(), self.a.registry.id.clone());
+        let signature = signed_by(&registry);
+        let op = Op::Federation(federation::Op::ProposeNetting { registry, statement: statement.clone(), signature });
+        if self.a.run(Command { actor: operator, idem: None, op }, self.now).outcome.is_ok() {
+            self.send_netting(&statement, lose_answer);
+        }
+    }
+
+    /// A sends a proposed statement to B (B records it once, or answers its record) and records B's answer,
+    /// unless the answer is lost.
+    fn send_netting(&mut self, statement: &NettingStatement, lose_answer: bool) {
+        let peer_a_on_b = self.b.member(self.a.registry.id.as_str());
+        let signatures = vec![signed_by(&self.a.registry.id), signed_by(&self.b.registry.id)];
+        let registry = self.b.registry.id.clone();
+        let op = Op::Federation(federation::Op::RecordNetting { registry, statement: statement.clone(), signatures });
+        let answer = match self.b.run(Command { actor: peer_a_on_b, idem: None, op }, self.now).outcome {
+            Ok(_) => NettingAnswer::Recorded(signed_by(&self.b.registry.id)),
+            Err(refusal) => NettingAnswer::Refused(refusal),
+        };
+        if lose_answer {
+            return;
+        }
+        let op = Op::Federation(federation::Op::ConfirmNetting {
+            id: statement.id.clone(),
+            peer: self.b.registry.id.clone(),
+            answer,
+        });
+        let registry = self.a.registry.clone();
+        self.a.ok(&registry, op, self.now);
+    }
+
+    /// Units netted by the statements `side` holds as recorded.
+    fn netted(side: &Side) -> u64 {
+        side.db
+            .rows
+            .docs
+            .values()
+            .filter(|d| d.kind == DocKind::Netting)
+            .map(|row| decode::<Netting>(row).unwrap())
+            .filter(|n| n.state == NettingState::Recorded)
+            .map(|n| n.statement.amount_minor.0)
+            .sum()
+    }
+
     /// B's relay, as it stands.
     fn relay(&self, claims: &TokenClaims) -> Option<Relay> {
         let row = self.b.db.rows.docs.get(&(DocKind::Relay, claims.jti.to_string()))?;
@@ -292,6 +360,21 @@ impl World {
     /// B's sweeper: every pending relay retried until A answers (no more losses); B's operator
     /// retries the stuck ones first, as its recovery records tell it to.
     fn quiesce(&mut self) {
+        // A's operator sends again every statement still proposed (its answer was lost).
+        let proposed: Vec<NettingStatement> = self
+            .a
+            .db
+            .rows
+            .docs
+            .values()
+            .filter(|d| d.kind == DocKind::Netting)
+            .map(|row| decode::<Netting>(row).unwrap())
+            .filter(|n| n.state == NettingState::Proposed)
+            .map(|n| n.statement)
+            .collect();
+        for statement in proposed {
+            self.send_netting(&statement, false);
+        }
         for _ in 0..3 {
             let orders: Vec<usize> = self.tokens.keys().copied().collect();
             for order in orders {
@@ -317,12 +400,15 @@ impl World {
         // What each side settled for these tokens: at most once per token (the maps are keyed by token).
         let settled_a: u64 = self.a.db.rows.settlements_by_token.values().map(|s| s.amount.0).sum();
         let settled_b: u64 = self.b.db.rows.settlements_by_token.values().map(|s| s.amount.0).sum();
-        assert_eq!(corridor_a, settled_a as i128, "A's corridor holds what A settled for B");
-        assert_eq!(corridor_b, -(settled_b as i128), "B's corridor is what B credited its merchant");
+        let (netted_a, netted_b) = (World::netted(&self.a), World::netted(&self.b));
+        assert_eq!(corridor_a, settled_a as i128 - netted_a as i128, "A's corridor: what A settled for B, less netted");
+        assert_eq!(corridor_b, netted_b as i128 - settled_b as i128, "B's corridor: what B credited, less netted");
         assert!(settled_b <= settled_a, "B never credits what A has not settled");
+        assert!(netted_a <= netted_b, "A records a netting only after B has");
         let buyer = self.a.balance(&AccountId::of_member(&self.buyer.id));
         assert_eq!(buyer, FUNDS as i128 - settled_a as i128, "the buyer paid once per settled token");
         if quiet {
+            assert_eq!(netted_a, netted_b, "at quiescence both sides recorded every statement");
             assert_eq!(corridor_a, -corridor_b, "at quiescence the corridors mirror");
             for relay in self
                 .b
@@ -538,4 +624,81 @@ fn peers_are_checked() {
     let applied = world.a.run(Command { actor: buyer, idem: None, op }, world.now);
     assert_eq!(applied.outcome.unwrap_err().code.as_str(), "peer_unknown");
     world.check(false);
+}
+
+/// Netting spelled out: A owes B what it settled for B's merchant; A's operator nets part of it, B records it
+/// first and A after B's answer, so both corridors move by the same amount and still mirror. A lost answer is
+/// sent again and B answers from its record (its corridor moves once); B refuses more than it is owed on its
+/// own books (a relay whose answer it never got) and then nothing moves on either side; an id is one
+/// statement; only the operator proposes, and only between this registry and a peer.
+#[test]
+fn a_netting_statement_moves_both_corridors_once_and_never_past_what_is_owed() {
+    let mut world = world();
+    for order in 0..3 {
+        world.apply(&Step::Issue(order));
+        world.apply(&Step::Present(order));
+        world.apply(&Step::Call { order, lose_request: false, lose_answer: false });
+    }
+    let owed = (0..3).map(|o| World::amount(o).0).sum::<u64>();
+    let corridor_a = |w: &World| w.a.balance(&AccountId::corridor(&w.b.registry.id));
+    let corridor_b = |w: &World| w.b.balance(&AccountId::corridor(&w.a.registry.id));
+    assert_eq!((corridor_a(&world), corridor_b(&world)), (owed as i128, -(owed as i128)));
+
+    world.apply(&Step::Net { amount: 100, lose_answer: true });
+    assert_eq!(corridor_b(&world), 100 - owed as i128, "B recorded the statement");
+    assert_eq!(corridor_a(&world), owed as i128, "A has not heard B's answer yet");
+    world.check(false);
+    world.quiesce();
+    world.check(true);
+    assert_eq!((corridor_a(&world), corridor_b(&world)), (owed as i128 - 100, 100 - owed as i128));
+    let stored = |side: &Side, id: &str| decode::<Netting>(&side.db.rows.docs[&(DocKind::Netting, id.into())]).unwrap();
+    let on_a = stored(&world.a, "net_1");
+    assert_eq!((on_a.state, on_a.signatures.len()), (NettingState::Recorded, 2), "both signatures on A");
+    assert_eq!(stored(&world.b, "net_1").signatures.len(), 2, "both signatures on B");
+    assert!(world.a.db.transfers.iter().any(|t| t.id.0 == "tr_net_net_1"), "A's leg is one transfer");
+    // A resend after it was recorded on both sides moves nothing.
+    let statement = on_a.statement.clone();
+    world.send_netting(&statement, false);
+    assert_eq!((corridor_a(&world), corridor_b(&world)), (owed as i128 - 100, 100 - owed as i128));
+
+    // More than the rest on A's own books: refused at proposal.
+    world.apply(&Step::Net { amount: owed, lose_answer: false });
+    assert!(!world.a.db.rows.docs.contains_key(&(DocKind::Netting, "net_2".into())), "never proposed");
+    // A settles a fourth token whose answer B never gets: A owes more on its books than B is owed on its own.
+    world.apply(&Step::Issue(3));
+    world.apply(&Step::Present(3));
+    world.apply(&Step::Call { order: 3, lose_request: false, lose_answer: true });
+    let rest_b = -corridor_b(&world) as u64;
+    world.apply(&Step::Net { amount: rest_b + 1, lose_answer: false });
+    let refused = stored(&world.a, "net_3");
+    assert_eq!(refused.state, NettingState::Refused, "B refused it: {refused:?}");
+    assert_eq!(refused.failure.unwrap().code.as_str(), "netting_exceeds_corridor");
+    assert!(!world.b.db.rows.docs.contains_key(&(DocKind::Netting, "net_3".into())), "nothing recorded on B");
+    assert_eq!(-corridor_b(&world) as u64, rest_b, "nothing moved on B");
+    world.check(false);
+
+    // One id, one statement; the operator proposes; the statement names this registry and a peer.
+    let (operator, registry) = (world.a.operator.clone(), world.a.registry.id.clone());
+    let propose = |statement: NettingStatement| {
+        Op::Federation(federation::Op::ProposeNetting {
+            registry: registry.clone(),
+            statement,
+            signature: signed_by(&registry),
+        })
+    };
+    let code = |world: &mut World, actor: &Member, op: Op| {
+        world.a.run(Command { actor: actor.clone(), idem: None, op }, world.now).outcome.unwrap_err().code.as_str()
+    };
+    let other = NettingStatement { amount_minor: Amount(5), ..statement.clone() };
+    assert_eq!(code(&mut world, &operator, propose(other)), "netting_exists");
+    let small = NettingStatement { id: "net_x".into(), amount_minor: Amount(1), ..statement.clone() };
+    let buyer = world.buyer.clone();
+    assert_eq!(code(&mut world, &buyer, propose(small.clone())), "not_permitted");
+    let stranger = NettingStatement { payee: MemberId::from("did:key:z-stranger"), ..small.clone() };
+    assert_eq!(code(&mut world, &operator, propose(stranger)), "netting_invalid");
+    let neither =
+        NettingStatement { payer: MemberId::from("did:key:z-x"), payee: MemberId::from("did:key:z-y"), ..small };
+    assert_eq!(code(&mut world, &operator, propose(neither)), "netting_invalid");
+    world.quiesce();
+    world.check(true);
 }

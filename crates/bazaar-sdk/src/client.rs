@@ -470,6 +470,25 @@ impl Client {
         self.get("/v1/federation/recovery").await
     }
 
+    /// Operator: net `amount` of the corridor with `peer` (`paid_by` "us" or "peer"), under the statement id
+    /// `id` (the same call again resends it); answers `{netting, answered}`.
+    pub async fn net_corridor(
+        &self,
+        peer: &str,
+        paid_by: &str,
+        amount: u64,
+        id: &str,
+        reference: &str,
+    ) -> Result<Value, SdkError> {
+        let body = json!({"peer": peer, "paid_by": paid_by, "amount_minor": amount, "id": id, "reference": reference});
+        self.post("/v1/federation/netting", body, None).await
+    }
+
+    /// Operator: the netting statements this registry holds.
+    pub async fn netting(&self) -> Result<Value, SdkError> {
+        self.get("/v1/federation/netting").await
+    }
+
     /// Operator: retry a stuck relay now; answers the relay after that attempt.
     pub async fn retry_relay(&self, jti: &str) -> Result<Value, SdkError> {
         Ok(self.call(reqwest::Method::POST, &format!("/v1/federation/relays/{jti}/retry"), None, None).await?.body)

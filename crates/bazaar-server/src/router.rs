@@ -48,6 +48,11 @@ pub const UNDESCRIBED_ROUTES: &[(&str, &str)] = &[
         "server-to-server between registries, authenticated by `Bazaar-Registry-Signature`, not a member API; \
          specified in docs/federation.md",
     ),
+    (
+        federation::FEDERATION_NET_PATH,
+        "server-to-server: a peer presents a netting statement it signed, authenticated by \
+         `Bazaar-Registry-Signature`, not a member API; specified in docs/federation.md",
+    ),
 ];
 
 #[derive(OpenApi)]

@@ -545,6 +545,11 @@ impl World {
             ("POST", "/v1/federation/guests") => self.guest_join(),
             ("POST", "/x402/verify") | ("POST", "/x402/settle") => self.x402_payment(id("x402_token"), id("agent")),
             ("POST", "/v1/federation/settle") => json!({"token": "apt_x.y", "amount_minor": 1, "order_id": "authz"}),
+            ("POST", "/v1/federation/net") => json!({
+                "statement": {"id": "authz", "payer": "did:key:zA", "payee": "did:key:zB", "amount_minor": 1,
+                    "proposed_at_ms": 0, "reference": ""},
+                "signature": {"registry": "did:key:zA", "key": "did:key:zA", "sig": "x"},
+            }),
             ("POST", "/mcp") => json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
             _ => {
                 let operation = &document["paths"][&row.path][row.method.to_lowercase()];

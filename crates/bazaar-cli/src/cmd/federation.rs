@@ -47,6 +47,23 @@ pub enum FederationCmd {
     Recovery,
     /// Retry one stuck relay now (by its token id); the sweeper retries it for another 24 h after that.
     Retry { jti: String },
+    /// Net the corridor with a peer: record a payment made between the registries off the ledger, signed by both.
+    Net {
+        /// The peer registry's DID.
+        peer: String,
+        /// Units paid.
+        amount: u64,
+        /// Who paid: `us` (this registry paid the peer) or `peer`.
+        #[arg(long, value_parser = ["us", "peer"])]
+        paid_by: String,
+        /// The statement id (the wire's reference, say); run the same command again to resend it.
+        #[arg(long)]
+        id: String,
+        #[arg(long, default_value = "")]
+        reference: String,
+    },
+    /// The netting statements this registry holds.
+    Netting,
 }
 
 #[derive(Subcommand)]
@@ -68,6 +85,10 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                 FederationCmd::List => client.peers().await?,
                 FederationCmd::Recovery => client.relay_recovery().await?,
                 FederationCmd::Retry { jti } => client.retry_relay(&jti).await?,
+                FederationCmd::Net { peer, amount, paid_by, id, reference } => {
+                    client.net_corridor(&peer, &paid_by, amount, &id, &reference).await?
+                }
+                FederationCmd::Netting => client.netting().await?,
             }
         }
         Command::Keys { remote, action } => {

@@ -140,6 +140,27 @@ pub struct RelayRetried {
     pub relay: RelayFacts,
 }
 
+/// `netting.proposed`: the operator proposed a netting statement this registry signed; nothing moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NettingProposed {
+    #[serde(flatten)]
+    pub netting: super::Netting,
+}
+
+/// `corridor.netted`: both registries signed the statement and this one moved its corridor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorridorNetted {
+    #[serde(flatten)]
+    pub netting: super::Netting,
+}
+
+/// `netting.refused`: the counterparty refused a statement this registry proposed; nothing moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NettingRefused {
+    #[serde(flatten)]
+    pub netting: super::Netting,
+}
+
 /// How the merchant's registry paid out a relayed settlement.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Relayed {
@@ -176,4 +197,7 @@ crate::event_bodies!(
     RelayFailed => FederationEvent::RelayFailed,
     RelayStuck => FederationEvent::RelayStuck,
     RelayRetried => FederationEvent::RelayRetried,
+    NettingProposed => FederationEvent::NettingProposed,
+    CorridorNetted => FederationEvent::CorridorNetted,
+    NettingRefused => FederationEvent::NettingRefused,
 );

@@ -4,9 +4,11 @@
 
 mod corridor;
 pub mod events;
+pub mod netting;
 mod peers;
 pub mod receipts;
 
+pub use netting::{verify_statement, Netting, NettingAnswer, NettingState, NettingStatement, RegistrySignature};
 pub use peers::*;
 
 use crate::kernel::batch::Batch;
@@ -31,6 +33,9 @@ crate::event_kinds! {
         RelayFailed => "relay.failed",
         RelayStuck => "relay.stuck",
         RelayRetried => "relay.retried",
+        NettingProposed => "netting.proposed",
+        CorridorNetted => "corridor.netted",
+        NettingRefused => "netting.refused",
     }
 }
 
@@ -54,6 +59,12 @@ pub enum Op {
     RelayFinish { jti: TokenId, merchant: MemberId, issuer: MemberId, result: RelayResult },
     /// The operator makes a stuck relay pending again (its recovery record counts the retry).
     RelayRetry { jti: TokenId },
+    /// The operator proposes a netting statement `registry` (this one) signed; nothing moves yet.
+    ProposeNetting { registry: MemberId, statement: NettingStatement, signature: RegistrySignature },
+    /// A peer (the actor) presents a netting statement; recorded here with both signatures.
+    RecordNetting { registry: MemberId, statement: NettingStatement, signatures: Vec<RegistrySignature> },
+    /// The registry records the counterparty's answer to a statement it proposed.
+    ConfirmNetting { id: String, peer: MemberId, answer: NettingAnswer },
     /// The registry enrolls an agent of a peer registry as a guest (its DID
     /// signature checked by the edge), or gives a returning guest a new credential.
     EnrollGuest { agent: MemberId, handle: String, credential_hash: String, home: MemberId },
@@ -71,7 +82,8 @@ impl Op {
             | Op::EnrollGuest { .. } => false,
             Op::IssueToken { .. } | Op::SettleRelayed { .. } | Op::RelayOpen { .. } | Op::RelayFinish { .. } => true,
             // Schedules a retry; moves nothing by itself.
-            Op::RelayRetry { .. } => false,
+            Op::RelayRetry { .. } | Op::ProposeNetting { .. } => false,
+            Op::RecordNetting { .. } | Op::ConfirmNetting { .. } => true,
         }
     }
 
@@ -87,6 +99,9 @@ impl Op {
             Op::RelayOpen { .. } => "relay_open",
             Op::RelayFinish { .. } => "relay_finish",
             Op::RelayRetry { .. } => "relay_retry",
+            Op::ProposeNetting { .. } => "propose_netting",
+            Op::RecordNetting { .. } => "record_netting",
+            Op::ConfirmNetting { .. } => "confirm_netting",
             Op::EnrollGuest { .. } => "enroll_guest",
         }
     }
@@ -138,6 +153,20 @@ impl Op {
                 keys.doc(DocKind::Relay, jti.to_string());
                 keys.doc(DocKind::Recovery, jti.to_string());
             }
+            Op::ProposeNetting { registry, statement, .. } | Op::RecordNetting { registry, statement, .. } => {
+                keys.members.insert(registry.clone());
+                keys.doc(DocKind::Netting, statement.id.clone());
+                for side in [&statement.payer, &statement.payee] {
+                    keys.doc(DocKind::Peer, side.to_string());
+                    keys.accounts.insert(AccountId::corridor(side));
+                }
+                keys.accounts.insert(AccountId::issuance());
+            }
+            Op::ConfirmNetting { id, peer, .. } => {
+                keys.doc(DocKind::Netting, id.clone());
+                keys.accounts.insert(AccountId::corridor(peer));
+                keys.accounts.insert(AccountId::issuance());
+            }
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 keys.members.insert(agent.clone());
                 keys.handles.insert(handle.clone());
@@ -163,6 +192,13 @@ impl Op {
             Op::RelayOpen { claims, token, amount } => batch.relay_open(caller, claims, token, *amount)?.into(),
             Op::RelayFinish { jti, result, .. } => batch.relay_finish(caller, jti, result)?,
             Op::RelayRetry { jti } => batch.relay_retry(caller, jti)?.into(),
+            Op::ProposeNetting { registry, statement, signature } => {
+                batch.propose_netting(caller, registry, statement, signature)?.into()
+            }
+            Op::RecordNetting { registry, statement, signatures } => {
+                batch.record_netting(caller, registry, statement, signatures)?.into()
+            }
+            Op::ConfirmNetting { id, answer, .. } => batch.confirm_netting(caller, id, answer)?.into(),
             Op::EnrollGuest { agent, handle, credential_hash, home } => {
                 batch.enroll_guest(caller, agent, handle, credential_hash, home)?
             }

@@ -302,7 +302,7 @@ impl Batch<'_> {
         Ok(GuestJoined { member, home: home.clone(), ceiling_minor: ceiling, returning: false }.into())
     }
 
-    fn require(&self, command: &Caller<'_>, kind: MemberKind, what: &str) -> Result<(), Refusal> {
+    pub(super) fn require(&self, command: &Caller<'_>, kind: MemberKind, what: &str) -> Result<(), Refusal> {
         if command.actor.kind != kind {
             return refuse(Code::NotPermitted, format!("Only {what} may do this."));
         }

@@ -3,6 +3,7 @@
 //! settles on the buyer's side answer with pay's receipts.
 
 use super::events::{PeerFacts, RelayFacts, Relayed};
+use super::netting::NettingStatus;
 use super::ImportRecord;
 use crate::identity::events::Enrolled;
 use crate::pay::events::SettlementFacts;
@@ -93,6 +94,7 @@ pub enum Receipt {
     RelayPaid(RelayPaid),
     GuestJoined(GuestJoined),
     GuestReturned(GuestReturned),
+    NettingStatus(NettingStatus),
 }
 
 crate::receipts_into!(Receipt: PeerRecorded,
@@ -104,5 +106,6 @@ crate::receipts_into!(Receipt: PeerRecorded,
     RelayStatus,
     RelayPaid,
     GuestJoined,
-    GuestReturned
+    GuestReturned,
+    NettingStatus
 );

@@ -298,6 +298,8 @@ pub enum TransferKind {
     Bond,
     /// A job's bounty paid to its worker's reward destination on an accepted outcome.
     Reward,
+    /// A corridor netted: units paid between registries off the ledger, recorded by both.
+    Netting,
 }
 
 impl TransferKind {
@@ -314,6 +316,7 @@ impl TransferKind {
             TransferKind::Slash => "slash",
             TransferKind::Bond => "bond",
             TransferKind::Reward => "reward",
+            TransferKind::Netting => "netting",
         }
     }
     pub fn parse(text: &str) -> Option<TransferKind> {
@@ -329,6 +332,7 @@ impl TransferKind {
             "slash" => TransferKind::Slash,
             "bond" => TransferKind::Bond,
             "reward" => TransferKind::Reward,
+            "netting" => TransferKind::Netting,
             _ => return None,
         })
     }
@@ -414,6 +418,8 @@ pub enum DocKind {
     Relay,
     /// A relay the sweeper stopped retrying, for the operators.
     Recovery,
+    /// A corridor netting statement both registries sign, by statement id.
+    Netting,
     /// A product a seller lists in the storefront.
     Listing,
     /// A buyer's request for quote, with every offer on it.
@@ -449,6 +455,7 @@ impl DocKind {
             DocKind::Import => "import",
             DocKind::Relay => "relay",
             DocKind::Recovery => "relay_recovery",
+            DocKind::Netting => "netting",
             DocKind::Listing => "listing",
             DocKind::Rfq => "rfq",
             DocKind::Order => "order",
@@ -471,6 +478,7 @@ impl DocKind {
             "import" => DocKind::Import,
             "relay" => DocKind::Relay,
             "relay_recovery" => DocKind::Recovery,
+            "netting" => DocKind::Netting,
             "listing" => DocKind::Listing,
             "rfq" => DocKind::Rfq,
             "order" => DocKind::Order,

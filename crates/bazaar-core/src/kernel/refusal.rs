@@ -120,6 +120,10 @@ codes! {
     RelayFailed => "relay_failed", Unprocessable;
     RelayStuck => "relay_stuck", Conflict;
     RelayNotStuck => "relay_not_stuck", Conflict;
+    NettingInvalid => "netting_invalid", Unprocessable;
+    NettingExists => "netting_exists", Conflict;
+    NettingNotFound => "netting_not_found", NotFound;
+    NettingExceedsCorridor => "netting_exceeds_corridor", Unprocessable;
     KeyHistoryFull => "key_history_full", Unprocessable;
     PassportLimit => "passport_limit", TooMany;
     ListingInvalid => "listing_invalid", Invalid;

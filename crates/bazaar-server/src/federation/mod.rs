@@ -1,10 +1,11 @@
 //! Federation over HTTP: reputation reads and trust passports
 //! ([`reputation`]), this registry's keys, card, peers and guests
 //! ([`peers`]), cross-registry settlement ([`settle`]) and the relays it
-//! stopped retrying ([`recovery`]), the signatures
+//! stopped retrying ([`recovery`]), corridor netting ([`netting`]), the signatures
 //! registries exchange ([`s2s`]) and the outbound calls this registry makes to
 //! its peers ([`peer_client`]). See `bazaar_core::federation`.
 
+pub mod netting;
 pub mod peer_client;
 pub mod peers;
 pub mod recovery;
@@ -13,7 +14,7 @@ pub mod s2s;
 pub mod settle;
 
 pub use peers::card;
-pub use s2s::{FEDERATION_SETTLE_PATH, S2S_HEADER};
+pub use s2s::{FEDERATION_NET_PATH, FEDERATION_SETTLE_PATH, S2S_HEADER};
 pub use settle::{settle_foreign, verify_foreign};
 
 use crate::exec::due_ids;
@@ -36,7 +37,9 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .merge(reputation::routes())
         .merge(peers::routes())
         .merge(recovery::routes())
+        .merge(netting::routes())
         .route(FEDERATION_SETTLE_PATH, post(settle::federation_settle))
+        .route(s2s::FEDERATION_NET_PATH, post(netting::federation_net))
 }
 
 /// Refuses a signed presentation (a passport's, a guest's) made further than

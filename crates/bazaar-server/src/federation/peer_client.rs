@@ -62,40 +62,57 @@ pub async fn refresh_peer(state: &AppState, peer: &Peer) -> Option<Peer> {
     Some(updated)
 }
 
-pub(crate) async fn call_issuer(state: &AppState, peer: &Peer, body: Vec<u8>) -> RelayResult {
-    let signature = s2s_header(state, "POST", FEDERATION_SETTLE_PATH, &body);
+/// A signed POST of `body` to a peer's server-to-server `path`, and its answer
+/// if the peer answered one it signed: `None` for no answer (unreachable, a
+/// 5xx, a request still in flight there, or an unsigned or badly signed answer).
+pub(crate) async fn signed_call(
+    state: &AppState,
+    peer: &Peer,
+    path: &str,
+    body: Vec<u8>,
+) -> Option<(StatusCode, Value)> {
+    let signature = s2s_header(state, "POST", path, &body);
     let sent = state
         .http
-        .post(format!("{}{FEDERATION_SETTLE_PATH}", peer.url))
+        .post(format!("{}{path}", peer.url))
         .header(S2S_HEADER, signature)
         .header("content-type", "application/json")
         .body(body)
         .send()
         .await;
-    let Ok(response) = sent else { return RelayResult::Unreachable };
+    let response = sent.ok()?;
     let status = response.status();
     let header = response.headers().get(S2S_HEADER).cloned();
-    let Ok(bytes) = response.bytes().await else { return RelayResult::Unreachable };
+    let bytes = response.bytes().await.ok()?;
     if status.is_server_error() || status == StatusCode::CONFLICT && is_in_flight(&bytes) {
-        return RelayResult::Unreachable;
+        return None;
     }
-    let signed = check_s2s(header.as_ref(), &peer.keys, "RESPONSE", FEDERATION_SETTLE_PATH, &bytes).is_ok()
+    let signed = check_s2s(header.as_ref(), &peer.keys, "RESPONSE", path, &bytes).is_ok()
         || match refresh_peer(state, peer).await {
-            Some(fresh) => check_s2s(header.as_ref(), &fresh.keys, "RESPONSE", FEDERATION_SETTLE_PATH, &bytes).is_ok(),
+            Some(fresh) => check_s2s(header.as_ref(), &fresh.keys, "RESPONSE", path, &bytes).is_ok(),
             None => false,
         };
     if !signed {
         tracing::warn!(peer = %peer.did, %status, "a peer's answer is not signed by its keys; treated as no answer");
-        return RelayResult::Unreachable;
+        return None;
     }
-    let Ok(json) = serde_json::from_slice::<Value>(&bytes) else { return RelayResult::Unreachable };
-    if status.is_success() {
-        return RelayResult::Settled(json);
-    }
+    Some((status, serde_json::from_slice::<Value>(&bytes).ok()?))
+}
+
+/// A peer's problem+json answer as a refusal (its code if this build knows it).
+pub(crate) fn refusal_of(json: &Value, unknown: Code) -> Refusal {
     let code = json["code"].as_str().unwrap_or_default();
-    let code = Code::ALL.iter().copied().find(|c| c.as_str() == code).unwrap_or(Code::RelayFailed);
+    let code = Code::ALL.iter().copied().find(|c| c.as_str() == code).unwrap_or(unknown);
     let detail = json["detail"].as_str().unwrap_or("refused").to_string();
-    RelayResult::Refused(Refusal::new(code, detail).with(json.get("facts").cloned().unwrap_or(Value::Null)))
+    Refusal::new(code, detail).with(json.get("facts").cloned().unwrap_or(Value::Null))
+}
+
+pub(crate) async fn call_issuer(state: &AppState, peer: &Peer, body: Vec<u8>) -> RelayResult {
+    match signed_call(state, peer, FEDERATION_SETTLE_PATH, body).await {
+        None => RelayResult::Unreachable,
+        Some((status, json)) if status.is_success() => RelayResult::Settled(json),
+        Some((_, json)) => RelayResult::Refused(refusal_of(&json, Code::RelayFailed)),
+    }
 }
 
 fn is_in_flight(bytes: &[u8]) -> bool {

@@ -13,6 +13,8 @@ use bazaar_core::refusal::{Code, Refusal};
 pub const S2S_HEADER: &str = "bazaar-registry-signature";
 
 pub const FEDERATION_SETTLE_PATH: &str = "/v1/federation/settle";
+/// Where a peer presents a netting statement it signed (see `netting`).
+pub const FEDERATION_NET_PATH: &str = "/v1/federation/net";
 
 pub(crate) fn s2s_header(state: &AppState, method: &str, path: &str, body: &[u8]) -> String {
     let key = state.signing_key();

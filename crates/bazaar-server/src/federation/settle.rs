@@ -29,7 +29,12 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// The peer registry (as a member) behind a signed request.
-async fn s2s_peer(state: &AppState, headers: &HeaderMap, path: &str, body: &[u8]) -> Result<(Member, Peer), Problem> {
+pub(crate) async fn s2s_peer(
+    state: &AppState,
+    headers: &HeaderMap,
+    path: &str,
+    body: &[u8],
+) -> Result<(Member, Peer), Problem> {
     let header = headers.get(S2S_HEADER);
     let sig = header.and_then(|v| v.to_str().ok()).and_then(parse_s2s).ok_or_else(|| {
         Refusal::new(Code::RequestSignatureInvalid, "Send Bazaar-Registry-Signature: registry=…,key=…,ts=…,sig=…")
@@ -95,11 +100,16 @@ pub async fn federation_settle(
     };
     let op = Op::Federation(federation::Op::SettleRelayed { claims, amount, order_id: OrderId(request.order_id) });
     let response = execute(&state, member, Some(idem), op, StatusCode::OK).await;
+    Ok(signed_answer(&state, FEDERATION_SETTLE_PATH, response).await)
+}
+
+/// `response` with this registry's `Bazaar-Registry-Signature` over its body, as a peer checks an answer.
+pub(crate) async fn signed_answer(state: &AppState, path: &str, response: Response) -> Response {
     let (mut parts, inner) = response.into_parts();
     let bytes = axum::body::to_bytes(inner, REQUEST_BODY_BYTES_MAX).await.unwrap_or_default();
-    let signature = s2s_header(&state, "RESPONSE", FEDERATION_SETTLE_PATH, &bytes);
+    let signature = s2s_header(state, "RESPONSE", path, &bytes);
     parts.headers.insert(S2S_HEADER, HeaderValue::from_str(&signature).expect("ascii header"));
-    Ok(Response::from_parts(parts, axum::body::Body::from(bytes)))
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// A merchant settles a token a peer registry issued: open (or find) the relay, then call the issuer.

@@ -188,3 +188,24 @@ pub struct RelayRetried {
     /// The attempt's refusal code (`relay_pending`, `relay_failed`, …), or null if it settled.
     pub attempt: Option<String>,
 }
+
+/// A netting statement sent, after the peer's answer.
+#[derive(ToSchema)]
+pub struct NettingSent {
+    /// The statement as held here: `statement` {id, payer, payee, amount_minor, proposed_at_ms, reference},
+    /// `proposed_by`, `signatures` (this registry's, then the peer's), `state` (`proposed`, `recorded`,
+    /// `refused`), `recorded_at`, `transfer`, `failure`.
+    #[schema(value_type = Object)]
+    pub netting: serde_json::Value,
+    /// False if the peer gave no answer (send the same request again later).
+    pub answered: bool,
+}
+
+/// A page of netting statements, by id.
+#[derive(ToSchema)]
+pub struct NettingPage {
+    #[schema(value_type = Vec<Object>)]
+    pub netting: Vec<serde_json::Value>,
+    /// Pass as `after` for the next page; null on an empty page.
+    pub next_after: Option<String>,
+}
