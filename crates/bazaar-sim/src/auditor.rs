@@ -8,12 +8,12 @@
 //! ledger never losing an acknowledged commit (the head it had is still there).
 
 use crate::flows::read_doc;
+use crate::relay::Relays;
 use bazaar_core::dispute::{dispute_holds, Dispute, Phase, Subject};
 use bazaar_core::escrow::{milestone_hold, Contract, ContractState, MilestoneState};
-use bazaar_core::federation::{Relay, RelayState};
+use bazaar_core::federation::{Netting, NettingState, Relay, RelayState};
 use bazaar_core::market::order::{LineState, Order};
 use bazaar_core::model::{Event, Hold, HoldState};
-use bazaar_core::token::TokenClaims;
 use bazaar_store::Store;
 use bazaar_types::limits::PAGE_LIMIT_MAX;
 use bazaar_types::{AccountId, ContractId, DisputeId, HoldId, MarketOrderId, MemberId};
@@ -288,17 +288,26 @@ fn balance(store: &dyn Store, account: &AccountId) -> Result<i128, String> {
     Ok(block_on(store.account(account)).map_err(err)?.map(|a| a.balance()).unwrap_or(0))
 }
 
-/// The corridor between the home registry (which issued `tokens`) and the peer (where `shop` sells):
-/// the peer credits nothing home has not settled, and for the same amount; each side's corridor account
-/// holds exactly what it settled. `quiet` (nothing pending any more): every relay settled on one side is
-/// settled on the other, and the two corridors mirror each other.
-pub fn check_corridors(
-    home: &dyn Store,
-    peer: &dyn Store,
-    tokens: &[TokenClaims],
-    shop: &MemberId,
-    quiet: bool,
-) -> Audit {
+/// Units netted by the statements `store` holds recorded among `ids`.
+fn netted(store: &dyn Store, ids: &[String]) -> Result<i128, String> {
+    let mut sum = 0i128;
+    for id in ids {
+        if let Some(netting) = read_doc::<Netting>(store, id).map_err(err)? {
+            if netting.state == NettingState::Recorded {
+                sum += netting.statement.amount_minor.0 as i128;
+            }
+        }
+    }
+    Ok(sum)
+}
+
+/// The corridor between the home registry (which issued the relayed tokens) and the peer (where `shop`
+/// sells): the peer credits nothing home has not settled, and for the same amount; each side's corridor
+/// account holds exactly what it settled less what it netted, and home records no netting B has not.
+/// `quiet` (nothing pending any more): every relay settled on one side is settled on the other, every
+/// netting recorded on one side is on the other, and the two corridors mirror each other.
+pub fn check_corridors(home: &dyn Store, peer: &dyn Store, relays: &Relays, shop: &MemberId, quiet: bool) -> Audit {
+    let tokens = &relays.tokens;
     let Some(first) = tokens.first() else { return Ok(()) };
     let peer_id = first.via.clone().ok_or("a relayed token names its corridor")?;
     let (mut at_home, mut at_peer) = (0i128, 0i128);
@@ -331,10 +340,15 @@ pub fn check_corridors(
     }
     let corridor_home = balance(home, &AccountId::corridor(&peer_id))?;
     let corridor_peer = balance(peer, &AccountId::corridor(&first.iss))?;
-    if corridor_home != at_home || corridor_peer != -at_peer {
+    let (netted_home, netted_peer) = (netted(home, &relays.nettings)?, netted(peer, &relays.nettings)?);
+    if corridor_home != at_home - netted_home || corridor_peer != netted_peer - at_peer {
         return Err(format!(
-            "corridors: home's holds {corridor_home} for {at_home} settled, the peer's {corridor_peer} for {at_peer} credited"
+            "corridors: home's holds {corridor_home} for {at_home} settled less {netted_home} netted, the peer's \
+             {corridor_peer} for {at_peer} credited less {netted_peer} netted"
         ));
+    }
+    if netted_home > netted_peer || (quiet && netted_home != netted_peer) {
+        return Err(format!("netting: home recorded {netted_home}, the peer {netted_peer}"));
     }
     if quiet && corridor_home != -corridor_peer {
         return Err(format!("corridors do not mirror at the end: home {corridor_home}, peer {corridor_peer}"));

@@ -4,12 +4,17 @@
 //! settle-relayed as the server's peer client does — a call that may not get
 //! there (the peer is down), or whose answer comes too late (home settled, B
 //! did not hear) — and records the answer; B's sweeper retries what is pending.
+//! Home's operator now and then nets part of what home owes B (a netting
+//! statement: home proposes, B records, home records B's answer, which may be
+//! lost; the operator sends a statement still proposed again).
 
 use crate::cast::{command, key_of, Cast};
 use crate::rng::Rng;
 use bazaar_core::command::{Command, Idem, Op};
 use bazaar_core::crypto::{did_key, sha256_hex};
-use bazaar_core::federation::{self, KeyEntry, Peer, Relay, RelayResult, Terms};
+use bazaar_core::federation::{
+    self, KeyEntry, NettingAnswer, NettingStatement, Peer, RegistrySignature, Relay, RelayResult, Terms,
+};
 use bazaar_core::model::{Member, MemberKind, OPERATOR_ID};
 use bazaar_core::token::{self, TokenClaims};
 use bazaar_core::{identity, pay};
@@ -28,6 +33,10 @@ const RELAYED_MINOR: (u64, u64) = (100, CORRIDOR_CALL_MAX_MINOR);
 const RELAYED_TTL_S: (u64, u64) = (600, 3_600);
 /// Relayed tokens the merchant picks among when presenting (the most recent).
 const PRESENT_RECENT_MAX: usize = 6;
+/// Of the relay flow's requests, this many in a hundred are home's operator netting the corridor.
+const NETTING_PER_HUNDRED: u64 = 6;
+/// A netting statement's amount, in minor units, at least and at most (more than is owed is refused).
+const NETTED_MINOR: (u64, u64) = (50, 30_000);
 
 /// The peer registry's members, and how each registry knows the other.
 #[derive(Clone)]
@@ -38,6 +47,8 @@ pub struct PeerCast {
     pub shop: Member,
     /// The peer registry as the home registry stores it (a member of kind `peer`).
     pub peer_at_home: Member,
+    /// The home registry as the peer stores it (a member of kind `peer`).
+    pub home_at_peer: Member,
 }
 
 fn member(id: MemberId, kind: MemberKind, owner: Option<MemberId>, handle: &str, at: Timestamp) -> Member {
@@ -66,13 +77,14 @@ fn peer_record(registry: &MemberId, handle: &str, at: Timestamp) -> Peer {
 }
 
 impl PeerCast {
-    pub fn new(at: Timestamp) -> PeerCast {
+    pub fn new(home: &Cast, at: Timestamp) -> PeerCast {
         let registry = member(id_of(PEER_REGISTRY_SEED), MemberKind::Registry, None, "registry", at);
         let operator = member(MemberId(OPERATOR_ID.into()), MemberKind::Operator, None, "operator", at);
         let owner = member(id_of(PEER_OWNER_SEED), MemberKind::Owner, None, "shop-owner", at);
         let shop = member(id_of(SHOP_SEED), MemberKind::Agent, Some(owner.id.clone()), "shop", at);
         let peer_at_home = member(registry.id.clone(), MemberKind::Peer, None, "", at);
-        PeerCast { registry, operator, owner, shop, peer_at_home }
+        let home_at_peer = member(home.registry.id.clone(), MemberKind::Peer, None, "", at);
+        PeerCast { registry, operator, owner, shop, peer_at_home, home_at_peer }
     }
 
     /// The peer registry's setup batches: bootstrap, the shop's owner and agent, and home recognised.
@@ -111,11 +123,12 @@ impl PeerCast {
     }
 }
 
-/// What the relay flow remembers: the relayed tokens issued (and asked for).
+/// What the relay flow remembers: the relayed tokens issued (and asked for), and the netting statements proposed.
 #[derive(Default)]
 pub struct Relays {
     next: u64,
     pub tokens: Vec<TokenClaims>,
+    pub nettings: Vec<String>,
 }
 
 /// Where a request goes.
@@ -130,6 +143,21 @@ impl Relays {
     pub fn next(&mut self, rng: &mut Rng, home: &Cast, peer: &PeerCast, now: Timestamp) -> (Side, Command) {
         self.next += 1;
         let key = Some(format!("r-{}", self.next));
+        if rng.below(100) < NETTING_PER_HUNDRED {
+            let statement = NettingStatement {
+                id: format!("net_{:06}", self.next),
+                payer: home.registry.id.clone(),
+                payee: peer.registry.id.clone(),
+                amount_minor: Amount(rng.between(NETTED_MINOR.0, NETTED_MINOR.1)),
+                proposed_at_ms: now,
+                reference: format!("wire {}", self.next),
+            };
+            self.nettings.push(statement.id.clone());
+            let registry = home.registry.id.clone();
+            let signature = signed_by(&registry);
+            let op = Op::Federation(federation::Op::ProposeNetting { registry, statement, signature });
+            return (Side::Home, command(&home.operator, key, op));
+        }
         let present = rng.below(100) < 50;
         let latest = rng.below(10) < 7;
         let claims = if latest {
@@ -190,6 +218,32 @@ pub fn relay_finish(relay: &Relay, result: RelayResult, peer: &PeerCast) -> Comm
         result,
     });
     command(&peer.registry, None, op)
+}
+
+/// A registry's signature as its edge attaches it (the core stores signatures; the edges check them).
+pub fn signed_by(registry: &MemberId) -> RegistrySignature {
+    RegistrySignature { registry: registry.clone(), key: registry.to_string(), sig: format!("sig-{registry}") }
+}
+
+/// B records a netting statement home presents (home, as B knows it, is the actor).
+pub fn record_netting(statement: &NettingStatement, home: &Cast, peer: &PeerCast) -> Command {
+    let signatures = vec![signed_by(&home.registry.id), signed_by(&peer.registry.id)];
+    let op = Op::Federation(federation::Op::RecordNetting {
+        registry: peer.registry.id.clone(),
+        statement: statement.clone(),
+        signatures,
+    });
+    command(&peer.home_at_peer, None, op)
+}
+
+/// Home records B's answer to a statement it proposed.
+pub fn confirm_netting(statement: &NettingStatement, answer: NettingAnswer, home: &Cast, peer: &PeerCast) -> Command {
+    let op = Op::Federation(federation::Op::ConfirmNetting {
+        id: statement.id.clone(),
+        peer: peer.registry.id.clone(),
+        answer,
+    });
+    command(&home.registry, None, op)
 }
 
 /// The peer's operator makes a stuck relay pending again.

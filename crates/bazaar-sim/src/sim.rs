@@ -14,14 +14,16 @@ use crate::flows::{contract_op, dispute_op, read_doc, Flow, Workload};
 use crate::market::Storefront;
 use crate::options::{Options, GROUP_MAX, JUMP_S, LONG_JUMP_S, START, TICK_S_MAX};
 use crate::registry::{Answers, Registry};
-use crate::relay::{relay_finish, relay_retry, settle_relayed, PeerCast, Relays, Side};
+use crate::relay::{
+    confirm_netting, record_netting, relay_finish, relay_retry, settle_relayed, signed_by, PeerCast, Relays, Side,
+};
 use crate::report::{Failure, Report};
 use crate::rng::{lock, Rng, SharedRng};
 use bazaar_core::apply::Applied;
 use bazaar_core::command::{Command, Op, Outcome};
 use bazaar_core::dispute::{Dispute, DisputeAct};
 use bazaar_core::escrow::{Contract, ContractAct};
-use bazaar_core::federation::{Relay, RelayResult, RelayState};
+use bazaar_core::federation::{Netting, NettingAnswer, NettingState, Relay, RelayResult, RelayState};
 use bazaar_core::model::{DocKind, Member};
 use bazaar_core::refusal::Code;
 use bazaar_core::{federation, pay, token};
@@ -110,8 +112,8 @@ impl Sim {
             clock: Arc::new(ManualClock::new(START)),
             home,
             peer,
+            peer_cast: PeerCast::new(&Cast::new(START), START),
             cast: Cast::new(START),
-            peer_cast: PeerCast::new(START),
             workload: Workload::default(),
             relays: Relays::default(),
             storefront: Storefront::default(),
@@ -172,6 +174,7 @@ impl Sim {
         let (shop, owner, registry) =
             (stored(p, &self.peer_cast.shop)?, stored(p, &self.peer_cast.owner)?, stored(p, &self.peer_cast.registry)?);
         (self.peer_cast.shop, self.peer_cast.owner, self.peer_cast.registry) = (shop, owner, registry);
+        self.peer_cast.home_at_peer = stored(p, &self.peer_cast.home_at_peer)?;
         self.auditor.acked(self.home.store())?;
         self.peer_auditor.acked(self.peer.store())?;
         for reg in [&self.home, &self.peer] {
@@ -227,7 +230,7 @@ impl Sim {
         self.auditor.check(self.home.store(), contracts, disputes, &self.storefront.orders)?;
         self.peer_auditor.check(self.peer.store(), &[], &[], &[])?;
         let shop = &self.peer_cast.shop.id;
-        check_corridors(self.home.store(), self.peer.store(), &self.relays.tokens, shop, false)
+        check_corridors(self.home.store(), self.peer.store(), &self.relays, shop, false)
     }
 
     fn one_step(&mut self) -> Step {
@@ -441,6 +444,10 @@ impl Sim {
             (Op::Federation(federation::Op::RelayOpen { claims, .. }), Ok(_)) => {
                 self.relay_attempt(&claims.jti.0, true)
             }
+            // Home's edge sends a statement to B as soon as its operator proposed it.
+            (Op::Federation(federation::Op::ProposeNetting { statement, .. }), Ok(_)) => {
+                self.net_attempt(&statement.id, true)
+            }
             _ => Ok(()),
         }
     }
@@ -483,6 +490,45 @@ impl Sim {
         let finish = relay_finish(&relay, result, &self.peer_cast);
         if let Some(Ok(applied)) = self.peer.submit_group(vec![finish])?.pop() {
             *self.report.outcomes.entry(format!("relay_finish {}", outcome_name(&applied.outcome))).or_default() += 1;
+        }
+        Ok(())
+    }
+
+    /// Home sends a statement still proposed to B (which may be down, or whose answer may be lost) and
+    /// records B's answer.
+    fn net_attempt(&mut self, id: &str, faulty: bool) -> Step {
+        let netting = read_doc::<Netting>(self.home.store(), id).map_err(|e| e.to_string())?;
+        let Some(netting) = netting.filter(|n| n.state == NettingState::Proposed) else { return Ok(()) };
+        let f = self.opts.faults;
+        if faulty && lock(&self.rng).chance(f.peer_down) {
+            self.fault("peer_down");
+            return Ok(());
+        }
+        let record = record_netting(&netting.statement, &self.cast, &self.peer_cast);
+        let answer = match self.peer.submit_group(vec![record])?.pop().expect("one answer") {
+            Err(_) => return Ok(()),
+            Ok(_) if faulty && lock(&self.rng).chance(f.peer_late) => {
+                self.fault("peer_late");
+                return Ok(());
+            }
+            Ok(Applied { outcome: Ok(receipt), .. }) => {
+                let signed = receipt["signatures"].as_array().is_some_and(|s| s.len() == 2);
+                if !signed {
+                    return Err(format!("netting {id}: B recorded it without both signatures: {receipt}"));
+                }
+                NettingAnswer::Recorded(signed_by(&self.peer_cast.registry.id))
+            }
+            Ok(Applied { outcome: Err(refusal), .. }) => NettingAnswer::Refused(refusal),
+        };
+        let what = match &answer {
+            NettingAnswer::Recorded(_) => "recorded".to_string(),
+            NettingAnswer::Refused(r) => format!("refused {}", r.code.as_str()),
+        };
+        *self.report.outcomes.entry(format!("netting_record {what}")).or_default() += 1;
+        let confirm = confirm_netting(&netting.statement, answer, &self.cast, &self.peer_cast);
+        if let Some(Ok(applied)) = self.home.submit_group(vec![confirm])?.pop() {
+            *self.report.outcomes.entry(format!("netting_confirm {}", outcome_name(&applied.outcome))).or_default() +=
+                1;
         }
         Ok(())
     }
@@ -649,8 +695,12 @@ impl Sim {
                 self.retry_if_stuck(&claims.jti.0)?;
                 self.relay_attempt(&claims.jti.0, false)?;
             }
+            // Home's operator sends again every statement still proposed.
+            for id in self.relays.nettings.clone() {
+                self.net_attempt(&id, false)?;
+            }
         }
         let shop = &self.peer_cast.shop.id;
-        check_corridors(self.home.store(), self.peer.store(), &self.relays.tokens, shop, true)
+        check_corridors(self.home.store(), self.peer.store(), &self.relays, shop, true)
     }
 }

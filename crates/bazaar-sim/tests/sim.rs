@@ -7,7 +7,7 @@ use bazaar_sim::{run, Faults, Options, Plant, Report};
 use std::path::PathBuf;
 
 /// Seeds run by `cargo test`, and the steps of each.
-const SEEDS: u64 = 16;
+const SEEDS: u64 = 24;
 const STEPS: usize = 300;
 /// Seeds run with the peer in trouble.
 const PEER_TROUBLE_SEEDS: u64 = 4;
@@ -76,6 +76,9 @@ fn seeds_pass_with_every_fault_and_reach_every_flow() {
         "relay_open ok",
         "relay_call settled",
         "relay_finish ok",
+        "propose_netting ok",
+        "netting_record recorded",
+        "netting_confirm ok",
     ] {
         assert!(total.outcomes.get(done).copied().unwrap_or(0) > 0, "never reached: {done}");
     }
