@@ -36,12 +36,24 @@ const MIGRATIONS: &[(&str, &str)] = &[
 const READERS_MAX: usize = 4;
 /// How long a connection waits on a lock before giving up.
 const BUSY_TIMEOUT_MS: u64 = 5_000;
-/// Page cache per connection, in KiB (`PRAGMA cache_size` = its negation).
-const PAGE_CACHE_KIB: u64 = 32 * 1024;
-/// File bytes each connection may memory-map (`PRAGMA mmap_size`).
-const MMAP_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// The writer's page cache, in KiB (`PRAGMA cache_size` = its negation): the
+/// B-tree pages every batch touches.
+const WRITER_PAGE_CACHE_KIB: u64 = 32 * 1024;
+/// Each reader's page cache, in KiB: a read touches a few indexed rows, and the
+/// kernel's page cache holds the file behind it.
+const READER_PAGE_CACHE_KIB: u64 = 8 * 1024;
+/// The checkpointer's and the search tally's page caches, in KiB.
+const SIDE_PAGE_CACHE_KIB: u64 = 2 * 1024;
+/// No connection memory-maps the database (`PRAGMA mmap_size = 0`): a mapped
+/// page counts in the process's resident set once per mapping, so seven maps of
+/// a growing file grew RSS without bound in the 20-minute soak; reads go
+/// through the page caches above and the kernel's own cache instead.
+const MMAP_BYTES_MAX: u64 = 0;
 /// Connections one store keeps open: the writer, the readers, the checkpointer and the search tally's.
 const CONNECTIONS: usize = READERS_MAX + 3;
+/// The most page cache the ledger's connections hold together, in KiB (68 MiB).
+pub const PAGE_CACHE_KIB_TOTAL: u64 =
+    WRITER_PAGE_CACHE_KIB + READERS_MAX as u64 * READER_PAGE_CACHE_KIB + 2 * SIDE_PAGE_CACHE_KIB;
 
 pub struct SqliteStore {
     /// Dropping it stops the checkpointer thread.
@@ -53,7 +65,7 @@ pub struct SqliteStore {
     /// The search tally's own connection: its writes take SQLite's one write
     /// lock briefly (waiting up to `BUSY_TIMEOUT_MS`) but never queue in the writer.
     searches: Arc<Mutex<Connection>>,
-    /// `PRAGMA cache_size` and `mmap_size` as the writer's connection reports them, in bytes.
+    /// `PRAGMA cache_size` summed over the connections and `mmap_size`, as SQLite reports them, in bytes.
     configured: (u64, u64),
 }
 
@@ -67,12 +79,13 @@ fn unavailable(error: rusqlite::Error) -> StoreError {
 }
 
 fn open(path: &Path) -> Result<Connection, StoreError> {
-    open_via(path, None)
+    open_via(path, None, SIDE_PAGE_CACHE_KIB)
 }
 
 /// Opens a connection to `path` through the SQLite VFS named `vfs` (the
-/// platform's default when `None`), with the same pragmas either way.
-fn open_via(path: &Path, vfs: Option<&str>) -> Result<Connection, StoreError> {
+/// platform's default when `None`), with the same pragmas either way and a
+/// page cache of `cache_kib`.
+fn open_via(path: &Path, vfs: Option<&str>, cache_kib: u64) -> Result<Connection, StoreError> {
     let conn = match vfs {
         None => Connection::open(path),
         Some(vfs) => Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), vfs),
@@ -81,7 +94,7 @@ fn open_via(path: &Path, vfs: Option<&str>) -> Result<Connection, StoreError> {
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;
-         PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{PAGE_CACHE_KIB}; PRAGMA mmap_size = {MMAP_BYTES_MAX};"
+         PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{cache_kib}; PRAGMA mmap_size = {MMAP_BYTES_MAX};"
     ))
     .map_err(unavailable)?;
     Ok(conn)
@@ -188,9 +201,9 @@ impl SqliteStore {
         config: Config,
         clock: Arc<dyn Clock>,
     ) -> Result<SqliteStore, StoreError> {
-        let open = |path: &Path| open_via(path, vfs);
+        let open = |path: &Path, cache_kib| open_via(path, vfs, cache_kib);
         let created = !path.exists();
-        let mut conn = open(&path)?;
+        let mut conn = open(&path, WRITER_PAGE_CACHE_KIB)?;
         migrate(&mut conn)?;
         if created && vfs.is_none() {
             // SQLite syncs the directory when it creates a WAL, not when it
@@ -199,13 +212,25 @@ impl SqliteStore {
             bazaar_types::durable::sync_parent_dir(&path).map_err(|e| StoreError::Unavailable(e.to_string()))?;
         }
         conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")).map_err(unavailable)?;
-        let configured = configured_memory(&conn).map_err(unavailable)?;
+        // What SQLite reports for each connection, summed: the page caches together, the largest map.
+        let mut configured = (0, 0);
+        let mut count = |conn: &Connection| -> Result<(), StoreError> {
+            let (cache, mmap) = configured_memory(conn).map_err(unavailable)?;
+            configured = (configured.0 + cache, configured.1.max(mmap));
+            Ok(())
+        };
+        count(&conn)?;
+        let readers = (0..READERS_MAX)
+            .map(|_| open(&path, READER_PAGE_CACHE_KIB).and_then(|c| count(&c).map(|()| Mutex::new(c))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (checkpointer, searches) = (open(&path, SIDE_PAGE_CACHE_KIB)?, open(&path, SIDE_PAGE_CACHE_KIB)?);
+        count(&checkpointer)?;
+        count(&searches)?;
         let auth = Arc::new(Mutex::new(AuthCache::default()));
         let engine = SqliteEngine { conn, auth: auth.clone(), touched: Default::default() };
         let writer = Writer::spawn(engine, config, clock);
-        let readers = (0..READERS_MAX).map(|_| open(&path).map(Mutex::new)).collect::<Result<Vec<_>, _>>()?;
-        let checkpointer = spawn_checkpointer(open(&path)?);
-        let searches = Arc::new(Mutex::new(open(&path)?));
+        let checkpointer = spawn_checkpointer(checkpointer);
+        let searches = Arc::new(Mutex::new(searches));
         Ok(SqliteStore {
             searches,
             writer,

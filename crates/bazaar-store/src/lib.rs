@@ -83,9 +83,9 @@ pub struct CacheGauge {
 pub struct SqliteMemory {
     pub db: &'static str,
     pub connections: u64,
-    /// Page cache per connection at most, in bytes.
+    /// Page cache all of the database's connections may fill together, in bytes.
     pub cache_size_bytes: u64,
-    /// File bytes each connection may map at most (resident pages count in RSS as file-backed).
+    /// File bytes each connection may map at most (resident pages count in RSS as file-backed, once per mapping).
     pub mmap_size_bytes: u64,
 }
 

@@ -73,7 +73,7 @@ fn write_sqlite(out: &mut String, databases: &[SqliteMemory]) {
         ("bazaar_sqlite_connections", "SQLite connections kept open, per database.", |d| d.connections),
         (
             "bazaar_sqlite_cache_size_bytes",
-            "Page cache each connection may fill (PRAGMA cache_size, as configured).",
+            "Page cache all of a database's connections may fill together (PRAGMA cache_size, as configured).",
             |d| d.cache_size_bytes,
         ),
         (
