@@ -939,6 +939,8 @@ async fn a_new_node_folds_reputation_forward_from_the_stored_snapshot() {
     let snapshot = snapshot.expect("the first node wrote its fold down");
     assert_eq!((snapshot.seq, snapshot.head.as_str()), (at, first["as_of"]["ledger_head"].as_str().unwrap()));
     assert_eq!(events_folded(&r.state), at, "the first node folded from genesis: no snapshot yet");
+    let snapshot_seq = format!("bazaar_reputation_snapshot_seq {at}");
+    assert!(r.state.metrics.render().lines().any(|l| l == snapshot_seq), "{snapshot_seq} on /metrics");
     // No more snapshots from the first node: the ones below are the test's own.
     r.state.reputation.snapshot_every(u64::MAX);
     for i in 4..7 {

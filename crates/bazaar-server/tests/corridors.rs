@@ -111,6 +111,8 @@ async fn a_relay_unanswered_for_a_day_sticks_for_the_operator_who_retries_it_onc
     let jti = stuck["facts"]["jti"].as_str().unwrap().to_string();
     let due = b.state.store.doc(bazaar_core::model::DocKind::Relay, &jti).await.unwrap().unwrap().due_at;
     assert_eq!(due, None, "the sweeper no longer retries it");
+    let (status, verified) = b.post(shop, "/v1/tokens/verify", json!({"token": settle["token"]})).await;
+    assert_eq!((status, verified["state"].as_str()), (200, Some("stuck")), "verify says so: {verified}");
 
     let operator = operator();
     let (status, records) = b.get(&operator, "/v1/federation/recovery").await;

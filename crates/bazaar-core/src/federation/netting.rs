@@ -150,6 +150,31 @@ pub enum NettingAnswer {
     Refused(Refusal),
 }
 
+/// What [`Batch::admit`] found: the statement already stored, or a new one for this registry.
+enum Admitted {
+    Stored(Box<Netting>),
+    New { us: MemberId },
+}
+
+impl Netting {
+    fn new(
+        statement: &NettingStatement,
+        proposed_by: MemberId,
+        signatures: Vec<RegistrySignature>,
+        state: NettingState,
+    ) -> Netting {
+        Netting {
+            statement: statement.clone(),
+            proposed_by,
+            signatures,
+            state,
+            recorded_at: None,
+            transfer: None,
+            failure: None,
+        }
+    }
+}
+
 /// A netting statement's state, as answered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NettingStatus {
@@ -170,28 +195,18 @@ impl Batch<'_> {
         signature: &RegistrySignature,
     ) -> Result<NettingStatus, Refusal> {
         self.require(command, MemberKind::Operator, "the operator")?;
-        if let Some(stored) = self.same_statement(statement)? {
-            return Ok(NettingStatus { netting: stored });
-        }
-        statement.check_shape()?;
-        let us = self.registry_id(registry)?;
-        let Some(peer) = statement.counterparty(&us).cloned() else {
-            return refuse(Code::NettingInvalid, "A statement names this registry as the payer or the payee.");
+        let us = match self.admit(registry, statement, |batch, peer| match peer {
+            Some(peer) if batch.exists::<super::Peer>(peer.as_str()) => Ok(()),
+            Some(peer) => {
+                Err(Refusal::new(Code::NettingInvalid, "The other party is not a registry this one recognises.")
+                    .with(json!({"peer": peer})))
+            }
+            None => refuse(Code::NettingInvalid, "A statement names this registry as the payer or the payee."),
+        })? {
+            Admitted::Stored(netting) => return Ok(NettingStatus { netting: *netting }),
+            Admitted::New { us } => us,
         };
-        if !self.exists::<super::Peer>(peer.as_str()) {
-            return Err(Refusal::new(Code::NettingInvalid, "The other party is not a registry this one recognises.")
-                .with(json!({"peer": peer})));
-        }
-        self.check_netting_amount(&us, statement)?;
-        let netting = Netting {
-            statement: statement.clone(),
-            proposed_by: us,
-            signatures: vec![signature.clone()],
-            state: NettingState::Proposed,
-            recorded_at: None,
-            transfer: None,
-            failure: None,
-        };
+        let netting = Netting::new(statement, us, vec![signature.clone()], NettingState::Proposed);
         self.insert(&netting);
         self.emit(command, &events::NettingProposed { netting: netting.clone() });
         Ok(NettingStatus { netting })
@@ -210,25 +225,15 @@ impl Batch<'_> {
         if command.actor.kind != MemberKind::Peer {
             return refuse(Code::PeerUnknown, "Only a recognised peer registry presents a netting statement.");
         }
-        if let Some(stored) = self.same_statement(statement)? {
-            return Ok(NettingStatus { netting: stored });
-        }
-        statement.check_shape()?;
-        let us = self.registry_id(registry)?;
-        if statement.counterparty(&us) != Some(&command.actor.id) {
-            return refuse(Code::NettingInvalid, "The statement is not between this registry and the caller.");
-        }
-        self.peer(&command.actor.id)?;
-        self.check_netting_amount(&us, statement)?;
-        let mut netting = Netting {
-            statement: statement.clone(),
-            proposed_by: command.actor.id.clone(),
-            signatures: signatures.to_vec(),
-            state: NettingState::Recorded,
-            recorded_at: None,
-            transfer: None,
-            failure: None,
+        let caller = &command.actor.id;
+        let us = match self.admit(registry, statement, |batch, peer| match peer {
+            Some(peer) if peer == caller => batch.peer(peer).map(drop),
+            _ => refuse(Code::NettingInvalid, "The statement is not between this registry and the caller."),
+        })? {
+            Admitted::Stored(netting) => return Ok(NettingStatus { netting: *netting }),
+            Admitted::New { us } => us,
         };
+        let mut netting = Netting::new(statement, caller.clone(), signatures.to_vec(), NettingState::Recorded);
         self.post_netting(command, &us, &mut netting);
         self.insert(&netting);
         self.emit(command, &events::CorridorNetted { netting: netting.clone() });
@@ -269,6 +274,26 @@ impl Batch<'_> {
             }
         }
         Ok(NettingStatus { netting })
+    }
+
+    /// A statement as both sides take it in: the stored one if this very
+    /// statement holds its id (a resend); else, once its shape, its other
+    /// party (`check_peer`, given the counterparty if it names `registry`)
+    /// and this side's corridor allow it, new, with this registry's id.
+    fn admit(
+        &self,
+        registry: &MemberId,
+        statement: &NettingStatement,
+        check_peer: impl FnOnce(&Self, Option<&MemberId>) -> Result<(), Refusal>,
+    ) -> Result<Admitted, Refusal> {
+        if let Some(stored) = self.same_statement(statement)? {
+            return Ok(Admitted::Stored(Box::new(stored)));
+        }
+        statement.check_shape()?;
+        let us = self.registry_id(registry)?;
+        check_peer(self, statement.counterparty(&us))?;
+        self.check_netting_amount(&us, statement)?;
+        Ok(Admitted::New { us })
     }
 
     /// The stored statement under this id if it is this very one; a refusal if another holds the id.

@@ -42,6 +42,37 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .route(s2s::FEDERATION_NET_PATH, post(netting::federation_net))
 }
 
+/// Refuses anyone but the operator; `what` finishes "Only the operator …".
+pub(crate) fn operator_only(auth: &crate::auth::Auth, what: &str) -> Result<(), crate::problem::Problem> {
+    if auth.member.kind != bazaar_core::model::MemberKind::Operator {
+        return Err(Refusal::new(Code::NotPermitted, format!("Only the operator {what}.")).into());
+    }
+    Ok(())
+}
+
+/// `?after=<id>&limit=` over the operator's own documents of one kind.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorPage {
+    #[serde(default)]
+    pub after: String,
+    pub limit: Option<usize>,
+}
+
+/// A page of the operator's documents of kind `T::KIND` by id (at most
+/// `PAGE_LIMIT_MAX`), and the id to pass as `after` for the next one.
+pub(crate) async fn operator_docs<T: bazaar_core::kernel::docs::Document>(
+    state: &AppState,
+    page: &OperatorPage,
+) -> Result<(Vec<T>, Option<String>), crate::problem::Problem> {
+    use bazaar_types::limits::PAGE_LIMIT_MAX;
+    let limit = page.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
+    let operator = bazaar_types::MemberId(bazaar_core::model::OPERATOR_ID.into());
+    let rows = state.store.docs_by_party(T::KIND, &operator, &page.after, limit).await?;
+    let next = rows.last().map(|row| row.id.clone());
+    Ok((rows.iter().map(decode::<T>).collect::<Result<_, _>>()?, next))
+}
+
 /// Refuses a signed presentation (a passport's, a guest's) made further than
 /// `FEDERATION_SKEW_S_MAX` from this registry's clock: a signature alone does
 /// not say when, so an old one could be replayed.

@@ -8,6 +8,7 @@ use super::peer_client::{refusal_of, signed_call};
 use super::peers::peer_of;
 use super::s2s::FEDERATION_NET_PATH;
 use super::settle::{s2s_peer, signed_answer};
+use super::{operator_docs, operator_only, OperatorPage};
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{self, execute};
 use crate::problem::{errors, Problem};
@@ -24,9 +25,8 @@ use bazaar_core::federation::{
     self, verify_statement, Netting, NettingAnswer, NettingState, NettingStatement, Peer, RegistrySignature,
 };
 use bazaar_core::kernel::docs::decode;
-use bazaar_core::model::{DocKind, MemberKind, OPERATOR_ID};
+use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
-use bazaar_types::limits::PAGE_LIMIT_MAX;
 use bazaar_types::{Amount, MemberId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -77,12 +77,7 @@ pub struct PresentedStatement {
     pub signature: RegistrySignature,
 }
 
-fn operator_only(auth: &Auth) -> Result<(), Problem> {
-    if auth.member.kind != MemberKind::Operator {
-        return Err(Refusal::new(Code::NotPermitted, "Only the operator nets a corridor.").into());
-    }
-    Ok(())
-}
+const WHAT: &str = "nets a corridor";
 
 /// This registry's signature over `statement`, with its current key.
 fn our_signature(state: &AppState, statement: &NettingStatement) -> RegistrySignature {
@@ -132,7 +127,7 @@ pub async fn propose(
     auth: Auth,
     ApiJson(request): ApiJson<NettingRequest>,
 ) -> Result<Json<Value>, Problem> {
-    operator_only(&auth)?;
+    operator_only(&auth, WHAT)?;
     let peer = peer_of(&state, &request.peer).await?.ok_or_else(|| {
         Refusal::new(Code::NettingInvalid, "The other party is not a registry this one recognises.")
             .with(json!({"peer": request.peer}))
@@ -188,27 +183,15 @@ async fn send(state: &Arc<AppState>, peer: &Peer, netting: &Netting) -> Result<b
     Ok(true)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NettingQuery {
-    #[serde(default)]
-    pub after: String,
-    pub limit: Option<usize>,
-}
-
 /// Operator only: the netting statements this registry holds, by id.
 #[utoipa::path(get, path = "/v1/federation/netting", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Netting statements", body = schema::NettingPage), errors::Invalid, errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
 pub async fn list(
     State(state): State<Arc<AppState>>,
     auth: Auth,
-    ApiQuery(query): ApiQuery<NettingQuery>,
+    ApiQuery(page): ApiQuery<OperatorPage>,
 ) -> Result<Json<Value>, Problem> {
-    operator_only(&auth)?;
-    let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
-    let operator = MemberId(OPERATOR_ID.into());
-    let rows = state.store.docs_by_party(DocKind::Netting, &operator, &query.after, limit).await?;
-    let statements = rows.iter().map(decode::<Netting>).collect::<Result<Vec<_>, _>>()?;
-    let next = statements.last().map(|n| n.statement.id.clone());
+    operator_only(&auth, WHAT)?;
+    let (statements, next) = operator_docs::<Netting>(&state, &page).await?;
     Ok(Json(json!({"netting": statements, "next_after": next})))
 }
 

@@ -3,6 +3,7 @@
 //! the operator's retry of one.
 
 use super::settle::relay_attempt;
+use super::{operator_docs, operator_only, OperatorPage};
 use crate::auth::{ApiQuery, Auth};
 use crate::exec;
 use crate::problem::{errors, Problem};
@@ -12,12 +13,8 @@ use axum::extract::{Path, State};
 use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::federation::{self, Recovery, Relay};
-use bazaar_core::kernel::docs::decode;
-use bazaar_core::model::{DocKind, MemberKind, OPERATOR_ID};
 use bazaar_core::refusal::{Code, Refusal};
-use bazaar_types::limits::PAGE_LIMIT_MAX;
-use bazaar_types::{MemberId, TokenId};
-use serde::Deserialize;
+use bazaar_types::TokenId;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
@@ -27,34 +24,17 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::new().routes(routes!(list_recovery)).routes(routes!(retry_relay))
 }
 
-fn operator_only(auth: &Auth) -> Result<(), Problem> {
-    if auth.member.kind != MemberKind::Operator {
-        return Err(Refusal::new(Code::NotPermitted, "Only the operator reads and retries stuck relays.").into());
-    }
-    Ok(())
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecoveryQuery {
-    #[serde(default)]
-    pub after: String,
-    pub limit: Option<usize>,
-}
+const WHAT: &str = "reads and retries stuck relays";
 
 /// Operator only: every relay that ever stuck, by token id, with its state now.
 #[utoipa::path(get, path = "/v1/federation/recovery", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Recovery records", body = schema::RecoveryPage), errors::Invalid, errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
 pub async fn list_recovery(
     State(state): State<Arc<AppState>>,
     auth: Auth,
-    ApiQuery(query): ApiQuery<RecoveryQuery>,
+    ApiQuery(page): ApiQuery<OperatorPage>,
 ) -> Result<Json<Value>, Problem> {
-    operator_only(&auth)?;
-    let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
-    let operator = MemberId(OPERATOR_ID.into());
-    let rows = state.store.docs_by_party(DocKind::Recovery, &operator, &query.after, limit).await?;
-    let records = rows.iter().map(decode::<Recovery>).collect::<Result<Vec<_>, _>>()?;
-    let next = records.last().map(|r| r.jti.to_string());
+    operator_only(&auth, WHAT)?;
+    let (records, next) = operator_docs::<Recovery>(&state, &page).await?;
     Ok(Json(json!({"recovery": records, "next_after": next})))
 }
 
@@ -66,7 +46,7 @@ pub async fn retry_relay(
     auth: Auth,
     Path(jti): Path<String>,
 ) -> Result<Json<Value>, Problem> {
-    operator_only(&auth)?;
+    operator_only(&auth, WHAT)?;
     let op = Op::Federation(federation::Op::RelayRetry { jti: TokenId(jti.clone()) });
     exec::receipt(&state, auth.member, op).await?;
     let missing = || Refusal::new(Code::TokenNotFound, "No relay for this token.");
