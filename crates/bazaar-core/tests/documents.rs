@@ -114,7 +114,7 @@ fn member(name: &str, kind: MemberKind, owner: Option<&str>) -> Member {
 }
 
 fn keyed(actor: &Member, key: &str, op: Op) -> Command {
-    let idem = Idem { scope: actor.id.to_string(), key: key.into(), fingerprint: key.into() };
+    let idem = Idem::sent(actor.id.to_string(), key.into(), key.into());
     Command { actor: actor.clone(), idem: Some(idem), op }
 }
 

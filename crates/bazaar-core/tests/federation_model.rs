@@ -274,11 +274,11 @@ impl World {
                 amount: relay.amount,
                 order_id: relay.order_id.clone(),
             });
-            let idem = Idem {
-                scope: format!("{}:settle_relayed", self.peer_b_on_a.id),
-                key: claims.jti.to_string(),
-                fingerprint: sha256_hex(format!("{}:{}", relay.amount.0, relay.order_id).as_bytes()),
-            };
+            let idem = Idem::sent(
+                format!("{}:settle_relayed", self.peer_b_on_a.id),
+                claims.jti.to_string(),
+                sha256_hex(format!("{}:{}", relay.amount.0, relay.order_id).as_bytes()),
+            );
             let answer = self.a.run(Command { actor: self.peer_b_on_a.clone(), idem: Some(idem), op }, self.now);
             match (lose_answer, answer.outcome) {
                 (true, _) => RelayResult::Unreachable,

@@ -90,11 +90,7 @@ fn fingerprint(op: &Op) -> String {
 }
 
 fn command(actor: &Member, key: Option<&str>, op: Op) -> Command {
-    let idem = key.map(|key| Idem {
-        scope: format!("{}:{}", actor.id, op.name()),
-        key: key.to_string(),
-        fingerprint: fingerprint(&op),
-    });
+    let idem = key.map(|key| Idem::sent(format!("{}:{}", actor.id, op.name()), key.to_string(), fingerprint(&op)));
     Command { actor: actor.clone(), idem, op }
 }
 

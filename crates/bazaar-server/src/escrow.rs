@@ -14,7 +14,7 @@ use axum::response::Response;
 use axum::Json;
 use bazaar_core::command::Op;
 use bazaar_core::escrow;
-use bazaar_core::escrow::{Contract, ContractAct, ContractState, MilestoneSpec, MilestoneState};
+use bazaar_core::escrow::{Contract, ContractAct, MilestoneSpec};
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{DocKind, Member, MemberKind, DESK_ID};
 use bazaar_core::refusal::{Code, Refusal};
@@ -261,15 +261,8 @@ pub async fn reclaim_milestone(
     headers: HeaderMap,
     Path((id, index)): Path<(String, u32)>,
 ) -> Result<Response, Problem> {
-    // Too early is answered here, unrecorded, so the derived key still works once the time comes.
-    let contract = load_contract(&state, &id).await?;
-    let pending = contract.milestones.get(index as usize).filter(|m| m.state == MilestoneState::Pending);
-    if let Some(m) = pending.filter(|_| contract.state == ContractState::Accepted) {
-        // Only to those who may read the due date: the buyer, its owner (and the operator); others meet `not_party`.
-        if may_read(&state, &auth.member, &[&contract.buyer]).await.is_ok() {
-            escrow::check_reclaim_time(m, state.now())?;
-        }
-    }
+    // The key is derived, so a refusal (`reclaim_too_early`) is not kept under it: asked again once the time
+    // comes, the reclaim runs.
     let key = format!("reclaim:{id}:{index}");
     contract_act(state, auth, headers, id, ContractAct::Reclaim { milestone: index }, key).await
 }

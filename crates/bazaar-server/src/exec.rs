@@ -43,12 +43,13 @@ pub(crate) fn idem_for(
     request: &impl Serialize,
 ) -> Result<Option<Idem>, Problem> {
     let sent = headers.get(IDEMPOTENCY_KEY).map(|v| v.to_str().map(str::to_string));
-    let key = match (sent, rule) {
+    let (key, keeps_refusals) = match (sent, rule) {
         (Some(Err(_)), _) => {
             return Err(Refusal::new(Code::IdempotencyKeyInvalid, "`Idempotency-Key` must be printable ASCII.").into())
         }
-        (Some(Ok(key)), _) => key,
-        (None, KeyRule::DefaultTo(key)) => key,
+        (Some(Ok(key)), _) => (key, true),
+        // A derived key keeps only successes: a refusal never pins the order (see `Idem::keeps_refusals`).
+        (None, KeyRule::DefaultTo(key)) => (key, false),
         (None, KeyRule::Required) => {
             return Err(Refusal::new(
                 Code::IdempotencyKeyRequired,
@@ -64,6 +65,7 @@ pub(crate) fn idem_for(
         scope: format!("{}:{op_name}", actor.id),
         key,
         fingerprint: sha256_hex(format!("{op_name}\n{body}").as_bytes()),
+        keeps_refusals,
     }))
 }
 

@@ -319,8 +319,9 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
 
 /// A settle's derived key names the token (`token:<jti>`), not the order: a
 /// token refused for an order (expired) never blocks the next token for that
-/// order, a retry of each settle replays its own answer, and the order is
-/// still paid once (`order_already_settled` for a third token).
+/// order, a retry of a settle that succeeded replays its answer, a retry of one
+/// refused is judged again, and the order is still paid once
+/// (`order_already_settled` for the first token retried and for a third).
 #[tokio::test]
 async fn a_refused_token_never_blocks_the_next_token_for_its_order() {
     let r = registry().await;
@@ -340,12 +341,37 @@ async fn a_refused_token_never_blocks_the_next_token_for_its_order() {
     let retried = merchant.settle(&second, 400, "again", None).await.unwrap();
     assert!(retried.replayed);
     assert_eq!(retried.body, settled.body);
+    // The first token's refusal was not kept under its derived key: a retry is judged afresh, on today's books.
     let refused_again = merchant.settle(&first, 400, "again", None).await.unwrap_err();
-    assert_eq!(code(refused_again), (410, "token_expired".into()), "the first token's refusal is its own");
+    assert_eq!(code(refused_again), (409, "order_already_settled".into()), "judged afresh, not replayed");
     let third = token_of(ask("renew-2").await.unwrap());
     let paid_once = merchant.settle(&third, 400, "again", None).await.unwrap_err();
     assert_eq!(code(paid_once), (409, "order_already_settled".into()));
     assert_eq!(merchant.me().await.unwrap()["balance_minor"], settled.body["net_minor"]);
+}
+
+/// A refusal under a derived key is not kept: a token refused for an order (the buyer's budget too small) is
+/// issued for that same order, without a key, once the owner raises the budget; a key the caller chose keeps its
+/// refusal (replayed after the budget rose) until the caller uses a new key.
+#[tokio::test]
+async fn a_refusal_under_a_derived_key_never_pins_the_order() {
+    let r = registry().await;
+    let (owner, buyer, _merchant, shop) = cast(&r, "pin", 300).await;
+    let refused = code(buyer.issue_token(&shop, 400, "pinned", "r").await.unwrap_err());
+    assert_eq!(refused.0 / 100, 4, "over budget: {refused:?}");
+    let body = json!({"merchant": shop, "max_amount_minor": 400, "order_id": "sticky", "resource": "r"});
+    let with_key = || buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), Some("chosen-key"));
+    assert_eq!(code(with_key().await.unwrap_err()), refused);
+    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    r.operator.mint(&owner_id, 1_000, "mint-pin-more").await.unwrap();
+    owner.fund("buyer-pin", 1_000, "fund-pin-more").await.unwrap();
+    owner.set_budget("buyer-pin", 1_300, 1_300, 1_300).await.unwrap();
+    let issued = buyer.issue_token(&shop, 400, "pinned", "r").await.unwrap();
+    assert!(!issued.replayed, "the derived key kept no refusal: {}", issued.body);
+    let again = buyer.issue_token(&shop, 400, "pinned", "r").await.unwrap();
+    assert!(again.replayed, "the derived key keeps the token it issued");
+    assert_eq!(again.body["token"], issued.body["token"]);
+    assert_eq!(code(with_key().await.unwrap_err()), refused, "a chosen key keeps its refusal");
 }
 
 #[tokio::test]

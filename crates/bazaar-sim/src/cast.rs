@@ -52,7 +52,7 @@ pub fn fingerprint(op: &Op) -> String {
 
 /// A command under an idempotency key (`None`: unkeyed, as the sweeper sends).
 pub fn command(actor: &Member, key: Option<String>, op: Op) -> Command {
-    let idem = key.map(|key| Idem { scope: format!("{}:{}", actor.id, op.name()), key, fingerprint: fingerprint(&op) });
+    let idem = key.map(|key| Idem::sent(format!("{}:{}", actor.id, op.name()), key, fingerprint(&op)));
     Command { actor: actor.clone(), idem, op }
 }
 

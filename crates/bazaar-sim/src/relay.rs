@@ -199,8 +199,7 @@ impl Relays {
 /// signed request: idempotent by token id, the fingerprint over the request.
 pub fn settle_relayed(relay: &Relay, claims: &TokenClaims, peer: &PeerCast) -> Command {
     let fingerprint = sha256_hex(format!("{}|{}|{}", relay.token, relay.amount.0, relay.order_id).as_bytes());
-    let idem =
-        Idem { scope: format!("{}:settle_relayed", peer.peer_at_home.id), key: claims.jti.to_string(), fingerprint };
+    let idem = Idem::sent(format!("{}:settle_relayed", peer.peer_at_home.id), claims.jti.to_string(), fingerprint);
     let op = Op::Federation(federation::Op::SettleRelayed {
         claims: claims.clone(),
         amount: relay.amount,

@@ -171,7 +171,7 @@ fn scratch(test: &str, cycle: u64) -> PathBuf {
 }
 
 fn idem(actor: &Member, kind: &str, key: String) -> Option<Idem> {
-    Some(Idem { scope: format!("{}:{kind}", actor.id), fingerprint: format!("fp-{key}"), key })
+    Some(Idem::sent(format!("{}:{kind}", actor.id), key.clone(), format!("fp-{key}")))
 }
 
 fn pay(actor: &Member, kind: &str, key: String, op: pay::Op) -> Command {

@@ -185,7 +185,7 @@ impl Fixture {
     }
 
     pub fn idem(&self, scope: &str, key: &str, fingerprint: &str) -> Option<Idem> {
-        Some(Idem { scope: scope.into(), key: key.into(), fingerprint: fingerprint.into() })
+        Some(Idem::sent(scope.into(), key.into(), fingerprint.into()))
     }
 
     pub async fn balance(&self, member: &Member) -> i128 {

@@ -609,10 +609,9 @@ impl Batch<'_> {
 }
 
 /// Refuses a reclaim of `m` before its due date plus the grace, saying when it
-/// becomes possible. The HTTP edge asks it too before submitting, so an early
-/// ask is answered without being recorded under the route's derived key (a
-/// recorded refusal would replay until the record is pruned).
-pub fn check_reclaim_time(m: &Milestone, now: Timestamp) -> Result<(), Refusal> {
+/// becomes possible. Under the route's derived key the refusal is not kept
+/// (`Idem::keeps_refusals`), so the same ask runs once the time comes.
+fn check_reclaim_time(m: &Milestone, now: Timestamp) -> Result<(), Refusal> {
     let reclaimable_at = m.reclaimable_at();
     if now >= reclaimable_at {
         return Ok(());

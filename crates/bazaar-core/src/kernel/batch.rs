@@ -170,7 +170,7 @@ impl Batch<'_> {
             }
         }
         let outcome = run(self, request);
-        if let Some(idem) = caller.idem {
+        if let Some(idem) = caller.idem.filter(|idem| outcome.is_ok() || idem.keeps_refusals) {
             let record = IdempotencyRecord {
                 scope: idem.scope.clone(),
                 key: idem.key.clone(),

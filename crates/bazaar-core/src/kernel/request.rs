@@ -15,6 +15,19 @@ pub struct Idem {
     pub scope: String,
     pub key: String,
     pub fingerprint: String,
+    /// Whether a refusal is kept under this key (and replayed) like a success. True for a key the caller
+    /// chose; false for one the edge derived from the request's natural key (a token's order, a settle's
+    /// token), so a refusal there (a balance too low, a token expired) never pins the order: the same
+    /// request runs again once its cause is fixed. A refused command moved nothing, so running it again
+    /// can only do what a fresh request would.
+    pub keeps_refusals: bool,
+}
+
+impl Idem {
+    /// A key the caller chose: successes and refusals are kept.
+    pub fn sent(scope: String, key: String, fingerprint: String) -> Self {
+        Idem { scope, key, fingerprint, keeps_refusals: true }
+    }
 }
 
 /// The caller of one command as capabilities see it. `authored_by` on every

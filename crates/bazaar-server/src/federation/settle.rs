@@ -93,11 +93,8 @@ pub async fn federation_settle(
             "The token's signature does not verify against this registry's keys.",
         ),
     })?;
-    let idem = Idem {
-        scope: format!("{}:settle_relayed", member.id),
-        key: claims.jti.to_string(),
-        fingerprint: sha256_hex(&body),
-    };
+    // Kept with its refusals: a peer asking again learns the answer it lost, whatever it was.
+    let idem = Idem::sent(format!("{}:settle_relayed", member.id), claims.jti.to_string(), sha256_hex(&body));
     let op = Op::Federation(federation::Op::SettleRelayed { claims, amount, order_id: OrderId(request.order_id) });
     let response = execute(&state, member, Some(idem), op, StatusCode::OK).await;
     Ok(signed_answer(&state, FEDERATION_SETTLE_PATH, response).await)
