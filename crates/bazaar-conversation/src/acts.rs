@@ -11,13 +11,13 @@ use crate::mentions::mentioned_handles;
 use crate::model::Metered;
 use crate::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use crate::model::{
-    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, Notice, RecordRef,
-    ReplyTo, Role, SystemLine,
+    Attention, Channel, ChannelId, ChannelKind, ChannelView, Membership, Message, MessageKind, RecordRef, ReplyTo,
+    Role, SystemLine,
 };
 use crate::sealing::{check_public_key, check_shape, SealedBody, SealingKey};
 use crate::store::{
-    Change, ChangeKind, ConversationError, ConversationStore, Directory, HistoryRange, InboxPage, NewMessage, NewRoom,
-    Result,
+    Addressed, Change, ChangeKind, ConversationError, ConversationStore, Directory, HistoryRange, InboxPage,
+    NewMessage, NewRoom, Result,
 };
 use bazaar_types::limits::{
     AGENT_UNADDRESSED_POSTS_MAX, ATTENTION_SCAN_MAX, CHANNEL_MEMBERS_MAX, CHANNEL_NAME_BYTES_MAX, ETIQUETTE_SCAN,
@@ -547,19 +547,23 @@ impl<E: Engine> ConversationStore for E {
         self.write(move |tx, now| dm_of(tx, &one, &two, now))
     }
 
-    fn notify(&self, from: &MemberId, to: &MemberId, notice: Notice, body: String, key: String) -> Result<Message> {
-        if from == to {
+    fn notify(&self, from: &MemberId, notices: Vec<Addressed>) -> Result<Vec<Message>> {
+        if notices.iter().any(|n| n.to == *from) {
             return Err(ConversationError::DmWithSelf);
         }
-        let (from, to) = (from.clone(), to.clone());
+        let from = from.clone();
         self.write(move |tx, now| {
-            if let Some(first) = tx.message_by_idem(&from, &key)? {
-                return Ok(first); // before dm_of: a notice already told opens nothing
+            let mut written = Vec::with_capacity(notices.len());
+            for Addressed { to, notice, body, key } in notices {
+                if let Some(first) = tx.message_by_idem(&from, &key)? {
+                    written.push(first); // before dm_of: a notice already told opens nothing
+                    continue;
+                }
+                let channel = dm_of(tx, &from, &to, now)?;
+                let draft = Draft { kind: MessageKind::Notice(notice), body, mentions: vec![to], ..Draft::by(&from) };
+                written.push(append(tx, &channel, draft, Some(&key), now)?);
             }
-            let channel = dm_of(tx, &from, &to, now)?;
-            let draft =
-                Draft { kind: MessageKind::Notice(notice), body, mentions: vec![to.clone()], ..Draft::by(&from) };
-            append(tx, &channel, draft, Some(&key), now)
+            Ok(written)
         })
     }
 

@@ -34,8 +34,8 @@ pub use model::{
 };
 pub use people::PeopleStore;
 pub use store::{
-    Change, ChangeKind, ConversationError, ConversationStore, Directory, HandleBook, HistoryRange, InboxPage,
-    NewMessage, NewRoom,
+    Addressed, Change, ChangeKind, ConversationError, ConversationStore, Directory, HandleBook, HistoryRange,
+    InboxPage, NewMessage, NewRoom,
 };
 pub use webhooks::WebhookStore;
 

@@ -282,6 +282,15 @@ impl ConversationError {
 
 pub type Result<T> = std::result::Result<T, ConversationError>;
 
+/// One registry notice for one member, written once under `key`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Addressed {
+    pub to: MemberId,
+    pub notice: Notice,
+    pub body: String,
+    pub key: String,
+}
+
 /// The conversation plane's store: its own database and its own sequencer,
 /// never a command on the money writer. Every write is one transaction.
 pub trait ConversationStore {
@@ -298,10 +307,11 @@ pub trait ConversationStore {
     fn remove_member(&self, channel: &ChannelId, by: &MemberId, member: &MemberId) -> Result<Membership>;
     /// An owner makes a member an owner, or an owner a member (never the last owner).
     fn set_role(&self, channel: &ChannelId, by: &MemberId, member: &MemberId, role: Role) -> Result<Membership>;
-    /// Posts a registry notice to `to` in its DM with `from` (the registry),
-    /// opening the DM if need be. `key` makes it once-only: a notice already
-    /// written under it is returned, never a second one.
-    fn notify(&self, from: &MemberId, to: &MemberId, notice: Notice, body: String, key: String) -> Result<Message>;
+    /// Posts registry notices, in order and in one transaction, each to its
+    /// member in its DM with `from` (the registry), opening the DM if need be.
+    /// Each `key` makes its notice once-only: a notice already written under it
+    /// is returned, never a second one. The messages, in the notices' order.
+    fn notify(&self, from: &MemberId, notices: Vec<Addressed>) -> Result<Vec<Message>>;
     /// The room of a registry record (a dispute's), private and owned by
     /// `by` (the registry), one per record; each of `members` not in it now is
     /// added (with a joined line). Named `name` when first opened.

@@ -46,6 +46,10 @@ pub const HELP: &[(&str, &str)] = &[
 pub const GAUGE_HELP: &[(&str, &str)] = &[
     ("bazaar_cluster_lease_held", "1 while this node holds the named lease (the work under it runs here), else 0."),
     (
+        "bazaar_notifier_behind_events",
+        "Ledger events the conversation notifier has still to read (after its last pass; 0: caught up).",
+    ),
+    (
         "bazaar_reputation_snapshot_seq",
         "The ledger seq of the reputation snapshot this node last took up or wrote (0: none yet).",
     ),

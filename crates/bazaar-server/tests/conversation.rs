@@ -764,3 +764,59 @@ async fn a_consumer_that_stops_reading_is_closed_with_its_cursor() {
     }
     assert_eq!(seen, rest);
 }
+
+/// The notifier writes a pass's notices together and says on `/metrics` how far behind the ledger it is: more
+/// paid calls than one pass reads leave it behind after the first pass (`bazaar_notifier_behind_events` > 0),
+/// the second reaches the head (0), and the merchant's inbox holds one notice per paid call, in ledger order,
+/// none twice.
+#[tokio::test]
+async fn the_notifier_drains_in_batches_and_reports_how_far_behind_it_is() {
+    use bazaar_server::conversation::notices::notify_once;
+    use bazaar_types::limits::NOTIFIER_BATCH;
+    let r = registry().await;
+    let owner = person(&r, "owner").await;
+    let (buyer, shop) = (agent_of(&r, &owner, "buyer").await, agent_of(&r, &owner, "shop").await);
+    r.operator.mint(&owner.id, 1_000_000, "mint").await.unwrap();
+    let owner_client = r.operator.with_credential(&owner.credential);
+    owner_client.fund("buyer", 1_000_000, "fund").await.unwrap();
+    owner_client.set_budget("buyer", 1_000_000, 1_000_000, 1_000_000).await.unwrap();
+    let (buyer_client, shop_client) =
+        (r.operator.with_credential(&buyer.credential), r.operator.with_credential(&shop.credential));
+    let behind = || async {
+        let metrics = reqwest::get(format!("{}/metrics", r.url)).await.unwrap().text().await.unwrap();
+        let line = metrics.lines().find(|l| l.starts_with("bazaar_notifier_behind_events ")).map(str::to_string);
+        line.and_then(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok())).expect("the gauge is served")
+    };
+    let mut paid = 0;
+    while r.state.store.head().await.unwrap().seq < NOTIFIER_BATCH as u64 + 20 {
+        let order = format!("order-{paid}");
+        let token = buyer_client.issue_token("shop", 10, &order, "r").await.unwrap();
+        shop_client.settle(token.body["token"].as_str().unwrap(), 10, &order, None).await.unwrap();
+        paid += 1;
+    }
+    let first = notify_once(&r.state).await.unwrap();
+    assert_eq!(first.events_read, NOTIFIER_BATCH, "{first:?}");
+    assert!(behind().await >= 20.0, "a full pass asks how far the head is");
+    let second = notify_once(&r.state).await.unwrap();
+    assert!(second.events_read > 0 && second.events_read < NOTIFIER_BATCH, "{second:?}");
+    assert_eq!(behind().await, 0.0, "a short pass reached the head");
+    assert_eq!(first.notices_written + second.notices_written, paid, "one notice per paid call");
+    assert_eq!(notify_once(&r.state).await.unwrap(), Default::default(), "nothing is told twice");
+    let (mut after, mut seqs) = (0, Vec::new());
+    loop {
+        let (status, page) = r.get(&shop, &format!("/v1/inbox?after={after}&limit=100")).await;
+        assert_eq!(status, 200, "{page}");
+        let notices = page["messages"].as_array().unwrap().iter().filter(|m| m["kind"]["type"] == "notice");
+        seqs.extend(notices.map(|m| {
+            assert_eq!(m["kind"]["event"], "settlement.posted", "{m}");
+            m["kind"]["ledger_seq"].as_u64().unwrap()
+        }));
+        let next = page["next_after"].as_u64().unwrap();
+        if next == after {
+            break;
+        }
+        after = next;
+    }
+    assert_eq!(seqs.len(), paid, "{seqs:?}");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in ledger order, none twice: {seqs:?}");
+}

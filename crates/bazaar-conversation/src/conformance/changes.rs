@@ -5,7 +5,9 @@
 use bazaar_types::limits::REACTION_BYTES_MAX;
 
 use super::{member, room, room_with, say, text, whole_inbox, Case, Harness, MapDirectory};
-use crate::{Change, ChangeKind, ChannelId, ConversationStore, MessageKind, Notice, RecordRef, Role, SystemLine};
+use crate::{
+    Addressed, Change, ChangeKind, ChannelId, ConversationStore, MessageKind, Notice, RecordRef, Role, SystemLine,
+};
 
 pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
     vec![
@@ -202,10 +204,12 @@ fn a_notice_is_once_and_wakes<H: Harness>(harness: &H) {
         language: "en".into(),
     };
     let body = "A dispute was filed against you; answer by then.".to_string();
-    let first = store.notify(&registry, &shop, notice.clone(), body.clone(), "notice:42:0".into()).unwrap();
-    let again = store.notify(&registry, &shop, notice.clone(), body, "notice:42:0".into()).unwrap();
+    let addressed =
+        |key: &str| Addressed { to: shop.clone(), notice: notice.clone(), body: body.clone(), key: key.into() };
+    let first = store.notify(&registry, vec![addressed("notice:42:0")]).unwrap().remove(0);
+    let again = store.notify(&registry, vec![addressed("notice:42:0")]).unwrap().remove(0);
     assert_eq!(first, again, "a notice written twice under its key is one message");
-    assert_eq!(first.kind, MessageKind::Notice(notice));
+    assert_eq!(first.kind, MessageKind::Notice(notice.clone()));
     let inbox = whole_inbox(store, &shop, 0, 10);
     assert_eq!(inbox.len(), 2, "the DM's birth line (the registry has no sealing key), then the notice");
     assert_eq!(inbox[1], first);
@@ -215,6 +219,18 @@ fn a_notice_is_once_and_wakes<H: Harness>(harness: &H) {
     store.set_counter("notifier", 42).unwrap();
     store.set_counter("notifier", 43).unwrap();
     assert_eq!(store.counter("notifier").unwrap(), 43);
+    // A batch: in order, in one write; a notice already written is returned, not written again.
+    let batch =
+        store.notify(&registry, vec![addressed("notice:43:0"), addressed("notice:42:0"), addressed("notice:44:0")]);
+    let batch = batch.unwrap();
+    assert_eq!(batch[1], first, "the notice written before is returned in its place");
+    let inbox = whole_inbox(store, &shop, 0, 10);
+    assert_eq!(inbox.len(), 4, "two new notices, after the first");
+    assert_eq!((&inbox[2], &inbox[3]), (&batch[0], &batch[2]), "written in the batch's order");
+    // A notice to the registry itself fails the whole batch: nothing of it is written.
+    let to_self = Addressed { to: registry.clone(), ..addressed("notice:45:0") };
+    assert!(store.notify(&registry, vec![addressed("notice:46:0"), to_self]).is_err());
+    assert_eq!(whole_inbox(store, &shop, 0, 10).len(), 4, "a refused batch writes nothing");
 }
 
 fn agent_etiquette<H: Harness>(harness: &H) {

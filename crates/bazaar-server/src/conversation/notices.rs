@@ -27,7 +27,7 @@
 
 use crate::problem::Problem;
 use crate::state::AppState;
-use bazaar_conversation::{Notice, RecordRef, SystemLine};
+use bazaar_conversation::{Addressed, Notice, RecordRef, SystemLine};
 use bazaar_core::dispute::events::DisputeFiledBody;
 use bazaar_core::dispute::Dispute;
 use bazaar_core::identity::events::MemberRenamed;
@@ -227,25 +227,43 @@ pub async fn notify_once(state: &Arc<AppState>) -> Result<Pass, Problem> {
     let plane = state.plane()?.clone();
     let after = plane.call(|store| store.counter(NOTIFIER_COUNTER)).await?;
     let events = state.store.events(after, NOTIFIER_BATCH).await?;
-    let Some(last) = events.last().map(|event| event.seq) else { return Ok(Pass::default()) };
-    let mut written = 0;
+    let Some(last) = events.last().map(|event| event.seq) else {
+        state.metrics.set("bazaar_notifier_behind_events", String::new(), 0.0);
+        return Ok(Pass::default());
+    };
+    // The batch's notices are written together, in ledger order, in one write of the plane: a paid call
+    // makes one (`settlement.posted`), so under load a notice a write would fall behind the ledger.
+    let mut batch = Vec::new();
     for event in &events {
         dispute_room(state, event).await?;
         rename_lines(state, event).await?;
         for Told { to, notice, body } in notices_for(state, event).await? {
-            if to == state.registry {
-                continue;
+            if to != state.registry {
+                let key = format!("notice:{}:{to}", event.seq);
+                batch.push(Addressed { to, notice, body, key });
             }
-            let (from, key) = (state.registry.clone(), format!("notice:{}:{to}", event.seq));
-            let recipient = to.clone();
-            let message = plane.call(move |store| store.notify(&from, &to, notice, body, key)).await?;
-            // The notice may have opened the DM: the member's streams reload first.
-            plane.memberships_changed([&recipient]);
-            plane.published(&message);
-            written += 1;
+        }
+    }
+    let written = batch.len();
+    if written > 0 {
+        let mut recipients: Vec<MemberId> = batch.iter().map(|n| n.to.clone()).collect();
+        recipients.sort();
+        recipients.dedup();
+        let from = state.registry.clone();
+        let messages = plane.call(move |store| store.notify(&from, batch)).await?;
+        // A notice may have opened a DM: its member's streams reload first.
+        plane.memberships_changed(&recipients);
+        for message in &messages {
+            plane.published(message);
         }
     }
     plane.call(move |store| store.set_counter(NOTIFIER_COUNTER, last)).await?;
+    // A short batch reached the head; a full one asks how far the head is.
+    let behind = match events.len() < NOTIFIER_BATCH {
+        true => 0,
+        false => state.store.head().await.map_or(0, |head| head.seq.saturating_sub(last)),
+    };
+    state.metrics.set("bazaar_notifier_behind_events", String::new(), behind as f64);
     Ok(Pass { events_read: events.len(), notices_written: written })
 }
 
