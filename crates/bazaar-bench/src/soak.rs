@@ -6,7 +6,11 @@
 //! [`plateau`]'s rule: over the last third of the measured run, the resident
 //! set grows by less than [`PLATEAU_GROWTH_MAX`] — the total and the
 //! anonymous part alike. The caches that grew in that third are named, so a
-//! run that does not plateau says where to look.
+//! run that does not plateau says where to look. After the load the harness
+//! samples [`AFTER_SAMPLES`] more times (phase `after`): reported beside the
+//! verdict, not judged by it, since the rule is about memory under load and a
+//! server that has just been left alone catches up (the conversation notifier
+//! reads what it fell behind on: `notifier_behind`).
 
 use crate::drive::{self, Plan, Target};
 use crate::limits::{BUYERS_DEFAULT, CALLS_MAX, CONCURRENCY_DEFAULT, MERCHANTS_DEFAULT, RATE_MAX};
@@ -30,6 +34,8 @@ pub const SAMPLE_S_MAX: u64 = 600;
 pub const PLATEAU_GROWTH_MAX: f64 = 0.05;
 /// Samples the last third must hold for a verdict at all.
 pub const PLATEAU_SAMPLES_MIN: usize = 3;
+/// Samples taken after the load ends, `--sample-s` apart.
+pub const AFTER_SAMPLES: usize = 6;
 
 #[derive(ValueEnum, Clone, Copy, Debug, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -77,7 +83,7 @@ pub struct SoakArgs {
 pub struct Sample {
     /// Seconds since the load started (the warm-up's start); negative before it.
     pub t_s: f64,
-    /// `setup`, `warmup`, `measured`.
+    /// `setup`, `warmup`, `measured`, `after` (the load over).
     pub phase: &'static str,
     /// Settlements the server has committed (`bazaar_settlements_total`).
     pub settlements: u64,
@@ -87,7 +93,8 @@ pub struct Sample {
     /// Bytes of every file in the server's data directory (databases and their WALs): what the
     /// file-backed part of the resident set maps, at most.
     pub data_bytes: u64,
-    /// `bazaar_cache_entries` by cache, and `bazaar_tokio_tasks` as `tokio_tasks`.
+    /// `bazaar_cache_entries` by cache, `bazaar_tokio_tasks` as `tokio_tasks` and
+    /// `bazaar_notifier_behind_events` as `notifier_behind`.
     pub caches: BTreeMap<String, u64>,
 }
 
@@ -122,6 +129,8 @@ pub struct SoakReport {
     pub anon: Option<Growth>,
     /// Caches whose entries grew over the last third: (name, from, to).
     pub grew: Vec<(String, u64, u64)>,
+    /// The lowest and highest anonymous memory after the load ended (not judged).
+    pub after_anon_bytes: Option<(u64, u64)>,
     pub plateaued: bool,
     pub timeline: Vec<Sample>,
 }
@@ -224,10 +233,17 @@ async fn drive_and_sample(
             break;
         }
         let phase = if started.elapsed().as_secs() < args.warmup_s { "warmup" } else { "measured" };
-        timeline.push(sample(&scrape, server, data, started, phase).await);
+        let now = sample(&scrape, server, data, started, phase).await;
+        eprintln!("{}", progress(&now, args.warmup_s + args.duration_s));
+        timeline.push(now);
     }
     let mut outcome = load.await.context("the load task")?;
-    timeline.push(sample(&scrape, server, data, started, "measured").await);
+    for n in 0..AFTER_SAMPLES {
+        if n > 0 {
+            ticks.tick().await;
+        }
+        timeline.push(sample(&scrape, server, data, started, "after").await);
+    }
     let latency = drive::latency(&mut outcome.call_us);
     let mut report = judge(timeline, args.warmup_s as f64);
     report.rate = args.rate;
@@ -290,6 +306,8 @@ pub fn gauges(text: &str) -> (BTreeMap<String, u64>, u64) {
             }
         } else if series == "bazaar_tokio_tasks" {
             caches.insert("tokio_tasks".into(), value as u64);
+        } else if series == "bazaar_notifier_behind_events" {
+            caches.insert("notifier_behind".into(), value as u64);
         } else if series == "bazaar_settlements_total" {
             settlements = value as u64;
         }
@@ -325,6 +343,8 @@ pub fn judge(timeline: Vec<Sample>, warmup_s: f64) -> SoakReport {
         }
     }
     let warm = timeline.iter().rfind(|s| s.phase == "warmup").or(measured.first().copied());
+    let after: Vec<u64> = timeline.iter().filter(|s| s.phase == "after").map(|s| s.anon_bytes).collect();
+    let after_anon_bytes = after.iter().min().zip(after.iter().max()).map(|(lo, hi)| (*lo, *hi));
     SoakReport {
         rule: format!(
             "the resident set (total and anonymous) grows by less than {:.0} % over the last third of the measured run",
@@ -332,7 +352,8 @@ pub fn judge(timeline: Vec<Sample>, warmup_s: f64) -> SoakReport {
         ),
         rss_start_bytes: timeline.first().map_or(0, |s| s.rss_bytes),
         rss_warm_bytes: warm.map_or(0, |s| s.rss_bytes),
-        rss_end_bytes: timeline.last().map_or(0, |s| s.rss_bytes),
+        rss_end_bytes: measured.last().map_or(0, |s| s.rss_bytes),
+        after_anon_bytes,
         plateaued: rss.as_ref().is_some_and(|g| g.plateaued) && anon.as_ref().is_some_and(|g| g.plateaued),
         rss,
         anon,
@@ -340,6 +361,25 @@ pub fn judge(timeline: Vec<Sample>, warmup_s: f64) -> SoakReport {
         timeline,
         ..Default::default()
     }
+}
+
+/// One sample as a progress line on stderr: where the run is, what it settled, what the server holds.
+fn progress(now: &Sample, total_s: u64) -> String {
+    let behind = now.caches.get("notifier_behind").copied().unwrap_or(0);
+    format!(
+        "soak {:>5.0}/{total_s} s {:<8} settled {:>9}  RSS {:>6.1} MB  anon {:>6.1} MB  data {:>7.1} MB  notifier behind {behind}",
+        now.t_s,
+        now.phase,
+        now.settlements,
+        mb(now.rss_bytes),
+        mb(now.anon_bytes),
+        mb(now.data_bytes)
+    )
+}
+
+/// A latency in whole milliseconds, or `-` when no call finished.
+fn millis(ms: Option<f64>) -> String {
+    ms.map_or_else(|| "-".into(), |v| format!("{v:.0}"))
 }
 
 fn mb(bytes: u64) -> f64 {
@@ -352,16 +392,16 @@ pub fn print(report: &SoakReport) {
         report.rate, report.duration_s, report.warmup_s, report.sample_s
     );
     println!(
-        "  paid calls: {} ok ({:.0}/s), {} failed, {} not started (backlog); p50 {:?} ms, p99 {:?} ms",
+        "  paid calls: {} ok ({:.0}/s), {} failed, {} not started (backlog); p50 {} ms, p99 {} ms",
         report.calls_ok,
         report.calls_per_s,
         report.calls_failed,
         report.backlog_refused,
-        report.call_p50_ms.map(|v| v.round()),
-        report.call_p99_ms.map(|v| v.round())
+        millis(report.call_p50_ms),
+        millis(report.call_p99_ms)
     );
     println!(
-        "  RSS: {:.1} MB at start, {:.1} MB after warm-up, {:.1} MB at the end",
+        "  RSS: {:.1} MB at start, {:.1} MB after warm-up, {:.1} MB at the end of the load",
         mb(report.rss_start_bytes),
         mb(report.rss_warm_bytes),
         mb(report.rss_end_bytes)
@@ -380,6 +420,9 @@ pub fn print(report: &SoakReport) {
     }
     for (name, from, to) in &report.grew {
         println!("  grew over the last third: {name} {from} → {to}");
+    }
+    if let Some((lo, hi)) = report.after_anon_bytes {
+        println!("  after the load ({AFTER_SAMPLES} samples, not judged): anonymous {:.1} to {:.1} MB", mb(lo), mb(hi));
     }
     println!("  verdict ({}): {}", report.rule, if report.plateaued { "PLATEAU" } else { "NO PLATEAU" });
 }
@@ -424,6 +467,17 @@ mod tests {
     }
 
     #[test]
+    fn each_sample_prints_a_progress_line() {
+        let mut now = at(40.0, 123_400_000, 97_100_000);
+        now.settlements = 35_123;
+        now.caches.insert("notifier_behind".into(), 12);
+        let line = progress(&now, 1_230);
+        for part in ["40/1230 s", "measured", "35123", "RSS  123.4 MB", "anon   97.1 MB", "notifier behind 12"] {
+            assert!(line.contains(part), "{part:?} in {line:?}");
+        }
+    }
+
+    #[test]
     fn the_rule_reads_the_last_third() {
         // Growing early, flat late: a plateau.
         let flat: Vec<u64> = [50, 70, 90, 100, 100, 101, 100, 102, 101].to_vec();
@@ -448,12 +502,24 @@ mod tests {
     }
 
     #[test]
+    fn samples_after_the_load_are_reported_not_judged() {
+        let mut timeline: Vec<Sample> = (0..9).map(|n| at(30.0 + n as f64, 100, 100)).collect();
+        timeline.extend([150, 130].map(|anon| Sample { phase: "after", ..at(40.0, 160, anon) }));
+        let report = judge(timeline, 30.0);
+        assert!(report.plateaued, "a step once the load is over is not growth under load");
+        assert_eq!(report.after_anon_bytes, Some((130, 150)));
+        assert_eq!(report.rss_end_bytes, 100, "the end of the load, not the last sample after it");
+    }
+
+    #[test]
     fn gauges_are_read_from_the_exposition() {
         let text = "# HELP x\nbazaar_cache_entries{cache=\"verified_tokens\"} 4096\nbazaar_tokio_tasks 12\n\
-                    bazaar_settlements_total 77\nbazaar_cache_entries_max{cache=\"verified_tokens\"} 4096\n";
+                    bazaar_settlements_total 77\nbazaar_cache_entries_max{cache=\"verified_tokens\"} 4096\n\
+                    bazaar_notifier_behind_events 5\n";
         let (caches, settlements) = gauges(text);
         assert_eq!(caches.get("verified_tokens"), Some(&4096));
         assert_eq!(caches.get("tokio_tasks"), Some(&12));
+        assert_eq!(caches.get("notifier_behind"), Some(&5));
         assert_eq!(settlements, 77);
     }
 }
