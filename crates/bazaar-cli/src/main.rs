@@ -138,10 +138,22 @@ fn main() {
     match runtime.block_on(run(cli)) {
         Ok(code) => std::process::exit(code),
         Err(error) => {
+            // A registry's refusal may carry `facts` (when a reclaim opens, what a budget allows): shown, not dropped.
+            let facts = error.chain().find_map(|cause| match cause.downcast_ref::<bazaar_sdk::SdkError>() {
+                Some(bazaar_sdk::SdkError::Problem { body, .. }) => body.get("facts").cloned(),
+                _ => None,
+            });
             if json_output {
-                println!("{}", json!({"error": format!("{error:#}")}));
+                let mut printed = json!({"error": format!("{error:#}")});
+                if let Some(facts) = facts {
+                    printed["facts"] = facts;
+                }
+                println!("{printed}");
             } else {
                 eprintln!("error: {error:#}");
+                if let Some(facts) = facts.as_ref().and_then(|f| f.as_object()).filter(|f| !f.is_empty()) {
+                    eprintln!("facts: {}", cmd::common::facts_prose(facts));
+                }
             }
             std::process::exit(2);
         }

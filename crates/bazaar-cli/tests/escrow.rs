@@ -61,7 +61,7 @@ async fn a_purchase_above_the_threshold_opens_a_contract() {
     let dir = common::fresh_dir("bazaar-threshold");
     let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     let (owner, buyer) = enroll_pair(&operator, "big-owner", "big-buyer").await.unwrap();
-    enroll_pair(&operator, "shop-owner", "big-shop").await.unwrap();
+    let (_, shop) = enroll_pair(&operator, "shop-owner", "big-shop").await.unwrap();
     let funding =
         common::Funding { mint: (1_000_000, "m"), fund: (1_000_000, "f"), budget: [500_000, 1_000_000, 1_000_000] };
     common::fund_agent(&operator, &owner, "big-buyer", funding).await;
@@ -89,5 +89,20 @@ async fn a_purchase_above_the_threshold_opens_a_contract() {
     assert_eq!(printed["total"], price);
     assert!(printed["id"].as_str().unwrap().starts_with("ctr_"));
     assert_eq!(buyer.me().await.unwrap()["available_minor"], 1_000_000 - 2 * price);
+
+    // `bazaar contract reclaim` sends the buyer's reclaim: before the due date and the grace, the registry's
+    // refusal names when it becomes possible, and the milestone stays held.
+    let id = contract["id"].as_str().unwrap();
+    shop.contract_act(id, "accept").await.unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["contract", "--registry", &local.url, "--credential", &credential, "reclaim", id, "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "too early: {}", String::from_utf8_lossy(&output.stdout));
+    assert!(
+        stderr.contains("reclaim_too_early") && stderr.contains("facts: ") && stderr.contains("reclaimable_at_ms=")
+    );
+    assert_eq!(buyer.contract(id).await.unwrap()["held_minor"], price, "nothing moved");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -60,6 +60,16 @@ pub fn key_or_random(key: Option<String>) -> String {
     key.unwrap_or_else(|| format!("cli-{}", bazaar_server::random_b64(&bazaar_server::OsEntropy, 16)))
 }
 
+/// A refusal's facts as `name=value` pairs; a fact that is a document (the refused offer) by its id.
+pub fn facts_prose(facts: &serde_json::Map<String, Value>) -> String {
+    let text = |value: &Value| value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+    let fact = |(name, value): (&String, &Value)| match value.get("id") {
+        Some(id) => format!("{name}={}", text(id)),
+        None => format!("{name}={}", text(value)),
+    };
+    facts.iter().map(fact).collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

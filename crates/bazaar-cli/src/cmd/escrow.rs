@@ -1,5 +1,5 @@
 //! Escrowed work: `contract` (create, show, list, accept, decline, cancel,
-//! deliver, release), `dispute` (file, evidence, rule, appeal, execute, show,
+//! deliver, release, reclaim), `dispute` (file, evidence, rule, appeal, execute, show,
 //! list) and `stake`. Every answer prints as indented JSON.
 
 use super::common::{key_or_random, print_pretty, Remote};
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Escrowed contracts: create, show, list, accept, decline, cancel, deliver, release.
+    /// Escrowed contracts: create, show, list, accept, decline, cancel, deliver, release, reclaim.
     Contract {
         #[command(flatten)]
         remote: Remote,
@@ -83,6 +83,12 @@ pub enum ContractCmd {
     },
     /// Buyer: release a delivered milestone to the seller.
     Release {
+        id: String,
+        milestone: u32,
+    },
+    /// Buyer: take back an undelivered milestone once its due date and the registry's grace have passed (before
+    /// that the registry answers `reclaim_too_early` with `reclaimable_at_ms`).
+    Reclaim {
         id: String,
         milestone: u32,
     },
@@ -195,6 +201,7 @@ async fn contract_cmd(client: &Client, action: ContractCmd) -> Result<Value> {
             client.deliver(&id, milestone, evidence.as_bytes()).await?.body
         }
         ContractCmd::Release { id, milestone } => client.release(&id, milestone, None).await?.body,
+        ContractCmd::Reclaim { id, milestone } => client.reclaim(&id, milestone, None).await?.body,
     })
 }
 

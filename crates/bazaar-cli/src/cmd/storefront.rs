@@ -7,7 +7,7 @@
 //! problem code, detail and facts and exits 1; a command that could not run
 //! (a bad flag, an unreachable registry, an unreadable file) exits 2.
 
-use super::common::{key_or_random, print, Remote};
+use super::common::{facts_prose, key_or_random, print, Remote};
 use anyhow::{Context, Result};
 use bazaar_sdk::storefront::QuoteRequest;
 use bazaar_sdk::SdkError;
@@ -342,15 +342,6 @@ fn print_refusal(json_output: bool, status: u16, code: &str, detail: &str, body:
             eprintln!("facts: {}", facts_prose(facts));
         }
     }
-}
-
-/// A refusal's facts as `name=value` pairs; a fact that is a document (the refused offer) by its id.
-fn facts_prose(facts: &serde_json::Map<String, Value>) -> String {
-    let fact = |(name, value): (&String, &Value)| match value.get("id") {
-        Some(id) => format!("{name}={}", text(id)),
-        None => format!("{name}={}", text(value)),
-    };
-    facts.iter().map(fact).collect::<Vec<_>>().join(" ")
 }
 
 /// Runs one read on `remote`'s client and pairs its answer with its prose.
