@@ -44,14 +44,21 @@ pub const FANOUT_BUFFER: usize = 16_384;
 pub const AUTH_WINDOW_S: u64 = 600;
 /// Open relay connections per process.
 pub const CONNECTIONS_MAX: usize = 10_000;
-/// Idle read connections the embedded event store keeps for reuse; a read
-/// past them opens one of its own and closes it after (each connection may
-/// hold `PAGE_CACHE_KIB` of page cache and map `MMAP_BYTES_MAX` of the file).
-pub const STORE_READERS_IDLE_MAX: usize = 4;
-/// Page cache per SQLite connection of the event store, in KiB.
-pub const PAGE_CACHE_KIB: u64 = 32 * 1024;
-/// File bytes each SQLite connection of the event store may memory-map.
-pub const MMAP_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// Read connections the embedded event store opens at most; a read past them
+/// waits for one to come back (reads run on the blocking pool, which has far
+/// more threads than this). Each is kept open for the next read.
+pub const STORE_READERS_MAX: usize = 4;
+/// Page cache of the event store's writer connection, in KiB.
+pub const WRITER_PAGE_CACHE_KIB: u64 = 16 * 1024;
+/// Page cache of each of the event store's read connections, in KiB.
+pub const READER_PAGE_CACHE_KIB: u64 = 4 * 1024;
+/// Page cache the event store's connections may fill together, in KiB (32 MiB).
+pub const PAGE_CACHE_KIB_TOTAL: u64 = WRITER_PAGE_CACHE_KIB + STORE_READERS_MAX as u64 * READER_PAGE_CACHE_KIB;
+/// File bytes each SQLite connection of the event store may memory-map: none.
+/// A mapped page counts in the resident set once per mapping, so five
+/// connections mapping a growing file made RSS grow with the file (the
+/// ledger's store made the same change, measured in BENCHMARKS.md).
+pub const MMAP_BYTES_MAX: u64 = 0;
 
 const _: () = assert!(QUERY_LIMIT_DEFAULT <= QUERY_LIMIT_MAX);
 const _: () = assert!(CONTENT_BYTES_MAX < MESSAGE_BYTES_MAX);

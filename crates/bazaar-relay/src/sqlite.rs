@@ -1,9 +1,9 @@
 //! The embedded engine: the relay's own SQLite file (WAL, `synchronous =
-//! FULL`), one write connection and a small pool of readers. Apart from the
-//! ledger's file, so an event never waits on the money writer.
+//! FULL`), one write connection and at most `STORE_READERS_MAX` readers.
+//! Apart from the ledger's file, so an event never waits on the money writer.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 
 use rusqlite::types::Value as Sql;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior};
@@ -11,10 +11,10 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transact
 use crate::event::{Encoded, Event, EventId, Hex32};
 use crate::filter::Filter;
 use crate::kind::{class, Class, DELETION};
-use crate::limits::{MMAP_BYTES_MAX, PAGE_CACHE_KIB, STORE_READERS_IDLE_MAX};
+use crate::limits::{MMAP_BYTES_MAX, READER_PAGE_CACHE_KIB, STORE_READERS_MAX, WRITER_PAGE_CACHE_KIB};
 use crate::store::{
     deletion_targets, indexed_tags, is_job_request, merge_newest_first, replaces, unavailable, EventStore, Purged,
-    Result, Written,
+    Result, StoreMemory, Written,
 };
 
 /// Rows one purge transaction removes at most, so the writer is never held long.
@@ -64,45 +64,89 @@ CREATE TABLE IF NOT EXISTS relay_purged_jobs (
 pub struct SqliteEventStore {
     path: PathBuf,
     writer: Mutex<Connection>,
-    readers: Mutex<Vec<Connection>>,
+    readers: Mutex<Readers>,
+    /// Signalled when a reader comes back (or failed to open), for a read waiting on the bound.
+    returned: Condvar,
+    /// The page cache the connections are configured for, read back from SQLite at open, in bytes.
+    writer_cache_bytes: u64,
 }
 
-fn open_connection(path: &Path) -> Result<Connection> {
+/// The read connections: those idle now, and how many are open (idle or in use).
+#[derive(Default)]
+struct Readers {
+    idle: Vec<Connection>,
+    open: usize,
+}
+
+fn open_connection(path: &Path, cache_kib: u64) -> Result<Connection> {
     let connection = Connection::open(path).map_err(unavailable)?;
     connection
         .execute_batch(&format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;
-             PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{PAGE_CACHE_KIB}; PRAGMA mmap_size = {MMAP_BYTES_MAX};"
+             PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{cache_kib}; PRAGMA mmap_size = {MMAP_BYTES_MAX};"
         ))
         .map_err(unavailable)?;
     Ok(connection)
 }
 
+/// A connection's page cache as SQLite reports it, in bytes (`cache_size` is KiB when negative, pages when
+/// positive), and what it may map.
+fn configured(connection: &Connection) -> Result<(u64, u64)> {
+    let cache: i64 = connection.query_row("PRAGMA cache_size", [], |r| r.get(0)).map_err(unavailable)?;
+    let page: i64 = connection.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(unavailable)?;
+    let cache_bytes = if cache < 0 { cache.unsigned_abs() * 1024 } else { cache as u64 * page.max(0) as u64 };
+    let mmap: Option<i64> =
+        connection.query_row("PRAGMA mmap_size", [], |r| r.get(0)).optional().map_err(unavailable)?;
+    Ok((cache_bytes, mmap.unwrap_or(0).max(0) as u64))
+}
+
 impl SqliteEventStore {
     pub fn open(path: &Path) -> Result<SqliteEventStore> {
         let created = !path.exists();
-        let writer = open_connection(path)?;
+        let writer = open_connection(path, WRITER_PAGE_CACHE_KIB)?;
         writer.execute_batch(SCHEMA).map_err(unavailable)?;
         if created {
             // See `bazaar_types::durable`: the new file's directory entry is not durable until this.
             bazaar_types::durable::sync_parent_dir(path).map_err(unavailable)?;
         }
-        Ok(SqliteEventStore { path: path.to_path_buf(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+        let (writer_cache_bytes, _) = configured(&writer)?;
+        Ok(SqliteEventStore {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            readers: Mutex::default(),
+            returned: Condvar::new(),
+            writer_cache_bytes,
+        })
     }
 
+    /// Runs `act` on a read connection: an idle one, a new one while fewer than `STORE_READERS_MAX` are
+    /// open, else the next one given back.
     fn read<T>(&self, act: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let pooled = self.readers.lock().map_err(unavailable)?.pop();
-        let connection = match pooled {
+        let connection = {
+            let mut readers = self.readers.lock().map_err(unavailable)?;
+            loop {
+                if let Some(connection) = readers.idle.pop() {
+                    break Some(connection);
+                }
+                if readers.open < STORE_READERS_MAX {
+                    readers.open += 1;
+                    break None;
+                }
+                readers = self.returned.wait(readers).map_err(unavailable)?;
+            }
+        };
+        let connection = match connection {
             Some(connection) => connection,
-            None => open_connection(&self.path)?,
+            None => open_connection(&self.path, READER_PAGE_CACHE_KIB).inspect_err(|_| {
+                if let Ok(mut readers) = self.readers.lock() {
+                    readers.open -= 1;
+                }
+                self.returned.notify_one();
+            })?,
         };
         let outcome = act(&connection);
-        let mut idle = self.readers.lock().map_err(unavailable)?;
-        // Reads run on the blocking pool, so as many may run at once as it has
-        // threads: keep a few connections, not one per thread ever used.
-        if idle.len() < STORE_READERS_IDLE_MAX {
-            idle.push(connection);
-        }
+        self.readers.lock().map_err(unavailable)?.idle.push(connection);
+        self.returned.notify_one();
         outcome
     }
 }
@@ -333,6 +377,16 @@ impl EventStore for SqliteEventStore {
         }
     }
 
+    fn memory(&self) -> Option<StoreMemory> {
+        let open = self.readers.lock().ok()?.open;
+        Some(StoreMemory {
+            connections: 1 + open as u64,
+            connections_max: 1 + STORE_READERS_MAX as u64,
+            cache_size_bytes: self.writer_cache_bytes + STORE_READERS_MAX as u64 * READER_PAGE_CACHE_KIB * 1024,
+            mmap_size_bytes: MMAP_BYTES_MAX,
+        })
+    }
+
     fn purged_at(&self, id: &EventId) -> Result<Option<u64>> {
         self.read(|connection| {
             connection
@@ -367,29 +421,44 @@ fn purge_chunk(tx: &Transaction<'_>, condition: &str, bound: u64, now: u64) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::PAGE_CACHE_KIB_TOTAL;
 
-    /// Reads running at once each get a connection, but only
-    /// `STORE_READERS_IDLE_MAX` are kept afterwards.
+    /// Reads running at once never open more than `STORE_READERS_MAX` connections: the rest wait for one to
+    /// come back, and every read is answered. No connection maps the file, and each has its own page cache.
     #[test]
-    fn the_idle_readers_are_bounded() {
+    fn the_readers_are_bounded_and_map_nothing() {
         let dir = std::env::temp_dir().join(format!("bazaar-relay-readers-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let store = SqliteEventStore::open(&dir.join("relay.db")).unwrap();
-        let at_once = STORE_READERS_IDLE_MAX * 2;
-        let all_in = std::sync::Barrier::new(at_once);
-        std::thread::scope(|scope| {
-            for _ in 0..at_once {
-                scope.spawn(|| {
-                    store
-                        .read(|c| {
-                            all_in.wait();
-                            c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)).map_err(unavailable)
-                        })
-                        .unwrap()
-                });
-            }
+        let at_once = STORE_READERS_MAX * 3;
+        let (busiest, running) = (std::sync::atomic::AtomicUsize::new(0), std::sync::atomic::AtomicUsize::new(0));
+        let answered = std::thread::scope(|scope| {
+            let reads: Vec<_> = (0..at_once)
+                .map(|_| {
+                    scope.spawn(|| {
+                        store
+                            .read(|c| {
+                                let now = running.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                                busiest.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(20));
+                                running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                                let (cache, mmap) = configured(c)?;
+                                assert_eq!((cache, mmap), (READER_PAGE_CACHE_KIB * 1024, 0));
+                                c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)).map_err(unavailable)
+                            })
+                            .unwrap()
+                    })
+                })
+                .collect();
+            reads.into_iter().map(|read| read.join().unwrap()).sum::<i64>()
         });
-        assert_eq!(store.readers.lock().unwrap().len(), STORE_READERS_IDLE_MAX);
+        assert_eq!(answered, at_once as i64, "every read was answered");
+        assert_eq!(busiest.into_inner(), STORE_READERS_MAX, "reads ran side by side, at most the bound at once");
+        let memory = store.memory().unwrap();
+        assert_eq!((memory.connections, memory.connections_max), (1 + STORE_READERS_MAX as u64, 5));
+        assert_eq!(memory.cache_size_bytes, PAGE_CACHE_KIB_TOTAL * 1024);
+        assert_eq!(memory.mmap_size_bytes, 0);
+        assert_eq!(store.readers.lock().unwrap().idle.len(), STORE_READERS_MAX);
         std::fs::remove_dir_all(&dir).ok();
     }
 }

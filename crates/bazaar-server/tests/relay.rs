@@ -143,6 +143,16 @@ async fn newest_first_and_limit_keeps_the_newest() {
     assert_eq!(contents(&two), vec!["n4", "n3"]);
     let range = c.req("range", &[json!({"kinds": [1], "since": T0 - 9, "until": T0 - 8})]).await;
     assert_eq!(contents(&range), vec!["n2", "n1"], "since and until are inclusive");
+    // The relay's store is on /metrics beside the ledger's: what it holds open, its page cache, no map.
+    let metrics = reqwest::get(format!("{}/metrics", h.registry.url)).await.unwrap().text().await.unwrap();
+    let value = |series: &str| {
+        let line = metrics.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} in {metrics}"));
+        line.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    assert_eq!(value("bazaar_sqlite_connections{db=\"relay\"} "), 2, "the writer and the one reader used");
+    let cache = bazaar_relay::limits::PAGE_CACHE_KIB_TOTAL * 1024;
+    assert_eq!(value("bazaar_sqlite_cache_size_bytes{db=\"relay\"} "), cache);
+    assert_eq!(value("bazaar_sqlite_mmap_size_bytes{db=\"relay\"} "), 0);
 }
 
 #[tokio::test]
