@@ -1,5 +1,6 @@
 //! The connection layer under `bazaar serve`: one accept loop for plain HTTP
-//! and rustls alike, which caps the connections one remote address may hold,
+//! and rustls alike, which caps the connections one remote address may hold
+//! (an upgraded one, a WebSocket, counts until its socket closes),
 //! bounds how long a client may take to send its headers (a slow client's or
 //! an idle keep-alive connection's timeout) and how large they may be, bounds
 //! the TLS handshake, tells each request its peer's address (`ConnectInfo`,
@@ -15,8 +16,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tower::ServiceExt as _;
 
 /// How long a graceful shutdown waits for connections to finish their requests.
@@ -31,6 +35,9 @@ pub struct ConnLimits {
     pub per_ip_max: usize,
     pub header_read_timeout: Duration,
     pub tls_handshake_timeout: Duration,
+    /// Whether loopback addresses are capped too (not by default: a local proxy or the
+    /// benchmark holds many connections from 127.0.0.1; the tests cap it to see the cap).
+    pub cap_loopback: bool,
 }
 
 impl ConnLimits {
@@ -39,6 +46,7 @@ impl ConnLimits {
             per_ip_max: HTTP_CONNECTIONS_PER_IP_MAX,
             header_read_timeout: Duration::from_secs(HTTP_HEADER_READ_TIMEOUT_S),
             tls_handshake_timeout: Duration::from_secs(TLS_HANDSHAKE_TIMEOUT_S),
+            cap_loopback: false,
         }
     }
 }
@@ -47,7 +55,7 @@ impl ConnLimits {
 /// held too many already.
 pub type OnRefused = Arc<dyn Fn(IpAddr) + Send + Sync>;
 
-/// Open connections per remote address (loopback is not counted).
+/// Open connections per remote address (loopback is not counted unless asked).
 #[derive(Default)]
 struct Open(Mutex<HashMap<IpAddr, usize>>);
 
@@ -58,8 +66,9 @@ struct Slot {
 }
 
 impl Open {
-    fn take(self: &Arc<Open>, ip: IpAddr, max: usize) -> Option<Slot> {
-        if ip.is_loopback() {
+    fn take(self: &Arc<Open>, ip: IpAddr, limits: &ConnLimits) -> Option<Slot> {
+        let max = limits.per_ip_max;
+        if ip.is_loopback() && !limits.cap_loopback {
             return Some(Slot { open: self.clone(), ip: None });
         }
         let mut open = self.0.lock().expect("connection counts");
@@ -82,6 +91,42 @@ impl Drop for Slot {
                 open.remove(&ip);
             }
         }
+    }
+}
+
+/// A connection's socket holding its place in the per-address count. The place is given back when the
+/// socket is dropped: for a connection HTTP hands over (an upgrade to a WebSocket), that is when the
+/// WebSocket ends, not when the HTTP exchange does.
+struct Held<S> {
+    io: S,
+    _slot: Slot,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Held<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 
@@ -134,12 +179,13 @@ pub async fn serve(
             },
             () = &mut stop => break,
         };
-        let Some(slot) = open.take(peer.ip(), limits.per_ip_max) else {
+        let Some(slot) = open.take(peer.ip(), &limits) else {
             refused(peer.ip());
             drop(stream);
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let stream = Held { io: stream, _slot: slot };
         let service = router.clone().map_request(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
             request.map(axum::body::Body::new)
@@ -148,7 +194,6 @@ pub async fn serve(
         let (builder, acceptor, mut closing, done) =
             (builder.clone(), acceptor.clone(), closing_rx.clone(), done_tx.clone());
         tokio::spawn(async move {
-            let _slot = slot;
             let _done = done;
             match acceptor {
                 None => {
@@ -203,16 +248,81 @@ mod tests {
     #[test]
     fn a_remote_address_holds_at_most_its_cap_and_gets_a_place_back_when_one_closes() {
         let open = Arc::new(Open::default());
+        let limits = ConnLimits { per_ip_max: 3, ..ConnLimits::standard() };
         let remote: IpAddr = "203.0.113.9".parse().unwrap();
-        let held: Vec<Slot> = (0..3).map(|_| open.take(remote, 3).expect("under the cap")).collect();
-        assert!(open.take(remote, 3).is_none(), "the fourth is refused");
-        assert!(open.take("198.51.100.1".parse().unwrap(), 3).is_some(), "another address is not");
+        let held: Vec<Slot> = (0..3).map(|_| open.take(remote, &limits).expect("under the cap")).collect();
+        assert!(open.take(remote, &limits).is_none(), "the fourth is refused");
+        assert!(open.take("198.51.100.1".parse().unwrap(), &limits).is_some(), "another address is not");
         drop(held.into_iter().next());
-        assert!(open.take(remote, 3).is_some(), "a closed connection gives its place back");
+        assert!(open.take(remote, &limits).is_some(), "a closed connection gives its place back");
         let loopback: IpAddr = "127.0.0.1".parse().unwrap();
-        let many: Vec<Slot> = (0..10).map(|_| open.take(loopback, 3).expect("loopback is not capped")).collect();
+        let many: Vec<Slot> = (0..10).map(|_| open.take(loopback, &limits).expect("loopback is not capped")).collect();
         assert_eq!(many.len(), 10);
         drop(many);
         assert!(!open.0.lock().unwrap().contains_key(&loopback));
+    }
+
+    /// A WebSocket keeps its connection's place in the per-address count until it closes: with a cap of
+    /// one, a second connection from the address is closed at accept while the WebSocket is open, and
+    /// served once it has closed.
+    #[tokio::test]
+    async fn an_upgraded_connection_counts_until_its_websocket_closes() {
+        use axum::extract::ws::WebSocketUpgrade;
+        use futures::{SinkExt, StreamExt};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio_tungstenite::tungstenite::Message;
+        let echo = |upgrade: WebSocketUpgrade| async move {
+            upgrade.on_upgrade(|mut socket| async move {
+                while let Some(Ok(message)) = socket.recv().await {
+                    if socket.send(message).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        };
+        let router = axum::Router::new()
+            .route("/ws", axum::routing::get(echo))
+            .route("/plain", axum::routing::get(|| async { "plain" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let refusals = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = refusals.clone();
+        let refused: OnRefused = Arc::new(move |_| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let limits = ConnLimits { per_ip_max: 1, cap_loopback: true, ..ConnLimits::standard() };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(serve(listener, router, None, limits, refused, async move {
+            stop_rx.await.ok();
+        }));
+        // A plain request on a connection of its own: its answer, or nothing when closed at accept.
+        let plain = || async move {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let ask = "GET /plain HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+            let _ = stream.write_all(ask.as_bytes()).await;
+            let mut answer = String::new();
+            let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer)).await;
+            answer
+        };
+        let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws")).await.unwrap();
+        socket.send(Message::text("ping")).await.unwrap();
+        let echoed = socket.next().await.unwrap().unwrap();
+        assert_eq!(echoed.into_text().unwrap().as_str(), "ping", "the WebSocket is up");
+        assert_eq!(plain().await, "", "closed at accept: the open WebSocket holds the address's one place");
+        assert_eq!(refusals.load(std::sync::atomic::Ordering::SeqCst), 1);
+        socket.close(None).await.unwrap();
+        while socket.next().await.is_some() {}
+        drop(socket);
+        let mut served_after = String::new();
+        for _ in 0..50 {
+            served_after = plain().await;
+            if !served_after.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(served_after.ends_with("plain"), "the place came back when the WebSocket closed: {served_after:?}");
+        stop_tx.send(()).unwrap();
+        served.await.unwrap().unwrap();
     }
 }
