@@ -325,4 +325,50 @@ mod tests {
         stop_tx.send(()).unwrap();
         served.await.unwrap().unwrap();
     }
+
+    /// A client that opens a TLS connection and never finishes the handshake is cut off once the
+    /// handshake timeout passes (not before), and one that finishes it is served.
+    #[tokio::test]
+    async fn a_tls_handshake_that_never_finishes_is_cut_off_at_its_timeout() {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let cert = CertificateDer::from(made.cert.der().to_vec());
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pair.serialize_der()));
+        let mut config =
+            rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(vec![cert.clone()], key).unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let router = axum::Router::new().route("/plain", axum::routing::get(|| async { "plain" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let timeout = Duration::from_millis(400);
+        let limits = ConnLimits { tls_handshake_timeout: timeout, ..ConnLimits::standard() };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(serve(listener, router, Some(Arc::new(config)), limits, Arc::new(|_| {}), async {
+            stop_rx.await.ok();
+        }));
+
+        let started = tokio::time::Instant::now();
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(10), silent.read(&mut byte)).await;
+        let waited = started.elapsed();
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed, not answered: {read:?}");
+        assert!(waited >= timeout, "not before the timeout: {waited:?}");
+        assert!(waited < Duration::from_secs(5), "cut off near the timeout: {waited:?}");
+
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert).unwrap();
+        let client = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+        tls.write_all(b"GET /plain HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        let _ = tls.read_to_string(&mut answer).await;
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("plain"), "{answer}");
+        stop_tx.send(()).unwrap();
+        served.await.unwrap().unwrap();
+    }
 }
