@@ -348,7 +348,10 @@ async fn the_cushion_cover_story_on_postgres() {
 
 /// Above the escrow threshold (set low here) an order's shares ride escrowed
 /// contracts: a share paid on proof is a released milestone the buyer may
-/// still dispute; a share cancelled before shipment voids its contract.
+/// still dispute; a share cancelled before shipment voids its contract; a
+/// share whose milestone the buyer disputed through the contract routes is
+/// settled there: its proof and its cancel are refused (`milestone_state`)
+/// and nothing moves twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     let dir = common::fresh_dir("bazaar-order-escrow");
@@ -356,7 +359,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     let local = embedded_registry_with(&dir, Some("oe-op".into()), config).await.unwrap();
     let operator = bazaar_sdk::Client::new(&local.url, Some("oe-op".into()));
     let mut makers = Vec::new();
-    for name in ["oe-amara", "oe-lucia"] {
+    for name in ["oe-amara", "oe-lucia", "oe-noor"] {
         let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
         let listed = maker.put_listing(maker_listing("cc", 3_000, 2_000, 2, 20, 1, "en")).await.unwrap();
         let did = maker.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
@@ -366,7 +369,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     let funding = common::Funding { mint: (100_000, "m"), fund: (100_000, "f"), budget: [100_000, 100_000, 100_000] };
     common::fund_agent(&operator, &hotel, "oe-buyer", funding).await;
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 10 * 86_400_000;
-    let ask = json!({"item": "embroidered cushion cover", "quantity": 4, "max_unit_price_minor": 3000, "deadline_ms": deadline});
+    let ask = json!({"item": "embroidered cushion cover", "quantity": 6, "max_unit_price_minor": 3000, "deadline_ms": deadline});
     let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("oe-rfq")).await.unwrap().body;
     let rfq = rfq["id"].as_str().unwrap().to_string();
     for (maker, listing, _) in &makers {
@@ -382,8 +385,11 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     assert_eq!(order["state"], "authorized", "no policy: authorized at once");
     let order_id = order["id"].as_str().unwrap().to_string();
     let contract_of = |n: usize| order["lines"][n]["contract"].as_str().expect("an escrowed share").to_string();
-    let seller_of = order["lines"][0]["seller"].as_str().unwrap().to_string();
-    let first = makers.iter().find(|(_, _, did)| did == &seller_of).unwrap().0.clone();
+    let maker_of = |n: usize| {
+        let seller = order["lines"][n]["seller"].as_str().unwrap();
+        makers.iter().find(|(_, _, did)| did == seller).unwrap().0.clone()
+    };
+    let first = maker_of(0);
     let held = buyer.contract(&contract_of(0)).await.unwrap();
     assert_eq!((held["state"].as_str(), held["held_minor"].as_u64()), (Some("accepted"), Some(5_000)));
 
@@ -406,6 +412,21 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
         (voided["state"].as_str(), voided["milestones"][0]["state"].as_str()),
         (Some("cancelled"), Some("voided"))
     );
+    // Share 2's milestone is disputed while pending, through the contract routes: it is settled there now.
+    let subject = json!({"type": "milestone", "contract": contract_of(2), "index": 0});
+    buyer.file_dispute(subject, "not_delivered", 5_000, "nothing shipped").await.unwrap();
+    let available = buyer.me().await.unwrap()["available_minor"].clone();
+    let proof = maker_of(2).prove_shipment(&order_id, 2, "TRK2", "image/png", b"receipt two".to_vec()).await;
+    assert_eq!(proof.unwrap_err().code(), Some("milestone_state"), "not paid past its dispute");
+    let cancel = buyer.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/2/cancel"), None, None).await;
+    assert_eq!(cancel.unwrap_err().code(), Some("milestone_state"), "not voided past its dispute");
+    let disputed = buyer.contract(&contract_of(2)).await.unwrap();
+    assert_eq!(
+        (disputed["milestones"][0]["state"].as_str(), disputed["held_minor"].as_u64()),
+        (Some("disputed"), Some(5_000)),
+        "still held, once"
+    );
+    assert_eq!(buyer.me().await.unwrap()["available_minor"], available, "nothing moved");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }
