@@ -17,8 +17,8 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bazaar_types::limits::{HTTP_RATE_BURST_S, HTTP_RATE_PER_CREDENTIAL_PER_S, HTTP_RATE_PER_IP_PER_S};
-use governor::clock::{Clock as _, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::clock::{Clock as _, QuantaInstant};
+use governor::{DefaultKeyedRateLimiter, NotUntil, Quota, RateLimiter};
 use sha2::Digest as _;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
@@ -94,13 +94,18 @@ impl Edge {
         if self.checks.fetch_add(1, Ordering::Relaxed) % RATE_PRUNE_EVERY == RATE_PRUNE_EVERY - 1 {
             self.prune();
         }
-        let now = DefaultClock::default().now();
+        // The wait is measured on the refusing limiter's own clock (read only when refused).
         if let Some(address) = address.filter(|a| !a.is_loopback()) {
-            self.addresses.check_key(&address).map_err(|wait| (Limited::Ip, wait.wait_time_from(now)))?;
+            let refused =
+                |wait: NotUntil<QuantaInstant>| (Limited::Ip, wait.wait_time_from(self.addresses.clock().now()));
+            self.addresses.check_key(&address).map_err(refused)?;
         }
         if let Some(credential) = credential {
             let key: [u8; 32] = sha2::Sha256::digest(credential).into();
-            self.credentials.check_key(&key).map_err(|wait| (Limited::Credential, wait.wait_time_from(now)))?;
+            let refused = |wait: NotUntil<QuantaInstant>| {
+                (Limited::Credential, wait.wait_time_from(self.credentials.clock().now()))
+            };
+            self.credentials.check_key(&key).map_err(refused)?;
         }
         Ok(())
     }
