@@ -138,6 +138,10 @@ pub trait Engine {
         act: impl FnOnce(&Self::Tx<'_>, Timestamp) -> Result<T> + Send + 'static,
     ) -> Result<T>;
     fn read<T>(&self, act: impl FnOnce(&Self::Tx<'_>) -> Result<T>) -> Result<T>;
+    /// The engine's SQLite connections and their configured memory, if it is SQLite (for `/metrics`).
+    fn memory(&self) -> Option<bazaar_types::SqliteMemory> {
+        None
+    }
 }
 
 fn require_stint(tx: &impl Rows, channel: &ChannelId, member: &MemberId) -> Result<Membership> {
@@ -515,6 +519,10 @@ fn attention_of(tx: &impl Rows, member: &MemberId) -> Result<Vec<Attention>> {
 }
 
 impl<E: Engine> ConversationStore for E {
+    fn sqlite_memory(&self) -> Option<bazaar_types::SqliteMemory> {
+        self.memory()
+    }
+
     fn create_room(&self, room: NewRoom) -> Result<Channel> {
         if room.name.trim().is_empty() || room.name.len() > CHANNEL_NAME_BYTES_MAX {
             return Err(ConversationError::NameInvalid { len: room.name.len(), max: CHANNEL_NAME_BYTES_MAX });

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bazaar_types::limits::CONVERSATION_PAGE_CACHE_KIB;
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
@@ -83,6 +84,8 @@ pub struct SqliteConversationStore {
     writer: Writer,
     readers: Vec<Mutex<Connection>>,
     entropy: Arc<dyn Entropy>,
+    /// One connection's page cache as SQLite reports it at open, in bytes.
+    cache_bytes: u64,
 }
 
 fn connect(path: &Path) -> Result<Connection> {
@@ -90,9 +93,20 @@ fn connect(path: &Path) -> Result<Connection> {
     connection.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(unavailable)?;
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     connection
-        .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        .execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;
+             PRAGMA cache_size = -{CONVERSATION_PAGE_CACHE_KIB}; PRAGMA mmap_size = 0;"
+        ))
         .map_err(unavailable)?;
     Ok(connection)
+}
+
+/// A connection's page cache as SQLite reports it, in bytes (`cache_size` is KiB when negative, pages when
+/// positive).
+fn cache_bytes(connection: &Connection) -> Result<u64> {
+    let cache: i64 = connection.query_row("PRAGMA cache_size", [], |r| r.get(0)).map_err(unavailable)?;
+    let page: i64 = connection.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(unavailable)?;
+    Ok(bazaar_types::SqliteMemory::cache_bytes(cache, page))
 }
 
 impl SqliteConversationStore {
@@ -106,7 +120,8 @@ impl SqliteConversationStore {
             bazaar_types::durable::sync_parent_dir(path).map_err(unavailable)?;
         }
         let readers = (0..READERS).map(|_| connect(path).map(Mutex::new)).collect::<Result<Vec<_>>>()?;
-        Ok(SqliteConversationStore { writer: Writer::start(connection, clock)?, readers, entropy })
+        let cache_bytes = cache_bytes(&connection)?;
+        Ok(SqliteConversationStore { writer: Writer::start(connection, clock)?, readers, entropy, cache_bytes })
     }
 
     /// A free read connection, or the first one when all are busy.
@@ -142,6 +157,17 @@ impl Engine for SqliteConversationStore {
         let outcome = act(&tx)?;
         tx.commit().map_err(unavailable)?;
         Ok(outcome)
+    }
+
+    /// The writer and the readers, each with its page cache; nothing is mapped.
+    fn memory(&self) -> Option<bazaar_types::SqliteMemory> {
+        let connections = 1 + self.readers.len() as u64;
+        Some(bazaar_types::SqliteMemory {
+            db: "conversation",
+            connections,
+            cache_size_bytes: connections * self.cache_bytes,
+            mmap_size_bytes: 0,
+        })
     }
 }
 

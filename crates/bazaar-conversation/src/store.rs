@@ -294,6 +294,8 @@ pub struct Addressed {
 /// The conversation plane's store: its own database and its own sequencer,
 /// never a command on the money writer. Every write is one transaction.
 pub trait ConversationStore {
+    /// The store's SQLite connections and their configured memory, if it is SQLite (for `/metrics`).
+    fn sqlite_memory(&self) -> Option<bazaar_types::SqliteMemory>;
     fn create_room(&self, room: NewRoom) -> Result<Channel>;
     /// The DM of two members, created on first use; both are its members.
     fn open_dm(&self, one: &MemberId, two: &MemberId) -> Result<Channel>;

@@ -14,7 +14,7 @@ use crate::kind::{class, Class, DELETION};
 use crate::limits::{MMAP_BYTES_MAX, READER_PAGE_CACHE_KIB, STORE_READERS_MAX, WRITER_PAGE_CACHE_KIB};
 use crate::store::{
     deletion_targets, indexed_tags, is_job_request, merge_newest_first, replaces, unavailable, EventStore, Purged,
-    Result, StoreMemory, Written,
+    Result, Written,
 };
 
 /// Rows one purge transaction removes at most, so the writer is never held long.
@@ -94,7 +94,7 @@ fn open_connection(path: &Path, cache_kib: u64) -> Result<Connection> {
 fn configured(connection: &Connection) -> Result<(u64, u64)> {
     let cache: i64 = connection.query_row("PRAGMA cache_size", [], |r| r.get(0)).map_err(unavailable)?;
     let page: i64 = connection.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(unavailable)?;
-    let cache_bytes = if cache < 0 { cache.unsigned_abs() * 1024 } else { cache as u64 * page.max(0) as u64 };
+    let cache_bytes = bazaar_types::SqliteMemory::cache_bytes(cache, page);
     let mmap: Option<i64> =
         connection.query_row("PRAGMA mmap_size", [], |r| r.get(0)).optional().map_err(unavailable)?;
     Ok((cache_bytes, mmap.unwrap_or(0).max(0) as u64))
@@ -377,11 +377,11 @@ impl EventStore for SqliteEventStore {
         }
     }
 
-    fn memory(&self) -> Option<StoreMemory> {
+    fn memory(&self) -> Option<bazaar_types::SqliteMemory> {
         let open = self.readers.lock().ok()?.open;
-        Some(StoreMemory {
+        Some(bazaar_types::SqliteMemory {
+            db: "relay",
             connections: 1 + open as u64,
-            connections_max: 1 + STORE_READERS_MAX as u64,
             cache_size_bytes: self.writer_cache_bytes + STORE_READERS_MAX as u64 * READER_PAGE_CACHE_KIB * 1024,
             mmap_size_bytes: MMAP_BYTES_MAX,
         })
@@ -455,7 +455,7 @@ mod tests {
         assert_eq!(answered, at_once as i64, "every read was answered");
         assert_eq!(busiest.into_inner(), STORE_READERS_MAX, "reads ran side by side, at most the bound at once");
         let memory = store.memory().unwrap();
-        assert_eq!((memory.connections, memory.connections_max), (1 + STORE_READERS_MAX as u64, 5));
+        assert_eq!(memory.connections, 1 + STORE_READERS_MAX as u64, "the writer and the bound");
         assert_eq!(memory.cache_size_bytes, PAGE_CACHE_KIB_TOTAL * 1024);
         assert_eq!(memory.mmap_size_bytes, 0);
         assert_eq!(store.readers.lock().unwrap().idle.len(), STORE_READERS_MAX);

@@ -54,22 +54,9 @@ pub trait EventStore: Send + Sync {
     /// When a job request with this id was purged for age, if it was.
     fn purged_at(&self, id: &EventId) -> Result<Option<u64>>;
     /// The engine's connections and the memory each may hold as configured, if it is SQLite.
-    fn memory(&self) -> Option<StoreMemory> {
+    fn memory(&self) -> Option<bazaar_types::SqliteMemory> {
         None
     }
-}
-
-/// An engine's SQLite connections and what they may hold in memory as configured, for `/metrics`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StoreMemory {
-    /// Connections open now (the writer and the readers opened so far).
-    pub connections: u64,
-    /// The most it opens.
-    pub connections_max: u64,
-    /// Page cache all of its connections may fill together, in bytes.
-    pub cache_size_bytes: u64,
-    /// File bytes each connection may map.
-    pub mmap_size_bytes: u64,
 }
 
 /// Orders query results as NIP-01 asks and drops duplicates across filters:

@@ -119,6 +119,11 @@ impl Plane {
         }
     }
 
+    /// The plane's SQLite connections and their configured memory, when the plane is on SQLite.
+    pub fn sqlite_memory(&self) -> Option<bazaar_store::SqliteMemory> {
+        self.store.sqlite_memory()
+    }
+
     /// The plane's in-memory structures, for `/metrics`: each a length read
     /// under its lock. `membership_epochs` keeps one counter per member whose
     /// memberships changed on this node (the ledger's members bound it), and

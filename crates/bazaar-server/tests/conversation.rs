@@ -768,7 +768,7 @@ async fn a_consumer_that_stops_reading_is_closed_with_its_cursor() {
 /// The notifier writes a pass's notices together and says on `/metrics` how far behind the ledger it is: more
 /// paid calls than one pass reads leave it behind after the first pass (`bazaar_notifier_behind_events` > 0),
 /// the second reaches the head (0), and the merchant's inbox holds one notice per paid call, in ledger order,
-/// none twice.
+/// none twice. The plane's database and its page caches are on `/metrics` too.
 #[tokio::test]
 async fn the_notifier_drains_in_batches_and_reports_how_far_behind_it_is() {
     use bazaar_server::conversation::notices::notify_once;
@@ -819,4 +819,14 @@ async fn the_notifier_drains_in_batches_and_reports_how_far_behind_it_is() {
     }
     assert_eq!(seqs.len(), paid, "{seqs:?}");
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in ledger order, none twice: {seqs:?}");
+    // The plane's own SQLite database is on /metrics beside the ledger's: three connections, their page caches.
+    let metrics = reqwest::get(format!("{}/metrics", r.url)).await.unwrap().text().await.unwrap();
+    let value = |series: &str| {
+        let line = metrics.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} in {metrics}"));
+        line.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    assert_eq!(value("bazaar_sqlite_connections{db=\"conversation\"} "), 3);
+    let cache = 3 * bazaar_types::limits::CONVERSATION_PAGE_CACHE_KIB * 1024;
+    assert_eq!(value("bazaar_sqlite_cache_size_bytes{db=\"conversation\"} "), cache);
+    assert_eq!(value("bazaar_sqlite_mmap_size_bytes{db=\"conversation\"} "), 0);
 }

@@ -128,8 +128,7 @@ fn configured_memory(conn: &Connection) -> rusqlite::Result<(u64, u64)> {
     let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
     // A VFS without memory mapping (the power-loss test's simulated disk) answers no row: nothing is mapped.
     let mmap: i64 = conn.query_row("PRAGMA mmap_size", [], |r| r.get(0)).optional()?.unwrap_or(0);
-    let cache_bytes = if cache < 0 { cache.unsigned_abs() * 1024 } else { cache as u64 * page as u64 };
-    Ok((cache_bytes, mmap.max(0) as u64))
+    Ok((bazaar_types::SqliteMemory::cache_bytes(cache, page), mmap.max(0) as u64))
 }
 
 /// Adds a batch of tallied searches in one `BEGIN IMMEDIATE` transaction.

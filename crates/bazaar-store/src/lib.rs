@@ -77,17 +77,7 @@ pub struct CacheGauge {
     pub entries_max: Option<u64>,
 }
 
-/// One SQLite database's connections and what each may hold in memory as
-/// configured (`PRAGMA cache_size`, `PRAGMA mmap_size`, read back at open).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SqliteMemory {
-    pub db: &'static str,
-    pub connections: u64,
-    /// Page cache all of the database's connections may fill together, in bytes.
-    pub cache_size_bytes: u64,
-    /// File bytes each connection may map at most (resident pages count in RSS as file-backed, once per mapping).
-    pub mmap_size_bytes: u64,
-}
+pub use bazaar_types::SqliteMemory;
 
 /// Everything Bazaar stores. Ledger writes go through [`Store::submit`]; the
 /// search tally is recorded by [`Store::record_searches`]; the rest are reads.

@@ -232,8 +232,39 @@ impl Clock for ManualClock {
     }
 }
 
+/// One SQLite database's connections and what each may hold in memory as
+/// configured (`PRAGMA cache_size`, `PRAGMA mmap_size`, read back at open), for
+/// `/metrics`: the ledger's, the relay's and the conversation plane's alike.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqliteMemory {
+    pub db: &'static str,
+    /// Connections open now.
+    pub connections: u64,
+    /// Page cache all of the database's connections may fill together, in bytes.
+    pub cache_size_bytes: u64,
+    /// File bytes each connection may map at most (resident pages count in RSS as file-backed, once per mapping).
+    pub mmap_size_bytes: u64,
+}
+
+impl SqliteMemory {
+    /// A connection's page cache in bytes from what SQLite answers for `PRAGMA cache_size` (KiB when
+    /// negative, pages when positive) and `PRAGMA page_size`.
+    pub fn cache_bytes(cache_size: i64, page_size: i64) -> u64 {
+        match cache_size < 0 {
+            true => cache_size.unsigned_abs() * 1024,
+            false => cache_size as u64 * page_size.max(0) as u64,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_sqlite_cache_size_is_kib_when_negative_and_pages_when_positive() {
+        assert_eq!(super::SqliteMemory::cache_bytes(-2_048, 4_096), 2 * 1024 * 1024);
+        assert_eq!(super::SqliteMemory::cache_bytes(100, 4_096), 409_600);
+    }
+
     use super::*;
 
     #[test]

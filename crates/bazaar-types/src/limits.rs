@@ -330,6 +330,9 @@ pub const WEBHOOK_ERROR_BYTES_MAX: usize = 256;
 pub const WEBHOOK_TICK_MS: u64 = 1_000;
 /// Ledger events the notifier reads per pass (it reads again at once when a pass is full).
 pub const NOTIFIER_BATCH: usize = 200;
+/// Page cache of each SQLite connection of the embedded conversation plane (a writer and two
+/// readers), in KiB: SQLite's own default, named. Nothing is memory-mapped.
+pub const CONVERSATION_PAGE_CACHE_KIB: u64 = 2 * 1024;
 /// Conversation acts the embedded writer commits in one transaction at most.
 pub const GROUP_COMMIT_MAX: usize = 256;
 /// Committed messages a node keeps in memory for its live streams to deliver

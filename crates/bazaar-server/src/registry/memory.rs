@@ -26,7 +26,8 @@ pub fn render(state: &AppState) -> String {
     let mut out = String::new();
     write_caches(&mut out, &caches);
     let mut databases = state.store.sqlite_memory();
-    databases.extend(relay_memory(state));
+    databases.extend(state.relay().ok().and_then(|relay| relay.store().memory()));
+    databases.extend(state.plane().ok().and_then(|plane| plane.sqlite_memory()));
     write_sqlite(&mut out, &databases);
     let tasks = tokio::runtime::Handle::try_current().map(|h| h.metrics().num_alive_tasks()).unwrap_or(0);
     let tasks_help = "Tasks alive on the tokio runtime serving this registry.";
@@ -36,17 +37,6 @@ pub fn render(state: &AppState) -> String {
     );
     write_process(&mut out, &std::fs::read_to_string("/proc/self/status").unwrap_or_default());
     out
-}
-
-/// The relay's embedded store, when this registry has a relay on SQLite.
-fn relay_memory(state: &AppState) -> Option<SqliteMemory> {
-    let memory = state.relay().ok()?.store().memory()?;
-    Some(SqliteMemory {
-        db: "relay",
-        connections: memory.connections,
-        cache_size_bytes: memory.cache_size_bytes,
-        mmap_size_bytes: memory.mmap_size_bytes,
-    })
 }
 
 fn gauge(cache: &'static str, entries: usize, max: Option<usize>) -> CacheGauge {
