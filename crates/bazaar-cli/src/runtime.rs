@@ -257,6 +257,18 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     // A line on stdout that scripts and tests wait for.
     println!("listening on {scheme}://{address}");
     println!("relay on {relay_url}");
+    serve_until_stopped(&state, listener, tls, &listen, terminate).await
+}
+
+/// Serves the registry on `listener` until SIGTERM or SIGINT: live sockets are told at once (they close with
+/// 1001), HTTP connections drain, then the searches counted since the last flush are written.
+async fn serve_until_stopped(
+    state: &Arc<bazaar_server::AppState>,
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    listen: &crate::ListenArgs,
+    terminate: tokio::signal::unix::Signal,
+) -> Result<()> {
     state.limit_rates(listen.rates());
     state.trust_proxies(listen.trusted_proxies.clone());
     let router = bazaar_server::router(state.clone());
@@ -265,9 +277,18 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
         tracing::debug!(%ip, "connection refused: this address holds the most connections it may");
         counted.metrics.add("bazaar_http_connections_refused_total", String::new(), 1.0);
     });
-    crate::listen::serve(listener, router, tls, listen.connections(), refused, shutdown_signal(terminate)).await?;
+    let stopping = state.clone();
+    let stop = async move {
+        shutdown_signal(terminate).await;
+        stopping.closing.begin();
+    };
+    crate::listen::serve(listener, router, tls, listen.connections(), refused, stop).await?;
+    let grace = std::time::Duration::from_millis(bazaar_server::closing::SOCKET_CLOSE_GRACE_MS);
+    if !state.closing.drained(grace).await {
+        tracing::warn!(open = state.closing.open(), "some WebSockets had not closed; they are cut");
+    }
     // The searches counted since the last flush are written before the process ends.
-    if let Err(error) = bazaar_server::shutdown(&state).await {
+    if let Err(error) = bazaar_server::shutdown(state).await {
         tracing::warn!(%error, "could not write the last searches counted; they are lost");
     }
     tracing::info!("shut down cleanly");

@@ -301,3 +301,38 @@ fn searches_counted_before_a_sigterm_survive_the_restart() {
     stop(server);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A WebSocket open when the registry gets SIGTERM is closed with 1001 (going away) and a reason, not cut:
+/// the relay's socket and the inbox socket alike; the process still exits 0.
+#[tokio::test]
+async fn open_websockets_are_closed_going_away_on_sigterm() {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+    let dir = common::fresh_dir("bazaar-serve-ws-stop");
+    let port = common::free_port();
+    let server = serve(&dir, port);
+    let credential = std::fs::read_to_string(dir.join("operator-credential")).unwrap();
+    let (mut relay, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/relay")).await.unwrap();
+    let mut request = format!("ws://127.0.0.1:{port}/v1/inbox/ws").into_client_request().unwrap();
+    request.headers_mut().insert("authorization", format!("Bearer {}", credential.trim()).parse().unwrap());
+    let (mut inbox, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let stopped = tokio::task::spawn_blocking(move || stop(server));
+    for (name, socket) in [("relay", &mut relay), ("inbox", &mut inbox)] {
+        let close = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while let Some(frame) = socket.next().await {
+                if let Ok(Message::Close(frame)) = frame {
+                    return frame;
+                }
+            }
+            None
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{name}: a close frame in time"));
+        let close = close.unwrap_or_else(|| panic!("{name}: closed with a frame, not cut"));
+        assert_eq!(close.code, CloseCode::Away, "{name}: {close:?}");
+        assert!(close.reason.contains("stopping"), "{name}: {close:?}");
+    }
+    stopped.await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}

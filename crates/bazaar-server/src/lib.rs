@@ -18,6 +18,7 @@
 pub mod auth;
 pub mod bounty;
 pub mod chamber;
+pub mod closing;
 pub mod cluster;
 pub mod compromises_page;
 pub mod conversation;

@@ -66,6 +66,8 @@ pub struct AppState {
     pub(crate) run_lock: tokio::sync::Mutex<()>,
     /// The other nodes sharing this registry's stores, when it runs as one of several (`attach_cluster`).
     cluster: std::sync::OnceLock<Arc<dyn crate::cluster::Cluster>>,
+    /// The node stopping, as its live sockets (WebSockets) learn of it.
+    pub closing: crate::closing::Closing,
 }
 
 impl AppState {
@@ -177,6 +179,7 @@ pub async fn boot_with_entropy(
         run_lock: Default::default(),
         cluster: Default::default(),
         attack_limiter: Default::default(),
+        closing: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
     let op = Op::Identity(identity::Op::Bootstrap {

@@ -235,7 +235,8 @@ async fn websocket(
         .max_write_buffer_size(STREAM_WRITE_BUFFER_BYTES_MAX)
         .max_message_size(STREAM_CLIENT_FRAME_BYTES_MAX)
         .max_frame_size(STREAM_CLIENT_FRAME_BYTES_MAX);
-    Ok(upgrade.on_upgrade(move |socket| serve_socket(socket, follower, body, listening)))
+    let ticket = state.closing.ticket();
+    Ok(upgrade.on_upgrade(move |socket| serve_socket(socket, follower, body, (listening, ticket))))
 }
 
 /// Why a socket's loop ended.
@@ -245,7 +246,12 @@ enum End {
     Close(u16, String),
 }
 
-async fn serve_socket(mut socket: WebSocket, mut follower: Follower, body: String, _listening: Listening) {
+async fn serve_socket(
+    mut socket: WebSocket,
+    mut follower: Follower,
+    body: String,
+    (_listening, mut ticket): (Listening, crate::closing::Ticket),
+) {
     let plane = follower.plane.clone();
     let mut sent_to = follower.read_to;
     // Whether this body was last seen holding its member's lease: only then does it renew or release.
@@ -284,6 +290,10 @@ async fn serve_socket(mut socket: WebSocket, mut follower: Follower, body: Strin
                 }
                 Some(Ok(_)) => {}
             },
+            () = ticket.stopping() => {
+                let reason = format!("the registry is stopping; resume with since={sent_to}");
+                break End::Close(crate::closing::CLOSE_GOING_AWAY, reason);
+            }
             _ = keepalive.tick() => {
                 if socket.send(Frame::Ping(Default::default())).await.is_err() {
                     break End::Gone;

@@ -35,10 +35,11 @@ pub(super) fn upgrade(state: &AppState, relay: Arc<Relay>, upgrade: WebSocketUpg
         .into_response();
     };
     let challenge = state.random_b64(16);
+    let ticket = state.closing.ticket();
     upgrade
         .max_message_size(FRAME_BYTES_HARD_MAX)
         .max_frame_size(FRAME_BYTES_HARD_MAX)
-        .on_upgrade(move |socket| serve(socket, relay, Session::new(challenge), place))
+        .on_upgrade(move |socket| serve(socket, relay, Session::new(challenge), (place, ticket)))
 }
 
 async fn send_all(socket: &mut WebSocket, frames: Vec<String>) -> bool {
@@ -60,7 +61,12 @@ fn may_subscribe(text: &str) -> bool {
     text.get(..text.len().min(16)).is_some_and(|start| start.contains("REQ"))
 }
 
-async fn serve(mut socket: WebSocket, relay: Arc<Relay>, mut session: Session, _place: ConnectionPlace) {
+async fn serve(
+    mut socket: WebSocket,
+    relay: Arc<Relay>,
+    mut session: Session,
+    (_place, mut ticket): (ConnectionPlace, crate::closing::Ticket),
+) {
     if !send_all(&mut socket, session.greeting(&relay)).await {
         return;
     }
@@ -98,6 +104,15 @@ async fn serve(mut socket: WebSocket, relay: Arc<Relay>, mut session: Session, _
                 Err(RecvError::Closed) => break,
             },
             Some(ok) = publishing.next(), if !publishing.is_empty() => vec![ok],
+            // Stopping: the answers to events already accepted go out first, then a close frame.
+            () = ticket.stopping(), if publishing.is_empty() => {
+                let close = Frame::Close(Some(axum::extract::ws::CloseFrame {
+                    code: crate::closing::CLOSE_GOING_AWAY,
+                    reason: "the relay is stopping; reconnect".into(),
+                }));
+                let _ = tokio::time::timeout(Duration::from_millis(SEND_TIMEOUT_MS), socket.send(close)).await;
+                break;
+            }
             _ = ping.tick() => {
                 if socket.send(Frame::Ping(Default::default())).await.is_err() {
                     break;
