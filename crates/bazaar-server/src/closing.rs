@@ -1,11 +1,11 @@
 //! A node stopping, as its live sockets see it. HTTP connections are drained
 //! by the accept loop; a WebSocket has left HTTP behind, so it is told here:
-//! each socket holds a [`Ticket`], [`Closing::begin`] makes every ticket's
-//! [`Ticket::stopping`] resolve (the socket then sends a close frame, code
-//! 1001 "going away", and ends), and [`Closing::drained`] waits until every
-//! ticket is gone, so the process exits after the close frames left.
+//! each socket holds a [`Ticket`] (a receiver of the node's stop signal),
+//! [`Closing::begin`] makes every ticket's [`Ticket::stopping`] resolve (the
+//! socket then sends a close frame, code 1001 "going away", and ends), and
+//! [`Closing::drained`] waits until every ticket is dropped, so the process
+//! exits after the close frames left.
 
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -13,31 +13,27 @@ use tokio::sync::watch;
 pub const CLOSE_GOING_AWAY: u16 = 1001;
 /// How long a stopping node waits for its WebSockets to send their close frames and end.
 pub const SOCKET_CLOSE_GRACE_MS: u64 = 2_000;
-/// How often [`Closing::drained`] looks whether every socket has ended.
-const DRAIN_POLL_MS: u64 = 10;
 
-/// The node's stop signal for live sockets, and how many hold a ticket.
+/// The node's stop signal for live sockets; its receivers are the open sockets' tickets.
 pub struct Closing {
     stop: watch::Sender<bool>,
-    open: Arc<()>,
 }
 
 impl Default for Closing {
     fn default() -> Closing {
-        Closing { stop: watch::channel(false).0, open: Arc::new(()) }
+        Closing { stop: watch::channel(false).0 }
     }
 }
 
 /// One live socket's part in a stop: it resolves [`Ticket::stopping`] once the node stops.
 pub struct Ticket {
     stop: watch::Receiver<bool>,
-    _open: Arc<()>,
 }
 
 impl Closing {
     /// A ticket for a socket that is about to start.
     pub fn ticket(&self) -> Ticket {
-        Ticket { stop: self.stop.subscribe(), _open: self.open.clone() }
+        Ticket { stop: self.stop.subscribe() }
     }
 
     /// Tells every socket the node is stopping (and every socket opened after).
@@ -47,19 +43,12 @@ impl Closing {
 
     /// Sockets holding a ticket now.
     pub fn open(&self) -> usize {
-        Arc::strong_count(&self.open) - 1
+        self.stop.receiver_count()
     }
 
     /// Waits until every socket has ended, or `within` passed; true if they all ended.
     pub async fn drained(&self, within: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + within;
-        while self.open() > 0 {
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(DRAIN_POLL_MS)).await;
-        }
-        true
+        tokio::time::timeout(within, self.stop.closed()).await.is_ok()
     }
 }
 
