@@ -138,21 +138,25 @@ fn main() {
     match runtime.block_on(run(cli)) {
         Ok(code) => std::process::exit(code),
         Err(error) => {
-            // A registry's refusal may carry `facts` (when a reclaim opens, what a budget allows): shown, not dropped.
-            let facts = error.chain().find_map(|cause| match cause.downcast_ref::<bazaar_sdk::SdkError>() {
-                Some(bazaar_sdk::SdkError::Problem { body, .. }) => body.get("facts").cloned(),
+            // A registry's refusal is printed with its code and facts (when a reclaim opens, what a budget allows).
+            let problem = error.chain().find_map(|cause| match cause.downcast_ref::<bazaar_sdk::SdkError>() {
+                Some(bazaar_sdk::SdkError::Problem { status, code, detail, body }) => {
+                    Some((*status, code, detail, body))
+                }
                 _ => None,
             });
             if json_output {
-                let mut printed = json!({"error": format!("{error:#}")});
-                if let Some(facts) = facts {
-                    printed["facts"] = facts;
-                }
+                let printed = match problem {
+                    Some((status, code, detail, body)) => {
+                        cmd::common::refusal_json(format!("{error:#}"), status, code, detail, body)
+                    }
+                    None => json!({"error": format!("{error:#}")}),
+                };
                 println!("{printed}");
             } else {
                 eprintln!("error: {error:#}");
-                if let Some(facts) = facts.as_ref().and_then(|f| f.as_object()).filter(|f| !f.is_empty()) {
-                    eprintln!("facts: {}", cmd::common::facts_prose(facts));
+                if let Some(line) = problem.and_then(|(.., body)| cmd::common::facts_line(body)) {
+                    eprintln!("{line}");
                 }
             }
             std::process::exit(2);

@@ -103,6 +103,15 @@ async fn a_purchase_above_the_threshold_opens_a_contract() {
     assert!(
         stderr.contains("reclaim_too_early") && stderr.contains("facts: ") && stderr.contains("reclaimable_at_ms=")
     );
+    // With --json: the problem's code and its facts, as the storefront commands print a refusal.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["--json", "contract", "--registry", &local.url, "--credential", &credential, "reclaim", id, "0"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!((printed["status"].as_u64(), printed["code"].as_str()), (Some(409), Some("reclaim_too_early")));
+    assert!(printed["facts"]["reclaimable_at_ms"].as_i64().unwrap() > printed["facts"]["now_ms"].as_i64().unwrap());
     assert_eq!(buyer.contract(id).await.unwrap()["held_minor"], price, "nothing moved");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -60,14 +60,23 @@ pub fn key_or_random(key: Option<String>) -> String {
     key.unwrap_or_else(|| format!("cli-{}", bazaar_server::random_b64(&bazaar_server::OsEntropy, 16)))
 }
 
-/// A refusal's facts as `name=value` pairs; a fact that is a document (the refused offer) by its id.
-pub fn facts_prose(facts: &serde_json::Map<String, Value>) -> String {
+/// A registry's refusal as a command prints it with `--json`: `error` as every command's, plus the
+/// problem's status, code, detail and facts.
+pub fn refusal_json(error: String, status: u16, code: &str, detail: &str, body: &Value) -> Value {
+    let facts = body.get("facts").cloned().unwrap_or(Value::Null);
+    serde_json::json!({"error": error, "status": status, "code": code, "detail": detail, "facts": facts})
+}
+
+/// A refusal's facts as the line printed under it (`facts: name=value …`; a fact that is a document, the
+/// refused offer, by its id), if it has any.
+pub fn facts_line(body: &Value) -> Option<String> {
+    let facts = body.get("facts").and_then(Value::as_object).filter(|facts| !facts.is_empty())?;
     let text = |value: &Value| value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
     let fact = |(name, value): (&String, &Value)| match value.get("id") {
         Some(id) => format!("{name}={}", text(id)),
         None => format!("{name}={}", text(value)),
     };
-    facts.iter().map(fact).collect::<Vec<_>>().join(" ")
+    Some(format!("facts: {}", facts.iter().map(fact).collect::<Vec<_>>().join(" ")))
 }
 
 #[cfg(test)]

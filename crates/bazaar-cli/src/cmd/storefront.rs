@@ -7,7 +7,7 @@
 //! problem code, detail and facts and exits 1; a command that could not run
 //! (a bad flag, an unreachable registry, an unreadable file) exits 2.
 
-use super::common::{facts_prose, key_or_random, print, Remote};
+use super::common::{facts_line, key_or_random, print, refusal_json, Remote};
 use anyhow::{Context, Result};
 use bazaar_sdk::storefront::QuoteRequest;
 use bazaar_sdk::SdkError;
@@ -329,17 +329,14 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
     }
 }
 
-/// A refusal: one JSON line on stdout with `--json` (`error` as every command's, plus the problem's
-/// status, code, detail and facts), else a sentence on stderr.
+/// A refusal: one JSON line on stdout with `--json`, else a sentence on stderr.
 fn print_refusal(json_output: bool, status: u16, code: &str, detail: &str, body: &Value) {
-    let facts = body.get("facts").cloned().unwrap_or(Value::Null);
     if json_output {
-        let error = format!("{status} {code}: {detail}");
-        println!("{}", json!({"error": error, "status": status, "code": code, "detail": detail, "facts": facts}));
+        println!("{}", refusal_json(format!("{status} {code}: {detail}"), status, code, detail, body));
     } else {
         eprintln!("refused ({status} {code}): {detail}");
-        if let Some(facts) = facts.as_object().filter(|f| !f.is_empty()) {
-            eprintln!("facts: {}", facts_prose(facts));
+        if let Some(line) = facts_line(body) {
+            eprintln!("{line}");
         }
     }
 }
