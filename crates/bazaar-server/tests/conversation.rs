@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite;
 
 mod common;
-use common::{agent_of, person, registry, Person, Registry};
+use common::{agent_of, buyer_and_shop, person, registry, Person, Registry};
 
 fn code(body: &Value) -> &str {
     body["code"].as_str().unwrap_or("")
@@ -774,12 +774,7 @@ async fn the_notifier_drains_in_batches_and_reports_how_far_behind_it_is() {
     use bazaar_server::conversation::notices::notify_once;
     use bazaar_types::limits::NOTIFIER_BATCH;
     let r = registry().await;
-    let owner = person(&r, "owner").await;
-    let (buyer, shop) = (agent_of(&r, &owner, "buyer").await, agent_of(&r, &owner, "shop").await);
-    r.operator.mint(&owner.id, 1_000_000, "mint").await.unwrap();
-    let owner_client = r.operator.with_credential(&owner.credential);
-    owner_client.fund("buyer", 1_000_000, "fund").await.unwrap();
-    owner_client.set_budget("buyer", 1_000_000, 1_000_000, 1_000_000).await.unwrap();
+    let (buyer, shop) = buyer_and_shop(&r, 1_000_000).await;
     let (buyer_client, shop_client) =
         (r.operator.with_credential(&buyer.credential), r.operator.with_credential(&shop.credential));
     let behind = || async {

@@ -105,6 +105,17 @@ pub async fn agent_of(r: &Registry, owner: &Person, handle: &str) -> Person {
     Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into(), key }
 }
 
+/// A buyer agent and a shop agent of one owner, the buyer funded with `amount` and allowed to spend all of it.
+pub async fn buyer_and_shop(r: &Registry, amount: u64) -> (Person, Person) {
+    let owner = person(r, "owner").await;
+    let (buyer, shop) = (agent_of(r, &owner, "buyer").await, agent_of(r, &owner, "shop").await);
+    r.operator.mint(&owner.id, amount, "mint").await.unwrap();
+    let owner_client = r.operator.with_credential(&owner.credential);
+    owner_client.fund("buyer", amount, "fund").await.unwrap();
+    owner_client.set_budget("buyer", amount, amount, amount).await.unwrap();
+    (buyer, shop)
+}
+
 impl Registry {
     /// The directory holding the registry's and the plane's database files.
     pub fn dir(&self) -> &std::path::Path {
