@@ -224,7 +224,8 @@ impl Report {
     }
 }
 
-fn ms(value: Option<f64>) -> String {
+/// A latency in milliseconds to two places, or `—` when none was measured.
+pub(crate) fn ms(value: Option<f64>) -> String {
     value.map(|v| format!("{v:.2}")).unwrap_or_else(|| "—".into())
 }
 

@@ -377,13 +377,21 @@ fn progress(now: &Sample, total_s: u64) -> String {
     )
 }
 
-/// A latency in whole milliseconds, or `-` when no call finished.
-fn millis(ms: Option<f64>) -> String {
-    ms.map_or_else(|| "-".into(), |v| format!("{v:.0}"))
-}
-
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
+}
+
+/// The calls the run made and their latency, as the summary prints them.
+fn calls_line(report: &SoakReport) -> String {
+    format!(
+        "  paid calls: {} ok ({:.0}/s), {} failed, {} not started (backlog); p50 {} ms, p99 {} ms",
+        report.calls_ok,
+        report.calls_per_s,
+        report.calls_failed,
+        report.backlog_refused,
+        crate::report::ms(report.call_p50_ms),
+        crate::report::ms(report.call_p99_ms)
+    )
 }
 
 pub fn print(report: &SoakReport) {
@@ -391,15 +399,7 @@ pub fn print(report: &SoakReport) {
         "soak: embedded, {} paid calls/s for {} s after {} s of warm-up, sampled every {} s",
         report.rate, report.duration_s, report.warmup_s, report.sample_s
     );
-    println!(
-        "  paid calls: {} ok ({:.0}/s), {} failed, {} not started (backlog); p50 {} ms, p99 {} ms",
-        report.calls_ok,
-        report.calls_per_s,
-        report.calls_failed,
-        report.backlog_refused,
-        millis(report.call_p50_ms),
-        millis(report.call_p99_ms)
-    );
+    println!("{}", calls_line(report));
     println!(
         "  RSS: {:.1} MB at start, {:.1} MB after warm-up, {:.1} MB at the end of the load",
         mb(report.rss_start_bytes),
@@ -464,6 +464,13 @@ mod tests {
 
     fn at(t_s: f64, rss: u64, anon: u64) -> Sample {
         Sample { t_s, phase: "measured", rss_bytes: rss, anon_bytes: anon, ..Default::default() }
+    }
+
+    #[test]
+    fn the_summary_prints_latencies_as_numbers() {
+        let report = SoakReport { calls_ok: 10, call_p50_ms: Some(2.865), call_p99_ms: None, ..judge(vec![], 0.0) };
+        let line = calls_line(&report);
+        assert!(line.contains("10 ok") && line.contains("p50 2.87 ms") && line.contains("p99 — ms"), "{line}");
     }
 
     #[test]
