@@ -231,8 +231,8 @@ pub async fn notify_once(state: &Arc<AppState>) -> Result<Pass, Problem> {
         state.metrics.set("bazaar_notifier_behind_events", String::new(), 0.0);
         return Ok(Pass::default());
     };
-    // The batch's notices are written together, in ledger order, in one write of the plane: a paid call
-    // makes one (`settlement.posted`), so under load a notice a write would fall behind the ledger.
+    // The batch's notices are written together, in ledger order, in one write of the plane: every paid call
+    // makes one (`settlement.posted`), so one write per notice falls behind the ledger under load.
     let mut batch = Vec::new();
     for event in &events {
         dispute_room(state, event).await?;
