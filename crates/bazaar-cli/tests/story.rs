@@ -165,3 +165,28 @@ async fn an_order_refused_once_is_paid_with_a_new_token() {
     assert_eq!(buyer.me().await.unwrap()["balance_minor"], 10_000 - 2 * PRICE_MINOR as i64);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A registry key is base64url, so one in 64 begins with '-': `bazaar verify
+/// --registry-key` takes it as the key, not as a flag (clap refused it with a
+/// usage error, which failed the test above once in 64 runs).
+#[test]
+fn offline_verify_takes_a_registry_key_that_begins_with_a_hyphen() {
+    use base64::Engine;
+    use ed25519_dalek::{Signer, SigningKey};
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let signing = (0u8..=255)
+        .map(|n| SigningKey::from_bytes(&[n; 32]))
+        .find(|k| b64(k.verifying_key().as_bytes()).starts_with('-'))
+        .expect("one seed in 256 gives a key that begins with '-'");
+    let key = b64(signing.verifying_key().as_bytes());
+    let payload = b64(br#"{"ord":"hyphen","jti":"j1"}"#);
+    let signature = signing.sign(format!("bazaar-apt-v1.{payload}").as_bytes());
+    let token = format!("apt_{payload}.{}", b64(&signature.to_bytes()));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["verify", "--json", "--registry-key", &key, &token])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!((answer["genuine"].as_bool(), answer["claims"]["ord"].as_str()), (Some(true), Some("hyphen")));
+}
