@@ -2,7 +2,8 @@
 //! they are the ones the page was written with (each inline script allowed by
 //! its SHA-256 in the Content-Security-Policy, never `'unsafe-inline'`), may
 //! call only this registry (`connect-src 'self'`), cannot be framed, never be
-//! sniffed, and never send a referrer.
+//! sniffed, and never send a referrer. A page with data filled in keeps the
+//! policy of the page as written, so nothing filled in can add a script.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -48,17 +49,26 @@ fn inline_scripts(body: &str) -> Vec<&str> {
 /// A page that never changes, with its policy computed once (the chamber's
 /// pages are large; hashing their scripts on every load is wasted work).
 pub fn html_static(body: &'static str) -> Response {
-    static POLICIES: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<usize, String>>> =
-        std::sync::OnceLock::new();
-    let policies = POLICIES.get_or_init(Default::default);
-    let policy =
-        policies.lock().expect("page policies").entry(body.as_ptr() as usize).or_insert_with(|| policy(body)).clone();
-    respond(body, policy)
+    respond(body, static_policy(body))
 }
 
-/// `body` as a page, with its policy.
-pub fn html(body: &str) -> Response {
-    respond(body, policy(body))
+/// `body`, rendered from `written` (the page as shipped, with data filled in):
+/// its scripts are allowed by the hashes of `written`'s, never of what was filled
+/// in, so no value written into the page can bring a script the page was not
+/// written with. A page without scripts passes [`NO_SCRIPTS`].
+pub fn html_filled(written: &'static str, body: &str) -> Response {
+    respond(body, static_policy(written))
+}
+
+/// The template of a generated page that has no script of its own.
+pub const NO_SCRIPTS: &str = "";
+
+fn static_policy(written: &'static str) -> String {
+    static POLICIES: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<(usize, usize), String>>> =
+        std::sync::OnceLock::new();
+    let policies = POLICIES.get_or_init(Default::default);
+    let at = (written.as_ptr() as usize, written.len());
+    policies.lock().expect("page policies").entry(at).or_insert_with(|| policy(written)).clone()
 }
 
 fn respond(body: &str, policy: String) -> Response {
@@ -100,6 +110,21 @@ mod tests {
         let header =
             |response: Response| response.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap().to_string();
         assert_eq!(header(html_static(PAGE)), policy(PAGE));
-        assert_eq!(header(html_static(PAGE)), header(html(PAGE)), "the cached policy is the computed one");
+        assert_eq!(header(html_static(PAGE)), policy(PAGE), "the cached policy is the computed one");
+    }
+
+    #[test]
+    fn a_filled_in_page_allows_only_the_scripts_it_was_written_with() {
+        static WRITTEN: &str = "<p>__NAME__</p><script>greet()</script>";
+        let filled = WRITTEN.replace("__NAME__", "<script>steal()</script>");
+        let response = html_filled(WRITTEN, &filled);
+        let policy = response.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap().to_string();
+        let hash = |s: &str| base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(s.as_bytes()));
+        assert!(policy.contains(&format!("'sha256-{}'", hash("greet()"))), "{policy}");
+        assert!(!policy.contains(&hash("steal()")), "a script filled in is not allowed: {policy}");
+        assert_eq!(policy.matches("'sha256-").count(), 1, "{policy}");
+        let bare = html_filled(NO_SCRIPTS, "<p>x</p><script>steal()</script>");
+        let bare = bare.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        assert!(bare.contains("script-src 'self';") && !bare.contains("'sha256-"), "{bare}");
     }
 }

@@ -103,12 +103,12 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
 /// The compromise ledger: every place privacy here is weaker than end-to-end, and the test that shows it.
 #[utoipa::path(get, path = "/compromises", responses((status = 200, description = "The compromise ledger (HTML), the same text as docs/compromises.md", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn compromises() -> impl IntoResponse {
-    crate::page::html(&crate::compromises_page::compromises_page())
+    crate::page::html_filled(crate::page::NO_SCRIPTS, &crate::compromises_page::compromises_page())
 }
 
 /// The passport verifier: a page that checks a pasted passport in the browser against this registry's keys.
 #[utoipa::path(get, path = "/passport/verify", responses((status = 200, description = "Passport verifier page (HTML); verifying happens in the browser and sends nothing", body = String, content_type = "text/html"), errors::Overloaded))]
 async fn passport_verify(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let keys = serde_json::to_string(&state.key_history()).expect("keys serialize");
-    crate::page::html(&crate::passport_page::passport_page(&keys))
+    crate::page::html_filled(crate::passport_page::PASSPORT_VERIFY_HTML, &crate::passport_page::passport_page(&keys))
 }
