@@ -320,6 +320,9 @@ pub async fn accept_hire(
     ApiJson(body): ApiJson<AcceptRequest>,
 ) -> Result<Response, Problem> {
     let found = load_hire(&state, &id).await?;
+    // The hirer first: anyone else learns only that the hire is not theirs,
+    // not whether a result would verify or the milestone is delivered.
+    found.may_accept(&auth.member.id)?;
     let response = verified_response(&body)?;
     // Checked here first so an early ask is not recorded under the derived
     // key (a refusal is sticky under its key; this one passes with delivery).

@@ -37,6 +37,8 @@ const ANSWER_WAIT: Duration = Duration::from_secs(10);
 const BODY_WAIT: Duration = Duration::from_millis(500);
 /// The task the owner authorizes the agent to pay for (a job's event id), and another for the cells.
 const TASK: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+/// The task the agent hires the merchant for.
+const TASK_HIRE: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
 const TASK_CELL: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 /// The columns, in the matrix's order.
 const CALLERS: [&str; 14] = [
@@ -286,6 +288,7 @@ impl World {
         world.disputed_call().await;
         world.contracts_and_rooms().await;
         world.market_and_rewards().await;
+        world.hire_and_lease().await;
         // The owner's passkey session, opened as the sign-in's finish opens it
         // (the ceremony itself runs in a browser: bazaar-cli/tests/passkey_browser.rs),
         // once the world's clock has moved.
@@ -443,6 +446,30 @@ impl World {
         self.job = job;
     }
 
+    /// The agent's guest hire of the merchant (the merchant's signed offer,
+    /// paid to itself) and the agent's lease at the worker's queue for its own
+    /// task identity (an enrollment both keys signed).
+    async fn hire_and_lease(&mut self) {
+        let r = &self.registry;
+        let (a, m) = (&self.agent, &self.merchant);
+        let price = bazaar_types::Amount(10);
+        let statement =
+            bazaar_core::hire::offer_statement(&MemberId(m.id.clone()), TASK_HIRE, &MemberId(m.id.clone()), price);
+        let offer = json!({"specialist": m.id, "task": TASK_HIRE, "price_minor": price.0, "pay_to": m.id,
+            "offer_signature": bazaar_core::crypto::sign(&m.key, statement.as_bytes())});
+        let hired = call(r, &a.credential, Method::POST, "/v1/hires", Some(offer), Some("authz-hire")).await;
+        self.ids.insert("hire", hired["id"].as_str().unwrap().into());
+        let identity = bazaar_relay::Signer::generate(&bazaar_types::SeededEntropy::new(9));
+        let at = (r.state.now().ms() / 1000) as u64;
+        let binding = bazaar_relay::market::enrollment::binding_statement(&identity.public_key(), &a.id, at);
+        let signature = bazaar_core::crypto::sign(&a.key, binding.as_bytes());
+        let enrollment = bazaar_relay::market::enrollment::enrollment_event(&identity, &a.id, at, &signature);
+        let lease = json!({"worker": self.ids["worker"], "pay_to": self.ids["worker"], "price_minor": 10,
+            "period_s": 3_600, "identity": serde_json::from_str::<Value>(&enrollment.to_json()).unwrap()});
+        let bought = call(r, &a.credential, Method::POST, "/v1/leases", Some(lease), Some("authz-lease")).await;
+        self.ids.insert("lease", bought["id"].as_str().unwrap().into());
+    }
+
     /// The request a cell sends: its URI and JSON body (from the row's
     /// override, else an example of the operation's schema).
     fn request(&self, row: &Row, document: &Value) -> (String, Option<Value>) {
@@ -460,6 +487,8 @@ impl World {
             "orders" => id("order"),
             "service-authorizations" => id("authorization"),
             "bounties" => id("bounty"),
+            "hires" => id("hire"),
+            "leases" => id("lease"),
             _ => "authz-none".to_string(),
         };
         let channel = match path {

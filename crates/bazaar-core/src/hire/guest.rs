@@ -66,6 +66,18 @@ pub struct Hire {
     pub payment: Option<HirePayment>,
 }
 
+impl Hire {
+    /// Only the hiring agent accepts and pays, from its own budget: asked
+    /// before anything else about an acceptance, so no one else learns more
+    /// than that the hire is not theirs.
+    pub fn may_accept(&self, actor: &MemberId) -> Result<(), Refusal> {
+        if *actor != self.hirer {
+            return refuse(Code::NotPermitted, "Only the hiring agent accepts and pays, from its own budget.");
+        }
+        Ok(())
+    }
+}
+
 crate::document!(Hire, Hire, version 1,
     id = |h| h.id.clone(),
     parties = |h| crate::kernel::docs::parties_with(
@@ -212,9 +224,7 @@ impl Batch<'_> {
         let Some(mut hire) = self.load::<Hire>(id) else {
             return refuse(Code::HireNotFound, format!("No hire {id} on this registry."));
         };
-        if caller.actor.id != hire.hirer {
-            return refuse(Code::NotPermitted, "Only the hiring agent accepts and pays, from its own budget.");
-        }
+        hire.may_accept(&caller.actor.id)?;
         if let Some(paid) = &hire.payment {
             return Err(Refusal::new(Code::HirePaid, "This hire was accepted and paid once; the payment is attached.")
                 .with(serde_json::to_value(paid).expect("payments serialize")));
