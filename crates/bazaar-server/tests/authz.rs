@@ -158,6 +158,8 @@ struct World {
     ids: BTreeMap<&'static str, String>,
     /// The validator's signed job (its bounty's).
     job: Value,
+    /// The agent's order for a lease at the worker, for its own task identity.
+    lease_order: Value,
 }
 
 async fn call(
@@ -258,6 +260,7 @@ impl World {
             member: member.clone(),
             ids: BTreeMap::new(),
             job: Value::Null,
+            lease_order: Value::Null,
             peer,
             registry,
         };
@@ -466,8 +469,9 @@ impl World {
         let enrollment = bazaar_relay::market::enrollment::enrollment_event(&identity, &a.id, at, &signature);
         let lease = json!({"worker": self.ids["worker"], "pay_to": self.ids["worker"], "price_minor": 10,
             "period_s": 3_600, "identity": serde_json::from_str::<Value>(&enrollment.to_json()).unwrap()});
-        let bought = call(r, &a.credential, Method::POST, "/v1/leases", Some(lease), Some("authz-lease")).await;
+        let bought = call(r, &a.credential, Method::POST, "/v1/leases", Some(lease.clone()), Some("authz-lease")).await;
         self.ids.insert("lease", bought["id"].as_str().unwrap().into());
+        self.lease_order = lease;
     }
 
     /// The request a cell sends: its URI and JSON body (from the row's
@@ -571,6 +575,7 @@ impl World {
             ("POST", "/v1/orders") => json!({"rfq": id("rfq")}),
             ("PATCH", "/v1/channels/{channel}/messages/{seq}") => json!({"body": "edited"}),
             ("POST", "/v1/bounties") => json!({"job": self.job, "amount_minor": 10}),
+            ("POST", "/v1/leases") => self.lease_order.clone(),
             ("POST", "/v1/federation/guests") => self.guest_join(),
             ("POST", "/x402/verify") | ("POST", "/x402/settle") => self.x402_payment(id("x402_token"), id("agent")),
             ("POST", "/v1/federation/settle") => json!({"token": "apt_x.y", "amount_minor": 1, "order_id": "authz"}),
