@@ -4,7 +4,8 @@
 //! balanced and holding exactly what its milestone holds still hold; every
 //! open dispute's subject and freeze untouched until execution, and nothing
 //! left frozen after it; each token, order, milestone release and dispute
-//! execution happening at most once (counted from the events); and the
+//! execution happening at most once (counted from the events), and so each
+//! service payment, hire acceptance and lease purchase; and the
 //! ledger never losing an acknowledged commit (the head it had is still there).
 
 use crate::flows::read_doc;
@@ -34,6 +35,11 @@ pub struct Auditor {
     executed: BTreeSet<String>,
     /// Each share's end (paid or cancelled), by order and index.
     share_ends: BTreeMap<String, String>,
+    /// Authorizations paid, hires accepted (and paid), leases bought, leases receipted.
+    services_paid: BTreeSet<String>,
+    hires_paid: BTreeSet<String>,
+    leases_bought: BTreeSet<String>,
+    leases_receipted: BTreeSet<String>,
     /// The last acknowledged head: (seq, hash). It must survive every crash.
     acked_head: Option<(u64, String)>,
     pub audits: u64,
@@ -79,13 +85,17 @@ impl Auditor {
     }
 
     /// How many subjects were seen to happen once: settled orders, ended tokens, released milestones, executed disputes.
-    pub fn once_counts(&self) -> [(&'static str, u64); 5] {
+    pub fn once_counts(&self) -> [(&'static str, u64); 9] {
         [
             ("orders settled", self.settled_orders.len() as u64),
             ("tokens ended", self.token_ends.len() as u64),
             ("milestones released", self.released.len() as u64),
             ("disputes executed", self.executed.len() as u64),
             ("order shares ended", self.share_ends.len() as u64),
+            ("service payments", self.services_paid.len() as u64),
+            ("hires paid", self.hires_paid.len() as u64),
+            ("leases bought", self.leases_bought.len() as u64),
+            ("leases receipted", self.leases_receipted.len() as u64),
         ]
     }
 
@@ -123,6 +133,15 @@ impl Auditor {
     fn count(&mut self, e: &Event) -> Audit {
         let field = |name: &str| e.body.get(name).map(|v| v.to_string()).unwrap_or_default();
         let twice = |what: &str, key: &str| Err(format!("{what} {key} happened twice (event {})", e.seq));
+        let once = |seen: &mut BTreeSet<String>, key: String, what: &str| -> Audit {
+            if key.is_empty() || key == "null" {
+                return Err(format!("event {} ({}) names no subject: {}", e.seq, e.kind, e.body));
+            }
+            if !seen.insert(key.clone()) {
+                return twice(what, &key);
+            }
+            Ok(())
+        };
         match e.kind.as_str() {
             "settlement.posted" => {
                 let order = format!("{} {}", field("merchant"), field("order_id"));
@@ -156,6 +175,13 @@ impl Auditor {
                 }
                 Ok(())
             }
+            "service.paid" => once(&mut self.services_paid, field("authorization"), "payment of authorization"),
+            "hire.accepted" => once(&mut self.hires_paid, field("hire"), "acceptance of hire"),
+            "lease.bought" => {
+                let id = e.body.get("lease").and_then(|l| l.get("id")).map(|v| v.to_string()).unwrap_or_default();
+                once(&mut self.leases_bought, id, "purchase of lease")
+            }
+            "lease.receipted" => once(&mut self.leases_receipted, field("lease"), "receipt of lease"),
             _ => Ok(()),
         }
     }
@@ -354,4 +380,42 @@ pub fn check_corridors(home: &dyn Store, peer: &dyn Store, relays: &Relays, shop
         return Err(format!("corridors do not mirror at the end: home {corridor_home}, peer {corridor_peer}"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(seq: u64, kind: &str, body: serde_json::Value) -> Event {
+        let who = MemberId("did:key:zSim".into());
+        Event {
+            seq,
+            prev_hash: String::new(),
+            hash: String::new(),
+            kind: kind.into(),
+            body,
+            authored_by: who.clone(),
+            on_behalf_of: who,
+            at: bazaar_types::Timestamp(0),
+        }
+    }
+
+    #[test]
+    fn a_second_payment_of_a_hire_an_authorization_or_a_lease_is_caught() {
+        for (kind, body, other) in [
+            ("hire.accepted", json!({"hire": "hir_1"}), json!({"hire": "hir_2"})),
+            ("service.paid", json!({"authorization": "sva_1"}), json!({"authorization": "sva_2"})),
+            ("lease.bought", json!({"lease": {"id": "lse_1"}}), json!({"lease": {"id": "lse_2"}})),
+            ("lease.receipted", json!({"lease": "lse_1"}), json!({"lease": "lse_2"})),
+        ] {
+            let mut auditor = Auditor::default();
+            assert_eq!(auditor.count(&event(1, kind, body.clone())), Ok(()));
+            assert_eq!(auditor.count(&event(2, kind, other)), Ok(()), "another subject is another {kind}");
+            let twice = auditor.count(&event(3, kind, body)).unwrap_err();
+            assert!(twice.contains("happened twice (event 3)"), "{kind}: {twice}");
+            let unnamed = auditor.count(&event(4, kind, json!({}))).unwrap_err();
+            assert!(unnamed.contains("names no subject"), "{kind}: {unnamed}");
+        }
+    }
 }

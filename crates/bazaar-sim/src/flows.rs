@@ -30,6 +30,8 @@ pub enum Flow {
     Relay,
     /// The storefront: listings, requests for quote, orders, proofs, cancellations (built in `market`).
     Market,
+    /// Service payments, guest hires (direct and escrowed) and priority leases (built in `hiring`).
+    Hire,
     Sweeper,
 }
 
@@ -42,6 +44,7 @@ impl Flow {
             Flow::Stake => "stake",
             Flow::Relay => "relayed settlements",
             Flow::Market => "storefront",
+            Flow::Hire => "hiring",
             Flow::Sweeper => "sweeper",
         }
     }
@@ -60,7 +63,7 @@ const REVIEW_S: (u64, u64) = (60, 1_200);
 /// Stake locked or unlocked at once, in minor units, at most.
 const STAKE_MINOR_MAX: u64 = 30_000;
 /// How often (per mille) a request comes from the wrong member or asks for too much.
-const WRONG_PER_MILLE: u64 = 80;
+pub const WRONG_PER_MILLE: u64 = 80;
 /// Remembered contracts and disputes the workload picks among (the most recent).
 const RECENT_MAX: usize = 24;
 /// Tokens a settle or a void picks among (the most recent): older ones have mostly expired.
@@ -154,7 +157,7 @@ impl Workload {
             Flow::Escrow => self.escrow(rng, cast, store, now),
             Flow::Dispute => self.dispute(rng, cast, store),
             Flow::Stake => Ok(Some(self.stake(rng, cast))),
-            Flow::Relay | Flow::Market | Flow::Sweeper => Ok(None),
+            Flow::Relay | Flow::Market | Flow::Hire | Flow::Sweeper => Ok(None),
         }
     }
 

@@ -1,7 +1,8 @@
 //! A seeded, deterministic fault simulator over Bazaar's money flows, in the
 //! manner of TigerBeetle's VOPR: one generator from the seed drives clients
 //! (paid calls, escrow, disputes with appeals, stake, the storefront's orders,
-//! settlements relayed to a peer registry), the sweepers' due work
+//! service payments, guest hires and leases, settlements relayed to a peer
+//! registry), the sweepers' due work
 //! and every fault, against the real core, the real group-commit writer and a
 //! real SQLite file behind a fault-injecting engine; an auditor checks the
 //! ledger after every step. A seed replays bit for bit.
@@ -10,6 +11,7 @@ pub mod auditor;
 pub mod cast;
 pub mod fault;
 pub mod flows;
+pub mod hiring;
 pub mod market;
 pub mod options;
 pub mod registry;

@@ -66,17 +66,18 @@ pub struct Faults {
     pub peer_late: u64,
     /// How the clients' requests are shared among the flows (relative weights). Part of the
     /// profile, since what a fault can reach depends on what is in flight.
-    pub flows: [(Flow, u64); 6],
+    pub flows: [(Flow, u64); 7],
 }
 
 /// The standard mix of requests.
-pub const FLOWS_STANDARD: [(Flow, u64); 6] = [
+pub const FLOWS_STANDARD: [(Flow, u64); 7] = [
     (Flow::Pay, 22),
     (Flow::Escrow, 17),
     (Flow::Dispute, 17),
     (Flow::Stake, 10),
     (Flow::Relay, 14),
     (Flow::Market, 20),
+    (Flow::Hire, 14),
 ];
 
 impl Faults {
@@ -143,6 +144,7 @@ impl Faults {
                 (Flow::Stake, 5),
                 (Flow::Relay, 70),
                 (Flow::Market, 5),
+                (Flow::Hire, 5),
             ],
             ..Faults::standard()
         }

@@ -11,6 +11,7 @@ use crate::auditor::{check_corridors, Auditor};
 use crate::cast::{command, Cast};
 use crate::fault::{EngineFaults, FaultCounts, Shared};
 use crate::flows::{contract_op, dispute_op, read_doc, Flow, Workload};
+use crate::hiring::Hiring;
 use crate::market::Storefront;
 use crate::options::{Options, GROUP_MAX, JUMP_S, LONG_JUMP_S, START, TICK_S_MAX};
 use crate::registry::{Answers, Registry};
@@ -65,6 +66,7 @@ pub struct Sim {
     workload: Workload,
     relays: Relays,
     storefront: Storefront,
+    hiring: Hiring,
     pending: Vec<Pending>,
     acked: Vec<Acked>,
     auditor: Auditor,
@@ -117,6 +119,7 @@ impl Sim {
             workload: Workload::default(),
             relays: Relays::default(),
             storefront: Storefront::default(),
+            hiring: Hiring::default(),
             pending: Vec::new(),
             acked: Vec::new(),
             auditor: Auditor::default(),
@@ -302,6 +305,11 @@ impl Sim {
             Flow::Market => {
                 let next = self.storefront.next(&mut lock(&self.rng), &self.cast, self.home.store(), now);
                 (Side::Home, next.map_err(|e| format!("storefront read: {e}"))?)
+            }
+            Flow::Hire => {
+                let contracts = &mut self.workload.contracts;
+                let next = self.hiring.next(&mut lock(&self.rng), &self.cast, self.home.store(), contracts);
+                (Side::Home, next.map_err(|e| format!("hiring read: {e}"))?)
             }
             _ => {
                 let next = self.workload.next(flow, &mut lock(&self.rng), &self.cast, self.home.store(), now);

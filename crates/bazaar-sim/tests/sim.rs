@@ -79,6 +79,12 @@ fn seeds_pass_with_every_fault_and_reach_every_flow() {
         "propose_netting ok",
         "netting_record recorded",
         "netting_confirm ok",
+        "service_pay ok",
+        "service_revoke ok",
+        "hire_agree ok",
+        "hire_accept ok",
+        "lease_buy ok",
+        "lease_receipt ok",
     ] {
         assert!(total.outcomes.get(done).copied().unwrap_or(0) > 0, "never reached: {done}");
     }
