@@ -97,6 +97,16 @@ impl Batch<'_> {
         let Some(idem) = caller.idem else {
             return refuse(Code::IdempotencyKeyRequired, "Buying a lease needs an Idempotency-Key.");
         };
+        // The lease's id is the key's: once the key's record is pruned, the same key names a lease
+        // already bought. Asked before anything moves, so a late retry is told, never charged again.
+        let id = lease_id(&payer.id, &order.worker, &idem.key);
+        if let Some(existing) = self.load::<Lease>(&id) {
+            return Err(Refusal::new(
+                Code::LeaseExists,
+                "A lease was bought under this Idempotency-Key; it is attached. Send a new key to buy another.",
+            )
+            .with(serde_json::to_value(existing).expect("leases serialize")));
+        }
         if !is_hex64(&order.identity) || order.identity_of != payer.id {
             return Err(Refusal::new(
                 Code::LeaseIdentityMismatch,
@@ -122,7 +132,6 @@ impl Batch<'_> {
             )
             .with(json!({"worker": order.worker, "pay_to": order.pay_to})));
         }
-        let id = lease_id(&payer.id, &order.worker, &idem.key);
         let (fee, net, linked) = self.pay_from_agent(caller, &payer.id, &order.pay_to, order.price)?;
         let payment = HirePayment {
             gross_minor: order.price,

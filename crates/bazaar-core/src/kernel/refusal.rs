@@ -166,6 +166,7 @@ codes! {
     OfferSignatureInvalid => "offer_signature_invalid", Unprocessable;
     ResponseNotVerified => "response_not_verified", Unprocessable;
     LeaseNotFound => "lease_not_found", NotFound;
+    LeaseExists => "lease_exists", Conflict;
     LeaseIdentityMismatch => "lease_identity_mismatch", Forbidden;
     AccountNotFound => "account_not_found", NotFound;
     TermsInvalid => "terms_invalid", Unprocessable;
