@@ -5,11 +5,13 @@
 //! open dispute's subject and freeze untouched until execution, and nothing
 //! left frozen after it; each token, order, milestone release and dispute
 //! execution happening at most once (counted from the events), and so each
-//! service payment, hire acceptance and lease purchase; and the
+//! service payment, hire acceptance, lease purchase and bounty's end (every
+//! bounty's hold agreeing with its state); and the
 //! ledger never losing an acknowledged commit (the head it had is still there).
 
 use crate::flows::read_doc;
 use crate::relay::Relays;
+use bazaar_core::bounty::{Bounty, BountyState};
 use bazaar_core::dispute::{dispute_holds, Dispute, Phase, Subject};
 use bazaar_core::escrow::{milestone_hold, Contract, ContractState, MilestoneState};
 use bazaar_core::federation::{Netting, NettingState, Relay, RelayState};
@@ -22,6 +24,15 @@ use futures::executor::block_on;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub type Audit = Result<(), String>;
+
+/// The documents the workload asked for, whose holds the auditor checks.
+#[derive(Clone, Copy, Default)]
+pub struct Watched<'a> {
+    pub contracts: &'a [ContractId],
+    pub disputes: &'a [DisputeId],
+    pub orders: &'a [MarketOrderId],
+    pub bounties: &'a [String],
+}
 
 /// What the auditor remembers between steps.
 #[derive(Default)]
@@ -40,6 +51,8 @@ pub struct Auditor {
     hires_paid: BTreeSet<String>,
     leases_bought: BTreeSet<String>,
     leases_receipted: BTreeSet<String>,
+    /// Each bounty's end (released or withdrawn), by bounty.
+    bounty_ends: BTreeMap<String, String>,
     /// The last acknowledged head: (seq, hash). It must survive every crash.
     acked_head: Option<(u64, String)>,
     pub audits: u64,
@@ -51,13 +64,8 @@ fn err(what: impl std::fmt::Display) -> String {
 
 impl Auditor {
     /// Every check, once.
-    pub fn check(
-        &mut self,
-        store: &dyn Store,
-        contracts: &[ContractId],
-        disputes: &[DisputeId],
-        orders: &[MarketOrderId],
-    ) -> Audit {
+    pub fn check(&mut self, store: &dyn Store, watched: Watched<'_>) -> Audit {
+        let Watched { contracts, disputes, orders, bounties } = watched;
         self.audits += 1;
         let report = block_on(bazaar_store::audit::audit(store, &|_| {})).map_err(err)?;
         if !report.ok || report.balance_sum_minor != 0 {
@@ -81,11 +89,16 @@ impl Auditor {
                 check_order(&o, &holds)?;
             }
         }
+        for id in bounties {
+            if let Some(b) = read_doc::<Bounty>(store, id).map_err(err)? {
+                check_bounty(&b, &holds)?;
+            }
+        }
         Ok(())
     }
 
     /// How many subjects were seen to happen once: settled orders, ended tokens, released milestones, executed disputes.
-    pub fn once_counts(&self) -> [(&'static str, u64); 9] {
+    pub fn once_counts(&self) -> [(&'static str, u64); 10] {
         [
             ("orders settled", self.settled_orders.len() as u64),
             ("tokens ended", self.token_ends.len() as u64),
@@ -96,6 +109,7 @@ impl Auditor {
             ("hires paid", self.hires_paid.len() as u64),
             ("leases bought", self.leases_bought.len() as u64),
             ("leases receipted", self.leases_receipted.len() as u64),
+            ("bounties ended", self.bounty_ends.len() as u64),
         ]
     }
 
@@ -182,6 +196,13 @@ impl Auditor {
                 once(&mut self.leases_bought, id, "purchase of lease")
             }
             "lease.receipted" => once(&mut self.leases_receipted, field("lease"), "receipt of lease"),
+            // A bounty ends once: released to one worker or withdrawn by its poster, never both.
+            "bounty.released" | "bounty.withdrawn" => match self.bounty_ends.insert(field("bounty"), e.kind.clone()) {
+                Some(before) => {
+                    Err(format!("bounty {} ended twice: {before}, then {} (event {})", field("bounty"), e.kind, e.seq))
+                }
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }
@@ -267,6 +288,22 @@ fn check_order(o: &Order, holds: &BTreeMap<HoldId, Hold>) -> Audit {
         return Err(format!("order {}: says it holds {} but its holds hold {pending}", o.id, o.held()));
     }
     Ok(())
+}
+
+/// A funded bounty's hold is pending for its reward; a released or withdrawn one's is resolved.
+fn check_bounty(b: &Bounty, holds: &BTreeMap<HoldId, Hold>) -> Audit {
+    let hold = holds.get(&b.hold).ok_or_else(|| format!("bounty {}: hold {} missing", b.id, b.hold))?;
+    let funded = b.state == BountyState::Funded;
+    if funded != (hold.state == HoldState::Pending) || hold.amount != b.amount {
+        return Err(format!("bounty {} is {:?} but its hold is {hold:?}", b.id, b.state));
+    }
+    let posted = hold.state == HoldState::Posted && hold.posted_amount == b.amount;
+    let voided = hold.state == HoldState::Voided && hold.posted_amount.0 == 0;
+    match b.state {
+        BountyState::Released if !posted => Err(format!("bounty {} released but its hold is {hold:?}", b.id)),
+        BountyState::Withdrawn if !voided => Err(format!("bounty {} withdrawn but its hold is {hold:?}", b.id)),
+        _ => Ok(()),
+    }
 }
 
 /// An open dispute's subject and freeze are untouched; an executed one leaves nothing frozen.
@@ -417,5 +454,48 @@ mod tests {
             let unnamed = auditor.count(&event(4, kind, json!({}))).unwrap_err();
             assert!(unnamed.contains("names no subject"), "{kind}: {unnamed}");
         }
+        let mut auditor = Auditor::default();
+        assert_eq!(auditor.count(&event(1, "bounty.released", json!({"bounty": "bty_1"}))), Ok(()));
+        let both = auditor.count(&event(2, "bounty.withdrawn", json!({"bounty": "bty_1"}))).unwrap_err();
+        assert!(both.contains("ended twice: bounty.released, then bounty.withdrawn"), "{both}");
+    }
+
+    #[test]
+    fn a_bounty_whose_hold_disagrees_with_its_state_is_caught() {
+        let at = bazaar_types::Timestamp(0);
+        let bounty = Bounty {
+            id: "bty_1".into(),
+            job: "j".into(),
+            validator: "v".into(),
+            poster: MemberId("did:key:zPoster".into()),
+            amount: bazaar_types::Amount(500),
+            hold: HoldId("hold_bty_1".into()),
+            state: BountyState::Funded,
+            funded_at: at,
+            claim_until: at,
+            resolved_at: None,
+            worker: None,
+            refunded: bazaar_types::Amount(0),
+        };
+        let hold = |state: HoldState, posted: u64| Hold {
+            id: bounty.hold.clone(),
+            account: AccountId::of_member(&bounty.poster),
+            amount: bounty.amount,
+            created_at: at,
+            expires_at: at,
+            state,
+            posted_amount: bazaar_types::Amount(posted),
+            resolved_at: None,
+        };
+        let holds = |h: Hold| BTreeMap::from([(h.id.clone(), h)]);
+        assert_eq!(check_bounty(&bounty, &holds(hold(HoldState::Pending, 0))), Ok(()));
+        assert!(check_bounty(&bounty, &holds(hold(HoldState::Posted, 500))).is_err(), "funded, yet paid out");
+        assert!(check_bounty(&bounty, &BTreeMap::new()).unwrap_err().contains("missing"));
+        let released = Bounty { state: BountyState::Released, ..bounty.clone() };
+        assert_eq!(check_bounty(&released, &holds(hold(HoldState::Posted, 500))), Ok(()));
+        assert!(check_bounty(&released, &holds(hold(HoldState::Posted, 499))).is_err(), "paid short");
+        let withdrawn = Bounty { state: BountyState::Withdrawn, ..bounty.clone() };
+        assert_eq!(check_bounty(&withdrawn, &holds(hold(HoldState::Voided, 0))), Ok(()));
+        assert!(check_bounty(&withdrawn, &holds(hold(HoldState::Posted, 500))).is_err(), "withdrawn, yet paid");
     }
 }

@@ -32,6 +32,8 @@ pub enum Flow {
     Market,
     /// Service payments, guest hires (direct and escrowed) and priority leases (built in `hiring`).
     Hire,
+    /// Job rewards: funded, released on an accepted verdict, withdrawn after the claim window (built in `bounties`).
+    Bounty,
     Sweeper,
 }
 
@@ -45,6 +47,7 @@ impl Flow {
             Flow::Relay => "relayed settlements",
             Flow::Market => "storefront",
             Flow::Hire => "hiring",
+            Flow::Bounty => "bounties",
             Flow::Sweeper => "sweeper",
         }
     }
@@ -157,7 +160,7 @@ impl Workload {
             Flow::Escrow => self.escrow(rng, cast, store, now),
             Flow::Dispute => self.dispute(rng, cast, store),
             Flow::Stake => Ok(Some(self.stake(rng, cast))),
-            Flow::Relay | Flow::Market | Flow::Hire | Flow::Sweeper => Ok(None),
+            Flow::Relay | Flow::Market | Flow::Hire | Flow::Bounty | Flow::Sweeper => Ok(None),
         }
     }
 

@@ -1,13 +1,14 @@
 //! A seeded, deterministic fault simulator over Bazaar's money flows, in the
 //! manner of TigerBeetle's VOPR: one generator from the seed drives clients
 //! (paid calls, escrow, disputes with appeals, stake, the storefront's orders,
-//! service payments, guest hires and leases, settlements relayed to a peer
-//! registry), the sweepers' due work
+//! service payments, guest hires and leases, bounties, settlements relayed to
+//! a peer registry), the sweepers' due work
 //! and every fault, against the real core, the real group-commit writer and a
 //! real SQLite file behind a fault-injecting engine; an auditor checks the
 //! ledger after every step. A seed replays bit for bit.
 
 pub mod auditor;
+pub mod bounties;
 pub mod cast;
 pub mod fault;
 pub mod flows;

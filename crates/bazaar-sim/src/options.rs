@@ -66,18 +66,19 @@ pub struct Faults {
     pub peer_late: u64,
     /// How the clients' requests are shared among the flows (relative weights). Part of the
     /// profile, since what a fault can reach depends on what is in flight.
-    pub flows: [(Flow, u64); 7],
+    pub flows: [(Flow, u64); 8],
 }
 
 /// The standard mix of requests.
-pub const FLOWS_STANDARD: [(Flow, u64); 7] = [
-    (Flow::Pay, 22),
-    (Flow::Escrow, 17),
-    (Flow::Dispute, 17),
-    (Flow::Stake, 10),
-    (Flow::Relay, 14),
-    (Flow::Market, 20),
-    (Flow::Hire, 14),
+pub const FLOWS_STANDARD: [(Flow, u64); 8] = [
+    (Flow::Pay, 20),
+    (Flow::Escrow, 15),
+    (Flow::Dispute, 15),
+    (Flow::Stake, 8),
+    (Flow::Relay, 16),
+    (Flow::Market, 16),
+    (Flow::Hire, 12),
+    (Flow::Bounty, 8),
 ];
 
 impl Faults {
@@ -145,6 +146,7 @@ impl Faults {
                 (Flow::Relay, 70),
                 (Flow::Market, 5),
                 (Flow::Hire, 5),
+                (Flow::Bounty, 5),
             ],
             ..Faults::standard()
         }

@@ -8,6 +8,7 @@
 //! its last step or at the first violation.
 
 use crate::auditor::{check_corridors, Auditor};
+use crate::bounties::Bounties;
 use crate::cast::{command, Cast};
 use crate::fault::{EngineFaults, FaultCounts, Shared};
 use crate::flows::{contract_op, dispute_op, read_doc, Flow, Workload};
@@ -67,6 +68,7 @@ pub struct Sim {
     relays: Relays,
     storefront: Storefront,
     hiring: Hiring,
+    bounties: Bounties,
     pending: Vec<Pending>,
     acked: Vec<Acked>,
     auditor: Auditor,
@@ -120,6 +122,7 @@ impl Sim {
             relays: Relays::default(),
             storefront: Storefront::default(),
             hiring: Hiring::default(),
+            bounties: Bounties::default(),
             pending: Vec::new(),
             acked: Vec::new(),
             auditor: Auditor::default(),
@@ -230,8 +233,14 @@ impl Sim {
     /// Both registries' audits and the corridor between them.
     fn audit(&mut self) -> Step {
         let (contracts, disputes) = (&self.workload.contracts, &self.workload.disputes);
-        self.auditor.check(self.home.store(), contracts, disputes, &self.storefront.orders)?;
-        self.peer_auditor.check(self.peer.store(), &[], &[], &[])?;
+        let docs = crate::auditor::Watched {
+            contracts,
+            disputes,
+            orders: &self.storefront.orders,
+            bounties: &self.bounties.ids,
+        };
+        self.auditor.check(self.home.store(), docs)?;
+        self.peer_auditor.check(self.peer.store(), crate::auditor::Watched::default())?;
         let shop = &self.peer_cast.shop.id;
         check_corridors(self.home.store(), self.peer.store(), &self.relays, shop, false)
     }
@@ -305,6 +314,10 @@ impl Sim {
             Flow::Market => {
                 let next = self.storefront.next(&mut lock(&self.rng), &self.cast, self.home.store(), now);
                 (Side::Home, next.map_err(|e| format!("storefront read: {e}"))?)
+            }
+            Flow::Bounty => {
+                let next = self.bounties.next(&mut lock(&self.rng), &self.cast, self.home.store());
+                (Side::Home, next.map_err(|e| format!("bounties read: {e}"))?)
             }
             Flow::Hire => {
                 let contracts = &mut self.workload.contracts;

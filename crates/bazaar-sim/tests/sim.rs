@@ -85,6 +85,9 @@ fn seeds_pass_with_every_fault_and_reach_every_flow() {
         "hire_accept ok",
         "lease_buy ok",
         "lease_receipt ok",
+        "bounty_fund ok",
+        "bounty_release ok",
+        "bounty_withdraw ok",
     ] {
         assert!(total.outcomes.get(done).copied().unwrap_or(0) > 0, "never reached: {done}");
     }
