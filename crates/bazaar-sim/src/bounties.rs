@@ -7,7 +7,7 @@
 //! signed records (the job's author, the verdict, the worker's enrollment and
 //! review) handed to the core as given.
 
-use crate::cast::{command, Cast, AGENT_OWNERS, TRADERS};
+use crate::cast::{command, other_owners_trader, Cast, TRADERS};
 use crate::flows::{recent_docs, WRONG_PER_MILLE};
 use crate::rng::Rng;
 use bazaar_core::bounty::{self, bounty_id, Bounty, BountyState, Outcome, Verdict};
@@ -72,9 +72,7 @@ impl Bounties {
     /// Someone (any trader) presents a verdict on a worker of another owner: mostly the job's validator's
     /// accepted one; sometimes rejected or unassessed (moves nothing), or by another key (refused).
     fn present(&mut self, rng: &mut Rng, cast: &Cast, b: &Bounty, poster: usize, key: Option<String>) -> Command {
-        let workers: Vec<usize> =
-            TRADERS.iter().copied().filter(|&t| AGENT_OWNERS[t] != AGENT_OWNERS[poster]).collect();
-        let worker = workers[rng.index(workers.len())];
+        let worker = other_owners_trader(rng, poster);
         let destination: MemberId =
             if rng.below(4) == 0 { cast.owner_of(worker).id.clone() } else { cast.agents[worker].id.clone() };
         let verdict = match rng.below(10) {

@@ -26,6 +26,12 @@ const REGISTRY_SEED: u8 = 42;
 const OWNER_SEEDS: [u8; 3] = [1, 2, 3];
 const AGENT_SEEDS: [u8; 5] = [10, 11, 12, 13, 14];
 
+/// A trader of another owner than `agent`'s: a specialist, a worker, a seller.
+pub fn other_owners_trader(rng: &mut crate::rng::Rng, agent: usize) -> usize {
+    let others: Vec<usize> = TRADERS.iter().copied().filter(|&t| AGENT_OWNERS[t] != AGENT_OWNERS[agent]).collect();
+    others[rng.index(others.len())]
+}
+
 pub fn key_of(seed: u8) -> SigningKey {
     SigningKey::from_bytes(&[seed; 32])
 }

@@ -85,6 +85,15 @@ pub struct Workload {
     pub disputes: Vec<DisputeId>,
 }
 
+/// `right`, or (sometimes) a trader who has no business sending this.
+pub fn or_stray<'a>(rng: &mut Rng, cast: &'a Cast, right: &'a Member) -> &'a Member {
+    if rng.chance(WRONG_PER_MILLE) {
+        &cast.agents[TRADERS[rng.index(TRADERS.len())]]
+    } else {
+        right
+    }
+}
+
 fn recent<T: Clone>(rng: &mut Rng, items: &[T]) -> Option<T> {
     recent_of(rng, items, RECENT_MAX)
 }
@@ -164,15 +173,6 @@ impl Workload {
         }
     }
 
-    /// A trader, or (sometimes) someone who has no business sending this.
-    fn actor<'a>(&self, rng: &mut Rng, cast: &'a Cast, right: &'a Member) -> &'a Member {
-        if rng.chance(WRONG_PER_MILLE) {
-            &cast.agents[TRADERS[rng.index(TRADERS.len())]]
-        } else {
-            right
-        }
-    }
-
     /// A buyer and a seller of different owners (agents of one owner cannot contract with each other).
     fn two_traders(rng: &mut Rng) -> (usize, usize) {
         let half = TRADERS.len() / 2;
@@ -188,7 +188,7 @@ impl Workload {
                 let owner = &cast.owners[rng.index(cast.owners.len())];
                 let op =
                     Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: Amount(rng.between(10_000, 400_000)) });
-                command(self.actor(rng, cast, &cast.operator), key, op)
+                command(or_stray(rng, cast, &cast.operator), key, op)
             }
             3..=8 => {
                 let agent = rng.index(cast.agents.len());
@@ -196,7 +196,7 @@ impl Workload {
                     agent: cast.agents[agent].id.clone(),
                     amount: Amount(rng.between(1_000, 200_000)),
                 });
-                command(self.actor(rng, cast, cast.owner_of(agent)), key, op)
+                command(or_stray(rng, cast, cast.owner_of(agent)), key, op)
             }
             9..=10 => {
                 let agent = rng.index(cast.agents.len());
@@ -220,7 +220,7 @@ impl Workload {
                         amount: Amount(amount),
                         order_id: claims.ord.clone(),
                     });
-                    command(self.actor(rng, cast, merchant), key, op)
+                    command(or_stray(rng, cast, merchant), key, op)
                 }
                 None => self.issue(rng, cast, now, key),
             },
@@ -228,7 +228,7 @@ impl Workload {
                 Some(claims) => {
                     let buyer = cast.find(&claims.sub).expect("a cast buyer");
                     let op = Op::Pay(pay::Op::VoidToken { jti: claims.jti.clone(), buyer: claims.sub.clone() });
-                    command(self.actor(rng, cast, buyer), key, op)
+                    command(or_stray(rng, cast, buyer), key, op)
                 }
                 None => self.issue(rng, cast, now, key),
             },
@@ -308,7 +308,7 @@ impl Workload {
             }
             _ => return Ok(Some(self.create_contract(rng, cast, now, key))),
         };
-        Ok(Some(command(self.actor(rng, cast, actor), Some(key), contract_op(&c, act))))
+        Ok(Some(command(or_stray(rng, cast, actor), Some(key), contract_op(&c, act))))
     }
 
     fn create_contract(&mut self, rng: &mut Rng, cast: &Cast, now: Timestamp, key: String) -> Command {
@@ -373,7 +373,7 @@ impl Workload {
             claimed: Amount(claimed),
             note: String::new(),
         });
-        Ok(Some(command(self.actor(rng, cast, actor), key, op)))
+        Ok(Some(command(or_stray(rng, cast, actor), key, op)))
     }
 
     fn dispute_act(&mut self, rng: &mut Rng, cast: &Cast, d: &Dispute, key: Option<String>) -> Option<Command> {
@@ -409,7 +409,7 @@ impl Workload {
             }
             Phase::Appealable | Phase::Executed => (&cast.agents[side], DisputeAct::Execute),
         };
-        Some(command(self.actor(rng, cast, actor), key, dispute_op(d, act)))
+        Some(command(or_stray(rng, cast, actor), key, dispute_op(d, act)))
     }
 
     fn stake(&mut self, rng: &mut Rng, cast: &Cast) -> Command {

@@ -7,8 +7,8 @@
 //! build them: an acceptance carries the specialist, payee and contract read
 //! from the stored hire, and the response the edge would have verified.
 
-use crate::cast::{command, Cast, AGENT_OWNERS, TRADERS};
-use crate::flows::{contract_op, read_doc, recent_docs, WRONG_PER_MILLE};
+use crate::cast::{command, other_owners_trader, Cast, TRADERS};
+use crate::flows::{contract_op, or_stray, read_doc, recent_docs, WRONG_PER_MILLE};
 use crate::rng::Rng;
 use bazaar_core::command::{Command, Op};
 use bazaar_core::crypto::{sha256_hex, sign};
@@ -17,7 +17,6 @@ use bazaar_core::hire::{
     self, authorization_id, hire_contract, hire_id, lease_id, offer_statement, AuthorizationState, Hire, HireState,
     Lease, LeaseOrder, Offer, ServiceAuthorization, Terms, VerifiedResponse,
 };
-use bazaar_core::model::Member;
 use bazaar_store::{Store, StoreError};
 use bazaar_types::{Amount, ContractId, MemberId};
 
@@ -34,12 +33,6 @@ pub struct Hiring {
     authorizations: Vec<String>,
     hires: Vec<String>,
     leases: Vec<String>,
-}
-
-/// Another owner's agent than `agent`'s, among the traders: a specialist, a worker.
-fn other_owners_trader(rng: &mut Rng, agent: usize) -> usize {
-    let others: Vec<usize> = TRADERS.iter().copied().filter(|&t| AGENT_OWNERS[t] != AGENT_OWNERS[agent]).collect();
-    others[rng.index(others.len())]
 }
 
 /// Whom a specialist (or worker) is paid through: itself mostly, else its owner.
@@ -61,15 +54,6 @@ impl Hiring {
     fn task(&mut self) -> String {
         self.next += 1;
         sha256_hex(format!("task {}", self.next).as_bytes())
-    }
-
-    /// `right`, or (sometimes) a trader who has no business sending this.
-    fn actor<'a>(rng: &mut Rng, cast: &'a Cast, right: &'a Member) -> &'a Member {
-        if rng.chance(WRONG_PER_MILLE) {
-            &cast.agents[TRADERS[rng.index(TRADERS.len())]]
-        } else {
-            right
-        }
     }
 
     /// The next request. An escrowed hire's contract is added to `contracts`, where the escrow and
@@ -119,7 +103,7 @@ impl Hiring {
         let id = &cast.agents[agent].id;
         self.authorizations.push(authorization_id(id, &terms.task));
         let op = Op::Hire(hire::Op::Authorize { agent: id.clone(), terms });
-        command(Self::actor(rng, cast, cast.owner_of(agent)), Some(self.key()), op)
+        command(or_stray(rng, cast, cast.owner_of(agent)), Some(self.key()), op)
     }
 
     /// The agent pays against it (sometimes with terms that differ by a unit), or the owner revokes it.
@@ -128,14 +112,14 @@ impl Hiring {
         let agent = cast.agent_index(&a.agent).expect("a cast agent");
         if rng.below(4) == 0 {
             let op = Op::Hire(hire::Op::Revoke { authorization: a.id.clone(), agent: a.agent.clone() });
-            return command(Self::actor(rng, cast, cast.owner_of(agent)), key, op);
+            return command(or_stray(rng, cast, cast.owner_of(agent)), key, op);
         }
         let mut terms = a.terms.clone();
         if rng.chance(WRONG_PER_MILLE) {
             terms.amount_minor = Amount(terms.amount_minor.0 + 1);
         }
         let op = Op::Hire(hire::Op::Pay { authorization: a.id.clone(), owner: a.owner.clone(), terms });
-        command(Self::actor(rng, cast, &cast.agents[agent]), key, op)
+        command(or_stray(rng, cast, &cast.agents[agent]), key, op)
     }
 
     /// A trader hires another owner's specialist from its signed offer; a third of the hires ride escrow.
@@ -194,7 +178,7 @@ impl Hiring {
                 _ => None,
             };
             if let Some(act) = act.filter(|_| rng.below(4) != 0) {
-                return Ok(Some(command(Self::actor(rng, cast, specialist), key, contract_op(&c, act))));
+                return Ok(Some(command(or_stray(rng, cast, specialist), key, contract_op(&c, act))));
             }
         }
         let author = if rng.chance(WRONG_PER_MILLE) { h.hirer.clone() } else { h.terms.specialist.clone() };
@@ -211,7 +195,7 @@ impl Hiring {
             contract: h.contract.clone(),
             response,
         });
-        Ok(Some(command(Self::actor(rng, cast, hirer), key, op)))
+        Ok(Some(command(or_stray(rng, cast, hirer), key, op)))
     }
 
     /// A trader prepays priority at another owner's worker for its own task identity (sometimes one
@@ -238,6 +222,6 @@ impl Hiring {
         let worker = cast.agent_index(&lease.worker).expect("a cast worker");
         let right = if rng.below(4) == 0 { cast.owner_of(worker) } else { &cast.agents[worker] };
         let op = Op::Hire(hire::Op::ReceiptLease { lease: lease.id.clone(), worker: lease.worker.clone() });
-        command(Self::actor(rng, cast, right), Some(key), op)
+        command(or_stray(rng, cast, right), Some(key), op)
     }
 }
