@@ -106,8 +106,24 @@ const HELP_ORDER: [&str; 34] = [
 
 /// The command line, with the commands in [`HELP_ORDER`].
 fn command_line() -> clap::Command {
-    let cli = Cli::command();
+    let cli = values_may_begin_with_a_hyphen(Cli::command());
     HELP_ORDER.iter().enumerate().fold(cli, |cli, (order, name)| cli.mut_subcommand(name, |c| c.display_order(order)))
+}
+
+/// Every option that takes a value takes the next word as it, whatever it
+/// begins with, as getopt does: a base64url key or signature begins with '-'
+/// one time in 64, and clap would otherwise read it as an unknown flag.
+fn values_may_begin_with_a_hyphen(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| {
+            let option_with_value = arg.get_long().is_some() && arg.get_action().takes_values();
+            if option_with_value {
+                arg.allow_hyphen_values(true)
+            } else {
+                arg
+            }
+        })
+        .mut_subcommands(values_may_begin_with_a_hyphen)
 }
 
 async fn run(cli: Cli) -> Result<i32> {

@@ -27,9 +27,8 @@ pub enum Command {
         remote: Remote,
         token: String,
         /// Check genuineness offline with this registry public key (base64url or hex,
-        /// from /.well-known/bazaar); the state then stays unknown. A base64url key
-        /// may begin with '-' (one in 64 do): it is taken as the value, not a flag.
-        #[arg(long, allow_hyphen_values = true)]
+        /// from /.well-known/bazaar); the state then stays unknown.
+        #[arg(long)]
         registry_key: Option<String>,
     },
     /// Buyer (or its owner): void an unsettled token and release its hold.
