@@ -1,13 +1,15 @@
 //! The storefront: sellers list, a buyer asks for quotes from the listings of
 //! other owners' sellers, sellers offer, the buyer closes the request and
 //! orders its allocation (one authorization, a hold per share), then each
-//! maker proves shipment and is paid — or the buyer cancels a share first.
+//! maker proves shipment and is paid — or the buyer cancels a share first. A
+//! third of the orders wait for the buyer's owner, who approves (the holds are
+//! placed then) or declines.
 //! Requests are built as the server's market routes build them; proofs and
 //! cancellations carry no idempotency key there, so none here either: their
 //! exactly-once comes from the order itself, which the auditor counts.
 
 use crate::cast::{command, Cast, AGENT_OWNERS, TRADERS};
-use crate::flows::recent_docs;
+use crate::flows::{recent_docs, WRONG_PER_MILLE};
 use crate::rng::Rng;
 use bazaar_core::command::{Command, Op};
 use bazaar_core::crypto::sha256_hex;
@@ -67,9 +69,13 @@ impl Storefront {
         }
         let open = recent_docs::<Rfq, _>(store, &self.rfqs, RECENT_MAX, |r| r.order.is_none())?;
         let live = recent_docs::<Order, _>(store, &self.orders, RECENT_MAX, |o| o.state == OrderState::Authorized)?;
+        let waiting =
+            recent_docs::<Order, _>(store, &self.orders, RECENT_MAX, |o| o.state == OrderState::AwaitingApproval)?;
         let roll = rng.below(100);
         let command = if roll < 15 {
             Some(self.ask(rng, cast, now))
+        } else if let Some(order) = rng.pick(&waiting).filter(|_| roll < 35).cloned() {
+            Some(self.decide(rng, cast, &order))
         } else if let Some(rfq) = rng.pick(&open).filter(|_| roll < 60 || live.is_empty()).cloned() {
             self.on_rfq(rng, cast, &rfq)
         } else if let Some(order) = rng.pick(&live).cloned() {
@@ -122,7 +128,8 @@ impl Storefront {
         let buyer = cast.find(&rfq.buyer)?;
         let key = Some(self.key());
         if rfq.state == RfqState::Closed {
-            let op = Op::Market(market::Op::order_for(rfq, false));
+            // A third of the orders wait for a person's approval, whatever the owner's policy.
+            let op = Op::Market(market::Op::order_for(rfq, rng.below(3) == 0));
             if let Some(k) = &key {
                 self.orders.push(market::order::order_id(&buyer.id, k));
             }
@@ -136,6 +143,21 @@ impl Storefront {
         let proposal = Proposal { unit_price: Amount(price), quantity: rng.between(1, rfq.request.quantity) };
         let op = Op::Market(market::Op::MakeOffer { rfq: rfq.id.clone(), listing, proposal, committed: 0 });
         Some(command(cast.find(&seller)?, key, op))
+    }
+
+    /// The buyer's owner approves an order waiting for it (its shares' holds are placed then) or
+    /// declines it (nothing was held); sometimes the buyer agent itself tries, and is refused.
+    fn decide(&mut self, rng: &mut Rng, cast: &Cast, order: &Order) -> Command {
+        let agent = cast.agent_index(&order.buyer).expect("a cast buyer");
+        let person = if rng.chance(WRONG_PER_MILLE) { &cast.agents[agent] } else { cast.owner_of(agent) };
+        let op = Op::Market(market::Op::DecideOrder {
+            order: order.id.clone(),
+            buyer: order.buyer.clone(),
+            lines: order.lines.len() as u32,
+            sellers: order.lines.iter().map(|l| l.seller.clone()).collect(),
+            approve: rng.below(4) != 0,
+        });
+        command(person, Some(self.key()), op)
     }
 
     /// A maker proves a share shipped (and is paid), or the buyer cancels one before it ships.

@@ -72,6 +72,7 @@ fn seeds_pass_with_every_fault_and_reach_every_flow() {
         "contract_advance ok",
         "dispute_advance ok",
         "create_order ok",
+        "decide_order ok",
         "prove_shipment ok",
         "relay_open ok",
         "relay_call settled",
