@@ -1,5 +1,5 @@
 //! Commands whose new document takes its id from the Idempotency-Key (a lease, a contract, a
-//! request for quote, an escrowed hire's contract). Sent again under the same key once the key's
+//! request for quote, an order, an escrowed hire's contract). Sent again under the same key once the key's
 //! record has been pruned (after `IDEMPOTENCY_RETENTION_S`), each must be refused with its own
 //! code and nothing written but the refusal's record, and the writer must go on: a lease bought again this way met its
 //! stored document as if new, and the invariant that failed stopped the writer — the registry
@@ -21,9 +21,18 @@ use bazaar_types::{Amount, Clock, ManualClock};
 use futures::executor::block_on;
 use std::sync::{Arc, Mutex};
 
-/// One registry with the simulator's cast set up, on a fresh file.
-fn registry(name: &str) -> (Registry, Cast, Arc<ManualClock>) {
-    let dir = std::env::temp_dir().join(format!("bazaar-sim-keys-{}", std::process::id()));
+/// A scratch directory, removed when the test is done with it.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One registry with the simulator's cast set up, on a fresh file in its own scratch directory.
+fn registry(name: &str) -> (Registry, Cast, Arc<ManualClock>, Scratch) {
+    let dir = std::env::temp_dir().join(format!("bazaar-sim-keys-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let shared = Shared::new(
         Arc::new(Mutex::new(Rng::new(1))),
@@ -31,7 +40,7 @@ fn registry(name: &str) -> (Registry, Cast, Arc<ManualClock>) {
         EngineFaults::NONE,
         None,
     );
-    let mut registry = Registry::new(dir.join(format!("{name}.sqlite")), shared);
+    let mut registry = Registry::new(dir.join("registry.sqlite"), shared);
     let clock = Arc::new(ManualClock::new(START));
     registry.open(&clock).unwrap();
     let cast = Cast::new(START);
@@ -40,7 +49,7 @@ fn registry(name: &str) -> (Registry, Cast, Arc<ManualClock>) {
             assert!(answer.unwrap().outcome.is_ok(), "setup");
         }
     }
-    (registry, cast, clock)
+    (registry, cast, clock, Scratch(dir))
 }
 
 /// Submits `command` alone: its outcome, as a code (`ok` for success).
@@ -52,24 +61,33 @@ fn submit(registry: &Registry, command: &Command) -> String {
     }
 }
 
-/// Each command: accepted once, then — its key's record pruned — refused with `code`, the ledger
+/// `command`, accepted once, then — its key's record pruned — refused with `code`, the ledger
 /// unchanged but for the refusal's record.
-fn check_each(name: &str, commands: impl Fn(&Cast) -> Vec<(Command, &'static str)>) {
-    let (registry, cast, clock) = registry(name);
-    for (command, code) in commands(&cast) {
-        let what = command.op.name();
-        assert_eq!(submit(&registry, &command), "ok", "{what}: the first time");
-        clock.advance_s(IDEMPOTENCY_RETENTION_S + 60);
-        let cutoff = bazaar_types::Timestamp(clock.now().ms() - IDEMPOTENCY_RETENTION_S as i64 * 1_000);
-        assert!(registry.prune_idempotency(cutoff, 10_000).unwrap() > 0, "{what}: the record was pruned");
-        let head = block_on(registry.store().head()).unwrap();
-        assert_eq!(submit(&registry, &command), code, "{what}: the same key, its record gone");
-        let written = block_on(registry.store().events(head.seq, 10)).unwrap();
-        let kinds: Vec<&str> = written.iter().map(|e| e.kind.as_str()).collect();
-        assert_eq!(kinds, ["refusal.recorded"], "{what}: the refusal is recorded (its key was sent), nothing else");
-    }
+fn once_then_refused_after_pruning(registry: &Registry, clock: &ManualClock, command: &Command, code: &str) {
+    let what = command.op.name();
+    assert_eq!(submit(registry, command), "ok", "{what}: the first time");
+    clock.advance_s(IDEMPOTENCY_RETENTION_S + 60);
+    let cutoff = bazaar_types::Timestamp(clock.now().ms() - IDEMPOTENCY_RETENTION_S as i64 * 1_000);
+    assert!(registry.prune_idempotency(cutoff, 10_000).unwrap() > 0, "{what}: the record was pruned");
+    let head = block_on(registry.store().head()).unwrap();
+    assert_eq!(submit(registry, command), code, "{what}: the same key, its record gone");
+    let written = block_on(registry.store().events(head.seq, 10)).unwrap();
+    let kinds: Vec<&str> = written.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["refusal.recorded"], "{what}: the refusal is recorded (its key was sent), nothing else");
+}
+
+fn audit_passes(registry: &Registry) {
     let audit = block_on(bazaar_store::audit::audit(registry.store(), &|_| {})).unwrap();
     assert!(audit.ok, "{:?}", audit.problems);
+}
+
+/// Each command, in turn, as [`once_then_refused_after_pruning`] says.
+fn check_each(name: &str, commands: impl Fn(&Cast) -> Vec<(Command, &'static str)>) {
+    let (registry, cast, clock, _scratch) = registry(name);
+    for (command, code) in commands(&cast) {
+        once_then_refused_after_pruning(&registry, &clock, &command, code);
+    }
+    audit_passes(&registry);
 }
 
 #[test]
@@ -120,4 +138,49 @@ fn every_other_document_named_by_its_key_is_refused_again_under_a_pruned_key() {
             (command(buyer, Some("hire-1".into()), Op::Hire(hire::Op::Agree { offer })), "hire_exists"),
         ]
     });
+}
+
+#[test]
+fn an_order_placed_again_under_a_pruned_key_is_refused() {
+    let (registry, cast, clock, _scratch) = registry("order");
+    let (buyer, seller) = (&cast.agents[0], &cast.agents[2]);
+    let key = |k: &str| Some(k.to_string());
+    let terms = market::Terms {
+        list_price: Amount(1_000),
+        floor: Amount(600),
+        max_discount_bps: 2_000,
+        capacity_per_day: 5,
+        capacity_max: 40,
+        lead_time_days: 1,
+        notice_days: 2,
+    };
+    let spec = market::ListingSpec {
+        sku: "mug".into(),
+        title: "Mug".into(),
+        description: String::new(),
+        tags: Vec::new(),
+        terms,
+        language: "en".into(),
+    };
+    let listing = market::listing_id(&seller.id, &spec.sku);
+    let request = Request { quantity: 2, max_unit_price: Amount(1_000), deadline: START.plus_s(30 * 86_400) };
+    let rfq = market::rfq_id(&buyer.id, "rfq-o");
+    let invited = vec![(seller.id.clone(), listing.clone())];
+    let proposal = market::Proposal { unit_price: Amount(900), quantity: 2 };
+    for command in [
+        command(seller, key("list"), Op::Market(market::Op::PutListing { spec })),
+        command(buyer, key("rfq-o"), Op::Market(market::Op::CreateRfq { item: "mugs".into(), request, invited })),
+        command(
+            seller,
+            key("offer"),
+            Op::Market(market::Op::MakeOffer { rfq: rfq.clone(), listing, proposal, committed: 0 }),
+        ),
+        command(buyer, key("close"), Op::Market(market::Op::CloseRfq { rfq: rfq.clone() })),
+    ] {
+        assert_eq!(submit(&registry, &command), "ok", "setting up: {}", command.op.name());
+    }
+    let closed = bazaar_sim::flows::read_doc::<market::Rfq>(registry.store(), &rfq).unwrap().unwrap();
+    let order = command(buyer, key("order-1"), Op::Market(market::Op::order_for(&closed, false)));
+    once_then_refused_after_pruning(&registry, &clock, &order, "order_exists");
+    audit_passes(&registry);
 }
