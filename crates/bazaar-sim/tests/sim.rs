@@ -77,9 +77,6 @@ fn seeds_pass_with_every_fault_and_reach_every_flow() {
         "relay_open ok",
         "relay_call settled",
         "relay_finish ok",
-        "propose_netting ok",
-        "netting_record recorded",
-        "netting_confirm ok",
         "service_pay ok",
         "service_revoke ok",
         "hire_agree ok",
@@ -150,7 +147,7 @@ fn the_auditor_catches_a_missing_idempotency_record() {
 /// With the peer mostly down or late, relays outlive the home registry's idempotency record of the
 /// first call: home then refuses `token_settled`, which once left the token settled at home and the
 /// relay failed at the peer — the buyer charged, the merchant never paid. These seeds must pass, and
-/// must reach that case.
+/// must reach that case, and corridor netting all the way (proposed, recorded by the peer, confirmed).
 #[test]
 fn a_relay_outliving_the_issuers_idempotency_record_still_settles_once() {
     let dir = dir("peer-trouble");
@@ -162,4 +159,9 @@ fn a_relay_outliving_the_issuers_idempotency_record_still_settles_once() {
     let _ = std::fs::remove_dir_all(&dir);
     let forgotten = total.outcomes.get("relay_call refused token_settled").copied().unwrap_or(0);
     assert!(forgotten > 0, "no relay outlived the issuer's record: {:?}", total.outcomes);
+    // Netting is asked for here, where most requests are relayed and the corridor fills (9 of each in these
+    // seeds); the standard mix reaches it only a few times in its 24 seeds, so a change to the mix could starve it.
+    for done in ["propose_netting ok", "netting_record recorded", "netting_confirm ok"] {
+        assert!(total.outcomes.get(done).copied().unwrap_or(0) > 0, "never reached: {done}");
+    }
 }
