@@ -139,10 +139,7 @@ impl Batch<'_> {
                 .with(json!({"claim_s": claim_s, "min": BOUNTY_CLAIM_S_MIN, "max": BOUNTY_CLAIM_S_MAX})));
         }
         let id = bounty_id(job);
-        if let Some(existing) = self.load::<Bounty>(&id) {
-            return Err(Refusal::new(Code::BountyExists, "This job already carries a bounty; it is attached.")
-                .with(serde_json::to_value(existing).expect("bounties serialize")));
-        }
+        self.not_stored::<Bounty>(&id, Code::BountyExists, "This job already carries a bounty; it is attached.")?;
         let account = AccountId::of_member(&poster.id);
         self.check_available(&account, amount)?;
         let budget = self.snap.budgets.get(&poster.id).cloned().unwrap_or_else(|| Budget::zero(poster.id.clone()));

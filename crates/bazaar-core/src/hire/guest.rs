@@ -142,13 +142,11 @@ impl Batch<'_> {
             return refuse(Code::AmountInvalid, "A fixed-price hire costs at least 1 minor unit.");
         }
         let id = hire_id(&hirer.id, &offer.task);
-        if let Some(existing) = self.load::<Hire>(&id) {
-            return Err(Refusal::new(
-                Code::HireExists,
-                "This task is already hired; its terms were locked at agreement and are attached.",
-            )
-            .with(serde_json::to_value(existing).expect("hires serialize")));
-        }
+        self.not_stored::<Hire>(
+            &id,
+            Code::HireExists,
+            "This task is already hired; its terms were locked at agreement and are attached.",
+        )?;
         let specialist = self.member(&offer.specialist)?;
         if specialist.kind != MemberKind::Agent || specialist.principal() == hirer.principal() {
             return refuse(Code::NotPermitted, "A guest hire is of another owner's agent.");

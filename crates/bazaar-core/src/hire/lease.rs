@@ -100,13 +100,11 @@ impl Batch<'_> {
         // The lease's id is the key's: once the key's record is pruned, the same key names a lease
         // already bought. Asked before anything moves, so a late retry is told, never charged again.
         let id = lease_id(&payer.id, &order.worker, &idem.key);
-        if let Some(existing) = self.load::<Lease>(&id) {
-            return Err(Refusal::new(
-                Code::LeaseExists,
-                "A lease was bought under this Idempotency-Key; it is attached. Send a new key to buy another.",
-            )
-            .with(serde_json::to_value(existing).expect("leases serialize")));
-        }
+        self.not_stored::<Lease>(
+            &id,
+            Code::LeaseExists,
+            "A lease was bought under this Idempotency-Key; it is attached. Send a new key to buy another.",
+        )?;
         if !is_hex64(&order.identity) || order.identity_of != payer.id {
             return Err(Refusal::new(
                 Code::LeaseIdentityMismatch,

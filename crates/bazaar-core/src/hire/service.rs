@@ -100,13 +100,11 @@ impl Batch<'_> {
             .with(json!({"specialist": terms.specialist, "pay_to": terms.pay_to})));
         }
         let id = authorization_id(agent, &terms.task);
-        if let Some(existing) = self.load::<ServiceAuthorization>(&id) {
-            return Err(Refusal::new(
-                Code::AuthorizationExists,
-                "This agent already holds an authorization for this task; it is attached. Revoke it first to change it.",
-            )
-            .with(serde_json::to_value(existing).expect("authorizations serialize")));
-        }
+        self.not_stored::<ServiceAuthorization>(
+            &id,
+            Code::AuthorizationExists,
+            "This agent already holds an authorization for this task; it is attached. Revoke it first to change it.",
+        )?;
         let sponsored = terms.amount_minor == Amount::ZERO;
         let state = if sponsored { AuthorizationState::Sponsored } else { AuthorizationState::Authorized };
         let authorization = ServiceAuthorization {

@@ -5,6 +5,7 @@
 
 use crate::kernel::batch::Batch;
 use crate::kernel::model::{DocKind, DocRow};
+use crate::kernel::refusal::{Code, Refusal};
 use bazaar_types::{MemberId, Timestamp};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -124,6 +125,18 @@ impl Batch<'_> {
 
     pub fn exists<T: Document>(&self, id: &str) -> bool {
         self.snap.docs.contains_key(&(T::KIND, id.to_string()))
+    }
+
+    /// The document a command would create is not stored yet; if it is (its id
+    /// derives from a task, a job or an Idempotency-Key whose record was
+    /// pruned), refuses with `code` and the stored one attached. Asked before
+    /// anything moves: inserting it again would stop the writer.
+    pub fn not_stored<T: Document>(&self, id: &str, code: Code, detail: &str) -> Result<(), Refusal> {
+        match self.load::<T>(id) {
+            Some(existing) => Err(Refusal::new(code, detail.to_string())
+                .with(serde_json::to_value(existing).expect("documents serialize"))),
+            None => Ok(()),
+        }
     }
 
     /// Writes a new document.
