@@ -146,75 +146,59 @@ impl Auditor {
 
     fn count(&mut self, e: &Event) -> Audit {
         let field = |name: &str| e.body.get(name).map(|v| v.to_string()).unwrap_or_default();
-        let twice = |what: &str, key: &str| Err(format!("{what} {key} happened twice (event {})", e.seq));
-        let once = |seen: &mut BTreeSet<String>, key: String, what: &str| -> Audit {
-            if key.is_empty() || key == "null" {
-                return Err(format!("event {} ({}) names no subject: {}", e.seq, e.kind, e.body));
-            }
-            if !seen.insert(key.clone()) {
-                return twice(what, &key);
-            }
-            Ok(())
-        };
         match e.kind.as_str() {
             "settlement.posted" => {
                 let order = format!("{} {}", field("merchant"), field("order_id"));
-                if !self.settled_orders.insert(order.clone()) {
-                    return twice("settlement of order", &order);
-                }
-                self.end_token(field("jti"), e)
+                once(&mut self.settled_orders, "settlement of order", order, e)?;
+                ends_once(&mut self.token_ends, "token", field("jti"), e)
             }
-            "hold.voided" | "hold.expired" => self.end_token(field("jti"), e),
+            "hold.voided" | "hold.expired" => ends_once(&mut self.token_ends, "token", field("jti"), e),
             "order.share_paid" | "order.share_cancelled" => {
-                let share = format!("{} {}", field("order"), field("share"));
-                match self.share_ends.insert(share.clone(), e.kind.clone()) {
-                    Some(before) => {
-                        Err(format!("share {share} ended twice: {before}, then {} (event {})", e.kind, e.seq))
-                    }
-                    None => Ok(()),
-                }
+                ends_once(&mut self.share_ends, "share", format!("{} {}", field("order"), field("share")), e)
             }
             // A milestone ends once: released to the seller or reclaimed by the buyer, never both.
             "milestone.released" | "milestone.reclaimed" => {
                 let key = format!("{} {}", field("contract"), field("milestone"));
-                if !self.released.insert(key.clone()) {
-                    return twice("release or reclaim of milestone", &key);
-                }
-                Ok(())
+                once(&mut self.released, "release or reclaim of milestone", key, e)
             }
-            "dispute.executed" => {
-                let key = field("dispute");
-                if !self.executed.insert(key.clone()) {
-                    return twice("execution of dispute", &key);
-                }
-                Ok(())
-            }
-            "service.paid" => once(&mut self.services_paid, field("authorization"), "payment of authorization"),
-            "hire.accepted" => once(&mut self.hires_paid, field("hire"), "acceptance of hire"),
+            "dispute.executed" => once(&mut self.executed, "execution of dispute", field("dispute"), e),
+            "service.paid" => once(&mut self.services_paid, "payment of authorization", field("authorization"), e),
+            "hire.accepted" => once(&mut self.hires_paid, "acceptance of hire", field("hire"), e),
             "lease.bought" => {
                 let id = e.body.get("lease").and_then(|l| l.get("id")).map(|v| v.to_string()).unwrap_or_default();
-                once(&mut self.leases_bought, id, "purchase of lease")
+                once(&mut self.leases_bought, "purchase of lease", id, e)
             }
-            "lease.receipted" => once(&mut self.leases_receipted, field("lease"), "receipt of lease"),
+            "lease.receipted" => once(&mut self.leases_receipted, "receipt of lease", field("lease"), e),
             // A bounty ends once: released to one worker or withdrawn by its poster, never both.
-            "bounty.released" | "bounty.withdrawn" => match self.bounty_ends.insert(field("bounty"), e.kind.clone()) {
-                Some(before) => {
-                    Err(format!("bounty {} ended twice: {before}, then {} (event {})", field("bounty"), e.kind, e.seq))
-                }
-                None => Ok(()),
-            },
+            "bounty.released" | "bounty.withdrawn" => ends_once(&mut self.bounty_ends, "bounty", field("bounty"), e),
             _ => Ok(()),
         }
     }
+}
 
-    fn end_token(&mut self, jti: String, e: &Event) -> Audit {
-        if jti.is_empty() {
-            return Err(format!("event {} ({}) names no token: {}", e.seq, e.kind, e.body));
-        }
-        if let Some(before) = self.token_ends.insert(jti.clone(), e.kind.clone()) {
-            return Err(format!("token {jti} ended twice: {before}, then {} (event {})", e.kind, e.seq));
-        }
-        Ok(())
+/// `e` names its subject: `key` is not empty.
+fn named(key: &str, e: &Event) -> Audit {
+    if key.is_empty() || key == "null" {
+        return Err(format!("event {} ({}) names no subject: {}", e.seq, e.kind, e.body));
+    }
+    Ok(())
+}
+
+/// `what` happens to `key` at most once.
+fn once(seen: &mut BTreeSet<String>, what: &str, key: String, e: &Event) -> Audit {
+    named(&key, e)?;
+    if !seen.insert(key.clone()) {
+        return Err(format!("{what} {key} happened twice (event {})", e.seq));
+    }
+    Ok(())
+}
+
+/// The `what` `key` ends at most once, whichever way it ends (the event's kind says how).
+fn ends_once(ends: &mut BTreeMap<String, String>, what: &str, key: String, e: &Event) -> Audit {
+    named(&key, e)?;
+    match ends.insert(key.clone(), e.kind.clone()) {
+        Some(before) => Err(format!("{what} {key} ended twice: {before}, then {} (event {})", e.kind, e.seq)),
+        None => Ok(()),
     }
 }
 
@@ -439,7 +423,7 @@ mod tests {
     }
 
     #[test]
-    fn a_second_payment_of_a_hire_an_authorization_or_a_lease_is_caught() {
+    fn a_second_payment_of_a_hire_an_authorization_or_a_lease_or_a_second_end_is_caught() {
         for (kind, body, other) in [
             ("hire.accepted", json!({"hire": "hir_1"}), json!({"hire": "hir_2"})),
             ("service.paid", json!({"authorization": "sva_1"}), json!({"authorization": "sva_2"})),
@@ -458,6 +442,10 @@ mod tests {
         assert_eq!(auditor.count(&event(1, "bounty.released", json!({"bounty": "bty_1"}))), Ok(()));
         let both = auditor.count(&event(2, "bounty.withdrawn", json!({"bounty": "bty_1"}))).unwrap_err();
         assert!(both.contains("ended twice: bounty.released, then bounty.withdrawn"), "{both}");
+        let settled = json!({"merchant": "m", "order_id": "o", "jti": "tok_1"});
+        assert_eq!(auditor.count(&event(3, "settlement.posted", settled)), Ok(()));
+        let voided = auditor.count(&event(4, "hold.voided", json!({"jti": "tok_1"}))).unwrap_err();
+        assert!(voided.contains("token \"tok_1\" ended twice: settlement.posted, then hold.voided"), "{voided}");
     }
 
     #[test]
