@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod attack;
 pub mod conn;
+pub mod data_dir;
 pub mod demo;
 pub mod listen;
 pub mod market;

@@ -49,6 +49,9 @@ impl Clock for OffsetClock {
     }
 }
 
+/// The operator's credential, written (0600) into the data directory on the start that creates the registry.
+pub const OPERATOR_CREDENTIAL_FILE: &str = "operator-credential";
+
 /// The embedded store's file inside the data directory.
 pub const SQLITE_FILE: &str = "bazaar.db";
 
@@ -63,8 +66,7 @@ pub async fn open_store(args: &StoreArgs, config: Config, clock: Arc<dyn Clock>)
             .with_context(|| "opening PostgreSQL (check --database-url)".to_string())?;
         return Ok(Arc::new(store));
     }
-    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let path = args.data_dir.join(SQLITE_FILE);
+    let path = crate::data_dir::private_file(&args.data_dir, SQLITE_FILE)?;
     let store = bazaar_store_sqlite::SqliteStore::open(&path, config, clock)
         .with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
@@ -83,8 +85,7 @@ pub async fn open_relay_store(args: &StoreArgs) -> Result<Arc<dyn bazaar_relay::
             .with_context(|| "opening the relay's store on PostgreSQL (check --database-url)".to_string())?;
         return Ok(Arc::new(store));
     }
-    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let path = args.data_dir.join(RELAY_FILE);
+    let path = crate::data_dir::private_file(&args.data_dir, RELAY_FILE)?;
     let store =
         bazaar_relay::sqlite::SqliteEventStore::open(&path).with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
@@ -160,8 +161,7 @@ pub async fn open_conversation(
         .with_context(|| "opening the conversation plane on PostgreSQL (check --database-url)".to_string())?;
         return Ok(Arc::new(store));
     }
-    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let path = args.data_dir.join(CONVERSATION_FILE);
+    let path = crate::data_dir::private_file(&args.data_dir, CONVERSATION_FILE)?;
     let store = bazaar_conversation::sqlite::SqliteConversationStore::open(&path, clock, entropy)
         .with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
@@ -183,6 +183,8 @@ pub struct Serving {
     pub allow_private_webhooks: bool,
     /// Anonymous visitors may watch the live event stream.
     pub public_stream: bool,
+    /// Serve from a data directory others can read, with a warning (see [`crate::data_dir::guard`]).
+    pub allow_insecure_permissions: bool,
     pub relay: crate::RelayArgs,
     /// Builds the chamber's attack catalogue for this registry (its URL and
     /// the operator's credential), attached when the credential is known.
@@ -208,6 +210,7 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
         public_url,
         allow_private_webhooks,
         public_stream,
+        allow_insecure_permissions,
         relay,
         attacks,
         runs,
@@ -217,6 +220,9 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     init_logs();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
+    // The data directory holds the signing key and credentials: an exposed one refuses the start, before
+    // anything is opened or written.
+    crate::data_dir::guard(&args.data_dir, allow_insecure_permissions)?;
     // The cluster is reached first: if it cannot be, the start fails with nothing opened.
     let cluster = reach_cluster(&cluster, &args).await?;
     let store = open_store(&args, config.clone(), clock.clone()).await?;
@@ -257,6 +263,10 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     // A line on stdout that scripts and tests wait for.
     println!("listening on {scheme}://{address}");
     println!("relay on {relay_url}");
+    let credential_file = args.data_dir.join(OPERATOR_CREDENTIAL_FILE);
+    if credential_file.is_file() {
+        println!("operator credential in {}", credential_file.display());
+    }
     serve_until_stopped(&state, listener, tls, &listen, terminate).await
 }
 
@@ -330,13 +340,13 @@ fn write_first_start_secrets(booted: &bazaar_server::Booted, data_dir: &Path) ->
     for (credential, file, what) in [
         (
             &booted.operator_credential,
-            "operator-credential",
+            OPERATOR_CREDENTIAL_FILE,
             "registry created; operator credential written (mode 0600)",
         ),
         (&booted.desk_credential, "desk-credential", "dispute desk created; its credential written (mode 0600)"),
     ] {
         if let Some(credential) = credential {
-            std::fs::create_dir_all(data_dir)?;
+            crate::data_dir::create(data_dir)?;
             let path = data_dir.join(file);
             write_secret(&path, credential)?;
             tracing::info!(path = %path.display(), "{what}");

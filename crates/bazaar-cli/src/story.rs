@@ -65,19 +65,20 @@ pub async fn embedded_on_clock(
     operator_credential: Option<String>,
     config: bazaar_core::apply::Config,
 ) -> Result<LocalRegistry> {
-    let path = dir.join(SQLITE_FILE);
+    let path = crate::data_dir::private_file(dir, SQLITE_FILE)?;
     let store: Arc<dyn Store> = Arc::new(bazaar_store_sqlite::SqliteStore::open(path, config.clone(), offset.clone())?);
     let local = local_registry(store, offset.clone(), config, operator_credential).await?;
     // The conversation plane beside it, on its own file (notices are written
     // when a caller runs the notifier; the demo and tests drive it).
     let plane = bazaar_conversation::sqlite::SqliteConversationStore::open(
-        &dir.join(crate::runtime::CONVERSATION_FILE),
+        &crate::data_dir::private_file(dir, crate::runtime::CONVERSATION_FILE)?,
         offset,
         local.state.entropy.clone(),
     )?;
     local.state.attach_conversation(Arc::new(plane));
     // And the labor market's relay, on its own file too.
-    let relay_store = bazaar_relay::sqlite::SqliteEventStore::open(&dir.join(crate::runtime::RELAY_FILE))?;
+    let relay_store =
+        bazaar_relay::sqlite::SqliteEventStore::open(&crate::data_dir::private_file(dir, crate::runtime::RELAY_FILE)?)?;
     let relay_url = crate::runtime::relay_url(&local.url, None);
     let relay = bazaar_relay::Relay::start(
         Arc::new(relay_store),

@@ -336,3 +336,61 @@ async fn open_websockets_are_closed_going_away_on_sigterm() {
     stopped.await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Secrets at rest: a new data directory is 0700 and every database file and secret in it 0600; stdout says
+/// where the operator credential is; a registry whose `bazaar.db` was made world-readable refuses to start
+/// (naming the file and the fix) unless `--allow-insecure-permissions`, which warns and serves.
+#[test]
+fn the_data_directory_is_private_and_an_exposed_one_refuses_to_start() {
+    let parent = common::fresh_dir("bazaar-serve-modes");
+    let dir = parent.join("data");
+    let port = common::free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["serve", "--port", &port.to_string(), "--data-dir", dir.to_str().unwrap()])
+        .env("BAZAAR_LOG", "warn")
+        .env_remove("BAZAAR_OPERATOR_CREDENTIAL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let said: Vec<String> = lines.by_ref().take(3).map(Result::unwrap).collect();
+    std::thread::spawn(move || for _ in lines {});
+    let credential_file = dir.join("operator-credential");
+    assert_eq!(said[2], format!("operator credential in {}", credential_file.display()), "{said:?}");
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "the data directory");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    for expected in ["bazaar.db", "bazaar.db-wal", "conversation.db", "relay.db", "operator-credential"] {
+        assert!(names.iter().any(|n| n == expected), "{expected} in {names:?}");
+    }
+    for file in &files {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+    }
+    stop(child);
+
+    std::fs::set_permissions(dir.join("bazaar.db"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["serve", "--port", &port.to_string(), "--data-dir", dir.to_str().unwrap()])
+        .env("BAZAAR_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success(), "an exposed ledger must not be served");
+    let told = String::from_utf8_lossy(&refused.stderr);
+    assert!(told.contains("bazaar.db (mode 644)") && told.contains("chmod 600"), "{told}");
+    assert!(String::from_utf8_lossy(&refused.stdout).is_empty(), "nothing was served");
+
+    let warned = common::spawn_serve(&[
+        "--port".into(),
+        port.to_string(),
+        "--data-dir".into(),
+        dir.display().to_string(),
+        "--allow-insecure-permissions".into(),
+    ]);
+    stop(warned);
+    std::fs::set_permissions(dir.join("bazaar.db"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    audit(&dir);
+    std::fs::remove_dir_all(&parent).ok();
+}

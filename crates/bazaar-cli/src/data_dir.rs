@@ -1,0 +1,193 @@
+//! Secrets at rest: the embedded registry's data directory is its owner's alone.
+//!
+//! The directory holds the registry's signing key (inside `bazaar.db`), every member's hashed
+//! credentials, the conversation plane's and the relay's files, and the operator's and the dispute
+//! desk's credentials. It is created [`DATA_DIR_MODE`] and every database file [`SECRET_FILE_MODE`]
+//! before SQLite opens it (SQLite gives the `-wal` and `-shm` files the database file's mode).
+//!
+//! `bazaar serve` checks the directory before it opens anything: a directory that holds files and is
+//! reachable by group or others, or any file in it that is, refuses the start ([`check`]) unless the
+//! operator says `--allow-insecure-permissions`, which only warns. A directory that holds no file yet
+//! (say, made by `mkdir`) is tightened to [`DATA_DIR_MODE`] instead: nothing in it was exposed.
+
+use anyhow::{bail, Context, Result};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The data directory's mode: its owner reads, writes and enters it; no one else.
+pub const DATA_DIR_MODE: u32 = 0o700;
+/// Every database file's and secret's mode: its owner reads and writes it; no one else.
+pub const SECRET_FILE_MODE: u32 = 0o600;
+/// The permission bits group and others may not hold on the directory or on a file in it.
+const OTHERS_BITS: u32 = 0o077;
+
+/// Creates `dir` (and any missing parent) with [`DATA_DIR_MODE`] if it is absent.
+pub fn create(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DATA_DIR_MODE)
+        .create(dir)
+        .with_context(|| format!("creating the data directory {}", dir.display()))
+}
+
+/// Creates the database file `path` empty with [`SECRET_FILE_MODE`] if it is absent, so SQLite opens a
+/// private file (and gives its journal files the same mode) instead of creating one by the umask.
+pub fn create_private_file(path: &Path) -> Result<()> {
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(SECRET_FILE_MODE).open(path) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(error).with_context(|| format!("creating {}", path.display())),
+    }
+}
+
+/// `dir/file` for a database file of the registry's: the directory created [`DATA_DIR_MODE`] and the file
+/// [`SECRET_FILE_MODE`] when absent.
+pub fn private_file(dir: &Path, file: &str) -> Result<PathBuf> {
+    create(dir)?;
+    let path = dir.join(file);
+    create_private_file(&path)?;
+    Ok(path)
+}
+
+/// The data directory or a file in it that group or others may reach, with its mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exposed {
+    pub path: PathBuf,
+    pub mode: u32,
+}
+
+/// What `bazaar serve` found in the data directory before opening it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// Absent, or the owner's alone.
+    Private,
+    /// It held no file and was reachable by others; it is now [`DATA_DIR_MODE`].
+    Tightened { was: u32 },
+    /// It holds files, and these (or the directory) are reachable by group or others.
+    Exposed(Vec<Exposed>),
+}
+
+fn mode_of(path: &Path) -> Result<u32> {
+    Ok(std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.permissions().mode() & 0o7777)
+}
+
+/// Looks at `dir` before a registry opens it: see [`Checked`]. Only the directory and the regular files
+/// directly in it are looked at (that is where the registry keeps everything); a directory with no file in
+/// it holds nothing yet.
+pub fn check(dir: &Path) -> Result<Checked> {
+    if !dir.exists() {
+        return Ok(Checked::Private);
+    }
+    let dir_mode = mode_of(dir)?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        if dir_mode & OTHERS_BITS == 0 {
+            return Ok(Checked::Private);
+        }
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DATA_DIR_MODE))
+            .with_context(|| format!("making {} private (mode {DATA_DIR_MODE:o})", dir.display()))?;
+        return Ok(Checked::Tightened { was: dir_mode });
+    }
+    let mut exposed = Vec::new();
+    if dir_mode & OTHERS_BITS != 0 {
+        exposed.push(Exposed { path: dir.to_path_buf(), mode: dir_mode });
+    }
+    for path in files {
+        let mode = mode_of(&path)?;
+        if mode & OTHERS_BITS != 0 {
+            exposed.push(Exposed { path, mode });
+        }
+    }
+    Ok(if exposed.is_empty() { Checked::Private } else { Checked::Exposed(exposed) })
+}
+
+/// The refusal (or, with `allow`, the warning) for what [`check`] found exposed: what, why it matters,
+/// and the commands that fix it.
+pub fn explain(dir: &Path, exposed: &[Exposed]) -> String {
+    let listed: Vec<String> = exposed.iter().map(|e| format!("  {} (mode {:o})", e.path.display(), e.mode)).collect();
+    let fixes: Vec<String> = exposed
+        .iter()
+        .map(|e| {
+            let mode = if e.path == dir { DATA_DIR_MODE } else { SECRET_FILE_MODE };
+            format!("chmod {mode:o} '{}'", e.path.display())
+        })
+        .collect();
+    format!(
+        "the data directory {} holds the registry's signing key and credentials, and group or others can reach:\n{}\n\
+         Make them private ({}), or start with --allow-insecure-permissions to run anyway.",
+        dir.display(),
+        listed.join("\n"),
+        fixes.join("; ")
+    )
+}
+
+/// `bazaar serve`'s gate: refuses an exposed data directory unless `allow`, which warns on stderr instead.
+pub fn guard(dir: &Path, allow: bool) -> Result<()> {
+    match check(dir)? {
+        Checked::Private => Ok(()),
+        Checked::Tightened { was } => {
+            tracing::info!(
+                dir = %dir.display(),
+                was = format!("{was:o}"),
+                now = format!("{DATA_DIR_MODE:o}"),
+                "the data directory held nothing yet; made it private"
+            );
+            Ok(())
+        }
+        Checked::Exposed(exposed) if allow => {
+            eprintln!("WARNING (--allow-insecure-permissions): {}", explain(dir, &exposed));
+            tracing::warn!(dir = %dir.display(), files = exposed.len(), "serving from a data directory others can read");
+            Ok(())
+        }
+        Checked::Exposed(exposed) => bail!("{}", explain(dir, &exposed)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bazaar-data-dir-{name}-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
+        dir
+    }
+
+    #[test]
+    fn a_new_directory_and_its_files_are_private() {
+        let dir = scratch("new").join("nested");
+        create(&dir).unwrap();
+        assert_eq!(mode_of(&dir).unwrap(), DATA_DIR_MODE);
+        create_private_file(&dir.join(crate::runtime::SQLITE_FILE)).unwrap();
+        assert_eq!(mode_of(&dir.join(crate::runtime::SQLITE_FILE)).unwrap(), SECRET_FILE_MODE);
+        assert_eq!(check(&dir).unwrap(), Checked::Private);
+        std::fs::remove_dir_all(dir.parent().unwrap()).ok();
+    }
+
+    #[test]
+    fn an_empty_open_directory_is_tightened_and_a_registry_in_one_is_refused() {
+        let dir = scratch("open");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(check(&dir).unwrap(), Checked::Tightened { was: 0o755 });
+        assert_eq!(mode_of(&dir).unwrap(), DATA_DIR_MODE);
+
+        create_private_file(&dir.join(crate::runtime::SQLITE_FILE)).unwrap();
+        std::fs::set_permissions(dir.join(crate::runtime::SQLITE_FILE), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        let Checked::Exposed(exposed) = check(&dir).unwrap() else { panic!("a world-readable ledger passed") };
+        assert_eq!(exposed, vec![Exposed { path: dir.join(crate::runtime::SQLITE_FILE), mode: 0o644 }]);
+        let refusal = guard(&dir, false).unwrap_err().to_string();
+        assert!(refusal.contains("chmod 600") && refusal.contains("--allow-insecure-permissions"), "{refusal}");
+        guard(&dir, true).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
