@@ -29,6 +29,7 @@ pub mod escrow;
 pub mod exec;
 pub mod fanout;
 pub mod federation;
+pub mod front;
 pub mod hire;
 pub mod identity;
 pub mod keyring;

@@ -1,6 +1,6 @@
-//! The registry-wide routes no capability owns: `/healthz`, `/metrics`, the
-//! signed registry card at `/.well-known/bazaar` and the in-browser passport
-//! verifier page at `/passport/verify`.
+//! The registry-wide routes no capability owns: the front page at `/`
+//! (`crate::front`), `/healthz`, `/metrics`, the signed registry card at
+//! `/.well-known/bazaar` and the in-browser passport verifier page at `/passport/verify`.
 
 mod memory;
 
@@ -29,6 +29,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(well_known))
         .routes(routes!(passport_verify))
         .routes(routes!(compromises))
+        .merge(crate::front::routes())
 }
 
 /// Liveness: the ledger writer runs and the store answers.
