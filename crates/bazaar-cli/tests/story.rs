@@ -159,8 +159,29 @@ async fn an_order_refused_once_is_paid_with_a_new_token() {
     let first: serde_json::Value = serde_json::from_slice(&pay().stdout).unwrap();
     assert_eq!(first["status"], 200, "{first}");
     assert!(first["body"].as_str().unwrap().contains("cli-order"));
+    // The token's id is printed, so `bazaar void` can release an abandoned call's hold.
+    let token_id = first["token_id"].as_str().unwrap();
+    assert!(token_id.len() > 8, "pay --json names its token: {first}");
+    // Online, `bazaar verify` says why a token is not genuine, in prose as with --json.
+    let online = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["verify", &tampered])
+        .env("BAZAAR_REGISTRY", &url)
+        .env("BAZAAR_CREDENTIAL", buyer.credential().unwrap())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&online.stdout);
+    assert!(said.contains("genuine: false") && said.contains("\nreason: "), "{said}");
     let again: serde_json::Value = serde_json::from_slice(&pay().stdout).unwrap();
     assert_eq!((again["replayed"].as_bool(), &again["settlement"]), (Some(true), &first["settlement"]));
+    assert_eq!(again["token_id"], first["token_id"], "the same order, the same token");
+    let prose = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["pay", &shop, "--merchant", "shop-r", "--max", &PRICE_MINOR.to_string(), "--order", "cli-order"])
+        .env("BAZAAR_REGISTRY", &url)
+        .env("BAZAAR_CREDENTIAL", buyer.credential().unwrap())
+        .output()
+        .unwrap();
+    let prose = String::from_utf8_lossy(&prose.stdout);
+    assert!(prose.starts_with(&format!("token {token_id}\n200 after")), "{prose}");
     assert_eq!(work.load(Ordering::SeqCst), 2, "the CLI's order ran its work once");
     assert_eq!(buyer.me().await.unwrap()["balance_minor"], 10_000 - 2 * PRICE_MINOR as i64);
     std::fs::remove_dir_all(&dir).ok();

@@ -10,14 +10,21 @@ use serde_json::json;
 #[derive(Subcommand)]
 pub enum Command {
     /// Buyer agent: get a token for an order and call a paid URL with it.
+    ///
+    /// Prints the token's id (`bazaar void TOKEN_ID` releases its hold if the call is abandoned), the
+    /// merchant's status and body, and the settlement. Exits 1 when the merchant answered 400 or above.
     Pay {
         #[command(flatten)]
         remote: Remote,
+        /// The paid URL to call (the merchant's route, e.g. http://127.0.0.1:8000/translate).
         url: String,
+        /// Who is paid: the merchant agent's handle or DID.
         #[arg(long)]
         merchant: String,
+        /// The most this call may cost, in minor units (the token's amount; the merchant settles at most this).
         #[arg(long)]
         max: u64,
+        /// Your order id: the unit of "exactly once" (the same order gets the same token and settlement).
         #[arg(long)]
         order: String,
     },
@@ -25,6 +32,7 @@ pub enum Command {
     Verify {
         #[command(flatten)]
         remote: Remote,
+        /// The payment token (`apt_…`) the buyer sent.
         token: String,
         /// Check genuineness offline with this registry public key (base64url or hex,
         /// from /.well-known/bazaar); the state then stays unknown.
@@ -35,6 +43,8 @@ pub enum Command {
     Void {
         #[command(flatten)]
         remote: Remote,
+        /// The token's id (`jti`), as `bazaar pay` prints it.
+        #[arg(value_name = "TOKEN_ID")]
         jti: String,
     },
 }
@@ -53,12 +63,7 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
         }
         Command::Verify { remote, token, registry_key: None } => {
             let value = remote.client()?.verify(&token).await?;
-            print(j, &value, |v| {
-                format!(
-                    "genuine: {}\nstate: {}\n(verify is a receipt check, never a work order)",
-                    v["genuine"], v["state"]
-                )
-            });
+            print(j, &value, verify_prose);
             Ok(0)
         }
         Command::Void { remote, jti } => {
@@ -87,15 +92,30 @@ async fn pay(remote: Remote, url: &str, merchant: &str, max: u64, order: &str, j
             return Ok(0);
         }
     };
-    let value = json!({"status": paid.status, "settlement": paid.settlement, "replayed": paid.replayed, "attempts": paid.attempts, "body": paid.body});
+    let token_id = bazaar_sdk::token::claims_unverified(&paid.token)
+        .and_then(|claims| claims["jti"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let value = json!({"token_id": token_id, "status": paid.status, "settlement": paid.settlement,
+        "replayed": paid.replayed, "attempts": paid.attempts, "body": paid.body});
     print(json_output, &value, |_| {
-        format!(
-            "{} after {} attempt(s); settlement {}\n{}",
-            paid.status,
-            paid.attempts,
-            paid.settlement.clone().unwrap_or_else(|| "-".into()),
-            paid.body
-        )
+        let settled = match &paid.settlement {
+            Some(settlement) => format!("settlement {settlement}"),
+            None => format!("not settled: if you abandon the call, `bazaar void {token_id}` releases the hold now"),
+        };
+        format!("token {token_id}\n{} after {} attempt(s); {settled}\n{}", paid.status, paid.attempts, paid.body)
     });
     Ok(if paid.status < 400 { 0 } else { 1 })
+}
+
+/// `bazaar verify`'s prose: genuineness, state, and the reason when the registry gives one.
+fn verify_prose(v: &serde_json::Value) -> String {
+    let mut lines =
+        vec![format!("genuine: {}", v["genuine"]), format!("state: {}", v["state"].as_str().unwrap_or("-"))];
+    for field in ["reason", "detail"] {
+        if let Some(reason) = v[field].as_str().filter(|r| !r.is_empty()) {
+            lines.push(format!("reason: {reason}"));
+        }
+    }
+    lines.push("(verify is a receipt check, never a work order)".into());
+    lines.join("\n")
 }
