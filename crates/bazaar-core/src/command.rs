@@ -6,7 +6,7 @@
 use crate::kernel::batch::{Batch, Step};
 use crate::kernel::model::Member;
 use crate::kernel::request::{Caller, Request};
-use crate::{bounty, dispute, escrow, federation, hire, identity, market, pay};
+use crate::{bounty, chamber, dispute, escrow, federation, hire, identity, market, pay};
 
 pub use crate::kernel::keys::Keys;
 pub use crate::kernel::request::{Idem, Outcome};
@@ -30,6 +30,7 @@ pub enum Op {
     Market(market::Op),
     Bounty(bounty::Op),
     Hire(hire::Op),
+    Chamber(chamber::Op),
 }
 
 impl Op {
@@ -44,6 +45,7 @@ impl Op {
             Op::Market(op) => op.moves_money(),
             Op::Bounty(op) => op.moves_money(),
             Op::Hire(op) => op.moves_money(),
+            Op::Chamber(op) => op.moves_money(),
         }
     }
 
@@ -58,6 +60,7 @@ impl Op {
             Op::Market(op) => op.name(),
             Op::Bounty(op) => op.name(),
             Op::Hire(op) => op.name(),
+            Op::Chamber(op) => op.name(),
         }
     }
 }
@@ -96,6 +99,7 @@ impl Keys {
             Op::Market(op) => op.keys(self, &caller),
             Op::Bounty(op) => op.keys(self, &caller),
             Op::Hire(op) => op.keys(self, &caller),
+            Op::Chamber(op) => op.keys(self),
         }
     }
 }
@@ -113,6 +117,7 @@ pub(crate) fn run(batch: &mut Batch<'_>, command: &Command, windows: &dispute::W
         Op::Market(op) => op.apply(batch, &caller).map(json),
         Op::Bounty(op) => op.apply(batch, &caller).map(json),
         Op::Hire(op) => op.apply(batch, &caller).map(json),
+        Op::Chamber(op) => op.apply(batch, &caller).map(json),
     }
 }
 
@@ -129,4 +134,4 @@ macro_rules! op_from {
         })+
     };
 }
-op_from!(identity => Identity, pay => Pay, escrow => Escrow, dispute => Dispute, federation => Federation, market => Market, bounty => Bounty, hire => Hire);
+op_from!(identity => Identity, pay => Pay, escrow => Escrow, dispute => Dispute, federation => Federation, market => Market, bounty => Bounty, hire => Hire, chamber => Chamber);

@@ -7,7 +7,9 @@
 //!   [`dispute`] (with stake), [`reputation`] (a read model over events),
 //!   [`federation`], [`market`] (beside dispute, above escrow) and [`bounty`]
 //!   (the labor market's rewards, on identity and pay) and [`hire`] (owners'
-//!   exact authorizations to pay specialists and guest hires, on escrow). Each owns
+//!   exact authorizations to pay specialists and guest hires, on escrow), and
+//!   [`chamber`] (the refusal an attack press met in a scratch registry, on the
+//!   kernel alone). Each owns
 //!   its `Op` sub-enum, row keys, apply functions and event kinds; a
 //!   capability uses only lower ones.
 //! - The composer on top: [`command`] (`Command`, `Op`, keys, dispatch) and
@@ -24,6 +26,7 @@
 pub mod kernel;
 
 pub mod bounty;
+pub mod chamber;
 pub mod dispute;
 pub mod escrow;
 pub mod federation;

@@ -61,6 +61,8 @@ pub struct AppState {
     /// The attack catalogue the chamber's "try to break it" runs, when the binary provides one.
     attacks: std::sync::OnceLock<Arc<dyn crate::live::AttackRunner>>,
     pub(crate) attack_limiter: crate::live::Limiter,
+    /// How many attack presses may start a minute (`limit_attacks`; the standard ones until set).
+    attack_limits: std::sync::OnceLock<crate::chamber::attacks::AttackLimits>,
     runs: std::sync::OnceLock<Arc<dyn crate::live::StoryRunner>>,
     /// One chamber run (story or agent) at a time per node.
     pub(crate) run_lock: tokio::sync::Mutex<()>,
@@ -179,6 +181,7 @@ pub async fn boot_with_entropy(
         run_lock: Default::default(),
         cluster: Default::default(),
         attack_limiter: Default::default(),
+        attack_limits: Default::default(),
         closing: Default::default(),
     });
     let credential = operator_credential.unwrap_or_else(|| state.new_secret_credential());
@@ -277,7 +280,6 @@ impl AppState {
         self.public_stream.store(open, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Gives the chamber an attack catalogue to run (the `bazaar` binary's); once.
     /// Sets the edge's request rates (`bazaar serve --rate-per-credential/--rate-per-ip`);
     /// false if requests were already served under the standard ones.
     pub fn limit_rates(&self, limits: crate::edge::RateLimits) -> bool {
@@ -300,12 +302,24 @@ impl AppState {
         self.edge.get_or_init(|| crate::edge::Edge::new(crate::edge::RateLimits::standard()))
     }
 
+    /// Gives the chamber an attack catalogue to run (the `bazaar` binary's); once.
     pub fn attach_attacks(&self, runner: Arc<dyn crate::live::AttackRunner>) -> bool {
         self.attacks.set(runner).is_ok()
     }
 
     pub fn attacks(&self) -> Option<&Arc<dyn crate::live::AttackRunner>> {
         self.attacks.get()
+    }
+
+    /// Sets how many attack presses may start a minute (a test's many presses); false if presses
+    /// were already admitted under the standard limits.
+    pub fn limit_attacks(&self, limits: crate::chamber::attacks::AttackLimits) -> bool {
+        self.attack_limits.set(limits).is_ok()
+    }
+
+    /// The attack presses' limits now.
+    pub(crate) fn attack_limits(&self) -> crate::chamber::attacks::AttackLimits {
+        *self.attack_limits.get_or_init(crate::chamber::attacks::AttackLimits::standard)
     }
 
     /// Gives the chamber its story and agent runs (the `bazaar` binary's); once.

@@ -2,6 +2,8 @@
 //! catalogue attached is `404 attacks_unavailable`; an unknown attack is
 //! `404`; one run at a time and at most `ATTACKS_PER_MINUTE_MAX` a minute
 //! (`429 attack_rate_limited`); anonymous visitors only when the stream is public.
+//! A run refused as the catalogue expects is recorded here as one
+//! `refusal.recorded`; one that was not leaves nothing.
 
 mod common;
 
@@ -10,21 +12,40 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// Two attacks: `quick` answers at once, `slow` after half a second.
+/// Three attacks: `quick` answers at once, `slow` after half a second, both refused as expected;
+/// `accepted` was let through.
 struct StandIn;
 
 impl AttackRunner for StandIn {
     fn catalogue(&self) -> Vec<(String, String)> {
-        vec![("quick".into(), "token_settled".into()), ("slow".into(), "token_settled".into())]
+        ["quick", "slow", "accepted"].into_iter().map(|name| (name.into(), "token_settled".into())).collect()
     }
     fn run(&self, name: String) -> BoxFuture<'static, Result<Value, String>> {
         Box::pin(async move {
             if name == "slow" {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
-            Ok(json!({"name": name, "code": "token_settled", "refused_as_expected": true}))
+            if name == "accepted" {
+                return Ok(json!({"name": name, "status": 200, "code": "ACCEPTED", "refused_as_expected": false}));
+            }
+            Ok(json!({"name": name, "status": 409, "code": "token_settled", "refused_as_expected": true}))
         })
     }
+}
+
+/// The `refusal.recorded` events on the registry's ledger, as the operator reads them.
+async fn refusals(r: &common::Registry) -> Vec<Value> {
+    let page: Value = r
+        .http
+        .get(format!("{}/v1/events?after=0&limit=500", r.url))
+        .bearer_auth("operator-secret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "refusal.recorded").cloned().collect()
 }
 
 async fn post(r: &common::Registry, path: &str, credential: Option<&str>) -> (u16, Value) {
@@ -65,6 +86,21 @@ async fn attacks_run_one_at_a_time_within_the_minute_cap_and_only_when_attached(
     assert_eq!((status, busy["code"].as_str()), (429, Some("attack_rate_limited")));
     assert_eq!(slow.await.unwrap().unwrap().status(), 200);
 
+    // The refusal a run met is recorded here once; a run that was not refused as expected records nothing.
+    assert_eq!(refusals(&r).await.len(), 1, "slow's refusal");
+    let (status, accepted) = post(&r, "/v1/chamber/attacks/accepted", op).await;
+    assert_eq!((status, &accepted["recorded"]), (200, &json!(false)), "{accepted}");
+    let (status, quick) = post(&r, "/v1/chamber/attacks/quick", op).await;
+    assert_eq!((status, &quick["recorded"]), (200, &json!(true)), "{quick}");
+    let recorded = refusals(&r).await;
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    let body = &recorded[1]["body"];
+    assert_eq!(
+        (&body["attack"], &body["code"], &body["status"]),
+        (&json!("quick"), &json!("token_settled"), &json!(409))
+    );
+    assert_eq!(recorded[1]["authored_by"], recorded[1]["on_behalf_of"], "recorded by the registry itself");
+
     // At most ATTACKS_PER_VISITOR_PER_MINUTE per visitor: a sixth from the same address is turned away,
     // while another visitor still runs.
     r.state.set_public_stream(true);
@@ -76,8 +112,9 @@ async fn attacks_run_one_at_a_time_within_the_minute_cap_and_only_when_attached(
     let (status, mine) = post_from(&r, "/v1/chamber/attacks/quick", None, Some("203.0.113.5")).await;
     assert_eq!((status, mine["code"].as_str()), (429, Some("attack_rate_limited")), "{mine}");
     assert!(mine["detail"].as_str().unwrap().contains("You have run 5"), "{mine}");
-    // At most ATTACKS_PER_MINUTE_MAX runs start in a minute, all visitors together (slow and 5 above so far).
-    let mut started = 1 + ATTACKS_PER_VISITOR_PER_MINUTE;
+    // At most ATTACKS_PER_MINUTE_MAX runs start in a minute, all visitors together (slow, accepted, quick
+    // and 5 above so far).
+    let mut started = 3 + ATTACKS_PER_VISITOR_PER_MINUTE;
     let mut visitor = 0;
     while started < ATTACKS_PER_MINUTE_MAX {
         visitor += 1;

@@ -1,17 +1,22 @@
 //! "Try to break it": the attack catalogue as the chamber's buttons. The
-//! catalogue and its runner live in the `bazaar` binary (they drive the
-//! public API as any client would); the binary attaches them here, and these
-//! routes list and run them. Anyone who may watch the chamber may run one —
-//! each is refused and nothing is kept — at most one at a time per node and
-//! [`ATTACKS_PER_MINUTE_MAX`] a minute.
+//! catalogue and its runner live in the `bazaar` binary (they drive a
+//! registry's public API as any client would, in a scratch registry the
+//! runner starts for the press and deletes after); the binary attaches them
+//! here, and these routes list and run them. Anyone who may watch the chamber
+//! may run one — at most one at a time per node and [`ATTACKS_PER_MINUTE_MAX`]
+//! a minute. This registry keeps one thing of a press: the refusal the attack
+//! met, as one `refusal.recorded` its own writer appends (`chamber::Op`).
 
 use crate::chamber::stream::MaybeAuth;
+use crate::exec::as_registry;
 use crate::problem::{errors, Problem};
 use crate::schemas::OpenObject;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use bazaar_core::chamber;
+use bazaar_core::command::Op;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +31,21 @@ pub const ATTACK_RUN_TIMEOUT_S: u64 = 60;
 pub const ATTACKS_PER_VISITOR_PER_MINUTE: usize = 5;
 /// Visitors the per-visitor cap keeps track of at once; past it (after forgetting idle ones) runs wait.
 pub const ATTACK_VISITORS_TRACKED_MAX: usize = 10_000;
+
+/// How many presses may start in any sliding minute: on the node, and per visitor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttackLimits {
+    pub per_minute: usize,
+    pub per_visitor_per_minute: usize,
+}
+
+impl AttackLimits {
+    /// [`ATTACKS_PER_MINUTE_MAX`] and [`ATTACKS_PER_VISITOR_PER_MINUTE`]; what every registry runs with
+    /// unless a test sets others (`AppState::limit_attacks`).
+    pub const fn standard() -> AttackLimits {
+        AttackLimits { per_minute: ATTACKS_PER_MINUTE_MAX, per_visitor_per_minute: ATTACKS_PER_VISITOR_PER_MINUTE }
+    }
+}
 
 /// Who pressed: a signed-in member by its id; an anonymous visitor by its
 /// address as the edge tells it (`edge::ClientAddress`: the connection's peer,
@@ -75,13 +95,14 @@ pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> R
     let runner = state.attacks().ok_or_else(unavailable)?;
     let attacks: Vec<Value> =
         runner.catalogue().into_iter().map(|(name, expect)| json!({"name": name, "expect": expect})).collect();
-    Ok(Json(json!({"attacks": attacks, "per_minute_max": ATTACKS_PER_MINUTE_MAX})))
+    Ok(Json(json!({"attacks": attacks, "per_minute_max": state.attack_limits().per_minute})))
 }
 
-/// Runs one attack through the public API and answers its verdict: the
+/// Runs one attack in a scratch registry and answers its verdict: the
 /// refusal it met, and whether the parties' balances and the event ledger
-/// (but for the refusal's own record) stayed as they were. One at a time per
-/// node, at most 20 a minute and 5 a minute per visitor (`429 attack_rate_limited`).
+/// (but for the refusal's own record) stayed as they were there. This registry
+/// records the refusal (`recorded`), and nothing else of the press. One at a
+/// time per node, at most 20 a minute and 5 a minute per visitor (`429 attack_rate_limited`).
 #[utoipa::path(post, path = "/v1/chamber/attacks/{name}", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The verdict", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::TooMany, errors::Unavailable))]
 pub async fn run(
     State(state): State<Arc<AppState>>,
@@ -91,19 +112,21 @@ pub async fn run(
 ) -> Result<Json<Value>, Problem> {
     may_watch(&state, &auth)?;
     let runner = state.attacks().ok_or_else(unavailable)?.clone();
-    if !runner.catalogue().iter().any(|(known, _)| known == &name) {
+    let Some((_, expect)) = runner.catalogue().into_iter().find(|(known, _)| known == &name) else {
         return Err(Problem::new(
             StatusCode::NOT_FOUND,
             "attack_not_found",
             format!("No attack named {name:?} in the catalogue."),
         ));
-    }
+    };
+    let limits = state.attack_limits();
     let limited = || {
         Problem::retry_later(
             StatusCode::TOO_MANY_REQUESTS,
             "attack_rate_limited",
             format!(
-                "Attacks here are run one at a time and at most {ATTACKS_PER_MINUTE_MAX} a minute; try again shortly."
+                "Attacks here are run one at a time and at most {} a minute; try again shortly.",
+                limits.per_minute
             ),
         )
     };
@@ -112,27 +135,48 @@ pub async fn run(
     if !crate::live::admit_visitor(
         &state.attack_limiter,
         &visitor,
-        ATTACKS_PER_VISITOR_PER_MINUTE,
+        limits.per_visitor_per_minute,
         ATTACK_VISITORS_TRACKED_MAX,
     ) {
         return Err(Problem::retry_later(
             StatusCode::TOO_MANY_REQUESTS,
             "attack_rate_limited",
             format!(
-                "You have run {ATTACKS_PER_VISITOR_PER_MINUTE} attacks in the last minute here; try again shortly."
+                "You have run {} attacks in the last minute here; try again shortly.",
+                limits.per_visitor_per_minute
             ),
         ));
     }
-    if !crate::live::admit(&state.attack_limiter.started, ATTACKS_PER_MINUTE_MAX) {
+    if !crate::live::admit(&state.attack_limiter.started, limits.per_minute) {
         return Err(limited());
     }
-    match tokio::time::timeout(Duration::from_secs(ATTACK_RUN_TIMEOUT_S), runner.run(name)).await {
-        Ok(Ok(verdict)) => Ok(Json(verdict)),
-        Ok(Err(error)) => Err(Problem::new(StatusCode::SERVICE_UNAVAILABLE, "attack_failed", error)),
-        Err(_) => Err(Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "attack_failed",
-            "The attack did not finish within 60 s.",
-        )),
+    let mut verdict =
+        match tokio::time::timeout(Duration::from_secs(ATTACK_RUN_TIMEOUT_S), runner.run(name.clone())).await {
+            Ok(Ok(verdict)) => verdict,
+            Ok(Err(error)) => return Err(Problem::new(StatusCode::SERVICE_UNAVAILABLE, "attack_failed", error)),
+            Err(_) => {
+                return Err(Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "attack_failed",
+                    format!("The attack did not finish within {ATTACK_RUN_TIMEOUT_S} s."),
+                ))
+            }
+        };
+    let recorded = record_refusal(&state, &name, &expect, &verdict).await?;
+    verdict["recorded"] = json!(recorded);
+    Ok(Json(verdict))
+}
+
+/// Appends the one record this registry keeps of a press — the refusal the attack met in its scratch
+/// registry — when the verdict says it was refused with the code the catalogue expects; an attack that
+/// was not refused as expected leaves nothing here (its verdict says so). Whether it recorded.
+async fn record_refusal(state: &AppState, name: &str, expect: &str, verdict: &Value) -> Result<bool, Problem> {
+    let code = verdict["code"].as_str().unwrap_or_default();
+    if verdict["refused_as_expected"] != true || code != expect {
+        return Ok(false);
     }
+    let status = verdict["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(0);
+    let op = chamber::Op::RecordAttackRefusal { attack: name.to_string(), code: code.to_string(), status };
+    as_registry(state, Op::Chamber(op)).await?.outcome?;
+    Ok(true)
 }
