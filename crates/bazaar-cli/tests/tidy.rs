@@ -262,3 +262,206 @@ fn every_compromise_names_a_test_that_exists() {
     }
     assert!(named >= 4);
 }
+
+/// Words that claim something about encryption. Said about messages, sealing or rooms, they belong on the
+/// compromise ledger, the one place that says what sealing protects and what it does not; anywhere else they
+/// must link to it in the same paragraph: a Markdown link or an `href` whose target is the ledger
+/// (`docs/compromises.md`, `compromises.md` or `/compromises`). A path in backticks names it but is no link.
+const ENCRYPTION_CLAIMS: &[&str] = &["cannot read", "end-to-end", "encrypted", "e2e", "e2ee"];
+
+/// Paragraphs that use one of [`ENCRYPTION_CLAIMS`] about something other than messages, sealing or rooms:
+/// (file, a fragment of the paragraph, why it may). Each entry must still match, so the list cannot rot.
+const ENCRYPTION_CLAIMS_ALLOWED: &[(&str, &str, &str)] = &[
+    ("ARCHITECTURE.md", "cannot read (unknown version", "a stored body a build cannot parse, not a secret"),
+    ("docs/operators.md", "its build cannot read", "a stored body a build cannot parse, not a secret"),
+    ("docs/operators.md", "no cors headers are sent", "the browser's same-origin rule, not encryption"),
+    ("docs/labor-market.md", "cannot read gives no priority", "a lease receipt a worker cannot parse"),
+];
+
+/// Directories a walk of the docs skips: dependencies, virtualenvs, build output.
+fn skipped_dir(name: &str) -> bool {
+    name.starts_with('.') || ["node_modules", "target", "dist", "build", "__pycache__"].contains(&name)
+}
+
+fn files_named(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        if path.is_dir() {
+            if !skipped_dir(&name) {
+                files_named(&path, keep, out);
+            }
+        } else if keep(&path) {
+            out.push(path);
+        }
+    }
+}
+
+/// The docs and served pages that may speak of messages, sealing or rooms, except the compromise ledger itself.
+fn docs_and_pages(root: &Path) -> Vec<PathBuf> {
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let ext = |wanted: &'static str| move |p: &Path| p.extension().is_some_and(|e| e == wanted);
+    files_named(&root.join("docs"), &ext("md"), &mut files);
+    files_named(&root.join("clients"), &|p: &Path| p.file_name().is_some_and(|n| n == "README.md"), &mut files);
+    files_named(&root.join("crates/bazaar-server/src"), &ext("html"), &mut files);
+    files.retain(|f| !f.ends_with("docs/compromises.md"));
+    files
+}
+
+/// A Markdown file's paragraphs: blocks between blank lines and fences, each list item, table row and heading
+/// on its own.
+fn markdown_paragraphs(text: &str) -> Vec<String> {
+    let mut paragraphs = vec![String::new()];
+    for line in text.lines() {
+        let item = line.trim_start();
+        let starts_item = ["- ", "* ", "+ ", "|", "#", "```"].iter().any(|p| item.starts_with(p))
+            || item.split_once(". ").is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        if line.trim().is_empty() || starts_item {
+            paragraphs.push(String::new());
+        }
+        let last = paragraphs.last_mut().unwrap();
+        last.push_str(line);
+        last.push('\n');
+        if item.starts_with('|') || item.starts_with('#') || item.starts_with("```") {
+            paragraphs.push(String::new());
+        }
+    }
+    paragraphs.retain(|p| !p.trim().is_empty());
+    paragraphs
+}
+
+/// A page's paragraphs: blocks between blank lines, split again before every block-level element and after
+/// every `</p>` (a list item's link and the `<p>` inside it stay one paragraph).
+fn html_paragraphs(text: &str) -> Vec<String> {
+    const BLOCKS: &[&str] = &["<li", "<tr", "<h1", "<h2", "<h3", "<h4", "<section", "<dt", "<dd", "<table", "<script"];
+    let mut paragraphs = Vec::new();
+    for block in text.split("\n\n") {
+        let lower = block.to_lowercase();
+        let mut bounds: Vec<usize> = BLOCKS.iter().flat_map(|tag| lower.match_indices(tag).map(|(at, _)| at)).collect();
+        bounds.extend(lower.match_indices("</p>").map(|(at, end)| at + end.len()));
+        bounds.extend([0, block.len()]);
+        bounds.sort_unstable();
+        bounds.dedup();
+        paragraphs.extend(bounds.windows(2).map(|w| block[w[0]..w[1]].to_string()));
+    }
+    paragraphs
+}
+
+/// The claims of [`ENCRYPTION_CLAIMS`] in `paragraph` (lowercased), as whole words where a claim is a bare
+/// abbreviation (`e2e` inside a hex string is not one).
+fn encryption_claims(paragraph: &str) -> Vec<&'static str> {
+    let bounded = |at: usize, len: usize| {
+        let before = paragraph[..at].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric());
+        let after = paragraph[at + len..].chars().next().is_none_or(|c| !c.is_ascii_alphanumeric());
+        before && after
+    };
+    ENCRYPTION_CLAIMS
+        .iter()
+        .copied()
+        .filter(|claim| {
+            paragraph.match_indices(claim).any(|(at, _)| {
+                claim.contains(' ') || claim.contains('-') || claim.len() > 4 || bounded(at, claim.len())
+            })
+        })
+        .collect()
+}
+
+/// Whether `paragraph` (lowercased) holds a link whose target is the compromise ledger: `[…](…compromises…)`,
+/// `<http…/compromises>` or `href="…compromises…"`.
+fn links_to_the_ledger(paragraph: &str) -> bool {
+    let targets = |opening: &'static str, closing: char| {
+        paragraph.match_indices(opening).map(move |(at, _)| {
+            let rest = &paragraph[at + opening.len()..];
+            rest[..rest.find(closing).unwrap_or(rest.len())].to_string()
+        })
+    };
+    let is_ledger = |target: &String| target.ends_with("compromises.md") || target.ends_with("/compromises");
+    targets("](", ')').chain(targets("<http", '>')).chain(targets("href=\"", '"')).any(|t| is_ledger(&t))
+}
+
+/// The check itself, on `files` under `root`: every paragraph that claims something about encryption links to
+/// the compromise ledger or is allowed; returns the offenders and the allowlist entries nothing matched.
+fn unlinked_encryption_claims(root: &Path, files: &[PathBuf]) -> (Vec<String>, Vec<&'static str>) {
+    let mut offenders = Vec::new();
+    let mut used = vec![false; ENCRYPTION_CLAIMS_ALLOWED.len()];
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let relative = file.strip_prefix(root).unwrap_or(file).to_string_lossy().replace('\\', "/");
+        let html = relative.ends_with(".html");
+        let paragraphs = if html { html_paragraphs(&text) } else { markdown_paragraphs(&text) };
+        for paragraph in paragraphs {
+            let lower = paragraph.to_lowercase();
+            let claims = encryption_claims(&lower);
+            if claims.is_empty() || links_to_the_ledger(&lower) {
+                continue;
+            }
+            let allowed = ENCRYPTION_CLAIMS_ALLOWED
+                .iter()
+                .position(|(path, fragment, _)| *path == relative && lower.contains(fragment));
+            match allowed {
+                Some(at) => used[at] = true,
+                None => {
+                    let lines = paragraph.lines().filter(|l| !encryption_claims(&l.to_lowercase()).is_empty());
+                    let lines: Vec<&str> = lines.map(str::trim).collect();
+                    offenders.push(format!(
+                        "{relative}: says {claims:?} in a paragraph that does not link the compromise ledger: {}",
+                        lines.join(" / ")
+                    ))
+                }
+            }
+        }
+    }
+    let unused = ENCRYPTION_CLAIMS_ALLOWED
+        .iter()
+        .zip(used)
+        .filter(|(_, used)| !used)
+        .map(|((_, fragment, _), _)| *fragment)
+        .collect();
+    (offenders, unused)
+}
+
+/// Claims about encryption live on the compromise ledger (`docs/compromises.md`, served at `/compromises`),
+/// which says what sealing protects and what it leaves open: no doc or served page says "cannot read",
+/// "end-to-end" or "encrypted" (or e2e, E2EE) without linking to it in the same paragraph, except the uses
+/// [`ENCRYPTION_CLAIMS_ALLOWED`] names.
+#[test]
+fn encryption_claims_link_to_the_compromise_ledger() {
+    let root = workspace();
+    let files = docs_and_pages(&root);
+    assert!(files.len() > 20, "the walk found too few docs and pages: {}", files.len());
+    let (offenders, unused) = unlinked_encryption_claims(&root, &files);
+    assert!(offenders.is_empty(), "{}", offenders.join("\n\n"));
+    assert!(unused.is_empty(), "allowlist entries that match nothing any more (remove them): {unused:?}");
+}
+
+#[test]
+fn the_encryption_claim_check_sees_what_it_must() {
+    let dir = std::env::temp_dir().join(format!("tidy-claims-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let check = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text).unwrap();
+        unlinked_encryption_claims(&dir, &[dir.join(name)]).0.len()
+    };
+    for (name, text, offenders) in [
+        ("a.md", "Sealed rooms are End-to-End encrypted.\n", 1),
+        ("b.md", "Sealed rooms are end-to-end\nencrypted; see [the ledger](docs/compromises.md).\n", 0),
+        ("b2.md", "Sealed rooms are end-to-end encrypted; see `docs/compromises.md`.\n", 1),
+        ("c.md", "Sealed rooms are E2EE.\n\nThe ledger: [here](/compromises).\n", 1),
+        ("d.md", "- The registry cannot read it.\n- See `/compromises`.\n", 1),
+        ("e.md", "| sealed | e2e |\n| link | [ledger](/compromises) |\n", 1),
+        ("e2.md", "| sealed | e2e, see [ledger](../compromises.md) |\n", 0),
+        ("f.md", "head 8e2e0f and decrypt(x)\n", 0),
+        ("g.html", "<p>Bodies are encrypted.</p>\n<p><a href=\"/compromises\">ledger</a></p>\n", 1),
+        ("h.html", "<li>Bodies are encrypted: <a href=\"/compromises\">what that means</a></li>\n", 0),
+        ("i.html", "<li><a href=\"/compromises\">Ledger</a><p>Weaker than end-to-end.</p></li>\n", 0),
+        ("j.html", "<li><a href=\"/compromises\">Ledger</a></li><li><p>Weaker than end-to-end.</p></li>\n", 1),
+    ] {
+        assert_eq!(check(name, text), offenders, "{name}: {text}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
