@@ -14,8 +14,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cmd::{
-    attack, backup, demo, escrow, federation, hire, jobs, market, members, payments, registry, reprice, reputation,
-    storefront, talk,
+    attack, backup, demo, escrow, federation, hire, jobs, market, members, merchant, payments, registry, reprice,
+    reputation, storefront, talk,
 };
 use serde_json::json;
 
@@ -43,6 +43,8 @@ enum Command {
     #[command(flatten)]
     Payments(payments::Command),
     #[command(flatten)]
+    Merchant(merchant::Command),
+    #[command(flatten)]
     Attack(attack::Command),
     #[command(flatten)]
     Escrow(escrow::Command),
@@ -67,7 +69,7 @@ enum Command {
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 34] = [
+const HELP_ORDER: [&str; 35] = [
     "serve",
     "audit",
     "backup",
@@ -81,6 +83,7 @@ const HELP_ORDER: [&str; 34] = [
     "fund",
     "pay",
     "verify",
+    "merchant",
     "me",
     "attack",
     "rotate",
@@ -134,6 +137,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Demo(command) => demo::run(command, json).await,
         Command::Members(command) => members::run(command, json).await,
         Command::Payments(command) => payments::run(command, json).await,
+        Command::Merchant(command) => merchant::run(command, json).await,
         Command::Attack(command) => attack::run(command, json).await,
         Command::Escrow(command) => escrow::run(command, json).await,
         Command::Reputation(command) => reputation::run(command, json).await,

@@ -13,6 +13,7 @@ pub mod hire;
 pub mod jobs;
 pub mod market;
 pub mod members;
+pub mod merchant;
 pub mod payments;
 pub mod registry;
 pub mod reprice;

@@ -4,6 +4,7 @@
 //! storefront ([`market`]), the labor market ([`labor`]) — then a final audit. The chapters share only
 //! [`crate::story`]; this module is the one place that knows their order.
 
+pub mod agents;
 pub mod escrow;
 pub mod federation;
 pub mod labor;
@@ -78,6 +79,11 @@ pub async fn run_with(
                 "operator credential of this throwaway registry (the ledger explorer asks for it): {}",
                 local.operator_credential
             ));
+            say("\nready-to-use agents on this registry, for the README's and the SDKs' quick starts:".into());
+            for line in agents::environment_lines(&local).await? {
+                say(line);
+            }
+            say(String::new());
         }
         let report = story_on(&local, &dir, calls.min(CALLS_MAX), &say).await;
         if serve && report.is_ok() {
