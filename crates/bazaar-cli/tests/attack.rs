@@ -2,7 +2,11 @@
 //! API against a live registry, must be refused with its code and leave
 //! balances and the event ledger unchanged (but for the refusal itself).
 //! One test per attack, each against its own registry whose dispute windows
-//! are short enough for the attacks that must outwait a phase.
+//! are short enough for the attacks that must outwait a phase. Then the forms
+//! that name no registry: chamber presses and `bazaar attack` run each attack in
+//! a scratch registry and delete it, and the live registry keeps one refusal
+//! record per press; `bazaar attack --registry` on a registry with default
+//! settings skips, with the reason, what those settings cannot meet.
 
 mod common;
 
@@ -161,4 +165,157 @@ async fn an_attack_the_windows_are_too_long_for_is_skipped_and_the_rest_still_ru
     assert!(ensure_all_held(&verdicts).is_err());
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Presses in the many-presses test, and the attacks they cycle through (money, membership, the
+/// conversation plane, a webhook receiver: refusals with and without a kernel code).
+const PRESSES: usize = 50;
+const PRESSED: &[&str] = &["over-ceiling", "forged-token", "invite-reuse", "private-room-read", "webhook-replay"];
+
+/// What the live registry holds as the API shows it to its operator: every account's balance and how many
+/// members were ever created.
+async fn holdings(operator: &bazaar_sdk::Client) -> (serde_json::Value, usize) {
+    let accounts = operator.call(reqwest::Method::GET, "/v1/accounts", None, None).await.unwrap().body;
+    assert!(accounts["next_after"].is_null(), "one page holds this registry's accounts");
+    let mut members = 0;
+    for kind in ["registry.created", "owner.created", "agent.enrolled"] {
+        members += common::count_events(operator, kind).await;
+    }
+    (accounts["accounts"].clone(), members)
+}
+
+async fn head(local: &LocalRegistry) -> u64 {
+    let health: serde_json::Value = reqwest::get(format!("{}/healthz", local.url)).await.unwrap().json().await.unwrap();
+    health["event_seq"].as_u64().unwrap()
+}
+
+/// 50 presses of "try to break it" on a live registry: each is refused as expected in a scratch registry
+/// that is gone afterwards, and the live registry's event ledger grows by exactly 50 `refusal.recorded`
+/// (each naming its attack and code) while its balances and members stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_presses_leave_fifty_refusal_records_and_nothing_else() {
+    use bazaar_server::chamber::attacks::AttackLimits;
+    let dir = common::fresh_dir("bazaar-attack-presses");
+    let (local, operator) = common::embedded_with_operator(&dir, "attack-op").await;
+    // The standard limits (20 a minute, 5 per visitor) would hold this test for minutes.
+    assert!(local.state.limit_attacks(AttackLimits { per_minute: PRESSES, per_visitor_per_minute: PRESSES }));
+    assert!(local.state.attach_attacks(std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks)));
+    let (owner, _) = bazaar_cli::story::enroll_pair(&operator, "press-owner", "press-agent").await.unwrap();
+    let funding =
+        common::Funding { mint: (5_000, "press-mint"), fund: (2_000, "press-fund"), budget: [500, 2_000, 2_000] };
+    common::fund_agent(&operator, &owner, "press-agent", funding).await;
+
+    let before = holdings(&operator).await;
+    let refusals_before = common::count_events(&operator, "refusal.recorded").await;
+    let head_before = head(&local).await;
+    let started = std::time::Instant::now();
+    let http = reqwest::Client::new();
+    for press in 0..PRESSES {
+        let name = PRESSED[press % PRESSED.len()];
+        let answer = http
+            .post(format!("{}/v1/chamber/attacks/{name}", local.url))
+            .bearer_auth("attack-op")
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status().as_u16();
+        let verdict: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(status, 200, "press {press} ({name}): {verdict}");
+        assert_eq!(verdict["refused_as_expected"], true, "press {press} ({name}): {verdict}");
+        assert_eq!(verdict["recorded"], true, "press {press} ({name}): {verdict}");
+    }
+    eprintln!("{PRESSES} presses in {:.1} s", started.elapsed().as_secs_f64());
+
+    assert_eq!(head(&local).await, head_before + PRESSES as u64, "the ledger grew by one event a press");
+    assert_eq!(common::count_events(&operator, "refusal.recorded").await, refusals_before + PRESSES);
+    let page = operator.events(head_before, PRESSES).await.unwrap();
+    let events = page["events"].as_array().unwrap();
+    assert_eq!(events.len(), PRESSES);
+    for (press, event) in events.iter().enumerate() {
+        let name = PRESSED[press % PRESSED.len()];
+        let expect = CATALOGUE.iter().find(|a| a.name == name).unwrap().expect.as_str();
+        assert_eq!(event["kind"], "refusal.recorded", "{event}");
+        let body = &event["body"];
+        assert_eq!((body["attack"].as_str(), body["code"].as_str()), (Some(name), Some(expect)), "{event}");
+        assert_eq!(body["met_in"], "scratch", "{event}");
+    }
+    assert_eq!(holdings(&operator).await, before, "balances and members are as they were");
+    let left = bazaar_cli::attack::scratch::scratch_dirs_of(std::process::id());
+    assert!(left.is_empty(), "scratch registries left behind: {left:?}");
+    common::assert_store_audit_passes(&local).await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `bazaar attack --all --registry URL` against `bazaar serve` on its default settings (dispute windows of
+/// days, webhooks to loopback refused): it says first what it will leave behind, skips what those settings
+/// cannot meet with the reason, runs the rest, and exits 0 because every attack that ran was refused.
+#[test]
+fn attack_all_against_a_default_registry_skips_what_its_settings_cannot_meet_and_exits_0() {
+    let dir = common::fresh_dir("bazaar-attack-default-serve");
+    let port = common::free_port();
+    let data = dir.join("data");
+    let mut serve = common::spawn_serve(&[
+        "--port".into(),
+        port.to_string(),
+        "--data-dir".into(),
+        data.display().to_string(),
+        "--operator-credential".into(),
+        "attack-op".into(),
+    ]);
+    let url = format!("http://127.0.0.1:{port}");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["attack", "--all", "--registry", &url, "--credential", "attack-op"])
+        .env_remove("BAZAAR_CREDENTIAL_FILE")
+        .output()
+        .unwrap();
+    serve.kill().ok();
+    serve.wait().ok();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let notice = stdout.lines().next().unwrap_or_default();
+    assert!(notice.starts_with(&format!("against {url}:")) && notice.contains("kept there"), "{notice}");
+    assert!(notice.contains(&format!("{} attacks", CATALOGUE.len())), "{notice}");
+    let skipped: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  skipped ")).collect();
+    for (name, reason) in [
+        ("webhook-replay", "--allow-private-webhooks"),
+        ("webhook-forged-signature", "--allow-private-webhooks"),
+        ("second-execution", "--answer-window-s"),
+        ("late-appeal", "--appeal-window-s"),
+    ] {
+        let line = skipped.iter().find(|l| l.starts_with(&format!("  skipped {name}:")));
+        assert!(line.is_some_and(|l| l.contains(reason)), "{name} skipped for {reason}: {skipped:?}\n{stdout}");
+    }
+    let ran = CATALOGUE.len() - skipped.len();
+    assert!(stdout.contains(&format!("{ran} of {ran} attacks run refused")), "{stdout}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `bazaar attack --all` with no registry runs every attack in the catalogue in a scratch registry — none
+/// skipped, each held — and leaves no scratch directory behind.
+#[test]
+fn attack_all_without_a_registry_runs_the_whole_catalogue_in_a_scratch_registry() {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
+        .args(["--json", "attack", "--all"])
+        .env_remove("BAZAAR_REGISTRY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let verdicts: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let verdicts = verdicts.as_array().unwrap();
+    let names: Vec<&str> = verdicts.iter().map(|v| v["name"].as_str().unwrap()).collect();
+    let catalogue: Vec<&str> = CATALOGUE.iter().map(|a| a.name).collect();
+    assert_eq!(names, catalogue, "every attack ran, in catalogue order");
+    for verdict in verdicts {
+        assert!(verdict.get("skipped").is_none(), "none skipped: {verdict}");
+        for held in ["refused_as_expected", "balances_unchanged", "ledger_unchanged"] {
+            assert_eq!(verdict[held], true, "{held}: {verdict}");
+        }
+    }
+    let left = bazaar_cli::attack::scratch::scratch_dirs_of(pid);
+    assert!(left.is_empty(), "scratch registries left behind: {left:?}");
 }

@@ -22,8 +22,7 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
     let dir = common::fresh_dir("bazaar-chamber");
     let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     local.state.set_public_stream(true);
-    let runner = bazaar_cli::attack::ChamberAttacks { registry: local.url.clone(), operator_credential: "op".into() };
-    local.state.attach_attacks(std::sync::Arc::new(runner));
+    local.state.attach_attacks(std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks));
     let (owner, buyer) = enroll_pair(&operator, "chamber-hotel", "chamber-buyer").await.unwrap();
     let (_, merchant) = enroll_pair(&operator, "chamber-mill", "chamber-shop").await.unwrap();
     let funding = common::Funding { mint: (5_000, "m"), fund: (5_000, "f"), budget: [1_000, 5_000, 5_000] };

@@ -2,13 +2,17 @@
 //! through its public HTTP API, exactly as a real client would, and must be
 //! refused with its expected code while nothing it touches changes: the
 //! parties' balances stay put and the event ledger grows by at most the
-//! `refusal.recorded` event of the refusal itself.
+//! `refusal.recorded` event of the refusal itself. Where no registry is named
+//! (a chamber press, `bazaar attack` without `--registry`) the attacks run in a
+//! [`scratch`] registry started for them and deleted after; against a named
+//! registry they leave their casts behind ([`left_behind`]).
 //!
 //! Later capabilities (escrow, disputes, passports, the market) add their
 //! attacks to [`CATALOGUE`]; the labor market's (relay and evidence fetch) are in `market`,
 //! the spending discipline's (authorizations, hires, leases) in `hire`.
 
 mod market;
+pub mod scratch;
 
 use crate::story::enroll_pair;
 use anyhow::{bail, ensure, Context, Result};
@@ -21,27 +25,30 @@ use serde_json::{json, Value};
 
 /// Each attack's cast gets this much, with ceilings that leave room to refuse.
 const FUNDS_MINOR: u64 = 10_000;
+/// Members every cast enrolls ([`cast`]: three owners, each with one agent).
+const CAST_MEMBERS: usize = 6;
 const PER_CALL_MAX_MINOR: u64 = 1_000;
 const PRICE_MINOR: u64 = 250;
 /// Quarter-intervals the expired-token attack waits for the sweeper (about 5 sweeps).
 const SWEEP_WAITS_MAX: usize = 20;
 /// Dispute attacks that must outwait a phase do so only on registries whose
 /// windows are this short (serve with `--answer-window-s 2` and friends);
-/// on others they are skipped, with the reason ([`NeedsShortWindows`]).
+/// on others they are skipped, with the reason ([`Unmet`]).
 pub const PHASE_WAIT_S_MAX: u64 = 30;
 
-/// Why an attack was not run here: it must outwait a dispute phase longer
-/// than `PHASE_WAIT_S_MAX`. The run goes on with the other attacks.
+/// Why an attack was not run here: a setting of this registry it cannot meet
+/// (a dispute phase longer than `PHASE_WAIT_S_MAX` to outwait, webhooks to
+/// loopback refused). The run goes on with the other attacks.
 #[derive(Debug)]
-pub struct NeedsShortWindows(pub String);
+pub struct Unmet(pub String);
 
-impl std::fmt::Display for NeedsShortWindows {
+impl std::fmt::Display for Unmet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for NeedsShortWindows {}
+impl std::error::Error for Unmet {}
 /// A milestone's price in the escrow attacks.
 const MILESTONE_MINOR: u64 = 400;
 /// Stake the merchant locks in the stake attack.
@@ -115,6 +122,9 @@ const NOT_HTTP: u16 = 0;
 const RECEIVER_REFUSAL_STATUS: u16 = 401;
 /// How long the webhook attacks wait for the registry to deliver to their receiver.
 const DELIVERY_WAIT_S: u64 = 15;
+/// The registry's refusal of a webhook URL; for the webhook attacks' loopback receiver, a registry that
+/// refuses private targets (started without `--allow-private-webhooks`).
+const WEBHOOK_URL_REFUSED: &str = "webhook_url_invalid";
 
 /// One named attack and what it must meet.
 pub struct Attack {
@@ -360,7 +370,7 @@ pub struct Verdict {
     /// Events appended during the attempt, all of them `refusal.recorded`.
     pub events_appended: Vec<String>,
     pub ledger_unchanged: bool,
-    /// Not run on this registry, and why (see [`NeedsShortWindows`]).
+    /// Not run on this registry, and why (see [`Unmet`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
 }
@@ -411,8 +421,8 @@ pub async fn run(
         let cast = cast(&operator, attack.name).await?;
         let verdict = match judge(attack, &cast).await {
             Ok(verdict) => verdict,
-            Err(error) => match error.downcast::<NeedsShortWindows>() {
-                Ok(NeedsShortWindows(reason)) => {
+            Err(error) => match error.downcast::<Unmet>() {
+                Ok(Unmet(reason)) => {
                     say(format!("{:<18} skipped: {reason}", attack.name));
                     verdicts.push(Verdict::skipped(attack.name, reason));
                     continue;
@@ -650,9 +660,17 @@ async fn capture_delivery(cast: &Cast) -> Result<Captured> {
         }),
     );
     let url = format!("{}/hook", crate::story::serve(receiver).await?);
-    let endpoint = cast.merchant.call(reqwest::Method::POST, "/v1/webhooks", Some(json!({"url": url})), None).await;
     let endpoint =
-        endpoint.context("registering a loopback webhook (start the registry with --allow-private-webhooks)")?;
+        match cast.merchant.call(reqwest::Method::POST, "/v1/webhooks", Some(json!({"url": url})), None).await {
+            Err(SdkError::Problem { code, .. }) if code == WEBHOOK_URL_REFUSED => {
+                return Err(Unmet(format!(
+                "it registers a webhook on a loopback receiver it runs, which this registry refuses ({code}); run it \
+                 against a registry started with --allow-private-webhooks"
+            ))
+                .into())
+            }
+            endpoint => endpoint.context("registering a loopback webhook")?,
+        };
     let secret = endpoint.body["secret"].as_str().context("the endpoint's secret")?.to_string();
     let dm =
         cast.buyer.call(reqwest::Method::POST, "/v1/dms", Some(json!({"with": cast.merchant_handle})), None).await?;
@@ -857,7 +875,7 @@ async fn outwait(cast: &Cast, client: &Client, dispute: &str, phase: &str) -> Re
         let deadline = record["deadline"].as_i64().unwrap_or(i64::MAX);
         let wait_ms = deadline.saturating_sub(crate::runtime_now_ms());
         if wait_ms > (PHASE_WAIT_S_MAX * 1000) as i64 {
-            return Err(NeedsShortWindows(format!(
+            return Err(Unmet(format!(
                 "it outwaits the {phase} phase, whose deadline is {} s away; run it against a registry with \
                  short windows (serve --answer-window-s 2 --evidence-window-s 2 --appeal-window-s 2)",
                 wait_ms / 1000
@@ -1208,14 +1226,11 @@ async fn x402_foreign_token(cast: &Cast, other_resource: bool) -> Result<Measure
     })
 }
 
-/// The catalogue as the live chamber's "try to break it" buttons: each run
-/// goes through the registry's public API with a fresh cast, exactly as
-/// `bazaar attack NAME` would, on a blocking thread of the runtime (an
-/// attack's narration is not `Send`).
-pub struct ChamberAttacks {
-    pub registry: String,
-    pub operator_credential: String,
-}
+/// The catalogue as the live chamber's "try to break it" buttons: each press
+/// runs its attack with a fresh cast in a [`scratch`] registry started for it
+/// and deleted after, exactly as `bazaar attack NAME` without `--registry`
+/// would; the live registry's press route records the refusal it met.
+pub struct ChamberAttacks;
 
 impl bazaar_server::chamber::attacks::AttackRunner for ChamberAttacks {
     fn catalogue(&self) -> Vec<(String, String)> {
@@ -1223,21 +1238,28 @@ impl bazaar_server::chamber::attacks::AttackRunner for ChamberAttacks {
     }
 
     fn run(&self, name: String) -> futures::future::BoxFuture<'static, std::result::Result<Value, String>> {
-        let (registry, credential) = (self.registry.clone(), self.operator_credential.clone());
-        let handle = tokio::runtime::Handle::current();
+        let deadline = std::time::Duration::from_secs(bazaar_server::chamber::attacks::ATTACK_RUN_TIMEOUT_S);
         Box::pin(async move {
-            let ran = tokio::task::spawn_blocking(move || {
-                handle.block_on(async {
-                    run(&registry, &credential, &[name], &|_| {}).await.map_err(|e| format!("{e:#}"))
-                })
-            })
-            .await
-            .map_err(|e| e.to_string())??;
+            let ran = scratch::run(vec![name], |_| {}, Some(deadline)).await.map_err(|e| format!("{e:#}"))?;
             let verdict = ran.into_iter().next().ok_or("the attack gave no verdict")?;
             if let Some(reason) = verdict.skipped {
-                return Err(format!("not run on this registry: {reason}"));
+                return Err(format!("not run in the scratch registry: {reason}"));
             }
             serde_json::to_value(verdict).map_err(|e| e.to_string())
         })
     }
+}
+
+/// What running `attacks` attacks against a named registry leaves on it, said before they run: each
+/// enrolls a cast of its own and mints it units, and nothing is removed after.
+pub fn left_behind(attacks: usize) -> String {
+    format!(
+        "Each attack runs with a cast of its own, enrolled on this registry and kept there: for these {attacks} \
+         attacks at least {} members (three owners and three agents each, more for some), {} units minted to them, \
+         and whatever the attacks' honest setup made (payments, rooms, webhooks, listings, orders, contracts, \
+         disputes, stake), all on the event ledger for good. Run `bazaar attack` without --registry to run them in \
+         a scratch registry that is deleted after.",
+        attacks * CAST_MEMBERS,
+        attacks as u64 * FUNDS_MINOR,
+    )
 }

@@ -27,18 +27,19 @@ pub struct Remote {
 
 impl Remote {
     pub fn client(&self) -> Result<Client> {
-        let credential = match (&self.credential, &self.credential_file) {
-            (Some(c), _) => Some(c.clone()),
-            (None, Some(path)) => Some(
-                std::fs::read_to_string(path)
-                    .with_context(|| format!("reading {}", path.display()))?
-                    .trim()
-                    .to_string(),
-            ),
-            (None, None) => None,
-        };
-        Ok(Client::new(&self.registry, credential))
+        Ok(Client::new(&self.registry, credential(&self.credential, &self.credential_file)?))
     }
+}
+
+/// The bearer credential given on the command line, or read from the file named, if either.
+pub fn credential(given: &Option<String>, file: &Option<PathBuf>) -> Result<Option<String>> {
+    Ok(match (given, file) {
+        (Some(c), _) => Some(c.clone()),
+        (None, Some(path)) => Some(
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?.trim().to_string(),
+        ),
+        (None, None) => None,
+    })
 }
 
 /// Prints `value` as one line of JSON with `--json`, else the prose `human` makes of it.

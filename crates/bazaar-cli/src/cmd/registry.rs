@@ -92,8 +92,8 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                 allow_private_webhooks,
                 public_stream,
                 relay,
-                attacks: Some(|registry, operator_credential| {
-                    std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks { registry, operator_credential })
+                attacks: Some(|_registry, _operator_credential| {
+                    std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks)
                 }),
                 runs: Some(Box::new(move |registry, operator_credential, clock| {
                     std::sync::Arc::new(bazaar_cli::demo::runs::ChamberRuns::new(
