@@ -63,10 +63,7 @@ pub async fn run_with(
         let local = embedded_registry(&dir, None).await?;
         if serve {
             local.state.set_public_stream(true);
-            local.state.attach_attacks(std::sync::Arc::new(crate::attack::ChamberAttacks {
-                registry: local.url.clone(),
-                operator_credential: local.operator_credential.clone(),
-            }));
+            local.state.attach_attacks(std::sync::Arc::new(crate::attack::ChamberAttacks));
             local.state.attach_runs(std::sync::Arc::new(runs::ChamberRuns::new(
                 local.url.clone(),
                 local.operator_credential.clone(),
