@@ -51,6 +51,7 @@ pub enum ContractCmd {
         /// The terms text; only its SHA-256 is stored.
         #[arg(long)]
         terms: String,
+        /// Seconds the buyer has to review a delivery before it releases by itself (60 s to 30 days; default 3 days).
         #[arg(long)]
         review_window_s: Option<u64>,
         /// Idempotency key; reuse it when retrying (a retry finds the same contract).
@@ -58,38 +59,50 @@ pub enum ContractCmd {
         key: Option<String>,
     },
     Show {
+        /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
     },
     /// Contracts naming you (or --party, for an owner or the operator).
     List {
+        /// Whose contracts: one of your agents (DID or handle), or anyone's for the operator; yours by default.
         #[arg(long)]
         party: Option<String>,
     },
     Accept {
+        /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
     },
     Decline {
+        /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
     },
     Cancel {
+        /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
     },
     /// Seller: mark a milestone delivered; the evidence text is hashed.
     Deliver {
+        /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
+        /// The milestone's index in the contract (0 first).
         milestone: u32,
+        /// What was delivered, as text (a URL, a summary); only its SHA-256 is sent.
         #[arg(long)]
         evidence: String,
     },
     /// Buyer: release a delivered milestone to the seller.
     Release {
+        /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
+        /// The milestone's index in the contract (0 first).
         milestone: u32,
     },
     /// Buyer: take back an undelivered milestone once its due date and the registry's grace have passed (before
     /// that the registry answers `reclaim_too_early` with `reclaimable_at_ms`).
     Reclaim {
+        /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
+        /// The milestone's index in the contract (0 first).
         milestone: u32,
     },
 }
@@ -98,51 +111,68 @@ pub enum ContractCmd {
 pub enum DisputeCmd {
     /// Buyer (or its owner): dispute a paid call (--call MERCHANT:ORDER) or a milestone (--milestone CONTRACT:INDEX).
     File {
+        /// The paid call, as MERCHANT:ORDER: the merchant's DID or handle, and your order id.
         #[arg(long, conflicts_with = "milestone")]
         call: Option<String>,
+        /// The milestone, as CONTRACT:INDEX: the contract's id (`ctr_…`) and the milestone's index (0 first).
         #[arg(long)]
         milestone: Option<String>,
         /// not_delivered, not_as_described, defective, unauthorized or other.
         #[arg(long)]
         reason: String,
+        /// How much you claim back, in minor units; it is frozen when the dispute is filed.
         #[arg(long)]
         claimed: u64,
+        /// Free text for the arbiter (at most 2000 characters); none by default.
         #[arg(long, default_value = "")]
         note: String,
     },
     /// A party: add evidence (its text is hashed and signed with your key).
     Evidence {
+        /// The dispute's id (`dsp_…`), as `bazaar dispute file` prints it.
         id: String,
+        /// Your secret key file (hex, from `bazaar keygen --out`): signs the evidence's hash.
         #[arg(long)]
         key_file: PathBuf,
+        /// The evidence, as text; only its SHA-256 is sent.
         #[arg(long)]
         content: String,
+        /// Where the evidence can be read in full (at most 2048 characters).
         #[arg(long)]
         url: Option<String>,
     },
     /// The assigned arbiter: refund_full, refund_partial or reject.
     Rule {
+        /// The dispute's id (`dsp_…`), as `bazaar dispute file` prints it.
         id: String,
+        /// The ruling: refund_full, refund_partial or reject.
         #[arg(long)]
         decision: String,
+        /// With refund_partial: the refund, in minor units (between 1 and the claim less 1).
         #[arg(long, default_value_t = 0)]
         refund: u64,
+        /// Stake to take from the respondent, in minor units (capped at what it holds at execution); 0 takes none.
         #[arg(long, default_value_t = 0)]
         slash: u64,
+        /// Why, in words, for the parties (at most 2000 characters).
         #[arg(long)]
         reasons: String,
     },
     Appeal {
+        /// The dispute's id (`dsp_…`), as `bazaar dispute file` prints it.
         id: String,
     },
     Execute {
+        /// The dispute's id (`dsp_…`), as `bazaar dispute file` prints it.
         id: String,
     },
     /// The dispute's record and timeline.
     Show {
+        /// The dispute's id (`dsp_…`), as `bazaar dispute file` prints it.
         id: String,
     },
     List {
+        /// Whose disputes: one of your agents (DID or handle), or anyone's for the operator; yours by default.
         #[arg(long)]
         party: Option<String>,
     },
@@ -151,20 +181,26 @@ pub enum DisputeCmd {
 #[derive(Subcommand)]
 pub enum StakeCmd {
     Lock {
+        /// How much to move from your balance into stake, in minor units.
         amount: u64,
+        /// Idempotency key; reuse it when retrying (a fresh one by default, so a retry without it locks again).
         #[arg(long)]
         key: Option<String>,
     },
     Unlock {
+        /// How much stake to unlock, in minor units; it can be withdrawn after the cooldown.
         amount: u64,
+        /// Idempotency key; reuse it when retrying (a fresh one by default, so a retry without it unlocks again).
         #[arg(long)]
         key: Option<String>,
     },
     Withdraw {
+        /// Idempotency key; reuse it when retrying (a fresh one by default).
         #[arg(long)]
         key: Option<String>,
     },
     Show {
+        /// The member: its DID or handle.
         member: String,
     },
 }

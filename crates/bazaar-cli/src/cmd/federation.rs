@@ -28,7 +28,9 @@ pub enum Command {
 pub enum FederationCmd {
     /// Recognise a peer registry: its card at URL must be signed by DID's key history.
     Add {
+        /// The peer registry's base URL (http or https); its card is read from /.well-known/bazaar there.
         url: String,
+        /// The peer registry's DID; the card must be signed by its key history.
         did: String,
         /// How much its passports count here, in basis points (10000 = like local work).
         #[arg(long, default_value_t = 5_000)]
@@ -36,8 +38,10 @@ pub enum FederationCmd {
         /// Fee this registry takes on settlements relayed from that registry's buyers.
         #[arg(long, default_value_t = 0)]
         fee_bps: u32,
+        /// The largest single token across this corridor, in minor units (default: the escrow threshold).
         #[arg(long, default_value_t = bazaar_types::limits::ESCROW_THRESHOLD_MINOR)]
         per_call_max: u64,
+        /// The most this registry may owe that peer (the corridor's balance) after a settlement, in minor units.
         #[arg(long, default_value_t = 10_000_000)]
         outstanding_max: u64,
     },
@@ -46,7 +50,11 @@ pub enum FederationCmd {
     /// Relays this registry stopped retrying (no answer from the buyer's registry for 24 h): the recovery records.
     Recovery,
     /// Retry one stuck relay now (by its token id); the sweeper retries it for another 24 h after that.
-    Retry { jti: String },
+    Retry {
+        /// The stuck relay's token id (`jti`), as `bazaar federation recovery` lists it.
+        #[arg(value_name = "TOKEN_ID")]
+        jti: String,
+    },
     /// Net the corridor with a peer: record a payment made between the registries off the ledger, signed by both.
     Net {
         /// The peer registry's DID.
@@ -59,6 +67,7 @@ pub enum FederationCmd {
         /// The statement id (the wire's reference, say); run the same command again to resend it.
         #[arg(long)]
         id: String,
+        /// The operators' reference for the payment, e.g. the wire's (at most 200 characters); none by default.
         #[arg(long, default_value = "")]
         reference: String,
     },

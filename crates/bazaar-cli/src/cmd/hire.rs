@@ -43,6 +43,7 @@ pub enum HireCmd {
         /// The task (the job's event id, 64 hex).
         #[arg(long)]
         task: String,
+        /// The specialist agent (DID or handle).
         #[arg(long)]
         specialist: String,
         /// The specialist's owner or one of its agents.
@@ -56,6 +57,7 @@ pub enum HireCmd {
     Revoke {
         #[command(flatten)]
         remote: Remote,
+        /// The authorization's id (`sva_…`), as `bazaar hire authorize` prints it.
         id: String,
     },
     /// Specialist: sign an offer for one task at one price, paid to one account (prints the signature).
@@ -63,11 +65,13 @@ pub enum HireCmd {
         /// The specialist agent's identity key (from `bazaar keygen`).
         #[arg(long)]
         key: PathBuf,
+        /// The task (the job request's event id, 64 hex).
         #[arg(long)]
         task: String,
         /// The DID paid: the specialist, its owner or one of its owner's agents.
         #[arg(long)]
         pay_to: String,
+        /// The price, in minor units (at least 1; the protocol fee comes out of it).
         #[arg(long)]
         price: u64,
     },
@@ -75,14 +79,19 @@ pub enum HireCmd {
     Agree {
         #[command(flatten)]
         remote: Remote,
+        /// The specialist agent who signed the offer (DID or handle).
         #[arg(long)]
         specialist: String,
+        /// The task, exactly as in the offer (the job request's event id, 64 hex).
         #[arg(long)]
         task: String,
+        /// The price, in minor units, exactly as in the offer.
         #[arg(long)]
         price: u64,
+        /// The account paid, as in the offer (DID or handle).
         #[arg(long)]
         pay_to: String,
+        /// The offer's `signature`, as `bazaar hire offer` prints it (base64url).
         #[arg(long)]
         signature: String,
         /// Hold the price now in an escrowed contract with the dispute desk as arbiter.
@@ -93,6 +102,7 @@ pub enum HireCmd {
     Accept {
         #[command(flatten)]
         remote: Remote,
+        /// The hire's id (`hir_…`), as `bazaar hire agree` prints it.
         id: String,
         /// The specialist's result event (kind 6905), as JSON.
         #[arg(long)]
@@ -105,6 +115,7 @@ pub enum HireCmd {
     Show {
         #[command(flatten)]
         remote: Remote,
+        /// The authorization's id (`sva_…`) or the hire's (`hir_…`).
         id: String,
     },
     /// Hiring agent: pay an authorization, saved in the journal first; an uncertain outcome is never retried.
@@ -114,10 +125,12 @@ pub enum HireCmd {
         /// Where the journal is kept (`payments.json`).
         #[arg(long)]
         state_dir: PathBuf,
+        /// The authorization's id (`sva_…`), as `bazaar hire authorize` prints it.
         id: String,
     },
     /// The journal: every attempt and the recovery records; `resolve` one after reading the registry.
     Payments {
+        /// The hiring agent's state directory, as given to `bazaar hire pay` (its journal is `payments.json`).
         #[arg(long)]
         state_dir: PathBuf,
         #[command(subcommand)]
@@ -133,6 +146,7 @@ pub enum PaymentsCmd {
     Resolve {
         #[command(flatten)]
         remote: Remote,
+        /// The task (64 hex) whose uncertain attempt to resolve.
         #[arg(long)]
         task: String,
         /// The registry's record shows the authorization paid.
@@ -141,6 +155,7 @@ pub enum PaymentsCmd {
         /// The registry's record shows it unpaid: a new attempt may follow.
         #[arg(long)]
         not_paid: bool,
+        /// Why, in words, kept with the resolution in the journal; none by default.
         #[arg(long, default_value = "")]
         note: String,
     },

@@ -35,6 +35,7 @@ pub enum Command {
 pub enum Jobs {
     /// Write a new Nostr secret key (hex, mode 0600) and print its public key.
     Key {
+        /// Where to write the secret key (64 hex, mode 0600); a file already there is overwritten.
         #[arg(long)]
         out: PathBuf,
     },
@@ -61,6 +62,7 @@ pub enum Jobs {
     Ask {
         #[command(flatten)]
         relay: RelayArg,
+        /// The task's id (the job request's event id, 64 hex), as `bazaar jobs post` prints it.
         #[arg(long)]
         task_id: String,
     },
@@ -68,6 +70,7 @@ pub enum Jobs {
     Wait {
         #[command(flatten)]
         relay: RelayArg,
+        /// The task's id (the job request's event id, 64 hex), as `bazaar jobs post` prints it.
         #[arg(long)]
         task_id: String,
         /// Seconds to keep watching.

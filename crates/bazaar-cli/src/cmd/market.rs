@@ -52,6 +52,7 @@ pub enum WorkerCmd {
     Review {
         #[command(flatten)]
         relay: RelayArg,
+        /// The worker's Nostr key file (from `bazaar jobs key`); it signs the review.
         #[arg(long)]
         key_file: PathBuf,
         /// The worker's manifest (JSON: runtime, model, tools, credentials, reward_destination, reports_usage).
@@ -107,8 +108,10 @@ pub enum AllowanceCmd {
 pub struct RunArgs {
     #[command(flatten)]
     relay: RelayArg,
+    /// The worker's Nostr key file (from `bazaar jobs key`); it signs the answers.
     #[arg(long)]
     key_file: PathBuf,
+    /// The worker's manifest (JSON, as for `bazaar worker review`); the configuration it works under.
     #[arg(long)]
     manifest: PathBuf,
     /// An asker whose directed jobs this worker takes (a trusted validator or a permitted coordinator); repeat.
@@ -120,9 +123,10 @@ pub struct RunArgs {
     /// As a specialist: the engine command (input on stdin, answer on stdout, `usage: <n> <asset>` on stderr).
     #[arg(long, conflicts_with = "coordinator_for")]
     engine: Option<String>,
-    /// As a specialist: where artifacts are written, and the URL they are served under.
+    /// As a specialist: the directory answers are written to (as `<sha256>.txt`), served at --artifact-url.
     #[arg(long, requires = "engine")]
     artifact_dir: Option<PathBuf>,
+    /// As a specialist: the base URL --artifact-dir is served under; answers link `<url>/<sha256>.txt`.
     #[arg(long, requires = "engine")]
     artifact_url: Option<String>,
     /// As a coordinator: the specialist every task is handed to.
@@ -181,6 +185,7 @@ pub enum ValidatorCmd {
         relay: RelayArg,
         #[command(flatten)]
         validator: ValidatorArgs,
+        /// The coordinator's Nostr public key (64 hex); its latest review on the relay must have passed.
         #[arg(long)]
         coordinator: String,
         /// Allow this job to be exported for evaluation.
@@ -198,8 +203,10 @@ pub enum ValidatorCmd {
         relay: RelayArg,
         #[command(flatten)]
         validator: ValidatorArgs,
+        /// The task's id (64 hex), as `bazaar validator post` prints it; this validator's --db must hold it.
         #[arg(long)]
         task_id: String,
+        /// Seconds to wait for the task's answer (0: look once).
         #[arg(long, default_value_t = 60)]
         wait: u64,
         /// Assess again a task whose recorded outcome is unassessed (accepted and rejected are final).
@@ -212,6 +219,7 @@ pub enum ValidatorCmd {
         relay: RelayArg,
         #[command(flatten)]
         validator: ValidatorArgs,
+        /// The task's id (64 hex), as `bazaar validator post` prints it; this validator's --db must hold it.
         #[arg(long)]
         task_id: String,
     },
@@ -227,14 +235,17 @@ pub enum ValidatorCmd {
         /// The pairwise judge: a command given PROMPT, ANSWER_A and ANSWER_B that prints a, b or tie.
         #[arg(long)]
         judge: String,
+        /// Seconds to wait for every contestant's answer.
         #[arg(long, default_value_t = 60)]
         wait: u64,
+        /// The prompt every contestant answers.
         prompt: String,
     },
     /// Replay a recorded assessment from its saved signed events: local, unsigned, no network, no write.
     Replay {
         #[command(flatten)]
         validator: ValidatorArgs,
+        /// The task's id (64 hex), as `bazaar validator post` prints it; this validator's --db must hold it.
         #[arg(long)]
         task_id: String,
     },

@@ -20,6 +20,7 @@ pub enum Command {
     Owner {
         #[command(flatten)]
         remote: Remote,
+        /// The owner's handle: 3-32 characters of a-z, 0-9 and '-' (not first); usable wherever its DID is.
         #[arg(long)]
         handle: String,
         /// The owner's Ed25519 public key (hex); see `bazaar keygen`.
@@ -35,10 +36,13 @@ pub enum Command {
     Enroll {
         #[command(flatten)]
         remote: Remote,
+        /// The invite code, as `bazaar invite` printed it (single use, valid for 24 h).
         #[arg(long)]
         invite: String,
+        /// The agent's handle: 3-32 characters of a-z, 0-9 and '-' (not first).
         #[arg(long)]
         handle: String,
+        /// The agent's secret key file (hex, from `bazaar keygen --out`); its public key becomes the agent's DID.
         #[arg(long)]
         key_file: PathBuf,
     },
@@ -46,11 +50,15 @@ pub enum Command {
     Budget {
         #[command(flatten)]
         remote: Remote,
+        /// One of your agents: its DID or handle.
         agent: String,
+        /// The most one call may cost, in minor units (0: the agent may spend nothing).
         #[arg(long)]
         per_call: u64,
+        /// The most the agent may spend in one UTC day, in minor units.
         #[arg(long)]
         per_day: u64,
+        /// The most the agent may spend in all, over its life, in minor units.
         #[arg(long)]
         total: u64,
     },
@@ -58,7 +66,9 @@ pub enum Command {
     Mint {
         #[command(flatten)]
         remote: Remote,
+        /// The owner whose account receives the units: its DID or handle.
         owner: String,
+        /// How much to mint, in minor units.
         amount: u64,
         /// Idempotency key; reuse it when retrying.
         #[arg(long)]
@@ -68,8 +78,11 @@ pub enum Command {
     Fund {
         #[command(flatten)]
         remote: Remote,
+        /// One of your agents: its DID or handle.
         agent: String,
+        /// How much to move from your account, in minor units.
         amount: u64,
+        /// Idempotency key; reuse it when retrying (a fresh one by default, so a retry without it funds again).
         #[arg(long)]
         key: Option<String>,
     },
@@ -89,6 +102,7 @@ pub enum Command {
         remote: Remote,
         /// DID or current handle.
         member: String,
+        /// The new handle: 3-32 characters of a-z, 0-9 and '-' (not first).
         handle: String,
     },
 }

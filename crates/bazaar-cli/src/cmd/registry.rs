@@ -55,8 +55,10 @@ pub enum Command {
     Events {
         #[command(flatten)]
         remote: Remote,
+        /// Only events after this sequence number (0: from the first); give a page's last seq to read the next.
         #[arg(long, default_value_t = 0)]
         after: u64,
+        /// At most this many events (the registry caps it at 500).
         #[arg(long, default_value_t = bazaar_types::limits::PAGE_LIMIT_MAX)]
         limit: usize,
     },

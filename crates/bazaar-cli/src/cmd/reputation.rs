@@ -15,6 +15,7 @@ pub enum Command {
     Reputation {
         #[command(flatten)]
         remote: Remote,
+        /// The member: its DID or handle.
         member: String,
     },
     /// Trust passports: issue (from a registry), verify (offline), import (a peer's, at this registry).
@@ -30,6 +31,7 @@ pub enum PassportCmd {
     Issue {
         #[command(flatten)]
         remote: Remote,
+        /// One of your agents to issue it for (DID or handle); yourself by default.
         #[arg(long)]
         subject: Option<String>,
         /// Write the passport here instead of stdout.
@@ -39,6 +41,7 @@ pub enum PassportCmd {
     /// Verify a passport file offline: proof, validity window, and (with --keys) that
     /// its key belongs to the registry's published key history. Exits 1 if refused.
     Verify {
+        /// The passport file (JSON, as `bazaar passport issue --out` writes it).
         file: PathBuf,
         /// A key history as served at /.well-known/bazaar-keys.
         #[arg(long)]
@@ -48,6 +51,7 @@ pub enum PassportCmd {
     Import {
         #[command(flatten)]
         remote: Remote,
+        /// The peer registry's passport file (JSON, as `bazaar passport issue --out` writes it there).
         file: PathBuf,
         /// The subject's secret key file (from `keygen --out`).
         #[arg(long)]

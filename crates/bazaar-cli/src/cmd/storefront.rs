@@ -76,6 +76,7 @@ pub enum ListingCmd {
     Show {
         #[command(flatten)]
         remote: Remote,
+        /// The listing's id (`lst_…`), as `bazaar market listing put` or `bazaar market search` prints it.
         id: String,
     },
 }
@@ -86,8 +87,10 @@ pub struct ListingArgs {
     /// Your own stock-keeping unit: listing it again updates the listing.
     #[arg(long)]
     sku: String,
+    /// The listing's title, at most 200 characters; searches match its words.
     #[arg(long)]
     title: String,
+    /// A longer description, at most 4000 characters; searches match its words too. None by default.
     #[arg(long, default_value = "")]
     description: String,
     /// A tag searches match; repeat for several.
@@ -128,6 +131,7 @@ pub enum RfqCmd {
         /// What you want, in words; sellers whose listings match it are invited.
         #[arg(long)]
         item: String,
+        /// How many units you want, 1 to 1,000,000.
         #[arg(long)]
         quantity: u64,
         /// The most you pay per unit, in minor units.
@@ -153,18 +157,21 @@ pub enum RfqCmd {
     Show {
         #[command(flatten)]
         remote: Remote,
+        /// The request for quote's id (`rfq_…`), as `bazaar market rfq create` prints it.
         id: String,
     },
     /// The allocation as it stands (fixed once closed): cheapest valid offer first, the unfilled remainder.
     Allocation {
         #[command(flatten)]
         remote: Remote,
+        /// The request for quote's id (`rfq_…`), as `bazaar market rfq create` prints it.
         id: String,
     },
     /// The buyer: close the request; its allocation is fixed and can be ordered.
     Close {
         #[command(flatten)]
         remote: Remote,
+        /// The request for quote's id (`rfq_…`), as `bazaar market rfq create` prints it.
         id: String,
     },
 }
@@ -195,6 +202,7 @@ pub enum OfferCmd {
     List {
         #[command(flatten)]
         remote: Remote,
+        /// The request for quote (`rfq_…`).
         rfq: String,
     },
 }
@@ -227,24 +235,28 @@ pub enum OrderCmd {
     Show {
         #[command(flatten)]
         remote: Remote,
+        /// The order's id (`ord_…`), as `bazaar market order create` prints it.
         id: String,
     },
     /// The buyer's owner (a person, never an agent): approve an order waiting for approval.
     Approve {
         #[command(flatten)]
         remote: Remote,
+        /// The order's id (`ord_…`), as `bazaar market order create` prints it.
         id: String,
     },
     /// The buyer's owner: decline an order waiting for approval.
     Decline {
         #[command(flatten)]
         remote: Remote,
+        /// The order's id (`ord_…`), as `bazaar market order create` prints it.
         id: String,
     },
     /// A share's maker (or her owner): prove shipment with the courier receipt's image; she is paid on it, once.
     Proof {
         #[command(flatten)]
         remote: Remote,
+        /// The order's id (`ord_…`), as `bazaar market order create` prints it.
         id: String,
         /// The share's index in the order (0 first).
         share: u32,
@@ -262,6 +274,7 @@ pub enum OrderCmd {
     Cancel {
         #[command(flatten)]
         remote: Remote,
+        /// The order's id (`ord_…`), as `bazaar market order create` prints it.
         id: String,
         /// The share's index in the order (0 first).
         share: u32,
@@ -270,7 +283,9 @@ pub enum OrderCmd {
     Receipt {
         #[command(flatten)]
         remote: Remote,
+        /// The image's SHA-256 (64 hex), the `receipt_sha256` that `bazaar market order proof` prints.
         sha256: String,
+        /// The file to write the image to (overwritten if it exists).
         #[arg(long)]
         out: PathBuf,
     },

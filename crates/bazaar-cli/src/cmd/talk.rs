@@ -43,11 +43,13 @@ pub enum Dm {
         /// The other member: a handle or a DID.
         #[arg(long)]
         to: String,
+        /// Your Ed25519 key file (from `bazaar keygen --out`): signs the message; your sealing key derives from it.
         #[arg(long)]
         key_file: PathBuf,
         /// Idempotency key; reuse it when retrying.
         #[arg(long)]
         key: Option<String>,
+        /// The message text.
         text: String,
     },
     /// Read a DM's latest messages, opening the sealed ones with your key.
@@ -57,6 +59,7 @@ pub enum Dm {
         /// The other member: a handle or a DID.
         #[arg(long)]
         with: String,
+        /// Your Ed25519 key file (from `bazaar keygen --out`), to open the sealed messages.
         #[arg(long)]
         key_file: PathBuf,
         /// How many of the latest messages (at most 200).
