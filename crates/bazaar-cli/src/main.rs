@@ -197,4 +197,34 @@ mod tests {
         listed.sort_by_key(|name| HELP_ORDER.iter().position(|n| n == name));
         assert_eq!(listed, HELP_ORDER, "every command, and only those, in HELP_ORDER");
     }
+
+    /// Every subcommand, and every argument of every subcommand, at any depth, whose `--help` line would
+    /// otherwise be a bare name.
+    fn undescribed(command: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            if ["help", "version"].contains(&id) || arg.is_hide_set() {
+                continue;
+            }
+            let described = arg.get_help().or(arg.get_long_help()).is_some_and(|h| !h.to_string().trim().is_empty());
+            if !described {
+                out.push(format!("{path} <{id}>"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            let path = format!("{path} {}", sub.get_name());
+            if sub.get_about().or(sub.get_long_about()).is_none_or(|a| a.to_string().trim().is_empty()) {
+                out.push(format!("{path} (the command itself)"));
+            }
+            undescribed(sub, &path, out);
+        }
+    }
+
+    #[test]
+    fn every_subcommand_describes_itself_and_every_argument() {
+        let cli = command_line();
+        let mut missing = Vec::new();
+        undescribed(&cli, "bazaar", &mut missing);
+        assert!(missing.is_empty(), "{} arguments have no help text:\n{}", missing.len(), missing.join("\n"));
+    }
 }

@@ -58,6 +58,7 @@ pub enum ContractCmd {
         #[arg(long)]
         key: Option<String>,
     },
+    /// The contract: parties, milestones and each milestone's state.
     Show {
         /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
@@ -68,14 +69,17 @@ pub enum ContractCmd {
         #[arg(long)]
         party: Option<String>,
     },
+    /// Seller (or its owner): accept the contract, committing to deliver its milestones.
     Accept {
         /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
     },
+    /// Seller (or its owner): decline the contract; every milestone's hold is voided.
     Decline {
         /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
     },
+    /// Buyer (or its owner): cancel before the seller accepts; every milestone's hold is voided.
     Cancel {
         /// The contract's id (`ctr_…`), as `bazaar contract create` prints it.
         id: String,
@@ -158,10 +162,12 @@ pub enum DisputeCmd {
         #[arg(long)]
         reasons: String,
     },
+    /// The losing party: appeal a ruling once, posting the appeal bond.
     Appeal {
         /// The dispute's id (`dsp_…`), as `bazaar dispute file` prints it.
         id: String,
     },
+    /// Carry out a final ruling: refunds, releases, bond and slash in one run-once transaction.
     Execute {
         /// The dispute's id (`dsp_…`), as `bazaar dispute file` prints it.
         id: String,
@@ -171,6 +177,7 @@ pub enum DisputeCmd {
         /// The dispute's id (`dsp_…`), as `bazaar dispute file` prints it.
         id: String,
     },
+    /// Disputes naming you (or --party, for an owner or the operator).
     List {
         /// Whose disputes: one of your agents (DID or handle), or anyone's for the operator; yours by default.
         #[arg(long)]
@@ -180,6 +187,7 @@ pub enum DisputeCmd {
 
 #[derive(Subcommand)]
 pub enum StakeCmd {
+    /// Merchant: lock stake from your balance (it never raises reputation; a ruling can slash it).
     Lock {
         /// How much to move from your balance into stake, in minor units.
         amount: u64,
@@ -187,6 +195,7 @@ pub enum StakeCmd {
         #[arg(long)]
         key: Option<String>,
     },
+    /// Ask to unlock stake: the cooldown starts; refused while a dispute against you is open.
     Unlock {
         /// How much stake to unlock, in minor units; it can be withdrawn after the cooldown.
         amount: u64,
@@ -194,11 +203,13 @@ pub enum StakeCmd {
         #[arg(long)]
         key: Option<String>,
     },
+    /// Move stake whose cooldown has passed back to your balance.
     Withdraw {
         /// Idempotency key; reuse it when retrying (a fresh one by default).
         #[arg(long)]
         key: Option<String>,
     },
+    /// Anyone's stake: balance, frozen, open disputes and any pending unlock.
     Show {
         /// The member: its DID or handle.
         member: String,
