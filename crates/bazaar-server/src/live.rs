@@ -72,8 +72,30 @@ pub const PUBLIC_KEYS: &[&str] = &[
     "respondent",
     "link",
 ];
-/// Number fields the public may see besides `*_minor` and `*_ms`.
-const PUBLIC_COUNTS: &[&str] = &["milestone", "milestones", "index", "round", "version", "share"];
+/// Number fields the public may see besides `*_minor` and `*_ms`: counts and positions, never secrets.
+const PUBLIC_COUNTS: &[&str] = &[
+    "milestone",
+    "milestones",
+    "index",
+    "round",
+    "version",
+    "share",
+    "shares",
+    "quantity",
+    "attempt",
+    "invited",
+    "filled",
+    "unfilled",
+    "units",
+];
+/// Amounts named without the `_minor` suffix inside the nested documents below (an allocation's lines, a
+/// ruling): the public sees each of them elsewhere too (the offers' unit prices, the order's and its contracts'
+/// totals, the execution's refund and slash).
+const PUBLIC_AMOUNTS: &[&str] = &["amount", "unit_price", "total", "refund", "slash"];
+/// Objects (or lists of objects) the public sees projected by the same rules, field by field: a storefront's
+/// allocation and its lines, a maker's payment for her share, a dispute's ruling — amounts, counts, codes and
+/// identifiers only (a ruling's reasons are prose, and stay out).
+const PUBLIC_NESTED: &[&str] = &["allocation", "lines", "payment", "ruling"];
 
 /// The tailer and what it broadcasts; one per registry process.
 pub struct Hub {
@@ -84,6 +106,10 @@ pub struct Hub {
     /// The latest public summary window, built once by the tailer for every public watcher of summaries
     /// (`None` until the first); windows follow one another without a gap while anyone watches them.
     pub(crate) public_windows: watch::Sender<Option<Arc<Window>>>,
+    /// Streams opened on this node since it started (`bazaar demo --serve` waits for the first viewer).
+    pub viewers: watch::Sender<u64>,
+    /// The latest completed flows, found at most once per [`LATEST_REFRESH_MS`] (`GET /v1/stream/latest`).
+    pub(crate) latest: tokio::sync::Mutex<Option<Arc<Latest>>>,
 }
 
 /// One public summary window: the seq range it covers and its whole SSE frame, shared by every public watcher.
@@ -164,10 +190,185 @@ impl Hub {
         let (events, _) = broadcast::channel(STREAM_BROADCAST_MAX);
         let connections = Arc::new(Semaphore::new(STREAM_CONNECTIONS_MAX));
         let public_windows = watch::channel(None).0;
-        let hub = Arc::new(Hub { events, tailed: watch::channel(0).0, connections, public_windows });
+        let hub = Arc::new(Hub {
+            events,
+            tailed: watch::channel(0).0,
+            connections,
+            public_windows,
+            viewers: watch::channel(0).0,
+            latest: tokio::sync::Mutex::new(None),
+        });
         tokio::spawn(tail(Arc::downgrade(store), hub.clone()));
         hub
     }
+}
+
+/// Events looked at, back from the head, to find the latest completed flows: a flow older than this is not shown.
+pub const LATEST_SCAN_MAX: u64 = 20_000;
+/// The latest flows are looked for again at most this often, however fast the head moves (the stream tells the rest).
+pub const LATEST_REFRESH_MS: u64 = 1_000;
+
+/// The latest completed paid call, contract and dispute in the last [`LATEST_SCAN_MAX`] events, each as the
+/// events that tell it, oldest first (whole: each viewer is shown its own projection).
+pub struct Latest {
+    /// The head when they were looked for.
+    pub head: u64,
+    /// The lowest `seq` looked at.
+    pub scanned_from: u64,
+    /// The settlement and the token it settled (when the token is in the window).
+    pub paid_call: Option<Vec<Event>>,
+    /// A contract whose every milestone was released or resolved by a dispute: its creation, releases and executions.
+    pub contract: Option<Vec<Event>>,
+    /// An executed dispute: every phase, filed to executed.
+    pub dispute: Option<Vec<Event>>,
+    found_at: Instant,
+}
+
+impl Hub {
+    /// The latest completed flows, looked for again when the head moved and [`LATEST_REFRESH_MS`] passed.
+    pub async fn latest(&self, store: &dyn Store) -> Result<Arc<Latest>, bazaar_store::StoreError> {
+        let mut cached = self.latest.lock().await;
+        let head = store.head().await?.seq;
+        if let Some(latest) = cached.as_ref() {
+            let fresh = latest.found_at.elapsed() < Duration::from_millis(LATEST_REFRESH_MS);
+            if latest.head == head || fresh {
+                return Ok(latest.clone());
+            }
+        }
+        let found = Arc::new(find_latest(store, head).await?);
+        *cached = Some(found.clone());
+        Ok(found)
+    }
+}
+
+/// A body's string field.
+fn text<'a>(event: &'a Event, key: &str) -> Option<&'a str> {
+    event.body.get(key).and_then(Value::as_str)
+}
+
+/// The contract and milestone an executed dispute resolved, when its subject was a milestone.
+fn resolved_milestone(event: &Event) -> Option<(&str, u64)> {
+    let subject = event.body.get("subject")?;
+    let contract = subject.get("contract").and_then(Value::as_str)?;
+    Some((contract, subject.get("index").and_then(Value::as_u64)?))
+}
+
+/// What a backward scan has seen of one contract: the milestones that ended, the last end, its events.
+#[derive(Default)]
+struct ContractSeen {
+    ended: std::collections::BTreeSet<u64>,
+    last_end: u64,
+    events: Vec<Event>,
+}
+
+/// A walk back from the head: each flow's events as they are met (newest first, so each is put in front).
+#[derive(Default)]
+struct Scan {
+    /// The latest settlement's token id and events; whole once its token is met.
+    paid: Option<(String, Vec<Event>)>,
+    paid_done: bool,
+    /// The latest executed dispute's id and events; whole once its filing is met.
+    dispute: Option<(String, Vec<Event>)>,
+    dispute_done: bool,
+    /// Contracts with an ended milestone whose creation is not met yet.
+    contracts: std::collections::HashMap<String, ContractSeen>,
+    /// The completed contract that ended last so far: its last end and its events.
+    contract: Option<(u64, Vec<Event>)>,
+}
+
+impl Scan {
+    fn see(&mut self, event: &Event) {
+        self.see_paid_call(event);
+        self.see_dispute(event);
+        self.see_contract(event);
+    }
+
+    fn see_paid_call(&mut self, event: &Event) {
+        if self.paid_done {
+            return;
+        }
+        match (&mut self.paid, event.kind.as_str()) {
+            (None, "settlement.posted") => {
+                self.paid = text(event, "jti").map(|jti| (jti.to_string(), vec![event.clone()]));
+            }
+            (Some((jti, events)), "token.issued") if text(event, "jti") == Some(jti.as_str()) => {
+                events.insert(0, event.clone());
+                self.paid_done = true;
+            }
+            _ => {}
+        }
+    }
+
+    fn see_dispute(&mut self, event: &Event) {
+        let kind = event.kind.as_str();
+        if self.dispute_done || !kind.starts_with("dispute.") {
+            return;
+        }
+        match (&mut self.dispute, text(event, "dispute")) {
+            (None, Some(id)) if kind == "dispute.executed" => {
+                self.dispute = Some((id.to_string(), vec![event.clone()]))
+            }
+            (Some((wanted, events)), Some(id)) if id == wanted => {
+                events.insert(0, event.clone());
+                self.dispute_done = kind == "dispute.filed";
+            }
+            _ => {}
+        }
+    }
+
+    fn see_contract(&mut self, event: &Event) {
+        let ended = match event.kind.as_str() {
+            "milestone.released" => text(event, "contract").zip(event.body.get("milestone").and_then(Value::as_u64)),
+            "dispute.executed" => resolved_milestone(event),
+            "contract.created" => {
+                let id = text(event, "contract").unwrap_or_default();
+                let milestones = event.body.get("milestones").and_then(Value::as_u64).unwrap_or(0);
+                let Some(mut seen) = self.contracts.remove(id) else { return };
+                let newer = self.contract.as_ref().is_none_or(|(end, _)| seen.last_end > *end);
+                if milestones > 0 && seen.ended.len() as u64 == milestones && newer {
+                    seen.events.insert(0, event.clone());
+                    self.contract = Some((seen.last_end, seen.events));
+                }
+                return;
+            }
+            _ => None,
+        };
+        if let Some((id, index)) = ended {
+            let seen = self.contracts.entry(id.to_string()).or_default();
+            seen.ended.insert(index);
+            seen.last_end = seen.last_end.max(event.seq);
+            seen.events.insert(0, event.clone());
+        }
+    }
+
+    /// Each flow is whole, and no contract still open in the scan could have ended later than the one found.
+    fn done(&self) -> bool {
+        let contract_done =
+            self.contract.as_ref().is_some_and(|(end, _)| self.contracts.values().all(|seen| seen.last_end < *end));
+        self.paid_done && self.dispute_done && contract_done
+    }
+}
+
+/// Walks back from `head` (at most [`LATEST_SCAN_MAX`] events) collecting the latest completed flows.
+async fn find_latest(store: &dyn Store, head: u64) -> Result<Latest, bazaar_store::StoreError> {
+    let floor = head.saturating_sub(LATEST_SCAN_MAX);
+    let mut scan = Scan::default();
+    let mut upper = head;
+    while upper > floor && !scan.done() {
+        let after = upper.saturating_sub(STREAM_PAGE_MAX as u64).max(floor);
+        for event in store.events(after, (upper - after) as usize).await?.iter().rev() {
+            scan.see(event);
+        }
+        upper = after;
+    }
+    Ok(Latest {
+        head,
+        scanned_from: upper + 1,
+        paid_call: scan.paid.map(|(_, events)| events),
+        contract: scan.contract.map(|(_, events)| events),
+        dispute: scan.dispute.map(|(_, events)| events),
+        found_at: Instant::now(),
+    })
 }
 
 /// Follows the head and broadcasts each new event once, while anyone listens.
@@ -286,20 +487,28 @@ pub fn project(event: &Event, viewer: &Viewer) -> Value {
     })
 }
 
-/// The public's share of a body: allowlisted identifiers, amounts, times, counts and flags.
+/// The public's share of a body: allowlisted identifiers, amounts, times, counts and flags, and the
+/// allowlisted nested objects ([`PUBLIC_NESTED`]) projected the same way.
 fn public_body(body: &Value) -> Value {
     let mut kept = Map::new();
     for (key, value) in body.as_object().into_iter().flatten() {
-        let keep = match value {
-            Value::String(_) => key != "authored_handle" && PUBLIC_KEYS.contains(&key.as_str()),
-            Value::Number(_) => {
-                key.ends_with("_minor") || key.ends_with("_ms") || PUBLIC_COUNTS.contains(&key.as_str())
+        let name = key.as_str();
+        let projected = match value {
+            Value::String(_) => (name != "authored_handle" && PUBLIC_KEYS.contains(&name)).then(|| value.clone()),
+            Value::Number(_) => (name.ends_with("_minor")
+                || name.ends_with("_ms")
+                || PUBLIC_COUNTS.contains(&name)
+                || PUBLIC_AMOUNTS.contains(&name))
+            .then(|| value.clone()),
+            Value::Bool(_) => Some(value.clone()),
+            Value::Object(_) if PUBLIC_NESTED.contains(&name) => Some(public_body(value)),
+            Value::Array(items) if PUBLIC_NESTED.contains(&name) => {
+                Some(Value::Array(items.iter().filter(|item| item.is_object()).map(public_body).collect()))
             }
-            Value::Bool(_) => true,
-            _ => false,
+            _ => None,
         };
-        if keep {
-            kept.insert(key.clone(), value.clone());
+        if let Some(projected) = projected {
+            kept.insert(key.clone(), projected);
         }
     }
     Value::Object(kept)

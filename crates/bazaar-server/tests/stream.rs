@@ -261,3 +261,79 @@ async fn the_public_sees_a_merchants_threshold_never_its_invited_buyers() {
     let whole = operator.until("terms.set").await.pop().unwrap().2;
     assert_eq!(whole["body"]["invited_buyers"], json!([guest.id]), "the operator sees it whole");
 }
+
+/// `GET path` as an anonymous visitor: status and JSON.
+async fn anonymous(r: &Registry, path: &str) -> (u16, Value) {
+    let answer = r.http.get(format!("{}{path}", r.url)).send().await.unwrap();
+    (answer.status().as_u16(), answer.json().await.unwrap_or(Value::Null))
+}
+
+/// The stream's past for a page opened after the flows: the latest completed paid call with its token, history
+/// pages back before a `seq`, and who the browser watches as — all under the stream's rules of who sees what.
+#[tokio::test]
+async fn the_latest_paid_call_and_earlier_events_follow_the_streams_rules() {
+    let r = registry().await;
+    let (_, shop) = paid_call(&r).await;
+    let (status, viewer) = anonymous(&r, "/v1/stream/viewer").await;
+    assert_eq!((status, &viewer["viewer"], &viewer["stream_open"]), (200, &json!("public"), &json!(false)));
+    assert_eq!(anonymous(&r, "/v1/stream/latest").await.1["code"], "stream_not_public");
+    r.state.set_public_stream(true);
+
+    let (status, latest) = anonymous(&r, "/v1/stream/latest").await;
+    assert_eq!(status, 200, "{latest}");
+    let kinds: Vec<&str> =
+        latest["paid_call"]["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["token.issued", "settlement.posted"], "{latest}");
+    let settled = &latest["paid_call"]["events"][1];
+    assert_eq!((settled["detail"].as_str(), settled["body"]["amount_minor"].as_u64()), (Some("public"), Some(300)));
+    assert_eq!(latest["paid_call"]["completed_seq"], settled["seq"]);
+    assert!(latest["contract"].is_null() && latest["dispute"].is_null(), "none happened: {latest}");
+
+    let (_, page) = anonymous(&r, "/v1/stream/history?before=3&limit=1").await;
+    let seqs: Vec<u64> = page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [2], "{page}");
+    let (_, newest) = anonymous(&r, "/v1/stream/history").await;
+    let events = newest["events"].as_array().unwrap();
+    assert_eq!(events.last().unwrap()["seq"], newest["head_seq"], "up to the head, newest last");
+    assert!(events.iter().all(|e| e["detail"] == "public" && e["body"].get("key").is_none()), "{newest}");
+
+    let answer = r.http.get(format!("{}/v1/stream/viewer", r.url)).bearer_auth(&shop.credential).send().await.unwrap();
+    let viewer: Value = answer.json().await.unwrap();
+    assert_eq!((&viewer["viewer"], &viewer["handle"]), (&json!("member"), &json!("linen-shop")));
+}
+
+/// A storefront's counts, allocation and payments are public (amounts and counts the public sees elsewhere too);
+/// an item's words and a tracking number are not.
+#[test]
+fn the_public_sees_a_storefronts_counts_and_allocation_never_its_words() {
+    use bazaar_core::model::Event;
+    let event = |kind: &str, body: Value| Event {
+        seq: 1,
+        kind: kind.into(),
+        body,
+        authored_by: "did:key:a".into(),
+        on_behalf_of: "did:key:a".into(),
+        at: bazaar_types::Timestamp(0),
+        prev_hash: String::new(),
+        hash: String::new(),
+    };
+    let public = |e: &Event| bazaar_server::live::project(e, &bazaar_server::live::Viewer::Public)["body"].clone();
+    let opened = public(&event("rfq.opened", json!({"quantity": 40, "invited": 5, "item": "cushion covers"})));
+    assert_eq!(opened, json!({"quantity": 40, "invited": 5}));
+    let allocation = json!({"filled": 40, "unfilled": 0, "total": 107_700,
+        "lines": [{"seller": "did:key:s", "units": 20, "unit_price": 2_600, "amount": 52_000, "offer_id": "o2"}]});
+    let closed = public(&event("rfq.closed", json!({"allocation": allocation, "rfq": "rfq_1"})));
+    assert_eq!(
+        closed["allocation"]["lines"][0],
+        json!({"seller": "did:key:s", "units": 20, "unit_price": 2_600, "amount": 52_000})
+    );
+    assert_eq!(closed["allocation"]["total"], 107_700);
+    let paid = public(&event(
+        "order.share_paid",
+        json!({"tracking": "TRK1", "payment": {"net_minor": 51_480, "fee_minor": 520, "release": {"transfers": ["t"]}}}),
+    ));
+    assert_eq!(paid, json!({"payment": {"net_minor": 51_480, "fee_minor": 520}}));
+    let ruled =
+        public(&event("dispute.ruled", json!({"ruling": {"decision": "reject", "reasons": "prose", "round": 1}})));
+    assert_eq!(ruled, json!({"ruling": {"decision": "reject", "round": 1}}));
+}

@@ -21,15 +21,20 @@ pub enum Command {
         /// With --serve: the model the AI buyer agent asks; needs --agent-model-url.
         #[arg(long, requires = "agent_model_url")]
         agent_model: Option<String>,
+        /// With --serve: wait at most this many seconds for the first viewer of the chamber (the page at the printed
+        /// URL opening its live stream) before telling the story, so whoever opens it sees the story happen; 0 tells
+        /// it at once (scripts, CI). The terminal says which happened.
+        #[arg(long, default_value_t = bazaar_cli::demo::VIEWER_WAIT_S, requires = "serve")]
+        viewer_wait_s: u64,
     },
 }
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
-    let Command::Demo { calls, serve, agent_model_url, agent_model } = command;
+    let Command::Demo { calls, serve, agent_model_url, agent_model, viewer_wait_s } = command;
     let model = agent_model_url.zip(agent_model).map(|(url, model)| bazaar_cli::agent::ModelConfig {
         url,
         model,
         key: std::env::var(bazaar_cli::agent::MODEL_KEY_ENV).ok().filter(|k| !k.is_empty()),
     });
-    bazaar_cli::demo::run_with(calls, json_output, serve, model).await
+    bazaar_cli::demo::run_with(calls, json_output, serve, model, viewer_wait_s).await
 }

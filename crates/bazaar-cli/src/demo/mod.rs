@@ -19,6 +19,8 @@ use serde::Serialize;
 
 /// `bazaar demo --calls` is clamped to this many paid calls.
 const CALLS_MAX: u32 = 10_000;
+/// `bazaar demo --serve` waits this long (by default) for the first viewer of the chamber before telling the story.
+pub const VIEWER_WAIT_S: u64 = 300;
 
 /// What the story measured; the tests and `--json` read it.
 #[derive(Debug, Serialize)]
@@ -39,18 +41,20 @@ pub struct StoryReport {
 
 /// Runs the story in a temporary directory; exits 0 when every chapter proved its point.
 pub async fn run(calls: u32, json_output: bool) -> Result<i32> {
-    run_with(calls, json_output, false, None).await
+    run_with(calls, json_output, false, None, 0).await
 }
 
 /// [`run`]; with `serve`, the registry's live chamber is announced before the
 /// story (its stream open to the public, so a browser watches it happen) and
 /// kept serving after it until Ctrl-C.
-/// `model`: the AI buyer agent's model for the chamber's run button (served only).
+/// `model`: the AI buyer agent's model for the chamber's run button (served only). `viewer_wait_s`: served, how
+/// long the story waits for the chamber's first viewer, so whoever opens the printed URL sees it happen (0: not).
 pub async fn run_with(
     calls: u32,
     json_output: bool,
     serve: bool,
     model: Option<crate::agent::ModelConfig>,
+    viewer_wait_s: u64,
 ) -> Result<i32> {
     let dir = std::env::temp_dir().join(format!("bazaar-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -81,6 +85,7 @@ pub async fn run_with(
                 say(line);
             }
             say(String::new());
+            wait_for_viewer(&local, viewer_wait_s, &say).await;
         }
         let report = story_on(&local, &dir, calls.min(CALLS_MAX), &say).await;
         if serve && report.is_ok() {
@@ -96,6 +101,29 @@ pub async fn run_with(
         println!("{}", serde_json::to_string(&report)?);
     }
     Ok(if proved(&report) { 0 } else { 1 })
+}
+
+/// Waits (at most `wait_s`) until someone opens the chamber's live stream, saying on the terminal what it does.
+async fn wait_for_viewer(local: &LocalRegistry, wait_s: u64, say: &(dyn Fn(String) + Sync)) {
+    let chamber = format!("{}/chamber", local.url);
+    if wait_s == 0 {
+        say(format!("telling the story now (--viewer-wait-s 0); {chamber} shows the latest of each flow when opened"));
+        return;
+    }
+    say(format!(
+        "waiting for the first viewer of {chamber} before telling the story (at most {wait_s} s; --viewer-wait-s 0 tells it at once)"
+    ));
+    let mut viewers = local.state.stream_hub().viewers.subscribe();
+    let wait = std::time::Duration::from_secs(wait_s);
+    let seen = tokio::time::timeout(wait, viewers.wait_for(|opened| *opened > 0)).await.is_ok_and(|v| v.is_ok());
+    if seen {
+        say("a viewer opened the chamber: telling the story now, live".into());
+    } else {
+        say(format!(
+            "nobody opened the chamber within {wait_s} s: telling the story anyway; the chamber shows the latest paid \
+             call, contract and dispute whenever it is opened"
+        ));
+    }
 }
 
 /// Whether the report shows what each chapter set out to show.

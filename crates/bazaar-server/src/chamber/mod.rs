@@ -5,6 +5,7 @@
 //! allowed to call only this registry.
 
 pub mod attacks;
+pub mod history;
 pub mod runs;
 pub mod stream;
 
@@ -117,6 +118,7 @@ static CLAIMS_PAGE: LazyLock<String> = LazyLock::new(|| with_nav(CLAIMS_HTML, "/
 /// The chamber's routes, each with its OpenAPI entry.
 pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     stream::routes()
+        .merge(history::routes())
         .merge(attacks::routes())
         .merge(runs::routes())
         .routes(routes!(chamber))

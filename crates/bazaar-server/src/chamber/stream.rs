@@ -8,8 +8,13 @@
 //!   operator started the registry with `--public-stream` — sees a
 //!   projection: kind, sequence, time, hashes, the author's handle, and
 //!   from the body only amounts (`*_minor`), times (`*_ms`), counts,
-//!   booleans and the identifiers in [`crate::live::PUBLIC_KEYS`]; never a credential, a
-//!   note, a reason's prose, an evidence URL or an idempotency key.
+//!   booleans and the identifiers in [`crate::live::PUBLIC_KEYS`] (a storefront
+//!   allocation and a maker's payment projected by the same rules); never a
+//!   credential, a note, a reason's prose, an item's words, a tracking number, an
+//!   evidence URL or an idempotency key.
+//! - **The past.** `GET /v1/stream/history` pages back before a `seq` and
+//!   `GET /v1/stream/latest` finds the latest completed paid call, contract and
+//!   dispute (`super::history`), each under the same rules.
 //! - **One reader for all.** A tailer task follows the ledger's head every
 //!   [`crate::live::STREAM_POLL_MS`] and broadcasts each new event once; each connection
 //!   only projects and writes. A connection that falls behind the broadcast
@@ -64,6 +69,22 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
     OpenApiRouter::new().routes(routes!(stream))
 }
 
+/// Who `auth` watches as: the operator sees every event whole, a member its own; anonymous visitors only when
+/// the operator opened the stream to the public (else `401 stream_not_public`). The stream's history and latest
+/// flows (`super::history`) follow the same rule.
+pub(crate) fn viewer_of(state: &AppState, auth: Option<&Auth>) -> Result<Viewer, Problem> {
+    match auth {
+        Some(auth) if auth.member.kind == MemberKind::Operator => Ok(Viewer::Operator),
+        Some(auth) => Ok(Viewer::Member(auth.member.id.clone())),
+        None if state.public_stream() => Ok(Viewer::Public),
+        None => Err(Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "stream_not_public",
+            "This registry's stream is for signed-in members; its operator has not opened it to the public (`--public-stream`).",
+        )),
+    }
+}
+
 /// Where a connection starts: after `Last-Event-ID`, else `?after=`, else live.
 fn start(headers: &HeaderMap, after: Option<u64>) -> Result<Option<u64>, Problem> {
     match headers.get("last-event-id") {
@@ -102,20 +123,10 @@ pub async fn stream(
     headers: HeaderMap,
     crate::auth::ApiQuery(query): crate::auth::ApiQuery<StreamQuery>,
 ) -> Result<Response, Problem> {
-    let viewer = match &auth {
-        Some(auth) if auth.member.kind == MemberKind::Operator => Viewer::Operator,
-        Some(auth) => Viewer::Member(auth.member.id.clone()),
-        None if state.public_stream() => Viewer::Public,
-        None => {
-            return Err(Problem::new(
-                StatusCode::UNAUTHORIZED,
-                "stream_not_public",
-                "This registry's stream is for signed-in members; its operator has not opened it to the public (`--public-stream`).",
-            ))
-        }
-    };
+    let viewer = viewer_of(&state, auth.as_ref())?;
     let from = start(&headers, query.after)?;
     let hub = state.stream_hub();
+    hub.viewers.send_modify(|opened| *opened += 1);
     let Ok(permit) = hub.connections.clone().try_acquire_owned() else {
         let problem = Problem::retry_later(
             StatusCode::SERVICE_UNAVAILABLE,
