@@ -9,6 +9,19 @@ const chamber = {
   },
   /** An amount in ledger units ("—" when there is none). */
   units(n) { return n == null ? "—" : `${Number(n).toLocaleString()} units`; },
+  /** What a page shows where the stream's public projection leaves a field out: said, never `?` or `undefined`. */
+  HIDDEN: "sign in to see",
+  /** `value` where this viewer may see it, else `(what: sign in to see)` (or just the placeholder). */
+  shown(value, what) {
+    if (value != null) return String(value);
+    return what ? `${what} (${chamber.HIDDEN})` : `(${chamber.HIDDEN})`;
+  },
+  /**
+   * Who this browser watches as ({viewer: "public" | "member" | "operator", handle, stream_open}), with the
+   * credential kept under `key` if any. Never refused for an anonymous visitor, so a page asks it before it calls
+   * what needs a sign-in (a refused call is a red line in the console).
+   */
+  viewer(key) { return chamber.api("GET", "/v1/stream/viewer", { key }); },
   /** Headers carrying the bearer credential this tab keeps under `key`, if any (else the passkey session's cookie goes). */
   headers(key, extra) {
     const h = { ...(extra || {}) };
