@@ -184,6 +184,13 @@ async fn holdings(operator: &bazaar_sdk::Client) -> (serde_json::Value, usize) {
     (accounts["accounts"].clone(), members)
 }
 
+/// This process's threads that belong to a scratch registry (its own thread and its runtime's workers).
+fn scratch_threads() -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap().flatten();
+    let names = tasks.filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok());
+    names.map(|name| name.trim().to_string()).filter(|name| name.starts_with("bazaar-scratch")).collect()
+}
+
 async fn head(local: &LocalRegistry) -> u64 {
     let health: serde_json::Value = reqwest::get(format!("{}/healthz", local.url)).await.unwrap().json().await.unwrap();
     health["event_seq"].as_u64().unwrap()
@@ -242,6 +249,8 @@ async fn fifty_presses_leave_fifty_refusal_records_and_nothing_else() {
     assert_eq!(holdings(&operator).await, before, "balances and members are as they were");
     let left = bazaar_cli::attack::scratch::scratch_dirs_of(std::process::id());
     assert!(left.is_empty(), "scratch registries left behind: {left:?}");
+    let threads = scratch_threads();
+    assert!(threads.is_empty(), "scratch registries' threads still running: {threads:?}");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }

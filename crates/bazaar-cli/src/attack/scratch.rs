@@ -36,13 +36,18 @@ pub async fn run(
     deadline: Option<Duration>,
 ) -> Result<Vec<Verdict>> {
     let (done, verdicts) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("bazaar-scratch".into())
         .spawn(move || {
             let _ = done.send(run_blocking(&names, &say, deadline));
         })
         .context("starting the scratch registry's thread")?;
-    verdicts.await.context("the scratch registry's thread ended without a verdict")?
+    let verdicts = verdicts.await.context("the scratch registry's thread ended without a verdict")?;
+    // The thread has shut its runtime down and removed the directory; wait for it to end too.
+    tokio::task::spawn_blocking(move || thread.join())
+        .await?
+        .map_err(|_| anyhow!("the scratch registry's thread panicked"))?;
+    verdicts
 }
 
 fn run_blocking(names: &[String], say: &dyn Fn(String), deadline: Option<Duration>) -> Result<Vec<Verdict>> {
