@@ -32,19 +32,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Runs:
+    """How often the paid work ran, across the driver's shops."""
+
+    count = 0
+
+
 class Shop:
     """The merchant: a Starlette app behind PaidRoutes, counting its paid work; faults fire once per order."""
 
-    def __init__(self, world: dict[str, Any], receipts: Path) -> None:
-        self.runs = 0
+    def __init__(self, world: dict[str, Any], receipts: Path, who: str = "merchant") -> None:
         self.faults: dict[str, str] = {}
         self.fired: set[str] = set()
-        self.client = bazaar.Client(world["registry"], world["merchant"])
+        self.client = bazaar.Client(world["registry"], world[who])
 
         async def work(request: Request) -> JSONResponse:
-            self.runs += 1
+            Runs.count += 1
             settled: bazaar.Settled = request.state.bazaar
-            return JSONResponse({"order": settled.order_id, "run": self.runs, "settlement": settled.settlement_id})
+            return JSONResponse({"order": settled.order_id, "run": Runs.count, "settlement": settled.settlement_id})
 
         def fault(point: str, order: str) -> bool:
             if self.faults.get(order) == point and order not in self.fired:
@@ -70,7 +75,50 @@ class Shop:
 
 
 def refusal(error: bazaar.ProblemError) -> dict[str, Any]:
-    return {"status": error.status, "code": error.code, "error_class": type(error).__name__}
+    return {"status": error.status, "code": error.code, "error_class": type(error).__name__, "price_minor": error.price_minor}
+
+
+async def held(buyer: bazaar.Client) -> Any:
+    return (await buyer.me()).get("held_minor")
+
+
+def merchant_start(world: dict[str, Any], credentials: list[Any]) -> dict[str, Any]:
+    """Which credentials a merchant refuses to be made with, and the code it says."""
+    refused: list[bool] = []
+    code = None
+    for given in credentials:
+        credential = world["merchant"] if given == "@merchant" else given
+        try:
+            bazaar.Merchant(bazaar.Client(world["registry"], credential), bazaar.MemoryReceiptStore())
+            refused.append(False)
+        except bazaar.MerchantMisconfigured as error:
+            refused.append(True)
+            code = code or error.code
+    return {"refused": refused, "code": code}
+
+
+async def enrol(world: dict[str, Any]) -> dict[str, Any]:
+    """A key made here, saved and read back; the world's invite redeemed with it and rotated; the fixed key."""
+    key = bazaar.generate_key()
+    key_file = Path(tempfile.mkdtemp()) / "joiner.key"
+    key.save(key_file)
+    async with bazaar.Client(world["registry"]) as anyone:
+        joined = await anyone.redeem_invite(world["invite"], key, world["joiner_handle"])
+        me = await anyone.with_credential(str(joined["credential"])).me()
+    vector = world["key_vector"]
+    fixed = bazaar.Key.from_seed(bytes.fromhex(vector["seed_hex"]))
+    proof = bazaar.invite_proof(fixed, vector["invite_code"], vector["handle"])
+    member = me.get("member") or {}
+    return {
+        "enrolled_as_key": member.get("id") == key.did,
+        "kind": member.get("kind"),
+        "owner_is_inviter": member.get("owner") == world["invite_owner"],
+        "credential_rotated": str(joined["credential"]).startswith("bzc_"),
+        "key_file_mode": format(key_file.stat().st_mode & 0o777, "o"),
+        "key_file_round_trips": bazaar.Key.load(key_file).did == key.did,
+        "same_key_proof_and_did_as_rust": (fixed.did, fixed.public_key_hex, proof)
+        == (vector["did"], vector["public_key_hex"], vector["proof"]),
+    }
 
 
 async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str, Any]]:
@@ -85,6 +133,8 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
     }
     shop = Shop(world, Path(tempfile.mkdtemp()) / "receipts.db")
     await shop.start()
+    revocable = Shop(world, Path(tempfile.mkdtemp()) / "receipts.db", "revocable")
+    await revocable.start()
     merchant_did = world["merchant_did"]
     price = int(world["price_minor"])
     last_token = ""
@@ -113,14 +163,31 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
                     "work_receipt_retention_s": contract.WORK_RECEIPT_RETENTION_S,
                     "work_receipt_prune_every": contract.WORK_RECEIPT_PRUNE_EVERY,
                     "escrow_due_s": contract.ESCROW_DUE_S,
+                    "merchant_unauthenticated": [contract.MERCHANT_UNAUTHENTICATED_STATUS, contract.MERCHANT_UNAUTHENTICATED],
+                    "merchant_credential_invalid": contract.MERCHANT_CREDENTIAL_INVALID,
+                    "void_on_codes": list(contract.VOID_ON_CODES),
                 }
             elif op == "pay":
                 if "fault" in args:
                     shop.faults[args["order"]] = args["fault"]
-                paid = await buyer.pay(shop.url, merchant_did, price, args["order"])
-                last_token = paid.token
-                observed = {"status": paid.status, "replayed": paid.replayed, "settled": paid.settlement is not None,
-                            "retried": paid.attempts > 1}
+                to = shop if args.get("shop") != "revocable" else revocable
+                merchant = world[args.get("to", "merchant_did" if to is shop else "revocable_did")]
+                before = await held(buyer)
+                try:
+                    paid = await buyer.pay(to.url, merchant, int(args.get("amount", price)), args["order"])
+                    last_token = paid.token
+                    observed = {"status": paid.status, "replayed": paid.replayed, "settled": paid.settlement is not None,
+                                "retried": paid.attempts > 1, "raised": False}
+                except bazaar.ProblemError as error:
+                    observed = {**refusal(error), "raised": True}
+                observed["held_released"] = await held(buyer) == before
+            elif op == "merchant_start":
+                observed = merchant_start(world, args["credentials"])
+            elif op == "enrol":
+                observed = await enrol(world)
+            elif op == "revoke_merchant":
+                await clients["merchant"].with_credential(world["revocable"]).revoke_credential()
+                observed = {"status": 200}
             elif op == "verify_last":
                 verified = await buyer.verify(last_token)
                 observed = {k: verified.get(k) for k in ("genuine", "state", "work_order")}
@@ -175,8 +242,9 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
                 observed = {"unsupported_op": op}
         except bazaar.ProblemError as error:
             observed = refusal(error)
-        observed["work_runs"] = shop.runs
+        observed["work_runs"] = Runs.count
         out.append({"name": step["name"], "observed": observed})
+    await revocable.stop()
     await shop.stop()
     await buyer.aclose()
     return out

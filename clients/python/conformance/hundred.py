@@ -111,8 +111,8 @@ async def pay_until_answered(buyer: bazaar.Client, supervisor: Supervisor, url: 
             paid = await buyer.pay(url, world["merchant_did"], int(world["price_minor"]), order)
             if paid.status == 200:
                 return paid
-        except bazaar.TransportError:
-            pass
+        except (bazaar.TransportError, bazaar.UnavailableError):
+            pass  # the merchant is down (killed mid-request): start it again and re-send
         if time.monotonic() > deadline:
             raise RuntimeError(f"order {order} never answered")
         await asyncio.sleep(0.1)

@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, 
 
 from . import contract
 from .client import Client
-from .errors import ProblemError, TransportError
+from .errors import MerchantMisconfigured, ProblemError, TransportError
 from .receipts import ReceiptStore, WorkReceipt
 
 Scope = MutableMapping[str, Any]
@@ -60,17 +60,17 @@ def claims_unverified(token: str) -> Optional[dict[str, Any]]:
     return claims if isinstance(claims, dict) else None
 
 
-def problem_response(status: int, code: str, detail: str) -> Answered:
-    body = json.dumps(
-        {
-            "type": f"https://bazaar.dev/problems/{code}",
-            "title": code.replace("_", " "),
-            "status": status,
-            "code": code,
-            "detail": detail,
-        }
-    ).encode()
-    return status, [(b"content-type", b"application/problem+json")], body
+def problem_response(status: int, code: str, detail: str, facts: Optional[Mapping[str, Any]] = None) -> Answered:
+    problem: dict[str, Any] = {
+        "type": f"https://bazaar.dev/problems/{code}",
+        "title": code.replace("_", " "),
+        "status": status,
+        "code": code,
+        "detail": detail,
+    }
+    if facts:
+        problem["facts"] = dict(facts)
+    return status, [(b"content-type", b"application/problem+json")], json.dumps(problem).encode()
 
 
 async def _respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
@@ -78,10 +78,24 @@ async def _respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], 
     await send({"type": "http.response.body", "body": body})
 
 
-def _failure(error: BaseException) -> Answered:
+def _failure(error: BaseException, price: int) -> Answered:
+    """The buyer's answer when verify or settle did not succeed, naming the party at fault."""
     if isinstance(error, ProblemError):
+        if error.status == 401 or error.code == "rotation_required":
+            # The registry refused the merchant's own credential: nothing the buyer sent is wrong.
+            detail = (
+                f"The registry refused this merchant's own credential ({error.code}): the merchant must fix its "
+                "configuration. Your token was not settled; void it to release its hold (Bazaar's clients do)."
+            )
+            return problem_response(contract.MERCHANT_UNAUTHENTICATED_STATUS, contract.MERCHANT_UNAUTHENTICATED, detail)
         status = 503 if error.status >= 500 or error.status == 409 else 402
-        return problem_response(status, error.code, error.detail)
+        facts = dict(error.facts)
+        detail = error.detail
+        if error.code == "amount_exceeds_token":
+            facts["price_minor"] = price
+            allowed = facts.get("max_amount_minor")
+            detail = f"This costs {price} minor units; the token allows at most {allowed}. Pay with a token for {price}."
+        return problem_response(status, error.code, detail, facts)
     return problem_response(503, "registry_unreachable", f"The registry could not be reached: {error}")
 
 
@@ -90,10 +104,18 @@ class Merchant:
     run the work once per settlement → keep its receipt → answer; a retry gets the stored answer.
 
     ``client`` carries the merchant's credential; ``receipts`` keeps work receipts (e.g.
-    ``SqliteReceiptStore("receipts.db")``).
+    ``SqliteReceiptStore("receipts.db")``). A merchant refuses to be made without a usable credential
+    (:class:`~bazaar.errors.MerchantMisconfigured`): missing, blank, a placeholder such as ``MERCHANT_CREDENTIAL``,
+    or an enrollment credential not yet rotated — else every buyer would be refused for the merchant's mistake.
     """
 
     def __init__(self, client: Client, receipts: ReceiptStore, *, fault: Optional[FaultHook] = None) -> None:
+        problem = contract.merchant_credential_problem(client.credential)
+        if problem is not None:
+            raise MerchantMisconfigured(
+                f"{contract.MERCHANT_CREDENTIAL_INVALID}: a merchant needs its own registry credential, and {problem}. "
+                "Enrol the merchant agent (bazaar.Client(url).redeem_invite(...)) and pass the credential it got."
+            )
         self.client = client
         self.receipts = receipts
         self.fault = fault
@@ -113,7 +135,7 @@ class Merchant:
         it may answer a refusal of its own (a tuple), which is sent and not kept."""
         if token is None:
             detail = f"This costs {price} minor units: send a registry token in the `Bazaar-Payment` header."
-            return problem_response(402, "payment_required", detail)
+            return problem_response(402, "payment_required", detail, {"price_minor": price})
         claims = claims_unverified(token)
         if claims is None or not isinstance(claims.get("ord"), str) or not isinstance(claims.get("jti"), str):
             return problem_response(402, "token_malformed", "The payment token is not an apt_ token.")
@@ -123,7 +145,7 @@ class Merchant:
             await self.client.verify(token)
             receipt = await self._settle(token, price, order_id)
         except (ProblemError, TransportError) as error:
-            return _failure(error)
+            return _failure(error, price)
         settled = Settled(
             settlement_id=str(receipt.get("settlement_id", "")),
             order_id=order_id,

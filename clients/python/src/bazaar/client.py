@@ -17,7 +17,8 @@ from typing import Any, Awaitable, Callable, Optional, Union
 import httpx
 
 from . import contract
-from .errors import ProblemError, TransportError, problem
+from .errors import BazaarError, ProblemError, TransportError, problem
+from .keys import Key, invite_proof
 
 Json = dict[str, Any]
 
@@ -73,6 +74,18 @@ def _retryable(error: BaseException) -> bool:
     if isinstance(error, TransportError):
         return True
     return isinstance(error, ProblemError) and error.retryable
+
+
+def merchant_refusal(response: httpx.Response) -> Optional[ProblemError]:
+    """A paid call the merchant refused (an answer of 400 or more with no settlement: the work did not run) as the
+    typed error its problem+json ``code`` names; None for an answer of the paid work, whatever its status."""
+    if response.status_code < 400 or response.headers.get(contract.SETTLEMENT_HEADER) is not None:
+        return None
+    try:
+        data = response.json() if response.content else None
+    except ValueError:
+        data = None
+    return problem(response.status_code, data)
 
 
 class Client:
@@ -172,6 +185,45 @@ class Client:
     async def member(self, who: str) -> Json:
         return await self._get(f"/v1/members/{who}")
 
+    # ---- joining ---------------------------------------------------------------------------------
+
+    async def create_owner(self, key: Key, handle: str) -> Json:
+        """Operator: register an owner (a person) by her public key. The answer's ``credential`` is shown once."""
+        return (await self.call("POST", "/v1/owners", {"public_key": key.public_key_hex, "handle": handle})).body
+
+    async def mint(self, owner: str, amount_minor: int, idempotency_key: str) -> Json:
+        """Operator: create ``amount_minor`` units in an owner's account (``owner`` is her DID)."""
+        body = {"owner": owner, "amount_minor": amount_minor}
+        return (await self.call("POST", "/v1/mint", body, idempotency_key)).body
+
+    async def issue_invite(self) -> str:
+        """Owner: a single-use invite code (``inv_…``, 24 h) to hand to one new agent."""
+        return str((await self.call("POST", "/v1/invites")).body.get("invite_code", ""))
+
+    async def redeem_invite(self, invite_code: str, key: Key, handle: str) -> Json:
+        """An agent's enrolment, from any client (no credential needed): redeem ``invite_code`` with the agent's
+        own ``key`` (signing ``bazaar-invite-v1\\n<code>\\n<handle>``), then rotate the enrollment credential
+        the invite gave — the agent's first act. The answer (``id``, ``handle``, ``owner``) carries the rotated
+        ``credential``, which nobody else has seen."""
+        body = {
+            "invite_code": invite_code,
+            "public_key": key.public_key_hex,
+            "handle": handle,
+            "proof": invite_proof(key, invite_code, handle),
+        }
+        joined = (await Client(self.base_url, None, http=self.http).call("POST", "/v1/agents", body)).body
+        enrollment = str(joined.get("credential", ""))
+        joined["credential"] = await self.with_credential(enrollment).rotate_credential()
+        return joined
+
+    async def rotate_credential(self) -> str:
+        """Replaces this client's credential with a new one (returned); the old one stops working at once."""
+        return str((await self.call("POST", "/v1/credentials/rotate")).body.get("credential", ""))
+
+    async def revoke_credential(self) -> Json:
+        """Revokes this client's credential."""
+        return (await self.call("POST", "/v1/credentials/revoke")).body
+
     # ---- owners ----------------------------------------------------------------------------------
 
     async def set_budget(self, agent: str, per_call: int, per_day: int, total: int) -> Json:
@@ -233,7 +285,12 @@ class Client:
     ) -> PaidResponse:
         """Buyer: get (or get again) the order's token and call the paid ``url`` with it, retrying transport
         errors, 5xx and 409 with the same token. The merchant settles once and keeps a work receipt, so every
-        retry is safe: it is charged once and the work runs once."""
+        retry is safe: it is charged once and the work runs once.
+
+        A refusal at the merchant raises the typed :class:`~bazaar.errors.ProblemError` its code names (e.g.
+        :class:`~bazaar.errors.TokenTooSmall` with the route's ``price_minor``); where the token is of no more use
+        to this call (``contract.VOID_ON_CODES``: the merchant's own credential refused, the token too small, for
+        another merchant or order) it is voided first, releasing its hold."""
         issued = await self.retrying(
             lambda: self.issue_token(merchant, max_amount_minor, order_id, url, registry=registry)
         )
@@ -254,12 +311,28 @@ class Client:
                 response = await self.http.request(method, url, headers={contract.PAYMENT_HEADER: token}, json=body)
             except httpx.HTTPError as error:
                 failure = error
-            retry = response is None or response.status_code >= 500 or response.status_code == 409
+            refusal = merchant_refusal(response) if response is not None else None
+            final = refusal is not None and not refusal.retryable
+            retry = not final and (response is None or response.status_code >= 500 or response.status_code == 409)
             if not retry or attempt >= contract.RETRY_ATTEMPTS_MAX:
                 if response is None:
                     raise TransportError(f"{method} {url}: {failure!r}") from failure
+                if refusal is not None:
+                    if refusal.code in contract.VOID_ON_CODES:
+                        await self._void_quietly(str(issued.body.get("jti", "")))
+                    raise refusal
                 return PaidResponse(response.status_code, response.content, response.headers, token, attempt)
             await asyncio.sleep(contract.RETRY_BASE_MS * (2 ** (attempt - 1)) / 1000)
+
+    async def _void_quietly(self, jti: str) -> None:
+        """Voids a token this call can no longer use, so its hold is released now rather than when it expires. A
+        failure here (the token settled or expired meanwhile, the registry unreachable) leaves it to expire."""
+        if not jti:
+            return
+        try:
+            await self.void(jti)
+        except BazaarError:
+            pass
 
     async def create_contract(
         self,

@@ -1,5 +1,7 @@
 """The wire contract (``clients/conformance/contract.json``); the conformance suite checks these values."""
 
+import re
+
 PAYMENT_HEADER = "bazaar-payment"
 SETTLEMENT_HEADER = "bazaar-settlement"
 WORK_RECEIPT_HEADER = "bazaar-work-receipt"
@@ -30,3 +32,35 @@ TOKEN_TTL_S_MAX = 15 * 60
 REQUEST_TIMEOUT_S = 30.0
 
 ALREADY_PAID_CODES = ("token_settled", "order_already_settled")
+
+#: The code a merchant answers (503) when the registry refuses the merchant's own credential: the merchant is at
+#: fault, not the buyer. Final for the call: the buyer's client does not retry it.
+MERCHANT_UNAUTHENTICATED = "merchant_unauthenticated"
+MERCHANT_UNAUTHENTICATED_STATUS = 503
+#: Merchant answers that leave the buyer's token useless for this call: the buyer's client voids it at once, so its
+#: hold is released instead of waiting out the token's life.
+VOID_ON_CODES = (MERCHANT_UNAUTHENTICATED, "amount_exceeds_token", "not_audience", "order_mismatch")
+#: What a merchant middleware raises when it is made with a credential it cannot use.
+MERCHANT_CREDENTIAL_INVALID = "merchant_credential_invalid"
+#: An invite's (or owner-issued) credential: it can only rotate, so a merchant cannot run on it.
+ENROLLMENT_CREDENTIAL_PREFIX = "bzi_"
+#: The placeholder shapes a merchant credential may not have: all capitals, digits and underscores
+#: (``MERCHANT_CREDENTIAL``), or wrapped in ``<…>``, ``{…}``, ``${…}``.
+_PLACEHOLDER_WRAPS = (("<", ">"), ("{", "}"), ("${", "}"))
+
+
+def merchant_credential_problem(credential: object) -> "str | None":
+    """Why a merchant cannot run on ``credential`` (``contract.json``, ``merchant_credential``), or None."""
+    if credential is None:
+        return "no credential was given"
+    if not isinstance(credential, str) or not credential.strip():
+        return "the credential is blank"
+    if any(c.isspace() for c in credential):
+        return "the credential contains whitespace (a stray newline from a file or an unquoted variable?)"
+    if credential.startswith(ENROLLMENT_CREDENTIAL_PREFIX):
+        return "this is an enrollment credential (bzi_…): rotate it first (POST /v1/credentials/rotate)"
+    if re.fullmatch(r"[A-Z][A-Z0-9_]*", credential) or any(
+        credential.startswith(a) and credential.endswith(b) for a, b in _PLACEHOLDER_WRAPS
+    ):
+        return f"`{credential}` is a placeholder, not a credential"
+    return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 
 class BazaarError(Exception):
@@ -34,6 +34,12 @@ class ProblemError(BazaarError):
         """Whether the same request, with the same idempotency key, may be sent again."""
         return self.status >= 500 or self.code == "idempotency_in_flight"
 
+    @property
+    def price_minor(self) -> Optional[int]:
+        """The paid route's price, where a merchant's refusal is about the amount (``facts.price_minor``)."""
+        price = self.facts.get("price_minor")
+        return price if isinstance(price, int) and not isinstance(price, bool) else None
+
 
 class RefusedError(ProblemError):
     """A 4xx refusal: sending the same request again gets the same answer."""
@@ -59,6 +65,33 @@ class TokenRefused(RefusedError):
     """The token is malformed, forged, expired, voided, for another merchant, or too small."""
 
 
+class TokenTooSmall(TokenRefused):
+    """The token allows less than the paid route costs (``amount_exceeds_token``): ``price_minor`` is the route's
+    price, ``max_amount_minor`` what the token allowed. Ask again with a new order id and at least the price."""
+
+    @property
+    def max_amount_minor(self) -> Optional[int]:
+        value = self.facts.get("max_amount_minor")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class MerchantUnauthenticated(ProblemError):
+    """The merchant's own registry credential was refused (``merchant_unauthenticated``): the merchant is
+    misconfigured, not the buyer. Final for this call (not retried); the buyer's client voids the token."""
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+
+class MerchantMisconfigured(BazaarError, ValueError):
+    """A merchant middleware was made without a usable credential (missing, blank, a placeholder such as
+    ``MERCHANT_CREDENTIAL``, or an enrollment credential not yet rotated); ``code`` is
+    ``merchant_credential_invalid``. Raised when the merchant is made, never at a buyer's request."""
+
+    code = "merchant_credential_invalid"
+
+
 _BY_CODE: dict[str, type[ProblemError]] = {
     "budget_per_call_exceeded": BudgetExceeded,
     "budget_per_day_exceeded": BudgetExceeded,
@@ -72,7 +105,7 @@ _BY_CODE: dict[str, type[ProblemError]] = {
     "token_voided": TokenRefused,
     "token_not_found": TokenRefused,
     "not_audience": TokenRefused,
-    "amount_exceeds_token": TokenRefused,
+    "amount_exceeds_token": TokenTooSmall,
 }
 
 
@@ -82,6 +115,8 @@ def problem(status: int, body: Any) -> ProblemError:
     code = data.get("code") if isinstance(data.get("code"), str) else "unknown"
     detail = data.get("detail") if isinstance(data.get("detail"), str) else ""
     assert isinstance(code, str) and isinstance(detail, str)
+    if code == "merchant_unauthenticated":
+        return MerchantUnauthenticated(status, code, detail, data)
     if status >= 500:
         return UnavailableError(status, code, detail, data)
     kind = _BY_CODE.get(code, RefusedError)
