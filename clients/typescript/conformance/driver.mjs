@@ -4,7 +4,7 @@
 //
 // Serves the SDK's Express merchant middleware on 127.0.0.1 for the world's price at /work, runs each step of the
 // scenario with the SDK (from its built dist/), and prints one JSON line: {"sdk", "steps": [{"name", "observed"}]}.
-import { readFileSync, mkdtempSync } from "node:fs";
+import { readFileSync, mkdtempSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import express from "express";
@@ -36,22 +36,71 @@ const fault = (point, order) => {
   return false;
 };
 const receipts = new bazaar.SqliteReceiptStore(join(mkdtempSync(join(tmpdir(), "bazaar-ts-")), "receipts.db"));
-const merchant = new bazaar.Merchant(clients.merchant, receipts, { fault });
-const app = express();
-app.post("/work", bazaar.paidExpress(merchant, world.price_minor), (_req, res) => {
-  runs += 1;
-  const settled = res.locals.bazaar;
-  res.json({ order: settled.orderId, run: runs, settlement: settled.settlementId });
-});
-const server = await new Promise((resolve) => {
-  const listening = app.listen(0, "127.0.0.1", () => resolve(listening));
-});
-const shopUrl = `http://127.0.0.1:${server.address().port}/work`;
+const revocableReceipts = new bazaar.SqliteReceiptStore(join(mkdtempSync(join(tmpdir(), "bazaar-ts-")), "receipts.db"));
+
+/** Express behind paidExpress for `merchant`; its URL. */
+async function serveShop(merchant) {
+  const app = express();
+  app.post("/work", bazaar.paidExpress(merchant, world.price_minor), (_req, res) => {
+    runs += 1;
+    const settled = res.locals.bazaar;
+    res.json({ order: settled.orderId, run: runs, settlement: settled.settlementId });
+  });
+  const server = await new Promise((resolve) => {
+    const listening = app.listen(0, "127.0.0.1", () => resolve(listening));
+  });
+  return { server, url: `http://127.0.0.1:${server.address().port}/work` };
+}
+const shop = await serveShop(new bazaar.Merchant(clients.merchant, receipts, { fault }));
+const revocable = await serveShop(new bazaar.Merchant(buyer.withCredential(world.revocable), revocableReceipts));
+const shopUrl = shop.url;
 
 const refusal = (error) => {
-  if (error instanceof bazaar.ProblemError) return { status: error.status, code: error.code, error_class: error.constructor.name };
+  if (error instanceof bazaar.ProblemError) {
+    return { status: error.status, code: error.code, error_class: error.constructor.name, price_minor: error.priceMinor ?? null };
+  }
   throw error;
 };
+
+const held = async () => (await buyer.me()).held_minor;
+
+/** Which credentials a merchant refuses to be made with, and the code it says. */
+function merchantStart(credentials) {
+  let code = null;
+  const refused = credentials.map((given) => {
+    const credential = given === "@merchant" ? world.merchant : (given ?? undefined);
+    try {
+      new bazaar.Merchant(new bazaar.Client(world.registry, credential), new bazaar.MemoryReceiptStore());
+      return false;
+    } catch (error) {
+      if (!(error instanceof bazaar.MerchantMisconfigured)) throw error;
+      code ??= error.code;
+      return true;
+    }
+  });
+  return { refused, code };
+}
+
+/** A key made here, saved and read back; the world's invite redeemed with it and rotated; the fixed key. */
+async function enrol() {
+  const key = bazaar.generateKey();
+  const keyFile = join(mkdtempSync(join(tmpdir(), "bazaar-ts-key-")), "joiner.key");
+  key.save(keyFile);
+  const joined = await new bazaar.Client(world.registry).redeemInvite(world.invite, key, world.joiner_handle);
+  const me = await new bazaar.Client(world.registry, String(joined.credential)).me();
+  const vector = world.key_vector;
+  const fixed = bazaar.Key.fromSeed(Buffer.from(vector.seed_hex, "hex"));
+  const proof = bazaar.inviteProof(fixed, vector.invite_code, vector.handle);
+  return {
+    enrolled_as_key: me.member?.id === key.did,
+    kind: me.member?.kind,
+    owner_is_inviter: me.member?.owner === world.invite_owner,
+    credential_rotated: String(joined.credential).startsWith("bzc_"),
+    key_file_mode: (statSync(keyFile).mode & 0o777).toString(8),
+    key_file_round_trips: bazaar.Key.load(keyFile).did === key.did,
+    same_key_proof_and_did_as_rust: fixed.did === vector.did && fixed.publicKeyHex === vector.public_key_hex && proof === vector.proof,
+  };
+}
 
 async function raw(payment) {
   const headers = typeof payment === "string" ? { [contract.PAYMENT_HEADER]: payment } : {};
@@ -91,15 +140,36 @@ for (const step of scenario.steps) {
           work_receipt_retention_s: contract.WORK_RECEIPT_RETENTION_S,
           work_receipt_prune_every: contract.WORK_RECEIPT_PRUNE_EVERY,
           escrow_due_s: contract.ESCROW_DUE_S,
+          merchant_unauthenticated: [contract.MERCHANT_UNAUTHENTICATED_STATUS, contract.MERCHANT_UNAUTHENTICATED],
+          merchant_credential_invalid: contract.MERCHANT_CREDENTIAL_INVALID,
+          void_on_codes: [...contract.VOID_ON_CODES],
         };
         break;
       case "pay": {
         if (args.fault) faults.set(args.order, args.fault);
-        const paid = await buyer.pay(shopUrl, merchantDid, price, args.order);
-        lastToken = paid.token;
-        observed = { status: paid.status, replayed: paid.replayed, settled: paid.settlement !== null, retried: paid.attempts > 1 };
+        const to = args.shop === "revocable" ? revocable : shop;
+        const merchant = world[args.to ?? (to === shop ? "merchant_did" : "revocable_did")];
+        const before = await held();
+        try {
+          const paid = await buyer.pay(to.url, merchant, args.amount ?? price, args.order);
+          lastToken = paid.token;
+          observed = { status: paid.status, replayed: paid.replayed, settled: paid.settlement !== null, retried: paid.attempts > 1, raised: false };
+        } catch (error) {
+          observed = { ...refusal(error), raised: true };
+        }
+        observed.held_released = (await held()) === before;
         break;
       }
+      case "merchant_start":
+        observed = merchantStart(args.credentials);
+        break;
+      case "enrol":
+        observed = await enrol();
+        break;
+      case "revoke_merchant":
+        await buyer.withCredential(world.revocable).revokeCredential();
+        observed = { status: 200 };
+        break;
       case "verify_last": {
         const verified = await buyer.verify(lastToken);
         observed = { genuine: verified.genuine, state: verified.state, work_order: verified.work_order };
@@ -175,7 +245,9 @@ for (const step of scenario.steps) {
   observed.work_runs = runs;
   steps.push({ name: step.name, observed });
 }
-server.close();
+shop.server.close();
+revocable.server.close();
 receipts.close();
+revocableReceipts.close();
 console.log(JSON.stringify({ sdk: typeof Bun === "undefined" ? "typescript" : "typescript-on-bun", steps }));
 process.exit(0);

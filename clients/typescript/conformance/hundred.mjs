@@ -104,7 +104,8 @@ async function payUntilAnswered(buyer, supervisor, url, world, order) {
       const paid = await buyer.pay(url, world.merchant_did, world.price_minor, order);
       if (paid.status === 200) return paid;
     } catch (error) {
-      if (!(error instanceof bazaar.TransportError)) throw error;
+      // The merchant is down (killed mid-request): start it again and re-send.
+      if (!(error instanceof bazaar.TransportError || error instanceof bazaar.UnavailableError)) throw error;
     }
     if (Date.now() > deadline) throw new Error(`order ${order} never answered`);
     await sleep(100);

@@ -3,7 +3,8 @@
 // otherwise (escrowed purchases) — so every retry is the same request and is charged at most once.
 
 import * as contract from "./contract.js";
-import { ProblemError, TransportError, problem } from "./errors.js";
+import { BazaarError, ProblemError, TransportError, problem } from "./errors.js";
+import { type Key, inviteProof } from "./keys.js";
 
 export type Json = Record<string, unknown>;
 
@@ -45,6 +46,20 @@ function retryable(error: unknown): boolean {
 async function sha256Hex(text: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * A paid call the merchant refused (an answer of 400 or more with no settlement: the work did not run) as the typed
+ * error its problem+json `code` names.
+ */
+export function merchantRefusal(status: number, body: Uint8Array): ProblemError {
+  let data: unknown = null;
+  try {
+    data = JSON.parse(new TextDecoder().decode(body));
+  } catch {
+    data = null;
+  }
+  return problem(status, data);
 }
 
 /**
@@ -129,6 +144,49 @@ export class Client {
     return typeof value === "number" ? value : 0;
   }
 
+  /** Operator: register an owner (a person) by her public key. The answer's `credential` is shown once. */
+  async createOwner(key: Key, handle: string): Promise<Json> {
+    return (await this.call("POST", "/v1/owners", { public_key: key.publicKeyHex, handle })).body;
+  }
+
+  /** Operator: create `amountMinor` units in an owner's account (`owner` is her DID). */
+  async mint(owner: string, amountMinor: number, idempotencyKey: string): Promise<Json> {
+    return (await this.call("POST", "/v1/mint", { owner, amount_minor: amountMinor }, idempotencyKey)).body;
+  }
+
+  /** Owner: a single-use invite code (`inv_…`, 24 h) to hand to one new agent. */
+  async issueInvite(): Promise<string> {
+    return String((await this.call("POST", "/v1/invites")).body["invite_code"] ?? "");
+  }
+
+  /**
+   * An agent's enrolment, from any client (no credential needed): redeem `inviteCode` with the agent's own `key`
+   * (signing `bazaar-invite-v1\n<code>\n<handle>`), then rotate the enrollment credential the invite gave — the
+   * agent's first act. The answer (`id`, `handle`, `owner`) carries the rotated `credential`, which nobody else has
+   * seen.
+   */
+  async redeemInvite(inviteCode: string, key: Key, handle: string): Promise<Json> {
+    const body = { invite_code: inviteCode, public_key: key.publicKeyHex, handle, proof: inviteProof(key, inviteCode, handle) };
+    const joined = (await new Client(this.baseUrl, undefined, { fetch: this.doFetch }).call("POST", "/v1/agents", body)).body;
+    joined["credential"] = await this.withCredential(String(joined["credential"] ?? "")).rotateCredential();
+    return joined;
+  }
+
+  /** Replaces this client's credential with a new one (returned); the old one stops working at once. */
+  async rotateCredential(): Promise<string> {
+    return String((await this.call("POST", "/v1/credentials/rotate")).body["credential"] ?? "");
+  }
+
+  /** Revokes this client's credential. */
+  async revokeCredential(): Promise<Json> {
+    return (await this.call("POST", "/v1/credentials/revoke")).body;
+  }
+
+  /** Owner: move units from the owner's account to the agent's. */
+  async fund(agent: string, amountMinor: number, idempotencyKey: string): Promise<Json> {
+    return (await this.call("POST", `/v1/agents/${agent}/fund`, { amount_minor: amountMinor }, idempotencyKey)).body;
+  }
+
   /** Owner: the agent's ceilings in minor units. */
   async setBudget(agent: string, perCall: number, perDay: number, total: number): Promise<Json> {
     const body = { per_call_max_minor: perCall, per_day_max_minor: perDay, total_max_minor: total };
@@ -164,6 +222,10 @@ export class Client {
   /**
    * Buyer: get (or get again) the order's token and call the paid `url` with it, retrying transport errors, 5xx
    * and 409 with the same token. The merchant settles once and keeps a work receipt, so every retry is safe.
+   *
+   * A refusal at the merchant throws the typed `ProblemError` its code names (e.g. `TokenTooSmall` with the route's
+   * `priceMinor`); where the token is of no more use to this call (`contract.VOID_ON_CODES`: the merchant's own
+   * credential refused, the token too small, for another merchant or order) it is voided first, releasing its hold.
    */
   async pay(
     url: string,
@@ -193,10 +255,17 @@ export class Client {
       } catch (error) {
         failure = error;
       }
-      const retry = response === undefined || response.status >= 500 || response.status === 409;
+      const refused = response !== undefined && response.status >= 400 && response.headers.get(contract.SETTLEMENT_HEADER) === null;
+      const body = response === undefined ? new Uint8Array() : new Uint8Array(await response.arrayBuffer().catch(() => new ArrayBuffer(0)));
+      const refusal = refused && response !== undefined ? merchantRefusal(response.status, body) : undefined;
+      const final = refusal !== undefined && !refusal.retryable;
+      const retry = !final && (response === undefined || response.status >= 500 || response.status === 409);
       if (!retry || attempt >= contract.RETRY_ATTEMPTS_MAX) {
         if (response === undefined) throw new TransportError(`${url}: ${String(failure)}`);
-        const body = new Uint8Array(await response.arrayBuffer());
+        if (refusal !== undefined) {
+          if (contract.VOID_ON_CODES.includes(refusal.code)) await this.voidQuietly(String(issued.body["jti"] ?? ""));
+          throw refusal;
+        }
         return {
           status: response.status,
           body,
@@ -207,8 +276,20 @@ export class Client {
           replayed: response.headers.get(contract.WORK_RECEIPT_HEADER) !== null,
         };
       }
-      await response?.arrayBuffer().catch(() => undefined);
       await sleep(contract.RETRY_BASE_MS * 2 ** (attempt - 1));
+    }
+  }
+
+  /**
+   * Voids a token this call can no longer use, so its hold is released now rather than when it expires. A failure
+   * here (the token settled or expired meanwhile, the registry unreachable) leaves it to expire.
+   */
+  private async voidQuietly(jti: string): Promise<void> {
+    if (!jti) return;
+    try {
+      await this.void(jti);
+    } catch (error) {
+      if (!(error instanceof BazaarError)) throw error;
     }
   }
 

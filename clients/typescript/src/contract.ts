@@ -30,3 +30,35 @@ export const ESCROW_DUE_S = 7 * 24 * 60 * 60;
 export const REQUEST_TIMEOUT_MS = 30_000;
 
 export const ALREADY_PAID_CODES: readonly string[] = ["token_settled", "order_already_settled"];
+
+/**
+ * The code a merchant answers (503) when the registry refuses the merchant's own credential: the merchant is at
+ * fault, not the buyer. Final for the call: the buyer's client does not retry it.
+ */
+export const MERCHANT_UNAUTHENTICATED = "merchant_unauthenticated";
+export const MERCHANT_UNAUTHENTICATED_STATUS = 503;
+/**
+ * Merchant answers that leave the buyer's token useless for this call: the buyer's client voids it at once, so its
+ * hold is released instead of waiting out the token's life.
+ */
+export const VOID_ON_CODES: readonly string[] = [MERCHANT_UNAUTHENTICATED, "amount_exceeds_token", "not_audience", "order_mismatch"];
+/** What a merchant middleware throws when it is made with a credential it cannot use. */
+export const MERCHANT_CREDENTIAL_INVALID = "merchant_credential_invalid";
+/** An invite's (or owner-issued) credential: it can only rotate, so a merchant cannot run on it. */
+export const ENROLLMENT_CREDENTIAL_PREFIX = "bzi_";
+/** The placeholder shapes a merchant credential may not have: wrapped in `<…>`, `{…}`, `${…}`. */
+const PLACEHOLDER_WRAPS: ReadonlyArray<[string, string]> = [["<", ">"], ["{", "}"], ["${", "}"]];
+
+/** Why a merchant cannot run on `credential` (contract.json, `merchant_credential`), or undefined. */
+export function merchantCredentialProblem(credential: unknown): string | undefined {
+  if (credential === undefined || credential === null) return "no credential was given";
+  if (typeof credential !== "string" || credential.trim() === "") return "the credential is blank";
+  if (/\s/.test(credential)) return "the credential contains whitespace (a stray newline from a file or an unquoted variable?)";
+  if (credential.startsWith(ENROLLMENT_CREDENTIAL_PREFIX)) {
+    return "this is an enrollment credential (bzi_…): rotate it first (POST /v1/credentials/rotate)";
+  }
+  if (/^[A-Z][A-Z0-9_]*$/.test(credential) || PLACEHOLDER_WRAPS.some(([a, b]) => credential.startsWith(a) && credential.endsWith(b))) {
+    return `\`${credential}\` is a placeholder, not a credential`;
+  }
+  return undefined;
+}

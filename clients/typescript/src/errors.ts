@@ -31,6 +31,12 @@ export class ProblemError extends BazaarError {
   get retryable(): boolean {
     return this.status >= 500 || this.code === "idempotency_in_flight";
   }
+
+  /** The paid route's price, where a merchant's refusal is about the amount (`facts.price_minor`). */
+  get priceMinor(): number | undefined {
+    const price = this.facts["price_minor"];
+    return typeof price === "number" ? price : undefined;
+  }
 }
 
 /** A 4xx refusal: sending the same request again gets the same answer. */
@@ -45,6 +51,33 @@ export class EscrowRequired extends RefusedError {}
 export class AlreadySettled extends RefusedError {}
 /** The token is malformed, forged, expired, voided, for another merchant, or too small. */
 export class TokenRefused extends RefusedError {}
+/**
+ * The token allows less than the paid route costs (`amount_exceeds_token`): `priceMinor` is the route's price,
+ * `maxAmountMinor` what the token allowed. Ask again with a new order id and at least the price.
+ */
+export class TokenTooSmall extends TokenRefused {
+  get maxAmountMinor(): number | undefined {
+    const value = this.facts["max_amount_minor"];
+    return typeof value === "number" ? value : undefined;
+  }
+}
+/**
+ * The merchant's own registry credential was refused (`merchant_unauthenticated`): the merchant is misconfigured,
+ * not the buyer. Final for this call (not retried); the buyer's client voids the token.
+ */
+export class MerchantUnauthenticated extends ProblemError {
+  override get retryable(): boolean {
+    return false;
+  }
+}
+/**
+ * A merchant middleware was made without a usable credential (missing, blank, a placeholder such as
+ * `MERCHANT_CREDENTIAL`, or an enrollment credential not yet rotated); `code` is `merchant_credential_invalid`.
+ * Thrown when the merchant is made, never at a buyer's request.
+ */
+export class MerchantMisconfigured extends BazaarError {
+  readonly code = "merchant_credential_invalid";
+}
 
 const BY_CODE: Record<string, typeof RefusedError> = {
   budget_per_call_exceeded: BudgetExceeded,
@@ -59,7 +92,7 @@ const BY_CODE: Record<string, typeof RefusedError> = {
   token_voided: TokenRefused,
   token_not_found: TokenRefused,
   not_audience: TokenRefused,
-  amount_exceeds_token: TokenRefused,
+  amount_exceeds_token: TokenTooSmall,
 };
 
 /** The typed error for an answer with `status` and (problem+json) `body`. */
@@ -67,6 +100,7 @@ export function problem(status: number, body: unknown): ProblemError {
   const data = body && typeof body === "object" ? (body as Record<string, unknown>) : {};
   const code = typeof data["code"] === "string" ? data["code"] : "unknown";
   const detail = typeof data["detail"] === "string" ? data["detail"] : "";
+  if (code === "merchant_unauthenticated") return new MerchantUnauthenticated(status, code, detail, data);
   if (status >= 500) return new UnavailableError(status, code, detail, data);
   const Kind = BY_CODE[code] ?? RefusedError;
   return new Kind(status, code, detail, data);

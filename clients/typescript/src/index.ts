@@ -5,20 +5,26 @@
 // - `Merchant` with `paidExpress` (Express) or `paidFetch` (Hono, Bun.serve, any Fetch handler): verify → settle
 //   once → run the handler once → keep the work receipt; a retry gets the stored answer.
 // - `bazaarScheme`: the buyer scheme for `@x402/fetch`.
+// - `generateKey`, `Key` and `Client.redeemInvite`: join a registry from TypeScript — make the agent's Ed25519 key,
+//   enrol with an invite code, and rotate the enrollment credential into the agent's own.
 
 export * as contract from "./contract.js";
-export { Client, type Answer, type Json, type PaidResponse, type Purchase, type TokenOptions } from "./client.js";
+export { Client, merchantRefusal, type Answer, type Json, type PaidResponse, type Purchase, type TokenOptions } from "./client.js";
 export {
   AlreadySettled,
   BazaarError,
   BudgetExceeded,
   EscrowRequired,
+  MerchantMisconfigured,
+  MerchantUnauthenticated,
   ProblemError,
   RefusedError,
   TokenRefused,
+  TokenTooSmall,
   TransportError,
   UnavailableError,
 } from "./errors.js";
+export { Key, didOf, generateKey, inviteProof, inviteStatement } from "./keys.js";
 export { paidExpress, paidFetch } from "./http.js";
 export { Merchant, claimsUnverified, type Answered, type FaultHook, type FaultPoint, type Settled } from "./merchant.js";
 export { MemoryReceiptStore, SqliteReceiptStore, type ReceiptStore, type ReceiptStoreOptions, type WorkReceipt } from "./receipts.js";

@@ -11,7 +11,7 @@
 
 import type { Client, Json } from "./client.js";
 import * as contract from "./contract.js";
-import { ProblemError, TransportError } from "./errors.js";
+import { MerchantMisconfigured, ProblemError, TransportError } from "./errors.js";
 import type { ReceiptStore, WorkReceipt } from "./receipts.js";
 
 /** What the paid handler is handed: the settlement it runs for. */
@@ -46,15 +46,30 @@ export function claimsUnverified(token: string): Json | undefined {
   }
 }
 
-export function problemAnswer(status: number, code: string, detail: string): Answered {
-  const body = JSON.stringify({ type: `https://bazaar.dev/problems/${code}`, title: code.replace(/_/g, " "), status, code, detail });
-  return { status, headers: { "content-type": "application/problem+json" }, body: new TextEncoder().encode(body) };
+export function problemAnswer(status: number, code: string, detail: string, facts?: Json): Answered {
+  const problem: Json = { type: `https://bazaar.dev/problems/${code}`, title: code.replace(/_/g, " "), status, code, detail };
+  if (facts && Object.keys(facts).length > 0) problem["facts"] = facts;
+  return { status, headers: { "content-type": "application/problem+json" }, body: new TextEncoder().encode(JSON.stringify(problem)) };
 }
 
-function failure(error: unknown): Answered {
+/** The buyer's answer when verify or settle did not succeed, naming the party at fault. */
+function failure(error: unknown, priceMinor: number): Answered {
   if (error instanceof ProblemError) {
+    if (error.status === 401 || error.code === "rotation_required") {
+      // The registry refused the merchant's own credential: nothing the buyer sent is wrong.
+      const detail =
+        `The registry refused this merchant's own credential (${error.code}): the merchant must fix its configuration. ` +
+        "Your token was not settled; void it to release its hold (Bazaar's clients do).";
+      return problemAnswer(contract.MERCHANT_UNAUTHENTICATED_STATUS, contract.MERCHANT_UNAUTHENTICATED, detail);
+    }
     const status = error.status >= 500 || error.status === 409 ? 503 : 402;
-    return problemAnswer(status, error.code, error.detail);
+    const facts: Json = { ...error.facts };
+    let detail = error.detail;
+    if (error.code === "amount_exceeds_token") {
+      facts["price_minor"] = priceMinor;
+      detail = `This costs ${priceMinor} minor units; the token allows at most ${String(facts["max_amount_minor"])}. Pay with a token for ${priceMinor}.`;
+    }
+    return problemAnswer(status, error.code, detail, facts);
   }
   return problemAnswer(503, "registry_unreachable", `The registry could not be reached: ${String(error)}`);
 }
@@ -73,8 +88,20 @@ export class Merchant {
   /** One queue per settlement, so concurrent retries run the work once. */
   private readonly running = new Map<string, Promise<unknown>>();
 
-  /** `client` carries the merchant's credential; `receipts` keeps work receipts (e.g. `new SqliteReceiptStore(path)`). */
+  /**
+   * `client` carries the merchant's credential; `receipts` keeps work receipts (e.g. `new SqliteReceiptStore(path)`).
+   * A merchant refuses to be made without a usable credential (`MerchantMisconfigured`): missing, blank, a
+   * placeholder such as `MERCHANT_CREDENTIAL`, or an enrollment credential not yet rotated — else every buyer would
+   * be refused for the merchant's mistake.
+   */
   constructor(client: Client, receipts: ReceiptStore, options: { fault?: FaultHook } = {}) {
+    const problem = contract.merchantCredentialProblem(client.credential);
+    if (problem !== undefined) {
+      throw new MerchantMisconfigured(
+        `${contract.MERCHANT_CREDENTIAL_INVALID}: a merchant needs its own registry credential, and ${problem}. ` +
+          "Enrol the merchant agent (new Client(url).redeemInvite(...)) and pass the credential it got.",
+      );
+    }
     this.client = client;
     this.receipts = receipts;
     this.fault = options.fault;
@@ -86,7 +113,8 @@ export class Merchant {
    */
   async paid(token: string | undefined | null, priceMinor: number, work: (settled: Settled) => Promise<WorkReceipt | Answered>): Promise<Answered> {
     if (!token) {
-      return problemAnswer(402, "payment_required", `This costs ${priceMinor} minor units: send a registry token in the \`Bazaar-Payment\` header.`);
+      const detail = `This costs ${priceMinor} minor units: send a registry token in the \`Bazaar-Payment\` header.`;
+      return problemAnswer(402, "payment_required", detail, { price_minor: priceMinor });
     }
     const claims = claimsUnverified(token);
     if (!claims || typeof claims["ord"] !== "string" || typeof claims["jti"] !== "string") {
@@ -99,7 +127,7 @@ export class Merchant {
       await this.client.verify(token);
       receipt = await this.settle(token, priceMinor, orderId);
     } catch (error) {
-      if (error instanceof ProblemError || error instanceof TransportError) return failure(error);
+      if (error instanceof ProblemError || error instanceof TransportError) return failure(error, priceMinor);
       throw error;
     }
     const settled: Settled = {
