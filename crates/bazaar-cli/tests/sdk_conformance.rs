@@ -49,12 +49,19 @@ async fn world(url: &str, operator: &Client, sdk: &str, scenario: &Value, dir: &
         owner.set_budget(&handle, per_call, funds, funds).await.unwrap();
         parties.insert(role.into(), json!(credential));
     }
-    for role in ["merchant", "other_merchant"] {
+    for role in ["merchant", "other_merchant", "revocable"] {
         let (_, _, credential) = enroll(role).await;
         let did = operator.with_credential(credential.clone()).me().await.unwrap()["member"]["id"].clone();
         parties.insert(role.into(), json!(credential));
         parties.insert(format!("{role}_did"), did);
     }
+    // For the SDK's own enrolment: an invite drawn by an owner, and what the Rust SDK makes of a fixed key.
+    let inviter = operator.create_owner(&generate_key(), &format!("{sdk}-inviter")).await.unwrap();
+    let invite = operator.with_credential(inviter["credential"].as_str().unwrap()).issue_invite().await.unwrap();
+    parties.insert("invite".into(), json!(invite));
+    parties.insert("invite_owner".into(), inviter["id"].clone());
+    parties.insert("joiner_handle".into(), json!(format!("{sdk}-joiner")));
+    parties.insert("key_vector".into(), key_vector());
     let threshold = operator.well_known().await.unwrap()["escrow_threshold_minor"].as_u64().unwrap();
     let mut world = Value::Object(parties);
     world["registry"] = json!(url);
@@ -62,6 +69,19 @@ async fn world(url: &str, operator: &Client, sdk: &str, scenario: &Value, dir: &
     world["escrow_price_minor"] = json!(threshold + 1);
     world["work_dir"] = json!(dir.display().to_string());
     world
+}
+
+/// A fixed key as the Rust SDK sees it — its public key, DID and invite proof — for the other SDKs to match.
+fn key_vector() -> Value {
+    use base64::Engine;
+    use ed25519_dalek::Signer;
+    let seed = [7u8; 32];
+    let key = ed25519_dalek::SigningKey::from_bytes(&seed);
+    let (invite_code, handle) = ("inv_vector", "vector-agent");
+    let statement = format!("bazaar-invite-v1\n{invite_code}\n{handle}");
+    let proof = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(statement.as_bytes()).to_bytes());
+    json!({"seed_hex": hex::encode(seed), "public_key_hex": hex::encode(key.verifying_key().as_bytes()),
+        "did": bazaar_sdk::did_of(&key), "invite_code": invite_code, "handle": handle, "proof": proof})
 }
 
 /// What the contract says each SDK's constants are.
@@ -75,6 +95,9 @@ fn contract_constants(contract: &Value) -> Value {
         "work_receipt_retention_s": contract["work_receipt_retention_s"],
         "work_receipt_prune_every": contract["work_receipt_prune_every"],
         "escrow_due_s": contract["escrow"]["due_s"],
+        "merchant_unauthenticated": contract["merchant_refusals"]["merchant_unauthenticated"],
+        "merchant_credential_invalid": contract["merchant_credential"]["code"],
+        "void_on_codes": contract["buyer"]["void_on_codes"],
     })
 }
 
@@ -108,18 +131,18 @@ struct Shop {
     faults: Arc<Mutex<Vec<(String, FaultPoint)>>>,
 }
 
-async fn rust_shop(world: &Value, dir: &Path) -> Shop {
-    let runs = Arc::new(AtomicU64::new(0));
+/// The Rust middleware serving /work for `who` (a merchant in the world), counting its runs in `runs`.
+async fn rust_shop(world: &Value, dir: &Path, who: &str, runs: Arc<AtomicU64>) -> Shop {
     let faults: Arc<Mutex<Vec<(String, FaultPoint)>>> = Arc::default();
     let fired: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let merchant = Client::new(world["registry"].as_str().unwrap(), world["merchant"].as_str().map(str::to_string));
+    let merchant = Client::new(world["registry"].as_str().unwrap(), world[who].as_str().map(str::to_string));
     let (armed, seen) = (faults.clone(), fired.clone());
     let hook = Arc::new(move |point: FaultPoint, order: &str| {
         let hit = armed.lock().unwrap().iter().any(|(o, p)| o == order && *p == point);
         hit && seen.lock().unwrap().insert(order.to_string())
     });
     let price = world["price_minor"].as_u64().unwrap();
-    let route = PaidRoute::new(merchant, price, &dir.join("rust-receipts.db")).unwrap().with_fault(hook);
+    let route = PaidRoute::new(merchant, price, &dir.join(format!("rust-{who}-receipts.db"))).unwrap().with_fault(hook);
     let counter = runs.clone();
     let app = Router::new()
         .route(
@@ -135,7 +158,90 @@ async fn rust_shop(world: &Value, dir: &Path) -> Shop {
 }
 
 fn refusal(error: SdkError) -> Value {
-    json!({"status": error.status(), "code": error.code()})
+    json!({"status": error.status(), "code": error.code(), "price_minor": error.price_minor()})
+}
+
+/// What the buyer's registry holds on its budget now.
+async fn held(buyer: &Client) -> Value {
+    buyer.me().await.map(|me| me["held_minor"].clone()).unwrap_or_default()
+}
+
+/// The scenario's `pay` op: a paid call (its token's amount, merchant and shop as `args` say, else the world's),
+/// with the buyer's holds before and after.
+async fn rust_pay(buyer: &Client, world: &Value, shops: (&Shop, &Shop), args: &Value) -> Value {
+    let order = args["order"].as_str().unwrap_or_default();
+    if let Some(point) = args["fault"].as_str() {
+        let point = if point == "after_settle" { FaultPoint::AfterSettle } else { FaultPoint::BeforeAnswer };
+        shops.0.faults.lock().unwrap().push((order.to_string(), point));
+    }
+    let shop = if args["shop"] == "revocable" { shops.1 } else { shops.0 };
+    let merchant = world
+        [args["to"].as_str().unwrap_or(if args["shop"] == "revocable" { "revocable_did" } else { "merchant_did" })]
+    .as_str()
+    .unwrap();
+    let amount = args["amount"].as_u64().unwrap_or(world["price_minor"].as_u64().unwrap());
+    let before = held(buyer).await;
+    let paid = buyer.pay(&shop.url, merchant, amount, order).await.and_then(|paid| paid.error_for_refusal());
+    let mut observed = match paid {
+        Ok(paid) => json!({"status": paid.status, "replayed": paid.replayed, "settled": paid.settlement.is_some(),
+            "retried": paid.attempts > 1, "token": paid.token, "raised": false}),
+        Err(error) => {
+            let mut seen = refusal(error);
+            seen["raised"] = json!(true);
+            seen
+        }
+    };
+    observed["held_released"] = json!(held(buyer).await == before);
+    observed
+}
+
+/// The scenario's `merchant_start` op: which credentials a paid route refuses to be made with, and the code.
+fn rust_merchant_start(world: &Value, dir: &Path, args: &Value) -> Value {
+    let mut code = Value::Null;
+    let refused: Vec<bool> = args["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|given| {
+            let credential = if given == "@merchant" { world["merchant"].as_str() } else { given.as_str() };
+            let client = Client::new(world["registry"].as_str().unwrap(), credential.map(str::to_string));
+            match PaidRoute::new(client, 1, &dir.join("rust-start-receipts.db")) {
+                Ok(_) => false,
+                Err(error) => {
+                    if code.is_null() {
+                        code = json!(error.code());
+                    }
+                    true
+                }
+            }
+        })
+        .collect();
+    json!({"refused": refused, "code": code})
+}
+
+/// The scenario's `enrol` op: a key made here, saved and read back, an invite redeemed with it and rotated, and
+/// the world's fixed key seen the same way.
+async fn rust_enrol(world: &Value, dir: &Path) -> Result<Value, SdkError> {
+    use std::os::unix::fs::PermissionsExt;
+    let registry = world["registry"].as_str().unwrap();
+    let key = generate_key();
+    let file = dir.join("rust-joiner.key");
+    bazaar_sdk::save_key(&key, &file).unwrap();
+    let mode = format!("{:o}", std::fs::metadata(&file).unwrap().permissions().mode() & 0o777);
+    let round_trips = bazaar_sdk::load_key(&file).map(|k| k.to_bytes() == key.to_bytes()).unwrap_or(false);
+    let handle = world["joiner_handle"].as_str().unwrap();
+    let joined = Client::new(registry, None).redeem_invite(world["invite"].as_str().unwrap(), &key, handle).await?;
+    let credential = joined["credential"].as_str().unwrap_or_default().to_string();
+    let me = Client::new(registry, Some(credential.clone())).me().await?;
+    let vector = &world["key_vector"];
+    let seed: [u8; 32] = hex::decode(vector["seed_hex"].as_str().unwrap()).unwrap().try_into().unwrap();
+    let fixed = ed25519_dalek::SigningKey::from_bytes(&seed);
+    let same = bazaar_sdk::did_of(&fixed) == vector["did"]
+        && hex::encode(fixed.verifying_key().as_bytes()) == vector["public_key_hex"];
+    Ok(json!({"enrolled_as_key": me["member"]["id"] == bazaar_sdk::did_of(&key), "kind": me["member"]["kind"],
+        "owner_is_inviter": me["member"]["owner"] == world["invite_owner"],
+        "credential_rotated": credential.starts_with("bzc_"), "key_file_mode": mode,
+        "key_file_round_trips": round_trips, "same_key_proof_and_did_as_rust": same}))
 }
 
 async fn raw(shop: &Shop, payment: Option<&str>) -> Value {
@@ -161,7 +267,8 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
     let registry = world["registry"].as_str().unwrap();
     let as_ = |who: &str| Client::new(registry, Some(world[who].as_str().unwrap_or("not-a-credential").to_string()));
     let (buyer, merchant) = (as_("buyer"), as_("merchant"));
-    let shop = rust_shop(world, &dir).await;
+    let shop = rust_shop(world, &dir, "merchant", Arc::default()).await;
+    let revocable = rust_shop(world, &dir, "revocable", shop.runs.clone()).await;
     let merchant_did = world["merchant_did"].as_str().unwrap();
     let price = world["price_minor"].as_u64().unwrap();
     let escrow_price = world["escrow_price_minor"].as_u64().unwrap();
@@ -187,16 +294,23 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     "work_receipt_retention_s": bazaar_types::limits::WORK_RECEIPT_RETENTION_S,
                     "work_receipt_prune_every": bazaar_types::limits::WORK_RECEIPT_PRUNE_EVERY,
                     "escrow_due_s": bazaar_sdk::client::ESCROW_DUE_S,
+                    "merchant_unauthenticated": [bazaar_sdk::paid::MERCHANT_UNAUTHENTICATED_STATUS.as_u16(),
+                        bazaar_sdk::paid::MERCHANT_UNAUTHENTICATED],
+                    "merchant_credential_invalid": bazaar_sdk::paid::MERCHANT_CREDENTIAL_INVALID,
+                    "void_on_codes": bazaar_sdk::client::VOID_ON_CODES,
                 }),
                 "pay" => {
-                    if let Some(point) = args["fault"].as_str() {
-                        let point = if point == "after_settle" { FaultPoint::AfterSettle } else { FaultPoint::BeforeAnswer };
-                        shop.faults.lock().unwrap().push((order.to_string(), point));
+                    let mut observed = rust_pay(&buyer, world, (&shop, &revocable), args).await;
+                    if let Some(token) = observed.as_object_mut().and_then(|o| o.remove("token")) {
+                        last_token = token.as_str().unwrap_or_default().to_string();
                     }
-                    let paid = buyer.pay(&shop.url, merchant_did, price, order).await?;
-                    last_token = paid.token.clone();
-                    json!({"status": paid.status, "replayed": paid.replayed, "settled": paid.settlement.is_some(),
-                        "retried": paid.attempts > 1})
+                    observed
+                }
+                "merchant_start" => rust_merchant_start(world, &dir, args),
+                "enrol" => rust_enrol(world, &dir).await?,
+                "revoke_merchant" => {
+                    as_("revocable").revoke_credential().await?;
+                    json!({"status": 200})
                 }
                 "verify_last" => {
                     let verified = buyer.verify(&last_token).await?;

@@ -31,6 +31,14 @@ impl SdkError {
             SdkError::Transport(_) | SdkError::Batch(_) => None,
         }
     }
+    /// The paid route's price, where a merchant's refusal is about the amount (`facts.price_minor`).
+    pub fn price_minor(&self) -> Option<u64> {
+        match self {
+            SdkError::Problem { body, .. } => body["facts"]["price_minor"].as_u64(),
+            SdkError::Transport(_) | SdkError::Batch(_) => None,
+        }
+    }
+
     pub fn status(&self) -> Option<u16> {
         match self {
             SdkError::Problem { status, .. } => Some(*status),

@@ -16,6 +16,10 @@ pub const PAY_ATTEMPTS_MAX: u32 = 5;
 pub const RETRY_BASE_MS: u64 = 50;
 /// A replayed token this close to expiry (or past it) is renewed before use.
 pub const TOKEN_RENEW_MARGIN_MS: i64 = 5_000;
+/// Merchant refusals that leave the buyer's token useless for this call: `pay` voids it at once, so its hold is
+/// released instead of waiting out the token's life (`clients/conformance/contract.json`, `buyer`).
+pub const VOID_ON_CODES: [&str; 4] =
+    [crate::paid::MERCHANT_UNAUTHENTICATED, "amount_exceeds_token", "not_audience", "order_mismatch"];
 
 /// Paths whose requests the registry keys by their own content (the order),
 /// so sending one again is always safe.
@@ -234,6 +238,11 @@ impl Client {
         self.with_credential(issued).rotate_credential().await
     }
 
+    /// Revokes this client's credential; it stops working at once.
+    pub async fn revoke_credential(&self) -> Result<Value, SdkError> {
+        Ok(self.call(reqwest::Method::POST, "/v1/credentials/revoke", None, None).await?.body)
+    }
+
     pub async fn rotate_credential(&self) -> Result<String, SdkError> {
         let body = self.call(reqwest::Method::POST, "/v1/credentials/rotate", None, None).await?.body;
         Ok(body["credential"].as_str().unwrap_or_default().to_string())
@@ -348,20 +357,52 @@ impl Client {
         loop {
             attempt += 1;
             let result = self.http.post(url).header(crate::PAYMENT_HEADER, &token).send().await;
-            let retryable = match &result {
-                Ok(response) => response.status().is_server_error() || response.status() == 409,
+            let answered = match result {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let replayed = response.headers().get(crate::WORK_RECEIPT_HEADER).is_some();
+                    let settlement = response
+                        .headers()
+                        .get(crate::SETTLEMENT_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    let body = response.text().await;
+                    body.map(|body| PaidResponse {
+                        status,
+                        body,
+                        settlement,
+                        replayed,
+                        attempts: attempt,
+                        token: token.clone(),
+                    })
+                }
+                Err(error) => Err(error),
+            };
+            let refusal = answered.as_ref().ok().and_then(PaidResponse::refusal);
+            // A merchant whose own credential is refused answers the same to every retry.
+            let final_answer = refusal.as_ref().and_then(SdkError::code) == Some(crate::paid::MERCHANT_UNAUTHENTICATED);
+            let retryable = match &answered {
+                Ok(paid) => !final_answer && (paid.status >= 500 || paid.status == 409),
                 Err(_) => true,
             };
             if !retryable || attempt >= PAY_ATTEMPTS_MAX {
-                let response = result?;
-                let status = response.status().as_u16();
-                let replayed = response.headers().get(crate::WORK_RECEIPT_HEADER).is_some();
-                let settlement =
-                    response.headers().get(crate::SETTLEMENT_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
-                let body = response.text().await?;
-                return Ok(PaidResponse { status, body, settlement, replayed, attempts: attempt, token });
+                if refusal.as_ref().and_then(SdkError::code).is_some_and(|code| VOID_ON_CODES.contains(&code)) {
+                    self.void_quietly(issued.body["jti"].as_str().unwrap_or_default()).await;
+                }
+                return Ok(answered?);
             }
             tokio::time::sleep(Duration::from_millis(RETRY_BASE_MS << (attempt - 1))).await;
+        }
+    }
+
+    /// Voids a token a paid call can no longer use, so its hold is released now rather than when it expires. A
+    /// failure here (the token settled or expired meanwhile, the registry unreachable) leaves it to expire.
+    async fn void_quietly(&self, jti: &str) {
+        if jti.is_empty() {
+            return;
+        }
+        if let Err(error) = self.void(jti).await {
+            tracing::debug!(%error, jti, "the token was not voided; it expires on its own");
         }
     }
 }
@@ -896,4 +937,24 @@ pub struct PaidResponse {
     pub replayed: bool,
     pub attempts: u32,
     pub token: String,
+}
+
+impl PaidResponse {
+    /// The merchant's refusal, if it refused the call (an answer of 400 or more with no settlement: the work did
+    /// not run), as the [`SdkError::Problem`] its problem+json names; `None` for an answer of the paid work.
+    pub fn refusal(&self) -> Option<SdkError> {
+        if self.status < 400 || self.settlement.is_some() {
+            return None;
+        }
+        Some(SdkError::problem(self.status, serde_json::from_str(&self.body).unwrap_or(Value::Null)))
+    }
+
+    /// The answer, or the merchant's refusal as an error (as `reqwest`'s `error_for_status`). Where the amount was
+    /// the problem, [`SdkError::price_minor`] is the route's price.
+    pub fn error_for_refusal(self) -> Result<PaidResponse, SdkError> {
+        match self.refusal() {
+            Some(error) => Err(error),
+            None => Ok(self),
+        }
+    }
 }

@@ -29,6 +29,28 @@ pub fn generate_key() -> ed25519_dalek::SigningKey {
     ed25519_dalek::SigningKey::from_bytes(&seed)
 }
 
+/// What a key file's mode is: readable and writable by its owner only.
+pub const KEY_FILE_MODE: u32 = 0o600;
+
+/// Writes `key`'s 32-byte seed as 64 hex characters to a new file, mode 0600 — the file `bazaar keygen --out`
+/// writes and the Python and TypeScript SDKs read. An existing file is never overwritten (it may hold another
+/// identity).
+pub fn save_key(key: &ed25519_dalek::SigningKey, path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(KEY_FILE_MODE).open(path)?;
+    file.write_all(hex::encode(key.to_bytes()).as_bytes())
+}
+
+/// Reads a key file written by [`save_key`] (or `bazaar keygen`, or the other SDKs).
+pub fn load_key(path: &std::path::Path) -> std::io::Result<ed25519_dalek::SigningKey> {
+    let text = std::fs::read_to_string(path)?;
+    let seed: [u8; 32] = hex::decode(text.trim()).ok().and_then(|b| b.try_into().ok()).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, "a key file holds a 32-byte seed as 64 hex characters")
+    })?;
+    Ok(ed25519_dalek::SigningKey::from_bytes(&seed))
+}
+
 /// The SDK's one source of randomness (keys, offer ids): the operating system's.
 /// The ambient `rand` generators are banned elsewhere by `clippy.toml`.
 #[allow(clippy::disallowed_types)] // reason: this is the SDK's one source.

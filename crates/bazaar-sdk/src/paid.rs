@@ -16,6 +16,13 @@
 //!
 //! Receipts are kept `WORK_RECEIPT_RETENTION_S` (30 days) and then pruned —
 //! when the route opens and every `WORK_RECEIPT_PRUNE_EVERY` receipts stored.
+//!
+//! Errors name the party at fault: a route refuses to be made without a usable
+//! merchant credential ([`merchant_credential_problem`]); if the registry
+//! refuses the merchant's credential while it runs, the buyer is answered
+//! `503 merchant_unauthenticated` (not `unauthenticated`, which would tell the
+//! buyer to fix its own); a token smaller than the price is refused with the
+//! route's price in `facts.price_minor`.
 
 use crate::client::{Client, SdkError};
 use crate::{PAYMENT_HEADER, SETTLEMENT_HEADER, WORK_RECEIPT_HEADER};
@@ -52,6 +59,64 @@ pub struct Settled {
     pub amount_minor: u64,
 }
 
+/// The code a route answers (503) when the registry refuses the merchant's own credential: final for the call.
+pub const MERCHANT_UNAUTHENTICATED: &str = "merchant_unauthenticated";
+/// The status it answers with: the merchant cannot take payments until it is fixed.
+pub const MERCHANT_UNAUTHENTICATED_STATUS: StatusCode = StatusCode::SERVICE_UNAVAILABLE;
+/// The code of a route that cannot be made with the credential it was given.
+pub const MERCHANT_CREDENTIAL_INVALID: &str = "merchant_credential_invalid";
+/// An invite's (or owner-issued) credential: it can only rotate, so a merchant cannot run on it.
+pub const ENROLLMENT_CREDENTIAL_PREFIX: &str = "bzi_";
+/// The placeholder wrappings a merchant credential may not have (`<…>`, `{…}`, `${…}`).
+const PLACEHOLDER_WRAPS: [(&str, &str); 3] = [("<", ">"), ("{", "}"), ("${", "}")];
+
+/// Why a merchant cannot run on `credential` (`clients/conformance/contract.json`, `merchant_credential`): none,
+/// blank, with whitespace, an enrollment credential, or a placeholder (all capitals, digits and underscores such
+/// as `MERCHANT_CREDENTIAL`, or wrapped in `<…>`, `{…}`, `${…}`). `None` when it may be used.
+pub fn merchant_credential_problem(credential: Option<&str>) -> Option<String> {
+    let Some(credential) = credential else { return Some("no credential was given".into()) };
+    if credential.trim().is_empty() {
+        return Some("the credential is blank".into());
+    }
+    if credential.chars().any(char::is_whitespace) {
+        return Some(
+            "the credential contains whitespace (a stray newline from a file or an unquoted variable?)".into(),
+        );
+    }
+    if credential.starts_with(ENROLLMENT_CREDENTIAL_PREFIX) {
+        return Some("this is an enrollment credential (bzi_…): rotate it first (POST /v1/credentials/rotate)".into());
+    }
+    let capitals = credential.starts_with(|c: char| c.is_ascii_uppercase())
+        && credential.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    let wrapped =
+        PLACEHOLDER_WRAPS.iter().any(|(open, close)| credential.starts_with(open) && credential.ends_with(close));
+    (capitals || wrapped).then(|| format!("`{credential}` is a placeholder, not a credential"))
+}
+
+/// Why a paid route could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PaidRouteError {
+    /// The merchant's credential cannot be used ([`MERCHANT_CREDENTIAL_INVALID`]); the reason.
+    #[error(
+        "merchant_credential_invalid: a merchant needs its own registry credential, and {0}. Enrol the merchant \
+         agent (Client::redeem_invite) and pass the credential it got."
+    )]
+    Credential(String),
+    /// The work-receipt store could not be opened.
+    #[error("work receipts: {0}")]
+    Receipts(#[from] rusqlite::Error),
+}
+
+impl PaidRouteError {
+    /// The stable code: [`MERCHANT_CREDENTIAL_INVALID`], or `work_receipts_unavailable`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PaidRouteError::Credential(_) => MERCHANT_CREDENTIAL_INVALID,
+            PaidRouteError::Receipts(_) => "work_receipts_unavailable",
+        }
+    }
+}
+
 /// One paid route's settings and its work-receipt store.
 pub struct PaidRoute {
     client: Client,
@@ -65,8 +130,12 @@ pub struct PaidRoute {
 }
 
 impl PaidRoute {
-    /// `client` carries the merchant's credential; receipts persist in `receipts_path`.
-    pub fn new(client: Client, price_minor: u64, receipts_path: &Path) -> Result<PaidRoute, rusqlite::Error> {
+    /// `client` carries the merchant's credential; receipts persist in `receipts_path`. Refuses a credential a
+    /// merchant cannot run on ([`merchant_credential_problem`]): every buyer would be refused for its mistake.
+    pub fn new(client: Client, price_minor: u64, receipts_path: &Path) -> Result<PaidRoute, PaidRouteError> {
+        if let Some(problem) = merchant_credential_problem(client.credential()) {
+            return Err(PaidRouteError::Credential(problem));
+        }
         let conn = Connection::open(receipts_path)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
@@ -164,8 +233,21 @@ fn prune(conn: &Connection, older_than_s: u64) -> Result<usize, rusqlite::Error>
 }
 
 fn payment_problem(status: StatusCode, code: &str, detail: &str) -> Response {
-    let body = json!({"type": format!("https://bazaar.dev/problems/{code}"), "title": code.replace('_', " "),
+    payment_problem_with(status, code, detail, serde_json::Map::new())
+}
+
+/// A problem+json answer carrying `facts` (left out when empty).
+fn payment_problem_with(
+    status: StatusCode,
+    code: &str,
+    detail: &str,
+    facts: serde_json::Map<String, serde_json::Value>,
+) -> Response {
+    let mut body = json!({"type": format!("https://bazaar.dev/problems/{code}"), "title": code.replace('_', " "),
         "status": status.as_u16(), "code": code, "detail": detail});
+    if !facts.is_empty() {
+        body["facts"] = serde_json::Value::Object(facts);
+    }
     let mut response = (status, axum::Json(body)).into_response();
     response
         .headers_mut()
@@ -188,7 +270,9 @@ pub async fn paid(State(route): State<Arc<PaidRoute>>, mut request: Request, nex
             "This route costs {} minor units: send a registry token in the `Bazaar-Payment` header.",
             route.price_minor
         );
-        return payment_problem(StatusCode::PAYMENT_REQUIRED, "payment_required", &detail);
+        let mut facts = serde_json::Map::new();
+        facts.insert("price_minor".into(), json!(route.price_minor));
+        return payment_problem_with(StatusCode::PAYMENT_REQUIRED, "payment_required", &detail, facts);
     };
     let Some(order_id) = order_of(&token) else {
         return payment_problem(
@@ -199,7 +283,7 @@ pub async fn paid(State(route): State<Arc<PaidRoute>>, mut request: Request, nex
     };
     // Verify is a receipt check: it tells us genuineness and state, never "do the work".
     if let Err(error) = route.client.verify(&token).await {
-        return settle_failure(error);
+        return settle_failure(error, route.price_minor);
     }
     // The registry keys a settle by its token (`token:<jti>`): a refused earlier token for this order never blocks
     // this one, and one settlement per order stays the registry's uniqueness.
@@ -210,7 +294,7 @@ pub async fn paid(State(route): State<Arc<PaidRoute>>, mut request: Request, nex
         Err(SdkError::Problem { code, body, .. }) if code == "token_settled" || code == "order_already_settled" => {
             body["facts"].clone()
         }
-        Err(error) => return settle_failure(error),
+        Err(error) => return settle_failure(error, route.price_minor),
     };
     let settled = Settled {
         settlement_id: receipt["settlement_id"].as_str().unwrap_or_default().to_string(),
@@ -258,15 +342,33 @@ fn with_settlement(mut response: Response, settlement_id: &str) -> Response {
     response
 }
 
-fn settle_failure(error: SdkError) -> Response {
+/// The buyer's answer when verify or settle did not succeed, naming the party at fault.
+fn settle_failure(error: SdkError, price_minor: u64) -> Response {
     match error {
-        SdkError::Problem { status, code, detail, .. } => {
+        SdkError::Problem { status, code, .. } if status == 401 || code == "rotation_required" => {
+            // The registry refused the merchant's own credential: nothing the buyer sent is wrong.
+            let detail = format!(
+                "The registry refused this merchant's own credential ({code}): the merchant must fix its \
+                 configuration. Your token was not settled; void it to release its hold (Bazaar's clients do)."
+            );
+            payment_problem(MERCHANT_UNAUTHENTICATED_STATUS, MERCHANT_UNAUTHENTICATED, &detail)
+        }
+        SdkError::Problem { status, code, mut detail, body } => {
             let status = if status >= 500 || status == 409 {
                 StatusCode::SERVICE_UNAVAILABLE
             } else {
                 StatusCode::PAYMENT_REQUIRED
             };
-            payment_problem(status, &code, &detail)
+            let mut facts = body["facts"].as_object().cloned().unwrap_or_default();
+            if code == "amount_exceeds_token" {
+                facts.insert("price_minor".into(), json!(price_minor));
+                let allowed = facts.get("max_amount_minor").cloned().unwrap_or_default();
+                detail = format!(
+                    "This costs {price_minor} minor units; the token allows at most {allowed}. Pay with a token for \
+                     {price_minor}."
+                );
+            }
+            payment_problem_with(status, &code, &detail, facts)
         }
         error @ (SdkError::Transport(_) | SdkError::Batch(_)) => payment_problem(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -409,11 +511,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_merchant_credential_that_cannot_work_is_refused_with_its_reason() {
+        for refused in [
+            None,
+            Some(""),
+            Some("   "),
+            Some("MERCHANT_CREDENTIAL"),
+            Some("<merchant credential>"),
+            Some("${MERCHANT_CREDENTIAL}"),
+            Some("{{credential}}"),
+            Some("bzi_abc"),
+            Some("bzc_abc\n"),
+        ] {
+            assert!(merchant_credential_problem(refused).is_some(), "{refused:?} is refused");
+        }
+        for accepted in ["bzc_Zm9vYmFy", "op-secret", "12345"] {
+            assert_eq!(merchant_credential_problem(Some(accepted)), None, "{accepted} is accepted");
+        }
+        let error =
+            PaidRoute::new(Client::new("http://127.0.0.1:9", Some("MERCHANT_CREDENTIAL".into())), 1, Path::new("x"));
+        let message = error.err().expect("refused").to_string();
+        assert!(message.starts_with("merchant_credential_invalid") && message.contains("placeholder"), "{message}");
+    }
+
+    #[test]
     fn receipts_past_their_retention_are_pruned_and_newer_ones_kept() {
         let dir = std::env::temp_dir().join(format!("bazaar-receipts-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("receipts.db");
-        let route = PaidRoute::new(Client::new("http://127.0.0.1:9", None), 1, &path).unwrap();
+        let route = PaidRoute::new(Client::new("http://127.0.0.1:9", Some("bzc_test".into())), 1, &path).unwrap();
         let day = 86_400_i64;
         {
             let conn = route.receipts.lock().unwrap();
@@ -442,7 +568,7 @@ mod tests {
             )
             .unwrap();
         }
-        let reopened = PaidRoute::new(Client::new("http://127.0.0.1:9", None), 1, &path).unwrap();
+        let reopened = PaidRoute::new(Client::new("http://127.0.0.1:9", Some("bzc_test".into())), 1, &path).unwrap();
         let count: i64 = reopened
             .receipts
             .lock()
