@@ -247,6 +247,23 @@ async fn fifty_presses_leave_fifty_refusal_records_and_nothing_else() {
         assert_eq!(body["met_in"], "scratch", "{event}");
     }
     assert_eq!(holdings(&operator).await, before, "balances and members are as they were");
+    // An anonymous visitor of a public chamber sees which attack each press was, and its code.
+    local.state.set_public_stream(true);
+    let public: serde_json::Value = http
+        .get(format!("{}/v1/stream/history?limit={PRESSES}", local.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let seen: Vec<(&str, &str)> = public["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["body"]["attack"].as_str()?, e["body"]["code"].as_str()?)))
+        .collect();
+    assert_eq!(seen.len(), PRESSES, "each press's attack and code are public: {public}");
     let left = bazaar_cli::attack::scratch::scratch_dirs_of(std::process::id());
     assert!(left.is_empty(), "scratch registries left behind: {left:?}");
     let threads = scratch_threads();

@@ -54,6 +54,8 @@ pub const PUBLIC_KEYS: &[&str] = &[
     "state",
     "code",
     "op",
+    // A chamber press's refusal names the attack from the public catalogue.
+    "attack",
     "kind",
     "reason",
     "subject",

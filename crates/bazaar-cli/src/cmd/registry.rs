@@ -43,6 +43,10 @@ pub enum Command {
         /// The model the AI buyer agent asks (e.g. `qwen2.5:7b-instruct`); needs --agent-model-url.
         #[arg(long, requires = "agent_model_url")]
         agent_model: Option<String>,
+        /// Serve even when the data directory or a file in it is readable by group or others (it holds the
+        /// registry's signing key and credentials): a loud warning instead of the refusal.
+        #[arg(long)]
+        allow_insecure_permissions: bool,
         #[command(flatten)]
         relay: bazaar_cli::RelayArgs,
     },
@@ -78,6 +82,7 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             public_stream,
             agent_model_url,
             agent_model,
+            allow_insecure_permissions,
             relay,
         } => {
             let model = agent_model_url.zip(agent_model).map(|(url, model)| bazaar_cli::agent::ModelConfig {
@@ -93,6 +98,7 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                 public_url,
                 allow_private_webhooks,
                 public_stream,
+                allow_insecure_permissions,
                 relay,
                 attacks: Some(|_registry, _operator_credential| {
                     std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks)

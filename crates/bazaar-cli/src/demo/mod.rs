@@ -57,7 +57,7 @@ pub async fn run_with(
     viewer_wait_s: u64,
 ) -> Result<i32> {
     let dir = std::env::temp_dir().join(format!("bazaar-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    crate::data_dir::create(&dir)?;
     let say = |line: String| {
         if !json_output {
             println!("{line}");

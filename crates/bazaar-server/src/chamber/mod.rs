@@ -45,6 +45,7 @@ pub const LEDGER_HTML: &str = include_str!("ledger.html");
 
 /// The chamber's navigation, one list for every page (each page marks itself current).
 pub const NAV: &[(&str, &str)] = &[
+    ("/", "Home"),
     ("/chamber", "Live"),
     ("/chamber/story", "Market story"),
     ("/chamber/break", "Try to break it"),
@@ -86,7 +87,7 @@ pub const CHAMBER_JS: &str = include_str!("chamber.js");
 
 /// `page` with its `<!--chamber-nav-->` replaced by [`NAV`] (`current` marked), its `<!--chamber-style-->` by
 /// [`BASE_CSS`] and its `/* chamber-script */` by [`CHAMBER_JS`].
-fn with_nav(page: &str, current: &str) -> String {
+pub(crate) fn with_nav(page: &str, current: &str) -> String {
     let items: String = NAV
         .iter()
         .map(|(path, label)| {
