@@ -186,9 +186,9 @@ pub struct Serving {
     /// Serve from a data directory others can read, with a warning (see [`crate::data_dir::guard`]).
     pub allow_insecure_permissions: bool,
     pub relay: crate::RelayArgs,
-    /// Builds the chamber's attack catalogue for this registry (its URL and
-    /// the operator's credential), attached when the credential is known.
-    pub attacks: Option<AttackCatalogue>,
+    /// The chamber's attack catalogue ("try to break it"): each press runs in a scratch registry of its own,
+    /// so it needs neither this registry's URL nor its operator's credential, and is attached on every start.
+    pub attacks: Option<Arc<dyn bazaar_server::live::AttackRunner>>,
     /// Builds the chamber's story and AI-agent runs for this registry (its URL, the operator's credential and
     /// its clock), attached when the credential is known.
     pub runs: Option<RunsFactory>,
@@ -197,9 +197,6 @@ pub struct Serving {
 /// See [`Serving::runs`].
 pub type RunsFactory =
     Box<dyn FnOnce(String, String, Arc<dyn Clock>) -> Arc<dyn bazaar_server::live::StoryRunner> + Send>;
-
-/// See [`Serving::attacks`].
-pub type AttackCatalogue = fn(String, String) -> Arc<dyn bazaar_server::live::AttackRunner>;
 
 pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving) -> Result<()> {
     let Serving {
@@ -229,7 +226,7 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     let conversation = open_conversation(&args, clock.clone()).await?;
     let relay_store = open_relay_store(&args).await?;
     let booted = bazaar_server::boot(store, clock.clone(), config, operator_credential.clone()).await?;
-    // The chamber's attack buttons need the operator's credential (each attack enrolls its own cast).
+    // The chamber's story runs need the operator's credential (each run enrolls its own cast).
     let attack_credential = booted.operator_credential.clone().or(operator_credential);
     booted.state.attach_conversation(conversation);
     if let Ok(plane) = booted.state.plane() {
@@ -251,8 +248,8 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     let (listener, address, scheme) = crate::listen::bind(&listen, port, tls.is_some()).await?;
     let public_url = public_url.unwrap_or_else(|| format!("{scheme}://{address}"));
     *state.public_url.write().expect("url lock") = Some(public_url.clone());
-    if let (Some(catalogue), Some(credential)) = (attacks, attack_credential.clone()) {
-        state.attach_attacks(catalogue(format!("http://{address}"), credential));
+    if let Some(catalogue) = attacks {
+        state.attach_attacks(catalogue);
     }
     if let (Some(runs), Some(credential)) = (runs, attack_credential) {
         state.attach_runs(runs(format!("http://{address}"), credential, clock.clone()));

@@ -389,6 +389,14 @@ fn the_data_directory_is_private_and_an_exposed_one_refuses_to_start() {
         dir.display().to_string(),
         "--allow-insecure-permissions".into(),
     ]);
+    // A later start (no credential given) still has the chamber's attacks: a press needs no credential.
+    let credential = std::fs::read_to_string(&credential_file).unwrap();
+    let catalogue = reqwest::blocking::Client::new()
+        .get(format!("http://127.0.0.1:{port}/v1/chamber/attacks"))
+        .bearer_auth(credential.trim())
+        .send()
+        .unwrap();
+    assert_eq!(catalogue.status(), 200, "the attack catalogue is attached on every start");
     stop(warned);
     std::fs::set_permissions(dir.join("bazaar.db"), std::fs::Permissions::from_mode(0o600)).unwrap();
     audit(&dir);

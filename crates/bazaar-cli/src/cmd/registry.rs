@@ -100,9 +100,7 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                 public_stream,
                 allow_insecure_permissions,
                 relay,
-                attacks: Some(|_registry, _operator_credential| {
-                    std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks)
-                }),
+                attacks: Some(std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks)),
                 runs: Some(Box::new(move |registry, operator_credential, clock| {
                     std::sync::Arc::new(bazaar_cli::demo::runs::ChamberRuns::new(
                         registry,
