@@ -103,6 +103,8 @@ const CORE_LAYERS: &[(&str, &[&str])] = &[
     ("market", &["kernel", "identity", "pay", "escrow"]),
     ("bounty", &["kernel", "identity", "pay"]),
     ("hire", &["kernel", "identity", "pay", "escrow"]),
+    // The chamber's record of an attack met in a scratch registry: a refusal, nothing else.
+    ("chamber", &["kernel"]),
 ];
 /// Modules every layer may use; they use only the kernel.
 const CORE_SUPPORT: &[&str] = &["crypto", "vc", "validate", "audit", "types"];
