@@ -214,6 +214,12 @@ fn at(client: &Client, url: &str) -> Client {
     Client::new(url, client.credential().map(str::to_string))
 }
 
+/// A directory only its owner may enter (mode 0700), as a data directory must be.
+fn private_dir(dir: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_backup_taken_under_load_restores_the_same_registry_on_sqlite() {
     let dir = common::fresh_dir("bazaar-backup");
@@ -244,8 +250,9 @@ async fn a_backup_taken_under_load_restores_the_same_registry_on_sqlite() {
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("is not empty"), "{again:?}");
 
-    // Restore: the manifest's files into a fresh data directory.
-    std::fs::create_dir_all(&restored).unwrap();
+    // Restore: the manifest's files into a fresh data directory, private as docs/operators.md restores it
+    // (`install -d -m 0700`; `bazaar serve` refuses a directory others can reach).
+    private_dir(&restored);
     for name in names {
         std::fs::copy(copy.join(name), restored.join(name)).unwrap();
     }
@@ -309,7 +316,7 @@ async fn a_pg_dump_taken_under_load_restores_the_same_registry_on_postgres() {
     let dbname = format!("--dbname={}", restored_db.url);
     let restore_args = ["--exit-on-error", "--no-owner", &dbname, &dump.display().to_string()];
     run_tool("pg_restore", restore_args.map(String::from).to_vec()).await;
-    std::fs::create_dir_all(&restored).unwrap();
+    private_dir(&restored);
     for name in ["operator-credential", "desk-credential"] {
         std::fs::copy(data.join(name), restored.join(name)).unwrap();
     }
