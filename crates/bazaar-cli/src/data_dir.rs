@@ -5,10 +5,11 @@
 //! desk's credentials. It is created [`DATA_DIR_MODE`] and every database file [`SECRET_FILE_MODE`]
 //! before SQLite opens it (SQLite gives the `-wal` and `-shm` files the database file's mode).
 //!
-//! `bazaar serve` checks the directory before it opens anything: a directory that holds files and is
-//! reachable by group or others, or any file in it that is, refuses the start ([`check`]) unless the
-//! operator says `--allow-insecure-permissions`, which only warns. A directory that holds no file yet
-//! (say, made by `mkdir`) is tightened to [`DATA_DIR_MODE`] instead: nothing in it was exposed.
+//! `bazaar serve` checks the directory before it opens anything: a directory that holds the registry's
+//! files ([`registry_files`]) and is reachable by group or others, or any of those files that is, refuses
+//! the start ([`check`]) unless the operator says `--allow-insecure-permissions`, which only warns. A
+//! directory that holds none of them yet (say, made by `mkdir`) is tightened to [`DATA_DIR_MODE`] instead:
+//! nothing of the registry's in it was exposed.
 
 use anyhow::{bail, Context, Result};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -20,6 +21,21 @@ pub const DATA_DIR_MODE: u32 = 0o700;
 pub const SECRET_FILE_MODE: u32 = 0o600;
 /// The permission bits group and others may not hold on the directory or on a file in it.
 const OTHERS_BITS: u32 = 0o077;
+
+/// The registry's SQLite files in the data directory, the ledger's (with the signing keys) first.
+pub const DATABASES: [&str; 3] =
+    [crate::runtime::SQLITE_FILE, crate::runtime::CONVERSATION_FILE, crate::runtime::RELAY_FILE];
+/// The credentials `bazaar serve` writes into the data directory on the start that creates each.
+pub const SECRETS: [&str; 2] = [crate::runtime::OPERATOR_CREDENTIAL_FILE, crate::runtime::DESK_CREDENTIAL_FILE];
+/// What SQLite keeps beside a database file (its write-ahead log and shared-memory index).
+const JOURNAL_SUFFIXES: [&str; 3] = ["", "-wal", "-shm"];
+
+/// Every file of the registry's that can sit in the data directory: the databases with their journals, and
+/// the credentials. These, and the directory, are what [`check`] holds to [`SECRET_FILE_MODE`].
+pub fn registry_files() -> Vec<String> {
+    let databases = DATABASES.iter().flat_map(|db| JOURNAL_SUFFIXES.iter().map(move |suffix| format!("{db}{suffix}")));
+    databases.chain(SECRETS.iter().map(|s| s.to_string())).collect()
+}
 
 /// Creates `dir` (and any missing parent) with [`DATA_DIR_MODE`] if it is absent.
 pub fn create(dir: &Path) -> Result<()> {
@@ -64,9 +80,9 @@ pub struct Exposed {
 pub enum Checked {
     /// Absent, or the owner's alone.
     Private,
-    /// It held no file and was reachable by others; it is now [`DATA_DIR_MODE`].
+    /// It held no file of the registry's and was reachable by others; it is now [`DATA_DIR_MODE`].
     Tightened { was: u32 },
-    /// It holds files, and these (or the directory) are reachable by group or others.
+    /// It holds the registry's files, and these (or the directory) are reachable by group or others.
     Exposed(Vec<Exposed>),
 }
 
@@ -74,21 +90,16 @@ fn mode_of(path: &Path) -> Result<u32> {
     Ok(std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.permissions().mode() & 0o7777)
 }
 
-/// Looks at `dir` before a registry opens it: see [`Checked`]. Only the directory and the regular files
-/// directly in it are looked at (that is where the registry keeps everything); a directory with no file in
-/// it holds nothing yet.
+/// Looks at `dir` before a registry opens it: see [`Checked`]. The directory and the registry's own files in
+/// it ([`registry_files`]) are looked at; a file of someone else's there (an agent's state, a note) is theirs.
 pub fn check(dir: &Path) -> Result<Checked> {
     if !dir.exists() {
         return Ok(Checked::Private);
     }
     let dir_mode = mode_of(dir)?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("listing {}", dir.display()))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.is_file())
-        .collect();
-    files.sort();
-    if files.is_empty() {
+    let present: Vec<PathBuf> =
+        registry_files().into_iter().map(|name| dir.join(name)).filter(|path| path.is_file()).collect();
+    if present.is_empty() {
         if dir_mode & OTHERS_BITS == 0 {
             return Ok(Checked::Private);
         }
@@ -100,7 +111,7 @@ pub fn check(dir: &Path) -> Result<Checked> {
     if dir_mode & OTHERS_BITS != 0 {
         exposed.push(Exposed { path: dir.to_path_buf(), mode: dir_mode });
     }
-    for path in files {
+    for path in present {
         let mode = mode_of(&path)?;
         if mode & OTHERS_BITS != 0 {
             exposed.push(Exposed { path, mode });
@@ -138,7 +149,7 @@ pub fn guard(dir: &Path, allow: bool) -> Result<()> {
                 dir = %dir.display(),
                 was = format!("{was:o}"),
                 now = format!("{DATA_DIR_MODE:o}"),
-                "the data directory held nothing yet; made it private"
+                "the data directory held no registry file yet; made it private"
             );
             Ok(())
         }
@@ -188,6 +199,23 @@ mod tests {
         let refusal = guard(&dir, false).unwrap_err().to_string();
         assert!(refusal.contains("chmod 600") && refusal.contains("--allow-insecure-permissions"), "{refusal}");
         guard(&dir, true).unwrap();
+
+        // A file of someone else's in the directory is theirs; the registry's own files are what count.
+        std::fs::set_permissions(dir.join(crate::runtime::SQLITE_FILE), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        std::fs::write(dir.join("asker-state.json"), "{}").unwrap();
+        std::fs::set_permissions(dir.join("asker-state.json"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(check(&dir).unwrap(), Checked::Private);
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_registry_files_are_the_databases_with_their_journals_and_the_credentials() {
+        let files = registry_files();
+        for name in
+            ["bazaar.db", "bazaar.db-wal", "conversation.db-shm", "relay.db", "operator-credential", "desk-credential"]
+        {
+            assert!(files.iter().any(|f| f == name), "{name} in {files:?}");
+        }
     }
 }

@@ -51,6 +51,8 @@ impl Clock for OffsetClock {
 
 /// The operator's credential, written (0600) into the data directory on the start that creates the registry.
 pub const OPERATOR_CREDENTIAL_FILE: &str = "operator-credential";
+/// The dispute desk's credential, written (0600) into the data directory on the start that creates the desk.
+pub const DESK_CREDENTIAL_FILE: &str = "desk-credential";
 
 /// The embedded store's file inside the data directory.
 pub const SQLITE_FILE: &str = "bazaar.db";
@@ -340,7 +342,7 @@ fn write_first_start_secrets(booted: &bazaar_server::Booted, data_dir: &Path) ->
             OPERATOR_CREDENTIAL_FILE,
             "registry created; operator credential written (mode 0600)",
         ),
-        (&booted.desk_credential, "desk-credential", "dispute desk created; its credential written (mode 0600)"),
+        (&booted.desk_credential, DESK_CREDENTIAL_FILE, "dispute desk created; its credential written (mode 0600)"),
     ] {
         if let Some(credential) = credential {
             crate::data_dir::create(data_dir)?;

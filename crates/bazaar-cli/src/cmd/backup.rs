@@ -33,10 +33,9 @@ pub enum Command {
     },
 }
 
-/// The data directory's SQLite files, the ledger's (with the signing keys) first: it must exist.
-const DATABASES: [&str; 3] = [runtime::SQLITE_FILE, runtime::CONVERSATION_FILE, runtime::RELAY_FILE];
-/// The secrets `bazaar serve` writes into the data directory on the start that creates each.
-const SECRETS: [&str; 2] = ["operator-credential", "desk-credential"];
+/// The data directory's SQLite files (the ledger's, which must exist, first) and the secrets `bazaar serve`
+/// writes beside them: one list, the one `bazaar serve` holds to mode 0600.
+use bazaar_cli::data_dir::{DATABASES, SECRETS};
 /// Written last: its presence is what makes a directory a complete backup.
 const MANIFEST_FILE: &str = "manifest.json";
 const MANIFEST_FORMAT: &str = "bazaar-backup-v1";
