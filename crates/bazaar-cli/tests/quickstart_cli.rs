@@ -1,8 +1,9 @@
 //! The CLI quick starts run verbatim: the README's walkthrough (`<!-- quickstart: cli -->`) and
-//! `docs/connect-an-agent.md`'s (`connect`), their marked blocks extracted from the Markdown
-//! (`common/markdown.rs`) and run in order, in one `bash` (so a variable one block sets is there for the next,
-//! as in the reader's terminal), from a scratch copy of the repository (`git ls-files` copied into a temp dir,
-//! so nothing the suite built is there that a fresh clone lacks), against a registry this test starts there.
+//! `docs/connect-an-agent.md`'s (`connect`), their marked blocks extracted from the Markdown by
+//! `common/markdown.rs` (the marker grammar and parser of every quick start the tests run, the SDK READMEs'
+//! in `quickstart_sdks.rs` too) and run in order, in one `bash` (so a variable one block sets is there for the
+//! next, as in the reader's terminal), from a scratch copy of the repository (`git ls-files` copied into a temp
+//! dir, so nothing the suite built is there that a fresh clone lacks), against a registry this test starts there.
 //!
 //! What the test supplies, as the docs tell the reader to:
 //! - the registry: `bazaar serve` in the copy (the README's first "Using it" line), on a free port instead of

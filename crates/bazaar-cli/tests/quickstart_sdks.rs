@@ -1,22 +1,27 @@
-//! Each SDK README's quick start (`clients/python/README.md`, `clients/typescript/README.md`), run verbatim from a
-//! scratch copy of the repository, as a newcomer would type it: the Python one in a fresh venv installing the
-//! package as its README says, the TypeScript one in a fresh npm project installing the packed SDK (its peer
-//! dependency `better-sqlite3` resolved from that project), both against a real `bazaar serve` this test starts.
+//! Each SDK README's quick start (`clients/python/README.md`'s `python`, `clients/typescript/README.md`'s
+//! `typescript`), run verbatim from a scratch copy of the repository, as a newcomer would type it: the Python one
+//! in a fresh venv installing the package as its README says, the TypeScript one in a fresh npm project
+//! installing the packed SDK (its peer dependency `better-sqlite3` resolved from that project), both against a
+//! real `bazaar serve` this test starts.
 //!
-//! The README marks what runs with an HTML comment before a fenced block, so the docs cannot drift from what is
-//! tested:
+//! The README marks what runs as every quick start the tests run is marked (`common/markdown.rs`): an HTML
+//! comment `<!-- quickstart: NAME [attribute …] -->` before a fenced block, so the docs cannot drift from what
+//! is tested. Every marked block of the README belongs to its quick start, and its attributes say what it is:
 //!
-//! - `<!-- quickstart: registry -->` — the registry's command; it must read [`REGISTRY_COMMAND`], which this test
-//!   runs with the built binary in place of `cargo run --release --` and a free port in place of 7878;
-//! - `<!-- quickstart: file NAME -->` — the block is written to `NAME` in the project directory;
-//! - `<!-- quickstart: run -->` — the block runs in bash (`-euo pipefail`) in the project directory and must succeed;
-//! - `<!-- quickstart: background -->` — the block is started and left running until `SHOP_PORT` accepts;
-//! - `<!-- quickstart: output -->` — every line of the block appears in what the last `run` block printed.
+//! - `<!-- quickstart: NAME registry -->` — the registry's command; it must read [`REGISTRY_COMMAND`], which this
+//!   test runs with the built binary in place of `cargo run --release --` and a free port in place of 7878;
+//! - `<!-- quickstart: NAME file=PATH -->` — the block is written to `PATH` in the project directory;
+//! - `<!-- quickstart: NAME -->` — the block runs in bash (`-euo pipefail`) in the project directory and must
+//!   succeed;
+//! - `<!-- quickstart: NAME background -->` — the block is started and left running until `SHOP_PORT` accepts;
+//! - `<!-- quickstart: NAME output -->` — every line of the block appears in what the last block that ran printed.
 //!
 //! The blocks see `BAZAAR` (the scratch copy), `BAZAAR_REGISTRY` (the registry's URL) and `SHOP_PORT` (a free port
 //! for the merchant), which the READMEs tell the reader to set or default.
 
 mod common;
+#[path = "common/markdown.rs"]
+mod markdown;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -26,14 +31,19 @@ use std::time::{Duration, Instant};
 /// What a README's `registry` block must say.
 const REGISTRY_COMMAND: &str =
     r#"cd "$BAZAAR" && cargo run --release -- serve --port 7878 --operator-credential op-secret"#;
-/// The longest one `run` block may take (installing the packages from their registries and building
-/// `better-sqlite3` included).
+/// The longest one block that runs (one with no attribute) may take (installing the packages from their
+/// registries and building `better-sqlite3` included).
 const RUN_BLOCK_TIMEOUT_S: u64 = 600;
 /// The longest a `background` block may take to accept connections on `SHOP_PORT`.
 const BACKGROUND_READY_S: u64 = 60;
-/// The SDK READMEs whose quick starts run, and the project directory each runs in.
-const READMES: [(&str, &str); 2] =
-    [("clients/python/README.md", "py-project"), ("clients/typescript/README.md", "ts-project")];
+/// The SDK READMEs whose quick starts run: each README, its quick start's name, and the project directory it
+/// runs in.
+const READMES: [(&str, &str, &str); 2] = [
+    ("clients/python/README.md", "python", "py-project"),
+    ("clients/typescript/README.md", "typescript", "ts-project"),
+];
+/// The attributes a block may carry, at most one of them; a block with none runs.
+const KINDS: [&str; 4] = ["registry", "file", "background", "output"];
 
 /// What a marked block asks for.
 #[derive(Debug)]
@@ -45,34 +55,45 @@ enum Step {
     Output(String),
 }
 
-/// The marked blocks of `readme`, in order.
-fn steps(readme: &str) -> Vec<Step> {
-    let mut steps = Vec::new();
-    let mut lines = readme.lines();
-    while let Some(line) = lines.next() {
-        let Some(mark) = line.trim().strip_prefix("<!-- quickstart:").and_then(|m| m.strip_suffix("-->")) else {
-            continue;
-        };
-        let fence = lines.by_ref().find(|l| !l.trim().is_empty()).unwrap_or_default();
-        assert!(fence.trim().starts_with("```"), "a quickstart mark is followed by a fenced block, not {fence:?}");
-        // A block inside a list item is indented as its fence is: the code is what follows that indent.
-        let indent = fence.len() - fence.trim_start().len();
-        let block: Vec<&str> = lines
-            .by_ref()
-            .take_while(|l| l.trim() != "```")
-            .map(|l| l.get(indent..).unwrap_or(l.trim_start()))
-            .collect();
-        let text = block.join("\n") + "\n";
-        steps.push(match mark.trim().split_once(' ').unwrap_or((mark.trim(), "")) {
-            ("registry", _) => Step::Registry(text.trim().to_string()),
-            ("file", name) => Step::File(name.trim().to_string(), text),
-            ("run", _) => Step::Run(text),
-            ("background", _) => Step::Background(text),
-            ("output", _) => Step::Output(text),
-            (other, _) => panic!("unknown quickstart mark {other:?}"),
-        });
+impl Step {
+    /// Its attribute in the marker (`run` for a block with none).
+    fn kind(&self) -> &'static str {
+        match self {
+            Step::Registry(_) => "registry",
+            Step::File(..) => "file",
+            Step::Run(_) => "run",
+            Step::Background(_) => "background",
+            Step::Output(_) => "output",
+        }
     }
-    steps
+}
+
+/// The blocks of quick start `name` in `readme`, in order — every block the README marks, which must all be it.
+fn steps(readme: &str, name: &str) -> Vec<Step> {
+    let blocks = markdown::all_quickstart_blocks(readme);
+    if let Some(other) = blocks.iter().find(|block| block.quickstart != name) {
+        panic!("line {}: a block of quick start `{}`, not `{name}`", other.line, other.quickstart);
+    }
+    blocks
+        .into_iter()
+        .map(|block| {
+            let line = block.line;
+            let unknown = block.attributes.iter().find(|(key, _)| !KINDS.contains(&key.as_str()));
+            assert!(unknown.is_none(), "line {line}: unknown quickstart attribute {unknown:?}");
+            assert!(block.attributes.len() <= 1, "line {line}: one of {KINDS:?} at most, not {:?}", block.attributes);
+            match block.attributes.first().map(|(key, value)| (key.as_str(), value.as_str())) {
+                None => Step::Run(block.code),
+                Some(("registry", _)) => Step::Registry(block.code.trim().to_string()),
+                Some(("file", path)) => {
+                    assert!(!path.is_empty(), "line {line}: `file` names no path (`file=PATH`)");
+                    Step::File(path.to_string(), block.code)
+                }
+                Some(("background", _)) => Step::Background(block.code),
+                Some(("output", _)) => Step::Output(block.code),
+                Some((other, _)) => unreachable!("{other} is not in KINDS"),
+            }
+        })
+        .collect()
 }
 
 /// Copies the repository's files (tracked, and new ones not ignored — never a `node_modules`, `dist` or venv) to
@@ -147,7 +168,7 @@ impl Drop for Running {
     }
 }
 
-/// Runs one README's quick start in a fresh `project` directory; what its `run` blocks printed, in order.
+/// Runs one README's quick start in a fresh `project` directory; what the blocks it ran printed, in order.
 fn run_quick_start(readme: &str, steps: &[Step], project: &Path, env: &[(&str, String)]) -> Vec<String> {
     std::fs::create_dir_all(project).unwrap();
     let (mut printed, mut background, mut last) = (Vec::new(), Vec::new(), String::new());
@@ -197,18 +218,19 @@ fn each_sdk_readme_quick_start_runs_verbatim_from_a_scratch_copy() {
     }
     let readmes: Vec<(&str, &str, Vec<Step>)> = READMES
         .iter()
-        .map(|(path, project)| (*path, *project, steps(&std::fs::read_to_string(clone.join(path)).unwrap())))
+        .map(|(path, name, project)| {
+            (*path, *project, steps(&std::fs::read_to_string(clone.join(path)).unwrap(), name))
+        })
         .collect();
     let registry_port = common::free_port();
     let (_, _, first) = &readmes[0];
     let Some(Step::Registry(command)) = first.iter().find(|s| matches!(s, Step::Registry(_))) else {
-        panic!("{}: no `quickstart: registry` block", READMES[0].0)
+        panic!("{}: no `quickstart: {} registry` block", READMES[0].0, READMES[0].1)
     };
     let registry = Running(start_registry(command, &clone, registry_port));
     for (readme, project, steps) in &readmes {
         for kind in ["registry", "file", "run", "background", "output"] {
-            let has = steps.iter().any(|s| format!("{s:?}").to_lowercase().starts_with(kind));
-            assert!(has, "{readme}: no `quickstart: {kind}` block");
+            assert!(steps.iter().any(|s| s.kind() == kind), "{readme}: no `{kind}` block in its quick start");
         }
         let env = [
             ("BAZAAR", clone.display().to_string()),
@@ -224,13 +246,34 @@ fn each_sdk_readme_quick_start_runs_verbatim_from_a_scratch_copy() {
 }
 
 #[test]
-fn marked_blocks_are_read_in_order_with_a_list_items_indent_removed() {
-    let readme = "# x\n<!-- quickstart: registry -->\n```sh\ncd \"$BAZAAR\" && serve\n```\n\n1. Write it:\n\n   \
-                  <!-- quickstart: file a.py -->\n   ```python\n   def f():\n       return 1\n\n   print(f())\n   ```\n\
-                  ```sh\nnot marked\n```\n<!-- quickstart: run -->\n```sh\npython a.py\n```\n";
-    let steps = format!("{:?}", steps(readme));
+fn marked_blocks_become_steps_in_order() {
+    let readme = concat!(
+        "# x\n<!-- quickstart: py registry -->\n```sh\ncd \"$BAZAAR\" && serve\n```\n\n",
+        "1. Write it:\n\n   <!-- quickstart: py file=a.py -->\n   ```python\n   print(1)\n   ```\n",
+        "```sh\nnot marked\n```\n<!-- quickstart: py -->\n```sh\npython a.py\n```\n",
+        "<!-- quickstart: py background -->\n```sh\nshop\n```\n<!-- quickstart: py output -->\n```text\n1\n```\n",
+    );
+    let steps: Vec<String> = steps(readme, "py").iter().map(|step| format!("{step:?}")).collect();
     assert_eq!(
         steps,
-        r#"[Registry("cd \"$BAZAAR\" && serve"), File("a.py", "def f():\n    return 1\n\nprint(f())\n"), Run("python a.py\n")]"#
+        [
+            r#"Registry("cd \"$BAZAAR\" && serve")"#,
+            r#"File("a.py", "print(1)\n")"#,
+            r#"Run("python a.py\n")"#,
+            r#"Background("shop\n")"#,
+            r#"Output("1\n")"#,
+        ]
     );
+}
+
+#[test]
+#[should_panic(expected = "unknown quickstart attribute")]
+fn an_attribute_the_test_gives_no_meaning_is_an_error() {
+    steps("<!-- quickstart: py waits-for=x -->\n```sh\ntrue\n```\n", "py");
+}
+
+#[test]
+#[should_panic(expected = "a block of quick start `ts`, not `py`")]
+fn a_block_of_another_quick_start_is_an_error() {
+    steps("<!-- quickstart: py -->\n```sh\ntrue\n```\n<!-- quickstart: ts -->\n```sh\ntrue\n```\n", "py");
 }

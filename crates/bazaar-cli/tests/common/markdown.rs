@@ -1,10 +1,18 @@
 //! Quick starts as the docs write them: the fenced code blocks a Markdown file marks with
 //! `<!-- quickstart: NAME [attribute …] -->` on the line before the fence (blank lines between are allowed),
-//! in document order, so a test runs exactly what a reader copies and the docs cannot drift from it.
+//! in document order, so a test runs exactly what a reader copies and the docs cannot drift from it. Every
+//! quick start the tests run is marked this way and read here: the CLI ones (`README.md`'s `cli`,
+//! `docs/connect-an-agent.md`'s `connect`, run by `quickstart_cli.rs`) and the SDK READMEs' (`python`,
+//! `typescript`, run by `quickstart_sdks.rs`).
 //!
-//! An attribute is a bare word or `key=value` (no spaces): the tests give `file=PATH` (write the block to
-//! PATH instead of running it) and `waits-for=TEXT` (after the block, wait for a line of output holding TEXT)
-//! a meaning; a marker with no fenced block after it panics, naming its line.
+//! An attribute is a bare word or `key=value` (no spaces). A block with none runs; the tests give these a
+//! meaning: `file=PATH` (write the block to PATH instead of running it), `waits-for=TEXT` (after the block,
+//! wait for a line of output holding TEXT; the CLI test), and `registry`, `background`, `output` (the SDK
+//! test's registry command, a block left running, and the output the last block must have printed). A marker
+//! with no fenced block after it panics, naming its line.
+//!
+//! A fence indented inside a list item indents its block's lines too: the code is each line with that indent
+//! removed, as a reader copying the block gets it.
 //!
 //! Include it with `#[path = "common/markdown.rs"] mod markdown;` (it needs nothing else from `common`).
 #![allow(dead_code)]
@@ -61,10 +69,14 @@ pub fn all_quickstart_blocks(markdown: &str) -> Vec<Block> {
         let fence = lines.get(at).map(|l| l.trim_start()).filter(|l| l.starts_with("```"));
         let fence = fence.unwrap_or_else(|| panic!("line {marker_line}: quick start `{name}` marks no fenced block"));
         let language = fence.trim_start_matches('`').trim().to_string();
+        // A block inside a list item is indented as its fence is: the code is what follows that indent.
+        let indent = lines[at].len() - fence.len();
         at += 1;
         let mut code = String::new();
         while at < lines.len() && !lines[at].trim_start().starts_with("```") {
-            code.push_str(lines[at]);
+            let line = lines[at];
+            let cut = line.bytes().take(indent).take_while(u8::is_ascii_whitespace).count();
+            code.push_str(&line[cut..]);
             code.push('\n');
             at += 1;
         }
@@ -97,6 +109,14 @@ mod tests {
             (b.attribute("file"), b.attribute("waits-for"), b.language.as_str()),
             (Some("x.py"), Some("ok"), "python")
         );
+    }
+
+    #[test]
+    fn a_block_in_a_list_item_loses_its_fences_indent() {
+        let doc = "1. Write it:\n\n   <!-- quickstart: a file=a.py -->\n   \
+                   ```python\n   def f():\n       return 1\n\n   print(f())\n   ```\n";
+        let a = &quickstart_blocks(doc, "a")[0];
+        assert_eq!((a.code.as_str(), a.attribute("file")), ("def f():\n    return 1\n\nprint(f())\n", Some("a.py")));
     }
 
     #[test]
