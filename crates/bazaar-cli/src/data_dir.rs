@@ -22,11 +22,23 @@ pub const SECRET_FILE_MODE: u32 = 0o600;
 /// The permission bits group and others may not hold on the directory or on a file in it.
 const OTHERS_BITS: u32 = 0o077;
 
+/// The embedded store's file inside the data directory (the ledger, with the registry's signing keys).
+pub const SQLITE_FILE: &str = "bazaar.db";
+/// The conversation plane's embedded file inside the data directory: apart
+/// from the ledger's, so a message never waits on the money writer.
+pub const CONVERSATION_FILE: &str = "conversation.db";
+/// The relay's embedded file inside the data directory: apart from the
+/// ledger's and the conversation plane's, so an event never waits on either writer.
+pub const RELAY_FILE: &str = "relay.db";
+/// The operator's credential, written (0600) into the data directory on the start that creates the registry.
+pub const OPERATOR_CREDENTIAL_FILE: &str = "operator-credential";
+/// The dispute desk's credential, written (0600) into the data directory on the start that creates the desk.
+pub const DESK_CREDENTIAL_FILE: &str = "desk-credential";
+
 /// The registry's SQLite files in the data directory, the ledger's (with the signing keys) first.
-pub const DATABASES: [&str; 3] =
-    [crate::runtime::SQLITE_FILE, crate::runtime::CONVERSATION_FILE, crate::runtime::RELAY_FILE];
+pub const DATABASES: [&str; 3] = [SQLITE_FILE, CONVERSATION_FILE, RELAY_FILE];
 /// The credentials `bazaar serve` writes into the data directory on the start that creates each.
-pub const SECRETS: [&str; 2] = [crate::runtime::OPERATOR_CREDENTIAL_FILE, crate::runtime::DESK_CREDENTIAL_FILE];
+pub const SECRETS: [&str; 2] = [OPERATOR_CREDENTIAL_FILE, DESK_CREDENTIAL_FILE];
 /// What SQLite keeps beside a database file (its write-ahead log and shared-memory index).
 const JOURNAL_SUFFIXES: [&str; 3] = ["", "-wal", "-shm"];
 
@@ -177,8 +189,8 @@ mod tests {
         let dir = scratch("new").join("nested");
         create(&dir).unwrap();
         assert_eq!(mode_of(&dir).unwrap(), DATA_DIR_MODE);
-        create_private_file(&dir.join(crate::runtime::SQLITE_FILE)).unwrap();
-        assert_eq!(mode_of(&dir.join(crate::runtime::SQLITE_FILE)).unwrap(), SECRET_FILE_MODE);
+        create_private_file(&dir.join(SQLITE_FILE)).unwrap();
+        assert_eq!(mode_of(&dir.join(SQLITE_FILE)).unwrap(), SECRET_FILE_MODE);
         assert_eq!(check(&dir).unwrap(), Checked::Private);
         std::fs::remove_dir_all(dir.parent().unwrap()).ok();
     }
@@ -191,18 +203,16 @@ mod tests {
         assert_eq!(check(&dir).unwrap(), Checked::Tightened { was: 0o755 });
         assert_eq!(mode_of(&dir).unwrap(), DATA_DIR_MODE);
 
-        create_private_file(&dir.join(crate::runtime::SQLITE_FILE)).unwrap();
-        std::fs::set_permissions(dir.join(crate::runtime::SQLITE_FILE), std::fs::Permissions::from_mode(0o644))
-            .unwrap();
+        create_private_file(&dir.join(SQLITE_FILE)).unwrap();
+        std::fs::set_permissions(dir.join(SQLITE_FILE), std::fs::Permissions::from_mode(0o644)).unwrap();
         let Checked::Exposed(exposed) = check(&dir).unwrap() else { panic!("a world-readable ledger passed") };
-        assert_eq!(exposed, vec![Exposed { path: dir.join(crate::runtime::SQLITE_FILE), mode: 0o644 }]);
+        assert_eq!(exposed, vec![Exposed { path: dir.join(SQLITE_FILE), mode: 0o644 }]);
         let refusal = guard(&dir, false).unwrap_err().to_string();
         assert!(refusal.contains("chmod 600") && refusal.contains("--allow-insecure-permissions"), "{refusal}");
         guard(&dir, true).unwrap();
 
         // A file of someone else's in the directory is theirs; the registry's own files are what count.
-        std::fs::set_permissions(dir.join(crate::runtime::SQLITE_FILE), std::fs::Permissions::from_mode(0o600))
-            .unwrap();
+        std::fs::set_permissions(dir.join(SQLITE_FILE), std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::write(dir.join("asker-state.json"), "{}").unwrap();
         std::fs::set_permissions(dir.join("asker-state.json"), std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(check(&dir).unwrap(), Checked::Private);

@@ -49,13 +49,7 @@ impl Clock for OffsetClock {
     }
 }
 
-/// The operator's credential, written (0600) into the data directory on the start that creates the registry.
-pub const OPERATOR_CREDENTIAL_FILE: &str = "operator-credential";
-/// The dispute desk's credential, written (0600) into the data directory on the start that creates the desk.
-pub const DESK_CREDENTIAL_FILE: &str = "desk-credential";
-
-/// The embedded store's file inside the data directory.
-pub const SQLITE_FILE: &str = "bazaar.db";
+pub use crate::data_dir::{CONVERSATION_FILE, DESK_CREDENTIAL_FILE, OPERATOR_CREDENTIAL_FILE, RELAY_FILE, SQLITE_FILE};
 
 pub fn registry_config() -> Config {
     Config::standard()
@@ -73,10 +67,6 @@ pub async fn open_store(args: &StoreArgs, config: Config, clock: Arc<dyn Clock>)
         .with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
 }
-
-/// The relay's embedded file inside the data directory: apart from the
-/// ledger's and the conversation plane's, so an event never waits on either writer.
-pub const RELAY_FILE: &str = "relay.db";
 
 /// The relay's store: its own SQLite file in the data directory, or its own
 /// tables in PostgreSQL beside the ledger when `--database-url` is given.
@@ -143,10 +133,6 @@ pub fn relay_url(public_url: &str, relay_port: Option<u16>) -> String {
         None => format!("{base}{}", bazaar_server::relay::RELAY_PATH),
     }
 }
-
-/// The conversation plane's embedded file inside the data directory: apart
-/// from the ledger's, so a message never waits on the money writer.
-pub const CONVERSATION_FILE: &str = "conversation.db";
 
 /// The conversation plane's store: PostgreSQL beside the ledger when
 /// `--database-url` is given (its own tables), else its own SQLite file.

@@ -543,6 +543,26 @@ pub trait StoryRunner: Send + Sync {
     fn agent(&self, request: String) -> BoxFuture<'static, Result<Value, String>>;
 }
 
+/// Attack runs a node starts in any sliding minute.
+pub const ATTACKS_PER_MINUTE_MAX: usize = 20;
+/// Attack runs one visitor starts in any sliding minute.
+pub const ATTACKS_PER_VISITOR_PER_MINUTE: usize = 5;
+
+/// How many presses may start in any sliding minute: on the node, and per visitor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttackLimits {
+    pub per_minute: usize,
+    pub per_visitor_per_minute: usize,
+}
+
+impl AttackLimits {
+    /// [`ATTACKS_PER_MINUTE_MAX`] and [`ATTACKS_PER_VISITOR_PER_MINUTE`]; what every registry runs with
+    /// unless a test sets others (`AppState::limit_attacks`).
+    pub const fn standard() -> AttackLimits {
+        AttackLimits { per_minute: ATTACKS_PER_MINUTE_MAX, per_visitor_per_minute: ATTACKS_PER_VISITOR_PER_MINUTE }
+    }
+}
+
 /// Attack runs started in the last minute, and the one running now.
 #[derive(Default)]
 pub struct Limiter {

@@ -62,7 +62,7 @@ pub struct AppState {
     attacks: std::sync::OnceLock<Arc<dyn crate::live::AttackRunner>>,
     pub(crate) attack_limiter: crate::live::Limiter,
     /// How many attack presses may start a minute (`limit_attacks`; the standard ones until set).
-    attack_limits: std::sync::OnceLock<crate::chamber::attacks::AttackLimits>,
+    attack_limits: std::sync::OnceLock<crate::live::AttackLimits>,
     runs: std::sync::OnceLock<Arc<dyn crate::live::StoryRunner>>,
     /// One chamber run (story or agent) at a time per node.
     pub(crate) run_lock: tokio::sync::Mutex<()>,
@@ -313,13 +313,13 @@ impl AppState {
 
     /// Sets how many attack presses may start a minute (a test's many presses); false if presses
     /// were already admitted under the standard limits.
-    pub fn limit_attacks(&self, limits: crate::chamber::attacks::AttackLimits) -> bool {
+    pub fn limit_attacks(&self, limits: crate::live::AttackLimits) -> bool {
         self.attack_limits.set(limits).is_ok()
     }
 
     /// The attack presses' limits now.
-    pub(crate) fn attack_limits(&self) -> crate::chamber::attacks::AttackLimits {
-        *self.attack_limits.get_or_init(crate::chamber::attacks::AttackLimits::standard)
+    pub(crate) fn attack_limits(&self) -> crate::live::AttackLimits {
+        *self.attack_limits.get_or_init(crate::live::AttackLimits::standard)
     }
 
     /// Gives the chamber its story and agent runs (the `bazaar` binary's); once.

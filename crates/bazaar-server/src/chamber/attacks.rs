@@ -23,29 +23,12 @@ use std::time::Duration;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Attack runs a node starts in any sliding minute.
-pub const ATTACKS_PER_MINUTE_MAX: usize = 20;
+pub use crate::live::{AttackLimits, ATTACKS_PER_MINUTE_MAX, ATTACKS_PER_VISITOR_PER_MINUTE};
+
 /// One attack run gives up after this long.
 pub const ATTACK_RUN_TIMEOUT_S: u64 = 60;
-/// Attack runs one visitor starts in any sliding minute.
-pub const ATTACKS_PER_VISITOR_PER_MINUTE: usize = 5;
 /// Visitors the per-visitor cap keeps track of at once; past it (after forgetting idle ones) runs wait.
 pub const ATTACK_VISITORS_TRACKED_MAX: usize = 10_000;
-
-/// How many presses may start in any sliding minute: on the node, and per visitor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttackLimits {
-    pub per_minute: usize,
-    pub per_visitor_per_minute: usize,
-}
-
-impl AttackLimits {
-    /// [`ATTACKS_PER_MINUTE_MAX`] and [`ATTACKS_PER_VISITOR_PER_MINUTE`]; what every registry runs with
-    /// unless a test sets others (`AppState::limit_attacks`).
-    pub const fn standard() -> AttackLimits {
-        AttackLimits { per_minute: ATTACKS_PER_MINUTE_MAX, per_visitor_per_minute: ATTACKS_PER_VISITOR_PER_MINUTE }
-    }
-}
 
 /// Who pressed: a signed-in member by its id; an anonymous visitor by its
 /// address as the edge tells it (`edge::ClientAddress`: the connection's peer,
