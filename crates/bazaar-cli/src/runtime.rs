@@ -385,6 +385,24 @@ pub async fn audit(args: StoreArgs, json_output: bool) -> Result<i32> {
     Ok(if report.ok { 0 } else { 1 })
 }
 
+/// Writes a new secret key to `path`, readable by its owner only (0600), refusing a file already there: a
+/// key drawn anew must never replace one (the identity it signs for would be lost with it).
+pub fn write_new_secret(path: &Path, secret: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => anyhow::bail!(
+            "{} already exists: a new key would replace the one there. Choose another path, or move that file \
+             away first if you are sure it holds nothing you need.",
+            path.display()
+        ),
+        Err(error) => return Err(error).with_context(|| format!("writing {}", path.display())),
+    };
+    file.write_all(secret.as_bytes())?;
+    Ok(())
+}
+
 /// Writes a secret readable by its owner only (0600).
 pub fn write_secret(path: &Path, secret: &str) -> Result<()> {
     use std::io::Write;

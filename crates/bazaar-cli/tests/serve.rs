@@ -98,6 +98,14 @@ fn the_cli_runs_a_registry_end_to_end() {
     let key_file = dir.join("agent.key");
     let agent_key = bazaar(&["keygen", "--out", key_file.to_str().unwrap()], &[]);
     assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    // A second keygen to the same file is refused: a key drawn anew never replaces one.
+    let kept = std::fs::read_to_string(&key_file).unwrap();
+    for again in [&["keygen", "--out"][..], &["jobs", "key", "--out"][..]] {
+        let refused = Command::new(env!("CARGO_BIN_EXE_bazaar")).args(again).arg(&key_file).output().unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{again:?} over an existing key");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("already exists"), "{refused:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap(), kept, "the first key is kept");
     let agent = enroll(&registry, &invite, "cli-agent", &key_file);
     assert_eq!(agent["id"], agent_key["did"]);
     assert_eq!(agent["owner"], owner["id"]);

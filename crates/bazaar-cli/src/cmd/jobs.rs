@@ -35,7 +35,7 @@ pub enum Command {
 pub enum Jobs {
     /// Write a new Nostr secret key (hex, mode 0600) and print its public key.
     Key {
-        /// Where to write the secret key (64 hex, mode 0600); a file already there is overwritten.
+        /// Where to write the secret key (64 hex, mode 0600): a new file (one already there is refused, never replaced).
         #[arg(long)]
         out: PathBuf,
     },
@@ -104,7 +104,7 @@ fn task(task_id: &str) -> Result<Hex32> {
 
 fn key(out: &std::path::Path) -> Result<Value> {
     let signer = Signer::generate(&bazaar_server::OsEntropy);
-    bazaar_cli::runtime::write_secret(out, &signer.secret_hex())?;
+    bazaar_cli::runtime::write_new_secret(out, &signer.secret_hex())?;
     Ok(json!({"public_key": signer.public_key().to_hex(), "key_file": out.display().to_string()}))
 }
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub enum Command {
     /// Draw an Ed25519 keypair; prints its DID and secret.
     Keygen {
-        /// Write the secret (hex) to this file, mode 0600.
+        /// Write the secret (hex) to this new file, mode 0600 (a file already there is refused, never replaced).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -158,7 +158,7 @@ fn keygen(out: Option<PathBuf>, json_output: bool) -> Result<()> {
     let secret = hex::encode(key.to_bytes());
     let public = hex::encode(key.verifying_key().as_bytes());
     if let Some(path) = &out {
-        runtime::write_secret(path, &secret)?;
+        runtime::write_new_secret(path, &secret)?;
     }
     let shown_secret = if out.is_some() { Value::Null } else { json!(secret) };
     let value = json!({"did": bazaar_sdk::did_of(&key), "public_key": public, "secret_key": shown_secret});
