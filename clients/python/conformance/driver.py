@@ -78,8 +78,10 @@ def refusal(error: bazaar.ProblemError) -> dict[str, Any]:
     return {"status": error.status, "code": error.code, "error_class": type(error).__name__, "price_minor": error.price_minor}
 
 
-async def held(buyer: bazaar.Client) -> Any:
-    return (await buyer.me()).get("held_minor")
+async def purse(buyer: bazaar.Client) -> tuple[Any, int]:
+    """What the buyer's registry holds on its budget, and its balance."""
+    me = await buyer.me()
+    return me.get("held_minor"), int(me.get("balance_minor") or 0)
 
 
 def merchant_start(world: dict[str, Any], credentials: list[Any]) -> dict[str, Any]:
@@ -172,15 +174,20 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
                     shop.faults[args["order"]] = args["fault"]
                 to = shop if args.get("shop") != "revocable" else revocable
                 merchant = world[args.get("to", "merchant_did" if to is shop else "revocable_did")]
-                before = await held(buyer)
+                to.app.prices = {"/work": int(args.get("price", price))}
+                held_before, balance_before = await purse(buyer)
                 try:
                     paid = await buyer.pay(to.url, merchant, int(args.get("amount", price)), args["order"])
-                    last_token = paid.token
                     observed = {"status": paid.status, "replayed": paid.replayed, "settled": paid.settlement is not None,
-                                "retried": paid.attempts > 1, "raised": False}
+                                "retried": paid.attempts > 1, "raised": False, "same_token": paid.token == last_token}
+                    last_token = paid.token
                 except bazaar.ProblemError as error:
                     observed = {**refusal(error), "raised": True}
-                observed["held_released"] = await held(buyer) == before
+                finally:
+                    to.app.prices = {"/work": price}
+                held_after, balance_after = await purse(buyer)
+                observed["held_released"] = held_after == held_before
+                observed["charged_minor"] = balance_before - balance_after
             elif op == "merchant_start":
                 observed = merchant_start(world, args["credentials"])
             elif op == "enrol":

@@ -181,5 +181,54 @@ class MerchantNamesTheParty(unittest.TestCase):
         self.assertIn(f"costs {PRICE}", body["detail"])
 
 
+class BuyerRenews(unittest.TestCase):
+    """The order's first token replayed: checked with verify, renewed under ``renew:<jti>`` when voided, expired or
+    about to expire, used as it is when settled; a fresh token is not checked."""
+
+    def pay(self, replayed: bool, state: str, expires_at_ms: int = 2**62) -> "tuple[bazaar.PaidResponse, list[str]]":
+        calls: list[str] = []
+
+        def handle(request: httpx.Request) -> httpx.Response:
+            key = request.headers.get(contract.IDEMPOTENCY_KEY_HEADER)
+            calls.append(f"{request.method} {request.url.path}" + (f" {key}" if key else ""))
+            if str(request.url) == SHOP:
+                return httpx.Response(200, json={"token": request.headers[contract.PAYMENT_HEADER]}, headers={contract.SETTLEMENT_HEADER: "stl_1"})
+            if request.url.path == "/v1/tokens" and key == "renew:tok_1":
+                return httpx.Response(201, json={"token": token_for("o-1", "tok_2"), "jti": "tok_2", "expires_at_ms": 2**62})
+            if request.url.path == "/v1/tokens":
+                headers = {contract.IDEMPOTENT_REPLAYED_HEADER: "true"} if replayed else {}
+                body = {"token": token_for("o-1"), "jti": "tok_1", "expires_at_ms": expires_at_ms}
+                return httpx.Response(201, json=body, headers=headers)
+            if request.url.path == "/v1/tokens/verify":
+                return httpx.Response(200, json={"genuine": True, "state": state, "work_order": False})
+            return problem(404, "not_found")
+
+        async def run() -> bazaar.PaidResponse:
+            http = httpx.AsyncClient(transport=httpx.MockTransport(handle))
+            return await bazaar.Client(REGISTRY, "bzc_buyer", http=http).pay(SHOP, "did:key:zShop", PRICE, "o-1")
+
+        return asyncio.run(run()), calls
+
+    def test_a_replayed_voided_token_is_renewed_under_the_key_naming_it(self) -> None:
+        paid, calls = self.pay(replayed=True, state="voided")
+        self.assertEqual(paid.token, token_for("o-1", "tok_2"))
+        self.assertEqual(calls[:3], ["POST /v1/tokens", "POST /v1/tokens/verify", "POST /v1/tokens renew:tok_1"])
+
+    def test_a_replayed_token_about_to_expire_is_renewed(self) -> None:
+        paid, calls = self.pay(replayed=True, state="open", expires_at_ms=0)
+        self.assertEqual(paid.token, token_for("o-1", "tok_2"))
+        self.assertIn("POST /v1/tokens renew:tok_1", calls)
+
+    def test_a_replayed_settled_token_is_used_as_it_is(self) -> None:
+        paid, calls = self.pay(replayed=True, state="settled", expires_at_ms=0)
+        self.assertEqual(paid.token, token_for("o-1"))
+        self.assertNotIn("POST /v1/tokens renew:tok_1", calls)
+
+    def test_a_fresh_token_is_not_checked(self) -> None:
+        paid, calls = self.pay(replayed=False, state="voided")
+        self.assertEqual(paid.token, token_for("o-1"))
+        self.assertEqual(calls, ["POST /v1/tokens", f"POST {SHOP.removeprefix('http://shop.test')}"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -38,10 +38,15 @@ const fault = (point, order) => {
 const receipts = new bazaar.SqliteReceiptStore(join(mkdtempSync(join(tmpdir(), "bazaar-ts-")), "receipts.db"));
 const revocableReceipts = new bazaar.SqliteReceiptStore(join(mkdtempSync(join(tmpdir(), "bazaar-ts-")), "receipts.db"));
 
-/** Express behind paidExpress for `merchant`; its URL. */
+/** Express behind paidExpress for `merchant`, charging `shop.price` (the world's unless a step says); its URL. */
 async function serveShop(merchant) {
   const app = express();
-  app.post("/work", bazaar.paidExpress(merchant, world.price_minor), (_req, res) => {
+  const byPrice = new Map();
+  const charging = (req, res, next) => {
+    if (!byPrice.has(shop.price)) byPrice.set(shop.price, bazaar.paidExpress(merchant, shop.price));
+    return byPrice.get(shop.price)(req, res, next);
+  };
+  app.post("/work", charging, (_req, res) => {
     runs += 1;
     const settled = res.locals.bazaar;
     res.json({ order: settled.orderId, run: runs, settlement: settled.settlementId });
@@ -49,7 +54,8 @@ async function serveShop(merchant) {
   const server = await new Promise((resolve) => {
     const listening = app.listen(0, "127.0.0.1", () => resolve(listening));
   });
-  return { server, url: `http://127.0.0.1:${server.address().port}/work` };
+  const shop = { server, url: `http://127.0.0.1:${server.address().port}/work`, price: world.price_minor };
+  return shop;
 }
 const shop = await serveShop(new bazaar.Merchant(clients.merchant, receipts, { fault }));
 const revocable = await serveShop(new bazaar.Merchant(buyer.withCredential(world.revocable), revocableReceipts));
@@ -62,7 +68,11 @@ const refusal = (error) => {
   throw error;
 };
 
-const held = async () => (await buyer.me()).held_minor;
+/** What the buyer's registry holds on its budget, and its balance. */
+const purse = async () => {
+  const me = await buyer.me();
+  return { held: me.held_minor, balance: Number(me.balance_minor ?? 0) };
+};
 
 /** Which credentials a merchant refuses to be made with, and the code it says. */
 function merchantStart(credentials) {
@@ -149,15 +159,20 @@ for (const step of scenario.steps) {
         if (args.fault) faults.set(args.order, args.fault);
         const to = args.shop === "revocable" ? revocable : shop;
         const merchant = world[args.to ?? (to === shop ? "merchant_did" : "revocable_did")];
-        const before = await held();
+        to.price = args.price ?? price;
+        const before = await purse();
         try {
           const paid = await buyer.pay(to.url, merchant, args.amount ?? price, args.order);
+          observed = { status: paid.status, replayed: paid.replayed, settled: paid.settlement !== null, retried: paid.attempts > 1, raised: false, same_token: paid.token === lastToken };
           lastToken = paid.token;
-          observed = { status: paid.status, replayed: paid.replayed, settled: paid.settlement !== null, retried: paid.attempts > 1, raised: false };
         } catch (error) {
           observed = { ...refusal(error), raised: true };
+        } finally {
+          to.price = price;
         }
-        observed.held_released = (await held()) === before;
+        const after = await purse();
+        observed.held_released = after.held === before.held;
+        observed.charged_minor = before.balance - after.balance;
         break;
       }
       case "merchant_start":

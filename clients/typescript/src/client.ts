@@ -226,6 +226,9 @@ export class Client {
    * A refusal at the merchant throws the typed `ProblemError` its code names (e.g. `TokenTooSmall` with the route's
    * `priceMinor`); where the token is of no more use to this call (`contract.VOID_ON_CODES`: the merchant's own
    * credential refused, the token too small, for another merchant or order) it is voided first, releasing its hold.
+   * Asking again for the order replays that token: a replay is checked with `verify`, and one voided, expired or
+   * about to expire is renewed under `renew:<jti>` (a settled one is used as it is), so the order can still be paid
+   * once.
    */
   async pay(
     url: string,
@@ -234,14 +237,7 @@ export class Client {
     orderId: string,
     options: { registry?: string; method?: string; body?: BodyInit; headers?: Record<string, string> } = {},
   ): Promise<PaidResponse> {
-    const token = { registry: options.registry };
-    let issued = await this.retrying(() => this.issueToken(merchant, maxAmountMinor, orderId, url, token));
-    const expires = issued.body["expires_at_ms"];
-    if (issued.replayed && typeof expires === "number" && expires <= Date.now() + contract.TOKEN_RENEW_MARGIN_MS) {
-      // The order's derived key replays its first token even once it is dead: ask again under a key naming it.
-      const idempotencyKey = `renew:${String(issued.body["jti"] ?? "")}`;
-      issued = await this.retrying(() => this.issueToken(merchant, maxAmountMinor, orderId, url, { ...token, idempotencyKey }));
-    }
+    const issued = await this.orderToken(merchant, maxAmountMinor, orderId, url, { registry: options.registry });
     const paymentToken = String(issued.body["token"] ?? "");
     for (let attempt = 1; ; attempt++) {
       let response: Response | undefined;
@@ -278,6 +274,42 @@ export class Client {
       }
       await sleep(contract.RETRY_BASE_MS * 2 ** (attempt - 1));
     }
+  }
+
+  /**
+   * The order's token, usable: asked for under the order's derived key, which replays the order's first token even
+   * once it is dead (expired, or voided by a merchant's refusal). A replay — only a replay — is checked (`usable`);
+   * a dead one is asked for again under a key naming it (`renew:<jti>`), and that answer checked the same way if it
+   * is a replay too: one key per dead token, so every retry of the order finds the same chain
+   * (`clients/conformance/contract.json`, `buyer.renew_rule`).
+   */
+  async orderToken(merchant: string, maxAmountMinor: number, orderId: string, resource: string, options: { registry?: string } = {}): Promise<Answer> {
+    let issued = await this.retrying(() => this.issueToken(merchant, maxAmountMinor, orderId, resource, options));
+    while (issued.replayed && !(await this.usable(issued.body))) {
+      const jti = String(issued.body["jti"] ?? "");
+      const idempotencyKey = `${contract.RENEW_KEY_PREFIX}${jti}`;
+      issued = await this.retrying(() => this.issueToken(merchant, maxAmountMinor, orderId, resource, { ...options, idempotencyKey }));
+      if (issued.body["jti"] === jti) break;
+    }
+    return issued;
+  }
+
+  /**
+   * Whether a replayed token can still pay: its state by `verify` — a receipt check — settled (used as it is: the
+   * merchant answers the order from its work receipt) or open and not expiring within `TOKEN_RENEW_MARGIN_MS`.
+   * Voided or expired is not; if verify cannot answer, the expiry alone decides.
+   */
+  private async usable(issued: Json): Promise<boolean> {
+    let state: unknown;
+    try {
+      state = (await this.retrying(() => this.call("POST", "/v1/tokens/verify", { token: String(issued["token"] ?? "") }))).body["state"];
+    } catch (error) {
+      if (!(error instanceof BazaarError)) throw error;
+    }
+    if (state === "settled") return true;
+    if (state === "voided" || state === "expired") return false;
+    const expires = issued["expires_at_ms"];
+    return typeof expires === "number" && expires > Date.now() + contract.TOKEN_RENEW_MARGIN_MS;
   }
 
   /**

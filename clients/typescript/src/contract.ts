@@ -15,6 +15,8 @@ export const RETRY_ATTEMPTS_MAX = 5;
 export const RETRY_BASE_MS = 50;
 /** A replayed token this close to expiry (or past it) is renewed before use. */
 export const TOKEN_RENEW_MARGIN_MS = 5_000;
+/** A replayed token that can no longer pay is renewed under this key followed by its jti (`renew:<jti>`). */
+export const RENEW_KEY_PREFIX = "renew:";
 /** The largest paid response the merchant middleware keeps as a work receipt. */
 export const WORK_RECEIPT_BYTES_MAX = 1024 * 1024;
 /**

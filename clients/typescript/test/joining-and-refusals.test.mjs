@@ -143,3 +143,48 @@ test("an amount refusal carries the route's price and the registry's facts", asy
   assert.deepEqual(body.facts, { amount_minor: PRICE, max_amount_minor: 200, price_minor: PRICE });
   assert.match(body.detail, new RegExp(`costs ${PRICE}`));
 });
+
+/** Pays with the order's first token replayed (or fresh) in `state`; renewal under `renew:tok_1` gives tok_2. */
+async function payReplayed({ replayed, state, expiresAtMs = 2 ** 52 }) {
+  const calls = [];
+  const token = (jti) => `apt_${Buffer.from(JSON.stringify({ ord: "o-1", jti })).toString("base64url")}.c2ln`;
+  const fetch = async (input, init = {}) => {
+    const url = new URL(String(input));
+    const key = init.headers?.[bazaar.contract.IDEMPOTENCY_KEY_HEADER];
+    calls.push(`${init.method ?? "GET"} ${url.pathname}${key ? ` ${key}` : ""}`);
+    if (url.href === SHOP) {
+      return Response.json({ paid: true }, { headers: { [bazaar.contract.SETTLEMENT_HEADER]: "stl_1" } });
+    }
+    if (url.pathname === "/v1/tokens" && key === "renew:tok_1") {
+      return Response.json({ token: token("tok_2"), jti: "tok_2", expires_at_ms: 2 ** 52 }, { status: 201 });
+    }
+    if (url.pathname === "/v1/tokens") {
+      const headers = replayed ? { [bazaar.contract.IDEMPOTENT_REPLAYED_HEADER]: "true" } : {};
+      return Response.json({ token: token("tok_1"), jti: "tok_1", expires_at_ms: expiresAtMs }, { status: 201, headers });
+    }
+    if (url.pathname === "/v1/tokens/verify") return Response.json({ genuine: true, state, work_order: false });
+    return problem(404, "not_found");
+  };
+  const paid = await new bazaar.Client(REGISTRY, "bzc_buyer", { fetch }).pay(SHOP, "did:key:zShop", PRICE, "o-1");
+  return { jti: bazaar.claimsUnverified(paid.token)?.jti, calls };
+}
+
+test("a replayed voided token is renewed under the key naming it", async () => {
+  const { jti, calls } = await payReplayed({ replayed: true, state: "voided" });
+  assert.equal(jti, "tok_2");
+  assert.deepEqual(calls.slice(0, 3), ["POST /v1/tokens", "POST /v1/tokens/verify", "POST /v1/tokens renew:tok_1"]);
+});
+
+test("a replayed token about to expire is renewed", async () => {
+  const { jti } = await payReplayed({ replayed: true, state: "open", expiresAtMs: 0 });
+  assert.equal(jti, "tok_2");
+});
+
+test("a replayed settled token is used as it is; a fresh token is not checked", async () => {
+  const settled = await payReplayed({ replayed: true, state: "settled", expiresAtMs: 0 });
+  assert.equal(settled.jti, "tok_1");
+  assert.ok(!settled.calls.includes("POST /v1/tokens renew:tok_1"));
+  const fresh = await payReplayed({ replayed: false, state: "voided" });
+  assert.equal(fresh.jti, "tok_1");
+  assert.deepEqual(fresh.calls, ["POST /v1/tokens", "POST /translate"]);
+});

@@ -129,6 +129,23 @@ struct Shop {
     url: String,
     runs: Arc<AtomicU64>,
     faults: Arc<Mutex<Vec<(String, FaultPoint)>>>,
+    /// The price /work charges now, and its route per price (one made on first use).
+    price: Arc<AtomicU64>,
+    routes: Arc<Mutex<std::collections::HashMap<u64, Arc<PaidRoute>>>>,
+    merchant: Client,
+    receipts: PathBuf,
+}
+
+impl Shop {
+    /// From now on /work charges `price` (the route at that price, made the first time it is asked for).
+    fn charge(&self, price: u64) {
+        let mut routes = self.routes.lock().unwrap();
+        routes.entry(price).or_insert_with(|| {
+            let receipts = self.receipts.with_extension(format!("{price}.db"));
+            Arc::new(PaidRoute::new(self.merchant.clone(), price, &receipts).unwrap())
+        });
+        self.price.store(price, Ordering::SeqCst);
+    }
 }
 
 /// The Rust middleware serving /work for `who` (a merchant in the world), counting its runs in `runs`.
@@ -142,7 +159,11 @@ async fn rust_shop(world: &Value, dir: &Path, who: &str, runs: Arc<AtomicU64>) -
         hit && seen.lock().unwrap().insert(order.to_string())
     });
     let price = world["price_minor"].as_u64().unwrap();
-    let route = PaidRoute::new(merchant, price, &dir.join(format!("rust-{who}-receipts.db"))).unwrap().with_fault(hook);
+    let receipts = dir.join(format!("rust-{who}-receipts.db"));
+    let route = PaidRoute::new(merchant.clone(), price, &receipts).unwrap().with_fault(hook);
+    let routes = Arc::new(Mutex::new(std::collections::HashMap::from([(price, Arc::new(route))])));
+    let charging = Arc::new(AtomicU64::new(price));
+    let (current, by_price) = (charging.clone(), routes.clone());
     let counter = runs.clone();
     let app = Router::new()
         .route(
@@ -152,22 +173,22 @@ async fn rust_shop(world: &Value, dir: &Path, who: &str, runs: Arc<AtomicU64>) -
                 async move { Json(json!({"order": settled.order_id, "run": run, "settlement": settled.settlement_id})) }
             }),
         )
-        .route_layer(axum::middleware::from_fn_with_state(Arc::new(route), paid));
+        .route_layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let route = by_price.lock().unwrap()[&current.load(Ordering::SeqCst)].clone();
+                paid(axum::extract::State(route), request, next)
+            },
+        ));
     let url = bazaar_cli::story::serve(app).await.unwrap();
-    Shop { url: format!("{url}/work"), runs, faults }
+    Shop { url: format!("{url}/work"), runs, faults, price: charging, routes, merchant, receipts }
 }
 
 fn refusal(error: SdkError) -> Value {
     json!({"status": error.status(), "code": error.code(), "price_minor": error.price_minor()})
 }
 
-/// What the buyer's registry holds on its budget now.
-async fn held(buyer: &Client) -> Value {
-    buyer.me().await.map(|me| me["held_minor"].clone()).unwrap_or_default()
-}
-
-/// The scenario's `pay` op: a paid call (its token's amount, merchant and shop as `args` say, else the world's),
-/// with the buyer's holds before and after.
+/// The scenario's `pay` op: a paid call (its token's amount, merchant and shop, and the shop's price, as `args`
+/// say, else the world's), with the buyer's holds and balance before and after.
 async fn rust_pay(buyer: &Client, world: &Value, shops: (&Shop, &Shop), args: &Value) -> Value {
     let order = args["order"].as_str().unwrap_or_default();
     if let Some(point) = args["fault"].as_str() {
@@ -180,8 +201,10 @@ async fn rust_pay(buyer: &Client, world: &Value, shops: (&Shop, &Shop), args: &V
     .as_str()
     .unwrap();
     let amount = args["amount"].as_u64().unwrap_or(world["price_minor"].as_u64().unwrap());
-    let before = held(buyer).await;
+    shop.charge(args["price"].as_u64().unwrap_or(world["price_minor"].as_u64().unwrap()));
+    let before = buyer.me().await.unwrap_or_default();
     let paid = buyer.pay(&shop.url, merchant, amount, order).await.and_then(|paid| paid.error_for_refusal());
+    shop.charge(world["price_minor"].as_u64().unwrap());
     let mut observed = match paid {
         Ok(paid) => json!({"status": paid.status, "replayed": paid.replayed, "settled": paid.settlement.is_some(),
             "retried": paid.attempts > 1, "token": paid.token, "raised": false}),
@@ -191,7 +214,10 @@ async fn rust_pay(buyer: &Client, world: &Value, shops: (&Shop, &Shop), args: &V
             seen
         }
     };
-    observed["held_released"] = json!(held(buyer).await == before);
+    let after = buyer.me().await.unwrap_or_default();
+    observed["held_released"] = json!(after["held_minor"] == before["held_minor"]);
+    observed["charged_minor"] =
+        json!(before["balance_minor"].as_i64().unwrap_or(0) - after["balance_minor"].as_i64().unwrap_or(0));
     observed
 }
 
@@ -302,6 +328,7 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                 "pay" => {
                     let mut observed = rust_pay(&buyer, world, (&shop, &revocable), args).await;
                     if let Some(token) = observed.as_object_mut().and_then(|o| o.remove("token")) {
+                        observed["same_token"] = json!(token == last_token.as_str());
                         last_token = token.as_str().unwrap_or_default().to_string();
                     }
                     observed

@@ -16,6 +16,8 @@ pub const PAY_ATTEMPTS_MAX: u32 = 5;
 pub const RETRY_BASE_MS: u64 = 50;
 /// A replayed token this close to expiry (or past it) is renewed before use.
 pub const TOKEN_RENEW_MARGIN_MS: i64 = 5_000;
+/// A replayed token that can no longer pay is renewed under this key followed by its jti (`renew:<jti>`).
+pub const RENEW_KEY_PREFIX: &str = "renew:";
 /// Merchant refusals that leave the buyer's token useless for this call: `pay` voids it at once, so its hold is
 /// released instead of waiting out the token's life (`clients/conformance/contract.json`, `buyer`).
 pub const VOID_ON_CODES: [&str; 4] =
@@ -312,7 +314,9 @@ impl Client {
 
     /// Buyer: get (or re-get) the order's token and call a paid URL with it,
     /// retrying transport errors and 5xx with the same token. The merchant's
-    /// work receipt makes every retry safe.
+    /// work receipt makes every retry safe. A replayed token that is voided (a
+    /// refusal voided it), expired or about to expire is renewed under
+    /// `renew:<jti>`; a settled one is used as it is.
     pub async fn pay(
         &self,
         url: &str,
@@ -341,16 +345,19 @@ impl Client {
         }
         let mut issued =
             self.retrying(|| self.call(reqwest::Method::POST, "/v1/tokens", Some(request.clone()), None)).await?;
-        // The order's derived key replays the first token, even once it has expired or
-        // was voided. Then ask again under a key naming the dead token: still one key per attempt.
-        if issued.replayed
-            && issued.body["expires_at_ms"].as_i64().unwrap_or(0) <= wall_clock_ms() + TOKEN_RENEW_MARGIN_MS
-        {
-            let key = format!("renew:{}", issued.body["jti"].as_str().unwrap_or_default());
+        // The order's derived key replays the first token, even once it has expired or was voided (a merchant's
+        // refusal voids it). Then ask again under a key naming the dead token, and check that answer the same way
+        // if it is a replay too: one key per dead token, so every retry of the order finds the same chain.
+        while issued.replayed && !self.usable(&issued.body).await {
+            let jti = issued.body["jti"].as_str().unwrap_or_default().to_string();
+            let key = format!("{RENEW_KEY_PREFIX}{jti}");
             let body = request.clone();
             issued = self
                 .retrying(|| self.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), Some(&key)))
                 .await?;
+            if issued.body["jti"].as_str() == Some(jti.as_str()) {
+                break;
+            }
         }
         let token = issued.body["token"].as_str().unwrap_or_default().to_string();
         let mut attempt = 0;
@@ -392,6 +399,22 @@ impl Client {
                 return Ok(answered?);
             }
             tokio::time::sleep(Duration::from_millis(RETRY_BASE_MS << (attempt - 1))).await;
+        }
+    }
+
+    /// Whether a replayed token can still pay (`clients/conformance/contract.json`, `buyer.renew_rule`): its
+    /// state by verify — a receipt check, asked only of replays — settled (used as it is: the merchant answers the
+    /// order from its work receipt) or open and not expiring within [`TOKEN_RENEW_MARGIN_MS`]. Voided or expired
+    /// is not; if verify cannot answer, the expiry alone decides.
+    async fn usable(&self, issued: &Value) -> bool {
+        let token = issued["token"].as_str().unwrap_or_default();
+        let check = json!({ "token": token });
+        let state =
+            self.retrying(|| self.call(reqwest::Method::POST, "/v1/tokens/verify", Some(check.clone()), None)).await;
+        match state.as_ref().map(|a| a.body["state"].as_str().unwrap_or_default()) {
+            Ok("settled") => true,
+            Ok("voided" | "expired") => false,
+            _ => issued["expires_at_ms"].as_i64().unwrap_or(0) > wall_clock_ms() + TOKEN_RENEW_MARGIN_MS,
         }
     }
 

@@ -290,17 +290,23 @@ class Client:
         A refusal at the merchant raises the typed :class:`~bazaar.errors.ProblemError` its code names (e.g.
         :class:`~bazaar.errors.TokenTooSmall` with the route's ``price_minor``); where the token is of no more use
         to this call (``contract.VOID_ON_CODES``: the merchant's own credential refused, the token too small, for
-        another merchant or order) it is voided first, releasing its hold."""
+        another merchant or order) it is voided first, releasing its hold. Asking again for the order replays that
+        token: a replay is checked with :meth:`verify`, and one voided, expired or about to expire is renewed under
+        ``renew:<jti>`` (a settled one is used as it is), so the order can still be paid once."""
         issued = await self.retrying(
             lambda: self.issue_token(merchant, max_amount_minor, order_id, url, registry=registry)
         )
-        expires = issued.body.get("expires_at_ms")
-        if issued.replayed and isinstance(expires, int) and expires <= wall_clock_ms() + contract.TOKEN_RENEW_MARGIN_MS:
-            # The order's derived key replays its first token even once it is dead: ask again under a key naming it.
-            key = f"renew:{issued.body.get('jti', '')}"
+        # The order's derived key replays its first token even once it is dead (expired, or voided by a merchant's
+        # refusal): ask again under a key naming the dead token, and check that answer the same way if it is a
+        # replay too — one key per dead token, so every retry of the order finds the same chain.
+        while issued.replayed and not await self._usable(issued.body):
+            jti = str(issued.body.get("jti", ""))
+            key = f"{contract.RENEW_KEY_PREFIX}{jti}"
             issued = await self.retrying(
                 lambda: self.issue_token(merchant, max_amount_minor, order_id, url, registry=registry, idempotency_key=key)
             )
+            if issued.body.get("jti") == jti:
+                break
         token = str(issued.body.get("token", ""))
         attempt = 0
         while True:
@@ -323,6 +329,24 @@ class Client:
                     raise refusal
                 return PaidResponse(response.status_code, response.content, response.headers, token, attempt)
             await asyncio.sleep(contract.RETRY_BASE_MS * (2 ** (attempt - 1)) / 1000)
+
+    async def _usable(self, issued: Json) -> bool:
+        """Whether a replayed token can still pay (``contract.json``, ``buyer.renew_rule``): its state by
+        :meth:`verify` — a receipt check, asked only of replays — settled (used as it is: the merchant answers the
+        order from its work receipt) or open and not expiring within ``TOKEN_RENEW_MARGIN_MS``. Voided or expired
+        is not; if verify cannot answer, the expiry alone decides."""
+        token = str(issued.get("token", ""))
+        try:
+            verified = await self.retrying(lambda: self.call("POST", "/v1/tokens/verify", {"token": token}))
+            state = verified.body.get("state")
+        except BazaarError:
+            state = None
+        if state == "settled":
+            return True
+        if state in ("voided", "expired"):
+            return False
+        expires = issued.get("expires_at_ms")
+        return isinstance(expires, int) and expires > wall_clock_ms() + contract.TOKEN_RENEW_MARGIN_MS
 
     async def _void_quietly(self, jti: str) -> None:
         """Voids a token this call can no longer use, so its hold is released now rather than when it expires. A

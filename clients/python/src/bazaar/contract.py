@@ -17,6 +17,8 @@ RETRY_ATTEMPTS_MAX = 5
 RETRY_BASE_MS = 50
 #: A replayed token this close to expiry (or past it) is renewed before use.
 TOKEN_RENEW_MARGIN_MS = 5_000
+# A replayed token that can no longer pay is renewed under this key followed by its jti (``renew:<jti>``).
+RENEW_KEY_PREFIX = "renew:"
 #: The largest paid response the merchant middleware keeps as a work receipt.
 WORK_RECEIPT_BYTES_MAX = 1024 * 1024
 #: How long the merchant middleware keeps a work receipt (30 days, longer than a paid call stays disputable);
