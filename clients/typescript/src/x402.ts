@@ -15,6 +15,11 @@
 // and the cap given here is also a client-side per-payment ceiling, on top of the agent's budget ceilings at its
 // registry.
 
+import { Client } from "./client.js";
+import * as contract from "./contract.js";
+import { ProblemError } from "./errors.js";
+import { claimsUnverified } from "./merchant.js";
+
 export const SCHEME = "apt";
 
 interface Requirements {
@@ -23,28 +28,48 @@ interface Requirements {
   extra?: { orderId?: string; resource?: string };
 }
 
-/** The `apt` scheme client for `x402Client.register("bzr:*", …)`. */
+/** What `@x402/core` (2.27) tells a scheme's `onPaymentResponse` hook once the paid request is answered. */
+interface PaymentResponse {
+  paymentPayload: { payload?: { token?: unknown } };
+  settleResponse?: unknown;
+  /** A 402 refusal's `PAYMENT-REQUIRED`: its `error` is the merchant's reason (the registry's code). */
+  paymentRequired?: { error?: string };
+}
+
+/**
+ * The `apt` scheme client for `x402Client.register("bzr:*", …)`. It follows the SDK's buyer rules where x402 lets it
+ * see them (`clients/conformance/contract.json`, `buyer`): the token comes from `Client.orderToken`, so an order's
+ * replayed token that is voided, expired or about to expire is renewed (`renew:<jti>`) and a settled one used as
+ * it is; and its `onPaymentResponse` hook voids the token when the merchant's 402 names one of `VOID_ON_CODES`,
+ * releasing its hold at once. A merchant's 5xx (`merchant_unauthenticated` among them) reaches the hook with neither
+ * a settlement nor a reason, so that token is left to expire.
+ */
 export function bazaarScheme({ registry, credential, fetch: doFetch = globalThis.fetch }: { registry: string; credential: string; fetch?: typeof fetch }) {
+  const client = new Client(registry, credential, { fetch: doFetch });
   return {
     scheme: SCHEME,
     async createPaymentPayload(x402Version: number, requirements: Requirements) {
       const extra = requirements.extra ?? {};
-      const body = {
-        merchant: requirements.payTo,
-        max_amount_minor: Number(requirements.amount),
-        order_id: extra.orderId ?? `x402-${crypto.randomUUID()}`,
-        resource: extra.resource ?? "",
-      };
-      const response = await doFetch(`${registry.replace(/\/$/, "")}/v1/tokens`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${credential}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      });
-      const answer = (await response.json()) as { token?: string; code?: string; detail?: string };
-      if (!response.ok) {
-        throw new Error(`Bazaar refused a payment token: ${answer.code}: ${answer.detail}`);
+      const orderId = extra.orderId ?? `x402-${crypto.randomUUID()}`;
+      let answer;
+      try {
+        answer = await client.orderToken(requirements.payTo, Number(requirements.amount), orderId, extra.resource ?? "");
+      } catch (error) {
+        if (error instanceof ProblemError) throw new Error(`Bazaar refused a payment token: ${error.code}: ${error.detail}`);
+        throw error;
       }
-      return { x402Version, payload: { token: answer.token } };
+      return { x402Version, payload: { token: answer.body["token"] } };
+    },
+    schemeHooks: {
+      async onPaymentResponse(response: PaymentResponse): Promise<void> {
+        const reason = response.settleResponse === undefined ? response.paymentRequired?.error : undefined;
+        const token = response.paymentPayload.payload?.token;
+        if (reason === undefined || !contract.VOID_ON_CODES.includes(reason) || typeof token !== "string") return;
+        const jti = claimsUnverified(token)?.["jti"];
+        if (typeof jti !== "string" || !jti) return;
+        // A failed void leaves the token to expire, as in `Client.pay`.
+        await client.void(jti).catch(() => undefined);
+      },
     },
   };
 }
