@@ -2,6 +2,10 @@
 
 use serde_json::Value;
 
+/// The code a paid route answers (503) when the registry refuses the merchant's own credential: final for
+/// the call (the merchant, not the buyer, must fix it; the buyer voids its token).
+pub const MERCHANT_UNAUTHENTICATED: &str = "merchant_unauthenticated";
+
 #[derive(Debug, thiserror::Error)]
 pub enum SdkError {
     /// The registry (or merchant) answered with problem+json.

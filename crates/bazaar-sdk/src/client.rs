@@ -21,7 +21,7 @@ pub const RENEW_KEY_PREFIX: &str = "renew:";
 /// Merchant refusals that leave the buyer's token useless for this call: `pay` voids it at once, so its hold is
 /// released instead of waiting out the token's life (`clients/conformance/contract.json`, `buyer`).
 pub const VOID_ON_CODES: [&str; 4] =
-    [crate::paid::MERCHANT_UNAUTHENTICATED, "amount_exceeds_token", "not_audience", "order_mismatch"];
+    [crate::answer::MERCHANT_UNAUTHENTICATED, "amount_exceeds_token", "not_audience", "order_mismatch"];
 
 /// Paths whose requests the registry keys by their own content (the order),
 /// so sending one again is always safe.
@@ -387,7 +387,8 @@ impl Client {
             };
             let refusal = answered.as_ref().ok().and_then(PaidResponse::refusal);
             // A merchant whose own credential is refused answers the same to every retry.
-            let final_answer = refusal.as_ref().and_then(SdkError::code) == Some(crate::paid::MERCHANT_UNAUTHENTICATED);
+            let final_answer =
+                refusal.as_ref().and_then(SdkError::code) == Some(crate::answer::MERCHANT_UNAUTHENTICATED);
             let retryable = match &answered {
                 Ok(paid) => !final_answer && (paid.status >= 500 || paid.status == 409),
                 Err(_) => true,

@@ -59,8 +59,7 @@ pub struct Settled {
     pub amount_minor: u64,
 }
 
-/// The code a route answers (503) when the registry refuses the merchant's own credential: final for the call.
-pub const MERCHANT_UNAUTHENTICATED: &str = "merchant_unauthenticated";
+pub use crate::answer::MERCHANT_UNAUTHENTICATED;
 /// The status it answers with: the merchant cannot take payments until it is fixed.
 pub const MERCHANT_UNAUTHENTICATED_STATUS: StatusCode = StatusCode::SERVICE_UNAVAILABLE;
 /// The code of a route that cannot be made with the credential it was given.
