@@ -410,3 +410,24 @@ fn the_data_directory_is_private_and_an_exposed_one_refuses_to_start() {
     audit(&dir);
     std::fs::remove_dir_all(&parent).ok();
 }
+
+/// `bazaar merchant` refuses to start without a real credential (none, or the docs' placeholder) and says
+/// why, instead of serving a route whose every buyer would be refused for the merchant's fault.
+#[test]
+fn a_merchant_without_a_credential_refuses_to_start() {
+    let dir = common::fresh_dir("bazaar-merchant-refuses");
+    for credential in [None, Some("MERCHANT_CREDENTIAL")] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bazaar"));
+        command.current_dir(&dir).args(["merchant", "--port", "0"]).env_remove("BAZAAR_CREDENTIAL");
+        if let Some(credential) = credential {
+            command.args(["--credential", credential]);
+        }
+        let refused = command.output().unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{credential:?}: {refused:?}");
+        let told = String::from_utf8_lossy(&refused.stderr);
+        assert!(told.contains("merchant_credential_invalid"), "{credential:?}: {told}");
+        assert!(String::from_utf8_lossy(&refused.stdout).is_empty(), "it never said it listens");
+        assert!(!dir.join("work-receipts.db").exists(), "nothing was written");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
