@@ -40,10 +40,14 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
     assert_eq!(federation.passport["credentialSubject"]["settledCount"], 100);
     assert_eq!(federation.tampered_code, "passport_proof_invalid");
     // The narration shows the passport's weighted success figure itself: decayed
-    // over the days the escrow chapter skipped, it is below one, so its integer
-    // part would read as nothing counted.
+    // over the days the escrow chapter skipped it is usually below one, and its
+    // integer part would read as nothing counted.
     let ppm = federation.passport["credentialSubject"]["weightedSuccessPpm"].as_u64().unwrap();
-    assert!(ppm > 0 && ppm < 1_000_000, "one buyer owner, decayed: {ppm}");
+    // One buyer owner's week counts at most one success, capped at the decay of the week's last day: below one
+    // when the passport is computed in a later ISO week than the calls, exactly one when the story starts on
+    // a Monday (UTC) and the six days the escrow chapter skips stay inside that week. Either way the
+    // narration must show the figure itself (checked below), not its integer part.
+    assert!(ppm > 0 && ppm <= 1_000_000, "one buyer owner counts at most one: {ppm}");
     let narrated = narrated.lock().unwrap();
     let line = narrated.iter().find(|l| l.contains("trust passport")).expect("the passport line");
     let shown = line.split("counted as ").nth(1).and_then(|rest| rest.split(" weighted successes").next());
