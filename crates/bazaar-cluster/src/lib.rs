@@ -19,6 +19,19 @@
 //! - **Leases** in PostgreSQL (`bazaar_leases`, times by the database's
 //!   clock, never a node's): the sweeper and the relay's purger run on the
 //!   node holding their lease, taken over after the TTL when it stops renewing.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! `bazaar_server::cluster::Cluster` on NATS JetStream
+//! and PostgreSQL (`connect` before any store opens, then `Connected::join`):
+//! signals in the `BAZAAR_SIGNALS` stream (subject per registry, one
+//! publisher queue per node so its signals keep commit order, an ordered
+//! consumer per node), in-flight claims as one-message subjects in the
+//! in-memory `BAZAAR_INFLIGHT` stream (publish expecting last subject
+//! sequence 0; purge to release; 5 s TTL), and `leases` — a `bazaar_leases`
+//! row per named job, renewed by the database's clock.
 
 mod leases;
 

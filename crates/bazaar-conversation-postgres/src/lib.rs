@@ -15,6 +15,15 @@
 //! same lock because they read the last position to bound a stint.
 //! This caps conversation writes at one transaction at a time per database;
 //! the group-commit writer (batching posts into one transaction) is next.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! `PostgresConversationStore`, the plane on
+//! PostgreSQL (its `Rows` and `Engine` only): blocking API over a private current-thread runtime, its own
+//! `migrations/`, every write locking the one `conversation_head` row as the
+//! sequencer. Runs the shared conformance suite in a throwaway database.
 
 mod outbox;
 mod rows;

@@ -12,6 +12,17 @@
 //! (libpq's rule); `verify-ca` verifies the chain, `verify-full` the chain and
 //! the host name — against the `sslrootcert` PEM file, or the webpki (Mozilla)
 //! roots when there is none. TLS is rustls on the ring provider.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! how every PostgreSQL engine (ledger, conversation, relay)
+//! reaches its database: `Database::from_url` reads libpq's `sslmode`
+//! (absent = `disable`) and `sslrootcert` out of the URL into a
+//! `tokio_postgres::Config` plus a rustls connector (ring), and `connect`
+//! returns the client and its boxed, logging connection future for the caller
+//! to spawn on its own runtime.
 
 mod tls;
 mod url;

@@ -18,6 +18,15 @@
 //! replaceable event settle as if one came first; and PostgreSQL's unique
 //! index on `id` is the last word when two nodes write the same event: the
 //! second insert does nothing and answers `Duplicate`, not an error.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! `PostgresEventStore`: the same schema and rules
+//! on PostgreSQL (its own `migrations/`), one writer connection per process,
+//! advisory locks on the ids and addresses a batch touches so nodes sharing
+//! the database settle races as if one came first; runs the conformance suite.
 
 mod connection;
 mod read;

@@ -5,6 +5,21 @@
 //! Verify is a receipt check, never a work order: a settled token still
 //! verifies as genuine. Only a settlement (and the middleware's work receipt)
 //! decides whether work runs.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! `Client` (typed calls, `pay`, retries) and `paid` (axum
+//! middleware: verify, settle, run once, keep a work receipt; `x402_paid`
+//! speaks x402 v2 on top of it). `clients/python` and `clients/typescript` are the
+//! Python and TypeScript SDKs (buyer client and merchant middleware with the
+//! same settle-then-work-once semantics; the TypeScript one carries the buyer
+//! scheme for `@x402/fetch`), held to one wire contract by
+//! `clients/conformance` (`contract.json`, `scenario.json`) and
+//! `crates/bazaar-cli/tests/sdk_conformance.rs`. Depends on HTTP, `bazaar-types` and, for the
+//! work receipts, rusqlite (a SQLite file per paid route, WAL) — never on the
+//! core or a store.
 
 pub mod answer;
 pub mod client;

@@ -6,6 +6,20 @@
 //! and every fault, against the real core, the real group-commit writer and a
 //! real SQLite file behind a fault-injecting engine; an auditor checks the
 //! ledger after every step. A seed replays bit for bit.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! the seeded, deterministic fault simulator (VOPR-style):
+//! the real core and group-commit writer on SQLite behind a fault-injecting
+//! `Engine`, two registries joined by a corridor, workloads of paid calls,
+//! escrow, disputes and appeals, stake, the storefront, hiring (service
+//! payments, guest hires direct and escrowed, leases), bounties and relayed
+//! settlements, faults (failed and lost commits, crashes, duplicates and
+//! reordering, clock jumps, a peer down or late, a store unavailable) and an
+//! auditor after every step; `--seed N` replays a run. Its README says what it
+//! covers and what it does not.
 
 pub mod auditor;
 pub mod bounties;

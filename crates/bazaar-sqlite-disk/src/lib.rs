@@ -17,6 +17,16 @@
 //! wal-index is memory only (it is volatile on a real machine too and SQLite
 //! rebuilds it from the WAL on recovery); its locks are real, shared by every
 //! connection of the process.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! test-only: a SQLite VFS modelling a disk with a
+//! volatile write cache (durable = fsynced), with power cuts clean, torn or as
+//! a process crash; the embedded store's power-loss test runs on it. The only
+//! crate with `unsafe` (a C interface), allowed in its `vfs` and `region`
+//! modules alone.
 
 //!
 //! For tests only: it is how `bazaar-store-sqlite`'s power-loss test backs the

@@ -7,6 +7,14 @@
 //!
 //! Durability is the server's: `synchronous_commit` is left at its default,
 //! so a batch is acknowledged only after its commit is flushed.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! the same on PostgreSQL: two round trips per
+//! batch (BEGIN + head lock + loads; writes via `unnest` + COMMIT); a trigger
+//! refuses any update of a resolved hold; `migrations/`.
 
 /// Declares a struct of prepared statements and an `async fn prepare` that
 /// prepares them all in one pipelined round trip.

@@ -1,6 +1,16 @@
 //! Embedded SQLite adapter: WAL with `synchronous = FULL` (a commit is on disk
 //! before it is acknowledged), one writer thread that group-commits batches,
 //! and a small pool of read connections.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! WAL, `synchronous = FULL`, one writer connection on
+//! its own thread, four read connections used on the calling thread, a
+//! background checkpointer thread (`PASSIVE`, every 100 ms), and an exact
+//! cache of authenticated credentials (the writer forgets every credential and
+//! member a batch touched, after commit and before it answers); `migrations/`.
 
 mod rows;
 

@@ -6,6 +6,20 @@
 //! writer per process, which folds whatever is waiting (up to
 //! `WRITE_BATCH_MAX`) into one transaction — load rows, run the core, write,
 //! commit, then answer everyone. Reads go to the adapter directly.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! the `Store` trait (one `submit` for all writes, plus
+//! reads), the `Engine` trait adapters implement (`begin`/`load`/`write`/
+//! `commit`, and `prune_idempotency` between batches), the shared group-commit
+//! `writer` (with `WriterStats`), `audit` (chain + balances over any store, with
+//! progress), and `conformance` — the suite every adapter passes unchanged
+//! (plus the engine-level `documents` and `blobs` cases). Tables: the ledger's
+//! rows, `events`, `idempotency`, `docs` (+ `doc_parties`), `blobs`
+//! (content-addressed uploads, migration 0007; older ledgers' `blob` documents
+//! stay readable), and `searches` (written by `record_searches`, not the writer).
 
 pub mod audit;
 pub mod conformance;

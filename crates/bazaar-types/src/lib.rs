@@ -2,6 +2,20 @@
 //!
 //! Money is an integer count of minor units (`Amount`); ids are newtypes so two
 //! strings cannot be swapped; every limit is a named `*_MAX` constant in `limits`.
+//!
+//! ## Map
+//!
+//! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
+//!
+//! `Amount` (checked minor units), `Timestamp`, id newtypes
+//! (`MemberId`, `AccountId`, `TokenId`, …) and document ids (`ContractId`,
+//! `DisputeId`, `ListingId`, `RfqId`, `MarketOrderId`: each reads as a `&str`
+//! for the store, none converts into another; a storefront share is
+//! `market::order::ShareId`, its order and index), the `Clock` trait and
+//! `ManualClock`, the `Entropy` trait and `SeededEntropy`, `SqliteMemory` (one SQLite database's connections and
+//! configured page cache and map, as the ledger, the relay and the conversation plane each report it for
+//! `/metrics`), and `limits` — every `*_MAX` constant with compile-time
+//! asserts relating them.
 
 pub mod durable;
 pub mod limits;
