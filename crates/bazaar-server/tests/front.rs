@@ -37,4 +37,16 @@ async fn the_front_page_says_what_this_registry_is_and_links_every_door() {
     r.state.set_public_stream(true);
     let body = r.http.get(format!("{}/", r.url)).send().await.unwrap().text().await.unwrap();
     assert!(body.contains("Open to anyone"), "an open chamber is said to be open");
+
+    // Where the relay runs, the job board is a door and the relay's address is said.
+    use bazaar_relay::sqlite::SqliteEventStore;
+    use bazaar_relay::{Relay, RelayConfig};
+    let ws = format!("{}/relay", r.url.replace("http://", "ws://"));
+    let store = std::sync::Arc::new(SqliteEventStore::open(&r.dir().join("relay.db")).unwrap());
+    let relay = Relay::start(store, r.clock.clone(), RelayConfig::public(ws.clone())).unwrap();
+    assert!(r.state.attach_relay(std::sync::Arc::new(relay)));
+    let body = r.http.get(format!("{}/", r.url)).send().await.unwrap().text().await.unwrap();
+    assert!(body.contains("Read the job board") && body.contains(&ws), "the job board's door and address");
+    let board = r.http.get(format!("{}/relay", r.url)).header("accept", "text/html").send().await.unwrap();
+    assert!(board.status().is_success(), "/relay answers {}", board.status());
 }
