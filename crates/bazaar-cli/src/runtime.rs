@@ -210,7 +210,7 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     crate::data_dir::guard(&args.data_dir, allow_insecure_permissions)?;
     // The cluster is reached first: if it cannot be, the start fails with nothing opened.
     let cluster = reach_cluster(&cluster, &args).await?;
-    let store = open_store(&args, config.clone(), clock.clone()).await?;
+    let (store, sequenced) = open_ledger(cluster.as_ref(), &args, &config, &clock).await?;
     let conversation = open_conversation(&args, clock.clone()).await?;
     let relay_store = open_relay_store(&args).await?;
     let booted = bazaar_server::boot(store, clock.clone(), config, operator_credential.clone()).await?;
@@ -252,7 +252,12 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     if credential_file.is_file() {
         println!("operator credential in {}", credential_file.display());
     }
-    serve_until_stopped(&state, listener, tls, &listen, terminate).await
+    let served = serve_until_stopped(&state, listener, tls, &listen, terminate).await;
+    if let Some(sequenced) = sequenced {
+        // The next node takes the ledger over at once instead of after the lease lapses.
+        sequenced.release().await;
+    }
+    served
 }
 
 /// Serves the registry on `listener` until SIGTERM or SIGINT: live sockets are told at once (they close with
@@ -288,6 +293,24 @@ async fn serve_until_stopped(
     }
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// The ledger: a node of a cluster opens it behind the sequencer (docs/design/sequencer.md), any other
+/// node as `open_store` does.
+async fn open_ledger(
+    cluster: Option<&bazaar_cluster::Connected>,
+    args: &StoreArgs,
+    config: &Config,
+    clock: &Arc<dyn Clock>,
+) -> Result<(Arc<dyn Store>, Option<Arc<bazaar_cluster::sequencer::Sequenced>>)> {
+    if let (Some(cluster), Some(url)) = (cluster, &args.database_url) {
+        let sequenced = cluster
+            .sequence(url, config.clone(), clock.clone())
+            .await
+            .context("opening the ledger as a cluster node")?;
+        return Ok((sequenced.clone(), Some(sequenced)));
+    }
+    Ok((open_store(args, config.clone(), clock.clone()).await?, None))
 }
 
 /// Connects to the cluster `--nats-url` names, if any (before any store is opened).

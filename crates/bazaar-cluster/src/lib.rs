@@ -34,6 +34,7 @@
 //! row per named job, renewed by the database's clock.
 
 mod leases;
+pub mod sequencer;
 
 use async_nats::jetstream::{self, stream};
 use bazaar_server::cluster::{Claim, Cluster, Signal};
@@ -75,6 +76,8 @@ pub enum JoinError {
     JetStream { what: &'static str, detail: String },
     #[error("the lease table in PostgreSQL: {0}")]
     Leases(String),
+    #[error("opening the ledger on PostgreSQL: {0}")]
+    Store(bazaar_store::StoreError),
 }
 
 /// Where the cluster's parts are and who this node is.
@@ -154,6 +157,22 @@ pub async fn connect(config: &Config) -> Result<Connected, JoinError> {
 }
 
 impl Connected {
+    /// Opens the ledger as this node of the cluster: its writer fenced by
+    /// the sequencer lease, its commands forwarded to whichever node holds it
+    /// (docs/design/sequencer.md). Returns once this node knows whether it leads.
+    pub async fn sequence(
+        &self,
+        database_url: &str,
+        config: bazaar_core::apply::Config,
+        clock: Arc<dyn bazaar_types::Clock>,
+    ) -> Result<Arc<sequencer::Sequenced>, JoinError> {
+        let (store, lease) =
+            bazaar_store_postgres::PostgresStore::connect_sequenced(database_url, config, clock, &self.node)
+                .await
+                .map_err(JoinError::Store)?;
+        Ok(sequencer::Sequenced::start(store, lease, self.js.client()).await)
+    }
+
     /// Joins `state` to the cluster: starts the subscriber and the publisher
     /// and attaches itself (`AppState::attach_cluster`).
     pub async fn join(self, state: &Arc<AppState>) -> Result<Arc<NatsCluster>, JoinError> {

@@ -11,7 +11,7 @@ use crate::{bounty, chamber, dispute, escrow, federation, hire, identity, market
 pub use crate::kernel::keys::Keys;
 pub use crate::kernel::request::{Idem, Outcome};
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Command {
     /// Who asks. `authored_by` is `actor.id`; `on_behalf_of` is its principal.
     pub actor: Member,
@@ -20,7 +20,7 @@ pub struct Command {
 }
 
 /// One capability's command. Lower capabilities come first (see ARCHITECTURE.md).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     Identity(identity::Op),
     Pay(pay::Op),

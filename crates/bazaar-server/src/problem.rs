@@ -90,7 +90,7 @@ impl From<StoreError> for Problem {
                 "write_conflict",
                 "A concurrent write collided with this one; retry with the same Idempotency-Key.",
             ),
-            StoreError::Unavailable(_) => (
+            StoreError::Unavailable(_) | StoreError::Fenced(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",
                 "Storage is unavailable; retry with the same Idempotency-Key shortly.",

@@ -36,7 +36,7 @@ const BEGIN_SQL: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
 crate::statements! {
     WriteStatements {
-        head = "SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE";
+        head = "SELECT seq, hash, epoch FROM chain_head WHERE id = 1 FOR UPDATE";
         load_members = format!("SELECT {MEMBER_COLUMNS} FROM members WHERE id = ANY($1::text[])");
         load_handles = format!("SELECT {HANDLE_COLUMNS} FROM handles WHERE handle = ANY($1::text[])");
         load_credentials =
@@ -197,9 +197,12 @@ impl Connection {
 }
 
 /// Longest the writer waits for a lock (the chain head, held by another node's batch).
-pub const LOCK_TIMEOUT_MS: u64 = 10_000;
-/// A writer session idle inside a transaction this long is ended by PostgreSQL.
-pub const IDLE_IN_TRANSACTION_MS: u64 = 30_000;
+pub const LOCK_TIMEOUT_MS: u64 = 4_000;
+/// A writer session idle inside a transaction this long is ended by PostgreSQL: a
+/// sequencer stopped inside a batch (a pause, `SIGSTOP`) holds the chain head's
+/// lock, and so delays its successor's takeover, for at most this long. A batch
+/// spends milliseconds between its statements.
+pub const IDLE_IN_TRANSACTION_MS: u64 = 5_000;
 const _: () = assert!(LOCK_TIMEOUT_MS < IDLE_IN_TRANSACTION_MS);
 
 /// The PostgreSQL side of the group-commit writer.
@@ -212,6 +215,9 @@ pub struct PgEngine {
     /// `write` already sent `COMMIT` at the end of its pipeline; the server
     /// committed, or (after a failed statement) rolled back.
     ended_in_write: bool,
+    /// Set when this node runs as one of a cluster: a batch commits only at
+    /// the epoch the fence holds (docs/design/sequencer.md).
+    fence: Option<crate::sequencer::Fence>,
 }
 
 impl PgEngine {
@@ -227,7 +233,20 @@ impl PgEngine {
             .build()
             .map_err(|e| StoreError::Unavailable(format!("writer runtime: {e}")))?;
         let connection = runtime.block_on(Connection::open(&database))?;
-        Ok(PgEngine { runtime, database, connection: Some(connection), begin_pending: false, ended_in_write: false })
+        Ok(PgEngine {
+            runtime,
+            database,
+            connection: Some(connection),
+            begin_pending: false,
+            ended_in_write: false,
+            fence: None,
+        })
+    }
+
+    /// From now on a batch commits only while `fence` holds the epoch `chain_head` carries.
+    pub(crate) fn fenced(mut self, fence: crate::sequencer::Fence) -> PgEngine {
+        self.fence = Some(fence);
+        self
     }
 
     /// A setting of the writer's session (`SHOW name`), for diagnostics and tests.
@@ -355,6 +374,10 @@ impl Engine for PgEngine {
         let mut results = results.into_iter();
         let head_rows = results.next().unwrap_or_default();
         let head_row = head_rows.first().ok_or_else(|| StoreError::Corrupt("chain head row missing".into()))?;
+        if let Some(fence) = &self.fence {
+            // Under the row lock this batch holds until COMMIT: the epoch cannot move before then.
+            fence.check(rows::get::<i64>(head_row, 2)?)?;
+        }
         let mut snapshot = Snapshot::empty(ChainHead {
             seq: u64::try_from(rows::get::<i64>(head_row, 0)?)
                 .map_err(|_| StoreError::Corrupt("negative chain head".into()))?,

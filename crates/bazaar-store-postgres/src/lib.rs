@@ -40,6 +40,7 @@ pub(crate) use statements;
 mod engine;
 mod migrate;
 mod rows;
+pub mod sequencer;
 pub mod testing;
 
 use async_trait::async_trait;
@@ -61,6 +62,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
 pub use engine::{PgEngine, IDLE_IN_TRANSACTION_MS, LOCK_TIMEOUT_MS};
+pub use sequencer::{Fence, SequencerLease, Standing};
 
 /// Read connections kept open, used round-robin.
 pub const READERS_MAX: usize = 4;
@@ -202,13 +204,42 @@ impl PostgresStore {
     /// [`READERS_MAX`] read connections. Must be called inside a Tokio runtime,
     /// which then drives the read connections.
     pub async fn connect(url: &str, config: Config, clock: Arc<dyn Clock>) -> Result<PostgresStore, StoreError> {
+        PostgresStore::open(url, config, clock, None).await
+    }
+
+    /// As [`PostgresStore::connect`], for a node of a cluster: its writer
+    /// commits only while this node holds the ledger's sequencer lease
+    /// (returned, not yet taken: call [`SequencerLease::hold`]).
+    pub async fn connect_sequenced(
+        url: &str,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        node: &str,
+    ) -> Result<(PostgresStore, SequencerLease), StoreError> {
+        let fence = Fence::default();
+        let store = PostgresStore::open(url, config, clock, Some(fence.clone())).await?;
+        let lease = SequencerLease::open(store.database.clone(), node, fence).await?;
+        Ok((store, lease))
+    }
+
+    async fn open(
+        url: &str,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        fence: Option<Fence>,
+    ) -> Result<PostgresStore, StoreError> {
         let database = Database::from_url(url).map_err(database_error)?;
         migrate::run(&database).await?;
         let engine_database = database.clone();
         // The engine blocks on its own runtime, which must not start inside async code.
-        let engine = tokio::task::spawn_blocking(move || PgEngine::open(engine_database))
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("writer start: {e}")))??;
+        let engine = tokio::task::spawn_blocking(move || {
+            PgEngine::open(engine_database).map(|engine| match fence {
+                Some(fence) => engine.fenced(fence),
+                None => engine,
+            })
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("writer start: {e}")))??;
         let writer = Writer::spawn(engine, config, clock);
         let mut readers = Vec::with_capacity(READERS_MAX);
         for _ in 0..READERS_MAX {

@@ -21,6 +21,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0009_members_by_owner", include_str!("../migrations/0009_members_by_owner.sql")),
     ("0010_settle_keys_name_the_token", include_str!("../migrations/0010_settle_keys_name_the_token.sql")),
     ("0011_fold_snapshots", include_str!("../migrations/0011_fold_snapshots.sql")),
+    ("0012_sequencer", include_str!("../migrations/0012_sequencer.sql")),
 ];
 
 /// The advisory lock key every node takes while migrating ("bazaar" then 1).

@@ -33,7 +33,7 @@ use bazaar_core::model::*;
 use bazaar_core::state::{Changes, Snapshot};
 use bazaar_types::{AccountId, MemberId, OrderId, Timestamp, TokenId};
 
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The write queue is full; the caller should retry shortly.
@@ -45,6 +45,11 @@ pub enum StoreError {
     Constraint(String),
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// This node's writer may not commit: another node holds the ledger's
+    /// sequencer lease at a later epoch (docs/design/sequencer.md). Given
+    /// before anything is written, so the command provably did not run.
+    #[error("this node is not the ledger's sequencer: {0}")]
+    Fenced(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
 }

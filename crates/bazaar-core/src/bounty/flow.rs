@@ -83,7 +83,7 @@ pub enum Verdict {
 }
 
 /// What the edge proved from the signed records it was shown.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     pub verdict: Verdict,
     /// The verdict's author (x-only public key, hex).

@@ -40,7 +40,7 @@ crate::event_kinds! {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// The posting agent (the actor) funds the reward for its job.
     Fund { job: String, validator: String, amount: Amount, claim_s: u64 },

@@ -15,7 +15,7 @@ use serde::Serialize;
 /// The longest attack name or refusal code a record holds.
 pub const ATTACK_TEXT_MAX: usize = 64;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// An attack of the binary's catalogue was refused with `code` (HTTP
     /// `status`; 0 when the refusal was not an HTTP answer) in a scratch registry.

@@ -39,7 +39,7 @@ crate::event_kinds! {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// The registry's dispute desk: an agent of the operator, the default arbiter.
     CreateDesk {

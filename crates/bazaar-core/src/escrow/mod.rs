@@ -48,7 +48,7 @@ crate::event_kinds! {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// The buyer (the actor) opens an escrowed contract. Its id is derived from
     /// the parties and the command's idempotency key, which is required.

@@ -39,7 +39,7 @@ crate::event_kinds! {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// The operator recognises (or updates) a peer registry.
     AddPeer { peer: Peer },

@@ -104,7 +104,7 @@ pub fn offer_statement(specialist: &MemberId, task: &str, pay_to: &MemberId, pri
 }
 
 /// The offer as the hirer agrees to it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Offer {
     pub specialist: MemberId,
     pub task: String,
@@ -117,7 +117,7 @@ pub struct Offer {
 
 /// A response the edge verified: signed by the Nostr key the specialist's
 /// enrollment binds to its DID, answering `task`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VerifiedResponse {
     pub task: String,
     pub author: MemberId,

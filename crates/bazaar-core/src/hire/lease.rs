@@ -74,7 +74,7 @@ pub fn lease_id(payer: &MemberId, worker: &MemberId, key: &str) -> String {
 }
 
 /// What the payer asks for, with the identity's owner as the edge proved it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LeaseOrder {
     pub worker: MemberId,
     pub pay_to: MemberId,

@@ -61,7 +61,7 @@ crate::event_kinds! {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// The owner (the actor) authorizes its agent to pay `specialist` exactly
     /// `terms` for one task; an amount of zero records sponsorship.

@@ -26,7 +26,7 @@ crate::event_kinds! {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// First start: the registry, its system accounts and the operator.
     Bootstrap {

@@ -25,7 +25,7 @@ pub fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal::new(code, detail))
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Applied {
     pub outcome: Outcome,
     /// The outcome came from an idempotency record, not from running the command.

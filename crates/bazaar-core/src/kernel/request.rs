@@ -10,7 +10,7 @@ pub type Outcome = Result<serde_json::Value, Refusal>;
 
 /// An idempotency key in its scope (the caller and the operation), with the
 /// fingerprint of the request it first came with.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Idem {
     pub scope: String,
     pub key: String,

@@ -42,7 +42,7 @@ crate::event_kinds! {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// A seller's agent (the actor) lists a product, or relists the same SKU.
     PutListing { spec: ListingSpec },

@@ -1,0 +1,383 @@
+//! One sequencer per registry (docs/design/sequencer.md): the node holding
+//! the ledger's lease in PostgreSQL runs the only writer that may commit; every
+//! other node forwards its commands there by NATS core request/reply, so one
+//! group commit folds the whole cluster's traffic. [`Sequenced`] is the
+//! [`Store`] every node's server sees: reads go to PostgreSQL as before,
+//! `submit` goes to the local writer while this node leads and over NATS
+//! while it does not, with the same answer either way.
+
+use async_nats::client::RequestErrorKind;
+use async_trait::async_trait;
+use bazaar_core::apply::Applied;
+use bazaar_core::chain::ChainHead;
+use bazaar_core::command::Command;
+use bazaar_core::model::*;
+use bazaar_store::{CacheGauge, FoldSnapshot, SearchCount, SqliteMemory, Store, StoreError, TokenView};
+use bazaar_store_postgres::{PostgresStore, SequencerLease, Standing};
+use bazaar_types::{AccountId, MemberId, OrderId, Timestamp, TokenId};
+use futures::StreamExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// How long a lease lasts by the database's clock without a renewal.
+pub const SEQUENCER_LEASE: Duration = Duration::from_secs(3);
+/// How often the sequencer renews (and every other node tries to take) the lease.
+pub const SEQUENCER_RENEW: Duration = Duration::from_secs(1);
+/// A renewal that has not answered this long is given up, and the node steps
+/// down: it must stop before the lease can lapse in the database.
+pub const RENEW_DEADLINE: Duration = Duration::from_millis(1_500);
+const _: () = assert!(SEQUENCER_RENEW.as_millis() + RENEW_DEADLINE.as_millis() < SEQUENCER_LEASE.as_millis());
+/// How long a forwarding node waits for the sequencer's answer to one command.
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a command may wait in all for a sequencer to take it (during a
+/// takeover) before the caller is told to retry with the same key.
+pub const LEADER_WAIT: Duration = Duration::from_secs(12);
+/// Pause between attempts while no sequencer answers.
+const NO_SEQUENCER_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Counters of the forwarding path, for `/metrics`-style reporting and tests.
+#[derive(Default)]
+pub struct ForwardStats {
+    /// Commands this node sent to another node's sequencer.
+    pub forwarded: AtomicU64,
+    /// Commands this node, as sequencer, took from other nodes.
+    pub served: AtomicU64,
+    /// Attempts sent again: no sequencer, a fenced one, or a lost answer under an idempotency key.
+    pub resent: AtomicU64,
+    /// Times this node became the sequencer.
+    pub takeovers: AtomicU64,
+}
+
+/// The store of a node in a cluster. See the module's documentation.
+pub struct Sequenced {
+    inner: Arc<PostgresStore>,
+    lease: Arc<SequencerLease>,
+    nats: async_nats::Client,
+    subject: String,
+    pub stats: Arc<ForwardStats>,
+}
+
+/// The subject a registry's sequencer takes commands on.
+pub fn subject(cluster: &str) -> String {
+    format!("bazaar.ledger.{cluster}")
+}
+
+impl Sequenced {
+    /// Wraps `inner` (opened with `PostgresStore::connect_sequenced`), starts
+    /// the lease loop, and returns once the first round has run: a node
+    /// starting alone leads before it boots.
+    pub async fn start(inner: PostgresStore, lease: SequencerLease, nats: async_nats::Client) -> Arc<Sequenced> {
+        let sequenced = Arc::new(Sequenced {
+            inner: Arc::new(inner),
+            subject: subject(lease.cluster()),
+            lease: Arc::new(lease),
+            nats,
+            stats: Arc::default(),
+        });
+        let mut lead = Leadership::default();
+        lead.round(&sequenced).await;
+        tokio::spawn(lead_forever(Arc::downgrade(&sequenced), lead));
+        sequenced
+    }
+
+    /// Whether this node is the sequencer now.
+    pub fn leading(&self) -> bool {
+        self.lease.epoch().is_some()
+    }
+
+    /// Gives the lease up (on a clean shutdown), so another node takes over at once.
+    pub async fn release(&self) {
+        self.lease.release().await;
+    }
+
+    /// Sends `command` to the sequencer and waits for its answer.
+    async fn forward(&self, command: &Command) -> Attempt {
+        let body = match serde_json::to_vec(command) {
+            Ok(body) => body,
+            Err(error) => return Attempt::Final(Err(StoreError::Corrupt(format!("encoding a command: {error}")))),
+        };
+        self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
+        let request = async_nats::Request::new().payload(body.into()).timeout(Some(FORWARD_TIMEOUT));
+        match self.nats.send_request(self.subject.clone(), request).await {
+            Ok(message) => match serde_json::from_slice::<Result<Applied, StoreError>>(&message.payload) {
+                // Refused before anything was written: the lease moved on.
+                Ok(Err(StoreError::Fenced(_))) => Attempt::NotRun,
+                Ok(answer) => Attempt::Final(answer),
+                Err(error) => Attempt::Unknown(format!("an unreadable answer from the sequencer: {error}")),
+            },
+            Err(error) if error.kind() == RequestErrorKind::NoResponders => Attempt::NotRun,
+            Err(error) => Attempt::Unknown(error.to_string()),
+        }
+    }
+}
+
+/// What one attempt at a command came to.
+enum Attempt {
+    Final(Result<Applied, StoreError>),
+    /// Provably not run (no sequencer, or a fenced one): safe to send again.
+    NotRun,
+    /// Sent, and no answer came back: it may have committed.
+    Unknown(String),
+}
+
+#[async_trait]
+impl Store for Sequenced {
+    async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
+        let deadline = Instant::now() + LEADER_WAIT;
+        loop {
+            let attempt = if self.leading() {
+                match self.inner.submit(command.clone()).await {
+                    Err(StoreError::Fenced(_)) => Attempt::NotRun,
+                    answer => Attempt::Final(answer),
+                }
+            } else {
+                self.forward(&command).await
+            };
+            match attempt {
+                Attempt::Final(answer) => return answer,
+                // The idempotency record, committed with the effects, answers a resend once.
+                Attempt::Unknown(detail) if command.idem.is_none() => {
+                    return Err(StoreError::Unavailable(format!(
+                        "the sequencer did not answer ({detail}); the command may have run"
+                    )))
+                }
+                Attempt::Unknown(_) | Attempt::NotRun => {}
+            }
+            if Instant::now() >= deadline {
+                return Err(StoreError::Unavailable(format!(
+                    "no ledger sequencer answered within {} s",
+                    LEADER_WAIT.as_secs()
+                )));
+            }
+            self.stats.resent.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(NO_SEQUENCER_BACKOFF).await;
+        }
+    }
+
+    fn writer_stats(&self) -> bazaar_store::writer::WriterStats {
+        self.inner.writer_stats()
+    }
+
+    fn caches(&self) -> Vec<CacheGauge> {
+        self.inner.caches()
+    }
+
+    fn sqlite_memory(&self) -> Vec<SqliteMemory> {
+        self.inner.sqlite_memory()
+    }
+    async fn registry_key_seed(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        self.inner.registry_key_seed(candidate).await
+    }
+
+    async fn registry_keys(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.registry_keys().await
+    }
+
+    async fn add_registry_key(&self, n: u32, record: String) -> Result<bool, StoreError> {
+        self.inner.add_registry_key(n, record).await
+    }
+
+    async fn head(&self) -> Result<ChainHead, StoreError> {
+        self.inner.head().await
+    }
+
+    async fn member(&self, id: &MemberId) -> Result<Option<Member>, StoreError> {
+        self.inner.member(id).await
+    }
+
+    async fn member_by_handle(&self, handle: &str) -> Result<Option<Member>, StoreError> {
+        self.inner.member_by_handle(handle).await
+    }
+
+    async fn agents_of(&self, owner: &MemberId, limit: usize) -> Result<Vec<Member>, StoreError> {
+        self.inner.agents_of(owner, limit).await
+    }
+
+    async fn credential(&self, hash: &str) -> Result<Option<Credential>, StoreError> {
+        self.inner.credential(hash).await
+    }
+
+    async fn authenticate(&self, hash: &str) -> Result<Option<(Credential, Member)>, StoreError> {
+        self.inner.authenticate(hash).await
+    }
+
+    async fn credentials_of(&self, member: &MemberId) -> Result<Vec<Credential>, StoreError> {
+        self.inner.credentials_of(member).await
+    }
+
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError> {
+        self.inner.account(id).await
+    }
+
+    async fn budget(&self, agent: &MemberId) -> Result<Option<Budget>, StoreError> {
+        self.inner.budget(agent).await
+    }
+
+    async fn token(&self, jti: &TokenId) -> Result<Option<TokenView>, StoreError> {
+        self.inner.token(jti).await
+    }
+
+    async fn settlement_by_order(
+        &self,
+        merchant: &MemberId,
+        order: &OrderId,
+    ) -> Result<Option<Settlement>, StoreError> {
+        self.inner.settlement_by_order(merchant, order).await
+    }
+
+    async fn expired_tokens(&self, now: Timestamp, limit: usize) -> Result<Vec<(TokenId, MemberId)>, StoreError> {
+        self.inner.expired_tokens(now, limit).await
+    }
+
+    async fn events(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.inner.events(after, limit).await
+    }
+
+    async fn transfers(&self, after: i64, limit: usize) -> Result<Vec<(i64, Transfer)>, StoreError> {
+        self.inner.transfers(after, limit).await
+    }
+
+    async fn holds(&self, after: &str, limit: usize) -> Result<Vec<Hold>, StoreError> {
+        self.inner.holds(after, limit).await
+    }
+
+    async fn accounts(&self, after: &str, limit: usize) -> Result<Vec<Account>, StoreError> {
+        self.inner.accounts(after, limit).await
+    }
+
+    async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError> {
+        self.inner.prune_idempotency(before, limit).await
+    }
+
+    async fn doc(&self, kind: DocKind, id: &str) -> Result<Option<DocRow>, StoreError> {
+        self.inner.doc(kind, id).await
+    }
+
+    async fn blob(&self, sha256: &str) -> Result<Option<Blob>, StoreError> {
+        self.inner.blob(sha256).await
+    }
+
+    async fn docs_by_party(
+        &self,
+        kind: DocKind,
+        party: &MemberId,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<DocRow>, StoreError> {
+        self.inner.docs_by_party(kind, party, after, limit).await
+    }
+
+    async fn search_listings(&self, terms: &[String], limit: usize) -> Result<Vec<DocRow>, StoreError> {
+        self.inner.search_listings(terms, limit).await
+    }
+
+    async fn record_searches(&self, searches: &[SearchCount]) -> Result<(), StoreError> {
+        self.inner.record_searches(searches).await
+    }
+
+    async fn unmet_searches(&self, limit: usize) -> Result<Vec<(String, u64, Timestamp)>, StoreError> {
+        self.inner.unmet_searches(limit).await
+    }
+
+    async fn fold_snapshot(&self, name: &str) -> Result<Option<FoldSnapshot>, StoreError> {
+        self.inner.fold_snapshot(name).await
+    }
+
+    async fn save_fold_snapshot(&self, snapshot: &FoldSnapshot) -> Result<(), StoreError> {
+        self.inner.save_fold_snapshot(snapshot).await
+    }
+
+    async fn due_docs(&self, now: Timestamp, limit: usize) -> Result<Vec<(DocKind, String)>, StoreError> {
+        self.inner.due_docs(now, limit).await
+    }
+}
+
+/// The lease loop's memory between rounds: whether this node serves forwarded commands now.
+#[derive(Default)]
+struct Leadership {
+    serving: Option<tokio::task::JoinHandle<()>>,
+    /// The epoch this node last led at.
+    epoch: Option<i64>,
+}
+
+impl Leadership {
+    /// One round: renew or take the lease, then serve forwarded commands exactly while leading.
+    async fn round(&mut self, node: &Arc<Sequenced>) {
+        let standing = if node.leading() {
+            match tokio::time::timeout(RENEW_DEADLINE, node.lease.hold(SEQUENCER_LEASE)).await {
+                Ok(standing) => standing,
+                Err(_) => {
+                    node.lease.step_down();
+                    Err(StoreError::Unavailable("renewing the sequencer lease timed out".into()))
+                }
+            }
+        } else {
+            // A takeover may wait for the old sequencer's open batch to end.
+            node.lease.hold(SEQUENCER_LEASE).await
+        };
+        if let Ok(Standing::Leading { epoch }) = standing {
+            if self.epoch.replace(epoch) != Some(epoch) {
+                node.stats.takeovers.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        match standing {
+            Ok(Standing::Leading { .. }) if self.serving.as_ref().is_some_and(|s| !s.is_finished()) => {}
+            Ok(Standing::Leading { epoch }) => match node.nats.subscribe(node.subject.clone()).await {
+                Ok(subscriber) => {
+                    tracing::info!(epoch, subject = %node.subject, "serving the cluster's ledger commands");
+                    self.serving = Some(tokio::spawn(serve(Arc::downgrade(node), subscriber)));
+                }
+                Err(error) => {
+                    // Leading without a subscription would strand every other node's commands.
+                    tracing::warn!(%error, "subscribing for forwarded commands failed; stepping down");
+                    node.lease.release().await;
+                }
+            },
+            Ok(Standing::Following { .. }) | Err(_) => {
+                if let Err(error) = &standing {
+                    tracing::warn!(%error, "the sequencer lease round failed; not leading");
+                }
+                if let Some(serving) = self.serving.take() {
+                    serving.abort(); // Drops the subscription: NATS stops routing here.
+                }
+            }
+        }
+    }
+}
+
+async fn lead_forever(node: Weak<Sequenced>, mut lead: Leadership) {
+    loop {
+        tokio::time::sleep(SEQUENCER_RENEW).await;
+        let Some(node) = node.upgrade() else {
+            if let Some(serving) = lead.serving.take() {
+                serving.abort();
+            }
+            return;
+        };
+        lead.round(&node).await;
+    }
+}
+
+/// Takes forwarded commands to this node's writer, each in its own task so they
+/// queue together and one group commit folds them.
+async fn serve(node: Weak<Sequenced>, mut subscriber: async_nats::Subscriber) {
+    while let Some(message) = subscriber.next().await {
+        let (Some(node), Some(reply)) = (node.upgrade(), message.reply) else { continue };
+        node.stats.served.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            let answer = match serde_json::from_slice::<Command>(&message.payload) {
+                // `inner`, not `submit`: a fenced writer's refusal goes back to be resent, never forwarded on.
+                Ok(command) => node.inner.submit(command).await,
+                Err(error) => Err(StoreError::Corrupt(format!(
+                    "a forwarded command this node cannot read (nodes of different builds?): {error}"
+                ))),
+            };
+            let body = serde_json::to_vec(&answer).expect("answers serialize");
+            if let Err(error) = node.nats.publish(reply, body.into()).await {
+                // The forwarding node times out and resends under the same key.
+                tracing::warn!(%error, "an answer to a forwarded command was not sent");
+            }
+        });
+    }
+}
