@@ -8,7 +8,8 @@ pub const CONCURRENCY_DEFAULT: usize = 64;
 pub const CONCURRENCY_MAX: usize = 1024;
 /// Paid calls per batch at most (the server's `BATCH_ITEMS_MAX`).
 pub const BATCH_MAX: usize = 1_000;
-/// `bazaar serve` nodes in a several-node PostgreSQL target at most.
+/// `bazaar serve` nodes in the `cluster` target: by default, and at most.
+pub const CLUSTER_NODES_DEFAULT: usize = 3;
 pub const NODES_MAX: usize = 8;
 /// Open loop: calls running at once at most; an arrival past it is counted as refused, not queued.
 pub const OPEN_LOOP_IN_FLIGHT_MAX: usize = 4_096;

@@ -8,7 +8,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use bazaar_bench::drive::{self, Outcome, Plan, Target};
 use bazaar_bench::gate::{self, BazaarStore, Told};
 use bazaar_bench::limits::*;
-use bazaar_bench::report::{Report, TargetReport, BASELINE, EMBEDDED, POSTGRES};
+use bazaar_bench::report::{Report, TargetReport, BASELINE, CLUSTER, EMBEDDED, POSTGRES};
 use bazaar_bench::servers::{self, PgStats, Server};
 use bazaar_bench::{baseline, metrics, procfs, setup};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -61,6 +61,8 @@ enum Command {
 enum Which {
     Embedded,
     Postgres,
+    /// `--nodes` nodes of the PostgreSQL adapter on one database and one NATS: a cluster.
+    Cluster,
     Baseline,
 }
 
@@ -69,14 +71,19 @@ impl Which {
         match self {
             Which::Embedded => EMBEDDED,
             Which::Postgres => POSTGRES,
+            Which::Cluster => CLUSTER,
             Which::Baseline => BASELINE,
         }
     }
 
-    fn description(self, pool: usize) -> String {
+    fn description(self, pool: usize, nodes: usize) -> String {
         match self {
             Which::Embedded => "bazaar serve: embedded SQLite (WAL, synchronous=FULL), group commit".into(),
             Which::Postgres => "bazaar serve --database-url: PostgreSQL adapter, group commit".into(),
+            Which::Cluster => format!(
+                "{nodes} × bazaar serve --database-url --nats-url on one database: one ledger sequencer, \
+                 the other nodes forward over NATS"
+            ),
             Which::Baseline => {
                 format!("plain PostgreSQL peer: one transaction per settlement, pool of {pool}, synchronous_commit=on")
             }
@@ -119,11 +126,11 @@ struct RunArgs {
     /// settlement (a correctness gate).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     duplicate_pct: u8,
-    /// The `postgres` target as this many `bazaar serve` nodes on its one database, joined through NATS
+    /// The `cluster` target's size: this many `bazaar serve` nodes on its one database, joined through NATS
     /// (`--nats-url`); paid calls go round the nodes, and each node's CPU is reported.
-    #[arg(long, default_value_t = 1, value_parser = bounded::<NODES_MAX>)]
+    #[arg(long, default_value_t = CLUSTER_NODES_DEFAULT, value_parser = bounded::<NODES_MAX>)]
     nodes: usize,
-    /// NATS with JetStream, for `--nodes` above 1.
+    /// NATS with JetStream, for the `cluster` target.
     #[arg(long, env = "BAZAAR_BENCH_NATS", default_value = "nats://127.0.0.1:4222")]
     nats_url: String,
     /// Targets to run, in this order.
@@ -220,6 +227,7 @@ fn main() {
 struct Scratch {
     root: PathBuf,
     bazaar_db: String,
+    cluster_db: String,
     baseline_db: String,
 }
 
@@ -234,6 +242,7 @@ async fn run(mut args: RunArgs) -> i32 {
     let scratch = Scratch {
         root: std::env::temp_dir().join(format!("bazaar-bench-{pid}")),
         bazaar_db: format!("bazaar_bench_{pid}"),
+        cluster_db: format!("bazaar_cluster_bench_{pid}"),
         baseline_db: format!("baseline_bench_{pid}"),
     };
     // Children are killed when the benchmark future is dropped, which Ctrl-C does too.
@@ -244,7 +253,13 @@ async fn run(mut args: RunArgs) -> i32 {
     if !args.keep {
         clean_up(&args, &scratch).await;
     } else {
-        eprintln!("kept {} and databases {}, {}", scratch.root.display(), scratch.bazaar_db, scratch.baseline_db);
+        eprintln!(
+            "kept {} and databases {}, {}, {}",
+            scratch.root.display(),
+            scratch.bazaar_db,
+            scratch.cluster_db,
+            scratch.baseline_db
+        );
     }
     match outcome {
         Ok(report) => {
@@ -262,7 +277,7 @@ async fn clean_up(args: &RunArgs, scratch: &Scratch) {
     if args.targets.iter().any(|t| *t != Which::Embedded) {
         match servers::connect(&servers::database_url(&args.pg_url, "postgres")).await {
             Ok(admin) => {
-                for db in [&scratch.bazaar_db, &scratch.baseline_db] {
+                for db in [&scratch.bazaar_db, &scratch.cluster_db, &scratch.baseline_db] {
                     if let Err(error) = servers::drop_database(&admin, db).await {
                         eprintln!("warning: dropping {db}: {error:#}");
                     }
@@ -312,7 +327,7 @@ async fn bench(args: &RunArgs, scratch: &Scratch) -> Result<Report> {
             Ok(ready) => prepared.push(ready),
             Err(error) => {
                 eprintln!("[{}] could not start: {error:#}", which.name());
-                reports.push(TargetReport::failed(which.name(), &which.description(args.pool), &error));
+                reports.push(TargetReport::failed(which.name(), &which.description(args.pool, args.nodes), &error));
             }
         }
     }
@@ -362,6 +377,7 @@ async fn prepare(
     let database = match which {
         Which::Embedded => None,
         Which::Postgres => Some(scratch.bazaar_db.clone()),
+        Which::Cluster => Some(scratch.cluster_db.clone()),
         Which::Baseline => Some(scratch.baseline_db.clone()),
     };
     let database = match database {
@@ -376,7 +392,7 @@ async fn prepare(
     let dir = data_dir.display().to_string();
     let mut others = Vec::new();
     let (server, buyers, merchants, balance_sum) = match which {
-        Which::Embedded | Which::Postgres => {
+        Which::Embedded | Which::Postgres | Which::Cluster => {
             let url = database.as_ref().map(|(_, url)| url.as_str());
             let (server, more, buyers, merchants) =
                 spawn_bazaar(which, args, scratch, dir, url, bazaar_bin, log).await?;
@@ -432,7 +448,7 @@ async fn spawn_bazaar(
         serve.extend(["--database-url".to_string(), url.to_string()]);
     }
     let env = [("BAZAAR_OPERATOR_CREDENTIAL", credential.clone())];
-    let several = which == Which::Postgres && args.nodes > 1;
+    let several = which == Which::Cluster;
     let node = |i: usize| -> Vec<String> {
         let mut args_i = serve.clone();
         if several {
@@ -457,6 +473,8 @@ struct Cpu {
     /// Each node's process ticks (the first is `server`), when the target is several nodes.
     nodes: Vec<Option<u64>>,
     threads: std::collections::HashMap<u32, (String, u64)>,
+    /// Every `nats-server` on the host, when the target is several nodes.
+    nats: Option<u64>,
     pg: Option<procfs::PgProcesses>,
     client: u64,
     machine: (u64, u64),
@@ -471,6 +489,8 @@ impl Cpu {
                 .sum::<Option<u64>>(),
             nodes: std::iter::once(&ready.server).chain(&ready.others).map(|s| procfs::process_ticks(s.pid)).collect(),
             threads: procfs::thread_ticks(ready.server.pid),
+            nats: (!ready.others.is_empty())
+                .then(|| procfs::pids_named("nats-server").into_iter().filter_map(procfs::process_ticks).sum()),
             pg: ready.database.as_ref().map(|(name, _)| procfs::pg_processes(name)),
             client: procfs::self_ticks(),
             machine: procfs::machine_ticks(),
@@ -542,7 +562,9 @@ async fn measure(
     };
     let mut gate = match (which, &ready.database) {
         (Which::Baseline, Some((_, url))) => gate::baseline(url, ready.balance_sum, &told).await,
-        (Which::Postgres, Some((_, url))) => gate::bazaar(bazaar_bin, BazaarStore::Postgres { url }, &told).await,
+        (Which::Postgres | Which::Cluster, Some((_, url))) => {
+            gate::bazaar(bazaar_bin, BazaarStore::Postgres { url }, &told).await
+        }
         _ => gate::bazaar(bazaar_bin, BazaarStore::Sqlite { data_dir: &ready.data_dir }, &told).await,
     };
     if let Err(error) = stopped {
@@ -570,7 +592,7 @@ async fn measure(
     let elapsed = outcome.elapsed.as_secs_f64();
     TargetReport {
         target: which.name().into(),
-        description: which.description(args.pool),
+        description: which.description(args.pool, args.nodes),
         status: if settled > 0 { "ok".into() } else { format!("failed: no paid call completed: {:?}", outcome.errors) },
         calls: settled,
         failed_calls: outcome.calls_failed,
@@ -589,6 +611,7 @@ async fn measure(
                 .filter_map(|(b, a)| per_1k(a.as_ref()?.saturating_sub(*b.as_ref()?)))
                 .collect()
         },
+        nats_cpu_s_per_1k: cpu_before.nats.zip(cpu_after.nats).and_then(|(b, a)| per_1k(a.saturating_sub(b))),
         server_threads_cpu_s_per_1k: procfs::thread_delta(&cpu_before.threads, &cpu_after.threads)
             .into_iter()
             .filter_map(|(name, ticks)| Some((name, per_1k(ticks)?)))

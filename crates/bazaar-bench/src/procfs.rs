@@ -12,6 +12,15 @@ pub fn process_ticks(pid: u32) -> Option<u64> {
     parse_stat_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// Every process whose command name (`/proc/<pid>/comm`) is `name`.
+pub fn pids_named(name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == name))
+        .collect()
+}
+
 /// utime + stime of this process (the load generator), in ticks.
 pub fn self_ticks() -> u64 {
     process_ticks(std::process::id()).unwrap_or(0)

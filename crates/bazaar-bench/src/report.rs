@@ -10,12 +10,17 @@ use std::fmt::Write;
 /// Target names, as flags and reports spell them.
 pub const EMBEDDED: &str = "embedded";
 pub const POSTGRES: &str = "postgres";
+pub const CLUSTER: &str = "cluster";
 pub const BASELINE: &str = "baseline";
 
 /// Goals the run is reported against.
 pub const EMBEDDED_SPEEDUP_GOAL: f64 = 5.0;
 pub const EMBEDDED_P99_GOAL_MS: f64 = 20.0;
 pub const POSTGRES_SPEEDUP_GOAL: f64 = 1.5;
+/// A cluster carries at least what one node on the same database carries (docs/design/sequencer.md)…
+pub const CLUSTER_OVER_ONE_NODE_GOAL: f64 = 1.0;
+/// …at no more than this much CPU per call in all (nodes + PostgreSQL + NATS against node + PostgreSQL).
+pub const CLUSTER_CPU_RATIO_GOAL: f64 = 1.2;
 
 #[derive(Serialize, Debug, Default, Clone)]
 pub struct TargetReport {
@@ -33,6 +38,9 @@ pub struct TargetReport {
     pub server_cpu_s_per_1k: Option<f64>,
     /// Each node's share of it, when the target is several nodes (`--nodes`).
     pub nodes_cpu_s_per_1k: Vec<f64>,
+    /// The NATS server's CPU (every `nats-server` process on this host), when the target is several nodes:
+    /// part of what a cluster costs per call.
+    pub nats_cpu_s_per_1k: Option<f64>,
     /// The server process's CPU split by thread name (the group-commit writer is `bazaar-writer`).
     pub server_threads_cpu_s_per_1k: BTreeMap<String, f64>,
     /// PostgreSQL backends connected to this target's database.
@@ -61,6 +69,17 @@ pub struct TargetReport {
 }
 
 impl TargetReport {
+    /// CPU-seconds per 1,000 settlements of everything serving the target: its node(s), PostgreSQL's
+    /// backends and shared processes, and NATS. `None` without the server's figure.
+    pub fn total_cpu_s_per_1k(&self) -> Option<f64> {
+        Some(
+            self.server_cpu_s_per_1k?
+                + self.pg_backend_cpu_s_per_1k.unwrap_or(0.0)
+                + self.pg_shared_cpu_s_per_1k.unwrap_or(0.0)
+                + self.nats_cpu_s_per_1k.unwrap_or(0.0),
+        )
+    }
+
     pub fn failed(target: &str, description: &str, error: &anyhow::Error) -> TargetReport {
         TargetReport {
             target: target.into(),
@@ -86,6 +105,10 @@ pub struct Goal {
 pub struct Ratios {
     pub embedded_over_baseline: Option<f64>,
     pub postgres_over_baseline: Option<f64>,
+    /// The cluster's settlements/s over one PostgreSQL node's.
+    pub cluster_over_postgres: Option<f64>,
+    /// The cluster's CPU per call in all over one PostgreSQL node's.
+    pub cluster_cpu_over_postgres: Option<f64>,
 }
 
 #[derive(Serialize, Debug)]
@@ -102,7 +125,16 @@ impl Report {
     pub fn new(command: String, settings: serde_json::Value, targets: Vec<TargetReport>) -> Report {
         let rate = |name: &str| targets.iter().find(|t| t.target == name && t.measured()).map(|t| t.settlements_per_s);
         let ratio = |name: &str| Some(rate(name)? / rate(BASELINE).filter(|r| *r > 0.0)?);
-        let ratios = Ratios { embedded_over_baseline: ratio(EMBEDDED), postgres_over_baseline: ratio(POSTGRES) };
+        let cpu = |name: &str| {
+            targets.iter().find(|t| t.target == name && t.measured()).and_then(TargetReport::total_cpu_s_per_1k)
+        };
+        let over = |a: Option<f64>, b: Option<f64>| Some(a? / b.filter(|b| *b > 0.0)?);
+        let ratios = Ratios {
+            embedded_over_baseline: ratio(EMBEDDED),
+            postgres_over_baseline: ratio(POSTGRES),
+            cluster_over_postgres: over(rate(CLUSTER), rate(POSTGRES)),
+            cluster_cpu_over_postgres: over(cpu(CLUSTER), cpu(POSTGRES)),
+        };
         let embedded = targets.iter().find(|t| t.target == EMBEDDED && t.measured());
         let under = |v: Option<f64>| v.map(|ms| ms < EMBEDDED_P99_GOAL_MS);
         let goals = vec![
@@ -127,6 +159,21 @@ impl Report {
                 met: ratios.postgres_over_baseline.map(|r| r >= POSTGRES_SPEEDUP_GOAL),
             },
         ];
+        let mut goals = goals;
+        if ratios.cluster_over_postgres.is_some() {
+            goals.push(Goal {
+                goal: format!("cluster ≥ {CLUSTER_OVER_ONE_NODE_GOAL}× one PostgreSQL node's settlements/s"),
+                measured: ratios.cluster_over_postgres,
+                met: ratios.cluster_over_postgres.map(|r| r >= CLUSTER_OVER_ONE_NODE_GOAL),
+            });
+            goals.push(Goal {
+                goal: format!(
+                    "cluster CPU per call in all (nodes + PostgreSQL + NATS) ≤ {CLUSTER_CPU_RATIO_GOAL}× one node's"
+                ),
+                measured: ratios.cluster_cpu_over_postgres,
+                met: ratios.cluster_cpu_over_postgres.map(|r| r <= CLUSTER_CPU_RATIO_GOAL),
+            });
+        }
         let gates_passed = targets.iter().all(|t| t.status == "ok" && t.gate.passed);
         Report { command, settings, targets, ratios, goals, gates_passed }
     }
@@ -174,7 +221,16 @@ impl Report {
         self.where_time_goes(&mut out);
         let _ = writeln!(out, "\n### Ratios and goals\n");
         let _ = writeln!(out, "- embedded ÷ baseline: {}", ratio(self.ratios.embedded_over_baseline));
-        let _ = writeln!(out, "- PostgreSQL adapter ÷ baseline: {}\n", ratio(self.ratios.postgres_over_baseline));
+        let _ = writeln!(out, "- PostgreSQL adapter ÷ baseline: {}", ratio(self.ratios.postgres_over_baseline));
+        if let Some(cluster) = self.ratios.cluster_over_postgres {
+            let _ = writeln!(out, "- cluster ÷ one PostgreSQL node: {cluster:.2}×");
+            let _ = writeln!(
+                out,
+                "- cluster CPU per call in all ÷ one node's: {}",
+                ratio(self.ratios.cluster_cpu_over_postgres)
+            );
+        }
+        let _ = writeln!(out);
         for g in &self.goals {
             let verdict = match g.met {
                 Some(true) => "MET",
@@ -219,6 +275,18 @@ impl Report {
                 t.wal_syncs_per_1k.map(|v| format!("{v:.0}")).unwrap_or_else(|| "—".into()),
                 t.retries,
                 if errors.is_empty() { "none".into() } else { errors.join(", ") },
+            );
+        }
+        for t in self.targets.iter().filter(|t| t.status == "ok" && !t.nodes_cpu_s_per_1k.is_empty()) {
+            let nodes: Vec<String> = t.nodes_cpu_s_per_1k.iter().map(|v| format!("{v:.3}")).collect();
+            let _ = writeln!(
+                out,
+                "\n{}: {} nodes, CPU-s/1k by node {}; NATS server {}; in all (nodes + PostgreSQL + NATS) {}",
+                t.target,
+                t.nodes_cpu_s_per_1k.len(),
+                nodes.join(", "),
+                num(t.nats_cpu_s_per_1k),
+                num(t.total_cpu_s_per_1k()),
             );
         }
     }

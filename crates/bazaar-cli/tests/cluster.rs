@@ -5,7 +5,10 @@
 //! is paid twice, each subscriber resumes by its cursor on another node with
 //! nothing lost or repeated, the sweeper's lease moves to a survivor and
 //! runs on one node at a time, a duplicate in flight on one node is answered
-//! 409 on another, and `bazaar audit` passes.
+//! 409 on another, and `bazaar audit` passes. A second test pauses the
+//! ledger's sequencer (`SIGSTOP`) past its lease under load and resumes it:
+//! another node takes over within a bound, the old one commits nothing at its
+//! stale epoch, and the same checks hold (docs/design/sequencer.md).
 // reason: an end-to-end test reads as one story of requests and the checks after each.
 #![allow(clippy::too_many_lines)]
 
@@ -88,6 +91,15 @@ fn start(database: &common::ThrowawayDatabase, nats: &str, i: usize) -> Node {
     .to_vec();
     let process = Some(common::spawn_serve(&args));
     Node { name, port, args, process }
+}
+
+/// `NODES` nodes on a new database named from `prefix`. The first node creates the registry (and leads the
+/// ledger); the others open the same one.
+async fn cluster(prefix: &str) -> (common::ThrowawayDatabase, Vec<Node>) {
+    let nats = nats_url();
+    let database = common::ThrowawayDatabase::create(&format!("{prefix}_{}", std::process::id())).await;
+    let nodes = (0..NODES).map(|i| start(&database, &nats, i)).collect();
+    (database, nodes)
 }
 
 /// Every node's URL, starting at node `first`: a client's failover order.
@@ -179,13 +191,7 @@ async fn subscribe(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
-    let nats = nats_url();
-    let database = common::ThrowawayDatabase::create(&format!("bazaar_cluster_{}", std::process::id())).await;
-    // The first node creates the registry; the others open the same one.
-    let mut nodes = vec![start(&database, &nats, 0)];
-    for i in 1..NODES {
-        nodes.push(start(&database, &nats, i));
-    }
+    let (database, mut nodes) = cluster("bazaar_cluster").await;
     let http = reqwest::Client::new();
     let operator = Client::with_nodes(from(&nodes, 0), Some(OPERATOR.into()));
     let did: Vec<Value> = futures::future::join_all(
@@ -194,21 +200,8 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
     .await;
     assert!(did.iter().all(|d| d["did"] == did[0]["did"]), "one registry: {did:?}");
 
-    let owner = operator.create_owner(&generate_key(), "cluster-owner").await.unwrap();
-    let owner_credential = owner["credential"].as_str().unwrap().to_string();
+    let (owner_credential, agents) = cast(&operator).await;
     let owner = operator.with_credential(&owner_credential);
-    let mut agents = HashMap::new();
-    for handle in ["cluster-buyer", "cluster-shop"] {
-        let invite = owner.issue_invite().await.unwrap();
-        let agent = owner.redeem_invite(&invite, &generate_key(), handle).await.unwrap();
-        agents.insert(handle, agent["credential"].as_str().unwrap().to_string());
-    }
-    let funding = common::Funding {
-        mint: (10_000_000, "cluster-mint"),
-        fund: (10_000_000, "cluster-fund"),
-        budget: [10_000, 10_000_000, 10_000_000],
-    };
-    common::fund_agent(&operator, &owner, "cluster-buyer", funding).await;
 
     // A listener in a room; her inbox is followed on every node.
     let listener = operator.create_owner(&generate_key(), "cluster-listener").await.unwrap();
@@ -295,24 +288,8 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
     assert!(conflicts > 0, "a duplicate in flight on another node must be answered 409");
 
     // Load: buyers on every node; subscribers on every node; posts through every node.
-    let acknowledged: Arc<Mutex<HashMap<String, String>>> = Default::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|w| {
-            let buyer = Client::with_nodes(from(&nodes, w), Some(agents["cluster-buyer"].clone()));
-            let merchant = Client::with_nodes(from(&nodes, w + 1), Some(agents["cluster-shop"].clone()));
-            let (acknowledged, stop) = (acknowledged.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut n = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    n += 1;
-                    let order = format!("w{w}-{n}");
-                    let settlement = pay_until_acknowledged(&buyer, &merchant, &order).await;
-                    acknowledged.lock().unwrap().insert(order, settlement);
-                }
-            })
-        })
-        .collect();
+    let urls: Vec<String> = nodes.iter().map(Node::url).collect();
+    let (workers, acknowledged, stop) = payers(&urls, &agents, "w");
     let posted: Arc<Mutex<BTreeSet<u64>>> = Default::default();
     let poster = {
         let (posted, nodes) = (posted.clone(), from(&nodes, 1));
@@ -385,34 +362,11 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
     let acknowledged = acknowledged.lock().unwrap().clone();
     assert!(acknowledged.len() > before_kill, "load went on after the kill: {before_kill} → {}", acknowledged.len());
 
-    // Every acknowledged settlement survived with the id the client was given.
     let survivors: Vec<usize> = (0..NODES).filter(|i| *i != doomed).collect();
     let buyer = Client::new(nodes[survivors[0]].url(), Some(agents["cluster-buyer"].clone()));
     let merchant = Client::new(nodes[survivors[1]].url(), Some(agents["cluster-shop"].clone()));
-    for (order, settlement) in &acknowledged {
-        let token = buyer.issue_token("cluster-shop", PRICE, order, "https://shop/cluster").await.unwrap();
-        let verified = merchant.verify(token.body["token"].as_str().unwrap()).await.unwrap();
-        assert_eq!(verified["state"], "settled", "{order}");
-        assert_eq!(verified["settlement"]["settlement_id"].as_str(), Some(settlement.as_str()), "{order}");
-    }
-    // No order was paid twice: one settlement event per order, and the buyer paid once for each.
-    let operator = Client::new(nodes[survivors[0]].url(), Some(OPERATOR.into()));
-    let (mut per_order, mut after): (HashMap<String, usize>, u64) = (HashMap::new(), 0);
-    loop {
-        let page = operator.events(after, 500).await.unwrap();
-        let list = page["events"].as_array().unwrap().clone();
-        let Some(last) = list.last() else { break };
-        for event in list.iter().filter(|e| e["kind"] == "settlement.posted") {
-            let order = event["body"]["order_id"].as_str().unwrap();
-            *per_order.entry(order.to_string()).or_default() += 1;
-        }
-        after = last["seq"].as_u64().unwrap();
-    }
-    let settled: usize = per_order.values().sum();
-    assert!(per_order.values().all(|n| *n == 1), "an order settled twice: {per_order:?}");
+    let settled = each_acknowledged_once(&nodes[survivors[0]], &buyer, &merchant, &acknowledged).await;
     assert!(settled >= acknowledged.len() + DUPLICATE_PAIRS);
-    let me = buyer.me().await.unwrap();
-    assert_eq!(me["balance_minor"].as_i64().unwrap(), 10_000_000 - (settled as u64 * PRICE) as i64);
 
     // The sweeper's lease moved to one survivor, and only it sweeps.
     tokio::time::sleep(Duration::from_millis(bazaar_server::cluster::SWEEPER_LEASE_TTL_MS + 1_500)).await;
@@ -435,9 +389,71 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
         }
     }
 
-    let store_args = nodes[survivors[0]].args.clone();
-    for node in &mut nodes {
+    stop_and_audit(&mut nodes, survivors[0]);
+    database.drop().await;
+}
+
+/// An owner with a funded buyer agent `cluster-buyer` and a merchant agent `cluster-shop`: the owner's
+/// credential and the agents' by handle.
+async fn cast(operator: &Client) -> (String, HashMap<&'static str, String>) {
+    let owner = operator.create_owner(&generate_key(), "cluster-owner").await.unwrap();
+    let owner_credential = owner["credential"].as_str().unwrap().to_string();
+    let owner = operator.with_credential(&owner_credential);
+    let mut agents = HashMap::new();
+    for handle in ["cluster-buyer", "cluster-shop"] {
+        let invite = owner.issue_invite().await.unwrap();
+        let agent = owner.redeem_invite(&invite, &generate_key(), handle).await.unwrap();
+        agents.insert(handle, agent["credential"].as_str().unwrap().to_string());
+    }
+    let funding = common::Funding {
+        mint: (10_000_000, "cluster-mint"),
+        fund: (10_000_000, "cluster-fund"),
+        budget: [10_000, 10_000_000, 10_000_000],
+    };
+    common::fund_agent(operator, &owner, "cluster-buyer", funding).await;
+    (owner_credential, agents)
+}
+
+/// Every acknowledged settlement survived with the id its client was given, no order was paid twice (one
+/// settlement event per order) and the buyer paid once for each. Returns how many orders settled.
+async fn each_acknowledged_once(
+    node: &Node,
+    buyer: &Client,
+    merchant: &Client,
+    acknowledged: &HashMap<String, String>,
+) -> usize {
+    for (order, settlement) in acknowledged {
+        let token = buyer.issue_token("cluster-shop", PRICE, order, "https://shop/cluster").await.unwrap();
+        let verified = merchant.verify(token.body["token"].as_str().unwrap()).await.unwrap();
+        assert_eq!(verified["state"], "settled", "{order}");
+        assert_eq!(verified["settlement"]["settlement_id"].as_str(), Some(settlement.as_str()), "{order}");
+    }
+    let operator = Client::new(node.url(), Some(OPERATOR.into()));
+    let (mut per_order, mut after): (HashMap<String, usize>, u64) = (HashMap::new(), 0);
+    loop {
+        let page = operator.events(after, 500).await.unwrap();
+        let list = page["events"].as_array().unwrap().clone();
+        let Some(last) = list.last() else { break };
+        for event in list.iter().filter(|e| e["kind"] == "settlement.posted") {
+            let order = event["body"]["order_id"].as_str().unwrap();
+            *per_order.entry(order.to_string()).or_default() += 1;
+        }
+        after = last["seq"].as_u64().unwrap();
+    }
+    let settled: usize = per_order.values().sum();
+    assert!(per_order.values().all(|n| *n == 1), "an order settled twice: {per_order:?}");
+    assert!(settled >= acknowledged.len());
+    let me = buyer.me().await.unwrap();
+    assert_eq!(me["balance_minor"].as_i64().unwrap(), 10_000_000 - (settled as u64 * PRICE) as i64);
+    settled
+}
+
+/// Stops every node still running, then `bazaar audit` (with node `by`'s store arguments) must pass.
+fn stop_and_audit(nodes: &mut [Node], by: usize) {
+    let store_args = nodes[by].args.clone();
+    for node in nodes.iter_mut() {
         if let Some(mut process) = node.process.take() {
+            let _ = std::process::Command::new("kill").args(["-CONT", &process.id().to_string()]).status();
             process.kill().unwrap();
             process.wait().unwrap();
         }
@@ -448,5 +464,133 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
         .flat_map(|w| w.to_vec())
         .collect();
     common::assert_cli_audit_passes(&audit_args);
+}
+
+/// The orders each payer got acknowledged, by order id: the settlement id it was given.
+type Acknowledged = Arc<Mutex<HashMap<String, String>>>;
+
+/// `WORKERS` buyers paying one order after another (ids `<prefix><worker>-<n>`) until `stop`, worker `w`
+/// starting on `urls[w]` and its merchant on the next node, each failing over round `urls`.
+fn payers(
+    urls: &[String],
+    agents: &HashMap<&'static str, String>,
+    prefix: &str,
+) -> (Vec<tokio::task::JoinHandle<()>>, Acknowledged, Arc<AtomicBool>) {
+    let acknowledged: Acknowledged = Default::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers = (0..WORKERS)
+        .map(|w| {
+            let rotate = |offset: usize| (0..urls.len()).map(|i| urls[(w + offset + i) % urls.len()].clone()).collect();
+            let buyer = Client::with_nodes(rotate(0), Some(agents["cluster-buyer"].clone()));
+            let merchant = Client::with_nodes(rotate(1), Some(agents["cluster-shop"].clone()));
+            let (acknowledged, stop, prefix) = (acknowledged.clone(), stop.clone(), prefix.to_string());
+            tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let order = format!("{prefix}{w}-{n}");
+                    let settlement = pay_until_acknowledged(&buyer, &merchant, &order).await;
+                    acknowledged.lock().unwrap().insert(order, settlement);
+                }
+            })
+        })
+        .collect();
+    (workers, acknowledged, stop)
+}
+
+/// Who holds the ledger's sequencer lease, and at which epoch.
+async fn sequencer(database: &tokio_postgres::Client) -> (String, i64) {
+    let row = database.query_one("SELECT holder, epoch FROM ledger_sequencer WHERE id = 1", &[]).await.unwrap();
+    (row.get::<_, Option<String>>(0).unwrap_or_default(), row.get(1))
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to `node`'s process.
+fn signal(node: &Node, signal: &str) {
+    let pid = node.process.as_ref().expect("running").id().to_string();
+    let sent = std::process::Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
+    assert!(sent.success(), "kill -{signal} {pid}");
+}
+
+/// Longest a takeover may take after the sequencer stops: its lease lapses (3 s), a follower's next round
+/// (1 s), and any batch it had open ends when PostgreSQL ends its session (5 s); with slack for a loaded host.
+const TAKEOVER_BOUND: Duration = Duration::from_secs(15);
+
+/// The sequencer is paused (`SIGSTOP`) under load, past its lease: another node takes the ledger over at a
+/// higher epoch within `TAKEOVER_BOUND` and the load goes on through it. Resumed (`SIGCONT`), the old
+/// sequencer commits nothing at its stale epoch (the store fences it; it follows and forwards), every
+/// acknowledged settlement is there once, no order is paid twice, and `bazaar audit` passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_sequencer_is_fenced_and_replaced() {
+    let (database, mut nodes) = cluster("bazaar_sequencer").await;
+    let (sql, connection) = tokio_postgres::connect(&database.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let (first, epoch) = sequencer(&sql).await;
+    assert_eq!(first, nodes[0].name, "the first node to start leads");
+    let operator = Client::with_nodes(from(&nodes, 1), Some(OPERATOR.into()));
+    let (_, agents) = cast(&operator).await;
+
+    // Load through the two other nodes only: a stopped process still accepts connections, and a client
+    // waiting on it measures the client, not the cluster.
+    let urls: Vec<String> = nodes[1..].iter().map(Node::url).collect();
+    let (workers, acknowledged, stop) = payers(&urls, &agents, "s");
+    tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
+    let before = acknowledged.lock().unwrap().len();
+    assert!(before > 0, "paid calls flow through forwarding nodes");
+    signal(&nodes[0], "STOP");
+    let stopped = Instant::now();
+    let (holder, new_epoch) = loop {
+        let (holder, now) = sequencer(&sql).await;
+        if now > epoch {
+            break (holder, now);
+        }
+        assert!(stopped.elapsed() < TAKEOVER_BOUND, "no takeover within {TAKEOVER_BOUND:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = stopped.elapsed();
+    eprintln!("{holder} took the ledger over at epoch {new_epoch}, {took:?} after {} stopped", nodes[0].name);
+    assert_ne!(holder, nodes[0].name);
+    // The load goes on through the new sequencer while the old one is still stopped.
+    let at_takeover = acknowledged.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
+    let during = acknowledged.lock().unwrap().len();
+    assert!(during > at_takeover, "paid calls go on after the takeover: {at_takeover} → {during}");
+
+    // Resumed past its lease: it must not commit at its old epoch; it follows, and what it is sent works.
+    signal(&nodes[0], "CONT");
+    let old = Client::new(nodes[0].url(), Some(agents["cluster-buyer"].clone()));
+    let shop_on_old = Client::new(nodes[0].url(), Some(agents["cluster-shop"].clone()));
+    for n in 0..20 {
+        let order = format!("resumed-{n}");
+        let settlement = pay_until_acknowledged(&old, &shop_on_old, &order).await;
+        acknowledged.lock().unwrap().insert(order, settlement);
+    }
+    let (holder_after, epoch_after) = sequencer(&sql).await;
+    assert_eq!((holder_after.as_str(), epoch_after), (holder.as_str(), new_epoch), "the resumed node did not lead");
+    let http = reqwest::Client::new();
+    let mut leading = Vec::new();
+    for node in &nodes {
+        leading.push(metric(&http, &node.url(), "bazaar_ledger_sequencer ").await);
+    }
+    let new_index = nodes.iter().position(|n| n.name == holder).unwrap();
+    for (i, gauge) in leading.iter().enumerate() {
+        assert_eq!(*gauge, if i == new_index { 1.0 } else { 0.0 }, "{} says whether it leads", nodes[i].name);
+    }
+    let fenced = metric(&http, &nodes[0].url(), "bazaar_writer_fenced_batches_total ").await;
+    let forwarded = metric(&http, &nodes[0].url(), "bazaar_ledger_forwarded_total ").await;
+    eprintln!("the resumed node: {fenced} batches fenced by the store, {forwarded} commands forwarded");
+    // The commands forwarded to it while it was stopped reach its writer when it resumes; the store refuses them.
+    assert!(fenced >= 1.0, "the resumed sequencer's batches were refused by the store");
+    assert!(forwarded >= 40.0, "the resumed node forwards its 20 paid calls ({forwarded})");
+    tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
+    stop.store(true, Ordering::SeqCst);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let buyer = Client::new(nodes[1].url(), Some(agents["cluster-buyer"].clone()));
+    let merchant = Client::new(nodes[2].url(), Some(agents["cluster-shop"].clone()));
+    let settled = each_acknowledged_once(&nodes[1], &buyer, &merchant, &acknowledged).await;
+    eprintln!("{settled} orders settled, {} acknowledged, takeover {took:?}", acknowledged.len());
+    stop_and_audit(&mut nodes, 1);
     database.drop().await;
 }

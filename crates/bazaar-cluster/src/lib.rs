@@ -19,6 +19,11 @@
 //! - **Leases** in PostgreSQL (`bazaar_leases`, times by the database's
 //!   clock, never a node's): the sweeper and the relay's purger run on the
 //!   node holding their lease, taken over after the TTL when it stops renewing.
+//! - **The ledger's sequencer** (`sequencer`, docs/design/sequencer.md): the
+//!   node holding the fenced `ledger_sequencer` lease runs the only writer
+//!   that may commit; every other node forwards its commands there over NATS
+//!   core request/reply (`bazaar.ledger.<cluster id>`), so one group commit
+//!   folds the whole cluster's traffic.
 //!
 //! ## Map
 //!
@@ -30,8 +35,14 @@
 //! publisher queue per node so its signals keep commit order, an ordered
 //! consumer per node), in-flight claims as one-message subjects in the
 //! in-memory `BAZAAR_INFLIGHT` stream (publish expecting last subject
-//! sequence 0; purge to release; 5 s TTL), and `leases` — a `bazaar_leases`
-//! row per named job, renewed by the database's clock.
+//! sequence 0; purge to release; 5 s TTL), `leases` — a `bazaar_leases`
+//! row per named job, renewed by the database's clock — and `sequencer`:
+//! `Sequenced`, the `Store` a cluster node serves from (reads to PostgreSQL,
+//! `submit` to the local writer while leading, else forwarded; resent only
+//! when provably not run, or under an idempotency key), the lease loop
+//! (renew every 1 s, step down on a renewal slower than 1.5 s, serve the
+//! forwarding subject exactly while leading) and the serving task (one
+//! task per forwarded command, so they queue together for the writer).
 
 mod leases;
 pub mod sequencer;

@@ -33,6 +33,8 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a command may wait in all for a sequencer to take it (during a
 /// takeover) before the caller is told to retry with the same key.
 pub const LEADER_WAIT: Duration = Duration::from_secs(12);
+/// The NATS queue group sequencers subscribe in: one delivery per command.
+const QUEUE_GROUP: &str = "sequencer";
 /// Pause between attempts while no sequencer answers.
 const NO_SEQUENCER_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -128,7 +130,11 @@ impl Store for Sequenced {
         loop {
             let attempt = if self.leading() {
                 match self.inner.submit(command.clone()).await {
-                    Err(StoreError::Fenced(_)) => Attempt::NotRun,
+                    Err(StoreError::Fenced(_)) => {
+                        // A later epoch holds the ledger: stop trying here; the lease loop follows it.
+                        self.lease.step_down();
+                        Attempt::NotRun
+                    }
                     answer => Attempt::Final(answer),
                 }
             } else {
@@ -156,7 +162,11 @@ impl Store for Sequenced {
     }
 
     fn writer_stats(&self) -> bazaar_store::writer::WriterStats {
-        self.inner.writer_stats()
+        bazaar_store::writer::WriterStats {
+            sequencer: Some(self.leading()),
+            forwarded: self.stats.forwarded.load(Ordering::Relaxed),
+            ..self.inner.writer_stats()
+        }
     }
 
     fn caches(&self) -> Vec<CacheGauge> {
@@ -323,17 +333,22 @@ impl Leadership {
         }
         match standing {
             Ok(Standing::Leading { .. }) if self.serving.as_ref().is_some_and(|s| !s.is_finished()) => {}
-            Ok(Standing::Leading { epoch }) => match node.nats.subscribe(node.subject.clone()).await {
-                Ok(subscriber) => {
-                    tracing::info!(epoch, subject = %node.subject, "serving the cluster's ledger commands");
-                    self.serving = Some(tokio::spawn(serve(Arc::downgrade(node), subscriber)));
+            // A queue group: while an old sequencer has not yet dropped its subscription, each command still
+            // reaches exactly one of the two, never both (an old one's `Fenced` could otherwise race the new
+            // one's commit, and a command without a key would be sent again after it ran).
+            Ok(Standing::Leading { epoch }) => {
+                match node.nats.queue_subscribe(node.subject.clone(), QUEUE_GROUP.into()).await {
+                    Ok(subscriber) => {
+                        tracing::info!(epoch, subject = %node.subject, "serving the cluster's ledger commands");
+                        self.serving = Some(tokio::spawn(serve(Arc::downgrade(node), subscriber)));
+                    }
+                    Err(error) => {
+                        // Leading without a subscription would strand every other node's commands.
+                        tracing::warn!(%error, "subscribing for forwarded commands failed; stepping down");
+                        node.lease.release().await;
+                    }
                 }
-                Err(error) => {
-                    // Leading without a subscription would strand every other node's commands.
-                    tracing::warn!(%error, "subscribing for forwarded commands failed; stepping down");
-                    node.lease.release().await;
-                }
-            },
+            }
             Ok(Standing::Following { .. }) | Err(_) => {
                 if let Err(error) = &standing {
                     tracing::warn!(%error, "the sequencer lease round failed; not leading");

@@ -219,6 +219,7 @@ async fn issue_checked(
         via,
     };
     let encoded = token::encode(&claims, &state.signing_key());
+    state.remember_token(&encoded, &claims);
     Ok(execute(state, actor, idem, Op::issue_token(claims, encoded), StatusCode::CREATED).await)
 }
 

@@ -59,8 +59,21 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
             "Seconds the writer spent inside transactions.",
             writer.busy_us as f64 / 1e6,
         ),
+        (
+            "bazaar_writer_fenced_batches_total",
+            "Batches the store refused: this node was not the ledger's sequencer at their epoch.",
+            writer.fenced as f64,
+        ),
+        ("bazaar_ledger_forwarded_total", "Commands sent to another node's ledger sequencer.", writer.forwarded as f64),
     ] {
         text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
+    }
+    if let Some(leading) = writer.sequencer {
+        let name = "bazaar_ledger_sequencer";
+        text.push_str(&format!(
+            "# HELP {name} 1 while this node is the ledger's sequencer (a cluster has one).\n# TYPE {name} gauge\n{name} {}\n",
+            u8::from(leading)
+        ));
     }
     text.push_str(&memory::render(&state));
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)

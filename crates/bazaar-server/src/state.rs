@@ -347,6 +347,14 @@ impl AppState {
             return Ok(claims.clone());
         }
         let claims = keyring::decode_token_among(token, &self.keys.read().expect("keys lock").public)?;
+        self.remember_token(token, &claims);
+        Ok(claims)
+    }
+
+    /// Remembers `token` as verified with `claims`: called with every token this node signs, so the
+    /// verify and settle that follow on this node cost a lookup, not an Ed25519 verification. Keyed by
+    /// the whole string, signature included; offline verifiers still check the signature.
+    pub fn remember_token(&self, token: &str, claims: &TokenClaims) {
         let mut verified = self.verified.lock().expect("verified mutex");
         if verified.claims.insert(token.to_string(), claims.clone()).is_none() {
             verified.order.push_back(token.to_string());
@@ -356,7 +364,6 @@ impl AppState {
                 verified.claims.remove(&oldest);
             }
         }
-        Ok(claims)
     }
 
     /// The key this registry signs with now.

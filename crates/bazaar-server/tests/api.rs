@@ -402,6 +402,28 @@ async fn verify_is_a_receipt_check() {
     assert_eq!(code(merchant.settle(&forged, 300, "v", Some("f")).await.unwrap_err()).1, "token_signature_invalid");
 }
 
+/// A token this node signed is remembered as verified when it is issued: the verify and settle that follow
+/// cost a lookup, not an Ed25519 verification. A forgery of it is still refused.
+#[tokio::test]
+async fn a_token_this_node_issued_needs_no_fresh_signature_check() {
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "remembered", 10_000).await;
+    let http = reqwest::Client::new();
+    let cached = || async {
+        let metrics = http.get(format!("{}/metrics", r.url)).send().await.unwrap().text().await.unwrap();
+        series_value(&metrics, "bazaar_cache_entries{cache=\"verified_tokens\"}")
+    };
+    let before = cached().await;
+    let token =
+        buyer.issue_token(&shop, 300, "remembered", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    assert_eq!(cached().await, before + 1, "remembered at issue, before any verify");
+    assert_eq!(merchant.verify(&token).await.unwrap()["genuine"], true);
+    assert_eq!(cached().await, before + 1, "the verify found it; nothing new was verified");
+    let forged = format!("{}x", &token[..token.len() - 2]);
+    assert_eq!(merchant.verify(&forged).await.unwrap()["genuine"], false);
+    merchant.settle(&token, 300, "remembered", None).await.unwrap();
+}
+
 #[tokio::test]
 async fn registry_publishes_card_openapi_and_metrics() {
     let r = registry().await;

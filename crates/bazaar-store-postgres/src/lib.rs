@@ -14,7 +14,10 @@
 //!
 //! the same on PostgreSQL: two round trips per
 //! batch (BEGIN + head lock + loads; writes via `unnest` + COMMIT); a trigger
-//! refuses any update of a resolved hold; `migrations/`.
+//! refuses any update of a resolved hold; `migrations/`; `sequencer` — the
+//! ledger's sequencer lease (`ledger_sequencer`, migration 0012) and the
+//! `Fence` the engine checks against `chain_head.epoch` under the head's row
+//! lock before every batch (`connect_sequenced`; docs/design/sequencer.md).
 
 /// Declares a struct of prepared statements and an `async fn prepare` that
 /// prepares them all in one pipelined round trip.

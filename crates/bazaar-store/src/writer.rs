@@ -33,6 +33,7 @@ struct Counters {
     batches: AtomicU64,
     commands: AtomicU64,
     busy_us: AtomicU64,
+    fenced: AtomicU64,
 }
 
 /// What the writer has done since start: batches committed (or failed),
@@ -47,6 +48,13 @@ pub struct WriterStats {
     pub busy_us: u64,
     /// Jobs waiting in the queue now (at most `WRITE_QUEUE_MAX`).
     pub queued: u64,
+    /// Batches the store refused because this node's writer is not the
+    /// cluster's sequencer (`StoreError::Fenced`): nothing of them was written.
+    pub fenced: u64,
+    /// On a node of a cluster: whether it is the ledger's sequencer now.
+    pub sequencer: Option<bool>,
+    /// On a node of a cluster: commands it sent to another node's sequencer.
+    pub forwarded: u64,
 }
 
 impl Writer {
@@ -69,6 +77,9 @@ impl Writer {
             commands: self.stats.commands.load(Ordering::Relaxed),
             busy_us: self.stats.busy_us.load(Ordering::Relaxed),
             queued: (self.queue.max_capacity() - self.queue.capacity()) as u64,
+            fenced: self.stats.fenced.load(Ordering::Relaxed),
+            sequencer: None,
+            forwarded: 0,
         }
     }
 
@@ -133,7 +144,12 @@ fn run<E: Engine>(
                     run_batch(&mut engine, &config, clock.as_ref(), std::slice::from_ref(c)).map(|mut r| r.remove(0))
                 })
                 .collect(),
-            Err(error) => vec![Err(error); commands.len()],
+            Err(error) => {
+                if matches!(error, StoreError::Fenced(_)) {
+                    counters.fenced.fetch_add(1, Ordering::Relaxed);
+                }
+                vec![Err(error); commands.len()]
+            }
         };
         counters.batches.fetch_add(1, Ordering::Relaxed);
         counters.commands.fetch_add(commands.len() as u64, Ordering::Relaxed);
