@@ -9,13 +9,12 @@
 //!   signals through an ordered consumer (in stream order; it re-creates
 //!   itself after a gap or a reconnect from the last sequence it saw). A
 //!   signal is only a wake: the store holds the items and their cursors.
-//! - **In-flight claims** in a second JetStream stream (`INFLIGHT_STREAM`, in
-//!   memory, one message per subject): a claim publishes on
-//!   `bazaar.inflight.<registry>.<key hash>` expecting no message there yet
-//!   (`Nats-Expected-Last-Subject-Sequence: 0`, the check a key-value
-//!   `create` makes), so one node wins and a duplicate sent to another node
-//!   while the first runs is answered 409 there too; a release purges the
-//!   subject. A claim expires after `INFLIGHT_TTL` if its node dies holding it.
+//! - **In-flight keys** need no bus of their own: every ledger command
+//!   reaches the sequencer, which answers a duplicate of a key it is applying
+//!   now with `StoreError::InFlight` (409 `idempotency_in_flight`), from
+//!   whichever node either came. (Until issue 32 each request published a
+//!   claim to a JetStream stream and purged it after: four JetStream calls per
+//!   paid call, the largest part of NATS's CPU.)
 //! - **Leases** in PostgreSQL (`bazaar_leases`, times by the database's
 //!   clock, never a node's): the sweeper and the relay's purger run on the
 //!   node holding their lease, taken over after the TTL when it stops renewing.
@@ -33,9 +32,7 @@
 //! and PostgreSQL (`connect` before any store opens, then `Connected::join`):
 //! signals in the `BAZAAR_SIGNALS` stream (subject per registry, one
 //! publisher queue per node so its signals keep commit order, an ordered
-//! consumer per node), in-flight claims as one-message subjects in the
-//! in-memory `BAZAAR_INFLIGHT` stream (publish expecting last subject
-//! sequence 0; purge to release; 5 s TTL), `leases` — a `bazaar_leases`
+//! consumer per node), `leases` — a `bazaar_leases`
 //! row per named job, renewed by the database's clock — and `sequencer`:
 //! `Sequenced`, the `Store` a cluster node serves from (reads to PostgreSQL,
 //! `submit` to the local writer while leading, else forwarded; resent only
@@ -65,15 +62,6 @@ pub const SUBJECTS: &str = "bazaar.signals.>";
 pub const STREAM_MAX_AGE: Duration = Duration::from_secs(3_600);
 /// The stream's size bound; the oldest signals go first.
 pub const STREAM_BYTES_MAX: i64 = 256 * 1024 * 1024;
-/// The stream of in-flight idempotency claims, one subject per claimed key.
-pub const INFLIGHT_STREAM: &str = "BAZAAR_INFLIGHT";
-/// How long a claim lives if its node dies before releasing it: a retry of
-/// that key on another node is answered 409 for up to this long. A request
-/// still running past it loses only the early 409 (a duplicate then waits on
-/// the store's lock and replays).
-pub const INFLIGHT_TTL: Duration = Duration::from_secs(5);
-/// How long a node waits for a claim before going on as a lone node would.
-pub const CLAIM_TIMEOUT: Duration = Duration::from_millis(500);
 /// Signals queued for publishing; past it a signal is dropped (and counted) and the reconciler covers it.
 pub const SIGNAL_QUEUE_MAX: usize = 16_384;
 /// How long to wait before re-subscribing after the consumer failed.
@@ -107,11 +95,7 @@ struct Envelope {
 
 pub struct NatsCluster {
     node: String,
-    /// Names this registry on the shared NATS server (from its DID, the same on every node).
-    tag: String,
-    js: jetstream::Context,
     queue: mpsc::Sender<Signal>,
-    inflight: stream::Stream,
     leases: leases::Leases,
     state: Weak<AppState>,
 }
@@ -121,12 +105,11 @@ pub struct NatsCluster {
 pub struct Connected {
     js: jetstream::Context,
     stream: stream::Stream,
-    inflight: stream::Stream,
     leases: leases::Leases,
     node: String,
 }
 
-/// Connects to NATS, sets up the stream and the bucket, and the lease table in PostgreSQL.
+/// Connects to NATS, sets up the signal stream, and the lease table in PostgreSQL.
 pub async fn connect(config: &Config) -> Result<Connected, JoinError> {
     let nats = |e: &dyn std::fmt::Display| JoinError::Nats { url: config.nats_url.clone(), detail: e.to_string() };
     let client = async_nats::ConnectOptions::new()
@@ -149,22 +132,8 @@ pub async fn connect(config: &Config) -> Result<Connected, JoinError> {
         },
     )
     .await?;
-    let inflight = ensure_stream(
-        &js,
-        "the in-flight stream",
-        stream::Config {
-            name: INFLIGHT_STREAM.into(),
-            subjects: vec!["bazaar.inflight.>".into()],
-            max_age: INFLIGHT_TTL,
-            max_messages_per_subject: 1,
-            discard: stream::DiscardPolicy::Old,
-            storage: stream::StorageType::Memory,
-            ..Default::default()
-        },
-    )
-    .await?;
     let leases = leases::Leases::open(&config.database_url, &config.node).await.map_err(JoinError::Leases)?;
-    Ok(Connected { js, stream, inflight, leases, node: config.node.clone() })
+    Ok(Connected { js, stream, leases, node: config.node.clone() })
 }
 
 impl Connected {
@@ -187,19 +156,11 @@ impl Connected {
     /// Joins `state` to the cluster: starts the subscriber and the publisher
     /// and attaches itself (`AppState::attach_cluster`).
     pub async fn join(self, state: &Arc<AppState>) -> Result<Arc<NatsCluster>, JoinError> {
-        let Connected { js, stream, inflight, leases, node } = self;
+        let Connected { js, stream, leases, node } = self;
         let tag = registry_tag(state.registry.as_str());
         let subject = format!("bazaar.signals.{tag}");
         let (queue, signals) = mpsc::channel(SIGNAL_QUEUE_MAX);
-        let cluster = Arc::new(NatsCluster {
-            node: node.clone(),
-            tag,
-            js: js.clone(),
-            queue,
-            inflight,
-            leases,
-            state: Arc::downgrade(state),
-        });
+        let cluster = Arc::new(NatsCluster { node: node.clone(), queue, leases, state: Arc::downgrade(state) });
         // Subscribe before announcing: signals published from now on are read.
         let consumer = subscribe(&stream, &subject).await?;
         tokio::spawn(publish_forever(js, subject.clone(), node.clone(), signals, Arc::downgrade(state)));
@@ -329,34 +290,12 @@ impl Cluster for NatsCluster {
         }
     }
 
-    async fn claim(&self, key: &str) -> Claim {
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert(async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, "0");
-        let subject = format!("bazaar.inflight.{}.{key}", self.tag);
-        let claimed = async {
-            let ack = self.js.publish_with_headers(subject, headers, self.node.clone().into()).await?;
-            ack.await.map(|_| ())
-        };
-        match tokio::time::timeout(CLAIM_TIMEOUT, claimed).await {
-            Ok(Ok(())) => Claim::Claimed,
-            Ok(Err(error)) if error.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => Claim::Busy,
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "the in-flight stream refused a claim; answering as a lone node");
-                Claim::Unknown
-            }
-            Err(_) => Claim::Unknown,
-        }
+    /// Always claimed here: the sequencer answers a key in flight on any node (`StoreError::InFlight`).
+    async fn claim(&self, _key: &str) -> Claim {
+        Claim::Claimed
     }
 
-    fn release(&self, key: &str) {
-        let (inflight, subject) = (self.inflight.clone(), format!("bazaar.inflight.{}.{key}", self.tag));
-        tokio::spawn(async move {
-            if let Err(error) = inflight.purge().filter(subject).await {
-                // It expires after INFLIGHT_TTL; until then a retry elsewhere is answered 409.
-                tracing::warn!(%error, "an in-flight claim was not released");
-            }
-        });
-    }
+    fn release(&self, _key: &str) {}
 
     async fn holds(&self, name: &str, ttl: Duration) -> bool {
         self.leases.hold(name, ttl).await

@@ -16,8 +16,9 @@ use bazaar_store::{CacheGauge, FoldSnapshot, SearchCount, SqliteMemory, Store, S
 use bazaar_store_postgres::{PostgresStore, SequencerLease, Standing};
 use bazaar_types::{AccountId, MemberId, OrderId, Timestamp, TokenId};
 use futures::StreamExt;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// How long a lease lasts by the database's clock without a renewal.
@@ -54,6 +55,9 @@ pub struct ForwardStats {
 /// The store of a node in a cluster. See the module's documentation.
 pub struct Sequenced {
     inner: Arc<PostgresStore>,
+    /// Idempotency keys this node, as sequencer, is applying now: a duplicate
+    /// arriving meanwhile (from any node) is answered `InFlight` (409).
+    inflight: Mutex<HashSet<(String, String)>>,
     lease: Arc<SequencerLease>,
     nats: async_nats::Client,
     subject: String,
@@ -72,6 +76,7 @@ impl Sequenced {
     pub async fn start(inner: PostgresStore, lease: SequencerLease, nats: async_nats::Client) -> Arc<Sequenced> {
         let sequenced = Arc::new(Sequenced {
             inner: Arc::new(inner),
+            inflight: Mutex::default(),
             subject: subject(lease.cluster()),
             lease: Arc::new(lease),
             nats,
@@ -91,6 +96,22 @@ impl Sequenced {
     /// Gives the lease up (on a clean shutdown), so another node takes over at once.
     pub async fn release(&self) {
         self.lease.release().await;
+    }
+
+    /// Applies `command` on this node's writer, as the sequencer: at most one command per idempotency key
+    /// at a time, whichever node it came from.
+    async fn apply(&self, command: Command) -> Result<Applied, StoreError> {
+        let _claim = match &command.idem {
+            Some(idem) => {
+                let key = (idem.scope.clone(), idem.key.clone());
+                if !self.inflight.lock().expect("in-flight keys").insert(key.clone()) {
+                    return Err(StoreError::InFlight);
+                }
+                Some(InFlightKey { node: self, key })
+            }
+            None => None,
+        };
+        self.inner.submit(command).await
     }
 
     /// Sends `command` to the sequencer and waits for its answer.
@@ -114,6 +135,18 @@ impl Sequenced {
     }
 }
 
+/// A key in [`Sequenced::inflight`], removed when dropped (the command answered, or its task ended).
+struct InFlightKey<'a> {
+    node: &'a Sequenced,
+    key: (String, String),
+}
+
+impl Drop for InFlightKey<'_> {
+    fn drop(&mut self) {
+        self.node.inflight.lock().expect("in-flight keys").remove(&self.key);
+    }
+}
+
 /// What one attempt at a command came to.
 enum Attempt {
     Final(Result<Applied, StoreError>),
@@ -129,7 +162,7 @@ impl Store for Sequenced {
         let deadline = Instant::now() + LEADER_WAIT;
         loop {
             let attempt = if self.leading() {
-                match self.inner.submit(command.clone()).await {
+                match self.apply(command.clone()).await {
                     Err(StoreError::Fenced(_)) => {
                         // A later epoch holds the ledger: stop trying here; the lease loop follows it.
                         self.lease.step_down();
@@ -383,7 +416,7 @@ async fn serve(node: Weak<Sequenced>, mut subscriber: async_nats::Subscriber) {
         tokio::spawn(async move {
             let answer = match serde_json::from_slice::<Command>(&message.payload) {
                 // `inner`, not `submit`: a fenced writer's refusal goes back to be resent, never forwarded on.
-                Ok(command) => node.inner.submit(command).await,
+                Ok(command) => node.apply(command).await,
                 Err(error) => Err(StoreError::Corrupt(format!(
                     "a forwarded command this node cannot read (nodes of different builds?): {error}"
                 ))),

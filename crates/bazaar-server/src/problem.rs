@@ -79,6 +79,13 @@ impl From<bazaar_core::kernel::docs::DocError> for Problem {
 
 impl From<StoreError> for Problem {
     fn from(error: StoreError) -> Problem {
+        if error == StoreError::InFlight {
+            // The cluster's sequencer saw the key in flight: the same answer a node gives for its own.
+            return Problem::from(Refusal::new(
+                Code::IdempotencyInFlight,
+                "A request with this Idempotency-Key is still running; retry after the delay in Retry-After.",
+            ));
+        }
         let (status, code, detail) = match &error {
             StoreError::Busy => (
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -50,6 +50,10 @@ pub enum StoreError {
     /// before anything is written, so the command provably did not run.
     #[error("this node is not the ledger's sequencer: {0}")]
     Fenced(String),
+    /// A command under the same idempotency key is being applied now (on a
+    /// cluster, the sequencer saw it arrive from another node): retry shortly.
+    #[error("a request with this idempotency key is still being applied")]
+    InFlight,
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
 }
