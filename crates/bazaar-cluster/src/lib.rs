@@ -38,8 +38,10 @@
 //! `submit` to the local writer while leading, else forwarded; resent only
 //! when provably not run, or under an idempotency key), the lease loop
 //! (renew every 1 s, step down on a renewal slower than 1.5 s, serve the
-//! forwarding subject exactly while leading) and the serving task (one
-//! task per forwarded command, so they queue together for the writer).
+//! forwarding subject exactly while leading), the forwarding task (the
+//! commands waiting go as one NATS request, at most 2 requests in flight per
+//! node, so under load one message carries many) and the serving task (each
+//! request's commands applied at once, so they share a group commit).
 
 mod leases;
 pub mod sequencer;

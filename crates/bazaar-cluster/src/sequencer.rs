@@ -20,6 +20,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
 
 /// How long a lease lasts by the database's clock without a renewal.
 pub const SEQUENCER_LEASE: Duration = Duration::from_secs(3);
@@ -34,6 +35,17 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a command may wait in all for a sequencer to take it (during a
 /// takeover) before the caller is told to retry with the same key.
 pub const LEADER_WAIT: Duration = Duration::from_secs(12);
+/// Forwarded commands one NATS message carries at most.
+pub const FORWARD_BATCH_MAX: usize = 256;
+/// Batches a node has in flight to the sequencer at once: while they are, the
+/// commands that come meanwhile wait and go together, one message for many.
+pub const FORWARD_IN_FLIGHT_MAX: usize = 2;
+/// The longest the commands waiting are held for a batch in flight to finish: past it they go anyway, so a
+/// sequencer that stopped answering (and holds both batches until `FORWARD_TIMEOUT`) never holds up the
+/// commands that its successor could take.
+pub const FORWARD_GATHER_MAX: Duration = Duration::from_millis(20);
+/// Commands waiting to be forwarded; past it a write is answered `store_busy`.
+pub const FORWARD_QUEUE_MAX: usize = 16_384;
 /// The NATS queue group sequencers subscribe in: one delivery per command.
 const QUEUE_GROUP: &str = "sequencer";
 /// Pause between attempts while no sequencer answers.
@@ -44,7 +56,9 @@ const NO_SEQUENCER_BACKOFF: Duration = Duration::from_millis(50);
 pub struct ForwardStats {
     /// Commands this node sent to another node's sequencer.
     pub forwarded: AtomicU64,
-    /// Commands this node, as sequencer, took from other nodes.
+    /// NATS requests that carried them (several commands each under load).
+    pub forward_batches: AtomicU64,
+    /// Commands this node, as sequencer, took from other nodes (in however many messages).
     pub served: AtomicU64,
     /// Attempts sent again: no sequencer, a fenced one, or a lost answer under an idempotency key.
     pub resent: AtomicU64,
@@ -61,8 +75,13 @@ pub struct Sequenced {
     lease: Arc<SequencerLease>,
     nats: async_nats::Client,
     subject: String,
+    /// The queue of commands to forward, drained in batches by `forward_forever`.
+    forwards: mpsc::Sender<Forwarded>,
     pub stats: Arc<ForwardStats>,
 }
+
+/// A command waiting to be forwarded, and where its attempt's outcome goes.
+type Forwarded = (Command, oneshot::Sender<Attempt>);
 
 /// The subject a registry's sequencer takes commands on.
 pub fn subject(cluster: &str) -> String {
@@ -74,13 +93,18 @@ impl Sequenced {
     /// the lease loop, and returns once the first round has run: a node
     /// starting alone leads before it boots.
     pub async fn start(inner: PostgresStore, lease: SequencerLease, nats: async_nats::Client) -> Arc<Sequenced> {
+        let (forwards, queue) = mpsc::channel(FORWARD_QUEUE_MAX);
+        let stats: Arc<ForwardStats> = Arc::default();
+        let subject = subject(lease.cluster());
+        tokio::spawn(forward_forever(nats.clone(), subject.clone(), queue, stats.clone()));
         let sequenced = Arc::new(Sequenced {
             inner: Arc::new(inner),
             inflight: Mutex::default(),
-            subject: subject(lease.cluster()),
+            subject,
             lease: Arc::new(lease),
             nats,
-            stats: Arc::default(),
+            forwards,
+            stats,
         });
         let mut lead = Leadership::default();
         lead.round(&sequenced).await;
@@ -114,24 +138,75 @@ impl Sequenced {
         self.inner.submit(command).await
     }
 
-    /// Sends `command` to the sequencer and waits for its answer.
+    /// Sends `command` to the sequencer (in a batch with whatever else this node forwards meanwhile) and
+    /// waits for its answer.
     async fn forward(&self, command: &Command) -> Attempt {
-        let body = match serde_json::to_vec(command) {
-            Ok(body) => body,
-            Err(error) => return Attempt::Final(Err(StoreError::Corrupt(format!("encoding a command: {error}")))),
-        };
-        self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
-        let request = async_nats::Request::new().payload(body.into()).timeout(Some(FORWARD_TIMEOUT));
-        match self.nats.send_request(self.subject.clone(), request).await {
-            Ok(message) => match serde_json::from_slice::<Result<Applied, StoreError>>(&message.payload) {
-                // Refused before anything was written: the lease moved on.
-                Ok(Err(StoreError::Fenced(_))) => Attempt::NotRun,
-                Ok(answer) => Attempt::Final(answer),
-                Err(error) => Attempt::Unknown(format!("an unreadable answer from the sequencer: {error}")),
-            },
-            Err(error) if error.kind() == RequestErrorKind::NoResponders => Attempt::NotRun,
-            Err(error) => Attempt::Unknown(error.to_string()),
+        let (reply, answer) = oneshot::channel();
+        if self.forwards.try_send((command.clone(), reply)).is_err() {
+            return Attempt::Final(Err(StoreError::Busy));
         }
+        answer.await.unwrap_or_else(|_| Attempt::Unknown("the forwarding task stopped".into()))
+    }
+}
+
+/// Drains the forwarding queue: one NATS request per batch of the commands waiting, at most
+/// `FORWARD_IN_FLIGHT_MAX` batches in flight. Ends when the node's store is dropped.
+async fn forward_forever(
+    nats: async_nats::Client,
+    subject: String,
+    mut queue: mpsc::Receiver<Forwarded>,
+    stats: Arc<ForwardStats>,
+) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(FORWARD_IN_FLIGHT_MAX));
+    while let Some(first) = queue.recv().await {
+        // Waiting here (briefly) for a batch in flight is what lets the next one gather.
+        let permit = tokio::time::timeout(FORWARD_GATHER_MAX, permits.clone().acquire_owned()).await.ok();
+        let mut batch = vec![first];
+        while batch.len() < FORWARD_BATCH_MAX {
+            match queue.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        stats.forwarded.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        stats.forward_batches.fetch_add(1, Ordering::Relaxed);
+        let (nats, subject) = (nats.clone(), subject.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let (commands, replies): (Vec<Command>, Vec<oneshot::Sender<Attempt>>) = batch.into_iter().unzip();
+            for (reply, attempt) in replies.into_iter().zip(send_batch(&nats, subject, &commands).await) {
+                let _ = reply.send(attempt);
+            }
+        });
+    }
+}
+
+/// One NATS request carrying `commands`; one attempt's outcome per command, in order.
+async fn send_batch(nats: &async_nats::Client, subject: String, commands: &[Command]) -> Vec<Attempt> {
+    let all = |attempt: &dyn Fn() -> Attempt| commands.iter().map(|_| attempt()).collect();
+    let body = match serde_json::to_vec(commands) {
+        Ok(body) => body,
+        Err(error) => return all(&|| Attempt::Final(Err(StoreError::Corrupt(format!("encoding a command: {error}"))))),
+    };
+    let request = async_nats::Request::new().payload(body.into()).timeout(Some(FORWARD_TIMEOUT));
+    match nats.send_request(subject, request).await {
+        Ok(message) => match serde_json::from_slice::<Vec<Result<Applied, StoreError>>>(&message.payload) {
+            Ok(answers) if answers.len() == commands.len() => answers
+                .into_iter()
+                .map(|answer| match answer {
+                    // Refused before anything was written: the lease moved on.
+                    Err(StoreError::Fenced(_)) => Attempt::NotRun,
+                    answer => Attempt::Final(answer),
+                })
+                .collect(),
+            Ok(answers) => {
+                let detail = format!("{} answers from the sequencer for {} commands", answers.len(), commands.len());
+                all(&|| Attempt::Unknown(detail.clone()))
+            }
+            Err(error) => all(&|| Attempt::Unknown(format!("an unreadable answer from the sequencer: {error}"))),
+        },
+        Err(error) if error.kind() == RequestErrorKind::NoResponders => all(&|| Attempt::NotRun),
+        Err(error) => all(&|| Attempt::Unknown(error.to_string())),
     }
 }
 
@@ -412,19 +487,21 @@ async fn lead_forever(node: Weak<Sequenced>, mut lead: Leadership) {
 async fn serve(node: Weak<Sequenced>, mut subscriber: async_nats::Subscriber) {
     while let Some(message) = subscriber.next().await {
         let (Some(node), Some(reply)) = (node.upgrade(), message.reply) else { continue };
-        node.stats.served.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
-            let answer = match serde_json::from_slice::<Command>(&message.payload) {
-                // `inner`, not `submit`: a fenced writer's refusal goes back to be resent, never forwarded on.
-                Ok(command) => node.apply(command).await,
-                Err(error) => Err(StoreError::Corrupt(format!(
-                    "a forwarded command this node cannot read (nodes of different builds?): {error}"
-                ))),
+            let answers = match serde_json::from_slice::<Vec<Command>>(&message.payload) {
+                // All at once: they queue together and one group commit folds them.
+                Ok(commands) => {
+                    node.stats.served.fetch_add(commands.len() as u64, Ordering::Relaxed);
+                    futures::future::join_all(commands.into_iter().map(|c| node.apply(c))).await
+                }
+                Err(error) => vec![Err(StoreError::Corrupt(format!(
+                    "forwarded commands this node cannot read (nodes of different builds?): {error}"
+                )))],
             };
-            let body = serde_json::to_vec(&answer).expect("answers serialize");
+            let body = serde_json::to_vec(&answers).expect("answers serialize");
             if let Err(error) = node.nats.publish(reply, body.into()).await {
-                // The forwarding node times out and resends under the same key.
-                tracing::warn!(%error, "an answer to a forwarded command was not sent");
+                // The forwarding node times out and resends under the same keys.
+                tracing::warn!(%error, "an answer to forwarded commands was not sent");
             }
         });
     }
