@@ -71,9 +71,11 @@ pub struct SequencerLease {
 
 const RENEW: &str = "UPDATE ledger_sequencer SET expires_at = clock_timestamp() + make_interval(secs => $3) \
     WHERE id = 1 AND holder = $1 AND epoch = $2 AND expires_at >= clock_timestamp() RETURNING epoch";
+/// Free, lapsed, or still recorded as this very process's (a renewal that timed out here may have landed
+/// there): taken at the next epoch, which fences any batch of an earlier one.
 const TAKE: &str = "UPDATE ledger_sequencer \
     SET holder = $1, epoch = epoch + 1, expires_at = clock_timestamp() + make_interval(secs => $2) \
-    WHERE id = 1 AND expires_at < clock_timestamp() RETURNING epoch";
+    WHERE id = 1 AND (expires_at < clock_timestamp() OR holder = $1) RETURNING epoch";
 /// The lease's expiry restarts once the chain head is fenced, however long that waited.
 const TAKEN: &str = "UPDATE ledger_sequencer SET expires_at = clock_timestamp() + make_interval(secs => $2) \
     WHERE id = 1 AND epoch = $1";
@@ -81,6 +83,15 @@ const FENCE_CHAIN: &str = "UPDATE chain_head SET epoch = $1 WHERE id = 1";
 const WHO: &str = "SELECT holder, epoch FROM ledger_sequencer WHERE id = 1";
 const RELEASE: &str =
     "UPDATE ledger_sequencer SET expires_at = '-infinity' WHERE id = 1 AND holder = $1 AND epoch = $2";
+
+/// `node` and a value no other lease of this or another process has.
+fn holder_name(node: &str) -> String {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    (std::process::id(), OPENED.fetch_add(1, Ordering::Relaxed), std::time::SystemTime::now()).hash(&mut hasher);
+    format!("{node}#{:016x}", hasher.finish())
+}
 
 async fn connect(database: &Database) -> Result<Client, StoreError> {
     let client = connect_client(database, APPLICATION_NAME).await?;
@@ -93,7 +104,8 @@ impl SequencerLease {
         let client = connect(&database).await?;
         let row = client.query_one("SELECT cluster FROM ledger_sequencer WHERE id = 1", &[]).await.map_err(pg_error)?;
         let cluster: String = crate::rows::get(&row, 0)?;
-        Ok(SequencerLease { database, node: node.into(), cluster, fence, client: Mutex::new(Some(client)) })
+        let holder = holder_name(node);
+        Ok(SequencerLease { database, node: holder, cluster, fence, client: Mutex::new(Some(client)) })
     }
 
     /// A random name for this registry's ledger, the same on every node sharing the database.
@@ -101,7 +113,8 @@ impl SequencerLease {
         &self.cluster
     }
 
-    /// This node's name, as the lease row records its holder.
+    /// This process's name in the lease row: `<node>#<nonce>`, so two processes started with one
+    /// `--node-id` never both renew one epoch.
     pub fn node(&self) -> &str {
         &self.node
     }

@@ -122,8 +122,12 @@ fn refused_batches_leave_nothing_behind() {
     let name = format!("bazaar_engine_{}", std::process::id());
     let (store, mut engine) = fresh_store(&runtime, &name);
     // The writer's session is bounded: it cannot hold the chain head forever.
-    assert_eq!(engine.session_setting("lock_timeout").unwrap(), "10s");
-    assert_eq!(engine.session_setting("idle_in_transaction_session_timeout").unwrap(), "30s");
+    let seconds = |ms: u64| format!("{}s", ms / 1_000);
+    assert_eq!(engine.session_setting("lock_timeout").unwrap(), seconds(bazaar_store_postgres::LOCK_TIMEOUT_MS));
+    assert_eq!(
+        engine.session_setting("idle_in_transaction_session_timeout").unwrap(),
+        seconds(bazaar_store_postgres::IDLE_IN_TRANSACTION_MS)
+    );
     assert_eq!(engine.session_setting("plan_cache_mode").unwrap(), "force_custom_plan");
 
     // A duplicate transfer id refuses the whole batch, event and head included.

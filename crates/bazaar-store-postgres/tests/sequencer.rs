@@ -56,6 +56,11 @@ async fn lapsed(url: String) {
 
     assert_eq!(lease_a.hold(TTL).await.unwrap(), Standing::Leading { epoch: 1 });
     assert!(matches!(lease_b.hold(TTL).await.unwrap(), Standing::Following { epoch: 1, .. }));
+    // A second process started by mistake with A's name is another holder: it follows, never shares epoch 1.
+    let (_twin, twin) =
+        PostgresStore::connect_sequenced(&url, conformance::test_config(), clock.clone(), "a").await.unwrap();
+    assert!(matches!(twin.hold(TTL).await.unwrap(), Standing::Following { epoch: 1, .. }));
+    assert_ne!(twin.node(), lease_a.node());
     let f = Fixture::new(a.clone(), clock.clone(), key.clone()).await;
     let (owner, _, _) = f.cast(1_000, [10, 100, 1_000]).await;
     let mint_owner = || bazaar_core::command::Command {
