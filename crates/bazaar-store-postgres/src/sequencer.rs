@@ -84,13 +84,14 @@ const WHO: &str = "SELECT holder, epoch FROM ledger_sequencer WHERE id = 1";
 const RELEASE: &str =
     "UPDATE ledger_sequencer SET expires_at = '-infinity' WHERE id = 1 AND holder = $1 AND epoch = $2";
 
-/// `node` and a value no other lease of this or another process has.
+/// `node` and a value no other lease of this or another process has: the standard library's randomly
+/// keyed hasher (its keys come from the operating system) over the process id and a count of leases opened.
 fn holder_name(node: &str) -> String {
-    use std::hash::{BuildHasher, Hash, Hasher};
+    use std::hash::BuildHasher;
     static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    (std::process::id(), OPENED.fetch_add(1, Ordering::Relaxed), std::time::SystemTime::now()).hash(&mut hasher);
-    format!("{node}#{:016x}", hasher.finish())
+    let nonce = std::collections::hash_map::RandomState::new()
+        .hash_one((std::process::id(), OPENED.fetch_add(1, Ordering::Relaxed)));
+    format!("{node}#{nonce:016x}")
 }
 
 async fn connect(database: &Database) -> Result<Client, StoreError> {
