@@ -44,6 +44,9 @@ pub const FORWARD_IN_FLIGHT_MAX: usize = 2;
 /// sequencer that stopped answering (and holds both batches until `FORWARD_TIMEOUT`) never holds up the
 /// commands that its successor could take.
 pub const FORWARD_GATHER_MAX: Duration = Duration::from_millis(20);
+/// Bytes of commands one forwarding request carries at most, under NATS's default 1 MiB `max_payload`
+/// (a receipt image, the largest command, is ≤ 512 KiB: ≈ 683 KiB as base64url).
+pub const FORWARD_BYTES_MAX: usize = 896 * 1024;
 /// Commands waiting to be forwarded; past it a write is answered `store_busy`.
 pub const FORWARD_QUEUE_MAX: usize = 16_384;
 /// The NATS queue group sequencers subscribe in: one delivery per command.
@@ -169,29 +172,88 @@ async fn forward_forever(
             }
         }
         stats.forwarded.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        stats.forward_batches.fetch_add(1, Ordering::Relaxed);
-        let (nats, subject) = (nats.clone(), subject.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            let (commands, replies): (Vec<Command>, Vec<oneshot::Sender<Attempt>>) = batch.into_iter().unzip();
-            for (reply, attempt) in replies.into_iter().zip(send_batch(&nats, subject, &commands).await) {
-                let _ = reply.send(attempt);
-            }
-        });
+        // 0 until the server's INFO has been read.
+        let limit = match nats.server_info().max_payload {
+            0 => FORWARD_BYTES_MAX,
+            server => FORWARD_BYTES_MAX.min(server),
+        };
+        let mut requests = pack(batch, limit).into_iter();
+        // The first request holds the slot; any others (a batch over the byte budget) go beside it.
+        if let Some(first) = requests.next() {
+            stats.forward_batches.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(send_and_answer(nats.clone(), subject.clone(), first, permit));
+        }
+        for request in requests {
+            stats.forward_batches.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(send_and_answer(nats.clone(), subject.clone(), request, None));
+        }
     }
 }
 
-/// One NATS request carrying `commands`; one attempt's outcome per command, in order.
-async fn send_batch(nats: &async_nats::Client, subject: String, commands: &[Command]) -> Vec<Attempt> {
-    let all = |attempt: &dyn Fn() -> Attempt| commands.iter().map(|_| attempt()).collect();
-    let body = match serde_json::to_vec(commands) {
-        Ok(body) => body,
-        Err(error) => return all(&|| Attempt::Final(Err(StoreError::Corrupt(format!("encoding a command: {error}"))))),
-    };
+/// One forwarding request: the JSON array of its commands' encodings, and where each answer goes.
+struct Request {
+    body: Vec<u8>,
+    replies: Vec<oneshot::Sender<Attempt>>,
+}
+
+/// Encodes each command once and packs them, in order, into requests of at most `limit` bytes. A command
+/// that cannot be encoded, or is over `limit` alone, is answered at once.
+fn pack(batch: Vec<Forwarded>, limit: usize) -> Vec<Request> {
+    let mut requests: Vec<Request> = Vec::new();
+    for (command, reply) in batch {
+        let encoded = match serde_json::to_vec(&command) {
+            Ok(encoded) if encoded.len() + 2 <= limit => encoded,
+            Ok(encoded) => {
+                let detail =
+                    format!("a command of {} bytes is over the {limit} one forwarded message carries", encoded.len());
+                let _ = reply.send(Attempt::Final(Err(StoreError::Unavailable(detail))));
+                continue;
+            }
+            Err(error) => {
+                let _ = reply.send(Attempt::Final(Err(StoreError::Corrupt(format!("encoding a command: {error}")))));
+                continue;
+            }
+        };
+        match requests.last_mut() {
+            Some(last) if last.body.len() + 1 + encoded.len() < limit => {
+                last.body.push(b',');
+                last.body.extend_from_slice(&encoded);
+                last.replies.push(reply);
+            }
+            _ => {
+                let mut body = Vec::with_capacity(encoded.len() + 2);
+                body.push(b'[');
+                body.extend_from_slice(&encoded);
+                requests.push(Request { body, replies: vec![reply] });
+            }
+        }
+    }
+    for request in &mut requests {
+        request.body.push(b']');
+    }
+    requests
+}
+
+async fn send_and_answer(
+    nats: async_nats::Client,
+    subject: String,
+    request: Request,
+    _permit: Option<Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError>>,
+) {
+    let attempts = send_batch(&nats, subject, request.body, request.replies.len()).await;
+    for (reply, attempt) in request.replies.into_iter().zip(attempts) {
+        let _ = reply.send(attempt);
+    }
+}
+
+/// One NATS request carrying `count` commands (`body`, a JSON array); one attempt's outcome per command,
+/// in order.
+async fn send_batch(nats: &async_nats::Client, subject: String, body: Vec<u8>, count: usize) -> Vec<Attempt> {
+    let all = |attempt: &dyn Fn() -> Attempt| (0..count).map(|_| attempt()).collect();
     let request = async_nats::Request::new().payload(body.into()).timeout(Some(FORWARD_TIMEOUT));
     match nats.send_request(subject, request).await {
         Ok(message) => match serde_json::from_slice::<Vec<Result<Applied, StoreError>>>(&message.payload) {
-            Ok(answers) if answers.len() == commands.len() => answers
+            Ok(answers) if answers.len() == count => answers
                 .into_iter()
                 .map(|answer| match answer {
                     // Refused before anything was written: the lease moved on.
@@ -200,7 +262,7 @@ async fn send_batch(nats: &async_nats::Client, subject: String, commands: &[Comm
                 })
                 .collect(),
             Ok(answers) => {
-                let detail = format!("{} answers from the sequencer for {} commands", answers.len(), commands.len());
+                let detail = format!("{} answers from the sequencer for {count} commands", answers.len());
                 all(&|| Attempt::Unknown(detail.clone()))
             }
             Err(error) => all(&|| Attempt::Unknown(format!("an unreadable answer from the sequencer: {error}"))),
@@ -504,5 +566,79 @@ async fn serve(node: Weak<Sequenced>, mut subscriber: async_nats::Subscriber) {
                 tracing::warn!(%error, "an answer to forwarded commands was not sent");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazaar_core::command::Op;
+    use bazaar_core::identity;
+    use bazaar_core::model::{Member, MemberKind};
+    use bazaar_types::{MemberId, Timestamp};
+
+    fn command(code_hash: &str) -> Command {
+        let actor = Member {
+            id: MemberId("did:x".into()),
+            kind: MemberKind::Owner,
+            owner: None,
+            handle: "x".into(),
+            created_at: Timestamp(0),
+        };
+        let op = Op::Identity(identity::Op::IssueInvite { code_hash: code_hash.into(), expires_at: Timestamp(1) });
+        Command { actor, idem: None, op }
+    }
+
+    fn forwarded(code_hash: &str) -> (Forwarded, oneshot::Receiver<Attempt>) {
+        let (reply, answer) = oneshot::channel();
+        ((command(code_hash), reply), answer)
+    }
+
+    #[test]
+    fn commands_are_packed_in_order_under_the_byte_budget_and_an_oversized_one_is_answered() {
+        let one = serde_json::to_vec(&command("a")).unwrap().len();
+        // Room for two commands per request, not three.
+        let limit = 2 * one + 3 + one / 2;
+        let (mut batch, mut answers) = (Vec::new(), Vec::new());
+        for name in ["a", "b", "c", "d", "e"] {
+            let (item, answer) = forwarded(name);
+            batch.push(item);
+            answers.push(answer);
+        }
+        let (big, mut big_answer) = forwarded(&"z".repeat(limit));
+        batch.insert(2, big);
+        let requests = pack(batch, limit);
+        assert_eq!(requests.iter().map(|r| r.replies.len()).collect::<Vec<_>>(), vec![2, 2, 1]);
+        let mut order = Vec::new();
+        for request in &requests {
+            assert!(request.body.len() <= limit, "{} > {limit}", request.body.len());
+            let commands: Vec<Command> = serde_json::from_slice(&request.body).expect("a JSON array of commands");
+            for command in commands {
+                let Op::Identity(identity::Op::IssueInvite { code_hash, .. }) = command.op else { panic!() };
+                order.push(code_hash);
+            }
+        }
+        assert_eq!(order, ["a", "b", "c", "d", "e"], "in order, none lost");
+        match big_answer.try_recv() {
+            Ok(Attempt::Final(Err(StoreError::Unavailable(detail)))) => assert!(detail.contains("over the")),
+            _ => panic!("the oversized command is answered at once"),
+        }
+        assert!(answers.iter_mut().all(|a| a.try_recv().is_err()), "the others wait for the sequencer");
+    }
+
+    #[test]
+    fn a_receipt_image_travels_as_base64url() {
+        let op = bazaar_core::market::Op::ProveShipment {
+            share: bazaar_core::market::order::ShareId { order: bazaar_types::MarketOrderId("ord_x".into()), index: 0 },
+            buyer: MemberId("did:b".into()),
+            seller: MemberId("did:s".into()),
+            receipt_sha256: "h".into(),
+            tracking: "t".into(),
+            receipt: Some(("image/png".into(), vec![0, 255, 7, 8, 9])),
+        };
+        let text = serde_json::to_string(&op).unwrap();
+        assert!(text.contains("\"AP8HCAk\""), "{text}");
+        let back: bazaar_core::market::Op = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
     }
 }

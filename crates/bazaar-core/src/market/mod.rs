@@ -79,10 +79,31 @@ pub enum Op {
         receipt_sha256: String,
         tracking: String,
         /// The receipt image itself (content type, bytes), stored by its hash with the payment.
+        /// Forwarded in a cluster as base64url, not as JSON's array of numbers (4× smaller).
+        #[serde(with = "receipt_b64")]
         receipt: Option<(String, Vec<u8>)>,
     },
     /// The buyer agent or its owner cancels a share before it ships.
     CancelShare { share: order::ShareId, buyer: MemberId, seller: MemberId },
+}
+
+/// `Option<(content type, bytes)>` with the bytes as one base64url string.
+mod receipt_b64 {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<(String, Vec<u8>)>, s: S) -> Result<S::Ok, S::Error> {
+        value.as_ref().map(|(kind, bytes)| (kind, crate::crypto::b64url(bytes))).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(String, Vec<u8>)>, D::Error> {
+        match Option::<(String, String)>::deserialize(d)? {
+            None => Ok(None),
+            Some((kind, text)) => {
+                let bytes = crate::crypto::b64url_decode(&text).map_err(serde::de::Error::custom)?;
+                Ok(Some((kind, bytes)))
+            }
+        }
+    }
 }
 
 impl Op {
