@@ -578,13 +578,8 @@ mod tests {
     use bazaar_types::{MemberId, Timestamp};
 
     fn command(code_hash: &str) -> Command {
-        let actor = Member {
-            id: MemberId("did:x".into()),
-            kind: MemberKind::Owner,
-            owner: None,
-            handle: "x".into(),
-            created_at: Timestamp(0),
-        };
+        let (id, handle) = (MemberId("did:owner".into()), "owner".to_string());
+        let actor = Member { id, kind: MemberKind::Owner, owner: None, handle, created_at: Timestamp(0) };
         let op = Op::Identity(identity::Op::IssueInvite { code_hash: code_hash.into(), expires_at: Timestamp(1) });
         Command { actor, idem: None, op }
     }
