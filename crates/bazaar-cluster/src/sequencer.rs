@@ -59,8 +59,6 @@ const NO_SEQUENCER_BACKOFF: Duration = Duration::from_millis(50);
 pub struct ForwardStats {
     /// Commands this node sent to another node's sequencer.
     pub forwarded: AtomicU64,
-    /// NATS requests that carried them (several commands each under load).
-    pub forward_batches: AtomicU64,
     /// Commands this node, as sequencer, took from other nodes (in however many messages).
     pub served: AtomicU64,
     /// Attempts sent again: no sequencer, a fenced one, or a lost answer under an idempotency key.
@@ -180,11 +178,9 @@ async fn forward_forever(
         let mut requests = pack(batch, limit).into_iter();
         // The first request holds the slot; any others (a batch over the byte budget) go beside it.
         if let Some(first) = requests.next() {
-            stats.forward_batches.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(send_and_answer(nats.clone(), subject.clone(), first, permit));
         }
         for request in requests {
-            stats.forward_batches.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(send_and_answer(nats.clone(), subject.clone(), request, None));
         }
     }

@@ -7,7 +7,7 @@ use bazaar_core::pay;
 use bazaar_store::conformance::{self, Fixture};
 use bazaar_store::{Store, StoreError};
 use bazaar_store_postgres::testing::ThrowawayDatabase;
-use bazaar_store_postgres::{PostgresStore, Standing};
+use bazaar_store_postgres::{PostgresStore, SequencerLease, Standing};
 use bazaar_types::{Amount, ManualClock};
 use ed25519_dalek::SigningKey;
 use std::sync::Arc;
@@ -23,16 +23,22 @@ fn run<F: std::future::Future<Output = ()>>(prefix: &str, test: impl FnOnce(Stri
     runtime.block_on(test(database.url.clone()));
 }
 
+/// Two nodes, "a" and "b", opened on the database at `url`, sharing one manual clock.
+async fn two_nodes(url: &str) -> (Arc<ManualClock>, (PostgresStore, SequencerLease), (PostgresStore, SequencerLease)) {
+    let clock = Arc::new(ManualClock::new(conformance::EPOCH));
+    let open =
+        |node: &'static str| PostgresStore::connect_sequenced(url, conformance::test_config(), clock.clone(), node);
+    let (a, b) = (open("a").await.unwrap(), open("b").await.unwrap());
+    (clock, a, b)
+}
+
 #[test]
 fn a_lapsed_sequencer_is_fenced_by_the_store() {
     run("bazaar_fence", lapsed);
 }
 
 async fn lapsed(url: String) {
-    let clock = Arc::new(ManualClock::new(conformance::EPOCH));
-    let config = conformance::test_config();
-    let (a, lease_a) = PostgresStore::connect_sequenced(&url, config.clone(), clock.clone(), "a").await.unwrap();
-    let (b, lease_b) = PostgresStore::connect_sequenced(&url, config, clock.clone(), "b").await.unwrap();
+    let (clock, (a, lease_a), (b, lease_b)) = two_nodes(&url).await;
     let (a, b): (Arc<dyn Store>, Arc<dyn Store>) = (Arc::new(a), Arc::new(b));
     assert_eq!(lease_a.cluster(), lease_b.cluster(), "one registry, one forwarding subject");
 
@@ -102,10 +108,7 @@ fn a_takeover_waits_for_the_old_batch_then_fences_it() {
 }
 
 async fn waits(url: String) {
-    let clock = Arc::new(ManualClock::new(conformance::EPOCH));
-    let config = conformance::test_config();
-    let (_a, lease_a) = PostgresStore::connect_sequenced(&url, config.clone(), clock.clone(), "a").await.unwrap();
-    let (_b, lease_b) = PostgresStore::connect_sequenced(&url, config, clock, "b").await.unwrap();
+    let (_clock, (_a, lease_a), (_b, lease_b)) = two_nodes(&url).await;
     assert_eq!(lease_a.hold(TTL).await.unwrap(), Standing::Leading { epoch: 1 });
     // An open transaction holding the chain head's row lock, as A's batch would.
     let (mut holder, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
@@ -121,4 +124,22 @@ async fn waits(url: String) {
     assert_eq!(standing.unwrap(), Standing::Leading { epoch: 2 });
     let row = holder.query_one("SELECT epoch FROM chain_head WHERE id = 1", &[]).await.unwrap();
     assert_eq!(row.get::<_, i64>(0), 2);
+}
+
+/// A sequencer that gave up on a renewal (it timed out here, so it stepped down) while the database still
+/// records it as the holder retakes the lease at once, at the next epoch, instead of leaving the ledger
+/// without a sequencer until the lease lapses; the other node meanwhile still follows.
+#[test]
+fn a_holder_that_stepped_down_retakes_its_own_lease_at_the_next_epoch() {
+    run("bazaar_fence_retake", retake);
+}
+
+async fn retake(url: String) {
+    let (_clock, (_a, lease_a), (_b, lease_b)) = two_nodes(&url).await;
+    let long = Duration::from_secs(60);
+    assert_eq!(lease_a.hold(long).await.unwrap(), Standing::Leading { epoch: 1 });
+    lease_a.step_down();
+    assert_eq!(lease_a.epoch(), None, "stepped down: its writer commits nothing");
+    assert!(matches!(lease_b.hold(long).await.unwrap(), Standing::Following { epoch: 1, .. }), "not lapsed yet");
+    assert_eq!(lease_a.hold(long).await.unwrap(), Standing::Leading { epoch: 2 });
 }
