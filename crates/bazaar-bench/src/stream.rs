@@ -26,6 +26,8 @@ pub const PHASE_S_MAX: u64 = 120;
 /// The goals: events reach watchers within this (p99), and this many watchers cost at most this share of throughput.
 pub const LAG_P99_GOAL_MS: f64 = 1_000.0;
 pub const COST_GOAL: f64 = 0.10;
+/// The goal for watchers of every event: the server's CPU per event per watcher, in µs (issue 32).
+pub const EVENT_CPU_GOAL_US: f64 = 1.0;
 
 #[derive(Args, Clone, Serialize)]
 pub struct StreamArgs {
@@ -71,6 +73,10 @@ pub struct StreamReport {
     /// CPU the harness itself used (its paying clients, and in the watched phase its watchers), in cores, per phase.
     pub harness_cores: [f64; 3],
     pub events_per_watcher: f64,
+    /// The server's extra CPU in the watched phase (over the mean of the two alone phases' CPU per call, times the
+    /// watched phase's calls) per event delivered to a watcher, in µs: what one watcher costs per event, without
+    /// the harness's own watchers (they run in another process).
+    pub server_cpu_us_per_event_per_watcher: f64,
     pub lag_p50_ms: Option<f64>,
     pub lag_p99_ms: Option<f64>,
     pub lag_max_ms: Option<f64>,
@@ -80,6 +86,7 @@ pub struct StreamReport {
     pub refused: usize,
     pub lag_goal_met: bool,
     pub cost_goal_met: bool,
+    pub event_cpu_goal_met: bool,
 }
 
 /// What one watcher saw.
@@ -204,6 +211,10 @@ async fn bench(args: &StreamArgs) -> Result<StreamReport> {
     let (a, w, b) = (per_second(&alone), per_second(&watched), per_second(&again));
     let cost = 1.0 - w / ((a + b) / 2.0).max(1e-9);
     let lag = drive::latency(&mut lags);
+    let [alone_ms, watched_ms, again_ms] = spent_by_phase.map(|p| p.0);
+    let extra_ms = (watched_ms - (alone_ms + again_ms) / 2.0) * watched.calls_ok as f64;
+    let delivered = seen.iter().map(|s| s.events).sum::<u64>();
+    let per_event_us = extra_ms * 1000.0 / (delivered as f64).max(1.0);
     Ok(StreamReport {
         watchers,
         summary: args.summary,
@@ -215,7 +226,8 @@ async fn bench(args: &StreamArgs) -> Result<StreamReport> {
         cost,
         server_cpu_ms_per_call: spent_by_phase.map(|p| p.0),
         harness_cores: spent_by_phase.map(|p| p.1),
-        events_per_watcher: seen.iter().map(|s| s.events as f64).sum::<f64>() / watchers as f64,
+        events_per_watcher: delivered as f64 / watchers as f64,
+        server_cpu_us_per_event_per_watcher: per_event_us,
         lag_p50_ms: lag.p50_ms,
         lag_p99_ms: lag.p99_ms,
         lag_max_ms: lag_max,
@@ -223,6 +235,7 @@ async fn bench(args: &StreamArgs) -> Result<StreamReport> {
         refused: seen.iter().filter(|s| s.refused).count(),
         lag_goal_met: lag.p99_ms.is_some_and(|p99| p99 < LAG_P99_GOAL_MS),
         cost_goal_met: cost < COST_GOAL,
+        event_cpu_goal_met: per_event_us <= EVENT_CPU_GOAL_US,
     })
 }
 
@@ -302,6 +315,11 @@ pub fn print(report: &StreamReport) {
     let [a, w, b] = report.server_cpu_ms_per_call;
     let [ha, hw, hb] = report.harness_cores;
     println!("  server CPU per paid call: alone {a:.3} ms, watched {w:.3} ms, alone again {b:.3} ms");
+    println!(
+        "  server CPU per event per watcher: {:.3} µs (goal ≤ {EVENT_CPU_GOAL_US} µs: {})",
+        report.server_cpu_us_per_event_per_watcher,
+        if report.event_cpu_goal_met { "met" } else { "NOT met" }
+    );
     println!(
         "  the harness's own CPU (cores): alone {ha:.2}, watched {hw:.2} (with its watchers), alone again {hb:.2}"
     );

@@ -21,6 +21,11 @@ pub const STREAM_POLL_MS: u64 = 100;
 pub const STREAM_PAGE_MAX: usize = 500;
 /// Events the broadcast keeps for a slow connection before it must read the store.
 pub const STREAM_BROADCAST_MAX: usize = 4_096;
+/// Public runs (each tail's events as one shared chunk) kept for a slow public connection before it must read the
+/// store: at one tail per [`STREAM_POLL_MS`], several seconds.
+pub const STREAM_RUNS_MAX: usize = 64;
+/// Bytes of public frames in one run: a busier tail is cut into several runs.
+pub const STREAM_RUN_BYTES_MAX: usize = 256 * 1024;
 /// `?summary=true`: one `summary` event per this window instead of every event.
 pub const STREAM_SUMMARY_MS: u64 = 250;
 /// The latest events a summary carries whole (as the viewer may see them).
@@ -108,6 +113,9 @@ pub struct Hub {
     /// The latest public summary window, built once by the tailer for every public watcher of summaries
     /// (`None` until the first); windows follow one another without a gap while anyone watches them.
     pub(crate) public_windows: watch::Sender<Option<Arc<Window>>>,
+    /// Each tail's new events as the public sees them, one shared chunk for every public watcher of every event:
+    /// a level watcher writes the run's bytes as they are (no copy, no projection, no per-event wake-up).
+    pub(crate) public_runs: broadcast::Sender<Arc<Run>>,
     /// Streams opened on this node since it started (`bazaar demo --serve` waits for the first viewer).
     pub viewers: watch::Sender<u64>,
     /// The latest completed flows, found at most once per [`LATEST_REFRESH_MS`] (`GET /v1/stream/latest`).
@@ -119,6 +127,59 @@ pub struct Window {
     pub from: u64,
     pub to: u64,
     pub frame: Bytes,
+}
+
+/// Consecutive events' public frames as one chunk: `frame` holds the frames of `from..=to` back to back, and
+/// `starts[i]` is where the frame of `from + i` begins, so a watcher that already has the first few slices the rest.
+pub struct Run {
+    pub from: u64,
+    pub to: u64,
+    pub frame: Bytes,
+    starts: Vec<u32>,
+}
+
+impl Run {
+    /// The frames after `sent` (`from - 1 <= sent < to`), without a copy.
+    pub fn after(&self, sent: u64) -> Bytes {
+        let skip = sent.saturating_add(1).saturating_sub(self.from) as usize;
+        match self.starts.get(skip) {
+            Some(&start) => self.frame.slice(start as usize..),
+            None => Bytes::new(),
+        }
+    }
+}
+
+/// Builds runs as the tailer reads events.
+#[derive(Default)]
+struct RunBuilder {
+    from: u64,
+    to: u64,
+    bytes: Vec<u8>,
+    starts: Vec<u32>,
+}
+
+impl RunBuilder {
+    fn add(&mut self, shared: &Shared) {
+        if self.starts.is_empty() {
+            self.from = shared.event.seq;
+        }
+        self.to = shared.event.seq;
+        self.starts.push(self.bytes.len() as u32);
+        self.bytes.extend_from_slice(&shared.frame_for(&Viewer::Public));
+    }
+
+    fn full(&self) -> bool {
+        self.bytes.len() >= STREAM_RUN_BYTES_MAX
+    }
+
+    /// The run built so far (if any), leaving the builder empty.
+    fn take(&mut self) -> Option<Run> {
+        if self.starts.is_empty() {
+            return None;
+        }
+        let built = std::mem::take(self);
+        Some(Run { from: built.from, to: built.to, frame: Bytes::from(built.bytes), starts: built.starts })
+    }
 }
 
 /// What one summary window saw, as one viewer may see it. Only the latest events are projected, when the
@@ -192,11 +253,13 @@ impl Hub {
         let (events, _) = broadcast::channel(STREAM_BROADCAST_MAX);
         let connections = Arc::new(Semaphore::new(STREAM_CONNECTIONS_MAX));
         let public_windows = watch::channel(None).0;
+        let (public_runs, _) = broadcast::channel(STREAM_RUNS_MAX);
         let hub = Arc::new(Hub {
             events,
             tailed: watch::channel(0).0,
             connections,
             public_windows,
+            public_runs,
             viewers: watch::channel(0).0,
             latest: tokio::sync::Mutex::new(None),
         });
@@ -384,7 +447,8 @@ async fn tail(store: Weak<dyn Store>, hub: Arc<Hub>) {
             return;
         }
         let summaries_watched = hub.public_windows.receiver_count() > 0;
-        if hub.events.receiver_count() == 0 && !summaries_watched {
+        let runs_watched = hub.public_runs.receiver_count() > 0;
+        if hub.events.receiver_count() == 0 && !summaries_watched && !runs_watched {
             // Nobody listens: no reads at all. A newcomer reads its own start
             // from the store, and the next tick starts again from the head.
             cursor = None;
@@ -395,6 +459,7 @@ async fn tail(store: Weak<dyn Store>, hub: Arc<Hub>) {
         let Ok(head) = store.head().await else { continue };
         let from = cursor.unwrap_or(head.seq);
         let mut at = from;
+        let mut run = RunBuilder::default();
         while at < head.seq {
             let Ok(page) = store.events(at, STREAM_PAGE_MAX).await else { break };
             let Some(last) = page.last() else { break };
@@ -405,8 +470,17 @@ async fn tail(store: Weak<dyn Store>, hub: Arc<Hub>) {
                     let (summary, _) = window.get_or_insert_with(|| (Summary::new(Viewer::Public), Instant::now()));
                     summary.add(&shared);
                 }
+                if runs_watched {
+                    run.add(&shared);
+                    if run.full() {
+                        let _ = hub.public_runs.send(Arc::new(run.take().expect("a full run has events")));
+                    }
+                }
                 let _ = hub.events.send(shared);
             }
+        }
+        if let Some(run) = run.take() {
+            let _ = hub.public_runs.send(Arc::new(run));
         }
         cursor = Some(at);
         hub.tailed.send_replace(at);
@@ -600,4 +674,43 @@ pub(crate) fn admit(started: &Mutex<Vec<Instant>>, per_minute: usize) -> bool {
     }
     started.push(Instant::now());
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazaar_types::Timestamp;
+
+    fn shared(seq: u64) -> Shared {
+        let member = MemberId(format!("did:bazaar:m{seq}"));
+        Shared::new(Event {
+            seq,
+            prev_hash: String::new(),
+            hash: format!("h{seq}"),
+            kind: "minted".into(),
+            body: json!({"amount_minor": seq}),
+            authored_by: member.clone(),
+            on_behalf_of: member,
+            at: Timestamp(seq as i64),
+        })
+    }
+
+    /// A run is every event's public frame back to back, and a connection part-way through it gets the rest of
+    /// the same bytes: each later frame whole, none before.
+    #[test]
+    fn a_run_slices_at_frame_boundaries() {
+        let events: Vec<Shared> = (5..=8).map(shared).collect();
+        let mut builder = RunBuilder::default();
+        for event in &events {
+            builder.add(event);
+        }
+        let run = builder.take().expect("four events");
+        assert!(builder.take().is_none(), "taking empties the builder");
+        let frames: Vec<Bytes> = events.iter().map(|e| e.frame_for(&Viewer::Public)).collect();
+        assert_eq!((run.from, run.to), (5, 8));
+        assert_eq!(run.after(4), Bytes::from(frames.concat()));
+        assert_eq!(run.after(6), Bytes::from(frames[2..].concat()));
+        assert!(run.after(8).is_empty());
+        assert!(run.frame.starts_with(b"id: 5\ndata: {"));
+    }
 }

@@ -32,6 +32,13 @@ impl Sse {
         Ok(Sse { response, buffer: String::new() })
     }
 
+    /// An anonymous watcher's stream with `query` (`after=0`, `summary=true`, …).
+    async fn public(r: &Registry, query: &str) -> Sse {
+        let response = r.http.get(format!("{}/v1/stream?{query}", r.url)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "the public stream is open");
+        Sse { response, buffer: String::new() }
+    }
+
     /// The next event: its id, its type and its data.
     async fn next(&mut self) -> (u64, String, Value) {
         loop {
@@ -194,17 +201,9 @@ async fn public_summaries_are_contiguous_for_resumed_and_joining_watchers_and_le
     let r = registry().await;
     r.state.set_public_stream(true);
     paid_call(&r).await;
-    let open = |after: Option<u64>| {
-        let url = match after {
-            Some(after) => format!("{}/v1/stream?summary=true&after={after}", r.url),
-            None => format!("{}/v1/stream?summary=true", r.url),
-        };
-        let http = r.http.clone();
-        async move { Sse { response: http.get(url).send().await.unwrap(), buffer: String::new() } }
-    };
-    let mut resumed = open(Some(0)).await;
+    let mut resumed = Sse::public(&r, "summary=true&after=0").await;
     let joined_at = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
-    let mut joined = open(None).await;
+    let mut joined = Sse::public(&r, "summary=true").await;
     // Events keep coming for a few windows.
     for n in 0..12 {
         let owner = person(&r, &format!("summary-owner-{n}")).await;
@@ -237,6 +236,43 @@ async fn public_summaries_are_contiguous_for_resumed_and_joining_watchers_and_le
     let (_, _, a) = resumed.next().await;
     let (_, _, b) = joined.next().await;
     assert_eq!((a["from_seq"].clone(), &a), (json!(head + 1), &b), "then live, the same frame for both");
+}
+
+/// Public watchers of every event write the tailer's shared runs: one resuming from 0 catches up from the store,
+/// one joining at the head starts there, and while events come in bursts both see every seq once, in order, as
+/// the public may see it, then live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_watchers_of_every_event_see_each_seq_once_from_shared_runs() {
+    let r = registry().await;
+    r.state.set_public_stream(true);
+    paid_call(&r).await;
+    let mut resumed = Sse::public(&r, "after=0").await;
+    let joined_at = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let mut joined = Sse::public(&r, "").await;
+    // Events come in bursts, several per tail and across several tails.
+    for n in 0..12 {
+        let owner = person(&r, &format!("run-owner-{n}")).await;
+        r.operator.mint(&owner.id, 5, &format!("run-mint-{n}")).await.unwrap();
+        if n % 3 == 0 {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    }
+    let head = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    for (sse, start) in [(&mut resumed, 0u64), (&mut joined, joined_at)] {
+        let mut seqs = Vec::new();
+        while seqs.last().copied().unwrap_or(start) < head {
+            let (id, _, data) = sse.next().await;
+            assert_eq!((data["seq"].clone(), data["detail"].clone()), (json!(id), json!("public")), "{data}");
+            assert!(data.get("prev_hash").is_none(), "lean public frames: {data}");
+            seqs.push(id);
+        }
+        assert_eq!(seqs, (start + 1..=head).collect::<Vec<_>>(), "each seq once, in order");
+    }
+    let late = person(&r, "late-run").await;
+    r.operator.mint(&late.id, 5, "late-run").await.unwrap();
+    let (a, _, _) = resumed.next().await;
+    let (b, _, _) = joined.next().await;
+    assert_eq!((a, b), (head + 1, head + 1), "then live");
 }
 
 /// A merchant's terms on the public stream: its threshold is public, the pilot's invited list never is.

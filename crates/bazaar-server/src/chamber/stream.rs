@@ -17,13 +17,16 @@
 //!   dispute (`super::history`), each under the same rules.
 //! - **One reader for all.** A tailer task follows the ledger's head every
 //!   [`crate::live::STREAM_POLL_MS`] and broadcasts each new event once; each connection
-//!   only projects and writes. A connection that falls behind the broadcast
+//!   only projects and writes. Public watchers share more: each tail's new
+//!   events go out as one run of public frames built once, and every public
+//!   connection writes the same bytes (summaries likewise share one window).
+//!   A connection that falls behind the broadcast
 //!   (or resumes with `Last-Event-ID`) reads what it missed from the store,
 //!   so nothing is skipped: sequence numbers are contiguous and a gap is
 //!   always filled before the next event is sent.
 
 use crate::auth::{session_cookie, Auth};
-use crate::live::{Shared, Summary, Viewer, Window, STREAM_PAGE_MAX};
+use crate::live::{Run, Shared, Summary, Viewer, Window, STREAM_PAGE_MAX};
 use crate::problem::{errors, Problem};
 use crate::state::AppState;
 use axum::body::{Body, Bytes};
@@ -141,15 +144,15 @@ pub async fn stream(
         (None, Some(recent)) => head.saturating_sub(recent.min(STREAM_RECENT_MAX)),
         (None, None) => head,
     };
-    if query.summary && viewer == Viewer::Public {
-        let watcher = PublicWatcher {
-            state: state.clone(),
-            sent,
-            head,
-            windows: hub.public_windows.subscribe(),
-            _permit: permit,
+    if viewer == Viewer::Public {
+        // Every public watcher writes what the tailer built once: summary windows, or runs of every event.
+        let feed = match query.summary {
+            true => Feed::Summaries(hub.public_windows.subscribe()),
+            false => Feed::Runs(hub.public_runs.subscribe()),
         };
-        return Ok(event_stream(Body::from_stream(public_summaries(watcher))));
+        let tailed = hub.tailed.subscribe();
+        let watcher = PublicWatcher { state: state.clone(), sent, head, feed, tailed, _permit: permit };
+        return Ok(event_stream(Body::from_stream(public_feed(watcher))));
     }
     let receiver = hub.events.subscribe();
     let known_head = head;
@@ -235,25 +238,73 @@ fn summaries(follower: Follower) -> impl futures::Stream<Item = Chunk> {
     })
 }
 
-/// A public watcher of summaries: every window is built once by the tailer and shared; this connection only
-/// writes it, and summarises from the store what came before its first window or between two it missed.
+/// What a public connection follows: the tailer's shared summary windows, or its shared runs of every event.
+enum Feed {
+    Summaries(watch::Receiver<Option<Arc<Window>>>),
+    Runs(broadcast::Receiver<Arc<Run>>),
+}
+
+/// One shared piece of a public feed, or how far the tailer got.
+enum Piece {
+    Window(Arc<Window>),
+    Run(Arc<Run>),
+    /// The tailer has seen the ledger up to here: what no run carried (it skipped events while it started, or this
+    /// connection lagged) is read from the store.
+    Mark(u64),
+}
+
+impl Piece {
+    fn from(&self) -> u64 {
+        match self {
+            Piece::Window(window) => window.from,
+            Piece::Run(run) => run.from,
+            Piece::Mark(mark) => *mark + 1,
+        }
+    }
+
+    fn to(&self) -> u64 {
+        match self {
+            Piece::Window(window) => window.to,
+            Piece::Run(run) => run.to,
+            Piece::Mark(mark) => *mark,
+        }
+    }
+
+    /// The shared bytes that continue a connection whose last `seq` is `sent` (`from <= sent + 1`): a run is
+    /// sliced without a copy; a window is whole or not at all.
+    fn after(&self, sent: u64) -> Option<Bytes> {
+        match self {
+            Piece::Window(window) => (window.from == sent + 1).then(|| window.frame.clone()),
+            Piece::Run(run) => Some(run.after(sent)),
+            Piece::Mark(_) => None,
+        }
+    }
+}
+
+/// A public watcher: every window or run is built once by the tailer and shared; this connection only writes it,
+/// and reads from the store what came before its first piece or between two it missed.
 struct PublicWatcher {
     state: Arc<AppState>,
     /// The last `seq` covered (or the start).
     sent: u64,
     /// The head when it connected: what is before it is caught up from the store at once.
     head: u64,
-    windows: watch::Receiver<Option<Arc<Window>>>,
+    feed: Feed,
+    /// How far the tailer got (followed by a feed of runs: the tailer sends a tick's runs before its mark).
+    tailed: watch::Receiver<u64>,
     _permit: OwnedSemaphorePermit,
 }
 
 impl PublicWatcher {
-    /// One summary of the events after `sent` up to `upto` (at most [`STREAM_SUMMARY_CATCHUP_MAX`] of them),
-    /// read from the store; `None` when the store has nothing there or cannot be read.
+    /// The events after `sent` up to `upto`, read from the store: one summary of at most
+    /// [`STREAM_SUMMARY_CATCHUP_MAX`] of them, or their public frames up to [`STREAM_CHUNK_BYTES_MAX`]; `None`
+    /// when the store has nothing there or cannot be read.
     async fn catch_up(&mut self, upto: u64) -> Option<Bytes> {
+        let summarise = matches!(self.feed, Feed::Summaries(_));
         let mut summary = Summary::new(Viewer::Public);
+        let mut frames = Vec::new();
         let mut read = 0;
-        while self.sent < upto && read < STREAM_SUMMARY_CATCHUP_MAX {
+        while self.sent < upto && read < STREAM_SUMMARY_CATCHUP_MAX && frames.len() < STREAM_CHUNK_BYTES_MAX {
             let page = self.state.store.events(self.sent, STREAM_PAGE_MAX).await.ok()?;
             if page.is_empty() {
                 break;
@@ -264,18 +315,55 @@ impl PublicWatcher {
                 }
                 self.sent = event.seq;
                 read += 1;
-                summary.add(&Arc::new(Shared::new(event)));
+                let shared = Arc::new(Shared::new(event));
+                if summarise {
+                    summary.add(&shared);
+                } else {
+                    frames.extend_from_slice(&shared.frame_for(&Viewer::Public));
+                }
             }
         }
-        (!summary.is_empty()).then(|| summary.frame())
+        match summarise {
+            true => (!summary.is_empty()).then(|| summary.frame()),
+            false => (!frames.is_empty()).then(|| Bytes::from(frames)),
+        }
+    }
+
+    /// The feed's next piece; `None` once the tailer is gone. A run the connection was too slow to take is
+    /// skipped here and read from the store as a gap.
+    async fn next_piece(&mut self) -> Option<Piece> {
+        loop {
+            match &mut self.feed {
+                Feed::Summaries(windows) => {
+                    windows.changed().await.ok()?;
+                    if let Some(window) = windows.borrow_and_update().clone() {
+                        return Some(Piece::Window(window));
+                    }
+                }
+                // Runs first: a tick's runs are sent before its mark, so a mark is only read from the store when no
+                // run carried those events.
+                Feed::Runs(runs) => tokio::select! {
+                    biased;
+                    received = runs.recv() => match received {
+                        Ok(run) => return Some(Piece::Run(run)),
+                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    },
+                    changed = self.tailed.changed() => {
+                        changed.ok()?;
+                        return Some(Piece::Mark(*self.tailed.borrow_and_update()));
+                    }
+                },
+            }
+        }
     }
 }
 
-/// Public summaries: the connection's own catch-up from the store first, then the tailer's shared windows, each
-/// written as it is (contiguous: a window that does not continue where the last frame ended is preceded by a
-/// catch-up of the gap, or replaced by one when it began before this connection's place).
-fn public_summaries(watcher: PublicWatcher) -> impl futures::Stream<Item = Chunk> {
-    futures::stream::unfold((watcher, None::<Arc<Window>>), |(mut watcher, mut target)| async move {
+/// A public feed: the connection's own catch-up from the store first, then the tailer's shared pieces, each
+/// written as it is (contiguous: a piece that does not continue where the last frame ended is preceded by a
+/// catch-up of the gap; a window that began before this connection's place is replaced by one, a run is sliced).
+fn public_feed(watcher: PublicWatcher) -> impl futures::Stream<Item = Chunk> {
+    futures::stream::unfold((watcher, None::<Piece>), |(mut watcher, mut target)| async move {
         if watcher.sent < watcher.head {
             let head = watcher.head;
             if let Some(frame) = watcher.catch_up(head).await {
@@ -284,32 +372,39 @@ fn public_summaries(watcher: PublicWatcher) -> impl futures::Stream<Item = Chunk
             watcher.head = watcher.sent;
         }
         loop {
-            let window = match target.take() {
-                Some(window) => window,
+            let piece = match target.take() {
+                Some(piece) => piece,
                 None => {
                     let keepalive = Duration::from_secs(STREAM_KEEPALIVE_S);
-                    match tokio::time::timeout(keepalive, watcher.windows.changed()).await {
+                    match tokio::time::timeout(keepalive, watcher.next_piece()).await {
                         Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), (watcher, None))),
-                        Ok(Err(_)) => return None,
-                        Ok(Ok(())) => {}
+                        Ok(None) => return None,
+                        Ok(Some(piece)) => piece,
                     }
-                    let Some(window) = watcher.windows.borrow_and_update().clone() else { continue };
-                    window
                 }
             };
-            if window.to <= watcher.sent {
+            if piece.to() <= watcher.sent {
                 continue;
             }
-            if window.from == watcher.sent + 1 {
-                watcher.sent = window.to;
-                return Some((Ok(window.frame.clone()), (watcher, None)));
+            if let Piece::Mark(mark) = piece {
+                // Events the tailer saw but no run carried: from the store (in chunks, the mark kept until done).
+                match watcher.catch_up(mark).await {
+                    Some(frame) => return Some((Ok(frame), (watcher, Some(piece)))),
+                    None => continue,
+                }
             }
-            // A gap before the window (filled from the store, then the window is looked at again), or a window
-            // that began before this connection's place (its rest is read from the store instead). A store that
-            // cannot fill it leaves the window for the next one.
-            let upto = if window.from > watcher.sent + 1 { window.from - 1 } else { window.to };
+            if piece.from() <= watcher.sent + 1 {
+                if let Some(bytes) = piece.after(watcher.sent) {
+                    watcher.sent = piece.to();
+                    return Some((Ok(bytes), (watcher, None)));
+                }
+            }
+            // A gap before the piece (filled from the store, then the piece is looked at again), or a window that
+            // began before this connection's place (its rest is read from the store instead). A store that cannot
+            // fill it leaves the piece for the next one.
+            let upto = if piece.from() > watcher.sent + 1 { piece.from() - 1 } else { piece.to() };
             if let Some(frame) = watcher.catch_up(upto).await {
-                return Some((Ok(frame), (watcher, Some(window))));
+                return Some((Ok(frame), (watcher, Some(piece))));
             }
         }
     })
