@@ -48,6 +48,15 @@ impl Drop for Cleanup {
     }
 }
 
+/// A fresh database named for this run and `suffix`: its URL, and the guard that drops it.
+async fn fresh_database(admin: &tokio_postgres::Client, suffix: &str) -> (String, Cleanup) {
+    let name = format!("bazaar_conf_{}_{suffix}", std::process::id());
+    let cleanup = Cleanup(Arc::new(Mutex::new(vec![name.clone()])));
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    (with_database(&admin_url(), &name), cleanup)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_passes_the_conformance_suite() {
     let admin = Arc::new(admin().await);
@@ -76,11 +85,7 @@ async fn postgres_passes_the_conformance_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_share_one_database() {
     let admin = admin().await;
-    let name = format!("bazaar_conf_{}_nodes", std::process::id());
-    let _cleanup = Cleanup(Arc::new(Mutex::new(vec![name.clone()])));
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let url = with_database(&admin_url(), &name);
+    let (url, _cleanup) = fresh_database(&admin, "nodes").await;
     let key = SigningKey::from_bytes(&[42u8; 32]);
     let config = conformance::test_config();
     let clock = Arc::new(ManualClock::new(conformance::EPOCH));
@@ -129,12 +134,8 @@ const RACERS: usize = 32;
 /// it runs again over them as an upgrade would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_migrates_settle_keys_to_name_the_token() {
-    let admin = Arc::new(admin().await);
-    let name = format!("bazaar_conf_{}_settle_keys", std::process::id());
-    let _cleanup = Cleanup(Arc::new(Mutex::new(vec![name.clone()])));
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let url = with_database(&admin_url(), &name);
+    let admin = admin().await;
+    let (url, _cleanup) = fresh_database(&admin, "settle_keys").await;
     let config = conformance::test_config();
     let clock = Arc::new(ManualClock::new(conformance::EPOCH));
     let store = Arc::new(PostgresStore::connect(&url, config.clone(), clock.clone()).await.unwrap()) as Arc<dyn Store>;
@@ -153,4 +154,33 @@ async fn postgres_migrates_settle_keys_to_name_the_token() {
         })
     })
     .await;
+}
+
+/// A paid call's lasting footprint on PostgreSQL (every relation's size after `VACUUM FULL`, which is what the
+/// rows take once autovacuum has let pruned and updated rows' space be reused) stays under
+/// `PAID_CALL_STORED_BYTES_MAX` once the idempotency window is pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_call_leaves_a_bounded_footprint() {
+    use conformance::{PAID_CALL_STORED_BYTES_GOAL, PAID_CALL_STORED_BYTES_MAX};
+    let admin = admin().await;
+    let (url, _cleanup) = fresh_database(&admin, "footprint").await;
+    let config = conformance::test_config();
+    let clock = Arc::new(ManualClock::new(conformance::EPOCH));
+    let store = Arc::new(PostgresStore::connect(&url, config, clock.clone()).await.unwrap()) as Arc<dyn Store>;
+    let fixture = Fixture::new(store, clock, SigningKey::from_bytes(&[42u8; 32])).await;
+    let per_call = conformance::paid_call_footprint(fixture, move || {
+        let url = url.clone();
+        Box::pin(async move {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+            tokio::spawn(connection);
+            client.batch_execute("VACUUM FULL").await.unwrap();
+            let sql = "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+                       JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = 'public'";
+            client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) as u64
+        })
+    })
+    .await;
+    eprintln!("postgres: {per_call:.0} bytes per paid call after the window (goal {PAID_CALL_STORED_BYTES_GOAL})");
+    assert!(per_call <= PAID_CALL_STORED_BYTES_MAX, "{per_call:.0} bytes per paid call");
+    assert!(per_call > 0.0, "the calls left their records");
 }

@@ -48,3 +48,33 @@ async fn sqlite_migrates_settle_keys_to_name_the_token() {
     .await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A paid call's lasting footprint on SQLite (pages in use: the file's pages less its free list) stays under
+/// `PAID_CALL_STORED_BYTES_MAX` once the idempotency window is pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_call_leaves_a_bounded_footprint() {
+    use bazaar_store::conformance::{self, PAID_CALL_STORED_BYTES_GOAL, PAID_CALL_STORED_BYTES_MAX};
+    let dir = std::env::temp_dir().join(format!("bazaar-footprint-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bazaar.db");
+    let clock = Arc::new(bazaar_types::ManualClock::new(conformance::EPOCH));
+    let config = conformance::test_config();
+    let store = Arc::new(SqliteStore::open(&path, config, clock.clone()).unwrap()) as Arc<dyn Store>;
+    let key = ed25519_dalek::SigningKey::from_bytes(&[42u8; 32]);
+    let fixture = conformance::Fixture::new(store, clock, key).await;
+    let measured = path.clone();
+    let per_call = conformance::paid_call_footprint(fixture, move || {
+        let path = measured.clone();
+        Box::pin(async move {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            let pragma =
+                |name: &str| conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get::<_, i64>(0)).unwrap();
+            ((pragma("page_count") - pragma("freelist_count")) * pragma("page_size")) as u64
+        })
+    })
+    .await;
+    eprintln!("sqlite: {per_call:.0} bytes per paid call after the window (goal {PAID_CALL_STORED_BYTES_GOAL})");
+    assert!(per_call <= PAID_CALL_STORED_BYTES_MAX, "{per_call:.0} bytes per paid call");
+    assert!(per_call > 0.0, "the calls left their records");
+    std::fs::remove_dir_all(&dir).ok();
+}
