@@ -11,6 +11,14 @@
 //! Token: insert the token row and reserve its amount on the buyer in one
 //! transaction. Verify: read the token row. Every request first looks its
 //! bearer credential up by hash, as Bazaar does.
+//!
+//! Batched, as Bazaar's `POST /v1/tokens/batch` and `/v1/settlements/batch`
+//! (`{"items": [...]}` answered `{"results": [{status, replayed, body}]}`):
+//! the same statements per item, all items of a batch in **one transaction and
+//! one commit**, a refused item answered alone without failing the others (a
+//! token whose hold is refused is deleted again before the next item). That is
+//! the plain design given the same batching, so the batched ratio compares
+//! like with like. Items are applied one after another on one connection.
 
 use crate::drive::Party;
 use crate::limits::BASELINE_TOKEN_TTL_MS;
@@ -77,7 +85,13 @@ statements! {
     transfer = "INSERT INTO transfers (debit, credit, amount, token, idem_scope, idem_key, created_at_ms) \
         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id";
     token_settled = "UPDATE tokens SET state = 'settled', settled_amount = $2 WHERE id = $1";
+    token_unissue = "DELETE FROM tokens WHERE id = $1";
 }
+
+/// Items one batch carries at most (as Bazaar's `BATCH_ITEMS_MAX`).
+const BATCH_ITEMS_MAX: usize = 1_000;
+/// A batch body's byte limit (as Bazaar's `BATCH_BODY_BYTES_MAX`).
+const BATCH_BODY_BYTES_MAX: usize = 1024 * 1024;
 
 // ---- the harness's side: setup and the correctness gate ----------------------
 
@@ -234,6 +248,14 @@ pub async fn serve(url: &str, port: u16, pool_size: usize) -> Result<()> {
         .route("/v1/tokens/verify", post(verify_token))
         .route("/v1/settlements", post(settle))
         .layer(axum::extract::DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .route(
+            "/v1/tokens/batch",
+            post(issue_token_batch).layer(axum::extract::DefaultBodyLimit::max(BATCH_BODY_BYTES_MAX)),
+        )
+        .route(
+            "/v1/settlements/batch",
+            post(settle_batch).layer(axum::extract::DefaultBodyLimit::max(BATCH_BODY_BYTES_MAX)),
+        )
         .layer(middleware::from_fn_with_state(app.clone(), observe))
         .with_state(app);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.context("binding")?;
@@ -360,27 +382,34 @@ struct TokenRequest {
     resource: String,
 }
 
-async fn issue_token(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    match token_tx(&app.pool, &headers, &body).await {
-        Ok(response) => response,
-        Err(fail) => fail.into_response(),
-    }
-}
-
 /// One transaction: the token row, then the hold on the buyer's account.
-async fn token_tx(pool: &Pool, headers: &HeaderMap, body: &Bytes) -> Result<Response, Fail> {
+async fn issue_token(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Result<Response, Fail> {
+    let (pool, headers, body) = (&app.pool, &headers, &body);
     let credential = bearer(headers)?;
     let request: TokenRequest = parse(body)?;
-    let max = check_amount(request.max_amount_minor, "max_amount_minor")?;
-    check_order(&request.order_id)?;
     let mut pooled = pool.get().await?;
     let (client, st) = pooled.parts();
     let buyer = authenticate(client, st, credential).await?;
+    let tx = client.transaction().await?;
+    let (status, body, replayed) = token_in(&tx, st, &buyer, &request, now_ms()).await?;
+    tx.commit().await?;
+    Ok(respond(status, body.to_string(), replayed))
+}
+
+/// One token inside `tx`: (status, body, replayed). A refusal leaves nothing written (the token row of a refused
+/// hold is deleted again), so a batch's other items commit.
+async fn token_in(
+    tx: &tokio_postgres::Transaction<'_>,
+    st: &Statements,
+    buyer: &Caller,
+    request: &TokenRequest,
+    now: i64,
+) -> Result<(u16, Value, bool), Fail> {
+    let max = check_amount(request.max_amount_minor, "max_amount_minor")?;
+    check_order(&request.order_id)?;
     if buyer.kind != "buyer" {
         return Err(refuse(403, "not_permitted", "Only buyers ask for payment tokens."));
     }
-    let now = now_ms();
-    let tx = client.transaction().await?;
     let merchant = tx.query_opt(&st.member_kind, &[&request.merchant]).await?;
     if merchant.map(|row| row.get::<_, String>(0)).as_deref() != Some("merchant") {
         return Err(refuse(404, "member_not_found", "No such merchant."));
@@ -392,17 +421,61 @@ async fn token_tx(pool: &Pool, headers: &HeaderMap, body: &Bytes) -> Result<Resp
     if tx.query_opt(&st.token_insert, &params).await?.is_none() {
         // The same (buyer, merchant, order) asked again: the same token.
         let row = tx.query_one(&st.token_by_order, &[&buyer.id, &request.merchant, &request.order_id]).await?;
-        tx.rollback().await?;
         let (id, max, resource, expires): (String, i64, String, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
         let body = token_body(&id, &buyer.id, &request.merchant, max, &request.order_id, &resource, expires);
-        return Ok(respond(201, body.to_string(), true));
+        return Ok((201, body, true));
     }
     if tx.execute(&st.hold, &[&buyer.id, &max]).await? == 0 {
+        tx.execute(&st.token_unissue, &[&id]).await?;
         return Err(refuse(409, "insufficient_funds", "The buyer's available balance does not cover the token."));
     }
-    tx.commit().await?;
     let body = token_body(&id, &buyer.id, &request.merchant, max, &request.order_id, &request.resource, expires);
-    Ok(respond(201, body.to_string(), false))
+    Ok((201, body, false))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Batch<T> {
+    items: Vec<T>,
+}
+
+/// `{"results": [{status, replayed, body}]}`, as Bazaar answers a batch.
+fn batch_answer(results: Vec<(u16, Value, bool)>) -> Response {
+    let results: Vec<Value> = results
+        .into_iter()
+        .map(|(status, body, replayed)| json!({"status": status, "replayed": replayed, "body": body}))
+        .collect();
+    respond(200, json!({ "results": results }).to_string(), false)
+}
+
+fn batch_items<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<Vec<T>, Fail> {
+    let batch: Batch<T> = parse(body)?;
+    if batch.items.is_empty() || batch.items.len() > BATCH_ITEMS_MAX {
+        return Err(refuse(422, "invalid_request", &format!("A batch carries 1 to {BATCH_ITEMS_MAX} items.")));
+    }
+    Ok(batch.items)
+}
+
+/// Every item of the batch in one transaction: one commit for all.
+async fn issue_token_batch(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Result<Response, Fail> {
+    let (pool, headers, body) = (&app.pool, &headers, &body);
+    let credential = bearer(headers)?;
+    let items: Vec<TokenRequest> = batch_items(body)?;
+    let mut pooled = pool.get().await?;
+    let (client, st) = pooled.parts();
+    let buyer = authenticate(client, st, credential).await?;
+    let now = now_ms();
+    let tx = client.transaction().await?;
+    let mut results = Vec::with_capacity(items.len());
+    for request in &items {
+        results.push(match token_in(&tx, st, &buyer, request, now).await {
+            Ok(answer) => answer,
+            Err(Fail::Refuse(status, body)) => (status, body, false),
+            Err(db) => return Err(db),
+        });
+    }
+    tx.commit().await?;
+    Ok(batch_answer(results))
 }
 
 fn token_body(id: &str, buyer: &str, merchant: &str, max: i64, order: &str, resource: &str, expires: i64) -> Value {
@@ -416,15 +489,9 @@ struct VerifyRequest {
     token: String,
 }
 
-async fn verify_token(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    match verify_read(&app.pool, &headers, &body).await {
-        Ok(response) => response,
-        Err(fail) => fail.into_response(),
-    }
-}
-
 /// A read of the token row; only its buyer or merchant may ask.
-async fn verify_read(pool: &Pool, headers: &HeaderMap, body: &Bytes) -> Result<Response, Fail> {
+async fn verify_token(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Result<Response, Fail> {
+    let (pool, headers, body) = (&app.pool, &headers, &body);
     let credential = bearer(headers)?;
     let request: VerifyRequest = parse(body)?;
     let mut pooled = pool.get().await?;
@@ -454,53 +521,105 @@ struct SettleRequest {
     order_id: String,
 }
 
-async fn settle(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    match settle_tx(&app.pool, &headers, &body).await {
-        Ok(response) => response,
-        Err(fail) => fail.into_response(),
-    }
-}
-
 /// One transaction per settlement; the idempotency row is claimed first and
 /// carries the response, refusals included, for replays.
-async fn settle_tx(pool: &Pool, headers: &HeaderMap, body: &Bytes) -> Result<Response, Fail> {
+async fn settle(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Result<Response, Fail> {
+    let (pool, headers, body) = (&app.pool, &headers, &body);
     let credential = bearer(headers)?;
     let request: SettleRequest = parse(body)?;
-    let amount = check_amount(request.amount_minor, "amount_minor")?;
-    check_order(&request.order_id)?;
     let key = match headers.get("idempotency-key").map(|v| v.to_str()) {
-        Some(Ok(key)) if !key.is_empty() && key.len() <= 255 => key.to_string(),
+        Some(Ok(key)) if !key.is_empty() && key.len() <= 255 => Some(key.to_string()),
         Some(_) => return Err(refuse(422, "idempotency_key_invalid", "`Idempotency-Key` must be printable ASCII.")),
-        None => format!("order:{}", request.order_id),
+        None => None,
     };
-    let fingerprint = sha256_hex(serde_json::to_string(&request).unwrap_or_default().as_bytes());
     let mut pooled = pool.get().await?;
     let (client, st) = pooled.parts();
     let merchant = authenticate(client, st, credential).await?;
-    let scope = format!("{}:settle", merchant.id);
-    let now = now_ms();
     let tx = client.transaction().await?;
+    let answer = settle_keyed(&tx, st, &merchant, &request, key, now_ms()).await;
+    let (status, body, replayed) = match answer {
+        Ok(answer) => answer,
+        Err(fail) => {
+            tx.rollback().await?;
+            return Err(fail);
+        }
+    };
+    if replayed {
+        tx.rollback().await?;
+    } else {
+        tx.commit().await?;
+    }
+    Ok(respond(status, body, replayed))
+}
+
+/// One settlement inside `tx` under its idempotency key (default: the order): (status, body, replayed). A new
+/// key's answer, refusal or not, is stored with it; a replay writes nothing.
+async fn settle_keyed(
+    tx: &tokio_postgres::Transaction<'_>,
+    st: &Statements,
+    merchant: &Caller,
+    request: &SettleRequest,
+    key: Option<String>,
+    now: i64,
+) -> Result<(u16, String, bool), Fail> {
+    let amount = check_amount(request.amount_minor, "amount_minor")?;
+    check_order(&request.order_id)?;
+    let key = key.unwrap_or_else(|| format!("order:{}", request.order_id));
+    let fingerprint = sha256_hex(serde_json::to_string(&request).unwrap_or_default().as_bytes());
+    let scope = format!("{}:settle", merchant.id);
     if tx.execute(&st.idem_claim, &[&scope, &key, &fingerprint, &now]).await? == 0 {
         // Waited for (or found) the key's first request, committed: answer as it did.
         let row = tx.query_one(&st.idem_get, &[&scope, &key]).await?;
-        tx.rollback().await?;
         if row.get::<_, String>(0) != fingerprint {
             return Err(refuse(422, "idempotency_key_reused", "This key was used with a different request."));
         }
         return match (row.get::<_, Option<i16>>(1), row.get::<_, Option<String>>(2)) {
-            (Some(status), Some(response)) => Ok(respond(status as u16, response, true)),
+            (Some(status), Some(response)) => Ok((status as u16, response, true)),
             _ => Err(refuse(409, "idempotency_in_flight", "A request with this key is still running.")),
         };
     }
-    let (status, response) = match settle_in(&tx, st, &merchant.id, &request, amount, (&scope, &key), now).await {
+    let (status, response) = match settle_in(tx, st, &merchant.id, request, amount, (&scope, &key), now).await {
         Ok(body) => (200, body),
         Err(Fail::Refuse(status, body)) => (status, body),
         Err(db) => return Err(db),
     };
     let response = response.to_string();
     tx.execute(&st.idem_done, &[&scope, &key, &(status as i16), &response]).await?;
+    Ok((status, response, false))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettleItem {
+    token: String,
+    amount_minor: u64,
+    order_id: String,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// Every item of the batch in one transaction: one commit for all.
+async fn settle_batch(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Result<Response, Fail> {
+    let (pool, headers, body) = (&app.pool, &headers, &body);
+    let credential = bearer(headers)?;
+    let items: Vec<SettleItem> = batch_items(body)?;
+    let mut pooled = pool.get().await?;
+    let (client, st) = pooled.parts();
+    let merchant = authenticate(client, st, credential).await?;
+    let now = now_ms();
+    let tx = client.transaction().await?;
+    let mut results = Vec::with_capacity(items.len());
+    for item in items {
+        let request = SettleRequest { token: item.token, amount_minor: item.amount_minor, order_id: item.order_id };
+        let key = item.idempotency_key.filter(|key| !key.is_empty() && key.len() <= 255);
+        results.push(match settle_keyed(&tx, st, &merchant, &request, key, now).await {
+            Ok((status, body, replayed)) => (status, serde_json::from_str(&body).unwrap_or(Value::Null), replayed),
+            Err(Fail::Refuse(status, body)) => (status, body, false),
+            Err(db) => return Err(db),
+        });
+    }
     tx.commit().await?;
-    Ok(respond(status, response, false))
+    Ok(batch_answer(results))
 }
 
 async fn settle_in(
