@@ -76,13 +76,17 @@ impl Which {
         }
     }
 
-    fn description(self, pool: usize, nodes: usize) -> String {
+    fn description(self, pool: usize, nodes: usize, cpus: &[String]) -> String {
+        let confined = match cpus.is_empty() {
+            true => String::new(),
+            false => format!(" (nodes on CPU sets {})", cpus.join(" / ")),
+        };
         match self {
             Which::Embedded => "bazaar serve: embedded SQLite (WAL, synchronous=FULL), group commit".into(),
             Which::Postgres => "bazaar serve --database-url: PostgreSQL adapter, group commit".into(),
             Which::Cluster => format!(
                 "{nodes} × bazaar serve --database-url --nats-url on one database: one ledger sequencer, \
-                 the other nodes forward over NATS"
+                 the other nodes forward over NATS{confined}"
             ),
             Which::Baseline => {
                 format!("plain PostgreSQL peer: one transaction per settlement, pool of {pool}, synchronous_commit=on")
@@ -130,6 +134,12 @@ struct RunArgs {
     /// (`--nats-url`); paid calls go round the nodes, and each node's CPU is reported.
     #[arg(long, default_value_t = CLUSTER_NODES_DEFAULT, value_parser = bounded::<NODES_MAX>)]
     nodes: usize,
+    /// Confine the Bazaar nodes to CPU sets, one `taskset -c` list per node, `/` between nodes (`0/1/1`: node 0,
+    /// which takes the sequencer's lease first, alone on CPU 0, the others on CPU 1): the edge's work and the
+    /// sequencer's are then measured apart. Only the `cluster` target's nodes; PostgreSQL, NATS and the load
+    /// generator are not confined.
+    #[arg(long, value_delimiter = '/')]
+    node_cpus: Vec<String>,
     /// NATS with JetStream, for the `cluster` target.
     #[arg(long, env = "BAZAAR_BENCH_NATS", default_value = "nats://127.0.0.1:4222")]
     nats_url: String,
@@ -309,6 +319,9 @@ async fn bench(args: &RunArgs, scratch: &Scratch) -> Result<Report> {
         Some(path) => path.clone(),
         None => std::env::current_exe()?.with_file_name("bazaar"),
     };
+    if !args.node_cpus.is_empty() && args.node_cpus.len() != args.nodes {
+        bail!("--node-cpus names {} CPU sets for {} nodes: give one per node", args.node_cpus.len(), args.nodes);
+    }
     if args.targets.iter().any(|t| *t != Which::Baseline) && !bazaar_bin.exists() {
         bail!("no bazaar binary at {} (build it: cargo build --release -p bazaar-cli)", bazaar_bin.display());
     }
@@ -324,7 +337,11 @@ async fn bench(args: &RunArgs, scratch: &Scratch) -> Result<Report> {
             Ok(ready) => prepared.push(ready),
             Err(error) => {
                 eprintln!("[{}] could not start: {error:#}", which.name());
-                reports.push(TargetReport::failed(which.name(), &which.description(args.pool, args.nodes), &error));
+                reports.push(TargetReport::failed(
+                    which.name(),
+                    &which.description(args.pool, args.nodes, &args.node_cpus),
+                    &error,
+                ));
             }
         }
     }
@@ -454,11 +471,22 @@ async fn spawn_bazaar(
         }
         args_i
     };
-    let server = servers::spawn(bazaar_bin, &node(0), &env, log).await?;
+    // A node confined to a CPU set runs under `taskset -c`, which execs it (the pid is the node's).
+    let start = |i: usize, log: PathBuf| {
+        let (program, mut argv) = match args.node_cpus.get(i).filter(|_| several) {
+            Some(cpus) => {
+                (PathBuf::from("taskset"), vec!["-c".to_string(), cpus.clone(), bazaar_bin.display().to_string()])
+            }
+            None => (bazaar_bin.to_path_buf(), Vec::new()),
+        };
+        argv.extend(node(i));
+        let env = env.clone();
+        async move { servers::spawn(&program, &argv, &env, log).await }
+    };
+    let server = start(0, log).await?;
     let mut others = Vec::new();
     for i in 1..if several { args.nodes } else { 1 } {
-        let log = scratch.root.join(format!("{}-{i}.log", which.name()));
-        others.push(servers::spawn(bazaar_bin, &node(i), &env, log).await?);
+        others.push(start(i, scratch.root.join(format!("{}-{i}.log", which.name()))).await?);
     }
     let (buyers, merchants) = setup::bazaar(&server.url, &credential, args.buyers, args.merchants).await?;
     Ok((server, others, buyers, merchants))
@@ -589,7 +617,7 @@ async fn measure(
     let elapsed = outcome.elapsed.as_secs_f64();
     TargetReport {
         target: which.name().into(),
-        description: which.description(args.pool, args.nodes),
+        description: which.description(args.pool, args.nodes, &args.node_cpus),
         status: if settled > 0 { "ok".into() } else { format!("failed: no paid call completed: {:?}", outcome.errors) },
         calls: settled,
         failed_calls: outcome.calls_failed,
@@ -646,5 +674,13 @@ mod tests {
         assert!(bounded_u64::<5>("6").is_err());
         assert!(Cli::try_parse_from(["bazaar-bench", "run", "--concurrency", "100000"]).is_err());
         assert!(Cli::try_parse_from(["bazaar-bench", "run", "--targets", "embedded,baseline"]).is_ok());
+    }
+
+    #[test]
+    fn node_cpu_sets_are_one_per_node() {
+        let cli =
+            Cli::try_parse_from(["bazaar-bench", "run", "--targets", "cluster", "--node-cpus", "0/1,2/1"]).unwrap();
+        let Command::Run(args) = cli.command else { panic!("run") };
+        assert_eq!(args.node_cpus, ["0", "1,2", "1"]);
     }
 }
