@@ -511,6 +511,49 @@ fn signal(node: &Node, signal: &str) {
     assert!(sent.success(), "kill -{signal} {pid}");
 }
 
+/// A cluster (as [`cluster`]) and a connection to its database; node 0, started first, leads at the epoch
+/// returned.
+async fn led_cluster(prefix: &str) -> (common::ThrowawayDatabase, Vec<Node>, tokio_postgres::Client, i64) {
+    let (database, nodes) = cluster(prefix).await;
+    let (sql, connection) = tokio_postgres::connect(&database.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let (first, epoch) = sequencer(&sql).await;
+    assert!(first.starts_with(&format!("{}#", nodes[0].name)), "the first node to start leads: {first}");
+    (database, nodes, sql, epoch)
+}
+
+/// Waits (from `since`, at most `TAKEOVER_BOUND`) until the lease's epoch passes `epoch`: the new holder, its
+/// epoch, and how long it took.
+async fn takeover(database: &tokio_postgres::Client, epoch: i64, since: Instant) -> (String, i64, Duration) {
+    loop {
+        let (holder, now) = sequencer(database).await;
+        if now > epoch {
+            return (holder, now, since.elapsed());
+        }
+        assert!(since.elapsed() < TAKEOVER_BOUND, "no takeover within {TAKEOVER_BOUND:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Stops the payers, checks every order they had acknowledged (through nodes 1 and 2) is there once, stops every
+/// node and audits. Returns (acknowledged, settled).
+async fn finish(
+    (workers, acknowledged, stop): (Vec<tokio::task::JoinHandle<()>>, Acknowledged, Arc<AtomicBool>),
+    nodes: &mut [Node],
+    agents: &HashMap<&'static str, String>,
+) -> (usize, usize) {
+    stop.store(true, Ordering::SeqCst);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let buyer = Client::new(nodes[1].url(), Some(agents["cluster-buyer"].clone()));
+    let merchant = Client::new(nodes[2].url(), Some(agents["cluster-shop"].clone()));
+    let settled = each_acknowledged_once(&nodes[1], &buyer, &merchant, &acknowledged).await;
+    stop_and_audit(nodes, 1);
+    (acknowledged.len(), settled)
+}
+
 /// Longest a takeover may take after the sequencer stops: its lease lapses (3 s), a follower's next round
 /// (1 s), and any batch it had open ends when PostgreSQL ends its session (5 s); with slack for a loaded host.
 const TAKEOVER_BOUND: Duration = Duration::from_secs(15);
@@ -521,11 +564,7 @@ const TAKEOVER_BOUND: Duration = Duration::from_secs(15);
 /// acknowledged settlement is there once, no order is paid twice, and `bazaar audit` passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_sequencer_is_fenced_and_replaced() {
-    let (database, mut nodes) = cluster("bazaar_sequencer").await;
-    let (sql, connection) = tokio_postgres::connect(&database.url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    let (first, epoch) = sequencer(&sql).await;
-    assert!(first.starts_with(&format!("{}#", nodes[0].name)), "the first node to start leads: {first}");
+    let (database, mut nodes, sql, epoch) = led_cluster("bazaar_sequencer").await;
     let operator = Client::with_nodes(from(&nodes, 1), Some(OPERATOR.into()));
     let (_, agents) = cast(&operator).await;
 
@@ -537,16 +576,7 @@ async fn a_paused_sequencer_is_fenced_and_replaced() {
     let before = acknowledged.lock().unwrap().len();
     assert!(before > 0, "paid calls flow through forwarding nodes");
     signal(&nodes[0], "STOP");
-    let stopped = Instant::now();
-    let (holder, new_epoch) = loop {
-        let (holder, now) = sequencer(&sql).await;
-        if now > epoch {
-            break (holder, now);
-        }
-        assert!(stopped.elapsed() < TAKEOVER_BOUND, "no takeover within {TAKEOVER_BOUND:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let took = stopped.elapsed();
+    let (holder, new_epoch, took) = takeover(&sql, epoch, Instant::now()).await;
     eprintln!("{holder} took the ledger over at epoch {new_epoch}, {took:?} after {} stopped", nodes[0].name);
     assert!(!holder.starts_with(&format!("{}#", nodes[0].name)), "another node leads: {holder}");
     // The load goes on through the new sequencer while the old one is still stopped.
@@ -582,15 +612,104 @@ async fn a_paused_sequencer_is_fenced_and_replaced() {
     assert!(fenced >= 1.0, "the resumed sequencer's batches were refused by the store");
     assert!(forwarded >= 40.0, "the resumed node forwards its 20 paid calls ({forwarded})");
     tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
-    stop.store(true, Ordering::SeqCst);
-    for worker in workers {
-        worker.await.unwrap();
+    let (acknowledged, settled) = finish((workers, acknowledged, stop), &mut nodes, &agents).await;
+    eprintln!("{settled} orders settled, {acknowledged} acknowledged, takeover {took:?}");
+    database.drop().await;
+}
+
+/// Longest a handover may take after the sequencer is told to stop (SIGTERM): it releases its lease once its
+/// HTTP connections drain, and a follower's next round (at most `SEQUENCER_RENEW`, 1 s) takes it. A node that
+/// did not release would be replaced only when its lease lapsed: at least `SEQUENCER_LEASE` − `SEQUENCER_RENEW`
+/// (2 s) after its last renewal, so this bound tells the two apart.
+const HANDOVER_BOUND: Duration = Duration::from_millis(1_900);
+
+/// The sequencer stopped the way an operator stops a node (SIGTERM) under load through the others: it exits
+/// cleanly and gives the ledger up, another node leads at a higher epoch well before the lease would have
+/// lapsed, the load goes on, every acknowledged settlement is there once and `bazaar audit` passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequencer_stopped_with_sigterm_hands_the_ledger_over_at_once() {
+    let (database, mut nodes, sql, epoch) = led_cluster("bazaar_handover").await;
+    let operator = Client::with_nodes(from(&nodes, 1), Some(OPERATOR.into()));
+    let (_, agents) = cast(&operator).await;
+    let urls: Vec<String> = nodes[1..].iter().map(Node::url).collect();
+    let (workers, acknowledged, stop) = payers(&urls, &agents, "h");
+    tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
+    assert!(!acknowledged.lock().unwrap().is_empty(), "paid calls flow through forwarding nodes");
+
+    signal(&nodes[0], "TERM");
+    let (holder, new_epoch, took) = takeover(&sql, epoch, Instant::now()).await;
+    eprintln!("{holder} took the ledger over at epoch {new_epoch}, {took:?} after SIGTERM");
+    assert!(took < HANDOVER_BOUND, "the stopped sequencer released its lease: took {took:?}");
+    assert!(!holder.starts_with(&format!("{}#", nodes[0].name)), "another node leads: {holder}");
+    let status = nodes[0].process.take().expect("running").wait().unwrap();
+    assert!(status.success(), "the sequencer shut down cleanly: {status}");
+
+    let at_takeover = acknowledged.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
+    let (acknowledged, settled) = finish((workers, acknowledged, stop), &mut nodes, &agents).await;
+    assert!(acknowledged > at_takeover, "paid calls go on after the handover");
+    eprintln!("{settled} orders settled, {acknowledged} acknowledged, handover {took:?}");
+    database.drop().await;
+}
+
+/// A write waits this long (`LEADER_WAIT`, 12 s) for a sequencer before it is answered `503`.
+const LEADER_WAIT: Duration = Duration::from_secs(12);
+
+/// With no node able to lead (the lease held elsewhere, as an operator fencing the cluster for maintenance would
+/// hold it), a write waits `LEADER_WAIT` and is answered `503 store_unavailable`, having run nowhere; once a node
+/// leads again, the same request under the same key runs once, and a resend replays it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_sequencer_a_write_waits_then_is_refused_and_runs_once_later() {
+    let (database, mut nodes, sql, _) = led_cluster("bazaar_leaderless").await;
+    let operator = Client::with_nodes(from(&nodes, 1), Some(OPERATOR.into()));
+    let owner = operator.create_owner(&generate_key(), "leaderless-owner").await.unwrap();
+    let owner_id = owner["id"].as_str().unwrap().to_string();
+    let fence = "UPDATE ledger_sequencer SET holder = 'maintenance#0', epoch = epoch + 1, \
+                 expires_at = now() + interval '60 seconds' WHERE id = 1; \
+                 UPDATE chain_head SET epoch = (SELECT epoch FROM ledger_sequencer WHERE id = 1)";
+    sql.batch_execute(fence).await.unwrap();
+    let http = reqwest::Client::new();
+    let stepped_down = Instant::now();
+    for node in &nodes {
+        while metric(&http, &node.url(), "bazaar_ledger_sequencer ").await != 0.0 {
+            assert!(stepped_down.elapsed() < TAKEOVER_BOUND, "{} still leads", node.name);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
-    let acknowledged = acknowledged.lock().unwrap().clone();
-    let buyer = Client::new(nodes[1].url(), Some(agents["cluster-buyer"].clone()));
-    let merchant = Client::new(nodes[2].url(), Some(agents["cluster-shop"].clone()));
-    let settled = each_acknowledged_once(&nodes[1], &buyer, &merchant, &acknowledged).await;
-    eprintln!("{settled} orders settled, {} acknowledged, takeover {took:?}", acknowledged.len());
+
+    let mint = || {
+        http.post(format!("{}/v1/mint", nodes[1].url()))
+            .bearer_auth(OPERATOR)
+            .header("idempotency-key", "leaderless-mint")
+            .json(&json!({"owner": owner_id, "amount_minor": 700}))
+    };
+    let sent = Instant::now();
+    let refused = mint().send().await.unwrap();
+    let waited = sent.elapsed();
+    assert_eq!(refused.status(), 503, "no sequencer: {waited:?}");
+    let problem: Value = refused.json().await.unwrap();
+    assert_eq!(problem["code"], "store_unavailable", "{problem}");
+    assert!(waited >= LEADER_WAIT && waited < LEADER_WAIT * 2, "it waited for a sequencer: {waited:?}");
+
+    sql.batch_execute("UPDATE ledger_sequencer SET expires_at = now() WHERE id = 1").await.unwrap();
+    let resent = Instant::now();
+    let ran = loop {
+        let answer = mint().send().await.unwrap();
+        if answer.status() == 200 {
+            break answer;
+        }
+        assert_eq!(answer.status(), 503, "only a wait for the sequencer is retried");
+        assert!(resent.elapsed() < TAKEOVER_BOUND + LEADER_WAIT, "no node led again");
+    };
+    assert!(!ran.headers().contains_key("idempotent-replayed"), "the refused request had run nowhere: it runs now");
+    let again = mint().send().await.unwrap();
+    assert_eq!(again.status(), 200);
+    assert!(again.headers().contains_key("idempotent-replayed"), "a resend replays it");
+    let (holder, _) = sequencer(&sql).await;
+    assert!(holder.starts_with("node-"), "a node leads again: {holder}");
+    let events = Client::new(nodes[2].url(), Some(OPERATOR.into())).events(0, 500).await.unwrap();
+    let mints = events["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "transfer.minted").count();
+    assert_eq!(mints, 1, "the mint ran once");
     stop_and_audit(&mut nodes, 1);
     database.drop().await;
 }
