@@ -191,3 +191,140 @@ fn forwarded_commands_answer_as_one_node_does() {
         }
     });
 }
+
+/// A TCP proxy between one NATS client and the server that can swallow what the client sends (its answers)
+/// while still delivering what it is sent, and then cut the connection so the client reconnects cleanly.
+struct LossyLink {
+    address: std::net::SocketAddr,
+    swallowing: Arc<std::sync::atomic::AtomicBool>,
+    /// Connections accepted before this generation are closed.
+    generation: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl LossyLink {
+    async fn start(upstream: String) -> LossyLink {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (swallowing, generation) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let (swallow, current) = (swallowing.clone(), generation.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
+                let mine = current.load(std::sync::atomic::Ordering::SeqCst);
+                let (mut from_client, mut to_server) = (client.into_split(), server.into_split());
+                let (swallow, current) = (swallow.clone(), current.clone());
+                tokio::spawn(async move {
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    let live = |current: &AtomicU64| current.load(std::sync::atomic::Ordering::SeqCst) == mine;
+                    loop {
+                        tokio::select! {
+                            read = from_client.0.read(&mut buffer) => match read {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) if !swallow.load(std::sync::atomic::Ordering::SeqCst) => {
+                                    if to_server.1.write_all(&buffer[..n]).await.is_err() { break }
+                                }
+                                Ok(_) => {}
+                            },
+                            read = async {
+                                let mut down = vec![0u8; 64 * 1024];
+                                to_server.0.read(&mut down).await.map(|n| (n, down))
+                            } => match read {
+                                Ok((0, _)) | Err(_) => break,
+                                Ok((n, down)) => if from_client.1.write_all(&down[..n]).await.is_err() { break },
+                            },
+                            _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+                        }
+                        if !live(&current) {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        LossyLink { address, swallowing, generation }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://{}", self.address)
+    }
+
+    fn swallow(&self) {
+        self.swallowing.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Stops swallowing and cuts the connections that lost bytes: their clients reconnect.
+    fn heal(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.swallowing.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The sequencer applies a forwarded command but its answer is lost on the way back (its NATS link swallows
+/// what it sends): a command under an idempotency key is sent again when the answer does not come, and the
+/// sequencer's idempotency record answers it — it ran once. A command without a key is not sent again: its
+/// caller is told it may have run (and it did, once).
+#[test]
+fn an_answer_lost_on_the_way_back_is_resent_under_its_key_and_runs_once() {
+    use bazaar_cluster::sequencer::FORWARD_TIMEOUT;
+    use bazaar_core::command::Idem;
+    use bazaar_store::StoreError;
+    use std::sync::atomic::Ordering;
+    let database = ThrowawayDatabase::create("bazaar_lost_answer");
+    let url = database.fresh_schema();
+    runtime().block_on(async {
+        let upstream = nats_url().trim_start_matches("nats://").to_string();
+        let link = LossyLink::start(upstream).await;
+        let clock = Arc::new(ManualClock::new(conformance::EPOCH));
+        let open = |name: &'static str| {
+            PostgresStore::connect_sequenced(&url, conformance::test_config(), clock.clone(), name)
+        };
+        let (store, lease) = open("node-0").await.unwrap();
+        let leader = Sequenced::start(store, lease, async_nats::connect(link.url()).await.unwrap()).await;
+        let (store, lease) = open("node-1").await.unwrap();
+        let follower = Sequenced::start(store, lease, async_nats::connect(nats_url()).await.unwrap()).await;
+        assert!(leader.leading() && !follower.leading());
+        let key = SigningKey::from_bytes(&[42u8; 32]);
+        let f = Fixture::new(follower.clone(), clock, key).await;
+        let owner = f.owner("lost-answers").await;
+        let mint =
+            |amount: u64| Op::Pay(pay::Op::Mint { owner: owner.id.clone(), amount: bazaar_types::Amount(amount) });
+        let balance =
+            || async { f.store.account(&AccountId::of_member(&owner.id)).await.unwrap().map(|a| a.balance()) };
+        let resent_before = follower.stats.resent.load(Ordering::SeqCst);
+
+        link.swallow();
+        let keyed = Command {
+            actor: f.operator.clone(),
+            idem: Some(Idem::sent("operator:mint".into(), "lost-1".into(), "fp-1".into())),
+            op: mint(100),
+        };
+        let sent = std::time::Instant::now();
+        let answer = tokio::spawn({
+            let follower = follower.clone();
+            async move { follower.submit(keyed).await }
+        });
+        tokio::time::sleep(FORWARD_TIMEOUT + std::time::Duration::from_millis(300)).await;
+        link.heal();
+        let applied = answer.await.unwrap().expect("answered once the link healed");
+        eprintln!("keyed: answered after {:?}, replayed {}", sent.elapsed(), applied.replayed);
+        assert!(applied.outcome.is_ok(), "{:?}", applied.outcome);
+        assert!(applied.replayed, "the resend was answered by the idempotency record: the first attempt ran");
+        assert!(follower.stats.resent.load(Ordering::SeqCst) > resent_before, "the follower sent it again");
+        assert_eq!(balance().await, Some(100), "it ran once");
+
+        link.swallow();
+        let keyless = Command { actor: f.operator.clone(), idem: None, op: mint(10) };
+        let refused = follower.submit(keyless).await;
+        link.heal();
+        match refused {
+            Err(StoreError::Unavailable(detail)) => assert!(detail.contains("may have run"), "{detail}"),
+            other => panic!("a keyless command with a lost answer: {other:?}"),
+        }
+        // It did run (the sequencer answers after its commit): the caller was told the truth.
+        assert_eq!(balance().await, Some(110), "the keyless mint ran once");
+        let report = f.audit().await;
+        assert!(report.ok, "{:?}", report.problems);
+    });
+}
