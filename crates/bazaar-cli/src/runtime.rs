@@ -335,7 +335,7 @@ async fn join_cluster(
             tracing::info!(node = %bazaar_server::cluster::Cluster::node(joined.as_ref()), "joined the cluster");
         }
         None if args.database_url.is_some() => tracing::info!(
-            "no --nats-url: this node's live streams, in-flight claims and sweeper are its own \
+            "no --nats-url: this node's ledger writer, live streams, in-flight keys and sweeper are its own \
              (see docs/operators.md before running several)"
         ),
         None => {}

@@ -47,7 +47,7 @@ mod leases;
 pub mod sequencer;
 
 use async_nats::jetstream::{self, stream};
-use bazaar_server::cluster::{Claim, Cluster, Signal};
+use bazaar_server::cluster::{Cluster, Signal};
 use bazaar_server::AppState;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -291,13 +291,6 @@ impl Cluster for NatsCluster {
             }
         }
     }
-
-    /// Always claimed here: the sequencer answers a key in flight on any node (`StoreError::InFlight`).
-    async fn claim(&self, _key: &str) -> Claim {
-        Claim::Claimed
-    }
-
-    fn release(&self, _key: &str) {}
 
     async fn holds(&self, name: &str, ttl: Duration) -> bool {
         self.leases.hold(name, ttl).await

@@ -1,6 +1,7 @@
 //! The seam several nodes plug into. A lone node has no [`Cluster`]; the
-//! binary attaches `bazaar-cluster`'s (NATS JetStream for signals and
-//! in-flight claims, PostgreSQL for leases) when `--nats-url` is given.
+//! binary attaches `bazaar-cluster`'s (NATS JetStream for signals, PostgreSQL
+//! for leases; its ledger sequencer answers keys in flight on any node) when
+//! `--nats-url` is given.
 //!
 //! Every live stream is a cursor into a store the nodes share plus a wake:
 //! the store (PostgreSQL) orders and keeps what a stream delivers, so a
@@ -42,19 +43,6 @@ pub enum Signal {
     Relay { event: String },
 }
 
-/// Whether this node may go on with an idempotency key no other node is working on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Claim {
-    /// Claimed across the cluster; release it when done.
-    Claimed,
-    /// Another node's request with this key is still running (answer 409).
-    Busy,
-    /// The claim could not be asked (the bus is down): go on, as a lone node
-    /// would. Money stays right — the store serialises the duplicate and
-    /// replays it — only the early 409 is lost.
-    Unknown,
-}
-
 /// A cluster as the server sees it.
 #[async_trait::async_trait]
 pub trait Cluster: Send + Sync {
@@ -62,10 +50,6 @@ pub trait Cluster: Send + Sync {
     fn node(&self) -> &str;
     /// Queues `signal` for the other nodes, in order; never waits.
     fn publish(&self, signal: Signal);
-    /// Claims an in-flight key (a hash) across nodes.
-    async fn claim(&self, key: &str) -> Claim;
-    /// Releases a key [`Claim::Claimed`] earlier; never waits.
-    fn release(&self, key: &str);
     /// Whether this node holds the lease `name`, taking it if it is free or
     /// expired and renewing it for `ttl` if so. A holder renews well inside
     /// `ttl`; another node takes the lease only after `ttl` without renewal.

@@ -92,7 +92,7 @@ pub(crate) async fn execute_shaped(
     shape: fn(serde_json::Value) -> serde_json::Value,
 ) -> Response {
     let _guard = match &idem {
-        Some(idem) => match state.claim(&idem.scope, &idem.key).await {
+        Some(idem) => match state.claim(&idem.scope, &idem.key) {
             Some(guard) => Some(guard),
             None => {
                 return Problem::from(Refusal::new(

@@ -35,7 +35,6 @@ pub const HELP: &[(&str, &str)] = &[
         "bazaar_cluster_relay_missed_total",
         "Relay events not forwarded to other nodes' live feeds (stored all the same).",
     ),
-    ("bazaar_cluster_claims_unknown_total", "In-flight claims answered locally because the bus was unreachable."),
     (
         "bazaar_reputation_events_folded_total",
         "Ledger events this node folded into reputation (after the snapshot it took up, if any).",

@@ -416,30 +416,18 @@ impl AppState {
         }
     }
 
-    /// Marks a key in flight on this node and, on a cluster, across nodes;
-    /// `None` if it already is (the caller answers 409).
-    pub(crate) async fn claim(self: &Arc<Self>, scope: &str, key: &str) -> Option<InflightGuard> {
+    /// Marks a key in flight on this node; `None` if it already is (the caller answers 409). Across the nodes of a
+    /// cluster the ledger's sequencer answers a key in flight anywhere (`StoreError::InFlight`).
+    pub(crate) fn claim(self: &Arc<Self>, scope: &str, key: &str) -> Option<InflightGuard> {
         let entry = (scope.to_string(), key.to_string());
         if !self.inflight.lock().expect("inflight mutex").insert(entry.clone()) {
             return None;
         }
-        // Dropped on every return below: the local mark goes with it.
-        let mut guard = InflightGuard { state: self.clone(), entry, shared: None };
-        if let Some(cluster) = self.cluster() {
-            let shared = sha256_hex(format!("{scope}\n{key}").as_bytes());
-            match cluster.claim(&shared).await {
-                crate::cluster::Claim::Claimed => guard.shared = Some(shared),
-                crate::cluster::Claim::Busy => return None,
-                crate::cluster::Claim::Unknown => {
-                    self.metrics.add("bazaar_cluster_claims_unknown_total", String::new(), 1.0);
-                }
-            }
-        }
-        Some(guard)
+        Some(InflightGuard { state: self.clone(), entry })
     }
 
     /// Joins this node to a cluster: its plane publishes what it commits, and
-    /// in-flight claims and leases go through `cluster`. Once per process.
+    /// leases go through `cluster`. Once per process.
     pub fn attach_cluster(&self, cluster: Arc<dyn crate::cluster::Cluster>) -> bool {
         if let Some(plane) = self.conversation.get() {
             plane.publish_to(cluster.clone());
@@ -456,16 +444,11 @@ impl AppState {
 pub(crate) struct InflightGuard {
     state: Arc<AppState>,
     entry: (String, String),
-    /// The key's hash as claimed across the cluster.
-    shared: Option<String>,
 }
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
         self.state.inflight.lock().expect("inflight mutex").remove(&self.entry);
-        if let (Some(shared), Some(cluster)) = (&self.shared, self.state.cluster()) {
-            cluster.release(shared);
-        }
     }
 }
 

@@ -1,18 +1,18 @@
 //! The seam a cluster plugs into, seen from one node: what it publishes after its own commits, what it does
 //! with another node's signals (and that it never publishes those again), how the reconciler's resync wakes
-//! its streams, and that a claim another node holds is answered 409.
+//! its streams. (A key in flight on another node is answered 409 by the ledger's sequencer:
+//! `bazaar-cli/tests/cluster.rs`.)
 
 mod common;
 
-use bazaar_server::cluster::{Claim, Cluster, Signal};
+use bazaar_server::cluster::{Cluster, Signal};
 use common::{person, registry};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
-/// A cluster that records what this node publishes and answers every claim `claims`.
+/// A cluster that records what this node publishes.
 struct Recorder {
     published: Mutex<Vec<Signal>>,
-    claims: Claim,
 }
 
 #[async_trait::async_trait]
@@ -23,10 +23,6 @@ impl Cluster for Recorder {
     fn publish(&self, signal: Signal) {
         self.published.lock().unwrap().push(signal);
     }
-    async fn claim(&self, _key: &str) -> Claim {
-        self.claims
-    }
-    fn release(&self, _key: &str) {}
     async fn holds(&self, _name: &str, _ttl: std::time::Duration) -> bool {
         true
     }
@@ -35,7 +31,7 @@ impl Cluster for Recorder {
 #[tokio::test]
 async fn a_node_publishes_its_commits_applies_others_signals_without_echo_and_resyncs() {
     let r = registry().await;
-    let recorder = Arc::new(Recorder { published: Mutex::default(), claims: Claim::Claimed });
+    let recorder = Arc::new(Recorder { published: Mutex::default() });
     assert!(r.state.attach_cluster(recorder.clone()));
     let (ann, ben) = (person(&r, "ann").await, person(&r, "ben").await);
     let room = r.room(&ann, "floor", false).await;
@@ -80,14 +76,4 @@ async fn a_node_publishes_its_commits_applies_others_signals_without_echo_and_re
     assert_eq!(plane.head(), position + 5);
     assert!(wake.has_changed().unwrap());
     assert_eq!(plane.epoch(&ben_id), epoch + 2);
-}
-
-#[tokio::test]
-async fn a_key_another_node_is_working_on_is_answered_409_here() {
-    let r = registry().await;
-    assert!(r.state.attach_cluster(Arc::new(Recorder { published: Mutex::default(), claims: Claim::Busy })));
-    let ann = person(&r, "ann").await;
-    let key = "mint-busy-elsewhere";
-    let refused = r.operator.mint(&ann.id, 100, key).await.unwrap_err();
-    assert_eq!((refused.status(), refused.code()), (Some(409), Some("idempotency_in_flight")));
 }
