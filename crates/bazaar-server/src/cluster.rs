@@ -37,6 +37,10 @@ pub const RELAY_PURGER_LEASE: &str = "relay-purger";
 pub enum Signal {
     /// A conversation message committed at `position` in `channel`.
     Message { channel: ChannelId, position: u64 },
+    /// Messages committed together (a notifier batch: one notice per paid call), each as (channel, position),
+    /// in order: one signal for the batch instead of one per message. A node of an earlier release skips it
+    /// (it cannot read the kind) and its reconciler wakes its streams instead.
+    Messages { messages: Vec<(ChannelId, u64)> },
     /// These members' memberships changed (joined, left, added, a DM opened).
     Memberships { members: Vec<MemberId> },
     /// A relay event stored (or ephemeral), as its NIP-01 JSON.

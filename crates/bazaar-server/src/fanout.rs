@@ -20,6 +20,13 @@ pub fn receive(state: &AppState, signal: Signal) {
                 plane.advanced_in(&channel, position);
             }
         }
+        Signal::Messages { messages } => {
+            if let Ok(plane) = state.plane() {
+                for (channel, position) in messages {
+                    plane.advanced_in(&channel, position);
+                }
+            }
+        }
         Signal::Memberships { members } => {
             if let Ok(plane) = state.plane() {
                 plane.memberships_changed_elsewhere(&members);

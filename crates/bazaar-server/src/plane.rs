@@ -226,6 +226,26 @@ impl Plane {
     /// Keeps a committed message for live streams to deliver from memory,
     /// then wakes them. Call only after the message's transaction committed.
     pub fn published(&self, message: &Message) {
+        self.kept(message);
+        if let Some(cluster) = self.cluster.get() {
+            cluster.publish(Signal::Message { channel: message.channel.clone(), position: message.position });
+        }
+    }
+
+    /// [`Plane::published`] for messages committed together: each kept and its streams woken, and the other
+    /// nodes told once for all of them.
+    pub fn published_all(&self, messages: &[Message]) {
+        for message in messages {
+            self.kept(message);
+        }
+        if let (Some(cluster), false) = (self.cluster.get(), messages.is_empty()) {
+            let messages = messages.iter().map(|m| (m.channel.clone(), m.position)).collect();
+            cluster.publish(Signal::Messages { messages });
+        }
+    }
+
+    /// A committed message kept for live streams, and its streams woken.
+    fn kept(&self, message: &Message) {
         {
             let mut recent = self.recent.lock().expect("recent mutex");
             recent.insert(message.position, Arc::new(message.clone()));
@@ -234,9 +254,6 @@ impl Plane {
             }
         }
         self.advanced_in(&message.channel, message.position);
-        if let Some(cluster) = self.cluster.get() {
-            cluster.publish(Signal::Message { channel: message.channel.clone(), position: message.position });
-        }
     }
 
     /// Tells `cluster` of every message and membership change committed here from now on.

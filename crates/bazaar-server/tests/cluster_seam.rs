@@ -77,3 +77,45 @@ async fn a_node_publishes_its_commits_applies_others_signals_without_echo_and_re
     assert!(wake.has_changed().unwrap());
     assert_eq!(plane.epoch(&ben_id), epoch + 2);
 }
+
+/// The notifier's batch (one notice per paid call under load) is told to the other nodes as one signal listing
+/// every notice's (channel, position), not one signal per notice; such a signal from elsewhere moves this
+/// node's log head.
+#[tokio::test]
+async fn a_notifier_batch_is_one_signal_to_the_other_nodes() {
+    use bazaar_server::conversation::notices::notify_once;
+    let r = registry().await;
+    let recorder = Arc::new(Recorder { published: Mutex::default() });
+    assert!(r.state.attach_cluster(recorder.clone()));
+    let (hotel, mill) = (person(&r, "hotel").await, person(&r, "mill").await);
+    let buyer = common::agent_of(&r, &hotel, "concierge").await;
+    let shop = common::agent_of(&r, &mill, "linen-shop").await;
+    let owner = r.operator.with_credential(&hotel.credential);
+    r.operator.mint(&hotel.id, 1_000, "mint").await.unwrap();
+    owner.fund("concierge", 1_000, "fund").await.unwrap();
+    owner.set_budget("concierge", 500, 1_000, 1_000).await.unwrap();
+    let (buying, selling) =
+        (r.operator.with_credential(&buyer.credential), r.operator.with_credential(&shop.credential));
+    for order in ["o-1", "o-2", "o-3"] {
+        let token = buying.issue_token("linen-shop", 100, order, "https://shop/linen").await.unwrap().body;
+        selling.settle(token["token"].as_str().unwrap(), 100, order, None).await.unwrap();
+    }
+    let told = recorder.published.lock().unwrap().len();
+    let pass = notify_once(&r.state).await.unwrap();
+    assert!(pass.notices_written >= 3, "a notice per settlement: {}", pass.notices_written);
+    let published: Vec<Signal> = recorder.published.lock().unwrap()[told..].to_vec();
+    let batches: Vec<&Vec<_>> = published
+        .iter()
+        .filter_map(|s| if let Signal::Messages { messages } = s { Some(messages) } else { None })
+        .collect();
+    assert_eq!(batches.len(), 1, "one signal for the batch: {published:?}");
+    assert_eq!(batches[0].len(), pass.notices_written, "every notice in it");
+    assert!(batches[0].windows(2).all(|w| w[0].1 < w[1].1), "in commit order: {:?}", batches[0]);
+    assert!(!published.iter().any(|s| matches!(s, Signal::Message { .. })), "no signal per notice: {published:?}");
+
+    let plane = r.state.plane().unwrap().clone();
+    let (channel, last) = batches[0].last().unwrap().clone();
+    let elsewhere = Signal::Messages { messages: vec![(channel.clone(), last + 1), (channel, last + 2)] };
+    bazaar_server::fanout::receive(&r.state, elsewhere);
+    assert_eq!(plane.head(), last + 2, "the log head follows another node's batch");
+}
