@@ -1,6 +1,7 @@
 //! What is live across the registry and needs nothing of its HTTP state:
 //! the event stream's hub (one tailer per node following the ledger's head
-//! and broadcasting each new event once, with its public frame built once)
+//! and broadcasting each new event once, with its public frame built once,
+//! and each tick's public frames as one run every public watcher shares)
 //! and what each viewer may see of an event; and the seam through which the
 //! `bazaar` binary gives the chamber its attack catalogue. The chamber's
 //! routes (`chamber`) use these; `state` holds them.
