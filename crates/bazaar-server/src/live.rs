@@ -150,9 +150,9 @@ impl Run {
     }
 }
 
-/// Builds runs as the tailer reads events.
+/// Builds runs as the tailer reads events (and a public connection's catch-up from the store).
 #[derive(Default)]
-struct RunBuilder {
+pub(crate) struct RunBuilder {
     from: u64,
     to: u64,
     bytes: Vec<u8>,
@@ -160,7 +160,7 @@ struct RunBuilder {
 }
 
 impl RunBuilder {
-    fn add(&mut self, shared: &Shared) {
+    pub(crate) fn add(&mut self, shared: &Shared) {
         if self.starts.is_empty() {
             self.from = shared.event.seq;
         }
@@ -169,12 +169,12 @@ impl RunBuilder {
         self.bytes.extend_from_slice(&shared.frame_for(&Viewer::Public));
     }
 
-    fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.bytes.len() >= STREAM_RUN_BYTES_MAX
     }
 
     /// The run built so far (if any), leaving the builder empty.
-    fn take(&mut self) -> Option<Run> {
+    pub(crate) fn take(&mut self) -> Option<Run> {
         if self.starts.is_empty() {
             return None;
         }

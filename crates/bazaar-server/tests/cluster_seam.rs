@@ -87,17 +87,11 @@ async fn a_notifier_batch_is_one_signal_to_the_other_nodes() {
     let r = registry().await;
     let recorder = Arc::new(Recorder { published: Mutex::default() });
     assert!(r.state.attach_cluster(recorder.clone()));
-    let (hotel, mill) = (person(&r, "hotel").await, person(&r, "mill").await);
-    let buyer = common::agent_of(&r, &hotel, "concierge").await;
-    let shop = common::agent_of(&r, &mill, "linen-shop").await;
-    let owner = r.operator.with_credential(&hotel.credential);
-    r.operator.mint(&hotel.id, 1_000, "mint").await.unwrap();
-    owner.fund("concierge", 1_000, "fund").await.unwrap();
-    owner.set_budget("concierge", 500, 1_000, 1_000).await.unwrap();
+    let (buyer, shop) = common::buyer_and_shop(&r, 300).await;
     let (buying, selling) =
         (r.operator.with_credential(&buyer.credential), r.operator.with_credential(&shop.credential));
     for order in ["o-1", "o-2", "o-3"] {
-        let token = buying.issue_token("linen-shop", 100, order, "https://shop/linen").await.unwrap().body;
+        let token = buying.issue_token("shop", 100, order, "https://shop/linen").await.unwrap().body;
         selling.settle(token["token"].as_str().unwrap(), 100, order, None).await.unwrap();
     }
     let told = recorder.published.lock().unwrap().len();

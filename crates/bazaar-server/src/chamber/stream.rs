@@ -26,7 +26,7 @@
 //!   always filled before the next event is sent.
 
 use crate::auth::{session_cookie, Auth};
-use crate::live::{Run, Shared, Summary, Viewer, Window, STREAM_PAGE_MAX};
+use crate::live::{Run, RunBuilder, Shared, Summary, Viewer, Window, STREAM_PAGE_MAX};
 use crate::problem::{errors, Problem};
 use crate::state::AppState;
 use axum::body::{Body, Bytes};
@@ -148,10 +148,9 @@ pub async fn stream(
         // Every public watcher writes what the tailer built once: summary windows, or runs of every event.
         let feed = match query.summary {
             true => Feed::Summaries(hub.public_windows.subscribe()),
-            false => Feed::Runs(hub.public_runs.subscribe()),
+            false => Feed::Runs(hub.public_runs.subscribe(), hub.tailed.subscribe()),
         };
-        let tailed = hub.tailed.subscribe();
-        let watcher = PublicWatcher { state: state.clone(), sent, head, feed, tailed, _permit: permit };
+        let watcher = PublicWatcher { state: state.clone(), sent, head, feed, _permit: permit };
         return Ok(event_stream(Body::from_stream(public_feed(watcher))));
     }
     let receiver = hub.events.subscribe();
@@ -238,10 +237,11 @@ fn summaries(follower: Follower) -> impl futures::Stream<Item = Chunk> {
     })
 }
 
-/// What a public connection follows: the tailer's shared summary windows, or its shared runs of every event.
+/// What a public connection follows: the tailer's shared summary windows, or its shared runs of every event
+/// with how far the tailer got (it sends a tick's runs before its mark).
 enum Feed {
     Summaries(watch::Receiver<Option<Arc<Window>>>),
-    Runs(broadcast::Receiver<Arc<Run>>),
+    Runs(broadcast::Receiver<Arc<Run>>, watch::Receiver<u64>),
 }
 
 /// One shared piece of a public feed, or how far the tailer got.
@@ -290,21 +290,19 @@ struct PublicWatcher {
     /// The head when it connected: what is before it is caught up from the store at once.
     head: u64,
     feed: Feed,
-    /// How far the tailer got (followed by a feed of runs: the tailer sends a tick's runs before its mark).
-    tailed: watch::Receiver<u64>,
     _permit: OwnedSemaphorePermit,
 }
 
 impl PublicWatcher {
     /// The events after `sent` up to `upto`, read from the store: one summary of at most
-    /// [`STREAM_SUMMARY_CATCHUP_MAX`] of them, or their public frames up to [`STREAM_CHUNK_BYTES_MAX`]; `None`
-    /// when the store has nothing there or cannot be read.
+    /// [`STREAM_SUMMARY_CATCHUP_MAX`] of them, or their public frames built as one run
+    /// ([`crate::live::STREAM_RUN_BYTES_MAX`]); `None` when the store has nothing there or cannot be read.
     async fn catch_up(&mut self, upto: u64) -> Option<Bytes> {
         let summarise = matches!(self.feed, Feed::Summaries(_));
         let mut summary = Summary::new(Viewer::Public);
-        let mut frames = Vec::new();
+        let mut frames = RunBuilder::default();
         let mut read = 0;
-        while self.sent < upto && read < STREAM_SUMMARY_CATCHUP_MAX && frames.len() < STREAM_CHUNK_BYTES_MAX {
+        while self.sent < upto && read < STREAM_SUMMARY_CATCHUP_MAX && !frames.full() {
             let page = self.state.store.events(self.sent, STREAM_PAGE_MAX).await.ok()?;
             if page.is_empty() {
                 break;
@@ -319,13 +317,13 @@ impl PublicWatcher {
                 if summarise {
                     summary.add(&shared);
                 } else {
-                    frames.extend_from_slice(&shared.frame_for(&Viewer::Public));
+                    frames.add(&shared);
                 }
             }
         }
         match summarise {
             true => (!summary.is_empty()).then(|| summary.frame()),
-            false => (!frames.is_empty()).then(|| Bytes::from(frames)),
+            false => frames.take().map(|run| run.frame),
         }
     }
 
@@ -342,16 +340,16 @@ impl PublicWatcher {
                 }
                 // Runs first: a tick's runs are sent before its mark, so a mark is only read from the store when no
                 // run carried those events.
-                Feed::Runs(runs) => tokio::select! {
+                Feed::Runs(runs, tailed) => tokio::select! {
                     biased;
                     received = runs.recv() => match received {
                         Ok(run) => return Some(Piece::Run(run)),
                         Err(broadcast::error::RecvError::Lagged(_)) => {}
                         Err(broadcast::error::RecvError::Closed) => return None,
                     },
-                    changed = self.tailed.changed() => {
+                    changed = tailed.changed() => {
                         changed.ok()?;
-                        return Some(Piece::Mark(*self.tailed.borrow_and_update()));
+                        return Some(Piece::Mark(*tailed.borrow_and_update()));
                     }
                 },
             }
