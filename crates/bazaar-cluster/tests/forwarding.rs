@@ -197,53 +197,41 @@ fn forwarded_commands_answer_as_one_node_does() {
 struct LossyLink {
     address: std::net::SocketAddr,
     swallowing: Arc<std::sync::atomic::AtomicBool>,
-    /// Connections accepted before this generation are closed.
-    generation: Arc<std::sync::atomic::AtomicU64>,
+    /// Each proxied connection's two copy tasks: aborted (the sockets dropped) when the link heals.
+    copies: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl LossyLink {
     async fn start(upstream: String) -> LossyLink {
-        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use std::sync::atomic::{AtomicBool, Ordering};
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let (swallowing, generation) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
-        let (swallow, current) = (swallowing.clone(), generation.clone());
+        let swallowing = Arc::new(AtomicBool::new(false));
+        let copies: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (swallow, tasks) = (swallowing.clone(), copies.clone());
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
-                let mine = current.load(std::sync::atomic::Ordering::SeqCst);
-                let (mut from_client, mut to_server) = (client.into_split(), server.into_split());
-                let (swallow, current) = (swallow.clone(), current.clone());
-                tokio::spawn(async move {
+                let ((mut client_in, mut client_out), (mut server_in, mut server_out)) =
+                    (client.into_split(), server.into_split());
+                let swallow = swallow.clone();
+                let up = tokio::spawn(async move {
                     let mut buffer = vec![0u8; 64 * 1024];
-                    let live = |current: &AtomicU64| current.load(std::sync::atomic::Ordering::SeqCst) == mine;
-                    loop {
-                        tokio::select! {
-                            read = from_client.0.read(&mut buffer) => match read {
-                                Ok(0) | Err(_) => break,
-                                Ok(n) if !swallow.load(std::sync::atomic::Ordering::SeqCst) => {
-                                    if to_server.1.write_all(&buffer[..n]).await.is_err() { break }
-                                }
-                                Ok(_) => {}
-                            },
-                            read = async {
-                                let mut down = vec![0u8; 64 * 1024];
-                                to_server.0.read(&mut down).await.map(|n| (n, down))
-                            } => match read {
-                                Ok((0, _)) | Err(_) => break,
-                                Ok((n, down)) => if from_client.1.write_all(&down[..n]).await.is_err() { break },
-                            },
-                            _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
-                        }
-                        if !live(&current) {
-                            break;
+                    while let Ok(n @ 1..) = client_in.read(&mut buffer).await {
+                        let lost = swallow.load(Ordering::SeqCst);
+                        if !lost && server_out.write_all(&buffer[..n]).await.is_err() {
+                            return;
                         }
                     }
                 });
+                let down = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut server_in, &mut client_out).await;
+                });
+                tasks.lock().unwrap().extend([up, down]);
             }
         });
-        LossyLink { address, swallowing, generation }
+        LossyLink { address, swallowing, copies }
     }
 
     fn url(&self) -> String {
@@ -256,7 +244,9 @@ impl LossyLink {
 
     /// Stops swallowing and cuts the connections that lost bytes: their clients reconnect.
     fn heal(&self) {
-        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        for copy in self.copies.lock().unwrap().drain(..) {
+            copy.abort();
+        }
         self.swallowing.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
