@@ -439,13 +439,14 @@ struct Batch<T> {
     items: Vec<T>,
 }
 
-/// `{"results": [{status, replayed, body}]}`, as Bazaar answers a batch.
-fn batch_answer(results: Vec<(u16, Value, bool)>) -> Response {
-    let results: Vec<Value> = results
+/// `{"results": [{status, replayed, body}]}`, as Bazaar answers a batch; each body is already JSON text (a stored
+/// answer is written out as it is, not parsed again).
+fn batch_answer(results: Vec<(u16, String, bool)>) -> Response {
+    let items: Vec<String> = results
         .into_iter()
-        .map(|(status, body, replayed)| json!({"status": status, "replayed": replayed, "body": body}))
+        .map(|(status, body, replayed)| format!(r#"{{"status":{status},"replayed":{replayed},"body":{body}}}"#))
         .collect();
-    respond(200, json!({ "results": results }).to_string(), false)
+    respond(200, format!(r#"{{"results":[{}]}}"#, items.join(",")), false)
 }
 
 fn batch_items<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<Vec<T>, Fail> {
@@ -469,8 +470,8 @@ async fn issue_token_batch(State(app): State<Arc<App>>, headers: HeaderMap, body
     let mut results = Vec::with_capacity(items.len());
     for request in &items {
         results.push(match token_in(&tx, st, &buyer, request, now).await {
-            Ok(answer) => answer,
-            Err(Fail::Refuse(status, body)) => (status, body, false),
+            Ok((status, body, replayed)) => (status, body.to_string(), replayed),
+            Err(Fail::Refuse(status, body)) => (status, body.to_string(), false),
             Err(db) => return Err(db),
         });
     }
@@ -611,10 +612,16 @@ async fn settle_batch(State(app): State<Arc<App>>, headers: HeaderMap, body: Byt
     let mut results = Vec::with_capacity(items.len());
     for item in items {
         let request = SettleRequest { token: item.token, amount_minor: item.amount_minor, order_id: item.order_id };
-        let key = item.idempotency_key.filter(|key| !key.is_empty() && key.len() <= 255);
-        results.push(match settle_keyed(&tx, st, &merchant, &request, key, now).await {
-            Ok((status, body, replayed)) => (status, serde_json::from_str(&body).unwrap_or(Value::Null), replayed),
-            Err(Fail::Refuse(status, body)) => (status, body, false),
+        let answer = match item.idempotency_key {
+            // As the single call refuses a bad `Idempotency-Key`.
+            Some(key) if key.is_empty() || key.len() > 255 => {
+                Err(refuse(422, "idempotency_key_invalid", "`idempotency_key` must be 1-255 characters."))
+            }
+            key => settle_keyed(&tx, st, &merchant, &request, key, now).await,
+        };
+        results.push(match answer {
+            Ok(answer) => answer,
+            Err(Fail::Refuse(status, body)) => (status, body.to_string(), false),
             Err(db) => return Err(db),
         });
     }

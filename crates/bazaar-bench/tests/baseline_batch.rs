@@ -62,9 +62,13 @@ async fn a_batch_answers_each_item_as_its_single_call_and_pays_each_order_once()
     let settle =
         |n: usize, order: &str| json!({"token": results[n]["body"]["token"], "amount_minor": 300, "order_id": order});
     let bogus = json!({"token": "bt_none", "amount_minor": 300, "order_id": "d"});
-    let items = json!({"items": [settle(0, "a"), settle(1, "b"), settle(0, "a"), bogus]});
+    let mut bad_key = settle(1, "b");
+    bad_key["idempotency_key"] = json!("");
+    let items = json!({"items": [settle(0, "a"), settle(1, "b"), settle(0, "a"), bogus, bad_key]});
     let settled = post(&http, &peer_url, "/v1/settlements/batch", &merchant.credential, items).await;
-    assert_eq!(statuses(&settled), [(200, false), (200, false), (200, true), (404, false)], "{settled}");
+    let expected = [(200, false), (200, false), (200, true), (404, false), (422, false)];
+    assert_eq!(statuses(&settled), expected, "{settled}");
+    assert_eq!(settled["results"][4]["body"]["code"], "idempotency_key_invalid");
     let answers = settled["results"].as_array().unwrap();
     assert_eq!(answers[2]["body"], answers[0]["body"], "a replay answers as the first did");
 
