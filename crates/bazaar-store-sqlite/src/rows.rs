@@ -4,7 +4,9 @@ use bazaar_core::chain::ChainHead;
 use bazaar_core::command::Keys;
 use bazaar_core::model::*;
 use bazaar_core::state::{Changes, Snapshot};
+use bazaar_store::packed;
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId, TransferId};
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 pub const MEMBER_SELECT: &str = "SELECT id, kind, owner, handle, created_at FROM members";
@@ -179,14 +181,20 @@ pub fn transfer_row(r: &Row) -> rusqlite::Result<Transfer> {
     })
 }
 
+/// An event as the `events` view gives it: the body is JSON text on rows written before migration 0012 and a
+/// packed body (`bazaar_store::packed`) after.
 pub fn event_row(r: &Row) -> rusqlite::Result<Event> {
-    let body: String = r.get(4)?;
+    let body = match r.get_ref(4)? {
+        ValueRef::Text(text) => serde_json::from_slice(text).map_err(|_| bad(4, "event body"))?,
+        ValueRef::Blob(packed) => packed::unpack_body(packed).map_err(|e| bad(4, &format!("event body: {e}")))?,
+        _ => return Err(bad(4, "event body")),
+    };
     Ok(Event {
         seq: u(r, 0)?,
         prev_hash: r.get(1)?,
         hash: r.get(2)?,
         kind: r.get(3)?,
-        body: serde_json::from_str(&body).map_err(|_| bad(4, "event body"))?,
+        body,
         authored_by: MemberId(r.get(5)?),
         on_behalf_of: MemberId(r.get(6)?),
         at: ts(r, 7)?,
@@ -412,7 +420,8 @@ fn write_balances(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Writes new holds, and holds resolving (each once: `hold_resolutions` is keyed by hold).
+/// Writes new holds, and holds resolving (each once: only a pending hold changes, and `holds_resolve_once` refuses
+/// any change to a resolved one in the database itself).
 fn write_holds(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     for h in &c.insert_holds {
         conn.prepare_cached("INSERT INTO holds VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
@@ -428,15 +437,9 @@ fn write_holds(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
     }
     for h in &c.resolve_holds {
         let at = h.resolved_at.expect("resolved holds carry a time").0;
-        conn.prepare_cached("INSERT INTO hold_resolutions VALUES (?1, ?2, ?3, ?4)")?.execute(params![
-            h.id.0,
-            h.state.as_str(),
-            i(h.posted_amount.0),
-            at
-        ])?;
         let changed = conn
             .prepare_cached(
-                "UPDATE holds SET state = ?2, posted_amount = ?3, resolved_at = ?4 WHERE id = ?1 AND state = 'pending'",
+                "UPDATE hold_rows SET state = ?2, posted_amount = ?3, resolved_at = ?4 WHERE id = ?1 AND state = 'pending'",
             )?
             .execute(params![h.id.0, h.state.as_str(), i(h.posted_amount.0), at])?;
         if changed != 1 {
@@ -553,7 +556,7 @@ fn write_records(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
             e.prev_hash,
             e.hash,
             e.kind,
-            e.body.to_string(),
+            packed::pack_body(&e.body.to_string()),
             e.authored_by.0,
             e.on_behalf_of.0,
             e.at.0

@@ -27,16 +27,18 @@ fn the_database_refuses_what_the_core_would() {
         .unwrap();
     assert!(refused(&conn, "INSERT INTO settlements VALUES ('s2', 'tok-1', 'b', 'shop', 'order-2', 100, 1, 99, 0)"));
     assert!(refused(&conn, "INSERT INTO settlements VALUES ('s3', 'tok-2', 'b', 'shop', 'order-1', 100, 1, 99, 0)"));
-    conn.execute("INSERT INTO hold_resolutions VALUES ('h1', 'posted', 100, 0)", []).unwrap();
-    assert!(refused(&conn, "INSERT INTO hold_resolutions VALUES ('h1', 'voided', 0, 0)"));
+    // Holds are read through the `holds` view and resolved in `hold_rows` (migration 0012).
     conn.execute("INSERT INTO holds VALUES ('h2', 'acct:b', 100, 0, 1, 'pending', 0, NULL)", []).unwrap();
-    conn.execute("UPDATE holds SET state = 'posted', posted_amount = 100 WHERE id = 'h2'", []).unwrap();
-    assert!(refused(&conn, "UPDATE holds SET state = 'voided' WHERE id = 'h2'"), "a hold resolves once");
+    assert!(refused(&conn, "INSERT INTO holds VALUES ('h2', 'acct:b', 100, 0, 1, 'pending', 0, NULL)"));
+    conn.execute("UPDATE hold_rows SET state = 'posted', posted_amount = 100 WHERE id = 'h2'", []).unwrap();
+    assert!(refused(&conn, "UPDATE hold_rows SET state = 'voided' WHERE id = 'h2'"), "a hold resolves once");
     assert!(refused(&conn, "INSERT INTO accounts VALUES ('acct:x', 0, 10, 5, 0)"), "no overdraft");
     conn.execute("INSERT INTO accounts VALUES ('sys:issuance-test', 1, 10, 5, 0)", []).unwrap();
     conn.execute("INSERT INTO transfers (id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at) VALUES ('t1', 'a', 'b', 5, 'payment', NULL, 'l', 'x', 'x', 0)", []).unwrap();
     assert!(conn.execute("UPDATE transfers SET amount = 6 WHERE id = 't1'", []).is_err(), "transfers are immutable");
     assert!(conn.execute("DELETE FROM transfers", []).is_err(), "transfers are immutable");
+    assert!(conn.execute("UPDATE transfer_rows SET amount = 6", []).is_err(), "transfers are immutable");
+    assert!(conn.execute("DELETE FROM transfer_rows", []).is_err(), "transfers are immutable");
     assert!(refused(&conn, "INSERT INTO transfers (id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at) VALUES ('t1', 'a', 'b', 5, 'payment', NULL, 'l', 'x', 'x', 0)"));
     drop(store);
     std::fs::remove_dir_all(&dir).ok();

@@ -23,6 +23,7 @@
 
 pub mod audit;
 pub mod conformance;
+pub mod packed;
 pub mod writer;
 
 use async_trait::async_trait;
