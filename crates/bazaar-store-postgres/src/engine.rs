@@ -21,7 +21,7 @@ use bazaar_core::chain::ChainHead;
 use bazaar_core::command::Keys;
 use bazaar_core::state::{Changes, Snapshot};
 use bazaar_pg::Database;
-use bazaar_store::{Engine, StoreError};
+use bazaar_store::{packed, Engine, StoreError};
 use bazaar_types::Timestamp;
 use futures::future::join_all;
 use std::collections::BTreeSet;
@@ -89,38 +89,58 @@ crate::statements! {
             ON CONFLICT (agent) DO UPDATE SET per_call_max = excluded.per_call_max, \
             per_day_max = excluded.per_day_max, total_max = excluded.total_max, \
             spent_total = excluded.spent_total, day = excluded.day, spent_day = excluded.spent_day";
-        insert_holds = "INSERT INTO holds \
+        // Names first, then the compact rows that refer to them by number (migration 0013). Only names not
+        // there yet are inserted, so the identity is not spent on conflicts; a name missing from `names` makes
+        // its row's number NULL, which the column refuses.
+        insert_names = "INSERT INTO names (name) SELECT DISTINCT u.name FROM unnest($1::text[]) AS u(name) \
+            WHERE NOT EXISTS (SELECT 1 FROM names WHERE names.name = u.name) ON CONFLICT (name) DO NOTHING";
+        insert_holds = format!("INSERT INTO hold_rows \
             (id, account, amount, created_at, expires_at, state, posted_amount, resolved_at) \
-            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], \
-            $6::text[], $7::bigint[], $8::bigint[])";
-        insert_resolutions = "INSERT INTO hold_resolutions (hold, state, posted_amount, at) \
-            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])";
-        resolve_holds = "UPDATE holds AS h \
+            SELECT u.id, {account}, u.amount, u.created_at, u.expires_at, u.state, u.posted_amount, u.resolved_at \
+            FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], \
+            $6::text[], $7::bigint[], $8::bigint[]) \
+            AS u(id, account, amount, created_at, expires_at, state, posted_amount, resolved_at)",
+            account = name_n("u.account"));
+        resolve_holds = "UPDATE hold_rows AS h \
             SET state = u.state, posted_amount = u.posted_amount, resolved_at = u.at \
             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) \
             AS u(id, state, posted_amount, at) WHERE h.id = u.id RETURNING h.id";
-        insert_tokens = "INSERT INTO tokens \
-            (jti, buyer, merchant, max_amount, order_id, resource, hold, issued_at, expires_at) \
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], \
-            $6::text[], $7::text[], $8::bigint[], $9::bigint[])";
-        insert_settlements = "INSERT INTO settlements \
+        // A token's hold is `hold_` and its id, and is not stored; one named otherwise gets a NULL id (refused).
+        insert_tokens = format!("INSERT INTO token_rows \
+            (jti, buyer, merchant, max_amount, order_id, resource, issued_at, expires_at) \
+            SELECT CASE WHEN u.hold = 'hold_' || u.jti THEN u.jti END, {buyer}, {merchant}, u.max_amount, \
+            u.order_id, u.resource, u.issued_at, u.expires_at \
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], \
+            $6::text[], $7::text[], $8::bigint[], $9::bigint[]) \
+            AS u(jti, buyer, merchant, max_amount, order_id, resource, hold, issued_at, expires_at)",
+            buyer = name_n("u.buyer"), merchant = name_n("u.merchant"));
+        insert_settlements = format!("INSERT INTO settlement_rows \
             (id, jti, buyer, merchant, order_id, amount, fee, net, settled_at) \
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-            $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])";
+            SELECT NULLIF(u.id, 'stl_' || u.jti), u.jti, {buyer}, {merchant}, u.order_id, u.amount, u.fee, u.net, u.settled_at \
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+            $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[]) \
+            AS u(id, jti, buyer, merchant, order_id, amount, fee, net, settled_at)",
+            buyer = name_n("u.buyer"), merchant = name_n("u.merchant"));
         // ORDER BY the array position so `pos` follows the batch's order.
-        insert_transfers = "INSERT INTO transfers \
+        insert_transfers = format!("INSERT INTO transfer_rows \
             (id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at) \
-            SELECT id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at \
+            SELECT t.id, {debit}, {credit}, t.amount, t.kind, t.hold, t.link, {authored_by}, {on_behalf_of}, t.at \
             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], \
             $7::text[], $8::text[], $9::text[], $10::bigint[]) WITH ORDINALITY \
-            AS t(id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at, n) \
-            ORDER BY n";
+            AS t(id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at, ord) \
+            ORDER BY t.ord",
+            debit = name_n("t.debit"), credit = name_n("t.credit"),
+            authored_by = name_n("t.authored_by"), on_behalf_of = name_n("t.on_behalf_of"));
         insert_idem = "INSERT INTO idempotency (scope, key, fingerprint, outcome, created_at) \
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])";
-        insert_events = "INSERT INTO events \
-            (seq, prev_hash, hash, kind, body, authored_by, on_behalf_of, at) \
-            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], \
-            $6::text[], $7::text[], $8::bigint[])";
+        // `prev_hash` is not stored: the `events` view reads it from the event before (migration 0013).
+        insert_events = format!("INSERT INTO event_rows \
+            (seq, hash, kind, body, authored_by, on_behalf_of, at) \
+            SELECT u.seq, decode(u.hash, 'hex'), {kind}, u.body, {authored_by}, \
+            {on_behalf_of}, u.at \
+            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::bigint[]) \
+            AS u(seq, hash, kind, body, authored_by, on_behalf_of, at)",
+            kind = name_n("u.kind"), authored_by = name_n("u.authored_by"), on_behalf_of = name_n("u.on_behalf_of"));
         insert_docs = "INSERT INTO docs (kind, id, body, due_at, parties) \
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[])";
         insert_doc_parties = "INSERT INTO doc_parties (kind, party, id) \
@@ -130,6 +150,11 @@ crate::statements! {
             WHERE d.kind = u.kind AND d.id = u.id RETURNING d.id";
         set_head = "UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1";
     }
+}
+
+/// The number `names` gives the name in `column` (NULL, which every compact row's column refuses, if it has none).
+fn name_n(column: &str) -> String {
+    format!("(SELECT n FROM names WHERE name = {column})")
 }
 
 /// One bound parameter; array parameters borrow from the batch's changes.
@@ -402,6 +427,10 @@ impl Engine for PgEngine {
             })
             .collect();
         let mut jobs = Vec::new();
+        let names = new_names(c);
+        if !names.is_empty() {
+            jobs.push(Job::new(&st.insert_names, vec![param(names)]));
+        }
         member_jobs(st, c, &mut jobs)?;
         balance_jobs(st, c, &mut jobs)?;
         hold_jobs(st, c, &mut jobs)?;
@@ -447,6 +476,25 @@ impl Engine for PgEngine {
             tracing::warn!(%error, "writer rollback failed");
         }
     }
+}
+
+/// Every name the batch's compact rows refer to, once each.
+fn new_names(c: &Changes) -> Vec<&str> {
+    let mut names = BTreeSet::new();
+    names.extend(c.insert_holds.iter().map(|h| h.account.0.as_str()));
+    for t in &c.insert_tokens {
+        names.extend([t.buyer.0.as_str(), t.merchant.0.as_str()]);
+    }
+    for s in &c.insert_settlements {
+        names.extend([s.buyer.0.as_str(), s.merchant.0.as_str()]);
+    }
+    for t in &c.insert_transfers {
+        names.extend([t.debit.0.as_str(), t.credit.0.as_str(), t.authored_by.0.as_str(), t.on_behalf_of.0.as_str()]);
+    }
+    for e in &c.insert_events {
+        names.extend([e.kind.as_str(), e.authored_by.0.as_str(), e.on_behalf_of.0.as_str()]);
+    }
+    names.into_iter().collect()
 }
 
 fn fill(snapshot: &mut Snapshot, table: Table, found: &[Row]) -> Result<(), StoreError> {
@@ -642,7 +690,6 @@ fn hold_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'a>
                 param(at.clone()),
             ])
         };
-        jobs.push(Job::new(&st.insert_resolutions, params()?));
         let expect_rows = Some((h.len(), "holds being resolved were pending"));
         jobs.push(Job { expect_rows, ..Job::new(&st.resolve_holds, params()?) });
     }
@@ -742,10 +789,9 @@ fn record_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'
             &st.insert_events,
             vec![
                 amounts(e, |e| e.seq)?,
-                strs(e, |e| e.prev_hash.as_str()),
                 strs(e, |e| e.hash.as_str()),
                 strs(e, |e| e.kind.as_str()),
-                param(e.iter().map(|e| e.body.to_string()).collect::<Vec<String>>()),
+                param(e.iter().map(|e| packed::pack_body(&e.body.to_string())).collect::<Vec<Vec<u8>>>()),
                 strs(e, |e| e.authored_by.0.as_str()),
                 strs(e, |e| e.on_behalf_of.0.as_str()),
                 ints(e, |e| e.at.0),

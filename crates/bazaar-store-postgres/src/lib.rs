@@ -137,7 +137,8 @@ statements! {
         settlement_by_order = format!(
             "SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE merchant = $1 AND order_id = $2"
         );
-        expired_tokens = "SELECT t.jti, t.buyer FROM holds h JOIN tokens t ON t.hold = h.id \
+        // A token's hold is `hold_` and its id (migration 0013), so the token is found by that id.
+        expired_tokens = "SELECT t.jti, t.buyer FROM holds h JOIN tokens t ON t.jti = substr(h.id, 6) AND t.hold = h.id \
             WHERE h.state = 'pending' AND h.expires_at <= $1 ORDER BY h.expires_at, h.id LIMIT $2";
         events = format!("SELECT {EVENT_COLUMNS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2");
         transfers = format!(

@@ -22,6 +22,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0010_settle_keys_name_the_token", include_str!("../migrations/0010_settle_keys_name_the_token.sql")),
     ("0011_fold_snapshots", include_str!("../migrations/0011_fold_snapshots.sql")),
     ("0012_sequencer", include_str!("../migrations/0012_sequencer.sql")),
+    ("0013_compact_ledger_rows", include_str!("../migrations/0013_compact_ledger_rows.sql")),
 ];
 
 /// The advisory lock key every node takes while migrating ("bazaar" then 1).

@@ -5,7 +5,7 @@
 //! several records side by side.
 
 use bazaar_core::model::*;
-use bazaar_store::StoreError;
+use bazaar_store::{packed, StoreError};
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId, TransferId};
 use tokio_postgres::types::FromSql;
 use tokio_postgres::Row;
@@ -190,14 +190,16 @@ pub fn transfer(r: &Row, o: usize) -> Result<(i64, Transfer), StoreError> {
     ))
 }
 
+/// An event as the `events` view gives it; the body is stored packed (`bazaar_store::packed`, migration 0013).
 pub fn event(r: &Row, o: usize) -> Result<Event, StoreError> {
-    let body: &str = get(r, o + 4)?;
+    let stored: &[u8] = get(r, o + 4)?;
+    let body = packed::unpack_body(stored).map_err(|e| StoreError::Corrupt(format!("event body: {e}")))?;
     Ok(Event {
         seq: unsigned(r, o)?,
         prev_hash: get(r, o + 1)?,
         hash: get(r, o + 2)?,
         kind: get(r, o + 3)?,
-        body: serde_json::from_str(body).map_err(|_| corrupt("event body"))?,
+        body,
         authored_by: MemberId(get(r, o + 5)?),
         on_behalf_of: MemberId(get(r, o + 6)?),
         at: ts(r, o + 7)?,

@@ -176,7 +176,15 @@ async fn a_paid_call_leaves_a_bounded_footprint() {
             client.batch_execute("VACUUM FULL").await.unwrap();
             let sql = "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
                        JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = 'public'";
-            client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) as u64
+            let total = client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) as u64;
+            // Where the bytes are, largest first (tables with their indexes), for the figures in BENCHMARKS.md.
+            let sql = "SELECT c.relname::text, pg_total_relation_size(c.oid)::bigint FROM pg_class c \
+                       JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = 'public' \
+                       ORDER BY 2 DESC LIMIT 8";
+            for row in client.query(sql, &[]).await.unwrap() {
+                eprintln!("  {}: {} bytes", row.get::<_, String>(0), row.get::<_, i64>(1));
+            }
+            total
         })
     })
     .await;

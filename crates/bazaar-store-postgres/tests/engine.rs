@@ -76,7 +76,8 @@ fn event(seq: u64) -> Event {
     Event {
         seq,
         prev_hash: GENESIS_HASH.into(),
-        hash: format!("hash-{seq}"),
+        // Stored as its 32 bytes (migration 0013), so a real SHA-256's shape.
+        hash: format!("{seq:064x}"),
         kind: "test".into(),
         body: serde_json::json!({"n": seq}),
         authored_by: MemberId("did:key:zA".into()),
@@ -150,7 +151,7 @@ fn refused_batches_leave_nothing_behind() {
     };
     batch(&mut engine, &good).unwrap();
     let head = runtime.block_on(store.head()).unwrap();
-    assert_eq!((head.seq, head.hash.as_str()), (2, "hash-2"));
+    assert_eq!((head.seq, head.hash), (2, format!("{:064x}", 2)));
     let transfers = runtime.block_on(store.transfers(0, 10)).unwrap();
     let ids: Vec<_> = transfers.iter().map(|(_, t)| t.id.0.as_str()).collect();
     assert_eq!(ids, ["t1", "t2"], "positions follow the batch's order");

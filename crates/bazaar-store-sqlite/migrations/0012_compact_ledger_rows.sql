@@ -3,9 +3,15 @@
 -- and again: a member's DID ≈ 20 times, hashes as hex, event bodies as JSON.
 -- 1. `names`: each member DID, account id and event kind is stored once; ledger
 --    rows hold its number. A name's number never changes and is never reused.
--- 2. Events keep their hashes as 32 bytes and their body as the adapter packs it
---    (`bazaar_store::packed`: a format byte, then zstd against a fixed dictionary).
---    Rows migrated here keep their JSON text, which reads as before.
+-- 2. Events keep their hash as 32 bytes and their body as the adapter packs it
+--    (`bazaar_store::packed`: a format byte, then zstd against a fixed dictionary);
+--    rows migrated here keep their JSON text, which reads as before. An event's
+--    `prev_hash` is the hash of the event before it, so it is read from that row
+--    (the genesis hash before the first) instead of being stored again. The audit
+--    still recomputes every hash over the previous row's: a changed row breaks it.
+-- 5. A settlement's id is `stl_` and its token's id (`Settlement::of`); it is
+--    stored only when it is not. A token's hold is `hold_` and its id; it is
+--    never stored.
 -- 3. `hold_resolutions` goes: `holds_resolve_once` (0003) already refuses a
 --    second resolution in the database itself.
 -- 4. Tokens and holds are keyed by their id (WITHOUT ROWID): no second copy of
@@ -26,21 +32,24 @@ INSERT OR IGNORE INTO names (name)
 -- Events.
 DROP TRIGGER events_no_update;
 DROP TRIGGER events_no_delete;
-CREATE TABLE event_rows (seq INTEGER PRIMARY KEY, prev_hash BLOB NOT NULL CHECK (length(prev_hash) = 32),
-  hash BLOB NOT NULL CHECK (length(hash) = 32), kind INTEGER NOT NULL, body BLOB NOT NULL,
-  authored_by INTEGER NOT NULL, on_behalf_of INTEGER NOT NULL, at INTEGER NOT NULL);
+CREATE TABLE event_rows (seq INTEGER PRIMARY KEY, hash BLOB NOT NULL CHECK (length(hash) = 32),
+  kind INTEGER NOT NULL, body BLOB NOT NULL, authored_by INTEGER NOT NULL, on_behalf_of INTEGER NOT NULL,
+  at INTEGER NOT NULL);
 INSERT INTO event_rows
-  SELECT e.seq, unhex(e.prev_hash), unhex(e.hash), k.n, e.body, a.n, o.n, e.at FROM events e
+  SELECT e.seq, unhex(e.hash), k.n, e.body, a.n, o.n, e.at FROM events e
   JOIN names k ON k.name = e.kind JOIN names a ON a.name = e.authored_by JOIN names o ON o.name = e.on_behalf_of
   ORDER BY e.seq;
 DROP TABLE events;
 CREATE VIEW events (seq, prev_hash, hash, kind, body, authored_by, on_behalf_of, at) AS
-  SELECT e.seq, lower(hex(e.prev_hash)), lower(hex(e.hash)), (SELECT name FROM names WHERE n = e.kind), e.body,
+  SELECT e.seq,
+    CASE WHEN e.seq = 1 THEN '0000000000000000000000000000000000000000000000000000000000000000'
+      ELSE lower(hex((SELECT p.hash FROM event_rows p WHERE p.seq = e.seq - 1))) END,
+    lower(hex(e.hash)), (SELECT name FROM names WHERE n = e.kind), e.body,
     (SELECT name FROM names WHERE n = e.authored_by), (SELECT name FROM names WHERE n = e.on_behalf_of), e.at
   FROM event_rows e;
 CREATE TRIGGER events_insert INSTEAD OF INSERT ON events BEGIN
   INSERT OR IGNORE INTO names (name) VALUES (NEW.kind), (NEW.authored_by), (NEW.on_behalf_of);
-  INSERT INTO event_rows VALUES (NEW.seq, unhex(NEW.prev_hash), unhex(NEW.hash),
+  INSERT INTO event_rows VALUES (NEW.seq, unhex(NEW.hash),
     (SELECT n FROM names WHERE name = NEW.kind), NEW.body, (SELECT n FROM names WHERE name = NEW.authored_by),
     (SELECT n FROM names WHERE name = NEW.on_behalf_of), NEW.at);
 END;
@@ -73,40 +82,44 @@ END;
 CREATE TRIGGER transfers_no_update BEFORE UPDATE ON transfer_rows BEGIN SELECT RAISE(ABORT, 'transfers are immutable'); END;
 CREATE TRIGGER transfers_no_delete BEFORE DELETE ON transfer_rows BEGIN SELECT RAISE(ABORT, 'transfers are immutable'); END;
 
--- Tokens.
+-- Tokens. A token's hold is always `hold_` and its id (`pay::settle::hold_of`), so it is not stored: a token
+-- whose hold is named otherwise is refused rather than stored wrong.
 CREATE TABLE token_rows (jti TEXT PRIMARY KEY, buyer INTEGER NOT NULL, merchant INTEGER NOT NULL,
-  max_amount INTEGER NOT NULL, order_id TEXT NOT NULL, resource TEXT NOT NULL, hold TEXT NOT NULL UNIQUE,
+  max_amount INTEGER NOT NULL, order_id TEXT NOT NULL, resource TEXT NOT NULL,
   issued_at INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
 INSERT INTO token_rows
-  SELECT t.jti, b.n, m.n, t.max_amount, t.order_id, t.resource, t.hold, t.issued_at, t.expires_at FROM tokens t
+  SELECT CASE WHEN t.hold = 'hold_' || t.jti THEN t.jti END, b.n, m.n, t.max_amount, t.order_id, t.resource,
+    t.issued_at, t.expires_at FROM tokens t
   JOIN names b ON b.name = t.buyer JOIN names m ON m.name = t.merchant;
 DROP TABLE tokens;
 CREATE VIEW tokens (jti, buyer, merchant, max_amount, order_id, resource, hold, issued_at, expires_at) AS
   SELECT t.jti, (SELECT name FROM names WHERE n = t.buyer), (SELECT name FROM names WHERE n = t.merchant),
-    t.max_amount, t.order_id, t.resource, t.hold, t.issued_at, t.expires_at
+    t.max_amount, t.order_id, t.resource, 'hold_' || t.jti, t.issued_at, t.expires_at
   FROM token_rows t;
 CREATE TRIGGER tokens_insert INSTEAD OF INSERT ON tokens BEGIN
+  SELECT RAISE(ABORT, 'a token''s hold is hold_ and its id') WHERE NEW.hold IS NOT 'hold_' || NEW.jti;
   INSERT OR IGNORE INTO names (name) VALUES (NEW.buyer), (NEW.merchant);
   INSERT INTO token_rows VALUES (NEW.jti, (SELECT n FROM names WHERE name = NEW.buyer),
-    (SELECT n FROM names WHERE name = NEW.merchant), NEW.max_amount, NEW.order_id, NEW.resource, NEW.hold,
+    (SELECT n FROM names WHERE name = NEW.merchant), NEW.max_amount, NEW.order_id, NEW.resource,
     NEW.issued_at, NEW.expires_at);
 END;
 
 -- Settlements (a settlement is found by its merchant and order: that pair is the join, so it uses the index).
-CREATE TABLE settlement_rows (id TEXT PRIMARY KEY, jti TEXT NOT NULL UNIQUE, buyer INTEGER NOT NULL,
+CREATE TABLE settlement_rows (jti TEXT PRIMARY KEY, id TEXT, buyer INTEGER NOT NULL,
   merchant INTEGER NOT NULL, order_id TEXT NOT NULL, amount INTEGER NOT NULL, fee INTEGER NOT NULL,
-  net INTEGER NOT NULL, settled_at INTEGER NOT NULL, UNIQUE (merchant, order_id));
+  net INTEGER NOT NULL, settled_at INTEGER NOT NULL, UNIQUE (merchant, order_id)) WITHOUT ROWID;
+CREATE UNIQUE INDEX settlement_rows_id ON settlement_rows (id) WHERE id IS NOT NULL;
 INSERT INTO settlement_rows
-  SELECT s.id, s.jti, b.n, m.n, s.order_id, s.amount, s.fee, s.net, s.settled_at FROM settlements s
+  SELECT s.jti, NULLIF(s.id, 'stl_' || s.jti), b.n, m.n, s.order_id, s.amount, s.fee, s.net, s.settled_at FROM settlements s
   JOIN names b ON b.name = s.buyer JOIN names m ON m.name = s.merchant;
 DROP TABLE settlements;
 CREATE VIEW settlements (id, jti, buyer, merchant, order_id, amount, fee, net, settled_at) AS
-  SELECT s.id, s.jti, (SELECT name FROM names WHERE n = s.buyer), m.name, s.order_id, s.amount, s.fee, s.net,
+  SELECT COALESCE(s.id, 'stl_' || s.jti), s.jti, (SELECT name FROM names WHERE n = s.buyer), m.name, s.order_id, s.amount, s.fee, s.net,
     s.settled_at
   FROM settlement_rows s JOIN names m ON m.n = s.merchant;
 CREATE TRIGGER settlements_insert INSTEAD OF INSERT ON settlements BEGIN
   INSERT OR IGNORE INTO names (name) VALUES (NEW.buyer), (NEW.merchant);
-  INSERT INTO settlement_rows VALUES (NEW.id, NEW.jti, (SELECT n FROM names WHERE name = NEW.buyer),
+  INSERT INTO settlement_rows VALUES (NEW.jti, NULLIF(NEW.id, 'stl_' || NEW.jti), (SELECT n FROM names WHERE name = NEW.buyer),
     (SELECT n FROM names WHERE name = NEW.merchant), NEW.order_id, NEW.amount, NEW.fee, NEW.net, NEW.settled_at);
 END;
 

@@ -427,7 +427,8 @@ impl Store for SqliteStore {
     async fn expired_tokens(&self, now: Timestamp, limit: usize) -> Result<Vec<(TokenId, MemberId)>, StoreError> {
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT t.jti, t.buyer FROM holds h JOIN tokens t ON t.hold = h.id
+                // A token's hold is `hold_` and its id (migration 0012), so the token is found by that id.
+                "SELECT t.jti, t.buyer FROM holds h JOIN tokens t ON t.jti = substr(h.id, 6) AND t.hold = h.id
                  WHERE h.state = 'pending' AND h.expires_at <= ?1 ORDER BY h.expires_at LIMIT ?2",
             )?;
             let rows =
@@ -807,14 +808,11 @@ mod tests {
         bazaar_store::packed::unpack_text(b).unwrap()
     }
 
-    /// Migration 0012 moves the ledger's rows into their compact tables: every row reads back through the old
-    /// table names exactly as before, rows written afterwards go through the same names, and the database still
-    /// refuses what it refused (a hold resolved twice, a transfer changed, an event deleted).
-    #[test]
-    fn compact_rows_read_back_as_the_rows_written_before() {
-        let dir = std::env::temp_dir().join(format!("bazaar-compact-{}", std::process::id()));
+    /// A database at migration 0011 holding a few rows of every ledger table, the way earlier releases wrote them.
+    fn before_compact(name: &str) -> (std::path::PathBuf, Connection, impl Fn(u8) -> String, &'static str) {
+        let dir = std::env::temp_dir().join(format!("bazaar-compact-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut conn = open(&dir.join("c.db")).unwrap();
+        let conn = open(&dir.join("c.db")).unwrap();
         conn.execute_batch("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
             .unwrap();
         let before_compact = MIGRATIONS.iter().position(|(name, _)| *name == "0012_compact_ledger_rows").unwrap();
@@ -842,6 +840,14 @@ mod tests {
             h2 = h(2)
         ))
         .unwrap();
+        (dir, conn, h, shop)
+    }
+
+    /// Migration 0012 moves the ledger's rows into their compact tables: every row reads back through the old
+    /// table names exactly as before, and rows written afterwards go through the same names.
+    #[test]
+    fn compact_rows_read_back_as_the_rows_written_before() {
+        let (dir, mut conn, h, shop) = before_compact("read");
         let before = ledger_rows(&conn);
         migrate(&mut conn).unwrap();
         assert_eq!(ledger_rows(&conn), before, "every row reads back as it was");
@@ -867,10 +873,35 @@ mod tests {
         assert!(after.contains(&third), "{after:#?}");
         let pos: i64 = conn.query_row("SELECT pos FROM transfers WHERE id = 'tr_3'", [], |r| r.get(0)).unwrap();
         assert_eq!(pos, 3, "positions go on from the migrated rows");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// After migration 0012 the database still refuses what it refused (a hold resolved twice, a transfer changed,
+    /// an event deleted), stores no id it can derive, and refuses a token whose hold it could not derive.
+    #[test]
+    fn compact_rows_refuse_what_the_old_rows_refused() {
+        let (dir, mut conn, _, shop) = before_compact("refuse");
+        migrate(&mut conn).unwrap();
         assert!(
             conn.execute("INSERT INTO events VALUES (4, 'p', 'q', 'k', '{}', 'a', 'a', 0)", []).is_err(),
             "hashes are 32 bytes"
         );
+        let stored: i64 =
+            conn.query_row("SELECT count(*) FROM settlement_rows WHERE id IS NOT NULL", [], |r| r.get(0)).unwrap();
+        assert_eq!(stored, 0, "a settlement id that is `stl_` and its token's is not stored");
+        conn.execute("INSERT INTO settlements VALUES ('s-other', 'tok_2', 'a', 'b', 'o-9', 1, 0, 1, 7)", []).unwrap();
+        let other: String = conn.query_row("SELECT id FROM settlements WHERE jti = 'tok_2'", [], |r| r.get(0)).unwrap();
+        assert_eq!(other, "s-other", "any other settlement id is kept");
+        let odd_hold = "INSERT INTO tokens VALUES ('tok_3', 'a', 'b', 1, 'o-3', '/r', 'hold_elsewhere', 5, 9)";
+        assert!(conn.execute(odd_hold, []).is_err(), "a token's hold is `hold_` and its id, or it is refused");
+        let holds: Vec<String> = conn
+            .prepare("SELECT hold FROM tokens ORDER BY jti")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(holds, ["hold_tok_1", "hold_tok_2"]);
         assert!(conn.execute("DELETE FROM event_rows", []).is_err(), "events are append-only");
         assert!(conn.execute("UPDATE transfer_rows SET amount = 5", []).is_err(), "transfers are immutable");
         assert!(

@@ -963,11 +963,11 @@ pub const FOOTPRINT_CALLS: usize = 2_000;
 /// Concurrent callers while measuring, so the writer batches as under load.
 const FOOTPRINT_LANES: usize = 16;
 /// The bound the storage tests hold each adapter to: bytes a complete paid call leaves in the store once its
-/// idempotency records are pruned. It is today's figure with a little room, so growth fails a test; the issue's goal
-/// is [`PAID_CALL_STORED_BYTES_GOAL`], not met yet (BENCHMARKS.md, "Disk per paid call").
-pub const PAID_CALL_STORED_BYTES_MAX: f64 = 4_300.0;
-/// The goal for [`PAID_CALL_STORED_BYTES_MAX`] (issue 32): 2 kB per paid call after the idempotency window.
-pub const PAID_CALL_STORED_BYTES_GOAL: f64 = 2_048.0;
+/// idempotency records are pruned (issue 32's goal, 2 kB). Measured with the compact ledger rows
+/// (docs/design/stored-shapes.md): SQLite 1,327 B, PostgreSQL 1,921 B (BENCHMARKS.md, "Disk per paid call").
+pub const PAID_CALL_STORED_BYTES_MAX: f64 = 2_048.0;
+/// The issue's goal, which [`PAID_CALL_STORED_BYTES_MAX`] now is.
+pub const PAID_CALL_STORED_BYTES_GOAL: f64 = PAID_CALL_STORED_BYTES_MAX;
 
 /// What [`FOOTPRINT_CALLS`] complete paid calls leave in the store once the idempotency window has passed and its
 /// records are pruned, in bytes per call, as `used` counts the store's bytes (each adapter's own measure of live
