@@ -49,9 +49,14 @@ crate::statements! {
         load_tokens = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE jti = ANY($1::text[])");
         load_settlements_by_token =
             format!("SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE jti = ANY($1::text[])");
+        // The pairs are matched on `settlement_rows` with the merchant's number already resolved, so both
+        // columns are index conditions whatever the statistics say. Through the view's join, a fresh table's
+        // default estimates planned a walk of all the merchant's settlements (migration 0013).
         load_settlements_by_order = format!(
-            "SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE (merchant, order_id) IN \
-             (SELECT * FROM unnest($1::text[], $2::text[]))"
+            "SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE jti IN \
+             (SELECT s.jti FROM settlement_rows s WHERE (s.merchant, s.order_id) IN \
+             (SELECT (SELECT n FROM names WHERE name = u.merchant), u.order_id \
+             FROM unnest($1::text[], $2::text[]) AS u(merchant, order_id)))"
         );
         load_idem = format!(
             "SELECT {IDEM_COLUMNS} FROM idempotency WHERE (scope, key) IN \

@@ -15,7 +15,7 @@
 //! reads), the `Engine` trait adapters implement (`begin`/`load`/`write`/
 //! `commit`, and `prune_idempotency` between batches), the shared group-commit
 //! `writer` (with `WriterStats`), `audit` (chain + balances over any store, with
-//! progress), and `conformance` — the suite every adapter passes unchanged
+//! progress), `packed` (stored event bodies and hashes, shared by both adapters), and `conformance` — the suite every adapter passes unchanged
 //! (plus the engine-level `documents` and `blobs` cases). Tables: the ledger's
 //! rows, `events`, `idempotency`, `docs` (+ `doc_parties`), `blobs`
 //! (content-addressed uploads, migration 0007; older ledgers' `blob` documents
