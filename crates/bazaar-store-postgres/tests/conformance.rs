@@ -7,8 +7,9 @@ use bazaar_store::conformance::{self, Fixture};
 use bazaar_store::Store;
 use bazaar_store_postgres::testing::{admin_url, with_database};
 use bazaar_store_postgres::PostgresStore;
-use bazaar_types::ManualClock;
+use bazaar_types::{ManualClock, MemberId, OrderId, Timestamp, TokenId};
 use ed25519_dalek::SigningKey;
+use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_postgres::NoTls;
@@ -191,4 +192,107 @@ async fn a_paid_call_leaves_a_bounded_footprint() {
     eprintln!("postgres: {per_call:.0} bytes per paid call after the window (goal {PAID_CALL_STORED_BYTES_GOAL})");
     assert!(per_call <= PAID_CALL_STORED_BYTES_MAX, "{per_call:.0} bytes per paid call");
     assert!(per_call > 0.0, "the calls left their records");
+}
+
+/// Every ledger view as its rows read (each cell as text, event bodies unpacked), in order.
+async fn ledger_rows(client: &tokio_postgres::Client, body_is_packed: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for (table, order) in
+        [("events", "seq"), ("transfers", "pos"), ("tokens", "jti"), ("settlements", "id"), ("holds", "id")]
+    {
+        let body = if table == "events" && body_is_packed { ", encode(body, 'hex') AS packed" } else { "" };
+        let sql = format!("SELECT to_jsonb(x)::text{body} FROM {table} x ORDER BY {order}");
+        for row in client.query(&sql, &[]).await.unwrap() {
+            let mut cells: serde_json::Map<String, serde_json::Value> = serde_json::from_str(row.get(0)).unwrap();
+            if body_is_packed && table == "events" {
+                let packed = hex::decode(row.get::<_, String>(1)).unwrap();
+                cells.insert("body".into(), bazaar_store::packed::unpack_text(&packed).unwrap().into());
+            }
+            out.push(format!("{table}: {}", serde_json::Value::Object(cells)));
+        }
+    }
+    out
+}
+
+/// Migration 0013 over rows the 0012 schema holds: every row reads back through the old names as it was (event
+/// bodies as the same JSON text, `prev_hash` from the row before), and through the store; ids that are not
+/// derivable are kept; the database still refuses changes to history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_rows_read_back_as_the_rows_written_before() {
+    let admin = admin().await;
+    let (url, _cleanup) = fresh_database(&admin, "compact").await;
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    // The schema as the previous build left it: every migration before 0013.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    client
+        .batch_execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    for file in files.iter().filter(|f| f.file_name().unwrap().to_str().unwrap() < "0013") {
+        client.batch_execute(&std::fs::read_to_string(file).unwrap()).await.unwrap();
+        let name = file.file_stem().unwrap().to_str().unwrap().to_string();
+        client.execute("INSERT INTO schema_migrations VALUES ($1, 0)", &[&name]).await.unwrap();
+    }
+    // Rows as the 0012 schema stored them, chained as the core chains them.
+    let (alice, shop) = ("did:key:z6MkAlice", "did:key:z6MkShop");
+    let (a, s) = (MemberId(alice.into()), MemberId(shop.into()));
+    let mut head = bazaar_core::chain::ChainHead::genesis();
+    let one = bazaar_core::chain::append(&mut head, "token.issued", json!({"jti": "tok_1"}), &a, &a, Timestamp(5));
+    let two = bazaar_core::chain::append(&mut head, "settlement.posted", json!({"a": 1}), &s, &a, Timestamp(6));
+    for e in [&one, &two] {
+        client
+            .execute(
+                "INSERT INTO events VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[
+                    &(e.seq as i64),
+                    &e.prev_hash,
+                    &e.hash,
+                    &e.kind,
+                    &e.body.to_string(),
+                    &e.authored_by.0,
+                    &e.on_behalf_of.0,
+                    &e.at.0,
+                ],
+            )
+            .await
+            .unwrap();
+    }
+    client
+        .batch_execute(&format!(
+            "UPDATE chain_head SET seq = 2, hash = '{h}';
+             INSERT INTO transfers (id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at)
+               VALUES ('tr_1', 'acct:{alice}', 'acct:{shop}', 99, 'payment', 'hold_tok_1', 'lnk_2', '{shop}', '{alice}', 6),
+                      ('tr_2', 'acct:{alice}', 'sys:fees', 1, 'fee', NULL, 'lnk_2', '{shop}', '{alice}', 6);
+             INSERT INTO tokens VALUES ('tok_1', '{alice}', '{shop}', 100, 'o-1', '/r', 'hold_tok_1', 5, 900),
+                                       ('tok_2', '{alice}', '{shop}', 100, 'o-2', '/r', 'hold_tok_2', 5, 900);
+             INSERT INTO settlements VALUES ('stl_tok_1', 'tok_1', '{alice}', '{shop}', 'o-1', 100, 1, 99, 6),
+                                            ('s-other', 'tok_2', '{alice}', '{shop}', 'o-2', 100, 1, 99, 6);
+             INSERT INTO holds VALUES ('hold_tok_1', 'acct:{alice}', 100, 5, 900, 'posted', 100, 6),
+                                      ('hold_tok_2', 'acct:{alice}', 100, 5, 900, 'pending', 0, NULL);
+             INSERT INTO hold_resolutions VALUES ('hold_tok_1', 'posted', 100, 6);",
+            h = two.hash
+        ))
+        .await
+        .unwrap();
+    let before = ledger_rows(&client, false).await;
+
+    let clock = Arc::new(ManualClock::new(conformance::EPOCH));
+    let store = PostgresStore::connect(&url, conformance::test_config(), clock).await.unwrap();
+    assert_eq!(ledger_rows(&client, true).await, before, "every row reads back as it was");
+    assert_eq!(store.events(0, 10).await.unwrap(), vec![one, two], "events read back whole through the store");
+    let settled = store.settlement_by_order(&s, &OrderId("o-2".into())).await.unwrap().unwrap();
+    assert_eq!(settled.id, "s-other", "a settlement id that is not `stl_` and its token is kept");
+    let view = store.token(&TokenId("tok_2".into())).await.unwrap().unwrap();
+    assert_eq!(view.token.hold.0, "hold_tok_2");
+    let derived: i64 =
+        client.query_one("SELECT count(*) FROM settlement_rows WHERE id IS NOT NULL", &[]).await.unwrap().get(0);
+    assert_eq!(derived, 1, "only the id that is not derived is stored");
+    let gone = client.query_opt("SELECT 1 FROM pg_class WHERE relname = 'hold_resolutions'", &[]).await.unwrap();
+    assert!(gone.is_none(), "hold_resolutions is folded into the holds' own guard");
+    assert!(client.execute("UPDATE hold_rows SET state = 'voided' WHERE id = 'hold_tok_1'", &[]).await.is_err());
+    assert!(client.execute("DELETE FROM event_rows", &[]).await.is_err(), "events are append-only");
+    assert!(client.execute("TRUNCATE transfer_rows", &[]).await.is_err(), "transfers are immutable");
 }
