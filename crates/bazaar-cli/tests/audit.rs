@@ -37,9 +37,13 @@ async fn audit_catches_tampering() {
     assert_eq!(audit(&dir).0, 0);
 
     // The event ledger refuses edits; an attacker who drops the guard still breaks the chain.
+    // (`events` is a view over the compact `event_rows`, migration 0012: the rows are where an edit would go.)
     assert!(conn.execute("UPDATE events SET body = '{}' WHERE seq = 3", []).is_err(), "events are append-only");
-    conn.execute_batch("DROP TRIGGER events_no_update; UPDATE events SET body = '{\"forged\":true}' WHERE seq = 3;")
-        .unwrap();
+    assert!(conn.execute("UPDATE event_rows SET body = '{}' WHERE seq = 3", []).is_err(), "events are append-only");
+    conn.execute_batch(
+        "DROP TRIGGER events_no_update; UPDATE event_rows SET body = '{\"forged\":true}' WHERE seq = 3;",
+    )
+    .unwrap();
     let (code, report) = audit(&dir);
     assert_eq!(code, 1, "{report}");
     assert!(report.contains("event chain"), "{report}");
