@@ -49,15 +49,10 @@ crate::statements! {
         load_tokens = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE jti = ANY($1::text[])");
         load_settlements_by_token =
             format!("SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE jti = ANY($1::text[])");
-        // The pairs are matched on `settlement_rows` with the merchant's number already resolved, so both
-        // columns are index conditions whatever the statistics say. Through the view's join, a fresh table's
-        // default estimates planned a walk of all the merchant's settlements (migration 0013).
-        load_settlements_by_order = format!(
-            "SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE jti IN \
-             (SELECT s.jti FROM settlement_rows s WHERE (s.merchant, s.order_id) IN \
-             (SELECT (SELECT n FROM names WHERE name = u.merchant), u.order_id \
-             FROM unnest($1::text[], $2::text[]) AS u(merchant, order_id)))"
-        );
+        // One lookup per pair, each through the view's `names` join and then the (merchant, order_id) index.
+        // `OFFSET 0` keeps the planner from flattening it into one join: without statistics (a fresh table, or
+        // one autovacuum has not analysed yet) it planned that as a walk of every settlement (migration 0013).
+        load_settlements_by_order = settlements_by_order_sql();
         load_idem = format!(
             "SELECT {IDEM_COLUMNS} FROM idempotency WHERE (scope, key) IN \
              (SELECT * FROM unnest($1::text[], $2::text[]))"
@@ -155,6 +150,15 @@ crate::statements! {
             WHERE d.kind = u.kind AND d.id = u.id RETURNING d.id";
         set_head = "UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1";
     }
+}
+
+/// The batch load of settlements by (merchant, order id) pairs (`$1`, `$2`): see `load_settlements_by_order`.
+pub fn settlements_by_order_sql() -> String {
+    format!(
+        "SELECT s.* FROM unnest($1::text[], $2::text[]) AS u(merchant, order_id) \
+         CROSS JOIN LATERAL (SELECT {SETTLEMENT_COLUMNS} FROM settlements \
+         WHERE merchant = u.merchant AND order_id = u.order_id OFFSET 0) AS s"
+    )
 }
 
 /// The number `names` gives the name in `column` (NULL, which every compact row's column refuses, if it has none).

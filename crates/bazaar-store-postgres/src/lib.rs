@@ -64,11 +64,18 @@ use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
-pub use engine::{PgEngine, IDLE_IN_TRANSACTION_MS, LOCK_TIMEOUT_MS};
+pub use engine::{settlements_by_order_sql, PgEngine, IDLE_IN_TRANSACTION_MS, LOCK_TIMEOUT_MS};
 pub use sequencer::{Fence, SequencerLease, Standing};
 
 /// Read connections kept open, used round-robin.
 pub const READERS_MAX: usize = 4;
+/// The sweeper's query for tokens whose hold expired while pending (`$1` now, `$2` a limit). A token's hold is
+/// `hold_` and its id (migration 0013), so each expired hold's token is found by that id. `holds.id` sorts as "C"
+/// and `tokens.jti` by the default collation: the id is compared in the latter, or the token key's index cannot
+/// serve the join and every sweep hashes the whole token table.
+pub const EXPIRED_TOKENS_SQL: &str = "SELECT t.jti, t.buyer FROM holds h \
+    JOIN tokens t ON t.jti = substr(h.id, 6) COLLATE \"default\" AND t.hold = h.id \
+    WHERE h.state = 'pending' AND h.expires_at <= $1 ORDER BY h.expires_at, h.id LIMIT $2";
 /// How long opening one connection may take before the store gives up.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `application_name` of the read connections.
@@ -137,9 +144,7 @@ statements! {
         settlement_by_order = format!(
             "SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE merchant = $1 AND order_id = $2"
         );
-        // A token's hold is `hold_` and its id (migration 0013), so the token is found by that id.
-        expired_tokens = "SELECT t.jti, t.buyer FROM holds h JOIN tokens t ON t.jti = substr(h.id, 6) AND t.hold = h.id \
-            WHERE h.state = 'pending' AND h.expires_at <= $1 ORDER BY h.expires_at, h.id LIMIT $2";
+        expired_tokens = EXPIRED_TOKENS_SQL;
         events = format!("SELECT {EVENT_COLUMNS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2");
         transfers = format!(
             "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE pos > $1 ORDER BY pos LIMIT $2"
