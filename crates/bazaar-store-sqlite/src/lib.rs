@@ -237,7 +237,7 @@ impl SqliteStore {
         count(&checkpointer)?;
         count(&searches)?;
         let auth = Arc::new(Mutex::new(AuthCache::default()));
-        let engine = SqliteEngine { conn, auth: auth.clone(), touched: Default::default() };
+        let engine = SqliteEngine { conn, auth: auth.clone(), touched: Default::default(), names: Names::default() };
         let writer = Writer::spawn(engine, config, clock);
         let checkpointer = spawn_checkpointer(checkpointer);
         let searches = Arc::new(Mutex::new(searches));
@@ -687,6 +687,8 @@ pub struct SqliteEngine {
     auth: Arc<Mutex<AuthCache>>,
     /// Credentials and members the open transaction changes.
     touched: (Vec<String>, Vec<MemberId>),
+    /// The numbers of the names the compact rows refer to.
+    names: Names,
 }
 
 impl SqliteEngine {
@@ -697,7 +699,7 @@ impl SqliteEngine {
     pub fn connect(path: impl AsRef<Path>) -> Result<SqliteEngine, StoreError> {
         let mut conn = open(path.as_ref())?;
         migrate(&mut conn)?;
-        Ok(SqliteEngine { conn, auth: Default::default(), touched: Default::default() })
+        Ok(SqliteEngine { conn, auth: Default::default(), touched: Default::default(), names: Names::default() })
     }
 }
 
@@ -714,11 +716,15 @@ impl Engine for SqliteEngine {
         self.touched.0.extend(changes.upsert_credentials.iter().map(|c| c.hash.clone()));
         let members = changes.insert_members.iter().chain(&changes.update_members);
         self.touched.1.extend(members.map(|m| m.id.clone()));
-        write_changes(&self.conn, changes).map_err(unavailable)
+        write_changes(&self.conn, &mut self.names, changes).map_err(unavailable)
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
         let committed = self.conn.execute_batch("COMMIT").map_err(unavailable);
+        match committed {
+            Ok(()) => self.names.committed(),
+            Err(_) => self.names.rolled_back(),
+        }
         let (hashes, members) = std::mem::take(&mut self.touched);
         if !hashes.is_empty() || !members.is_empty() {
             self.auth.lock().unwrap_or_else(|p| p.into_inner()).forget(&hashes, &members);
@@ -728,6 +734,7 @@ impl Engine for SqliteEngine {
 
     fn rollback(&mut self) {
         self.touched = Default::default();
+        self.names.rolled_back();
         let _ = self.conn.execute_batch("ROLLBACK");
     }
 
@@ -913,6 +920,51 @@ mod tests {
             .query_row("SELECT id FROM settlements WHERE merchant = ?1 AND order_id = 'o-1'", [shop], |r| r.get(0))
             .unwrap();
         assert_eq!(settled, "stl_tok_1");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The writer's name numbers: a name first stored by a batch that rolled back is stored again by the next
+    /// batch that needs it, not referred to by the number it briefly had.
+    #[test]
+    fn a_name_from_a_rolled_back_batch_is_not_remembered() {
+        use bazaar_core::model::{Transfer, TransferKind};
+        use bazaar_types::{Amount, TransferId};
+        let dir = std::env::temp_dir().join(format!("bazaar-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut engine = SqliteEngine::connect(dir.join("n.db")).unwrap();
+        let transfer = |id: &str, debit: &str| Changes {
+            insert_transfers: vec![Transfer {
+                id: TransferId(id.into()),
+                debit: AccountId(debit.into()),
+                credit: AccountId("acct:b".into()),
+                amount: Amount(5),
+                kind: TransferKind::Funding,
+                hold: None,
+                link: "l".into(),
+                authored_by: MemberId("did:key:zA".into()),
+                on_behalf_of: MemberId("did:key:zA".into()),
+                at: Timestamp(1),
+            }],
+            ..Changes::default()
+        };
+        engine.begin().unwrap();
+        engine.write(&transfer("t1", "acct:gone")).unwrap();
+        engine.rollback();
+        // Another name takes the number `acct:gone` had inside the rolled-back batch.
+        engine.begin().unwrap();
+        engine.write(&transfer("t2", "acct:other")).unwrap();
+        engine.write(&transfer("t3", "acct:gone")).unwrap();
+        engine.commit().unwrap();
+        let debits: Vec<(String, String)> = engine
+            .conn
+            .prepare("SELECT id, debit FROM transfers ORDER BY pos")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let expected = [("t2", "acct:other"), ("t3", "acct:gone")].map(|(a, b)| (a.to_string(), b.to_string()));
+        assert_eq!(debits, expected);
         std::fs::remove_dir_all(&dir).ok();
     }
 }

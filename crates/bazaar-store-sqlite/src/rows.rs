@@ -8,6 +8,7 @@ use bazaar_store::packed;
 use bazaar_types::{AccountId, Amount, HoldId, MemberId, OrderId, Timestamp, TokenId, TransferId};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::collections::HashMap;
 
 pub const MEMBER_SELECT: &str = "SELECT id, kind, owner, handle, created_at FROM members";
 pub const CREDENTIAL_SELECT: &str = "SELECT hash, member, created_at, revoked_at, scopes FROM credentials";
@@ -349,12 +350,56 @@ fn refused(message: String) -> rusqlite::Error {
     )
 }
 
-pub fn write_changes(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
+/// Names the writer has learned the numbers of (`names`, migration 0012). A name's number never changes, so a
+/// number learned stays right; one learned inside a transaction that then rolls back may not exist, so those are
+/// forgotten ([`Names::rolled_back`]). The writer writes the compact rows with these numbers itself rather than
+/// through the views' `INSTEAD OF` triggers (which stay for operators' own inserts).
+#[derive(Default)]
+pub struct Names {
+    known: HashMap<String, i64>,
+    /// Learned in the open transaction.
+    pending: Vec<String>,
+}
+
+/// Names kept in [`Names`]; past this the cache starts over (a registry's names are its members, accounts and
+/// event kinds: a few per member).
+pub const NAMES_CACHED_MAX: usize = 100_000;
+
+impl Names {
+    /// `name`'s number, stored in `names` first if it is new.
+    pub fn number(&mut self, conn: &Connection, name: &str) -> rusqlite::Result<i64> {
+        if let Some(&n) = self.known.get(name) {
+            return Ok(n);
+        }
+        conn.prepare_cached("INSERT OR IGNORE INTO names (name) VALUES (?1)")?.execute([name])?;
+        let n = conn.prepare_cached("SELECT n FROM names WHERE name = ?1")?.query_row([name], |r| r.get(0))?;
+        if self.known.len() >= NAMES_CACHED_MAX {
+            self.known.clear();
+        }
+        self.known.insert(name.to_string(), n);
+        self.pending.push(name.to_string());
+        Ok(n)
+    }
+
+    /// The open transaction committed: what it learned stands.
+    pub fn committed(&mut self) {
+        self.pending.clear();
+    }
+
+    /// The open transaction rolled back: names it stored are gone again.
+    pub fn rolled_back(&mut self) {
+        for name in self.pending.drain(..) {
+            self.known.remove(&name);
+        }
+    }
+}
+
+pub fn write_changes(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite::Result<()> {
     write_members(conn, c)?;
     write_balances(conn, c)?;
-    write_holds(conn, c)?;
-    write_payments(conn, c)?;
-    write_records(conn, c)?;
+    write_holds(conn, names, c)?;
+    write_payments(conn, names, c)?;
+    write_records(conn, names, c)?;
     Ok(())
 }
 
@@ -422,11 +467,12 @@ fn write_balances(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
 
 /// Writes new holds, and holds resolving (each once: only a pending hold changes, and `holds_resolve_once` refuses
 /// any change to a resolved one in the database itself).
-fn write_holds(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
+fn write_holds(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite::Result<()> {
     for h in &c.insert_holds {
-        conn.prepare_cached("INSERT INTO holds VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
+        let account = names.number(conn, &h.account.0)?;
+        conn.prepare_cached("INSERT INTO hold_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
             h.id.0,
-            h.account.0,
+            account,
             i(h.amount.0),
             h.created_at.0,
             h.expires_at.0,
@@ -450,50 +496,49 @@ fn write_holds(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
 }
 
 /// Writes tokens, settlements and transfers.
-fn write_payments(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
+fn write_payments(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite::Result<()> {
     for t in &c.insert_tokens {
-        conn.prepare_cached("INSERT INTO tokens VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![
+        // A token's hold is `hold_` and its id, and is not stored (migration 0012).
+        if t.hold.0.strip_prefix("hold_") != Some(t.jti.0.as_str()) {
+            return Err(refused(format!("token {}'s hold {} is not hold_ and its id", t.jti, t.hold)));
+        }
+        let (buyer, merchant) = (names.number(conn, &t.buyer.0)?, names.number(conn, &t.merchant.0)?);
+        conn.prepare_cached("INSERT INTO token_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
             t.jti.0,
-            t.buyer.0,
-            t.merchant.0,
+            buyer,
+            merchant,
             i(t.max_amount.0),
             t.order_id.0,
             t.resource,
-            t.hold.0,
             t.issued_at.0,
             t.expires_at.0
         ])?;
     }
     for s in &c.insert_settlements {
-        conn.prepare_cached("INSERT INTO settlements VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(
-            params![
-                s.id,
-                s.jti.0,
-                s.buyer.0,
-                s.merchant.0,
-                s.order_id.0,
-                i(s.amount.0),
-                i(s.fee.0),
-                i(s.net.0),
-                s.settled_at.0
-            ],
+        let (buyer, merchant) = (names.number(conn, &s.buyer.0)?, names.number(conn, &s.merchant.0)?);
+        // A settlement's id is stored only when it is not `stl_` and its token's.
+        let id = (s.id.strip_prefix("stl_") != Some(s.jti.0.as_str())).then_some(s.id.as_str());
+        conn.prepare_cached("INSERT INTO settlement_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(
+            params![s.jti.0, id, buyer, merchant, s.order_id.0, i(s.amount.0), i(s.fee.0), i(s.net.0), s.settled_at.0],
         )?;
     }
     for t in &c.insert_transfers {
+        let (debit, credit) = (names.number(conn, &t.debit.0)?, names.number(conn, &t.credit.0)?);
+        let (by, on_behalf_of) = (names.number(conn, &t.authored_by.0)?, names.number(conn, &t.on_behalf_of.0)?);
         conn.prepare_cached(
-            "INSERT INTO transfers (id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at)
+            "INSERT INTO transfer_rows (id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
         .execute(params![
             t.id.0,
-            t.debit.0,
-            t.credit.0,
+            debit,
+            credit,
             i(t.amount.0),
             t.kind.as_str(),
             t.hold.as_ref().map(|h| &h.0),
             t.link,
-            t.authored_by.0,
-            t.on_behalf_of.0,
+            by,
+            on_behalf_of,
             t.at.0
         ])?;
     }
@@ -501,7 +546,7 @@ fn write_payments(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
 }
 
 /// Writes idempotency records, documents, blobs, and the events with the chain head.
-fn write_records(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
+fn write_records(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite::Result<()> {
     for r in &c.insert_idem {
         conn.prepare_cached("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![
             r.scope,
@@ -551,14 +596,17 @@ fn write_records(conn: &Connection, c: &Changes) -> rusqlite::Result<()> {
         ])?;
     }
     for e in &c.insert_events {
-        conn.prepare_cached("INSERT INTO events VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(params![
+        // `prev_hash` is the hash of the event before and is not stored (migration 0012).
+        let hash = packed::hash_bytes(&e.hash).ok_or_else(|| refused(format!("event {}'s hash", e.seq)))?;
+        let kind = names.number(conn, &e.kind)?;
+        let (by, on_behalf_of) = (names.number(conn, &e.authored_by.0)?, names.number(conn, &e.on_behalf_of.0)?);
+        conn.prepare_cached("INSERT INTO event_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?.execute(params![
             i(e.seq),
-            e.prev_hash,
-            e.hash,
-            e.kind,
+            &hash[..],
+            kind,
             packed::pack_body(&e.body.to_string()),
-            e.authored_by.0,
-            e.on_behalf_of.0,
+            by,
+            on_behalf_of,
             e.at.0
         ])?;
     }
