@@ -579,10 +579,16 @@ async fn a_paused_sequencer_is_fenced_and_replaced() {
     let (holder, new_epoch, took) = takeover(&sql, epoch, Instant::now()).await;
     eprintln!("{holder} took the ledger over at epoch {new_epoch}, {took:?} after {} stopped", nodes[0].name);
     assert!(!holder.starts_with(&format!("{}#", nodes[0].name)), "another node leads: {holder}");
-    // The load goes on through the new sequencer while the old one is still stopped.
+    // The load goes on through the new sequencer while the old one is still stopped. If it was stopped inside a
+    // batch, it holds the chain head's lock until PostgreSQL ends its idle transaction, so the new sequencer's
+    // first commit may wait up to IDLE_IN_TRANSACTION_MS from the stop, which can be after the takeover.
     let at_takeover = acknowledged.lock().unwrap().len();
-    tokio::time::sleep(Duration::from_millis(LOAD_MS)).await;
-    let during = acknowledged.lock().unwrap().len();
+    let deadline = Instant::now() + Duration::from_millis(bazaar_store_postgres::IDLE_IN_TRANSACTION_MS + LOAD_MS);
+    let mut during = at_takeover;
+    while during == at_takeover && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        during = acknowledged.lock().unwrap().len();
+    }
     assert!(during > at_takeover, "paid calls go on after the takeover: {at_takeover} → {during}");
 
     // Resumed past its lease: it must not commit at its old epoch; it follows, and what it is sent works.
