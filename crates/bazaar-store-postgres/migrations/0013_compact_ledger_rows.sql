@@ -10,7 +10,7 @@
 --    dictionary); rows migrated here become format 0, their JSON text as it was.
 --    An event's `prev_hash` is the hash of the event before it, so it is read
 --    from that row (the genesis hash before the first), not stored again.
--- 5. A settlement's id is `stl_` and its token's id (`Settlement::of`); it is
+-- 5. A settlement's id is `stl_` and its token's id (`Settlement::id_for`); it is
 --    stored only when it is not. A token's hold is `hold_` and its id; it is
 --    never stored.
 -- 3. `hold_resolutions` goes: `holds_resolve_once` (0003) already refuses a
@@ -71,7 +71,7 @@ CREATE TRIGGER transfers_no_update BEFORE UPDATE ON transfer_rows FOR EACH ROW E
 CREATE TRIGGER transfers_no_delete BEFORE DELETE ON transfer_rows FOR EACH ROW EXECUTE FUNCTION bazaar_refuse_change('immutable');
 CREATE TRIGGER transfers_no_truncate BEFORE TRUNCATE ON transfer_rows FOR EACH STATEMENT EXECUTE FUNCTION bazaar_refuse_change('immutable');
 
--- Tokens. A token's hold is always `hold_` and its id (`pay::settle::hold_of`), so it is not stored: the
+-- Tokens. A token's hold is always `hold_` and its id (`pay::hold_id_for`), so it is not stored: the
 -- writer makes a token whose hold is named otherwise a NULL id, which the key refuses.
 CREATE TABLE token_rows (jti TEXT PRIMARY KEY, max_amount BIGINT NOT NULL, issued_at BIGINT NOT NULL,
   expires_at BIGINT NOT NULL, buyer INTEGER NOT NULL, merchant INTEGER NOT NULL, order_id TEXT NOT NULL,

@@ -4,7 +4,7 @@
 
 use bazaar_core::chain::GENESIS_HASH;
 use bazaar_core::command::Keys;
-use bazaar_core::model::{Event, Hold, HoldState, Settlement, Transfer, TransferKind};
+use bazaar_core::model::{Event, Hold, HoldState, Settlement, TokenRecord, Transfer, TransferKind};
 use bazaar_core::state::Changes;
 use bazaar_store::conformance::{blobs, documents, test_config, EPOCH};
 use bazaar_store::{Engine, Store, StoreError};
@@ -164,6 +164,23 @@ fn refused_batches_leave_nothing_behind() {
         let again = Changes { insert_settlements: vec![second], ..Changes::default() };
         assert!(is_constraint(batch(&mut engine, &again)));
     }
+
+    // A token's hold is `hold_` and its id, which is why it is not stored: a token named otherwise is refused.
+    let token = |jti: &str, hold: HoldId| TokenRecord {
+        jti: TokenId(jti.into()),
+        buyer: MemberId("did:key:zA".into()),
+        merchant: MemberId("did:key:zB".into()),
+        max_amount: Amount(5),
+        order_id: OrderId("o".into()),
+        resource: "/r".into(),
+        hold,
+        issued_at: EPOCH,
+        expires_at: EPOCH,
+    };
+    let odd = Changes { insert_tokens: vec![token("tok-odd", HoldId("hold_elsewhere".into()))], ..Changes::default() };
+    assert!(is_constraint(batch(&mut engine, &odd)));
+    let derived = bazaar_core::pay::hold_id_for(&TokenId("tok-ok".into()));
+    batch(&mut engine, &Changes { insert_tokens: vec![token("tok-ok", derived)], ..Changes::default() }).unwrap();
 
     // A hold resolves once.
     let post = Changes { resolve_holds: vec![resolved("h1", HoldState::Posted)], ..Changes::default() };

@@ -9,7 +9,7 @@
 --    `prev_hash` is the hash of the event before it, so it is read from that row
 --    (the genesis hash before the first) instead of being stored again. The audit
 --    still recomputes every hash over the previous row's: a changed row breaks it.
--- 5. A settlement's id is `stl_` and its token's id (`Settlement::of`); it is
+-- 5. A settlement's id is `stl_` and its token's id (`Settlement::id_for`); it is
 --    stored only when it is not. A token's hold is `hold_` and its id; it is
 --    never stored.
 -- 3. `hold_resolutions` goes: `holds_resolve_once` (0003) already refuses a
@@ -82,7 +82,7 @@ END;
 CREATE TRIGGER transfers_no_update BEFORE UPDATE ON transfer_rows BEGIN SELECT RAISE(ABORT, 'transfers are immutable'); END;
 CREATE TRIGGER transfers_no_delete BEFORE DELETE ON transfer_rows BEGIN SELECT RAISE(ABORT, 'transfers are immutable'); END;
 
--- Tokens. A token's hold is always `hold_` and its id (`pay::settle::hold_of`), so it is not stored: a token
+-- Tokens. A token's hold is always `hold_` and its id (`pay::hold_id_for`), so it is not stored: a token
 -- whose hold is named otherwise is refused rather than stored wrong.
 CREATE TABLE token_rows (jti TEXT PRIMARY KEY, buyer INTEGER NOT NULL, merchant INTEGER NOT NULL,
   max_amount INTEGER NOT NULL, order_id TEXT NOT NULL, resource TEXT NOT NULL,

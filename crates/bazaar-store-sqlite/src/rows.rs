@@ -499,7 +499,7 @@ fn write_holds(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite::R
 fn write_payments(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite::Result<()> {
     for t in &c.insert_tokens {
         // A token's hold is `hold_` and its id, and is not stored (migration 0012).
-        if t.hold.0.strip_prefix("hold_") != Some(t.jti.0.as_str()) {
+        if t.hold != bazaar_core::pay::hold_id_for(&t.jti) {
             return Err(refused(format!("token {}'s hold {} is not hold_ and its id", t.jti, t.hold)));
         }
         let (buyer, merchant) = (names.number(conn, &t.buyer.0)?, names.number(conn, &t.merchant.0)?);
@@ -517,7 +517,7 @@ fn write_payments(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite
     for s in &c.insert_settlements {
         let (buyer, merchant) = (names.number(conn, &s.buyer.0)?, names.number(conn, &s.merchant.0)?);
         // A settlement's id is stored only when it is not `stl_` and its token's.
-        let id = (s.id.strip_prefix("stl_") != Some(s.jti.0.as_str())).then_some(s.id.as_str());
+        let id = (s.id != Settlement::id_for(&s.jti)).then_some(s.id.as_str());
         conn.prepare_cached("INSERT INTO settlement_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(
             params![s.jti.0, id, buyer, merchant, s.order_id.0, i(s.amount.0), i(s.fee.0), i(s.net.0), s.settled_at.0],
         )?;

@@ -251,6 +251,11 @@ pub struct Settlement {
 }
 
 impl Settlement {
+    /// The id a settlement of token `jti` has (stores derive it rather than keep it: docs/design/stored-shapes.md).
+    pub fn id_for(jti: &TokenId) -> String {
+        format!("stl_{jti}")
+    }
+
     /// The settlement of `token` (its id, buyer, merchant and order) for `amount`, `fee` of it to the registry.
     pub fn of(
         token: (&TokenId, &MemberId, &MemberId, &OrderId),
@@ -260,7 +265,7 @@ impl Settlement {
     ) -> Settlement {
         let (jti, buyer, merchant, order_id) = token;
         Settlement {
-            id: format!("stl_{jti}"),
+            id: Settlement::id_for(jti),
             jti: jti.clone(),
             buyer: buyer.clone(),
             merchant: merchant.clone(),
