@@ -40,6 +40,20 @@ fn drop_database(runtime: &tokio::runtime::Runtime, name: &str) {
     runtime.block_on(admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")));
 }
 
+fn token(jti: &str, hold: HoldId) -> TokenRecord {
+    TokenRecord {
+        jti: TokenId(jti.into()),
+        buyer: MemberId("did:key:zA".into()),
+        merchant: MemberId("did:key:zB".into()),
+        max_amount: Amount(5),
+        order_id: OrderId("o".into()),
+        resource: "/r".into(),
+        hold,
+        issued_at: EPOCH,
+        expires_at: EPOCH,
+    }
+}
+
 fn hold(id: &str, state: HoldState) -> Hold {
     Hold {
         id: HoldId(id.into()),
@@ -166,17 +180,6 @@ fn refused_batches_leave_nothing_behind() {
     }
 
     // A token's hold is `hold_` and its id, which is why it is not stored: a token named otherwise is refused.
-    let token = |jti: &str, hold: HoldId| TokenRecord {
-        jti: TokenId(jti.into()),
-        buyer: MemberId("did:key:zA".into()),
-        merchant: MemberId("did:key:zB".into()),
-        max_amount: Amount(5),
-        order_id: OrderId("o".into()),
-        resource: "/r".into(),
-        hold,
-        issued_at: EPOCH,
-        expires_at: EPOCH,
-    };
     let odd = Changes { insert_tokens: vec![token("tok-odd", HoldId("hold_elsewhere".into()))], ..Changes::default() };
     assert!(is_constraint(batch(&mut engine, &odd)));
     let derived = bazaar_core::pay::hold_id_for(&TokenId("tok-ok".into()));
