@@ -271,7 +271,14 @@ async fn serve_until_stopped(
 ) -> Result<()> {
     state.limit_rates(listen.rates());
     state.trust_proxies(listen.trusted_proxies.clone());
-    let router = bazaar_server::router(state.clone());
+    let mut router = bazaar_server::router(state.clone());
+    if bazaar_server::contract::check_requested() {
+        tracing::warn!(
+            "every JSON answer is checked against the wire contract ({})",
+            bazaar_server::contract::CHECK_CONTRACT_ENV
+        );
+        router = bazaar_server::contract::checked(router);
+    }
     let counted = state.clone();
     let refused: crate::conn::OnRefused = Arc::new(move |ip| {
         tracing::debug!(%ip, "connection refused: this address holds the most connections it may");

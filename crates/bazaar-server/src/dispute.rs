@@ -4,10 +4,9 @@
 //! rulings, arbiter replacement, execution after the appeal window).
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
-use crate::escrow::{list_docs, load_contract, may_read, PartyQuery};
+use crate::escrow::{load_contract, may_read, PartyQuery};
 use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
-use crate::schemas::dispute as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -22,6 +21,7 @@ use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::validate;
 use bazaar_store::StoreError;
 use bazaar_types::{AccountId, Amount, OrderId, Timestamp};
+use bazaar_wire::dispute as schema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
@@ -151,8 +151,8 @@ pub async fn list_disputes(
     auth: Auth,
     ApiQuery(query): ApiQuery<PartyQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    let page = list_docs(&state, &auth, DocKind::Dispute, query).await?;
-    let next = page.last().map(|d| d["id"].clone());
+    let page: Vec<Dispute> = crate::escrow::list_decoded(&state, &auth, query).await?;
+    let next = page.last().map(|d| d.id.to_string());
     Ok(Json(json!({"disputes": page, "next_after": next})))
 }
 
@@ -327,12 +327,11 @@ pub async fn get_stake(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
     Path(member): Path<String>,
-) -> Result<Json<serde_json::Value>, Problem> {
+) -> Result<Json<schema::Stake>, Problem> {
     let member = resolve(&state, &member).await?;
     let account = state.store.account(&AccountId::stake_of(&member.id)).await?;
     let row = state.store.doc(DocKind::Stake, member.id.as_str()).await?;
     let stake = row.map(|r| decode::<Stake>(&r)).transpose()?.unwrap_or_else(|| Stake::empty(&member.id));
-    let mut view = json!(stake_view(&member.id, account.as_ref(), &stake));
-    view["handle"] = json!(member.handle);
-    Ok(Json(view))
+    let view: schema::Stake = crate::exec::wire(&stake_view(&member.id, account.as_ref(), &stake))?;
+    Ok(Json(schema::Stake { handle: Some(member.handle), ..view }))
 }

@@ -6,7 +6,6 @@
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
-use crate::schemas::escrow as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -22,6 +21,7 @@ use bazaar_core::validate;
 use bazaar_store::StoreError;
 use bazaar_types::limits::{PAGE_LIMIT_MAX, REVIEW_WINDOW_S};
 use bazaar_types::{MemberId, Timestamp};
+use bazaar_wire::escrow as schema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
@@ -283,6 +283,25 @@ pub(crate) async fn list_docs(
     kind: DocKind,
     query: PartyQuery,
 ) -> Result<Vec<serde_json::Value>, Problem> {
+    Ok(list_rows(state, auth, kind, query).await?.into_iter().map(|row| row.body).collect())
+}
+
+/// A page of `T` documents naming a party, each decoded as `GET` of one serves it (no stored `version`).
+pub(crate) async fn list_decoded<T: bazaar_core::kernel::docs::Document>(
+    state: &AppState,
+    auth: &Auth,
+    query: PartyQuery,
+) -> Result<Vec<T>, Problem> {
+    let rows = list_rows(state, auth, T::KIND, query).await?;
+    Ok(rows.iter().map(decode::<T>).collect::<Result<_, _>>()?)
+}
+
+async fn list_rows(
+    state: &AppState,
+    auth: &Auth,
+    kind: DocKind,
+    query: PartyQuery,
+) -> Result<Vec<bazaar_core::model::DocRow>, Problem> {
     let party = match &query.party {
         Some(who) => resolve(state, who).await?,
         None => auth.member.clone(),
@@ -299,7 +318,7 @@ pub(crate) async fn list_docs(
     }
     let limit = query.limit.unwrap_or(PAGE_LIMIT_MAX).clamp(1, PAGE_LIMIT_MAX);
     let rows = state.store.docs_by_party(kind, &party.id, &query.after, limit).await?;
-    Ok(rows.iter().map(|r| r.body.clone()).collect())
+    Ok(rows)
 }
 
 /// Contracts naming a party (buyer, seller or arbiter), by id.
@@ -309,7 +328,8 @@ pub async fn list_contracts(
     auth: Auth,
     ApiQuery(query): ApiQuery<PartyQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    let page = list_docs(&state, &auth, DocKind::Contract, query).await?;
-    let next = page.last().map(|c| c["id"].clone());
-    Ok(Json(json!({"contracts": page, "next_after": next})))
+    let page: Vec<Contract> = list_decoded(&state, &auth, query).await?;
+    let next = page.last().map(|c| c.id.to_string());
+    let views: Vec<_> = page.iter().map(Contract::view).collect();
+    Ok(Json(json!({"contracts": views, "next_after": next})))
 }

@@ -379,3 +379,17 @@ where
     }
     results
 }
+
+/// `value` as the wire type `T` that states its shape: for a core value whose serialised form the
+/// wire contract types (a token's claims, a settlement's facts). A value that does not convert is an
+/// internal error: the contract and the core disagree.
+pub(crate) fn wire<T: serde::de::DeserializeOwned>(value: &impl serde::Serialize) -> Result<T, Problem> {
+    serde_json::to_value(value).and_then(serde_json::from_value).map_err(|error| {
+        tracing::error!(%error, "a core value does not convert to its wire type");
+        Problem::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "The registry hit an internal error; the operator has been told.",
+        )
+    })
+}

@@ -4,7 +4,6 @@
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{execute, resolve, resolve_id};
 use crate::problem::{errors, Problem};
-use crate::schemas::identity as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -18,6 +17,7 @@ use bazaar_core::refusal::{Code, Refusal};
 use bazaar_core::validate;
 use bazaar_types::limits::*;
 use bazaar_types::{AccountId, MemberId};
+use bazaar_wire::identity as schema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
@@ -188,21 +188,13 @@ async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Re
 /// Hex characters of a credential's SHA-256 that name it in listings (never the credential).
 const CREDENTIAL_ID_HEX: usize = 16;
 
-#[derive(Serialize, ToSchema)]
-pub struct CredentialListed {
-    /// The first 16 hex characters of the credential's SHA-256: enough to name it, useless to sign in.
-    pub id: String,
-    pub created_at: i64,
-    pub revoked_at: Option<i64>,
-    /// What it may do; absent: every scope. Without `pay` it cannot move money.
-    pub scopes: Option<Vec<String>>,
-}
+pub use bazaar_wire::identity::CredentialListed;
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IssueCredentialRequest {
     /// Scopes from `jobs`, `pay`, `read`, `talk`; leave out `pay` for a credential that cannot move money.
-    #[schema(value_type = Vec<crate::schemas::identity::Scope>)]
+    #[schema(value_type = Vec<bazaar_wire::identity::Scope>)]
     pub scopes: Vec<String>,
 }
 

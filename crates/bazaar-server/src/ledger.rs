@@ -5,7 +5,6 @@
 
 use crate::auth::{ApiQuery, Auth};
 use crate::problem::{errors, Problem};
-use crate::schemas::pay as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -13,6 +12,7 @@ use bazaar_core::model::{Account, MemberKind};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_types::limits::PAGE_LIMIT_MAX;
 use bazaar_types::{AccountId, MemberId};
+use bazaar_wire::pay as schema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;

@@ -11,8 +11,8 @@
 //! (rooms, DMs, the inbox and its live transports). Beneath them sit
 //! [`state`] (the shared [`AppState`]), [`exec`] (the handlers' toolbox),
 //! [`auth`], [`problem`], [`keyring`], [`metrics`], [`search_tally`],
-//! [`plane`] (the conversation store as the server holds it) and [`schemas`]
-//! (the response bodies as `/openapi.json` states them); above them, [`router`]
+//! [`plane`] (the conversation store as the server holds it) and [`contract`]
+//! (every JSON answer checked against its `bazaar-wire` type, in tests); above them, [`router`]
 //! merges the capabilities' routes and [`sweeper`] asks each for due work.
 //!
 //! ## Map
@@ -97,10 +97,11 @@
 //! `VERIFIED_TOKENS_MAX`), `exec` (key rules, `execute`, `receipt`,
 //! `execute_shaped`, `resolve`, `load_doc`, idempotency pruning), `auth`
 //! (bearer credentials, `ApiJson`), `problem` (RFC 9457; `ProblemDetails` and
-//! the named error-response sets routes list), `schemas` (one file per
-//! capability: `ToSchema` types stating each receipt's fields for
-//! `/openapi.json` — the core's receipts are typed but know no OpenAPI, so
-//! these mirror them and `tests/api.rs` checks real answers against them), `entropy` (the
+//! the named error-response sets routes list), `contract` (the
+//! answers' bodies are `bazaar-wire` types, one crate for the whole wire
+//! contract; `checked` wraps a router so each JSON answer must read strictly
+//! into the type its `/openapi.json` entry names, or it becomes a 500
+//! `contract_misfit`; every server test runs with it), `entropy` (the
 //! one OS randomness source), `keyring` (genesis seed plus rotated seeds in the
 //! store's `meta` table, the published history), `metrics`, `search_tally`
 //! (searches counted in memory, flushed off the writer), `reputation_fold`
@@ -139,6 +140,7 @@ pub mod chamber;
 pub mod closing;
 pub mod cluster;
 pub mod compromises_page;
+pub mod contract;
 pub mod conversation;
 pub mod dispute;
 pub mod edge;
@@ -168,7 +170,6 @@ pub mod relying_party;
 pub mod reprice;
 pub mod reputation_fold;
 pub mod router;
-pub mod schemas;
 pub mod search_tally;
 pub mod spending;
 pub mod state;

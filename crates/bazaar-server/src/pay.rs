@@ -6,7 +6,6 @@ use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{self, execute, idem_for, resolve_id, KeyRule};
 use crate::federation;
 use crate::problem::{errors, Problem, ProblemDetails};
-use crate::schemas::pay as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -21,6 +20,7 @@ use bazaar_core::validate;
 use bazaar_store::StoreError;
 use bazaar_types::limits::*;
 use bazaar_types::{MemberId, OrderId, Timestamp, TokenId};
+use bazaar_wire::pay as schema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
@@ -300,14 +300,15 @@ async fn verify_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     ApiJson(body): ApiJson<VerifyRequest>,
-) -> Result<Json<serde_json::Value>, Problem> {
+) -> Result<Json<schema::TokenCheck>, Problem> {
+    let not_genuine = |reason: String| schema::TokenCheck::NotGenuine(schema::NotGenuine { genuine: false, reason });
     let claims = match state.decode_token(&body.token) {
         Ok(claims) => claims,
         Err(error) => {
             if let Some(claims) = token::peek(&body.token).ok().filter(|c| c.iss != state.registry) {
                 return Ok(Json(federation::verify_foreign(&state, &auth.member, &body.token, claims).await?));
             }
-            return Ok(Json(json!({"genuine": false, "reason": error.to_string()})));
+            return Ok(Json(not_genuine(error.to_string())));
         }
     };
     if auth.member.id != claims.aud && auth.member.id != claims.sub {
@@ -316,15 +317,19 @@ async fn verify_token(
         );
     }
     let Some(view) = state.store.token(&claims.jti).await? else {
-        return Ok(Json(json!({"genuine": false, "reason": "signed by this registry but unknown to it"})));
+        return Ok(Json(not_genuine("signed by this registry but unknown to it".into())));
     };
     let token_state = TokenState::of(&view.hold, state.now());
-    Ok(Json(json!({
-        "genuine": true,
-        "state": token_state,
-        "work_order": false,
-        "claims": claims,
-        "settlement": view.settlement.as_ref().map(bazaar_core::pay::settlement_view),
+    Ok(Json(schema::TokenCheck::Local(schema::LocalTokenCheck {
+        genuine: true,
+        state: crate::exec::wire(&token_state)?,
+        work_order: false,
+        claims: crate::exec::wire(&claims)?,
+        settlement: view
+            .settlement
+            .as_ref()
+            .map(|s| crate::exec::wire(&bazaar_core::pay::settlement_view(s)))
+            .transpose()?,
     })))
 }
 

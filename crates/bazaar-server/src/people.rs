@@ -22,7 +22,7 @@ use bazaar_core::crypto::sha256_hex;
 use bazaar_core::model::MemberKind;
 use bazaar_types::limits::{PASSKEY_CEREMONY_TTL_S, SESSION_TTL_S};
 use bazaar_types::MemberId;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::sync::Arc;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -59,14 +59,7 @@ fn internal(detail: impl std::fmt::Display) -> Problem {
     Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail.to_string())
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct CeremonyStarted {
-    /// Pass back with the browser's answer.
-    pub ceremony: String,
-    /// WebAuthn options: give `options.publicKey` to `PublicKeyCredential.parse…OptionsFromJSON`.
-    #[schema(value_type = Object)]
-    pub options: serde_json::Value,
-}
+pub use bazaar_wire::identity::CeremonyStarted;
 
 async fn begin(
     state: &AppState,
@@ -142,7 +135,7 @@ pub struct FinishRequest {
 }
 
 /// Finishes registering: the passkey is kept for the caller.
-#[utoipa::path(post, path = "/v1/passkeys/register/finish", request_body = FinishRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The passkey", body = crate::schemas::conversation::Passkey), errors::Unauthenticated, errors::BodyRefused, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/register/finish", request_body = FinishRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The passkey", body = bazaar_wire::conversation::Passkey), errors::Unauthenticated, errors::BodyRefused, errors::NotFound, errors::Conflict, errors::Unavailable))]
 async fn register_finish(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -174,7 +167,7 @@ async fn register_finish(
 }
 
 /// The caller's passkeys (ids and dates; never the keys' state).
-#[utoipa::path(get, path = "/v1/passkeys", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Passkeys", body = [crate::schemas::conversation::Passkey]), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/passkeys", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Passkeys", body = [bazaar_wire::conversation::Passkey]), errors::Unauthenticated, errors::Unavailable))]
 async fn list_passkeys(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     let member = auth.member.id;
     let found = state.plane()?.call(move |store| store.passkeys_of(&member)).await?;
@@ -198,7 +191,7 @@ fn cookie(party: &RelyingParty, value: &str, max_age_s: u64) -> String {
 
 /// Finishes a sign-in: checks the passkey's signature, opens a fresh session
 /// (revoking the one this browser held, if any) and sets its cookie.
-#[utoipa::path(post, path = "/v1/passkeys/sign-in/finish", request_body = FinishRequest, responses((status = 200, description = "Signed in: the member, and a `bazaar_session` cookie", body = crate::schemas::identity::Member), errors::BodyRefused, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/sign-in/finish", request_body = FinishRequest, responses((status = 200, description = "Signed in: the member, and a `bazaar_session` cookie", body = bazaar_wire::identity::Member), errors::BodyRefused, errors::NotFound, errors::Unavailable))]
 async fn sign_in_finish(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -238,11 +231,7 @@ async fn sign_in_finish(
     Ok(([(header::SET_COOKIE, cookie(&party, &token, SESSION_TTL_S))], Json(member)).into_response())
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct SignedOut {
-    /// Always true: any session the browser held is revoked.
-    pub signed_out: bool,
-}
+pub use bazaar_wire::identity::SignedOut;
 
 /// Signs this browser out: its session is revoked on the server and the cookie cleared.
 #[utoipa::path(post, path = "/v1/sessions/sign-out", responses((status = 200, description = "Signed out; the cookie is cleared", body = SignedOut), errors::Unavailable))]

@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use bazaar_core::refusal::{Class, Code, Refusal};
 use bazaar_store::StoreError;
 use bazaar_types::limits::RETRY_AFTER_S;
-use serde_json::json;
 use std::collections::BTreeMap;
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::ToSchema;
@@ -134,16 +133,14 @@ impl From<JsonRejection> for Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let mut body = json!({
-            "type": format!("{PROBLEM_BASE}{}", self.code),
-            "title": self.code.replace('_', " "),
-            "status": self.status.as_u16(),
-            "code": self.code,
-            "detail": self.detail,
-        });
-        if !self.facts.is_null() {
-            body["facts"] = self.facts;
-        }
+        let body = ProblemDetails {
+            type_: format!("{PROBLEM_BASE}{}", self.code),
+            title: self.code.replace('_', " "),
+            status: self.status.as_u16(),
+            detail: self.detail,
+            facts: (!self.facts.is_null()).then_some(self.facts),
+            code: self.code,
+        };
         let mut response = (self.status, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
@@ -154,25 +151,7 @@ impl IntoResponse for Problem {
     }
 }
 
-/// The problem+json body, as `Problem::into_response` writes it (RFC 9457
-/// members plus this API's stable `code` and its `facts`).
-#[derive(ToSchema)]
-pub struct ProblemDetails {
-    /// `https://bazaar.dev/problems/<code>`.
-    #[schema(rename = "type")]
-    pub type_: String,
-    /// The code in words (`token_settled` reads "token settled").
-    pub title: String,
-    /// The HTTP status, repeated.
-    pub status: u16,
-    /// The stable machine code: match on this, never on `detail`.
-    pub code: String,
-    /// A sentence that says what to do.
-    pub detail: String,
-    /// What the refusal is about (amounts, states, the original receipt), when it has anything to add.
-    #[schema(value_type = Option<Object>)]
-    pub facts: Option<serde_json::Value>,
-}
+pub use bazaar_wire::ProblemDetails;
 
 /// The media type every error response has.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
@@ -250,6 +229,11 @@ pub mod errors {
         /// A write refused by a rule (funds, budget, terms), or an `Idempotency-Key` reused with another body.
         Unprocessable {
             "422" => "refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict`",
+        }
+        /// A route behind a credential or a session: the credential itself may be refused for it (the
+        /// router adds this to every such route that states no 403 of its own).
+        CredentialRefused {
+            "403" => "`rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this",
         }
         /// A route with a per-subject rate.
         TooMany {

@@ -6,8 +6,6 @@ mod memory;
 
 use crate::federation;
 use crate::problem::{errors, Problem, ProblemDetails};
-use crate::schemas::registry as schema;
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use crate::x402;
 use crate::NETWORK_UNIT;
@@ -16,6 +14,8 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
 use bazaar_types::limits::*;
+use bazaar_wire::registry as schema;
+use bazaar_wire::OpenObject;
 use serde_json::json;
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;

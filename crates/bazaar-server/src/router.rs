@@ -5,7 +5,6 @@
 //! request metrics, the body limit and the problem+json fallback.
 
 use crate::problem::{errors, Problem, ProblemDetails};
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use crate::{conversation, dispute, escrow, federation, identity, market, pay, registry, x402};
 use axum::extract::{MatchedPath, State};
@@ -14,6 +13,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use bazaar_types::limits::REQUEST_BODY_BYTES_MAX;
+use bazaar_wire::OpenObject;
 use std::sync::{Arc, OnceLock};
 use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::OpenApi;
@@ -147,16 +147,21 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
 
 /// Tags every operation of `router` with its capability, and states for each
 /// operation with parameters the `400` a malformed parameter gets (every
-/// path, query and header parameter is parsed, so any can be refused).
+/// path, query and header parameter is parsed, so any can be refused), and
+/// for each one behind a credential the `403` the credential itself can get.
 fn tagged(tag: &str, mut router: OpenApiRouter<Arc<AppState>>) -> OpenApiRouter<Arc<AppState>> {
     for item in router.get_openapi_mut().paths.paths.values_mut() {
         let shared_parameters = item.parameters.as_ref().is_some_and(|p| !p.is_empty());
         for operation in operations(item) {
             operation.tags = Some(vec![tag.to_string()]);
             let has_parameters = shared_parameters || operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
+            use utoipa::IntoResponses;
             if has_parameters && !operation.responses.responses.contains_key("400") {
-                use utoipa::IntoResponses;
                 operation.responses.responses.extend(errors::Invalid::responses());
+            }
+            let secured = operation.security.as_ref().is_some_and(|s| !s.is_empty());
+            if secured && !operation.responses.responses.contains_key("403") {
+                operation.responses.responses.extend(errors::CredentialRefused::responses());
             }
         }
     }

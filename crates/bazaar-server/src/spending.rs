@@ -9,7 +9,6 @@
 use crate::auth::Auth;
 use crate::exec::resolve;
 use crate::problem::{errors, Problem};
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -17,6 +16,7 @@ use bazaar_core::hire::Lease;
 use bazaar_core::model::{DocKind, MemberKind};
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_types::{AccountId, MemberId};
+use bazaar_wire::OpenObject;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;

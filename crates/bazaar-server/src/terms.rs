@@ -38,34 +38,9 @@ pub struct TermsRequest {
     pub invited_buyers: Option<Vec<String>>,
 }
 
-/// The terms as stored, or the registry's defaults for a merchant without its own.
-#[derive(Serialize, ToSchema)]
-pub struct Terms {
-    pub merchant: String,
-    pub escrow_threshold_minor: u64,
-    pub registry_escrow_threshold_minor: u64,
-    /// Null: open to every buyer.
-    pub invited_buyers: Option<Vec<String>>,
-    /// Whether the merchant set its own (false: the registry's defaults).
-    pub own: bool,
-    /// Who set them (the merchant or its owner); absent for the registry's defaults.
-    pub set_by: Option<String>,
-    /// Unix milliseconds; absent for the registry's defaults.
-    pub set_at: Option<i64>,
-}
+pub use bazaar_wire::pay::Terms;
 
-/// The terms as `PUT` stored them (the receipt of `set_terms`).
-#[derive(Serialize, ToSchema)]
-pub struct StoredTerms {
-    pub merchant: String,
-    /// The merchant's own threshold (at most the registry's when set).
-    pub escrow_threshold_minor: u64,
-    /// Null: open to every buyer.
-    pub invited_buyers: Option<Vec<String>>,
-    pub set_by: String,
-    /// Unix milliseconds.
-    pub set_at: i64,
-}
+pub use bazaar_wire::pay::StoredTerms;
 
 /// The merchant agent or its owner: sets the merchant's own terms, replacing any before.
 /// Terms apply to tokens, contracts and orders asked for afterwards.

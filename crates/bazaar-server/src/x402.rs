@@ -13,7 +13,6 @@
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{idem_for, KeyRule};
 use crate::problem::{errors, Problem};
-use crate::schemas::registry as schema;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
@@ -22,6 +21,7 @@ use bazaar_core::model::TokenState;
 use bazaar_core::pay;
 use bazaar_core::token::TokenClaims;
 use bazaar_types::{Amount, OrderId};
+use bazaar_wire::registry as schema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -121,10 +121,15 @@ pub async fn verify(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     ApiJson(body): ApiJson<FacilitatorRequest>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<schema::X402Verified>, Problem> {
+    let verified = schema::X402Verified { is_valid: false, payer: None, invalid_reason: None, invalid_message: None };
     Ok(Json(match check(&state, &auth, &body).await {
-        Ok((claims, _)) => json!({"isValid": true, "payer": claims.sub}),
-        Err(Invalid(reason, message)) => json!({"isValid": false, "invalidReason": reason, "invalidMessage": message}),
+        Ok((claims, _)) => schema::X402Verified { is_valid: true, payer: Some(claims.sub.to_string()), ..verified },
+        Err(Invalid(reason, message)) => schema::X402Verified {
+            invalid_reason: Some(reason.to_string()),
+            invalid_message: Some(message),
+            ..verified
+        },
     }))
 }
 
@@ -134,9 +139,26 @@ pub async fn settle(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     ApiJson(body): ApiJson<FacilitatorRequest>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<schema::X402Settled>, Problem> {
     let network = network(&state);
-    let failed = |reason: &str, message: String| json!({"success": false, "errorReason": reason, "errorMessage": message, "transaction": "", "network": network});
+    let failed = |reason: &str, message: String| schema::X402Settled {
+        success: false,
+        transaction: String::new(),
+        network: network.clone(),
+        payer: None,
+        amount: None,
+        error_reason: Some(reason.to_string()),
+        error_message: Some(message),
+    };
+    let settled = |transaction: &Value, payer: String, amount: String| schema::X402Settled {
+        success: true,
+        transaction: transaction.as_str().unwrap_or_default().to_string(),
+        network: network.clone(),
+        payer: Some(payer),
+        amount: Some(amount),
+        error_reason: None,
+        error_message: None,
+    };
     let (claims, amount) = match check(&state, &auth, &body).await {
         Ok(checked) => checked,
         Err(Invalid(reason, message)) => return Ok(Json(failed(reason, message))),
@@ -149,12 +171,13 @@ pub async fn settle(
     crate::exec::spending_allowed(&op)?;
     let applied = state.store.submit(Command { actor: auth.member.clone(), idem, op }).await?;
     Ok(Json(match applied.outcome {
-        Ok(receipt) => json!({"success": true, "transaction": receipt["settlement_id"], "network": network,
-            "payer": claims.sub, "amount": amount.0.to_string()}),
+        Ok(receipt) => settled(&receipt["settlement_id"], claims.sub.to_string(), amount.0.to_string()),
         // A settled token replays its settlement: the same transaction.
-        Err(refusal) if refusal.code.as_str() == "token_settled" => json!({"success": true,
-            "transaction": refusal.facts["settlement_id"], "network": network, "payer": claims.sub,
-            "amount": refusal.facts["amount_minor"].as_u64().unwrap_or(amount.0).to_string()}),
+        Err(refusal) if refusal.code.as_str() == "token_settled" => settled(
+            &refusal.facts["settlement_id"],
+            claims.sub.to_string(),
+            refusal.facts["amount_minor"].as_u64().unwrap_or(amount.0).to_string(),
+        ),
         Err(refusal) => failed("invalid_transaction_state", format!("{}: {}", refusal.code.as_str(), refusal.detail)),
     }))
 }

@@ -44,7 +44,7 @@ async fn registry() -> Registry {
     let booted = boot(store, clock.clone(), config(), Some("operator-secret".into())).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(booted.state.clone());
+    let app = bazaar_server::contract::checked(router(booted.state.clone()));
     tokio::spawn(async move { axum::serve(listener, app).await });
     let operator = Client::new(&url, Some("operator-secret".into()));
     Registry { url, state: booted.state, clock, operator, _dir: TempDir(dir) }
@@ -634,7 +634,7 @@ async fn a_search_never_waits_on_the_money_writer() {
     let state = boot(store.clone(), clock, config(), Some("operator-secret".into())).await.unwrap().state;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router(state)).await });
+    tokio::spawn(async move { axum::serve(listener, bazaar_server::contract::checked(router(state))).await });
     store.stalled.store(true, std::sync::atomic::Ordering::SeqCst);
     let patience = std::time::Duration::from_secs(10);
     for _ in 0..2 {

@@ -250,7 +250,7 @@ impl World {
         let session = "bzs_authz-session".to_string();
 
         let mut world = World {
-            app: bazaar_server::router(registry.state.clone()),
+            app: bazaar_server::contract::checked(bazaar_server::router(registry.state.clone())),
             origin,
             session,
             bearer: BTreeMap::new(),

@@ -46,19 +46,8 @@ pub struct Terms {
 }
 
 /// One signing key in a registry's history. The first is the registry's own
-/// DID; each later one is signed by its predecessor.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyEntry {
-    /// `did:key:z6Mk…` of this key.
-    pub did: String,
-    pub from_ms: i64,
-    /// When the next key took over; `None` for the current key.
-    #[serde(default)]
-    pub until_ms: Option<i64>,
-    /// The predecessor's signature over [`rotation_message`]; absent on the first key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sig: Option<String>,
-}
+/// DID; each later one is signed by its predecessor over [`rotation_message`].
+pub use bazaar_wire::federation::KeyEntry;
 
 /// What the outgoing key signs to hand over to the next one.
 pub fn rotation_message(registry: &str, next_did: &str, from_ms: i64) -> Vec<u8> {

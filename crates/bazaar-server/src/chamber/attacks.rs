@@ -10,13 +10,13 @@
 use crate::chamber::stream::MaybeAuth;
 use crate::exec::as_registry;
 use crate::problem::{errors, Problem};
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use bazaar_core::chamber;
 use bazaar_core::command::Op;
+use bazaar_wire::OpenObject;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;

@@ -15,11 +15,11 @@
 use super::stream::{viewer_of, MaybeAuth};
 use crate::live::{project, Viewer};
 use crate::problem::{errors, Problem};
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
 use bazaar_core::model::{Event, MemberKind};
+use bazaar_wire::OpenObject;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;

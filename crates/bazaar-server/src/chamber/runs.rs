@@ -8,12 +8,12 @@
 use crate::auth::Auth;
 use crate::chamber::stream::MaybeAuth;
 use crate::problem::{errors, Problem};
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use bazaar_core::model::MemberKind;
+use bazaar_wire::OpenObject;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;

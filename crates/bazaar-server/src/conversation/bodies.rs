@@ -81,7 +81,7 @@ pub struct AnswersQuery {
 
 /// Which of the caller's bodies was chosen to answer each event that
 /// addressed it, oldest first (written once per event, when a body first saw it).
-#[utoipa::path(get, path = "/v1/answers", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Answers", body = [crate::schemas::conversation::Answer]), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/answers", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Answers", body = [bazaar_wire::conversation::Answer]), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
 async fn answers(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -13,7 +13,7 @@ use axum::Json;
 use bazaar_conversation::meter::day_of;
 use bazaar_core::vc::{ms_from_rfc3339, rfc3339_from_ms};
 use bazaar_types::limits::METER_FLUSH_S;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,14 +35,7 @@ pub struct MeterQuery {
     pub day: Option<String>,
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct Meter {
-    pub member: String,
-    /// The UTC day, `YYYY-MM-DD`.
-    pub day: String,
-    /// Events delivered that day, by transport (`websocket`, `sse`, `poll`, `webhook`).
-    pub delivered: BTreeMap<String, u64>,
-}
+pub use bazaar_wire::conversation::Meter;
 
 /// Events delivered to the caller on a UTC day, by transport.
 #[utoipa::path(get, path = "/v1/meter", params(("day" = Option<String>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The day's meter", body = Meter), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]

@@ -6,7 +6,6 @@ use crate::auth::{ApiJson, ApiQuery, Auth, Talker};
 use crate::exec::resolve;
 use crate::plane::Transport;
 use crate::problem::{errors, Problem};
-use crate::schemas::conversation as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -20,6 +19,7 @@ use bazaar_conversation::{
 };
 use bazaar_core::model::{Member, MemberKind};
 use bazaar_types::limits::{IDEMPOTENCY_KEY_LEN_MAX, MESSAGE_MENTION_CANDIDATES_MAX};
+use bazaar_wire::conversation as schema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -544,7 +544,7 @@ fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, Pr
 /// Posts a message. An agent's message names its owner in `on_behalf_of`
 /// (a person's agent and a standalone agent are different authors), without
 /// gaining the owner's standing in the channel.
-#[utoipa::path(post, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key returns the first post")), request_body = PostRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The message, with its `seq` and log `position`", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key returns the first post")), request_body = PostRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The message, with its `seq` and log `position`", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
 async fn post_message(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,

@@ -6,7 +6,6 @@
 
 use crate::auth::{ApiJson, Auth, Talker};
 use crate::problem::{errors, Problem};
-use crate::schemas::conversation as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -15,6 +14,7 @@ use bazaar_conversation::sealing::{sealing_key_message, signing_bytes, verify_si
 use bazaar_conversation::{ChannelId, ConversationError};
 use bazaar_core::crypto::public_key_from_did;
 use bazaar_types::{MemberId, Timestamp};
+use bazaar_wire::conversation as schema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;

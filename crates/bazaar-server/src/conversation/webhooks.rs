@@ -245,22 +245,7 @@ pub struct AddWebhookRequest {
     pub url: String,
 }
 
-/// An endpoint as its member sees it (never its secret, but at registration and rotation).
-#[derive(Serialize, ToSchema)]
-pub struct WebhookView {
-    pub id: String,
-    pub url: String,
-    /// Unix milliseconds.
-    pub created_at: i64,
-    /// Set when the receiver answered 410 Gone; nothing is sent while it is.
-    pub disabled_at: Option<i64>,
-    pub disabled_reason: Option<String>,
-    /// Until when the previous secret also signs (after a rotation).
-    pub previous_until: Option<i64>,
-    /// The `whsec_…` secret: shown when the endpoint is registered and when it rotates, never again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
-}
+pub use bazaar_wire::conversation::WebhookView;
 
 fn view(endpoint: bazaar_conversation::Endpoint, show_secret: bool) -> WebhookView {
     WebhookView {
@@ -308,11 +293,7 @@ async fn remove_webhook(
     Ok(Json(WebhookRemoved { id, removed: true }).into_response())
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct WebhookRemoved {
-    pub id: String,
-    pub removed: bool,
-}
+pub use bazaar_wire::conversation::WebhookRemoved;
 
 /// Draws a new secret. For `WEBHOOK_ROTATION_OVERLAP_MS` (24 h) every
 /// delivery carries two signatures, the new secret's and the old one's, so
@@ -340,7 +321,7 @@ pub struct DeliveriesQuery {
 }
 
 /// An endpoint's deliveries in one state, oldest first: by default its dead letters.
-#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", params(("id" = String, Path), ("state" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Deliveries", body = [crate::schemas::OpenObject]), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", params(("id" = String, Path), ("state" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Deliveries", body = [bazaar_wire::OpenObject]), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Unavailable))]
 async fn list_deliveries(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -355,11 +336,7 @@ async fn list_deliveries(
     Ok(Json(found).into_response())
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct Replayed {
-    /// Dead deliveries put back in line, in log order, with fresh attempts.
-    pub replayed: u64,
-}
+pub use bazaar_wire::conversation::Replayed;
 
 /// Puts the endpoint's dead letters back in line, oldest first.
 #[utoipa::path(post, path = "/v1/webhooks/{id}/replay", params(("id" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "How many were put back", body = Replayed), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]

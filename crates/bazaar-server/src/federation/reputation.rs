@@ -7,8 +7,6 @@ use super::peers::{peer_of, peers};
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute, resolve};
 use crate::problem::{errors, Problem, ProblemDetails};
-use crate::schemas::federation as schema;
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use crate::NETWORK_UNIT;
 use axum::extract::{Path, State};
@@ -27,6 +25,8 @@ use bazaar_core::reputation::{combine, Imported, IssuedFigures, Ledger};
 use bazaar_core::vc;
 use bazaar_types::limits::*;
 use bazaar_types::{MemberId, Timestamp};
+use bazaar_wire::federation as schema;
+use bazaar_wire::OpenObject;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -183,7 +183,7 @@ async fn known_registries(state: &AppState) -> Result<Vec<(String, Vec<KeyEntry>
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyPassportRequest {
-    #[schema(value_type = crate::schemas::federation::PassportShape, required = true)]
+    #[schema(value_type = bazaar_wire::federation::PassportShape, required = true)]
     pub passport: Value,
 }
 
@@ -214,7 +214,7 @@ pub async fn verify_passport_route(
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportRequest {
-    #[schema(value_type = crate::schemas::federation::PassportShape, required = true)]
+    #[schema(value_type = bazaar_wire::federation::PassportShape, required = true)]
     pub passport: Value,
     /// Milliseconds; within `FEDERATION_SKEW_S_MAX` of this registry's clock.
     pub presented_at_ms: i64,

@@ -174,18 +174,20 @@ pub async fn verify_foreign(
     caller: &Member,
     text: &str,
     claims: TokenClaims,
-) -> Result<Value, Problem> {
+) -> Result<bazaar_wire::pay::TokenCheck, Problem> {
+    use bazaar_wire::pay::{ForeignTokenCheck, NotGenuine, TokenCheck};
+    let not_genuine = |reason: &str| Ok(TokenCheck::NotGenuine(NotGenuine { genuine: false, reason: reason.into() }));
     if caller.id != claims.aud {
         return Err(Refusal::new(Code::NotAudience, "Only the token's merchant (audience) verifies it here.").into());
     }
     let Some(peer) = peer_of(state, claims.iss.as_str()).await? else {
-        return Ok(json!({"genuine": false, "reason": "issued by a registry this one does not recognise"}));
+        return not_genuine("issued by a registry this one does not recognise");
     };
     if claims.via.as_ref() != Some(&state.registry) {
-        return Ok(json!({"genuine": false, "reason": "not issued for settlement through this registry"}));
+        return not_genuine("not issued for settlement through this registry");
     }
     if crate::keyring::decode_token_with(text, &peer.keys).is_err() {
-        return Ok(json!({"genuine": false, "reason": "the signature does not verify against the issuer's keys"}));
+        return not_genuine("the signature does not verify against the issuer's keys");
     }
     let relay = state.store.doc(DocKind::Relay, claims.jti.as_str()).await?.map(|r| decode::<Relay>(&r)).transpose()?;
     let token_state = match &relay {
@@ -195,8 +197,14 @@ pub async fn verify_foreign(
         Some(_) => "settling",
         None => "unsettled",
     };
-    Ok(json!({"genuine": true, "state": token_state, "work_order": false, "issuer": claims.iss, "claims": claims,
-        "relay": relay.map(|r| r.view())}))
+    Ok(TokenCheck::Foreign(ForeignTokenCheck {
+        genuine: true,
+        state: token_state.into(),
+        work_order: false,
+        issuer: claims.iss.to_string(),
+        claims: crate::exec::wire(&claims)?,
+        relay: relay.map(|r| crate::exec::wire(&r.view())).transpose()?,
+    }))
 }
 
 async fn settled_view(state: &AppState, relay: &Relay) -> Result<Value, Refusal> {

@@ -7,7 +7,6 @@ use super::rfq::rfq_for;
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{execute, execute_shaped, idem_for, resolve_id, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
-use crate::schemas::market as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -21,6 +20,7 @@ use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_types::limits::{PAGE_LIMIT_MAX, RECEIPT_IMAGE_BYTES_MAX};
 use bazaar_types::Amount;
+use bazaar_wire::market as schema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -170,7 +170,8 @@ pub async fn list_orders(
         }
     };
     let rows = state.store.docs_by_party(DocKind::Order, &party, "", PAGE_LIMIT_MAX).await?;
-    Ok(Json(json!({"orders": rows.iter().map(|r| r.body.clone()).collect::<Vec<_>>()})))
+    let orders = rows.iter().map(decode::<bazaar_core::order::Order>).collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(json!({ "orders": orders })))
 }
 
 async fn decide(state: Arc<AppState>, auth: Auth, id: String, approve: bool) -> Result<Response, Problem> {
@@ -202,7 +203,7 @@ async fn log_fallbacks(response: Response) -> Response {
 }
 
 /// The buyer's owner (a person, never an agent): approves an order waiting for it.
-#[utoipa::path(post, path = "/v1/orders/{id}/approve", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Authorized; makers told", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable, (status = 403, description = "approval_by_person / not_owner", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/approve", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Authorized; makers told", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 403, description = "approval_by_person / not_owner", body = ProblemDetails, content_type = "application/problem+json")))]
 pub async fn approve_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,

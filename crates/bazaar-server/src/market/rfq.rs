@@ -6,7 +6,6 @@
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute, idem_for, load_doc, KeyRule};
 use crate::problem::{errors, Problem, ProblemDetails};
-use crate::schemas::market as schema;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -20,6 +19,7 @@ use bazaar_core::model::DocKind;
 use bazaar_core::refusal::{Code, Refusal};
 use bazaar_types::limits::PAGE_LIMIT_MAX;
 use bazaar_types::Amount;
+use bazaar_wire::market as schema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;

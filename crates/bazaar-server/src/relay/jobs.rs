@@ -6,7 +6,6 @@
 
 use crate::auth::ApiQuery;
 use crate::problem::{errors, Problem};
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -14,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_relay::collect::{self, TaskLookup, WAIT_S_MAX};
 use bazaar_relay::Hex32;
+use bazaar_wire::OpenObject;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,11 +5,11 @@
 use super::{reprice, REPRICE_BYTES_MAX};
 use crate::chamber::stream::MaybeAuth;
 use crate::problem::{errors, Problem};
-use crate::schemas::OpenObject;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use bazaar_wire::OpenObject;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;

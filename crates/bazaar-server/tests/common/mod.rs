@@ -75,7 +75,7 @@ async fn serve_registry(
     assert!(booted.state.attach_conversation(Arc::new(plane)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(booted.state.clone());
+    let app = bazaar_server::contract::checked(router(booted.state.clone()));
     // With each connection's peer address, as `bazaar serve`'s accept loop gives it (the edge's per-address rate).
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -2,10 +2,11 @@
 //! credential, invites and the caller's own view.
 
 use super::pay::Budget;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
 
 /// A member: a person (owner), an agent, the operator, the registry or a peer registry.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Member {
     /// The member's DID.
     pub id: String,
@@ -21,7 +22,8 @@ pub struct Member {
 
 /// A new member and the credential it authenticates with. The credential is
 /// shown here once; the registry keeps only its hash.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Enrolled {
     /// The member's DID.
     pub id: String,
@@ -35,7 +37,8 @@ pub struct Enrolled {
 }
 
 /// A single-use invite code for one agent.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Invite {
     /// `inv_…`, shown once.
     pub invite_code: String,
@@ -44,7 +47,8 @@ pub struct Invite {
 }
 
 /// The caller's new credential; the old one stopped working.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rotated {
     /// The caller's DID.
     pub member: String,
@@ -53,14 +57,16 @@ pub struct Rotated {
 }
 
 /// The credential used for this request is revoked.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Revoked {
     /// The caller's DID.
     pub member: String,
 }
 
 /// A member's handle changed; the old one stays reserved.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Renamed {
     pub member: String,
     /// The old handle.
@@ -70,7 +76,8 @@ pub struct Renamed {
 }
 
 /// The caller, its account and (for an agent) its budget.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Me {
     pub member: Member,
     /// Null when the caller has no account.
@@ -84,15 +91,40 @@ pub struct Me {
 }
 
 /// A credential's scope (`CREDENTIAL_SCOPES`): `pay` lets it move money.
-#[derive(ToSchema)]
-#[schema(as = Scope)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
 pub enum Scope {
-    #[schema(rename = "jobs")]
     Jobs,
-    #[schema(rename = "pay")]
     Pay,
-    #[schema(rename = "read")]
     Read,
-    #[schema(rename = "talk")]
     Talk,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CeremonyStarted {
+    /// Pass back with the browser's answer.
+    pub ceremony: String,
+    /// WebAuthn options: give `options.publicKey` to `PublicKeyCredential.parse…OptionsFromJSON`.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub options: serde_json::Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SignedOut {
+    /// Always true: any session the browser held is revoked.
+    pub signed_out: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CredentialListed {
+    /// The first 16 hex characters of the credential's SHA-256: enough to name it, useless to sign in.
+    pub id: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+    /// What it may do; absent: every scope. Without `pay` it cannot move money.
+    pub scopes: Option<Vec<String>>,
 }

@@ -1,10 +1,11 @@
 //! Escrow's response bodies: contracts, their milestones, deliveries and
 //! release receipts.
 
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
 
 /// One milestone of a contract, with the hold that funds it.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Milestone {
     pub index: u32,
     /// Units, minor.
@@ -22,16 +23,18 @@ pub struct Milestone {
     pub review_deadline: Option<i64>,
     pub released_at: Option<i64>,
     /// The release receipt (as `MilestoneReleased`), returned again to anyone who asks twice.
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub release: Option<serde_json::Value>,
     /// The dispute that froze it.
     pub dispute: Option<String>,
     /// When the buyer reclaimed it, Unix milliseconds; absent unless reclaimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaimed_at: Option<i64>,
 }
 
 /// An escrowed contract and what it still holds.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Contract {
     pub id: String,
     pub buyer: String,
@@ -57,7 +60,8 @@ pub struct Contract {
 }
 
 /// A page of contracts.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContractPage {
     pub contracts: Vec<Contract>,
     /// Pass as `after` for the next page; null on an empty page.
@@ -65,7 +69,8 @@ pub struct ContractPage {
 }
 
 /// A milestone marked delivered; the buyer's review window runs.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MilestoneDelivered {
     pub contract: String,
     pub milestone: u32,
@@ -75,7 +80,8 @@ pub struct MilestoneDelivered {
 }
 
 /// An undelivered milestone's hold given back to its buyer after the due date and the grace.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MilestoneReclaimed {
     pub contract: String,
     pub milestone: u32,
@@ -95,7 +101,8 @@ pub struct MilestoneReclaimed {
 }
 
 /// A milestone released to the seller, less the fee.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MilestoneReleased {
     pub contract: String,
     pub milestone: u32,

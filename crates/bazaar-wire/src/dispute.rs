@@ -1,13 +1,14 @@
 //! Disputes' and stake's response bodies.
 
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
 
 /// A dispute's whole record.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Dispute {
     pub id: String,
     /// `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub subject: serde_json::Value,
     pub claimant: String,
     pub respondent: String,
@@ -20,7 +21,7 @@ pub struct Dispute {
     /// What the claimant paid for the subject: the most a ruling can refund.
     pub at_risk: u64,
     /// What was frozen when it was filed, and from where.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub frozen: serde_json::Value,
     /// `filed`, `evidence`, `ruling`, `appealable` or `executed`.
     pub phase: String,
@@ -33,24 +34,25 @@ pub struct Dispute {
     pub arbiters_used: Vec<String>,
     /// Whether the respondent answered.
     pub responded: bool,
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub evidence: Vec<serde_json::Value>,
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub rulings: Vec<serde_json::Value>,
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub appeal: Option<serde_json::Value>,
     /// What execution moved; set once executed.
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub outcome: Option<serde_json::Value>,
     /// Each phase entered, when and why.
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub timeline: Vec<serde_json::Value>,
     /// Unix milliseconds.
     pub filed_at: i64,
 }
 
 /// A page of disputes.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DisputePage {
     pub disputes: Vec<Dispute>,
     /// Pass as `after` for the next page; null on an empty page.
@@ -58,18 +60,20 @@ pub struct DisputePage {
 }
 
 /// Evidence recorded on a dispute.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EvidenceAdded {
     pub dispute: String,
     /// The evidence item as recorded (side, SHA-256, URL, signature, time).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub evidence: serde_json::Value,
     /// The phase after it (a respondent's first evidence is its answer).
     pub phase: String,
 }
 
 /// A member's stake: the stake account and the record beside it.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Stake {
     pub member: String,
     pub balance_minor: i64,
@@ -77,14 +81,16 @@ pub struct Stake {
     pub frozen_minor: u64,
     pub open_disputes: u32,
     /// A pending unlock: `amount`, `requested_at`, `available_at`; null if none.
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub unlock: Option<serde_json::Value>,
     /// The member's handle (`GET /v1/stake/{member}` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handle: Option<String>,
 }
 
 /// Units moved from the balance into the stake account.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StakeLocked {
     pub member: String,
     pub locked_minor: u64,
@@ -95,7 +101,8 @@ pub struct StakeLocked {
 }
 
 /// The cooldown started on part of the stake.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StakeUnlocking {
     pub member: String,
     pub unlock_minor: u64,
@@ -104,7 +111,8 @@ pub struct StakeUnlocking {
 }
 
 /// Unlocked stake moved back to the balance.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StakeWithdrawn {
     pub member: String,
     pub withdrawn_minor: u64,
@@ -113,10 +121,11 @@ pub struct StakeWithdrawn {
 }
 
 /// What executing a final ruling moved.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DisputeOutcome {
     pub dispute: String,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub subject: serde_json::Value,
     pub claimant: String,
     pub respondent: String,
@@ -135,7 +144,7 @@ pub struct DisputeOutcome {
     pub slash_to_claimant_minor: u64,
     pub slash_to_insurance_minor: u64,
     /// The appeal bond's fate, when there was an appeal.
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub bond: Option<serde_json::Value>,
     /// The transfer ids posted.
     pub transfers: Vec<String>,
@@ -145,7 +154,8 @@ pub struct DisputeOutcome {
 
 /// A ruling's answer: the dispute, open to appeal, after a first ruling; the
 /// execution outcome after a second (final) one.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum RulingAnswer {
     Ruled(Dispute),

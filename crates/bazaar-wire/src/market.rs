@@ -1,10 +1,11 @@
 //! The storefront's response bodies: listings, searches, requests for quote,
 //! offers, allocations and orders.
 
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
 
 /// A product listed by a seller's agent, with the lowest price offers are checked against.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Listing {
     /// `lst_…`, derived from the seller and the SKU.
     pub id: String,
@@ -14,7 +15,7 @@ pub struct Listing {
     pub description: String,
     pub tags: Vec<String>,
     /// `list_price`, `floor`, `max_discount_bps`, `capacity_per_day`, `capacity_max`, `lead_time_days`, `notice_days`.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub terms: serde_json::Value,
     /// BCP 47: the language the seller is told things in.
     pub language: String,
@@ -25,7 +26,8 @@ pub struct Listing {
 }
 
 /// Listings matching a search, best first.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchResults {
     /// The query as counted for demand (normalised).
     pub query: String,
@@ -35,7 +37,8 @@ pub struct SearchResults {
 }
 
 /// A search that found nothing the last time it ran.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UnmetSearch {
     pub query: String,
     /// How often it was searched.
@@ -45,30 +48,32 @@ pub struct UnmetSearch {
 }
 
 /// Unmet demand, most frequent first.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UnmetSearches {
     pub unmet: Vec<UnmetSearch>,
 }
 
 /// A request for quote: what and how many, the sellers invited and every offer.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rfq {
     pub id: String,
     pub buyer: String,
     pub item: String,
     /// `quantity`, `max_unit_price`, `deadline`.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub request: serde_json::Value,
     /// `[seller, listing]` pairs whose listings matched the item.
-    #[schema(value_type = Vec<Vec<String>>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Vec<String>>))]
     pub invited: Vec<serde_json::Value>,
     /// `open` or `closed`.
     pub state: String,
     /// Every offer, refused ones with their reason.
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub offers: Vec<serde_json::Value>,
     /// The allocation: as it stands when read, fixed once closed; null on a new request.
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub allocation: Option<serde_json::Value>,
     /// The order placed from it, once ordered.
     pub order: Option<String>,
@@ -77,13 +82,15 @@ pub struct Rfq {
 }
 
 /// Requests for quote naming the caller.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RfqList {
     pub rfqs: Vec<Rfq>,
 }
 
 /// A valid offer (a refused one is answered 422 with the offer in `facts`).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Offer {
     pub id: String,
     pub seller: String,
@@ -94,7 +101,11 @@ pub struct Offer {
     pub attempt: u32,
     /// The event-ledger position it was made at: earlier wins ties.
     pub seq: u64,
+    /// `valid`, `superseded` or `refused`.
     pub status: String,
+    /// Why a refused offer was refused, with the numbers checked; null otherwise.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub refusal: Option<serde_json::Value>,
     /// Unix milliseconds.
     pub at: i64,
     /// Revisions the seller has left.
@@ -102,18 +113,21 @@ pub struct Offer {
 }
 
 /// A request's allocation: the cheapest valid offers first, and the unfilled remainder.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RfqAllocation {
     pub rfq: String,
     /// The allocation (lines, units, remainder).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub allocation: serde_json::Value,
     /// `open` or `closed` (`GET …/allocation` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
 }
 
 /// When an agent's storefront orders wait for its owner.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OrderPolicy {
     pub agent: String,
     /// Orders with a total above this wait for the owner's approval (0: every order).
@@ -121,7 +135,8 @@ pub struct OrderPolicy {
 }
 
 /// An order: one authorization for a closed request's allocation, a share per maker.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Order {
     pub id: String,
     pub buyer: String,
@@ -132,7 +147,7 @@ pub struct Order {
     /// Unix milliseconds.
     pub deadline: i64,
     /// The shares: seller, listing, units, price, hold, state, notification, proof and payment.
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub lines: Vec<serde_json::Value>,
     pub total: u64,
     pub paid_net: u64,
@@ -141,22 +156,25 @@ pub struct Order {
     /// `awaiting_approval`, `authorized`, `completed` or `cancelled`.
     pub state: String,
     /// Whether a person must approve it, the policy, and the decision.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub approval: serde_json::Value,
     /// Unix milliseconds.
     pub created_at: i64,
     /// `/approve/<id>`, the page to hand a person, when the order waits for one (`POST /v1/orders` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_url: Option<String>,
 }
 
 /// Orders naming the caller.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OrderList {
     pub orders: Vec<Order>,
 }
 
 /// A share paid on proof of shipment.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SharePaid {
     pub order: String,
     pub share: u32,
@@ -164,13 +182,14 @@ pub struct SharePaid {
     pub tracking: String,
     pub receipt_sha256: String,
     /// `net_minor`, `fee_minor` and how it was paid (a release, for an escrowed share).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub payment: serde_json::Value,
     pub order_state: String,
 }
 
 /// A share cancelled before it shipped; its hold went back.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ShareCancelled {
     pub order: String,
     pub share: u32,

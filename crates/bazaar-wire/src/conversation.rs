@@ -2,10 +2,12 @@
 //! messages, inbox pages and attention, as `bazaar-conversation` serialises them.
 
 use super::OpenObject;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A DM or a room.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Channel {
     /// `ch_` and 32 hex characters (a DM's is derived from its two members).
     pub id: String,
@@ -21,7 +23,8 @@ pub struct Channel {
 }
 
 /// One stint of a member in a channel (joining opens one, leaving closes it).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Membership {
     pub channel: String,
     pub member: String,
@@ -39,15 +42,11 @@ pub struct Membership {
 }
 
 /// A channel the caller is in, with its unread and waking counts (the membership's fields, flattened).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MyChannel {
-    pub channel: String,
-    pub member: String,
-    pub role: String,
-    pub joined_at: i64,
-    pub joined_after: u64,
-    pub muted: bool,
-    pub read_seq: u64,
+    #[serde(flatten)]
+    pub membership: Membership,
     /// Messages delivered after the read mark.
     pub unread: u64,
     /// Of those, the ones that wake the caller (DM, mention, reply to it).
@@ -55,36 +54,35 @@ pub struct MyChannel {
 }
 
 /// A member in a channel's member list (the membership's fields, flattened).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListedMember {
-    pub member: String,
-    pub role: String,
-    pub joined_at: i64,
-    pub muted: bool,
-    /// `websocket`, `sse`: the live transports it listens on now; empty if it only polls.
+    #[serde(flatten)]
+    pub membership: Membership,
+    /// `websocket`, `sse`, `webhook`: the transports it listens on now; empty if it only polls.
     pub listening: Vec<String>,
 }
 
 /// A channel (its fields, flattened) and its current members.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChannelView {
-    pub id: String,
-    pub kind: String,
-    pub name: Option<String>,
-    pub created_by: String,
-    pub created_at: i64,
+    #[serde(flatten)]
+    pub channel: Channel,
     pub members: Vec<ListedMember>,
 }
 
 /// The message a reply answers.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReplyTo {
     pub seq: u64,
     pub author: String,
 }
 
 /// A message in a channel.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Message {
     pub channel: String,
     /// The channel's kind.
@@ -109,15 +107,19 @@ pub struct Message {
     /// Unix milliseconds.
     pub at: i64,
     /// In a sealed channel: the encrypted body (`body` is empty). See `docs/sealing.md`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed: Option<OpenObject>,
     /// The author's Ed25519 signature (base64url), checked when it was posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
     /// Registry records the message points at: `[{"kind", "id"}]`; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refs: Option<Vec<OpenObject>>,
 }
 
 /// A member's published X25519 sealing key.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SealingKey {
     pub member: String,
     /// 32 bytes, base64url without padding.
@@ -129,14 +131,16 @@ pub struct SealingKey {
 }
 
 /// A current member of a channel and its sealing key (`null`: it has none).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemberSealingKey {
     pub member: String,
     pub sealing_key: Option<SealingKey>,
 }
 
 /// A page of the inbox.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InboxPage {
     pub messages: Vec<Message>,
     /// The cursor to pass as `after` next.
@@ -144,17 +148,20 @@ pub struct InboxPage {
 }
 
 /// What needs attention in one channel.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Attention {
     pub channel: String,
     pub unread: u64,
     pub wakes: u64,
     /// Present (true) when more unread messages lie beyond the 1,000 read: show "1000+".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capped: Option<bool>,
 }
 
 /// A person's registered passkey (never its key material).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Passkey {
     /// The WebAuthn credential id, base64url.
     pub credential_id: String,
@@ -166,11 +173,54 @@ pub struct Passkey {
 }
 
 /// The body chosen to answer one event that addressed the member.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Answer {
     pub member: String,
     /// The event's log position.
     pub position: u64,
     pub body: String,
     pub at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Meter {
+    pub member: String,
+    /// The UTC day, `YYYY-MM-DD`.
+    pub day: String,
+    /// Events delivered that day, by transport (`websocket`, `sse`, `poll`, `webhook`).
+    pub delivered: BTreeMap<String, u64>,
+}
+
+/// An endpoint as its member sees it (never its secret, but at registration and rotation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WebhookView {
+    pub id: String,
+    pub url: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// Set when the receiver answered 410 Gone; nothing is sent while it is.
+    pub disabled_at: Option<i64>,
+    pub disabled_reason: Option<String>,
+    /// Until when the previous secret also signs (after a rotation).
+    pub previous_until: Option<i64>,
+    /// The `whsec_…` secret: shown when the endpoint is registered and when it rotates, never again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WebhookRemoved {
+    pub id: String,
+    pub removed: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Replayed {
+    /// Dead deliveries put back in line, in log order, with fresh attempts.
+    pub replayed: u64,
 }

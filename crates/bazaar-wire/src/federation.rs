@@ -1,21 +1,26 @@
 //! Federation's response bodies: reputation, passports, keys, peers and guests.
 
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
 
 /// One signing key in a registry's history.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyEntry {
     /// `did:key:z6Mk…` of this key.
     pub did: String,
     pub from_ms: i64,
     /// When the next key took over; null for the current key.
+    #[serde(default)]
     pub until_ms: Option<i64>,
-    /// The predecessor's signature handing over to this key; absent on the first key.
+    /// The predecessor's signature over the rotation message (`bazaar-key-rotation-v1`, the registry, this
+    /// key's DID, `from_ms`, one per line) handing over to this key; absent on the first key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sig: Option<String>,
 }
 
 /// Every key the registry signed with.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyHistory {
     /// The registry's DID.
     pub registry: String,
@@ -23,34 +28,37 @@ pub struct KeyHistory {
 }
 
 /// The key the registry rotated to, and the history after it.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyRotated {
     pub entry: KeyEntry,
     pub keys: Vec<KeyEntry>,
 }
 
 /// Everything published about one DID, computed from the ledger now.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Reputation {
     pub subject: String,
     /// This registry's figures (counts, volume, score; see docs for the formula).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub local: serde_json::Value,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub stake: serde_json::Value,
     /// Peers' passports imported for this subject and still valid.
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub imported: Vec<serde_json::Value>,
     /// Local and imported figures combined.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub combined: serde_json::Value,
     /// `ledger_seq` and `ledger_head`: the ledger position the figures are as of.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub as_of: serde_json::Value,
 }
 
 /// A passport that verified.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PassportValid {
     /// Always true (a passport that does not verify is refused).
     pub valid: bool,
@@ -62,18 +70,19 @@ pub struct PassportValid {
     pub credential_id: String,
     pub valid_until_ms: i64,
     pub as_of_seq: u64,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub figures: serde_json::Value,
     /// True when this registry issued it.
     pub local: bool,
 }
 
 /// A peer's passport imported for its subject.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PassportImported {
     pub subject: String,
     /// The issuer, the weight here and the figures that count.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub imported: serde_json::Value,
     pub credential_id: String,
     /// Unix milliseconds.
@@ -81,7 +90,8 @@ pub struct PassportImported {
 }
 
 /// A peer registry as recognised here.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Peer {
     pub did: String,
     pub url: String,
@@ -89,7 +99,7 @@ pub struct Peer {
     /// How much its passports count here, in basis points of local work.
     pub weight_bps: u32,
     /// The corridor's terms: `fee_bps`, `per_call_max_minor`, `outstanding_max_minor`.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub terms: serde_json::Value,
     pub keys: Vec<KeyEntry>,
     /// Unix milliseconds.
@@ -97,18 +107,20 @@ pub struct Peer {
 }
 
 /// The peers this registry recognises.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PeerList {
     pub peers: Vec<Peer>,
 }
 
 /// A peer recognised (or its terms updated).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PeerAdded {
     pub peer: String,
     pub url: String,
     pub weight_bps: u32,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub terms: serde_json::Value,
     /// How many keys its verified card listed.
     pub keys: usize,
@@ -116,19 +128,45 @@ pub struct PeerAdded {
     pub updated: bool,
 }
 
-/// A peer's agent enrolled as a guest, with its credential (shown once).
-#[derive(ToSchema)]
-pub struct GuestEnrolled {
+/// A guest enrolled: new here (its kind, owner and ceiling) or returning (a new credential only).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum GuestEnrolled {
+    New(GuestNew),
+    Returning(GuestReturning),
+}
+
+/// A peer's agent enrolled here for the first time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GuestNew {
     /// The agent's DID.
     pub id: String,
     pub handle: String,
     /// The agent's home registry.
     pub home: String,
-    /// True when the agent was a guest already (then no `kind`, `owner` or `ceiling_minor`).
+    /// False.
     pub returning: bool,
-    pub kind: Option<String>,
+    /// `agent`.
+    pub kind: String,
     pub owner: Option<String>,
-    pub ceiling_minor: Option<u64>,
+    pub ceiling_minor: u64,
+    /// The bearer credential, shown once.
+    pub credential: String,
+}
+
+/// A guest that was here already: a new credential.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GuestReturning {
+    /// The agent's DID.
+    pub id: String,
+    pub handle: String,
+    /// The agent's home registry.
+    pub home: String,
+    /// True.
+    pub returning: bool,
     /// The bearer credential, shown once.
     pub credential: String,
 }
@@ -136,21 +174,26 @@ pub struct GuestEnrolled {
 /// A passport as the API accepts it: a W3C VC 2.0 credential secured with an
 /// `eddsa-jcs-2022` Data Integrity proof (`docs/passports.md`). Only its
 /// outline is stated here; the proof decides the rest.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PassportShape {
-    #[schema(rename = "@context", value_type = Vec<String>)]
+    #[serde(rename = "@context")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub context: Vec<String>,
-    #[schema(value_type = Vec<String>)]
+    #[serde(rename = "type")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub r#type: Vec<String>,
     pub issuer: String,
-    #[schema(rename = "credentialSubject", value_type = Object)]
+    #[serde(rename = "credentialSubject")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub credential_subject: serde_json::Value,
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub proof: serde_json::Value,
 }
 
 /// A relay the sweeper stopped retrying: written when it stuck, brought up to date since.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Recovery {
     pub jti: String,
     /// The buyer's registry, which did not answer.
@@ -172,7 +215,8 @@ pub struct Recovery {
 }
 
 /// A page of recovery records, by token id.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RecoveryPage {
     pub recovery: Vec<Recovery>,
     /// Pass as `after` for the next page; null on an empty page.
@@ -180,31 +224,34 @@ pub struct RecoveryPage {
 }
 
 /// A stuck relay retried by the operator, after one attempt.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RelayRetried {
     /// The relay now (`state`: `settled`, `failed`, or `pending` again if the issuer still did not answer).
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub relay: serde_json::Value,
     /// The attempt's refusal code (`relay_pending`, `relay_failed`, …), or null if it settled.
     pub attempt: Option<String>,
 }
 
 /// A netting statement sent, after the peer's answer.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NettingSent {
     /// The statement as held here: `statement` {id, payer, payee, amount_minor, proposed_at_ms, reference},
     /// `proposed_by`, `signatures` (this registry's, then the peer's), `state` (`proposed`, `recorded`,
     /// `refused`), `recorded_at`, `transfer`, `failure`.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub netting: serde_json::Value,
     /// False if the peer gave no answer (send the same request again later).
     pub answered: bool,
 }
 
 /// A page of netting statements, by id.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NettingPage {
-    #[schema(value_type = Vec<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub netting: Vec<serde_json::Value>,
     /// Pass as `after` for the next page; null on an empty page.
     pub next_after: Option<String>,

@@ -1,10 +1,11 @@
 //! Paying's response bodies: ledger postings, budgets, tokens, settlements
 //! and the event ledger.
 
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
 
 /// Linked transfers posted to the ledger as one (the core's `post_linked`).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Posting {
     /// The transfer ids posted.
     pub transfers: Vec<String>,
@@ -15,7 +16,8 @@ pub struct Posting {
 }
 
 /// Units issued to an owner: the ledger posting.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Minted {
     #[serde(flatten)]
     pub posting: Posting,
@@ -24,7 +26,8 @@ pub struct Minted {
 }
 
 /// Units moved from the owner's account into its agent's budget account.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Funded {
     #[serde(flatten)]
     pub posting: Posting,
@@ -33,7 +36,8 @@ pub struct Funded {
 }
 
 /// An agent's ceilings and what it spent against them.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Budget {
     /// The agent's DID.
     pub agent: String,
@@ -46,7 +50,8 @@ pub struct Budget {
 }
 
 /// A registry-signed token and the hold placed for it on the buyer's budget.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenIssued {
     /// The token id (`tok_…`).
     pub jti: String,
@@ -69,31 +74,69 @@ pub struct TokenIssued {
     pub token: String,
 }
 
-/// What verify says about a token: a receipt check, never a work order.
-/// `genuine: false` comes with `reason` only; a genuine token has the rest.
-#[derive(ToSchema)]
-pub struct TokenCheck {
+/// What verify says about a token: a receipt check, never a work order. One
+/// of three shapes, told apart by `genuine` and by `issuer`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum TokenCheck {
+    /// A genuine token a peer registry issued, to settle through this one.
+    Foreign(ForeignTokenCheck),
+    /// A genuine token of this registry.
+    Local(LocalTokenCheck),
+    /// Not a genuine token: `genuine` is false.
+    NotGenuine(NotGenuine),
+}
+
+/// A genuine token of this registry: its state, claims and settlement.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LocalTokenCheck {
+    /// True.
     pub genuine: bool,
-    /// Why the token is not genuine.
-    pub reason: Option<String>,
-    /// `open`, `settled`, `expired` or `voided`; for a peer's token `unsettled`, `settling`, `settled` or `refused`.
-    pub state: Option<String>,
+    /// `open`, `settled`, `expired` or `voided`.
+    pub state: String,
     /// Always false: a genuine token is not a reason to do paid work.
-    pub work_order: Option<bool>,
+    pub work_order: bool,
     /// The token's signed claims.
-    #[schema(value_type = Option<Object>)]
-    pub claims: Option<serde_json::Value>,
-    /// The settlement, once there is one (tokens of this registry).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub claims: serde_json::Value,
+    /// The settlement; null until there is one.
     pub settlement: Option<Settlement>,
-    /// The issuing registry (a peer's token).
-    pub issuer: Option<String>,
-    /// The relay to the issuing registry, once opened (a peer's token).
-    #[schema(value_type = Option<Object>)]
+}
+
+/// A genuine token of a peer registry, to settle through this one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ForeignTokenCheck {
+    /// True.
+    pub genuine: bool,
+    /// `unsettled`, `settling`, `settled`, `refused` or `stuck`.
+    pub state: String,
+    /// Always false.
+    pub work_order: bool,
+    /// The issuing registry.
+    pub issuer: String,
+    /// The token's signed claims.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub claims: serde_json::Value,
+    /// The relay to the issuing registry; null until one is opened.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub relay: Option<serde_json::Value>,
 }
 
+/// A token that is not genuine, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NotGenuine {
+    /// False.
+    pub genuine: bool,
+    pub reason: String,
+}
+
 /// A settlement: the amount, the registry's fee and what the merchant nets.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Settlement {
     pub settlement_id: String,
     /// The token settled.
@@ -111,29 +154,39 @@ pub struct Settlement {
 /// A settlement receipt. A settlement here also carries its ledger posting
 /// (`transfers`, `link`, `released_minor`, `event_seq`); one relayed to a peer
 /// registry carries `via` and the issuer's receipt instead.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SettlementReceipt {
     #[serde(flatten)]
     pub settlement: Settlement,
     /// The transfer ids posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfers: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
     /// What was left of the hold and went back to the buyer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_minor: Option<u64>,
     /// The event-ledger position of the settlement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_seq: Option<u64>,
     /// Set when this registry settled for a peer's merchant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corridor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corridor_minor: Option<u64>,
     /// The issuing registry, for a peer's token settled through it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
     /// The issuing registry's own receipt, for a peer's token.
-    #[schema(value_type = Option<Object>)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer_receipt: Option<serde_json::Value>,
 }
 
 /// A token voided: its hold ended and the units went back.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Voided {
     pub jti: String,
     pub hold: String,
@@ -143,7 +196,8 @@ pub struct Voided {
 }
 
 /// One entry of the hash-chained event ledger.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Event {
     pub seq: u64,
     /// The previous event's hash.
@@ -152,7 +206,7 @@ pub struct Event {
     /// What happened, e.g. `settlement.posted`.
     pub kind: String,
     /// The event's own body; its members depend on `kind`.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub body: serde_json::Value,
     pub authored_by: String,
     pub on_behalf_of: String,
@@ -161,7 +215,8 @@ pub struct Event {
 }
 
 /// A page of the event ledger.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventPage {
     pub events: Vec<Event>,
     /// Pass as `after` for the next page; null on an empty page.
@@ -169,7 +224,8 @@ pub struct EventPage {
 }
 
 /// One account and its balances (signed balances as decimal strings: only issuance goes below zero).
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AccountBalance {
     pub id: String,
     /// Posted credits − posted debits, in minor units (a decimal string).
@@ -182,7 +238,8 @@ pub struct AccountBalance {
 }
 
 /// A page of accounts.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AccountPage {
     pub accounts: Vec<AccountBalance>,
     /// Pass as `after` for the next page; null on the last page.
@@ -190,7 +247,8 @@ pub struct AccountPage {
 }
 
 /// One transfer as an account saw it.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AccountTransfer {
     /// The transfer's position in the commit log (pass the last as `after`).
     pub position: i64,
@@ -210,7 +268,8 @@ pub struct AccountTransfer {
 }
 
 /// An account and a page of the transfers that moved it.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AccountHistory {
     pub account: AccountBalance,
     pub transfers: Vec<AccountTransfer>,
@@ -219,19 +278,54 @@ pub struct AccountHistory {
 }
 
 /// One batch item's answer, exactly as its single call would have answered.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BatchAnswer {
     /// The single call's HTTP status (201 for a token, 200 for a settlement, or the refusal's).
     pub status: u16,
     /// Answered from an idempotency record (the single call's `Idempotent-Replayed`).
     pub replayed: bool,
     /// The single call's body: the receipt, or the problem+json refusal.
-    #[schema(value_type = Object)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub body: serde_json::Value,
 }
 
 /// A batch's answers, one per item, in the items' order.
-#[derive(ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BatchAnswers {
     pub results: Vec<BatchAnswer>,
+}
+
+/// The terms as stored, or the registry's defaults for a merchant without its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Terms {
+    pub merchant: String,
+    pub escrow_threshold_minor: u64,
+    pub registry_escrow_threshold_minor: u64,
+    /// Null: open to every buyer.
+    pub invited_buyers: Option<Vec<String>>,
+    /// Whether the merchant set its own (false: the registry's defaults).
+    pub own: bool,
+    /// Who set them (the merchant or its owner); absent for the registry's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_by: Option<String>,
+    /// Unix milliseconds; absent for the registry's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_at: Option<i64>,
+}
+
+/// The terms as `PUT` stored them (the receipt of `set_terms`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StoredTerms {
+    pub merchant: String,
+    /// The merchant's own threshold (at most the registry's when set).
+    pub escrow_threshold_minor: u64,
+    /// Null: open to every buyer.
+    pub invited_buyers: Option<Vec<String>>,
+    pub set_by: String,
+    /// Unix milliseconds.
+    pub set_at: i64,
 }
