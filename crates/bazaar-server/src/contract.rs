@@ -117,10 +117,7 @@ fn fits(schema: &Value, body: &Value, at: &str) -> Option<String> {
     }
     if schema["type"] == "array" || schema["type"].as_array().is_some_and(|types| types.contains(&"array".into())) {
         let Some(items) = body.as_array() else { return Some(format!("at {at}: an array is declared")) };
-        return items
-            .iter()
-            .enumerate()
-            .find_map(|(i, item)| fits(&schema["items"], item, &format!("{at}[{i}]")));
+        return items.iter().enumerate().find_map(|(i, item)| fits(&schema["items"], item, &format!("{at}[{i}]")));
     }
     Some(format!("at {at}: the declared schema names no contract type ({schema})"))
 }

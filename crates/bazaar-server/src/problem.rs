@@ -235,9 +235,10 @@ pub mod errors {
         CredentialRefused {
             "403" => "`rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this",
         }
-        /// A route with a per-subject rate.
+        /// Every route: the edge's per-credential and per-address rates (`rate_limited`), and a route's own
+        /// per-subject rate (`passport_limit`, …); the router adds this to every route.
         TooMany {
-            "429" => "`passport_limit`: too many for now; retry later",
+            "429" => "`rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After`",
         }
     }
 }

@@ -148,7 +148,8 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
 /// Tags every operation of `router` with its capability, and states for each
 /// operation with parameters the `400` a malformed parameter gets (every
 /// path, query and header parameter is parsed, so any can be refused), and
-/// for each one behind a credential the `403` the credential itself can get.
+/// for each one behind a credential the `403` the credential itself can get,
+/// and for every one the edge's `429` and `503`.
 fn tagged(tag: &str, mut router: OpenApiRouter<Arc<AppState>>) -> OpenApiRouter<Arc<AppState>> {
     for item in router.get_openapi_mut().paths.paths.values_mut() {
         let shared_parameters = item.parameters.as_ref().is_some_and(|p| !p.is_empty());
@@ -158,6 +159,12 @@ fn tagged(tag: &str, mut router: OpenApiRouter<Arc<AppState>>) -> OpenApiRouter<
             use utoipa::IntoResponses;
             if has_parameters && !operation.responses.responses.contains_key("400") {
                 operation.responses.responses.extend(errors::Invalid::responses());
+            }
+            // The edge's rate limits and admission control answer any route.
+            for (status, set) in [("429", errors::TooMany::responses()), ("503", errors::Overloaded::responses())] {
+                if !operation.responses.responses.contains_key(status) {
+                    operation.responses.responses.extend(set);
+                }
             }
             let secured = operation.security.as_ref().is_some_and(|s| !s.is_empty());
             if secured && !operation.responses.responses.contains_key("403") {

@@ -21,9 +21,16 @@ pub fn spawn_serve(args: &[String]) -> Child {
         .arg("serve")
         .args(args)
         .env("BAZAAR_LOG", "warn")
+        // Every JSON answer must fit the wire type its route's entry names (a misfit is a 500 `contract_misfit`).
+        .env(bazaar_server::contract::CHECK_CONTRACT_ENV, "1")
         .env_remove("BAZAAR_OPERATOR_CREDENTIAL")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        // A survey of misfits (`BAZAAR_CONTRACT_REPORT_ONLY=1`) reads them on standard error.
+        .stderr(if std::env::var_os(bazaar_server::contract::REPORT_ONLY_ENV).is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .expect("start bazaar serve");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();

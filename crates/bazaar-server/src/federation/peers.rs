@@ -206,7 +206,7 @@ pub struct GuestRequest {
 /// corridor (a token from its home registry addressed to itself here), and
 /// may then open escrowed contracts like any agent. Asking again with a fresh
 /// signature issues another credential.
-#[utoipa::path(post, path = "/v1/federation/guests", request_body = GuestRequest, responses((status = 201, description = "Guest enrolled; its credential", body = schema::GuestEnrolled), errors::BodyRefused, errors::Unauthenticated, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/federation/guests", request_body = GuestRequest, responses((status = 201, description = "Guest enrolled; its credential", body = schema::GuestEnrolled), errors::BodyRefused, errors::Unauthenticated, errors::Forbidden, errors::Conflict, errors::Unavailable))]
 pub async fn join_guest(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<GuestRequest>,
