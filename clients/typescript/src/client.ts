@@ -5,12 +5,16 @@
 import * as contract from "./contract.js";
 import { BazaarError, ProblemError, TransportError, problem } from "./errors.js";
 import { type Key, inviteProof } from "./keys.js";
+import type * as wire from "./wire.js";
 
 export type Json = Record<string, unknown>;
 
-/** A JSON answer, and whether the registry replayed it from an idempotency record. */
-export interface Answer {
-  body: Json;
+/**
+ * A JSON answer, and whether the registry replayed it from an idempotency record. `T` is the answer's wire type
+ * (`wire.ts`, generated from the registry's API description); the body is the registry's JSON as it came.
+ */
+export interface Answer<T = Json> {
+  body: T;
   replayed: boolean;
 }
 
@@ -28,7 +32,7 @@ export interface PaidResponse {
 }
 
 /** A purchase: a paid call within the threshold, or the escrowed contract above it. */
-export type Purchase = { kind: "paid"; paid: PaidResponse } | { kind: "escrowed"; contract: Json };
+export type Purchase = { kind: "paid"; paid: PaidResponse } | { kind: "escrowed"; contract: wire.Contract };
 
 export interface TokenOptions {
   registry?: string;
@@ -84,7 +88,7 @@ export class Client {
   }
 
   /** One request; a problem+json answer throws the typed `ProblemError`. */
-  async call(method: string, path: string, body?: unknown, idempotencyKey?: string): Promise<Answer> {
+  async call<T = Json>(method: string, path: string, body?: unknown, idempotencyKey?: string): Promise<Answer<T>> {
     const headers: Record<string, string> = {};
     if (this.credential) headers["authorization"] = `Bearer ${this.credential}`;
     if (idempotencyKey !== undefined) headers[contract.IDEMPOTENCY_KEY_HEADER] = idempotencyKey;
@@ -110,11 +114,11 @@ export class Client {
     if (response.status >= 400) throw problem(response.status, data);
     const replayed = response.headers.get(contract.IDEMPOTENT_REPLAYED_HEADER) !== null;
     const json = data && typeof data === "object" && !Array.isArray(data) ? (data as Json) : { items: data };
-    return { body: json, replayed };
+    return { body: json as T, replayed };
   }
 
   /** Sends `call` again while the answer is retryable (transport, 5xx, 409 in flight): same request, same key. */
-  async retrying(call: () => Promise<Answer>): Promise<Answer> {
+  async retrying<T>(call: () => Promise<Answer<T>>): Promise<Answer<T>> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await call();
@@ -125,8 +129,8 @@ export class Client {
     }
   }
 
-  private async get(path: string): Promise<Json> {
-    return (await this.call("GET", path)).body;
+  private async get<T = Json>(path: string): Promise<T> {
+    return (await this.call<T>("GET", path)).body;
   }
 
   /** The registry's signed card: its DID, fee, escrow threshold, limits. */
@@ -134,7 +138,7 @@ export class Client {
     return this.get("/.well-known/bazaar");
   }
 
-  me(): Promise<Json> {
+  me(): Promise<wire.Me> {
     return this.get("/v1/me");
   }
 
@@ -145,18 +149,18 @@ export class Client {
   }
 
   /** Operator: register an owner (a person) by her public key. The answer's `credential` is shown once. */
-  async createOwner(key: Key, handle: string): Promise<Json> {
-    return (await this.call("POST", "/v1/owners", { public_key: key.publicKeyHex, handle })).body;
+  async createOwner(key: Key, handle: string): Promise<wire.Enrolled> {
+    return (await this.call<wire.Enrolled>("POST", "/v1/owners", { public_key: key.publicKeyHex, handle })).body;
   }
 
   /** Operator: create `amountMinor` units in an owner's account (`owner` is her DID). */
-  async mint(owner: string, amountMinor: number, idempotencyKey: string): Promise<Json> {
-    return (await this.call("POST", "/v1/mint", { owner, amount_minor: amountMinor }, idempotencyKey)).body;
+  async mint(owner: string, amountMinor: number, idempotencyKey: string): Promise<wire.Minted> {
+    return (await this.call<wire.Minted>("POST", "/v1/mint", { owner, amount_minor: amountMinor }, idempotencyKey)).body;
   }
 
   /** Owner: a single-use invite code (`inv_…`, 24 h) to hand to one new agent. */
   async issueInvite(): Promise<string> {
-    return String((await this.call("POST", "/v1/invites")).body["invite_code"] ?? "");
+    return (await this.call<wire.Invite>("POST", "/v1/invites")).body.invite_code;
   }
 
   /**
@@ -165,58 +169,59 @@ export class Client {
    * agent's first act. The answer (`id`, `handle`, `owner`) carries the rotated `credential`, which nobody else has
    * seen.
    */
-  async redeemInvite(inviteCode: string, key: Key, handle: string): Promise<Json> {
+  async redeemInvite(inviteCode: string, key: Key, handle: string): Promise<wire.Enrolled> {
     const body = { invite_code: inviteCode, public_key: key.publicKeyHex, handle, proof: inviteProof(key, inviteCode, handle) };
-    const joined = (await new Client(this.baseUrl, undefined, { fetch: this.doFetch }).call("POST", "/v1/agents", body)).body;
-    joined["credential"] = await this.withCredential(String(joined["credential"] ?? "")).rotateCredential();
+    const anyone = new Client(this.baseUrl, undefined, { fetch: this.doFetch });
+    const joined = (await anyone.call<wire.Enrolled>("POST", "/v1/agents", body)).body;
+    joined.credential = await this.withCredential(joined.credential).rotateCredential();
     return joined;
   }
 
   /** Replaces this client's credential with a new one (returned); the old one stops working at once. */
   async rotateCredential(): Promise<string> {
-    return String((await this.call("POST", "/v1/credentials/rotate")).body["credential"] ?? "");
+    return (await this.call<wire.Rotated>("POST", "/v1/credentials/rotate")).body.credential;
   }
 
   /** Revokes this client's credential. */
-  async revokeCredential(): Promise<Json> {
-    return (await this.call("POST", "/v1/credentials/revoke")).body;
+  async revokeCredential(): Promise<wire.Revoked> {
+    return (await this.call<wire.Revoked>("POST", "/v1/credentials/revoke")).body;
   }
 
   /** Owner: move units from the owner's account to the agent's. */
-  async fund(agent: string, amountMinor: number, idempotencyKey: string): Promise<Json> {
-    return (await this.call("POST", `/v1/agents/${agent}/fund`, { amount_minor: amountMinor }, idempotencyKey)).body;
+  async fund(agent: string, amountMinor: number, idempotencyKey: string): Promise<wire.Funded> {
+    return (await this.call<wire.Funded>("POST", `/v1/agents/${agent}/fund`, { amount_minor: amountMinor }, idempotencyKey)).body;
   }
 
   /** Owner: the agent's ceilings in minor units. */
-  async setBudget(agent: string, perCall: number, perDay: number, total: number): Promise<Json> {
+  async setBudget(agent: string, perCall: number, perDay: number, total: number): Promise<wire.Budget> {
     const body = { per_call_max_minor: perCall, per_day_max_minor: perDay, total_max_minor: total };
-    return (await this.call("PUT", `/v1/agents/${agent}/budget`, body)).body;
+    return (await this.call<wire.Budget>("PUT", `/v1/agents/${agent}/budget`, body)).body;
   }
 
   /** Buyer: a payment token for one order. Asking again for the same (merchant, order) gives the same token. */
-  issueToken(merchant: string, maxAmountMinor: number, orderId: string, resource: string, options: TokenOptions = {}): Promise<Answer> {
+  issueToken(merchant: string, maxAmountMinor: number, orderId: string, resource: string, options: TokenOptions = {}): Promise<Answer<wire.TokenIssued>> {
     const body: Json = { merchant, max_amount_minor: maxAmountMinor, order_id: orderId, resource };
     if (options.registry !== undefined) body["registry"] = options.registry;
     if (options.ttlS !== undefined) body["ttl_s"] = options.ttlS;
-    return this.call("POST", "/v1/tokens", body, options.idempotencyKey);
+    return this.call<wire.TokenIssued>("POST", "/v1/tokens", body, options.idempotencyKey);
   }
 
   /**
    * A receipt check, never a work order: whether the token is genuine and its state (a settled token still says
    * `genuine: true`). Only `settle` makes the money real.
    */
-  async verify(token: string): Promise<Json> {
-    return (await this.call("POST", "/v1/tokens/verify", { token })).body;
+  async verify(token: string): Promise<wire.TokenCheck> {
+    return (await this.call<wire.TokenCheck>("POST", "/v1/tokens/verify", { token })).body;
   }
 
   /** Merchant: settle exactly once. Without a key the registry derives one from the order. */
-  settle(token: string, amountMinor: number, orderId: string, idempotencyKey?: string): Promise<Answer> {
-    return this.call("POST", "/v1/settlements", { token, amount_minor: amountMinor, order_id: orderId }, idempotencyKey);
+  settle(token: string, amountMinor: number, orderId: string, idempotencyKey?: string): Promise<Answer<wire.SettlementReceipt>> {
+    return this.call<wire.SettlementReceipt>("POST", "/v1/settlements", { token, amount_minor: amountMinor, order_id: orderId }, idempotencyKey);
   }
 
   /** Buyer (or its owner): void an unsettled token and release its hold. */
-  async void(jti: string): Promise<Json> {
-    return (await this.call("POST", `/v1/tokens/${jti}/void`)).body;
+  async void(jti: string): Promise<wire.Voided> {
+    return (await this.call<wire.Voided>("POST", `/v1/tokens/${jti}/void`)).body;
   }
 
   /**
@@ -283,13 +288,13 @@ export class Client {
    * is a replay too: one key per dead token, so every retry of the order finds the same chain
    * (`clients/conformance/contract.json`, `buyer.renew_rule`).
    */
-  async orderToken(merchant: string, maxAmountMinor: number, orderId: string, resource: string, options: { registry?: string } = {}): Promise<Answer> {
+  async orderToken(merchant: string, maxAmountMinor: number, orderId: string, resource: string, options: { registry?: string } = {}): Promise<Answer<wire.TokenIssued>> {
     let issued = await this.retrying(() => this.issueToken(merchant, maxAmountMinor, orderId, resource, options));
     while (issued.replayed && !(await this.usable(issued.body))) {
-      const jti = String(issued.body["jti"] ?? "");
+      const jti = issued.body.jti;
       const idempotencyKey = `${contract.RENEW_KEY_PREFIX}${jti}`;
       issued = await this.retrying(() => this.issueToken(merchant, maxAmountMinor, orderId, resource, { ...options, idempotencyKey }));
-      if (issued.body["jti"] === jti) break;
+      if (issued.body.jti === jti) break;
     }
     return issued;
   }
@@ -299,17 +304,17 @@ export class Client {
    * merchant answers the order from its work receipt) or open and not expiring within `TOKEN_RENEW_MARGIN_MS`.
    * Voided or expired is not; if verify cannot answer, the expiry alone decides.
    */
-  private async usable(issued: Json): Promise<boolean> {
+  private async usable(issued: wire.TokenIssued): Promise<boolean> {
     let state: unknown;
     try {
-      state = (await this.retrying(() => this.call("POST", "/v1/tokens/verify", { token: String(issued["token"] ?? "") }))).body["state"];
+      const check = (await this.retrying(() => this.call<wire.TokenCheck>("POST", "/v1/tokens/verify", { token: issued.token }))).body;
+      state = "state" in check ? check.state : undefined;
     } catch (error) {
       if (!(error instanceof BazaarError)) throw error;
     }
     if (state === "settled") return true;
     if (state === "voided" || state === "expired") return false;
-    const expires = issued["expires_at_ms"];
-    return typeof expires === "number" && expires > Date.now() + contract.TOKEN_RENEW_MARGIN_MS;
+    return issued.expires_at_ms > Date.now() + contract.TOKEN_RENEW_MARGIN_MS;
   }
 
   /**
@@ -332,7 +337,7 @@ export class Client {
     terms: string,
     idempotencyKey: string,
     options: { arbiter?: string; reviewWindowS?: number } = {},
-  ): Promise<Answer> {
+  ): Promise<Answer<wire.Contract>> {
     const body = {
       seller,
       arbiter: options.arbiter ?? null,
@@ -340,10 +345,10 @@ export class Client {
       terms_sha256: await sha256Hex(terms),
       review_window_s: options.reviewWindowS ?? null,
     };
-    return this.call("POST", "/v1/contracts", body, idempotencyKey);
+    return this.call<wire.Contract>("POST", "/v1/contracts", body, idempotencyKey);
   }
 
-  contract(id: string): Promise<Json> {
+  contract(id: string): Promise<wire.Contract> {
     return this.get(`/v1/contracts/${id}`);
   }
 

@@ -29,3 +29,5 @@ export { paidExpress, paidFetch } from "./http.js";
 export { Merchant, claimsUnverified, type Answered, type FaultHook, type FaultPoint, type Settled } from "./merchant.js";
 export { MemoryReceiptStore, SqliteReceiptStore, type ReceiptStore, type ReceiptStoreOptions, type WorkReceipt } from "./receipts.js";
 export { SCHEME, bazaarScheme, bazaarSpendControls } from "./x402.js";
+// The wire types, generated from the registry's API description (scripts/generate-clients).
+export type * as wire from "./wire.js";

@@ -10,6 +10,7 @@
 // are handed (`Settled.settlementId`).
 
 import type { Client, Json } from "./client.js";
+import type * as wire from "./wire.js";
 import * as contract from "./contract.js";
 import { MerchantMisconfigured, ProblemError, TransportError } from "./errors.js";
 import type { ReceiptStore, WorkReceipt } from "./receipts.js";
@@ -121,7 +122,7 @@ export class Merchant {
       return problemAnswer(402, "token_malformed", "The payment token is not an apt_ token.");
     }
     const orderId = claims["ord"];
-    let receipt: Json;
+    let receipt: wire.Settlement;
     try {
       // A receipt check: genuine and its state. Never the signal to work.
       await this.client.verify(token);
@@ -131,10 +132,10 @@ export class Merchant {
       throw error;
     }
     const settled: Settled = {
-      settlementId: String(receipt["settlement_id"] ?? ""),
+      settlementId: receipt.settlement_id,
       orderId,
-      buyer: String(receipt["buyer"] ?? ""),
-      amountMinor: Number(receipt["amount_minor"] ?? 0),
+      buyer: receipt.buyer,
+      amountMinor: receipt.amount_minor,
     };
     return this.once(settled.settlementId, async () => {
       const kept = await this.receipts.get(settled.settlementId);
@@ -161,15 +162,16 @@ export class Merchant {
     }
   }
 
-  private async settle(token: string, price: number, orderId: string): Promise<Json> {
+  private async settle(token: string, price: number, orderId: string): Promise<wire.Settlement> {
     // The registry keys a settle by its token (`token:<jti>`): a refused earlier token for this order never blocks
     // this one, and one settlement per order stays the registry's uniqueness.
     try {
       return (await this.client.settle(token, price, orderId)).body;
     } catch (error) {
       if (error instanceof ProblemError && contract.ALREADY_PAID_CODES.includes(error.code)) {
-        // Paid before (a retry, a replay, another token for the order): answer from its receipt.
-        return error.facts;
+        // Paid before (a retry, a replay, another token for the order): answer from its receipt, which the
+        // refusal's facts carry (refusal facts are not yet typed in the API description).
+        return error.facts as unknown as wire.Settlement;
       }
       throw error;
     }

@@ -69,7 +69,7 @@ enum Command {
 /// The order `bazaar --help` lists the commands in. Flattening the families
 /// would list them family by family; this keeps the order users have known
 /// since before the families had modules. A new command goes here too.
-const HELP_ORDER: [&str; 35] = [
+const HELP_ORDER: [&str; 36] = [
     "serve",
     "audit",
     "backup",
@@ -97,6 +97,7 @@ const HELP_ORDER: [&str; 35] = [
     "federation",
     "keys",
     "events",
+    "openapi",
     "dm",
     "jobs",
     "worker",

@@ -101,7 +101,11 @@ pub async fn local_registry(
     let desk_credential = booted.desk_credential.clone();
     let operator_credential = booted.operator_credential.or(operator_credential).context("an operator credential")?;
     bazaar_server::spawn_sweeper(booted.state.clone());
-    let url = serve(bazaar_server::router(booted.state.clone())).await?;
+    let mut router = bazaar_server::router(booted.state.clone());
+    if bazaar_server::contract::check_requested() {
+        router = bazaar_server::contract::checked(router);
+    }
+    let url = serve(router).await?;
     *booted.state.public_url.write().expect("url lock") = Some(url.clone());
     Ok(LocalRegistry { state: booted.state, url, operator_credential, desk_credential, clock: offset })
 }

@@ -30,8 +30,10 @@ from .keys import Key, did_of, generate_key, invite_proof, invite_statement
 from .mcp_tool import PaymentRefused, paid_tool
 from .receipts import MemoryReceiptStore, ReceiptStore, SqliteReceiptStore, WorkReceipt
 from .x402 import X402Routes
+from . import wire
 
 __all__ = [
+    "wire",
     "AFTER_SETTLE",
     "BEFORE_ANSWER",
     "AlreadySettled",

@@ -16,9 +16,9 @@ import asyncio
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union
+from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union, cast
 
-from . import contract
+from . import contract, wire
 from .client import Client
 from .errors import MerchantMisconfigured, ProblemError, TransportError
 from .receipts import ReceiptStore, WorkReceipt
@@ -147,10 +147,10 @@ class Merchant:
         except (ProblemError, TransportError) as error:
             return _failure(error, price)
         settled = Settled(
-            settlement_id=str(receipt.get("settlement_id", "")),
+            settlement_id=receipt["settlement_id"],
             order_id=order_id,
-            buyer=str(receipt.get("buyer", "")),
-            amount_minor=int(receipt.get("amount_minor", 0) or 0),
+            buyer=receipt["buyer"],
+            amount_minor=receipt["amount_minor"],
         )
         lock, users = self._running.setdefault(settled.settlement_id, (asyncio.Lock(), [0]))
         users[0] += 1
@@ -173,15 +173,17 @@ class Merchant:
             if users[0] == 0:
                 self._running.pop(settled.settlement_id, None)
 
-    async def _settle(self, token: str, price: int, order_id: str) -> dict[str, Any]:
+    async def _settle(self, token: str, price: int, order_id: str) -> wire.Settlement:
         # The registry keys a settle by its token (``token:<jti>``): a refused earlier token for this order never
         # blocks this one, and one settlement per order stays the registry's uniqueness.
         try:
-            return (await self.client.settle(token, price, order_id)).body
+            receipt: wire.Settlement = (await self.client.settle(token, price, order_id)).body
+            return receipt
         except ProblemError as error:
             if error.code in contract.ALREADY_PAID_CODES:
-                # Paid before (a retry, a replay, another token for the order): answer from its receipt.
-                return error.facts
+                # Paid before (a retry, a replay, another token for the order): answer from its receipt, which the
+                # refusal's facts carry (refusal facts are not yet typed in the API description).
+                return cast(wire.Settlement, error.facts)
             raise
 
 

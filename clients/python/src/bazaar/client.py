@@ -12,22 +12,25 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Generic, Optional, TypeVar, Union, cast
 
 import httpx
 
-from . import contract
+from . import contract, wire
 from .errors import BazaarError, ProblemError, TransportError, problem
 from .keys import Key, invite_proof
 
 Json = dict[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Answer:
-    """A JSON answer, and whether the registry replayed it from an idempotency record."""
+class Answer(Generic[T]):
+    """A JSON answer, and whether the registry replayed it from an idempotency record. ``T`` is the answer's wire
+    type (:mod:`bazaar.wire`, generated from the registry's API description): a ``TypedDict``, so the body is the
+    registry's JSON object as it came."""
 
-    body: Json
+    body: T
     replayed: bool
 
 
@@ -60,7 +63,7 @@ class PaidResponse:
 class Escrowed:
     """A purchase above the escrow threshold: the contract opened (or found again) for it."""
 
-    contract: Json
+    contract: wire.Contract
 
 
 Purchase = Union[PaidResponse, Escrowed]
@@ -131,7 +134,7 @@ class Client:
         path: str,
         body: Any = None,
         idempotency_key: Optional[str] = None,
-    ) -> Answer:
+    ) -> Answer[Json]:
         """One request; a problem+json answer raises the typed :class:`~bazaar.errors.ProblemError`."""
         headers: dict[str, str] = {}
         if self.credential:
@@ -153,7 +156,7 @@ class Client:
         replayed = response.headers.get(contract.IDEMPOTENT_REPLAYED_HEADER) is not None
         return Answer(data if isinstance(data, dict) else {"items": data}, replayed)
 
-    async def retrying(self, call: Callable[[], Awaitable[Answer]]) -> Answer:
+    async def retrying(self, call: Callable[[], Awaitable[Answer[T]]]) -> Answer[T]:
         """Sends ``call`` again while the answer is retryable (transport, 5xx, 409 in flight): same request, same key."""
         attempt = 0
         while True:
@@ -174,33 +177,34 @@ class Client:
         """The registry's signed card: its DID, fee, escrow threshold, limits."""
         return await self._get("/.well-known/bazaar")
 
-    async def me(self) -> Json:
-        return await self._get("/v1/me")
+    async def me(self) -> wire.Me:
+        return cast(wire.Me, await self._get("/v1/me"))
 
     async def balance(self) -> int:
         """This member's balance in minor units of the network unit."""
         value = (await self.me()).get("balance_minor")
         return int(value) if isinstance(value, int) else 0
 
-    async def member(self, who: str) -> Json:
-        return await self._get(f"/v1/members/{who}")
+    async def member(self, who: str) -> wire.Member:
+        return cast(wire.Member, await self._get(f"/v1/members/{who}"))
 
     # ---- joining ---------------------------------------------------------------------------------
 
-    async def create_owner(self, key: Key, handle: str) -> Json:
+    async def create_owner(self, key: Key, handle: str) -> wire.Enrolled:
         """Operator: register an owner (a person) by her public key. The answer's ``credential`` is shown once."""
-        return (await self.call("POST", "/v1/owners", {"public_key": key.public_key_hex, "handle": handle})).body
+        body = {"public_key": key.public_key_hex, "handle": handle}
+        return cast(wire.Enrolled, (await self.call("POST", "/v1/owners", body)).body)
 
-    async def mint(self, owner: str, amount_minor: int, idempotency_key: str) -> Json:
+    async def mint(self, owner: str, amount_minor: int, idempotency_key: str) -> wire.Minted:
         """Operator: create ``amount_minor`` units in an owner's account (``owner`` is her DID)."""
         body = {"owner": owner, "amount_minor": amount_minor}
-        return (await self.call("POST", "/v1/mint", body, idempotency_key)).body
+        return cast(wire.Minted, (await self.call("POST", "/v1/mint", body, idempotency_key)).body)
 
     async def issue_invite(self) -> str:
         """Owner: a single-use invite code (``inv_…``, 24 h) to hand to one new agent."""
-        return str((await self.call("POST", "/v1/invites")).body.get("invite_code", ""))
+        return cast(wire.Invite, (await self.call("POST", "/v1/invites")).body)["invite_code"]
 
-    async def redeem_invite(self, invite_code: str, key: Key, handle: str) -> Json:
+    async def redeem_invite(self, invite_code: str, key: Key, handle: str) -> wire.Enrolled:
         """An agent's enrolment, from any client (no credential needed): redeem ``invite_code`` with the agent's
         own ``key`` (signing ``bazaar-invite-v1\\n<code>\\n<handle>``), then rotate the enrollment credential
         the invite gave — the agent's first act. The answer (``id``, ``handle``, ``owner``) carries the rotated
@@ -211,29 +215,30 @@ class Client:
             "handle": handle,
             "proof": invite_proof(key, invite_code, handle),
         }
-        joined = (await Client(self.base_url, None, http=self.http).call("POST", "/v1/agents", body)).body
-        enrollment = str(joined.get("credential", ""))
-        joined["credential"] = await self.with_credential(enrollment).rotate_credential()
+        anyone = Client(self.base_url, None, http=self.http)
+        joined = cast(wire.Enrolled, (await anyone.call("POST", "/v1/agents", body)).body)
+        joined["credential"] = await self.with_credential(joined["credential"]).rotate_credential()
         return joined
 
     async def rotate_credential(self) -> str:
         """Replaces this client's credential with a new one (returned); the old one stops working at once."""
-        return str((await self.call("POST", "/v1/credentials/rotate")).body.get("credential", ""))
+        return cast(wire.Rotated, (await self.call("POST", "/v1/credentials/rotate")).body)["credential"]
 
-    async def revoke_credential(self) -> Json:
+    async def revoke_credential(self) -> wire.Revoked:
         """Revokes this client's credential."""
-        return (await self.call("POST", "/v1/credentials/revoke")).body
+        return cast(wire.Revoked, (await self.call("POST", "/v1/credentials/revoke")).body)
 
     # ---- owners ----------------------------------------------------------------------------------
 
-    async def set_budget(self, agent: str, per_call: int, per_day: int, total: int) -> Json:
+    async def set_budget(self, agent: str, per_call: int, per_day: int, total: int) -> wire.Budget:
         """Owner: the agent's ceilings in minor units."""
         body = {"per_call_max_minor": per_call, "per_day_max_minor": per_day, "total_max_minor": total}
-        return (await self.call("PUT", f"/v1/agents/{agent}/budget", body)).body
+        return cast(wire.Budget, (await self.call("PUT", f"/v1/agents/{agent}/budget", body)).body)
 
-    async def fund(self, agent: str, amount_minor: int, idempotency_key: str) -> Json:
+    async def fund(self, agent: str, amount_minor: int, idempotency_key: str) -> wire.Funded:
         """Owner: move units from the owner's account to the agent's."""
-        return (await self.call("POST", f"/v1/agents/{agent}/fund", {"amount_minor": amount_minor}, idempotency_key)).body
+        body = {"amount_minor": amount_minor}
+        return cast(wire.Funded, (await self.call("POST", f"/v1/agents/{agent}/fund", body, idempotency_key)).body)
 
     # ---- paying ----------------------------------------------------------------------------------
 
@@ -247,30 +252,30 @@ class Client:
         registry: Optional[str] = None,
         ttl_s: Optional[int] = None,
         idempotency_key: Optional[str] = None,
-    ) -> Answer:
+    ) -> Answer[wire.TokenIssued]:
         """Buyer: a payment token for one order. Asking again for the same (merchant, order) gives the same token."""
         body: Json = {"merchant": merchant, "max_amount_minor": max_amount_minor, "order_id": order_id, "resource": resource}
         if registry is not None:
             body["registry"] = registry
         if ttl_s is not None:
             body["ttl_s"] = ttl_s
-        return await self.call("POST", "/v1/tokens", body, idempotency_key)
+        return cast("Answer[wire.TokenIssued]", await self.call("POST", "/v1/tokens", body, idempotency_key))
 
-    async def verify(self, token: str) -> Json:
+    async def verify(self, token: str) -> wire.TokenCheck:
         """A receipt check, never a work order: says whether the token is genuine and its state (a settled
         token still says ``genuine: true``). Only :meth:`settle` makes the money real."""
-        return (await self.call("POST", "/v1/tokens/verify", {"token": token})).body
+        return cast(wire.TokenCheck, (await self.call("POST", "/v1/tokens/verify", {"token": token})).body)
 
     async def settle(
         self, token: str, amount_minor: int, order_id: str, idempotency_key: Optional[str] = None
-    ) -> Answer:
+    ) -> Answer[wire.SettlementReceipt]:
         """Merchant: settle exactly once. Without a key the registry derives one from the order."""
         body = {"token": token, "amount_minor": amount_minor, "order_id": order_id}
-        return await self.call("POST", "/v1/settlements", body, idempotency_key)
+        return cast("Answer[wire.SettlementReceipt]", await self.call("POST", "/v1/settlements", body, idempotency_key))
 
-    async def void(self, jti: str) -> Json:
+    async def void(self, jti: str) -> wire.Voided:
         """Buyer (or its owner): void an unsettled token and release its hold."""
-        return (await self.call("POST", f"/v1/tokens/{jti}/void")).body
+        return cast(wire.Voided, (await self.call("POST", f"/v1/tokens/{jti}/void")).body)
 
     async def pay(
         self,
@@ -300,14 +305,14 @@ class Client:
         # refusal): ask again under a key naming the dead token, and check that answer the same way if it is a
         # replay too — one key per dead token, so every retry of the order finds the same chain.
         while issued.replayed and not await self._usable(issued.body):
-            jti = str(issued.body.get("jti", ""))
+            jti = issued.body["jti"]
             key = f"{contract.RENEW_KEY_PREFIX}{jti}"
             issued = await self.retrying(
                 lambda: self.issue_token(merchant, max_amount_minor, order_id, url, registry=registry, idempotency_key=key)
             )
-            if issued.body.get("jti") == jti:
+            if issued.body["jti"] == jti:
                 break
-        token = str(issued.body.get("token", ""))
+        token = issued.body["token"]
         attempt = 0
         while True:
             attempt += 1
@@ -325,17 +330,17 @@ class Client:
                     raise TransportError(f"{method} {url}: {failure!r}") from failure
                 if refusal is not None:
                     if refusal.code in contract.VOID_ON_CODES:
-                        await self._void_quietly(str(issued.body.get("jti", "")))
+                        await self._void_quietly(issued.body["jti"])
                     raise refusal
                 return PaidResponse(response.status_code, response.content, response.headers, token, attempt)
             await asyncio.sleep(contract.RETRY_BASE_MS * (2 ** (attempt - 1)) / 1000)
 
-    async def _usable(self, issued: Json) -> bool:
+    async def _usable(self, issued: wire.TokenIssued) -> bool:
         """Whether a replayed token can still pay (``contract.json``, ``buyer.renew_rule``): its state by
         :meth:`verify` — a receipt check, asked only of replays — settled (used as it is: the merchant answers the
         order from its work receipt) or open and not expiring within ``TOKEN_RENEW_MARGIN_MS``. Voided or expired
         is not; if verify cannot answer, the expiry alone decides."""
-        token = str(issued.get("token", ""))
+        token = issued["token"]
         try:
             verified = await self.retrying(lambda: self.call("POST", "/v1/tokens/verify", {"token": token}))
             state = verified.body.get("state")
@@ -345,8 +350,7 @@ class Client:
             return True
         if state in ("voided", "expired"):
             return False
-        expires = issued.get("expires_at_ms")
-        return isinstance(expires, int) and expires > wall_clock_ms() + contract.TOKEN_RENEW_MARGIN_MS
+        return issued["expires_at_ms"] > wall_clock_ms() + contract.TOKEN_RENEW_MARGIN_MS
 
     async def _void_quietly(self, jti: str) -> None:
         """Voids a token this call can no longer use, so its hold is released now rather than when it expires. A
@@ -367,7 +371,7 @@ class Client:
         *,
         arbiter: Optional[str] = None,
         review_window_s: Optional[int] = None,
-    ) -> Answer:
+    ) -> Answer[wire.Contract]:
         """Buyer: open and fund an escrowed contract; ``milestones`` are (amount, description, due_at_ms)."""
         body = {
             "seller": seller,
@@ -376,10 +380,10 @@ class Client:
             "terms_sha256": hashlib.sha256(terms.encode()).hexdigest(),
             "review_window_s": review_window_s,
         }
-        return await self.call("POST", "/v1/contracts", body, idempotency_key)
+        return cast("Answer[wire.Contract]", await self.call("POST", "/v1/contracts", body, idempotency_key))
 
-    async def contract(self, contract_id: str) -> Json:
-        return await self._get(f"/v1/contracts/{contract_id}")
+    async def contract(self, contract_id: str) -> wire.Contract:
+        return cast(wire.Contract, await self._get(f"/v1/contracts/{contract_id}"))
 
     async def purchase(self, url: str, merchant: str, price_minor: int, order_id: str) -> Purchase:
         """Buys at ``price_minor``: a paid call within the registry's escrow threshold, else an escrowed contract

@@ -66,6 +66,9 @@ pub enum Command {
         #[arg(long, default_value_t = bazaar_types::limits::PAGE_LIMIT_MAX)]
         limit: usize,
     },
+    /// Print the API description (OpenAPI 3.1, the document `GET /openapi.json` serves) without a registry:
+    /// what the Python and TypeScript SDKs' wire types are generated from (`scripts/generate-clients`).
+    Openapi,
 }
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
@@ -113,6 +116,11 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             runtime::serve(store, windows, serving).await.map(|_| 0)
         }
         Command::Audit { store } => runtime::audit(store, json_output).await,
+        Command::Openapi => {
+            let description = bazaar_server::router::api_description();
+            println!("{}", serde_json::to_string_pretty(description)?);
+            Ok(0)
+        }
         Command::Events { remote, after, limit } => {
             let value = remote.client()?.events(after, limit).await?;
             print(json_output, &value, events_prose);
