@@ -9,6 +9,22 @@ use crate::kernel::request::{Caller, Request};
 use crate::{bounty, chamber, dispute, escrow, federation, hire, identity, market, pay};
 
 pub use crate::kernel::keys::Keys;
+
+/// Every event kind every capability declares with `event_kinds!` (one module, one family), the kernel's
+/// first. A capability with events adds its line here; `every_event_family_is_collected` fails if one is
+/// declared and not collected.
+pub const EVENT_KIND_NAMES: &[&[&str]] = &[
+    crate::kernel::batch::EVENT_KIND_NAMES,
+    identity::EVENT_KIND_NAMES,
+    pay::EVENT_KIND_NAMES,
+    escrow::EVENT_KIND_NAMES,
+    dispute::EVENT_KIND_NAMES,
+    crate::reputation::EVENT_KIND_NAMES,
+    federation::EVENT_KIND_NAMES,
+    market::EVENT_KIND_NAMES,
+    bounty::EVENT_KIND_NAMES,
+    hire::EVENT_KIND_NAMES,
+];
 pub use crate::kernel::request::{Idem, Outcome};
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

@@ -185,6 +185,9 @@ pub struct SharePaid {
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub payment: serde_json::Value,
     pub order_state: String,
+    /// The maker's owner, when she proved on her agent's behalf; absent when the agent did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proved_by: Option<String>,
 }
 
 /// A share cancelled before it shipped; its hold went back.

@@ -101,6 +101,9 @@ macro_rules! event_kinds {
                 match self { $($name::$variant => $text),+ }
             }
         }
+        /// Every event kind this module declares, as stored: the composer collects each module's
+        /// (`command::EVENT_KIND_NAMES`), so no list of event families is written anywhere else.
+        pub const EVENT_KIND_NAMES: &[&str] = &[$($text),+];
     };
 }
 
