@@ -4612,6 +4612,8 @@ export interface components {
             order_state: string;
             /** @description `net_minor`, `fee_minor` and how it was paid (a release, for an escrowed share). */
             payment: Record<string, never>;
+            /** @description The maker's owner, when she proved on her agent's behalf; absent when the agent did. */
+            proved_by?: string | null;
             receipt_sha256: string;
             seller: string;
             /** Format: int32 */

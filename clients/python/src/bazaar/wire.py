@@ -1904,6 +1904,10 @@ class SharePaid(TypedDict):
     """
     `net_minor`, `fee_minor` and how it was paid (a release, for an escrowed share).
     """
+    proved_by: NotRequired[str | None]
+    """
+    The maker's owner, when she proved on her agent's behalf; absent when the agent did.
+    """
     receipt_sha256: str
     seller: str
     share: int
