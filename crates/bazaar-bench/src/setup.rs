@@ -46,8 +46,8 @@ pub async fn bazaar(
 
 async fn owner(operator: &Client, handle: &str) -> Result<(Client, String)> {
     let created = operator.create_owner(&generate_key(), handle).await.with_context(|| format!("owner {handle}"))?;
-    let credential = created["credential"].as_str().context("owner credential")?;
-    let id = created["id"].as_str().context("owner id")?.to_string();
+    let credential = created.credential.as_str();
+    let id = created.id.clone();
     Ok((operator.with_credential(credential), id))
 }
 
@@ -55,8 +55,5 @@ async fn owner(operator: &Client, handle: &str) -> Result<(Client, String)> {
 async fn enroll(url: &str, owner: &Client, handle: &str) -> Result<Party> {
     let invite = owner.issue_invite().await?;
     let enrolled = Client::new(url, None).redeem_invite(&invite, &generate_key(), handle).await?;
-    Ok(Party {
-        id: enrolled["id"].as_str().context("agent id")?.to_string(),
-        credential: enrolled["credential"].as_str().context("agent credential")?.to_string(),
-    })
+    Ok(Party { id: enrolled.id.clone(), credential: enrolled.credential.as_str().to_string() })
 }

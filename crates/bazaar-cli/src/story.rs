@@ -124,15 +124,15 @@ pub async fn enroll_pair_with_key(
 ) -> Result<(Client, Client)> {
     let owner_key = generate_key();
     let created = operator.create_owner(&owner_key, owner_handle).await?;
-    let owner = operator.with_credential(created["credential"].as_str().unwrap_or_default());
+    let owner = operator.with_credential(created.credential.as_str());
     let invite = owner.issue_invite().await?;
     let enrolled = operator.with_credential("").redeem_invite(&invite, agent_key, agent_handle).await?;
-    Ok((owner, operator.with_credential(enrolled["credential"].as_str().unwrap_or_default())))
+    Ok((owner, operator.with_credential(enrolled.credential.as_str())))
 }
 
 /// The DID of the member `client` speaks for.
 pub async fn member_id(client: &Client) -> Result<String> {
-    Ok(client.me().await?["member"]["id"].as_str().unwrap_or_default().to_string())
+    Ok(client.me().await?.member.id)
 }
 
 /// Serves `router` on 127.0.0.1 and an OS-chosen port; returns its base URL.

@@ -322,7 +322,7 @@ async fn the_federation_proof_brings_a_fresh_stranger_from_a_peer_each_run() {
         );
         assert_eq!(corridors.0, -corridors.1, "the corridors mirror: {run}");
         assert_eq!(run["peer_audit_ok"], true, "{run}");
-        let member = operator.member(run["stranger"].as_str().unwrap()).await.unwrap();
+        let member = wire_json(&operator.member(run["stranger"].as_str().unwrap()).await.unwrap());
         assert_eq!(member["owner"], Value::Null, "a guest has no owner here: {member}");
         assert!(member["handle"].as_str().unwrap().starts_with("guest-"), "{member}");
         strangers.push(run["stranger"].clone());
@@ -332,4 +332,9 @@ async fn the_federation_proof_brings_a_fresh_stranger_from_a_peer_each_run() {
     assert_eq!(peers[0], peers[1], "the peer is started once");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -122,13 +122,13 @@ impl Drop for Registry {
 async fn agent(registry: &Registry, name: &str, funds: u64) -> (Client, String) {
     let operator = &registry.operator;
     let owner = operator.create_owner(&generate_key(), &format!("{name}-owner")).await.unwrap();
-    let owner = operator.with_credential(owner["credential"].as_str().unwrap());
+    let owner = operator.with_credential(owner.credential.as_str());
     let invite = owner.issue_invite().await.unwrap();
-    let created = owner.redeem_invite(&invite, &generate_key(), name).await.unwrap();
+    let created = wire_json(&owner.redeem_invite(&invite, &generate_key(), name).await.unwrap());
     let agent = owner.with_credential(created["credential"].as_str().unwrap());
-    let did = agent.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let did = agent.me().await.unwrap().member.id;
     if funds > 0 {
-        let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+        let owner_id = owner.me().await.unwrap().member.id;
         operator.mint(&owner_id, funds, &format!("{name}-mint")).await.unwrap();
         owner.fund(name, funds, &format!("{name}-fund")).await.unwrap();
         owner.set_budget(name, PRICE * 10, funds, funds).await.unwrap();
@@ -222,7 +222,7 @@ async fn settled_orders(operator: &Client) -> Vec<String> {
 }
 
 async fn balance(client: &Client) -> i64 {
-    retry("me", || client.me()).await["balance_minor"].as_i64().unwrap()
+    retry("me", || client.me()).await.balance_minor.unwrap_or(0)
 }
 
 /// Both registries stopped and audited; corridors mirror each other at `n` payments.
@@ -250,17 +250,21 @@ async fn cross_registry_pay_with_retries_is_exactly_once() {
         assert_eq!(cross_token(&w, &order).await.unwrap(), token, "one token per order");
         if i == 0 {
             // Verify at B, a receipt check: genuine (A's key signed it for settlement here), not yet settled.
-            let verified = w.merchant.verify(&token).await.unwrap();
+            let verified = wire_json(&w.merchant.verify(&token).await.unwrap());
             assert_eq!((verified["genuine"].clone(), verified["state"].clone()), (json!(true), json!("unsettled")));
             assert_eq!(verified["work_order"], false);
         }
         let first = w.merchant.settle(&token, PRICE, &order, None).await.unwrap().body;
         if i == 0 {
-            assert_eq!(w.merchant.verify(&token).await.unwrap()["state"], "settled");
+            assert_eq!(wire_json(&w.merchant.verify(&token).await.unwrap())["state"], "settled");
             let mut forged = token.clone();
             forged.truncate(forged.len() - 4);
             forged.push_str("AAAA");
-            assert_eq!(w.merchant.verify(&forged).await.unwrap()["genuine"], false, "a bad signature is not genuine");
+            assert_eq!(
+                wire_json(&w.merchant.verify(&forged).await.unwrap())["genuine"],
+                false,
+                "a bad signature is not genuine"
+            );
         }
         assert_eq!(first["amount_minor"], PRICE, "{first}");
         assert_eq!(first["fee_minor"], FEE, "{first}");
@@ -432,11 +436,11 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     let mut w = world("guest").await;
     let key = generate_key();
     let owner = w.a.operator.create_owner(&generate_key(), "stranger-owner").await.unwrap();
-    let owner = w.a.operator.with_credential(owner["credential"].as_str().unwrap());
+    let owner = w.a.operator.with_credential(owner.credential.as_str());
     let invite = owner.issue_invite().await.unwrap();
-    let created = owner.redeem_invite(&invite, &key, "stranger").await.unwrap();
+    let created = wire_json(&owner.redeem_invite(&invite, &key, "stranger").await.unwrap());
     let stranger = owner.with_credential(created["credential"].as_str().unwrap());
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     w.a.operator.mint(&owner_id, FUNDS, "stranger-mint").await.unwrap();
     owner.fund("stranger", FUNDS, "stranger-fund").await.unwrap();
     owner.set_budget("stranger", PRICE * 10, FUNDS, FUNDS).await.unwrap();
@@ -446,12 +450,12 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     // Zero manual onboarding: the agent's own signature, checked against a recognised home.
     let anonymous = Client::new(&w.b.url, None);
     let guest = anonymous.join_as_guest(&key, &w.a.did, &w.b.did).await.unwrap();
-    assert_eq!(guest.me().await.unwrap()["member"]["id"], did.as_str());
+    assert_eq!(wire_json(&guest.me().await.unwrap())["member"]["id"], did.as_str());
     // Joining again with a fresh signature gives another credential to the same guest.
     let again = anonymous.join_as_guest(&key, &w.a.did, &w.b.did).await.unwrap();
     assert_ne!(again.credential(), guest.credential());
-    assert_eq!(again.me().await.unwrap()["member"]["id"], did.as_str());
-    assert_eq!(guest.me().await.unwrap()["member"]["id"], did.as_str(), "the first credential still works");
+    assert_eq!(wire_json(&again.me().await.unwrap())["member"]["id"], did.as_str());
+    assert_eq!(wire_json(&guest.me().await.unwrap())["member"]["id"], did.as_str(), "the first credential still works");
     // Another key cannot join under this DID.
     let impostor = anonymous
         .call(
@@ -508,4 +512,9 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     let (report_a, report_b) = (w.a.audit(), w.b.audit());
     assert_eq!(Registry::corridor(&report_a, &w.b), (FUNDING + PRICE) as i64);
     assert_eq!(Registry::corridor(&report_b, &w.a), -((FUNDING + PRICE) as i64));
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

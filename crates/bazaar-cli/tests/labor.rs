@@ -598,7 +598,7 @@ async fn a_failed_job_touches_no_stake_and_no_reputation_and_stake_rescues_nothi
 }
 
 async fn available(client: &bazaar_sdk::Client) -> u64 {
-    client.me().await.unwrap()["available_minor"].as_u64().unwrap()
+    wire_json(&client.me().await.unwrap())["available_minor"].as_u64().unwrap()
 }
 
 /// A job's bounty is funded before it is published, pays nothing on an
@@ -791,4 +791,9 @@ async fn a_coordinator_pays_only_the_authorized_fee_before_handing_off() {
     assert_eq!(journal.attempts()[0].state, bazaar_cli::market::payments::AttemptState::Confirmed);
     let recorded = market.validator.assess(&job.id, Duration::from_secs(1)).await.unwrap().unwrap();
     assert_eq!(recorded.assessment.verdict, Verdict::Accepted, "a paid fee does not accept the job; the evidence does");
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

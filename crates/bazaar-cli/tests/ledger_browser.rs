@@ -105,7 +105,7 @@ async fn balances_are_the_operators_and_a_history_is_its_peoples() {
     assert_eq!(member.status(), 403);
     assert_eq!(json(member).await["code"], "not_permitted");
 
-    let agent_id = agent.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let agent_id = agent.me().await.unwrap().member.id;
     let path = format!("{}/v1/accounts/acct:{agent_id}/transfers?limit=1", local.url);
     let history = json(get(owner.credential(), path.clone()).await.unwrap()).await;
     assert_eq!(history["account"]["balance"], "700", "{history}");

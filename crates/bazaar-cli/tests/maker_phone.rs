@@ -49,7 +49,7 @@ async fn one_order(dir: &std::path::Path) -> (LocalRegistry, Client, Client, Cli
 }
 
 async fn id_of(client: &Client) -> String {
-    client.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string()
+    client.me().await.unwrap().member.id
 }
 
 /// The share's proof and the `order.share_paid` event: both name the owner who sent it.

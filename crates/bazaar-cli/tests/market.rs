@@ -181,7 +181,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert_eq!(order["state"], "awaiting_approval");
     let order_id = order["id"].as_str().unwrap().to_string();
     assert_eq!(order["approval_url"], format!("/approve/{order_id}"));
-    assert_eq!(buyer.me().await.unwrap()["held_minor"], 0, "nothing is held before approval");
+    assert_eq!(wire_json(&buyer.me().await.unwrap())["held_minor"], 0, "nothing is held before approval");
     let page = reqwest::get(format!("{}/approve/{order_id}", local.url)).await.unwrap();
     assert!(page.text().await.unwrap().contains("Only you, its owner, can approve it"));
     let path = |action: &str| format!("/v1/orders/{order_id}/{action}");
@@ -200,7 +200,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert_eq!(approved["state"], "authorized");
     assert!(approved["lines"][0]["contract"].is_null(), "below the escrow threshold: plain holds");
     let total = 20 * 2_600 + 15 * 2_900;
-    assert_eq!(buyer.me().await.unwrap()["held_minor"], total, "one authorization for the whole order");
+    assert_eq!(wire_json(&buyer.me().await.unwrap())["held_minor"], total, "one authorization for the whole order");
     // Each maker is told in her language.
     let amara_sees = makers[0].0.call(reqwest::Method::GET, "/v1/orders", None, None).await.unwrap().body;
     let note = &amara_sees["orders"][0]["lines"][0]["notification"];
@@ -260,7 +260,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert_eq!(paid["payment"]["net_minor"], 15 * 2_900 - 15 * 29);
     let (status, twice) = prove(1, 1, "ES123456789").await;
     assert_eq!((status, twice["code"].as_str()), (409, Some("share_paid")), "a share is paid once");
-    assert_eq!(makers[1].0.me().await.unwrap()["balance_minor"], 15 * 2_900 - 15 * 29);
+    assert_eq!(wire_json(&makers[1].0.me().await.unwrap())["balance_minor"], 15 * 2_900 - 15 * 29);
     // The tracking shows on the order; the receipt is stored by its hash.
     let shown = buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
     assert_eq!(shown["lines"][1]["proof"]["tracking"], "ES123456789");
@@ -283,7 +283,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         (cancelled["released_minor"].as_u64(), cancelled["order_state"].as_str()),
         (Some(20 * 2_600), Some("completed"))
     );
-    let me = buyer.me().await.unwrap();
+    let me = wire_json(&buyer.me().await.unwrap());
     assert_eq!((me["held_minor"].as_i64(), me["balance_minor"].as_i64()), (Some(0), Some(150_000 - 15 * 2_900)));
 
     // An order the owner declines holds nothing and is cancelled; the agent cannot decline for it either.
@@ -304,7 +304,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         (declined["state"].as_str(), declined["lines"][0]["state"].as_str()),
         (Some("cancelled"), Some("cancelled"))
     );
-    assert_eq!(buyer.me().await.unwrap()["held_minor"], 0, "nothing was held for the declined order");
+    assert_eq!(wire_json(&buyer.me().await.unwrap())["held_minor"], 0, "nothing was held for the declined order");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -362,7 +362,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     for name in ["oe-amara", "oe-lucia", "oe-noor"] {
         let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
         let listed = maker.put_listing(maker_listing("cc", 3_000, 2_000, 2, 20, 1, "en")).await.unwrap();
-        let did = maker.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+        let did = maker.me().await.unwrap().member.id;
         makers.push((maker, listed["id"].as_str().unwrap().to_string(), did));
     }
     let (hotel, buyer) = enroll_pair(&operator, "oe-hotel", "oe-buyer").await.unwrap();
@@ -415,7 +415,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     // Share 2's milestone is disputed while pending, through the contract routes: it is settled there now.
     let subject = json!({"type": "milestone", "contract": contract_of(2), "index": 0});
     buyer.file_dispute(subject, "not_delivered", 5_000, "nothing shipped").await.unwrap();
-    let available = buyer.me().await.unwrap()["available_minor"].clone();
+    let available = wire_json(&buyer.me().await.unwrap())["available_minor"].clone();
     let proof = maker_of(2).prove_shipment(&order_id, 2, "TRK2", "image/png", b"receipt two".to_vec()).await;
     assert_eq!(proof.unwrap_err().code(), Some("milestone_state"), "not paid past its dispute");
     let cancel = buyer.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/2/cancel"), None, None).await;
@@ -426,7 +426,12 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
         (Some("disputed"), Some(5_000)),
         "still held, once"
     );
-    assert_eq!(buyer.me().await.unwrap()["available_minor"], available, "nothing moved");
+    assert_eq!(wire_json(&buyer.me().await.unwrap())["available_minor"], available, "nothing moved");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

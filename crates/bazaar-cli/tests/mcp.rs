@@ -55,7 +55,7 @@ async fn an_mcp_client_shops_the_storefront() {
         makers.push((maker, listed["id"].as_str().unwrap().to_string(), price));
     }
     let (hotel, buyer) = enroll_pair(&operator, "hotel", "hotel-agent").await.unwrap();
-    let hotel_id = hotel.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let hotel_id = hotel.me().await.unwrap().member.id;
     operator.mint(&hotel_id, 200_000, "m").await.unwrap();
     hotel.fund("hotel-agent", 200_000, "f").await.unwrap();
     hotel.set_budget("hotel-agent", 200_000, 200_000, 200_000).await.unwrap();
@@ -129,7 +129,7 @@ async fn an_mcp_client_shops_the_storefront() {
     let order_id = order["id"].as_str().unwrap();
     assert_eq!(order["approval_url"], format!("/approve/{order_id}"));
     assert_eq!(second[3]["result"]["state"], "awaiting_approval");
-    assert_eq!(buyer.me().await.unwrap()["held_minor"], 0, "nothing held until approved");
+    assert_eq!(wire_json(&buyer.me().await.unwrap())["held_minor"], 0, "nothing held until approved");
 
     // The person approves on the link; the agent reads the status again.
     hotel.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/approve"), None, None).await.unwrap();
@@ -266,4 +266,9 @@ async fn agents_follow_a_task_over_mcp() {
         (Some(true), Some("task_not_found"))
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -78,7 +78,7 @@ async fn outside_tools_accept_the_description_and_find_every_answer_in_it() {
     assert!(ok && text.contains("OK"), "openapi-spec-validator refused the served document:\n{text}");
 
     let (owner, agent) = enroll_pair(&operator, "st-owner", "st-agent").await.unwrap();
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     operator.mint(&owner_id, 1_000_000, "st-mint").await.unwrap();
     owner.fund("st-agent", 100_000, "st-fund").await.unwrap();
     owner.set_budget("st-agent", 10_000, 100_000, 100_000).await.unwrap();

@@ -26,7 +26,7 @@ async fn order_awaiting_approval(
         "list_price_minor": 3_000, "floor_minor": 2_500, "max_discount_bps": 2_000, "capacity_per_day": 2,
         "capacity_max": 20, "language": "en"});
     let listed = maker.put_listing(listing).await.unwrap();
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     operator.mint(&owner_id, 100_000, "m").await.unwrap();
     owner.fund("hotel-agent", 100_000, "f").await.unwrap();
     owner.set_budget("hotel-agent", 100_000, 100_000, 100_000).await.unwrap();
@@ -77,7 +77,7 @@ async fn an_owner_registers_a_passkey_signs_in_without_a_username_and_approves()
     assert_eq!((seen["me_signed_in"].as_u64(), seen["me_after_sign_out"].as_u64()), (Some(200), Some(401)));
     // The approval the session made is the owner's own.
     let status = owner.call(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
-    let owner_id = owner.me().await.unwrap()["member"]["id"].clone();
+    let owner_id = wire_json(&owner.me().await.unwrap())["member"]["id"].clone();
     assert_eq!((&status["state"], &status["approval"]["approved"]), (&json!("authorized"), &json!(true)), "{status}");
     assert_eq!(status["approval"]["decided_by"], owner_id, "decided by the owner, signed in with its passkey");
     let passkeys = owner.call(reqwest::Method::GET, "/v1/passkeys", None, None).await.unwrap().body;
@@ -88,4 +88,9 @@ async fn an_owner_registers_a_passkey_signs_in_without_a_username_and_approves()
     let refused = buyer.call(reqwest::Method::POST, "/v1/passkeys/register/start", None, None).await.unwrap_err();
     assert_eq!(refused.code(), Some("passkeys_for_people"));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -147,7 +147,7 @@ async fn imported_passports_count_at_the_peer_weight_shown_apart() {
     let (_, seller) = enroll_pair_with_key(&op_b, "b-seller-owner", "b-seller", &seller_key).await.unwrap();
     for n in 0..3 {
         let (owner, buyer) = enroll_pair(&op_b, &format!("b-owner-{n}"), &format!("b-buyer-{n}")).await.unwrap();
-        let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+        let owner_id = owner.me().await.unwrap().member.id;
         op_b.mint(&owner_id, 10_000, &format!("m{n}")).await.unwrap();
         owner.fund(&format!("b-buyer-{n}"), 10_000, &format!("f{n}")).await.unwrap();
         owner.set_budget(&format!("b-buyer-{n}"), 1_000, 10_000, 10_000).await.unwrap();

@@ -183,7 +183,7 @@ async fn changing_any_number_on_the_card_fails_the_check_again() {
     let operator = local.operator();
     let (owner, buyer) = bazaar_cli::story::enroll_pair(&operator, "card-hotel", "card-buyer").await.unwrap();
     let (_, shop) = bazaar_cli::story::enroll_pair(&operator, "card-mill", "card-shop").await.unwrap();
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     operator.mint(&owner_id, 5_000, "m").await.unwrap();
     owner.fund("card-buyer", 5_000, "f").await.unwrap();
     owner.set_budget("card-buyer", 1_000, 5_000, 5_000).await.unwrap();

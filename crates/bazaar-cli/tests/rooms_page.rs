@@ -16,7 +16,7 @@ async fn a_member_reads_its_rooms_with_badges_headers_and_the_member_rail() {
     let key = bazaar_sdk::generate_key();
     let (_, ada) = enroll_pair_with_key(&operator, "rooms-home", "ada", &key).await.unwrap();
     let (_, bo) = enroll_pair(&operator, "rooms-other", "bob").await.unwrap();
-    let ada_id = bazaar_types::MemberId(ada.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string());
+    let ada_id = bazaar_types::MemberId(ada.me().await.unwrap().member.id);
     bazaar_cli::sealed::publish_sealing_key(&ada, &key, &ada_id).await.unwrap();
     let create = |name: &str, private: bool, sealed: bool| json!({"name": name, "private": private, "sealed": sealed});
     let lobby = ada.call(Method::POST, "/v1/rooms", Some(create("lobby", false, false)), None).await.unwrap().body;

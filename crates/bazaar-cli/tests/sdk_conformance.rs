@@ -33,15 +33,15 @@ async fn world(url: &str, operator: &Client, sdk: &str, scenario: &Value, dir: &
     let enroll = |role: &'static str| async move {
         let handle = format!("{sdk}-{}", role.replace('_', "-"));
         let owner = operator.create_owner(&generate_key(), &format!("{handle}-owner")).await.unwrap();
-        let owner = operator.with_credential(owner["credential"].as_str().unwrap());
+        let owner = operator.with_credential(owner.credential.as_str());
         let invite = owner.issue_invite().await.unwrap();
         let agent = operator.with_credential("").redeem_invite(&invite, &generate_key(), &handle).await.unwrap();
-        (owner, handle, agent["credential"].as_str().unwrap().to_string())
+        (owner, handle, agent.credential.clone())
     };
     let mut parties = serde_json::Map::new();
     for role in ["buyer", "poor_buyer"] {
         let (owner, handle, credential) = enroll(role).await;
-        let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+        let owner_id = wire_json(&owner.me().await.unwrap())["member"]["id"].as_str().unwrap().to_string();
         operator.mint(&owner_id, funds, &format!("{handle}-mint")).await.unwrap();
         owner.fund(&handle, funds, &format!("{handle}-fund")).await.unwrap();
         let per_call =
@@ -51,12 +51,12 @@ async fn world(url: &str, operator: &Client, sdk: &str, scenario: &Value, dir: &
     }
     for role in ["merchant", "other_merchant", "revocable"] {
         let (_, _, credential) = enroll(role).await;
-        let did = operator.with_credential(credential.clone()).me().await.unwrap()["member"]["id"].clone();
+        let did = wire_json(&operator.with_credential(credential.clone()).me().await.unwrap())["member"]["id"].clone();
         parties.insert(role.into(), json!(credential));
         parties.insert(format!("{role}_did"), did);
     }
     // For the SDK's own enrolment: an invite drawn by an owner, and what the Rust SDK makes of a fixed key.
-    let inviter = operator.create_owner(&generate_key(), &format!("{sdk}-inviter")).await.unwrap();
+    let inviter = wire_json(&operator.create_owner(&generate_key(), &format!("{sdk}-inviter")).await.unwrap());
     let invite = operator.with_credential(inviter["credential"].as_str().unwrap()).issue_invite().await.unwrap();
     parties.insert("invite".into(), json!(invite));
     parties.insert("invite_owner".into(), inviter["id"].clone());
@@ -202,7 +202,7 @@ async fn rust_pay(buyer: &Client, world: &Value, shops: (&Shop, &Shop), args: &V
     .unwrap();
     let amount = args["amount"].as_u64().unwrap_or(world["price_minor"].as_u64().unwrap());
     shop.charge(args["price"].as_u64().unwrap_or(world["price_minor"].as_u64().unwrap()));
-    let before = buyer.me().await.unwrap_or_default();
+    let before = buyer.me().await.map(|me| wire_json(&me)).unwrap_or_default();
     let paid = buyer.pay(&shop.url, merchant, amount, order).await.and_then(|paid| paid.error_for_refusal());
     shop.charge(world["price_minor"].as_u64().unwrap());
     let mut observed = match paid {
@@ -214,7 +214,7 @@ async fn rust_pay(buyer: &Client, world: &Value, shops: (&Shop, &Shop), args: &V
             seen
         }
     };
-    let after = buyer.me().await.unwrap_or_default();
+    let after = buyer.me().await.map(|me| wire_json(&me)).unwrap_or_default();
     observed["held_released"] = json!(after["held_minor"] == before["held_minor"]);
     observed["charged_minor"] =
         json!(before["balance_minor"].as_i64().unwrap_or(0) - after["balance_minor"].as_i64().unwrap_or(0));
@@ -256,9 +256,10 @@ async fn rust_enrol(world: &Value, dir: &Path) -> Result<Value, SdkError> {
     let mode = format!("{:o}", std::fs::metadata(&file).unwrap().permissions().mode() & 0o777);
     let round_trips = bazaar_sdk::load_key(&file).map(|k| k.to_bytes() == key.to_bytes()).unwrap_or(false);
     let handle = world["joiner_handle"].as_str().unwrap();
-    let joined = Client::new(registry, None).redeem_invite(world["invite"].as_str().unwrap(), &key, handle).await?;
-    let credential = joined["credential"].as_str().unwrap_or_default().to_string();
-    let me = Client::new(registry, Some(credential.clone())).me().await?;
+    let joined =
+        wire_json(&Client::new(registry, None).redeem_invite(world["invite"].as_str().unwrap(), &key, handle).await?);
+    let credential = joined["credential"].as_str().unwrap().to_string();
+    let me = wire_json(&Client::new(registry, Some(credential.clone())).me().await?);
     let vector = &world["key_vector"];
     let seed: [u8; 32] = hex::decode(vector["seed_hex"].as_str().unwrap()).unwrap().try_into().unwrap();
     let fixed = ed25519_dalek::SigningKey::from_bytes(&seed);
@@ -340,7 +341,7 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     json!({"status": 200})
                 }
                 "verify_last" => {
-                    let verified = buyer.verify(&last_token).await?;
+                    let verified = wire_json(&buyer.verify(&last_token).await?);
                     json!({"genuine": verified["genuine"], "state": verified["state"], "work_order": verified["work_order"]})
                 }
                 "settle_last" => {
@@ -406,7 +407,7 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     merchant.settle(issued.body["token"].as_str().unwrap(), price, order, None).await?;
                     json!({"status": 200})
                 }
-                "balance" => json!({"balance_minor": buyer.me().await?["balance_minor"]}),
+                "balance" => json!({"balance_minor": wire_json(&buyer.me().await?)["balance_minor"]}),
                 other => json!({"unsupported_op": other}),
             })
         }
@@ -631,4 +632,9 @@ async fn the_python_x402_route_and_paid_mcp_tool_settle_once_and_work_once() {
     assert_eq!(mcp["work_runs"], 1, "{report}");
     served.stop();
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

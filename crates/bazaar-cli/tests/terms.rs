@@ -19,7 +19,7 @@ async fn set_terms(client: &Client, merchant: &str, body: Value) -> Result<Value
 }
 
 async fn did(client: &Client) -> String {
-    client.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string()
+    client.me().await.unwrap().member.id
 }
 
 const FUNDS: u64 = 50_000;

@@ -47,7 +47,7 @@ async fn x402_fetch_pays_an_sdk_route_once() {
     let operator = bazaar_sdk::Client::new(&local.url, Some("x4-op".into()));
     let (owner, buyer) = enroll_pair(&operator, "x4-owner", "x4-buyer").await.unwrap();
     let (_, merchant) = enroll_pair(&operator, "x4-shop-owner", "x4-shop").await.unwrap();
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     operator.mint(&owner_id, 10_000, "x4-mint").await.unwrap();
     owner.fund("x4-buyer", 10_000, "x4-fund").await.unwrap();
     owner.set_budget("x4-buyer", 1_000, 10_000, 10_000).await.unwrap();
@@ -86,7 +86,7 @@ async fn x402_fetch_pays_an_sdk_route_once() {
     let network = offer["network"].as_str().unwrap();
     assert!(network.starts_with("bzr:") && !network.starts_with("bazaar"), "{network}");
 
-    let before = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
+    let before = buyer.me().await.unwrap().balance_minor.unwrap_or(0);
     let paid = node(
         "fetch_buyer.mjs",
         vec![format!("{shop}/forecast"), local.url.clone(), buyer.credential().unwrap().to_string()],
@@ -99,7 +99,7 @@ async fn x402_fetch_pays_an_sdk_route_once() {
     assert_eq!(paid["replayStatus"], 200, "the replayed paid request is answered");
     assert_eq!(paid["replayBody"], paid["body"], "from the work receipt");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the work ran once");
-    let after = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
+    let after = buyer.me().await.unwrap().balance_minor.unwrap_or(0);
     assert_eq!(before - after, PRICE as i64, "charged once");
 
     // A token minted for another resource is refused by the route before anything settles.
@@ -134,11 +134,11 @@ async fn x402_express_uses_the_bazaar_facilitator() {
     let operator = bazaar_sdk::Client::new(&local.url, Some("xe-op".into()));
     let (owner, buyer) = enroll_pair(&operator, "xe-owner", "xe-buyer").await.unwrap();
     let (_, merchant) = enroll_pair(&operator, "xe-shop-owner", "xe-shop").await.unwrap();
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     operator.mint(&owner_id, 10_000, "xe-mint").await.unwrap();
     owner.fund("xe-buyer", 10_000, "xe-fund").await.unwrap();
     owner.set_budget("xe-buyer", 1_000, 10_000, 10_000).await.unwrap();
-    let merchant_did = merchant.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let merchant_did = merchant.me().await.unwrap().member.id;
     let card = operator.well_known().await.unwrap();
     let network = card["x402"]["network"].as_str().unwrap().to_string();
     let supported: Value = reqwest::get(format!("{}/x402/supported", local.url)).await.unwrap().json().await.unwrap();
@@ -157,7 +157,7 @@ async fn x402_express_uses_the_bazaar_facilitator() {
     let line = tokio::task::spawn_blocking(move || lines.next().unwrap().unwrap()).await.unwrap();
     let shop = line.strip_prefix("listening ").expect("the merchant prints its URL").to_string();
 
-    let before = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
+    let before = buyer.me().await.unwrap().balance_minor.unwrap_or(0);
     let paid = node(
         "fetch_buyer.mjs",
         vec![format!("{shop}/paid"), local.url.clone(), buyer.credential().unwrap().to_string()],
@@ -168,16 +168,16 @@ async fn x402_express_uses_the_bazaar_facilitator() {
     assert_eq!(paid["paymentResponse"]["success"], true, "{paid}");
     let settlement = paid["paymentResponse"]["transaction"].as_str().unwrap().to_string();
     assert!(settlement.starts_with("stl_"), "{settlement}");
-    let after = buyer.me().await.unwrap()["balance_minor"].as_i64().unwrap();
+    let after = buyer.me().await.unwrap().balance_minor.unwrap_or(0);
     assert_eq!(before - after, PRICE as i64, "charged once");
-    assert_eq!(merchant.me().await.unwrap()["balance_minor"], PRICE - PRICE / 100);
+    assert_eq!(wire_json(&merchant.me().await.unwrap())["balance_minor"], PRICE - PRICE / 100);
 
     // The facilitator refuses a token minted for another merchant.
     let other = buyer.issue_token("x4-nobody", PRICE, "o-other", &format!("{shop}/paid")).await.unwrap_err();
     assert_eq!(other.code(), Some("member_not_found"));
     let (_, rival) = enroll_pair(&operator, "xe-rival-owner", "xe-rival").await.unwrap();
     let token = buyer.issue_token("xe-rival", PRICE, "o-rival", &format!("{shop}/paid")).await.unwrap();
-    let rival_did = rival.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let rival_did = rival.me().await.unwrap().member.id;
     let request = json!({"x402Version": 2,
         "paymentPayload": {"x402Version": 2, "resource": {"url": format!("{shop}/paid")}, "payload": {"token": token.body["token"]}},
         "paymentRequirements": {"scheme": "apt", "network": network, "amount": PRICE.to_string(), "asset": "BNU",
@@ -193,4 +193,9 @@ async fn x402_express_uses_the_bazaar_facilitator() {
     child.kill().ok();
     child.wait().ok();
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

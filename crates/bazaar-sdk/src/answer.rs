@@ -16,6 +16,10 @@ pub enum SdkError {
     /// A coalesced batch this call rode in failed in transport (retry as after a transport error).
     #[error("transport (batch): {0}")]
     Batch(String),
+    /// A success whose body does not read as the call's wire type (`bazaar_wire`): a registry speaking
+    /// another version of the contract. Nothing to retry.
+    #[error("the answer does not read as {what}: {why}")]
+    Answer { what: &'static str, why: String },
 }
 
 impl SdkError {
@@ -32,23 +36,32 @@ impl SdkError {
     pub fn code(&self) -> Option<&str> {
         match self {
             SdkError::Problem { code, .. } => Some(code),
-            SdkError::Transport(_) | SdkError::Batch(_) => None,
+            SdkError::Transport(_) | SdkError::Batch(_) | SdkError::Answer { .. } => None,
         }
     }
     /// The paid route's price, where a merchant's refusal is about the amount (`facts.price_minor`).
     pub fn price_minor(&self) -> Option<u64> {
         match self {
             SdkError::Problem { body, .. } => body["facts"]["price_minor"].as_u64(),
-            SdkError::Transport(_) | SdkError::Batch(_) => None,
+            SdkError::Transport(_) | SdkError::Batch(_) | SdkError::Answer { .. } => None,
         }
     }
 
     pub fn status(&self) -> Option<u16> {
         match self {
             SdkError::Problem { status, .. } => Some(*status),
-            SdkError::Transport(_) | SdkError::Batch(_) => None,
+            SdkError::Transport(_) | SdkError::Batch(_) | SdkError::Answer { .. } => None,
         }
     }
+}
+
+/// `body` as the wire type `T`; a body that does not read as it is [`SdkError::Answer`]. Reading is lenient
+/// (members the type does not know are ignored), so a newer registry that adds members still reads.
+pub fn typed<T: serde::de::DeserializeOwned>(body: Value) -> Result<T, SdkError> {
+    serde_json::from_value(body).map_err(|error| SdkError::Answer {
+        what: std::any::type_name::<T>().rsplit("::").next().unwrap_or("its type"),
+        why: error.to_string(),
+    })
 }
 
 /// One answer: the JSON body and whether it was replayed from an idempotency record.

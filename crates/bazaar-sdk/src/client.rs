@@ -2,6 +2,7 @@
 //! takes an idempotency key; retries must reuse it.
 
 use base64::Engine;
+use bazaar_wire as wire;
 use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -186,6 +187,21 @@ impl Client {
         Ok(Answer { body, replayed })
     }
 
+    /// A GET whose answer is the wire type `T`.
+    async fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, SdkError> {
+        crate::answer::typed(self.get(path).await?)
+    }
+
+    /// A POST whose answer is the wire type `T`.
+    async fn post_as<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Value,
+        key: Option<&str>,
+    ) -> Result<T, SdkError> {
+        crate::answer::typed(self.post(path, body, key).await?)
+    }
+
     async fn get(&self, path: &str) -> Result<Value, SdkError> {
         Ok(self.call(reqwest::Method::GET, path, None, None).await?.body)
     }
@@ -198,18 +214,18 @@ impl Client {
         self.get("/.well-known/bazaar").await
     }
 
-    pub async fn me(&self) -> Result<Value, SdkError> {
-        self.get("/v1/me").await
+    pub async fn me(&self) -> Result<wire::identity::Me, SdkError> {
+        self.get_as("/v1/me").await
     }
 
-    pub async fn member(&self, who: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/members/{who}")).await
+    pub async fn member(&self, who: &str) -> Result<wire::identity::Member, SdkError> {
+        self.get_as(&format!("/v1/members/{who}")).await
     }
 
     /// Operator: register an owner by its public key. The answer holds its credential (shown once).
-    pub async fn create_owner(&self, key: &SigningKey, handle: &str) -> Result<Value, SdkError> {
+    pub async fn create_owner(&self, key: &SigningKey, handle: &str) -> Result<wire::identity::Enrolled, SdkError> {
         let public = hex::encode(key.verifying_key().as_bytes());
-        self.post("/v1/owners", json!({"public_key": public, "handle": handle}), None).await
+        self.post_as("/v1/owners", json!({"public_key": public, "handle": handle}), None).await
     }
 
     pub async fn issue_invite(&self) -> Result<String, SdkError> {
@@ -220,14 +236,17 @@ impl Client {
     /// Agent's first act: redeem an invite with its own key, then rotate the
     /// credential the invite gave (it does nothing else until rotated).
     /// Returns the answer with the rotated credential, which only this agent has seen.
-    pub async fn redeem_invite(&self, invite_code: &str, key: &SigningKey, handle: &str) -> Result<Value, SdkError> {
+    pub async fn redeem_invite(
+        &self,
+        invite_code: &str,
+        key: &SigningKey,
+        handle: &str,
+    ) -> Result<wire::identity::Enrolled, SdkError> {
         let message = format!("bazaar-invite-v1\n{invite_code}\n{handle}");
         let proof = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
         let body = json!({"invite_code": invite_code, "public_key": hex::encode(key.verifying_key().as_bytes()), "handle": handle, "proof": proof});
-        let mut joined = self.post("/v1/agents", body, None).await?;
-        let issued = joined["credential"].as_str().unwrap_or_default().to_string();
-        let rotated = self.with_credential(issued).rotate_credential().await?;
-        joined["credential"] = json!(rotated);
+        let mut joined: wire::identity::Enrolled = self.post_as("/v1/agents", body, None).await?;
+        joined.credential = self.with_credential(joined.credential.clone()).rotate_credential().await?;
         Ok(joined)
     }
 
@@ -241,8 +260,8 @@ impl Client {
     }
 
     /// Revokes this client's credential; it stops working at once.
-    pub async fn revoke_credential(&self) -> Result<Value, SdkError> {
-        Ok(self.call(reqwest::Method::POST, "/v1/credentials/revoke", None, None).await?.body)
+    pub async fn revoke_credential(&self) -> Result<wire::identity::Revoked, SdkError> {
+        crate::answer::typed(self.call(reqwest::Method::POST, "/v1/credentials/revoke", None, None).await?.body)
     }
 
     pub async fn rotate_credential(&self) -> Result<String, SdkError> {
@@ -250,17 +269,24 @@ impl Client {
         Ok(body["credential"].as_str().unwrap_or_default().to_string())
     }
 
-    pub async fn set_budget(&self, agent: &str, per_call: u64, per_day: u64, total: u64) -> Result<Value, SdkError> {
+    pub async fn set_budget(
+        &self,
+        agent: &str,
+        per_call: u64,
+        per_day: u64,
+        total: u64,
+    ) -> Result<wire::pay::Budget, SdkError> {
         let body = json!({"per_call_max_minor": per_call, "per_day_max_minor": per_day, "total_max_minor": total});
-        Ok(self.call(reqwest::Method::PUT, &format!("/v1/agents/{agent}/budget"), Some(body), None).await?.body)
+        let path = format!("/v1/agents/{agent}/budget");
+        crate::answer::typed(self.call(reqwest::Method::PUT, &path, Some(body), None).await?.body)
     }
 
-    pub async fn mint(&self, owner: &str, amount: u64, key: &str) -> Result<Value, SdkError> {
-        self.post("/v1/mint", json!({"owner": owner, "amount_minor": amount}), Some(key)).await
+    pub async fn mint(&self, owner: &str, amount: u64, key: &str) -> Result<wire::pay::Minted, SdkError> {
+        self.post_as("/v1/mint", json!({"owner": owner, "amount_minor": amount}), Some(key)).await
     }
 
-    pub async fn fund(&self, agent: &str, amount: u64, key: &str) -> Result<Value, SdkError> {
-        self.post(&format!("/v1/agents/{agent}/fund"), json!({"amount_minor": amount}), Some(key)).await
+    pub async fn fund(&self, agent: &str, amount: u64, key: &str) -> Result<wire::pay::Funded, SdkError> {
+        self.post_as(&format!("/v1/agents/{agent}/fund"), json!({"amount_minor": amount}), Some(key)).await
     }
 
     /// Buyer: a token for one order. Asking again for the same (merchant, order) returns the same token.
@@ -280,8 +306,8 @@ impl Client {
     }
 
     /// A receipt check, never a work order: a settled token still says `genuine: true`.
-    pub async fn verify(&self, token: &str) -> Result<Value, SdkError> {
-        self.post("/v1/tokens/verify", json!({"token": token}), None).await
+    pub async fn verify(&self, token: &str) -> Result<wire::pay::TokenCheck, SdkError> {
+        self.post_as("/v1/tokens/verify", json!({"token": token}), None).await
     }
 
     /// Merchant: settle exactly once. With `key = None` the registry derives the key from the order.
@@ -304,8 +330,8 @@ impl Client {
         }
     }
 
-    pub async fn void(&self, jti: &str) -> Result<Value, SdkError> {
-        self.post(&format!("/v1/tokens/{jti}/void"), json!(null), None).await
+    pub async fn void(&self, jti: &str) -> Result<wire::pay::Voided, SdkError> {
+        self.post_as(&format!("/v1/tokens/{jti}/void"), json!(null), None).await
     }
 
     pub async fn events(&self, after: u64, limit: usize) -> Result<Value, SdkError> {
@@ -781,7 +807,7 @@ impl Client {
             let retryable = match &result {
                 Err(SdkError::Transport(_) | SdkError::Batch(_)) => true,
                 Err(SdkError::Problem { status, code, .. }) => *status >= 500 || code == "idempotency_in_flight",
-                Ok(_) => false,
+                Err(SdkError::Answer { .. }) | Ok(_) => false,
             };
             if !retryable || attempt >= PAY_ATTEMPTS_MAX {
                 return result;

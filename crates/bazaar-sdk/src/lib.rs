@@ -28,6 +28,8 @@ pub mod paid;
 pub mod storefront;
 pub mod token;
 
+/// The wire contract the calls answer with (`bazaar-wire`): the same types the registry serves.
+pub use bazaar_wire as wire;
 pub use client::{hire_offer_statement, Client, Purchase, SdkError};
 
 /// The request header a buyer puts its payment token in.

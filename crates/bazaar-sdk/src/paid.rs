@@ -374,6 +374,11 @@ fn settle_failure(error: SdkError, price_minor: u64) -> Response {
             "registry_unreachable",
             &format!("The registry could not be reached: {error}"),
         ),
+        error @ SdkError::Answer { .. } => payment_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "registry_unreadable",
+            &format!("The registry's answer could not be read: {error}"),
+        ),
     }
 }
 
@@ -407,7 +412,7 @@ impl X402Route {
         let me = route.client.me().await?;
         let card = route.client.well_known().await?;
         Ok(X402Route {
-            pay_to: me["member"]["id"].as_str().unwrap_or_default().to_string(),
+            pay_to: me.member.id,
             network: card["x402"]["network"].as_str().unwrap_or_default().to_string(),
             registry: card["did"].as_str().unwrap_or_default().to_string(),
             route,

@@ -54,18 +54,18 @@ async fn registry() -> Registry {
 async fn cast(r: &Registry, tag: &str, funds: u64) -> (Client, Client, Client, String) {
     let owner_key = generate_key();
     let owner = r.operator.create_owner(&owner_key, &format!("owner-{tag}")).await.unwrap();
-    let owner = r.operator.with_credential(owner["credential"].as_str().unwrap());
+    let owner = r.operator.with_credential(owner.credential.as_str());
     let enroll = |handle: String| {
         let owner = owner.clone();
         async move {
             let invite = owner.issue_invite().await.unwrap();
             let agent = owner.with_credential("none").redeem_invite(&invite, &generate_key(), &handle).await.unwrap();
-            owner.with_credential(agent["credential"].as_str().unwrap())
+            owner.with_credential(agent.credential.as_str())
         }
     };
     let buyer = enroll(format!("buyer-{tag}")).await;
     let merchant = enroll(format!("shop-{tag}")).await;
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     r.operator.mint(&owner_id, funds, &format!("mint-{tag}")).await.unwrap();
     owner.fund(&format!("buyer-{tag}"), funds, &format!("fund-{tag}")).await.unwrap();
     owner.set_budget(&format!("buyer-{tag}"), funds, funds, funds).await.unwrap();
@@ -167,7 +167,7 @@ async fn settle_replays_conflicts_and_in_flight() {
     }
     assert!(!bodies.is_empty());
     assert!(bodies.iter().all(|b| b == &bodies[0]));
-    assert_eq!(buyer.me().await.unwrap()["balance_minor"], 9_000);
+    assert_eq!(buyer.me().await.unwrap().balance_minor, Some(9_000));
 }
 
 fn merchant_credential(client: &Client) -> String {
@@ -225,7 +225,7 @@ async fn sixty_four_concurrent_settles_make_one_transfer() {
         }
     }
     let me = buyer.me().await.unwrap();
-    assert_eq!(me["balance_minor"], 100_000 - 500, "two orders, one debit each");
+    assert_eq!(me.balance_minor, Some(100_000 - 500), "two orders, one debit each");
     let report = bazaar_store::audit::audit(r.state.store.as_ref(), &|_| {}).await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
 }
@@ -246,9 +246,9 @@ async fn authority_follows_the_principal_chain() {
     assert_eq!(code(merchant.verify(&token).await.unwrap_err()), (403, "not_audience".into()));
     other_shop_client.settle(&token, 100, "p-1", None).await.unwrap();
     // A token is always on the caller's own budget: another agent's budget is out of reach.
-    let before = other_buyer.me().await.unwrap()["available_minor"].clone();
+    let before = other_buyer.me().await.unwrap().available_minor;
     buyer.issue_token(&shop, 100, "p-2", "r").await.unwrap();
-    assert_eq!(other_buyer.me().await.unwrap()["available_minor"], before);
+    assert_eq!(other_buyer.me().await.unwrap().available_minor, before);
     // Unknown members are refused whether named by DID or by handle.
     let nobody = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
     assert_eq!(code(buyer.issue_token(nobody, 100, "p-3", "r").await.unwrap_err()), (404, "member_not_found".into()));
@@ -276,14 +276,14 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "f", 10_000).await;
     let token = buyer.issue_token(&shop, 700, "late", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
-    assert_eq!(buyer.me().await.unwrap()["available_minor"], 9_300);
+    assert_eq!(buyer.me().await.unwrap().available_minor, Some(9_300));
     for order in ["late-2", "late-3"] {
         buyer.issue_token(&shop, 100, order, "r").await.unwrap();
     }
     r.clock.advance_s(901);
     assert_eq!(sweep_once(&r.state).await.unwrap(), 3, "one pass releases every expired hold");
-    assert_eq!(buyer.me().await.unwrap()["available_minor"], 10_000);
-    assert_eq!(merchant.verify(&token).await.unwrap()["state"], "expired");
+    assert_eq!(buyer.me().await.unwrap().available_minor, Some(10_000));
+    assert_eq!(merchant.verify(&token).await.unwrap().state(), Some("expired"));
     assert_eq!(code(merchant.settle(&token, 700, "late", None).await.unwrap_err()), (410, "token_expired".into()));
     assert_eq!(sweep_once(&r.state).await.unwrap(), 0, "a hold expires once");
     // A day later the sweeper prunes the idempotency records; the key then starts anew.
@@ -347,7 +347,7 @@ async fn a_refused_token_never_blocks_the_next_token_for_its_order() {
     let third = token_of(ask("renew-2").await.unwrap());
     let paid_once = merchant.settle(&third, 400, "again", None).await.unwrap_err();
     assert_eq!(code(paid_once), (409, "order_already_settled".into()));
-    assert_eq!(merchant.me().await.unwrap()["balance_minor"], settled.body["net_minor"]);
+    assert_eq!(merchant.me().await.unwrap().balance_minor, settled.body["net_minor"].as_i64());
 }
 
 /// A refusal under a derived key is not kept: a token refused for an order (the buyer's budget too small) is
@@ -362,7 +362,7 @@ async fn a_refusal_under_a_derived_key_never_pins_the_order() {
     let body = json!({"merchant": shop, "max_amount_minor": 400, "order_id": "sticky", "resource": "r"});
     let with_key = || buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), Some("chosen-key"));
     assert_eq!(code(with_key().await.unwrap_err()), refused);
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     r.operator.mint(&owner_id, 1_000, "mint-pin-more").await.unwrap();
     owner.fund("buyer-pin", 1_000, "fund-pin-more").await.unwrap();
     owner.set_budget("buyer-pin", 1_300, 1_300, 1_300).await.unwrap();
@@ -379,9 +379,9 @@ async fn verify_is_a_receipt_check() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "g", 10_000).await;
     let token = buyer.issue_token(&shop, 300, "v", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
-    assert_eq!(merchant.verify(&token).await.unwrap()["state"], "open");
+    assert_eq!(merchant.verify(&token).await.unwrap().state(), Some("open"));
     merchant.settle(&token, 300, "v", None).await.unwrap();
-    let verified = merchant.verify(&token).await.unwrap();
+    let verified = serde_json::to_value(merchant.verify(&token).await.unwrap()).unwrap();
     assert_eq!(verified["genuine"], true, "a consumed token still verifies as genuine");
     assert_eq!(verified["state"], "settled");
     assert_eq!(verified["work_order"], false);
@@ -398,7 +398,7 @@ async fn verify_is_a_receipt_check() {
     let altered = format!("apt_{}.{signature}", base64_url_encode(&serde_json::to_vec(&raised).unwrap()));
     assert_eq!(bazaar_sdk::token::verify_offline(&altered, key), Err(bazaar_sdk::token::OfflineError::BadSignature));
     let forged = format!("{}x", &token[..token.len() - 2]);
-    assert_eq!(merchant.verify(&forged).await.unwrap()["genuine"], false);
+    assert!(!merchant.verify(&forged).await.unwrap().genuine());
     assert_eq!(code(merchant.settle(&forged, 300, "v", Some("f")).await.unwrap_err()).1, "token_signature_invalid");
 }
 
@@ -417,10 +417,10 @@ async fn a_token_this_node_issued_needs_no_fresh_signature_check() {
     let token =
         buyer.issue_token(&shop, 300, "remembered", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
     assert_eq!(cached().await, before + 1, "remembered at issue, before any verify");
-    assert_eq!(merchant.verify(&token).await.unwrap()["genuine"], true);
+    assert!(merchant.verify(&token).await.unwrap().genuine());
     assert_eq!(cached().await, before + 1, "the verify found it; nothing new was verified");
     let forged = format!("{}x", &token[..token.len() - 2]);
-    assert_eq!(merchant.verify(&forged).await.unwrap()["genuine"], false);
+    assert!(!merchant.verify(&forged).await.unwrap().genuine());
     merchant.settle(&token, 300, "remembered", None).await.unwrap();
 }
 
@@ -470,7 +470,7 @@ async fn pay_renews_a_replayed_token_that_has_expired() {
     let paid = buyer.pay(&url, &shop, 100, "renew-me").await.unwrap();
     assert_ne!(paid.body, first, "an expired token is renewed, not replayed to the merchant");
     assert_eq!(paid.token, paid.body);
-    assert_eq!(merchant.verify(&paid.token).await.unwrap()["state"], "open");
+    assert_eq!(merchant.verify(&paid.token).await.unwrap().state(), Some("open"));
     let again = buyer.pay(&url, &shop, 100, "renew-me").await.unwrap();
     assert_eq!(again.token, paid.token, "a live token for the order is reused");
 }
@@ -791,7 +791,8 @@ fn assert_described(document: &Value, method: &str, path: &str, status: &str, bo
 async fn answers_fit_the_bodies_the_api_description_states() {
     let r = registry().await;
     let document: Value = reqwest::get(format!("{}/openapi.json", r.url)).await.unwrap().json().await.unwrap();
-    let check = |method: &str, path: &str, status: &str, body: &Value| {
+    let check = |method: &str, path: &str, status: &str, body: &dyn erased::Json| {
+        let body = &body.json();
         assert_described(&document, method, path, status, body);
     };
     let (owner, buyer, merchant, shop) = cast(&r, "schema", 10_000).await;
@@ -799,7 +800,7 @@ async fn answers_fit_the_bodies_the_api_description_states() {
     check("get", "/v1/me", "200", &me);
     check("get", "/v1/me", "200", &r.operator.me().await.unwrap());
     check("get", "/v1/members/{member}", "200", &owner.member(&shop).await.unwrap());
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     check("post", "/v1/mint", "200", &r.operator.mint(&owner_id, 100, "mint-schema-2").await.unwrap());
     check("post", "/v1/agents/{agent}/fund", "200", &owner.fund("buyer-schema", 100, "fund-schema-2").await.unwrap());
     let budget = owner.set_budget("buyer-schema", 10_000, 10_000, 10_000).await.unwrap();
@@ -962,7 +963,7 @@ async fn a_new_node_folds_reputation_forward_from_the_stored_snapshot() {
     use bazaar_server::reputation_fold::SNAPSHOT_NAME;
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "fold", 100_000).await;
-    let merchant_id = MemberId(merchant.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string());
+    let merchant_id = MemberId(merchant.me().await.unwrap().member.id);
     let pay = |order: String| {
         let (buyer, merchant, shop) = (buyer.clone(), merchant.clone(), shop.clone());
         async move {
@@ -1044,7 +1045,7 @@ async fn the_x402_facilitator_and_the_settle_route_share_the_tokens_derived_key(
         .as_str()
         .unwrap()
         .to_string();
-    let merchant_id = merchant.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let merchant_id = merchant.me().await.unwrap().member.id;
     let network = bazaar_server::x402::network(&r.state);
     let payment = json!({
         "x402Version": 2,
@@ -1061,4 +1062,16 @@ async fn the_x402_facilitator_and_the_settle_route_share_the_tokens_derived_key(
     assert_eq!(rest.body["settlement_id"], transaction);
     let again = settle().await.unwrap().body;
     assert_eq!((again["success"].clone(), again["transaction"].clone()), (json!(true), transaction));
+}
+
+/// Typed answers and JSON ones checked alike against the description.
+mod erased {
+    pub trait Json {
+        fn json(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> serde_json::Value {
+            serde_json::to_value(self).unwrap()
+        }
+    }
 }

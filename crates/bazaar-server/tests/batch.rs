@@ -177,8 +177,8 @@ async fn run_on(mut a: World, steps: Vec<Step>) -> Result<(), TestCaseError> {
     }
     for (who_a, who_b) in [(&a.buyer, &b.buyer), (&a.merchant, &b.merchant)] {
         let (x, y) = (who_a.me().await.unwrap(), who_b.me().await.unwrap());
-        prop_assert_eq!(&x["balance_minor"], &y["balance_minor"]);
-        prop_assert_eq!(&x["available_minor"], &y["available_minor"]);
+        prop_assert_eq!(x.balance_minor, y.balance_minor);
+        prop_assert_eq!(x.available_minor, y.available_minor);
     }
     Ok(())
 }
@@ -284,7 +284,7 @@ async fn a_coalescing_client_answers_concurrent_calls_as_single_calls_in_fewer_r
     let refused = merchant.settle(&tokens[0], 5_000, "c-0", None).await.unwrap_err();
     let single = w.merchant.settle(&tokens[0], 5_000, "c-0", None).await.unwrap_err();
     assert_eq!(refused.code(), single.code(), "a refusal is the single call's refusal");
-    let balance = w.buyer.me().await.unwrap()["balance_minor"].as_u64().unwrap();
+    let balance = u64::try_from(w.buyer.me().await.unwrap().balance_minor.unwrap()).unwrap();
     assert_eq!(balance, FUNDS - CALLS as u64 * 100);
     let metrics = w.r.http.get(format!("{}/metrics", w.r.url)).send().await.unwrap().text().await.unwrap();
     assert_eq!(requests(&metrics, "/v1/settlements"), 1.0, "only the single refusal went alone");

@@ -40,7 +40,7 @@ async fn a_milestone_is_reclaimed_after_its_due_date_and_the_grace_and_a_stake_l
     let created = buyer.create_contract(&seller_id, None, &[(20_000, "cut", due)], "terms", None, "c1").await.unwrap();
     let id = created.body["id"].as_str().unwrap().to_string();
     seller.contract_act(&id, "accept").await.unwrap();
-    let spent = |b: Value| b["budget"]["spent_total_minor"].as_u64().unwrap();
+    let spent = |me: bazaar_wire::identity::Me| me.budget.unwrap().spent_total_minor;
     let before = spent(buyer.me().await.unwrap());
     // Past the due date but inside the grace: 409, and the facts say when it becomes possible.
     r.clock.advance_s(86_400 + MILESTONE_RECLAIM_GRACE_S - 1);
@@ -63,5 +63,5 @@ async fn a_milestone_is_reclaimed_after_its_due_date_and_the_grace_and_a_stake_l
     buyer.stake_lock(55_000, "s2").await.unwrap();
     assert_eq!(spent(buyer.me().await.unwrap()), before - 20_000 + 55_000);
     // Above the per-call ceiling (50 000) is fine: a stake lock is not a call. The owner, with no budget, is unchanged.
-    assert!(owner.me().await.unwrap()["budget"].is_null());
+    assert!(owner.me().await.unwrap().budget.is_none());
 }

@@ -136,7 +136,7 @@ impl World {
         let made =
             self.runtime.block_on(operator.create_owner(&bazaar_sdk::generate_key(), &format!("fuzz-owner-{n}")));
         if let (Ok(made), Some(slot)) = (made, self.values.borrow_mut().iter_mut().find(|(p, _)| p == "{owner}")) {
-            slot.1 = made["credential"].as_str().unwrap_or_default().to_string();
+            slot.1 = made.credential.clone();
         }
     }
 

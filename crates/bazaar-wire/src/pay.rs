@@ -88,6 +88,22 @@ pub enum TokenCheck {
     NotGenuine(NotGenuine),
 }
 
+impl TokenCheck {
+    /// Whether the token is genuine (never a reason to do paid work: a settled token is genuine too).
+    pub fn genuine(&self) -> bool {
+        !matches!(self, TokenCheck::NotGenuine(_))
+    }
+
+    /// The token's state (`open`, `settled`, … or a peer token's relay state); none when not genuine.
+    pub fn state(&self) -> Option<&str> {
+        match self {
+            TokenCheck::Local(check) => Some(&check.state),
+            TokenCheck::Foreign(check) => Some(&check.state),
+            TokenCheck::NotGenuine(_) => None,
+        }
+    }
+}
+
 /// A genuine token of this registry: its state, claims and settlement.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

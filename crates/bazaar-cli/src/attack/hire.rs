@@ -18,7 +18,7 @@ fn task(cast: &Cast, n: u8) -> String {
 }
 
 async fn id_of(client: &bazaar_sdk::Client) -> Result<String> {
-    Ok(client.me().await?["member"]["id"].as_str().unwrap_or_default().to_string())
+    Ok(client.me().await?.member.id)
 }
 
 fn json_of(event: &bazaar_relay::Event) -> Result<Value> {

@@ -460,7 +460,7 @@ async fn cast(operator: &Client, attack: &str) -> Result<Cast> {
     // A stake lock counts against the merchant's own budget: room for the one the stake attacks make.
     merchant_owner.set_budget(&format!("shop-{tag}"), 0, STAKE_MINOR, STAKE_MINOR).await?;
     let (_, other_merchant) = enroll_pair(operator, &format!("oown-{tag}"), &format!("rival-{tag}")).await?;
-    let owner_id = owner.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    let owner_id = owner.me().await?.member.id;
     operator.mint(&owner_id, FUNDS_MINOR, &format!("attack-mint-{tag}")).await?;
     owner.fund(&format!("buy-{tag}"), FUNDS_MINOR, &format!("attack-fund-{tag}")).await?;
     owner.set_budget(&format!("buy-{tag}"), PER_CALL_MAX_MINOR, FUNDS_MINOR, FUNDS_MINOR).await?;
@@ -486,7 +486,7 @@ async fn balances(cast: &Cast) -> Result<Balances> {
     let mut out = Vec::new();
     for party in [&cast.owner, &cast.buyer, &cast.merchant, &cast.other_merchant] {
         let me = party.me().await?;
-        out.push(json!([me["balance_minor"], me["available_minor"], me["budget"]["spent_total_minor"]]));
+        out.push(json!([me.balance_minor, me.available_minor, me.budget.map(|budget| budget.spent_total_minor)]));
     }
     let stake = cast.merchant.stake(&cast.merchant_handle).await?;
     out.push(json!([stake["balance_minor"], stake["frozen_minor"], stake["open_disputes"]]));
@@ -599,10 +599,10 @@ async fn sealed_dm(cast: &Cast) -> Result<(String, Client, ed25519_dalek::Signin
     let invite = cast.owner.issue_invite().await?;
     let peer_key = generate_key();
     let peer = cast.owner.redeem_invite(&invite, &peer_key, &format!("peer-{}", cast.tag)).await?;
-    let peer = cast.owner.with_credential(peer["credential"].as_str().unwrap_or_default());
+    let peer = cast.owner.with_credential(peer.credential.as_str());
     for (client, key) in [(&cast.merchant, &cast.merchant_key), (&peer, &peer_key)] {
         let me = client.me().await?;
-        let member = bazaar_types::MemberId(me["member"]["id"].as_str().unwrap_or_default().to_string());
+        let member = bazaar_types::MemberId(me.member.id.clone());
         crate::sealed::publish_sealing_key(client, key, &member).await?;
     }
     let with = json!({"with": format!("peer-{}", cast.tag)});
@@ -623,7 +623,7 @@ async fn sealed_plaintext_post(cast: &Cast) -> Result<Measured> {
 async fn forged_message_signature(cast: &Cast) -> Result<Measured> {
     let (dm, _, peer_key) = sealed_dm(cast).await?;
     let me = cast.merchant.me().await?;
-    let merchant = bazaar_types::MemberId(me["member"]["id"].as_str().unwrap_or_default().to_string());
+    let merchant = bazaar_types::MemberId(me.member.id.clone());
     let channel = bazaar_conversation::ChannelId(dm.clone());
     let to = crate::sealed::sealing_keys(&cast.merchant, &channel).await?;
     let sealed = seal(&channel, &merchant, "I agree to 1,900", &to)?;
@@ -782,10 +782,10 @@ async fn expired_token(cast: &Cast) -> Result<Measured> {
     let token = answer.body["token"].as_str().unwrap_or_default().to_string();
     // Wait out the shortest lifetime a token can have, then for the sweeper to
     // release its hold, so the snapshot is taken after the registry's own work.
-    let available = cast.buyer.me().await?["available_minor"].clone();
+    let available = cast.buyer.me().await?.available_minor;
     tokio::time::sleep(std::time::Duration::from_secs(ttl_s)).await;
     for _ in 0..SWEEP_WAITS_MAX {
-        if cast.buyer.me().await?["available_minor"] != available {
+        if cast.buyer.me().await?.available_minor != available {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(bazaar_types::limits::SWEEP_INTERVAL_MS / 4)).await;
@@ -829,7 +829,8 @@ async fn invite_reuse(cast: &Cast) -> Result<Measured> {
     let invite = cast.owner.issue_invite().await?;
     cast.owner.redeem_invite(&invite, &generate_key(), &format!("first-{}", cast.tag)).await?;
     measured!(cast, "redeem an invite code a second time", async {
-        cast.owner.redeem_invite(&invite, &generate_key(), &format!("second-{}", cast.tag)).await
+        let joined = cast.owner.redeem_invite(&invite, &generate_key(), &format!("second-{}", cast.tag)).await?;
+        Ok(serde_json::to_value(joined).expect("an enrolment serialises"))
     })
 }
 
@@ -956,7 +957,7 @@ async fn stake_withdraw(cast: &Cast) -> Result<Measured> {
 
 async fn late_appeal(cast: &Cast) -> Result<Measured> {
     // The rival merchant's agent is a neutral arbiter for this contract.
-    let arbiter = cast.other_merchant.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    let arbiter = cast.other_merchant.me().await?.member.id;
     let id = delivered_contract(cast, Some(&arbiter)).await?;
     let dispute = milestone_dispute(cast, &id).await?;
     cast.merchant.add_evidence(&dispute, &cast.merchant_key, b"signed delivery receipt", None).await?;
@@ -1052,7 +1053,7 @@ async fn self_dealing(cast: &Cast) -> Result<Measured> {
     let twin_handle = format!("twin-{}", cast.tag);
     let invite = cast.owner.issue_invite().await?;
     let twin = cast.owner.redeem_invite(&invite, &generate_key(), &twin_handle).await?;
-    let twin = cast.owner.with_credential(twin["credential"].as_str().unwrap_or_default());
+    let twin = cast.owner.with_credential(twin.credential.as_str());
     let before = cast.operator.reputation(&twin_handle).await?;
     for n in 0..SELF_DEALS {
         let order = format!("wash-{n}");
@@ -1167,7 +1168,7 @@ async fn prove(maker: &Client, order: &str, share: u32, tracking: &str) -> Resul
 
 /// Which share in `order` is `maker`'s.
 async fn share_of(cast: &Cast, order: &str, maker: &Client) -> Result<u32> {
-    let me = maker.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    let me = maker.me().await?.member.id;
     let shown = cast.buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await?.body;
     let lines = shown["lines"].as_array().context("lines")?;
     let index = lines.iter().position(|l| l["seller"] == me.as_str()).context("the maker has a share")?;
@@ -1204,7 +1205,7 @@ async fn share_twice(cast: &Cast) -> Result<Measured> {
 async fn x402_foreign_token(cast: &Cast, other_resource: bool) -> Result<Measured> {
     let card = cast.operator.well_known().await?;
     let network = card["x402"]["network"].as_str().unwrap_or_default().to_string();
-    let merchant_did = cast.merchant.me().await?["member"]["id"].as_str().unwrap_or_default().to_string();
+    let merchant_did = cast.merchant.me().await?.member.id;
     let resource = "https://shop.example/forecast";
     let (payee, minted_for) = if other_resource {
         (cast.merchant_handle.clone(), "https://shop.example/other")

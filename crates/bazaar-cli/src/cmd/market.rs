@@ -439,7 +439,7 @@ async fn reward_problem(
     let client = bazaar_sdk::Client::new(&registry, Some(credential));
     let agent =
         client.member(&binding.did).await.with_context(|| format!("looking up {} at {registry}", binding.did))?;
-    let owner = agent["owner"].as_str().unwrap_or_default().to_string();
+    let owner = agent.owner.unwrap_or_default();
     let destination = match client.member(&manifest.reward_destination).await {
         Ok(member) => member,
         Err(_) => {
@@ -449,9 +449,7 @@ async fn reward_problem(
             )))
         }
     };
-    let holds = !owner.is_empty()
-        && (destination["id"].as_str() == Some(owner.as_str())
-            || destination["owner"].as_str() == Some(owner.as_str()));
+    let holds = !owner.is_empty() && (destination.id == owner || destination.owner.as_deref() == Some(owner.as_str()));
     Ok((!holds).then(|| {
         format!("the reward destination {} is not an account the worker's owner holds", manifest.reward_destination)
     }))

@@ -122,25 +122,25 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
         }
         Command::Enroll { remote, invite, handle, key_file } => {
             let key = runtime::read_key(&key_file)?;
-            let value = remote.client()?.redeem_invite(&invite, &key, &handle).await?;
+            let value = serde_json::to_value(remote.client()?.redeem_invite(&invite, &key, &handle).await?)?;
             print(j, &value, enrolled_prose);
         }
         Command::Budget { remote, agent, per_call, per_day, total } => {
-            let value = remote.client()?.set_budget(&agent, per_call, per_day, total).await?;
+            let value = serde_json::to_value(remote.client()?.set_budget(&agent, per_call, per_day, total).await?)?;
             print(j, &value, |v| {
                 let (call, day, all) = (&v["per_call_max_minor"], &v["per_day_max_minor"], &v["total_max_minor"]);
                 format!("budget for {agent}: per call {call}, per day {day}, total {all}")
             });
         }
         Command::Mint { remote, owner, amount, key } => {
-            let value = remote.client()?.mint(&owner, amount, &key_or_random(key)).await?;
+            let value = serde_json::to_value(remote.client()?.mint(&owner, amount, &key_or_random(key)).await?)?;
             print(j, &value, |v| format!("minted {} into {owner} (transfers {})", v["amount_minor"], v["transfers"]));
         }
         Command::Fund { remote, agent, amount, key } => {
-            let value = remote.client()?.fund(&agent, amount, &key_or_random(key)).await?;
+            let value = serde_json::to_value(remote.client()?.fund(&agent, amount, &key_or_random(key)).await?)?;
             print(j, &value, |v| format!("moved {} into {agent}'s budget", v["amount_minor"]));
         }
-        Command::Me { remote } => print_pretty(j, &remote.client()?.me().await?),
+        Command::Me { remote } => print_pretty(j, &serde_json::to_value(remote.client()?.me().await?)?),
         Command::Rotate { remote } => {
             let credential = remote.client()?.rotate_credential().await?;
             print(j, &json!({"credential": credential}), |_| {

@@ -62,12 +62,12 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             Ok(0)
         }
         Command::Verify { remote, token, registry_key: None } => {
-            let value = remote.client()?.verify(&token).await?;
+            let value = serde_json::to_value(remote.client()?.verify(&token).await?)?;
             print(j, &value, verify_prose);
             Ok(0)
         }
         Command::Void { remote, jti } => {
-            let value = remote.client()?.void(&jti).await?;
+            let value = serde_json::to_value(remote.client()?.void(&jti).await?)?;
             print(j, &value, |v| format!("voided {jti}; released {}", v["released_minor"]));
             Ok(0)
         }

@@ -133,8 +133,7 @@ struct DirectMessage {
 async fn signed_in(remote: &Remote) -> Result<(Client, MemberId)> {
     let client = remote.client()?;
     let me = client.me().await?;
-    let Some(id) = me["member"]["id"].as_str() else { bail!("the registry did not say who you are: {me}") };
-    Ok((client, MemberId(id.to_string())))
+    Ok((client, MemberId(me.member.id)))
 }
 
 /// Publishes the sealing key derived from `identity` unless the registry

@@ -34,6 +34,6 @@ pub async fn environment_lines(local: &LocalRegistry) -> Result<Vec<String>> {
         ),
         export(buyer.credential().unwrap_or_default()),
         format!("# a merchant agent, @{MERCHANT} (owner @{OWNER}): `bazaar merchant` serves a paid route with it"),
-        export(merchant["credential"].as_str().unwrap_or_default()),
+        export(merchant.credential.as_str()),
     ])
 }

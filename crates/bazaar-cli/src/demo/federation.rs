@@ -171,7 +171,7 @@ async fn pay_across(
     let report_b = bazaar_store::audit::audit(b.state.store.as_ref(), &|_| {}).await?;
     let corridor_on_a = report_a.corridors.get(&format!("corridor:{registry_b}")).copied().unwrap_or(0);
     let corridor_on_b = report_b.corridors.get(&format!("corridor:{registry_a}")).copied().unwrap_or(0);
-    let translator_received_minor = translator.me().await?["balance_minor"].as_i64().unwrap_or(0) as i128;
+    let translator_received_minor = translator.me().await?.balance_minor.unwrap_or(0) as i128;
     say(format!(
         "procurement (on A, never seen by B: {}) paid the translator on B {TRANSLATE_MINOR} for one call: A held and debited the buyer, the translator settled through B, B relayed to A over signed requests; a retry of the same order was answered from the work receipt ({})",
         if buyer_known_to_b { "it was" } else { "no member there" },

@@ -231,7 +231,7 @@ async fn briefs(
         }
         outcomes.push((what.to_string(), a.verdict, a.quality, a.grounds));
     }
-    let earned = money.coordinator_owner.me().await?["available_minor"].as_u64().unwrap_or(0);
+    let earned = u64::try_from(money.coordinator_owner.me().await?.available_minor.unwrap_or(0)).unwrap_or(0);
     say(format!("the coordinator's owner holds {earned}: exactly the ledger-confirmed reward"));
     let replay = trusting.replay(&first.context("a brief")?)?;
     say(format!(

@@ -96,11 +96,12 @@ pub async fn restock_story(
     let consumed_token_verify = merchant.verify(last.body["token"].as_str().unwrap_or_default()).await?;
     say(format!(
         "verify of a consumed token still says genuine={} state={} — verify is a receipt check, never a work order",
-        consumed_token_verify["genuine"], consumed_token_verify["state"]
+        consumed_token_verify.genuine(),
+        consumed_token_verify.state().unwrap_or("none")
     ));
     let mut report = summary(local.state.store.as_ref(), calls, &work_runs, tally).await?;
     report.over_ceiling_code = over_ceiling_code;
-    report.consumed_token_verify = consumed_token_verify;
+    report.consumed_token_verify = serde_json::to_value(&consumed_token_verify)?;
     narrate_summary(&report, say);
     Ok(Restocked { report, buyer, merchant })
 }
@@ -291,7 +292,7 @@ pub async fn pilot(operator: &Client, dir: &Path, calls: u32, suffix: &str) -> R
             None => break,
         }
     }
-    let available = |me: serde_json::Value| me["balance_minor"].as_i64().unwrap_or_default();
+    let available = |me: bazaar_sdk::wire::identity::Me| me.balance_minor.unwrap_or_default();
     Ok(json!({
         "run": "pilot",
         "cast": suffix,

@@ -119,8 +119,7 @@ pub async fn stranger_run(here: &Client, peer: &Peer, now_ms: i64, suffix: &str,
     let contract_state = guest.contract(&contract).await?["state"].clone();
 
     // 4. The proof.
-    let balance =
-        |c: Client| async move { Ok::<_, anyhow::Error>(c.me().await?["balance_minor"].as_i64().unwrap_or(0)) };
+    let balance = |c: Client| async move { Ok::<_, anyhow::Error>(c.me().await?.balance_minor.unwrap_or(0)) };
     let path = format!("/v1/accounts/corridor:{}/transfers?limit=1", peer.did);
     let corridor_here = here.call(reqwest::Method::GET, &path, None, None).await?.body;
     let corridor_here: i64 = corridor_here["account"]["balance"].as_str().unwrap_or("0").parse().unwrap_or(0);

@@ -145,9 +145,7 @@ impl Validator {
         let mut tags = request_tags(BRIEF_SCRIPT_DELIVERY, evaluation_data, &[coordinator], script);
         let poster = match (reward, &self.registry) {
             (PostReward::None, _) => String::new(),
-            (PostReward::Bounty(_), Some(registry)) => {
-                registry.me().await?["member"]["id"].as_str().unwrap_or_default().to_string()
-            }
+            (PostReward::Bounty(_), Some(registry)) => registry.me().await?.member.id,
             (PostReward::Bounty(_), None) => {
                 bail!("a reward is funded at a registry: give --registry and the posting agent's credential")
             }

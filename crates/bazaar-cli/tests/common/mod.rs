@@ -87,7 +87,7 @@ pub struct Funding<'a> {
 
 /// The operator mints to `owner`, which funds its agent `agent` and sets the agent's budget.
 pub async fn fund_agent(operator: &Client, owner: &Client, agent: &str, funding: Funding<'_>) {
-    let owner_id = owner.me().await.unwrap()["member"]["id"].as_str().unwrap().to_string();
+    let owner_id = owner.me().await.unwrap().member.id;
     operator.mint(&owner_id, funding.mint.0, funding.mint.1).await.unwrap();
     owner.fund(agent, funding.fund.0, funding.fund.1).await.unwrap();
     let [per_call, per_day, total] = funding.budget;
@@ -175,7 +175,7 @@ pub async fn count_events(operator: &bazaar_sdk::Client, kind: &str) -> usize {
 
 /// What `client` may spend now (its `available_minor`).
 pub async fn available(client: &Client) -> u64 {
-    client.me().await.unwrap()["available_minor"].as_u64().unwrap()
+    wire_json(&client.me().await.unwrap())["available_minor"].as_u64().unwrap()
 }
 
 /// The refusal `result` must be: its code and its problem+json body.
@@ -222,4 +222,9 @@ pub async fn browser_driver(name: &str, args: Vec<String>) -> (serde_json::Value
     let stderr = String::from_utf8_lossy(&output.stderr);
     let report = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}\n{stderr}"));
     (report, output.status.success())
+}
+
+/// A typed answer as the JSON it was served as, to read as JSON.
+fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
 }

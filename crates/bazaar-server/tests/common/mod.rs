@@ -94,7 +94,7 @@ pub struct Person {
 pub async fn person(r: &Registry, handle: &str) -> Person {
     let key = generate_key();
     let made = r.operator.create_owner(&key, handle).await.unwrap();
-    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into(), key }
+    Person { credential: made.credential.clone(), id: made.id.clone(), key }
 }
 
 pub async fn agent_of(r: &Registry, owner: &Person, handle: &str) -> Person {
@@ -102,7 +102,7 @@ pub async fn agent_of(r: &Registry, owner: &Person, handle: &str) -> Person {
     let invite = owner_client.issue_invite().await.unwrap();
     let key = generate_key();
     let made = owner_client.with_credential("none").redeem_invite(&invite, &key, handle).await.unwrap();
-    Person { credential: made["credential"].as_str().unwrap().into(), id: made["id"].as_str().unwrap().into(), key }
+    Person { credential: made.credential.clone(), id: made.id.clone(), key }
 }
 
 /// A buyer agent and a shop agent of one owner, the buyer funded with `amount` and allowed to spend all of it.
