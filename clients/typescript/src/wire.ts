@@ -3051,14 +3051,14 @@ export interface components {
              * Format: int64
              * @description Pass as `after` to continue; null once the whole log was read.
              */
-            next_after?: number | null;
+            next_after: number | null;
             transfers: components["schemas"]["AccountTransfer"][];
         };
         /** @description A page of accounts. */
         AccountPage: {
             accounts: components["schemas"]["AccountBalance"][];
             /** @description Pass as `after` for the next page; null on the last page. */
-            next_after?: string | null;
+            next_after: string | null;
         };
         /** @description One transfer as an account saw it. */
         AccountTransfer: {
@@ -3224,7 +3224,7 @@ export interface components {
             /** @description `dm`, `public_room` or `private_room`. */
             kind: string;
             /** @description A room's name; null for a DM. */
-            name?: string | null;
+            name: string | null;
             /** @description Sealed at birth (bodies encrypted for the members; `docs/sealing.md`) or plaintext. Never changes. */
             sealed: boolean;
         };
@@ -3235,7 +3235,7 @@ export interface components {
         /** @description An escrowed contract and what it still holds. */
         Contract: {
             /** Format: int64 */
-            accepted_at?: number | null;
+            accepted_at: number | null;
             arbiter: string;
             buyer: string;
             /**
@@ -3276,7 +3276,7 @@ export interface components {
         ContractPage: {
             contracts: components["schemas"]["Contract"][];
             /** @description Pass as `after` for the next page; null on an empty page. */
-            next_after?: string | null;
+            next_after: string | null;
         };
         ContractRequest: {
             /** @description DID or handle; the registry's dispute desk when absent. */
@@ -3314,18 +3314,18 @@ export interface components {
             /** @description The first 16 hex characters of the credential's SHA-256: enough to name it, useless to sign in. */
             id: string;
             /** Format: int64 */
-            revoked_at?: number | null;
+            revoked_at: number | null;
             /** @description What it may do; absent: every scope. Without `pay` it cannot move money. */
-            scopes?: string[] | null;
+            scopes: string[] | null;
         };
         DeliverRequest: {
             evidence_sha256: string;
         };
         /** @description A dispute's whole record. */
         Dispute: {
-            appeal?: Record<string, never> | null;
+            appeal: Record<string, never> | null;
             /** @description The arbiter assigned now. */
-            arbiter?: string | null;
+            arbiter: string | null;
             arbiters_used: string[];
             /**
              * Format: int64
@@ -3342,7 +3342,7 @@ export interface components {
              * Format: int64
              * @description When the current phase ends, Unix milliseconds.
              */
-            deadline?: number | null;
+            deadline: number | null;
             evidence: Record<string, never>[];
             /**
              * Format: int64
@@ -3355,7 +3355,7 @@ export interface components {
             id: string;
             note: string;
             /** @description What execution moved; set once executed. */
-            outcome?: Record<string, never> | null;
+            outcome: Record<string, never> | null;
             /** @description `filed`, `evidence`, `ruling`, `appealable` or `executed`. */
             phase: string;
             /** @description `not_delivered`, `not_as_described`, `defective`, `unauthorized` or `other`. */
@@ -3377,7 +3377,7 @@ export interface components {
         /** @description What executing a final ruling moved. */
         DisputeOutcome: {
             /** @description The appeal bond's fate, when there was an appeal. */
-            bond?: Record<string, never> | null;
+            bond: Record<string, never> | null;
             claimant: string;
             /** @description `refund_full`, `refund_partial` or `reject`. */
             decision: string;
@@ -3417,7 +3417,7 @@ export interface components {
         DisputePage: {
             disputes: components["schemas"]["Dispute"][];
             /** @description Pass as `after` for the next page; null on an empty page. */
-            next_after?: string | null;
+            next_after: string | null;
         };
         DisputeRequest: {
             /** Format: int64 */
@@ -3451,7 +3451,7 @@ export interface components {
             /** @description `owner` or `agent`. */
             kind: string;
             /** @description The agent's owner; null for an owner. */
-            owner?: string | null;
+            owner: string | null;
         };
         /** @description One entry of the hash-chained event ledger. */
         Event: {
@@ -3479,7 +3479,7 @@ export interface components {
              * Format: int64
              * @description Pass as `after` for the next page; null on an empty page.
              */
-            next_after?: number | null;
+            next_after: number | null;
         };
         /** @description Evidence recorded on a dispute. */
         EvidenceAdded: {
@@ -3516,7 +3516,7 @@ export interface components {
             /** @description The issuing registry. */
             issuer: string;
             /** @description The relay to the issuing registry; null until one is opened. */
-            relay?: Record<string, never> | null;
+            relay: Record<string, never> | null;
             /** @description `unsettled`, `settling`, `settled`, `refused` or `stuck`. */
             state: string;
             /** @description Always false. */
@@ -3549,7 +3549,7 @@ export interface components {
             id: string;
             /** @description `agent`. */
             kind: string;
-            owner?: string | null;
+            owner: string | null;
             /** @description False. */
             returning: boolean;
         };
@@ -3730,7 +3730,7 @@ export interface components {
             claims: Record<string, never>;
             /** @description True. */
             genuine: boolean;
-            settlement?: null | components["schemas"]["Settlement"];
+            settlement: null | components["schemas"]["Settlement"];
             /** @description `open`, `settled`, `expired` or `voided`. */
             state: string;
             /** @description Always false: a genuine token is not a reason to do paid work. */
@@ -3742,18 +3742,18 @@ export interface components {
              * Format: int64
              * @description Balance less holds; null when the caller has no account.
              */
-            available_minor?: number | null;
+            available_minor: number | null;
             /**
              * Format: int64
              * @description Null when the caller has no account.
              */
-            balance_minor?: number | null;
-            budget?: null | components["schemas"]["Budget"];
+            balance_minor: number | null;
+            budget: null | components["schemas"]["Budget"];
             /**
              * Format: int64
              * @description Units on hold; null when the caller has no account.
              */
-            held_minor?: number | null;
+            held_minor: number | null;
             member: components["schemas"]["Member"];
         };
         /** @description A member: a person (owner), an agent, the operator, the registry or a peer registry. */
@@ -3770,12 +3770,12 @@ export interface components {
             /** @description `registry`, `operator`, `owner`, `agent` or `peer`. */
             kind: string;
             /** @description The owner an agent acts for; null for everyone else. */
-            owner?: string | null;
+            owner: string | null;
         };
         /** @description A current member of a channel and its sealing key (`null`: it has none). */
         MemberSealingKey: {
             member: string;
-            sealing_key?: null | components["schemas"]["SealingKey"];
+            sealing_key: null | components["schemas"]["SealingKey"];
         };
         /** @description One stint of a member in a channel (joining opens one, leaving closes it). */
         Membership: {
@@ -3791,9 +3791,9 @@ export interface components {
              * Format: int64
              * @description The log position when it left: it received messages up to it.
              */
-            left_after?: number | null;
+            left_after: number | null;
             /** Format: int64 */
-            left_at?: number | null;
+            left_at: number | null;
             member: string;
             muted: boolean;
             /**
@@ -3817,7 +3817,7 @@ export interface components {
             /** @description The channel's kind. */
             channel_kind: string;
             /** @description The author's handle when it posted. */
-            handle?: string | null;
+            handle: string | null;
             /**
              * @description `{"type":"text"}`; `{"type":"system","line":…}` for what the server says;
              *     `{"type":"reaction","to":seq,"removed":…}`, `{"type":"edit","of":seq}` or
@@ -3827,7 +3827,7 @@ export interface components {
             /** @description Members mentioned, resolved when the message was posted. */
             mentions: string[];
             /** @description The owner an agent speaks for; null for a person or a standalone agent. */
-            on_behalf_of?: string | null;
+            on_behalf_of: string | null;
             /**
              * Format: int64
              * @description The server-wide log position: the cursor every transport resumes from.
@@ -3835,7 +3835,7 @@ export interface components {
             position: number;
             /** @description Registry records the message points at: `[{"kind", "id"}]`; absent when none. */
             refs?: components["schemas"]["OpenObject"][] | null;
-            reply_to?: null | components["schemas"]["ReplyTo"];
+            reply_to: null | components["schemas"]["ReplyTo"];
             sealed?: null | components["schemas"]["OpenObject"];
             /**
              * Format: int64
@@ -3862,16 +3862,16 @@ export interface components {
              */
             amount: number;
             /** Format: int64 */
-            delivered_at?: number | null;
+            delivered_at: number | null;
             description: string;
             /** @description The dispute that froze it. */
-            dispute?: string | null;
+            dispute: string | null;
             /**
              * Format: int64
              * @description Unix milliseconds.
              */
             due_at: number;
-            evidence_sha256?: string | null;
+            evidence_sha256: string | null;
             /** @description The hold on the buyer's budget. */
             hold: string;
             /** Format: int32 */
@@ -3882,14 +3882,14 @@ export interface components {
              */
             reclaimed_at?: number | null;
             /** @description The release receipt (as `MilestoneReleased`), returned again to anyone who asks twice. */
-            release?: Record<string, never> | null;
+            release: Record<string, never> | null;
             /** Format: int64 */
-            released_at?: number | null;
+            released_at: number | null;
             /**
              * Format: int64
              * @description When a delivered milestone is released if the buyer stays silent.
              */
-            review_deadline?: number | null;
+            review_deadline: number | null;
             /** @description `pending`, `delivered`, `released`, `disputed`, `resolved`, `voided` or `reclaimed`. */
             state: string;
         };
@@ -3999,7 +3999,7 @@ export interface components {
         NettingPage: {
             netting: Record<string, never>[];
             /** @description Pass as `after` for the next page; null on an empty page. */
-            next_after?: string | null;
+            next_after: string | null;
         };
         NettingRequest: {
             /** Format: int64 */
@@ -4056,7 +4056,7 @@ export interface components {
             /** Format: int64 */
             quantity: number;
             /** @description Why a refused offer was refused, with the numbers checked; null otherwise. */
-            refusal?: Record<string, never> | null;
+            refusal: Record<string, never> | null;
             seller: string;
             /**
              * Format: int64
@@ -4158,7 +4158,7 @@ export interface components {
             /** @description The WebAuthn credential id, base64url. */
             credential_id: string;
             /** Format: int64 */
-            last_used_at?: number | null;
+            last_used_at: number | null;
             member: string;
             /** @description The WebAuthn user handle: a UUID (v5) of the member id. */
             user_handle: string;
@@ -4343,7 +4343,7 @@ export interface components {
              * Format: int64
              * @description Unix milliseconds; null until the buyer's registry answered.
              */
-            resolved_at?: number | null;
+            resolved_at: number | null;
             /**
              * Format: int32
              * @description Times the operator retried it.
@@ -4360,7 +4360,7 @@ export interface components {
         /** @description A page of recovery records, by token id. */
         RecoveryPage: {
             /** @description Pass as `after` for the next page; null on an empty page. */
-            next_after?: string | null;
+            next_after: string | null;
             recovery: components["schemas"]["Recovery"][];
         };
         RedeemInviteRequest: {
@@ -4374,7 +4374,7 @@ export interface components {
         /** @description A stuck relay retried by the operator, after one attempt. */
         RelayRetried: {
             /** @description The attempt's refusal code (`relay_pending`, `relay_failed`, …), or null if it settled. */
-            attempt?: string | null;
+            attempt: string | null;
             /** @description The relay now (`state`: `settled`, `failed`, or `pending` again if the issuer still did not answer). */
             relay: Record<string, never>;
         };
@@ -4431,7 +4431,7 @@ export interface components {
         /** @description A request for quote: what and how many, the sellers invited and every offer. */
         Rfq: {
             /** @description The allocation: as it stands when read, fixed once closed; null on a new request. */
-            allocation?: Record<string, never> | null;
+            allocation: Record<string, never> | null;
             buyer: string;
             /**
              * Format: int64
@@ -4445,7 +4445,7 @@ export interface components {
             /** @description Every offer, refused ones with their reason. */
             offers: Record<string, never>[];
             /** @description The order placed from it, once ordered. */
-            order?: string | null;
+            order: string | null;
             /** @description `quantity`, `max_unit_price`, `deadline`. */
             request: Record<string, never>;
             /** @description `open` or `closed`. */
@@ -4655,7 +4655,7 @@ export interface components {
             /** Format: int32 */
             open_disputes: number;
             /** @description A pending unlock: `amount`, `requested_at`, `available_at`; null if none. */
-            unlock?: Record<string, never> | null;
+            unlock: Record<string, never> | null;
         };
         /** @description Units moved from the balance into the stake account. */
         StakeLocked: {
@@ -4686,7 +4686,7 @@ export interface components {
         StakeWithdrawn: {
             member: string;
             /** @description The transfer posted; absent when nothing was left to move. */
-            transfer?: string | null;
+            transfer: string | null;
             /** Format: int64 */
             withdrawn_minor: number;
         };
@@ -4698,7 +4698,7 @@ export interface components {
              */
             escrow_threshold_minor: number;
             /** @description Null: open to every buyer. */
-            invited_buyers?: string[] | null;
+            invited_buyers: string[] | null;
             merchant: string;
             /**
              * Format: int64
@@ -4712,7 +4712,7 @@ export interface components {
             /** Format: int64 */
             escrow_threshold_minor: number;
             /** @description Null: open to every buyer. */
-            invited_buyers?: string[] | null;
+            invited_buyers: string[] | null;
             merchant: string;
             /** @description Whether the merchant set its own (false: the registry's defaults). */
             own: boolean;
@@ -4775,13 +4775,13 @@ export interface components {
             /** @description The merchant's DID. */
             merchant: string;
             /** @description The merchant's handle here; null for a merchant on a peer registry. */
-            merchant_handle?: string | null;
+            merchant_handle: string | null;
             order_id: string;
             resource: string;
             /** @description The `apt_…` token to hand the merchant. */
             token: string;
             /** @description The peer registry the token settles through; null for a local merchant. */
-            via?: string | null;
+            via: string | null;
         };
         TokenRequest: {
             /** Format: int64 */
@@ -4846,14 +4846,14 @@ export interface components {
              * Format: int64
              * @description Set when the receiver answered 410 Gone; nothing is sent while it is.
              */
-            disabled_at?: number | null;
-            disabled_reason?: string | null;
+            disabled_at: number | null;
+            disabled_reason: string | null;
             id: string;
             /**
              * Format: int64
              * @description Until when the previous secret also signs (after a rotation).
              */
-            previous_until?: number | null;
+            previous_until: number | null;
             /** @description The `whsec_…` secret: shown when the endpoint is registered and when it rotates, never again. */
             secret?: string | null;
             url: string;

@@ -14,6 +14,7 @@ pub struct Channel {
     /// `dm`, `public_room` or `private_room`.
     pub kind: String,
     /// A room's name; null for a DM.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub name: Option<String>,
     pub created_by: String,
     /// Unix milliseconds.
@@ -33,8 +34,10 @@ pub struct Membership {
     pub joined_at: i64,
     /// The log position when it joined: it receives messages after it.
     pub joined_after: u64,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub left_at: Option<i64>,
     /// The log position when it left: it received messages up to it.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub left_after: Option<u64>,
     pub muted: bool,
     /// The highest `seq` it has read.
@@ -93,14 +96,17 @@ pub struct Message {
     pub position: u64,
     pub authored_by: String,
     /// The owner an agent speaks for; null for a person or a standalone agent.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub on_behalf_of: Option<String>,
     /// The author's handle when it posted.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub handle: Option<String>,
     /// `{"type":"text"}`; `{"type":"system","line":…}` for what the server says;
     /// `{"type":"reaction","to":seq,"removed":…}`, `{"type":"edit","of":seq}` or
     /// `{"type":"deletion","of":seq}` for a change to message `seq`.
     pub kind: OpenObject,
     pub body: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub reply_to: Option<ReplyTo>,
     /// Members mentioned, resolved when the message was posted.
     pub mentions: Vec<String>,
@@ -135,6 +141,7 @@ pub struct SealingKey {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemberSealingKey {
     pub member: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub sealing_key: Option<SealingKey>,
 }
 
@@ -169,6 +176,7 @@ pub struct Passkey {
     /// The WebAuthn user handle: a UUID (v5) of the member id.
     pub user_handle: String,
     pub created_at: i64,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub last_used_at: Option<i64>,
 }
 
@@ -202,9 +210,12 @@ pub struct WebhookView {
     /// Unix milliseconds.
     pub created_at: i64,
     /// Set when the receiver answered 410 Gone; nothing is sent while it is.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub disabled_at: Option<i64>,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub disabled_reason: Option<String>,
     /// Until when the previous secret also signs (after a rotation).
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub previous_until: Option<i64>,
     /// The `whsec_…` secret: shown when the endpoint is registered and when it rotates, never again.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -26,10 +26,12 @@ pub struct Dispute {
     /// `filed`, `evidence`, `ruling`, `appealable` or `executed`.
     pub phase: String,
     /// When the current phase ends, Unix milliseconds.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub deadline: Option<i64>,
     /// 1, or 2 after an appeal.
     pub round: u8,
     /// The arbiter assigned now.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub arbiter: Option<String>,
     pub arbiters_used: Vec<String>,
     /// Whether the respondent answered.
@@ -38,10 +40,10 @@ pub struct Dispute {
     pub evidence: Vec<serde_json::Value>,
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub rulings: Vec<serde_json::Value>,
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub appeal: Option<serde_json::Value>,
     /// What execution moved; set once executed.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub outcome: Option<serde_json::Value>,
     /// Each phase entered, when and why.
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
@@ -56,6 +58,7 @@ pub struct Dispute {
 pub struct DisputePage {
     pub disputes: Vec<Dispute>,
     /// Pass as `after` for the next page; null on an empty page.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_after: Option<String>,
 }
 
@@ -81,7 +84,7 @@ pub struct Stake {
     pub frozen_minor: u64,
     pub open_disputes: u32,
     /// A pending unlock: `amount`, `requested_at`, `available_at`; null if none.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub unlock: Option<serde_json::Value>,
     /// The member's handle (`GET /v1/stake/{member}` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,6 +120,7 @@ pub struct StakeWithdrawn {
     pub member: String,
     pub withdrawn_minor: u64,
     /// The transfer posted; absent when nothing was left to move.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub transfer: Option<String>,
 }
 
@@ -144,7 +148,7 @@ pub struct DisputeOutcome {
     pub slash_to_claimant_minor: u64,
     pub slash_to_insurance_minor: u64,
     /// The appeal bond's fate, when there was an appeal.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub bond: Option<serde_json::Value>,
     /// The transfer ids posted.
     pub transfers: Vec<String>,

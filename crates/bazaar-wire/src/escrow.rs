@@ -17,15 +17,20 @@ pub struct Milestone {
     pub hold: String,
     /// `pending`, `delivered`, `released`, `disputed`, `resolved`, `voided` or `reclaimed`.
     pub state: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub delivered_at: Option<i64>,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub evidence_sha256: Option<String>,
     /// When a delivered milestone is released if the buyer stays silent.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub review_deadline: Option<i64>,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub released_at: Option<i64>,
     /// The release receipt (as `MilestoneReleased`), returned again to anyone who asks twice.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub release: Option<serde_json::Value>,
     /// The dispute that froze it.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub dispute: Option<String>,
     /// When the buyer reclaimed it, Unix milliseconds; absent unless reclaimed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,6 +55,7 @@ pub struct Contract {
     pub milestones: Vec<Milestone>,
     /// Unix milliseconds.
     pub created_at: i64,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub accepted_at: Option<i64>,
     /// Paid to the seller so far, after fees.
     pub released_net: u64,
@@ -65,6 +71,7 @@ pub struct Contract {
 pub struct ContractPage {
     pub contracts: Vec<Contract>,
     /// Pass as `after` for the next page; null on an empty page.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_after: Option<String>,
 }
 

@@ -150,6 +150,7 @@ pub struct GuestNew {
     pub returning: bool,
     /// `agent`.
     pub kind: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub owner: Option<String>,
     pub ceiling_minor: u64,
     /// The bearer credential, shown once.
@@ -211,6 +212,7 @@ pub struct Recovery {
     /// Times the operator retried it.
     pub retried: u32,
     /// Unix milliseconds; null until the buyer's registry answered.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub resolved_at: Option<i64>,
 }
 
@@ -220,6 +222,7 @@ pub struct Recovery {
 pub struct RecoveryPage {
     pub recovery: Vec<Recovery>,
     /// Pass as `after` for the next page; null on an empty page.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_after: Option<String>,
 }
 
@@ -231,6 +234,7 @@ pub struct RelayRetried {
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub relay: serde_json::Value,
     /// The attempt's refusal code (`relay_pending`, `relay_failed`, …), or null if it settled.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub attempt: Option<String>,
 }
 
@@ -254,5 +258,6 @@ pub struct NettingPage {
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub netting: Vec<serde_json::Value>,
     /// Pass as `after` for the next page; null on an empty page.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_after: Option<String>,
 }

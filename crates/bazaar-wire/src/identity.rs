@@ -13,6 +13,7 @@ pub struct Member {
     /// `registry`, `operator`, `owner`, `agent` or `peer`.
     pub kind: String,
     /// The owner an agent acts for; null for everyone else.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub owner: Option<String>,
     /// The current handle.
     pub handle: String,
@@ -30,6 +31,7 @@ pub struct Enrolled {
     /// `owner` or `agent`.
     pub kind: String,
     /// The agent's owner; null for an owner.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub owner: Option<String>,
     pub handle: String,
     /// The bearer credential, shown once.
@@ -81,12 +83,16 @@ pub struct Renamed {
 pub struct Me {
     pub member: Member,
     /// Null when the caller has no account.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub balance_minor: Option<i64>,
     /// Balance less holds; null when the caller has no account.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub available_minor: Option<i64>,
     /// Units on hold; null when the caller has no account.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub held_minor: Option<u64>,
     /// An agent's ceilings and spending; null for others and for an agent without one.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub budget: Option<Budget>,
 }
 
@@ -124,7 +130,9 @@ pub struct CredentialListed {
     /// The first 16 hex characters of the credential's SHA-256: enough to name it, useless to sign in.
     pub id: String,
     pub created_at: i64,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub revoked_at: Option<i64>,
     /// What it may do; absent: every scope. Without `pay` it cannot move money.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub scopes: Option<Vec<String>>,
 }

@@ -73,9 +73,10 @@ pub struct Rfq {
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
     pub offers: Vec<serde_json::Value>,
     /// The allocation: as it stands when read, fixed once closed; null on a new request.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub allocation: Option<serde_json::Value>,
     /// The order placed from it, once ordered.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub order: Option<String>,
     /// Unix milliseconds.
     pub created_at: i64,
@@ -104,7 +105,7 @@ pub struct Offer {
     /// `valid`, `superseded` or `refused`.
     pub status: String,
     /// Why a refused offer was refused, with the numbers checked; null otherwise.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub refusal: Option<serde_json::Value>,
     /// Unix milliseconds.
     pub at: i64,

@@ -62,8 +62,10 @@ pub struct TokenIssued {
     /// The merchant's DID.
     pub merchant: String,
     /// The merchant's handle here; null for a merchant on a peer registry.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub merchant_handle: Option<String>,
     /// The peer registry the token settles through; null for a local merchant.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub via: Option<String>,
     pub max_amount_minor: u64,
     pub order_id: String,
@@ -118,6 +120,7 @@ pub struct LocalTokenCheck {
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub claims: serde_json::Value,
     /// The settlement; null until there is one.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub settlement: Option<Settlement>,
 }
 
@@ -137,7 +140,7 @@ pub struct ForeignTokenCheck {
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub claims: serde_json::Value,
     /// The relay to the issuing registry; null until one is opened.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub relay: Option<serde_json::Value>,
 }
 
@@ -236,6 +239,7 @@ pub struct Event {
 pub struct EventPage {
     pub events: Vec<Event>,
     /// Pass as `after` for the next page; null on an empty page.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_after: Option<u64>,
 }
 
@@ -259,6 +263,7 @@ pub struct AccountBalance {
 pub struct AccountPage {
     pub accounts: Vec<AccountBalance>,
     /// Pass as `after` for the next page; null on the last page.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_after: Option<String>,
 }
 
@@ -290,6 +295,7 @@ pub struct AccountHistory {
     pub account: AccountBalance,
     pub transfers: Vec<AccountTransfer>,
     /// Pass as `after` to continue; null once the whole log was read.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_after: Option<i64>,
 }
 
@@ -321,6 +327,7 @@ pub struct Terms {
     pub escrow_threshold_minor: u64,
     pub registry_escrow_threshold_minor: u64,
     /// Null: open to every buyer.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub invited_buyers: Option<Vec<String>>,
     /// Whether the merchant set its own (false: the registry's defaults).
     pub own: bool,
@@ -340,6 +347,7 @@ pub struct StoredTerms {
     /// The merchant's own threshold (at most the registry's when set).
     pub escrow_threshold_minor: u64,
     /// Null: open to every buyer.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub invited_buyers: Option<Vec<String>>,
     pub set_by: String,
     /// Unix milliseconds.

@@ -43,7 +43,7 @@ class AccountPage(TypedDict):
     """
 
     accounts: list[AccountBalance]
-    next_after: NotRequired[str | None]
+    next_after: str | None
     """
     Pass as `after` for the next page; null on the last page.
     """
@@ -268,7 +268,7 @@ class Channel(TypedDict):
     """
     `dm`, `public_room` or `private_room`.
     """
-    name: NotRequired[str | None]
+    name: str | None
     """
     A room's name; null for a DM.
     """
@@ -308,8 +308,8 @@ class CredentialListed(TypedDict):
     """
     The first 16 hex characters of the credential's SHA-256: enough to name it, useless to sign in.
     """
-    revoked_at: NotRequired[int | None]
-    scopes: NotRequired[list[str] | None]
+    revoked_at: int | None
+    scopes: list[str] | None
     """
     What it may do; absent: every scope. Without `pay` it cannot move money.
     """
@@ -324,8 +324,8 @@ class Dispute(TypedDict):
     A dispute's whole record.
     """
 
-    appeal: NotRequired[dict[str, Any] | None]
-    arbiter: NotRequired[str | None]
+    appeal: dict[str, Any] | None
+    arbiter: str | None
     """
     The arbiter assigned now.
     """
@@ -339,7 +339,7 @@ class Dispute(TypedDict):
     """
     The amount claimed, minor units.
     """
-    deadline: NotRequired[int | None]
+    deadline: int | None
     """
     When the current phase ends, Unix milliseconds.
     """
@@ -355,7 +355,7 @@ class Dispute(TypedDict):
     """
     id: str
     note: str
-    outcome: NotRequired[dict[str, Any] | None]
+    outcome: dict[str, Any] | None
     """
     What execution moved; set once executed.
     """
@@ -392,7 +392,7 @@ class DisputeOutcome(TypedDict):
     What executing a final ruling moved.
     """
 
-    bond: NotRequired[dict[str, Any] | None]
+    bond: dict[str, Any] | None
     """
     The appeal bond's fate, when there was an appeal.
     """
@@ -438,7 +438,7 @@ class DisputePage(TypedDict):
     """
 
     disputes: list[Dispute]
-    next_after: NotRequired[str | None]
+    next_after: str | None
     """
     Pass as `after` for the next page; null on an empty page.
     """
@@ -495,7 +495,7 @@ class Enrolled(TypedDict):
     """
     `owner` or `agent`.
     """
-    owner: NotRequired[str | None]
+    owner: str | None
     """
     The agent's owner; null for an owner.
     """
@@ -534,7 +534,7 @@ class EventPage(TypedDict):
     """
 
     events: list[Event]
-    next_after: NotRequired[int | None]
+    next_after: int | None
     """
     Pass as `after` for the next page; null on an empty page.
     """
@@ -599,7 +599,7 @@ class ForeignTokenCheck(TypedDict):
     """
     The issuing registry.
     """
-    relay: NotRequired[dict[str, Any] | None]
+    relay: dict[str, Any] | None
     """
     The relay to the issuing registry; null until one is opened.
     """
@@ -643,7 +643,7 @@ class GuestNew(TypedDict):
     """
     `agent`.
     """
-    owner: NotRequired[str | None]
+    owner: str | None
     returning: bool
     """
     False.
@@ -859,7 +859,7 @@ class Member(TypedDict):
     """
     `registry`, `operator`, `owner`, `agent` or `peer`.
     """
-    owner: NotRequired[str | None]
+    owner: str | None
     """
     The owner an agent acts for; null for everyone else.
     """
@@ -876,11 +876,11 @@ class Membership(TypedDict):
     The log position when it joined: it receives messages after it.
     """
     joined_at: int
-    left_after: NotRequired[int | None]
+    left_after: int | None
     """
     The log position when it left: it received messages up to it.
     """
-    left_at: NotRequired[int | None]
+    left_at: int | None
     member: str
     muted: bool
     read_seq: int
@@ -914,9 +914,9 @@ class Milestone(TypedDict):
     """
     Units, minor.
     """
-    delivered_at: NotRequired[int | None]
+    delivered_at: int | None
     description: str
-    dispute: NotRequired[str | None]
+    dispute: str | None
     """
     The dispute that froze it.
     """
@@ -924,7 +924,7 @@ class Milestone(TypedDict):
     """
     Unix milliseconds.
     """
-    evidence_sha256: NotRequired[str | None]
+    evidence_sha256: str | None
     hold: str
     """
     The hold on the buyer's budget.
@@ -934,12 +934,12 @@ class Milestone(TypedDict):
     """
     When the buyer reclaimed it, Unix milliseconds; absent unless reclaimed.
     """
-    release: NotRequired[dict[str, Any] | None]
+    release: dict[str, Any] | None
     """
     The release receipt (as `MilestoneReleased`), returned again to anyone who asks twice.
     """
-    released_at: NotRequired[int | None]
-    review_deadline: NotRequired[int | None]
+    released_at: int | None
+    review_deadline: int | None
     """
     When a delivered milestone is released if the buyer stays silent.
     """
@@ -1063,7 +1063,7 @@ class NettingPage(TypedDict):
     """
 
     netting: list[dict[str, Any]]
-    next_after: NotRequired[str | None]
+    next_after: str | None
     """
     Pass as `after` for the next page; null on an empty page.
     """
@@ -1118,7 +1118,7 @@ class Offer(TypedDict):
     id: str
     listing: str
     quantity: int
-    refusal: NotRequired[dict[str, Any] | None]
+    refusal: dict[str, Any] | None
     """
     Why a refused offer was refused, with the numbers checked; null otherwise.
     """
@@ -1256,7 +1256,7 @@ class Passkey(TypedDict):
     """
     The WebAuthn credential id, base64url.
     """
-    last_used_at: NotRequired[int | None]
+    last_used_at: int | None
     member: str
     user_handle: str
     """
@@ -1507,7 +1507,7 @@ class Recovery(TypedDict):
     Unix milliseconds.
     """
     order_id: str
-    resolved_at: NotRequired[int | None]
+    resolved_at: int | None
     """
     Unix milliseconds; null until the buyer's registry answered.
     """
@@ -1530,7 +1530,7 @@ class RecoveryPage(TypedDict):
     A page of recovery records, by token id.
     """
 
-    next_after: NotRequired[str | None]
+    next_after: str | None
     """
     Pass as `after` for the next page; null on an empty page.
     """
@@ -1555,7 +1555,7 @@ class RelayRetried(TypedDict):
     A stuck relay retried by the operator, after one attempt.
     """
 
-    attempt: NotRequired[str | None]
+    attempt: str | None
     """
     The attempt's refusal code (`relay_pending`, `relay_failed`, …), or null if it settled.
     """
@@ -1651,7 +1651,7 @@ class Rfq(TypedDict):
     A request for quote: what and how many, the sellers invited and every offer.
     """
 
-    allocation: NotRequired[dict[str, Any] | None]
+    allocation: dict[str, Any] | None
     """
     The allocation: as it stands when read, fixed once closed; null on a new request.
     """
@@ -1670,7 +1670,7 @@ class Rfq(TypedDict):
     """
     Every offer, refused ones with their reason.
     """
-    order: NotRequired[str | None]
+    order: str | None
     """
     The order placed from it, once ordered.
     """
@@ -1954,7 +1954,7 @@ class Stake(TypedDict):
     """
     member: str
     open_disputes: int
-    unlock: NotRequired[dict[str, Any] | None]
+    unlock: dict[str, Any] | None
     """
     A pending unlock: `amount`, `requested_at`, `available_at`; null if none.
     """
@@ -2000,7 +2000,7 @@ class StakeWithdrawn(TypedDict):
     """
 
     member: str
-    transfer: NotRequired[str | None]
+    transfer: str | None
     """
     The transfer posted; absent when nothing was left to move.
     """
@@ -2016,7 +2016,7 @@ class StoredTerms(TypedDict):
     """
     The merchant's own threshold (at most the registry's when set).
     """
-    invited_buyers: NotRequired[list[str] | None]
+    invited_buyers: list[str] | None
     """
     Null: open to every buyer.
     """
@@ -2034,7 +2034,7 @@ class Terms(TypedDict):
     """
 
     escrow_threshold_minor: int
-    invited_buyers: NotRequired[list[str] | None]
+    invited_buyers: list[str] | None
     """
     Null: open to every buyer.
     """
@@ -2108,7 +2108,7 @@ class TokenIssued(TypedDict):
     """
     The merchant's DID.
     """
-    merchant_handle: NotRequired[str | None]
+    merchant_handle: str | None
     """
     The merchant's handle here; null for a merchant on a peer registry.
     """
@@ -2118,7 +2118,7 @@ class TokenIssued(TypedDict):
     """
     The `apt_…` token to hand the merchant.
     """
-    via: NotRequired[str | None]
+    via: str | None
     """
     The peer registry the token settles through; null for a local merchant.
     """
@@ -2202,13 +2202,13 @@ class WebhookView(TypedDict):
     """
     Unix milliseconds.
     """
-    disabled_at: NotRequired[int | None]
+    disabled_at: int | None
     """
     Set when the receiver answered 410 Gone; nothing is sent while it is.
     """
-    disabled_reason: NotRequired[str | None]
+    disabled_reason: str | None
     id: str
-    previous_until: NotRequired[int | None]
+    previous_until: int | None
     """
     Until when the previous secret also signs (after a rotation).
     """
@@ -2287,7 +2287,7 @@ class AccountHistory(TypedDict):
     """
 
     account: AccountBalance
-    next_after: NotRequired[int | None]
+    next_after: int | None
     """
     Pass as `after` to continue; null once the whole log was read.
     """
@@ -2299,7 +2299,7 @@ class Contract(TypedDict):
     An escrowed contract and what it still holds.
     """
 
-    accepted_at: NotRequired[int | None]
+    accepted_at: int | None
     arbiter: str
     buyer: str
     created_at: int
@@ -2340,7 +2340,7 @@ class ContractPage(TypedDict):
     """
 
     contracts: list[Contract]
-    next_after: NotRequired[str | None]
+    next_after: str | None
     """
     Pass as `after` for the next page; null on an empty page.
     """
@@ -2427,7 +2427,7 @@ class LocalTokenCheck(TypedDict):
     """
     True.
     """
-    settlement: NotRequired[Settlement | None]
+    settlement: Settlement | None
     state: str
     """
     `open`, `settled`, `expired` or `voided`.
@@ -2443,16 +2443,16 @@ class Me(TypedDict):
     The caller, its account and (for an agent) its budget.
     """
 
-    available_minor: NotRequired[int | None]
+    available_minor: int | None
     """
     Balance less holds; null when the caller has no account.
     """
-    balance_minor: NotRequired[int | None]
+    balance_minor: int | None
     """
     Null when the caller has no account.
     """
-    budget: NotRequired[Budget | None]
-    held_minor: NotRequired[int | None]
+    budget: Budget | None
+    held_minor: int | None
     """
     Units on hold; null when the caller has no account.
     """
@@ -2465,7 +2465,7 @@ class MemberSealingKey(TypedDict):
     """
 
     member: str
-    sealing_key: NotRequired[SealingKey | None]
+    sealing_key: SealingKey | None
 
 
 class Message(TypedDict):
@@ -2484,7 +2484,7 @@ class Message(TypedDict):
     """
     The channel's kind.
     """
-    handle: NotRequired[str | None]
+    handle: str | None
     """
     The author's handle when it posted.
     """
@@ -2498,7 +2498,7 @@ class Message(TypedDict):
     """
     Members mentioned, resolved when the message was posted.
     """
-    on_behalf_of: NotRequired[str | None]
+    on_behalf_of: str | None
     """
     The owner an agent speaks for; null for a person or a standalone agent.
     """
@@ -2510,7 +2510,7 @@ class Message(TypedDict):
     """
     Registry records the message points at: `[{"kind", "id"}]`; absent when none.
     """
-    reply_to: NotRequired[ReplyTo | None]
+    reply_to: ReplyTo | None
     sealed: NotRequired[OpenObject | None]
     seq: int
     """
