@@ -70,3 +70,19 @@ pub struct Answer {
     pub body: Value,
     pub replayed: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_reads_leniently_into_its_type_or_is_an_answer_error() {
+        let minted = serde_json::json!({"transfers": ["tr_1"], "link": "lnk_1", "amount_minor": 5, "owner": "did:o",
+            "added_later": true});
+        let read: bazaar_wire::pay::Minted = typed(minted).unwrap();
+        assert_eq!((read.owner.as_str(), read.posting.amount_minor), ("did:o", 5));
+        let error = typed::<bazaar_wire::pay::Minted>(serde_json::json!({"owner": 7})).unwrap_err();
+        assert!(matches!(&error, SdkError::Answer { what: "Minted", .. }), "{error}");
+        assert_eq!((error.code(), error.status()), (None, None));
+    }
+}

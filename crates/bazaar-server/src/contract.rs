@@ -180,4 +180,30 @@ mod tests {
         assert!(why.contains("status 418 is not among the statuses"), "{why}");
         assert_eq!(misfit("get", "/not/described", 200, &settlement), None);
     }
+
+    /// A router behind `checked` whose settle route answers with a member its type does not have.
+    async fn answer_through_check(body: Value) -> (StatusCode, Value) {
+        use tower::ServiceExt;
+        let answer = move || async move { axum::Json(body) };
+        let router = checked(Router::new().route("/v1/settlements", axum::routing::post(answer)));
+        let request = axum::http::Request::post("/v1/settlements").body(axum::body::Body::empty()).unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), CHECKED_BODY_BYTES_MAX).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_checked_router_turns_a_misfit_into_a_contract_misfit_and_lets_a_fit_through() {
+        let fits = serde_json::json!({"settlement_id": "stl_1", "jti": "tok_1", "buyer": "b", "merchant": "m",
+            "order_id": "o", "amount_minor": 1, "fee_minor": 0, "net_minor": 1, "settled_at_ms": 1});
+        assert_eq!(answer_through_check(fits.clone()).await, (StatusCode::OK, fits.clone()));
+        let mut extra = fits;
+        extra["surprise"] = true.into();
+        let (status, problem) = answer_through_check(extra).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(problem["code"], "contract_misfit");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("POST /v1/settlements") && detail.contains("$.surprise"), "{detail}");
+    }
 }
