@@ -6,7 +6,7 @@
 //! the stored bounty. Earnings are the rewards the ledger confirmed.
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
-use crate::escrow::{list_docs, PartyQuery};
+use crate::escrow::{list_decoded, PartyQuery};
 use crate::exec::{docs_of, execute, idem_for, load_doc, resolve, resolve_account, KeyRule};
 use crate::problem::{errors, Problem};
 use crate::state::AppState;
@@ -131,8 +131,8 @@ pub async fn list_bounties(
     auth: Auth,
     ApiQuery(query): ApiQuery<PartyQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    let page = list_docs(&state, &auth, DocKind::Bounty, query).await?;
-    let next = page.last().map(|b| b["id"].clone());
+    let page: Vec<Bounty> = list_decoded(&state, &auth, query).await?;
+    let next = page.last().map(|b| b.id.clone());
     Ok(Json(json!({"bounties": page, "next_after": next})))
 }
 

@@ -277,15 +277,6 @@ pub struct PartyQuery {
     pub limit: Option<usize>,
 }
 
-pub(crate) async fn list_docs(
-    state: &AppState,
-    auth: &Auth,
-    kind: DocKind,
-    query: PartyQuery,
-) -> Result<Vec<serde_json::Value>, Problem> {
-    Ok(list_rows(state, auth, kind, query).await?.into_iter().map(|row| row.body).collect())
-}
-
 /// A page of `T` documents naming a party, each decoded as `GET` of one serves it (no stored `version`).
 pub(crate) async fn list_decoded<T: bazaar_core::kernel::docs::Document>(
     state: &AppState,

@@ -19,7 +19,7 @@
 //! once the worker published its receipt; every read says its status.
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
-use crate::escrow::{list_docs, may_read, PartyQuery};
+use crate::escrow::{list_decoded, may_read, PartyQuery};
 use crate::exec::{execute, execute_shaped, idem_for, load_doc, resolve_account, resolve_id, KeyRule};
 use crate::problem::{errors, Problem};
 use crate::state::AppState;
@@ -148,8 +148,8 @@ pub async fn list_authorizations(
     auth: Auth,
     ApiQuery(query): ApiQuery<PartyQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    let page = list_docs(&state, &auth, bazaar_core::model::DocKind::ServiceAuthorization, query).await?;
-    let next = page.last().map(|a| a["id"].clone());
+    let page: Vec<ServiceAuthorization> = list_decoded(&state, &auth, query).await?;
+    let next = page.last().map(|a| a.id.clone());
     Ok(Json(json!({"authorizations": page, "next_after": next})))
 }
 
@@ -269,8 +269,8 @@ pub async fn list_hires(
     auth: Auth,
     ApiQuery(query): ApiQuery<PartyQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    let page = list_docs(&state, &auth, bazaar_core::model::DocKind::Hire, query).await?;
-    let next = page.last().map(|h| h["id"].clone());
+    let page: Vec<hire::Hire> = list_decoded(&state, &auth, query).await?;
+    let next = page.last().map(|h| h.id.clone());
     Ok(Json(json!({"hires": page, "next_after": next})))
 }
 
@@ -434,12 +434,9 @@ pub async fn list_leases(
     auth: Auth,
     ApiQuery(query): ApiQuery<PartyQuery>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    let page = list_docs(&state, &auth, bazaar_core::model::DocKind::Lease, query).await?;
+    let page: Vec<hire::Lease> = list_decoded(&state, &auth, query).await?;
     let now = state.now();
-    let leases: Vec<serde_json::Value> = page
-        .into_iter()
-        .map(|body| serde_json::from_value::<hire::Lease>(body.clone()).map(|l| lease_view(&l, now)).unwrap_or(body))
-        .collect();
+    let leases: Vec<serde_json::Value> = page.iter().map(|lease| lease_view(lease, now)).collect();
     let next = leases.last().map(|l| l["id"].clone());
     Ok(Json(json!({"leases": leases, "next_after": next})))
 }

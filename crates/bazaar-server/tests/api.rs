@@ -835,6 +835,12 @@ async fn answers_fit_the_bodies_the_api_description_states() {
     let released = buyer.release(id, 0, None).await.unwrap().body;
     check("post", "/v1/contracts/{id}/milestones/{index}/release", "200", &released);
     check("get", "/v1/contracts/{id}", "200", &buyer.contract(id).await.unwrap());
+    // A list serves each contract as GET of one does: its view (with `held_minor`), never the stored document.
+    let listed = buyer.call(reqwest::Method::GET, "/v1/contracts", None, None).await.unwrap().body;
+    check("get", "/v1/contracts", "200", &listed);
+    let in_list = listed["contracts"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap();
+    assert_eq!(in_list, &buyer.contract(id).await.unwrap(), "the listed contract is the one GET serves");
+    assert!(in_list.get("version").is_none() && in_list.get("held_minor").is_some(), "{in_list}");
     // A stake lock counts against the merchant's own budget.
     owner.set_budget("shop-schema", 0, 100, 100).await.unwrap();
     check("post", "/v1/stake", "200", &merchant.stake_lock(100, "s-1").await.unwrap().body);
