@@ -238,3 +238,8 @@ pub struct StoreArgs {
     #[arg(long, env = "BAZAAR_DATABASE_URL")]
     pub database_url: Option<String>,
 }
+
+/// A typed SDK answer (`bazaar_sdk::wire`) as the JSON the registry served, for code that reads answers as JSON.
+pub fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
+}

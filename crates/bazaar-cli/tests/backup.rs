@@ -13,6 +13,7 @@
 mod common;
 
 use bazaar_cli::story::enroll_pair;
+use bazaar_cli::wire_json;
 use bazaar_sdk::Client;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -324,9 +325,4 @@ async fn a_pg_dump_taken_under_load_restores_the_same_registry_on_postgres() {
     source_db.drop().await;
     restored_db.drop().await;
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -15,6 +15,7 @@ use axum::Json;
 use bazaar_cli::agent::ModelConfig;
 use bazaar_cli::demo::runs::ChamberRuns;
 use bazaar_cli::story::LocalRegistry;
+use bazaar_cli::wire_json;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
@@ -332,9 +333,4 @@ async fn the_federation_proof_brings_a_fresh_stranger_from_a_peer_each_run() {
     assert_eq!(peers[0], peers[1], "the peer is started once");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -14,6 +14,7 @@
 
 mod common;
 
+use bazaar_cli::wire_json;
 use bazaar_sdk::{generate_key, Client};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -718,9 +719,4 @@ async fn with_no_sequencer_a_write_waits_then_is_refused_and_runs_once_later() {
     assert_eq!(mints, 1, "the mint ran once");
     stop_and_audit(&mut nodes, 1);
     database.drop().await;
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -7,6 +7,7 @@
 
 mod common;
 
+use bazaar_cli::wire_json;
 use bazaar_sdk::{generate_key, Client};
 use std::collections::HashMap;
 use std::process::Child;
@@ -266,9 +267,4 @@ async fn sigkill_during_releases_and_executions_runs_nothing_twice_on_postgres()
     let database = common::ThrowawayDatabase::create(&format!("bazaar_crash_escrow_{}", std::process::id())).await;
     escrow_crash_run(postgres_store_args(&database)).await;
     database.drop().await;
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

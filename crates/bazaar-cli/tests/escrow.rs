@@ -8,6 +8,7 @@ mod common;
 
 use bazaar_cli::demo::escrow::{escrow_story, EscrowReport, MILESTONES_MINOR, REFUND_MINOR, SLASH_MINOR, STAKE_MINOR};
 use bazaar_cli::story::{embedded_registry_with, enroll_pair, LocalRegistry};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 
 fn check(report: &EscrowReport) {
@@ -114,9 +115,4 @@ async fn a_purchase_above_the_threshold_opens_a_contract() {
     assert!(printed["facts"]["reclaimable_at_ms"].as_i64().unwrap() > printed["facts"]["now_ms"].as_i64().unwrap());
     assert_eq!(buyer.contract(id).await.unwrap()["held_minor"], price, "nothing moved");
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

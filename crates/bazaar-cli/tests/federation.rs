@@ -9,6 +9,7 @@
 
 mod common;
 
+use bazaar_cli::wire_json;
 use bazaar_sdk::{generate_key, Client, SdkError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -512,9 +513,4 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     let (report_a, report_b) = (w.a.audit(), w.b.audit());
     assert_eq!(Registry::corridor(&report_a, &w.b), (FUNDING + PRICE) as i64);
     assert_eq!(Registry::corridor(&report_b, &w.a), -((FUNDING + PRICE) as i64));
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -7,6 +7,7 @@
 //! redirect to a private address, a body over the cap, a deadline passed);
 //! then replay, export and the records; and the workers' own rules.
 
+use bazaar_cli::wire_json;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -791,9 +792,4 @@ async fn a_coordinator_pays_only_the_authorized_fee_before_handing_off() {
     assert_eq!(journal.attempts()[0].state, bazaar_cli::market::payments::AttemptState::Confirmed);
     let recorded = market.validator.assess(&job.id, Duration::from_secs(1)).await.unwrap().unwrap();
     assert_eq!(recorded.assessment.verdict, Verdict::Accepted, "a paid fee does not accept the job; the evidence does");
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

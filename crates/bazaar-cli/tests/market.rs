@@ -8,6 +8,7 @@
 mod common;
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use serde_json::{json, Value};
 
@@ -429,9 +430,4 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     assert_eq!(wire_json(&buyer.me().await.unwrap())["available_minor"], available, "nothing moved");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

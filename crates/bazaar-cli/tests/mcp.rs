@@ -8,6 +8,7 @@
 #![allow(clippy::too_many_lines)]
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -266,9 +267,4 @@ async fn agents_follow_a_task_over_mcp() {
         (Some(true), Some("task_not_found"))
     );
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -9,6 +9,7 @@
 mod common;
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -88,9 +89,4 @@ async fn an_owner_registers_a_passkey_signs_in_without_a_username_and_approves()
     let refused = buyer.call(reqwest::Method::POST, "/v1/passkeys/register/start", None, None).await.unwrap_err();
     assert_eq!(refused.code(), Some("passkeys_for_people"));
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

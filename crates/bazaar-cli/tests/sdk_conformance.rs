@@ -9,6 +9,7 @@ mod common;
 
 use axum::routing::post;
 use axum::{Extension, Json, Router};
+use bazaar_cli::wire_json;
 use bazaar_sdk::paid::{paid, FaultPoint, PaidRoute, Settled};
 use bazaar_sdk::{generate_key, Client, SdkError};
 use serde_json::{json, Value};
@@ -632,9 +633,4 @@ async fn the_python_x402_route_and_paid_mcp_tool_settle_once_and_work_once() {
     assert_eq!(mcp["work_runs"], 1, "{report}");
     served.stop();
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

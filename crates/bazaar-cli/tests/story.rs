@@ -6,6 +6,7 @@
 #![allow(clippy::too_many_lines)]
 
 mod common;
+use bazaar_cli::wire_json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
@@ -225,9 +226,4 @@ fn offline_verify_takes_a_registry_key_that_begins_with_a_hyphen() {
     let stderr = String::from_utf8_lossy(&agree.stderr);
     assert!(!agree.status.success() && !stderr.contains("unexpected argument"), "{stderr}");
     assert!(stderr.contains("127.0.0.1:9") || stderr.to_lowercase().contains("connect"), "{stderr}");
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

@@ -7,6 +7,7 @@
 #![allow(clippy::too_many_lines)]
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair, serve};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::paid::{x402_paid, PaidRoute, Settled, X402Route};
 use serde_json::{json, Value};
@@ -193,9 +194,4 @@ async fn x402_express_uses_the_bazaar_facilitator() {
     child.kill().ok();
     child.wait().ok();
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }

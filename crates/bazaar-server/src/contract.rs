@@ -30,8 +30,10 @@ pub fn checked(router: Router) -> Router {
 /// surveying a whole test run's misfits at once rather than failing at the first.
 pub const REPORT_ONLY_ENV: &str = "BAZAAR_CONTRACT_REPORT_ONLY";
 
+/// Read once: the check runs on every answer.
 fn report_only() -> bool {
-    std::env::var(REPORT_ONLY_ENV).is_ok_and(|value| value == "1")
+    static REPORT_ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REPORT_ONLY.get_or_init(|| std::env::var(REPORT_ONLY_ENV).is_ok_and(|value| value == "1"))
 }
 
 /// Whether `bazaar serve` should check its answers (`BAZAAR_CHECK_CONTRACT=1`).
@@ -52,33 +54,25 @@ async fn check(request: axum::extract::Request, next: Next) -> Response {
         return response;
     }
     let (parts, body) = response.into_parts();
-    let bytes = match axum::body::to_bytes(body, CHECKED_BODY_BYTES_MAX).await {
-        Ok(bytes) => bytes,
-        Err(error) => return misfit_answer(&method, &route, parts.status, &format!("unreadable body: {error}")),
-    };
-    let why = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(body) => misfit(&method, &route, parts.status.as_u16(), &body),
-        Err(error) => Some(format!("not JSON: {error}")),
-    };
-    match why {
-        Some(why) if !report_only() => misfit_answer(&method, &route, parts.status, &why),
-        Some(why) => {
-            let detail = format!(
-                "{} {route} answered {} with a body outside its contract: {why}",
-                method.to_uppercase(),
-                parts.status
-            );
-            eprintln!("contract misfit (reported only): {detail}");
-            Response::from_parts(parts, axum::body::Body::from(bytes))
+    let (bytes, why) = match axum::body::to_bytes(body, CHECKED_BODY_BYTES_MAX).await {
+        Err(error) => (Default::default(), Some(format!("unreadable body: {error}"))),
+        Ok(bytes) => {
+            let why = match serde_json::from_slice::<Value>(&bytes) {
+                Ok(body) => misfit(&method, &route, parts.status.as_u16(), &body),
+                Err(error) => Some(format!("not JSON: {error}")),
+            };
+            (bytes, why)
         }
-        None => Response::from_parts(parts, axum::body::Body::from(bytes)),
-    }
-}
-
-fn misfit_answer(method: &str, route: &str, status: StatusCode, why: &str) -> Response {
-    let detail = format!("{} {route} answered {status} with a body outside its contract: {why}", method.to_uppercase());
+    };
+    let Some(why) = why else { return Response::from_parts(parts, axum::body::Body::from(bytes)) };
+    let detail =
+        format!("{} {route} answered {} with a body outside its contract: {why}", method.to_uppercase(), parts.status);
     tracing::error!(%detail, "contract misfit");
     // Also on standard error: a test's output shows it, whatever the test asserted about the answer.
+    if report_only() {
+        eprintln!("contract misfit (reported only): {detail}");
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
     eprintln!("contract misfit: {detail}");
     Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "contract_misfit", detail).into_response()
 }

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use bazaar_cli::story::{embedded_registry_with, local_registry, LocalRegistry};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::Client;
 use std::io::{BufRead, BufReader};
@@ -222,9 +223,4 @@ pub async fn browser_driver(name: &str, args: Vec<String>) -> (serde_json::Value
     let stderr = String::from_utf8_lossy(&output.stderr);
     let report = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}\n{stderr}"));
     (report, output.status.success())
-}
-
-/// A typed answer as the JSON it was served as, to read as JSON.
-fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
 }
