@@ -202,8 +202,8 @@ pub async fn verify_foreign(
         state: token_state.into(),
         work_order: false,
         issuer: claims.iss.to_string(),
-        claims: crate::exec::wire(&claims)?,
-        relay: relay.map(|r| crate::exec::wire(&r.view())).transpose()?,
+        claims: serde_json::to_value(&claims).expect("token claims serialise"),
+        relay: relay.map(|r| r.view()),
     }))
 }
 
