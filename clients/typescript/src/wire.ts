@@ -5073,7 +5073,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5082,7 +5082,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5111,7 +5120,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5120,7 +5129,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5149,7 +5167,7 @@ export interface operations {
                     "application/json": components["schemas"]["KeyHistory"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5158,7 +5176,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5187,7 +5214,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5196,7 +5223,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5205,7 +5232,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5234,7 +5261,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5243,7 +5270,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5274,7 +5310,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5283,7 +5319,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5292,7 +5328,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5321,7 +5366,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5330,7 +5375,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5359,7 +5413,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5368,7 +5422,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5397,7 +5460,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5406,7 +5469,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5435,7 +5507,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5444,7 +5516,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5473,7 +5554,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5482,7 +5563,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5511,7 +5601,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5520,7 +5610,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5549,7 +5648,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5558,7 +5657,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5587,7 +5695,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5596,7 +5704,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5625,7 +5742,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5634,7 +5751,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5663,7 +5789,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5672,7 +5798,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5701,7 +5836,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5710,7 +5845,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5739,7 +5883,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5748,7 +5892,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5777,7 +5930,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5786,7 +5939,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5795,7 +5948,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `writer_stopped`; or `overloaded`, `store_busy`, `store_unavailable` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5824,7 +5977,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5833,7 +5986,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5862,7 +6024,25 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5891,7 +6071,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5900,7 +6080,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5933,7 +6122,7 @@ export interface operations {
                     "application/json": components["schemas"]["AccountPage"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5942,7 +6131,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5951,7 +6140,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5960,7 +6149,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5969,7 +6158,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5978,7 +6167,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6013,7 +6202,7 @@ export interface operations {
                     "application/json": components["schemas"]["AccountHistory"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6022,7 +6211,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6031,7 +6220,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6040,7 +6229,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `account_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6049,7 +6238,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6058,7 +6247,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6067,7 +6256,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6100,7 +6289,7 @@ export interface operations {
                     "application/json": components["schemas"]["Enrolled"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `handle_invalid`, `invalid_request`, `public_key_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6109,7 +6298,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `proof_invalid` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6118,16 +6307,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6136,7 +6316,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
+            /** @description Gone: `invite_used` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -6145,7 +6325,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6154,7 +6334,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6163,7 +6343,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6172,7 +6352,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6181,7 +6361,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6216,7 +6396,7 @@ export interface operations {
                     "application/json": components["schemas"]["Budget"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6225,7 +6405,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6234,7 +6414,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6243,7 +6423,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6252,7 +6432,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6261,7 +6441,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6270,7 +6450,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6279,16 +6459,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6297,7 +6468,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6306,7 +6477,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6338,7 +6509,7 @@ export interface operations {
                     "application/json": components["schemas"]["CredentialListed"][];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6347,7 +6518,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6356,7 +6527,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6365,7 +6536,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6374,7 +6545,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6383,7 +6554,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6392,7 +6563,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6428,7 +6599,7 @@ export interface operations {
                     "application/json": components["schemas"]["Rotated"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `scope_unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6437,7 +6608,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6446,7 +6617,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6455,7 +6626,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6464,7 +6635,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6473,7 +6644,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6482,7 +6653,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6491,7 +6662,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6500,7 +6671,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6509,7 +6680,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6541,7 +6712,7 @@ export interface operations {
                     "application/json": components["schemas"]["Rotated"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6550,7 +6721,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6559,7 +6730,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6568,7 +6739,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6577,16 +6748,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6595,7 +6757,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6604,7 +6766,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6637,7 +6799,7 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6646,7 +6808,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6655,7 +6817,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6664,7 +6826,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `credential_not_found`, `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6673,7 +6835,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6682,7 +6844,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6691,7 +6853,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6722,7 +6884,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6731,7 +6893,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6740,7 +6902,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6749,7 +6911,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6758,7 +6920,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6767,7 +6929,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6776,7 +6938,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6815,7 +6977,7 @@ export interface operations {
                     "application/json": components["schemas"]["Funded"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6824,7 +6986,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6833,7 +6995,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6842,7 +7004,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6851,7 +7013,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6860,7 +7022,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6869,7 +7031,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6878,7 +7040,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `idempotency_conflict` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6887,7 +7049,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6896,7 +7058,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6905,7 +7067,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6940,7 +7102,7 @@ export interface operations {
                     "application/json": components["schemas"]["OrderPolicy"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6949,7 +7111,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6958,7 +7120,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6967,7 +7129,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6976,7 +7138,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6985,7 +7147,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6994,7 +7156,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -7003,7 +7165,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7012,7 +7174,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7021,7 +7183,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7052,7 +7214,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7061,7 +7223,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7070,7 +7232,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7079,7 +7241,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7088,7 +7250,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7097,7 +7259,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7106,7 +7268,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7137,7 +7299,7 @@ export interface operations {
                     "application/json": components["schemas"]["Terms"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7146,7 +7308,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7155,7 +7317,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7164,7 +7326,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7173,7 +7335,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7182,7 +7344,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7191,7 +7353,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7226,7 +7388,7 @@ export interface operations {
                     "application/json": components["schemas"]["StoredTerms"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7235,7 +7397,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7244,7 +7406,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7253,7 +7415,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7262,7 +7424,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -7271,7 +7442,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -7280,7 +7451,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `terms_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7289,7 +7460,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7298,7 +7469,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7307,7 +7478,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7339,7 +7510,7 @@ export interface operations {
                     "application/json": components["schemas"]["Answer"][];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `page_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7348,7 +7519,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7357,7 +7528,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7366,7 +7537,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7375,7 +7546,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7384,7 +7555,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7413,7 +7584,7 @@ export interface operations {
                     "application/json": components["schemas"]["Attention"][];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7422,7 +7593,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7431,7 +7602,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7440,7 +7611,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7449,7 +7620,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7482,7 +7653,7 @@ export interface operations {
                     "image/webp": unknown;
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7491,7 +7662,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7500,7 +7671,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7509,7 +7680,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `order_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7518,7 +7689,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7527,7 +7698,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7536,7 +7707,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7569,7 +7740,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7578,7 +7749,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7587,7 +7758,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7596,7 +7767,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7605,7 +7776,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7614,7 +7785,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7623,7 +7794,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7656,7 +7827,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `bounty_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7665,7 +7836,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7674,7 +7845,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7683,7 +7854,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `bounty_exists`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7692,7 +7863,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -7701,7 +7872,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -7710,16 +7881,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7728,7 +7890,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7737,7 +7899,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7768,7 +7930,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7777,7 +7939,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7786,7 +7948,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7795,7 +7957,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `bounty_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7804,7 +7966,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7813,7 +7975,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7822,7 +7984,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7857,7 +8019,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7866,7 +8028,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7875,7 +8037,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -7884,7 +8046,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `bounty_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -7893,7 +8055,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `bounty_already_released`, `bounty_not_accepted`, `bounty_state`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7902,7 +8064,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -7911,7 +8073,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -7920,7 +8082,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `outcome_invalid`, `reward_destination_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7929,7 +8091,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -7938,7 +8100,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -7947,7 +8109,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7978,7 +8140,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7987,7 +8149,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -7996,7 +8158,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8005,7 +8167,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `bounty_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8014,7 +8176,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `bounty_already_released`, `bounty_claim_open` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8023,7 +8185,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8032,7 +8194,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8041,7 +8203,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8070,7 +8232,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8079,7 +8241,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8088,7 +8250,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `attacks_unavailable` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8097,7 +8259,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8106,7 +8268,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8115,7 +8277,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8146,7 +8308,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8155,7 +8317,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `stream_not_public`, `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8164,7 +8326,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8173,7 +8335,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `attack_not_found`, `attacks_unavailable` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8182,7 +8344,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `attack_rate_limited`, `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8191,7 +8353,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8200,7 +8362,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8229,7 +8391,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8238,7 +8400,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8247,7 +8409,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8256,7 +8418,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8289,7 +8460,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8298,7 +8469,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8307,7 +8478,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8316,7 +8487,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `agent_model_unconfigured`, `runs_unavailable` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8325,7 +8496,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -8334,7 +8514,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -8343,7 +8523,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8352,7 +8532,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8361,7 +8541,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8390,7 +8570,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8399,7 +8579,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8408,7 +8588,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `runs_unavailable` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8417,7 +8597,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8426,7 +8606,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8435,7 +8615,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8464,7 +8644,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8473,7 +8653,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8482,7 +8662,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `runs_unavailable` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8491,7 +8671,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8500,7 +8680,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8509,7 +8689,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8538,7 +8718,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8547,7 +8727,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8556,7 +8736,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `runs_unavailable` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8565,7 +8745,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8574,7 +8754,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8583,7 +8763,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8615,7 +8795,7 @@ export interface operations {
                     "application/json": components["schemas"]["MyChannel"][];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8624,7 +8804,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8633,7 +8813,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8642,7 +8822,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8651,7 +8831,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8660,7 +8840,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8669,7 +8849,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8700,7 +8880,7 @@ export interface operations {
                     "application/json": components["schemas"]["ChannelView"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8709,7 +8889,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8718,7 +8898,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8727,7 +8907,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `channel_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8736,7 +8916,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8745,7 +8925,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8754,7 +8934,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8785,7 +8965,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8794,7 +8974,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8803,7 +8983,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `private_room`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8812,7 +8992,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `channel_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8821,7 +9001,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `already_member` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8830,7 +9010,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8839,7 +9019,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8848,7 +9028,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8879,7 +9059,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8888,7 +9068,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8897,7 +9077,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8906,7 +9086,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `channel_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -8915,7 +9095,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `direct_message`, `last_owner` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8924,7 +9104,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -8933,7 +9113,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -8942,7 +9122,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8977,7 +9157,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8986,7 +9166,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8995,7 +9175,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9004,7 +9184,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9013,7 +9193,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `already_member`, `sealing_key_required`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9022,7 +9202,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9031,7 +9211,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9040,7 +9220,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9049,7 +9229,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9058,7 +9238,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9091,7 +9271,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `remove_self` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9100,7 +9280,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9109,7 +9289,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9118,7 +9298,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found`, `member_not_in_channel` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9127,16 +9307,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9145,7 +9316,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9154,7 +9325,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9191,7 +9362,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9200,7 +9371,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9209,7 +9380,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9218,16 +9389,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9236,7 +9398,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9245,7 +9407,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9254,7 +9416,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9263,7 +9425,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9272,7 +9434,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9309,7 +9471,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"][];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `page_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9318,7 +9480,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9327,7 +9489,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9336,7 +9498,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9345,7 +9507,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9354,7 +9516,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9363,7 +9525,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9401,7 +9563,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `body_empty`, `body_too_long`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request`, `refs_invalid`, `signature_invalid`, `too_many_mentions` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9410,7 +9572,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9419,7 +9581,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9428,7 +9590,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `channel_not_found`, `reply_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9437,7 +9599,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `idempotency_in_flight`, `not_sealed`, `sealed_required`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9446,7 +9608,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9455,7 +9617,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9464,7 +9626,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `idempotency_conflict` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9473,7 +9635,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `etiquette_limit`, `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9482,7 +9644,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9491,7 +9653,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9523,7 +9685,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9532,7 +9694,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9541,7 +9703,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_author`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9550,7 +9712,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `channel_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9559,7 +9721,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `message_deleted` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9568,7 +9730,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9577,7 +9739,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9586,7 +9748,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9622,7 +9784,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `body_empty`, `invalid_request`, `signature_required` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9631,7 +9793,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9640,7 +9802,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_author`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9649,16 +9811,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `sealed_required`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9667,7 +9820,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9676,7 +9829,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9685,7 +9838,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9694,7 +9847,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9703,7 +9856,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9739,7 +9892,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `reaction_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9748,7 +9901,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9757,7 +9910,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9766,16 +9919,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `message_deleted`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9784,7 +9928,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9793,7 +9937,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9802,7 +9946,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9811,7 +9955,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9820,7 +9964,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9855,7 +9999,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9864,7 +10008,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9873,7 +10017,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9882,7 +10026,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `channel_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9891,7 +10035,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -9900,7 +10053,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -9909,7 +10062,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -9918,7 +10071,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -9927,7 +10080,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -9962,7 +10115,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `seq_out_of_range` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9971,7 +10124,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -9980,7 +10133,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9989,7 +10142,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `channel_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9998,7 +10151,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10007,7 +10169,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10016,7 +10178,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10025,7 +10187,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10034,7 +10196,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10065,7 +10227,7 @@ export interface operations {
                     "application/json": components["schemas"]["MemberSealingKey"][];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10074,7 +10236,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10083,7 +10245,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10092,7 +10254,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `channel_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10101,7 +10263,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10110,7 +10272,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10119,7 +10281,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10152,7 +10314,7 @@ export interface operations {
                     "application/json": components["schemas"]["ContractPage"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10161,7 +10323,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10170,7 +10332,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10179,7 +10341,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10188,7 +10350,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10197,7 +10359,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10206,7 +10368,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10239,7 +10401,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `milestones_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10248,7 +10410,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10257,7 +10419,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `buyer_not_invited`, `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10266,7 +10428,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10275,7 +10437,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10284,7 +10446,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10293,7 +10455,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10302,16 +10464,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10320,7 +10473,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10329,7 +10482,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10360,7 +10513,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10369,7 +10522,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10378,7 +10531,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10387,7 +10540,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `contract_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10396,7 +10549,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10405,7 +10558,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10414,7 +10567,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10445,7 +10598,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10454,7 +10607,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10463,7 +10616,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10472,7 +10625,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `contract_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10481,7 +10634,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `contract_state` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10490,16 +10643,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10508,7 +10652,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10517,7 +10661,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10548,7 +10692,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10557,7 +10701,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10566,7 +10710,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10575,7 +10719,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `contract_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10584,7 +10728,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `contract_state` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10593,16 +10737,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10611,7 +10746,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10620,7 +10755,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10651,7 +10786,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10660,7 +10795,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10669,7 +10804,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10678,7 +10813,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `contract_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10687,7 +10822,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `contract_state` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10696,16 +10831,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10714,7 +10840,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10723,7 +10849,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10759,7 +10885,7 @@ export interface operations {
                     "application/json": components["schemas"]["MilestoneDelivered"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10768,7 +10894,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10777,7 +10903,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10786,7 +10912,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `contract_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10795,7 +10921,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `milestone_state`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10804,7 +10930,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -10813,7 +10939,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -10822,16 +10948,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10840,7 +10957,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10849,7 +10966,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10881,7 +10998,7 @@ export interface operations {
                     "application/json": components["schemas"]["MilestoneReclaimed"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10890,7 +11007,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -10899,7 +11016,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10908,7 +11025,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `contract_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -10917,7 +11034,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Too early (`reclaim_too_early`, `facts.reclaimable_at_ms` says when), delivered, disputed, released or already reclaimed */
+            /** @description Conflict: `milestone_already_reclaimed`, `milestone_state`, `reclaim_too_early` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10926,16 +11043,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -10944,7 +11052,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -10953,7 +11061,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -10985,7 +11093,7 @@ export interface operations {
                     "application/json": components["schemas"]["MilestoneReleased"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10994,7 +11102,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11003,7 +11111,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11012,7 +11120,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `contract_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11021,7 +11129,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Already released (the receipt in `facts`), or disputed */
+            /** @description Conflict: `milestone_already_released`, `milestone_disputed`, `milestone_state` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11030,16 +11138,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11048,7 +11147,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11057,7 +11156,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11086,7 +11185,7 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11095,7 +11194,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11104,16 +11203,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11122,7 +11212,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11131,7 +11221,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11160,7 +11250,7 @@ export interface operations {
                     "application/json": components["schemas"]["Rotated"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11169,7 +11259,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11178,16 +11268,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11196,7 +11277,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11205,7 +11286,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11238,7 +11319,7 @@ export interface operations {
                     "application/json": components["schemas"]["DisputePage"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11247,7 +11328,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11256,7 +11337,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11265,7 +11346,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11274,7 +11355,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11283,7 +11364,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11292,7 +11373,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11325,7 +11406,7 @@ export interface operations {
                     "application/json": components["schemas"]["Dispute"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11334,7 +11415,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11343,7 +11424,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11352,16 +11433,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `dispute_exists`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11370,16 +11442,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
-            410: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -11388,7 +11451,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -11397,7 +11460,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `not_disputable` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11406,7 +11469,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11415,7 +11478,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11424,7 +11487,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11455,7 +11518,7 @@ export interface operations {
                     "application/json": components["schemas"]["Dispute"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11464,7 +11527,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11473,7 +11536,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11482,7 +11545,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `dispute_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11491,7 +11554,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11500,7 +11563,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11509,7 +11572,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11540,7 +11603,7 @@ export interface operations {
                     "application/json": components["schemas"]["Dispute"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11549,7 +11612,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11558,7 +11621,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11567,7 +11630,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `dispute_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11576,7 +11639,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `dispute_phase` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11585,7 +11648,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
+            /** @description Gone: `appeal_window_closed` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -11594,16 +11657,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11612,7 +11666,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11621,7 +11675,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11656,7 +11710,7 @@ export interface operations {
                     "application/json": components["schemas"]["EvidenceAdded"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11665,7 +11719,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11674,7 +11728,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11683,7 +11737,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `dispute_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11692,7 +11746,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `evidence_closed`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11701,7 +11755,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -11710,7 +11764,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -11719,16 +11773,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11737,7 +11782,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11746,7 +11791,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11777,7 +11822,7 @@ export interface operations {
                     "application/json": components["schemas"]["DisputeOutcome"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11786,7 +11831,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11795,7 +11840,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11804,7 +11849,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `dispute_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11813,7 +11858,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Already executed (the outcome in `facts`), or not final yet */
+            /** @description Conflict: `dispute_executed`, `dispute_phase` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11822,16 +11867,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11840,7 +11876,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11849,7 +11885,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -11884,7 +11920,7 @@ export interface operations {
                     "application/json": components["schemas"]["RulingAnswer"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `ruling_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11893,7 +11929,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -11902,7 +11938,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_arbiter`, `origin_refused`, `party_cannot_rule`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -11911,16 +11947,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11929,7 +11956,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -11938,7 +11965,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -11947,16 +11974,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11965,7 +11983,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -11974,7 +11992,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12007,7 +12025,7 @@ export interface operations {
                     "application/json": components["schemas"]["Channel"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `dm_with_self`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12016,7 +12034,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12025,7 +12043,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12034,7 +12052,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -12043,7 +12061,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12052,7 +12079,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -12061,7 +12088,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12070,7 +12097,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12079,7 +12106,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12111,7 +12138,7 @@ export interface operations {
                     "application/json": components["schemas"]["EventPage"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12120,7 +12147,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12129,7 +12156,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12138,7 +12165,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12147,7 +12174,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12156,7 +12183,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12189,7 +12216,7 @@ export interface operations {
                     "application/json": components["schemas"]["GuestEnrolled"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `public_key_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12198,7 +12225,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `proof_invalid`, `request_stale` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12207,7 +12234,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `peer_unknown` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12216,7 +12243,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12225,7 +12252,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12234,7 +12261,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -12243,7 +12270,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12252,7 +12279,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12261,7 +12288,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12293,7 +12320,7 @@ export interface operations {
                     "application/json": components["schemas"]["NettingPage"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12302,7 +12329,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12311,7 +12338,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12320,7 +12347,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12329,7 +12356,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12338,7 +12365,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12371,7 +12398,7 @@ export interface operations {
                     "application/json": components["schemas"]["NettingSent"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12380,7 +12407,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12389,7 +12416,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12398,16 +12425,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `netting_exists`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12416,7 +12434,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12425,7 +12443,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -12434,7 +12452,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `netting_exceeds_corridor`, `netting_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12443,7 +12461,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12452,7 +12470,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12461,7 +12479,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12490,7 +12508,7 @@ export interface operations {
                     "application/json": components["schemas"]["PeerList"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12499,7 +12517,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12508,7 +12526,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12541,7 +12559,7 @@ export interface operations {
                     "application/json": components["schemas"]["PeerAdded"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12550,7 +12568,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12559,7 +12577,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12568,7 +12586,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12577,7 +12595,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12586,7 +12604,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -12595,7 +12613,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description The card does not check out */
+            /** @description Unprocessable Entity: `peer_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12604,7 +12622,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12613,7 +12631,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12622,7 +12640,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12654,7 +12672,7 @@ export interface operations {
                     "application/json": components["schemas"]["RecoveryPage"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12663,7 +12681,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12672,7 +12690,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12681,7 +12699,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12690,7 +12708,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12699,7 +12717,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12730,7 +12748,7 @@ export interface operations {
                     "application/json": components["schemas"]["RelayRetried"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12739,7 +12757,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12748,7 +12766,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12757,7 +12775,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `token_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -12766,7 +12784,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `relay_not_stuck` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12775,7 +12793,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12784,7 +12802,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12793,7 +12811,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12826,7 +12844,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12835,7 +12853,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12844,7 +12862,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12853,7 +12871,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -12862,7 +12880,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12871,7 +12889,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -12880,7 +12898,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -12913,7 +12931,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12922,7 +12940,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -12931,7 +12949,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -12940,7 +12958,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -12949,7 +12967,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `hire_exists`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12958,7 +12976,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12967,7 +12985,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -12976,7 +12994,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `offer_signature_invalid`, `pay_to_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12985,7 +13003,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -12994,7 +13012,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13003,7 +13021,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13034,7 +13052,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13043,7 +13061,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13052,7 +13070,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13061,7 +13079,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `hire_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13070,7 +13088,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13079,7 +13097,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13088,7 +13106,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13123,7 +13141,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13132,7 +13150,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13141,7 +13159,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13150,7 +13168,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `hire_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13159,7 +13177,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `hire_paid`, `milestone_disputed`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13168,7 +13186,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -13177,7 +13195,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -13186,7 +13204,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `response_not_verified` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13195,7 +13213,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13204,7 +13222,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13213,7 +13231,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13245,7 +13263,7 @@ export interface operations {
                     "application/json": components["schemas"]["InboxPage"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `page_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13254,7 +13272,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13263,7 +13281,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13272,7 +13290,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13281,7 +13299,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13290,7 +13308,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13324,7 +13342,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["SseEvent"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13333,7 +13351,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13342,7 +13360,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13351,7 +13369,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited`, `too_many_streams` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13360,7 +13378,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13369,7 +13387,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13398,7 +13416,7 @@ export interface operations {
                     "application/json": components["schemas"]["Invite"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13407,7 +13425,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13416,16 +13434,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13434,7 +13443,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13443,7 +13452,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13478,7 +13487,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `task_id_invalid`, `wait_too_long` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13487,7 +13496,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `task_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13496,7 +13505,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
+            /** @description Gone: `task_past_retention` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -13505,7 +13514,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13514,7 +13523,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13523,7 +13532,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13556,7 +13565,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13565,7 +13574,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13574,7 +13583,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13583,7 +13592,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13592,7 +13601,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13601,7 +13610,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13610,7 +13619,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13643,7 +13652,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13652,7 +13661,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13661,7 +13670,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `lease_identity_mismatch`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13670,8 +13679,8 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
+            /** @description Conflict: `write_conflict` */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13679,7 +13688,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -13688,7 +13697,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -13697,7 +13706,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `budget_per_call_exceeded` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13706,7 +13715,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13715,7 +13724,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13724,7 +13733,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13755,7 +13764,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13764,7 +13773,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13773,7 +13782,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13782,7 +13791,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `lease_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13791,7 +13800,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13800,7 +13809,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13809,7 +13818,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13840,7 +13849,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13849,7 +13858,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13858,7 +13867,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13867,7 +13876,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `lease_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -13876,7 +13885,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13885,7 +13894,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13894,7 +13903,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -13927,7 +13936,7 @@ export interface operations {
                     "application/json": components["schemas"]["Listing"];
                 };
             };
-            /** @description `listing_invalid`, or a malformed body */
+            /** @description Bad Request: `invalid_request`, `listing_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13936,7 +13945,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -13945,7 +13954,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -13954,7 +13963,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13963,7 +13972,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -13972,7 +13981,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -13981,7 +13990,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -13990,7 +13999,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -13999,7 +14008,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14030,7 +14039,7 @@ export interface operations {
                     "application/json": components["schemas"]["Listing"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14039,7 +14048,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `listing_not_found` */
+            /** @description Not Found: `listing_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -14048,7 +14057,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14057,7 +14066,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14066,7 +14075,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14095,7 +14104,7 @@ export interface operations {
                     "application/json": components["schemas"]["Me"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14104,7 +14113,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14113,7 +14122,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14122,7 +14131,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14131,7 +14140,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14160,7 +14169,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14169,7 +14178,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14178,7 +14187,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14187,7 +14196,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14196,7 +14205,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14228,7 +14237,7 @@ export interface operations {
                     "application/json": components["schemas"]["Member"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14237,7 +14246,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14246,7 +14255,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14255,7 +14264,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -14264,7 +14273,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14273,7 +14282,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14282,7 +14291,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14317,7 +14326,7 @@ export interface operations {
                     "application/json": components["schemas"]["Renamed"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14326,7 +14335,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14335,7 +14344,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14344,16 +14353,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `handle_taken`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14362,7 +14362,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -14371,7 +14371,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -14380,7 +14380,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14389,7 +14389,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14398,7 +14398,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14430,7 +14430,7 @@ export interface operations {
                     "application/json": components["schemas"]["SealingKey"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14439,7 +14439,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14448,7 +14448,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14457,7 +14457,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `sealing_key_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -14466,7 +14466,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14475,7 +14475,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14484,7 +14484,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14515,7 +14515,7 @@ export interface operations {
                     "application/json": components["schemas"]["Meter"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14524,7 +14524,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14533,7 +14533,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14542,7 +14542,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14551,7 +14551,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14560,7 +14560,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14596,7 +14596,7 @@ export interface operations {
                     "application/json": components["schemas"]["Minted"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14605,7 +14605,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14614,7 +14614,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14623,16 +14623,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14641,7 +14632,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -14650,7 +14641,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -14659,7 +14650,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `idempotency_conflict` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -14668,7 +14659,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14677,7 +14668,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14686,7 +14677,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14718,7 +14709,7 @@ export interface operations {
                     "application/json": components["schemas"]["OrderList"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14727,7 +14718,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14736,7 +14727,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14745,7 +14736,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -14754,7 +14745,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14763,7 +14754,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14772,7 +14763,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14805,7 +14796,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `idempotency_key_required`, `invalid_request`, `order_invalid`, `rfq_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14814,7 +14805,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14823,7 +14814,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `buyer_not_invited`, `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14832,16 +14823,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `rfq_ordered`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14850,7 +14832,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -14859,7 +14841,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -14868,16 +14850,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14886,7 +14859,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14895,7 +14868,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -14926,7 +14899,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14935,7 +14908,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -14944,7 +14917,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -14953,7 +14926,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `order_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -14962,7 +14935,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -14971,7 +14944,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -14980,7 +14953,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15011,7 +14984,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15020,7 +14993,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15029,7 +15002,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description approval_by_person / not_owner */
+            /** @description Forbidden: `approval_by_person`, `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15038,7 +15011,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `order_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -15047,16 +15020,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `budget_per_call_exceeded` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -15065,7 +15029,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15074,7 +15038,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15083,7 +15047,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15114,7 +15078,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15123,7 +15087,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15132,7 +15096,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `approval_by_person`, `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15141,7 +15105,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `order_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -15150,7 +15114,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `order_state` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15159,7 +15123,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15168,7 +15132,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15177,7 +15141,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15209,7 +15173,7 @@ export interface operations {
                     "application/json": components["schemas"]["ShareCancelled"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15218,7 +15182,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15227,7 +15191,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15236,7 +15200,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `order_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -15245,7 +15209,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `milestone_state`, `order_state` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15254,7 +15218,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15263,7 +15227,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15272,7 +15236,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15311,7 +15275,7 @@ export interface operations {
                     "application/json": components["schemas"]["SharePaid"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15320,7 +15284,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15329,7 +15293,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15338,7 +15302,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `order_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -15347,7 +15311,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description share_paid */
+            /** @description Conflict: `milestone_state`, `share_paid`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15356,7 +15320,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Payload Too Large: `body_too_large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unsupported Media Type: `invalid_request` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15365,7 +15347,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15374,7 +15356,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15407,7 +15389,7 @@ export interface operations {
                     "application/json": components["schemas"]["Enrolled"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `public_key_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15416,7 +15398,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15425,7 +15407,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15434,7 +15416,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15443,7 +15425,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -15452,7 +15434,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -15461,7 +15443,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15470,7 +15452,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15479,7 +15461,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15508,7 +15490,7 @@ export interface operations {
                     "application/json": components["schemas"]["Passkey"][];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15517,7 +15499,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15526,7 +15508,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15535,7 +15517,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15544,7 +15526,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15577,7 +15559,7 @@ export interface operations {
                     "application/json": components["schemas"]["Passkey"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `ceremony_invalid`, `invalid_request`, `passkey_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15586,7 +15568,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15595,7 +15577,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15604,7 +15586,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `ceremony_invalid` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -15613,7 +15595,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15622,7 +15604,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -15631,7 +15613,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -15640,7 +15622,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15649,7 +15631,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15658,7 +15640,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15687,7 +15669,7 @@ export interface operations {
                     "application/json": components["schemas"]["CeremonyStarted"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15696,7 +15678,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `passkeys_for_people`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15705,7 +15687,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15714,7 +15696,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15723,7 +15705,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15756,7 +15738,7 @@ export interface operations {
                     "application/json": components["schemas"]["Member"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `ceremony_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15765,7 +15747,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `ceremony_invalid` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -15774,7 +15756,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -15783,7 +15774,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -15792,7 +15783,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15801,7 +15792,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15810,7 +15801,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15839,7 +15830,7 @@ export interface operations {
                     "application/json": components["schemas"]["CeremonyStarted"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15848,7 +15839,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15857,7 +15848,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `passkeys_unavailable`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15890,7 +15881,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15899,7 +15890,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -15908,7 +15899,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -15917,7 +15908,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -15926,7 +15917,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -15935,7 +15935,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -15944,7 +15944,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `passport_limit`, `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -15953,7 +15953,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -15962,7 +15962,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15995,7 +15995,7 @@ export interface operations {
                     "application/json": components["schemas"]["PassportValid"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16004,8 +16004,8 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
-            403: {
+            /** @description Conflict: `write_conflict` */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16013,16 +16013,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
-            410: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -16031,7 +16022,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -16040,7 +16031,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Refused with the reason code */
+            /** @description Unprocessable Entity: `passport_cryptosuite`, `passport_proof_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16049,7 +16040,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16058,7 +16049,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16067,7 +16058,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16096,7 +16087,7 @@ export interface operations {
                     "application/json": components["schemas"]["KeyRotated"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -16105,7 +16096,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16114,16 +16105,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16132,7 +16114,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16141,7 +16123,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16175,7 +16157,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16184,7 +16166,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `stream_not_public`, `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -16193,7 +16175,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16202,7 +16184,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unsupported Media Type: `invalid_request` */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `reprice_row_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16211,7 +16220,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16220,7 +16229,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16229,7 +16238,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16262,7 +16271,7 @@ export interface operations {
                     "application/json": components["schemas"]["PassportImported"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16271,16 +16280,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description Unrecognised issuer or subject mismatch */
+            /** @description Forbidden: `passport_issuer_unknown`, `passport_subject_mismatch` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16289,7 +16289,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -16298,7 +16298,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
+            /** @description Gone: `passport_expired` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -16307,7 +16307,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -16316,7 +16316,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -16325,7 +16325,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `passport_cryptosuite` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16334,7 +16334,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16343,7 +16343,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16352,7 +16352,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16383,7 +16383,7 @@ export interface operations {
                     "application/json": components["schemas"]["Reputation"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16392,7 +16392,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -16401,7 +16401,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16410,7 +16410,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16419,7 +16419,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16448,7 +16448,7 @@ export interface operations {
                     "application/json": components["schemas"]["RfqList"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -16457,7 +16457,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16466,7 +16466,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16475,7 +16475,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16484,7 +16484,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16517,7 +16517,7 @@ export interface operations {
                     "application/json": components["schemas"]["Rfq"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `idempotency_key_required`, `invalid_request`, `rfq_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16526,7 +16526,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -16535,7 +16535,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16544,7 +16544,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -16553,7 +16553,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -16562,7 +16562,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -16571,16 +16571,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16589,7 +16580,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16598,7 +16589,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16629,7 +16620,7 @@ export interface operations {
                     "application/json": components["schemas"]["Rfq"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16638,7 +16629,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -16647,7 +16638,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16656,7 +16647,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `rfq_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -16665,7 +16656,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16674,7 +16665,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16683,7 +16674,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16714,7 +16705,7 @@ export interface operations {
                     "application/json": components["schemas"]["RfqAllocation"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16723,7 +16714,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -16732,7 +16723,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16741,7 +16732,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `rfq_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -16750,7 +16741,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16759,7 +16750,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16768,7 +16759,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16799,7 +16790,7 @@ export interface operations {
                     "application/json": components["schemas"]["RfqAllocation"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16808,7 +16799,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -16817,7 +16808,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16826,7 +16817,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `rfq_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -16835,16 +16826,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16853,7 +16835,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16862,7 +16844,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -16897,7 +16879,7 @@ export interface operations {
                     "application/json": components["schemas"]["Offer"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16906,7 +16888,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -16915,7 +16897,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -16924,7 +16906,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `rfq_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -16933,7 +16915,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `rfq_closed`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -16942,7 +16924,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -16951,7 +16933,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -16960,7 +16942,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Refused: offer_below_floor, offer_above_cap, offer_beyond_capacity, offer_notice_too_short, offer_deadline_passed, offer_revision_limit (the offer in `facts`) */
+            /** @description Unprocessable Entity: `offer_above_cap`, `offer_below_floor`, `offer_beyond_capacity`, `offer_notice_too_short`, `offer_revision_limit` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16969,7 +16951,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16978,7 +16960,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -16987,7 +16969,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17019,7 +17001,7 @@ export interface operations {
                     "application/json": components["schemas"]["Channel"][];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `page_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17028,7 +17010,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17037,7 +17019,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17046,7 +17028,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17055,7 +17037,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17064,7 +17046,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17097,7 +17079,7 @@ export interface operations {
                     "application/json": components["schemas"]["Channel"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `name_invalid`, `sealed_public_room` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17106,7 +17088,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17115,7 +17097,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17124,7 +17106,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -17133,7 +17124,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -17142,7 +17133,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17151,7 +17142,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17160,7 +17151,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17193,7 +17184,7 @@ export interface operations {
                     "application/json": components["schemas"]["SealingKey"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `signature_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17202,7 +17193,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17211,7 +17202,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17220,7 +17211,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -17229,7 +17229,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -17238,7 +17238,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17247,7 +17247,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17256,7 +17256,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17288,7 +17288,7 @@ export interface operations {
                     "application/json": components["schemas"]["SearchResults"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17297,7 +17297,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17306,7 +17306,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17315,7 +17315,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17324,7 +17324,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17333,7 +17333,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17364,7 +17364,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnmetSearches"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17373,7 +17373,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17382,7 +17382,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17391,7 +17391,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17400,7 +17400,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17409,7 +17409,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17442,7 +17442,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17451,7 +17451,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17460,7 +17460,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17469,7 +17469,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -17478,7 +17478,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17487,7 +17487,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17496,7 +17496,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17529,7 +17529,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17538,7 +17538,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17547,7 +17547,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17556,7 +17556,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -17565,7 +17565,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `authorization_exists`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -17574,7 +17574,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -17583,7 +17583,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -17592,7 +17592,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `pay_to_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -17601,7 +17601,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17610,7 +17610,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17619,7 +17619,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17650,7 +17650,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17659,7 +17659,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17668,7 +17668,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_party`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17677,7 +17677,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `authorization_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -17686,7 +17686,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17695,7 +17695,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17704,7 +17704,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17739,7 +17739,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17748,7 +17748,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17757,7 +17757,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17766,16 +17766,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `authorization_used`, `service_sponsored`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -17784,7 +17775,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
+            /** @description Gone: `authorization_revoked` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -17793,7 +17784,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -17802,7 +17793,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -17811,7 +17802,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `authorization_mismatch`, `budget_per_call_exceeded` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -17820,7 +17811,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17829,7 +17820,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17838,7 +17829,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17869,7 +17860,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17878,7 +17869,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -17887,7 +17878,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -17896,7 +17887,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `authorization_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -17905,16 +17896,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
+            /** @description Gone: `authorization_revoked` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -17923,7 +17905,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17932,7 +17914,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17941,7 +17923,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -17970,7 +17952,7 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -17979,7 +17961,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -17988,7 +17970,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18024,7 +18006,7 @@ export interface operations {
                     "application/json": components["schemas"]["SettlementReceipt"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request`, `token_malformed`, `token_signature_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18033,7 +18015,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18042,7 +18024,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_audience`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18051,16 +18033,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description In flight, or token/order already settled (the original settlement in `facts`) */
+            /** @description Conflict: `idempotency_in_flight`, `order_already_settled`, `relay_stuck`, `token_settled`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -18069,7 +18042,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
+            /** @description Gone: `token_expired`, `token_voided` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -18078,7 +18051,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -18087,7 +18060,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -18096,7 +18069,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Same key, different body; or refused by a rule (`amount_exceeds_token`, `order_mismatch`, …) */
+            /** @description Unprocessable Entity: `amount_exceeds_token`, `idempotency_conflict`, `order_mismatch`, `relay_failed` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -18105,7 +18078,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18114,7 +18087,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18123,7 +18096,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `relay_pending`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18156,7 +18129,7 @@ export interface operations {
                     "application/json": components["schemas"]["BatchAnswers"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18165,7 +18138,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18174,7 +18147,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18183,7 +18156,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -18192,7 +18174,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -18201,7 +18183,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18210,7 +18192,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18219,7 +18201,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18252,7 +18234,7 @@ export interface operations {
                     "application/json": components["schemas"]["StakeLocked"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18261,7 +18243,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18270,7 +18252,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18279,7 +18261,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -18288,7 +18270,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -18297,7 +18279,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -18306,7 +18288,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `budget_per_day_exceeded` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -18315,7 +18297,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18324,7 +18306,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18333,7 +18315,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18366,7 +18348,7 @@ export interface operations {
                     "application/json": components["schemas"]["StakeUnlocking"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18375,7 +18357,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18384,7 +18366,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18393,7 +18375,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -18402,7 +18384,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -18411,7 +18393,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -18420,7 +18402,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `insufficient_funds` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -18429,7 +18411,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18438,7 +18420,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18447,7 +18429,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18476,7 +18458,7 @@ export interface operations {
                     "application/json": components["schemas"]["StakeWithdrawn"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `idempotency_key_required` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18485,7 +18467,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18494,7 +18476,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18503,7 +18485,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `stake_cooldown`, `stake_dispute_open`, `stake_not_unlocked` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -18512,16 +18494,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18530,7 +18503,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18539,7 +18512,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18570,7 +18543,7 @@ export interface operations {
                     "application/json": components["schemas"]["Stake"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18579,7 +18552,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18588,7 +18561,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18597,7 +18570,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -18606,7 +18579,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18615,7 +18588,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18624,7 +18597,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18659,7 +18632,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["SseEvent"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18668,7 +18641,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `stream_not_public`, `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18677,7 +18650,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18686,7 +18659,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18695,7 +18668,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18704,7 +18677,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18736,7 +18709,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18745,7 +18718,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18754,7 +18727,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18763,7 +18736,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18772,7 +18745,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18781,7 +18754,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18810,7 +18783,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `stream_not_public`, `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18819,7 +18792,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18828,7 +18801,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18837,7 +18810,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -18846,7 +18819,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18875,7 +18848,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18884,7 +18857,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18893,7 +18866,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -18902,7 +18875,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -18935,7 +18917,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenIssued"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `amount_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18944,7 +18926,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -18953,7 +18935,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `buyer_not_invited`, `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -18962,7 +18944,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -18971,7 +18953,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -18980,7 +18962,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -18989,7 +18971,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -18998,7 +18980,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict` */
+            /** @description Unprocessable Entity: `budget_per_call_exceeded`, `budget_per_day_exceeded`, `escrow_required`, `idempotency_conflict` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -19007,7 +18989,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19016,7 +18998,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19025,7 +19007,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19058,7 +19040,7 @@ export interface operations {
                     "application/json": components["schemas"]["BatchAnswers"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19067,7 +19049,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19076,7 +19058,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19085,7 +19067,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -19094,7 +19085,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -19103,7 +19094,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19112,7 +19103,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19121,7 +19112,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19154,7 +19145,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenCheck"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19163,7 +19154,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19172,7 +19163,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_audience`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19181,7 +19172,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -19190,7 +19190,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -19199,7 +19199,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19208,7 +19208,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19217,7 +19217,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19248,7 +19248,7 @@ export interface operations {
                     "application/json": components["schemas"]["Voided"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19257,7 +19257,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19266,7 +19266,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `not_permitted`, `not_owner`, `not_party`, `not_audience`, …: the caller may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19275,7 +19275,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `token_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -19284,16 +19284,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description `token_expired`, `token_voided`, `invite_used`, `claim_window_closed`, …: too late */
+            /** @description Gone: `token_voided` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -19302,7 +19293,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19311,7 +19302,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19320,7 +19311,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19349,7 +19340,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookView"][];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19358,7 +19349,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19367,7 +19358,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19376,7 +19367,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19385,7 +19376,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19418,7 +19409,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookView"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `webhook_url_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19427,7 +19418,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19436,7 +19427,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19445,7 +19436,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `too_many_webhooks`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -19454,7 +19445,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -19463,7 +19454,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -19472,7 +19463,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19481,7 +19472,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19490,7 +19481,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19521,7 +19512,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookRemoved"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19530,7 +19521,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19539,7 +19530,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19548,7 +19539,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `webhook_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -19557,7 +19548,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19566,7 +19557,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19575,7 +19566,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19609,7 +19600,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenObject"][];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request`, `page_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19618,7 +19609,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19627,7 +19618,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19636,7 +19627,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `webhook_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -19645,7 +19636,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19654,7 +19645,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19663,7 +19654,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19694,7 +19685,7 @@ export interface operations {
                     "application/json": components["schemas"]["Replayed"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19703,7 +19694,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19712,7 +19703,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19721,7 +19712,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `webhook_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -19730,7 +19721,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19739,7 +19730,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19748,7 +19739,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19779,7 +19770,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookView"];
                 };
             };
-            /** @description `invalid_request` or a field's own code (`idempotency_key_required`, `amount_invalid`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19788,7 +19779,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19797,7 +19788,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19806,7 +19797,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `member_not_found`, `*_not_found`: no such member or document */
+            /** @description Not Found: `webhook_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -19815,7 +19806,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19824,7 +19815,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19833,7 +19824,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19866,7 +19857,7 @@ export interface operations {
                     "application/json": components["schemas"]["X402Settled"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19875,7 +19866,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -19884,7 +19875,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -19893,7 +19884,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description a state conflict (`token_settled`, `contract_state`, …), `idempotency_in_flight` or `write_conflict`; the original is in `facts` where there is one */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -19902,7 +19893,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -19911,7 +19902,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -19920,7 +19911,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19929,7 +19920,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -19938,7 +19929,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -19967,7 +19958,7 @@ export interface operations {
                     "application/json": components["schemas"]["X402Supported"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -19976,7 +19967,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Internal Server Error: `internal` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -20009,7 +20009,7 @@ export interface operations {
                     "application/json": components["schemas"]["X402Verified"];
                 };
             };
-            /** @description `invalid_request` or a field's or header's own code (`amount_invalid`, `idempotency_key_required`, …): the request is malformed */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -20018,7 +20018,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `unauthenticated`: no live credential (or, where a signature authenticates, `proof_invalid`/`request_stale`) */
+            /** @description Unauthorized: `unauthenticated` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -20027,7 +20027,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -20036,7 +20036,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `body_too_large` */
+            /** @description Conflict: `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Payload Too Large: `body_too_large` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -20045,7 +20054,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `invalid_request`: send `Content-Type: application/json` */
+            /** @description Unsupported Media Type: `invalid_request` */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -20054,7 +20063,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `rate_limited` (this credential's or address's requests per second) or a route's own rate (`passport_limit`, …): too many for now; retry after `Retry-After` */
+            /** @description Too Many Requests: `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -20063,7 +20072,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `internal`: the registry hit an internal error */
+            /** @description Internal Server Error: `internal` */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -20072,7 +20081,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description `overloaded` (too many requests in flight) or `store_busy`/`store_unavailable`; retry after `Retry-After` */
+            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -85,14 +85,51 @@ pub fn misfit(method: &str, route: &str, status: u16, body: &Value) -> Option<St
         DOCUMENT.get_or_init(|| serde_json::to_value(api_description()).expect("the description serialises"));
     let operation = document["paths"][route].get(method)?;
     let responses = &operation["responses"];
+    if status >= 400 {
+        record(method, route, status, body);
+    }
     let Some(declared) = responses.get(status.to_string()).or_else(|| responses.get("default")) else {
         return Some(format!("status {status} is not among the statuses its entry declares"));
     };
+    if status >= 400 {
+        if let Some(why) = undeclared_code(declared, status, body) {
+            return Some(why);
+        }
+    }
     let content = declared["content"].as_object();
     let Some(schema) = content.and_then(|content| content.values().find_map(|media| media.get("schema"))) else {
         return Some(format!("its entry declares no body for status {status}"));
     };
     fits(schema, body, "$")
+}
+
+/// Why a problem's code is not one its response lists in `x-codes` ([`crate::refusals`]); the check's own
+/// `contract_misfit` is not listed anywhere and is let through.
+fn undeclared_code(declared: &Value, status: u16, body: &Value) -> Option<String> {
+    let code = body["code"].as_str()?;
+    let listed = declared[crate::refusals::CODES_EXTENSION].as_array();
+    if code == "contract_misfit" || listed.is_some_and(|codes| codes.iter().any(|c| c == code)) {
+        return None;
+    }
+    Some(format!(
+        "code `{code}` is not among the codes its entry lists for status {status} (add it to refusals::ROUTE_CODES)"
+    ))
+}
+
+/// With this set to a file, every problem an answer carries is appended to it as `method route status code`:
+/// for surveying which codes a run's routes answered (`docs/testing.md`).
+pub const RECORD_ENV: &str = "BAZAAR_CONTRACT_RECORD";
+
+fn record(method: &str, route: &str, status: u16, body: &Value) {
+    static RECORD: std::sync::OnceLock<Option<std::sync::Mutex<std::fs::File>>> = std::sync::OnceLock::new();
+    let file = RECORD.get_or_init(|| {
+        let path = std::env::var_os(RECORD_ENV)?;
+        std::fs::OpenOptions::new().create(true).append(true).open(path).ok().map(std::sync::Mutex::new)
+    });
+    let (Some(file), Some(code)) = (file, body["code"].as_str()) else { return };
+    use std::io::Write;
+    let mut file = file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _ = writeln!(file, "{method} {route} {status} {code}");
 }
 
 /// Why `body` does not fit `schema`: a `$ref` must name a contract type, which reads it strictly; an
@@ -199,5 +236,29 @@ mod tests {
         assert_eq!(problem["code"], "contract_misfit");
         let detail = problem["detail"].as_str().unwrap();
         assert!(detail.contains("POST /v1/settlements") && detail.contains("$.surprise"), "{detail}");
+    }
+
+    /// A router behind `checked` whose settle route answers the problem `code` with `status`.
+    async fn refuse_through_check(status: StatusCode, code: &'static str) -> (StatusCode, Value) {
+        use tower::ServiceExt;
+        let answer = move || async move { Problem::new(status, code, "refused") };
+        let router = checked(Router::new().route("/v1/settlements", axum::routing::post(answer)));
+        let request = axum::http::Request::post("/v1/settlements").body(axum::body::Body::empty()).unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), CHECKED_BODY_BYTES_MAX).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_refusal_whose_code_its_entry_does_not_list_is_a_contract_misfit() {
+        let (status, problem) = refuse_through_check(StatusCode::GONE, "token_expired").await;
+        assert_eq!((status, problem["code"].as_str()), (StatusCode::GONE, Some("token_expired")));
+        // A conversation plane's code, under a status settle does answer: not one settle lists.
+        let (status, problem) = refuse_through_check(StatusCode::CONFLICT, "channel_full").await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(problem["code"], "contract_misfit");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("`channel_full` is not among the codes") && detail.contains("409"), "{detail}");
     }
 }

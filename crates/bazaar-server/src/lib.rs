@@ -164,6 +164,7 @@ pub mod pay;
 pub mod people;
 pub mod plane;
 pub mod problem;
+pub mod refusals;
 pub mod registry;
 pub mod relay;
 pub mod relying_party;

@@ -455,30 +455,60 @@ impl Drop for Listening {
     }
 }
 
-/// The HTTP status of each of the store's refusals; the code is the store's own.
+/// The HTTP status of each of the conversation store's refusal codes (`ConversationError::code`).
+pub const CONVERSATION_CODES: &[(&str, StatusCode)] = &[
+    ("channel_not_found", StatusCode::NOT_FOUND),
+    ("reply_not_found", StatusCode::NOT_FOUND),
+    ("webhook_not_found", StatusCode::NOT_FOUND),
+    ("delivery_not_found", StatusCode::NOT_FOUND),
+    ("message_not_found", StatusCode::NOT_FOUND),
+    ("member_not_in_channel", StatusCode::NOT_FOUND),
+    ("not_member", StatusCode::FORBIDDEN),
+    ("not_owner", StatusCode::FORBIDDEN),
+    ("private_room", StatusCode::FORBIDDEN),
+    ("not_author", StatusCode::FORBIDDEN),
+    ("already_member", StatusCode::CONFLICT),
+    ("direct_message", StatusCode::CONFLICT),
+    ("channel_full", StatusCode::CONFLICT),
+    ("too_many_webhooks", StatusCode::CONFLICT),
+    ("last_owner", StatusCode::CONFLICT),
+    ("message_deleted", StatusCode::CONFLICT),
+    ("passkey_exists", StatusCode::CONFLICT),
+    ("too_many_passkeys", StatusCode::CONFLICT),
+    ("sealed_required", StatusCode::CONFLICT),
+    ("not_sealed", StatusCode::CONFLICT),
+    ("sealed_recipients", StatusCode::CONFLICT),
+    ("sealing_key_required", StatusCode::CONFLICT),
+    ("idempotency_conflict", StatusCode::UNPROCESSABLE_ENTITY),
+    ("etiquette_limit", StatusCode::TOO_MANY_REQUESTS),
+    ("unavailable", StatusCode::SERVICE_UNAVAILABLE),
+    ("dm_with_self", StatusCode::BAD_REQUEST),
+    ("name_invalid", StatusCode::BAD_REQUEST),
+    ("body_empty", StatusCode::BAD_REQUEST),
+    ("body_too_long", StatusCode::BAD_REQUEST),
+    ("too_many_mentions", StatusCode::BAD_REQUEST),
+    ("seq_out_of_range", StatusCode::BAD_REQUEST),
+    ("page_invalid", StatusCode::BAD_REQUEST),
+    ("remove_self", StatusCode::BAD_REQUEST),
+    ("target_invalid", StatusCode::BAD_REQUEST),
+    ("reaction_invalid", StatusCode::BAD_REQUEST),
+    ("webhook_url_invalid", StatusCode::BAD_REQUEST),
+    ("sealed_invalid", StatusCode::BAD_REQUEST),
+    ("sealed_public_room", StatusCode::BAD_REQUEST),
+    ("signature_required", StatusCode::BAD_REQUEST),
+    ("signature_invalid", StatusCode::BAD_REQUEST),
+    ("refs_invalid", StatusCode::BAD_REQUEST),
+    ("body_name_invalid", StatusCode::BAD_REQUEST),
+];
+
+/// The problem a conversation store's refusal is answered with: its own code, at the status
+/// [`CONVERSATION_CODES`] gives it.
 pub fn problem(error: ConversationError) -> Problem {
     use ConversationError as E;
-    let status = match &error {
-        E::ChannelNotFound(_) | E::ReplyNotFound { .. } => StatusCode::NOT_FOUND,
-        E::NotMember { .. } | E::NotOwner(_) | E::PrivateRoom(_) => StatusCode::FORBIDDEN,
-        E::AlreadyMember { .. } | E::DirectMessage(_) | E::ChannelFull(_) | E::TooManyWebhooks { .. } => {
-            StatusCode::CONFLICT
-        }
-        E::WebhookNotFound(_) | E::DeliveryNotFound(_) | E::MessageNotFound { .. } | E::NotInChannel { .. } => {
-            StatusCode::NOT_FOUND
-        }
-        E::NotAuthor { .. } => StatusCode::FORBIDDEN,
-        E::LastOwner(_) | E::MessageDeleted { .. } | E::PasskeyExists | E::TooManyPasskeys { .. } => {
-            StatusCode::CONFLICT
-        }
-        E::SealedRequired(_) | E::NotSealed(_) | E::SealedRecipients(_) | E::SealingKeyRequired(_) => {
-            StatusCode::CONFLICT
-        }
-        E::IdempotencyConflict => StatusCode::UNPROCESSABLE_ENTITY,
-        E::EtiquetteLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
-        E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::BAD_REQUEST,
-    };
+    let code = error.code();
+    let status = CONVERSATION_CODES.iter().find(|(known, _)| *known == code).map(|(_, status)| *status);
+    debug_assert!(status.is_some(), "the conversation code {code} is not in CONVERSATION_CODES");
+    let status = status.unwrap_or(StatusCode::BAD_REQUEST);
     if let E::Unavailable(detail) = &error {
         tracing::warn!(%detail, "conversation store unavailable");
         let problem = Problem::retry_later(

@@ -145,31 +145,12 @@ fn capabilities() -> OpenApiRouter<Arc<AppState>> {
         .merge(tagged("jobs", crate::relay::jobs::routes()))
 }
 
-/// Tags every operation of `router` with its capability, and states for each
-/// operation with parameters the `400` a malformed parameter gets (every
-/// path, query and header parameter is parsed, so any can be refused), and
-/// for each one behind a credential the `403` the credential itself can get,
-/// and for every one the edge's `429` and `503`.
+/// Tags every operation of `router` with its capability. Its error responses are written afterwards, from
+/// the codes it can answer ([`crate::refusals::declare`]).
 fn tagged(tag: &str, mut router: OpenApiRouter<Arc<AppState>>) -> OpenApiRouter<Arc<AppState>> {
     for item in router.get_openapi_mut().paths.paths.values_mut() {
-        let shared_parameters = item.parameters.as_ref().is_some_and(|p| !p.is_empty());
         for operation in operations(item) {
             operation.tags = Some(vec![tag.to_string()]);
-            let has_parameters = shared_parameters || operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
-            use utoipa::IntoResponses;
-            if has_parameters && !operation.responses.responses.contains_key("400") {
-                operation.responses.responses.extend(errors::Invalid::responses());
-            }
-            // The edge's rate limits and admission control answer any route.
-            for (status, set) in [("429", errors::TooMany::responses()), ("503", errors::Overloaded::responses())] {
-                if !operation.responses.responses.contains_key(status) {
-                    operation.responses.responses.extend(set);
-                }
-            }
-            let secured = operation.security.as_ref().is_some_and(|s| !s.is_empty());
-            if secured && !operation.responses.responses.contains_key("403") {
-                operation.responses.responses.extend(errors::CredentialRefused::responses());
-            }
         }
     }
     router
@@ -183,7 +164,11 @@ fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
 /// The API description, built once from the same routers that serve.
 pub fn api_description() -> &'static utoipa::openapi::OpenApi {
     static DESCRIPTION: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    DESCRIPTION.get_or_init(|| capabilities().split_for_parts().1)
+    DESCRIPTION.get_or_init(|| {
+        let mut description = capabilities().split_for_parts().1;
+        crate::refusals::declare(&mut description);
+        description
+    })
 }
 
 /// This API's OpenAPI 3.1 description.
