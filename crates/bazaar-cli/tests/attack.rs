@@ -12,6 +12,7 @@ mod common;
 
 use bazaar_cli::attack::{ensure_all_held, run, CATALOGUE};
 use bazaar_cli::story::{embedded_registry_with, LocalRegistry};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_core::dispute::Windows;
 
@@ -235,7 +236,7 @@ async fn fifty_presses_leave_fifty_refusal_records_and_nothing_else() {
 
     assert_eq!(head(&local).await, head_before + PRESSES as u64, "the ledger grew by one event a press");
     assert_eq!(common::count_events(&operator, "refusal.recorded").await, refusals_before + PRESSES);
-    let page = operator.events(head_before, PRESSES).await.unwrap();
+    let page = wire_json(&operator.events(head_before, PRESSES).await.unwrap());
     let events = page["events"].as_array().unwrap();
     assert_eq!(events.len(), PRESSES);
     for (press, event) in events.iter().enumerate() {

@@ -178,7 +178,7 @@ async fn a_model_asking_for_a_tool_that_does_not_exist_stops_cleanly() {
     let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     let (url, seen) = fixture_model("rogue", 0).await;
     attach(&local, Some(ModelConfig { url, model: "rogue".into(), key: None }));
-    let before = operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len();
+    let before = wire_json(&operator.events(0, 500).await.unwrap())["events"].as_array().unwrap().len();
     let (status, run) = post(&local, "/v1/chamber/runs/agent", Some("op"), json!({})).await;
     assert_eq!(status, 200, "{run}");
     let agent = &run["agent"];
@@ -191,7 +191,7 @@ async fn a_model_asking_for_a_tool_that_does_not_exist_stops_cleanly() {
     assert!(error.contains("does not exist") && error.contains("pay_the_makers_now"), "{error}");
     assert_eq!(seen.lock().unwrap().requests.len(), 1, "the run stops at once");
     assert!(seen.lock().unwrap().bearer.is_none(), "no key configured, none sent");
-    let events = operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().clone();
+    let events = wire_json(&operator.events(0, 500).await.unwrap())["events"].as_array().unwrap().clone();
     let new_kinds: Vec<&str> = events[before..].iter().map(|e| e["kind"].as_str().unwrap()).collect();
     let asked = ["rfq.opened", "rfq.offer", "order.created"];
     assert!(!new_kinds.iter().any(|k| asked.contains(k)), "nothing asked or ordered: {new_kinds:?}");

@@ -432,7 +432,7 @@ async fn each_acknowledged_once(
     let operator = Client::new(node.url(), Some(OPERATOR.into()));
     let (mut per_order, mut after): (HashMap<String, usize>, u64) = (HashMap::new(), 0);
     loop {
-        let page = operator.events(after, 500).await.unwrap();
+        let page = wire_json(&operator.events(after, 500).await.unwrap());
         let list = page["events"].as_array().unwrap().clone();
         let Some(last) = list.last() else { break };
         for event in list.iter().filter(|e| e["kind"] == "settlement.posted") {
@@ -714,7 +714,7 @@ async fn with_no_sequencer_a_write_waits_then_is_refused_and_runs_once_later() {
     assert!(again.headers().contains_key("idempotent-replayed"), "a resend replays it");
     let (holder, _) = sequencer(&sql).await;
     assert!(holder.starts_with("node-"), "a node leads again: {holder}");
-    let events = Client::new(nodes[2].url(), Some(OPERATOR.into())).events(0, 500).await.unwrap();
+    let events = wire_json(&Client::new(nodes[2].url(), Some(OPERATOR.into())).events(0, 500).await.unwrap());
     let mints = events["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "transfer.minted").count();
     assert_eq!(mints, 1, "the mint ran once");
     stop_and_audit(&mut nodes, 1);

@@ -115,7 +115,7 @@ async fn crash_run(store_args: Vec<String>) {
         assert_eq!(verified["settlement"]["settlement_id"].as_str(), Some(settlement.as_str()), "{order}");
     }
     // No order was charged twice: the buyer paid exactly once per settled order.
-    let events = operator.events(0, 500).await.unwrap();
+    let events = bazaar_cli::wire_json(&operator.events(0, 500).await.unwrap());
     let mut settled = 0u64;
     let mut after = 0;
     let mut page = events;
@@ -126,7 +126,7 @@ async fn crash_run(store_args: Vec<String>) {
         }
         settled += list.iter().filter(|e| e["kind"] == "settlement.posted").count() as u64;
         after = list.last().unwrap()["seq"].as_u64().unwrap();
-        page = operator.events(after, 500).await.unwrap();
+        page = bazaar_cli::wire_json(&operator.events(after, 500).await.unwrap());
     }
     assert!(after > 0);
     assert!(settled >= acknowledged.len() as u64);

@@ -113,6 +113,6 @@ async fn a_purchase_above_the_threshold_opens_a_contract() {
     let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!((printed["status"].as_u64(), printed["code"].as_str()), (Some(409), Some("reclaim_too_early")));
     assert!(printed["facts"]["reclaimable_at_ms"].as_i64().unwrap() > printed["facts"]["now_ms"].as_i64().unwrap());
-    assert_eq!(buyer.contract(id).await.unwrap()["held_minor"], price, "nothing moved");
+    assert_eq!(wire_json(&buyer.contract(id).await.unwrap())["held_minor"], price, "nothing moved");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -211,7 +211,7 @@ where
 async fn settled_orders(operator: &Client) -> Vec<String> {
     let (mut orders, mut after) = (Vec::new(), 0);
     loop {
-        let page = retry("events", || operator.events(after, 500)).await;
+        let page = wire_json(&retry("events", || operator.events(after, 500)).await);
         let list = page["events"].as_array().unwrap().clone();
         let Some(last) = list.last() else { return orders };
         for event in list.iter().filter(|e| e["kind"] == "settlement.posted") {
@@ -288,12 +288,12 @@ async fn cross_registry_pay_with_retries_is_exactly_once() {
 
     // A rotates its key: B learns the longer history from A's card on the first
     // signature it cannot check, and the next payment settles as before.
-    let rotated = w.a.operator.rotate_key().await.unwrap();
+    let rotated = wire_json(&w.a.operator.rotate_key().await.unwrap());
     let order = "after-rotation";
     let token = cross_token(&w, order).await.unwrap();
     let settled = w.merchant.settle(&token, PRICE, order, None).await.unwrap().body;
     assert_eq!(settled["amount_minor"], PRICE, "{settled}");
-    let peers = w.b.operator.peers().await.unwrap();
+    let peers = wire_json(&w.b.operator.peers().await.unwrap());
     let keys = peers["peers"][0]["keys"].as_array().unwrap();
     assert_eq!(keys.len(), 2, "B refreshed A's key history");
     assert_eq!(keys[1]["did"], rotated["entry"]["did"]);
@@ -492,7 +492,7 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     w.merchant.contract_act(&contract, "accept").await.unwrap();
     w.merchant.deliver(&contract, 0, b"menu.txt").await.unwrap();
     guest.release(&contract, 0, None).await.unwrap();
-    let shown = guest.contract(&contract).await.unwrap();
+    let shown = wire_json(&guest.contract(&contract).await.unwrap());
     assert_eq!(shown["state"], "completed", "{shown}");
     assert_eq!(balance(&guest).await, (funded - MILESTONE) as i64);
     assert_eq!(balance(&w.merchant).await, (MILESTONE - MILESTONE / 100) as i64, "net of B's 1 % protocol fee");

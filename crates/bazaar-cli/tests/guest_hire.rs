@@ -6,6 +6,7 @@
 
 mod common;
 
+use bazaar_cli::wire_json;
 use common::{available, event_json, refused};
 
 fn code_of<T: std::fmt::Debug>(result: Result<T, SdkError>) -> String {
@@ -151,7 +152,7 @@ async fn an_escrowed_hire_disputed_through_four_phases_refunds(local: &LocalRegi
     let hire = c.hirer.agree_hire(&c.specialist_id, &t, PRICE, &c.specialist_id, &signature, true).await.unwrap().body;
     let contract = hire["contract"].as_str().expect("an escrowed contract").to_string();
     assert_eq!(available(&c.hirer).await, before - PRICE, "held at agreement");
-    let held = c.specialist.contract(&contract).await.unwrap();
+    let held = wire_json(&c.specialist.contract(&contract).await.unwrap());
     assert_eq!((held["arbiter"].as_str(), held["total"].as_u64()), (Some("did:bazaar:dispute-desk"), Some(PRICE)));
     c.specialist.contract_act(&contract, "accept").await.unwrap();
     c.specialist.deliver(&contract, 0, b"a bad result").await.unwrap();
@@ -169,7 +170,7 @@ async fn an_escrowed_hire_disputed_through_four_phases_refunds(local: &LocalRegi
     desk.rule(&dispute, "refund_full", PRICE, 0, "the script delivered is not the one agreed").await.unwrap();
     local.clock.advance_s(DISPUTE_APPEAL_S + 60);
     bazaar_server::sweep_once(&local.state).await.unwrap();
-    let record = c.hirer.dispute(&dispute).await.unwrap();
+    let record = wire_json(&c.hirer.dispute(&dispute).await.unwrap());
     let phases: Vec<&str> = record["timeline"].as_array().unwrap().iter().filter_map(|s| s["phase"].as_str()).collect();
     assert_eq!(phases, ["filed", "evidence", "ruling", "appealable", "executed"], "{record}");
     assert_eq!(available(&c.hirer).await, before, "refunded in full");

@@ -10,6 +10,7 @@
 mod common;
 
 use bazaar_cli::story::enroll_pair;
+use bazaar_cli::wire_json;
 use serde_json::{json, Value};
 
 const CALLS: u64 = 3;
@@ -28,7 +29,7 @@ async fn the_ledger_page_verifies_the_chain_in_the_browser_and_catches_a_tampere
         let token = buyer.issue_token("ledger-shop", PRICE, &order, "https://shop/ledger").await.unwrap();
         merchant.settle(token.body["token"].as_str().unwrap(), PRICE, &order, None).await.unwrap();
     }
-    let head = operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len();
+    let head = wire_json(&operator.events(0, 500).await.unwrap())["events"].as_array().unwrap().len();
 
     let args = vec![local.url.clone(), "op".into(), common::screenshot_dir().display().to_string()];
     let (report, exited_ok) = common::browser_driver("ledger", args).await;

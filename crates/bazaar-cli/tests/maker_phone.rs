@@ -10,6 +10,7 @@
 mod common;
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair, LocalRegistry};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::Client;
 use common::{available, refused};
@@ -31,7 +32,7 @@ async fn one_order(dir: &std::path::Path) -> (LocalRegistry, Client, Client, Cli
     let listing = json!({"sku": "cc", "title": "Hand-embroidered cushion cover (funda de cojín)", "tags": ["cushion"],
         "list_price_minor": 3_000, "floor_minor": 2_000, "max_discount_bps": 2_000, "capacity_per_day": 4,
         "capacity_max": 20, "language": "es"});
-    let listed = maker.put_listing(listing).await.unwrap();
+    let listed = wire_json(&maker.put_listing(listing).await.unwrap());
     let (hotel, buyer) = enroll_pair(&operator, "mp-hotel", "mp-buyer").await.unwrap();
     let funding = common::Funding { mint: (50_000, "m"), fund: (50_000, "f"), budget: [50_000; 3] };
     common::fund_agent(&operator, &hotel, "mp-buyer", funding).await;
@@ -58,7 +59,7 @@ async fn assert_proved_by_owner(local: &LocalRegistry, owner: &Client, order: &s
     let stored = owner.call(Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
     assert_eq!(stored["lines"][0]["state"], "paid", "{stored}");
     assert_eq!(stored["lines"][0]["proof"]["proved_by"], owner_id.as_str(), "recorded as sent by her owner: {stored}");
-    let events = local.operator().events(0, 500).await.unwrap();
+    let events = wire_json(&local.operator().events(0, 500).await.unwrap());
     let paid: Vec<&Value> =
         events["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "order.share_paid").collect();
     assert_eq!(paid.len(), 1, "paid once");
@@ -81,7 +82,8 @@ async fn a_makers_owner_proves_her_share_on_its_behalf_and_nobody_else_can() {
     let (code, _) = refused(stranger.prove_shipment(&order, 0, "TRK-X", "image/png", b"not hers".to_vec()).await);
     assert_eq!(code, "not_party", "another maker's owner may not prove this share");
     let before = available(&maker).await;
-    let paid = owner.prove_shipment(&order, 0, "TRK-1", "image/png", b"courier receipt".to_vec()).await.unwrap();
+    let paid =
+        wire_json(&owner.prove_shipment(&order, 0, "TRK-1", "image/png", b"courier receipt".to_vec()).await.unwrap());
     let net = paid["payment"]["net_minor"].as_u64().unwrap();
     assert!(net > 0 && net < UNITS * PRICE, "paid net of the fee: {paid}");
     assert_eq!(available(&maker).await, before + net, "the agent is paid on its owner's proof");

@@ -18,9 +18,8 @@ fn listing(sku: &str, title: &str, tags: &[&str], language: &str) -> Value {
         "capacity_per_day": 2, "capacity_max": 20, "lead_time_days": 3, "notice_days": 7, "language": language})
 }
 
-fn skus(found: &Value) -> Vec<String> {
-    let mut skus: Vec<String> =
-        found["listings"].as_array().unwrap().iter().map(|l| l["sku"].as_str().unwrap().to_string()).collect();
+fn skus(found: &bazaar_sdk::wire::market::SearchResults) -> Vec<String> {
+    let mut skus: Vec<String> = found.listings.iter().map(|listing| listing.sku.clone()).collect();
     skus.sort();
     skus
 }
@@ -33,13 +32,14 @@ async fn sellers_list_members_search_and_unmet_demand_is_counted() {
     let (_, lucia) = enroll_pair(&operator, "lucia-owner", "lucia").await.unwrap();
     let (_, buyer) = enroll_pair(&operator, "shop-owner", "shopper").await.unwrap();
 
-    let listed =
-        amara.put_listing(listing("cc-1", "Hand-embroidered cushion cover", &["cushion"], "hi")).await.unwrap();
+    let listed = wire_json(
+        &amara.put_listing(listing("cc-1", "Hand-embroidered cushion cover", &["cushion"], "hi")).await.unwrap(),
+    );
     assert_eq!(listed["lowest_price_minor"], 2560, "max(floor 2400, 3200 less 20 %)");
     assert_eq!(listed["language"], "hi");
     lucia.put_listing(listing("tr-1", "Embroidered table runner", &["table"], "es-MX")).await.unwrap();
     let id = listed["id"].as_str().unwrap();
-    assert_eq!(buyer.listing(id).await.unwrap()["sku"], "cc-1");
+    assert_eq!(wire_json(&buyer.listing(id).await.unwrap())["sku"], "cc-1");
 
     let bad = lucia
         .put_listing(json!({"sku": "x", "title": "Floor above list", "list_price_minor": 100,
@@ -60,7 +60,7 @@ async fn sellers_list_members_search_and_unmet_demand_is_counted() {
         assert!(skus(&buyer.search("lampshades").await.unwrap()).is_empty());
     }
     assert!(skus(&buyer.search("quilt").await.unwrap()).is_empty());
-    let unmet = buyer.unmet_searches().await.unwrap();
+    let unmet = wire_json(&buyer.unmet_searches().await.unwrap());
     assert_eq!(unmet["unmet"][0]["query"], "lampshade");
     assert_eq!(unmet["unmet"][0]["count"], 3);
     assert_eq!(unmet["unmet"][1]["query"], "quilt");
@@ -69,7 +69,7 @@ async fn sellers_list_members_search_and_unmet_demand_is_counted() {
     // Relisting the SKU changes its terms and words; a maker now offers lampshades.
     amara.put_listing(listing("cc-1", "Hand-embroidered lampshade", &["lamp"], "hi")).await.unwrap();
     assert_eq!(skus(&buyer.search("lampshade").await.unwrap()), ["cc-1"]);
-    let unmet = buyer.unmet_searches().await.unwrap();
+    let unmet = wire_json(&buyer.unmet_searches().await.unwrap());
     assert_eq!(unmet["unmet"][0]["query"], "quilt", "met now");
     let empty = buyer.search("!!!").await.unwrap_err();
     assert_eq!(empty.code(), Some("invalid_request"));
@@ -100,7 +100,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         ("chloe", maker_listing("cc", 2_900, 2_000, 3, 30, 45, "fr")),
     ] {
         let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
-        let listed = maker.put_listing(listing).await.unwrap();
+        let listed = wire_json(&maker.put_listing(listing).await.unwrap());
         makers.push((maker, listed["id"].as_str().unwrap().to_string()));
     }
     let (hotel, buyer) = enroll_pair(&operator, "hotel-owner", "hotel-buyer").await.unwrap();
@@ -249,7 +249,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         let (maker, order_id, receipt) = (makers[n].0.clone(), order_id.clone(), receipt.clone());
         async move {
             match maker.prove_shipment(&order_id, share, tracking, "image/png", receipt).await {
-                Ok(body) => (200, body),
+                Ok(body) => (200, wire_json(&body)),
                 Err(error) => (error.status().unwrap(), problem(error).body),
             }
         }
@@ -336,7 +336,8 @@ async fn the_cushion_cover_story_on_postgres() {
     assert!(report.order["total"].as_u64().unwrap() > bazaar_types::limits::ESCROW_THRESHOLD_MINOR);
     let operator = bazaar_sdk::Client::new(&local.url, Some(local.operator_credential.clone()));
     for line in report.order["lines"].as_array().unwrap() {
-        let contract = operator.contract(line["contract"].as_str().expect("an escrowed share")).await.unwrap();
+        let contract =
+            wire_json(&operator.contract(line["contract"].as_str().expect("an escrowed share")).await.unwrap());
         assert_eq!(contract["state"], "completed", "{contract}");
         assert_eq!(contract["milestones"][0]["state"], "released");
         assert_eq!(contract["milestones"][0]["evidence_sha256"], line["proof"]["receipt_sha256"]);
@@ -362,7 +363,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     let mut makers = Vec::new();
     for name in ["oe-amara", "oe-lucia", "oe-noor"] {
         let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
-        let listed = maker.put_listing(maker_listing("cc", 3_000, 2_000, 2, 20, 1, "en")).await.unwrap();
+        let listed = wire_json(&maker.put_listing(maker_listing("cc", 3_000, 2_000, 2, 20, 1, "en")).await.unwrap());
         let did = maker.me().await.unwrap().member.id;
         makers.push((maker, listed["id"].as_str().unwrap().to_string(), did));
     }
@@ -391,12 +392,12 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
         makers.iter().find(|(_, _, did)| did == seller).unwrap().0.clone()
     };
     let first = maker_of(0);
-    let held = buyer.contract(&contract_of(0)).await.unwrap();
+    let held = wire_json(&buyer.contract(&contract_of(0)).await.unwrap());
     assert_eq!((held["state"].as_str(), held["held_minor"].as_u64()), (Some("accepted"), Some(5_000)));
 
     // Share 0 is proved and paid: its milestone is released, and the buyer may still dispute it.
     first.prove_shipment(&order_id, 0, "TRK0", "image/png", b"receipt zero".to_vec()).await.unwrap();
-    let released = buyer.contract(&contract_of(0)).await.unwrap();
+    let released = wire_json(&buyer.contract(&contract_of(0)).await.unwrap());
     assert_eq!(released["milestones"][0]["state"], "released");
     let subject = json!({"type": "milestone", "contract": contract_of(0), "index": 0});
     let filed = buyer.file_dispute(subject, "not_as_described", 5_000, "wrong colour").await.unwrap();
@@ -408,7 +409,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
         .unwrap()
         .body;
     assert_eq!(cancelled["released_minor"], 5_000);
-    let voided = buyer.contract(&contract_of(1)).await.unwrap();
+    let voided = wire_json(&buyer.contract(&contract_of(1)).await.unwrap());
     assert_eq!(
         (voided["state"].as_str(), voided["milestones"][0]["state"].as_str()),
         (Some("cancelled"), Some("voided"))
@@ -421,7 +422,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     assert_eq!(proof.unwrap_err().code(), Some("milestone_state"), "not paid past its dispute");
     let cancel = buyer.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/2/cancel"), None, None).await;
     assert_eq!(cancel.unwrap_err().code(), Some("milestone_state"), "not voided past its dispute");
-    let disputed = buyer.contract(&contract_of(2)).await.unwrap();
+    let disputed = wire_json(&buyer.contract(&contract_of(2)).await.unwrap());
     assert_eq!(
         (disputed["milestones"][0]["state"].as_str(), disputed["held_minor"].as_u64()),
         (Some("disputed"), Some(5_000)),

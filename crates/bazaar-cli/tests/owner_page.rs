@@ -7,6 +7,7 @@
 mod common;
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -30,7 +31,7 @@ async fn an_owner_sees_its_agents_approves_here_and_follows_its_disputes() {
     let listing = json!({"sku": "cc", "title": "Hand-embroidered cushion cover", "tags": ["cushion"],
         "list_price_minor": 3_000, "floor_minor": 2_000, "max_discount_bps": 2_000, "capacity_per_day": 4,
         "capacity_max": 20, "language": "en"});
-    let listed = maker.put_listing(listing).await.unwrap();
+    let listed = wire_json(&maker.put_listing(listing).await.unwrap());
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 10 * 86_400_000;
     let ask = json!({"item": "cushion covers", "quantity": 2, "max_unit_price_minor": 3_000, "deadline_ms": deadline});
     let rfq = buyer.call(Method::POST, "/v1/rfqs", Some(ask), Some("ow-rfq")).await.unwrap().body;

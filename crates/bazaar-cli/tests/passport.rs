@@ -7,6 +7,7 @@
 mod common;
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair, enroll_pair_with_key, peer_registry, LocalRegistry};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::generate_key;
 use serde_json::{json, Value};
@@ -40,18 +41,18 @@ async fn passports_verify_survive_rotation_and_are_audited() {
         shop.settle(token.body["token"].as_str().unwrap(), 1_000, &order, None).await.unwrap();
     }
 
-    let reputation = operator.reputation("pp-shop").await.unwrap();
+    let reputation = wire_json(&operator.reputation("pp-shop").await.unwrap());
     assert_eq!(reputation["local"]["settledCount"], 3);
     assert_eq!(reputation["local"]["weightedSuccessPpm"], 1_000_000, "one buyer owner, one week: counted once");
     let passport = shop.passport(None).await.unwrap();
     assert_eq!(passport["type"], json!(["VerifiableCredential", "TrustPassport"]));
     assert_eq!(passport["credentialSubject"]["settledCount"], 3);
     assert_eq!(passport["proof"]["cryptosuite"], "eddsa-jcs-2022");
-    let online = operator.verify_passport(&passport).await.unwrap();
+    let online = wire_json(&operator.verify_passport(&passport).await.unwrap());
     assert_eq!((online["valid"].clone(), online["local"].clone()), (json!(true), json!(true)));
 
     // Offline: with and without the key history; a changed number fails.
-    let keys = operator.key_history().await.unwrap();
+    let keys = wire_json(&operator.key_history().await.unwrap());
     let (code, verdict) = verify_offline(&passport, Some(&keys), &dir);
     assert_eq!((code, verdict["valid"].clone()), (0, json!(true)), "{verdict}");
     let mut tampered = passport.clone();
@@ -62,8 +63,8 @@ async fn passports_verify_survive_rotation_and_are_audited() {
     assert_eq!(refused.code(), Some("passport_proof_invalid"));
 
     // Rotation: a new key signs from now on; the old passport still verifies through the history.
-    let rotated = operator.rotate_key().await.unwrap();
-    let history = operator.key_history().await.unwrap();
+    let rotated = wire_json(&operator.rotate_key().await.unwrap());
+    let history = wire_json(&operator.key_history().await.unwrap());
     assert_eq!(history["keys"].as_array().unwrap().len(), 2);
     assert!(history["keys"][0]["until_ms"].is_i64(), "the old key's period closed");
     assert_eq!(history["keys"][1]["did"], rotated["entry"]["did"]);
@@ -72,12 +73,16 @@ async fn passports_verify_survive_rotation_and_are_audited() {
         &serde_json::from_value::<Vec<_>>(history["keys"].clone()).unwrap()
     )
     .is_ok());
-    assert_eq!(operator.verify_passport(&passport).await.unwrap()["valid"], true, "old passport after rotation");
+    assert_eq!(
+        wire_json(&operator.verify_passport(&passport).await.unwrap())["valid"],
+        true,
+        "old passport after rotation"
+    );
     let (code, _) = verify_offline(&passport, Some(&history), &dir);
     assert_eq!(code, 0, "old passport verifies offline with the new history");
     let fresh = shop.passport(None).await.unwrap();
     assert_eq!(fresh["issuer"], rotated["entry"]["did"], "new passports are signed by the new key");
-    assert_eq!(operator.verify_passport(&fresh).await.unwrap()["valid"], true);
+    assert_eq!(wire_json(&operator.verify_passport(&fresh).await.unwrap())["valid"], true);
     let card = operator.well_known().await.unwrap();
     assert_eq!(card["did"], history["registry"], "the registry's identity survives rotation");
     assert!(bazaar_core::vc::verify_eddsa_jcs_2022(&card).is_ok(), "the card is signed by the current key");
@@ -167,7 +172,7 @@ async fn imported_passports_count_at_the_peer_weight_shown_apart() {
     assert_eq!(at_b.code(), Some("invalid_request"), "a registry's own passports need no import");
 
     anyone.import_passport_at(&passport, &seller_key, &did_a, now()).await.unwrap();
-    let shown = op_a.reputation(&seller_did).await.unwrap();
+    let shown = wire_json(&op_a.reputation(&seller_did).await.unwrap());
     assert_eq!(shown["local"]["settledCount"], 0, "nothing local at A");
     assert_eq!(shown["imported"][0]["registry"], did_b.as_str());
     assert_eq!(shown["imported"][0]["weightBps"], 2_500);
@@ -179,7 +184,7 @@ async fn imported_passports_count_at_the_peer_weight_shown_apart() {
     a.clock.advance_s(bazaar_types::limits::PASSPORT_VALIDITY_S + 1);
     let late = anyone.import_passport_at(&passport, &seller_key, &did_a, now()).await.unwrap_err();
     assert_eq!(late.code(), Some("passport_expired"));
-    let shown = op_a.reputation(&seller_did).await.unwrap();
+    let shown = wire_json(&op_a.reputation(&seller_did).await.unwrap());
     assert_eq!(shown["imported"].as_array().unwrap().len(), 0);
     assert_eq!(shown["combined"]["weightedSuccessPpm"], 0);
     std::fs::remove_dir_all(&dir).ok();

@@ -545,7 +545,7 @@ async fn every_sdk_passes_the_scenario_against_bazaar_serve_on_postgres() {
 async fn settlements_of(operator: &Client, prefix: &str) -> (usize, usize) {
     let (mut after, mut total, mut orders) = (0u64, 0usize, HashSet::new());
     loop {
-        let page = operator.events(after, 500).await.unwrap();
+        let page = wire_json(&operator.events(after, 500).await.unwrap());
         let events = page["events"].as_array().unwrap().clone();
         for event in &events {
             let order = event["body"]["order_id"].as_str().unwrap_or_default();

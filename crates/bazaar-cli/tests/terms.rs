@@ -8,6 +8,7 @@
 mod common;
 
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
+use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::Client;
 use common::{available, refused};
@@ -124,7 +125,7 @@ async fn storefront_shares_follow_each_makers_terms() {
     let mut makers = Vec::new();
     for name in ["to-amara", "to-lucia"] {
         let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
-        let listed = maker.put_listing(maker_listing()).await.unwrap();
+        let listed = wire_json(&maker.put_listing(maker_listing()).await.unwrap());
         makers.push((maker, listed["id"].as_str().unwrap().to_string(), name));
     }
     let mut buyers = Vec::new();

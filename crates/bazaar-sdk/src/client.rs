@@ -334,8 +334,8 @@ impl Client {
         self.post_as(&format!("/v1/tokens/{jti}/void"), json!(null), None).await
     }
 
-    pub async fn events(&self, after: u64, limit: usize) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/events?after={after}&limit={limit}")).await
+    pub async fn events(&self, after: u64, limit: usize) -> Result<wire::pay::EventPage, SdkError> {
+        self.get_as(&format!("/v1/events?after={after}&limit={limit}")).await
     }
 
     /// Buyer: get (or re-get) the order's token and call a paid URL with it,
@@ -460,8 +460,8 @@ impl Client {
 /// Reputation, passports, the registry's keys and federation.
 impl Client {
     /// Public: a DID's or handle's figures, stake, imports and combined score.
-    pub async fn reputation(&self, who: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/reputation/{who}")).await
+    pub async fn reputation(&self, who: &str) -> Result<wire::federation::Reputation, SdkError> {
+        self.get_as(&format!("/v1/reputation/{who}")).await
     }
 
     /// A signed TrustPassport for the caller, or for `subject` (an agent the caller owns).
@@ -474,8 +474,8 @@ impl Client {
     }
 
     /// Public: asks the registry to check a passport (its own or a recognised peer's).
-    pub async fn verify_passport(&self, passport: &Value) -> Result<Value, SdkError> {
-        self.post("/v1/passports/verify", json!({"passport": passport}), None).await
+    pub async fn verify_passport(&self, passport: &Value) -> Result<wire::federation::PassportValid, SdkError> {
+        self.post_as("/v1/passports/verify", json!({"passport": passport}), None).await
     }
 
     /// Presents a peer registry's passport here, signed by its subject's key.
@@ -485,7 +485,7 @@ impl Client {
         passport: &Value,
         subject_key: &SigningKey,
         audience: &str,
-    ) -> Result<Value, SdkError> {
+    ) -> Result<wire::federation::PassportImported, SdkError> {
         self.import_passport_at(passport, subject_key, audience, wall_clock_ms()).await
     }
 
@@ -497,13 +497,13 @@ impl Client {
         subject_key: &SigningKey,
         audience: &str,
         at: i64,
-    ) -> Result<Value, SdkError> {
+    ) -> Result<wire::federation::PassportImported, SdkError> {
         let id = passport["id"].as_str().unwrap_or_default();
         let message = format!("bazaar-passport-presentation-v1\n{audience}\n{id}\n{at}");
         let signature =
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(subject_key.sign(message.as_bytes()).to_bytes());
         let body = json!({"passport": passport, "presented_at_ms": at, "signature": signature});
-        self.post("/v1/reputation/import", body, None).await
+        self.post_as("/v1/reputation/import", body, None).await
     }
 
     /// An agent of `home` (a registry this one recognises) joins here as a guest,
@@ -529,13 +529,13 @@ impl Client {
         Ok(self.with_credential(joined["credential"].as_str().unwrap_or_default()))
     }
 
-    pub async fn key_history(&self) -> Result<Value, SdkError> {
-        self.get("/.well-known/bazaar-keys").await
+    pub async fn key_history(&self) -> Result<wire::federation::KeyHistory, SdkError> {
+        self.get_as("/.well-known/bazaar-keys").await
     }
 
     /// Operator: rotate the registry's signing key.
-    pub async fn rotate_key(&self) -> Result<Value, SdkError> {
-        self.post("/v1/registry/keys/rotate", json!(null), None).await
+    pub async fn rotate_key(&self) -> Result<wire::federation::KeyRotated, SdkError> {
+        self.post_as("/v1/registry/keys/rotate", json!(null), None).await
     }
 
     /// Operator: recognise a peer registry by URL and DID, with a weight and corridor terms.
@@ -545,20 +545,20 @@ impl Client {
         did: &str,
         weight_bps: u32,
         terms: (u32, u64, u64),
-    ) -> Result<Value, SdkError> {
+    ) -> Result<wire::federation::PeerAdded, SdkError> {
         let (fee_bps, per_call_max_minor, outstanding_max_minor) = terms;
         let body = json!({"url": url, "did": did, "weight_bps": weight_bps, "fee_bps": fee_bps,
             "per_call_max_minor": per_call_max_minor, "outstanding_max_minor": outstanding_max_minor});
-        self.post("/v1/federation/peers", body, None).await
+        self.post_as("/v1/federation/peers", body, None).await
     }
 
-    pub async fn peers(&self) -> Result<Value, SdkError> {
-        self.get("/v1/federation/peers").await
+    pub async fn peers(&self) -> Result<wire::federation::PeerList, SdkError> {
+        self.get_as("/v1/federation/peers").await
     }
 
     /// Operator: relays this registry stopped retrying (`relay_stuck`), with their state now.
-    pub async fn relay_recovery(&self) -> Result<Value, SdkError> {
-        self.get("/v1/federation/recovery").await
+    pub async fn relay_recovery(&self) -> Result<wire::federation::RecoveryPage, SdkError> {
+        self.get_as("/v1/federation/recovery").await
     }
 
     /// Operator: net `amount` of the corridor with `peer` (`paid_by` "us" or "peer"), under the statement id
@@ -570,19 +570,21 @@ impl Client {
         amount: u64,
         id: &str,
         reference: &str,
-    ) -> Result<Value, SdkError> {
+    ) -> Result<wire::federation::NettingSent, SdkError> {
         let body = json!({"peer": peer, "paid_by": paid_by, "amount_minor": amount, "id": id, "reference": reference});
-        self.post("/v1/federation/netting", body, None).await
+        self.post_as("/v1/federation/netting", body, None).await
     }
 
     /// Operator: the netting statements this registry holds.
-    pub async fn netting(&self) -> Result<Value, SdkError> {
-        self.get("/v1/federation/netting").await
+    pub async fn netting(&self) -> Result<wire::federation::NettingPage, SdkError> {
+        self.get_as("/v1/federation/netting").await
     }
 
     /// Operator: retry a stuck relay now; answers the relay after that attempt.
-    pub async fn retry_relay(&self, jti: &str) -> Result<Value, SdkError> {
-        Ok(self.call(reqwest::Method::POST, &format!("/v1/federation/relays/{jti}/retry"), None, None).await?.body)
+    pub async fn retry_relay(&self, jti: &str) -> Result<wire::federation::RelayRetried, SdkError> {
+        crate::answer::typed(
+            self.call(reqwest::Method::POST, &format!("/v1/federation/relays/{jti}/retry"), None, None).await?.body,
+        )
     }
 
     pub async fn recognition(&self) -> Result<Value, SdkError> {
@@ -594,19 +596,19 @@ impl Client {
 impl Client {
     /// Seller's agent: list (or relist, same `sku`) a product. `listing` is the
     /// JSON body of `PUT /v1/listings` (sku, title, prices, capacity, language…).
-    pub async fn put_listing(&self, listing: Value) -> Result<Value, SdkError> {
-        Ok(self.call(reqwest::Method::PUT, "/v1/listings", Some(listing), None).await?.body)
+    pub async fn put_listing(&self, listing: Value) -> Result<wire::market::Listing, SdkError> {
+        crate::answer::typed(self.call(reqwest::Method::PUT, "/v1/listings", Some(listing), None).await?.body)
     }
 
-    pub async fn listing(&self, id: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/listings/{id}")).await
+    pub async fn listing(&self, id: &str) -> Result<wire::market::Listing, SdkError> {
+        self.get_as(&format!("/v1/listings/{id}")).await
     }
 
     /// Full-text search; the query is counted for demand.
-    pub async fn search(&self, query: &str) -> Result<Value, SdkError> {
+    pub async fn search(&self, query: &str) -> Result<wire::market::SearchResults, SdkError> {
         let mut url = reqwest::Url::parse("http://x/v1/search").expect("static URL");
         url.query_pairs_mut().append_pair("q", query);
-        self.get(&format!("/v1/search?{}", url.query().unwrap_or_default())).await
+        self.get_as(&format!("/v1/search?{}", url.query().unwrap_or_default())).await
     }
 
     /// A maker: proves shipment of her share with the courier receipt's image
@@ -618,7 +620,7 @@ impl Client {
         tracking: &str,
         content_type: &str,
         image: Vec<u8>,
-    ) -> Result<Value, SdkError> {
+    ) -> Result<wire::market::SharePaid, SdkError> {
         let request = self
             .http
             .post(format!("{}/v1/orders/{order}/shares/{share}/proof", self.base()))
@@ -626,12 +628,12 @@ impl Client {
             .bearer_auth(self.credential.as_deref().unwrap_or_default())
             .header("content-type", content_type)
             .body(image);
-        Ok(self.send(request).await?.body)
+        crate::answer::typed(self.send(request).await?.body)
     }
 
     /// Searches that found nothing, most frequent first.
-    pub async fn unmet_searches(&self) -> Result<Value, SdkError> {
-        self.get("/v1/searches/unmet").await
+    pub async fn unmet_searches(&self) -> Result<wire::market::UnmetSearches, SdkError> {
+        self.get_as("/v1/searches/unmet").await
     }
 }
 
@@ -658,8 +660,8 @@ impl Client {
         self.call(reqwest::Method::POST, "/v1/contracts", Some(body), Some(key)).await
     }
 
-    pub async fn contract(&self, id: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/contracts/{id}")).await
+    pub async fn contract(&self, id: &str) -> Result<wire::escrow::Contract, SdkError> {
+        self.get_as(&format!("/v1/contracts/{id}")).await
     }
 
     /// `act` is accept, decline or cancel.
@@ -705,15 +707,15 @@ impl Client {
         self.call(reqwest::Method::POST, "/v1/disputes", Some(body), None).await
     }
 
-    pub async fn dispute(&self, id: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/disputes/{id}")).await
+    pub async fn dispute(&self, id: &str) -> Result<wire::dispute::Dispute, SdkError> {
+        self.get_as(&format!("/v1/disputes/{id}")).await
     }
 
     /// Disputes naming `party` (DID or handle), or the caller.
-    pub async fn disputes(&self, party: Option<&str>) -> Result<Value, SdkError> {
+    pub async fn disputes(&self, party: Option<&str>) -> Result<wire::dispute::DisputePage, SdkError> {
         match party {
-            Some(party) => self.get(&format!("/v1/disputes?party={party}")).await,
-            None => self.get("/v1/disputes").await,
+            Some(party) => self.get_as(&format!("/v1/disputes?party={party}")).await,
+            None => self.get_as("/v1/disputes").await,
         }
     }
 
@@ -766,8 +768,8 @@ impl Client {
         self.call(reqwest::Method::POST, "/v1/stake/withdraw", None, Some(key)).await
     }
 
-    pub async fn stake(&self, member: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/stake/{member}")).await
+    pub async fn stake(&self, member: &str) -> Result<wire::dispute::Stake, SdkError> {
+        self.get_as(&format!("/v1/stake/{member}")).await
     }
 
     /// Buys at `price`: a bare paid call when the price is within the registry's

@@ -4,7 +4,9 @@
 //! receipt images. The two calls that open something — a request and an
 //! order — take an idempotency key; retries must reuse it.
 
+use crate::answer::typed;
 use crate::client::{Answer, Client, SdkError};
+use bazaar_wire as wire;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -28,10 +30,12 @@ pub struct Blob {
 
 impl Client {
     /// [`Client::search`] returning at most `limit` listings (the registry caps it at its own maximum).
-    pub async fn search_at_most(&self, query: &str, limit: usize) -> Result<Value, SdkError> {
+    pub async fn search_at_most(&self, query: &str, limit: usize) -> Result<wire::market::SearchResults, SdkError> {
         let mut url = reqwest::Url::parse("http://x/v1/search").expect("static URL");
         url.query_pairs_mut().append_pair("q", query).append_pair("limit", &limit.to_string());
-        Ok(self.call(Method::GET, &format!("/v1/search?{}", url.query().unwrap_or_default()), None, None).await?.body)
+        typed(
+            self.call(Method::GET, &format!("/v1/search?{}", url.query().unwrap_or_default()), None, None).await?.body,
+        )
     }
 
     /// Buyer's agent: opens a request for quote under `key`; the sellers whose listings match are invited.
@@ -42,13 +46,13 @@ impl Client {
     }
 
     /// Requests for quote naming the caller, as buyer or as an invited seller (how sellers poll).
-    pub async fn rfqs(&self) -> Result<Value, SdkError> {
-        Ok(self.call(Method::GET, "/v1/rfqs", None, None).await?.body)
+    pub async fn rfqs(&self) -> Result<wire::market::RfqList, SdkError> {
+        typed(self.call(Method::GET, "/v1/rfqs", None, None).await?.body)
     }
 
     /// The buyer or an invited seller: the request, every offer (refused ones with their reason), the allocation.
-    pub async fn rfq(&self, id: &str) -> Result<Value, SdkError> {
-        Ok(self.call(Method::GET, &format!("/v1/rfqs/{id}"), None, None).await?.body)
+    pub async fn rfq(&self, id: &str) -> Result<wire::market::Rfq, SdkError> {
+        typed(self.call(Method::GET, &format!("/v1/rfqs/{id}"), None, None).await?.body)
     }
 
     /// An invited seller's agent: offers `quantity` units of `listing` at `unit_price_minor`. A refused
@@ -65,8 +69,8 @@ impl Client {
     }
 
     /// The buyer or an invited seller: the allocation as it stands (fixed once closed).
-    pub async fn rfq_allocation(&self, rfq: &str) -> Result<Value, SdkError> {
-        Ok(self.call(Method::GET, &format!("/v1/rfqs/{rfq}/allocation"), None, None).await?.body)
+    pub async fn rfq_allocation(&self, rfq: &str) -> Result<wire::market::RfqAllocation, SdkError> {
+        typed(self.call(Method::GET, &format!("/v1/rfqs/{rfq}/allocation"), None, None).await?.body)
     }
 
     /// The buyer: closes the request; its allocation is fixed and may be ordered.
@@ -89,7 +93,7 @@ impl Client {
     }
 
     /// Orders naming the caller or, with `agent`, naming one of the caller's agents (a maker's owner).
-    pub async fn orders(&self, agent: Option<&str>) -> Result<Value, SdkError> {
+    pub async fn orders(&self, agent: Option<&str>) -> Result<wire::market::OrderList, SdkError> {
         let path = match agent {
             None => "/v1/orders".to_string(),
             Some(agent) => {
@@ -98,12 +102,12 @@ impl Client {
                 format!("/v1/orders?{}", url.query().unwrap_or_default())
             }
         };
-        Ok(self.call(Method::GET, &path, None, None).await?.body)
+        typed(self.call(Method::GET, &path, None, None).await?.body)
     }
 
     /// The buyer, its owner, a maker in it (or her owner), or the operator: one order and its shares.
-    pub async fn order(&self, id: &str) -> Result<Value, SdkError> {
-        Ok(self.call(Method::GET, &format!("/v1/orders/{id}"), None, None).await?.body)
+    pub async fn order(&self, id: &str) -> Result<wire::market::Order, SdkError> {
+        typed(self.call(Method::GET, &format!("/v1/orders/{id}"), None, None).await?.body)
     }
 
     /// The buyer's owner (a person; an agent is refused `approval_by_person`): approves a waiting order.

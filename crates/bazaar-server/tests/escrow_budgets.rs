@@ -54,7 +54,7 @@ async fn a_milestone_is_reclaimed_after_its_due_date_and_the_grace_and_a_stake_l
     assert!(buyer.reclaim(&id, 0, None).await.unwrap().replayed, "the derived key replays");
     let again = problem(buyer.reclaim(&id, 0, Some("another-key")).await.unwrap_err());
     assert_eq!((again.0, again.1.as_str()), (409, "milestone_already_reclaimed"));
-    assert_eq!(buyer.contract(&id).await.unwrap()["milestones"][0]["state"], "reclaimed");
+    assert_eq!(buyer.contract(&id).await.unwrap().milestones[0].state, "reclaimed");
     assert_eq!(spent(buyer.me().await.unwrap()), before - 20_000, "the hold went back to the budget");
     // A stake lock past today's ceiling is refused like a token; within it, it counts.
     let (status, code, facts) = problem(buyer.stake_lock(60_001, "s1").await.unwrap_err());

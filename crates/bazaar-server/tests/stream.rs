@@ -143,7 +143,7 @@ async fn the_public_sees_amounts_handles_and_codes_never_keys_and_members_see_th
 async fn last_event_id_resumes_without_gap_or_repeat_and_then_follows_live() {
     let r = registry().await;
     paid_call(&r).await;
-    let head = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let head = r.operator.events(0, 500).await.unwrap().events.len() as u64;
     let mut resumed = Sse::open(&r, Some("operator-secret"), Some(3)).await.unwrap();
     let mut got = Vec::new();
     while got.last().copied().unwrap_or(3) < head {
@@ -169,7 +169,7 @@ async fn last_event_id_resumes_without_gap_or_repeat_and_then_follows_live() {
 async fn a_summary_covers_every_event_in_contiguous_ranges_and_carries_the_latest() {
     let r = registry().await;
     paid_call(&r).await;
-    let head = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let head = r.operator.events(0, 500).await.unwrap().events.len() as u64;
     let url = format!("{}/v1/stream?summary=true&after=0", r.url);
     let response = r.http.get(url).bearer_auth("operator-secret").send().await.unwrap();
     let mut sse = Sse { response, buffer: String::new() };
@@ -202,7 +202,7 @@ async fn public_summaries_are_contiguous_for_resumed_and_joining_watchers_and_le
     r.state.set_public_stream(true);
     paid_call(&r).await;
     let mut resumed = Sse::public(&r, "summary=true&after=0").await;
-    let joined_at = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let joined_at = r.operator.events(0, 500).await.unwrap().events.len() as u64;
     let mut joined = Sse::public(&r, "summary=true").await;
     // Events keep coming for a few windows.
     for n in 0..12 {
@@ -210,7 +210,7 @@ async fn public_summaries_are_contiguous_for_resumed_and_joining_watchers_and_le
         r.operator.mint(&owner.id, 5, &format!("summary-mint-{n}")).await.unwrap();
         tokio::time::sleep(Duration::from_millis(60)).await;
     }
-    let head = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let head = r.operator.events(0, 500).await.unwrap().events.len() as u64;
     let mut frames = Vec::new();
     for (sse, start) in [(&mut resumed, 0u64), (&mut joined, joined_at)] {
         let (mut covered, mut counted, mut seen) = (start, 0u64, Vec::new());
@@ -247,7 +247,7 @@ async fn public_watchers_of_every_event_see_each_seq_once_from_shared_runs() {
     r.state.set_public_stream(true);
     paid_call(&r).await;
     let mut resumed = Sse::public(&r, "after=0").await;
-    let joined_at = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let joined_at = r.operator.events(0, 500).await.unwrap().events.len() as u64;
     let mut joined = Sse::public(&r, "").await;
     // Events come in bursts, several per tail and across several tails.
     for n in 0..12 {
@@ -257,7 +257,7 @@ async fn public_watchers_of_every_event_see_each_seq_once_from_shared_runs() {
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
     }
-    let head = r.operator.events(0, 500).await.unwrap()["events"].as_array().unwrap().len() as u64;
+    let head = r.operator.events(0, 500).await.unwrap().events.len() as u64;
     for (sse, start) in [(&mut resumed, 0u64), (&mut joined, joined_at)] {
         let mut seqs = Vec::new();
         while seqs.last().copied().unwrap_or(start) < head {

@@ -18,6 +18,7 @@ use crate::story::enroll_pair;
 use anyhow::{bail, ensure, Context, Result};
 use bazaar_conversation::sealing::{seal, sign_message, Content};
 use bazaar_core::refusal::Code;
+use bazaar_sdk::wire::{federation::Reputation, market::SharePaid};
 use bazaar_sdk::{generate_key, Client, SdkError};
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -489,7 +490,7 @@ async fn balances(cast: &Cast) -> Result<Balances> {
         out.push(json!([me.balance_minor, me.available_minor, me.budget.map(|budget| budget.spent_total_minor)]));
     }
     let stake = cast.merchant.stake(&cast.merchant_handle).await?;
-    out.push(json!([stake["balance_minor"], stake["frozen_minor"], stake["open_disputes"]]));
+    out.push(json!([stake.balance_minor, stake.frozen_minor, stake.open_disputes]));
     Ok(Balances(out))
 }
 
@@ -506,8 +507,7 @@ async fn judge(attack: &Attack, cast: &Cast) -> Result<Verdict> {
     let after = balances(cast).await?;
     let head_after = head(cast).await?;
     let page = cast.operator.events(head_before, bazaar_types::limits::PAGE_LIMIT_MAX).await?;
-    let appended: Vec<String> =
-        page["events"].as_array().into_iter().flatten().map(|e| e["kind"].as_str().unwrap_or("").to_string()).collect();
+    let appended: Vec<String> = page.events.iter().map(|event| event.kind.clone()).collect();
     let (status, code) = match &attempt.result {
         Err(SdkError::Problem { status, code, .. }) => (*status, code.clone()),
         Err(error) => bail!("{}: transport failed: {error}", attack.name),
@@ -553,7 +553,8 @@ async fn paid_order(cast: &Cast, order: &str) -> Result<String> {
 macro_rules! measured {
     ($cast:expr, $tried:expr, $attempt:expr) => {{
         let (balances, head) = snapshot($cast).await?;
-        let result = $attempt.await;
+        // Whatever the attempt answers, as the JSON it came as.
+        let result = $attempt.await.map(|answer| crate::wire_json(&answer));
         Ok((balances, head, Attempt { tried: $tried.to_string(), result }))
     }};
 }
@@ -867,13 +868,14 @@ async fn call_dispute(cast: &Cast, order: &str) -> Result<String> {
 /// Waits until the dispute leaves `phase` (the sweeper acts on deadlines), if
 /// the registry's deadline is near enough to wait for.
 async fn outwait(cast: &Cast, client: &Client, dispute: &str, phase: &str) -> Result<Value> {
+    use bazaar_sdk::wire::dispute::Dispute;
     let started = std::time::Instant::now();
     loop {
-        let record = client.dispute(dispute).await?;
-        if record["phase"] != phase {
-            return Ok(record);
+        let record: Dispute = client.dispute(dispute).await?;
+        if record.phase != phase {
+            return Ok(crate::wire_json(&record));
         }
-        let deadline = record["deadline"].as_i64().unwrap_or(i64::MAX);
+        let deadline = record.deadline.unwrap_or(i64::MAX);
         let wait_ms = deadline.saturating_sub(crate::runtime_now_ms());
         if wait_ms > (PHASE_WAIT_S_MAX * 1000) as i64 {
             return Err(Unmet(format!(
@@ -1041,11 +1043,12 @@ async fn replayed_relay(cast: &Cast) -> Result<Measured> {
 }
 
 /// Reads a member's reputation and says whether the score rose from `before`.
-async fn gained(cast: &Cast, who: &str, before: &Value) -> Result<Value, SdkError> {
+async fn gained(cast: &Cast, who: &str, before: &Reputation) -> Result<Value, SdkError> {
     let after = cast.operator.reputation(who).await?;
-    let rose = after["local"]["scoreBps"].as_u64() > before["local"]["scoreBps"].as_u64()
-        || after["local"]["weightedSuccessPpm"].as_u64() > before["local"]["weightedSuccessPpm"].as_u64();
-    Ok(json!({"gained": rose, "before": before["local"], "after": after["local"]}))
+    let (before, after) = (&before.local, &after.local);
+    let rose = after["scoreBps"].as_u64() > before["scoreBps"].as_u64()
+        || after["weightedSuccessPpm"].as_u64() > before["weightedSuccessPpm"].as_u64();
+    Ok(json!({"gained": rose, "before": before, "after": after}))
 }
 
 async fn self_dealing(cast: &Cast) -> Result<Measured> {
@@ -1090,8 +1093,7 @@ async fn list_for(cast: &Cast, maker: &Client, sku: &str) -> Result<String> {
     let listing = json!({"sku": sku, "title": format!("widget {}", cast.tag), "list_price_minor": 220,
         "floor_minor": 180, "max_discount_bps": 1000, "capacity_per_day": 1, "capacity_max": 5,
         "lead_time_days": 1, "notice_days": 2, "language": "en"});
-    let listed = maker.put_listing(listing).await?;
-    listed["id"].as_str().map(str::to_string).context("listing id")
+    Ok(maker.put_listing(listing).await?.id)
 }
 
 /// The buyer's request for `SHARE_UNITS × makers` widgets of this cast, due in 10 days.
@@ -1162,7 +1164,7 @@ async fn agent_self_approval(cast: &Cast) -> Result<Measured> {
     })
 }
 
-async fn prove(maker: &Client, order: &str, share: u32, tracking: &str) -> Result<Value, SdkError> {
+async fn prove(maker: &Client, order: &str, share: u32, tracking: &str) -> Result<SharePaid, SdkError> {
     maker.prove_shipment(order, share, tracking, "image/jpeg", format!("receipt {order} {share}").into_bytes()).await
 }
 

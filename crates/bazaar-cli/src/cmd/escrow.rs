@@ -236,7 +236,7 @@ async fn contract_cmd(client: &Client, action: ContractCmd) -> Result<Value> {
                 .await?
                 .body
         }
-        ContractCmd::Show { id } => client.contract(&id).await?,
+        ContractCmd::Show { id } => bazaar_cli::wire_json(&client.contract(&id).await?),
         ContractCmd::List { party } => {
             let path = party.map(|p| format!("/v1/contracts?party={p}")).unwrap_or_else(|| "/v1/contracts".into());
             client.call(reqwest::Method::GET, &path, None, None).await?.body
@@ -280,8 +280,8 @@ async fn dispute_cmd(client: &Client, action: DisputeCmd) -> Result<Value> {
         }
         DisputeCmd::Appeal { id } => client.appeal(&id).await?.body,
         DisputeCmd::Execute { id } => client.execute_dispute(&id, None).await?.body,
-        DisputeCmd::Show { id } => client.dispute(&id).await?,
-        DisputeCmd::List { party } => client.disputes(party.as_deref()).await?,
+        DisputeCmd::Show { id } => bazaar_cli::wire_json(&client.dispute(&id).await?),
+        DisputeCmd::List { party } => bazaar_cli::wire_json(&client.disputes(party.as_deref()).await?),
     })
 }
 
@@ -310,6 +310,6 @@ async fn stake_cmd(client: &Client, action: StakeCmd) -> Result<Value> {
         StakeCmd::Lock { amount, key } => client.stake_lock(amount, &key_or_random(key)).await?.body,
         StakeCmd::Unlock { amount, key } => client.stake_unlock(amount, &key_or_random(key)).await?.body,
         StakeCmd::Withdraw { key } => client.stake_withdraw(&key_or_random(key)).await?.body,
-        StakeCmd::Show { member } => client.stake(&member).await?,
+        StakeCmd::Show { member } => bazaar_cli::wire_json(&client.stake(&member).await?),
     })
 }

@@ -89,22 +89,24 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             let client = remote.client()?;
             match action {
                 FederationCmd::Add { url, did, weight_bps, fee_bps, per_call_max, outstanding_max } => {
-                    client.add_peer(&url, &did, weight_bps, (fee_bps, per_call_max, outstanding_max)).await?
+                    bazaar_cli::wire_json(
+                        &client.add_peer(&url, &did, weight_bps, (fee_bps, per_call_max, outstanding_max)).await?,
+                    )
                 }
-                FederationCmd::List => client.peers().await?,
-                FederationCmd::Recovery => client.relay_recovery().await?,
-                FederationCmd::Retry { jti } => client.retry_relay(&jti).await?,
+                FederationCmd::List => bazaar_cli::wire_json(&client.peers().await?),
+                FederationCmd::Recovery => bazaar_cli::wire_json(&client.relay_recovery().await?),
+                FederationCmd::Retry { jti } => bazaar_cli::wire_json(&client.retry_relay(&jti).await?),
                 FederationCmd::Net { peer, amount, paid_by, id, reference } => {
-                    client.net_corridor(&peer, &paid_by, amount, &id, &reference).await?
+                    bazaar_cli::wire_json(&client.net_corridor(&peer, &paid_by, amount, &id, &reference).await?)
                 }
-                FederationCmd::Netting => client.netting().await?,
+                FederationCmd::Netting => bazaar_cli::wire_json(&client.netting().await?),
             }
         }
         Command::Keys { remote, action } => {
             let client = remote.client()?;
             match action {
-                KeysCmd::Show => client.key_history().await?,
-                KeysCmd::Rotate => client.rotate_key().await?,
+                KeysCmd::Show => bazaar_cli::wire_json(&client.key_history().await?),
+                KeysCmd::Rotate => bazaar_cli::wire_json(&client.rotate_key().await?),
             }
         }
     };

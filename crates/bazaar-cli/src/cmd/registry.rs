@@ -122,7 +122,7 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             Ok(0)
         }
         Command::Events { remote, after, limit } => {
-            let value = remote.client()?.events(after, limit).await?;
+            let value = bazaar_cli::wire_json(&remote.client()?.events(after, limit).await?);
             print(json_output, &value, events_prose);
             Ok(0)
         }

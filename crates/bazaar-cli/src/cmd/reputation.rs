@@ -62,7 +62,7 @@ pub enum PassportCmd {
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
     match command {
         Command::Reputation { remote, member } => {
-            let value = remote.client()?.reputation(&member).await?;
+            let value = bazaar_cli::wire_json(&remote.client()?.reputation(&member).await?);
             print(json_output, &value, reputation_prose);
             Ok(0)
         }
@@ -109,7 +109,8 @@ async fn passport_cmd(action: PassportCmd, json_output: bool) -> Result<i32> {
             let passport: Value = serde_json::from_str(&read(&file)?)?;
             let client = remote.client()?;
             let audience = client.well_known().await?["did"].as_str().unwrap_or_default().to_string();
-            let value = client.import_passport(&passport, &runtime::read_key(&key)?, &audience).await?;
+            let value =
+                bazaar_cli::wire_json(&client.import_passport(&passport, &runtime::read_key(&key)?, &audience).await?);
             print_pretty(json_output, &value);
             Ok(0)
         }

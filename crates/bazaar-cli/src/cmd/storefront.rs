@@ -311,8 +311,9 @@ struct Shown {
     prose: fn(&Value) -> String,
 }
 
-fn shown(value: Value, prose: fn(&Value) -> String) -> Shown {
-    Shown { value, prose }
+/// An answer (a wire type, or JSON the CLI built) with the prose that tells it.
+fn shown(answer: impl serde::Serialize, prose: fn(&Value) -> String) -> Shown {
+    Shown { value: bazaar_cli::wire_json(&answer), prose }
 }
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
@@ -357,10 +358,11 @@ fn print_refusal(json_output: bool, status: u16, code: &str, detail: &str, body:
 }
 
 /// Runs one read on `remote`'s client and pairs its answer with its prose.
-async fn remote_call<F, Fut>(remote: &Remote, call: F, prose: fn(&Value) -> String) -> Result<Shown>
+async fn remote_call<F, Fut, T>(remote: &Remote, call: F, prose: fn(&Value) -> String) -> Result<Shown>
 where
     F: FnOnce(bazaar_sdk::Client) -> Fut,
-    Fut: std::future::Future<Output = Result<Value, SdkError>>,
+    Fut: std::future::Future<Output = Result<T, SdkError>>,
+    T: serde::Serialize,
 {
     Ok(shown(call(remote.client()?).await?, prose))
 }
@@ -418,7 +420,7 @@ async fn offer(action: OfferCmd) -> Result<Shown> {
         }
         OfferCmd::List { remote, rfq } => {
             let found = remote.client()?.rfq(&rfq).await?;
-            Ok(shown(json!({"rfq": found["id"], "offers": found["offers"]}), offers))
+            Ok(shown(json!({"rfq": found.id, "offers": found.offers}), offers))
         }
     }
 }

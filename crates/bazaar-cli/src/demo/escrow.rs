@@ -130,7 +130,7 @@ async fn release_two(
     local.clock.advance_s(REVIEW_WINDOW_S + 60);
     bazaar_server::sweep_once(&local.state).await?;
     let after = buyer.contract(contract).await?;
-    let auto_released = after["milestones"][1]["state"] == "released";
+    let auto_released = after.milestones.get(1).is_some_and(|milestone| milestone.state == "released");
     say(format!(
         "  milestone 1 delivered; the buyer stays silent; {} days later it {}",
         REVIEW_WINDOW_S / 86_400,
@@ -191,31 +191,26 @@ async fn account_for(
     say: &(dyn Fn(String) + Sync),
 ) -> Result<EscrowReport> {
     let record = buyer.dispute(&disputed.dispute).await?;
-    let phases: Vec<String> = record["timeline"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|step| step["phase"].as_str().unwrap_or("").to_string())
-        .collect();
+    let phases: Vec<String> =
+        record.timeline.iter().map(|step| step["phase"].as_str().unwrap_or("").to_string()).collect();
     let c = buyer.contract(&contract).await?;
-    let number = |v: &Value| v.as_u64().unwrap_or(0);
     let stake = buyer.stake("linen-mill").await?;
     let insurance = local.state.store.account(&AccountId::insurance()).await?.map(|a| a.balance()).unwrap_or(0);
     let Disputed { dispute, frozen, outcome, second_execution_code } = disputed;
     let report = EscrowReport {
         contract,
-        total_minor: number(&c["total"]),
-        released_net_minor: number(&c["released_net"]),
-        fees_minor: number(&c["fees"]),
-        refunded_minor: number(&c["refunded"]),
-        held_minor: number(&c["held_minor"]),
+        total_minor: c.total,
+        released_net_minor: c.released_net,
+        fees_minor: c.fees,
+        refunded_minor: c.refunded,
+        held_minor: c.held_minor,
         bare_token_code,
         auto_released,
         dispute,
         phases,
         frozen,
         outcome,
-        stake_after_minor: stake["balance_minor"].as_i64().unwrap_or(0),
+        stake_after_minor: stake.balance_minor,
         insurance_minor: insurance,
         second_execution_code,
     };

@@ -202,11 +202,11 @@ async fn import_passport(a: &LocalRegistry, crossed: &Crossed, say: &(dyn Fn(Str
     let reputation = operator_a.reputation(&did_of(&crossed.translator_key)).await?;
     say(format!(
         "the translator presented B's passport to A (signed with its own key): A shows it apart from local figures — local {} settled, imported from B at {} bps, combined score {} bps",
-        reputation["local"]["settledCount"],
-        reputation["imported"][0]["weightBps"],
-        reputation["combined"]["scoreBps"]
+        reputation.local["settledCount"],
+        reputation.imported.first().map_or(Value::Null, |imported| imported["weightBps"].clone()),
+        reputation.combined["scoreBps"]
     ));
-    Ok(reputation["imported"].clone())
+    Ok(Value::Array(reputation.imported))
 }
 
 /// A fixed-point figure in parts per million of one job, shown with two

@@ -204,13 +204,13 @@ pub(crate) async fn list_makers(operator: &Client, suffix: &str, say: &(dyn Fn(S
             maker.handle,
             maker.language,
             maker.list,
-            listed["lowest_price_minor"],
+            listed.lowest_price_minor,
             maker.per_day,
             maker.max,
             maker.notice_days
         ));
         let did = member_id(&client).await?;
-        makers.push(Listed { client, listing: listed["id"].as_str().unwrap_or_default().to_string(), did });
+        makers.push(Listed { client, listing: listed.id, did });
     }
     Ok(makers)
 }
@@ -241,8 +241,8 @@ async fn search_and_ask(
     let unmet = buyer.unmet_searches().await?;
     say(format!(
         "the hotel's agent searches: {} listings for \"embroidered cushion covers\"; nobody sells \"linen napkins\" (unmet demand: {})",
-        found["listings"].as_array().map_or(0, |l| l.len()),
-        unmet["unmet"].as_array().map_or(0, |l| l.len())
+        found.listings.len(),
+        unmet.unmet.len()
     ));
     let ask = json!({"item": "hand-embroidered cushion covers", "quantity": QUANTITY,
         "max_unit_price_minor": CAP_MINOR, "deadline_ms": now + 30 * 86_400_000});
@@ -253,7 +253,7 @@ async fn search_and_ask(
         "it asks for {QUANTITY} at no more than {CAP_MINOR} each, due in 30 days: {} makers invited",
         rfq["invited"].as_array().map_or(0, |i| i.len())
     ));
-    Ok((rfq_id, unmet))
+    Ok((rfq_id, crate::wire_json(&unmet)))
 }
 
 /// Every maker's proposals in turn, each checked by the registry.
@@ -338,7 +338,7 @@ async fn ship_and_pay(
             .prove_shipment(order_id, share as u32, &tracking, "image/jpeg", receipt)
             .await
             .with_context(|| format!("{}'s proof", maker.handle))?;
-        let net = body["payment"]["net_minor"].as_u64().unwrap_or_default();
+        let net = body.payment["net_minor"].as_u64().unwrap_or_default();
         say(format!("  {} uploads her courier receipt ({tracking}) and is paid {net} on that proof", maker.handle));
         let language = note["language"].as_str().unwrap_or_default().to_string();
         paid.push((maker.handle.to_string(), language, note["fallback"] == true, net));

@@ -116,7 +116,7 @@ pub async fn stranger_run(here: &Client, peer: &Peer, now_ms: i64, suffix: &str,
     atelier.contract_act(&contract, "accept").await?;
     atelier.deliver(&contract, 0, b"courier receipt: 40 covers").await?;
     guest.release(&contract, 0, None).await?;
-    let contract_state = guest.contract(&contract).await?["state"].clone();
+    let contract_state = guest.contract(&contract).await?.state;
 
     // 4. The proof.
     let balance = |c: Client| async move { Ok::<_, anyhow::Error>(c.me().await?.balance_minor.unwrap_or(0)) };

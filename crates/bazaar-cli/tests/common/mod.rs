@@ -166,7 +166,7 @@ where
 pub async fn count_events(operator: &bazaar_sdk::Client, kind: &str) -> usize {
     let (mut count, mut after) = (0, 0);
     loop {
-        let page = retry("events", || operator.events(after, 500)).await;
+        let page = wire_json(&retry("events", || operator.events(after, 500)).await);
         let list = page["events"].as_array().unwrap().clone();
         let Some(last) = list.last() else { return count };
         count += list.iter().filter(|e| e["kind"] == kind).count();
