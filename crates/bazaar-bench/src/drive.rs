@@ -325,7 +325,7 @@ async fn paid_call(
         json!({"merchant": merchant.id, "max_amount_minor": PRICE_MINOR, "order_id": order_id, "resource": "bench"});
     let issued =
         send(http, base, "/v1/tokens", &buyer.credential, &request, out).await.map_err(|e| e.failure(false))?;
-    let token = issued.body["token"].as_str().unwrap_or_default().to_string();
+    let token = issued.body["token"].as_str().unwrap().to_string();
     let verified = send(http, base, "/v1/tokens/verify", &merchant.credential, &json!({"token": token}), out)
         .await
         .map_err(|e| e.failure(false))?;

@@ -54,7 +54,7 @@ fn stop(mut server: Child) {
 async fn pay(buyer: &Client, shop: &Client, order: &str) {
     common::retry(order, || async {
         let token = buyer.issue_token("bk-shop", PRICE, order, "https://shop/backup").await?;
-        shop.settle(token.body["token"].as_str().unwrap_or_default(), PRICE, order, None).await
+        shop.settle(token.body.token.as_str(), PRICE, order, None).await
     })
     .await;
 }

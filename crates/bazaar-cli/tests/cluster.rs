@@ -121,10 +121,10 @@ const SWEEPS: &str = "bazaar_sweeps_total";
 async fn pay_until_acknowledged(buyer: &Client, merchant: &Client, order: &str) -> String {
     let settled = common::retry(&format!("order {order}"), || async {
         let token = buyer.issue_token("cluster-shop", PRICE, order, "https://shop/cluster").await?;
-        merchant.settle(token.body["token"].as_str().unwrap_or_default(), PRICE, order, None).await
+        merchant.settle(token.body.token.as_str(), PRICE, order, None).await
     })
     .await;
-    settled.body["settlement_id"].as_str().unwrap().to_string()
+    settled.body.settlement.settlement_id.clone()
 }
 
 /// The log positions a subscriber received, in the order received.
@@ -251,7 +251,7 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
     for pair in 0..DUPLICATE_PAIRS {
         let order = format!("dup-{pair}");
         let token = buyer0.issue_token("cluster-shop", PRICE, &order, "https://shop/cluster").await.unwrap();
-        let token = token.body["token"].as_str().unwrap().to_string();
+        let token = token.body.token.clone();
         let one = Client::new(nodes[1].url(), Some(agents["cluster-shop"].clone()));
         let two = Client::new(nodes[2].url(), Some(agents["cluster-shop"].clone()));
         let (a, b) = tokio::join!(one.settle(&token, PRICE, &order, None), two.settle(&token, PRICE, &order, None));
@@ -259,7 +259,7 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
         for answer in [a, b] {
             match answer {
                 Ok(answer) => {
-                    ids.insert(answer.body["settlement_id"].as_str().unwrap().to_string());
+                    ids.insert(answer.body.settlement.settlement_id.clone());
                 }
                 Err(error) => {
                     assert_eq!(error.code(), Some("idempotency_in_flight"), "{error}");
@@ -274,7 +274,7 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
             match two.settle(&token, PRICE, &order, None).await {
                 Ok(answer) => {
                     assert!(answer.replayed, "{order}: a retry replays");
-                    assert!(ids.contains(answer.body["settlement_id"].as_str().unwrap()));
+                    assert!(ids.contains(answer.body.settlement.settlement_id.as_str()));
                     break;
                 }
                 Err(error) if error.code() == Some("idempotency_in_flight") && Instant::now() < released_by => {
@@ -425,7 +425,7 @@ async fn each_acknowledged_once(
 ) -> usize {
     for (order, settlement) in acknowledged {
         let token = buyer.issue_token("cluster-shop", PRICE, order, "https://shop/cluster").await.unwrap();
-        let verified = wire_json(&merchant.verify(token.body["token"].as_str().unwrap()).await.unwrap());
+        let verified = wire_json(&merchant.verify(token.body.token.as_str()).await.unwrap());
         assert_eq!(verified["state"], "settled", "{order}");
         assert_eq!(verified["settlement"]["settlement_id"].as_str(), Some(settlement.as_str()), "{order}");
     }

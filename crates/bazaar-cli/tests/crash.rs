@@ -48,10 +48,10 @@ fn kill_and_audit(mut server: Child, store_args: &[String]) {
 async fn pay_until_acknowledged(buyer: &Client, merchant: &Client, order: &str) -> String {
     let settled = common::retry(&format!("order {order}"), || async {
         let token = buyer.issue_token("crash-shop", PRICE, order, "https://shop/crash").await?;
-        merchant.settle(token.body["token"].as_str().unwrap_or_default(), PRICE, order, None).await
+        merchant.settle(token.body.token.as_str(), PRICE, order, None).await
     })
     .await;
-    settled.body["settlement_id"].as_str().unwrap().to_string()
+    settled.body.settlement.settlement_id.clone()
 }
 
 async fn crash_run(store_args: Vec<String>) {
@@ -110,7 +110,7 @@ async fn crash_run(store_args: Vec<String>) {
     // Every acknowledged settlement survived, with the id the client was given.
     for (order, settlement) in &acknowledged {
         let token = buyer.issue_token("crash-shop", PRICE, order, "https://shop/crash").await.unwrap();
-        let verified = wire_json(&merchant.verify(token.body["token"].as_str().unwrap()).await.unwrap());
+        let verified = wire_json(&merchant.verify(token.body.token.as_str()).await.unwrap());
         assert_eq!(verified["state"], "settled", "{order}");
         assert_eq!(verified["settlement"]["settlement_id"].as_str(), Some(settlement.as_str()), "{order}");
     }
@@ -195,7 +195,7 @@ async fn escrow_crash_run(store_args: Vec<String>) {
     for c in 0..CONTRACTS {
         let created =
             buyer.create_contract("esc-seller", None, &specs, "terms", None, &format!("esc-{c}")).await.unwrap();
-        let id = created.body["id"].as_str().unwrap().to_string();
+        let id = created.body.id.clone();
         seller.contract_act(&id, "accept").await.unwrap();
         for m in 0..MILESTONES as u32 {
             seller.deliver(&id, m, b"done").await.unwrap();
@@ -206,7 +206,7 @@ async fn escrow_crash_run(store_args: Vec<String>) {
     for d in 0..DISPUTES {
         let order = format!("esc-call-{d}");
         let token = buyer.issue_token("esc-seller", PRICE, &order, "https://shop/esc").await.unwrap();
-        seller.settle(token.body["token"].as_str().unwrap(), PRICE, &order, None).await.unwrap();
+        seller.settle(token.body.token.as_str(), PRICE, &order, None).await.unwrap();
         let subject = serde_json::json!({"type": "call", "merchant": "esc-seller", "order_id": order});
         buyer.file_dispute(subject, "not_delivered", PRICE, "").await.unwrap();
     }
@@ -218,7 +218,7 @@ async fn escrow_crash_run(store_args: Vec<String>) {
             let buyer = buyer.clone();
             tokio::spawn(async move {
                 let answer = common::retry("release", || buyer.release(&id, m, None)).await;
-                answer.body["transfers"].clone()
+                answer.body.transfers
             })
         })
         .collect();
@@ -238,7 +238,7 @@ async fn escrow_crash_run(store_args: Vec<String>) {
     for ((id, m), first) in contracts.iter().flat_map(|id| (0..MILESTONES as u32).map(move |m| (id, m))).zip(&receipts)
     {
         let again = common::retry("release again", || buyer.release(id, m, None)).await;
-        assert_eq!(&again.body["transfers"], first, "{id}/{m} released differently");
+        assert_eq!(&again.body.transfers, first, "{id}/{m} released differently");
     }
     // Every dispute executes once (the sweeper, across the restarts).
     let deadline = Instant::now() + Duration::from_secs(ORDER_DEADLINE_S);

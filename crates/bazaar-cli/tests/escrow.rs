@@ -69,13 +69,13 @@ async fn a_purchase_above_the_threshold_opens_a_contract() {
     let price = bazaar_types::limits::ESCROW_THRESHOLD_MINOR + 1;
     let bought = buyer.purchase("https://big-shop/crate", "big-shop", price, "crate-1").await.unwrap();
     let bazaar_sdk::Purchase::Escrowed(contract) = bought else { panic!("above the threshold, a contract") };
-    assert_eq!(contract["total"], price);
-    assert_eq!(contract["held_minor"], price);
-    assert_eq!(contract["state"], "offered");
+    assert_eq!(contract.total, price);
+    assert_eq!(contract.held_minor, price);
+    assert_eq!(contract.state, "offered");
     // A retried purchase finds the same contract (its key is derived from the order).
     let again = buyer.purchase("https://big-shop/crate", "big-shop", price, "crate-1").await.unwrap();
     let bazaar_sdk::Purchase::Escrowed(same) = again else { panic!("a contract again") };
-    assert_eq!(same["id"], contract["id"]);
+    assert_eq!(same.id, contract.id);
     assert_eq!(wire_json(&buyer.me().await.unwrap())["available_minor"], 1_000_000 - price, "held once");
 
     // `bazaar pay` does the same.
@@ -93,7 +93,7 @@ async fn a_purchase_above_the_threshold_opens_a_contract() {
 
     // `bazaar contract reclaim` sends the buyer's reclaim: before the due date and the grace, the registry's
     // refusal names when it becomes possible, and the milestone stays held.
-    let id = contract["id"].as_str().unwrap();
+    let id = contract.id.as_str();
     shop.contract_act(id, "accept").await.unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
         .args(["contract", "--registry", &local.url, "--credential", &credential, "reclaim", id, "0"])

@@ -184,7 +184,7 @@ async fn pay_until_settled(w: &World, order: &str) -> Value {
             w.merchant.settle(&token, PRICE, order, None).await
         };
         match attempt.await {
-            Ok(answer) => return answer.body,
+            Ok(answer) => return wire_json(&answer.body),
             Err(error) if retryable(&error) => tokio::time::sleep(Duration::from_millis(50)).await,
             Err(error) => panic!("order {order} refused: {error}"),
         }
@@ -255,7 +255,7 @@ async fn cross_registry_pay_with_retries_is_exactly_once() {
             assert_eq!((verified["genuine"].clone(), verified["state"].clone()), (json!(true), json!("unsettled")));
             assert_eq!(verified["work_order"], false);
         }
-        let first = w.merchant.settle(&token, PRICE, &order, None).await.unwrap().body;
+        let first = wire_json(&w.merchant.settle(&token, PRICE, &order, None).await.unwrap().body);
         if i == 0 {
             assert_eq!(wire_json(&w.merchant.verify(&token).await.unwrap())["state"], "settled");
             let mut forged = token.clone();
@@ -271,7 +271,7 @@ async fn cross_registry_pay_with_retries_is_exactly_once() {
         assert_eq!(first["fee_minor"], FEE, "{first}");
         assert_eq!(first["via"], w.a.did.as_str(), "{first}");
         for _ in 0..3 {
-            let again = w.merchant.settle(&token, PRICE, &order, None).await.unwrap().body;
+            let again = wire_json(&w.merchant.settle(&token, PRICE, &order, None).await.unwrap().body);
             assert_eq!(again["settlement_id"], first["settlement_id"], "{order}: replay answers the same settlement");
             assert_eq!(again["net_minor"], first["net_minor"]);
         }
@@ -291,7 +291,7 @@ async fn cross_registry_pay_with_retries_is_exactly_once() {
     let rotated = wire_json(&w.a.operator.rotate_key().await.unwrap());
     let order = "after-rotation";
     let token = cross_token(&w, order).await.unwrap();
-    let settled = w.merchant.settle(&token, PRICE, order, None).await.unwrap().body;
+    let settled = wire_json(&w.merchant.settle(&token, PRICE, order, None).await.unwrap().body);
     assert_eq!(settled["amount_minor"], PRICE, "{settled}");
     let peers = wire_json(&w.b.operator.peers().await.unwrap());
     let keys = peers["peers"][0]["keys"].as_array().unwrap();
@@ -342,7 +342,7 @@ async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
                             merchant.settle(&token, PRICE, &order, None).await
                         };
                         match attempt.await {
-                            Ok(answer) => break answer.body,
+                            Ok(answer) => break wire_json(&answer.body),
                             Err(error) if retryable(&error) => {
                                 let code = error.code().unwrap_or("transport").to_string();
                                 *retries.lock().unwrap().entry(code).or_default() += 1;
@@ -414,7 +414,7 @@ async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
     }
     // The parked orders, settled by B's sweeper, answer a replay with their settlement.
     for (token, order) in &parked {
-        let settled = w.merchant.settle(token, PRICE, order, None).await.unwrap().body;
+        let settled = wire_json(&w.merchant.settle(token, PRICE, order, None).await.unwrap().body);
         assert_eq!(settled["order_id"], order.as_str(), "{settled}");
     }
     // A replay after the dust settles answers the acknowledged settlement.
@@ -488,7 +488,7 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     let milestones = [(MILESTONE, "translate the menu", due)];
     let created =
         guest.create_contract(&w.merchant_did, None, &milestones, "terms", None, "guest-order-1").await.unwrap();
-    let contract = created.body["id"].as_str().unwrap().to_string();
+    let contract = created.body.id.clone();
     w.merchant.contract_act(&contract, "accept").await.unwrap();
     w.merchant.deliver(&contract, 0, b"menu.txt").await.unwrap();
     guest.release(&contract, 0, None).await.unwrap();
@@ -505,8 +505,8 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     w.merchant.settle(token.body["token"].as_str().unwrap(), PRICE, "call-1", None).await.unwrap();
     let subject = json!({"type": "call", "merchant": w.merchant_did, "order_id": "call-1"});
     let filed = guest.file_dispute(subject, "not_delivered", PRICE, "no menu came back").await.unwrap();
-    assert_eq!(filed.body["phase"], "filed", "{}", filed.body);
-    assert_eq!(filed.body["claimant"], did.as_str());
+    assert_eq!(filed.body.phase, "filed", "{:?}", filed.body);
+    assert_eq!(filed.body.claimant, did.as_str());
 
     w.a.stop();
     w.b.stop();

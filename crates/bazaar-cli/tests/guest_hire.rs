@@ -159,7 +159,7 @@ async fn an_escrowed_hire_disputed_through_four_phases_refunds(local: &LocalRegi
 
     let subject = json!({"type": "milestone", "contract": contract, "index": 0});
     let filed = c.hirer.file_dispute(subject, "not_as_described", PRICE, "the delivered script is wrong").await;
-    let dispute = filed.unwrap().body["id"].as_str().unwrap().to_string();
+    let dispute = filed.unwrap().body.id;
     let id = hire["id"].as_str().unwrap();
     let good = c.result(&c.nostr, &t);
     assert_eq!(code_of(c.hirer.accept_hire(id, &good, &c.enrollment).await), "milestone_disputed", "nothing moves");

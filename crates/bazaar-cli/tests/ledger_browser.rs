@@ -27,7 +27,7 @@ async fn the_ledger_page_verifies_the_chain_in_the_browser_and_catches_a_tampere
     for n in 0..CALLS {
         let order = format!("ledger-{n}");
         let token = buyer.issue_token("ledger-shop", PRICE, &order, "https://shop/ledger").await.unwrap();
-        merchant.settle(token.body["token"].as_str().unwrap(), PRICE, &order, None).await.unwrap();
+        merchant.settle(token.body.token.as_str(), PRICE, &order, None).await.unwrap();
     }
     let head = wire_json(&operator.events(0, 500).await.unwrap())["events"].as_array().unwrap().len();
 

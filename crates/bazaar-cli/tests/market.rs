@@ -401,7 +401,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     assert_eq!(released["milestones"][0]["state"], "released");
     let subject = json!({"type": "milestone", "contract": contract_of(0), "index": 0});
     let filed = buyer.file_dispute(subject, "not_as_described", 5_000, "wrong colour").await.unwrap();
-    assert_eq!(filed.body["phase"], "filed");
+    assert_eq!(filed.body.phase, "filed");
     // Share 1 is cancelled before shipment: its contract is voided and the hold released.
     let cancelled = buyer
         .call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/1/cancel"), None, None)

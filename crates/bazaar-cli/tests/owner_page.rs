@@ -24,7 +24,7 @@ async fn an_owner_sees_its_agents_approves_here_and_follows_its_disputes() {
     common::fund_agent(&operator, &hotel, "ow-buyer", funding).await;
     // A paid call, then a dispute on it by the owner's agent.
     let token = buyer.issue_token("ow-amara", 300, "ow-call-1", "https://shop/x").await.unwrap();
-    maker.settle(token.body["token"].as_str().unwrap(), 300, "ow-call-1", None).await.unwrap();
+    maker.settle(token.body.token.as_str(), 300, "ow-call-1", None).await.unwrap();
     let subject = json!({"type": "call", "merchant": "ow-amara", "order_id": "ow-call-1"});
     buyer.file_dispute(subject, "not_as_described", 300, "never arrived").await.unwrap();
     // An order waiting for the owner.

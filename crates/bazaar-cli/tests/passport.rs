@@ -38,7 +38,7 @@ async fn passports_verify_survive_rotation_and_are_audited() {
     for n in 0..3 {
         let order = format!("o{n}");
         let token = buyer.issue_token("pp-shop", 1_000, &order, "https://shop").await.unwrap();
-        shop.settle(token.body["token"].as_str().unwrap(), 1_000, &order, None).await.unwrap();
+        shop.settle(token.body.token.as_str(), 1_000, &order, None).await.unwrap();
     }
 
     let reputation = wire_json(&operator.reputation("pp-shop").await.unwrap());
@@ -88,7 +88,7 @@ async fn passports_verify_survive_rotation_and_are_audited() {
     assert!(bazaar_core::vc::verify_eddsa_jcs_2022(&card).is_ok(), "the card is signed by the current key");
     // Tokens issued after rotation settle (signed by the new key).
     let token = buyer.issue_token("pp-shop", 1_000, "after-rotation", "https://shop").await.unwrap();
-    shop.settle(token.body["token"].as_str().unwrap(), 1_000, "after-rotation", None).await.unwrap();
+    shop.settle(token.body.token.as_str(), 1_000, "after-rotation", None).await.unwrap();
 
     // The audit recomputes every passport's figures from the ledger.
     let report = common::assert_store_audit_passes(&local).await;
@@ -158,7 +158,7 @@ async fn imported_passports_count_at_the_peer_weight_shown_apart() {
         owner.set_budget(&format!("b-buyer-{n}"), 1_000, 10_000, 10_000).await.unwrap();
         let order = format!("o{n}");
         let token = buyer.issue_token("b-seller", 500, &order, "https://b").await.unwrap();
-        seller.settle(token.body["token"].as_str().unwrap(), 500, &order, None).await.unwrap();
+        seller.settle(token.body.token.as_str(), 500, &order, None).await.unwrap();
     }
     let passport = seller.passport(None).await.unwrap();
     let seller_did = bazaar_sdk::did_of(&seller_key);

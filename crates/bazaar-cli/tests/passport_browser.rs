@@ -190,7 +190,7 @@ async fn changing_any_number_on_the_card_fails_the_check_again() {
     for n in 0..2 {
         let order = format!("card-{n}");
         let token = buyer.issue_token("card-shop", 400, &order, "https://shop/x").await.unwrap();
-        shop.settle(token.body["token"].as_str().unwrap(), 400, &order, None).await.unwrap();
+        shop.settle(token.body.token.as_str(), 400, &order, None).await.unwrap();
     }
     let passport = shop.call(reqwest::Method::POST, "/v1/passports", Some(json!({})), None).await.unwrap().body;
     let file = dir.join("card.json");

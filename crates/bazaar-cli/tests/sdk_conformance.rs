@@ -355,17 +355,17 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                 "merchant_raw" => raw(&shop, args["payment"].as_str()).await,
                 "merchant_tampered" => {
                     let issued = buyer.issue_token(merchant_did, price, order, &shop.url).await?;
-                    let token = issued.body["token"].as_str().unwrap().to_string();
+                    let token = issued.body.token.clone();
                     let (body, signature) = token.rsplit_once('.').unwrap();
                     let first = if signature.starts_with('A') { "B" } else { "A" };
                     raw(&shop, Some(&format!("{body}.{first}{}", &signature[1..]))).await
                 }
                 "purchase" => match buyer.purchase(&shop.url, merchant_did, escrow_price, order).await? {
                     bazaar_sdk::client::Purchase::Escrowed(contract) => {
-                        let id = contract["id"].as_str().unwrap_or_default().to_string();
+                        let id = contract.id.clone();
                         let same = contracts.get(order) == Some(&id);
                         contracts.entry(order.to_string()).or_insert(id);
-                        json!({"escrowed": true, "state": contract["state"], "same_contract": same})
+                        json!({"escrowed": true, "state": contract.state, "same_contract": same})
                     }
                     bazaar_sdk::client::Purchase::Paid(_) => json!({"escrowed": false}),
                 },
@@ -378,10 +378,10 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                 "token_then_settle" => {
                     let issued = buyer.issue_token(merchant_did, args["amount"].as_u64().unwrap(), order, &shop.url).await?;
                     if args["void_first"] == true {
-                        buyer.void(issued.body["jti"].as_str().unwrap()).await?;
+                        buyer.void(&issued.body.jti).await?;
                     }
                     let settler = as_(args["by"].as_str().unwrap_or("merchant"));
-                    let token = issued.body["token"].as_str().unwrap();
+                    let token = issued.body.token.as_str();
                     let settle_order = args["settle_order"].as_str().unwrap_or(order);
                     settler.settle(token, args["settle"].as_u64().unwrap(), settle_order, None).await?;
                     json!({"status": 200})

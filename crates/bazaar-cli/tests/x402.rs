@@ -105,7 +105,7 @@ async fn x402_fetch_pays_an_sdk_route_once() {
 
     // A token minted for another resource is refused by the route before anything settles.
     let token = buyer.issue_token("x4-shop", PRICE, "x4-other", "http://elsewhere/forecast").await.unwrap();
-    let payload = json!({"x402Version": 2, "accepted": offer, "payload": {"token": token.body["token"]}});
+    let payload = json!({"x402Version": 2, "accepted": offer, "payload": {"token": token.body.token}});
     let signature = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
     let refused = reqwest::Client::new()
         .get(format!("{shop}/forecast"))
@@ -180,7 +180,7 @@ async fn x402_express_uses_the_bazaar_facilitator() {
     let token = buyer.issue_token("xe-rival", PRICE, "o-rival", &format!("{shop}/paid")).await.unwrap();
     let rival_did = rival.me().await.unwrap().member.id;
     let request = json!({"x402Version": 2,
-        "paymentPayload": {"x402Version": 2, "resource": {"url": format!("{shop}/paid")}, "payload": {"token": token.body["token"]}},
+        "paymentPayload": {"x402Version": 2, "resource": {"url": format!("{shop}/paid")}, "payload": {"token": token.body.token}},
         "paymentRequirements": {"scheme": "apt", "network": network, "amount": PRICE.to_string(), "asset": "BNU",
             "payTo": merchant_did, "maxTimeoutSeconds": 900}});
     let verdict = merchant.call(reqwest::Method::POST, "/x402/verify", Some(request.clone()), None).await.unwrap().body;

@@ -64,11 +64,19 @@ pub fn typed<T: serde::de::DeserializeOwned>(body: Value) -> Result<T, SdkError>
     })
 }
 
-/// One answer: the JSON body and whether it was replayed from an idempotency record.
+/// One answer: its body (the call's wire type; JSON only from [`crate::Client::call`], the untyped escape
+/// hatch) and whether it was replayed from an idempotency record.
 #[derive(Debug, Clone)]
-pub struct Answer {
-    pub body: Value,
+pub struct Answer<T = Value> {
+    pub body: T,
     pub replayed: bool,
+}
+
+impl Answer<Value> {
+    /// This answer with its body read as the wire type `T` ([`typed`]).
+    pub fn typed<T: serde::de::DeserializeOwned>(self) -> Result<Answer<T>, SdkError> {
+        Ok(Answer { body: typed(self.body)?, replayed: self.replayed })
+    }
 }
 
 #[cfg(test)]

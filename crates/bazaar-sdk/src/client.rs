@@ -296,12 +296,12 @@ impl Client {
         max_amount: u64,
         order_id: &str,
         resource: &str,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::pay::TokenIssued>, SdkError> {
         let body =
             json!({"merchant": merchant, "max_amount_minor": max_amount, "order_id": order_id, "resource": resource});
         match &self.lanes {
-            Some(lanes) => lanes.tokens.submit(self, body).await,
-            None => self.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await,
+            Some(lanes) => lanes.tokens.submit(self, body).await?.typed(),
+            None => self.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?.typed(),
         }
     }
 
@@ -317,16 +317,16 @@ impl Client {
         amount: u64,
         order_id: &str,
         key: Option<&str>,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::pay::SettlementReceipt>, SdkError> {
         let mut body = json!({"token": token, "amount_minor": amount, "order_id": order_id});
         match &self.lanes {
             Some(lanes) => {
                 if let Some(key) = key {
                     body["idempotency_key"] = json!(key);
                 }
-                lanes.settlements.submit(self, body).await
+                lanes.settlements.submit(self, body).await?.typed()
             }
-            None => self.call(reqwest::Method::POST, "/v1/settlements", Some(body), key).await,
+            None => self.call(reqwest::Method::POST, "/v1/settlements", Some(body), key).await?.typed(),
         }
     }
 
@@ -649,7 +649,7 @@ impl Client {
         terms: &str,
         review_window_s: Option<u64>,
         key: &str,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::escrow::Contract>, SdkError> {
         let milestones: Vec<Value> = milestones
             .iter()
             .map(|(amount, description, due)| json!({"amount_minor": amount, "description": description, "due_at_ms": due}))
@@ -657,7 +657,7 @@ impl Client {
         let terms_sha256 = hex_sha256(terms.as_bytes());
         let body = json!({"seller": seller, "arbiter": arbiter, "milestones": milestones,
             "terms_sha256": terms_sha256, "review_window_s": review_window_s});
-        self.call(reqwest::Method::POST, "/v1/contracts", Some(body), Some(key)).await
+        self.call(reqwest::Method::POST, "/v1/contracts", Some(body), Some(key)).await?.typed()
     }
 
     pub async fn contract(&self, id: &str) -> Result<wire::escrow::Contract, SdkError> {
@@ -665,11 +665,16 @@ impl Client {
     }
 
     /// `act` is accept, decline or cancel.
-    pub async fn contract_act(&self, id: &str, act: &str) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/{act}"), None, None).await
+    pub async fn contract_act(&self, id: &str, act: &str) -> Result<Answer<wire::escrow::Contract>, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/{act}"), None, None).await?.typed()
     }
 
-    pub async fn deliver(&self, id: &str, milestone: u32, evidence: &[u8]) -> Result<Answer, SdkError> {
+    pub async fn deliver(
+        &self,
+        id: &str,
+        milestone: u32,
+        evidence: &[u8],
+    ) -> Result<Answer<wire::escrow::MilestoneDelivered>, SdkError> {
         let body = json!({"evidence_sha256": hex_sha256(evidence)});
         self.call(
             reqwest::Method::POST,
@@ -677,21 +682,36 @@ impl Client {
             Some(body),
             None,
         )
-        .await
+        .await?
+        .typed()
     }
 
     /// Buyer: releases a delivered milestone. `key = None` uses the registry's
     /// derived key, so a retry replays the first receipt.
-    pub async fn release(&self, id: &str, milestone: u32, key: Option<&str>) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/release"), None, key).await
+    pub async fn release(
+        &self,
+        id: &str,
+        milestone: u32,
+        key: Option<&str>,
+    ) -> Result<Answer<wire::escrow::MilestoneReleased>, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/release"), None, key)
+            .await?
+            .typed()
     }
 
     /// Buyer: takes back an undelivered milestone's hold once its due date plus
     /// the registry's grace has passed (before that: `reclaim_too_early`, with
     /// `reclaimable_at_ms` in the facts). `key = None` uses the registry's
     /// default key (`reclaim:{id}:{milestone}`).
-    pub async fn reclaim(&self, id: &str, milestone: u32, key: Option<&str>) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/reclaim"), None, key).await
+    pub async fn reclaim(
+        &self,
+        id: &str,
+        milestone: u32,
+        key: Option<&str>,
+    ) -> Result<Answer<wire::escrow::MilestoneReclaimed>, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/reclaim"), None, key)
+            .await?
+            .typed()
     }
 
     /// Buyer: disputes a paid call (`{"type":"call","merchant","order_id"}`) or a
@@ -702,9 +722,9 @@ impl Client {
         reason: &str,
         claimed: u64,
         note: &str,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::dispute::Dispute>, SdkError> {
         let body = json!({"subject": subject, "reason": reason, "claimed_minor": claimed, "note": note});
-        self.call(reqwest::Method::POST, "/v1/disputes", Some(body), None).await
+        self.call(reqwest::Method::POST, "/v1/disputes", Some(body), None).await?.typed()
     }
 
     pub async fn dispute(&self, id: &str) -> Result<wire::dispute::Dispute, SdkError> {
@@ -726,13 +746,13 @@ impl Client {
         key: &SigningKey,
         content: &[u8],
         url: Option<&str>,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::dispute::EvidenceAdded>, SdkError> {
         let sha256 = hex_sha256(content);
         let message = format!("bazaar-evidence-v1.{dispute}.{sha256}");
         let signature =
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
         let body = json!({"sha256": sha256, "url": url, "signature": signature});
-        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/evidence"), Some(body), None).await
+        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/evidence"), Some(body), None).await?.typed()
     }
 
     /// Arbiter: `decision` is refund_full, refund_partial or reject.
@@ -743,29 +763,39 @@ impl Client {
         refund: u64,
         slash: u64,
         reasons: &str,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::dispute::RulingAnswer>, SdkError> {
         let body = json!({"decision": decision, "refund_minor": refund, "slash_minor": slash, "reasons": reasons});
-        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/ruling"), Some(body), None).await
+        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/ruling"), Some(body), None).await?.typed()
     }
 
-    pub async fn appeal(&self, dispute: &str) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/appeal"), None, None).await
+    pub async fn appeal(&self, dispute: &str) -> Result<Answer<wire::dispute::Dispute>, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/appeal"), None, None).await?.typed()
     }
 
-    pub async fn execute_dispute(&self, dispute: &str, key: Option<&str>) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/execute"), None, key).await
+    pub async fn execute_dispute(
+        &self,
+        dispute: &str,
+        key: Option<&str>,
+    ) -> Result<Answer<wire::dispute::DisputeOutcome>, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/execute"), None, key).await?.typed()
     }
 
-    pub async fn stake_lock(&self, amount: u64, key: &str) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, "/v1/stake", Some(json!({"amount_minor": amount})), Some(key)).await
+    pub async fn stake_lock(&self, amount: u64, key: &str) -> Result<Answer<wire::dispute::StakeLocked>, SdkError> {
+        self.call(reqwest::Method::POST, "/v1/stake", Some(json!({"amount_minor": amount})), Some(key)).await?.typed()
     }
 
-    pub async fn stake_unlock(&self, amount: u64, key: &str) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, "/v1/stake/unlock", Some(json!({"amount_minor": amount})), Some(key)).await
+    pub async fn stake_unlock(
+        &self,
+        amount: u64,
+        key: &str,
+    ) -> Result<Answer<wire::dispute::StakeUnlocking>, SdkError> {
+        self.call(reqwest::Method::POST, "/v1/stake/unlock", Some(json!({"amount_minor": amount})), Some(key))
+            .await?
+            .typed()
     }
 
-    pub async fn stake_withdraw(&self, key: &str) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, "/v1/stake/withdraw", None, Some(key)).await
+    pub async fn stake_withdraw(&self, key: &str) -> Result<Answer<wire::dispute::StakeWithdrawn>, SdkError> {
+        self.call(reqwest::Method::POST, "/v1/stake/withdraw", None, Some(key)).await?.typed()
     }
 
     pub async fn stake(&self, member: &str) -> Result<wire::dispute::Stake, SdkError> {
@@ -797,10 +827,10 @@ impl Client {
 
     /// Retries `call` while the answer is retryable: transport errors, 5xx, or
     /// `idempotency_in_flight` — always with the same request (and so the same key).
-    pub async fn retrying<F, Fut>(&self, call: F) -> Result<Answer, SdkError>
+    pub async fn retrying<F, Fut, T>(&self, call: F) -> Result<Answer<T>, SdkError>
     where
         F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<Answer, SdkError>>,
+        Fut: std::future::Future<Output = Result<Answer<T>, SdkError>>,
     {
         let mut attempt = 0;
         loop {
@@ -971,7 +1001,7 @@ pub enum Purchase {
     /// At or below the threshold: paid per call.
     Paid(PaidResponse),
     /// Above it: an escrowed contract, funded and offered to the merchant.
-    Escrowed(Value),
+    Escrowed(wire::escrow::Contract),
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {

@@ -286,20 +286,24 @@ pub async fn paid(State(route): State<Arc<PaidRoute>>, mut request: Request, nex
     }
     // The registry keys a settle by its token (`token:<jti>`): a refused earlier token for this order never blocks
     // this one, and one settlement per order stays the registry's uniqueness.
-    let receipt = match route.client.settle(&token, route.price_minor, &order_id, None).await.map(|a| a.body) {
-        Ok(body) => body,
-        // The order was paid before (by this token under another key, or another token):
-        // answer from the original settlement's work receipt.
-        Err(SdkError::Problem { code, body, .. }) if code == "token_settled" || code == "order_already_settled" => {
-            body["facts"].clone()
-        }
-        Err(error) => return settle_failure(error, route.price_minor),
-    };
+    let settlement: bazaar_wire::pay::Settlement =
+        match route.client.settle(&token, route.price_minor, &order_id, None).await {
+            Ok(answer) => answer.body.settlement,
+            // The order was paid before (by this token under another key, or another token):
+            // answer from the original settlement's work receipt (the refusal's facts are that settlement).
+            Err(SdkError::Problem { code, body, .. }) if code == "token_settled" || code == "order_already_settled" => {
+                match crate::answer::typed(body["facts"].clone()) {
+                    Ok(original) => original,
+                    Err(error) => return settle_failure(error, route.price_minor),
+                }
+            }
+            Err(error) => return settle_failure(error, route.price_minor),
+        };
     let settled = Settled {
-        settlement_id: receipt["settlement_id"].as_str().unwrap_or_default().to_string(),
+        settlement_id: settlement.settlement_id,
         order_id: order_id.clone(),
-        buyer: receipt["buyer"].as_str().unwrap_or_default().to_string(),
-        amount_minor: receipt["amount_minor"].as_u64().unwrap_or_default(),
+        buyer: settlement.buyer,
+        amount_minor: settlement.amount_minor,
     };
     let lock = route.lock_for(&settled.settlement_id);
     let _running = lock.lock().await;

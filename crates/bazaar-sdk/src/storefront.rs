@@ -39,10 +39,14 @@ impl Client {
     }
 
     /// Buyer's agent: opens a request for quote under `key`; the sellers whose listings match are invited.
-    pub async fn create_rfq(&self, request: &QuoteRequest<'_>, key: &str) -> Result<Answer, SdkError> {
+    pub async fn create_rfq(
+        &self,
+        request: &QuoteRequest<'_>,
+        key: &str,
+    ) -> Result<Answer<wire::market::Rfq>, SdkError> {
         let body = json!({"item": request.item, "quantity": request.quantity,
             "max_unit_price_minor": request.max_unit_price_minor, "deadline_ms": request.deadline_ms});
-        self.call(Method::POST, "/v1/rfqs", Some(body), Some(key)).await
+        self.call(Method::POST, "/v1/rfqs", Some(body), Some(key)).await?.typed()
     }
 
     /// Requests for quote naming the caller, as buyer or as an invited seller (how sellers poll).
@@ -63,9 +67,9 @@ impl Client {
         listing: &str,
         unit_price_minor: u64,
         quantity: u64,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::market::Offer>, SdkError> {
         let body = json!({"listing": listing, "unit_price_minor": unit_price_minor, "quantity": quantity});
-        self.call(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await
+        self.call(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await?.typed()
     }
 
     /// The buyer or an invited seller: the allocation as it stands (fixed once closed).
@@ -74,22 +78,31 @@ impl Client {
     }
 
     /// The buyer: closes the request; its allocation is fixed and may be ordered.
-    pub async fn close_rfq(&self, rfq: &str) -> Result<Answer, SdkError> {
-        self.call(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await
+    pub async fn close_rfq(&self, rfq: &str) -> Result<Answer<wire::market::RfqAllocation>, SdkError> {
+        self.call(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await?.typed()
     }
 
     /// Owner: orders of `agent` (handle or DID) with a total above `approval_above_minor` wait for a person
     /// (0: every order).
-    pub async fn set_order_policy(&self, agent: &str, approval_above_minor: u64) -> Result<Answer, SdkError> {
+    pub async fn set_order_policy(
+        &self,
+        agent: &str,
+        approval_above_minor: u64,
+    ) -> Result<Answer<wire::market::OrderPolicy>, SdkError> {
         let body = json!({"approval_above_minor": approval_above_minor});
-        self.call(Method::PUT, &format!("/v1/agents/{agent}/order-policy"), Some(body), None).await
+        self.call(Method::PUT, &format!("/v1/agents/{agent}/order-policy"), Some(body), None).await?.typed()
     }
 
     /// Buyer's agent: orders a closed request's allocation under `key` — one authorization, or an order
     /// waiting at `approval_url` when the policy (or `require_approval`) asks for a person.
-    pub async fn create_order(&self, rfq: &str, require_approval: bool, key: &str) -> Result<Answer, SdkError> {
+    pub async fn create_order(
+        &self,
+        rfq: &str,
+        require_approval: bool,
+        key: &str,
+    ) -> Result<Answer<wire::market::Order>, SdkError> {
         let body = json!({"rfq": rfq, "require_approval": require_approval});
-        self.call(Method::POST, "/v1/orders", Some(body), Some(key)).await
+        self.call(Method::POST, "/v1/orders", Some(body), Some(key)).await?.typed()
     }
 
     /// Orders naming the caller or, with `agent`, naming one of the caller's agents (a maker's owner).
@@ -111,18 +124,22 @@ impl Client {
     }
 
     /// The buyer's owner (a person; an agent is refused `approval_by_person`): approves a waiting order.
-    pub async fn approve_order(&self, id: &str) -> Result<Answer, SdkError> {
-        self.call(Method::POST, &format!("/v1/orders/{id}/approve"), None, None).await
+    pub async fn approve_order(&self, id: &str) -> Result<Answer<wire::market::Order>, SdkError> {
+        self.call(Method::POST, &format!("/v1/orders/{id}/approve"), None, None).await?.typed()
     }
 
     /// The buyer's owner: declines a waiting order.
-    pub async fn decline_order(&self, id: &str) -> Result<Answer, SdkError> {
-        self.call(Method::POST, &format!("/v1/orders/{id}/decline"), None, None).await
+    pub async fn decline_order(&self, id: &str) -> Result<Answer<wire::market::Order>, SdkError> {
+        self.call(Method::POST, &format!("/v1/orders/{id}/decline"), None, None).await?.typed()
     }
 
     /// The buyer agent or its owner: cancels share `share` before it ships; its hold is released.
-    pub async fn cancel_share(&self, order: &str, share: u32) -> Result<Answer, SdkError> {
-        self.call(Method::POST, &format!("/v1/orders/{order}/shares/{share}/cancel"), None, None).await
+    pub async fn cancel_share(
+        &self,
+        order: &str,
+        share: u32,
+    ) -> Result<Answer<wire::market::ShareCancelled>, SdkError> {
+        self.call(Method::POST, &format!("/v1/orders/{order}/shares/{share}/cancel"), None, None).await?.typed()
     }
 
     /// A stored receipt image by its SHA-256 (the buyer, its owner, the maker or the operator).

@@ -126,10 +126,7 @@ async fn problems_are_rfc9457_with_stable_codes() {
 async fn settle_replays_conflicts_and_in_flight() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "a", 10_000).await;
-    let token = buyer.issue_token(&shop, 500, "o-1", "https://shop/x").await.unwrap().body["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = buyer.issue_token(&shop, 500, "o-1", "https://shop/x").await.unwrap().body.token.clone();
     let first = merchant.settle(&token, 500, "o-1", None).await.unwrap();
     assert!(!first.replayed);
     let again = merchant.settle(&token, 500, "o-1", None).await.unwrap();
@@ -140,10 +137,7 @@ async fn settle_replays_conflicts_and_in_flight() {
     let fresh_key = merchant.settle(&token, 500, "o-1", Some("other-key")).await.unwrap_err();
     assert_eq!(code(fresh_key), (409, "token_settled".into()));
     // Many concurrent requests under one key: each is the original or "in flight" with Retry-After.
-    let token2 = buyer.issue_token(&shop, 500, "o-2", "https://shop/x").await.unwrap().body["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token2 = buyer.issue_token(&shop, 500, "o-2", "https://shop/x").await.unwrap().body.token.clone();
     let http = reqwest::Client::new();
     let credential = merchant_credential(&merchant);
     let sends = (0..32).map(|_| {
@@ -178,10 +172,7 @@ fn merchant_credential(client: &Client) -> String {
 async fn sixty_four_concurrent_settles_make_one_transfer() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "c", 100_000).await;
-    let token = buyer.issue_token(&shop, 250, "race", "https://shop/x").await.unwrap().body["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = buyer.issue_token(&shop, 250, "race", "https://shop/x").await.unwrap().body.token.clone();
     // Same token, 64 different keys.
     let sends = (0..64).map(|i| {
         let (merchant, token) = (merchant.clone(), token.clone());
@@ -240,8 +231,7 @@ async fn authority_follows_the_principal_chain() {
     // An owner cannot fund or budget someone else's agent.
     assert_eq!(code(owner.fund("buyer-e", 1, "x").await.unwrap_err()), (403, "not_owner".into()));
     // A merchant cannot settle a token addressed to another merchant.
-    let token =
-        buyer.issue_token(&other_shop, 100, "p-1", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let token = buyer.issue_token(&other_shop, 100, "p-1", "r").await.unwrap().body.token.clone();
     assert_eq!(code(merchant.settle(&token, 100, "p-1", None).await.unwrap_err()), (403, "not_audience".into()));
     assert_eq!(code(merchant.verify(&token).await.unwrap_err()), (403, "not_audience".into()));
     other_shop_client.settle(&token, 100, "p-1", None).await.unwrap();
@@ -275,7 +265,7 @@ async fn authority_follows_the_principal_chain() {
 async fn expired_tokens_release_their_holds_and_cannot_settle() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "f", 10_000).await;
-    let token = buyer.issue_token(&shop, 700, "late", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let token = buyer.issue_token(&shop, 700, "late", "r").await.unwrap().body.token.clone();
     assert_eq!(buyer.me().await.unwrap().available_minor, Some(9_300));
     for order in ["late-2", "late-3"] {
         buyer.issue_token(&shop, 100, order, "r").await.unwrap();
@@ -296,7 +286,7 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     );
     let fresh = buyer.issue_token(&shop, 700, "late", "r").await.unwrap();
     assert!(!fresh.replayed, "the order's pruned key is a new request");
-    assert_ne!(fresh.body["token"].as_str(), Some(token.as_str()));
+    assert_ne!(fresh.body.token, token);
     let big = buyer.issue_token(&shop, ESCROW_THRESHOLD_MINOR + 1, "big", "r").await.unwrap_err();
     assert_eq!(code(big), (422, "escrow_required".into()));
     // Tokens live 15 minutes unless the buyer asks for less (never for more, never below the minimum).
@@ -311,7 +301,7 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     assert_eq!(code(ask("too-short", 1).await.unwrap_err()), (400, "invalid_request".into()));
     assert_eq!(code(ask("too-long", 901).await.unwrap_err()), (400, "invalid_request".into()));
     let default = buyer.issue_token(&shop, 10, "default-ttl", "r").await.unwrap().body;
-    assert_eq!(default["expires_at_ms"].as_i64(), Some(now + 900_000));
+    assert_eq!(default.expires_at_ms, now + 900_000);
     r.clock.advance_s(1);
     let later = ask("later", 60).await.unwrap().body;
     assert!(short["jti"].as_str().unwrap() < later["jti"].as_str().unwrap(), "token ids sort by issue time");
@@ -326,18 +316,19 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
 async fn a_refused_token_never_blocks_the_next_token_for_its_order() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "k", 10_000).await;
-    let token_of = |answer: bazaar_sdk::answer::Answer| answer.body["token"].as_str().unwrap().to_string();
+    let token_of = |answer: bazaar_sdk::answer::Answer<bazaar_sdk::wire::pay::TokenIssued>| answer.body.token;
     let first = token_of(buyer.issue_token(&shop, 400, "again", "r").await.unwrap());
     r.clock.advance_s(901);
     assert_eq!(code(merchant.settle(&first, 400, "again", None).await.unwrap_err()), (410, "token_expired".into()));
     // The buyer asks for a new token for the same order (a key of its own: the derived one replays the first).
     let ask = |key: &'static str| {
         let body = json!({"merchant": shop, "max_amount_minor": 400, "order_id": "again", "resource": "r"});
-        buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), Some(key))
+        let buyer = buyer.clone();
+        async move { buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), Some(key)).await?.typed() }
     };
     let second = token_of(ask("renew-1").await.unwrap());
     let settled = merchant.settle(&second, 400, "again", None).await.unwrap();
-    assert!(!settled.replayed, "the second token settles under its own key: {}", settled.body);
+    assert!(!settled.replayed, "the second token settles under its own key: {:?}", settled.body);
     let retried = merchant.settle(&second, 400, "again", None).await.unwrap();
     assert!(retried.replayed);
     assert_eq!(retried.body, settled.body);
@@ -347,7 +338,7 @@ async fn a_refused_token_never_blocks_the_next_token_for_its_order() {
     let third = token_of(ask("renew-2").await.unwrap());
     let paid_once = merchant.settle(&third, 400, "again", None).await.unwrap_err();
     assert_eq!(code(paid_once), (409, "order_already_settled".into()));
-    assert_eq!(merchant.me().await.unwrap().balance_minor, settled.body["net_minor"].as_i64());
+    assert_eq!(merchant.me().await.unwrap().balance_minor, Some(settled.body.settlement.net_minor as i64));
 }
 
 /// A refusal under a derived key is not kept: a token refused for an order (the buyer's budget too small) is
@@ -367,10 +358,10 @@ async fn a_refusal_under_a_derived_key_never_pins_the_order() {
     owner.fund("buyer-pin", 1_000, "fund-pin-more").await.unwrap();
     owner.set_budget("buyer-pin", 1_300, 1_300, 1_300).await.unwrap();
     let issued = buyer.issue_token(&shop, 400, "pinned", "r").await.unwrap();
-    assert!(!issued.replayed, "the derived key kept no refusal: {}", issued.body);
+    assert!(!issued.replayed, "the derived key kept no refusal: {:?}", issued.body);
     let again = buyer.issue_token(&shop, 400, "pinned", "r").await.unwrap();
     assert!(again.replayed, "the derived key keeps the token it issued");
-    assert_eq!(again.body["token"], issued.body["token"]);
+    assert_eq!(again.body.token, issued.body.token);
     assert_eq!(code(with_key().await.unwrap_err()), refused, "a chosen key keeps its refusal");
 }
 
@@ -378,7 +369,7 @@ async fn a_refusal_under_a_derived_key_never_pins_the_order() {
 async fn verify_is_a_receipt_check() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "g", 10_000).await;
-    let token = buyer.issue_token(&shop, 300, "v", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let token = buyer.issue_token(&shop, 300, "v", "r").await.unwrap().body.token.clone();
     assert_eq!(merchant.verify(&token).await.unwrap().state(), Some("open"));
     merchant.settle(&token, 300, "v", None).await.unwrap();
     let verified = serde_json::to_value(merchant.verify(&token).await.unwrap()).unwrap();
@@ -414,8 +405,7 @@ async fn a_token_this_node_issued_needs_no_fresh_signature_check() {
         series_value(&metrics, "bazaar_cache_entries{cache=\"verified_tokens\"}")
     };
     let before = cached().await;
-    let token =
-        buyer.issue_token(&shop, 300, "remembered", "r").await.unwrap().body["token"].as_str().unwrap().to_string();
+    let token = buyer.issue_token(&shop, 300, "remembered", "r").await.unwrap().body.token.clone();
     assert_eq!(cached().await, before + 1, "remembered at issue, before any verify");
     assert!(merchant.verify(&token).await.unwrap().genuine());
     assert_eq!(cached().await, before + 1, "the verify found it; nothing new was verified");
@@ -464,8 +454,7 @@ async fn pay_renews_a_replayed_token_that_has_expired() {
     #[allow(clippy::disallowed_methods)] // The SDK judges expiry by the wall clock; line the registry up with it.
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     r.clock.set(bazaar_types::Timestamp(wall - 1_000_000));
-    let first =
-        buyer.issue_token(&shop, 100, "renew-me", &url).await.unwrap().body["token"].as_str().unwrap().to_string();
+    let first = buyer.issue_token(&shop, 100, "renew-me", &url).await.unwrap().body.token.clone();
     r.clock.set(bazaar_types::Timestamp(wall));
     let paid = buyer.pay(&url, &shop, 100, "renew-me").await.unwrap();
     assert_ne!(paid.body, first, "an expired token is renewed, not replayed to the merchant");
@@ -807,13 +796,13 @@ async fn answers_fit_the_bodies_the_api_description_states() {
     check("put", "/v1/agents/{agent}/budget", "200", &budget);
     let issued = buyer.issue_token(&shop, 300, "o-1", "r").await.unwrap().body;
     check("post", "/v1/tokens", "201", &issued);
-    let token = issued["token"].as_str().unwrap();
+    let token = issued.token.as_str();
     check("post", "/v1/tokens/verify", "200", &merchant.verify(token).await.unwrap());
     check("post", "/v1/settlements", "200", &merchant.settle(token, 300, "o-1", None).await.unwrap().body);
     check("post", "/v1/tokens/verify", "200", &merchant.verify(token).await.unwrap());
     check("post", "/v1/tokens/verify", "200", &merchant.verify("apt_x.y").await.unwrap());
     let spare = buyer.issue_token(&shop, 10, "o-2", "r").await.unwrap().body;
-    check("post", "/v1/tokens/{jti}/void", "200", &buyer.void(spare["jti"].as_str().unwrap()).await.unwrap());
+    check("post", "/v1/tokens/{jti}/void", "200", &buyer.void(&spare.jti).await.unwrap());
     check("get", "/v1/events", "200", &r.operator.events(0, 50).await.unwrap());
     check("get", "/.well-known/bazaar-keys", "200", &buyer.key_history().await.unwrap());
     check("get", "/v1/federation/peers", "200", &buyer.peers().await.unwrap());
@@ -828,7 +817,7 @@ async fn answers_fit_the_bodies_the_api_description_states() {
     let created =
         buyer.create_contract(&seller_handle, None, &[(6_000, "work", due)], "terms", None, "c-1").await.unwrap().body;
     check("post", "/v1/contracts", "201", &created);
-    let id = created["id"].as_str().unwrap();
+    let id = created.id.as_str();
     check("post", "/v1/contracts/{id}/accept", "200", &seller.contract_act(id, "accept").await.unwrap().body);
     let delivered = seller.deliver(id, 0, b"done").await.unwrap().body;
     check("post", "/v1/contracts/{id}/milestones/{index}/deliver", "200", &delivered);
@@ -974,7 +963,9 @@ async fn a_new_node_folds_reputation_forward_from_the_stored_snapshot() {
     let pay = |order: String| {
         let (buyer, merchant, shop) = (buyer.clone(), merchant.clone(), shop.clone());
         async move {
-            let token = buyer.issue_token(&shop, 500, &order, "https://shop/x").await.unwrap().body["token"].clone();
+            let token = serde_json::Value::String(
+                buyer.issue_token(&shop, 500, &order, "https://shop/x").await.unwrap().body.token,
+            );
             merchant.settle(token.as_str().unwrap(), 500, &order, None).await.unwrap();
         }
     };
@@ -1048,10 +1039,7 @@ async fn a_new_node_folds_reputation_forward_from_the_stored_snapshot() {
 async fn the_x402_facilitator_and_the_settle_route_share_the_tokens_derived_key() {
     let r = registry().await;
     let (_, buyer, merchant, shop) = cast(&r, "x402key", 10_000).await;
-    let token = buyer.issue_token(&shop, 500, "x402-1", "https://shop/x").await.unwrap().body["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = buyer.issue_token(&shop, 500, "x402-1", "https://shop/x").await.unwrap().body.token.clone();
     let merchant_id = merchant.me().await.unwrap().member.id;
     let network = bazaar_server::x402::network(&r.state);
     let payment = json!({
@@ -1065,8 +1053,8 @@ async fn the_x402_facilitator_and_the_settle_route_share_the_tokens_derived_key(
     assert_eq!(first["success"], true, "{first}");
     let transaction = first["transaction"].clone();
     let rest = merchant.settle(&token, 500, "x402-1", None).await.unwrap();
-    assert!(rest.replayed, "the REST settle replays the facilitator's settlement: {}", rest.body);
-    assert_eq!(rest.body["settlement_id"], transaction);
+    assert!(rest.replayed, "the REST settle replays the facilitator's settlement: {:?}", rest.body);
+    assert_eq!(rest.body.settlement.settlement_id, transaction);
     let again = settle().await.unwrap().body;
     assert_eq!((again["success"].clone(), again["transaction"].clone()), (json!(true), transaction));
 }

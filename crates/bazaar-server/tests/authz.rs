@@ -318,7 +318,7 @@ impl World {
         let buyer = r.operator.with_credential(&a.credential);
         let subject = json!({"type": "call", "merchant": m.id, "order_id": "authz-paid"});
         let filed = buyer.file_dispute(subject, "not_delivered", 100, "never came").await.unwrap().body;
-        let dispute = filed["id"].as_str().unwrap().to_string();
+        let dispute = filed.id.clone();
         r.operator.with_credential(&m.credential).add_evidence(&dispute, &m.key, b"it came", None).await.unwrap();
         r.clock.advance_s(bazaar_core::dispute::Windows::standard().evidence_s + 1);
         bazaar_server::sweep_once(&r.state).await.unwrap();
@@ -346,10 +346,10 @@ impl World {
             .create_contract(&m.id, None, &[(100, "one", day), (100, "two", day)], "t", None, "authz-c1")
             .await
             .unwrap();
-        ids.insert("contract", bought.body["id"].as_str().unwrap().into());
+        ids.insert("contract", bought.body.id.clone());
         let merchant = r.operator.with_credential(&m.credential);
         let sold = merchant.create_contract(&a.id, None, &[(100, "one", day)], "t", None, "authz-c2").await.unwrap();
-        ids.insert("sold_contract", sold.body["id"].as_str().unwrap().into());
+        ids.insert("sold_contract", sold.body.id.clone());
         // Rooms: a private one the agent owns with the member in it and one
         // message of the agent's; a public one; a scratch one for leaving
         // and removing.

@@ -248,8 +248,7 @@ async fn a_coalescing_client_answers_concurrent_calls_as_single_calls_in_fewer_r
         async move { buyer.issue_token(&merchant, 100, &format!("c-{i}"), "https://shop/c").await }
     }))
     .await;
-    let tokens: Vec<String> =
-        tokens.into_iter().map(|t| t.unwrap().body["token"].as_str().unwrap().to_string()).collect();
+    let tokens: Vec<String> = tokens.into_iter().map(|t| t.unwrap().body.token.clone()).collect();
     // Every order settled once, each twice at the same moment, and one over its token's amount.
     let settles = futures::future::join_all((0..CALLS * 2).map(|n| {
         let (merchant, token) = (merchant.clone(), tokens[n % CALLS].clone());
@@ -277,7 +276,7 @@ async fn a_coalescing_client_answers_concurrent_calls_as_single_calls_in_fewer_r
             Err(e) => panic!("order {order}: {e}"),
         };
         replays += usize::from(answer.replayed);
-        ids.entry(order).or_default().push(answer.body["settlement_id"].as_str().unwrap().to_string());
+        ids.entry(order).or_default().push(answer.body.settlement.settlement_id.clone());
     }
     assert!(ids.values().all(|v| v.len() == 2 && v[0] == v[1]), "one settlement per order");
     assert_eq!(replays, CALLS, "every second settle of an order is a replay");

@@ -92,7 +92,7 @@ async fn a_notifier_batch_is_one_signal_to_the_other_nodes() {
         (r.operator.with_credential(&buyer.credential), r.operator.with_credential(&shop.credential));
     for order in ["o-1", "o-2", "o-3"] {
         let token = buying.issue_token("shop", 100, order, "https://shop/linen").await.unwrap().body;
-        selling.settle(token["token"].as_str().unwrap(), 100, order, None).await.unwrap();
+        selling.settle(&token.token, 100, order, None).await.unwrap();
     }
     let told = recorder.published.lock().unwrap().len();
     let pass = notify_once(&r.state).await.unwrap();

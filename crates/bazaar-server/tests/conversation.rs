@@ -786,7 +786,7 @@ async fn the_notifier_drains_in_batches_and_reports_how_far_behind_it_is() {
     while r.state.store.head().await.unwrap().seq < NOTIFIER_BATCH as u64 + 20 {
         let order = format!("order-{paid}");
         let token = buyer_client.issue_token("shop", 10, &order, "r").await.unwrap();
-        shop_client.settle(token.body["token"].as_str().unwrap(), 10, &order, None).await.unwrap();
+        shop_client.settle(token.body.token.as_str(), 10, &order, None).await.unwrap();
         paid += 1;
     }
     let first = notify_once(&r.state).await.unwrap();

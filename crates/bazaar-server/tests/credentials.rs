@@ -117,14 +117,17 @@ async fn a_credential_without_pay_reads_and_talks_but_never_moves_money() {
         runner.call(reqwest::Method::POST, "/v1/rooms", Some(json!({"name": "ops", "private": true})), None).await;
     assert!(talked.is_ok(), "it talks: {talked:?}");
     let refusals = [
-        ("token", runner.issue_token("shop", 100, "o-1", "https://x/y").await.map(|a| a.body)),
-        ("stake", runner.stake_lock(100, "k-1").await.map(|a| a.body)),
+        (
+            "token",
+            runner.issue_token("shop", 100, "o-1", "https://x/y").await.map(|a| serde_json::to_value(a.body).unwrap()),
+        ),
+        ("stake", runner.stake_lock(100, "k-1").await.map(|a| serde_json::to_value(a.body).unwrap())),
         (
             "contract",
             runner
                 .create_contract("hotel", None, &[(100, "x", 4_000_000_000_000)], "terms", None, "k-2")
                 .await
-                .map(|a| a.body),
+                .map(|a| serde_json::to_value(a.body).unwrap()),
         ),
     ];
     for (what, refused) in refusals {

@@ -38,7 +38,7 @@ async fn a_milestone_is_reclaimed_after_its_due_date_and_the_grace_and_a_stake_l
     let (owner, buyer, seller, seller_id) = parties(&r, 100_000, [50_000, 60_000, 100_000]).await;
     let due = r.clock.now().0 + 86_400_000;
     let created = buyer.create_contract(&seller_id, None, &[(20_000, "cut", due)], "terms", None, "c1").await.unwrap();
-    let id = created.body["id"].as_str().unwrap().to_string();
+    let id = created.body.id.clone();
     seller.contract_act(&id, "accept").await.unwrap();
     let spent = |me: bazaar_wire::identity::Me| me.budget.unwrap().spent_total_minor;
     let before = spent(buyer.me().await.unwrap());
@@ -50,7 +50,7 @@ async fn a_milestone_is_reclaimed_after_its_due_date_and_the_grace_and_a_stake_l
     assert_eq!(problem(seller.reclaim(&id, 0, None).await.unwrap_err()).1, "not_party");
     r.clock.advance_s(1);
     let reclaimed = buyer.reclaim(&id, 0, None).await.unwrap();
-    assert_eq!(reclaimed.body["refunded_minor"], 20_000);
+    assert_eq!(reclaimed.body.refunded_minor, 20_000);
     assert!(buyer.reclaim(&id, 0, None).await.unwrap().replayed, "the derived key replays");
     let again = problem(buyer.reclaim(&id, 0, Some("another-key")).await.unwrap_err());
     assert_eq!((again.0, again.1.as_str()), (409, "milestone_already_reclaimed"));

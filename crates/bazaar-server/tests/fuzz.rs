@@ -97,7 +97,7 @@ impl World {
                 .issue_token(&merchant.id, TOKEN_MAX_MINOR, "fuzz-order-1", "https://shop.example/fuzz")
                 .await
                 .unwrap();
-            let token = issued.body["token"].as_str().unwrap().to_string();
+            let token = issued.body.token.clone();
             let values = vec![
                 ("{operator}".into(), "operator-secret".into()),
                 ("{owner}".into(), owner.credential.clone()),
@@ -672,7 +672,7 @@ fn fuzz_x402_header() {
             .route("/paid", axum::routing::get(|| async { "paid" }))
             .route_layer(axum::middleware::from_fn_with_state(x402, bazaar_sdk::paid::x402_paid));
         let issued = buyer.issue_token(&merchant_id, PAID_PRICE_MINOR, "fuzz-x402", PAID_RESOURCE).await.unwrap();
-        (app, issued.body["token"].as_str().unwrap().to_string())
+        (app, issued.body.token.clone())
     });
     let send = |header: Option<HeaderValue>| {
         let mut request = Request::builder().uri("/paid");

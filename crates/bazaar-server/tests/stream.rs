@@ -90,7 +90,7 @@ async fn paid_call(r: &Registry) -> (common::Person, common::Person) {
     let buying = r.operator.with_credential(&buyer.credential);
     let token = buying.issue_token("linen-shop", 300, "o-1", "https://shop/linen").await.unwrap().body;
     let selling = r.operator.with_credential(&shop.credential);
-    let token = token["token"].as_str().unwrap();
+    let token = token.token.as_str();
     selling.settle(token, 300, "o-1", Some("settle-1")).await.unwrap();
     assert!(selling.settle(token, 300, "o-1", Some("secret-ish-key")).await.is_err());
     (buyer, shop)

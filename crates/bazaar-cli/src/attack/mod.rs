@@ -540,7 +540,7 @@ pub async fn snapshot(cast: &Cast) -> Result<(Balances, u64)> {
 
 async fn token(cast: &Cast, order: &str, max: u64) -> Result<String> {
     let answer = cast.buyer.issue_token(&cast.merchant_handle, max, order, "https://shop/restock").await?;
-    answer.body["token"].as_str().map(str::to_string).context("token in answer")
+    Ok(answer.body.token)
 }
 
 async fn paid_order(cast: &Cast, order: &str) -> Result<String> {
@@ -761,7 +761,11 @@ async fn second_settlement(cast: &Cast) -> Result<Measured> {
     let second = cast.buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), Some(&key)).await?;
     let second = second.body["token"].as_str().unwrap_or_default().to_string();
     let (balances_before, head_before) = snapshot(cast).await?;
-    let result = cast.merchant.settle(&second, PRICE_MINOR, "order-1", Some("a-fresh-key")).await.map(|a| a.body);
+    let result = cast
+        .merchant
+        .settle(&second, PRICE_MINOR, "order-1", Some("a-fresh-key"))
+        .await
+        .map(|a| crate::wire_json(&a.body));
     Ok((
         balances_before,
         head_before,
@@ -846,7 +850,7 @@ async fn delivered_contract(cast: &Cast, arbiter: Option<&str>) -> Result<String
         .buyer
         .create_contract(&cast.merchant_handle, arbiter, &[(MILESTONE_MINOR, "restock", due)], "terms", None, &key)
         .await?;
-    let id = created.body["id"].as_str().context("contract id")?.to_string();
+    let id = created.body.id.clone();
     cast.merchant.contract_act(&id, "accept").await?;
     cast.merchant.deliver(&id, 0, b"delivery note").await?;
     Ok(id)
@@ -855,14 +859,14 @@ async fn delivered_contract(cast: &Cast, arbiter: Option<&str>) -> Result<String
 async fn milestone_dispute(cast: &Cast, contract: &str) -> Result<String> {
     let subject = json!({"type": "milestone", "contract": contract, "index": 0});
     let filed = cast.buyer.file_dispute(subject, "not_as_described", MILESTONE_MINOR, "wrong colour").await?;
-    filed.body["id"].as_str().map(str::to_string).context("dispute id")
+    Ok(filed.body.id)
 }
 
 async fn call_dispute(cast: &Cast, order: &str) -> Result<String> {
     paid_order(cast, order).await?;
     let subject = json!({"type": "call", "merchant": cast.merchant_handle, "order_id": order});
     let filed = cast.buyer.file_dispute(subject, "not_delivered", PRICE_MINOR, "nothing came back").await?;
-    filed.body["id"].as_str().map(str::to_string).context("dispute id")
+    Ok(filed.body.id)
 }
 
 /// Waits until the dispute leaves `phase` (the sweeper acts on deadlines), if
@@ -1061,7 +1065,7 @@ async fn self_dealing(cast: &Cast) -> Result<Measured> {
     for n in 0..SELF_DEALS {
         let order = format!("wash-{n}");
         let token = cast.buyer.issue_token(&twin_handle, PRICE_MINOR, &order, "https://twin/wash").await?;
-        twin.settle(token.body["token"].as_str().unwrap_or_default(), PRICE_MINOR, &order, None).await?;
+        twin.settle(token.body.token.as_str(), PRICE_MINOR, &order, None).await?;
     }
     measured!(cast, "buy from an agent of one's own owner to farm its reputation", async {
         gained(cast, &twin_handle, &before).await
@@ -1216,7 +1220,7 @@ async fn x402_foreign_token(cast: &Cast, other_resource: bool) -> Result<Measure
     };
     let token = cast.buyer.issue_token(&payee, PRICE_MINOR, "x402-1", minted_for).await?;
     let request = json!({"x402Version": 2,
-        "paymentPayload": {"x402Version": 2, "resource": {"url": resource}, "payload": {"token": token.body["token"]}},
+        "paymentPayload": {"x402Version": 2, "resource": {"url": resource}, "payload": {"token": token.body.token}},
         "paymentRequirements": {"scheme": "apt", "network": network, "amount": PRICE_MINOR.to_string(), "asset": "BNU",
             "payTo": merchant_did, "maxTimeoutSeconds": 900}});
     let tried = if other_resource {

@@ -231,24 +231,28 @@ async fn contract_cmd(client: &Client, action: ContractCmd) -> Result<Value> {
         ContractCmd::Create { seller, arbiter, milestones, terms, review_window_s, key } => {
             let specs = milestone_specs(&milestones, bazaar_cli::runtime_now_ms())?;
             let specs: Vec<(u64, &str, i64)> = specs.iter().map(|(a, d, t)| (*a, d.as_str(), *t)).collect();
-            client
+            let created = client
                 .create_contract(&seller, arbiter.as_deref(), &specs, &terms, review_window_s, &key_or_random(key))
-                .await?
-                .body
+                .await?;
+            bazaar_cli::wire_json(&created.body)
         }
         ContractCmd::Show { id } => bazaar_cli::wire_json(&client.contract(&id).await?),
         ContractCmd::List { party } => {
             let path = party.map(|p| format!("/v1/contracts?party={p}")).unwrap_or_else(|| "/v1/contracts".into());
             client.call(reqwest::Method::GET, &path, None, None).await?.body
         }
-        ContractCmd::Accept { id } => client.contract_act(&id, "accept").await?.body,
-        ContractCmd::Decline { id } => client.contract_act(&id, "decline").await?.body,
-        ContractCmd::Cancel { id } => client.contract_act(&id, "cancel").await?.body,
+        ContractCmd::Accept { id } => bazaar_cli::wire_json(&client.contract_act(&id, "accept").await?.body),
+        ContractCmd::Decline { id } => bazaar_cli::wire_json(&client.contract_act(&id, "decline").await?.body),
+        ContractCmd::Cancel { id } => bazaar_cli::wire_json(&client.contract_act(&id, "cancel").await?.body),
         ContractCmd::Deliver { id, milestone, evidence } => {
-            client.deliver(&id, milestone, evidence.as_bytes()).await?.body
+            bazaar_cli::wire_json(&client.deliver(&id, milestone, evidence.as_bytes()).await?.body)
         }
-        ContractCmd::Release { id, milestone } => client.release(&id, milestone, None).await?.body,
-        ContractCmd::Reclaim { id, milestone } => client.reclaim(&id, milestone, None).await?.body,
+        ContractCmd::Release { id, milestone } => {
+            bazaar_cli::wire_json(&client.release(&id, milestone, None).await?.body)
+        }
+        ContractCmd::Reclaim { id, milestone } => {
+            bazaar_cli::wire_json(&client.reclaim(&id, milestone, None).await?.body)
+        }
     })
 }
 
@@ -269,17 +273,17 @@ async fn dispute_cmd(client: &Client, action: DisputeCmd) -> Result<Value> {
     Ok(match action {
         DisputeCmd::File { call, milestone, reason, claimed, note } => {
             let subject = dispute_subject(call, milestone)?;
-            client.file_dispute(subject, &reason, claimed, &note).await?.body
+            bazaar_cli::wire_json(&client.file_dispute(subject, &reason, claimed, &note).await?.body)
         }
         DisputeCmd::Evidence { id, key_file, content, url } => {
             let key = runtime::read_key(&key_file)?;
-            client.add_evidence(&id, &key, content.as_bytes(), url.as_deref()).await?.body
+            bazaar_cli::wire_json(&client.add_evidence(&id, &key, content.as_bytes(), url.as_deref()).await?.body)
         }
         DisputeCmd::Rule { id, decision, refund, slash, reasons } => {
-            client.rule(&id, &decision, refund, slash, &reasons).await?.body
+            bazaar_cli::wire_json(&client.rule(&id, &decision, refund, slash, &reasons).await?.body)
         }
-        DisputeCmd::Appeal { id } => client.appeal(&id).await?.body,
-        DisputeCmd::Execute { id } => client.execute_dispute(&id, None).await?.body,
+        DisputeCmd::Appeal { id } => bazaar_cli::wire_json(&client.appeal(&id).await?.body),
+        DisputeCmd::Execute { id } => bazaar_cli::wire_json(&client.execute_dispute(&id, None).await?.body),
         DisputeCmd::Show { id } => bazaar_cli::wire_json(&client.dispute(&id).await?),
         DisputeCmd::List { party } => bazaar_cli::wire_json(&client.disputes(party.as_deref()).await?),
     })
@@ -307,9 +311,13 @@ fn split_pair(text: &str, what: &str) -> Result<(String, String)> {
 
 async fn stake_cmd(client: &Client, action: StakeCmd) -> Result<Value> {
     Ok(match action {
-        StakeCmd::Lock { amount, key } => client.stake_lock(amount, &key_or_random(key)).await?.body,
-        StakeCmd::Unlock { amount, key } => client.stake_unlock(amount, &key_or_random(key)).await?.body,
-        StakeCmd::Withdraw { key } => client.stake_withdraw(&key_or_random(key)).await?.body,
+        StakeCmd::Lock { amount, key } => {
+            bazaar_cli::wire_json(&client.stake_lock(amount, &key_or_random(key)).await?.body)
+        }
+        StakeCmd::Unlock { amount, key } => {
+            bazaar_cli::wire_json(&client.stake_unlock(amount, &key_or_random(key)).await?.body)
+        }
+        StakeCmd::Withdraw { key } => bazaar_cli::wire_json(&client.stake_withdraw(&key_or_random(key)).await?.body),
         StakeCmd::Show { member } => bazaar_cli::wire_json(&client.stake(&member).await?),
     })
 }

@@ -79,7 +79,7 @@ async fn pay(remote: Remote, url: &str, merchant: &str, max: u64, order: &str, j
     let paid = match remote.client()?.purchase(url, merchant, max, order).await? {
         Purchase::Paid(paid) => paid,
         Purchase::Escrowed(contract) => {
-            print(json_output, &contract, |c| {
+            print(json_output, &bazaar_cli::wire_json(&contract), |c| {
                 format!(
                     "{max} is above the registry's escrow threshold: opened escrowed contract {} \
                      (one milestone, {} held). The merchant accepts and delivers; release it with \

@@ -400,7 +400,7 @@ async fn rfq(action: RfqCmd) -> Result<Shown> {
             };
             let request = QuoteRequest { item: &item, quantity, max_unit_price_minor: max_unit_price, deadline_ms };
             let key = key_or_random(key);
-            let mut created = remote.client()?.create_rfq(&request, &key).await?.body;
+            let mut created = bazaar_cli::wire_json(&remote.client()?.create_rfq(&request, &key).await?.body);
             // The key is the caller's, not the registry's: it rides along so a retry can reuse it.
             created["idempotency_key"] = json!(key);
             Ok(shown(created, rfq_created))
@@ -432,7 +432,8 @@ async fn order(action: OrderCmd) -> Result<Shown> {
             // kept under it (an order tried before closing would stay refused). A second order from the
             // same request is refused `rfq_ordered` with the first order's id, whatever the key.
             let key = key_or_random(key);
-            let mut created = remote.client()?.create_order(&rfq, require_approval, &key).await?.body;
+            let mut created =
+                bazaar_cli::wire_json(&remote.client()?.create_order(&rfq, require_approval, &key).await?.body);
             created["idempotency_key"] = json!(key);
             Ok(shown(created, order_created))
         }

@@ -105,7 +105,7 @@ async fn open_contract(parties: &Parties, say: &(dyn Fn(String) + Sync)) -> Resu
     let specs: Vec<(u64, &str, i64)> = MILESTONES_MINOR.iter().zip(names).map(|(a, n)| (*a, n, due)).collect();
     let created =
         buyer.create_contract("linen-mill", None, &specs, "200 sets, 300 thread count", None, "linen-1").await?;
-    let contract = created.body["id"].as_str().context("contract id")?.to_string();
+    let contract = created.body.id.clone();
     say(format!(
         "  contract {contract}: milestones {MILESTONES_MINOR:?} held on the buyer's budget; arbiter: the dispute desk"
     ));
@@ -124,7 +124,7 @@ async fn release_two(
     let Parties { buyer, mill, .. } = parties;
     mill.deliver(contract, 0, b"cut: 200 sets").await?;
     let first = buyer.release(contract, 0, None).await?;
-    say(format!("  milestone 0 delivered and released by the buyer: {} to the mill", first.body["net_minor"]));
+    say(format!("  milestone 0 delivered and released by the buyer: {} to the mill", first.body.net_minor));
 
     mill.deliver(contract, 1, b"woven").await?;
     local.clock.advance_s(REVIEW_WINDOW_S + 60);
@@ -151,8 +151,8 @@ async fn dispute_the_third(
     mill.deliver(contract, 2, b"hemmed and shipped").await?;
     let subject = json!({"type": "milestone", "contract": contract, "index": 2});
     let filed = buyer.file_dispute(subject, "not_as_described", MILESTONES_MINOR[2], "hems unfinished").await?;
-    let dispute = filed.body["id"].as_str().context("dispute id")?.to_string();
-    let frozen = filed.body["frozen"].clone();
+    let dispute = filed.body.id.clone();
+    let frozen = filed.body.frozen.clone();
     say(format!("  milestone 2: the buyer disputes it — filed {dispute}; frozen {frozen}"));
     buyer.add_evidence(&dispute, buyer_key, b"photo: unfinished hems", Some("https://hotel/hems.jpg")).await?;
     mill.add_evidence(&dispute, mill_key, b"courier receipt and QA sheet", None).await?;
@@ -160,16 +160,21 @@ async fn dispute_the_third(
     local.clock.advance_s(DISPUTE_EVIDENCE_S + 60);
     bazaar_server::sweep_once(&local.state).await?;
     let ruling1 = desk.rule(&dispute, "reject", 0, 0, "QA sheet shows finished hems").await?;
-    say(format!("  ruling: the desk rejects the claim; appeal window until {}", ruling1.body["deadline"]));
+    say(format!(
+        "  ruling: the desk rejects the claim; appeal window until {}",
+        crate::wire_json(&ruling1.body)["deadline"]
+    ));
     let appealed = buyer.appeal(&dispute).await?;
     say(format!(
         "  appeal: the buyer appeals once with a bond of {}; the new arbiter is {}",
-        appealed.body["appeal"]["bond"], appealed.body["arbiter"]
+        crate::wire_json(&appealed.body.appeal)["bond"],
+        crate::wire_json(&appealed.body.arbiter)
     ));
     let outcome = operator
         .rule(&dispute, "refund_partial", REFUND_MINOR, SLASH_MINOR, "photos show a third of the hems unfinished")
         .await?
         .body;
+    let outcome = crate::wire_json(&outcome);
     say(format!(
         "  final ruling and execution: refund {} to the buyer, {} released to the mill, {} of stake slashed ({} to insurance), bond returned: {}",
         outcome["refunded_minor"], outcome["released_minor"], outcome["slashed_minor"],

@@ -93,7 +93,7 @@ pub async fn restock_story(
     let last = buyer
         .issue_token("wholesaler", PRICE_MINOR, &format!("order-{calls:04}"), &format!("{shop_url}/restock"))
         .await?;
-    let consumed_token_verify = merchant.verify(last.body["token"].as_str().unwrap_or_default()).await?;
+    let consumed_token_verify = merchant.verify(last.body.token.as_str()).await?;
     say(format!(
         "verify of a consumed token still says genuine={} state={} — verify is a receipt check, never a work order",
         consumed_token_verify.genuine(),

@@ -112,7 +112,7 @@ pub async fn stranger_run(here: &Client, peer: &Peer, now_ms: i64, suffix: &str,
     let terms = "forty cushion covers, linen, embroidered; delivered within a week";
     let created =
         guest.create_contract(&atelier_did, None, &milestones, terms, None, &format!("far-order{suffix}")).await?;
-    let contract = created.body["id"].as_str().context("the contract's id")?.to_string();
+    let contract = created.body.id.clone();
     atelier.contract_act(&contract, "accept").await?;
     atelier.deliver(&contract, 0, b"courier receipt: 40 covers").await?;
     guest.release(&contract, 0, None).await?;
