@@ -7,6 +7,7 @@
 
 mod common;
 
+use bazaar_cli::wire_json;
 use common::{available, event_json, refused};
 
 use bazaar_cli::story::{enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
@@ -107,7 +108,7 @@ async fn releases_once_on_accepted_only(local: &LocalRegistry) {
     }
     let job = job(&c.validator, &c.worker, Some(reward));
     let before = available(&c.poster).await;
-    let funded = c.poster.fund_bounty(&event_json(&job), REWARD, None).await.unwrap().body;
+    let funded = wire_json(&c.poster.fund_bounty(&event_json(&job), REWARD, None).await.unwrap().body);
     let id = funded["id"].as_str().unwrap().to_string();
     assert_eq!((funded["state"].as_str(), id.clone()), (Some("funded"), format!("bty_{}", job.id.to_hex())));
     assert_eq!(available(&c.poster).await, before - REWARD, "held when the job is posted");
@@ -135,11 +136,11 @@ async fn releases_once_on_accepted_only(local: &LocalRegistry) {
     assert_eq!(refused(present(&c.stranger, accepted.clone(), elsewhere).await).0, "reward_destination_invalid");
     // Until then, the reward is nobody's to spend: the worker's owner holds nothing.
     assert_eq!(available(&c.worker_owner).await, 0, "a future reward never funds today");
-    let state = c.stranger.bounty(&id).await.unwrap();
+    let state = wire_json(&c.stranger.bounty(&id).await.unwrap());
     assert_eq!(state["state"], "funded");
 
     // The unassessed job, re-assessed as accepted, is released — once.
-    let paid = present(&c.stranger, accepted.clone(), owner_review.clone()).await.unwrap().body;
+    let paid = wire_json(&present(&c.stranger, accepted.clone(), owner_review.clone()).await.unwrap().body);
     assert_eq!((paid["gross_minor"].as_u64(), paid["fee_minor"].as_u64()), (Some(REWARD), Some(FEE)));
     assert_eq!(paid["net_minor"].as_u64(), Some(REWARD - FEE));
     assert_eq!(paid["destination"].as_str(), Some(c.worker_owner_id.as_str()));
@@ -153,7 +154,7 @@ async fn releases_once_on_accepted_only(local: &LocalRegistry) {
 
     // Earnings are exactly the ledger-confirmed rewards.
     let worker_agent = paid["worker"].as_str().unwrap();
-    let earned = c.worker_owner.earnings(worker_agent).await.unwrap();
+    let earned = wire_json(&c.worker_owner.earnings(worker_agent).await.unwrap());
     assert_eq!(earned["rewards"].as_array().unwrap().len(), 1);
     assert_eq!(earned["totals"], json!({"gross_minor": REWARD, "fee_minor": FEE, "net_minor": REWARD - FEE}));
     assert_eq!(earned["rewards"][0]["transfers"], paid["transfers"]);
@@ -166,14 +167,11 @@ async fn withdraws_only_after_the_claim_window(local: &LocalRegistry) {
     let reward = JobReward::Bounty { amount_minor: REWARD, poster: c.poster_id.clone() };
     let job = job(&c.validator, &c.worker, Some(reward));
     let before = available(&c.poster).await;
-    let id = c.poster.fund_bounty(&event_json(&job), REWARD, Some(BOUNTY_CLAIM_S_MIN)).await.unwrap().body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = c.poster.fund_bounty(&event_json(&job), REWARD, Some(BOUNTY_CLAIM_S_MIN)).await.unwrap().body.id;
     assert_eq!(refused(c.poster.withdraw_bounty(&id).await).0, "bounty_claim_open");
     local.clock.advance_s(BOUNTY_CLAIM_S_MIN + 1);
     assert_eq!(refused(c.stranger.withdraw_bounty(&id).await).0, "not_party");
-    let withdrawn = c.poster.withdraw_bounty(&id).await.unwrap().body;
+    let withdrawn = wire_json(&c.poster.withdraw_bounty(&id).await.unwrap().body);
     assert_eq!((withdrawn["state"].as_str(), withdrawn["refunded"].as_u64()), (Some("withdrawn"), Some(REWARD)));
     assert_eq!(available(&c.poster).await, before, "the hold went back");
     let accepted = verdict(&c.validator, &job, &c.worker, &Assessment::accepted(1.0, "late"));

@@ -83,7 +83,7 @@ async fn locked_terms_and_a_verified_acceptance(local: &LocalRegistry, with_plan
     let t = task(1);
     let signature = c.offer(&t, &c.specialist_owner_id, PRICE);
     let agreed = c.hirer.agree_hire(&c.specialist_id, &t, PRICE, &c.specialist_owner_id, &signature, false).await;
-    let hire = agreed.unwrap().body;
+    let hire = wire_json(&agreed.unwrap().body);
     let id = hire["id"].as_str().unwrap().to_string();
     assert_eq!((hire["state"].as_str(), hire["price_minor"].as_u64()), (Some("agreed"), Some(PRICE)));
     // The guest conversation is their DM (where the registry runs a conversation
@@ -122,11 +122,11 @@ async fn locked_terms_and_a_verified_acceptance(local: &LocalRegistry, with_plan
     assert_eq!(available(&c.specialist_owner).await, 0);
     let before = available(&c.hirer).await;
     let good = c.result(&c.nostr, &t);
-    let paid = c.hirer.accept_hire(&id, &good, &c.enrollment).await.unwrap().body;
+    let paid = wire_json(&c.hirer.accept_hire(&id, &good, &c.enrollment).await.unwrap().body);
     assert_eq!((paid["gross_minor"].as_u64(), paid["net_minor"].as_u64()), (Some(PRICE), Some(PRICE - FEE)));
     assert_eq!(available(&c.specialist_owner).await, PRICE - FEE, "the locked price to the locked pay-to");
     assert_eq!(available(&c.hirer).await, before - PRICE);
-    let record = c.specialist.hire(&id).await.unwrap();
+    let record = wire_json(&c.specialist.hire(&id).await.unwrap());
     assert_eq!(record["acceptance"]["result_event"], good["id"]);
     assert!(record.get("grade").is_none() && record["acceptance"].get("quality").is_none(), "acceptance, not a grade");
     let another = event_json(&c.nostr.sign(
@@ -149,7 +149,9 @@ async fn an_escrowed_hire_disputed_through_four_phases_refunds(local: &LocalRegi
     let to_owner = c.hirer.agree_hire(&c.specialist_id, &t, PRICE, &c.specialist_owner_id, &not_specialist, true);
     assert_eq!(code_of(to_owner.await), "pay_to_invalid", "an escrowed hire pays the specialist itself");
     let before = available(&c.hirer).await;
-    let hire = c.hirer.agree_hire(&c.specialist_id, &t, PRICE, &c.specialist_id, &signature, true).await.unwrap().body;
+    let hire = wire_json(
+        &c.hirer.agree_hire(&c.specialist_id, &t, PRICE, &c.specialist_id, &signature, true).await.unwrap().body,
+    );
     let contract = hire["contract"].as_str().expect("an escrowed contract").to_string();
     assert_eq!(available(&c.hirer).await, before - PRICE, "held at agreement");
     let held = wire_json(&c.specialist.contract(&contract).await.unwrap());

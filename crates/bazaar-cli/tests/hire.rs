@@ -8,6 +8,7 @@
 
 mod common;
 
+use bazaar_cli::wire_json;
 use common::{available, refused};
 
 use bazaar_cli::market::payments::{Attempt, AttemptState, Journal, Order, PayOutcome, PAYMENTS_FILE};
@@ -56,12 +57,12 @@ async fn cast(local: &LocalRegistry, case: &str) -> Cast {
 impl Cast {
     async fn authorize(&self, task: &str, amount: u64) -> Value {
         let (agent, specialist, pay_to) = (&self.agent_id, &self.specialist_id, &self.specialist_owner_id);
-        self.owner.authorize_service(agent, task, specialist, pay_to, amount).await.unwrap().body
+        wire_json(&self.owner.authorize_service(agent, task, specialist, pay_to, amount).await.unwrap().body)
     }
 
     async fn pay(&self, client: &Client, id: &str, task: &str, amount: u64, key: &str) -> Result<Value, SdkError> {
         let (specialist, pay_to) = (&self.specialist_id, &self.specialist_owner_id);
-        client.pay_service(id, task, specialist, pay_to, amount, key).await.map(|a| a.body)
+        client.pay_service(id, task, specialist, pay_to, amount, key).await.map(|a| wire_json(&a.body))
     }
 }
 
@@ -99,7 +100,7 @@ async fn exact_authorization_pays_once_from_the_agent(local: &LocalRegistry) {
     let (code, body) = refused(c.pay(&c.agent, &id, &t, 1_000, "k-2").await);
     assert_eq!((code.as_str(), &body["facts"]["transfers"]), ("authorization_used", &paid["transfers"]));
     assert_eq!(available(&c.specialist_owner).await, 1_000 - FEE, "paid once");
-    let record = c.specialist_owner.service_authorization(&id).await.unwrap();
+    let record = wire_json(&c.specialist_owner.service_authorization(&id).await.unwrap());
     assert_eq!((record["state"].as_str(), &record["payment"]["net_minor"]), (Some("paid"), &paid["net_minor"]));
 
     // Sponsorship is recorded as sponsorship and nothing can be paid against it.
@@ -203,7 +204,7 @@ async fn an_ambiguous_payment_is_never_retried_and_blocks_until_the_owner_resolv
         panic!("the answer was lost: uncertain")
     };
     assert_eq!(forwarded.load(Ordering::SeqCst), 1, "sent once");
-    let truth = c.owner.service_authorization(&id).await.unwrap();
+    let truth = wire_json(&c.owner.service_authorization(&id).await.unwrap());
     assert_eq!(truth["state"], "paid", "the registry committed before the answer was lost");
     assert_eq!(journal.recovery().len(), 1, "a recovery record");
     // Never retried: not by a second ask, not after a restart.

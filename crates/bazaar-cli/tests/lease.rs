@@ -5,6 +5,7 @@
 
 mod common;
 
+use bazaar_cli::wire_json;
 use common::{available, refused};
 
 use bazaar_cli::story::{enroll_pair_with_key, member_id, LocalRegistry};
@@ -44,14 +45,16 @@ async fn leases(local: &LocalRegistry) {
     assert_eq!(refused(short).0, "invalid_request", "the period has bounds");
     assert_eq!(available(&payer).await, 5_000);
 
-    let lease = payer.buy_lease(&worker_id, &worker_owner_id, PRICE, PERIOD_S, &identity, "k-3").await.unwrap().body;
+    let lease = wire_json(
+        &payer.buy_lease(&worker_id, &worker_owner_id, PRICE, PERIOD_S, &identity, "k-3").await.unwrap().body,
+    );
     let id = lease["id"].as_str().unwrap().to_string();
     assert_eq!(lease["status"], "recovery", "paid, but no receipt yet: never shown as priority");
     assert_eq!(available(&payer).await, 5_000 - PRICE, "prepaid in full");
     assert_eq!(available(&worker_owner).await, PRICE - PRICE / 100);
-    assert_eq!(payer.lease(&id).await.unwrap()["status"], "recovery");
+    assert_eq!(wire_json(&payer.lease(&id).await.unwrap())["status"], "recovery");
     assert_eq!(refused(payer.receipt_lease(&id).await).0, "not_party", "only the worker publishes its receipt");
-    let receipted = worker.receipt_lease(&id).await.unwrap().body;
+    let receipted = wire_json(&worker.receipt_lease(&id).await.unwrap().body);
     assert_eq!(receipted["status"], "active");
     let listed = worker.call(reqwest::Method::GET, "/v1/leases", None, None).await.unwrap().body;
     assert_eq!(listed["leases"][0]["status"], "active");
@@ -59,7 +62,7 @@ async fn leases(local: &LocalRegistry) {
 
     // The period ends; nothing renews it and nothing more is charged.
     local.clock.advance_s(PERIOD_S + 1);
-    assert_eq!(payer.lease(&id).await.unwrap()["status"], "ended");
+    assert_eq!(wire_json(&payer.lease(&id).await.unwrap())["status"], "ended");
     assert_eq!(available(&payer).await, 5_000 - PRICE);
 }
 

@@ -854,13 +854,18 @@ impl Client {
 impl Client {
     /// Posting agent: funds the reward of `job` (the signed, unpublished job
     /// request whose `reward` tag names `amount` and this agent).
-    pub async fn fund_bounty(&self, job: &Value, amount: u64, claim_s: Option<u64>) -> Result<Answer, SdkError> {
+    pub async fn fund_bounty(
+        &self,
+        job: &Value,
+        amount: u64,
+        claim_s: Option<u64>,
+    ) -> Result<Answer<wire::bounty::Bounty>, SdkError> {
         let body = json!({"job": job, "amount_minor": amount, "claim_s": claim_s});
-        self.call(reqwest::Method::POST, "/v1/bounties", Some(body), None).await
+        self.call(reqwest::Method::POST, "/v1/bounties", Some(body), None).await?.typed()
     }
 
-    pub async fn bounty(&self, id: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/bounties/{id}")).await
+    pub async fn bounty(&self, id: &str) -> Result<wire::bounty::Bounty, SdkError> {
+        self.get_as(&format!("/v1/bounties/{id}")).await
     }
 
     /// Anyone: presents the validator's verdict with the worker's enrollment and review.
@@ -870,19 +875,19 @@ impl Client {
         verdict: &Value,
         enrollment: &Value,
         review: &Value,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::bounty::Reward>, SdkError> {
         let body = json!({"verdict": verdict, "enrollment": enrollment, "review": review});
-        self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/release"), Some(body), None).await
+        self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/release"), Some(body), None).await?.typed()
     }
 
     /// Poster: takes an unclaimed reward back after its claim window.
-    pub async fn withdraw_bounty(&self, id: &str) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/withdraw"), None, None).await
+    pub async fn withdraw_bounty(&self, id: &str) -> Result<Answer<wire::bounty::Bounty>, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/withdraw"), None, None).await?.typed()
     }
 
     /// An agent's ledger-confirmed earnings (DID or handle).
-    pub async fn earnings(&self, agent: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/agents/{agent}/earnings")).await
+    pub async fn earnings(&self, agent: &str) -> Result<wire::bounty::Earnings, SdkError> {
+        self.get_as(&format!("/v1/agents/{agent}/earnings")).await
     }
 }
 
@@ -896,14 +901,14 @@ impl Client {
         specialist: &str,
         pay_to: &str,
         amount: u64,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::hire::ServiceAuthorization>, SdkError> {
         let body =
             json!({"agent": agent, "task": task, "specialist": specialist, "pay_to": pay_to, "amount_minor": amount});
-        self.call(reqwest::Method::POST, "/v1/service-authorizations", Some(body), None).await
+        self.call(reqwest::Method::POST, "/v1/service-authorizations", Some(body), None).await?.typed()
     }
 
-    pub async fn service_authorization(&self, id: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/service-authorizations/{id}")).await
+    pub async fn service_authorization(&self, id: &str) -> Result<wire::hire::ServiceAuthorization, SdkError> {
+        self.get_as(&format!("/v1/service-authorizations/{id}")).await
     }
 
     /// Hiring agent: pays against authorization `id` with exactly these terms,
@@ -916,14 +921,16 @@ impl Client {
         pay_to: &str,
         amount: u64,
         key: &str,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::hire::ServicePayment>, SdkError> {
         let body = json!({"task": task, "specialist": specialist, "pay_to": pay_to, "amount_minor": amount});
-        self.call(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/pay"), Some(body), Some(key)).await
+        self.call(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/pay"), Some(body), Some(key))
+            .await?
+            .typed()
     }
 
     /// Owner: revokes an unpaid authorization.
-    pub async fn revoke_service(&self, id: &str) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/revoke"), None, None).await
+    pub async fn revoke_service(&self, id: &str) -> Result<Answer<wire::hire::ServiceAuthorization>, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/revoke"), None, None).await?.typed()
     }
 }
 
@@ -938,20 +945,25 @@ impl Client {
         pay_to: &str,
         offer_signature: &str,
         escrow: bool,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::hire::Hire>, SdkError> {
         let body = json!({"specialist": specialist, "task": task, "price_minor": price, "pay_to": pay_to,
             "offer_signature": offer_signature, "escrow": escrow});
-        self.call(reqwest::Method::POST, "/v1/hires", Some(body), None).await
+        self.call(reqwest::Method::POST, "/v1/hires", Some(body), None).await?.typed()
     }
 
-    pub async fn hire(&self, id: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/hires/{id}")).await
+    pub async fn hire(&self, id: &str) -> Result<wire::hire::Hire, SdkError> {
+        self.get_as(&format!("/v1/hires/{id}")).await
     }
 
     /// Hirer agent: accepts the specialist's signed result (with its enrollment) and pays.
-    pub async fn accept_hire(&self, id: &str, result: &Value, enrollment: &Value) -> Result<Answer, SdkError> {
+    pub async fn accept_hire(
+        &self,
+        id: &str,
+        result: &Value,
+        enrollment: &Value,
+    ) -> Result<Answer<wire::hire::HirePayment>, SdkError> {
         let body = json!({"result": result, "enrollment": enrollment});
-        self.call(reqwest::Method::POST, &format!("/v1/hires/{id}/accept"), Some(body), None).await
+        self.call(reqwest::Method::POST, &format!("/v1/hires/{id}/accept"), Some(body), None).await?.typed()
     }
 }
 
@@ -966,13 +978,13 @@ impl Client {
         period_s: u64,
         enrollment: &Value,
         key: &str,
-    ) -> Result<Answer, SdkError> {
+    ) -> Result<Answer<wire::hire::Lease>, SdkError> {
         let body = json!({"worker": worker, "pay_to": pay_to, "price_minor": price, "period_s": period_s, "identity": enrollment});
-        self.call(reqwest::Method::POST, "/v1/leases", Some(body), Some(key)).await
+        self.call(reqwest::Method::POST, "/v1/leases", Some(body), Some(key)).await?.typed()
     }
 
-    pub async fn lease(&self, id: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/leases/{id}")).await
+    pub async fn lease(&self, id: &str) -> Result<wire::hire::Lease, SdkError> {
+        self.get_as(&format!("/v1/leases/{id}")).await
     }
 
     /// The owner's view of one agent's spending (ledger units): authorizations, hires, leases, bounties, earnings.
@@ -981,8 +993,8 @@ impl Client {
     }
 
     /// Worker (or its owner): publishes the lease's receipt.
-    pub async fn receipt_lease(&self, id: &str) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/leases/{id}/receipt"), None, None).await
+    pub async fn receipt_lease(&self, id: &str) -> Result<Answer<wire::hire::Lease>, SdkError> {
+        self.call(reqwest::Method::POST, &format!("/v1/leases/{id}/receipt"), None, None).await?.typed()
     }
 }
 

@@ -427,7 +427,7 @@ impl World {
         // The owner's authorization for the agent to pay the merchant.
         let owner = r.operator.with_credential(&self.owner.credential);
         let sva = owner.authorize_service(&a.id, TASK, &m.id, &m.id, 10).await.unwrap().body;
-        ids.insert("authorization", sva["id"].as_str().unwrap().into());
+        ids.insert("authorization", sva.id.clone());
         // The agent's account, for its transfers.
         ids.insert("account", bazaar_types::AccountId::of_member(&MemberId(a.id.clone())).0);
         // A token the merchant buys from the agent with, paid through x402.

@@ -16,10 +16,12 @@
 //! or left out when absent (`skip_serializing_if`), exactly as served: the
 //! strict check tells the two apart.
 
+pub mod bounty;
 pub mod conversation;
 pub mod dispute;
 pub mod escrow;
 pub mod federation;
+pub mod hire;
 pub mod identity;
 pub mod market;
 pub mod pay;
@@ -152,6 +154,20 @@ strict::contract_types! {
     market::OrderList,
     market::SharePaid,
     market::ShareCancelled,
+    bounty::Bounty,
+    bounty::BountyPage,
+    bounty::Reward,
+    bounty::EarningsTotals,
+    bounty::Earnings,
+    hire::ServiceAuthorization,
+    hire::ServicePayment,
+    hire::AuthorizationPage,
+    hire::Hire,
+    hire::Acceptance,
+    hire::HirePayment,
+    hire::HirePage,
+    hire::Lease,
+    hire::LeasePage,
     pay::Posting,
     pay::Minted,
     pay::Funded,

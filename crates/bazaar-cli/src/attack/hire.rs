@@ -5,7 +5,7 @@
 //! else's task identity. The cast's merchant plays the specialist (and the
 //! worker), the buyer the hiring agent, the buyer's owner the owner.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bazaar_relay::jobs::JOB_RESULT;
 use bazaar_relay::Signer;
 use serde_json::Value;
@@ -29,7 +29,7 @@ fn json_of(event: &bazaar_relay::Event) -> Result<Value> {
 async fn authorized(cast: &Cast, task: &str) -> Result<(String, String, String)> {
     let (buyer, merchant) = (id_of(&cast.buyer).await?, id_of(&cast.merchant).await?);
     let found = cast.owner.authorize_service(&buyer, task, &merchant, &merchant, PRICE_MINOR).await?.body;
-    Ok((found["id"].as_str().context("an authorization id")?.to_string(), merchant.clone(), merchant))
+    Ok((found.id, merchant.clone(), merchant))
 }
 
 pub(super) async fn payment_without_exact_authorization(cast: &Cast) -> Result<Measured> {
@@ -71,7 +71,7 @@ pub(super) async fn accept_without_verified_response(cast: &Cast) -> Result<Meas
     let (task, merchant) = (task(cast, 4), id_of(&cast.merchant).await?);
     let signature = offer(cast, &merchant, &task, PRICE_MINOR);
     let hire = cast.buyer.agree_hire(&merchant, &task, PRICE_MINOR, &merchant, &signature, false).await?.body;
-    let id = hire["id"].as_str().context("a hire id")?.to_string();
+    let id = hire.id;
     // A "result" for the task from a key the specialist never enrolled, with its own enrollment.
     let stranger = Signer::generate(&bazaar_server::OsEntropy);
     let stranger_identity = bazaar_sdk::generate_key();

@@ -170,12 +170,14 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
         }
     };
     let value = match command {
-        HireCmd::Authorize { remote, agent, task, specialist, pay_to, amount } => {
-            remote.client()?.authorize_service(&agent, &task, &specialist, &pay_to, amount).await?.body
+        HireCmd::Authorize { remote, agent, task, specialist, pay_to, amount } => bazaar_cli::wire_json(
+            &remote.client()?.authorize_service(&agent, &task, &specialist, &pay_to, amount).await?.body,
+        ),
+        HireCmd::Revoke { remote, id } => bazaar_cli::wire_json(&remote.client()?.revoke_service(&id).await?.body),
+        HireCmd::Show { remote, id } if id.starts_with("hir_") => {
+            bazaar_cli::wire_json(&remote.client()?.hire(&id).await?)
         }
-        HireCmd::Revoke { remote, id } => remote.client()?.revoke_service(&id).await?.body,
-        HireCmd::Show { remote, id } if id.starts_with("hir_") => remote.client()?.hire(&id).await?,
-        HireCmd::Show { remote, id } => remote.client()?.service_authorization(&id).await?,
+        HireCmd::Show { remote, id } => bazaar_cli::wire_json(&remote.client()?.service_authorization(&id).await?),
         HireCmd::Offer { key, task, pay_to, price } => {
             let key = bazaar_cli::runtime::read_key(&key)?;
             let specialist = bazaar_core::crypto::did_key(&key.verifying_key());
@@ -183,15 +185,15 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             let signature = bazaar_core::crypto::sign(&key, statement.as_bytes());
             json!({"specialist": specialist, "task": task, "pay_to": pay_to, "price_minor": price, "signature": signature})
         }
-        HireCmd::Agree { remote, specialist, task, price, pay_to, signature, escrow } => {
-            remote.client()?.agree_hire(&specialist, &task, price, &pay_to, &signature, escrow).await?.body
-        }
+        HireCmd::Agree { remote, specialist, task, price, pay_to, signature, escrow } => bazaar_cli::wire_json(
+            &remote.client()?.agree_hire(&specialist, &task, price, &pay_to, &signature, escrow).await?.body,
+        ),
         HireCmd::Accept { remote, id, result, enrollment } => {
             let read = |path: &PathBuf| -> Result<Value> {
                 let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
                 serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
             };
-            remote.client()?.accept_hire(&id, &read(&result)?, &read(&enrollment)?).await?.body
+            bazaar_cli::wire_json(&remote.client()?.accept_hire(&id, &read(&result)?, &read(&enrollment)?).await?.body)
         }
         HireCmd::Pay { remote, state_dir, id } => return pay(&remote, &state_dir, &id, json_output).await,
         HireCmd::Payments { state_dir, action } => payments(&state_dir, action.unwrap_or(PaymentsCmd::Show)).await?,
@@ -205,14 +207,13 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
 async fn pay(remote: &Remote, state_dir: &std::path::Path, id: &str, json_output: bool) -> Result<i32> {
     let registry = remote.client()?;
     let found = registry.service_authorization(id).await.context("reading the authorization")?;
-    let text = |field: &str| found[field].as_str().unwrap_or_default().to_string();
-    let (task, specialist, pay_to) = (text("task"), text("specialist"), text("pay_to"));
+    let (task, specialist, pay_to) = (found.task, found.specialist, found.pay_to);
     let order = Order {
         authorization: id,
         task: &task,
         specialist: &specialist,
         pay_to: &pay_to,
-        amount_minor: found["amount_minor"].as_u64().unwrap_or_default(),
+        amount_minor: found.amount_minor,
     };
     let mut journal = Journal::open(state_dir)?;
     let (code, value) = match journal.pay(&registry, &order).await? {
@@ -268,14 +269,15 @@ async fn payments(state_dir: &std::path::Path, action: PaymentsCmd) -> Result<Va
         bail!("no unresolved payment attempt for task {task}");
     };
     let record = remote.client()?.service_authorization(&open.authorization).await?;
-    let registry_paid = record["state"] == "paid";
+    let registry_paid = record.state == "paid";
     if registry_paid != paid {
         bail!(
             "the registry's record of {} says it is {}; resolve it as what the ledger shows",
             open.authorization,
-            record["state"]
+            record.state
         );
     }
-    let resolved = journal.resolve(&task, paid, Some(record["payment"].clone()), &note)?;
+    let resolved =
+        journal.resolve(&task, paid, record.payment.as_ref().map(|payment| bazaar_cli::wire_json(payment)), &note)?;
     Ok(serde_json::to_value(resolved)?)
 }

@@ -12,6 +12,7 @@ use bazaar_relay::jobs::JOB_RESULT;
 use bazaar_relay::market::enrollment::ENROLLMENT;
 use bazaar_relay::market::review::REVIEW;
 use bazaar_relay::{Event, Filter, PublicKey};
+use bazaar_sdk::wire::bounty::{Bounty, Reward};
 use serde_json::{json, Value};
 
 use crate::relay_client::RelayClient;
@@ -51,7 +52,7 @@ fn as_value(event: &Event) -> Result<Value> {
 }
 
 /// Funds `job`'s bounty at the registry. Nothing is published before this succeeds.
-pub async fn fund(registry: &bazaar_sdk::Client, job: &Event, amount: u64) -> Result<Value> {
+pub async fn fund(registry: &bazaar_sdk::Client, job: &Event, amount: u64) -> Result<Bounty> {
     let funded = registry.fund_bounty(&as_value(job)?, amount, None).await.context("funding the job's bounty")?;
     Ok(funded.body)
 }
@@ -76,7 +77,7 @@ pub async fn release(
     bounty: &str,
     verdict: &Event,
     worker: PublicKey,
-) -> Result<Value> {
+) -> Result<Reward> {
     let enrollment = latest(relay, ENROLLMENT, worker).await?;
     let review = latest(relay, REVIEW, worker).await?;
     let answer =
@@ -84,7 +85,7 @@ pub async fn release(
     match answer {
         Ok(answer) => Ok(answer.body),
         Err(bazaar_sdk::SdkError::Problem { code, body, .. }) if code == "bounty_already_released" => {
-            Ok(body["facts"].clone())
+            Ok(bazaar_sdk::answer::typed(body["facts"].clone())?)
         }
         Err(error) => Err(error).context("releasing the job's bounty"),
     }
@@ -94,7 +95,7 @@ pub async fn release(
 /// beside them — never added to them — any payment its results on the relay
 /// claim (`amount` tags), marked unverified.
 pub async fn earnings(registry: &bazaar_sdk::Client, agent: &str, relay: &str, worker: PublicKey) -> Result<Value> {
-    let mut record = registry.earnings(agent).await.context("reading the agent's earnings")?;
+    let mut record = crate::wire_json(&registry.earnings(agent).await.context("reading the agent's earnings")?);
     let results = Filter { kinds: Some(vec![JOB_RESULT]), authors: Some(vec![worker]), ..Filter::default() };
     let claims: Vec<Value> = RelayClient::connect(relay)
         .await?

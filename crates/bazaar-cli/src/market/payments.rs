@@ -201,8 +201,10 @@ impl Journal {
         let outcome = match answer {
             Ok(answer) => {
                 slot.state = AttemptState::Confirmed;
-                slot.payment = Some(answer.body.clone());
-                PayOutcome::Paid(answer.body)
+                // The journal keeps the payment as the JSON the registry answered.
+                let payment = crate::wire_json(&answer.body);
+                slot.payment = Some(payment.clone());
+                PayOutcome::Paid(payment)
             }
             Err(bazaar_sdk::SdkError::Problem { status, code, detail, .. }) if status < 500 => {
                 slot.state = AttemptState::Refused;

@@ -154,7 +154,7 @@ impl Validator {
         let job = self.signer.sign(crate::runtime::unix_now(), JOB_REQUEST, tags, "");
         if let (PostReward::Bounty(amount), Some(registry)) = (reward, &self.registry) {
             let funded = bounty::fund(registry, &job, amount).await?;
-            let id = funded["id"].as_str().context("the funded bounty's id")?.to_string();
+            let id = funded.id.clone();
             self.db()?
                 .execute("INSERT INTO bounties VALUES (?1, ?2, ?3, NULL)", params![job.id.to_hex(), id, amount])?;
         }
@@ -350,7 +350,7 @@ impl Validator {
             "UPDATE bounties SET reward = ?2 WHERE job_id = ?1",
             params![job_id.to_hex(), serde_json::to_string(&reward)?],
         )?;
-        Ok(Some(reward))
+        Ok(Some(crate::wire_json(&reward)))
     }
 
     fn task(&self, job_id: &Hex32) -> Result<(Event, String)> {

@@ -88,17 +88,16 @@ async fn pay_specialist(
         }
         Err(error) => return Ok(Err(format!("the authorization could not be read: {error}"))),
     };
-    if found["state"] == "sponsored" {
+    if found.state == "sponsored" {
         return Ok(Ok(()));
     }
-    let text = |field: &str| found[field].as_str().unwrap_or_default().to_string();
-    let (specialist, pay_to) = (text("specialist"), text("pay_to"));
+    let (specialist, pay_to) = (found.specialist, found.pay_to);
     let order = Order {
         authorization: &id,
         task: &task,
         specialist: &specialist,
         pay_to: &pay_to,
-        amount_minor: found["amount_minor"].as_u64().unwrap_or_default(),
+        amount_minor: found.amount_minor,
     };
     let mut journal = Journal::open(&config.state_dir)?;
     Ok(match journal.pay(registry, &order).await? {
