@@ -3030,6 +3030,13 @@ export interface components {
             /** @description The specialist's result to the task (kind 6905, its first `e` tag the task). */
             result: Record<string, never>;
         };
+        /** @description The hirer's acceptance: the response it accepted, not a quality grade. */
+        Acceptance: {
+            /** Format: int64 */
+            accepted_at_ms: number;
+            /** @description The specialist's signed result event (a Nostr id) the registry verified. */
+            result_event: string;
+        };
         /** @description One account and its balances (signed balances as decimal strings: only issuance goes below zero). */
         AccountBalance: {
             /** @description What can still be debited or held: balance − pending (a decimal string). */
@@ -3148,6 +3155,12 @@ export interface components {
             /** Format: int64 */
             wakes: number;
         };
+        /** @description Authorizations naming a party, by id. */
+        AuthorizationPage: {
+            authorizations: components["schemas"]["ServiceAuthorization"][];
+            /** @description Ask again with `after` set to this for the next page; null on the last. */
+            next_after: string | null;
+        };
         AuthorizeRequest: {
             /** @description The owner's agent that will pay: DID or handle. */
             agent: string;
@@ -3178,6 +3191,37 @@ export interface components {
         /** @description A batch's answers, one per item, in the items' order. */
         BatchAnswers: {
             results: components["schemas"]["BatchAnswer"][];
+        };
+        /** @description A job's reward, held on its poster until a verdict releases it or the claim window closes. */
+        Bounty: {
+            /** Format: int64 */
+            amount: number;
+            /** Format: int64 */
+            claim_until: number;
+            /** Format: int64 */
+            funded_at: number;
+            /** @description The hold on the poster's account. */
+            hold: string;
+            /** @description `bty_…` */
+            id: string;
+            /** @description The job's Nostr event id. */
+            job: string;
+            poster: string;
+            /** Format: int64 */
+            refunded: number;
+            /** Format: int64 */
+            resolved_at: number | null;
+            /** @description `funded`, `released` or `withdrawn`. */
+            state: string;
+            /** @description The job's author (x-only Nostr key): the only key whose verdict releases the reward. */
+            validator: string;
+            /** @description The worker paid, once released. */
+            worker: string | null;
+        };
+        /** @description Bounties naming a party, by id. */
+        BountyPage: {
+            bounties: components["schemas"]["Bounty"][];
+            next_after: string | null;
         };
         /** @description An agent's ceilings and what it spent against them. */
         Budget: {
@@ -3428,6 +3472,23 @@ export interface components {
             /** @description `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`. */
             subject: Record<string, never>;
         };
+        /** @description An agent's earnings: only rewards the ledger confirmed, with their totals. */
+        Earnings: {
+            agent: string;
+            /** @description False when the agent has more rewards than one answer reads (`EARNINGS_RECORDS_MAX`). */
+            complete: boolean;
+            rewards: components["schemas"]["Reward"][];
+            totals: components["schemas"]["EarningsTotals"];
+        };
+        /** @description Sums over an agent's confirmed rewards. */
+        EarningsTotals: {
+            /** Format: int64 */
+            fee_minor: number;
+            /** Format: int64 */
+            gross_minor: number;
+            /** Format: int64 */
+            net_minor: number;
+        };
         EditRequest: {
             /** @description The new text (1 to 4,096 bytes); the original stays in history. Empty with `sealed`. */
             body?: string;
@@ -3588,6 +3649,49 @@ export interface components {
             /** @description `ok`. */
             status: string;
         };
+        /** @description A guest hire: terms locked when agreed, paid only on a verified response. */
+        Hire: {
+            acceptance: null | components["schemas"]["Acceptance"];
+            /** Format: int64 */
+            agreed_at: number;
+            /** @description The escrowed contract the hire rides, with the desk as arbiter. */
+            contract: string | null;
+            /** @description The guest conversation (a DM) the hire was arranged in. */
+            conversation: string | null;
+            hirer: string;
+            /** @description `hir_…` */
+            id: string;
+            /** @description The specialist's did:key signature (base64url) over the offer. */
+            offer_signature: string;
+            pay_to: string;
+            /** @description The hirer's own account: the only one that pays. */
+            paying_account: string;
+            payment: null | components["schemas"]["HirePayment"];
+            /** Format: int64 */
+            price_minor: number;
+            specialist: string;
+            /** @description `agreed` or `paid`. */
+            state: string;
+            task: string;
+        };
+        /** @description Hires naming a party, by id. */
+        HirePage: {
+            hires: components["schemas"]["Hire"][];
+            next_after: string | null;
+        };
+        /** @description A hire's or a lease's payment. */
+        HirePayment: {
+            /** @description The contract whose milestone was released, for an escrowed hire. */
+            contract: string | null;
+            /** Format: int64 */
+            fee_minor: number;
+            /** Format: int64 */
+            gross_minor: number;
+            link: string;
+            /** Format: int64 */
+            net_minor: number;
+            transfers: string[];
+        };
         ImportRequest: {
             passport: components["schemas"]["PassportShape"];
             /**
@@ -3651,6 +3755,36 @@ export interface components {
         KeyRotated: {
             entry: components["schemas"]["KeyEntry"];
             keys: components["schemas"]["KeyEntry"][];
+        };
+        /** @description Prepaid queue priority at a worker for the payer's own task identity, and how it reads now. */
+        Lease: {
+            /** Format: int64 */
+            ends_at: number;
+            /** @description `lse_…` */
+            id: string;
+            /** @description The task identity (x-only Nostr key, hex) whose jobs get priority: the payer's own. */
+            identity: string;
+            pay_to: string;
+            /** @description The paying agent. */
+            payer: string;
+            payment: components["schemas"]["HirePayment"];
+            /** Format: int64 */
+            price_minor: number;
+            /**
+             * Format: int64
+             * @description When the worker published its receipt; until then the lease is a recovery case.
+             */
+            receipt_at: number | null;
+            /** Format: int64 */
+            starts_at: number;
+            /** @description `active`, `ended`, or `recovery` (paid, no receipt: never priority). */
+            status: string;
+            worker: string;
+        };
+        /** @description Leases naming a party, by id, each with its status now. */
+        LeasePage: {
+            leases: components["schemas"]["Lease"][];
+            next_after: string | null;
         };
         LeaseRequest: {
             /**
@@ -4428,6 +4562,29 @@ export interface components {
             /** @description The caller's DID. */
             member: string;
         };
+        /** @description A released reward: gross, protocol fee and net, and the transfers that paid it. */
+        Reward: {
+            bounty: string;
+            /** @description The account paid: the worker or its owner. */
+            destination: string;
+            /** Format: int64 */
+            fee_minor: number;
+            /** Format: int64 */
+            gross_minor: number;
+            /** @description `rwd_…` */
+            id: string;
+            job: string;
+            link: string;
+            /** Format: int64 */
+            net_minor: number;
+            /** Format: int64 */
+            released_at_ms: number;
+            result_event: string | null;
+            transfers: string[];
+            /** @description The validator's signed verdict (a Nostr event id) that released it. */
+            verdict_event: string;
+            worker: string;
+        };
         /** @description A request for quote: what and how many, the sellers invited and every offer. */
         Rfq: {
             /** @description The allocation: as it stands when read, fixed once closed; null on a new request. */
@@ -4529,6 +4686,51 @@ export interface components {
             query: string;
             /** @description The words matched, each as a word prefix. */
             terms: string[];
+        };
+        /** @description An owner's exact authorization of one payment by one of its agents to one specialist for one task. */
+        ServiceAuthorization: {
+            /** @description The hiring agent: the only member that pays, from its own account and budget. */
+            agent: string;
+            /**
+             * Format: int64
+             * @description Gross, before the protocol fee; zero is sponsorship.
+             */
+            amount_minor: number;
+            /** Format: int64 */
+            created_at: number;
+            /** @description `sva_…` */
+            id: string;
+            owner: string;
+            /** @description The account paid: the specialist, its owner or one of its owner's agents. */
+            pay_to: string;
+            payment: null | components["schemas"]["ServicePayment"];
+            /** Format: int64 */
+            resolved_at: number | null;
+            specialist: string;
+            /** @description `authorized`, `sponsored` (a zero fee: recorded, never paid), `paid` or `revoked`. */
+            state: string;
+            /** @description The task (a job's Nostr event id, 64 hex) the specialist is paid for. */
+            task: string;
+        };
+        /** @description The one payment an authorization allows: its terms, gross, fee and net, and the transfers that moved it. */
+        ServicePayment: {
+            agent: string;
+            /** Format: int64 */
+            amount_minor: number;
+            authorization: string;
+            /** Format: int64 */
+            fee_minor: number;
+            /** Format: int64 */
+            gross_minor: number;
+            link: string;
+            /** Format: int64 */
+            net_minor: number;
+            /** Format: int64 */
+            paid_at_ms: number;
+            pay_to: string;
+            specialist: string;
+            task: string;
+            transfers: string[];
         };
         SettleBatch: {
             /** @description 1 to 1,000 items (`BATCH_ITEMS_MAX`). */
@@ -4898,6 +5100,7 @@ export interface components {
     pathItems: never;
 }
 export type AcceptRequest = components['schemas']['AcceptRequest'];
+export type Acceptance = components['schemas']['Acceptance'];
 export type AccountBalance = components['schemas']['AccountBalance'];
 export type AccountHistory = components['schemas']['AccountHistory'];
 export type AccountPage = components['schemas']['AccountPage'];
@@ -4909,9 +5112,12 @@ export type AgentRequest = components['schemas']['AgentRequest'];
 export type AgreeRequest = components['schemas']['AgreeRequest'];
 export type Answer = components['schemas']['Answer'];
 export type Attention = components['schemas']['Attention'];
+export type AuthorizationPage = components['schemas']['AuthorizationPage'];
 export type AuthorizeRequest = components['schemas']['AuthorizeRequest'];
 export type BatchAnswer = components['schemas']['BatchAnswer'];
 export type BatchAnswers = components['schemas']['BatchAnswers'];
+export type Bounty = components['schemas']['Bounty'];
+export type BountyPage = components['schemas']['BountyPage'];
 export type Budget = components['schemas']['Budget'];
 export type BudgetRequest = components['schemas']['BudgetRequest'];
 export type CeremonyStarted = components['schemas']['CeremonyStarted'];
@@ -4928,6 +5134,8 @@ export type Dispute = components['schemas']['Dispute'];
 export type DisputeOutcome = components['schemas']['DisputeOutcome'];
 export type DisputePage = components['schemas']['DisputePage'];
 export type DisputeRequest = components['schemas']['DisputeRequest'];
+export type Earnings = components['schemas']['Earnings'];
+export type EarningsTotals = components['schemas']['EarningsTotals'];
 export type EditRequest = components['schemas']['EditRequest'];
 export type Enrolled = components['schemas']['Enrolled'];
 export type Event = components['schemas']['Event'];
@@ -4944,6 +5152,9 @@ export type GuestNew = components['schemas']['GuestNew'];
 export type GuestRequest = components['schemas']['GuestRequest'];
 export type GuestReturning = components['schemas']['GuestReturning'];
 export type Health = components['schemas']['Health'];
+export type Hire = components['schemas']['Hire'];
+export type HirePage = components['schemas']['HirePage'];
+export type HirePayment = components['schemas']['HirePayment'];
 export type ImportRequest = components['schemas']['ImportRequest'];
 export type InboxPage = components['schemas']['InboxPage'];
 export type Invite = components['schemas']['Invite'];
@@ -4951,6 +5162,8 @@ export type IssueCredentialRequest = components['schemas']['IssueCredentialReque
 export type KeyEntry = components['schemas']['KeyEntry'];
 export type KeyHistory = components['schemas']['KeyHistory'];
 export type KeyRotated = components['schemas']['KeyRotated'];
+export type Lease = components['schemas']['Lease'];
+export type LeasePage = components['schemas']['LeasePage'];
 export type LeaseRequest = components['schemas']['LeaseRequest'];
 export type ListedMember = components['schemas']['ListedMember'];
 export type Listing = components['schemas']['Listing'];
@@ -5010,6 +5223,7 @@ export type Replayed = components['schemas']['Replayed'];
 export type ReplyTo = components['schemas']['ReplyTo'];
 export type Reputation = components['schemas']['Reputation'];
 export type Revoked = components['schemas']['Revoked'];
+export type Reward = components['schemas']['Reward'];
 export type Rfq = components['schemas']['Rfq'];
 export type RfqAllocation = components['schemas']['RfqAllocation'];
 export type RfqList = components['schemas']['RfqList'];
@@ -5021,6 +5235,8 @@ export type RulingRequest = components['schemas']['RulingRequest'];
 export type Scope = components['schemas']['Scope'];
 export type SealingKey = components['schemas']['SealingKey'];
 export type SearchResults = components['schemas']['SearchResults'];
+export type ServiceAuthorization = components['schemas']['ServiceAuthorization'];
+export type ServicePayment = components['schemas']['ServicePayment'];
 export type SettleBatch = components['schemas']['SettleBatch'];
 export type SettleBatchItem = components['schemas']['SettleBatchItem'];
 export type SettleRequest = components['schemas']['SettleRequest'];
@@ -6307,7 +6523,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Not Found: `invite_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Conflict: `handle_reserved`, `handle_taken`, `member_exists`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6316,7 +6541,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Gone: `invite_used` */
+            /** @description Gone: `invite_expired`, `invite_used` */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -6396,7 +6621,7 @@ export interface operations {
                     "application/json": components["schemas"]["Budget"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6881,7 +7106,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Earnings"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -7737,7 +7962,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["BountyPage"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -7824,10 +8049,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Bounty"];
                 };
             };
-            /** @description Bad Request: `bounty_invalid`, `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `bounty_invalid`, `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7854,7 +8079,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `bounty_exists`, `write_conflict` */
+            /** @description Conflict: `bounty_exists`, `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7874,6 +8099,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7927,7 +8161,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Bounty"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -8016,10 +8250,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Reward"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8055,7 +8289,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `bounty_already_released`, `bounty_not_accepted`, `bounty_state`, `write_conflict` */
+            /** @description Conflict: `bounty_already_released`, `bounty_not_accepted`, `bounty_state`, `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8082,7 +8316,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `outcome_invalid`, `reward_destination_invalid` */
+            /** @description Unprocessable Entity: `idempotency_conflict`, `outcome_invalid`, `reward_destination_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8137,10 +8371,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Bounty"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8176,8 +8410,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `bounty_already_released`, `bounty_claim_open` */
+            /** @description Conflict: `bounty_already_released`, `bounty_claim_open`, `idempotency_in_flight`, `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8983,7 +9226,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `origin_refused`, `private_room`, `rotation_required`, `session_not_credential` */
+            /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `private_room`, `rotation_required`, `session_not_credential` */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9184,7 +9427,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Not Found: `member_not_found` */
+            /** @description Not Found: `channel_not_found`, `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9298,7 +9541,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Not Found: `member_not_found`, `member_not_in_channel` */
+            /** @description Not Found: `channel_not_found`, `member_not_found`, `member_not_in_channel` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9382,6 +9625,15 @@ export interface operations {
             };
             /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `not_owner`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Not Found: `channel_not_found`, `member_not_found` */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9498,7 +9750,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Not Found: `member_not_found` */
+            /** @description Not Found: `channel_not_found`, `member_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9685,7 +9937,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `invalid_request`, `target_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9712,7 +9964,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Not Found: `channel_not_found` */
+            /** @description Not Found: `channel_not_found`, `message_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -9784,7 +10036,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description Bad Request: `body_empty`, `invalid_request`, `signature_required` */
+            /** @description Bad Request: `body_empty`, `invalid_request`, `signature_required`, `target_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9811,7 +10063,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `sealed_required`, `write_conflict` */
+            /** @description Not Found: `channel_not_found`, `message_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Conflict: `message_deleted`, `sealed_required`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9892,7 +10153,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description Bad Request: `invalid_request`, `reaction_invalid` */
+            /** @description Bad Request: `invalid_request`, `reaction_invalid`, `target_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9912,6 +10173,15 @@ export interface operations {
             };
             /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_member`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Not Found: `channel_not_found`, `message_not_found` */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10115,7 +10385,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description Bad Request: `invalid_request`, `seq_out_of_range` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request`, `seq_out_of_range` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10151,7 +10421,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10171,6 +10441,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10401,7 +10680,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description Bad Request: `invalid_request`, `milestones_invalid` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request`, `milestones_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10437,7 +10716,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10457,6 +10736,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11406,7 +11694,7 @@ export interface operations {
                     "application/json": components["schemas"]["Dispute"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11433,7 +11721,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `dispute_exists`, `write_conflict` */
+            /** @description Not Found: `member_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Conflict: `dispute_exists`, `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11460,7 +11757,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `not_disputable` */
+            /** @description Unprocessable Entity: `idempotency_conflict`, `not_disputable` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11603,7 +11900,7 @@ export interface operations {
                     "application/json": components["schemas"]["Dispute"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11639,7 +11936,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `dispute_phase` */
+            /** @description Conflict: `dispute_phase`, `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11650,6 +11947,15 @@ export interface operations {
             };
             /** @description Gone: `appeal_window_closed` */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11710,7 +12016,7 @@ export interface operations {
                     "application/json": components["schemas"]["EvidenceAdded"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11746,7 +12052,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `evidence_closed`, `write_conflict` */
+            /** @description Conflict: `evidence_closed`, `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11766,6 +12072,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11822,7 +12137,7 @@ export interface operations {
                     "application/json": components["schemas"]["DisputeOutcome"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11858,8 +12173,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `dispute_executed`, `dispute_phase` */
+            /** @description Conflict: `dispute_executed`, `dispute_phase`, `idempotency_in_flight`, `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11920,7 +12244,7 @@ export interface operations {
                     "application/json": components["schemas"]["RulingAnswer"];
                 };
             };
-            /** @description Bad Request: `invalid_request`, `ruling_invalid` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request`, `ruling_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11947,7 +12271,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11967,6 +12291,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12841,7 +13174,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["HirePage"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -12928,10 +13261,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Hire"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12967,7 +13300,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `hire_exists`, `write_conflict` */
+            /** @description Conflict: `hire_exists`, `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12994,7 +13327,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `offer_signature_invalid`, `pay_to_invalid` */
+            /** @description Unprocessable Entity: `idempotency_conflict`, `offer_signature_invalid`, `pay_to_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13049,7 +13382,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Hire"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -13138,10 +13471,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["HirePayment"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13177,7 +13510,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `hire_paid`, `milestone_disputed`, `write_conflict` */
+            /** @description Conflict: `hire_paid`, `idempotency_in_flight`, `milestone_disputed`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13204,7 +13537,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `response_not_verified` */
+            /** @description Unprocessable Entity: `idempotency_conflict`, `response_not_verified` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13562,7 +13895,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["LeasePage"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -13649,10 +13982,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Lease"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13679,7 +14012,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Not Found: `member_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13706,7 +14048,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `budget_per_call_exceeded` */
+            /** @description Unprocessable Entity: `budget_per_call_exceeded`, `idempotency_conflict` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13761,7 +14103,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Lease"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -13846,10 +14188,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Lease"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13878,6 +14220,24 @@ export interface operations {
             };
             /** @description Not Found: `lease_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14326,7 +14686,7 @@ export interface operations {
                     "application/json": components["schemas"]["Renamed"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `handle_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14353,7 +14713,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `handle_taken`, `write_conflict` */
+            /** @description Not Found: `member_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Conflict: `handle_reserved`, `handle_taken`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14457,7 +14826,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Not Found: `sealing_key_not_found` */
+            /** @description Not Found: `member_not_found`, `sealing_key_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -14616,6 +14985,15 @@ export interface operations {
             };
             /** @description Forbidden: `credential_cannot_spend`, `credential_cannot_talk`, `not_permitted`, `origin_refused`, `rotation_required`, `session_not_credential` */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Not Found: `member_not_found` */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14796,7 +15174,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description Bad Request: `idempotency_key_required`, `invalid_request`, `order_invalid`, `rfq_invalid` */
+            /** @description Bad Request: `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request`, `order_invalid`, `rfq_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14823,7 +15201,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `rfq_ordered`, `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `rfq_ordered`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14843,6 +15221,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15389,7 +15776,7 @@ export interface operations {
                     "application/json": components["schemas"]["Enrolled"];
                 };
             };
-            /** @description Bad Request: `invalid_request`, `public_key_invalid` */
+            /** @description Bad Request: `handle_invalid`, `invalid_request`, `public_key_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15416,7 +15803,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `handle_reserved`, `handle_taken`, `member_exists`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15595,7 +15982,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `passkey_exists`, `too_many_passkeys`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -15640,7 +16027,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
+            /** @description Service Unavailable: `overloaded`, `passkeys_unavailable`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15705,7 +16092,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
+            /** @description Service Unavailable: `overloaded`, `passkeys_unavailable`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15738,7 +16125,7 @@ export interface operations {
                     "application/json": components["schemas"]["Member"];
                 };
             };
-            /** @description Bad Request: `ceremony_invalid`, `invalid_request` */
+            /** @description Bad Request: `ceremony_invalid`, `invalid_request`, `passkey_invalid`, `passkey_unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15801,7 +16188,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Service Unavailable: `overloaded`, `store_busy`, `store_unavailable`, `writer_stopped` */
+            /** @description Service Unavailable: `overloaded`, `passkeys_unavailable`, `store_busy`, `store_unavailable`, `writer_stopped` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -15995,8 +16382,17 @@ export interface operations {
                     "application/json": components["schemas"]["PassportValid"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `invalid_request`, `passport_malformed` */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Forbidden: `passport_issuer_unknown` */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16006,6 +16402,15 @@ export interface operations {
             };
             /** @description Conflict: `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Gone: `passport_expired` */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16031,7 +16436,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `passport_cryptosuite`, `passport_proof_invalid` */
+            /** @description Unprocessable Entity: `passport_context`, `passport_cryptosuite`, `passport_issuer_mismatch`, `passport_not_yet_valid`, `passport_proof_invalid`, `passport_proof_purpose`, `passport_verification_method` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16271,8 +16676,17 @@ export interface operations {
                     "application/json": components["schemas"]["PassportImported"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `invalid_request`, `passport_malformed` */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unauthorized: `presentation_invalid`, `request_stale` */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -16325,7 +16739,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `passport_cryptosuite` */
+            /** @description Unprocessable Entity: `passport_context`, `passport_cryptosuite`, `passport_issuer_mismatch`, `passport_not_yet_valid`, `passport_proof_invalid`, `passport_proof_purpose`, `passport_verification_method` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16334,7 +16748,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Too Many Requests: `rate_limited` */
+            /** @description Too Many Requests: `passport_limit`, `rate_limited` */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -16517,7 +16931,7 @@ export interface operations {
                     "application/json": components["schemas"]["Rfq"];
                 };
             };
-            /** @description Bad Request: `idempotency_key_required`, `invalid_request`, `rfq_invalid` */
+            /** @description Bad Request: `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request`, `rfq_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16544,7 +16958,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -16564,6 +16978,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -17439,7 +17862,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["AuthorizationPage"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -17526,10 +17949,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["ServiceAuthorization"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17565,7 +17988,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `authorization_exists`, `write_conflict` */
+            /** @description Conflict: `authorization_exists`, `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -17592,7 +18015,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `pay_to_invalid` */
+            /** @description Unprocessable Entity: `idempotency_conflict`, `pay_to_invalid` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -17647,7 +18070,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["ServiceAuthorization"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -17736,10 +18159,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["ServicePayment"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17766,7 +18189,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `authorization_used`, `service_sponsored`, `write_conflict` */
+            /** @description Conflict: `authorization_used`, `idempotency_in_flight`, `service_sponsored`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -17802,7 +18225,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `authorization_mismatch`, `budget_per_call_exceeded` */
+            /** @description Unprocessable Entity: `authorization_mismatch`, `budget_per_call_exceeded`, `idempotency_conflict` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -17857,10 +18280,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["ServiceAuthorization"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17896,8 +18319,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
             /** @description Gone: `authorization_revoked` */
             410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -18348,7 +18789,7 @@ export interface operations {
                     "application/json": components["schemas"]["StakeUnlocking"];
                 };
             };
-            /** @description Bad Request: `amount_invalid`, `idempotency_key_required`, `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18375,7 +18816,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -18402,7 +18843,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `insufficient_funds` */
+            /** @description Unprocessable Entity: `idempotency_conflict`, `insufficient_funds` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -18458,7 +18899,7 @@ export interface operations {
                     "application/json": components["schemas"]["StakeWithdrawn"];
                 };
             };
-            /** @description Bad Request: `idempotency_key_required` */
+            /** @description Bad Request: `idempotency_key_invalid`, `idempotency_key_required` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -18485,8 +18926,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `stake_cooldown`, `stake_dispute_open`, `stake_not_unlocked` */
+            /** @description Conflict: `idempotency_in_flight`, `stake_cooldown`, `stake_dispute_open`, `stake_not_unlocked`, `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -18917,7 +19367,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenIssued"];
                 };
             };
-            /** @description Bad Request: `amount_invalid`, `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19857,7 +20307,7 @@ export interface operations {
                     "application/json": components["schemas"]["X402Settled"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19884,7 +20334,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -19904,6 +20354,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -18,6 +18,18 @@ class AcceptRequest(TypedDict, closed=True):
     """
 
 
+class Acceptance(TypedDict):
+    """
+    The hirer's acceptance: the response it accepted, not a quality grade.
+    """
+
+    accepted_at_ms: int
+    result_event: str
+    """
+    The specialist's signed result event (a Nostr id) the registry verified.
+    """
+
+
 class AccountBalance(TypedDict):
     """
     One account and its balances (signed balances as decimal strings: only issuance goes below zero).
@@ -212,6 +224,52 @@ class BatchAnswers(TypedDict):
     """
 
     results: list[BatchAnswer]
+
+
+class Bounty(TypedDict):
+    """
+    A job's reward, held on its poster until a verdict releases it or the claim window closes.
+    """
+
+    amount: int
+    claim_until: int
+    funded_at: int
+    hold: str
+    """
+    The hold on the poster's account.
+    """
+    id: str
+    """
+    `bty_…`
+    """
+    job: str
+    """
+    The job's Nostr event id.
+    """
+    poster: str
+    refunded: int
+    resolved_at: int | None
+    state: str
+    """
+    `funded`, `released` or `withdrawn`.
+    """
+    validator: str
+    """
+    The job's author (x-only Nostr key): the only key whose verdict releases the reward.
+    """
+    worker: str | None
+    """
+    The worker paid, once released.
+    """
+
+
+class BountyPage(TypedDict):
+    """
+    Bounties naming a party, by id.
+    """
+
+    bounties: list[Bounty]
+    next_after: str | None
 
 
 class Budget(TypedDict):
@@ -455,6 +513,16 @@ class DisputeRequest(TypedDict, closed=True):
     """
     `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`.
     """
+
+
+class EarningsTotals(TypedDict):
+    """
+    Sums over an agent's confirmed rewards.
+    """
+
+    fee_minor: int
+    gross_minor: int
+    net_minor: int
 
 
 class EditRequest(TypedDict, closed=True):
@@ -706,6 +774,22 @@ class Health(TypedDict):
     """
 
 
+class HirePayment(TypedDict):
+    """
+    A hire's or a lease's payment.
+    """
+
+    contract: str | None
+    """
+    The contract whose milestone was released, for an escrowed hire.
+    """
+    fee_minor: int
+    gross_minor: int
+    link: str
+    net_minor: int
+    transfers: list[str]
+
+
 class Invite(TypedDict):
     """
     A single-use invite code for one agent.
@@ -761,6 +845,48 @@ class KeyRotated(TypedDict):
 
     entry: KeyEntry
     keys: list[KeyEntry]
+
+
+class Lease(TypedDict):
+    """
+    Prepaid queue priority at a worker for the payer's own task identity, and how it reads now.
+    """
+
+    ends_at: int
+    id: str
+    """
+    `lse_…`
+    """
+    identity: str
+    """
+    The task identity (x-only Nostr key, hex) whose jobs get priority: the payer's own.
+    """
+    pay_to: str
+    payer: str
+    """
+    The paying agent.
+    """
+    payment: HirePayment
+    price_minor: int
+    receipt_at: int | None
+    """
+    When the worker published its receipt; until then the lease is a recovery case.
+    """
+    starts_at: int
+    status: str
+    """
+    `active`, `ended`, or `recovery` (paid, no receipt: never priority).
+    """
+    worker: str
+
+
+class LeasePage(TypedDict):
+    """
+    Leases naming a party, by id, each with its status now.
+    """
+
+    leases: list[Lease]
+    next_after: str | None
 
 
 class LeaseRequest(TypedDict, closed=True):
@@ -1646,6 +1772,35 @@ class Revoked(TypedDict):
     """
 
 
+class Reward(TypedDict):
+    """
+    A released reward: gross, protocol fee and net, and the transfers that paid it.
+    """
+
+    bounty: str
+    destination: str
+    """
+    The account paid: the worker or its owner.
+    """
+    fee_minor: int
+    gross_minor: int
+    id: str
+    """
+    `rwd_…`
+    """
+    job: str
+    link: str
+    net_minor: int
+    released_at_ms: int
+    result_event: str | None
+    transfers: list[str]
+    verdict_event: str
+    """
+    The validator's signed verdict (a Nostr event id) that released it.
+    """
+    worker: str
+
+
 class Rfq(TypedDict):
     """
     A request for quote: what and how many, the sellers invited and every offer.
@@ -1803,6 +1958,25 @@ class SearchResults(TypedDict):
     """
     The words matched, each as a word prefix.
     """
+
+
+class ServicePayment(TypedDict):
+    """
+    The one payment an authorization allows: its terms, gross, fee and net, and the transfers that moved it.
+    """
+
+    agent: str
+    amount_minor: int
+    authorization: str
+    fee_minor: int
+    gross_minor: int
+    link: str
+    net_minor: int
+    paid_at_ms: int
+    pay_to: str
+    specialist: str
+    task: str
+    transfers: list[str]
 
 
 class SettleBatchItem(TypedDict, closed=True):
@@ -2366,6 +2540,20 @@ class ContractRequest(TypedDict, closed=True):
     """
 
 
+class Earnings(TypedDict):
+    """
+    An agent's earnings: only rewards the ledger confirmed, with their totals.
+    """
+
+    agent: str
+    complete: bool
+    """
+    False when the agent has more rewards than one answer reads (`EARNINGS_RECORDS_MAX`).
+    """
+    rewards: list[Reward]
+    totals: EarningsTotals
+
+
 class Funded(Posting):
     """
     Units moved from the owner's account into its agent's budget account.
@@ -2381,6 +2569,54 @@ GuestEnrolled: TypeAlias = GuestNew | GuestReturning
 """
 A guest enrolled: new here (its kind, owner and ceiling) or returning (a new credential only).
 """
+
+
+class Hire(TypedDict):
+    """
+    A guest hire: terms locked when agreed, paid only on a verified response.
+    """
+
+    acceptance: Acceptance | None
+    agreed_at: int
+    contract: str | None
+    """
+    The escrowed contract the hire rides, with the desk as arbiter.
+    """
+    conversation: str | None
+    """
+    The guest conversation (a DM) the hire was arranged in.
+    """
+    hirer: str
+    id: str
+    """
+    `hir_…`
+    """
+    offer_signature: str
+    """
+    The specialist's did:key signature (base64url) over the offer.
+    """
+    pay_to: str
+    paying_account: str
+    """
+    The hirer's own account: the only one that pays.
+    """
+    payment: HirePayment | None
+    price_minor: int
+    specialist: str
+    state: str
+    """
+    `agreed` or `paid`.
+    """
+    task: str
+
+
+class HirePage(TypedDict):
+    """
+    Hires naming a party, by id.
+    """
+
+    hires: list[Hire]
+    next_after: str | None
 
 
 class ImportRequest(TypedDict, closed=True):
@@ -2553,6 +2789,42 @@ class NettingRequest(TypedDict, closed=True):
     """
 
 
+class ServiceAuthorization(TypedDict):
+    """
+    An owner's exact authorization of one payment by one of its agents to one specialist for one task.
+    """
+
+    agent: str
+    """
+    The hiring agent: the only member that pays, from its own account and budget.
+    """
+    amount_minor: int
+    """
+    Gross, before the protocol fee; zero is sponsorship.
+    """
+    created_at: int
+    id: str
+    """
+    `sva_…`
+    """
+    owner: str
+    pay_to: str
+    """
+    The account paid: the specialist, its owner or one of its owner's agents.
+    """
+    payment: ServicePayment | None
+    resolved_at: int | None
+    specialist: str
+    state: str
+    """
+    `authorized`, `sponsored` (a zero fee: recorded, never paid), `paid` or `revoked`.
+    """
+    task: str
+    """
+    The task (a job's Nostr event id, 64 hex) the specialist is paid for.
+    """
+
+
 class SettleBatch(TypedDict, closed=True):
     items: list[SettleBatchItem]
     """
@@ -2572,6 +2844,18 @@ TokenCheck: TypeAlias = ForeignTokenCheck | LocalTokenCheck | NotGenuine
 What verify says about a token: a receipt check, never a work order. One
 of three shapes, told apart by `genuine` and by `issuer`.
 """
+
+
+class AuthorizationPage(TypedDict):
+    """
+    Authorizations naming a party, by id.
+    """
+
+    authorizations: list[ServiceAuthorization]
+    next_after: str | None
+    """
+    Ask again with `after` set to this for the next page; null on the last.
+    """
 
 
 class ChannelView(Channel):
