@@ -74,7 +74,7 @@ async fn set_up(url: &str) -> Cast {
     operator.rotate_key().await.unwrap();
     let keys = wire_json(&operator.key_history().await.unwrap());
     assert_eq!(keys["keys"].as_array().unwrap().len(), 2, "the backup carries a rotated key");
-    let card_did = operator.well_known().await.unwrap()["did"].clone();
+    let card_did = wire_json(&operator.well_known().await.unwrap())["did"].clone();
     Cast { buyer, shop, passport, card_did, keys }
 }
 
@@ -189,7 +189,7 @@ async fn check_restored(restored_args: &[String], restored: &Path, cast: &Cast, 
     let server = serve(port, restored_args);
     let url = format!("http://127.0.0.1:{port}");
     let operator = Client::new(&url, Some(read_secret(&restored.join("operator-credential"))));
-    assert_eq!(operator.well_known().await.unwrap()["did"], cast.card_did, "the same registry DID");
+    assert_eq!(wire_json(&operator.well_known().await.unwrap())["did"], cast.card_did, "the same registry DID");
     assert_eq!(wire_json(&operator.key_history().await.unwrap()), cast.keys, "the same key history");
     let verdict = wire_json(&operator.verify_passport(&cast.passport).await.unwrap());
     assert_eq!((&verdict["valid"], &verdict["local"]), (&Value::Bool(true), &Value::Bool(true)), "{verdict}");

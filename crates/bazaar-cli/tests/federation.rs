@@ -56,7 +56,7 @@ impl Registry {
         let operator = Client::new(&url, Some(OPERATOR.into()));
         let mut registry = Registry { dir, port, child: None, url, operator, did: String::new() };
         registry.spawn();
-        registry.did = registry.operator.well_known().await.unwrap()["did"].as_str().unwrap().to_string();
+        registry.did = registry.operator.well_known().await.unwrap().did;
         registry
     }
 

@@ -83,7 +83,7 @@ async fn passports_verify_survive_rotation_and_are_audited() {
     let fresh = shop.passport(None).await.unwrap();
     assert_eq!(fresh["issuer"], rotated["entry"]["did"], "new passports are signed by the new key");
     assert_eq!(wire_json(&operator.verify_passport(&fresh).await.unwrap())["valid"], true);
-    let card = operator.well_known().await.unwrap();
+    let card = wire_json(&operator.well_known().await.unwrap());
     assert_eq!(card["did"], history["registry"], "the registry's identity survives rotation");
     assert!(bazaar_core::vc::verify_eddsa_jcs_2022(&card).is_ok(), "the card is signed by the current key");
     // Tokens issued after rotation settle (signed by the new key).

@@ -63,7 +63,7 @@ async fn world(url: &str, operator: &Client, sdk: &str, scenario: &Value, dir: &
     parties.insert("invite_owner".into(), inviter["id"].clone());
     parties.insert("joiner_handle".into(), json!(format!("{sdk}-joiner")));
     parties.insert("key_vector".into(), key_vector());
-    let threshold = operator.well_known().await.unwrap()["escrow_threshold_minor"].as_u64().unwrap();
+    let threshold = wire_json(&operator.well_known().await.unwrap())["escrow_threshold_minor"].as_u64().unwrap();
     let mut world = Value::Object(parties);
     world["registry"] = json!(url);
     world["price_minor"] = scenario["world"]["price_minor"].clone();

@@ -126,7 +126,7 @@ async fn an_order_refused_once_is_paid_with_a_new_token() {
     assert_eq!(work.load(Ordering::SeqCst), 1, "the work ran once for the order");
     assert_eq!(wire_json(&buyer.me().await.unwrap())["balance_minor"], 10_000 - PRICE_MINOR as i64);
     // `bazaar verify --registry-key` checks genuineness offline.
-    let key = operator.well_known().await.unwrap()["public_key"].as_str().unwrap().to_string();
+    let key = wire_json(&operator.well_known().await.unwrap())["public_key"].as_str().unwrap().to_string();
     let token = second["token"].as_str().unwrap();
     let verify = |token: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))

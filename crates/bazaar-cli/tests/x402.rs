@@ -140,7 +140,7 @@ async fn x402_express_uses_the_bazaar_facilitator() {
     owner.fund("xe-buyer", 10_000, "xe-fund").await.unwrap();
     owner.set_budget("xe-buyer", 1_000, 10_000, 10_000).await.unwrap();
     let merchant_did = merchant.me().await.unwrap().member.id;
-    let card = operator.well_known().await.unwrap();
+    let card = wire_json(&operator.well_known().await.unwrap());
     let network = card["x402"]["network"].as_str().unwrap().to_string();
     let supported: Value = reqwest::get(format!("{}/x402/supported", local.url)).await.unwrap().json().await.unwrap();
     assert_eq!(supported["kinds"][0]["network"], network.as_str());

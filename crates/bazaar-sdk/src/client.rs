@@ -210,8 +210,9 @@ impl Client {
         Ok(self.call(reqwest::Method::POST, path, Some(body), key).await?.body)
     }
 
-    pub async fn well_known(&self) -> Result<Value, SdkError> {
-        self.get("/.well-known/bazaar").await
+    /// The registry's card (read it; verify its signature over the JSON as served, from [`Client::call`]).
+    pub async fn well_known(&self) -> Result<wire::registry::RegistryCard, SdkError> {
+        self.get_as("/.well-known/bazaar").await
     }
 
     pub async fn me(&self) -> Result<wire::identity::Me, SdkError> {
@@ -809,7 +810,7 @@ impl Client {
     /// read from `/.well-known/bazaar`.
     pub async fn purchase(&self, url: &str, merchant: &str, price: u64, order_id: &str) -> Result<Purchase, SdkError> {
         let card = self.well_known().await?;
-        let threshold = card["escrow_threshold_minor"].as_u64().unwrap_or(0);
+        let threshold = card.escrow_threshold_minor;
         if price <= threshold {
             return Ok(Purchase::Paid(self.pay(url, merchant, price, order_id).await?));
         }

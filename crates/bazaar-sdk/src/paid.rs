@@ -417,8 +417,8 @@ impl X402Route {
         let card = route.client.well_known().await?;
         Ok(X402Route {
             pay_to: me.member.id,
-            network: card["x402"]["network"].as_str().unwrap_or_default().to_string(),
-            registry: card["did"].as_str().unwrap_or_default().to_string(),
+            network: card.x402.network,
+            registry: card.did,
             route,
             description: description.to_string(),
         })

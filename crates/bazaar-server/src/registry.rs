@@ -15,7 +15,6 @@ use axum::response::IntoResponse;
 use axum::Json;
 use bazaar_types::limits::*;
 use bazaar_wire::registry as schema;
-use bazaar_wire::OpenObject;
 use serde_json::json;
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
@@ -80,7 +79,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
 }
 
 /// The registry's public card: identity, fee, thresholds and limits.
-#[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card: identity, keys, fee, thresholds and limits, signed (eddsa-jcs-2022)", body = OpenObject), errors::Overloaded))]
+#[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card: identity, keys, fee, thresholds and limits, signed (eddsa-jcs-2022)", body = bazaar_wire::registry::RegistryCard), errors::Overloaded))]
 async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     let key = state.signing_key().verifying_key();
     Json(federation::card(

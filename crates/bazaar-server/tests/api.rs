@@ -379,10 +379,10 @@ async fn verify_is_a_receipt_check() {
     assert_eq!(verified["settlement"]["amount_minor"], 300);
     // Genuineness offline, with the key from the registry card and no call to the registry.
     let card = merchant.well_known().await.unwrap();
-    let key = card["public_key"].as_str().unwrap();
+    let key = card.public_key.as_str();
     let claims = bazaar_sdk::token::verify_offline(&token, key).unwrap();
     assert_eq!((claims["ord"].as_str(), claims["max"].as_u64()), (Some("v"), Some(300)));
-    assert_eq!(bazaar_sdk::token::verify_offline(&token, card["public_key_hex"].as_str().unwrap()).unwrap(), claims);
+    assert_eq!(bazaar_sdk::token::verify_offline(&token, &card.public_key_hex).unwrap(), claims);
     let (payload, signature) = token.trim_start_matches("apt_").split_once('.').unwrap();
     let mut raised: Value = serde_json::from_slice(&base64_url(payload)).unwrap();
     raised["max"] = json!(30_000);

@@ -1009,7 +1009,7 @@ async fn unrecognised_issuer(cast: &Cast) -> Result<Measured> {
     let method = bazaar_core::vc::did_key_verification_method(&rogue.verifying_key());
     let created = passport["validFrom"].as_str().unwrap_or_default().to_string();
     let forged = bazaar_core::vc::sign_eddsa_jcs_2022(&passport, &rogue, &method, &created)?;
-    let audience = cast.operator.well_known().await?["did"].as_str().unwrap_or_default().to_string();
+    let audience = cast.operator.well_known().await?.did;
     measured!(cast, "import a passport signed by an unrecognised issuer", async {
         cast.merchant.import_passport(&forged, &cast.merchant_key, &audience).await
     })
@@ -1017,7 +1017,7 @@ async fn unrecognised_issuer(cast: &Cast) -> Result<Measured> {
 
 async fn passport_other_agent(cast: &Cast) -> Result<Measured> {
     let passport = merchant_passport(cast).await?;
-    let audience = cast.operator.well_known().await?["did"].as_str().unwrap_or_default().to_string();
+    let audience = cast.operator.well_known().await?.did;
     measured!(cast, "present another agent's genuine passport as one's own", async {
         cast.buyer.import_passport(&passport, &generate_key(), &audience).await
     })
@@ -1210,7 +1210,7 @@ async fn share_twice(cast: &Cast) -> Result<Measured> {
 /// buyer minted for another merchant (or for another resource of this one).
 async fn x402_foreign_token(cast: &Cast, other_resource: bool) -> Result<Measured> {
     let card = cast.operator.well_known().await?;
-    let network = card["x402"]["network"].as_str().unwrap_or_default().to_string();
+    let network = card.x402.network;
     let merchant_did = cast.merchant.me().await?.member.id;
     let resource = "https://shop.example/forecast";
     let (payee, minted_for) = if other_resource {

@@ -277,7 +277,6 @@ async fn payments(state_dir: &std::path::Path, action: PaymentsCmd) -> Result<Va
             record.state
         );
     }
-    let resolved =
-        journal.resolve(&task, paid, record.payment.as_ref().map(|payment| bazaar_cli::wire_json(payment)), &note)?;
+    let resolved = journal.resolve(&task, paid, record.payment.as_ref().map(bazaar_cli::wire_json), &note)?;
     Ok(serde_json::to_value(resolved)?)
 }

@@ -108,7 +108,7 @@ async fn passport_cmd(action: PassportCmd, json_output: bool) -> Result<i32> {
         PassportCmd::Import { remote, file, key } => {
             let passport: Value = serde_json::from_str(&read(&file)?)?;
             let client = remote.client()?;
-            let audience = client.well_known().await?["did"].as_str().unwrap_or_default().to_string();
+            let audience = client.well_known().await?.did;
             let value =
                 bazaar_cli::wire_json(&client.import_passport(&passport, &runtime::read_key(&key)?, &audience).await?);
             print_pretty(json_output, &value);

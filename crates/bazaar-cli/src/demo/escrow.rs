@@ -98,7 +98,7 @@ async fn open_contract(parties: &Parties, say: &(dyn Fn(String) + Sync)) -> Resu
     let bare_token_code = refusal_code(buyer.issue_token("linen-mill", total, "linen-1", "https://mill/linen").await);
     say(format!(
         "  a bare token for {total} is refused ({bare_token_code}): above the threshold of {}, orders ride a contract",
-        card["escrow_threshold_minor"]
+        card.escrow_threshold_minor
     ));
     let due = crate::runtime_now_ms() + 30 * 86_400_000;
     let names = ["cut", "weave", "hem and ship"];

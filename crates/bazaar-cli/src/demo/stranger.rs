@@ -63,7 +63,7 @@ pub async fn start_peer(here: &Client, here_now_ms: i64, dir: &Path) -> Result<P
     let clock = Arc::new(OffsetClock::reading(here_now_ms));
     let registry = embedded_on_clock(dir, clock, None, bazaar_core::apply::Config::standard()).await?;
     let did = registry.state.registry.to_string();
-    let here_did = here.well_known().await?["did"].as_str().context("this registry's card names no DID")?.to_string();
+    let here_did = here.well_known().await?.did;
     let a_terms = (CORRIDOR_FEE_BPS, PER_CALL_MAX_MINOR, OUTSTANDING_MAX_MINOR);
     here.add_peer(&registry.url, &did, PEER_WEIGHT_BPS, a_terms).await.context("recognising the peer here")?;
     let b_terms = (0, PER_CALL_MAX_MINOR, OUTSTANDING_MAX_MINOR);
