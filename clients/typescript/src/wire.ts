@@ -3249,6 +3249,29 @@ export interface components {
             /** Format: int64 */
             total_max_minor: number;
         };
+        /** @description The limits a client must stay within. */
+        CardLimits: {
+            /** Format: int64 */
+            amount_minor_max: number;
+            /** Format: int64 */
+            idempotency_key_len_max: number;
+            /** Format: int64 */
+            idempotency_retention_s: number;
+            /** Format: int64 */
+            invite_ttl_s: number;
+            /** Format: int64 */
+            order_id_len_max: number;
+            /** Format: int64 */
+            page_limit_max: number;
+            /** Format: int64 */
+            request_body_bytes_max: number;
+            /** Format: int64 */
+            resource_len_max: number;
+            /** Format: int64 */
+            token_ttl_s_max: number;
+            /** Format: int64 */
+            token_ttl_s_min: number;
+        };
         CeremonyStarted: {
             /** @description Pass back with the browser's answer. */
             ceremony: string;
@@ -3362,6 +3385,16 @@ export interface components {
             /** @description What it may do; absent: every scope. Without `pay` it cannot move money. */
             scopes: string[] | null;
         };
+        /** @description A W3C Data Integrity proof (eddsa-jcs-2022). */
+        DataIntegrityProof: {
+            "@context": string[];
+            created: string;
+            cryptosuite: string;
+            proofPurpose: string;
+            proofValue: string;
+            type: string;
+            verificationMethod: string;
+        };
         DeliverRequest: {
             evidence_sha256: string;
         };
@@ -3471,6 +3504,21 @@ export interface components {
             reason: string;
             /** @description `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`. */
             subject: Record<string, never>;
+        };
+        /** @description The dispute phases' windows, in seconds. */
+        DisputeWindows: {
+            /** Format: int64 */
+            answer_s: number;
+            /** Format: int64 */
+            appeal_s: number;
+            /** Format: int64 */
+            claim_s: number;
+            /** Format: int64 */
+            evidence_s: number;
+            /** Format: int64 */
+            ruling_s: number;
+            /** Format: int64 */
+            stake_cooldown_s: number;
         };
         /** @description An agent's earnings: only rewards the ledger confirmed, with their totals. */
         Earnings: {
@@ -4505,6 +4553,48 @@ export interface components {
             /** @description The agent's own Ed25519 public key (hex or base64url); its DID is derived from it. */
             public_key: string;
         };
+        /**
+         * @description The registry's public card (`GET /.well-known/bazaar`): its identity, key history, fee, thresholds and
+         *     limits, signed by its current key (eddsa-jcs-2022). Verify the signature over the JSON as served; this type
+         *     is for reading it.
+         */
+        RegistryCard: {
+            "@context": string[];
+            did: string;
+            dispute_desk: string;
+            dispute_windows_s: components["schemas"]["DisputeWindows"];
+            /**
+             * Format: int64
+             * @description Above this a purchase rides escrow rather than a paid call.
+             */
+            escrow_threshold_minor: number;
+            /** Format: int32 */
+            fee_bps: number;
+            /** @description The registry's DID (also `did`). */
+            id: string;
+            /** @description The DID of the key that signed the card. */
+            issuer: string;
+            keys: components["schemas"]["KeyEntry"][];
+            limits: components["schemas"]["CardLimits"];
+            network_unit: string;
+            /** @description Where the passport verifier page is. */
+            passport_verifier: string;
+            proof: components["schemas"]["DataIntegrityProof"];
+            /** @description The current key, base64url and hex. */
+            public_key: string;
+            public_key_hex: string;
+            /** @description Where the signed recognition list is. */
+            recognition: string;
+            token_format: string;
+            /** Format: int64 */
+            token_ttl_s: number;
+            type: string[];
+            /** @description The public URL the operator configured; null where none is. */
+            url: string | null;
+            validFrom: string;
+            validUntil: string;
+            x402: components["schemas"]["X402Terms"];
+        };
         /** @description A stuck relay retried by the operator, after one attempt. */
         RelayRetried: {
             /** @description The attempt's refusal code (`relay_pending`, `relay_failed`, …), or null if it settled. */
@@ -5083,6 +5173,14 @@ export interface components {
             /** @description Empty. */
             signers: Record<string, never>;
         };
+        /** @description How to pay this registry's merchants over x402. */
+        X402Terms: {
+            asset: string;
+            /** @description The facilitator's path on this registry. */
+            facilitator: string;
+            network: string;
+            scheme: string;
+        };
         /** @description Would the payment settle? Business failures are `isValid: false` with a reason, as x402 answers. */
         X402Verified: {
             invalidMessage?: string | null;
@@ -5120,6 +5218,7 @@ export type Bounty = components['schemas']['Bounty'];
 export type BountyPage = components['schemas']['BountyPage'];
 export type Budget = components['schemas']['Budget'];
 export type BudgetRequest = components['schemas']['BudgetRequest'];
+export type CardLimits = components['schemas']['CardLimits'];
 export type CeremonyStarted = components['schemas']['CeremonyStarted'];
 export type Channel = components['schemas']['Channel'];
 export type ChannelView = components['schemas']['ChannelView'];
@@ -5129,11 +5228,13 @@ export type ContractRequest = components['schemas']['ContractRequest'];
 export type CreateOwnerRequest = components['schemas']['CreateOwnerRequest'];
 export type CreateRoomRequest = components['schemas']['CreateRoomRequest'];
 export type CredentialListed = components['schemas']['CredentialListed'];
+export type DataIntegrityProof = components['schemas']['DataIntegrityProof'];
 export type DeliverRequest = components['schemas']['DeliverRequest'];
 export type Dispute = components['schemas']['Dispute'];
 export type DisputeOutcome = components['schemas']['DisputeOutcome'];
 export type DisputePage = components['schemas']['DisputePage'];
 export type DisputeRequest = components['schemas']['DisputeRequest'];
+export type DisputeWindows = components['schemas']['DisputeWindows'];
 export type Earnings = components['schemas']['Earnings'];
 export type EarningsTotals = components['schemas']['EarningsTotals'];
 export type EditRequest = components['schemas']['EditRequest'];
@@ -5215,6 +5316,7 @@ export type ReadRequest = components['schemas']['ReadRequest'];
 export type Recovery = components['schemas']['Recovery'];
 export type RecoveryPage = components['schemas']['RecoveryPage'];
 export type RedeemInviteRequest = components['schemas']['RedeemInviteRequest'];
+export type RegistryCard = components['schemas']['RegistryCard'];
 export type RelayRetried = components['schemas']['RelayRetried'];
 export type ReleaseRequest = components['schemas']['ReleaseRequest'];
 export type RenameRequest = components['schemas']['RenameRequest'];
@@ -5268,6 +5370,7 @@ export type WebhookRemoved = components['schemas']['WebhookRemoved'];
 export type WebhookView = components['schemas']['WebhookView'];
 export type X402Settled = components['schemas']['X402Settled'];
 export type X402Supported = components['schemas']['X402Supported'];
+export type X402Terms = components['schemas']['X402Terms'];
 export type X402Verified = components['schemas']['X402Verified'];
 export type $defs = Record<string, never>;
 export interface operations {
@@ -5333,7 +5436,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["RegistryCard"];
                 };
             };
             /** @description Too Many Requests: `rate_limited` */

@@ -297,6 +297,23 @@ class BudgetRequest(TypedDict, closed=True):
     total_max_minor: int
 
 
+class CardLimits(TypedDict):
+    """
+    The limits a client must stay within.
+    """
+
+    amount_minor_max: int
+    idempotency_key_len_max: int
+    idempotency_retention_s: int
+    invite_ttl_s: int
+    order_id_len_max: int
+    page_limit_max: int
+    request_body_bytes_max: int
+    resource_len_max: int
+    token_ttl_s_max: int
+    token_ttl_s_min: int
+
+
 class CeremonyStarted(TypedDict):
     ceremony: str
     """
@@ -371,6 +388,20 @@ class CredentialListed(TypedDict):
     """
     What it may do; absent: every scope. Without `pay` it cannot move money.
     """
+
+
+DataIntegrityProof = TypedDict(
+    'DataIntegrityProof',
+    {
+        '@context': list[str],
+        'created': str,
+        'cryptosuite': str,
+        'proofPurpose': str,
+        'proofValue': str,
+        'type': str,
+        'verificationMethod': str,
+    },
+)
 
 
 class DeliverRequest(TypedDict, closed=True):
@@ -513,6 +544,19 @@ class DisputeRequest(TypedDict, closed=True):
     """
     `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`.
     """
+
+
+class DisputeWindows(TypedDict):
+    """
+    The dispute phases' windows, in seconds.
+    """
+
+    answer_s: int
+    appeal_s: int
+    claim_s: int
+    evidence_s: int
+    ruling_s: int
+    stake_cooldown_s: int
 
 
 class EarningsTotals(TypedDict):
@@ -2438,6 +2482,20 @@ class X402Supported(TypedDict):
     """
 
 
+class X402Terms(TypedDict):
+    """
+    How to pay this registry's merchants over x402.
+    """
+
+    asset: str
+    facilitator: str
+    """
+    The facilitator's path on this registry.
+    """
+    network: str
+    scheme: str
+
+
 class X402Verified(TypedDict):
     """
     Would the payment settle? Business failures are `isValid: false` with a reason, as x402 answers.
@@ -2787,6 +2845,36 @@ class NettingRequest(TypedDict, closed=True):
     """
     The operators' reference for the payment (a wire's, say): at most 200 characters.
     """
+
+
+RegistryCard = TypedDict(
+    'RegistryCard',
+    {
+        '@context': list[str],
+        'did': str,
+        'dispute_desk': str,
+        'dispute_windows_s': DisputeWindows,
+        'escrow_threshold_minor': int,
+        'fee_bps': int,
+        'id': str,
+        'issuer': str,
+        'keys': list[KeyEntry],
+        'limits': CardLimits,
+        'network_unit': str,
+        'passport_verifier': str,
+        'proof': DataIntegrityProof,
+        'public_key': str,
+        'public_key_hex': str,
+        'recognition': str,
+        'token_format': str,
+        'token_ttl_s': int,
+        'type': list[str],
+        'url': str | None,
+        'validFrom': str,
+        'validUntil': str,
+        'x402': X402Terms,
+    },
+)
 
 
 class ServiceAuthorization(TypedDict):
