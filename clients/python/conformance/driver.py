@@ -245,6 +245,16 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
                 observed = {"status": 200}
             elif op == "balance":
                 observed = {"balance_minor": await buyer.balance()}
+            elif op == "failover":
+                spread = bazaar.Client([world["dead_node"], registry], world["buyer"], http=buyer.http)
+                await spread.me()
+                paid = await spread.pay(shop.url, merchant_did, price, args["order"])
+                observed = {
+                    "read": 200,
+                    "status": paid.status,
+                    "settled": paid.settlement is not None,
+                    "moved_on": spread.base_url == registry.rstrip("/"),
+                }
             else:
                 observed = {"unsupported_op": op}
         except bazaar.ProblemError as error:

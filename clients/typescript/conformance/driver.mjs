@@ -251,6 +251,13 @@ for (const step of scenario.steps) {
       case "balance":
         observed = { balance_minor: await buyer.balance() };
         break;
+      case "failover": {
+        const spread = new bazaar.Client([world.dead_node, world.registry], world.buyer);
+        await spread.me();
+        const paid = await spread.pay(shop.url, merchantDid, price, args.order);
+        observed = { read: 200, status: paid.status, settled: paid.settlement !== null, moved_on: spread.baseUrl === world.registry.replace(/\/$/, "") };
+        break;
+      }
       default:
         observed = { unsupported_op: step.op };
     }

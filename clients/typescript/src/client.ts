@@ -66,25 +66,64 @@ export function merchantRefusal(status: number, body: Uint8Array): ProblemError 
   return problem(status, data);
 }
 
+/** A registry's nodes as one client (and its `withCredential` copies) sees them: every URL, and the one in use. */
+export class Nodes {
+  readonly urls: readonly string[];
+  current = 0;
+
+  constructor(urls: readonly string[]) {
+    if (urls.length === 0) throw new Error("a client needs at least one registry URL");
+    this.urls = urls.map((url) => url.replace(/\/$/, ""));
+  }
+
+  /** Moves past `failed`, unless another request already moved on. */
+  failOver(failed: number): void {
+    if (this.current === failed) this.current = (failed + 1) % this.urls.length;
+  }
+}
+
+/** Codes of a connection that never reached the node (refused, unresolvable, timed out connecting). */
+const NEVER_REACHED = ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT", "EHOSTUNREACH", "ENETUNREACH"];
+
+/** Whether `error` (what `fetch` threw) says the request never reached the node: safe to send anywhere. */
+function neverReached(error: unknown): boolean {
+  const cause = (error as { cause?: { code?: unknown } } | null)?.cause;
+  return typeof cause?.code === "string" && NEVER_REACHED.includes(cause.code);
+}
+
 /**
  * A client for one registry, speaking for the holder of `credential` (or for nobody).
  *
  * `verify` is a receipt check, never a work order: a consumed token still verifies as genuine.
  */
 export class Client {
-  readonly baseUrl: string;
   readonly credential: string | undefined;
   private readonly doFetch: typeof fetch;
+  private readonly nodes: Nodes;
 
-  constructor(baseUrl: string, credential?: string, options: { fetch?: typeof fetch } = {}) {
-    this.baseUrl = baseUrl.replace(/\/$/, "");
+  /**
+   * `baseUrl` is one registry URL, or every node's URL of a registry served by several nodes: the client uses one
+   * at a time and moves to the next when a node cannot be reached (as the Rust SDK's `Client::with_nodes` does).
+   */
+  constructor(baseUrl: string | readonly string[], credential?: string, options: { fetch?: typeof fetch; nodes?: Nodes } = {}) {
+    this.nodes = options.nodes ?? new Nodes(typeof baseUrl === "string" ? [baseUrl] : baseUrl);
     this.credential = credential;
     this.doFetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   }
 
-  /** The same registry, speaking for another credential. */
+  /** The node in use. */
+  get baseUrl(): string {
+    return this.nodes.urls[this.nodes.current]!;
+  }
+
+  /** Every node's URL, in the order the client tries them. */
+  get nodeUrls(): readonly string[] {
+    return this.nodes.urls;
+  }
+
+  /** The same registry (its nodes, and the one in use), speaking for another credential. */
   withCredential(credential: string): Client {
-    return new Client(this.baseUrl, credential, { fetch: this.doFetch });
+    return new Client(this.nodes.urls, credential, { fetch: this.doFetch, nodes: this.nodes });
   }
 
   /** One request; a problem+json answer throws the typed `ProblemError`. */
@@ -93,16 +132,27 @@ export class Client {
     if (this.credential) headers["authorization"] = `Bearer ${this.credential}`;
     if (idempotencyKey !== undefined) headers[contract.IDEMPOTENCY_KEY_HEADER] = idempotencyKey;
     if (body !== undefined) headers["content-type"] = "application/json";
+    // Safe to send again to another node whatever happened to the first: reads, keyed requests and the calls the
+    // registry keys by their order itself. Anything else moves on only when it never reached the node.
+    const resendable = method === "GET" || idempotencyKey !== undefined || contract.NATURALLY_KEYED.includes(path);
     let response: Response;
-    try {
-      response = await this.doFetch(`${this.baseUrl}${path}`, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(contract.REQUEST_TIMEOUT_MS),
-      });
-    } catch (error) {
-      throw new TransportError(`${method} ${path}: ${String(error)}`);
+    for (let tries = this.nodes.urls.length; ; tries--) {
+      const at = this.nodes.current;
+      try {
+        response = await this.doFetch(`${this.nodes.urls[at]}${path}`, {
+          method,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(contract.REQUEST_TIMEOUT_MS),
+        });
+        break;
+      } catch (error) {
+        if (tries > 1 && (neverReached(error) || resendable)) {
+          this.nodes.failOver(at);
+          continue;
+        }
+        throw new TransportError(`${method} ${path}: ${String(error)}`);
+      }
     }
     const text = await response.text().catch(() => "");
     let data: unknown = null;
@@ -171,7 +221,7 @@ export class Client {
    */
   async redeemInvite(inviteCode: string, key: Key, handle: string): Promise<wire.Enrolled> {
     const body = { invite_code: inviteCode, public_key: key.publicKeyHex, handle, proof: inviteProof(key, inviteCode, handle) };
-    const anyone = new Client(this.baseUrl, undefined, { fetch: this.doFetch });
+    const anyone = new Client(this.nodes.urls, undefined, { fetch: this.doFetch, nodes: this.nodes });
     const joined = (await anyone.call<wire.Enrolled>("POST", "/v1/agents", body)).body;
     joined.credential = await this.withCredential(joined.credential).rotateCredential();
     return joined;

@@ -30,6 +30,8 @@ export const WORK_RECEIPT_PRUNE_EVERY = 1024;
 export const ESCROW_DUE_S = 7 * 24 * 60 * 60;
 /** Requests give up after this long. */
 export const REQUEST_TIMEOUT_MS = 30_000;
+/** Calls the registry keys by their order itself: safe to send again to another node even without a key. */
+export const NATURALLY_KEYED: readonly string[] = ["/v1/tokens", "/v1/settlements", "/v1/tokens/batch", "/v1/settlements/batch"];
 
 export const ALREADY_PAID_CODES: readonly string[] = ["token_settled", "order_already_settled"];
 

@@ -9,7 +9,7 @@
 //   enrol with an invite code, and rotate the enrollment credential into the agent's own.
 
 export * as contract from "./contract.js";
-export { Client, merchantRefusal, type Answer, type Json, type PaidResponse, type Purchase, type TokenOptions } from "./client.js";
+export { Client, Nodes, merchantRefusal, type Answer, type Json, type PaidResponse, type Purchase, type TokenOptions } from "./client.js";
 export {
   AlreadySettled,
   BazaarError,

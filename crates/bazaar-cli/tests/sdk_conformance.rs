@@ -66,10 +66,19 @@ async fn world(url: &str, operator: &Client, sdk: &str, scenario: &Value, dir: &
     let threshold = wire_json(&operator.well_known().await.unwrap())["escrow_threshold_minor"].as_u64().unwrap();
     let mut world = Value::Object(parties);
     world["registry"] = json!(url);
+    world["dead_node"] = json!(dead_node());
     world["price_minor"] = scenario["world"]["price_minor"].clone();
     world["escrow_price_minor"] = json!(threshold + 1);
     world["work_dir"] = json!(dir.display().to_string());
     world
+}
+
+/// A URL on this machine where nothing listens: a port bound and let go, so a connection to it is refused.
+fn dead_node() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
 }
 
 /// A fixed key as the Rust SDK sees it — its public key, DID and invite proof — for the other SDKs to match.
@@ -409,6 +418,15 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     json!({"status": 200})
                 }
                 "balance" => json!({"balance_minor": wire_json(&buyer.me().await?)["balance_minor"]}),
+                "failover" => {
+                    let nodes = vec![world["dead_node"].as_str().unwrap().to_string(), registry.to_string()];
+                    let spread = Client::with_nodes(nodes, world["buyer"].as_str().map(str::to_string));
+                    spread.me().await?;
+                    let mut observed = rust_pay(&spread, world, (&shop, &revocable), args).await;
+                    observed["read"] = json!(200);
+                    observed["moved_on"] = json!(spread.base() == registry);
+                    observed
+                }
                 other => json!({"unsupported_op": other}),
             })
         }

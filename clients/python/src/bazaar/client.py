@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Generic, Optional, TypeVar, Union, cast
+from typing import Any, Awaitable, Callable, Generic, Optional, Sequence, TypeVar, Union, cast
 
 import httpx
 
@@ -32,6 +32,25 @@ class Answer(Generic[T]):
 
     body: T
     replayed: bool
+
+
+class _Nodes:
+    """A registry's nodes as one client (and its ``with_credential`` copies) sees them: every URL, and the one in
+    use."""
+
+    def __init__(self, urls: "list[str]") -> None:
+        if not urls:
+            raise ValueError("a client needs at least one registry URL")
+        self.urls = [url.rstrip("/") for url in urls]
+        self.current = 0
+
+    def current_url(self) -> str:
+        return self.urls[self.current]
+
+    def fail_over(self, failed: int) -> None:
+        """Moves past ``failed``, unless another request already moved on."""
+        if self.current == failed:
+            self.current = (failed + 1) % len(self.urls)
 
 
 @dataclass(frozen=True)
@@ -99,20 +118,34 @@ class Client:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: Union[str, Sequence[str]],
         credential: Optional[str] = None,
         *,
         http: Optional[httpx.AsyncClient] = None,
         timeout_s: float = contract.REQUEST_TIMEOUT_S,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        """``base_url`` is one registry URL, or every node's URL of a registry served by several nodes: the
+        client uses one at a time and moves to the next when a node cannot be reached (as the Rust SDK's
+        ``Client::with_nodes`` does)."""
+        self._nodes = _Nodes([base_url] if isinstance(base_url, str) else list(base_url))
         self.credential = credential
         self._owns_http = http is None
         self.http = http or httpx.AsyncClient(timeout=timeout_s)
 
+    @property
+    def base_url(self) -> str:
+        """The node in use."""
+        return self._nodes.current_url()
+
+    @property
+    def nodes(self) -> "tuple[str, ...]":
+        """Every node's URL, in the order the client tries them."""
+        return tuple(self._nodes.urls)
+
     def with_credential(self, credential: str) -> "Client":
-        """The same registry and connection pool, speaking for another credential."""
-        other = Client(self.base_url, credential, http=self.http)
+        """The same registry (its nodes, and the one in use) and connection pool, speaking for another credential."""
+        other = Client(self._nodes.urls, credential, http=self.http)
+        other._nodes = self._nodes
         other._owns_http = False
         return other
 
@@ -141,12 +174,23 @@ class Client:
             headers["authorization"] = f"Bearer {self.credential}"
         if idempotency_key is not None:
             headers[contract.IDEMPOTENCY_KEY_HEADER] = idempotency_key
-        try:
-            response = await self.http.request(
-                method, f"{self.base_url}{path}", headers=headers, json=body if body is not None else None
-            )
-        except httpx.HTTPError as error:
-            raise TransportError(f"{method} {path}: {error!r}") from error
+        # Safe to send again to another node whatever happened to the first: reads, keyed requests and the calls
+        # the registry keys by their order itself. Anything else moves on only when it never reached the node.
+        resendable = method == "GET" or idempotency_key is not None or path in contract.NATURALLY_KEYED
+        tries = len(self._nodes.urls)
+        while True:
+            at = self._nodes.current
+            try:
+                response = await self.http.request(
+                    method, f"{self._nodes.urls[at]}{path}", headers=headers, json=body if body is not None else None
+                )
+                break
+            except httpx.HTTPError as error:
+                if tries > 1 and (isinstance(error, httpx.ConnectError) or resendable):
+                    tries -= 1
+                    self._nodes.fail_over(at)
+                    continue
+                raise TransportError(f"{method} {path}: {error!r}") from error
         try:
             data = response.json() if response.content else None
         except ValueError:
@@ -215,7 +259,8 @@ class Client:
             "handle": handle,
             "proof": invite_proof(key, invite_code, handle),
         }
-        anyone = Client(self.base_url, None, http=self.http)
+        anyone = Client(self._nodes.urls, None, http=self.http)
+        anyone._nodes = self._nodes
         joined = cast(wire.Enrolled, (await anyone.call("POST", "/v1/agents", body)).body)
         joined["credential"] = await self.with_credential(joined["credential"]).rotate_credential()
         return joined

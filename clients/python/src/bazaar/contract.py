@@ -32,6 +32,8 @@ ESCROW_DUE_S = 7 * 24 * 60 * 60
 TOKEN_TTL_S_MAX = 15 * 60
 #: Requests give up after this long.
 REQUEST_TIMEOUT_S = 30.0
+#: Calls the registry keys by their order itself: safe to send again to another node even without a key.
+NATURALLY_KEYED = ("/v1/tokens", "/v1/settlements", "/v1/tokens/batch", "/v1/settlements/batch")
 
 ALREADY_PAID_CODES = ("token_settled", "order_already_settled")
 
