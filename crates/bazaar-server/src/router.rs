@@ -390,4 +390,77 @@ mod tests {
         }
         std::fs::remove_dir_all(&dir).ok();
     }
+
+    // ---- the refusal codes each operation lists (crate::refusals) ----
+
+    /// Every code a route lists is one of the API's codes, and each route in the table is described.
+    #[test]
+    fn every_listed_code_is_a_known_code_of_a_described_route() {
+        let document = serde_json::to_value(api_description()).unwrap();
+        for (operation, codes) in crate::refusals::ROUTE_CODES {
+            let (method, path) = operation.split_once(' ').unwrap();
+            assert!(
+                document["paths"][path][method].is_object(),
+                "crate::refusals::ROUTE_CODES names {operation}, which is not described"
+            );
+            for code in *codes {
+                assert!(
+                    crate::refusals::catalogue().contains_key(code),
+                    "{operation} lists {code}, which no table declares"
+                );
+            }
+        }
+        let keys: std::collections::BTreeSet<&str> = crate::refusals::ROUTE_CODES.iter().map(|(op, _)| *op).collect();
+        assert_eq!(
+            keys.len(),
+            crate::refusals::ROUTE_CODES.len(),
+            "an operation is in crate::refusals::ROUTE_CODES twice"
+        );
+    }
+
+    /// Every error response of every operation lists its codes, each answered with that status; no
+    /// operation declares an error status it has no code for.
+    #[test]
+    fn every_error_response_lists_the_codes_it_is_answered_with() {
+        let document = serde_json::to_value(api_description()).unwrap();
+        let mut operations = 0;
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                operations += 1;
+                for (status, response) in operation["responses"].as_object().unwrap() {
+                    if !status.starts_with(['4', '5']) {
+                        continue;
+                    }
+                    let codes = response[crate::refusals::CODES_EXTENSION].as_array();
+                    let codes = codes.filter(|codes| !codes.is_empty());
+                    let codes = codes
+                        .unwrap_or_else(|| panic!("{method} {path} {status}: no {}", crate::refusals::CODES_EXTENSION));
+                    for code in codes {
+                        let code = code.as_str().unwrap();
+                        let statuses = &crate::refusals::catalogue()[code];
+                        assert!(statuses.contains(&status.parse().unwrap()), "{method} {path}: {code} under {status}");
+                        assert!(response["description"].as_str().unwrap().contains(&format!("`{code}`")));
+                    }
+                }
+                // Every operation at least can be shed or rate-limited.
+                assert!(operation["responses"]["429"][crate::refusals::CODES_EXTENSION].is_array(), "{method} {path}");
+            }
+        }
+        assert!(operations > 100, "only {operations} operations described");
+    }
+
+    /// A settle names the token's codes, under their statuses, beside the edge's.
+    #[test]
+    fn a_route_s_own_codes_sit_under_their_statuses() {
+        let document = serde_json::to_value(api_description()).unwrap();
+        let responses = &document["paths"]["/v1/settlements"]["post"]["responses"];
+        let listed = |status: &str| -> Vec<String> {
+            serde_json::from_value(responses[status][crate::refusals::CODES_EXTENSION].clone()).unwrap_or_default()
+        };
+        assert!(listed("410").contains(&"token_expired".to_string()), "{responses}");
+        assert!(listed("409").contains(&"token_settled".to_string()), "{responses}");
+        assert!(listed("422").contains(&"idempotency_conflict".to_string()), "{responses}");
+        assert!(listed("401").contains(&"unauthenticated".to_string()), "{responses}");
+        assert!(!listed("409").contains(&"token_expired".to_string()));
+    }
 }
