@@ -533,7 +533,14 @@ impl Served {
         world
     }
 
-    fn stop(mut self) {
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+/// A failed assertion unwinds past `stop`: the server goes anyway, so it cannot hold the next run's database.
+impl Drop for Served {
+    fn drop(&mut self) {
         self.server.kill().ok();
         self.server.wait().ok();
     }
