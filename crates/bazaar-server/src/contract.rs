@@ -212,16 +212,23 @@ mod tests {
         assert_eq!(misfit("get", "/not/described", 200, &settlement), None);
     }
 
-    /// A router behind `checked` whose settle route answers with a member its type does not have.
-    async fn answer_through_check(body: Value) -> (StatusCode, Value) {
+    /// What a router behind `checked` answers when its settle route answers what `answer` makes.
+    async fn through_check<A: axum::response::IntoResponse + Send + 'static>(
+        answer: impl FnOnce() -> A + Clone + Send + Sync + 'static,
+    ) -> (StatusCode, Value) {
         use tower::ServiceExt;
-        let answer = move || async move { axum::Json(body) };
-        let router = checked(Router::new().route("/v1/settlements", axum::routing::post(answer)));
+        let route = axum::routing::post(move || async move { answer() });
+        let router = checked(Router::new().route("/v1/settlements", route));
         let request = axum::http::Request::post("/v1/settlements").body(axum::body::Body::empty()).unwrap();
         let response = router.oneshot(request).await.unwrap();
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), CHECKED_BODY_BYTES_MAX).await.unwrap();
         (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    /// A settle route answering `body` with 200.
+    async fn answer_through_check(body: Value) -> (StatusCode, Value) {
+        through_check(move || axum::Json(body)).await
     }
 
     #[tokio::test]
@@ -238,16 +245,9 @@ mod tests {
         assert!(detail.contains("POST /v1/settlements") && detail.contains("$.surprise"), "{detail}");
     }
 
-    /// A router behind `checked` whose settle route answers the problem `code` with `status`.
+    /// A settle route answering the problem `code` with `status`.
     async fn refuse_through_check(status: StatusCode, code: &'static str) -> (StatusCode, Value) {
-        use tower::ServiceExt;
-        let answer = move || async move { Problem::new(status, code, "refused") };
-        let router = checked(Router::new().route("/v1/settlements", axum::routing::post(answer)));
-        let request = axum::http::Request::post("/v1/settlements").body(axum::body::Body::empty()).unwrap();
-        let response = router.oneshot(request).await.unwrap();
-        let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), CHECKED_BODY_BYTES_MAX).await.unwrap();
-        (status, serde_json::from_slice(&bytes).unwrap())
+        through_check(move || Problem::new(status, code, "refused")).await
     }
 
     #[tokio::test]
