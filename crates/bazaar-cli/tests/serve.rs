@@ -431,3 +431,30 @@ fn a_merchant_without_a_credential_refuses_to_start() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `BAZAAR_CONTRACT_RECORD` (docs/testing.md): the served process appends every problem it answers as
+/// `method route status code`, the route as its entry names it.
+#[test]
+fn a_recording_server_writes_each_problem_it_answers() {
+    let dir = common::fresh_dir("bazaar-serve-record");
+    let record = dir.join("problems.txt");
+    let port = common::free_port();
+    let args = ["--port".into(), port.to_string(), "--data-dir".into(), dir.join("data").display().to_string()];
+    let mut server =
+        common::spawn_serve_with(&args, &[(bazaar_server::contract::RECORD_ENV, record.to_str().unwrap())]);
+    let registry = format!("http://127.0.0.1:{port}");
+    let http = reqwest::blocking::Client::new();
+    assert_eq!(http.get(format!("{registry}/v1/me")).send().unwrap().status(), 401);
+    let refused = http.get(format!("{registry}/v1/members/nobody-here")).bearer_auth("bzc_unknown").send().unwrap();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(http.get(format!("{registry}/healthz")).send().unwrap().status(), 200, "a success is not recorded");
+    server.kill().ok();
+    server.wait().ok();
+    let lines: Vec<String> = std::fs::read_to_string(&record).unwrap().lines().map(str::to_string).collect();
+    assert_eq!(
+        lines,
+        ["get /v1/me 401 unauthenticated", "get /v1/members/{member} 401 unauthenticated"],
+        "one line per problem, in order"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -18,9 +18,15 @@ use std::sync::Arc;
 /// the environment) and returns once it announces itself on 127.0.0.1; the
 /// rest of its stdout is drained in the background.
 pub fn spawn_serve(args: &[String]) -> Child {
+    spawn_serve_with(args, &[])
+}
+
+/// [`spawn_serve`] with `env` set for the server too.
+pub fn spawn_serve_with(args: &[String], env: &[(&str, &str)]) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bazaar"))
         .arg("serve")
         .args(args)
+        .envs(env.iter().copied())
         .env("BAZAAR_LOG", "warn")
         // Every JSON answer must fit the wire type its route's entry names (a misfit is a 500 `contract_misfit`).
         .env(bazaar_server::contract::CHECK_CONTRACT_ENV, "1")
