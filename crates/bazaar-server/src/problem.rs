@@ -182,7 +182,9 @@ macro_rules! problem_responses {
 }
 
 /// The error-response sets, listed by name in each route's `responses(...)`
-/// (`errors::Conflict`, …).
+/// (`errors::Conflict`, …). They say what a route's author expected; the served description's error
+/// responses are rebuilt from the codes each operation can answer (`crate::refusals::declare`), so a set
+/// decides nothing there; taking them off the routes is still to do.
 pub mod errors {
     use super::{problem_response, BTreeMap, RefOr};
 
@@ -229,11 +231,6 @@ pub mod errors {
         /// A write refused by a rule (funds, budget, terms), or an `Idempotency-Key` reused with another body.
         Unprocessable {
             "422" => "refused by a rule (`insufficient_funds`, `budget_*_exceeded`, `offer_below_floor`, …) or `idempotency_conflict`",
-        }
-        /// A route behind a credential or a session: the credential itself may be refused for it (the
-        /// router adds this to every such route that states no 403 of its own).
-        CredentialRefused {
-            "403" => "`rotation_required` (an enrollment credential, before it rotates), `credential_cannot_spend`, `credential_cannot_talk` (a credential without that scope) or `session_not_credential`: this credential or session may not do this",
         }
         /// Every route: the edge's per-credential and per-address rates (`rate_limited`), and a route's own
         /// per-subject rate (`passport_limit`, …); the router adds this to every route.
