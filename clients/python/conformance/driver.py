@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import sys
 import tempfile
@@ -168,6 +169,8 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
                     "merchant_unauthenticated": [contract.MERCHANT_UNAUTHENTICATED_STATUS, contract.MERCHANT_UNAUTHENTICATED],
                     "merchant_credential_invalid": contract.MERCHANT_CREDENTIAL_INVALID,
                     "void_on_codes": list(contract.VOID_ON_CODES),
+                    "coalesce_items_max": contract.COALESCE_ITEMS_MAX,
+                    "coalesce_in_flight_max": contract.COALESCE_IN_FLIGHT_MAX,
                 }
             elif op == "pay":
                 if "fault" in args:
@@ -255,6 +258,8 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
                     "settled": paid.settlement is not None,
                     "moved_on": spread.base_url == registry.rstrip("/"),
                 }
+            elif op == "batch":
+                observed = await batch(buyer, clients["merchant"], world, shop, args)
             else:
                 observed = {"unsupported_op": op}
         except bazaar.ProblemError as error:
@@ -265,6 +270,60 @@ async def run(world: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str,
     await shop.stop()
     await buyer.aclose()
     return out
+
+
+MONEY_ROUTES = ("/v1/tokens", "/v1/tokens/batch", "/v1/settlements", "/v1/settlements/batch")
+
+
+async def requests_served(client: bazaar.Client) -> dict[str, int]:
+    """Requests the registry has answered on each money route, from its /metrics."""
+    text = (await client.http.get(f"{client.base_url}/metrics")).text
+    counts = dict.fromkeys(MONEY_ROUTES, 0)
+    for line in text.splitlines():
+        match = re.match(r'bazaar_http_requests_total\{route="([^"]+)",status="\d+"\} (\S+)', line)
+        if match and match.group(1) in counts:
+            counts[match.group(1)] += int(float(match.group(2)))
+    return counts
+
+
+async def batch(buyer: bazaar.Client, merchant: bazaar.Client, world: dict[str, Any], shop: Shop, args: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's ``batch`` op: tokens, settlements and replays all at once from coalescing clients."""
+    price, merchant_did = int(world["price_minor"]), world["merchant_did"]
+    orders = [f"{args['prefix']}{i}" for i in range(1, int(args["orders"]) + 1)]
+    over = f"{args['prefix']}over"
+    before = await requests_served(buyer)
+    held_before, balance_before = await purse(buyer)
+    buying, selling = buyer.coalescing(), merchant.coalescing()
+    issued = await asyncio.gather(
+        *(buying.issue_token(merchant_did, price, order, shop.url) for order in orders + [over]), return_exceptions=True
+    )
+    ok = [answer for answer in issued if isinstance(answer, bazaar.Answer)]
+    tokens = {order: str(answer.body["token"]) for order, answer in zip(orders + [over], issued) if isinstance(answer, bazaar.Answer)}
+    settles = [selling.settle(tokens[order], price, order) for order in orders]
+    settles.append(selling.settle(tokens[over], price + 1, over))
+    settled = await asyncio.gather(*settles, return_exceptions=True)
+    again = await asyncio.gather(*(selling.settle(tokens[order], price, order) for order in orders[:2]), return_exceptions=True)
+    refused = settled[-1]
+    await buyer.void(str(issued[-1].body["jti"]) if isinstance(issued[-1], bazaar.Answer) else "")
+    held_after, balance_after = await purse(buyer)
+    after = await requests_served(buyer)
+    calls = len(issued) + len(settled) + len(again)
+    batches = sum(after[route] - before[route] for route in MONEY_ROUTES if route.endswith("/batch"))
+    return {
+        "issued": len(ok),
+        "distinct_tokens": len({answer.body["jti"] for answer in ok}),
+        "settled": sum(isinstance(answer, bazaar.Answer) for answer in settled[:-1]),
+        "refused_code": refused.code if isinstance(refused, bazaar.ProblemError) else None,
+        "again_replayed": all(
+            isinstance(second, bazaar.Answer) and isinstance(first, bazaar.Answer) and second.replayed
+            and second.body["settlement_id"] == first.body["settlement_id"]
+            for first, second in zip(settled, again)
+        ),
+        "charged_minor": balance_before - balance_after,
+        "held_released": held_after == held_before,
+        "single_calls": sum(after[route] - before[route] for route in ("/v1/tokens", "/v1/settlements")),
+        "batched": 0 < batches < calls,
+    }
 
 
 async def raw(shop: Shop, payment: Any) -> dict[str, Any]:

@@ -74,6 +74,52 @@ const purse = async () => {
   return { held: me.held_minor, balance: Number(me.balance_minor ?? 0) };
 };
 
+const MONEY_ROUTES = ["/v1/tokens", "/v1/tokens/batch", "/v1/settlements", "/v1/settlements/batch"];
+
+/** Requests the registry has answered on each money route, from its /metrics. */
+async function requestsServed() {
+  const text = await (await fetch(`${world.registry.replace(/\/$/, "")}/metrics`)).text();
+  const counts = Object.fromEntries(MONEY_ROUTES.map((route) => [route, 0]));
+  for (const line of text.split("\n")) {
+    const match = /^bazaar_http_requests_total\{route="([^"]+)",status="\d+"\} (\S+)$/.exec(line);
+    if (match && match[1] in counts) counts[match[1]] += Number(match[2]);
+  }
+  return counts;
+}
+
+/** The scenario's `batch` op: tokens, settlements and replays all at once from coalescing clients. */
+async function batch(args) {
+  const orders = Array.from({ length: args.orders }, (_, i) => `${args.prefix}${i + 1}`);
+  const all = [...orders, `${args.prefix}over`];
+  const before = await requestsServed();
+  const purseBefore = await purse();
+  const buying = buyer.coalescing();
+  const selling = clients.merchant.coalescing();
+  const issued = await Promise.allSettled(all.map((order) => buying.issueToken(world.merchant_did, price, order, shopUrl)));
+  const ok = issued.filter((a) => a.status === "fulfilled").map((a) => a.value);
+  const tokens = issued.map((a) => (a.status === "fulfilled" ? a.value.body.token : ""));
+  const last = all.length - 1;
+  const settled = await Promise.allSettled(all.map((order, at) => selling.settle(tokens[at], at === last ? price + 1 : price, order)));
+  const again = await Promise.allSettled(orders.slice(0, 2).map((order, at) => selling.settle(tokens[at], price, order)));
+  if (issued[last].status === "fulfilled") await buyer.void(issued[last].value.body.jti);
+  const purseAfter = await purse();
+  const after = await requestsServed();
+  const calls = issued.length + settled.length + again.length;
+  const batches = MONEY_ROUTES.filter((r) => r.endsWith("/batch")).reduce((n, r) => n + after[r] - before[r], 0);
+  return {
+    issued: ok.length,
+    distinct_tokens: new Set(ok.map((a) => a.body.jti)).size,
+    settled: settled.slice(0, last).filter((a) => a.status === "fulfilled").length,
+    refused_code: settled[last].status === "rejected" ? settled[last].reason.code ?? null : null,
+    again_replayed: again.every((second, at) => second.status === "fulfilled" && settled[at].status === "fulfilled"
+      && second.value.replayed && second.value.body.settlement_id === settled[at].value.body.settlement_id),
+    charged_minor: purseBefore.balance - purseAfter.balance,
+    held_released: purseAfter.held === purseBefore.held,
+    single_calls: ["/v1/tokens", "/v1/settlements"].reduce((n, r) => n + after[r] - before[r], 0),
+    batched: batches > 0 && batches < calls,
+  };
+}
+
 /** Which credentials a merchant refuses to be made with, and the code it says. */
 function merchantStart(credentials) {
   let code = null;
@@ -153,6 +199,8 @@ for (const step of scenario.steps) {
           merchant_unauthenticated: [contract.MERCHANT_UNAUTHENTICATED_STATUS, contract.MERCHANT_UNAUTHENTICATED],
           merchant_credential_invalid: contract.MERCHANT_CREDENTIAL_INVALID,
           void_on_codes: [...contract.VOID_ON_CODES],
+          coalesce_items_max: contract.COALESCE_ITEMS_MAX,
+          coalesce_in_flight_max: contract.COALESCE_IN_FLIGHT_MAX,
         };
         break;
       case "pay": {
@@ -258,6 +306,9 @@ for (const step of scenario.steps) {
         observed = { read: 200, status: paid.status, settled: paid.settlement !== null, moved_on: spread.baseUrl === world.registry.replace(/\/$/, "") };
         break;
       }
+      case "batch":
+        observed = await batch(args);
+        break;
       default:
         observed = { unsupported_op: step.op };
     }

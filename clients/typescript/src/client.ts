@@ -2,6 +2,7 @@
 // key — one the registry derives from the order where it can (tokens, settlements), one this client derives
 // otherwise (escrowed purchases) — so every retry is the same request and is charged at most once.
 
+import { Lane } from "./coalesce.js";
 import * as contract from "./contract.js";
 import { BazaarError, ProblemError, TransportError, problem } from "./errors.js";
 import { type Key, inviteProof } from "./keys.js";
@@ -38,6 +39,11 @@ export interface TokenOptions {
   registry?: string;
   ttlS?: number;
   idempotencyKey?: string;
+}
+
+/** A batch item: the single call's body, with the key the single call would send as a header. */
+function keyed(body: Json, idempotencyKey: string | undefined): Json {
+  return idempotencyKey === undefined ? body : { ...body, idempotency_key: idempotencyKey };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -100,15 +106,22 @@ export class Client {
   readonly credential: string | undefined;
   private readonly doFetch: typeof fetch;
   private readonly nodes: Nodes;
+  /** When coalescing: the lanes tokens and settlements wait in (one pair per credential). */
+  private readonly lanes: { tokens: Lane; settlements: Lane } | undefined;
 
   /**
    * `baseUrl` is one registry URL, or every node's URL of a registry served by several nodes: the client uses one
    * at a time and moves to the next when a node cannot be reached (as the Rust SDK's `Client::with_nodes` does).
    */
-  constructor(baseUrl: string | readonly string[], credential?: string, options: { fetch?: typeof fetch; nodes?: Nodes } = {}) {
+  constructor(
+    baseUrl: string | readonly string[],
+    credential?: string,
+    options: { fetch?: typeof fetch; nodes?: Nodes; coalescing?: boolean } = {},
+  ) {
     this.nodes = options.nodes ?? new Nodes(typeof baseUrl === "string" ? [baseUrl] : baseUrl);
     this.credential = credential;
     this.doFetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.lanes = options.coalescing ? { tokens: new Lane("/v1/tokens/batch"), settlements: new Lane("/v1/settlements/batch") } : undefined;
   }
 
   /** The node in use. */
@@ -121,10 +134,25 @@ export class Client {
     return this.nodes.urls;
   }
 
-  /** The same registry (its nodes, and the one in use), speaking for another credential. */
+  /**
+   * The same registry (its nodes, and the one in use), speaking for another credential. A coalescing client's copy
+   * coalesces too, in batches of its own (a batch carries one credential).
+   */
   withCredential(credential: string): Client {
-    return new Client(this.nodes.urls, credential, { fetch: this.doFetch, nodes: this.nodes });
+    return new Client(this.nodes.urls, credential, { fetch: this.doFetch, nodes: this.nodes, coalescing: this.lanes !== undefined });
   }
+
+  /**
+   * This client (same credential and nodes), with concurrent `issueToken` and `settle` calls coalesced into
+   * `POST /v1/tokens/batch` and `/v1/settlements/batch` (`coalesce.ts`): each call is answered, or rejected, exactly
+   * as alone; under load there are fewer requests.
+   */
+  coalescing(): Client {
+    return new Client(this.nodes.urls, this.credential, { fetch: this.doFetch, nodes: this.nodes, coalescing: true });
+  }
+
+  /** `items` as one batch request through this client. */
+  private readonly sendBatch = (path: string, items: Json[]) => this.call("POST", path, { items });
 
   /** One request; a problem+json answer throws the typed `ProblemError`. */
   async call<T = Json>(method: string, path: string, body?: unknown, idempotencyKey?: string): Promise<Answer<T>> {
@@ -253,6 +281,7 @@ export class Client {
     const body: Json = { merchant, max_amount_minor: maxAmountMinor, order_id: orderId, resource };
     if (options.registry !== undefined) body["registry"] = options.registry;
     if (options.ttlS !== undefined) body["ttl_s"] = options.ttlS;
+    if (this.lanes) return this.lanes.tokens.submit(this.sendBatch, keyed(body, options.idempotencyKey)) as Promise<Answer<wire.TokenIssued>>;
     return this.call<wire.TokenIssued>("POST", "/v1/tokens", body, options.idempotencyKey);
   }
 
@@ -266,7 +295,9 @@ export class Client {
 
   /** Merchant: settle exactly once. Without a key the registry derives one from the order. */
   settle(token: string, amountMinor: number, orderId: string, idempotencyKey?: string): Promise<Answer<wire.SettlementReceipt>> {
-    return this.call<wire.SettlementReceipt>("POST", "/v1/settlements", { token, amount_minor: amountMinor, order_id: orderId }, idempotencyKey);
+    const body: Json = { token, amount_minor: amountMinor, order_id: orderId };
+    if (this.lanes) return this.lanes.settlements.submit(this.sendBatch, keyed(body, idempotencyKey)) as Promise<Answer<wire.SettlementReceipt>>;
+    return this.call<wire.SettlementReceipt>("POST", "/v1/settlements", body, idempotencyKey);
   }
 
   /** Buyer (or its owner): void an unsettled token and release its hold. */

@@ -32,6 +32,10 @@ export const ESCROW_DUE_S = 7 * 24 * 60 * 60;
 export const REQUEST_TIMEOUT_MS = 30_000;
 /** Calls the registry keys by their order itself: safe to send again to another node even without a key. */
 export const NATURALLY_KEYED: readonly string[] = ["/v1/tokens", "/v1/settlements", "/v1/tokens/batch", "/v1/settlements/batch"];
+/** Items one coalesced batch carries at most (`Client.coalescing`; the registry accepts up to 1,000). */
+export const COALESCE_ITEMS_MAX = 256;
+/** Batches of one kind a coalescing client has in flight at once; more calls wait for the next batch. */
+export const COALESCE_IN_FLIGHT_MAX = 4;
 
 export const ALREADY_PAID_CODES: readonly string[] = ["token_settled", "order_already_settled"];
 

@@ -108,6 +108,8 @@ fn contract_constants(contract: &Value) -> Value {
         "merchant_unauthenticated": contract["merchant_refusals"]["merchant_unauthenticated"],
         "merchant_credential_invalid": contract["merchant_credential"]["code"],
         "void_on_codes": contract["buyer"]["void_on_codes"],
+        "coalesce_items_max": contract["coalesce"]["items_max"],
+        "coalesce_in_flight_max": contract["coalesce"]["in_flight_max"],
     })
 }
 
@@ -281,6 +283,68 @@ async fn rust_enrol(world: &Value, dir: &Path) -> Result<Value, SdkError> {
         "key_file_round_trips": round_trips, "same_key_proof_and_did_as_rust": same}))
 }
 
+const MONEY_ROUTES: [&str; 4] = ["/v1/tokens", "/v1/tokens/batch", "/v1/settlements", "/v1/settlements/batch"];
+
+/// Requests the registry has answered on each money route, from its /metrics.
+async fn requests_served(registry: &str) -> std::collections::HashMap<&'static str, u64> {
+    let text = reqwest::get(format!("{registry}/metrics")).await.unwrap().text().await.unwrap();
+    let mut counts: std::collections::HashMap<&'static str, u64> = MONEY_ROUTES.iter().map(|r| (*r, 0)).collect();
+    for line in text.lines().filter_map(|line| line.strip_prefix("bazaar_http_requests_total{route=\"")) {
+        let (route, rest) = line.split_once('"').unwrap_or_default();
+        if let Some(count) = counts.get_mut(route) {
+            *count += rest.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()).unwrap_or(0.0) as u64;
+        }
+    }
+    counts
+}
+
+/// The scenario's `batch` op: tokens, settlements and replays all at once from coalescing clients.
+async fn rust_batch(buyer: &Client, merchant: &Client, world: &Value, shop: &Shop, args: &Value) -> Result<Value, SdkError> {
+    use futures::future::join_all;
+    let registry = world["registry"].as_str().unwrap();
+    let (price, merchant_did) = (world["price_minor"].as_u64().unwrap(), world["merchant_did"].as_str().unwrap());
+    let prefix = args["prefix"].as_str().unwrap();
+    let mut orders: Vec<String> = (1..=args["orders"].as_u64().unwrap()).map(|i| format!("{prefix}{i}")).collect();
+    orders.push(format!("{prefix}over"));
+    let before = requests_served(registry).await;
+    let purse_before = wire_json(&buyer.me().await?);
+    let (buying, selling) = (buyer.coalescing(), merchant.coalescing());
+    let issued = join_all(orders.iter().map(|order| buying.issue_token(merchant_did, price, order, &shop.url))).await;
+    let ok: Vec<_> = issued.iter().filter_map(|answer| answer.as_ref().ok()).collect();
+    let tokens: Vec<String> =
+        issued.iter().map(|answer| answer.as_ref().map(|a| a.body.token.clone()).unwrap_or_default()).collect();
+    let last = orders.len() - 1;
+    let settled = join_all(orders.iter().zip(&tokens).enumerate().map(|(at, (order, token))| {
+        let amount = if at == last { price + 1 } else { price };
+        selling.settle(token, amount, order, None)
+    }))
+    .await;
+    let again = join_all(orders.iter().zip(&tokens).take(2).map(|(order, token)| selling.settle(token, price, order, None))).await;
+    if let Ok(extra) = &issued[last] {
+        buyer.void(&extra.body.jti).await?;
+    }
+    let purse_after = wire_json(&buyer.me().await?);
+    let after = requests_served(registry).await;
+    let calls = (issued.len() + settled.len() + again.len()) as u64;
+    let batches: u64 = MONEY_ROUTES.iter().filter(|r| r.ends_with("/batch")).map(|r| after[r] - before[r]).sum();
+    let again_replayed = settled.iter().zip(&again).all(|(first, second)| match (first, second) {
+        (Ok(first), Ok(second)) => second.replayed && second.body.settlement.settlement_id == first.body.settlement.settlement_id,
+        _ => false,
+    });
+    let single_calls: u64 = ["/v1/tokens", "/v1/settlements"].iter().map(|r| after[r] - before[r]).sum();
+    Ok(json!({
+        "issued": ok.len(),
+        "distinct_tokens": ok.iter().map(|answer| answer.body.jti.clone()).collect::<HashSet<_>>().len(),
+        "settled": settled[..last].iter().filter(|answer| answer.is_ok()).count(),
+        "refused_code": settled[last].as_ref().err().and_then(SdkError::code),
+        "again_replayed": again_replayed,
+        "charged_minor": purse_before["balance_minor"].as_i64().unwrap_or(0) - purse_after["balance_minor"].as_i64().unwrap_or(0),
+        "held_released": purse_after["held_minor"] == purse_before["held_minor"],
+        "single_calls": single_calls,
+        "batched": batches > 0 && batches < calls,
+    }))
+}
+
 async fn raw(shop: &Shop, payment: Option<&str>) -> Value {
     let mut request = reqwest::Client::new().post(&shop.url);
     if let Some(payment) = payment {
@@ -335,6 +399,8 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                         bazaar_sdk::paid::MERCHANT_UNAUTHENTICATED],
                     "merchant_credential_invalid": bazaar_sdk::paid::MERCHANT_CREDENTIAL_INVALID,
                     "void_on_codes": bazaar_sdk::client::VOID_ON_CODES,
+                    "coalesce_items_max": bazaar_sdk::coalesce::COALESCE_ITEMS_MAX,
+                    "coalesce_in_flight_max": bazaar_sdk::coalesce::COALESCE_IN_FLIGHT_MAX,
                 }),
                 "pay" => {
                     let mut observed = rust_pay(&buyer, world, (&shop, &revocable), args).await;
@@ -427,6 +493,7 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     observed["moved_on"] = json!(spread.base() == registry);
                     observed
                 }
+                "batch" => rust_batch(&buyer, &merchant, world, &shop, args).await?,
                 other => json!({"unsupported_op": other}),
             })
         }

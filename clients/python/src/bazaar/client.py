@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Generic, Optional, Sequence, TypeVa
 import httpx
 
 from . import contract, wire
+from .coalesce import Lane
 from .errors import BazaarError, ProblemError, TransportError, problem
 from .keys import Key, invite_proof
 
@@ -92,6 +93,15 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _lanes() -> "tuple[Lane, Lane]":
+    return (Lane("/v1/tokens/batch"), Lane("/v1/settlements/batch"))
+
+
+def _keyed(body: Json, idempotency_key: Optional[str]) -> Json:
+    """A batch item: the single call's body, with the key the single call would send as a header."""
+    return body if idempotency_key is None else {**body, "idempotency_key": idempotency_key}
+
+
 def _retryable(error: BaseException) -> bool:
     if isinstance(error, TransportError):
         return True
@@ -131,6 +141,8 @@ class Client:
         self.credential = credential
         self._owns_http = http is None
         self.http = http or httpx.AsyncClient(timeout=timeout_s)
+        # When coalescing: the lanes tokens and settlements wait in (one pair per credential).
+        self._lanes: "Optional[tuple[Lane, Lane]]" = None
 
     @property
     def base_url(self) -> str:
@@ -143,7 +155,23 @@ class Client:
         return tuple(self._nodes.urls)
 
     def with_credential(self, credential: str) -> "Client":
-        """The same registry (its nodes, and the one in use) and connection pool, speaking for another credential."""
+        """The same registry (its nodes, and the one in use) and connection pool, speaking for another credential.
+        A coalescing client's copy coalesces too, in batches of its own (a batch carries one credential)."""
+        other = self._copy(credential)
+        if self._lanes is not None:
+            other._lanes = _lanes()
+        return other
+
+    def coalescing(self) -> "Client":
+        """This client (same credential, nodes and connection pool), with concurrent :meth:`issue_token` and
+        :meth:`settle` calls coalesced into ``POST /v1/tokens/batch`` and ``/v1/settlements/batch``
+        (:mod:`bazaar.coalesce`): each call is answered, or raises, exactly as alone; under load there are fewer
+        requests. Use it from one event loop."""
+        other = self._copy(self.credential)
+        other._lanes = _lanes()
+        return other
+
+    def _copy(self, credential: Optional[str]) -> "Client":
         other = Client(self._nodes.urls, credential, http=self.http)
         other._nodes = self._nodes
         other._owns_http = False
@@ -259,8 +287,7 @@ class Client:
             "handle": handle,
             "proof": invite_proof(key, invite_code, handle),
         }
-        anyone = Client(self._nodes.urls, None, http=self.http)
-        anyone._nodes = self._nodes
+        anyone = self._copy(None)
         joined = cast(wire.Enrolled, (await anyone.call("POST", "/v1/agents", body)).body)
         joined["credential"] = await self.with_credential(joined["credential"]).rotate_credential()
         return joined
@@ -304,6 +331,8 @@ class Client:
             body["registry"] = registry
         if ttl_s is not None:
             body["ttl_s"] = ttl_s
+        if self._lanes is not None:
+            return cast("Answer[wire.TokenIssued]", await self._lanes[0].submit(self, _keyed(body, idempotency_key)))
         return cast("Answer[wire.TokenIssued]", await self.call("POST", "/v1/tokens", body, idempotency_key))
 
     async def verify(self, token: str) -> wire.TokenCheck:
@@ -315,7 +344,10 @@ class Client:
         self, token: str, amount_minor: int, order_id: str, idempotency_key: Optional[str] = None
     ) -> Answer[wire.SettlementReceipt]:
         """Merchant: settle exactly once. Without a key the registry derives one from the order."""
-        body = {"token": token, "amount_minor": amount_minor, "order_id": order_id}
+        body: Json = {"token": token, "amount_minor": amount_minor, "order_id": order_id}
+        if self._lanes is not None:
+            answer = await self._lanes[1].submit(self, _keyed(body, idempotency_key))
+            return cast("Answer[wire.SettlementReceipt]", answer)
         return cast("Answer[wire.SettlementReceipt]", await self.call("POST", "/v1/settlements", body, idempotency_key))
 
     async def void(self, jti: str) -> wire.Voided:

@@ -34,6 +34,10 @@ TOKEN_TTL_S_MAX = 15 * 60
 REQUEST_TIMEOUT_S = 30.0
 #: Calls the registry keys by their order itself: safe to send again to another node even without a key.
 NATURALLY_KEYED = ("/v1/tokens", "/v1/settlements", "/v1/tokens/batch", "/v1/settlements/batch")
+#: Items one coalesced batch carries at most (``Client.coalescing``; the registry accepts up to 1,000).
+COALESCE_ITEMS_MAX = 256
+#: Batches of one kind a coalescing client has in flight at once; more calls wait for the next batch.
+COALESCE_IN_FLIGHT_MAX = 4
 
 ALREADY_PAID_CODES = ("token_settled", "order_already_settled")
 
