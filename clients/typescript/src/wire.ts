@@ -3026,9 +3026,9 @@ export interface components {
     schemas: {
         AcceptRequest: {
             /** @description The specialist's enrollment (kind 30950), binding the result's key to its DID. */
-            enrollment: Record<string, never>;
+            enrollment: components["schemas"]["SignedEvent"];
             /** @description The specialist's result to the task (kind 6905, its first `e` tag the task). */
-            result: Record<string, never>;
+            result: components["schemas"]["SignedEvent"];
         };
         /** @description The hirer's acceptance: the response it accepted, not a quality grade. */
         Acceptance: {
@@ -3161,6 +3161,12 @@ export interface components {
             /** @description Ask again with `after` set to this for the next page; null on the last. */
             next_after: string | null;
         };
+        /** @description The service authorizations an agent holds (at most `SPENDING_RECORDS_MAX`). */
+        AuthorizationRecords: {
+            /** @description False when there were more than one answer reads. */
+            complete: boolean;
+            records: components["schemas"]["ServiceAuthorization"][];
+        };
         AuthorizeRequest: {
             /** @description The owner's agent that will pay: DID or handle. */
             agent: string;
@@ -3222,6 +3228,11 @@ export interface components {
         BountyPage: {
             bounties: components["schemas"]["Bounty"][];
             next_after: string | null;
+        };
+        /** @description The bounties an agent funded. */
+        BountyRecords: {
+            complete: boolean;
+            records: components["schemas"]["Bounty"][];
         };
         /** @description An agent's ceilings and what it spent against them. */
         Budget: {
@@ -3299,6 +3310,15 @@ export interface components {
         ChannelView: components["schemas"]["Channel"] & {
             members: components["schemas"]["ListedMember"][];
         };
+        /** @description Local figures combined with imported ones: r_total = r_local + Σ wₖ·rₖ (same for s). */
+        Combined: {
+            /** Format: int64 */
+            scoreBps: number;
+            /** Format: int64 */
+            weightedFailurePpm: number;
+            /** Format: int64 */
+            weightedSuccessPpm: number;
+        };
         /** @description An escrowed contract and what it still holds. */
         Contract: {
             /** Format: int64 */
@@ -3358,6 +3378,13 @@ export interface components {
             seller: string;
             /** @description SHA-256 (64 lowercase hex) of the terms both sides agree to. */
             terms_sha256: string;
+        };
+        /** @description A corridor's terms as the recognition list states them (amounts as decimal strings). */
+        CorridorTerms: {
+            /** Format: int32 */
+            feeBps: number;
+            outstandingMaxMinor: string;
+            perCallMaxMinor: string;
         };
         CreateOwnerRequest: {
             handle: string;
@@ -3446,8 +3473,7 @@ export interface components {
              */
             round: number;
             rulings: Record<string, never>[];
-            /** @description `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`. */
-            subject: Record<string, never>;
+            subject: components["schemas"]["DisputeSubject"];
             /** @description Each phase entered, when and why. */
             timeline: Record<string, never>[];
         };
@@ -3484,7 +3510,7 @@ export interface components {
             slash_to_insurance_minor: number;
             /** Format: int64 */
             slashed_minor: number;
-            subject: Record<string, never>;
+            subject: components["schemas"]["DisputeSubject"];
             /** @description The transfer ids posted. */
             transfers: string[];
             /** @description `claimant`, `split` or `respondent`. */
@@ -3502,8 +3528,20 @@ export interface components {
             note?: string;
             /** @description not_delivered, not_as_described, defective, unauthorized or other. */
             reason: string;
-            /** @description `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`. */
-            subject: Record<string, never>;
+            subject: components["schemas"]["DisputeSubject"];
+        };
+        /** @description What a dispute is about: a settled paid call, or one milestone of an escrowed contract. */
+        DisputeSubject: {
+            merchant: string;
+            order_id: string;
+            /** @enum {string} */
+            type: "call";
+        } | {
+            contract: string;
+            /** Format: int32 */
+            index: number;
+            /** @enum {string} */
+            type: "milestone";
         };
         /** @description The dispute phases' windows, in seconds. */
         DisputeWindows: {
@@ -3611,6 +3649,79 @@ export interface components {
             /** Format: int32 */
             x402Version?: number | null;
         };
+        /** @description The figures published for one member: the raw counts beside the score. */
+        Figures: {
+            /**
+             * Format: int64
+             * @description The instant ages were measured from.
+             */
+            computedAtMs: number;
+            /** Format: int64 */
+            disputesFiled: number;
+            /** Format: int64 */
+            disputesLost: number;
+            /** Format: int64 */
+            disputesSplit: number;
+            /** Format: int64 */
+            disputesWon: number;
+            /** Format: int64 */
+            distinctBuyerOwners: number;
+            /**
+             * Format: int64
+             * @description Work paid for by an agent of the member's own owner: never counted.
+             */
+            excludedSameOwner: number;
+            /**
+             * Format: int64
+             * @description … of which a dispute refunded some or all.
+             */
+            failureCount: number;
+            formula: string;
+            /**
+             * Format: int64
+             * @description Disputes that ended with units back to the claimant.
+             */
+            refunds: number;
+            /**
+             * Format: int64
+             * @description ⌊10 000 · (r + 1) / (r + s + 2)⌋ — the Beta expectation.
+             */
+            scoreBps: number;
+            /**
+             * Format: int64
+             * @description Wilson 95 % lower bound over the undecayed, capped counts.
+             */
+            scoreLowerBoundBps: number;
+            /**
+             * Format: int64
+             * @description Work paid for by another owner within the window (calls and milestones).
+             */
+            settledCount: number;
+            /** @description Units paid for that work, as a decimal string. */
+            settledVolumeMinor: string;
+            /**
+             * Format: int64
+             * @description … of which stood in full.
+             */
+            successCount: number;
+            /**
+             * Format: int64
+             * @description The largest buyer owner's share of the volume.
+             */
+            topBuyerShareBps: number;
+            /**
+             * Format: int64
+             * @description s: decayed failures (never capped), in ppm of one job.
+             */
+            weightedFailurePpm: number;
+            /**
+             * Format: int64
+             * @description r: decayed successes after the per-owner weekly cap, in ppm of one job.
+             */
+            weightedSuccessPpm: number;
+            /** Format: int64 */
+            windowDays: number;
+        };
         FinishRequest: {
             ceremony: string;
             /** @description The browser's `credential.toJSON()`. */
@@ -3619,7 +3730,7 @@ export interface components {
         /** @description A genuine token of a peer registry, to settle through this one. */
         ForeignTokenCheck: {
             /** @description The token's signed claims. */
-            claims: Record<string, never>;
+            claims: components["schemas"]["TokenClaims"];
             /** @description True. */
             genuine: boolean;
             /** @description The issuing registry. */
@@ -3740,6 +3851,11 @@ export interface components {
             net_minor: number;
             transfers: string[];
         };
+        /** @description The guest hires naming an agent. */
+        HireRecords: {
+            complete: boolean;
+            records: components["schemas"]["Hire"][];
+        };
         ImportRequest: {
             passport: components["schemas"]["PassportShape"];
             /**
@@ -3752,6 +3868,20 @@ export interface components {
              *     `bazaar-passport-presentation-v1\n<this registry's DID>\n<credential id>\n<presented_at_ms>`.
              */
             signature: string;
+        };
+        /** @description Reputation imported from a recognised registry, counted with its weight. */
+        Imported: {
+            registry: string;
+            /** Format: int64 */
+            scoreBps: number;
+            /** Format: int64 */
+            validUntilMs: number;
+            /** Format: int64 */
+            weightBps: number;
+            /** Format: int64 */
+            weightedFailurePpm: number;
+            /** Format: int64 */
+            weightedSuccessPpm: number;
         };
         /** @description A page of the inbox. */
         InboxPage: {
@@ -3834,12 +3964,17 @@ export interface components {
             leases: components["schemas"]["Lease"][];
             next_after: string | null;
         };
+        /** @description The leases naming an agent, each with its status now. */
+        LeaseRecords: {
+            complete: boolean;
+            records: components["schemas"]["Lease"][];
+        };
         LeaseRequest: {
             /**
              * @description The enrollment (kind 30950) of the task identity that gets priority:
              *     it must bind that Nostr key to the paying agent's own DID.
              */
-            identity: Record<string, never>;
+            identity: components["schemas"]["SignedEvent"];
             /** @description The worker, its owner or one of its owner's agents (DID or handle). */
             pay_to: string;
             /**
@@ -3854,6 +3989,13 @@ export interface components {
             price_minor: number;
             /** @description The worker agent whose queue (DID or handle). */
             worker: string;
+        };
+        /** @description The ledger position figures are computed as of. */
+        LedgerPosition: {
+            /** @description The hash of the event at `ledger_seq` (hex). */
+            ledger_head: string;
+            /** Format: int64 */
+            ledger_seq: number;
         };
         /** @description A member in a channel's member list (the membership's fields, flattened). */
         ListedMember: components["schemas"]["Membership"] & {
@@ -3883,6 +4025,7 @@ export interface components {
             /** Format: int64 */
             updated_at: number;
         };
+        /** @description A product as its seller lists it (`PUT /v1/listings`): the body the SDKs send. */
         ListingRequest: {
             /** Format: int64 */
             capacity_max: number;
@@ -3909,7 +4052,7 @@ export interface components {
         /** @description A genuine token of this registry: its state, claims and settlement. */
         LocalTokenCheck: {
             /** @description The token's signed claims. */
-            claims: Record<string, never>;
+            claims: components["schemas"]["TokenClaims"];
             /** @description True. */
             genuine: boolean;
             settlement: null | components["schemas"]["Settlement"];
@@ -4328,6 +4471,29 @@ export interface components {
             /** @description A closed request for quote of the caller's: its allocation is ordered. */
             rfq: string;
         };
+        /** @description One of the caller's agents with its balance, what is held, its budget and its locked stake. */
+        OwnedAgent: {
+            /** Format: int64 */
+            available_minor: number | null;
+            /**
+             * Format: int64
+             * @description `null` until the agent's account has moved.
+             */
+            balance_minor: number | null;
+            budget: null | components["schemas"]["Budget"];
+            handle: string;
+            /** Format: int64 */
+            held_minor: number | null;
+            id: string;
+            /** Format: int64 */
+            stake_minor: number;
+        };
+        /** @description The caller's agents (at most `AGENTS_LISTED_MAX`). */
+        OwnedAgents: {
+            agents: components["schemas"]["OwnedAgent"][];
+            /** @description False when the owner has more agents than one answer lists. */
+            complete: boolean;
+        };
         /**
          * @description Who paid the other, off the ledger.
          * @enum {string}
@@ -4345,11 +4511,38 @@ export interface components {
             /** @description The WebAuthn user handle: a UUID (v5) of the member id. */
             user_handle: string;
         };
+        /**
+         * @description A TrustPassport: a W3C VC 2.0 credential secured with an `eddsa-jcs-2022`
+         *     Data Integrity proof (`docs/passports.md`), signed by the issuing
+         *     registry's key. Every member is fixed and every number an integer, so it
+         *     reads into this type and writes back as the JSON that was signed (JCS
+         *     orders members; the proof still verifies).
+         */
+        Passport: {
+            "@context": string[];
+            credentialSubject: components["schemas"]["PassportSubject"];
+            /** @description `urn:bazaar:passport:…` */
+            id: string;
+            /** @description The issuing key's `did:key`. */
+            issuer: string;
+            proof: components["schemas"]["DataIntegrityProof"];
+            type: string[];
+            /** @description RFC 3339 (UTC, seconds). */
+            validFrom: string;
+            validUntil: string;
+        };
+        /** @description The ledger position a passport's figures are as of. */
+        PassportAsOf: {
+            /** @description `sha256:` and the hash of the event at `ledgerSeq`. */
+            ledgerHead: string;
+            /** Format: int64 */
+            ledgerSeq: number;
+        };
         /** @description A peer's passport imported for its subject. */
         PassportImported: {
             credential_id: string;
             /** @description The issuer, the weight here and the figures that count. */
-            imported: Record<string, never>;
+            imported: components["schemas"]["Imported"];
             /**
              * Format: int64
              * @description Unix milliseconds.
@@ -4362,9 +4555,9 @@ export interface components {
             subject?: string | null;
         };
         /**
-         * @description A passport as the API accepts it: a W3C VC 2.0 credential secured with an
-         *     `eddsa-jcs-2022` Data Integrity proof (`docs/passports.md`). Only its
-         *     outline is stated here; the proof decides the rest.
+         * @description A passport as the API accepts it: only its outline is stated, so a peer's
+         *     passport with members this version does not know is still taken (the
+         *     proof decides the rest). What this registry issues is a [`Passport`].
          */
         PassportShape: {
             "@context": string[];
@@ -4373,12 +4566,24 @@ export interface components {
             proof: Record<string, never>;
             type: string[];
         };
+        /** @description What a passport says of its subject: the figures, as of a ledger position. */
+        PassportSubject: components["schemas"]["Figures"] & {
+            asOf: components["schemas"]["PassportAsOf"];
+            /** @description The subject's DID. */
+            id: string;
+            networkUnit: string;
+            /** @description The issuing registry's DID. */
+            registry: string;
+            stake: components["schemas"]["StakeFigures"];
+            /** @description The reputation window, as an ISO 8601 duration (`P90D`). */
+            window: string;
+        };
         /** @description A passport that verified. */
         PassportValid: {
             /** Format: int64 */
             as_of_seq: number;
             credential_id: string;
-            figures: Record<string, never>;
+            figures: components["schemas"]["Figures"];
             /** @description The key that signed it. */
             key: string;
             /** @description True when this registry issued it. */
@@ -4505,6 +4710,34 @@ export interface components {
              */
             seq: number;
         };
+        /** @description One recognised peer: its weight here and the corridor's terms. */
+        Recognised: {
+            acceptedTypes: string[];
+            id: string;
+            terms: components["schemas"]["CorridorTerms"];
+            url: string;
+            /** Format: int32 */
+            weightBps: number;
+        };
+        /** @description The registry and the peers it recognises. */
+        Recognising: {
+            /** @description This registry's DID. */
+            id: string;
+            recognised: components["schemas"]["Recognised"][];
+        };
+        /**
+         * @description The signed list of registries this one recognises (`/.well-known/bazaar-recognition`): a VC 2.0 credential
+         *     with an `eddsa-jcs-2022` proof by the registry's key.
+         */
+        RecognitionList: {
+            "@context": string[];
+            credentialSubject: components["schemas"]["Recognising"];
+            issuer: string;
+            proof: components["schemas"]["DataIntegrityProof"];
+            type: string[];
+            validFrom: string;
+            validUntil: string;
+        };
         /** @description A relay the sweeper stopped retrying: written when it stuck, brought up to date since. */
         Recovery: {
             /** Format: int64 */
@@ -4604,11 +4837,11 @@ export interface components {
         };
         ReleaseRequest: {
             /** @description The worker's enrollment (kind 30950), binding its Nostr key to its agent's DID. */
-            enrollment: Record<string, never>;
+            enrollment: components["schemas"]["SignedEvent"];
             /** @description The worker's passed review (kind 30951), declaring its reward destination. */
-            review: Record<string, never>;
+            review: components["schemas"]["SignedEvent"];
             /** @description The validator's signed verdict label (kind 1985) on the worker's result. */
-            verdict: Record<string, never>;
+            verdict: components["schemas"]["SignedEvent"];
         };
         RenameRequest: {
             handle: string;
@@ -4636,15 +4869,14 @@ export interface components {
         };
         /** @description Everything published about one DID, computed from the ledger now. */
         Reputation: {
-            /** @description `ledger_seq` and `ledger_head`: the ledger position the figures are as of. */
-            as_of: Record<string, never>;
+            as_of: components["schemas"]["LedgerPosition"];
             /** @description Local and imported figures combined. */
-            combined: Record<string, never>;
+            combined: components["schemas"]["Combined"];
             /** @description Peers' passports imported for this subject and still valid. */
-            imported: Record<string, never>[];
+            imported: components["schemas"]["Imported"][];
             /** @description This registry's figures (counts, volume, score; see docs for the formula). */
-            local: Record<string, never>;
-            stake: Record<string, never>;
+            local: components["schemas"]["Figures"];
+            stake: components["schemas"]["StakeFigures"];
             subject: string;
         };
         /** @description The credential used for this request is revoked. */
@@ -4912,9 +5144,54 @@ export interface components {
             share: number;
             tracking: string;
         };
+        /** @description A NIP-01 event: every member fixed, so it reads and writes back as signed. */
+        SignedEvent: {
+            content: string;
+            /**
+             * Format: int64
+             * @description Unix seconds.
+             */
+            created_at: number;
+            /** @description 64 lowercase hex: the SHA-256 of the serialized event. */
+            id: string;
+            /** Format: int32 */
+            kind: number;
+            /** @description 64 lowercase hex: the author's x-only public key. */
+            pubkey: string;
+            /** @description 128 lowercase hex: the Schnorr signature over `id`. */
+            sig: string;
+            tags: string[][];
+        };
         SignedOut: {
             /** @description Always true: any session the browser held is revoked. */
             signed_out: boolean;
+        };
+        /** @description The owner's view of one agent's spending, every figure in ledger units (minor). */
+        Spending: {
+            agent: string;
+            /** @description Always `ledger units (minor)`. */
+            asset: string;
+            balance: null | components["schemas"]["SpendingBalance"];
+            bounties_funded: components["schemas"]["BountyRecords"];
+            budget: null | components["schemas"]["Budget"];
+            earnings: components["schemas"]["Earnings"];
+            hires: components["schemas"]["HireRecords"];
+            leases: components["schemas"]["LeaseRecords"];
+            /**
+             * Format: int64
+             * @description Leases paid for with no receipt from the worker.
+             */
+            leases_in_recovery: number;
+            /** @description What this view cannot show: the records on the worker's machine. */
+            not_here: string;
+            service_authorizations: components["schemas"]["AuthorizationRecords"];
+        };
+        /** @description An agent's balance: what it can spend now and what is held. */
+        SpendingBalance: {
+            /** Format: int64 */
+            available_minor: number;
+            /** Format: int64 */
+            pending_minor: number;
         };
         /**
          * @description One Server-Sent Event as a client reads it off an event stream: `data` is
@@ -4948,6 +5225,13 @@ export interface components {
             open_disputes: number;
             /** @description A pending unlock: `amount`, `requested_at`, `available_at`; null if none. */
             unlock: Record<string, never> | null;
+        };
+        /** @description Stake: collateral a merchant locked. Published beside reputation, never in it. */
+        StakeFigures: {
+            lockedMinor: string;
+            /** Format: int64 */
+            slashCount: number;
+            slashedMinor: string;
         };
         /** @description Units moved from the balance into the stake account. */
         StakeLocked: {
@@ -4999,6 +5283,64 @@ export interface components {
             set_at: number;
             set_by: string;
         };
+        /** @description A task: its request, who may answer, its state and the eligible answers and feedback. */
+        Task: {
+            answers: components["schemas"]["TaskAnswer"][];
+            asker: string;
+            /** @description The request carries data for evaluation (a validator's job). */
+            evaluation_data: boolean;
+            /**
+             * Format: int64
+             * @description `error` feedback from eligible workers (declines included).
+             */
+            failures: number;
+            feedback: components["schemas"]["TaskFeedback"][];
+            /**
+             * Format: int64
+             * @description Events naming the task from authors it does not name (never counted).
+             */
+            ignored: number;
+            /**
+             * Format: int32
+             * @description The job request's kind (5000–5999).
+             */
+            kind: number;
+            /**
+             * Format: int64
+             * @description The newest `processing` feedback from an eligible worker.
+             */
+            latest_progress_at: number | null;
+            /** Format: int64 */
+            posted_at: number;
+            /** @description `pending`, `claimed` or `answered`. */
+            state: string;
+            /** Format: int64 */
+            successful_answers: number;
+            /** @description The job request's event id. */
+            task_id: string;
+            /** @description The keys the request names as eligible (empty: anyone). */
+            workers: string[];
+            workflow: string | null;
+        };
+        /** @description One eligible result. */
+        TaskAnswer: {
+            content: string;
+            /** Format: int64 */
+            created_at: number;
+            id: string;
+            worker: string;
+        };
+        /** @description One feedback event. */
+        TaskFeedback: {
+            author: string;
+            /** Format: int64 */
+            created_at: number;
+            /** @description The status tag's third value (`claim`, a progress note, `declined`, an error). */
+            detail: string;
+            id: string;
+            /** @description `processing`, `error`, `success`, `partial`, `payment-required`, or what the worker sent. */
+            status: string;
+        };
         /** @description The terms as stored, or the registry's defaults for a merchant without its own. */
         Terms: {
             /** Format: int64 */
@@ -5049,6 +5391,37 @@ export interface components {
          *     of three shapes, told apart by `genuine` and by `issuer`.
          */
         TokenCheck: components["schemas"]["ForeignTokenCheck"] | components["schemas"]["LocalTokenCheck"] | components["schemas"]["NotGenuine"];
+        /** @description What a token says, as signed (`apt_<claims>.<signature>`, the claims base64url JSON). */
+        TokenClaims: {
+            /** @description The merchant: the only member that may settle it. */
+            aud: string;
+            /** Format: int64 */
+            exp_ms: number;
+            /** Format: int64 */
+            iat_ms: number;
+            /** @description The issuing registry's DID. */
+            iss: string;
+            /** @description The token id (`tok_…`). */
+            jti: string;
+            /**
+             * Format: int64
+             * @description The most it may be settled for, minor units.
+             */
+            max: number;
+            /** @description The order it pays for. */
+            ord: string;
+            /** @description The resource it was asked for. */
+            res: string;
+            /** @description The buyer. */
+            sub: string;
+            /**
+             * Format: int32
+             * @description The claims' version: 1.
+             */
+            v: number;
+            /** @description Cross-registry tokens only: the peer registry the merchant settles through. */
+            via?: string | null;
+        };
         /** @description A registry-signed token and the hold placed for it on the buyer's budget. */
         TokenIssued: {
             /** @description The buyer agent's DID. */
@@ -5122,6 +5495,40 @@ export interface components {
             released_minor: number;
             /** @description The hold's end state (`voided`). */
             state: string;
+        };
+        /** @description One message owed to one endpoint, and how its delivery stands. */
+        WebhookDelivery: {
+            /**
+             * Format: int32
+             * @description Attempts made so far.
+             */
+            attempts: number;
+            endpoint: string;
+            /** Format: int64 */
+            id: number;
+            last_error: string | null;
+            /**
+             * Format: int32
+             * @description The receiver's last HTTP status; null before any answer.
+             */
+            last_status: number | null;
+            /**
+             * Format: int64
+             * @description Unix milliseconds.
+             */
+            next_attempt_at: number;
+            /**
+             * Format: int64
+             * @description The message's log position (its cursor).
+             */
+            position: number;
+            /** @description `pending`, `delivered` or `dead`. */
+            state: string;
+            /**
+             * Format: int64
+             * @description Unix milliseconds.
+             */
+            updated_at: number;
         };
         WebhookRemoved: {
             id: string;
@@ -5211,20 +5618,24 @@ export type AgreeRequest = components['schemas']['AgreeRequest'];
 export type Answer = components['schemas']['Answer'];
 export type Attention = components['schemas']['Attention'];
 export type AuthorizationPage = components['schemas']['AuthorizationPage'];
+export type AuthorizationRecords = components['schemas']['AuthorizationRecords'];
 export type AuthorizeRequest = components['schemas']['AuthorizeRequest'];
 export type BatchAnswer = components['schemas']['BatchAnswer'];
 export type BatchAnswers = components['schemas']['BatchAnswers'];
 export type Bounty = components['schemas']['Bounty'];
 export type BountyPage = components['schemas']['BountyPage'];
+export type BountyRecords = components['schemas']['BountyRecords'];
 export type Budget = components['schemas']['Budget'];
 export type BudgetRequest = components['schemas']['BudgetRequest'];
 export type CardLimits = components['schemas']['CardLimits'];
 export type CeremonyStarted = components['schemas']['CeremonyStarted'];
 export type Channel = components['schemas']['Channel'];
 export type ChannelView = components['schemas']['ChannelView'];
+export type Combined = components['schemas']['Combined'];
 export type Contract = components['schemas']['Contract'];
 export type ContractPage = components['schemas']['ContractPage'];
 export type ContractRequest = components['schemas']['ContractRequest'];
+export type CorridorTerms = components['schemas']['CorridorTerms'];
 export type CreateOwnerRequest = components['schemas']['CreateOwnerRequest'];
 export type CreateRoomRequest = components['schemas']['CreateRoomRequest'];
 export type CredentialListed = components['schemas']['CredentialListed'];
@@ -5234,6 +5645,7 @@ export type Dispute = components['schemas']['Dispute'];
 export type DisputeOutcome = components['schemas']['DisputeOutcome'];
 export type DisputePage = components['schemas']['DisputePage'];
 export type DisputeRequest = components['schemas']['DisputeRequest'];
+export type DisputeSubject = components['schemas']['DisputeSubject'];
 export type DisputeWindows = components['schemas']['DisputeWindows'];
 export type Earnings = components['schemas']['Earnings'];
 export type EarningsTotals = components['schemas']['EarningsTotals'];
@@ -5244,6 +5656,7 @@ export type EventPage = components['schemas']['EventPage'];
 export type EvidenceAdded = components['schemas']['EvidenceAdded'];
 export type EvidenceRequest = components['schemas']['EvidenceRequest'];
 export type FacilitatorRequest = components['schemas']['FacilitatorRequest'];
+export type Figures = components['schemas']['Figures'];
 export type FinishRequest = components['schemas']['FinishRequest'];
 export type ForeignTokenCheck = components['schemas']['ForeignTokenCheck'];
 export type FundRequest = components['schemas']['FundRequest'];
@@ -5256,7 +5669,9 @@ export type Health = components['schemas']['Health'];
 export type Hire = components['schemas']['Hire'];
 export type HirePage = components['schemas']['HirePage'];
 export type HirePayment = components['schemas']['HirePayment'];
+export type HireRecords = components['schemas']['HireRecords'];
 export type ImportRequest = components['schemas']['ImportRequest'];
+export type Imported = components['schemas']['Imported'];
 export type InboxPage = components['schemas']['InboxPage'];
 export type Invite = components['schemas']['Invite'];
 export type IssueCredentialRequest = components['schemas']['IssueCredentialRequest'];
@@ -5265,7 +5680,9 @@ export type KeyHistory = components['schemas']['KeyHistory'];
 export type KeyRotated = components['schemas']['KeyRotated'];
 export type Lease = components['schemas']['Lease'];
 export type LeasePage = components['schemas']['LeasePage'];
+export type LeaseRecords = components['schemas']['LeaseRecords'];
 export type LeaseRequest = components['schemas']['LeaseRequest'];
+export type LedgerPosition = components['schemas']['LedgerPosition'];
 export type ListedMember = components['schemas']['ListedMember'];
 export type Listing = components['schemas']['Listing'];
 export type ListingRequest = components['schemas']['ListingRequest'];
@@ -5298,11 +5715,16 @@ export type OrderList = components['schemas']['OrderList'];
 export type OrderPolicy = components['schemas']['OrderPolicy'];
 export type OrderPolicyRequest = components['schemas']['OrderPolicyRequest'];
 export type OrderRequest = components['schemas']['OrderRequest'];
+export type OwnedAgent = components['schemas']['OwnedAgent'];
+export type OwnedAgents = components['schemas']['OwnedAgents'];
 export type PaidBy = components['schemas']['PaidBy'];
 export type Passkey = components['schemas']['Passkey'];
+export type Passport = components['schemas']['Passport'];
+export type PassportAsOf = components['schemas']['PassportAsOf'];
 export type PassportImported = components['schemas']['PassportImported'];
 export type PassportRequest = components['schemas']['PassportRequest'];
 export type PassportShape = components['schemas']['PassportShape'];
+export type PassportSubject = components['schemas']['PassportSubject'];
 export type PassportValid = components['schemas']['PassportValid'];
 export type Peer = components['schemas']['Peer'];
 export type PeerAdded = components['schemas']['PeerAdded'];
@@ -5313,6 +5735,9 @@ export type ProblemDetails = components['schemas']['ProblemDetails'];
 export type PublishKeyRequest = components['schemas']['PublishKeyRequest'];
 export type ReactRequest = components['schemas']['ReactRequest'];
 export type ReadRequest = components['schemas']['ReadRequest'];
+export type Recognised = components['schemas']['Recognised'];
+export type Recognising = components['schemas']['Recognising'];
+export type RecognitionList = components['schemas']['RecognitionList'];
 export type Recovery = components['schemas']['Recovery'];
 export type RecoveryPage = components['schemas']['RecoveryPage'];
 export type RedeemInviteRequest = components['schemas']['RedeemInviteRequest'];
@@ -5346,19 +5771,27 @@ export type Settlement = components['schemas']['Settlement'];
 export type SettlementReceipt = components['schemas']['SettlementReceipt'];
 export type ShareCancelled = components['schemas']['ShareCancelled'];
 export type SharePaid = components['schemas']['SharePaid'];
+export type SignedEvent = components['schemas']['SignedEvent'];
 export type SignedOut = components['schemas']['SignedOut'];
+export type Spending = components['schemas']['Spending'];
+export type SpendingBalance = components['schemas']['SpendingBalance'];
 export type SseEvent = components['schemas']['SseEvent'];
 export type Stake = components['schemas']['Stake'];
+export type StakeFigures = components['schemas']['StakeFigures'];
 export type StakeLocked = components['schemas']['StakeLocked'];
 export type StakeRequest = components['schemas']['StakeRequest'];
 export type StakeUnlocking = components['schemas']['StakeUnlocking'];
 export type StakeWithdrawn = components['schemas']['StakeWithdrawn'];
 export type StoredTerms = components['schemas']['StoredTerms'];
+export type Task = components['schemas']['Task'];
+export type TaskAnswer = components['schemas']['TaskAnswer'];
+export type TaskFeedback = components['schemas']['TaskFeedback'];
 export type Terms = components['schemas']['Terms'];
 export type TermsRequest = components['schemas']['TermsRequest'];
 export type TokenBatch = components['schemas']['TokenBatch'];
 export type TokenBatchItem = components['schemas']['TokenBatchItem'];
 export type TokenCheck = components['schemas']['TokenCheck'];
+export type TokenClaims = components['schemas']['TokenClaims'];
 export type TokenIssued = components['schemas']['TokenIssued'];
 export type TokenRequest = components['schemas']['TokenRequest'];
 export type UnmetSearch = components['schemas']['UnmetSearch'];
@@ -5366,6 +5799,7 @@ export type UnmetSearches = components['schemas']['UnmetSearches'];
 export type VerifyPassportRequest = components['schemas']['VerifyPassportRequest'];
 export type VerifyRequest = components['schemas']['VerifyRequest'];
 export type Voided = components['schemas']['Voided'];
+export type WebhookDelivery = components['schemas']['WebhookDelivery'];
 export type WebhookRemoved = components['schemas']['WebhookRemoved'];
 export type WebhookView = components['schemas']['WebhookView'];
 export type X402Settled = components['schemas']['X402Settled'];
@@ -5530,7 +5964,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["RecognitionList"];
                 };
             };
             /** @description Too Many Requests: `rate_limited` */
@@ -7539,7 +7973,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Spending"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -13920,7 +14354,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Task"];
                 };
             };
             /** @description Bad Request: `invalid_request`, `task_id_invalid`, `wait_too_long` */
@@ -14629,7 +15063,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["OwnedAgents"];
                 };
             };
             /** @description Unauthorized: `unauthenticated` */
@@ -16368,7 +16802,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Passport"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -20150,7 +20584,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"][];
+                    "application/json": components["schemas"]["WebhookDelivery"][];
                 };
             };
             /** @description Bad Request: `invalid_request`, `page_invalid` */

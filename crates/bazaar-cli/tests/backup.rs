@@ -33,7 +33,7 @@ struct Cast {
     buyer: Client,
     shop: Client,
     /// The shop's passport, issued (and the key rotated after it) before the backup.
-    passport: Value,
+    passport: bazaar_sdk::wire::federation::Passport,
     card_did: Value,
     keys: Value,
 }

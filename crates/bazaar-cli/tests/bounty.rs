@@ -19,7 +19,7 @@ use bazaar_relay::{Event, Signer};
 use bazaar_sdk::Client;
 use bazaar_server::OsEntropy;
 use bazaar_types::limits::BOUNTY_CLAIM_S_MIN;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const REWARD: u64 = 1_000;
 const FEE: u64 = REWARD / 100;
@@ -30,7 +30,7 @@ fn job(validator: &Signer, worker: &Signer, reward: Option<JobReward>) -> Event 
     validator.sign(bazaar_cli::runtime::unix_now(), bazaar_relay::jobs::JOB_REQUEST, tags, "")
 }
 
-fn review(worker: &Signer, destination: &str, later_s: u64) -> Value {
+fn review(worker: &Signer, destination: &str, later_s: u64) -> bazaar_sdk::wire::nostr::SignedEvent {
     let manifest = Manifest {
         runtime: "bazaar-worker/0.1".into(),
         model: "m".into(),
@@ -43,7 +43,12 @@ fn review(worker: &Signer, destination: &str, later_s: u64) -> Value {
     event_json(&review_event(worker, &manifest, &found, bazaar_cli::runtime::unix_now() + later_s))
 }
 
-fn verdict(validator: &Signer, job: &Event, worker: &Signer, assessment: &Assessment) -> Value {
+fn verdict(
+    validator: &Signer,
+    job: &Event,
+    worker: &Signer,
+    assessment: &Assessment,
+) -> bazaar_sdk::wire::nostr::SignedEvent {
     let result =
         worker.sign(job.created_at, bazaar_relay::jobs::JOB_RESULT, vec![vec!["e".into(), job.id.to_hex()]], "done");
     let subject = Subject {
@@ -64,7 +69,7 @@ struct Cast {
     stranger: Client,
     validator: Signer,
     worker: Signer,
-    enrollment: Value,
+    enrollment: bazaar_sdk::wire::nostr::SignedEvent,
 }
 
 async fn cast(local: &LocalRegistry, case: &str) -> Cast {
@@ -115,7 +120,9 @@ async fn releases_once_on_accepted_only(local: &LocalRegistry) {
     assert!(c.poster.fund_bounty(&event_json(&job), REWARD, None).await.unwrap().replayed, "a retry replays");
 
     let owner_review = review(&c.worker, &format!("acct:{}", c.worker_owner_id), 0);
-    let present = |client: &Client, verdict: Value, review: Value| {
+    let present = |client: &Client,
+                   verdict: bazaar_sdk::wire::nostr::SignedEvent,
+                   review: bazaar_sdk::wire::nostr::SignedEvent| {
         let (client, id, enrollment) = (client.clone(), id.clone(), c.enrollment.clone());
         async move { client.release_bounty(&id, &verdict, &enrollment, &review).await }
     };

@@ -275,7 +275,10 @@ async fn the_adoption_page_reads_disputes_from_the_ledger_and_runs_the_pilot() {
     common::fund_agent(&operator, &owner, "ad-buyer", funding).await;
     let token = buyer.issue_token("ad-shop", 300, "ad-1", "https://shop/x").await.unwrap();
     shop.settle(token.body.token.as_str(), 300, "ad-1", None).await.unwrap();
-    let subject = json!({"type": "call", "merchant": "ad-shop", "order_id": "ad-1"});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+        merchant: "ad-shop".to_string(),
+        order_id: "ad-1".to_string(),
+    };
     buyer.file_dispute(subject, "not_as_described", 300, "never came").await.unwrap();
     let args = vec![local.url.clone(), "op".into(), common::screenshot_dir().display().to_string()];
     let (report, exited_ok) = common::browser_driver("adoption", args).await;

@@ -207,7 +207,10 @@ async fn escrow_crash_run(store_args: Vec<String>) {
         let order = format!("esc-call-{d}");
         let token = buyer.issue_token("esc-seller", PRICE, &order, "https://shop/esc").await.unwrap();
         seller.settle(token.body.token.as_str(), PRICE, &order, None).await.unwrap();
-        let subject = serde_json::json!({"type": "call", "merchant": "esc-seller", "order_id": order});
+        let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+            merchant: "esc-seller".to_string(),
+            order_id: order.to_string(),
+        };
         buyer.file_dispute(subject, "not_delivered", PRICE, "").await.unwrap();
     }
 

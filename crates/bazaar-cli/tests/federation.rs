@@ -503,7 +503,10 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
         "order_id": "call-1", "resource": "https://shop.b/fed"});
     let token = stranger.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await.unwrap();
     w.merchant.settle(token.body["token"].as_str().unwrap(), PRICE, "call-1", None).await.unwrap();
-    let subject = json!({"type": "call", "merchant": w.merchant_did, "order_id": "call-1"});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+        merchant: w.merchant_did.to_string(),
+        order_id: "call-1".to_string(),
+    };
     let filed = guest.file_dispute(subject, "not_delivered", PRICE, "no menu came back").await.unwrap();
     assert_eq!(filed.body.phase, "filed", "{:?}", filed.body);
     assert_eq!(filed.body.claimant, did.as_str());

@@ -20,7 +20,7 @@ use bazaar_sdk::{Client, SdkError};
 use bazaar_server::OsEntropy;
 use bazaar_types::limits::{DISPUTE_APPEAL_S, DISPUTE_EVIDENCE_S};
 use ed25519_dalek::SigningKey;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const PRICE: u64 = 1_000;
 const FEE: u64 = PRICE / 100;
@@ -34,7 +34,7 @@ struct Cast {
     specialist_owner_id: String,
     /// The specialist's Nostr key, bound to its DID by `enrollment`.
     nostr: Signer,
-    enrollment: Value,
+    enrollment: bazaar_sdk::wire::nostr::SignedEvent,
 }
 
 async fn cast(local: &LocalRegistry, case: &str) -> Cast {
@@ -69,7 +69,7 @@ impl Cast {
         bazaar_core::crypto::sign(&self.specialist_key, statement.as_bytes())
     }
 
-    fn result(&self, by: &Signer, task: &str) -> Value {
+    fn result(&self, by: &Signer, task: &str) -> bazaar_sdk::wire::nostr::SignedEvent {
         event_json(&by.sign(bazaar_cli::runtime::unix_now(), JOB_RESULT, vec![vec!["e".into(), task.into()]], "done"))
     }
 }
@@ -127,7 +127,7 @@ async fn locked_terms_and_a_verified_acceptance(local: &LocalRegistry, with_plan
     assert_eq!(available(&c.specialist_owner).await, PRICE - FEE, "the locked price to the locked pay-to");
     assert_eq!(available(&c.hirer).await, before - PRICE);
     let record = wire_json(&c.specialist.hire(&id).await.unwrap());
-    assert_eq!(record["acceptance"]["result_event"], good["id"]);
+    assert_eq!(record["acceptance"]["result_event"], good.id.as_str());
     assert!(record.get("grade").is_none() && record["acceptance"].get("quality").is_none(), "acceptance, not a grade");
     let another = event_json(&c.nostr.sign(
         bazaar_cli::runtime::unix_now(),
@@ -159,7 +159,7 @@ async fn an_escrowed_hire_disputed_through_four_phases_refunds(local: &LocalRegi
     c.specialist.contract_act(&contract, "accept").await.unwrap();
     c.specialist.deliver(&contract, 0, b"a bad result").await.unwrap();
 
-    let subject = json!({"type": "milestone", "contract": contract, "index": 0});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Milestone { contract: contract.to_string(), index: 0 };
     let filed = c.hirer.file_dispute(subject, "not_as_described", PRICE, "the delivered script is wrong").await;
     let dispute = filed.unwrap().body.id;
     let id = hire["id"].as_str().unwrap();

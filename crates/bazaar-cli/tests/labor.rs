@@ -684,7 +684,7 @@ async fn a_leased_identity_is_served_first_only_once_the_lease_is_receipted() {
     let worker_owner_id = bazaar_cli::story::member_id(&worker_owner).await.unwrap();
     let (walk_in, leased) = (Signer::generate(&OsEntropy), Signer::generate(&OsEntropy));
     let identity = bazaar_cli::market::identity::enroll(&leased, &payer_key, bazaar_cli::runtime::unix_now());
-    let identity: serde_json::Value = serde_json::from_str(&identity.to_json()).unwrap();
+    let identity = bazaar_sdk::wire::nostr::SignedEvent::from(&identity);
     let lease =
         wire_json(&payer.buy_lease("lease-w", &worker_owner_id, 100, 3_600, &identity, "lease-1").await.unwrap().body);
 

@@ -12,18 +12,21 @@ use bazaar_cli::story::{enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_relay::Signer;
 use bazaar_sdk::Client;
 use bazaar_server::OsEntropy;
-use serde_json::Value;
 
 const PRICE: u64 = 300;
 const PERIOD_S: u64 = 3_600;
 
 /// An agent enrolled with a known key, and the enrollment binding a fresh Nostr key to it.
-async fn agent_with_identity(local: &LocalRegistry, owner: &str, agent: &str) -> (Client, Client, String, Value) {
+async fn agent_with_identity(
+    local: &LocalRegistry,
+    owner: &str,
+    agent: &str,
+) -> (Client, Client, String, bazaar_sdk::wire::nostr::SignedEvent) {
     let key = bazaar_sdk::generate_key();
     let (owner, agent) = enroll_pair_with_key(&local.operator(), owner, agent, &key).await.unwrap();
     let nostr = Signer::generate(&OsEntropy);
     let enrollment = bazaar_cli::market::identity::enroll(&nostr, &key, bazaar_cli::runtime::unix_now());
-    let enrollment: Value = serde_json::from_str(&enrollment.to_json()).unwrap();
+    let enrollment = bazaar_sdk::wire::nostr::SignedEvent::from(&enrollment);
     let id = member_id(&agent).await.unwrap();
     (owner, agent, id, enrollment)
 }
@@ -58,7 +61,7 @@ async fn leases(local: &LocalRegistry) {
     assert_eq!(receipted["status"], "active");
     let listed = worker.call(reqwest::Method::GET, "/v1/leases", None, None).await.unwrap().body;
     assert_eq!(listed["leases"][0]["status"], "active");
-    assert_eq!(listed["leases"][0]["identity"], identity["pubkey"]);
+    assert_eq!(listed["leases"][0]["identity"], identity.pubkey.as_str());
 
     // The period ends; nothing renews it and nothing more is charged.
     local.clock.advance_s(PERIOD_S + 1);

@@ -32,7 +32,7 @@ async fn one_order(dir: &std::path::Path) -> (LocalRegistry, Client, Client, Cli
     let listing = json!({"sku": "cc", "title": "Hand-embroidered cushion cover (funda de cojín)", "tags": ["cushion"],
         "list_price_minor": 3_000, "floor_minor": 2_000, "max_discount_bps": 2_000, "capacity_per_day": 4,
         "capacity_max": 20, "language": "es"});
-    let listed = wire_json(&maker.put_listing(listing).await.unwrap());
+    let listed = wire_json(&maker.put_listing(&serde_json::from_value(listing).unwrap()).await.unwrap());
     let (hotel, buyer) = enroll_pair(&operator, "mp-hotel", "mp-buyer").await.unwrap();
     let funding = common::Funding { mint: (50_000, "m"), fund: (50_000, "f"), budget: [50_000; 3] };
     common::fund_agent(&operator, &hotel, "mp-buyer", funding).await;

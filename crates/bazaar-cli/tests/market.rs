@@ -33,23 +33,37 @@ async fn sellers_list_members_search_and_unmet_demand_is_counted() {
     let (_, buyer) = enroll_pair(&operator, "shop-owner", "shopper").await.unwrap();
 
     let listed = wire_json(
-        &amara.put_listing(listing("cc-1", "Hand-embroidered cushion cover", &["cushion"], "hi")).await.unwrap(),
+        &amara
+            .put_listing(
+                &serde_json::from_value(listing("cc-1", "Hand-embroidered cushion cover", &["cushion"], "hi")).unwrap(),
+            )
+            .await
+            .unwrap(),
     );
     assert_eq!(listed["lowest_price_minor"], 2560, "max(floor 2400, 3200 less 20 %)");
     assert_eq!(listed["language"], "hi");
-    lucia.put_listing(listing("tr-1", "Embroidered table runner", &["table"], "es-MX")).await.unwrap();
+    lucia
+        .put_listing(&serde_json::from_value(listing("tr-1", "Embroidered table runner", &["table"], "es-MX")).unwrap())
+        .await
+        .unwrap();
     let id = listed["id"].as_str().unwrap();
     assert_eq!(wire_json(&buyer.listing(id).await.unwrap())["sku"], "cc-1");
 
     let bad = lucia
-        .put_listing(json!({"sku": "x", "title": "Floor above list", "list_price_minor": 100,
+        .put_listing(
+            &serde_json::from_value(json!({"sku": "x", "title": "Floor above list", "list_price_minor": 100,
         "floor_minor": 200, "capacity_per_day": 1, "capacity_max": 1, "language": "es"}))
+            .unwrap(),
+        )
         .await
         .unwrap_err();
     assert_eq!((bad.status(), bad.code()), (Some(400), Some("listing_invalid")));
     let bad = lucia
-        .put_listing(json!({"sku": "y", "title": "Bad language", "list_price_minor": 100,
+        .put_listing(
+            &serde_json::from_value(json!({"sku": "y", "title": "Bad language", "list_price_minor": 100,
         "floor_minor": 50, "capacity_per_day": 1, "capacity_max": 1, "language": "spanish!"}))
+            .unwrap(),
+        )
         .await
         .unwrap_err();
     assert_eq!(bad.code(), Some("listing_invalid"));
@@ -67,7 +81,10 @@ async fn sellers_list_members_search_and_unmet_demand_is_counted() {
     assert_eq!(unmet["unmet"].as_array().unwrap().len(), 2, "searches that found something are not unmet");
 
     // Relisting the SKU changes its terms and words; a maker now offers lampshades.
-    amara.put_listing(listing("cc-1", "Hand-embroidered lampshade", &["lamp"], "hi")).await.unwrap();
+    amara
+        .put_listing(&serde_json::from_value(listing("cc-1", "Hand-embroidered lampshade", &["lamp"], "hi")).unwrap())
+        .await
+        .unwrap();
     assert_eq!(skus(&buyer.search("lampshade").await.unwrap()), ["cc-1"]);
     let unmet = wire_json(&buyer.unmet_searches().await.unwrap());
     assert_eq!(unmet["unmet"][0]["query"], "quilt", "met now");
@@ -100,7 +117,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         ("chloe", maker_listing("cc", 2_900, 2_000, 3, 30, 45, "fr")),
     ] {
         let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
-        let listed = wire_json(&maker.put_listing(listing).await.unwrap());
+        let listed = wire_json(&maker.put_listing(&serde_json::from_value(listing).unwrap()).await.unwrap());
         makers.push((maker, listed["id"].as_str().unwrap().to_string()));
     }
     let (hotel, buyer) = enroll_pair(&operator, "hotel-owner", "hotel-buyer").await.unwrap();
@@ -363,7 +380,12 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     let mut makers = Vec::new();
     for name in ["oe-amara", "oe-lucia", "oe-noor"] {
         let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
-        let listed = wire_json(&maker.put_listing(maker_listing("cc", 3_000, 2_000, 2, 20, 1, "en")).await.unwrap());
+        let listed = wire_json(
+            &maker
+                .put_listing(&serde_json::from_value(maker_listing("cc", 3_000, 2_000, 2, 20, 1, "en")).unwrap())
+                .await
+                .unwrap(),
+        );
         let did = maker.me().await.unwrap().member.id;
         makers.push((maker, listed["id"].as_str().unwrap().to_string(), did));
     }
@@ -399,7 +421,8 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     first.prove_shipment(&order_id, 0, "TRK0", "image/png", b"receipt zero".to_vec()).await.unwrap();
     let released = wire_json(&buyer.contract(&contract_of(0)).await.unwrap());
     assert_eq!(released["milestones"][0]["state"], "released");
-    let subject = json!({"type": "milestone", "contract": contract_of(0), "index": 0});
+    let subject =
+        bazaar_sdk::wire::dispute::DisputeSubject::Milestone { contract: contract_of(0).to_string(), index: 0 };
     let filed = buyer.file_dispute(subject, "not_as_described", 5_000, "wrong colour").await.unwrap();
     assert_eq!(filed.body.phase, "filed");
     // Share 1 is cancelled before shipment: its contract is voided and the hold released.
@@ -415,7 +438,8 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
         (Some("cancelled"), Some("voided"))
     );
     // Share 2's milestone is disputed while pending, through the contract routes: it is settled there now.
-    let subject = json!({"type": "milestone", "contract": contract_of(2), "index": 0});
+    let subject =
+        bazaar_sdk::wire::dispute::DisputeSubject::Milestone { contract: contract_of(2).to_string(), index: 0 };
     buyer.file_dispute(subject, "not_delivered", 5_000, "nothing shipped").await.unwrap();
     let available = wire_json(&buyer.me().await.unwrap())["available_minor"].clone();
     let proof = maker_of(2).prove_shipment(&order_id, 2, "TRK2", "image/png", b"receipt two".to_vec()).await;

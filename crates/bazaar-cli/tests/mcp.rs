@@ -52,7 +52,7 @@ async fn an_mcp_client_shops_the_storefront() {
         let listing = json!({"sku": "cc", "title": "Hand-embroidered cushion cover", "tags": ["cushion"],
             "list_price_minor": 3_000, "floor_minor": 2_500, "max_discount_bps": 2_000, "capacity_per_day": 2, "capacity_max": 20,
             "language": "en"});
-        let listed = wire_json(&maker.put_listing(listing).await.unwrap());
+        let listed = wire_json(&maker.put_listing(&serde_json::from_value(listing).unwrap()).await.unwrap());
         makers.push((maker, listed["id"].as_str().unwrap().to_string(), price));
     }
     let (hotel, buyer) = enroll_pair(&operator, "hotel", "hotel-agent").await.unwrap();

@@ -25,13 +25,16 @@ async fn an_owner_sees_its_agents_approves_here_and_follows_its_disputes() {
     // A paid call, then a dispute on it by the owner's agent.
     let token = buyer.issue_token("ow-amara", 300, "ow-call-1", "https://shop/x").await.unwrap();
     maker.settle(token.body.token.as_str(), 300, "ow-call-1", None).await.unwrap();
-    let subject = json!({"type": "call", "merchant": "ow-amara", "order_id": "ow-call-1"});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+        merchant: "ow-amara".to_string(),
+        order_id: "ow-call-1".to_string(),
+    };
     buyer.file_dispute(subject, "not_as_described", 300, "never arrived").await.unwrap();
     // An order waiting for the owner.
     let listing = json!({"sku": "cc", "title": "Hand-embroidered cushion cover", "tags": ["cushion"],
         "list_price_minor": 3_000, "floor_minor": 2_000, "max_discount_bps": 2_000, "capacity_per_day": 4,
         "capacity_max": 20, "language": "en"});
-    let listed = wire_json(&maker.put_listing(listing).await.unwrap());
+    let listed = wire_json(&maker.put_listing(&serde_json::from_value(listing).unwrap()).await.unwrap());
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 10 * 86_400_000;
     let ask = json!({"item": "cushion covers", "quantity": 2, "max_unit_price_minor": 3_000, "deadline_ms": deadline});
     let rfq = buyer.call(Method::POST, "/v1/rfqs", Some(ask), Some("ow-rfq")).await.unwrap().body;

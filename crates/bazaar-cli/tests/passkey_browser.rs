@@ -26,7 +26,7 @@ async fn order_awaiting_approval(
     let listing = json!({"sku": "cc", "title": "Hand-embroidered cushion cover", "tags": ["cushion"],
         "list_price_minor": 3_000, "floor_minor": 2_500, "max_discount_bps": 2_000, "capacity_per_day": 2,
         "capacity_max": 20, "language": "en"});
-    let listed = wire_json(&maker.put_listing(listing).await.unwrap());
+    let listed = wire_json(&maker.put_listing(&serde_json::from_value(listing).unwrap()).await.unwrap());
     let owner_id = owner.me().await.unwrap().member.id;
     operator.mint(&owner_id, 100_000, "m").await.unwrap();
     owner.fund("hotel-agent", 100_000, "f").await.unwrap();

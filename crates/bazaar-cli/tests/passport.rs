@@ -12,6 +12,11 @@ use bazaar_core::apply::Config;
 use bazaar_sdk::generate_key;
 use serde_json::{json, Value};
 
+/// A passport as JSON (tampered, say) read as the SDK's type: every member kept, so it is what was signed or altered.
+fn typed(passport: &Value) -> bazaar_sdk::wire::federation::Passport {
+    serde_json::from_value(passport.clone()).unwrap()
+}
+
 fn verify_offline(passport: &Value, keys: Option<&Value>, dir: &std::path::Path) -> (i32, Value) {
     let file = dir.join("passport.json");
     std::fs::write(&file, serde_json::to_vec(passport).unwrap()).unwrap();
@@ -44,11 +49,12 @@ async fn passports_verify_survive_rotation_and_are_audited() {
     let reputation = wire_json(&operator.reputation("pp-shop").await.unwrap());
     assert_eq!(reputation["local"]["settledCount"], 3);
     assert_eq!(reputation["local"]["weightedSuccessPpm"], 1_000_000, "one buyer owner, one week: counted once");
-    let passport = shop.passport(None).await.unwrap();
+    let issued = shop.passport(None).await.unwrap();
+    let passport = wire_json(&issued);
     assert_eq!(passport["type"], json!(["VerifiableCredential", "TrustPassport"]));
     assert_eq!(passport["credentialSubject"]["settledCount"], 3);
     assert_eq!(passport["proof"]["cryptosuite"], "eddsa-jcs-2022");
-    let online = wire_json(&operator.verify_passport(&passport).await.unwrap());
+    let online = wire_json(&operator.verify_passport(&issued).await.unwrap());
     assert_eq!((online["valid"].clone(), online["local"].clone()), (json!(true), json!(true)));
 
     // Offline: with and without the key history; a changed number fails.
@@ -59,7 +65,7 @@ async fn passports_verify_survive_rotation_and_are_audited() {
     tampered["credentialSubject"]["settledCount"] = json!(300);
     let (code, verdict) = verify_offline(&tampered, Some(&keys), &dir);
     assert_eq!((code, verdict["code"].as_str()), (1, Some("passport_proof_invalid")));
-    let refused = operator.verify_passport(&tampered).await.unwrap_err();
+    let refused = operator.verify_passport(&typed(&tampered)).await.unwrap_err();
     assert_eq!(refused.code(), Some("passport_proof_invalid"));
 
     // Rotation: a new key signs from now on; the old passport still verifies through the history.
@@ -74,14 +80,14 @@ async fn passports_verify_survive_rotation_and_are_audited() {
     )
     .is_ok());
     assert_eq!(
-        wire_json(&operator.verify_passport(&passport).await.unwrap())["valid"],
+        wire_json(&operator.verify_passport(&issued).await.unwrap())["valid"],
         true,
         "old passport after rotation"
     );
     let (code, _) = verify_offline(&passport, Some(&history), &dir);
     assert_eq!(code, 0, "old passport verifies offline with the new history");
     let fresh = shop.passport(None).await.unwrap();
-    assert_eq!(fresh["issuer"], rotated["entry"]["did"], "new passports are signed by the new key");
+    assert_eq!(fresh.issuer, rotated["entry"]["did"], "new passports are signed by the new key");
     assert_eq!(wire_json(&operator.verify_passport(&fresh).await.unwrap())["valid"], true);
     let card = wire_json(&operator.well_known().await.unwrap());
     assert_eq!(card["did"], history["registry"], "the registry's identity survives rotation");
@@ -176,7 +182,7 @@ async fn imported_passports_count_at_the_peer_weight_shown_apart() {
     assert_eq!(shown["local"]["settledCount"], 0, "nothing local at A");
     assert_eq!(shown["imported"][0]["registry"], did_b.as_str());
     assert_eq!(shown["imported"][0]["weightBps"], 2_500);
-    let r_b = passport["credentialSubject"]["weightedSuccessPpm"].as_u64().unwrap();
+    let r_b = passport.credential_subject.figures.weighted_success_ppm;
     assert_eq!(r_b, 3_000_000, "three owners, one success each");
     assert_eq!(shown["combined"]["weightedSuccessPpm"], r_b / 4, "counted at a quarter");
 

@@ -124,7 +124,7 @@ async fn the_browser_page_verifies_passports_signed_by_the_registry() {
     ];
     // And one the registry issued itself through its API.
     let operator = bazaar_sdk::Client::new(&local.url, Some(local.operator_credential.clone()));
-    let issued = operator.passport(None).await.unwrap();
+    let issued = bazaar_cli::wire_json(&operator.passport(None).await.unwrap());
     let mut issued_changed = issued.clone();
     issued_changed["credentialSubject"]["scoreBps"] = json!(9_999);
     let mut cases = cases;

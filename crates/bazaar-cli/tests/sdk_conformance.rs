@@ -299,7 +299,13 @@ async fn requests_served(registry: &str) -> std::collections::HashMap<&'static s
 }
 
 /// The scenario's `batch` op: tokens, settlements and replays all at once from coalescing clients.
-async fn rust_batch(buyer: &Client, merchant: &Client, world: &Value, shop: &Shop, args: &Value) -> Result<Value, SdkError> {
+async fn rust_batch(
+    buyer: &Client,
+    merchant: &Client,
+    world: &Value,
+    shop: &Shop,
+    args: &Value,
+) -> Result<Value, SdkError> {
     use futures::future::join_all;
     let registry = world["registry"].as_str().unwrap();
     let (price, merchant_did) = (world["price_minor"].as_u64().unwrap(), world["merchant_did"].as_str().unwrap());
@@ -319,7 +325,9 @@ async fn rust_batch(buyer: &Client, merchant: &Client, world: &Value, shop: &Sho
         selling.settle(token, amount, order, None)
     }))
     .await;
-    let again = join_all(orders.iter().zip(&tokens).take(2).map(|(order, token)| selling.settle(token, price, order, None))).await;
+    let again =
+        join_all(orders.iter().zip(&tokens).take(2).map(|(order, token)| selling.settle(token, price, order, None)))
+            .await;
     if let Ok(extra) = &issued[last] {
         buyer.void(&extra.body.jti).await?;
     }
@@ -328,7 +336,9 @@ async fn rust_batch(buyer: &Client, merchant: &Client, world: &Value, shop: &Sho
     let calls = (issued.len() + settled.len() + again.len()) as u64;
     let batches: u64 = MONEY_ROUTES.iter().filter(|r| r.ends_with("/batch")).map(|r| after[r] - before[r]).sum();
     let again_replayed = settled.iter().zip(&again).all(|(first, second)| match (first, second) {
-        (Ok(first), Ok(second)) => second.replayed && second.body.settlement.settlement_id == first.body.settlement.settlement_id,
+        (Ok(first), Ok(second)) => {
+            second.replayed && second.body.settlement.settlement_id == first.body.settlement.settlement_id
+        }
         _ => false,
     });
     let single_calls: u64 = ["/v1/tokens", "/v1/settlements"].iter().map(|r| after[r] - before[r]).sum();
@@ -421,9 +431,8 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     json!({"genuine": verified["genuine"], "state": verified["state"], "work_order": verified["work_order"]})
                 }
                 "settle_last" => {
-                    let claims = bazaar_sdk::token::claims_unverified(&last_token).unwrap_or_default();
-                    let order = claims["ord"].as_str().unwrap_or_default();
-                    merchant.settle(&last_token, price, order, args["key"].as_str()).await?;
+                    let order = bazaar_sdk::token::claims_unverified(&last_token).map(|claims| claims.ord).unwrap_or_default();
+                    merchant.settle(&last_token, price, &order, args["key"].as_str()).await?;
                     json!({"status": 200})
                 }
                 "replay_last" => raw(&shop, Some(&last_token)).await,

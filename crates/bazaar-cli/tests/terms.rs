@@ -125,7 +125,7 @@ async fn storefront_shares_follow_each_makers_terms() {
     let mut makers = Vec::new();
     for name in ["to-amara", "to-lucia"] {
         let (_, maker) = enroll_pair(&operator, &format!("{name}-owner"), name).await.unwrap();
-        let listed = wire_json(&maker.put_listing(maker_listing()).await.unwrap());
+        let listed = wire_json(&maker.put_listing(&serde_json::from_value(maker_listing()).unwrap()).await.unwrap());
         makers.push((maker, listed["id"].as_str().unwrap().to_string(), name));
     }
     let mut buyers = Vec::new();

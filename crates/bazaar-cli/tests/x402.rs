@@ -118,6 +118,20 @@ async fn x402_fetch_pays_an_sdk_route_once() {
     let required: Value =
         serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(header).unwrap()).unwrap();
     assert_eq!(required["error"], "wrong_resource");
+    // A token whose claims do not read is an invalid payload, refused before anything settles.
+    let payload = json!({"x402Version": 2, "accepted": offer, "payload": {"token": "apt_bm90LWNsYWltcw.c2ln"}});
+    let signature = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
+    let refused = reqwest::Client::new()
+        .get(format!("{shop}/forecast"))
+        .header("payment-signature", signature)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 402);
+    let header = refused.headers().get("payment-required").unwrap().to_str().unwrap().to_string();
+    let required: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(header).unwrap()).unwrap();
+    assert_eq!(required["error"], "invalid_payload");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "no work for a refused payment");
     std::fs::remove_dir_all(&dir).ok();
 }

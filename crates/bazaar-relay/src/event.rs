@@ -79,6 +79,21 @@ pub struct Event {
     pub sig: [u8; 64],
 }
 
+/// The event as the registry's API carries it (`bazaar_wire::nostr::SignedEvent`): the same members, as written.
+impl From<&Event> for bazaar_wire::nostr::SignedEvent {
+    fn from(event: &Event) -> Self {
+        bazaar_wire::nostr::SignedEvent {
+            id: event.id.to_hex(),
+            pubkey: event.pubkey.to_hex(),
+            created_at: event.created_at,
+            kind: event.kind,
+            tags: event.tags.clone(),
+            content: event.content.clone(),
+            sig: hex::encode(event.sig),
+        }
+    }
+}
+
 impl fmt::Debug for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Event({:?} kind {} by {:?} at {})", self.id, self.kind, self.pubkey, self.created_at)
@@ -272,6 +287,18 @@ mod tests {
 
     fn signer(seed: u64) -> Signer {
         Signer::generate(&bazaar_types::SeededEntropy::new(seed))
+    }
+
+    /// The API's form of an event writes exactly the members the relay's does, and reads back as the event.
+    #[test]
+    fn an_event_as_the_api_carries_it_is_the_same_json() {
+        let event = signer(3).sign(1_700_000_000, 1, vec![tag(&["e", "abc"]), tag(&["t", "x"])], "hello\n🧵");
+        let carried = bazaar_wire::nostr::SignedEvent::from(&event);
+        let written: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        assert_eq!(serde_json::to_value(&carried).unwrap(), written);
+        let back = Event::parse(&serde_json::to_string(&carried).unwrap()).unwrap();
+        assert_eq!(back, event);
+        back.verify().unwrap();
     }
 
     /// The id is the sha256 of exactly the bytes `JSON.stringify` writes:

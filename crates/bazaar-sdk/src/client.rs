@@ -466,16 +466,19 @@ impl Client {
     }
 
     /// A signed TrustPassport for the caller, or for `subject` (an agent the caller owns).
-    pub async fn passport(&self, subject: Option<&str>) -> Result<Value, SdkError> {
+    pub async fn passport(&self, subject: Option<&str>) -> Result<wire::federation::Passport, SdkError> {
         let body = match subject {
             Some(subject) => json!({"subject": subject}),
             None => json!({}),
         };
-        self.post("/v1/passports", body, None).await
+        self.post_as("/v1/passports", body, None).await
     }
 
     /// Public: asks the registry to check a passport (its own or a recognised peer's).
-    pub async fn verify_passport(&self, passport: &Value) -> Result<wire::federation::PassportValid, SdkError> {
+    pub async fn verify_passport(
+        &self,
+        passport: &wire::federation::Passport,
+    ) -> Result<wire::federation::PassportValid, SdkError> {
         self.post_as("/v1/passports/verify", json!({"passport": passport}), None).await
     }
 
@@ -483,7 +486,7 @@ impl Client {
     /// `audience` is this registry's DID (from [`Client::well_known`]).
     pub async fn import_passport(
         &self,
-        passport: &Value,
+        passport: &wire::federation::Passport,
         subject_key: &SigningKey,
         audience: &str,
     ) -> Result<wire::federation::PassportImported, SdkError> {
@@ -494,13 +497,12 @@ impl Client {
     /// within the registry's allowed clock skew of its own clock).
     pub async fn import_passport_at(
         &self,
-        passport: &Value,
+        passport: &wire::federation::Passport,
         subject_key: &SigningKey,
         audience: &str,
         at: i64,
     ) -> Result<wire::federation::PassportImported, SdkError> {
-        let id = passport["id"].as_str().unwrap_or_default();
-        let message = format!("bazaar-passport-presentation-v1\n{audience}\n{id}\n{at}");
+        let message = format!("bazaar-passport-presentation-v1\n{audience}\n{}\n{at}", passport.id);
         let signature =
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(subject_key.sign(message.as_bytes()).to_bytes());
         let body = json!({"passport": passport, "presented_at_ms": at, "signature": signature});
@@ -588,17 +590,17 @@ impl Client {
         )
     }
 
-    pub async fn recognition(&self) -> Result<Value, SdkError> {
-        self.get("/.well-known/bazaar-recognition").await
+    pub async fn recognition(&self) -> Result<wire::federation::RecognitionList, SdkError> {
+        self.get_as("/.well-known/bazaar-recognition").await
     }
 }
 
 /// The storefront: listings, search, unmet demand.
 impl Client {
-    /// Seller's agent: list (or relist, same `sku`) a product. `listing` is the
-    /// JSON body of `PUT /v1/listings` (sku, title, prices, capacity, language…).
-    pub async fn put_listing(&self, listing: Value) -> Result<wire::market::Listing, SdkError> {
-        crate::answer::typed(self.call(reqwest::Method::PUT, "/v1/listings", Some(listing), None).await?.body)
+    /// Seller's agent: list (or relist, same `sku`) a product.
+    pub async fn put_listing(&self, listing: &wire::market::ListingRequest) -> Result<wire::market::Listing, SdkError> {
+        let body = serde_json::to_value(listing).expect("a listing serializes");
+        crate::answer::typed(self.call(reqwest::Method::PUT, "/v1/listings", Some(body), None).await?.body)
     }
 
     pub async fn listing(&self, id: &str) -> Result<wire::market::Listing, SdkError> {
@@ -715,11 +717,11 @@ impl Client {
             .typed()
     }
 
-    /// Buyer: disputes a paid call (`{"type":"call","merchant","order_id"}`) or a
-    /// milestone (`{"type":"milestone","contract","index"}`).
+    /// Buyer: disputes a paid call ([`wire::dispute::DisputeSubject::Call`]) or a
+    /// milestone ([`wire::dispute::DisputeSubject::Milestone`]).
     pub async fn file_dispute(
         &self,
-        subject: Value,
+        subject: wire::dispute::DisputeSubject,
         reason: &str,
         claimed: u64,
         note: &str,
@@ -857,7 +859,7 @@ impl Client {
     /// request whose `reward` tag names `amount` and this agent).
     pub async fn fund_bounty(
         &self,
-        job: &Value,
+        job: &wire::nostr::SignedEvent,
         amount: u64,
         claim_s: Option<u64>,
     ) -> Result<Answer<wire::bounty::Bounty>, SdkError> {
@@ -873,9 +875,9 @@ impl Client {
     pub async fn release_bounty(
         &self,
         id: &str,
-        verdict: &Value,
-        enrollment: &Value,
-        review: &Value,
+        verdict: &wire::nostr::SignedEvent,
+        enrollment: &wire::nostr::SignedEvent,
+        review: &wire::nostr::SignedEvent,
     ) -> Result<Answer<wire::bounty::Reward>, SdkError> {
         let body = json!({"verdict": verdict, "enrollment": enrollment, "review": review});
         self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/release"), Some(body), None).await?.typed()
@@ -960,8 +962,8 @@ impl Client {
     pub async fn accept_hire(
         &self,
         id: &str,
-        result: &Value,
-        enrollment: &Value,
+        result: &wire::nostr::SignedEvent,
+        enrollment: &wire::nostr::SignedEvent,
     ) -> Result<Answer<wire::hire::HirePayment>, SdkError> {
         let body = json!({"result": result, "enrollment": enrollment});
         self.call(reqwest::Method::POST, &format!("/v1/hires/{id}/accept"), Some(body), None).await?.typed()
@@ -977,7 +979,7 @@ impl Client {
         pay_to: &str,
         price: u64,
         period_s: u64,
-        enrollment: &Value,
+        enrollment: &wire::nostr::SignedEvent,
         key: &str,
     ) -> Result<Answer<wire::hire::Lease>, SdkError> {
         let body = json!({"worker": worker, "pay_to": pay_to, "price_minor": price, "period_s": period_s, "identity": enrollment});
@@ -989,8 +991,8 @@ impl Client {
     }
 
     /// The owner's view of one agent's spending (ledger units): authorizations, hires, leases, bounties, earnings.
-    pub async fn spending(&self, agent: &str) -> Result<Value, SdkError> {
-        self.get(&format!("/v1/agents/{agent}/spending")).await
+    pub async fn spending(&self, agent: &str) -> Result<wire::owner::Spending, SdkError> {
+        self.get_as(&format!("/v1/agents/{agent}/spending")).await
     }
 
     /// Worker (or its owner): publishes the lease's receipt.

@@ -257,9 +257,7 @@ fn payment_problem_with(
 /// Reads the order id from the claims without trusting them (a token without
 /// an id is malformed); the registry checks the signature on settle.
 fn order_of(token: &str) -> Option<String> {
-    let claims = crate::token::claims_unverified(token)?;
-    claims["jti"].as_str()?;
-    Some(claims["ord"].as_str()?.to_string())
+    Some(crate::token::claims_unverified(token)?.ord)
 }
 
 /// The middleware. Use with `axum::middleware::from_fn_with_state(Arc<PaidRoute>, paid)`.
@@ -481,8 +479,10 @@ pub async fn x402_paid(State(x): State<Arc<X402Route>>, mut request: Request, ne
         return x.payment_required(&resource, "invalid_payload");
     };
     // A token minted for another resource is refused before anything settles.
-    let claims = crate::token::claims_unverified(&token).unwrap_or_default();
-    if claims["res"].as_str() != Some(resource.as_str()) {
+    let Some(claims) = crate::token::claims_unverified(&token) else {
+        return x.payment_required(&resource, "invalid_payload");
+    };
+    if claims.res != resource {
         return x.payment_required(&resource, "wrong_resource");
     }
     let Ok(value) = HeaderValue::from_str(&token) else {
@@ -492,7 +492,7 @@ pub async fn x402_paid(State(x): State<Arc<X402Route>>, mut request: Request, ne
     let response = paid(State(x.route.clone()), request, next).await;
     if response.status().is_success() {
         let settlement = response.headers().get(SETTLEMENT_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let payer = &claims["sub"];
+        let payer = &claims.sub;
         let settled = json!({"success": true, "transaction": settlement, "network": x.network,
             "payer": payer, "amount": x.route.price_minor.to_string()});
         let mut response = response;

@@ -27,7 +27,7 @@ fn b64(text: &str) -> Option<Vec<u8>> {
 
 /// Verifies `token` against `registry_public_key` (base64url or 64 hex chars)
 /// and returns its claims.
-pub fn verify_offline(token: &str, registry_public_key: &str) -> Result<serde_json::Value, OfflineError> {
+pub fn verify_offline(token: &str, registry_public_key: &str) -> Result<bazaar_wire::pay::TokenClaims, OfflineError> {
     let key_bytes =
         if registry_public_key.len() == 64 { hex::decode(registry_public_key).ok() } else { b64(registry_public_key) };
     let key: [u8; 32] = key_bytes.and_then(|b| b.try_into().ok()).ok_or(OfflineError::BadKey)?;
@@ -42,7 +42,7 @@ pub fn verify_offline(token: &str, registry_public_key: &str) -> Result<serde_js
 
 /// A token's claims, read WITHOUT checking the signature: for routing (which
 /// order a request is about) before the registry checks it. Never trust them.
-pub fn claims_unverified(token: &str) -> Option<serde_json::Value> {
+pub fn claims_unverified(token: &str) -> Option<bazaar_wire::pay::TokenClaims> {
     let payload = token.strip_prefix("apt_")?.split_once('.')?.0;
     serde_json::from_slice(&b64(payload)?).ok()
 }

@@ -64,7 +64,7 @@ fn signed_event(value: &serde_json::Value, what: &str, code: Code) -> Result<Eve
 pub struct FundRequest {
     /// The signed job request (kind 5905), not yet published: its `reward`
     /// tag must name this amount and the calling agent.
-    #[schema(value_type = Object, required = true)]
+    #[schema(value_type = bazaar_wire::nostr::SignedEvent, required = true)]
     pub job: serde_json::Value,
     /// 1 to `AMOUNT_MINOR_MAX` minor units.
     #[schema(minimum = 1, maximum = 1_000_000_000_000_u64)]
@@ -139,13 +139,13 @@ pub async fn list_bounties(
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
     /// The validator's signed verdict label (kind 1985) on the worker's result.
-    #[schema(value_type = Object)]
+    #[schema(value_type = bazaar_wire::nostr::SignedEvent)]
     pub verdict: serde_json::Value,
     /// The worker's enrollment (kind 30950), binding its Nostr key to its agent's DID.
-    #[schema(value_type = Object)]
+    #[schema(value_type = bazaar_wire::nostr::SignedEvent)]
     pub enrollment: serde_json::Value,
     /// The worker's passed review (kind 30951), declaring its reward destination.
-    #[schema(value_type = Object)]
+    #[schema(value_type = bazaar_wire::nostr::SignedEvent)]
     pub review: serde_json::Value,
 }
 

@@ -68,8 +68,6 @@ pub async fn due(state: &Arc<AppState>, now: Timestamp) -> Result<usize, StoreEr
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisputeRequest {
-    /// `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`.
-    #[schema(value_type = Object)]
     pub subject: SubjectRequest,
     /// not_delivered, not_as_described, defective, unauthorized or other.
     #[schema(value_type = String)]
@@ -79,12 +77,7 @@ pub struct DisputeRequest {
     pub note: String,
 }
 
-#[derive(Deserialize, Serialize, Clone)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SubjectRequest {
-    Call { merchant: String, order_id: String },
-    Milestone { contract: String, index: u32 },
-}
+pub use bazaar_wire::dispute::DisputeSubject as SubjectRequest;
 
 /// Buyer (or its owner): disputes a settled paid call or a milestone within
 /// the claim window. The claimed amount is frozen at once.

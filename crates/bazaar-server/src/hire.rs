@@ -277,10 +277,10 @@ pub async fn list_hires(
 #[serde(deny_unknown_fields)]
 pub struct AcceptRequest {
     /// The specialist's result to the task (kind 6905, its first `e` tag the task).
-    #[schema(value_type = Object)]
+    #[schema(value_type = bazaar_wire::nostr::SignedEvent)]
     pub result: serde_json::Value,
     /// The specialist's enrollment (kind 30950), binding the result's key to its DID.
-    #[schema(value_type = Object)]
+    #[schema(value_type = bazaar_wire::nostr::SignedEvent)]
     pub enrollment: serde_json::Value,
 }
 
@@ -360,13 +360,13 @@ pub struct LeaseRequest {
     pub period_s: u64,
     /// The enrollment (kind 30950) of the task identity that gets priority:
     /// it must bind that Nostr key to the paying agent's own DID.
-    #[schema(value_type = Object)]
+    #[schema(value_type = bazaar_wire::nostr::SignedEvent)]
     pub identity: serde_json::Value,
 }
 
 /// A lease with how it reads now: `active`, `ended`, or `recovery` (paid,
 /// no receipt from the worker: never shown as priority).
-fn lease_view(lease: &hire::Lease, now: bazaar_types::Timestamp) -> serde_json::Value {
+pub(crate) fn lease_view(lease: &hire::Lease, now: bazaar_types::Timestamp) -> serde_json::Value {
     let mut view = serde_json::to_value(lease).expect("leases serialize");
     view["status"] = json!(lease.status(now));
     view

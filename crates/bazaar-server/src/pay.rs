@@ -324,7 +324,7 @@ async fn verify_token(
         genuine: true,
         state: crate::exec::wire(&token_state)?,
         work_order: false,
-        claims: serde_json::to_value(&claims).expect("token claims serialise"),
+        claims: crate::exec::wire(&claims)?,
         settlement: view
             .settlement
             .as_ref()

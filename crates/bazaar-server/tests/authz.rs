@@ -316,7 +316,10 @@ impl World {
         let settle = json!({"token": issued["token"], "amount_minor": 300, "order_id": "authz-paid"});
         call(r, &m.credential, Method::POST, "/v1/settlements", Some(settle), None).await;
         let buyer = r.operator.with_credential(&a.credential);
-        let subject = json!({"type": "call", "merchant": m.id, "order_id": "authz-paid"});
+        let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+            merchant: m.id.to_string(),
+            order_id: "authz-paid".to_string(),
+        };
         let filed = buyer.file_dispute(subject, "not_delivered", 100, "never came").await.unwrap().body;
         let dispute = filed.id.clone();
         r.operator.with_credential(&m.credential).add_evidence(&dispute, &m.key, b"it came", None).await.unwrap();

@@ -458,7 +458,9 @@ fn check_sdk_token(input: &Input) -> Result<(), String> {
     let _ = bazaar_sdk::token::claims_unverified(&text);
     let core = bazaar_core::token::decode(&text, &key);
     if let Ok(claims) = &core {
-        let same = offline.as_ref().ok() == Some(&serde_json::to_value(claims).unwrap());
+        let wire: bazaar_sdk::wire::pay::TokenClaims =
+            serde_json::from_value(serde_json::to_value(claims).unwrap()).unwrap();
+        let same = offline.as_ref().ok() == Some(&wire);
         ensure(same, || "the SDK refused (or read otherwise) a token the core verified".into())?;
     }
     if offline.is_ok() {

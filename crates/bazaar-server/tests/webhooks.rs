@@ -267,7 +267,10 @@ async fn a_dispute_filed_against_a_merchant_reaches_its_webhook_with_the_deadlin
         (r.operator.with_credential(&buyer.credential), r.operator.with_credential(&shop.credential));
     let token = buyer_client.issue_token("shop", 500, "order-1", "https://shop.example/work").await.unwrap();
     shop_client.settle(token.body.token.as_str(), 500, "order-1", None).await.unwrap();
-    let subject = json!({"type": "call", "merchant": "shop", "order_id": "order-1"});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+        merchant: "shop".to_string(),
+        order_id: "order-1".to_string(),
+    };
     let filed = buyer_client.file_dispute(subject, "not_delivered", 500, "nothing came back").await.unwrap();
     let dispute = filed.body.id.clone();
     let answer_by = filed.body.deadline.unwrap_or_default();

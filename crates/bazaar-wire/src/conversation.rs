@@ -222,6 +222,29 @@ pub struct WebhookView {
     pub secret: Option<String>,
 }
 
+/// One message owed to one endpoint, and how its delivery stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WebhookDelivery {
+    pub id: u64,
+    pub endpoint: String,
+    /// The message's log position (its cursor).
+    pub position: u64,
+    /// `pending`, `delivered` or `dead`.
+    pub state: String,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Unix milliseconds.
+    pub next_attempt_at: i64,
+    /// The receiver's last HTTP status; null before any answer.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub last_status: Option<u16>,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub last_error: Option<String>,
+    /// Unix milliseconds.
+    pub updated_at: i64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WebhookRemoved {

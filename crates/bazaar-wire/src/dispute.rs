@@ -2,14 +2,23 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a dispute is about: a settled paid call, or one milestone of an escrowed contract.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DisputeSubject {
+    /// The paid call the merchant settled for `order_id`.
+    Call { merchant: String, order_id: String },
+    /// Milestone `index` (from 0) of `contract`.
+    Milestone { contract: String, index: u32 },
+}
+
 /// A dispute's whole record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Dispute {
     pub id: String,
-    /// `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub subject: serde_json::Value,
+    pub subject: DisputeSubject,
     pub claimant: String,
     pub respondent: String,
     pub filed_by: String,
@@ -129,8 +138,7 @@ pub struct StakeWithdrawn {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DisputeOutcome {
     pub dispute: String,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub subject: serde_json::Value,
+    pub subject: DisputeSubject,
     pub claimant: String,
     pub respondent: String,
     /// `claimant`, `split` or `respondent`.

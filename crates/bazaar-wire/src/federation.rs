@@ -1,5 +1,7 @@
 //! Federation's response bodies: reputation, passports, keys, peers and guests.
 
+use crate::registry::DataIntegrityProof;
+use crate::reputation::{Figures, Imported, StakeFigures};
 use serde::{Deserialize, Serialize};
 
 /// One signing key in a registry's history.
@@ -35,26 +37,7 @@ pub struct KeyRotated {
     pub keys: Vec<KeyEntry>,
 }
 
-/// Everything published about one DID, computed from the ledger now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Reputation {
-    pub subject: String,
-    /// This registry's figures (counts, volume, score; see docs for the formula).
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub local: serde_json::Value,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub stake: serde_json::Value,
-    /// Peers' passports imported for this subject and still valid.
-    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
-    pub imported: Vec<serde_json::Value>,
-    /// Local and imported figures combined.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub combined: serde_json::Value,
-    /// `ledger_seq` and `ledger_head`: the ledger position the figures are as of.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub as_of: serde_json::Value,
-}
+pub use crate::reputation::Reputation;
 
 /// A passport that verified.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,8 +53,7 @@ pub struct PassportValid {
     pub credential_id: String,
     pub valid_until_ms: i64,
     pub as_of_seq: u64,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub figures: serde_json::Value,
+    pub figures: Figures,
     /// True when this registry issued it.
     pub local: bool,
 }
@@ -82,8 +64,7 @@ pub struct PassportValid {
 pub struct PassportImported {
     pub subject: String,
     /// The issuer, the weight here and the figures that count.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub imported: serde_json::Value,
+    pub imported: Imported,
     pub credential_id: String,
     /// Unix milliseconds.
     pub imported_at: i64,
@@ -172,17 +153,41 @@ pub struct GuestReturning {
     pub credential: String,
 }
 
-/// A passport as the API accepts it: a W3C VC 2.0 credential secured with an
-/// `eddsa-jcs-2022` Data Integrity proof (`docs/passports.md`). Only its
-/// outline is stated here; the proof decides the rest.
+/// A TrustPassport: a W3C VC 2.0 credential secured with an `eddsa-jcs-2022`
+/// Data Integrity proof (`docs/passports.md`), signed by the issuing
+/// registry's key. Every member is fixed and every number an integer, so it
+/// reads into this type and writes back as the JSON that was signed (JCS
+/// orders members; the proof still verifies).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Passport {
+    #[serde(rename = "@context")]
+    pub context: Vec<String>,
+    /// `urn:bazaar:passport:…`
+    pub id: String,
+    #[serde(rename = "type")]
+    pub r#type: Vec<String>,
+    /// The issuing key's `did:key`.
+    pub issuer: String,
+    /// RFC 3339 (UTC, seconds).
+    #[serde(rename = "validFrom")]
+    pub valid_from: String,
+    #[serde(rename = "validUntil")]
+    pub valid_until: String,
+    #[serde(rename = "credentialSubject")]
+    pub credential_subject: PassportSubject,
+    pub proof: DataIntegrityProof,
+}
+
+/// A passport as the API accepts it: only its outline is stated, so a peer's
+/// passport with members this version does not know is still taken (the
+/// proof decides the rest). What this registry issues is a [`Passport`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PassportShape {
     #[serde(rename = "@context")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub context: Vec<String>,
     #[serde(rename = "type")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub r#type: Vec<String>,
     pub issuer: String,
     #[serde(rename = "credentialSubject")]
@@ -190,6 +195,86 @@ pub struct PassportShape {
     pub credential_subject: serde_json::Value,
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub proof: serde_json::Value,
+}
+
+/// What a passport says of its subject: the figures, as of a ledger position.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PassportSubject {
+    /// The subject's DID.
+    pub id: String,
+    /// The issuing registry's DID.
+    pub registry: String,
+    /// The reputation window, as an ISO 8601 duration (`P90D`).
+    pub window: String,
+    #[serde(rename = "asOf")]
+    pub as_of: PassportAsOf,
+    pub stake: StakeFigures,
+    #[serde(rename = "networkUnit")]
+    pub network_unit: String,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+/// The ledger position a passport's figures are as of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PassportAsOf {
+    #[serde(rename = "ledgerSeq")]
+    pub ledger_seq: u64,
+    /// `sha256:` and the hash of the event at `ledgerSeq`.
+    #[serde(rename = "ledgerHead")]
+    pub ledger_head: String,
+}
+
+/// The signed list of registries this one recognises (`/.well-known/bazaar-recognition`): a VC 2.0 credential
+/// with an `eddsa-jcs-2022` proof by the registry's key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RecognitionList {
+    #[serde(rename = "@context")]
+    pub context: Vec<String>,
+    #[serde(rename = "type")]
+    pub r#type: Vec<String>,
+    pub issuer: String,
+    #[serde(rename = "validFrom")]
+    pub valid_from: String,
+    #[serde(rename = "validUntil")]
+    pub valid_until: String,
+    #[serde(rename = "credentialSubject")]
+    pub credential_subject: Recognising,
+    pub proof: DataIntegrityProof,
+}
+
+/// The registry and the peers it recognises.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Recognising {
+    /// This registry's DID.
+    pub id: String,
+    pub recognised: Vec<Recognised>,
+}
+
+/// One recognised peer: its weight here and the corridor's terms.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Recognised {
+    pub id: String,
+    pub url: String,
+    pub weight_bps: u32,
+    pub accepted_types: Vec<String>,
+    pub terms: CorridorTerms,
+}
+
+/// A corridor's terms as the recognition list states them (amounts as decimal strings).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CorridorTerms {
+    pub fee_bps: u32,
+    pub per_call_max_minor: String,
+    pub outstanding_max_minor: String,
 }
 
 /// A relay the sweeper stopped retrying: written when it stuck, brought up to date since.

@@ -23,9 +23,13 @@ pub mod escrow;
 pub mod federation;
 pub mod hire;
 pub mod identity;
+pub mod jobs;
 pub mod market;
+pub mod nostr;
+pub mod owner;
 pub mod pay;
 pub mod registry;
+pub mod reputation;
 pub mod strict;
 
 use serde::{Deserialize, Serialize};
@@ -89,6 +93,7 @@ strict::contract_types! {
     conversation::Passkey,
     conversation::Answer,
     dispute::Dispute,
+    dispute::DisputeSubject,
     dispute::DisputePage,
     dispute::EvidenceAdded,
     dispute::Stake,
@@ -116,6 +121,31 @@ strict::contract_types! {
     federation::GuestNew,
     federation::GuestReturning,
     federation::PassportShape,
+    federation::Passport,
+    federation::PassportSubject,
+    federation::PassportAsOf,
+    federation::RecognitionList,
+    federation::Recognising,
+    federation::Recognised,
+    federation::CorridorTerms,
+    nostr::SignedEvent,
+    jobs::Task,
+    jobs::TaskAnswer,
+    jobs::TaskFeedback,
+    owner::OwnedAgent,
+    owner::OwnedAgents,
+    owner::SpendingBalance,
+    owner::AuthorizationRecords,
+    owner::HireRecords,
+    owner::LeaseRecords,
+    owner::BountyRecords,
+    owner::Spending,
+    market::ListingRequest,
+    reputation::Figures,
+    reputation::StakeFigures,
+    reputation::Imported,
+    reputation::Combined,
+    reputation::LedgerPosition,
     federation::Recovery,
     federation::RecoveryPage,
     federation::RelayRetried,
@@ -135,8 +165,10 @@ strict::contract_types! {
     conversation::Meter,
     conversation::WebhookView,
     conversation::WebhookRemoved,
+    conversation::WebhookDelivery,
     conversation::Replayed,
     pay::Terms,
+    pay::TokenClaims,
     pay::StoredTerms,
     self::OpenObject,
     self::SseEvent,

@@ -3,6 +3,32 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A product as its seller lists it (`PUT /v1/listings`): the body the SDKs send.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ListingRequest {
+    /// The seller's own stock-keeping unit: listing the same SKU again updates the listing.
+    pub sku: String,
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub list_price_minor: u64,
+    pub floor_minor: u64,
+    #[serde(default)]
+    pub max_discount_bps: u32,
+    pub capacity_per_day: u64,
+    pub capacity_max: u64,
+    #[serde(default)]
+    pub lead_time_days: u32,
+    #[serde(default)]
+    pub notice_days: u32,
+    /// BCP 47: the language the seller is told things in.
+    pub language: String,
+}
+
 /// A product listed by a seller's agent, with the lowest price offers are checked against.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

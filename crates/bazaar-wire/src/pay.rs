@@ -106,6 +106,33 @@ impl TokenCheck {
     }
 }
 
+/// What a token says, as signed (`apt_<claims>.<signature>`, the claims base64url JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TokenClaims {
+    /// The claims' version: 1.
+    pub v: u8,
+    /// The issuing registry's DID.
+    pub iss: String,
+    /// The token id (`tok_…`).
+    pub jti: String,
+    /// The buyer.
+    pub sub: String,
+    /// The merchant: the only member that may settle it.
+    pub aud: String,
+    /// The most it may be settled for, minor units.
+    pub max: u64,
+    /// The order it pays for.
+    pub ord: String,
+    /// The resource it was asked for.
+    pub res: String,
+    pub iat_ms: i64,
+    pub exp_ms: i64,
+    /// Cross-registry tokens only: the peer registry the merchant settles through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+}
+
 /// A genuine token of this registry: its state, claims and settlement.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -117,8 +144,7 @@ pub struct LocalTokenCheck {
     /// Always false: a genuine token is not a reason to do paid work.
     pub work_order: bool,
     /// The token's signed claims.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub claims: serde_json::Value,
+    pub claims: TokenClaims,
     /// The settlement; null until there is one.
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub settlement: Option<Settlement>,
@@ -137,8 +163,7 @@ pub struct ForeignTokenCheck {
     /// The issuing registry.
     pub issuer: String,
     /// The token's signed claims.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub claims: serde_json::Value,
+    pub claims: TokenClaims,
     /// The relay to the issuing registry; null until one is opened.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>, required = true))]
     pub relay: Option<serde_json::Value>,

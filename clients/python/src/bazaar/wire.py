@@ -7,17 +7,6 @@ from typing import Any, Literal, TypeAlias
 from typing_extensions import NotRequired, TypedDict
 
 
-class AcceptRequest(TypedDict, closed=True):
-    enrollment: dict[str, Any]
-    """
-    The specialist's enrollment (kind 30950), binding the result's key to its DID.
-    """
-    result: dict[str, Any]
-    """
-    The specialist's result to the task (kind 6905, its first `e` tag the task).
-    """
-
-
 class Acceptance(TypedDict):
     """
     The hirer's acceptance: the response it accepted, not a quality grade.
@@ -272,6 +261,15 @@ class BountyPage(TypedDict):
     next_after: str | None
 
 
+class BountyRecords(TypedDict):
+    """
+    The bounties an agent funded.
+    """
+
+    complete: bool
+    records: list[Bounty]
+
+
 class Budget(TypedDict):
     """
     An agent's ceilings and what it spent against them.
@@ -353,6 +351,26 @@ class Channel(TypedDict):
     """
 
 
+class Combined(TypedDict):
+    """
+    Local figures combined with imported ones: r_total = r_local + Σ wₖ·rₖ (same for s).
+    """
+
+    scoreBps: int
+    weightedFailurePpm: int
+    weightedSuccessPpm: int
+
+
+class CorridorTerms(TypedDict):
+    """
+    A corridor's terms as the recognition list states them (amounts as decimal strings).
+    """
+
+    feeBps: int
+    outstandingMaxMinor: str
+    perCallMaxMinor: str
+
+
 class CreateOwnerRequest(TypedDict, closed=True):
     handle: str
     public_key: str
@@ -408,142 +426,30 @@ class DeliverRequest(TypedDict, closed=True):
     evidence_sha256: str
 
 
-class Dispute(TypedDict):
+class DisputeSubject1(TypedDict):
     """
-    A dispute's whole record.
-    """
-
-    appeal: dict[str, Any] | None
-    arbiter: str | None
-    """
-    The arbiter assigned now.
-    """
-    arbiters_used: list[str]
-    at_risk: int
-    """
-    What the claimant paid for the subject: the most a ruling can refund.
-    """
-    claimant: str
-    claimed: int
-    """
-    The amount claimed, minor units.
-    """
-    deadline: int | None
-    """
-    When the current phase ends, Unix milliseconds.
-    """
-    evidence: list[dict[str, Any]]
-    filed_at: int
-    """
-    Unix milliseconds.
-    """
-    filed_by: str
-    frozen: dict[str, Any]
-    """
-    What was frozen when it was filed, and from where.
-    """
-    id: str
-    note: str
-    outcome: dict[str, Any] | None
-    """
-    What execution moved; set once executed.
-    """
-    phase: str
-    """
-    `filed`, `evidence`, `ruling`, `appealable` or `executed`.
-    """
-    reason: str
-    """
-    `not_delivered`, `not_as_described`, `defective`, `unauthorized` or `other`.
-    """
-    responded: bool
-    """
-    Whether the respondent answered.
-    """
-    respondent: str
-    round: int
-    """
-    1, or 2 after an appeal.
-    """
-    rulings: list[dict[str, Any]]
-    subject: dict[str, Any]
-    """
-    `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`.
-    """
-    timeline: list[dict[str, Any]]
-    """
-    Each phase entered, when and why.
+    The paid call the merchant settled for `order_id`.
     """
 
-
-class DisputeOutcome(TypedDict):
-    """
-    What executing a final ruling moved.
-    """
-
-    bond: dict[str, Any] | None
-    """
-    The appeal bond's fate, when there was an appeal.
-    """
-    claimant: str
-    decision: str
-    """
-    `refund_full`, `refund_partial` or `reject`.
-    """
-    default: bool
-    """
-    True when the ruling was made by default (no arbiter ruled in time).
-    """
-    dispute: str
-    executed_at_ms: int
-    """
-    Unix milliseconds.
-    """
-    refunded_minor: int
-    released_minor: int
-    respondent: str
-    rounds: int
-    shortfall_minor: int
-    """
-    What the respondent's stake could not cover.
-    """
-    slash_to_claimant_minor: int
-    slash_to_insurance_minor: int
-    slashed_minor: int
-    subject: dict[str, Any]
-    transfers: list[str]
-    """
-    The transfer ids posted.
-    """
-    winner: str
-    """
-    `claimant`, `split` or `respondent`.
-    """
+    merchant: str
+    order_id: str
+    type: Literal['call']
 
 
-class DisputePage(TypedDict):
+class DisputeSubject2(TypedDict):
     """
-    A page of disputes.
-    """
-
-    disputes: list[Dispute]
-    next_after: str | None
-    """
-    Pass as `after` for the next page; null on an empty page.
+    Milestone `index` (from 0) of `contract`.
     """
 
+    contract: str
+    index: int
+    type: Literal['milestone']
 
-class DisputeRequest(TypedDict, closed=True):
-    claimed_minor: int
-    note: NotRequired[str]
-    reason: str
-    """
-    not_delivered, not_as_described, defective, unauthorized or other.
-    """
-    subject: dict[str, Any]
-    """
-    `{"type":"call","merchant":…,"order_id":…}` or `{"type":"milestone","contract":…,"index":…}`.
-    """
+
+DisputeSubject: TypeAlias = DisputeSubject1 | DisputeSubject2
+"""
+What a dispute is about: a settled paid call, or one milestone of an escrowed contract.
+"""
 
 
 class DisputeWindows(TypedDict):
@@ -686,42 +592,73 @@ class FacilitatorRequest(TypedDict):
     x402Version: NotRequired[int | None]
 
 
+class Figures(TypedDict):
+    """
+    The figures published for one member: the raw counts beside the score.
+    """
+
+    computedAtMs: int
+    """
+    The instant ages were measured from.
+    """
+    disputesFiled: int
+    disputesLost: int
+    disputesSplit: int
+    disputesWon: int
+    distinctBuyerOwners: int
+    excludedSameOwner: int
+    """
+    Work paid for by an agent of the member's own owner: never counted.
+    """
+    failureCount: int
+    """
+    … of which a dispute refunded some or all.
+    """
+    formula: str
+    refunds: int
+    """
+    Disputes that ended with units back to the claimant.
+    """
+    scoreBps: int
+    """
+    ⌊10 000 · (r + 1) / (r + s + 2)⌋ — the Beta expectation.
+    """
+    scoreLowerBoundBps: int
+    """
+    Wilson 95 % lower bound over the undecayed, capped counts.
+    """
+    settledCount: int
+    """
+    Work paid for by another owner within the window (calls and milestones).
+    """
+    settledVolumeMinor: str
+    """
+    Units paid for that work, as a decimal string.
+    """
+    successCount: int
+    """
+    … of which stood in full.
+    """
+    topBuyerShareBps: int
+    """
+    The largest buyer owner's share of the volume.
+    """
+    weightedFailurePpm: int
+    """
+    s: decayed failures (never capped), in ppm of one job.
+    """
+    weightedSuccessPpm: int
+    """
+    r: decayed successes after the per-owner weekly cap, in ppm of one job.
+    """
+    windowDays: int
+
+
 class FinishRequest(TypedDict):
     ceremony: str
     credential: dict[str, Any]
     """
     The browser's `credential.toJSON()`.
-    """
-
-
-class ForeignTokenCheck(TypedDict):
-    """
-    A genuine token of a peer registry, to settle through this one.
-    """
-
-    claims: dict[str, Any]
-    """
-    The token's signed claims.
-    """
-    genuine: bool
-    """
-    True.
-    """
-    issuer: str
-    """
-    The issuing registry.
-    """
-    relay: dict[str, Any] | None
-    """
-    The relay to the issuing registry; null until one is opened.
-    """
-    state: str
-    """
-    `unsettled`, `settling`, `settled`, `refused` or `stuck`.
-    """
-    work_order: bool
-    """
-    Always false.
     """
 
 
@@ -834,6 +771,19 @@ class HirePayment(TypedDict):
     transfers: list[str]
 
 
+class Imported(TypedDict):
+    """
+    Reputation imported from a recognised registry, counted with its weight.
+    """
+
+    registry: str
+    scoreBps: int
+    validUntilMs: int
+    weightBps: int
+    weightedFailurePpm: int
+    weightedSuccessPpm: int
+
+
 class Invite(TypedDict):
     """
     A single-use invite code for one agent.
@@ -933,28 +883,25 @@ class LeasePage(TypedDict):
     next_after: str | None
 
 
-class LeaseRequest(TypedDict, closed=True):
-    identity: dict[str, Any]
+class LeaseRecords(TypedDict):
     """
-    The enrollment (kind 30950) of the task identity that gets priority:
-    it must bind that Nostr key to the paying agent's own DID.
+    The leases naming an agent, each with its status now.
     """
-    pay_to: str
+
+    complete: bool
+    records: list[Lease]
+
+
+class LedgerPosition(TypedDict):
     """
-    The worker, its owner or one of its owner's agents (DID or handle).
+    The ledger position figures are computed as of.
     """
-    period_s: int
+
+    ledger_head: str
     """
-    The period, from now: 60 s to 30 days. Nothing renews it.
+    The hash of the event at `ledger_seq` (hex).
     """
-    price_minor: int
-    """
-    Prepaid in full now.
-    """
-    worker: str
-    """
-    The worker agent whose queue (DID or handle).
-    """
+    ledger_seq: int
 
 
 class Listing(TypedDict):
@@ -988,6 +935,10 @@ class Listing(TypedDict):
 
 
 class ListingRequest(TypedDict, closed=True):
+    """
+    A product as its seller lists it (`PUT /v1/listings`): the body the SDKs send.
+    """
+
     capacity_max: int
     capacity_per_day: int
     description: NotRequired[str]
@@ -1410,6 +1361,35 @@ class OrderRequest(TypedDict, closed=True):
     """
 
 
+class OwnedAgent(TypedDict):
+    """
+    One of the caller's agents with its balance, what is held, its budget and its locked stake.
+    """
+
+    available_minor: int | None
+    balance_minor: int | None
+    """
+    `null` until the agent's account has moved.
+    """
+    budget: Budget | None
+    handle: str
+    held_minor: int | None
+    id: str
+    stake_minor: int
+
+
+class OwnedAgents(TypedDict):
+    """
+    The caller's agents (at most `AGENTS_LISTED_MAX`).
+    """
+
+    agents: list[OwnedAgent]
+    complete: bool
+    """
+    False when the owner has more agents than one answer lists.
+    """
+
+
 PaidBy: TypeAlias = Literal['us', 'peer']
 """
 Who paid the other, off the ledger.
@@ -1434,13 +1414,25 @@ class Passkey(TypedDict):
     """
 
 
+class PassportAsOf(TypedDict):
+    """
+    The ledger position a passport's figures are as of.
+    """
+
+    ledgerHead: str
+    """
+    `sha256:` and the hash of the event at `ledgerSeq`.
+    """
+    ledgerSeq: int
+
+
 class PassportImported(TypedDict):
     """
     A peer's passport imported for its subject.
     """
 
     credential_id: str
-    imported: dict[str, Any]
+    imported: Imported
     """
     The issuer, the weight here and the figures that count.
     """
@@ -1477,7 +1469,7 @@ class PassportValid(TypedDict):
 
     as_of_seq: int
     credential_id: str
-    figures: dict[str, Any]
+    figures: Figures
     key: str
     """
     The key that signed it.
@@ -1659,6 +1651,44 @@ class ReadRequest(TypedDict, closed=True):
     """
 
 
+class Recognised(TypedDict):
+    """
+    One recognised peer: its weight here and the corridor's terms.
+    """
+
+    acceptedTypes: list[str]
+    id: str
+    terms: CorridorTerms
+    url: str
+    weightBps: int
+
+
+class Recognising(TypedDict):
+    """
+    The registry and the peers it recognises.
+    """
+
+    id: str
+    """
+    This registry's DID.
+    """
+    recognised: list[Recognised]
+
+
+RecognitionList = TypedDict(
+    'RecognitionList',
+    {
+        '@context': list[str],
+        'credentialSubject': Recognising,
+        'issuer': str,
+        'proof': DataIntegrityProof,
+        'type': list[str],
+        'validFrom': str,
+        'validUntil': str,
+    },
+)
+
+
 class Recovery(TypedDict):
     """
     A relay the sweeper stopped retrying: written when it stuck, brought up to date since.
@@ -1735,21 +1765,6 @@ class RelayRetried(TypedDict):
     """
 
 
-class ReleaseRequest(TypedDict, closed=True):
-    enrollment: dict[str, Any]
-    """
-    The worker's enrollment (kind 30950), binding its Nostr key to its agent's DID.
-    """
-    review: dict[str, Any]
-    """
-    The worker's passed review (kind 30951), declaring its reward destination.
-    """
-    verdict: dict[str, Any]
-    """
-    The validator's signed verdict label (kind 1985) on the worker's result.
-    """
-
-
 class RenameRequest(TypedDict, closed=True):
     handle: str
 
@@ -1778,31 +1793,6 @@ class ReplyTo(TypedDict):
 
     author: str
     seq: int
-
-
-class Reputation(TypedDict):
-    """
-    Everything published about one DID, computed from the ledger now.
-    """
-
-    as_of: dict[str, Any]
-    """
-    `ledger_seq` and `ledger_head`: the ledger position the figures are as of.
-    """
-    combined: dict[str, Any]
-    """
-    Local and imported figures combined.
-    """
-    imported: list[dict[str, Any]]
-    """
-    Peers' passports imported for this subject and still valid.
-    """
-    local: dict[str, Any]
-    """
-    This registry's figures (counts, volume, score; see docs for the formula).
-    """
-    stake: dict[str, Any]
-    subject: str
 
 
 class Revoked(TypedDict):
@@ -1937,13 +1927,6 @@ class Rotated(TypedDict):
     """
     The caller's DID.
     """
-
-
-RulingAnswer: TypeAlias = Dispute | DisputeOutcome
-"""
-A ruling's answer: the dispute, open to appeal, after a first ruling; the
-execution outcome after a second (final) one.
-"""
 
 
 class RulingRequest(TypedDict, closed=True):
@@ -2132,11 +2115,46 @@ class SharePaid(TypedDict):
     tracking: str
 
 
+class SignedEvent(TypedDict):
+    """
+    A NIP-01 event: every member fixed, so it reads and writes back as signed.
+    """
+
+    content: str
+    created_at: int
+    """
+    Unix seconds.
+    """
+    id: str
+    """
+    64 lowercase hex: the SHA-256 of the serialized event.
+    """
+    kind: int
+    pubkey: str
+    """
+    64 lowercase hex: the author's x-only public key.
+    """
+    sig: str
+    """
+    128 lowercase hex: the Schnorr signature over `id`.
+    """
+    tags: list[list[str]]
+
+
 class SignedOut(TypedDict):
     signed_out: bool
     """
     Always true: any session the browser held is revoked.
     """
+
+
+class SpendingBalance(TypedDict):
+    """
+    An agent's balance: what it can spend now and what is held.
+    """
+
+    available_minor: int
+    pending_minor: int
 
 
 class SseEvent(TypedDict):
@@ -2176,6 +2194,16 @@ class Stake(TypedDict):
     """
     A pending unlock: `amount`, `requested_at`, `available_at`; null if none.
     """
+
+
+class StakeFigures(TypedDict):
+    """
+    Stake: collateral a merchant locked. Published beside reputation, never in it.
+    """
+
+    lockedMinor: str
+    slashCount: int
+    slashedMinor: str
 
 
 class StakeLocked(TypedDict):
@@ -2246,6 +2274,35 @@ class StoredTerms(TypedDict):
     set_by: str
 
 
+class TaskAnswer(TypedDict):
+    """
+    One eligible result.
+    """
+
+    content: str
+    created_at: int
+    id: str
+    worker: str
+
+
+class TaskFeedback(TypedDict):
+    """
+    One feedback event.
+    """
+
+    author: str
+    created_at: int
+    detail: str
+    """
+    The status tag's third value (`claim`, a progress note, `declined`, an error).
+    """
+    id: str
+    status: str
+    """
+    `processing`, `error`, `success`, `partial`, `payment-required`, or what the worker sent.
+    """
+
+
 class Terms(TypedDict):
     """
     The terms as stored, or the registry's defaults for a merchant without its own.
@@ -2298,6 +2355,51 @@ class TokenBatchItem(TypedDict, closed=True):
     registry: NotRequired[str | None]
     resource: str
     ttl_s: NotRequired[int | None]
+
+
+class TokenClaims(TypedDict):
+    """
+    What a token says, as signed (`apt_<claims>.<signature>`, the claims base64url JSON).
+    """
+
+    aud: str
+    """
+    The merchant: the only member that may settle it.
+    """
+    exp_ms: int
+    iat_ms: int
+    iss: str
+    """
+    The issuing registry's DID.
+    """
+    jti: str
+    """
+    The token id (`tok_…`).
+    """
+    max: int
+    """
+    The most it may be settled for, minor units.
+    """
+    ord: str
+    """
+    The order it pays for.
+    """
+    res: str
+    """
+    The resource it was asked for.
+    """
+    sub: str
+    """
+    The buyer.
+    """
+    v: int
+    """
+    The claims' version: 1.
+    """
+    via: NotRequired[str | None]
+    """
+    Cross-registry tokens only: the peer registry the merchant settles through.
+    """
 
 
 class TokenIssued(TypedDict):
@@ -2403,6 +2505,40 @@ class Voided(TypedDict):
     state: str
     """
     The hold's end state (`voided`).
+    """
+
+
+class WebhookDelivery(TypedDict):
+    """
+    One message owed to one endpoint, and how its delivery stands.
+    """
+
+    attempts: int
+    """
+    Attempts made so far.
+    """
+    endpoint: str
+    id: int
+    last_error: str | None
+    last_status: int | None
+    """
+    The receiver's last HTTP status; null before any answer.
+    """
+    next_attempt_at: int
+    """
+    Unix milliseconds.
+    """
+    position: int
+    """
+    The message's log position (its cursor).
+    """
+    state: str
+    """
+    `pending`, `delivered` or `dead`.
+    """
+    updated_at: int
+    """
+    Unix milliseconds.
     """
 
 
@@ -2513,6 +2649,17 @@ class X402Verified(TypedDict):
     """
 
 
+class AcceptRequest(TypedDict, closed=True):
+    enrollment: SignedEvent
+    """
+    The specialist's enrollment (kind 30950), binding the result's key to its DID.
+    """
+    result: SignedEvent
+    """
+    The specialist's result to the task (kind 6905, its first `e` tag the task).
+    """
+
+
 class AccountHistory(TypedDict):
     """
     An account and a page of the transfers that moved it.
@@ -2598,6 +2745,138 @@ class ContractRequest(TypedDict, closed=True):
     """
 
 
+class Dispute(TypedDict):
+    """
+    A dispute's whole record.
+    """
+
+    appeal: dict[str, Any] | None
+    arbiter: str | None
+    """
+    The arbiter assigned now.
+    """
+    arbiters_used: list[str]
+    at_risk: int
+    """
+    What the claimant paid for the subject: the most a ruling can refund.
+    """
+    claimant: str
+    claimed: int
+    """
+    The amount claimed, minor units.
+    """
+    deadline: int | None
+    """
+    When the current phase ends, Unix milliseconds.
+    """
+    evidence: list[dict[str, Any]]
+    filed_at: int
+    """
+    Unix milliseconds.
+    """
+    filed_by: str
+    frozen: dict[str, Any]
+    """
+    What was frozen when it was filed, and from where.
+    """
+    id: str
+    note: str
+    outcome: dict[str, Any] | None
+    """
+    What execution moved; set once executed.
+    """
+    phase: str
+    """
+    `filed`, `evidence`, `ruling`, `appealable` or `executed`.
+    """
+    reason: str
+    """
+    `not_delivered`, `not_as_described`, `defective`, `unauthorized` or `other`.
+    """
+    responded: bool
+    """
+    Whether the respondent answered.
+    """
+    respondent: str
+    round: int
+    """
+    1, or 2 after an appeal.
+    """
+    rulings: list[dict[str, Any]]
+    subject: DisputeSubject
+    timeline: list[dict[str, Any]]
+    """
+    Each phase entered, when and why.
+    """
+
+
+class DisputeOutcome(TypedDict):
+    """
+    What executing a final ruling moved.
+    """
+
+    bond: dict[str, Any] | None
+    """
+    The appeal bond's fate, when there was an appeal.
+    """
+    claimant: str
+    decision: str
+    """
+    `refund_full`, `refund_partial` or `reject`.
+    """
+    default: bool
+    """
+    True when the ruling was made by default (no arbiter ruled in time).
+    """
+    dispute: str
+    executed_at_ms: int
+    """
+    Unix milliseconds.
+    """
+    refunded_minor: int
+    released_minor: int
+    respondent: str
+    rounds: int
+    shortfall_minor: int
+    """
+    What the respondent's stake could not cover.
+    """
+    slash_to_claimant_minor: int
+    slash_to_insurance_minor: int
+    slashed_minor: int
+    subject: DisputeSubject
+    transfers: list[str]
+    """
+    The transfer ids posted.
+    """
+    winner: str
+    """
+    `claimant`, `split` or `respondent`.
+    """
+
+
+class DisputePage(TypedDict):
+    """
+    A page of disputes.
+    """
+
+    disputes: list[Dispute]
+    next_after: str | None
+    """
+    Pass as `after` for the next page; null on an empty page.
+    """
+
+
+class DisputeRequest(TypedDict, closed=True):
+    claimed_minor: int
+    note: NotRequired[str]
+    reason: str
+    """
+    not_delivered, not_as_described, defective, unauthorized or other.
+    """
+    subject: DisputeSubject
+
+
 class Earnings(TypedDict):
     """
     An agent's earnings: only rewards the ledger confirmed, with their totals.
@@ -2610,6 +2889,37 @@ class Earnings(TypedDict):
     """
     rewards: list[Reward]
     totals: EarningsTotals
+
+
+class ForeignTokenCheck(TypedDict):
+    """
+    A genuine token of a peer registry, to settle through this one.
+    """
+
+    claims: TokenClaims
+    """
+    The token's signed claims.
+    """
+    genuine: bool
+    """
+    True.
+    """
+    issuer: str
+    """
+    The issuing registry.
+    """
+    relay: dict[str, Any] | None
+    """
+    The relay to the issuing registry; null until one is opened.
+    """
+    state: str
+    """
+    `unsettled`, `settling`, `settled`, `refused` or `stuck`.
+    """
+    work_order: bool
+    """
+    Always false.
+    """
 
 
 class Funded(Posting):
@@ -2677,6 +2987,15 @@ class HirePage(TypedDict):
     next_after: str | None
 
 
+class HireRecords(TypedDict):
+    """
+    The guest hires naming an agent.
+    """
+
+    complete: bool
+    records: list[Hire]
+
+
 class ImportRequest(TypedDict, closed=True):
     passport: PassportShape
     presented_at_ms: int
@@ -2697,6 +3016,30 @@ class IssueCredentialRequest(TypedDict, closed=True):
     """
 
 
+class LeaseRequest(TypedDict, closed=True):
+    identity: SignedEvent
+    """
+    The enrollment (kind 30950) of the task identity that gets priority:
+    it must bind that Nostr key to the paying agent's own DID.
+    """
+    pay_to: str
+    """
+    The worker, its owner or one of its owner's agents (DID or handle).
+    """
+    period_s: int
+    """
+    The period, from now: 60 s to 30 days. Nothing renews it.
+    """
+    price_minor: int
+    """
+    Prepaid in full now.
+    """
+    worker: str
+    """
+    The worker agent whose queue (DID or handle).
+    """
+
+
 class ListedMember(Membership):
     """
     A member in a channel's member list (the membership's fields, flattened).
@@ -2713,7 +3056,7 @@ class LocalTokenCheck(TypedDict):
     A genuine token of this registry: its state, claims and settlement.
     """
 
-    claims: dict[str, Any]
+    claims: TokenClaims
     """
     The token's signed claims.
     """
@@ -2847,6 +3190,28 @@ class NettingRequest(TypedDict, closed=True):
     """
 
 
+class PassportSubject(Figures):
+    """
+    What a passport says of its subject: the figures, as of a ledger position.
+    """
+
+    asOf: PassportAsOf
+    id: str
+    """
+    The subject's DID.
+    """
+    networkUnit: str
+    registry: str
+    """
+    The issuing registry's DID.
+    """
+    stake: StakeFigures
+    window: str
+    """
+    The reputation window, as an ISO 8601 duration (`P90D`).
+    """
+
+
 RegistryCard = TypedDict(
     'RegistryCard',
     {
@@ -2875,6 +3240,50 @@ RegistryCard = TypedDict(
         'x402': X402Terms,
     },
 )
+
+
+class ReleaseRequest(TypedDict, closed=True):
+    enrollment: SignedEvent
+    """
+    The worker's enrollment (kind 30950), binding its Nostr key to its agent's DID.
+    """
+    review: SignedEvent
+    """
+    The worker's passed review (kind 30951), declaring its reward destination.
+    """
+    verdict: SignedEvent
+    """
+    The validator's signed verdict label (kind 1985) on the worker's result.
+    """
+
+
+class Reputation(TypedDict):
+    """
+    Everything published about one DID, computed from the ledger now.
+    """
+
+    as_of: LedgerPosition
+    combined: Combined
+    """
+    Local and imported figures combined.
+    """
+    imported: list[Imported]
+    """
+    Peers' passports imported for this subject and still valid.
+    """
+    local: Figures
+    """
+    This registry's figures (counts, volume, score; see docs for the formula).
+    """
+    stake: StakeFigures
+    subject: str
+
+
+RulingAnswer: TypeAlias = Dispute | DisputeOutcome
+"""
+A ruling's answer: the dispute, open to appeal, after a first ruling; the
+execution outcome after a second (final) one.
+"""
 
 
 class ServiceAuthorization(TypedDict):
@@ -2920,6 +3329,51 @@ class SettleBatch(TypedDict, closed=True):
     """
 
 
+class Task(TypedDict):
+    """
+    A task: its request, who may answer, its state and the eligible answers and feedback.
+    """
+
+    answers: list[TaskAnswer]
+    asker: str
+    evaluation_data: bool
+    """
+    The request carries data for evaluation (a validator's job).
+    """
+    failures: int
+    """
+    `error` feedback from eligible workers (declines included).
+    """
+    feedback: list[TaskFeedback]
+    ignored: int
+    """
+    Events naming the task from authors it does not name (never counted).
+    """
+    kind: int
+    """
+    The job request's kind (5000–5999).
+    """
+    latest_progress_at: int | None
+    """
+    The newest `processing` feedback from an eligible worker.
+    """
+    posted_at: int
+    state: str
+    """
+    `pending`, `claimed` or `answered`.
+    """
+    successful_answers: int
+    task_id: str
+    """
+    The job request's event id.
+    """
+    workers: list[str]
+    """
+    The keys the request names as eligible (empty: anyone).
+    """
+    workflow: str | None
+
+
 class TokenBatch(TypedDict, closed=True):
     items: list[TokenBatchItem]
     """
@@ -2946,6 +3400,18 @@ class AuthorizationPage(TypedDict):
     """
 
 
+class AuthorizationRecords(TypedDict):
+    """
+    The service authorizations an agent holds (at most `SPENDING_RECORDS_MAX`).
+    """
+
+    complete: bool
+    """
+    False when there were more than one answer reads.
+    """
+    records: list[ServiceAuthorization]
+
+
 class ChannelView(Channel):
     """
     A channel (its fields, flattened) and its current members.
@@ -2964,3 +3430,45 @@ class InboxPage(TypedDict):
     """
     The cursor to pass as `after` next.
     """
+
+
+Passport = TypedDict(
+    'Passport',
+    {
+        '@context': list[str],
+        'credentialSubject': PassportSubject,
+        'id': str,
+        'issuer': str,
+        'proof': DataIntegrityProof,
+        'type': list[str],
+        'validFrom': str,
+        'validUntil': str,
+    },
+)
+
+
+class Spending(TypedDict):
+    """
+    The owner's view of one agent's spending, every figure in ledger units (minor).
+    """
+
+    agent: str
+    asset: str
+    """
+    Always `ledger units (minor)`.
+    """
+    balance: SpendingBalance | None
+    bounties_funded: BountyRecords
+    budget: Budget | None
+    earnings: Earnings
+    hires: HireRecords
+    leases: LeaseRecords
+    leases_in_recovery: int
+    """
+    Leases paid for with no receipt from the worker.
+    """
+    not_here: str
+    """
+    What this view cannot show: the records on the worker's machine.
+    """
+    service_authorizations: AuthorizationRecords

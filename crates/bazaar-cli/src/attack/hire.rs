@@ -8,7 +8,6 @@
 use anyhow::Result;
 use bazaar_relay::jobs::JOB_RESULT;
 use bazaar_relay::Signer;
-use serde_json::Value;
 
 use super::{snapshot, Attempt, Cast, Measured, PRICE_MINOR};
 
@@ -21,8 +20,8 @@ async fn id_of(client: &bazaar_sdk::Client) -> Result<String> {
     Ok(client.me().await?.member.id)
 }
 
-fn json_of(event: &bazaar_relay::Event) -> Result<Value> {
-    Ok(serde_json::from_str(&event.to_json())?)
+fn json_of(event: &bazaar_relay::Event) -> Result<bazaar_sdk::wire::nostr::SignedEvent> {
+    Ok(event.into())
 }
 
 /// The owner authorizes its agent to pay the merchant exactly `PRICE_MINOR` for a task; returns its id.

@@ -857,14 +857,17 @@ async fn delivered_contract(cast: &Cast, arbiter: Option<&str>) -> Result<String
 }
 
 async fn milestone_dispute(cast: &Cast, contract: &str) -> Result<String> {
-    let subject = json!({"type": "milestone", "contract": contract, "index": 0});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Milestone { contract: contract.to_string(), index: 0 };
     let filed = cast.buyer.file_dispute(subject, "not_as_described", MILESTONE_MINOR, "wrong colour").await?;
     Ok(filed.body.id)
 }
 
 async fn call_dispute(cast: &Cast, order: &str) -> Result<String> {
     paid_order(cast, order).await?;
-    let subject = json!({"type": "call", "merchant": cast.merchant_handle, "order_id": order});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+        merchant: cast.merchant_handle.to_string(),
+        order_id: order.to_string(),
+    };
     let filed = cast.buyer.file_dispute(subject, "not_delivered", PRICE_MINOR, "nothing came back").await?;
     Ok(filed.body.id)
 }
@@ -912,7 +915,10 @@ async fn release_disputed(cast: &Cast) -> Result<Measured> {
 }
 
 async fn dispute_unpaid(cast: &Cast) -> Result<Measured> {
-    let subject = json!({"type": "call", "merchant": cast.merchant_handle, "order_id": "never-paid"});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+        merchant: cast.merchant_handle.to_string(),
+        order_id: "never-paid".to_string(),
+    };
     measured!(cast, "dispute an order that was never paid", async {
         cast.buyer.file_dispute(subject, "not_delivered", PRICE_MINOR, "").await.map(|a| a.body)
     })
@@ -920,7 +926,10 @@ async fn dispute_unpaid(cast: &Cast) -> Result<Measured> {
 
 async fn dispute_foreign(cast: &Cast) -> Result<Measured> {
     paid_order(cast, "order-1").await?;
-    let subject = json!({"type": "call", "merchant": cast.merchant_handle, "order_id": "order-1"});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
+        merchant: cast.merchant_handle.to_string(),
+        order_id: "order-1".to_string(),
+    };
     measured!(cast, "dispute a paid call someone else bought (to freeze a rival's funds)", async {
         cast.other_merchant.file_dispute(subject, "not_delivered", PRICE_MINOR, "").await.map(|a| a.body)
     })
@@ -985,14 +994,14 @@ pub fn ensure_all_held(verdicts: &[Verdict]) -> Result<()> {
 
 // ---- reputation, passports, federation ---------------------------------------------
 
-async fn merchant_passport(cast: &Cast) -> Result<Value> {
+async fn merchant_passport(cast: &Cast) -> Result<bazaar_sdk::wire::federation::Passport> {
     paid_order(cast, "order-1").await?;
     Ok(cast.merchant.passport(None).await?)
 }
 
 async fn tampered_passport(cast: &Cast) -> Result<Measured> {
     let mut passport = merchant_passport(cast).await?;
-    passport["credentialSubject"]["scoreBps"] = json!(9_999);
+    passport.credential_subject.figures.score_bps = 9_999;
     measured!(cast, "raise the score in a genuine passport and present it", async {
         cast.merchant.verify_passport(&passport).await
     })
@@ -1001,14 +1010,15 @@ async fn tampered_passport(cast: &Cast) -> Result<Measured> {
 async fn unrecognised_issuer(cast: &Cast) -> Result<Measured> {
     // A passport-shaped credential signed by a key no registry this one recognises holds.
     let rogue = generate_key();
-    let mut passport = merchant_passport(cast).await?;
+    let mut passport = serde_json::to_value(merchant_passport(cast).await?)?;
     passport.as_object_mut().context("passport object")?.remove("proof");
     let rogue_did = bazaar_sdk::did_of(&rogue);
     passport["issuer"] = json!(rogue_did);
     passport["credentialSubject"]["scoreBps"] = json!(10_000);
     let method = bazaar_core::vc::did_key_verification_method(&rogue.verifying_key());
     let created = passport["validFrom"].as_str().unwrap_or_default().to_string();
-    let forged = bazaar_core::vc::sign_eddsa_jcs_2022(&passport, &rogue, &method, &created)?;
+    let forged: bazaar_sdk::wire::federation::Passport =
+        serde_json::from_value(bazaar_core::vc::sign_eddsa_jcs_2022(&passport, &rogue, &method, &created)?)?;
     let audience = cast.operator.well_known().await?.did;
     measured!(cast, "import a passport signed by an unrecognised issuer", async {
         cast.merchant.import_passport(&forged, &cast.merchant_key, &audience).await
@@ -1050,8 +1060,7 @@ async fn replayed_relay(cast: &Cast) -> Result<Measured> {
 async fn gained(cast: &Cast, who: &str, before: &Reputation) -> Result<Value, SdkError> {
     let after = cast.operator.reputation(who).await?;
     let (before, after) = (&before.local, &after.local);
-    let rose = after["scoreBps"].as_u64() > before["scoreBps"].as_u64()
-        || after["weightedSuccessPpm"].as_u64() > before["weightedSuccessPpm"].as_u64();
+    let rose = after.score_bps > before.score_bps || after.weighted_success_ppm > before.weighted_success_ppm;
     Ok(json!({"gained": rose, "before": before, "after": after}))
 }
 
@@ -1094,10 +1103,20 @@ const UNIT_PRICE_MINOR: u64 = 200;
 
 /// Lists a product for `maker` whose words are unique to this cast; returns the listing id.
 async fn list_for(cast: &Cast, maker: &Client, sku: &str) -> Result<String> {
-    let listing = json!({"sku": sku, "title": format!("widget {}", cast.tag), "list_price_minor": 220,
-        "floor_minor": 180, "max_discount_bps": 1000, "capacity_per_day": 1, "capacity_max": 5,
-        "lead_time_days": 1, "notice_days": 2, "language": "en"});
-    Ok(maker.put_listing(listing).await?.id)
+    let listing = bazaar_sdk::wire::market::ListingRequest {
+        sku: sku.into(),
+        title: format!("widget {}", cast.tag),
+        list_price_minor: 220,
+        floor_minor: 180,
+        max_discount_bps: 1000,
+        capacity_per_day: 1,
+        capacity_max: 5,
+        lead_time_days: 1,
+        notice_days: 2,
+        language: "en".into(),
+        ..Default::default()
+    };
+    Ok(maker.put_listing(&listing).await?.id)
 }
 
 /// The buyer's request for `SHARE_UNITS × makers` widgets of this cast, due in 10 days.

@@ -5,9 +5,10 @@
 use super::common::{key_or_random, print_pretty, Remote};
 use anyhow::{Context, Result};
 use bazaar_cli::runtime;
+use bazaar_sdk::wire::dispute::DisputeSubject;
 use bazaar_sdk::Client;
 use clap::Subcommand;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -290,15 +291,15 @@ async fn dispute_cmd(client: &Client, action: DisputeCmd) -> Result<Value> {
 }
 
 /// What a dispute is about: a paid call (`MERCHANT:ORDER`) or a milestone (`CONTRACT:INDEX`).
-fn dispute_subject(call: Option<String>, milestone: Option<String>) -> Result<Value> {
+fn dispute_subject(call: Option<String>, milestone: Option<String>) -> Result<DisputeSubject> {
     Ok(match (call, milestone) {
         (Some(call), None) => {
-            let (merchant, order) = split_pair(&call, "--call")?;
-            json!({"type": "call", "merchant": merchant, "order_id": order})
+            let (merchant, order_id) = split_pair(&call, "--call")?;
+            DisputeSubject::Call { merchant, order_id }
         }
         (None, Some(m)) => {
             let (contract, index) = split_pair(&m, "--milestone")?;
-            json!({"type": "milestone", "contract": contract, "index": index.parse::<u32>()?})
+            DisputeSubject::Milestone { contract, index: index.parse::<u32>().context("--milestone INDEX")? }
         }
         _ => anyhow::bail!("give --call MERCHANT:ORDER or --milestone CONTRACT:INDEX"),
     })

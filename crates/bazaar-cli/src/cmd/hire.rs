@@ -189,9 +189,9 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             &remote.client()?.agree_hire(&specialist, &task, price, &pay_to, &signature, escrow).await?.body,
         ),
         HireCmd::Accept { remote, id, result, enrollment } => {
-            let read = |path: &PathBuf| -> Result<Value> {
+            let read = |path: &PathBuf| -> Result<bazaar_sdk::wire::nostr::SignedEvent> {
                 let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-                serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+                serde_json::from_str(&text).with_context(|| format!("{} is not a signed Nostr event", path.display()))
             };
             bazaar_cli::wire_json(&remote.client()?.accept_hire(&id, &read(&result)?, &read(&enrollment)?).await?.body)
         }
@@ -238,7 +238,8 @@ async fn pay(remote: &Remote, state_dir: &std::path::Path, id: &str, json_output
 /// The registry's view (ledger units) with, for each state directory, the
 /// worker's meter (its engine's asset) and its payment journal beside it.
 async fn spending(remote: &Remote, agent: &str, state_dirs: &[PathBuf]) -> Result<Value> {
-    let mut view = remote.client()?.spending(agent).await.context("reading the agent's spending")?;
+    let mut view =
+        bazaar_cli::wire_json(&remote.client()?.spending(agent).await.context("reading the agent's spending")?);
     let mut local = Vec::new();
     for dir in state_dirs {
         let meter = dir

@@ -92,9 +92,7 @@ async fn pay(remote: Remote, url: &str, merchant: &str, max: u64, order: &str, j
             return Ok(0);
         }
     };
-    let token_id = bazaar_sdk::token::claims_unverified(&paid.token)
-        .and_then(|claims| claims["jti"].as_str().map(str::to_string))
-        .unwrap_or_default();
+    let token_id = bazaar_sdk::token::claims_unverified(&paid.token).map(|claims| claims.jti).unwrap_or_default();
     let value = json!({"token_id": token_id, "status": paid.status, "settlement": paid.settlement,
         "replayed": paid.replayed, "attempts": paid.attempts, "body": paid.body});
     print(json_output, &value, |_| {

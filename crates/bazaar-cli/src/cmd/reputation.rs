@@ -106,7 +106,8 @@ async fn passport_cmd(action: PassportCmd, json_output: bool) -> Result<i32> {
             Ok(if verdict["valid"] == true { 0 } else { 1 })
         }
         PassportCmd::Import { remote, file, key } => {
-            let passport: Value = serde_json::from_str(&read(&file)?)?;
+            let passport: bazaar_sdk::wire::federation::Passport = serde_json::from_str(&read(&file)?)
+                .with_context(|| format!("{} is not a TrustPassport", file.display()))?;
             let client = remote.client()?;
             let audience = client.well_known().await?.did;
             let value =

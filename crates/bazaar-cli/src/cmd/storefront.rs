@@ -370,12 +370,21 @@ where
 async fn listing(action: ListingCmd) -> Result<Shown> {
     match action {
         ListingCmd::Put { remote, listing } => {
-            let body = json!({"sku": listing.sku, "title": listing.title, "description": listing.description,
-                "tags": listing.tags, "list_price_minor": listing.list_price, "floor_minor": listing.floor,
-                "max_discount_bps": listing.max_discount_bps, "capacity_per_day": listing.capacity_per_day,
-                "capacity_max": listing.capacity_max, "lead_time_days": listing.lead_time_days,
-                "notice_days": listing.notice_days, "language": listing.language});
-            Ok(shown(remote.client()?.put_listing(body).await?, listing_prose))
+            let body = bazaar_sdk::wire::market::ListingRequest {
+                sku: listing.sku,
+                title: listing.title,
+                description: listing.description,
+                tags: listing.tags,
+                list_price_minor: listing.list_price,
+                floor_minor: listing.floor,
+                max_discount_bps: listing.max_discount_bps,
+                capacity_per_day: listing.capacity_per_day,
+                capacity_max: listing.capacity_max,
+                lead_time_days: listing.lead_time_days,
+                notice_days: listing.notice_days,
+                language: listing.language,
+            };
+            Ok(shown(remote.client()?.put_listing(&body).await?, listing_prose))
         }
         ListingCmd::Show { remote, id } => Ok(shown(remote.client()?.listing(&id).await?, listing_prose)),
     }

@@ -13,7 +13,7 @@ use bazaar_types::limits::{DISPUTE_EVIDENCE_S, REVIEW_WINDOW_S};
 use bazaar_types::AccountId;
 use ed25519_dalek::SigningKey;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The three milestones, in minor units: cut, weave, hem and ship.
 pub const MILESTONES_MINOR: [u64; 3] = [60_000, 80_000, 100_000];
@@ -149,7 +149,7 @@ async fn dispute_the_third(
 ) -> Result<Disputed> {
     let Parties { operator, desk, buyer, buyer_key, mill, mill_key } = parties;
     mill.deliver(contract, 2, b"hemmed and shipped").await?;
-    let subject = json!({"type": "milestone", "contract": contract, "index": 2});
+    let subject = bazaar_sdk::wire::dispute::DisputeSubject::Milestone { contract: contract.to_string(), index: 2 };
     let filed = buyer.file_dispute(subject, "not_as_described", MILESTONES_MINOR[2], "hems unfinished").await?;
     let dispute = filed.body.id.clone();
     let frozen = filed.body.frozen.clone();

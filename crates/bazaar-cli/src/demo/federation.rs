@@ -105,7 +105,8 @@ async fn check_passport(
     wholesaler: &Client,
     say: &(dyn Fn(String) + Sync),
 ) -> Result<(Value, String)> {
-    let passport = wholesaler.passport(None).await?;
+    // Read as signed JSON: the offline check runs over the document as issued.
+    let passport = serde_json::to_value(wholesaler.passport(None).await?)?;
     let registry_a = a.state.registry.to_string();
     // The story's clock (it ran days ahead during the escrow chapter); B shares it.
     let now = bazaar_types::Clock::now(a.clock.as_ref()).ms();
@@ -202,11 +203,11 @@ async fn import_passport(a: &LocalRegistry, crossed: &Crossed, say: &(dyn Fn(Str
     let reputation = operator_a.reputation(&did_of(&crossed.translator_key)).await?;
     say(format!(
         "the translator presented B's passport to A (signed with its own key): A shows it apart from local figures — local {} settled, imported from B at {} bps, combined score {} bps",
-        reputation.local["settledCount"],
-        reputation.imported.first().map_or(Value::Null, |imported| imported["weightBps"].clone()),
-        reputation.combined["scoreBps"]
+        reputation.local.settled_count,
+        reputation.imported.first().map_or(Value::Null, |imported| imported.weight_bps.into()),
+        reputation.combined.score_bps
     ));
-    Ok(Value::Array(reputation.imported))
+    Ok(serde_json::to_value(reputation.imported)?)
 }
 
 /// A fixed-point figure in parts per million of one job, shown with two

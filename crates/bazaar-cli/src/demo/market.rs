@@ -193,12 +193,21 @@ pub(crate) async fn list_makers(operator: &Client, suffix: &str, say: &(dyn Fn(S
     for maker in MAKERS {
         let handle = format!("{}{suffix}", maker.handle);
         let (_, client) = enroll_pair(operator, &format!("{handle}-home"), &handle).await?;
-        let listing = json!({"sku": "cushion-cover", "title": "Hand-embroidered cushion cover",
-            "description": "Cotton, 45 × 45 cm, embroidered by hand.", "tags": ["cushion", "embroidery", "textile"],
-            "list_price_minor": maker.list, "floor_minor": maker.floor, "max_discount_bps": maker.discount_bps,
-            "capacity_per_day": maker.per_day, "capacity_max": maker.max, "lead_time_days": 2,
-            "notice_days": maker.notice_days, "language": maker.language});
-        let listed = client.put_listing(listing).await?;
+        let listing = bazaar_sdk::wire::market::ListingRequest {
+            sku: "cushion-cover".into(),
+            title: "Hand-embroidered cushion cover".into(),
+            description: "Cotton, 45 × 45 cm, embroidered by hand.".into(),
+            tags: ["cushion", "embroidery", "textile"].map(String::from).to_vec(),
+            list_price_minor: maker.list,
+            floor_minor: maker.floor,
+            max_discount_bps: maker.discount_bps,
+            capacity_per_day: maker.per_day,
+            capacity_max: maker.max,
+            lead_time_days: 2,
+            notice_days: maker.notice_days,
+            language: maker.language.into(),
+        };
+        let listed = client.put_listing(&listing).await?;
         say(format!(
             "  {:<8} ({:<5}) lists at {}, lowest {}, {} a day up to {}, needs {} days' notice",
             maker.handle,

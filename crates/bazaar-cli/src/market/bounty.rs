@@ -47,8 +47,8 @@ pub fn reward_tag(reward: PostReward, poster: &str) -> Vec<String> {
     }
 }
 
-fn as_value(event: &Event) -> Result<Value> {
-    Ok(serde_json::from_str(&event.to_json())?)
+fn as_value(event: &Event) -> Result<bazaar_sdk::wire::nostr::SignedEvent> {
+    Ok(event.into())
 }
 
 /// Funds `job`'s bounty at the registry. Nothing is published before this succeeds.

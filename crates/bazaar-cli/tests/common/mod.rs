@@ -193,9 +193,9 @@ pub fn refused<T: std::fmt::Debug>(result: Result<T, bazaar_sdk::SdkError>) -> (
     }
 }
 
-/// A Nostr event as the JSON a request body carries.
-pub fn event_json(event: &bazaar_relay::Event) -> serde_json::Value {
-    serde_json::from_str(&event.to_json()).unwrap()
+/// A Nostr event as a request body carries it.
+pub fn event_json(event: &bazaar_relay::Event) -> bazaar_sdk::wire::nostr::SignedEvent {
+    event.into()
 }
 
 /// The repository's root.

@@ -72,72 +72,7 @@ pub struct Record {
     slash_count: u64,
 }
 
-/// The figures published for one member: the raw counts beside the score.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Figures {
-    pub formula: String,
-    pub window_days: i64,
-    /// The instant ages were measured from.
-    pub computed_at_ms: i64,
-    /// Work paid for by another owner within the window (calls and milestones).
-    pub settled_count: u64,
-    /// … of which stood in full.
-    pub success_count: u64,
-    /// … of which a dispute refunded some or all.
-    pub failure_count: u64,
-    /// Units paid for that work, as a decimal string.
-    pub settled_volume_minor: String,
-    /// Work paid for by an agent of the member's own owner: never counted.
-    pub excluded_same_owner: u64,
-    pub disputes_filed: u64,
-    pub disputes_lost: u64,
-    pub disputes_won: u64,
-    pub disputes_split: u64,
-    /// Disputes that ended with units back to the claimant.
-    pub refunds: u64,
-    pub distinct_buyer_owners: u64,
-    /// The largest buyer owner's share of the volume.
-    pub top_buyer_share_bps: u64,
-    /// r: decayed successes after the per-owner weekly cap, in ppm of one job.
-    pub weighted_success_ppm: u64,
-    /// s: decayed failures (never capped), in ppm of one job.
-    pub weighted_failure_ppm: u64,
-    /// ⌊10 000 · (r + 1) / (r + s + 2)⌋ — the Beta expectation.
-    pub score_bps: u64,
-    /// Wilson 95 % lower bound over the undecayed, capped counts.
-    pub score_lower_bound_bps: u64,
-}
-
-/// Stake: collateral a merchant locked. Published beside reputation, never in it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StakeFigures {
-    pub locked_minor: String,
-    pub slashed_minor: String,
-    pub slash_count: u64,
-}
-
-/// Reputation imported from a recognised registry, counted with its weight.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Imported {
-    pub registry: String,
-    pub weight_bps: u64,
-    pub weighted_success_ppm: u64,
-    pub weighted_failure_ppm: u64,
-    pub score_bps: u64,
-    pub valid_until_ms: i64,
-}
-
-/// Local figures combined with imported ones: r_total = r_local + Σ wₖ·rₖ (same for s).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Combined {
-    pub weighted_success_ppm: u64,
-    pub weighted_failure_ppm: u64,
-    pub score_bps: u64,
-}
+pub use bazaar_wire::reputation::{Combined, Figures, Imported, StakeFigures};
 
 /// The fold: feed it every event in order, then ask for any member's figures.
 /// It can be written down at the seq it has reached ([`Ledger::snapshot`]) and
@@ -475,7 +410,7 @@ pub fn compute(
 ) -> Figures {
     let cutoff = Timestamp(now.ms().saturating_sub(REPUTATION_WINDOW_DAYS * DAY_MS));
     let in_window = |at: Timestamp| at >= cutoff && at <= now;
-    let mut figures = Figures::empty(now);
+    let mut figures = empty_figures(now);
     // Per (buyer owner, ISO week): decayed success sum, undecayed success sum (bps).
     let mut groups: BTreeMap<(MemberId, i64), (u64, u64)> = BTreeMap::new();
     let mut volume_by_owner: BTreeMap<MemberId, u128> = BTreeMap::new();
@@ -610,30 +545,28 @@ impl PassportAudit {
     }
 }
 
-impl Figures {
-    /// All zeros, computed at `now`.
-    fn empty(now: Timestamp) -> Figures {
-        Figures {
-            formula: FORMULA.into(),
-            window_days: REPUTATION_WINDOW_DAYS,
-            computed_at_ms: now.ms(),
-            settled_count: 0,
-            success_count: 0,
-            failure_count: 0,
-            settled_volume_minor: String::new(),
-            excluded_same_owner: 0,
-            disputes_filed: 0,
-            disputes_lost: 0,
-            disputes_won: 0,
-            disputes_split: 0,
-            refunds: 0,
-            distinct_buyer_owners: 0,
-            top_buyer_share_bps: 0,
-            weighted_success_ppm: 0,
-            weighted_failure_ppm: 0,
-            score_bps: 0,
-            score_lower_bound_bps: 0,
-        }
+/// All zeros, computed at `now`.
+fn empty_figures(now: Timestamp) -> Figures {
+    Figures {
+        formula: FORMULA.into(),
+        window_days: REPUTATION_WINDOW_DAYS,
+        computed_at_ms: now.ms(),
+        settled_count: 0,
+        success_count: 0,
+        failure_count: 0,
+        settled_volume_minor: String::new(),
+        excluded_same_owner: 0,
+        disputes_filed: 0,
+        disputes_lost: 0,
+        disputes_won: 0,
+        disputes_split: 0,
+        refunds: 0,
+        distinct_buyer_owners: 0,
+        top_buyer_share_bps: 0,
+        weighted_success_ppm: 0,
+        weighted_failure_ppm: 0,
+        score_bps: 0,
+        score_lower_bound_bps: 0,
     }
 }
 

@@ -321,7 +321,7 @@ pub struct DeliveriesQuery {
 }
 
 /// An endpoint's deliveries in one state, oldest first: by default its dead letters.
-#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", params(("id" = String, Path), ("state" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Deliveries", body = [bazaar_wire::OpenObject]), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", params(("id" = String, Path), ("state" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Deliveries", body = [bazaar_wire::conversation::WebhookDelivery]), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Unavailable))]
 async fn list_deliveries(
     State(state): State<Arc<AppState>>,
     auth: Auth,

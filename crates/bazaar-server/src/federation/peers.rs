@@ -22,7 +22,6 @@ use bazaar_core::vc;
 use bazaar_types::limits::*;
 use bazaar_types::MemberId;
 use bazaar_wire::federation as schema;
-use bazaar_wire::OpenObject;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -105,7 +104,7 @@ pub fn card(state: &AppState, facts: Value) -> Value {
 }
 
 /// Public: the signed list of registries this one recognises, with weights and corridor terms.
-#[utoipa::path(get, path = "/.well-known/bazaar-recognition", responses((status = 200, description = "Signed recognition list (a verifiable credential)", body = OpenObject), errors::Unavailable))]
+#[utoipa::path(get, path = "/.well-known/bazaar-recognition", responses((status = 200, description = "Signed recognition list (a verifiable credential)", body = schema::RecognitionList), errors::Unavailable))]
 pub async fn recognition(State(state): State<Arc<AppState>>) -> Result<Json<Value>, Problem> {
     let now = state.now();
     let recognised: Vec<Value> = peers(&state)

@@ -26,7 +26,7 @@ use bazaar_core::vc;
 use bazaar_types::limits::*;
 use bazaar_types::{MemberId, Timestamp};
 use bazaar_wire::federation as schema;
-use bazaar_wire::OpenObject;
+use bazaar_wire::reputation::{LedgerPosition, Reputation};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -59,13 +59,19 @@ async fn imports_of(state: &AppState, subject: &MemberId) -> Result<Vec<Imported
 }
 
 /// Everything published about one DID: local figures, stake, imports, combined.
-pub async fn reputation_of(state: &AppState, subject: &MemberId) -> Result<Value, Problem> {
+pub async fn reputation_of(state: &AppState, subject: &MemberId) -> Result<Reputation, Problem> {
     let imported = imports_of(state, subject).await?;
     let ledger = caught_up(state).await?;
     let local = ledger.figures(subject, state.now());
     let combined = combine(&local, &imported);
-    Ok(json!({"subject": subject, "local": local, "stake": ledger.stake(subject), "imported": imported,
-        "combined": combined, "as_of": {"ledger_seq": ledger.seq, "ledger_head": ledger.head}}))
+    Ok(Reputation {
+        subject: subject.to_string(),
+        local,
+        stake: ledger.stake(subject),
+        imported,
+        combined,
+        as_of: LedgerPosition { ledger_seq: ledger.seq, ledger_head: ledger.head.clone() },
+    })
 }
 
 /// Public: the reputation of a DID or handle, computed from the ledger now.
@@ -73,7 +79,7 @@ pub async fn reputation_of(state: &AppState, subject: &MemberId) -> Result<Value
 pub async fn get_reputation(
     State(state): State<Arc<AppState>>,
     Path(member): Path<String>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<Reputation>, Problem> {
     let subject = if member.starts_with("did:") { MemberId(member) } else { resolve(&state, &member).await?.id };
     Ok(Json(reputation_of(&state, &subject).await?))
 }
@@ -132,7 +138,7 @@ pub async fn issue_passport(state: &Arc<AppState>, subject: &MemberId) -> Result
 }
 
 /// A passport for the caller, an agent the caller owns, or (for the operator) anyone.
-#[utoipa::path(post, path = "/v1/passports", request_body = PassportRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "A signed TrustPassport (VC 2.0, eddsa-jcs-2022)", body = OpenObject), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passports", request_body = PassportRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "A signed TrustPassport (VC 2.0, eddsa-jcs-2022)", body = bazaar_wire::federation::Passport), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::TooMany, errors::Unavailable))]
 pub async fn post_passport(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -202,7 +202,7 @@ pub async fn verify_foreign(
         state: token_state.into(),
         work_order: false,
         issuer: claims.iss.to_string(),
-        claims: serde_json::to_value(&claims).expect("token claims serialise"),
+        claims: crate::exec::wire(&claims)?,
         relay: relay.map(|r| r.view()),
     }))
 }

@@ -25,7 +25,7 @@ use bazaar_store::StoreError;
 use bazaar_types::limits::{PAGE_LIMIT_MAX, SEARCH_QUERY_LEN_MAX, SEARCH_RESULTS_MAX};
 use bazaar_types::Amount;
 use bazaar_wire::market as schema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
@@ -48,29 +48,7 @@ pub async fn flush_searches(state: &AppState) -> Result<usize, StoreError> {
     state.searches.flush(state.store.as_ref()).await
 }
 
-#[derive(Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListingRequest {
-    /// The seller's own stock-keeping unit: listing the same SKU again updates the listing.
-    pub sku: String,
-    pub title: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub tags: Vec<String>,
-    pub list_price_minor: u64,
-    pub floor_minor: u64,
-    #[serde(default)]
-    pub max_discount_bps: u32,
-    pub capacity_per_day: u64,
-    pub capacity_max: u64,
-    #[serde(default)]
-    pub lead_time_days: u32,
-    #[serde(default)]
-    pub notice_days: u32,
-    /// BCP 47: the language the seller is told things in.
-    pub language: String,
-}
+pub use bazaar_wire::market::ListingRequest;
 
 /// Seller's agent: lists a product under its own SKU, or relists it (same SKU, new terms).
 #[utoipa::path(put, path = "/v1/listings", request_body = ListingRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The listing, with its lowest price", body = schema::Listing), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable, (status = 400, description = "`listing_invalid`, or a malformed body", body = ProblemDetails, content_type = "application/problem+json")))]
