@@ -5283,6 +5283,65 @@ export interface components {
             set_at: number;
             set_by: string;
         };
+        /** @description One ledger event as a viewer may see it. */
+        StreamEvent: {
+            /**
+             * Format: int64
+             * @description Unix milliseconds.
+             */
+            at_ms: number;
+            /** @description The event's body, or its public share; its members depend on `kind`. */
+            body: Record<string, never>;
+            /** @description The author's handle, where the event names one. */
+            by: string | null;
+            /** @description `whole`, or `public`: only the allowlisted identifiers, amounts, times, counts and flags. */
+            detail: string;
+            hash: string;
+            /** @description What happened, e.g. `settlement.posted`. */
+            kind: string;
+            /** @description The previous event's hash: only on an event seen whole (the public read it from the event before). */
+            prev_hash?: string | null;
+            /** Format: int64 */
+            seq: number;
+        };
+        /** @description One completed flow: its events, and the event that completed it. */
+        StreamFlow: {
+            /**
+             * Format: int64
+             * @description Unix milliseconds.
+             */
+            completed_at_ms: number;
+            /** Format: int64 */
+            completed_seq: number;
+            events: components["schemas"]["StreamEvent"][];
+        };
+        /** @description A page of the past, newest last. */
+        StreamHistory: {
+            events: components["schemas"]["StreamEvent"][];
+            /**
+             * Format: int64
+             * @description How many events the ledger holds.
+             */
+            head_seq: number;
+        };
+        /** @description The latest completed paid call, contract and dispute in the events scanned, each null when there is none. */
+        StreamLatest: {
+            contract: null | components["schemas"]["StreamFlow"];
+            dispute: null | components["schemas"]["StreamFlow"];
+            /** Format: int64 */
+            head_seq: number;
+            paid_call: null | components["schemas"]["StreamFlow"];
+            /** Format: int64 */
+            scanned_from_seq: number;
+        };
+        /** @description Who this browser watches the stream as, and whether the stream is open to it. */
+        StreamViewer: {
+            /** @description The member's handle; null for the public. */
+            handle: string | null;
+            stream_open: boolean;
+            /** @description `public`, `member` or `operator`. */
+            viewer: string;
+        };
         /** @description A task: its request, who may answer, its state and the eligible answers and feedback. */
         Task: {
             answers: components["schemas"]["TaskAnswer"][];
@@ -5783,6 +5842,11 @@ export type StakeRequest = components['schemas']['StakeRequest'];
 export type StakeUnlocking = components['schemas']['StakeUnlocking'];
 export type StakeWithdrawn = components['schemas']['StakeWithdrawn'];
 export type StoredTerms = components['schemas']['StoredTerms'];
+export type StreamEvent = components['schemas']['StreamEvent'];
+export type StreamFlow = components['schemas']['StreamFlow'];
+export type StreamHistory = components['schemas']['StreamHistory'];
+export type StreamLatest = components['schemas']['StreamLatest'];
+export type StreamViewer = components['schemas']['StreamViewer'];
 export type Task = components['schemas']['Task'];
 export type TaskAnswer = components['schemas']['TaskAnswer'];
 export type TaskFeedback = components['schemas']['TaskFeedback'];
@@ -7802,7 +7866,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `idempotency_conflict` */
+            /** @description Unprocessable Entity: `idempotency_conflict`, `insufficient_funds` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8570,7 +8634,10 @@ export interface operations {
     fund_bounty: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -8769,7 +8836,10 @@ export interface operations {
     release_bounty: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -8894,7 +8964,10 @@ export interface operations {
     withdraw_bounty: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -10352,7 +10425,7 @@ export interface operations {
                     "application/json": components["schemas"]["Message"];
                 };
             };
-            /** @description Bad Request: `body_empty`, `body_too_long`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request`, `refs_invalid`, `signature_invalid`, `too_many_mentions` */
+            /** @description Bad Request: `body_empty`, `body_too_long`, `idempotency_key_invalid`, `invalid_request`, `refs_invalid`, `signature_invalid`, `too_many_mentions` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10922,7 +10995,7 @@ export interface operations {
                     "application/json": components["schemas"]["Membership"];
                 };
             };
-            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request`, `seq_out_of_range` */
+            /** @description Bad Request: `invalid_request`, `seq_out_of_range` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10958,7 +11031,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
+            /** @description Conflict: `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10978,15 +11051,6 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDetails"];
-                };
-            };
-            /** @description Unprocessable Entity: `idempotency_conflict` */
-            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11198,7 +11262,10 @@ export interface operations {
     create_contract: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description Required: reuse it on every retry of this request */
+                "Idempotency-Key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -11406,7 +11473,10 @@ export interface operations {
     accept_contract: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -11423,7 +11493,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11459,8 +11529,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `contract_state` */
+            /** @description Conflict: `contract_state`, `idempotency_in_flight`, `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11500,7 +11579,10 @@ export interface operations {
     cancel_contract: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -11517,7 +11599,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11553,8 +11635,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `contract_state` */
+            /** @description Conflict: `contract_state`, `idempotency_in_flight`, `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11594,7 +11685,10 @@ export interface operations {
     decline_contract: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -11611,7 +11705,7 @@ export interface operations {
                     "application/json": components["schemas"]["Contract"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11647,8 +11741,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `contract_state` */
+            /** @description Conflict: `contract_state`, `idempotency_in_flight`, `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11688,7 +11791,10 @@ export interface operations {
     deliver_milestone: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
                 index: number;
@@ -11710,7 +11816,7 @@ export interface operations {
                     "application/json": components["schemas"]["MilestoneDelivered"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11746,7 +11852,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `milestone_state`, `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `milestone_state`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11766,6 +11872,15 @@ export interface operations {
             };
             /** @description Unsupported Media Type: `invalid_request` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11805,7 +11920,10 @@ export interface operations {
     reclaim_milestone: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
                 index: number;
@@ -11823,7 +11941,7 @@ export interface operations {
                     "application/json": components["schemas"]["MilestoneReclaimed"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11859,8 +11977,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `milestone_already_reclaimed`, `milestone_state`, `reclaim_too_early` */
+            /** @description Conflict: `idempotency_in_flight`, `milestone_already_reclaimed`, `milestone_state`, `reclaim_too_early`, `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11900,7 +12027,10 @@ export interface operations {
     release_milestone: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
                 index: number;
@@ -11918,7 +12048,7 @@ export interface operations {
                     "application/json": components["schemas"]["MilestoneReleased"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11954,8 +12084,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `milestone_already_released`, `milestone_disputed`, `milestone_state` */
+            /** @description Conflict: `idempotency_in_flight`, `milestone_already_released`, `milestone_disputed`, `milestone_state`, `write_conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"];
+                };
+            };
+            /** @description Unprocessable Entity: `idempotency_conflict` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -12212,7 +12351,10 @@ export interface operations {
     file_dispute: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -12420,7 +12562,10 @@ export interface operations {
     appeal: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -12532,7 +12677,10 @@ export interface operations {
     add_evidence: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -12657,7 +12805,10 @@ export interface operations {
     execute_dispute: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -12760,7 +12911,10 @@ export interface operations {
     rule: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -13429,7 +13583,7 @@ export interface operations {
                     "application/json": components["schemas"]["PeerAdded"];
                 };
             };
-            /** @description Bad Request: `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13782,7 +13936,10 @@ export interface operations {
     agree_hire: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -13990,7 +14147,10 @@ export interface operations {
     accept_hire: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -14503,7 +14663,10 @@ export interface operations {
     buy_lease: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description Required: reuse it on every retry of this request */
+                "Idempotency-Key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -14711,7 +14874,10 @@ export interface operations {
     receipt_lease: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -15692,7 +15858,10 @@ export interface operations {
     create_order: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description Required: reuse it on every retry of this request */
+                "Idempotency-Key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -17449,7 +17618,10 @@ export interface operations {
     create_rfq: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description Required: reuse it on every retry of this request */
+                "Idempotency-Key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -18470,7 +18642,10 @@ export interface operations {
     authorize: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -18678,7 +18853,10 @@ export interface operations {
     pay: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description Required: reuse it on every retry of this request */
+                "Idempotency-Key": string;
+            };
             path: {
                 id: string;
             };
@@ -18803,7 +18981,10 @@ export interface operations {
     revoke: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 id: string;
             };
@@ -18984,7 +19165,7 @@ export interface operations {
                     "application/json": components["schemas"]["SettlementReceipt"];
                 };
             };
-            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request`, `token_malformed`, `token_signature_invalid` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `invalid_request`, `token_malformed`, `token_signature_invalid` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19193,7 +19374,10 @@ export interface operations {
     stake_lock: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description Required: reuse it on every retry of this request */
+                "Idempotency-Key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -19212,7 +19396,7 @@ export interface operations {
                     "application/json": components["schemas"]["StakeLocked"];
                 };
             };
-            /** @description Bad Request: `amount_invalid`, `idempotency_key_required`, `invalid_request` */
+            /** @description Bad Request: `amount_invalid`, `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19239,7 +19423,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Conflict: `write_conflict` */
+            /** @description Conflict: `idempotency_in_flight`, `write_conflict` */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -19266,7 +19450,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Unprocessable Entity: `budget_per_day_exceeded` */
+            /** @description Unprocessable Entity: `budget_per_day_exceeded`, `idempotency_conflict` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -19307,7 +19491,10 @@ export interface operations {
     stake_unlock: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description Required: reuse it on every retry of this request */
+                "Idempotency-Key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -19421,7 +19608,10 @@ export interface operations {
     stake_withdraw: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /** @description Required: reuse it on every retry of this request */
+                "Idempotency-Key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -19436,7 +19626,7 @@ export interface operations {
                     "application/json": components["schemas"]["StakeWithdrawn"];
                 };
             };
-            /** @description Bad Request: `idempotency_key_invalid`, `idempotency_key_required` */
+            /** @description Bad Request: `idempotency_key_invalid`, `idempotency_key_required`, `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -19693,7 +19883,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["StreamHistory"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -19767,7 +19957,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["StreamLatest"];
                 };
             };
             /** @description Unauthorized: `stream_not_public`, `unauthenticated` */
@@ -19832,7 +20022,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["StreamViewer"];
                 };
             };
             /** @description Unauthorized: `unauthenticated` */
@@ -19885,7 +20075,10 @@ export interface operations {
     issue_token: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: without it the registry derives the key from the request, so a retry is still answered once */
+                "Idempotency-Key"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -20844,7 +21037,7 @@ export interface operations {
                     "application/json": components["schemas"]["X402Settled"];
                 };
             };
-            /** @description Bad Request: `idempotency_key_invalid`, `invalid_request` */
+            /** @description Bad Request: `invalid_request` */
             400: {
                 headers: {
                     [name: string]: unknown;

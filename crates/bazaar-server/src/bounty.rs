@@ -8,7 +8,7 @@
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::escrow::{list_decoded, PartyQuery};
 use crate::exec::{docs_of, execute, idem_for, load_doc, resolve, resolve_account, KeyRule};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -76,7 +76,7 @@ pub struct FundRequest {
 /// Posting agent: funds its job's reward — a hold on its own budget with no
 /// expiry, `bty_<job id>` — before it publishes the job. Only the job's author
 /// (its validator) can release it, and only with an accepted verdict.
-#[utoipa::path(post, path = "/v1/bounties", request_body = FundRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The bounty, funded", body = bazaar_wire::bounty::Bounty), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/bounties", request_body = FundRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The bounty, funded", body = bazaar_wire::bounty::Bounty)))]
 pub async fn fund_bounty(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -114,7 +114,7 @@ async fn load_bounty(state: &AppState, id: &str) -> Result<Bounty, Problem> {
 
 /// A bounty: its job, amount, state and claim window. Any member may read it
 /// (a job's reward is as public as the job).
-#[utoipa::path(get, path = "/v1/bounties/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The bounty", body = bazaar_wire::bounty::Bounty), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/bounties/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The bounty", body = bazaar_wire::bounty::Bounty)))]
 pub async fn get_bounty(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -124,7 +124,7 @@ pub async fn get_bounty(
 }
 
 /// Bounties a poster funded, by id.
-#[utoipa::path(get, path = "/v1/bounties", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Bounties", body = bazaar_wire::bounty::BountyPage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/bounties", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Bounties", body = bazaar_wire::bounty::BountyPage)))]
 pub async fn list_bounties(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -201,7 +201,7 @@ async fn outcome_of(state: &AppState, body: &ReleaseRequest) -> Result<Outcome, 
 /// worker declared (which must be its owner's), once. Rejected and unassessed
 /// move nothing (`bounty_not_accepted`); a second release is refused
 /// `bounty_already_released` with the reward attached.
-#[utoipa::path(post, path = "/v1/bounties/{id}/release", request_body = ReleaseRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The reward: gross, fee, net and the transfers", body = bazaar_wire::bounty::Reward), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/bounties/{id}/release", request_body = ReleaseRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The reward: gross, fee, net and the transfers", body = bazaar_wire::bounty::Reward)))]
 pub async fn release_bounty(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -222,7 +222,7 @@ pub async fn release_bounty(
 
 /// Poster (or its owner): takes the reward back after the claim window when
 /// no accepted outcome was presented; refused `bounty_claim_open` before.
-#[utoipa::path(post, path = "/v1/bounties/{id}/withdraw", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The bounty, withdrawn", body = bazaar_wire::bounty::Bounty), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/bounties/{id}/withdraw", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The bounty, withdrawn", body = bazaar_wire::bounty::Bounty)))]
 pub async fn withdraw_bounty(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -261,7 +261,7 @@ struct Totals {
 /// An agent's earnings: only rewards the ledger confirmed (each names the
 /// transfers that paid it), with gross, protocol fee and net apart. A payment
 /// a result merely claims is never here. The agent, its owner and the operator.
-#[utoipa::path(get, path = "/v1/agents/{agent}/earnings", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Confirmed rewards and their totals", body = bazaar_wire::bounty::Earnings), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/agents/{agent}/earnings", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Confirmed rewards and their totals", body = bazaar_wire::bounty::Earnings)))]
 pub async fn earnings(
     State(state): State<Arc<AppState>>,
     auth: Auth,

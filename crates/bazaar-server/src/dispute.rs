@@ -6,7 +6,7 @@
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::escrow::{load_contract, may_read, PartyQuery};
 use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -81,7 +81,7 @@ pub use bazaar_wire::dispute::DisputeSubject as SubjectRequest;
 
 /// Buyer (or its owner): disputes a settled paid call or a milestone within
 /// the claim window. The claimed amount is frozen at once.
-#[utoipa::path(post, path = "/v1/disputes", request_body = DisputeRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The dispute, with what was frozen and from where", body = schema::Dispute), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/disputes", request_body = DisputeRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The dispute, with what was frozen and from where", body = schema::Dispute)))]
 pub async fn file_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -124,7 +124,7 @@ async fn load_dispute(state: &AppState, id: &str) -> Result<Dispute, Problem> {
 /// A dispute's whole record: phase, deadline, what was frozen, evidence,
 /// rulings, the appeal, the outcome and the timeline. Parties, their owners,
 /// the assigned arbiter and the operator.
-#[utoipa::path(get, path = "/v1/disputes/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The dispute and its timeline", body = schema::Dispute), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/disputes/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The dispute and its timeline", body = schema::Dispute)))]
 pub async fn get_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -138,7 +138,7 @@ pub async fn get_dispute(
 }
 
 /// Disputes naming a party (claimant or respondent), by id.
-#[utoipa::path(get, path = "/v1/disputes", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Disputes", body = schema::DisputePage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/disputes", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Disputes", body = schema::DisputePage)))]
 pub async fn list_disputes(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -179,7 +179,7 @@ pub struct EvidenceRequest {
 
 /// A party (or its owner) adds signed evidence while the evidence phase is
 /// open. The respondent's first evidence is its answer.
-#[utoipa::path(post, path = "/v1/disputes/{id}/evidence", request_body = EvidenceRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Recorded on the event ledger", body = schema::EvidenceAdded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/evidence", request_body = EvidenceRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Recorded on the event ledger", body = schema::EvidenceAdded)))]
 pub async fn add_evidence(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -210,7 +210,7 @@ pub struct RulingRequest {
 
 /// The assigned arbiter rules. A first ruling opens the appeal window; a
 /// second (after an appeal) is final and executes at once.
-#[utoipa::path(post, path = "/v1/disputes/{id}/ruling", request_body = RulingRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The dispute after the ruling, or the execution outcome", body = schema::RulingAnswer), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/ruling", request_body = RulingRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The dispute after the ruling, or the execution outcome", body = schema::RulingAnswer)))]
 pub async fn rule(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -230,7 +230,7 @@ pub async fn rule(
 
 /// The side a first ruling went against appeals once, within the window,
 /// posting a bond (a hold) that it gets back only if the second ruling favours it.
-#[utoipa::path(post, path = "/v1/disputes/{id}/appeal", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Appealed; a new arbiter is assigned", body = schema::Dispute), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/appeal", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Appealed; a new arbiter is assigned", body = schema::Dispute)))]
 pub async fn appeal(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -244,7 +244,7 @@ pub async fn appeal(
 /// Anyone may ask for a final ruling to be executed once the appeal window
 /// passed (the sweeper does it anyway). Runs once; a second call is refused
 /// `dispute_executed` with the outcome attached.
-#[utoipa::path(post, path = "/v1/disputes/{id}/execute", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The outcome", body = schema::DisputeOutcome), errors::Unauthenticated, errors::Invalid, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Already executed (the outcome in `facts`), or not final yet", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/disputes/{id}/execute", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The outcome", body = schema::DisputeOutcome)))]
 pub async fn execute_dispute(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -265,7 +265,7 @@ pub struct StakeRequest {
 
 /// Merchant agent: moves units from its balance into its stake account.
 /// Requires `Idempotency-Key`.
-#[utoipa::path(post, path = "/v1/stake", request_body = StakeRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Locked", body = schema::StakeLocked), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/stake", request_body = StakeRequest, params(("Idempotency-Key" = String, Header, description = "Required: reuse it on every retry of this request")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Locked", body = schema::StakeLocked)))]
 pub async fn stake_lock(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -277,7 +277,7 @@ pub async fn stake_lock(
 
 /// Starts the cooldown on part of the caller's stake (refused while a dispute
 /// is open against it). The units stay slashable until withdrawn.
-#[utoipa::path(post, path = "/v1/stake/unlock", request_body = StakeRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cooldown started", body = schema::StakeUnlocking), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/stake/unlock", request_body = StakeRequest, params(("Idempotency-Key" = String, Header, description = "Required: reuse it on every retry of this request")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cooldown started", body = schema::StakeUnlocking)))]
 pub async fn stake_unlock(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -304,7 +304,7 @@ async fn stake_move(
 
 /// Moves unlocked stake back to the balance, after the cooldown and only with
 /// no open dispute. Requires `Idempotency-Key`.
-#[utoipa::path(post, path = "/v1/stake/withdraw", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Withdrawn", body = schema::StakeWithdrawn), errors::Unauthenticated, errors::Invalid, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/stake/withdraw", params(("Idempotency-Key" = String, Header, description = "Required: reuse it on every retry of this request")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Withdrawn", body = schema::StakeWithdrawn)))]
 pub async fn stake_withdraw(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -315,7 +315,7 @@ pub async fn stake_withdraw(
 }
 
 /// A member's stake: balance, frozen part, open disputes, pending unlock. Any member may read it.
-#[utoipa::path(get, path = "/v1/stake/{member}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Stake record", body = schema::Stake), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/stake/{member}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Stake record", body = schema::Stake)))]
 pub async fn get_stake(
     State(state): State<Arc<AppState>>,
     _auth: Auth,

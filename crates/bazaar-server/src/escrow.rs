@@ -5,7 +5,7 @@
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{self, count_advanced, due_ids, execute, idem_for, load_doc, resolve, resolve_id, KeyRule};
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -91,7 +91,7 @@ pub struct ContractRequest {
 /// Buyer agent: opens and funds an escrowed contract (a hold per milestone on
 /// its own budget). `Idempotency-Key` is required; the contract id is derived
 /// from the three parties and that key, so a retry lands on the same contract.
-#[utoipa::path(post, path = "/v1/contracts", request_body = ContractRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The contract, funded and offered to the seller", body = schema::Contract), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts", request_body = ContractRequest, params(("Idempotency-Key" = String, Header, description = "Required: reuse it on every retry of this request")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The contract, funded and offered to the seller", body = schema::Contract)))]
 pub async fn create_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -148,7 +148,7 @@ pub(crate) async fn may_read(state: &AppState, actor: &Member, parties: &[&Membe
 }
 
 /// A contract, with what it still holds. Parties, their owners and the operator.
-#[utoipa::path(get, path = "/v1/contracts/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The contract", body = schema::Contract), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/contracts/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The contract", body = schema::Contract)))]
 pub async fn get_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -180,7 +180,7 @@ async fn contract_act(
 }
 
 /// Seller: accepts the contract; from now on milestones can be delivered.
-#[utoipa::path(post, path = "/v1/contracts/{id}/accept", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Accepted: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/accept", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Accepted: the contract", body = schema::Contract)))]
 pub async fn accept_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -192,7 +192,7 @@ pub async fn accept_contract(
 }
 
 /// Seller: declines; every milestone hold goes back to the buyer.
-#[utoipa::path(post, path = "/v1/contracts/{id}/decline", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Declined: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/decline", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Declined: the contract", body = schema::Contract)))]
 pub async fn decline_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -204,7 +204,7 @@ pub async fn decline_contract(
 }
 
 /// Buyer: cancels before the seller accepted; every hold goes back.
-#[utoipa::path(post, path = "/v1/contracts/{id}/cancel", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cancelled: the contract", body = schema::Contract), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/cancel", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cancelled: the contract", body = schema::Contract)))]
 pub async fn cancel_contract(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -222,7 +222,7 @@ pub struct DeliverRequest {
 }
 
 /// Seller: marks a milestone delivered; the buyer's review window starts.
-#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/deliver", request_body = DeliverRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Delivered; `review_deadline_ms` says when it releases by itself", body = schema::MilestoneDelivered), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/deliver", request_body = DeliverRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Delivered; `review_deadline_ms` says when it releases by itself", body = schema::MilestoneDelivered)))]
 pub async fn deliver_milestone(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -238,7 +238,7 @@ pub async fn deliver_milestone(
 /// Buyer: accepts a delivered milestone and releases it to the seller, less the
 /// fee. Releases once: a retry with the same key replays the receipt; any
 /// other second release is refused `milestone_already_released` with it attached.
-#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/release", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Release receipt", body = schema::MilestoneReleased), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Already released (the receipt in `facts`), or disputed", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/release", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Release receipt", body = schema::MilestoneReleased)))]
 pub async fn release_milestone(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -254,7 +254,7 @@ pub async fn release_milestone(
 /// passed. Reclaims once: a retry with the same key replays the receipt; too
 /// early is `reclaim_too_early` with `reclaimable_at_ms` in `facts`; a
 /// delivered, disputed, released or already reclaimed milestone is refused.
-#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/reclaim", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Reclaim receipt: the hold went back to the buyer", body = schema::MilestoneReclaimed), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 409, description = "Too early (`reclaim_too_early`, `facts.reclaimable_at_ms` says when), delivered, disputed, released or already reclaimed", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/contracts/{id}/milestones/{index}/reclaim", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Reclaim receipt: the hold went back to the buyer", body = schema::MilestoneReclaimed)))]
 pub async fn reclaim_milestone(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -313,7 +313,7 @@ async fn list_rows(
 }
 
 /// Contracts naming a party (buyer, seller or arbiter), by id.
-#[utoipa::path(get, path = "/v1/contracts", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Contracts", body = schema::ContractPage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/contracts", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Contracts", body = schema::ContractPage)))]
 pub async fn list_contracts(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -21,7 +21,7 @@
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::escrow::{list_decoded, may_read, PartyQuery};
 use crate::exec::{execute, execute_shaped, idem_for, load_doc, resolve_account, resolve_id, KeyRule};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -95,7 +95,7 @@ pub struct AuthorizeRequest {
 /// Owner: authorizes one of its agents to pay a specialist exactly these
 /// terms for one task (one authorization per agent and task, `sva_…`).
 /// Moves nothing. An amount of zero records the specialist's work as sponsored.
-#[utoipa::path(post, path = "/v1/service-authorizations", request_body = AuthorizeRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The authorization", body = bazaar_wire::hire::ServiceAuthorization), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/service-authorizations", request_body = AuthorizeRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The authorization", body = bazaar_wire::hire::ServiceAuthorization)))]
 pub async fn authorize(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -128,7 +128,7 @@ async fn load(state: &AppState, id: &str) -> Result<ServiceAuthorization, Proble
 
 /// An authorization, with its payment once made: the owner, the hiring
 /// agent, the specialist, the payee (and their owners) and the operator.
-#[utoipa::path(get, path = "/v1/service-authorizations/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The authorization", body = bazaar_wire::hire::ServiceAuthorization), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/service-authorizations/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The authorization", body = bazaar_wire::hire::ServiceAuthorization)))]
 pub async fn get_authorization(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -141,7 +141,7 @@ pub async fn get_authorization(
 }
 
 /// Authorizations naming a party (owner, hiring agent, specialist or payee), by id.
-#[utoipa::path(get, path = "/v1/service-authorizations", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Authorizations", body = bazaar_wire::hire::AuthorizationPage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/service-authorizations", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Authorizations", body = bazaar_wire::hire::AuthorizationPage)))]
 pub async fn list_authorizations(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -157,7 +157,7 @@ pub async fn list_authorizations(
 /// moved); it pays once (`authorization_used`, the payment attached); gross,
 /// fee and net come back apart. `Idempotency-Key` is required: send a new one
 /// per attempt and the same one on a retry of that attempt.
-#[utoipa::path(post, path = "/v1/service-authorizations/{id}/pay", request_body = TermsRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The payment: gross, fee, net, transfers", body = bazaar_wire::hire::ServicePayment), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/service-authorizations/{id}/pay", request_body = TermsRequest, params(("Idempotency-Key" = String, Header, description = "Required: reuse it on every retry of this request")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The payment: gross, fee, net, transfers", body = bazaar_wire::hire::ServicePayment)))]
 pub async fn pay(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -173,7 +173,7 @@ pub async fn pay(
 }
 
 /// Owner: revokes an authorization that has not paid.
-#[utoipa::path(post, path = "/v1/service-authorizations/{id}/revoke", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The authorization, revoked", body = bazaar_wire::hire::ServiceAuthorization), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/service-authorizations/{id}/revoke", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The authorization, revoked", body = bazaar_wire::hire::ServiceAuthorization)))]
 pub async fn revoke(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -210,7 +210,7 @@ pub struct AgreeRequest {
 /// this one task; a later offer cannot change them (`hire_exists`, the locked
 /// terms attached). Opens the guest conversation (their DM). With `escrow`,
 /// the price is held now in a contract the specialist accepts.
-#[utoipa::path(post, path = "/v1/hires", request_body = AgreeRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The hire, terms locked", body = bazaar_wire::hire::Hire), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/hires", request_body = AgreeRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The hire, terms locked", body = bazaar_wire::hire::Hire)))]
 pub async fn agree_hire(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -250,7 +250,7 @@ async fn load_hire(state: &AppState, id: &str) -> Result<hire::Hire, Problem> {
 
 /// A hire with its locked terms, acceptance and payment: the hirer, the
 /// specialist, the payee (and their owners) and the operator.
-#[utoipa::path(get, path = "/v1/hires/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The hire", body = bazaar_wire::hire::Hire), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/hires/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The hire", body = bazaar_wire::hire::Hire)))]
 pub async fn get_hire(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -262,7 +262,7 @@ pub async fn get_hire(
 }
 
 /// Hires naming a party (hirer, specialist or payee), by id.
-#[utoipa::path(get, path = "/v1/hires", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Hires", body = bazaar_wire::hire::HirePage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/hires", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Hires", body = bazaar_wire::hire::HirePage)))]
 pub async fn list_hires(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -310,7 +310,7 @@ fn verified_response(body: &AcceptRequest) -> Result<hire::VerifiedResponse, Pro
 /// and pays the locked price once, from the hirer's budget to the locked
 /// pay-to, or by releasing the escrowed milestone (which the specialist must
 /// have marked delivered). A second ask is refused `hire_paid`, the payment attached.
-#[utoipa::path(post, path = "/v1/hires/{id}/accept", request_body = AcceptRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The payment", body = bazaar_wire::hire::HirePayment), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/hires/{id}/accept", request_body = AcceptRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The payment", body = bazaar_wire::hire::HirePayment)))]
 pub async fn accept_hire(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -385,7 +385,7 @@ fn shape_lease(receipt: serde_json::Value) -> serde_json::Value {
 /// for a stated period, prepaid now from its own budget. No renewal and no
 /// delivery guarantee. An identity bound to anyone but the payer is refused
 /// `lease_identity_mismatch`. `Idempotency-Key` is required.
-#[utoipa::path(post, path = "/v1/leases", request_body = LeaseRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The lease, paid; `recovery` until the worker publishes its receipt", body = bazaar_wire::hire::Lease), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/leases", request_body = LeaseRequest, params(("Idempotency-Key" = String, Header, description = "Required: reuse it on every retry of this request")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The lease, paid; `recovery` until the worker publishes its receipt", body = bazaar_wire::hire::Lease)))]
 pub async fn buy_lease(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -415,7 +415,7 @@ async fn load_lease(state: &AppState, id: &str) -> Result<hire::Lease, Problem> 
 }
 
 /// A lease and its status now: the payer, the worker, the payee (and their owners) and the operator.
-#[utoipa::path(get, path = "/v1/leases/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The lease", body = bazaar_wire::hire::Lease), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/leases/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The lease", body = bazaar_wire::hire::Lease)))]
 pub async fn get_lease(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -427,7 +427,7 @@ pub async fn get_lease(
 }
 
 /// Leases naming a party (payer, worker or payee), by id, each with its status now.
-#[utoipa::path(get, path = "/v1/leases", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Leases", body = bazaar_wire::hire::LeasePage), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/leases", params(("party" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Leases", body = bazaar_wire::hire::LeasePage)))]
 pub async fn list_leases(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -442,7 +442,7 @@ pub async fn list_leases(
 
 /// Worker (or its owner): publishes the lease's receipt; from now the lease
 /// is priority until its period ends. Repeating it changes nothing.
-#[utoipa::path(post, path = "/v1/leases/{id}/receipt", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The lease", body = bazaar_wire::hire::Lease), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/leases/{id}/receipt", params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The lease", body = bazaar_wire::hire::Lease)))]
 pub async fn receipt_lease(
     State(state): State<Arc<AppState>>,
     auth: Auth,

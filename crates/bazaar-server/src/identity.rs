@@ -3,7 +3,7 @@
 
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{execute, resolve, resolve_id};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -50,7 +50,7 @@ pub struct CreateOwnerRequest {
 }
 
 /// Operator only: registers a person (owner) and shows its credential once.
-#[utoipa::path(post, path = "/v1/owners", request_body = CreateOwnerRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "Owner created; `credential` is shown once", body = schema::Enrolled), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/owners", request_body = CreateOwnerRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "Owner created; `credential` is shown once", body = schema::Enrolled)))]
 async fn create_owner(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -90,7 +90,7 @@ async fn with_credential(response: Response, credential: &str) -> Response {
 }
 
 /// Owner only: draws a single-use invite code for one agent.
-#[utoipa::path(post, path = "/v1/invites", security(("credential" = []), ("session" = [])), responses((status = 201, description = "`invite_code` is shown once and dies after one use or at `expires_at_ms`", body = schema::Invite), errors::Unauthenticated, errors::Forbidden, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/invites", security(("credential" = []), ("session" = [])), responses((status = 201, description = "`invite_code` is shown once and dies after one use or at `expires_at_ms`", body = schema::Invite)))]
 async fn issue_invite(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
     let code = format!("inv_{}", state.random_b64(INVITE_RANDOM_BYTES));
     let expires_at = state.now().plus_s(INVITE_TTL_S);
@@ -115,7 +115,7 @@ pub struct RedeemInviteRequest {
 }
 
 /// An agent's first act: trade an invite code for its identity and a fresh credential.
-#[utoipa::path(post, path = "/v1/agents", request_body = RedeemInviteRequest, responses((status = 201, description = "Agent enrolled; `credential` is shown once", body = schema::Enrolled), errors::Unauthenticated, errors::BodyRefused, errors::NotFound, errors::Conflict, errors::Gone, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/agents", request_body = RedeemInviteRequest, responses((status = 201, description = "Agent enrolled; `credential` is shown once", body = schema::Enrolled)))]
 async fn redeem_invite(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<RedeemInviteRequest>,
@@ -161,7 +161,7 @@ fn session_is_not_a_credential() -> Response {
 }
 
 /// Replaces the caller's credential; the old one stops working at once.
-#[utoipa::path(post, path = "/v1/credentials/rotate", security(("credential" = []), ("session" = [])), responses((status = 200, description = "New `credential`, shown once", body = schema::Rotated), errors::Unauthenticated, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/credentials/rotate", security(("credential" = []), ("session" = [])), responses((status = 200, description = "New `credential`, shown once", body = schema::Rotated)))]
 async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
     if auth.session {
         return session_is_not_a_credential();
@@ -175,7 +175,7 @@ async fn rotate_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Re
 }
 
 /// Revokes the credential this request is made with.
-#[utoipa::path(post, path = "/v1/credentials/revoke", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Revoked", body = schema::Revoked), errors::Unauthenticated, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/credentials/revoke", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Revoked", body = schema::Revoked)))]
 async fn revoke_credential(State(state): State<Arc<AppState>>, auth: Auth) -> Response {
     if auth.session {
         return session_is_not_a_credential();
@@ -222,7 +222,7 @@ fn canonical_scopes(scopes: &[String]) -> Result<String, Problem> {
 /// Owner: gives its agent one more credential, limited to `scopes` (shown
 /// once; it must be rotated first, and rotation keeps its scopes). Without
 /// `pay` it can never move money — the credential to hand a job run.
-#[utoipa::path(post, path = "/v1/agents/{agent}/credentials", params(("agent" = String, Path, description = "DID or handle")), request_body = IssueCredentialRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new `credential`, shown once; it must be rotated first", body = schema::Rotated), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/agents/{agent}/credentials", params(("agent" = String, Path, description = "DID or handle")), request_body = IssueCredentialRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new `credential`, shown once; it must be rotated first", body = schema::Rotated)))]
 async fn issue_credential(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -252,7 +252,7 @@ async fn answerable(state: &AppState, auth: &Auth, agent: &str) -> Result<Member
 
 /// Every credential a member was given, live and revoked, oldest first:
 /// for the member itself or its owner.
-#[utoipa::path(get, path = "/v1/agents/{agent}/credentials", params(("agent" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Credentials", body = [CredentialListed]), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/agents/{agent}/credentials", params(("agent" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Credentials", body = [CredentialListed])))]
 async fn agent_credentials(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -276,7 +276,7 @@ async fn agent_credentials(
 
 /// Owner: gives its agent a new credential (shown once) and revokes every
 /// live one it had. The agent must rotate the new one before anything else.
-#[utoipa::path(post, path = "/v1/agents/{agent}/credentials/reissue", params(("agent" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new `credential`, shown once; it must be rotated first", body = schema::Rotated), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/agents/{agent}/credentials/reissue", params(("agent" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new `credential`, shown once; it must be rotated first", body = schema::Rotated)))]
 async fn reissue_credential(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -302,7 +302,7 @@ async fn reissue_credential(
 }
 
 /// The member itself or its owner revokes one credential, named by its listed `id`.
-#[utoipa::path(post, path = "/v1/agents/{agent}/credentials/{id}/revoke", params(("agent" = String, Path, description = "DID or handle"), ("id" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Revoked", body = schema::Revoked), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/agents/{agent}/credentials/{id}/revoke", params(("agent" = String, Path, description = "DID or handle"), ("id" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Revoked", body = schema::Revoked)))]
 async fn revoke_agent_credential(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -327,7 +327,7 @@ async fn revoke_agent_credential(
 }
 
 /// A member by DID or current handle.
-#[utoipa::path(get, path = "/v1/members/{member}", params(("member" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Member", body = schema::Member), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/members/{member}", params(("member" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Member", body = schema::Member)))]
 async fn get_member(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -343,7 +343,7 @@ pub struct RenameRequest {
 }
 
 /// Renames a member (itself, or an agent of the caller). The old handle is reserved forever.
-#[utoipa::path(put, path = "/v1/members/{member}/handle", request_body = RenameRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Renamed", body = schema::Renamed), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/members/{member}/handle", request_body = RenameRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Renamed", body = schema::Renamed)))]
 async fn rename(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -363,7 +363,7 @@ async fn rename(
 }
 
 /// The caller, its account and (for agents) its budget.
-#[utoipa::path(get, path = "/v1/me", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Caller", body = schema::Me), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/me", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Caller", body = schema::Me)))]
 async fn me(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<serde_json::Value>, Problem> {
     let account = state.store.account(&AccountId::of_member(&auth.member.id)).await?;
     let budget = state.store.budget(&auth.member.id).await?;

@@ -5,7 +5,7 @@
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{self, execute, idem_for, resolve_id, KeyRule};
 use crate::federation;
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -81,7 +81,7 @@ pub struct MintRequest {
 }
 
 /// Operator only: issues units into an owner's account (purchase-only; there is no withdrawal).
-#[utoipa::path(post, path = "/v1/mint", request_body = MintRequest, params(("Idempotency-Key" = String, Header, description = "Required")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Minted", body = schema::Minted), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/mint", request_body = MintRequest, params(("Idempotency-Key" = String, Header, description = "Required")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Minted", body = schema::Minted)))]
 async fn mint(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -103,7 +103,7 @@ pub struct FundRequest {
 }
 
 /// Owner only: moves units from the owner's account into its agent's budget account.
-#[utoipa::path(post, path = "/v1/agents/{agent}/fund", request_body = FundRequest, params(("agent" = String, Path, description = "DID or handle"), ("Idempotency-Key" = String, Header, description = "Required")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Funded", body = schema::Funded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/agents/{agent}/fund", request_body = FundRequest, params(("agent" = String, Path, description = "DID or handle"), ("Idempotency-Key" = String, Header, description = "Required")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Funded", body = schema::Funded)))]
 async fn fund(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -127,7 +127,7 @@ pub struct BudgetRequest {
 }
 
 /// Owner only: sets an agent's ceilings. An agent can never set its own.
-#[utoipa::path(put, path = "/v1/agents/{agent}/budget", request_body = BudgetRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Budget", body = schema::Budget), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/agents/{agent}/budget", request_body = BudgetRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Budget", body = schema::Budget)))]
 async fn set_budget(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -161,7 +161,7 @@ pub struct TokenRequest {
 
 /// Agent only: places a hold on its budget and returns a registry-signed `apt_` token.
 /// Without `Idempotency-Key`, the key is the (merchant, order): asking twice for one order returns the same token.
-#[utoipa::path(post, path = "/v1/tokens", request_body = TokenRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "Token issued", body = schema::TokenIssued), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/tokens", request_body = TokenRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Optional: without it the registry derives the key from the request, so a retry is still answered once")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "Token issued", body = schema::TokenIssued)))]
 async fn issue_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -272,7 +272,7 @@ impl exec::BatchItem for TokenBatchItem {
 /// answered in order as `{status, replayed, body}`; a refused item never fails the others. Items on the same
 /// (merchant, order) or with the same idempotency key run one after another in the batch's order, so a duplicate
 /// is a replay of the first; the rest run concurrently.
-#[utoipa::path(post, path = "/v1/tokens/batch", request_body = TokenBatch, security(("credential" = []), ("session" = [])), responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/tokens/batch", request_body = TokenBatch, security(("credential" = []), ("session" = [])), responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers)))]
 async fn issue_tokens(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -295,7 +295,7 @@ pub struct VerifyRequest {
 /// A receipt check, never a work order: says whether the token is genuine and
 /// its state. A settled token still verifies as genuine (state `settled`), so a
 /// merchant must never do paid work because verify said "genuine".
-#[utoipa::path(post, path = "/v1/tokens/verify", request_body = VerifyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Genuineness and state", body = schema::TokenCheck), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/tokens/verify", request_body = VerifyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "Genuineness and state", body = schema::TokenCheck)))]
 async fn verify_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -346,7 +346,7 @@ pub struct SettleRequest {
 /// original receipt with `Idempotent-Replayed: true`, and a refused token never
 /// blocks another token for the same order; an order is paid once by the
 /// ledger's uniqueness on (merchant, order).
-#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to token:<the token's jti>")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Settlement receipt", body = schema::SettlementReceipt), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unprocessable, errors::Unavailable, (status = 409, description = "In flight, or token/order already settled (the original settlement in `facts`)", body = ProblemDetails, content_type = "application/problem+json"), (status = 422, description = "Same key, different body; or refused by a rule (`amount_exceeds_token`, `order_mismatch`, …)", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/settlements", request_body = SettleRequest, params(("Idempotency-Key" = Option<String>, Header, description = "Defaults to token:<the token's jti>")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Settlement receipt", body = schema::SettlementReceipt)))]
 async fn settle(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -425,7 +425,7 @@ pub struct SettleBatch {
 /// or replay) it — both uniqueness layers, sticky refusals — answered in order as `{status, replayed, body}`; a
 /// refused item never fails the others. Items on the same order or with the same idempotency key run one after
 /// another in the batch's order, so a duplicate is a replay of the first; the rest run concurrently.
-#[utoipa::path(post, path = "/v1/settlements/batch", request_body = SettleBatch, security(("credential" = []), ("session" = [])), responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/settlements/batch", request_body = SettleBatch, security(("credential" = []), ("session" = [])), responses((status = 200, description = "One answer per item, in order", body = schema::BatchAnswers)))]
 async fn settle_batch(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -440,7 +440,7 @@ async fn settle_batch(
 }
 
 /// Buyer (or its owner): voids an unsettled token and releases its hold.
-#[utoipa::path(post, path = "/v1/tokens/{jti}/void", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Voided", body = schema::Voided), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Gone, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/tokens/{jti}/void", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Voided", body = schema::Voided)))]
 async fn void_token(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -464,7 +464,7 @@ pub struct EventsQuery {
 }
 
 /// Operator only: the hash-chained event ledger, a page at a time.
-#[utoipa::path(get, path = "/v1/events", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Events", body = schema::EventPage), errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/events", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Events", body = schema::EventPage)))]
 async fn events(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -10,7 +10,7 @@
 //! `/account` (register a passkey, sign in and out) and `/approve/{id}`.
 
 use crate::auth::{session_cookie, ApiJson, Auth, SESSION_COOKIE};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::relying_party::RelyingParty;
 use crate::state::AppState;
 use axum::extract::State;
@@ -95,7 +95,7 @@ async fn finish(state: &AppState, id: String, kind: &'static str) -> Result<Cere
 /// Starts registering a passkey for the caller (a person: agents use
 /// credentials). The authenticator must keep a resident (discoverable) key,
 /// so sign-in needs no username.
-#[utoipa::path(post, path = "/v1/passkeys/register/start", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The ceremony and its WebAuthn options", body = CeremonyStarted), errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/register/start", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The ceremony and its WebAuthn options", body = CeremonyStarted)))]
 async fn register_start(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     if auth.member.kind != MemberKind::Owner {
         return Err(Problem::new(
@@ -135,7 +135,7 @@ pub struct FinishRequest {
 }
 
 /// Finishes registering: the passkey is kept for the caller.
-#[utoipa::path(post, path = "/v1/passkeys/register/finish", request_body = FinishRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The passkey", body = bazaar_wire::conversation::Passkey), errors::Unauthenticated, errors::BodyRefused, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/register/finish", request_body = FinishRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The passkey", body = bazaar_wire::conversation::Passkey)))]
 async fn register_finish(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -167,7 +167,7 @@ async fn register_finish(
 }
 
 /// The caller's passkeys (ids and dates; never the keys' state).
-#[utoipa::path(get, path = "/v1/passkeys", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Passkeys", body = [bazaar_wire::conversation::Passkey]), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/passkeys", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Passkeys", body = [bazaar_wire::conversation::Passkey])))]
 async fn list_passkeys(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     let member = auth.member.id;
     let found = state.plane()?.call(move |store| store.passkeys_of(&member)).await?;
@@ -175,7 +175,7 @@ async fn list_passkeys(State(state): State<Arc<AppState>>, auth: Auth) -> Result
 }
 
 /// Starts a usernameless sign-in: the browser offers the passkeys it holds for this registry.
-#[utoipa::path(post, path = "/v1/passkeys/sign-in/start", responses((status = 200, description = "The ceremony and its WebAuthn options", body = CeremonyStarted), errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/sign-in/start", responses((status = 200, description = "The ceremony and its WebAuthn options", body = CeremonyStarted)))]
 async fn sign_in_start(State(state): State<Arc<AppState>>) -> Result<Response, Problem> {
     let party = state.relying_party()?;
     let (options, authentication) = party.webauthn.start_discoverable_authentication().map_err(internal)?;
@@ -191,7 +191,7 @@ fn cookie(party: &RelyingParty, value: &str, max_age_s: u64) -> String {
 
 /// Finishes a sign-in: checks the passkey's signature, opens a fresh session
 /// (revoking the one this browser held, if any) and sets its cookie.
-#[utoipa::path(post, path = "/v1/passkeys/sign-in/finish", request_body = FinishRequest, responses((status = 200, description = "Signed in: the member, and a `bazaar_session` cookie", body = bazaar_wire::identity::Member), errors::BodyRefused, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/passkeys/sign-in/finish", request_body = FinishRequest, responses((status = 200, description = "Signed in: the member, and a `bazaar_session` cookie", body = bazaar_wire::identity::Member)))]
 async fn sign_in_finish(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -234,7 +234,7 @@ async fn sign_in_finish(
 pub use bazaar_wire::identity::SignedOut;
 
 /// Signs this browser out: its session is revoked on the server and the cookie cleared.
-#[utoipa::path(post, path = "/v1/sessions/sign-out", responses((status = 200, description = "Signed out; the cookie is cleared", body = SignedOut), errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/sessions/sign-out", responses((status = 200, description = "Signed out; the cookie is cleared", body = SignedOut)))]
 async fn sign_out(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, Problem> {
     let party = state.relying_party()?;
     if let Some(token) = session_cookie(&headers) {

@@ -20,6 +20,9 @@ use utoipa::ToSchema;
 /// The extension on an error response that lists the codes it is answered with.
 pub const CODES_EXTENSION: &str = "x-codes";
 
+/// The header a write's idempotency key rides in, as the description names it.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+
 /// The codes the edge answers itself (not a command's refusal, not the conversation store's), with the
 /// statuses each is answered with and when.
 pub const EDGE_CODES: &[(&str, &[u16], &str)] = &[
@@ -108,8 +111,11 @@ pub fn shared_codes(operation: &Operation) -> Vec<(&'static str, u16)> {
         codes.extend([("credential_cannot_spend", 403), ("credential_cannot_talk", 403)]);
         codes.push(("session_not_credential", 403));
     }
-    if parameters.iter().any(|p| p.name.eq_ignore_ascii_case("idempotency-key")) {
-        codes.extend([("idempotency_key_required", 400), ("idempotency_key_invalid", 400)]);
+    if let Some(key) = parameters.iter().find(|p| p.name.eq_ignore_ascii_case(IDEMPOTENCY_KEY_HEADER)) {
+        if key.required == utoipa::openapi::Required::True {
+            codes.push(("idempotency_key_required", 400));
+        }
+        codes.push(("idempotency_key_invalid", 400));
         codes.extend([("idempotency_in_flight", 409), ("idempotency_conflict", 422), ("write_conflict", 409)]);
     }
     codes
@@ -150,6 +156,7 @@ pub const ROUTE_CODES: &[(&str, &[&str])] = &[
             "idempotency_in_flight",
             "idempotency_key_invalid",
             "idempotency_key_required",
+            "insufficient_funds",
             "member_not_found",
             "not_owner",
             "write_conflict",
@@ -279,18 +286,7 @@ pub const ROUTE_CODES: &[(&str, &[&str])] = &[
         ],
     ),
     ("put /v1/channels/{channel}/mute", &["channel_not_found", "not_member"]),
-    (
-        "post /v1/channels/{channel}/read",
-        &[
-            "channel_not_found",
-            "idempotency_conflict",
-            "idempotency_in_flight",
-            "idempotency_key_invalid",
-            "not_member",
-            "seq_out_of_range",
-            "write_conflict",
-        ],
-    ),
+    ("post /v1/channels/{channel}/read", &["channel_not_found", "not_member", "seq_out_of_range", "write_conflict"]),
     ("get /v1/channels/{channel}/sealing-keys", &["channel_not_found", "not_member"]),
     ("get /v1/contracts", &["member_not_found"]),
     (
@@ -394,7 +390,7 @@ pub const ROUTE_CODES: &[(&str, &[&str])] = &[
         "post /v1/federation/netting",
         &["netting_exceeds_corridor", "netting_exists", "netting_invalid", "not_permitted"],
     ),
-    ("post /v1/federation/peers", &["not_permitted", "peer_invalid"]),
+    ("post /v1/federation/peers", &["amount_invalid", "not_permitted", "peer_invalid"]),
     ("get /v1/federation/recovery", &["not_permitted"]),
     ("post /v1/federation/relays/{jti}/retry", &["not_permitted", "relay_not_stuck", "token_not_found"]),
     ("get /v1/hires", &["member_not_found"]),
@@ -494,6 +490,7 @@ pub const ROUTE_CODES: &[(&str, &[&str])] = &[
             "not_permitted",
             "order_invalid",
             "rfq_invalid",
+            "rfq_not_found",
             "rfq_ordered",
             "write_conflict",
         ],
@@ -707,10 +704,7 @@ pub const ROUTE_CODES: &[(&str, &[&str])] = &[
     ("get /v1/webhooks/{id}/deliveries", &["page_invalid", "webhook_not_found"]),
     ("post /v1/webhooks/{id}/replay", &["webhook_not_found"]),
     ("post /v1/webhooks/{id}/rotate", &["webhook_not_found"]),
-    (
-        "post /x402/settle",
-        &["idempotency_conflict", "idempotency_in_flight", "idempotency_key_invalid", "write_conflict"],
-    ),
+    ("post /x402/settle", &["idempotency_conflict", "idempotency_in_flight", "write_conflict"]),
 ];
 
 /// The codes of `method path`, each with the statuses it is answered with.
@@ -760,7 +754,7 @@ fn response(status: u16, codes: &BTreeSet<&'static str>) -> RefOr<utoipa::openap
         .into()
 }
 
-fn operations(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut Operation)> {
+pub(crate) fn operations(item: &mut PathItem) -> impl Iterator<Item = (&'static str, &mut Operation)> {
     let PathItem { get, put, post, delete, options, head, patch, trace, .. } = item;
     let methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
     methods

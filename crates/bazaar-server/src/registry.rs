@@ -5,7 +5,7 @@
 mod memory;
 
 use crate::federation;
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::Problem;
 use crate::state::AppState;
 use crate::x402;
 use crate::NETWORK_UNIT;
@@ -32,7 +32,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 }
 
 /// Liveness: the ledger writer runs and the store answers.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Liveness", body = schema::Health), errors::Unavailable, (status = 503, description = "`writer_stopped`; or `overloaded`, `store_busy`, `store_unavailable`", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Liveness", body = schema::Health)))]
 async fn healthz(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, Problem> {
     if !state.store.writer_stats().running {
         return Err(Problem::new(
@@ -46,7 +46,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::
 }
 
 /// Prometheus text format: request counts and latency, the writer's batches, refusals, replays.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"), errors::Overloaded))]
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let writer = state.store.writer_stats();
     let mut text = state.metrics.render();
@@ -79,7 +79,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
 }
 
 /// The registry's public card: identity, fee, thresholds and limits.
-#[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card: identity, keys, fee, thresholds and limits, signed (eddsa-jcs-2022)", body = bazaar_wire::registry::RegistryCard), errors::Overloaded))]
+#[utoipa::path(get, path = "/.well-known/bazaar", responses((status = 200, description = "Registry card: identity, keys, fee, thresholds and limits, signed (eddsa-jcs-2022)", body = bazaar_wire::registry::RegistryCard)))]
 async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     let key = state.signing_key().verifying_key();
     Json(federation::card(
@@ -114,13 +114,13 @@ async fn well_known(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
 }
 
 /// The compromise ledger: every place privacy here is weaker than end-to-end, and the test that shows it.
-#[utoipa::path(get, path = "/compromises", responses((status = 200, description = "The compromise ledger (HTML), the same text as docs/compromises.md", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/compromises", responses((status = 200, description = "The compromise ledger (HTML), the same text as docs/compromises.md", body = String, content_type = "text/html")))]
 async fn compromises() -> impl IntoResponse {
     crate::page::html_filled(crate::page::NO_SCRIPTS, &crate::compromises_page::compromises_page())
 }
 
 /// The passport verifier: a page that checks a pasted passport in the browser against this registry's keys.
-#[utoipa::path(get, path = "/passport/verify", responses((status = 200, description = "Passport verifier page (HTML); verifying happens in the browser and sends nothing", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/passport/verify", responses((status = 200, description = "Passport verifier page (HTML); verifying happens in the browser and sends nothing", body = String, content_type = "text/html")))]
 async fn passport_verify(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let keys = serde_json::to_string(&state.key_history()).expect("keys serialize");
     crate::page::html_filled(crate::passport_page::PASSPORT_VERIFY_HTML, &crate::passport_page::passport_page(&keys))

@@ -4,7 +4,7 @@
 //! storefront's MCP server at `/mcp`, and wraps it all in admission control,
 //! request metrics, the body limit and the problem+json fallback.
 
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::{Problem, ProblemDetails};
 use crate::state::AppState;
 use crate::{conversation, dispute, escrow, federation, identity, market, pay, registry, x402};
 use axum::extract::{MatchedPath, State};
@@ -172,7 +172,7 @@ pub fn api_description() -> &'static utoipa::openapi::OpenApi {
 }
 
 /// This API's OpenAPI 3.1 description.
-#[utoipa::path(get, path = "/openapi.json", tag = "registry", responses((status = 200, description = "OpenAPI 3.1 document", body = OpenObject), errors::Overloaded))]
+#[utoipa::path(get, path = "/openapi.json", tag = "registry", responses((status = 200, description = "OpenAPI 3.1 document", body = OpenObject)))]
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     Json(api_description().clone())
 }
@@ -447,6 +447,66 @@ mod tests {
             }
         }
         assert!(operations > 100, "only {operations} operations described");
+    }
+
+    /// A route's attribute states its success answers only: every error response is built from the codes the
+    /// operation can answer (`refusals::declare`), so nothing a route's author lists can disagree with them.
+    #[test]
+    fn a_route_attribute_states_only_its_success_answers() {
+        let mut raw = capabilities().split_for_parts().1;
+        let mut operations = 0;
+        for (path, item) in raw.paths.paths.iter_mut() {
+            for (method, operation) in crate::refusals::operations(item) {
+                operations += 1;
+                let errors: Vec<&String> =
+                    operation.responses.responses.keys().filter(|s| s.starts_with(['4', '5'])).collect();
+                assert!(errors.is_empty(), "{method} {path} states {errors:?} itself");
+            }
+        }
+        assert!(operations > 100, "only {operations} operations read");
+    }
+
+    /// An operation that can answer the idempotency rules declares the `Idempotency-Key` header (so a generated
+    /// client knows it may send one), and one that declares it lists those rules; a required key is the one
+    /// whose absence is refused.
+    #[test]
+    fn an_operation_that_reads_a_key_declares_the_header() {
+        let document = serde_json::to_value(api_description()).unwrap();
+        let (mut keyed, mut wrong) = (0, Vec::new());
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let header = operation["parameters"].as_array().into_iter().flatten().find(|p| {
+                    p["in"] == "header" && p["name"].as_str() == Some(crate::refusals::IDEMPOTENCY_KEY_HEADER)
+                });
+                let codes: BTreeSet<String> = operation["responses"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .filter_map(|r| r[crate::refusals::CODES_EXTENSION].as_array())
+                    .flatten()
+                    .filter_map(|c| c.as_str().map(str::to_string))
+                    .collect();
+                let reads_key = codes.contains("idempotency_key_invalid");
+                if header.is_some() != reads_key {
+                    wrong.push(format!(
+                        "{method} {path}: header declared {}, key codes listed {reads_key}",
+                        header.is_some()
+                    ));
+                }
+                if let Some(header) = header {
+                    keyed += 1;
+                    let required = header["required"] == true;
+                    if required != codes.contains("idempotency_key_required") {
+                        wrong.push(format!(
+                            "{method} {path}: key required {required}, its absence refused {}",
+                            !required
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        assert!(keyed >= 30, "only {keyed} operations take a key");
     }
 
     /// A settle names the token's codes, under their statuses, beside the edge's.

@@ -8,7 +8,7 @@
 
 use crate::auth::Auth;
 use crate::exec::resolve;
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -38,7 +38,7 @@ pub const AGENTS_LISTED_MAX: usize = 200;
 
 /// An owner: its agents, each with its balance, what is held, its budget's ceilings and what it spent, and
 /// its locked stake — the owners' page reads this. A member without agents gets an empty list.
-#[utoipa::path(get, path = "/v1/me/agents", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The caller's agents", body = OwnedAgents), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/me/agents", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The caller's agents", body = OwnedAgents)))]
 async fn my_agents(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<OwnedAgents>, Problem> {
     let agents = state.store.agents_of(&auth.member.id, AGENTS_LISTED_MAX).await?;
     let mut listed = Vec::with_capacity(agents.len());
@@ -79,7 +79,7 @@ async fn all_of<T: serde::de::DeserializeOwned>(
 /// payments, guest hires with their locked terms, leases with their status
 /// now, bounties funded, and confirmed earnings — all in ledger units. The
 /// agent, its owner and the operator.
-#[utoipa::path(get, path = "/v1/agents/{agent}/spending", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The view, in ledger units", body = Spending), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/agents/{agent}/spending", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The view, in ledger units", body = Spending)))]
 pub async fn spending(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -5,7 +5,7 @@
 
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{execute, resolve, resolve_id};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -44,7 +44,7 @@ pub use bazaar_wire::pay::StoredTerms;
 
 /// The merchant agent or its owner: sets the merchant's own terms, replacing any before.
 /// Terms apply to tokens, contracts and orders asked for afterwards.
-#[utoipa::path(put, path = "/v1/agents/{agent}/terms", request_body = TermsRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The terms as stored", body = StoredTerms), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/agents/{agent}/terms", request_body = TermsRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The terms as stored", body = StoredTerms)))]
 async fn set_terms(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -73,7 +73,7 @@ async fn set_terms(
 }
 
 /// Any member: a merchant's terms — its own, or the registry's defaults (`own: false`).
-#[utoipa::path(get, path = "/v1/agents/{agent}/terms", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The merchant's terms", body = Terms), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/agents/{agent}/terms", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The merchant's terms", body = Terms)))]
 async fn get_terms(
     State(state): State<Arc<AppState>>,
     _auth: Auth,

@@ -12,7 +12,7 @@
 
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{idem_for, KeyRule};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
@@ -43,7 +43,7 @@ pub fn network(state: &AppState) -> String {
 }
 
 /// Public: the kinds this facilitator verifies and settles.
-#[utoipa::path(get, path = "/x402/supported", responses((status = 200, description = "x402 v2 supported kinds", body = schema::X402Supported), errors::Overloaded))]
+#[utoipa::path(get, path = "/x402/supported", responses((status = 200, description = "x402 v2 supported kinds", body = schema::X402Supported)))]
 pub async fn supported(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({
         "kinds": [{"x402Version": 2, "scheme": SCHEME, "network": network(&state),
@@ -116,7 +116,7 @@ async fn check(state: &AppState, auth: &Auth, body: &FacilitatorRequest) -> Resu
 }
 
 /// The merchant (its bearer credential): would this payment settle?
-#[utoipa::path(post, path = "/x402/verify", request_body = FacilitatorRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "{isValid, payer} or {isValid: false, invalidReason}", body = schema::X402Verified), errors::Unauthenticated, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/x402/verify", request_body = FacilitatorRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "{isValid, payer} or {isValid: false, invalidReason}", body = schema::X402Verified)))]
 pub async fn verify(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -134,7 +134,7 @@ pub async fn verify(
 }
 
 /// The merchant: settle this payment, exactly once per order.
-#[utoipa::path(post, path = "/x402/settle", operation_id = "x402_settle", request_body = FacilitatorRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "{success, transaction, network, payer, amount}", body = schema::X402Settled), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/x402/settle", operation_id = "x402_settle", request_body = FacilitatorRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "{success, transaction, network, payer, amount}", body = schema::X402Settled)))]
 pub async fn settle(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -30,6 +30,7 @@ pub mod owner;
 pub mod pay;
 pub mod registry;
 pub mod reputation;
+pub mod stream;
 pub mod strict;
 
 use serde::{Deserialize, Serialize};
@@ -129,6 +130,11 @@ strict::contract_types! {
     federation::Recognised,
     federation::CorridorTerms,
     nostr::SignedEvent,
+    stream::StreamEvent,
+    stream::StreamHistory,
+    stream::StreamFlow,
+    stream::StreamLatest,
+    stream::StreamViewer,
     jobs::Task,
     jobs::TaskAnswer,
     jobs::TaskFeedback,

@@ -2274,6 +2274,92 @@ class StoredTerms(TypedDict):
     set_by: str
 
 
+class StreamEvent(TypedDict):
+    """
+    One ledger event as a viewer may see it.
+    """
+
+    at_ms: int
+    """
+    Unix milliseconds.
+    """
+    body: dict[str, Any]
+    """
+    The event's body, or its public share; its members depend on `kind`.
+    """
+    by: str | None
+    """
+    The author's handle, where the event names one.
+    """
+    detail: str
+    """
+    `whole`, or `public`: only the allowlisted identifiers, amounts, times, counts and flags.
+    """
+    hash: str
+    kind: str
+    """
+    What happened, e.g. `settlement.posted`.
+    """
+    prev_hash: NotRequired[str | None]
+    """
+    The previous event's hash: only on an event seen whole (the public read it from the event before).
+    """
+    seq: int
+
+
+class StreamFlow(TypedDict):
+    """
+    One completed flow: its events, and the event that completed it.
+    """
+
+    completed_at_ms: int
+    """
+    Unix milliseconds.
+    """
+    completed_seq: int
+    events: list[StreamEvent]
+
+
+class StreamHistory(TypedDict):
+    """
+    A page of the past, newest last.
+    """
+
+    events: list[StreamEvent]
+    head_seq: int
+    """
+    How many events the ledger holds.
+    """
+
+
+class StreamLatest(TypedDict):
+    """
+    The latest completed paid call, contract and dispute in the events scanned, each null when there is none.
+    """
+
+    contract: StreamFlow | None
+    dispute: StreamFlow | None
+    head_seq: int
+    paid_call: StreamFlow | None
+    scanned_from_seq: int
+
+
+class StreamViewer(TypedDict):
+    """
+    Who this browser watches the stream as, and whether the stream is open to it.
+    """
+
+    handle: str | None
+    """
+    The member's handle; null for the public.
+    """
+    stream_open: bool
+    viewer: str
+    """
+    `public`, `member` or `operator`.
+    """
+
+
 class TaskAnswer(TypedDict):
     """
     One eligible result.

@@ -9,7 +9,7 @@
 
 use crate::chamber::stream::MaybeAuth;
 use crate::exec::as_registry;
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -72,7 +72,7 @@ fn may_watch(state: &AppState, auth: &MaybeAuth) -> Result<(), Problem> {
 }
 
 /// The attack catalogue: each attack's name and the refusal it must meet.
-#[utoipa::path(get, path = "/v1/chamber/attacks", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The catalogue", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/chamber/attacks", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The catalogue", body = OpenObject)))]
 pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Result<Json<Value>, Problem> {
     may_watch(&state, &auth)?;
     let runner = state.attacks().ok_or_else(unavailable)?;
@@ -86,7 +86,7 @@ pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> R
 /// (but for the refusal's own record) stayed as they were there. This registry
 /// records the refusal (`recorded`), and nothing else of the press. One at a
 /// time per node, at most 20 a minute and 5 a minute per visitor (`429 attack_rate_limited`).
-#[utoipa::path(post, path = "/v1/chamber/attacks/{name}", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The verdict", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/chamber/attacks/{name}", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The verdict", body = OpenObject)))]
 pub async fn run(
     State(state): State<Arc<AppState>>,
     auth: MaybeAuth,

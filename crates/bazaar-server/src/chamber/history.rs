@@ -14,12 +14,11 @@
 
 use super::stream::{viewer_of, MaybeAuth};
 use crate::live::{project, Viewer};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
 use bazaar_core::model::{Event, MemberKind};
-use bazaar_wire::OpenObject;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
@@ -43,7 +42,7 @@ pub struct HistoryQuery {
 
 /// The events before `before`, newest last, as this viewer may see them (`events`), and the head's `seq`
 /// (`head_seq`: how many events the ledger holds). The same viewers as `/v1/stream`.
-#[utoipa::path(get, path = "/v1/stream/history", params(("before" = Option<u64>, Query), ("limit" = Option<u64>, Query)), security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "`{head_seq, events}`: a page of the past, each event as this viewer may see it", body = OpenObject), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/stream/history", params(("before" = Option<u64>, Query), ("limit" = Option<u64>, Query)), security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "`{head_seq, events}`: a page of the past, each event as this viewer may see it", body = bazaar_wire::stream::StreamHistory)))]
 pub async fn history(
     State(state): State<Arc<AppState>>,
     MaybeAuth(auth): MaybeAuth,
@@ -74,7 +73,7 @@ fn flow(events: &Option<Vec<Event>>, viewer: &Viewer) -> Value {
 /// The latest completed paid call (its token and settlement), contract (created, every milestone released or
 /// resolved by a dispute) and dispute (filed to executed) in the last 20,000 events, each `null` when there is
 /// none, every event as this viewer may see it. The same viewers as `/v1/stream`.
-#[utoipa::path(get, path = "/v1/stream/latest", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "`{head_seq, scanned_from_seq, paid_call, contract, dispute}`; each flow `{completed_seq, completed_at_ms, events}` or null", body = OpenObject), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/stream/latest", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "`{head_seq, scanned_from_seq, paid_call, contract, dispute}`; each flow `{completed_seq, completed_at_ms, events}` or null", body = bazaar_wire::stream::StreamLatest)))]
 pub async fn latest(State(state): State<Arc<AppState>>, MaybeAuth(auth): MaybeAuth) -> Result<Json<Value>, Problem> {
     let viewer = viewer_of(&state, auth.as_ref())?;
     let found = state.stream_hub().latest(state.store.as_ref()).await?;
@@ -90,7 +89,7 @@ pub async fn latest(State(state): State<Arc<AppState>>, MaybeAuth(auth): MaybeAu
 /// Who this browser watches the stream as — `public`, `member` (with its handle) or `operator` — and whether the
 /// stream is open to it; never a refusal for an anonymous visitor, so a page can ask before it calls what needs a
 /// sign-in. A credential that is presented and refused is still refused.
-#[utoipa::path(get, path = "/v1/stream/viewer", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "`{viewer, handle, stream_open}`", body = OpenObject), errors::Unauthenticated))]
+#[utoipa::path(get, path = "/v1/stream/viewer", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "`{viewer, handle, stream_open}`", body = bazaar_wire::stream::StreamViewer)))]
 pub async fn viewer(State(state): State<Arc<AppState>>, MaybeAuth(auth): MaybeAuth) -> Json<Value> {
     let (viewer, handle) = match &auth {
         Some(auth) if auth.member.kind == MemberKind::Operator => ("operator", Some(auth.member.handle.clone())),

@@ -9,7 +9,6 @@ pub mod history;
 pub mod runs;
 pub mod stream;
 
-use crate::problem::errors;
 use crate::state::AppState;
 use axum::response::Response;
 use std::sync::{Arc, LazyLock};
@@ -136,32 +135,32 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 }
 
 /// The live chamber (HTML): the latest paid call step by step and the event ledger as it grows, from `/v1/stream`.
-#[utoipa::path(get, path = "/chamber", responses((status = 200, description = "The live chamber (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber", responses((status = 200, description = "The live chamber (HTML)", body = String, content_type = "text/html")))]
 async fn chamber() -> Response {
     crate::page::html_static(&CHAMBER_PAGE)
 }
 
 /// What Bazaar does not claim (HTML).
-#[utoipa::path(get, path = "/chamber/claims", responses((status = 200, description = "What this does not claim (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/claims", responses((status = 200, description = "What this does not claim (HTML)", body = String, content_type = "text/html")))]
 async fn claims() -> Response {
     crate::page::html_static(&CLAIMS_PAGE)
 }
 
 /// Try to break it (HTML): every attack as a button, run through the public API, its refusal and "nothing kept".
-#[utoipa::path(get, path = "/chamber/break", responses((status = 200, description = "Try to break it (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/break", responses((status = 200, description = "Try to break it (HTML)", body = String, content_type = "text/html")))]
 async fn breaking() -> Response {
     crate::page::html_static(&BREAK_PAGE)
 }
 
 /// The ledger explorer (HTML): the hash-chained event ledger paged and verified in the browser, balances, an account's history, CSV.
-#[utoipa::path(get, path = "/chamber/ledger", responses((status = 200, description = "The ledger explorer (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/ledger", responses((status = 200, description = "The ledger explorer (HTML)", body = String, content_type = "text/html")))]
 async fn ledger() -> Response {
     crate::page::html_static(&LEDGER_PAGE)
 }
 
 /// The maker's phone (HTML): signed in with her passkey, her agent's shares in her language, the courier
 /// receipt photographed and sent as proof on the agent's behalf, her payment as it lands.
-#[utoipa::path(get, path = "/chamber/maker", responses((status = 200, description = "The maker's phone (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/maker", responses((status = 200, description = "The maker's phone (HTML)", body = String, content_type = "text/html")))]
 async fn maker() -> Response {
     crate::page::html_static(&MAKER_PAGE)
 }
@@ -169,7 +168,7 @@ async fn maker() -> Response {
 /// The market story (HTML): the request, the makers' limits, unmet searches, offers with their verdicts, the
 /// allocation, the order and its one authorization, payments and the makers' phones — from the live stream —
 /// with "run the story" and "run an AI buyer agent" for the operator.
-#[utoipa::path(get, path = "/chamber/story", responses((status = 200, description = "The market story (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/story", responses((status = 200, description = "The market story (HTML)", body = String, content_type = "text/html")))]
 async fn story() -> Response {
     crate::page::html_static(&STORY_PAGE)
 }
@@ -177,28 +176,28 @@ async fn story() -> Response {
 /// The owners' page (HTML): signed in with a passkey or the owner's credential, each agent's balance, budget
 /// ceilings and spending, and stake; the orders waiting for the owner's approval (approve here); the disputes its
 /// agents are in, with their timelines.
-#[utoipa::path(get, path = "/chamber/owner", responses((status = 200, description = "The owners' page (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/owner", responses((status = 200, description = "The owners' page (HTML)", body = String, content_type = "text/html")))]
 async fn owner() -> Response {
     crate::page::html_static(&OWNER_PAGE)
 }
 
 /// How it is built (HTML): the deployment drawn, and the latest paid call traced step by step to the reputation
 /// it earned, each step linked to the event it wrote.
-#[utoipa::path(get, path = "/chamber/architecture", responses((status = 200, description = "How it is built (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/architecture", responses((status = 200, description = "How it is built (HTML)", body = String, content_type = "text/html")))]
 async fn architecture() -> Response {
     crate::page::html_static(&ARCHITECTURE_PAGE)
 }
 
 /// Discover (HTML): a month of real orders (CSV) turned into a per-call price list, an escrow threshold and
 /// margins under this registry's fee — the same answer as `bazaar reprice`.
-#[utoipa::path(get, path = "/chamber/reprice", responses((status = 200, description = "Reprice, don't replatform (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/reprice", responses((status = 200, description = "Reprice, don't replatform (HTML)", body = String, content_type = "text/html")))]
 async fn reprice_page() -> Response {
     crate::page::html_static(&REPRICE_PAGE)
 }
 
 /// Adoption, phase by phase (HTML): Discover (reprice), Pilot (terms and the hundred-calls proof, runnable),
 /// Production (every dispute in the period and the phases it went through, from the ledger), Federation.
-#[utoipa::path(get, path = "/chamber/adoption", responses((status = 200, description = "Adoption, phase by phase (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/adoption", responses((status = 200, description = "Adoption, phase by phase (HTML)", body = String, content_type = "text/html")))]
 async fn adoption() -> Response {
     crate::page::html_static(&ADOPTION_PAGE)
 }
@@ -206,7 +205,7 @@ async fn adoption() -> Response {
 /// Rooms and DMs (HTML): the member's channels with attention badges derived from unread and waking counts,
 /// the member rail (who listens, and how), each channel's header saying sealed or plaintext, plaintext posts, and
 /// sealed messages read and written in the browser through its sealing vault (the key never leaves the browser).
-#[utoipa::path(get, path = "/chamber/rooms", responses((status = 200, description = "Rooms and DMs (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/chamber/rooms", responses((status = 200, description = "Rooms and DMs (HTML)", body = String, content_type = "text/html")))]
 async fn rooms() -> Response {
     crate::page::html_static(&ROOMS_PAGE)
 }

@@ -7,7 +7,7 @@
 
 use crate::auth::Auth;
 use crate::chamber::stream::MaybeAuth;
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -82,7 +82,7 @@ async fn one_run(
 
 /// What the run buttons can do here: whether the runs are attached and which model the AI agent uses (none: the
 /// button says so). Anyone may ask; pressing needs the operator.
-#[utoipa::path(get, path = "/v1/chamber/runs", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The runs available", body = OpenObject), errors::Unauthenticated))]
+#[utoipa::path(get, path = "/v1/chamber/runs", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The runs available", body = OpenObject)))]
 async fn available(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Json<Value> {
     let runner = state.runs();
     let operator = auth.0.as_ref().is_some_and(|a| a.member.kind == MemberKind::Operator);
@@ -96,7 +96,7 @@ async fn available(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Json<
 
 /// Operator: runs the scripted cushion-cover story against this registry with a fresh cast, up to the order
 /// waiting at its approval link (the report holds the link and the throwaway hotel owner's credential).
-#[utoipa::path(post, path = "/v1/chamber/runs/story", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's report", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::Forbidden, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/chamber/runs/story", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's report", body = OpenObject)))]
 async fn run_story(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
@@ -106,7 +106,7 @@ async fn run_story(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Jso
 /// Operator: the pilot phase's proof, live — a hundred paid calls through the SDK's paid-route middleware with a
 /// fresh cast (the buyer crashes mid-retry and re-sends one order five times; the merchant crashes twice), read
 /// back through the public API: one settlement per order, the work run once per order, balances summing to zero.
-#[utoipa::path(post, path = "/v1/chamber/runs/pilot", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's proof", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::Forbidden, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/chamber/runs/pilot", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's proof", body = OpenObject)))]
 async fn run_pilot(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
@@ -117,7 +117,7 @@ async fn run_pilot(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Jso
 /// recognised both ways on the first run), a buyer agent there that this registry has never seen paying a merchant
 /// here once (a retry answered from the work receipt), then joining here as a guest by its own signature, funding
 /// its guest account through the corridor and placing an escrowed order that is delivered and released.
-#[utoipa::path(post, path = "/v1/chamber/runs/federation", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's proof", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::Forbidden, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/chamber/runs/federation", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's proof", body = OpenObject)))]
 async fn run_federation(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
@@ -133,7 +133,7 @@ pub struct AgentRequest {
 
 /// Operator: runs the AI buyer agent (the configured model choosing the storefront's MCP tools) on a request in
 /// words with a fresh cast, up to the approval link. `503 agent_model_unconfigured` without a model.
-#[utoipa::path(post, path = "/v1/chamber/runs/agent", request_body = AgentRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's report: each tool call and how it ended", body = OpenObject), errors::Unauthenticated, errors::NotFound, errors::BodyRefused, errors::Forbidden, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/chamber/runs/agent", request_body = AgentRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's report: each tool call and how it ended", body = OpenObject)))]
 async fn run_agent(
     State(state): State<Arc<AppState>>,
     auth: Auth,

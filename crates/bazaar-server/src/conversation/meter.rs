@@ -5,7 +5,7 @@
 
 use crate::auth::{ApiQuery, Auth};
 use crate::plane::METERED;
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -38,7 +38,7 @@ pub struct MeterQuery {
 pub use bazaar_wire::conversation::Meter;
 
 /// Events delivered to the caller on a UTC day, by transport.
-#[utoipa::path(get, path = "/v1/meter", params(("day" = Option<String>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The day's meter", body = Meter), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/meter", params(("day" = Option<String>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The day's meter", body = Meter)))]
 async fn meter(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -5,7 +5,7 @@ use super::sealing::check_post_signature;
 use crate::auth::{ApiJson, ApiQuery, Auth, Talker};
 use crate::exec::resolve;
 use crate::plane::Transport;
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -64,7 +64,7 @@ pub struct CreateRoomRequest {
 }
 
 /// Creates a room; the caller becomes its owner and first member.
-#[utoipa::path(post, path = "/v1/rooms", request_body = CreateRoomRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The room", body = schema::Channel), errors::Unauthenticated, errors::Forbidden, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/rooms", request_body = CreateRoomRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The room", body = schema::Channel)))]
 async fn create_room(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -86,7 +86,7 @@ pub struct RoomsQuery {
 }
 
 /// Public rooms, by id, to find one to join.
-#[utoipa::path(get, path = "/v1/rooms", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Public rooms", body = [schema::Channel]), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/rooms", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Public rooms", body = [schema::Channel])))]
 async fn list_rooms(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -107,7 +107,7 @@ pub struct OpenDmRequest {
 
 /// The caller's DM with another member, created on first use (the same
 /// channel whichever of the two opens it).
-#[utoipa::path(post, path = "/v1/dms", request_body = OpenDmRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The DM", body = schema::Channel), errors::Unauthenticated, errors::Forbidden, errors::BodyRefused, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/dms", request_body = OpenDmRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The DM", body = schema::Channel)))]
 async fn open_dm(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -156,7 +156,7 @@ async fn reader(state: &AppState, auth: &Auth, as_agent: Option<&str>) -> Result
 
 /// The channels the caller is in now (or, with `as`, one of its agents is),
 /// each with its unread and waking counts (derived when asked, never stored).
-#[utoipa::path(get, path = "/v1/channels", params(("as" = Option<String>, Query, description = "An agent of the caller: its channels")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The caller's channels", body = [schema::MyChannel]), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/channels", params(("as" = Option<String>, Query, description = "An agent of the caller: its channels")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The caller's channels", body = [schema::MyChannel])))]
 async fn my_channels(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -193,7 +193,7 @@ struct ListedMember {
 
 /// A channel and its members, each with the transports it listens on. Anyone
 /// may read a public room; a private room or a DM only its members.
-#[utoipa::path(get, path = "/v1/channels/{channel}", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The channel and its members", body = schema::ChannelView), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/channels/{channel}", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The channel and its members", body = schema::ChannelView)))]
 async fn get_channel(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -248,7 +248,7 @@ fn internal(error: serde_json::Error) -> Problem {
 }
 
 /// Joins a public room (a private room is joined only by being added).
-#[utoipa::path(post, path = "/v1/channels/{channel}/join", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new membership", body = schema::Membership), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/channels/{channel}/join", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new membership", body = schema::Membership)))]
 async fn join(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -261,7 +261,7 @@ async fn join(
 }
 
 /// Leaves a room: nothing posted after it is delivered to the caller.
-#[utoipa::path(post, path = "/v1/channels/{channel}/leave", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The closed membership", body = schema::Membership), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/channels/{channel}/leave", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The closed membership", body = schema::Membership)))]
 async fn leave(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -281,7 +281,7 @@ pub struct AddMemberRequest {
 }
 
 /// An owner of a room adds a member (the only way into a private room).
-#[utoipa::path(post, path = "/v1/channels/{channel}/members", params(("channel" = String, Path)), request_body = AddMemberRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/channels/{channel}/members", params(("channel" = String, Path)), request_body = AddMemberRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The new membership", body = schema::Membership)))]
 async fn add_member(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -296,7 +296,7 @@ async fn add_member(
 }
 
 /// An owner removes another member from a room; nothing posted after reaches it.
-#[utoipa::path(delete, path = "/v1/channels/{channel}/members/{member}", params(("channel" = String, Path), ("member" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The closed membership", body = schema::Membership), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(delete, path = "/v1/channels/{channel}/members/{member}", params(("channel" = String, Path), ("member" = String, Path, description = "DID or handle")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The closed membership", body = schema::Membership)))]
 async fn remove_member(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -318,7 +318,7 @@ pub struct RoleRequest {
 
 /// An owner makes a member an owner, or an owner a member; a room is never
 /// left without an owner while others are in it (`last_owner`).
-#[utoipa::path(put, path = "/v1/channels/{channel}/members/{member}/role", params(("channel" = String, Path), ("member" = String, Path, description = "DID or handle")), request_body = RoleRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/channels/{channel}/members/{member}/role", params(("channel" = String, Path), ("member" = String, Path, description = "DID or handle")), request_body = RoleRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The membership", body = schema::Membership)))]
 async fn set_role(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -380,7 +380,7 @@ pub struct EditRequest {
 }
 
 /// Its author gives a text message new text, posted as an `edit` message.
-#[utoipa::path(patch, path = "/v1/channels/{channel}/messages/{seq}", params(("channel" = String, Path), ("seq" = u64, Path)), request_body = EditRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The edit, a message of its own", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(patch, path = "/v1/channels/{channel}/messages/{seq}", params(("channel" = String, Path), ("seq" = u64, Path)), request_body = EditRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The edit, a message of its own", body = schema::Message)))]
 async fn edit_message(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -408,7 +408,7 @@ async fn edit_message(
 
 /// Its author or an owner of the room withdraws a text message, posted as a
 /// `deletion` message (the original stays in history, marked).
-#[utoipa::path(delete, path = "/v1/channels/{channel}/messages/{seq}", params(("channel" = String, Path), ("seq" = u64, Path)), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The deletion, a message of its own", body = schema::Message), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(delete, path = "/v1/channels/{channel}/messages/{seq}", params(("channel" = String, Path), ("seq" = u64, Path)), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The deletion, a message of its own", body = schema::Message)))]
 async fn delete_message(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -428,7 +428,7 @@ pub struct ReactRequest {
 }
 
 /// Reacts to a text message (or withdraws a reaction), as a `reaction` message.
-#[utoipa::path(post, path = "/v1/channels/{channel}/messages/{seq}/reactions", params(("channel" = String, Path), ("seq" = u64, Path)), request_body = ReactRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The reaction, a message of its own", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/channels/{channel}/messages/{seq}/reactions", params(("channel" = String, Path), ("seq" = u64, Path)), request_body = ReactRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The reaction, a message of its own", body = schema::Message)))]
 async fn react(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -446,7 +446,7 @@ pub struct MuteRequest {
 }
 
 /// Mutes or unmutes a channel for the caller.
-#[utoipa::path(put, path = "/v1/channels/{channel}/mute", params(("channel" = String, Path)), request_body = MuteRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/channels/{channel}/mute", params(("channel" = String, Path)), request_body = MuteRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The membership", body = schema::Membership)))]
 async fn set_muted(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -466,7 +466,7 @@ pub struct ReadRequest {
 }
 
 /// Moves the caller's read mark in a channel forward.
-#[utoipa::path(post, path = "/v1/channels/{channel}/read", params(("channel" = String, Path)), request_body = ReadRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The membership", body = schema::Membership), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/channels/{channel}/read", params(("channel" = String, Path)), request_body = ReadRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The membership", body = schema::Membership)))]
 async fn mark_read(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -544,7 +544,7 @@ fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, Pr
 /// Posts a message. An agent's message names its owner in `on_behalf_of`
 /// (a person's agent and a standalone agent are different authors), without
 /// gaining the owner's standing in the channel.
-#[utoipa::path(post, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key returns the first post")), request_body = PostRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The message, with its `seq` and log `position`", body = schema::Message), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/channels/{channel}/messages", params(("channel" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key returns the first post")), request_body = PostRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The message, with its `seq` and log `position`", body = schema::Message)))]
 async fn post_message(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -597,7 +597,7 @@ pub struct HistoryQuery {
 
 /// A page of a channel's history, oldest first: the newest messages, those
 /// before a `seq`, or those after one. Members only.
-#[utoipa::path(get, path = "/v1/channels/{channel}/messages", operation_id = "channel_messages", params(("channel" = String, Path), ("before" = Option<u64>, Query), ("after" = Option<u64>, Query), ("limit" = Option<usize>, Query), ("as" = Option<String>, Query, description = "An agent of the caller: read as it")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Messages, oldest first", body = [schema::Message]), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/channels/{channel}/messages", operation_id = "channel_messages", params(("channel" = String, Path), ("before" = Option<u64>, Query), ("after" = Option<u64>, Query), ("limit" = Option<usize>, Query), ("as" = Option<String>, Query, description = "An agent of the caller: read as it")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Messages, oldest first", body = [schema::Message])))]
 async fn history(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -628,7 +628,7 @@ pub struct InboxQuery {
 /// Everything delivered to the caller after a cursor, in log order: the poll
 /// transport. Pass `next_after` back as `after`; it may run past the last
 /// message returned when the read skipped messages not delivered to the caller.
-#[utoipa::path(get, path = "/v1/inbox", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "A page of the inbox", body = schema::InboxPage), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/inbox", params(("after" = Option<u64>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "A page of the inbox", body = schema::InboxPage)))]
 async fn inbox(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -644,7 +644,7 @@ async fn inbox(
 
 /// What needs the caller's attention: per channel it is in, the unread
 /// messages and, of those, the ones that wake it. Derived on each read.
-#[utoipa::path(get, path = "/v1/attention", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Channels with unread messages", body = [schema::Attention]), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/attention", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Channels with unread messages", body = [schema::Attention])))]
 async fn attention(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     let me = auth.member.id;
     let found = state.plane()?.call(move |store| store.attention(&me)).await?;

@@ -5,7 +5,7 @@
 //! (`docs/sealing.md`).
 
 use crate::auth::{ApiJson, Auth, Talker};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -60,7 +60,7 @@ pub struct PublishKeyRequest {
 
 /// Publishes (or replaces) the caller's sealing key. DMs opened after it are
 /// sealed when the other member has one too; channels already open never convert.
-#[utoipa::path(put, path = "/v1/sealing-key", request_body = PublishKeyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The published key", body = schema::SealingKey), errors::Unauthenticated, errors::Forbidden, errors::BodyRefused, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/sealing-key", request_body = PublishKeyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The published key", body = schema::SealingKey)))]
 async fn publish_key(
     State(state): State<Arc<AppState>>,
     Talker(auth): Talker,
@@ -75,7 +75,7 @@ async fn publish_key(
 
 /// A member's published sealing key, with the signature anyone can check
 /// against the member's `did:key`.
-#[utoipa::path(get, path = "/v1/members/{member}/sealing-key", params(("member" = String, Path, description = "A DID")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The key", body = schema::SealingKey), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/members/{member}/sealing-key", params(("member" = String, Path, description = "A DID")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "The key", body = schema::SealingKey)))]
 async fn member_key(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -103,7 +103,7 @@ struct MemberKey {
 
 /// Every current member of the channel with its sealing key: what a sender
 /// seals a post for. Members only.
-#[utoipa::path(get, path = "/v1/channels/{channel}/sealing-keys", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Members and their keys", body = [schema::MemberSealingKey]), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/channels/{channel}/sealing-keys", params(("channel" = String, Path)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Members and their keys", body = [schema::MemberSealingKey])))]
 async fn channel_keys(
     State(state): State<Arc<AppState>>,
     auth: Auth,

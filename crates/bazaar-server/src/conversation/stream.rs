@@ -16,7 +16,7 @@
 
 use crate::auth::{ApiQuery, Auth};
 use crate::plane::{Following, Listening, Plane, Transport};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -181,7 +181,7 @@ fn sse_cursor(headers: &HeaderMap, since: Option<u64>) -> Result<u64, Problem> {
 
 /// The caller's inbox as Server-Sent Events: every message after the cursor,
 /// then each new one as it is posted. `id:` is the message's `position`.
-#[utoipa::path(get, path = "/v1/inbox/sse", params(("since" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header, description = "Resumes after this cursor; wins over `since`")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "An event stream; each `message` event's data is a message", content_type = "text/event-stream", body = bazaar_wire::SseEvent), errors::Unauthenticated, errors::Invalid, errors::TooMany, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/inbox/sse", params(("since" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header, description = "Resumes after this cursor; wins over `since`")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "An event stream; each `message` event's data is a message", content_type = "text/event-stream", body = bazaar_wire::SseEvent)))]
 async fn sse(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -11,7 +11,7 @@ use super::settle::{s2s_peer, signed_answer};
 use super::{operator_docs, operator_only, OperatorPage};
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{self, execute};
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -121,7 +121,7 @@ async fn statement_for(state: &AppState, request: &NettingRequest) -> Result<Net
 /// proposed (nothing moves), sent to the peer, and — once the peer answers
 /// with its signature — recorded here, moving `corridor:<peer>` by the amount.
 /// With no answer it stays `proposed`: send it again with its `id`.
-#[utoipa::path(post, path = "/v1/federation/netting", request_body = NettingRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The statement after the peer's answer (or `proposed` without one)", body = schema::NettingSent), errors::BodyRefused, errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/federation/netting", request_body = NettingRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The statement after the peer's answer (or `proposed` without one)", body = schema::NettingSent)))]
 pub async fn propose(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -184,7 +184,7 @@ async fn send(state: &Arc<AppState>, peer: &Peer, netting: &Netting) -> Result<b
 }
 
 /// Operator only: the netting statements this registry holds, by id.
-#[utoipa::path(get, path = "/v1/federation/netting", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Netting statements", body = schema::NettingPage), errors::Invalid, errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/federation/netting", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Netting statements", body = schema::NettingPage)))]
 pub async fn list(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -5,7 +5,7 @@
 use super::peer_client::{fetch_json, verify_card};
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute};
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -50,13 +50,13 @@ pub async fn peers(state: &AppState) -> Result<Vec<Peer>, Problem> {
 }
 
 /// Public: every key this registry signed with, each handed over by its predecessor.
-#[utoipa::path(get, path = "/.well-known/bazaar-keys", responses((status = 200, description = "Key history", body = schema::KeyHistory), errors::Overloaded))]
+#[utoipa::path(get, path = "/.well-known/bazaar-keys", responses((status = 200, description = "Key history", body = schema::KeyHistory)))]
 pub async fn key_history(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({"registry": state.registry, "keys": state.key_history()}))
 }
 
 /// Operator only: rotate to a fresh signing key.
-#[utoipa::path(post, path = "/v1/registry/keys/rotate", security(("credential" = []), ("session" = [])), responses((status = 201, description = "The new key's entry", body = schema::KeyRotated), errors::Unauthenticated, errors::Forbidden, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/registry/keys/rotate", security(("credential" = []), ("session" = [])), responses((status = 201, description = "The new key's entry", body = schema::KeyRotated)))]
 pub async fn rotate_key(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Response, Problem> {
     if auth.member.kind != MemberKind::Operator {
         return Err(Refusal::new(Code::NotPermitted, "Only the operator rotates the registry's key.").into());
@@ -104,7 +104,7 @@ pub fn card(state: &AppState, facts: Value) -> Value {
 }
 
 /// Public: the signed list of registries this one recognises, with weights and corridor terms.
-#[utoipa::path(get, path = "/.well-known/bazaar-recognition", responses((status = 200, description = "Signed recognition list (a verifiable credential)", body = schema::RecognitionList), errors::Unavailable))]
+#[utoipa::path(get, path = "/.well-known/bazaar-recognition", responses((status = 200, description = "Signed recognition list (a verifiable credential)", body = schema::RecognitionList)))]
 pub async fn recognition(State(state): State<Arc<AppState>>) -> Result<Json<Value>, Problem> {
     let now = state.now();
     let recognised: Vec<Value> = peers(&state)
@@ -140,7 +140,7 @@ pub struct AddPeerRequest {
 
 /// Operator only: recognise a peer registry by URL and DID. Its card is fetched
 /// and checked against the DID before anything is stored.
-#[utoipa::path(post, path = "/v1/federation/peers", request_body = AddPeerRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "Peer recognised", body = schema::PeerAdded), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 422, description = "The card does not check out", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/federation/peers", request_body = AddPeerRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "Peer recognised", body = schema::PeerAdded)))]
 pub async fn add_peer(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -180,7 +180,7 @@ pub async fn add_peer(
 }
 
 /// Public: the peers this registry recognises.
-#[utoipa::path(get, path = "/v1/federation/peers", responses((status = 200, description = "Peers", body = schema::PeerList), errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/federation/peers", responses((status = 200, description = "Peers", body = schema::PeerList)))]
 pub async fn list_peers(State(state): State<Arc<AppState>>) -> Result<Json<Value>, Problem> {
     Ok(Json(json!({"peers": peers(&state).await?})))
 }
@@ -205,7 +205,7 @@ pub struct GuestRequest {
 /// corridor (a token from its home registry addressed to itself here), and
 /// may then open escrowed contracts like any agent. Asking again with a fresh
 /// signature issues another credential.
-#[utoipa::path(post, path = "/v1/federation/guests", request_body = GuestRequest, responses((status = 201, description = "Guest enrolled; its credential", body = schema::GuestEnrolled), errors::BodyRefused, errors::Unauthenticated, errors::Forbidden, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/federation/guests", request_body = GuestRequest, responses((status = 201, description = "Guest enrolled; its credential", body = schema::GuestEnrolled)))]
 pub async fn join_guest(
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<GuestRequest>,

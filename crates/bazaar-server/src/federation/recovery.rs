@@ -6,7 +6,7 @@ use super::settle::relay_attempt;
 use super::{operator_docs, operator_only, OperatorPage};
 use crate::auth::{ApiQuery, Auth};
 use crate::exec;
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -27,7 +27,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 const WHAT: &str = "reads and retries stuck relays";
 
 /// Operator only: every relay that ever stuck, by token id, with its state now.
-#[utoipa::path(get, path = "/v1/federation/recovery", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Recovery records", body = schema::RecoveryPage), errors::Invalid, errors::Unauthenticated, errors::Forbidden, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/federation/recovery", params(("after" = Option<String>, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Recovery records", body = schema::RecoveryPage)))]
 pub async fn list_recovery(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -40,7 +40,7 @@ pub async fn list_recovery(
 
 /// Operator only: make a stuck relay pending again and call the buyer's
 /// registry once now; the sweeper retries it for another window after that.
-#[utoipa::path(post, path = "/v1/federation/relays/{jti}/retry", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The relay after the attempt", body = schema::RelayRetried), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/federation/relays/{jti}/retry", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The relay after the attempt", body = schema::RelayRetried)))]
 pub async fn retry_relay(
     State(state): State<Arc<AppState>>,
     auth: Auth,

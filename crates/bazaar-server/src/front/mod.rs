@@ -3,7 +3,6 @@
 //! it, check a passport, read the job board and the compromise ledger, sign in) and where an integrator
 //! starts. Filled in on the server with no script of its own, in the chamber's style and navigation.
 
-use crate::problem::errors;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::Response;
@@ -29,7 +28,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 }
 
 /// The front page: what this registry is and what a visitor may do here.
-#[utoipa::path(get, path = "/", responses((status = 200, description = "The registry's front page (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/", responses((status = 200, description = "The registry's front page (HTML)", body = String, content_type = "text/html")))]
 async fn front(State(state): State<Arc<AppState>>) -> Response {
     crate::page::html_filled(&FRONT_PAGE, &page(&state))
 }

@@ -10,7 +10,7 @@ pub mod rfq;
 
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{execute, load_doc};
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -51,7 +51,7 @@ pub async fn flush_searches(state: &AppState) -> Result<usize, StoreError> {
 pub use bazaar_wire::market::ListingRequest;
 
 /// Seller's agent: lists a product under its own SKU, or relists it (same SKU, new terms).
-#[utoipa::path(put, path = "/v1/listings", request_body = ListingRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The listing, with its lowest price", body = schema::Listing), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unavailable, (status = 400, description = "`listing_invalid`, or a malformed body", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(put, path = "/v1/listings", request_body = ListingRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The listing, with its lowest price", body = schema::Listing)))]
 pub async fn put_listing(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -78,7 +78,7 @@ pub async fn put_listing(
 }
 
 /// Public: one listing by id.
-#[utoipa::path(get, path = "/v1/listings/{id}", responses((status = 200, description = "The listing", body = schema::Listing), errors::NotFound, errors::Unavailable, (status = 404, description = "`listing_not_found`", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(get, path = "/v1/listings/{id}", responses((status = 200, description = "The listing", body = schema::Listing)))]
 pub async fn get_listing(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -97,7 +97,7 @@ pub struct SearchQuery {
 
 /// Any member: full-text search over listings (every word must match, as a
 /// word prefix; plurals fold). The search is counted for demand.
-#[utoipa::path(get, path = "/v1/search", params(("q" = String, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Matching listings, best first", body = schema::SearchResults), errors::Unauthenticated, errors::Invalid, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/search", params(("q" = String, Query), ("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Matching listings, best first", body = schema::SearchResults)))]
 pub async fn search(
     State(state): State<Arc<AppState>>,
     _auth: Auth,
@@ -129,7 +129,7 @@ pub struct UnmetQuery {
 }
 
 /// Any member: searches that found nothing the last time they ran, most frequent first.
-#[utoipa::path(get, path = "/v1/searches/unmet", params(("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Unmet demand", body = schema::UnmetSearches), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/searches/unmet", params(("limit" = Option<usize>, Query)), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Unmet demand", body = schema::UnmetSearches)))]
 pub async fn unmet(
     State(state): State<Arc<AppState>>,
     _auth: Auth,

@@ -6,7 +6,7 @@
 use super::rfq::rfq_for;
 use crate::auth::{ApiJson, ApiQuery, Auth};
 use crate::exec::{execute, execute_shaped, idem_for, resolve_id, KeyRule};
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -52,7 +52,7 @@ pub struct OrderPolicyRequest {
 }
 
 /// Owner: when its agent's storefront orders need a person's approval.
-#[utoipa::path(put, path = "/v1/agents/{agent}/order-policy", request_body = OrderPolicyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The policy", body = schema::OrderPolicy), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(put, path = "/v1/agents/{agent}/order-policy", request_body = OrderPolicyRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The policy", body = schema::OrderPolicy)))]
 pub async fn set_order_policy(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -78,7 +78,7 @@ pub struct OrderRequest {
 /// allocation into an order under one authorization — or, when the owner's
 /// policy asks, an order waiting for the owner's approval at `approval_url`.
 /// An agent never approves: it can only hand the link to a person.
-#[utoipa::path(post, path = "/v1/orders", request_body = OrderRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The order; `approval_url` when it waits for a person", body = schema::Order), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/orders", request_body = OrderRequest, params(("Idempotency-Key" = String, Header, description = "Required: reuse it on every retry of this request")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The order; `approval_url` when it waits for a person", body = schema::Order)))]
 pub async fn create_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -131,7 +131,7 @@ async fn order_for(
 
 /// The buyer, its owner, a maker in it, or the operator: the order, each share's
 /// state, notification, proof (tracking) and payment.
-#[utoipa::path(get, path = "/v1/orders/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The order", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/orders/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The order", body = schema::Order)))]
 pub async fn get_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -151,7 +151,7 @@ pub struct OrdersQuery {
 /// Orders naming the caller — or, with `?agent=`, naming one of the caller's
 /// agents (a maker's owner reads her agent's shares here): makers read their
 /// notifications here.
-#[utoipa::path(get, path = "/v1/orders", params(("agent" = Option<String>, Query, description = "One of the caller's agents")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Orders naming the caller or its agent", body = schema::OrderList), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/orders", params(("agent" = Option<String>, Query, description = "One of the caller's agents")), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Orders naming the caller or its agent", body = schema::OrderList)))]
 pub async fn list_orders(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -203,7 +203,7 @@ async fn log_fallbacks(response: Response) -> Response {
 }
 
 /// The buyer's owner (a person, never an agent): approves an order waiting for it.
-#[utoipa::path(post, path = "/v1/orders/{id}/approve", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Authorized; makers told", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 403, description = "approval_by_person / not_owner", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/approve", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Authorized; makers told", body = schema::Order)))]
 pub async fn approve_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -213,7 +213,7 @@ pub async fn approve_order(
 }
 
 /// The buyer's owner: declines an order waiting for approval.
-#[utoipa::path(post, path = "/v1/orders/{id}/decline", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Declined", body = schema::Order), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/orders/{id}/decline", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Declined", body = schema::Order)))]
 pub async fn decline_order(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -231,7 +231,7 @@ pub struct ProofQuery {
 /// The share's maker: the courier receipt's image as the body (JPEG, PNG or
 /// WebP, at most `RECEIPT_IMAGE_BYTES_MAX`), `?tracking=`. The image is stored
 /// by its SHA-256 and the maker is paid her share in the same transaction.
-#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/proof", params(("tracking" = String, Query)), request_body(content = Vec<u8>, description = "The courier receipt's image", content_type = "image/jpeg"), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Paid on proof", body = schema::SharePaid), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable, (status = 409, description = "share_paid", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/proof", params(("tracking" = String, Query)), request_body(content = Vec<u8>, description = "The courier receipt's image", content_type = "image/jpeg"), security(("credential" = []), ("session" = [])), responses((status = 200, description = "Paid on proof", body = schema::SharePaid)))]
 pub async fn prove_shipment(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -264,7 +264,7 @@ pub async fn prove_shipment(
 }
 
 /// The buyer agent or its owner: cancels a share before it ships; its hold is released.
-#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/cancel", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Released", body = schema::ShareCancelled), errors::Unauthenticated, errors::Invalid, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/orders/{id}/shares/{share}/cancel", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Released", body = schema::ShareCancelled)))]
 pub async fn cancel_share(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -285,7 +285,7 @@ pub async fn cancel_share(
 }
 
 /// A stored receipt image, to the order's buyer, owner and maker, and the operator.
-#[utoipa::path(get, path = "/v1/blobs/{sha256}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The image, with the content type it was uploaded with", content(("image/jpeg"), ("image/png"), ("image/webp"))), errors::Unauthenticated, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/blobs/{sha256}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The image, with the content type it was uploaded with", content(("image/jpeg"), ("image/png"), ("image/webp")))))]
 pub async fn get_blob(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -317,7 +317,7 @@ pub async fn get_blob(
 
 /// The approval link: a page where the buyer's owner, signed in with a
 /// passkey or its own credential, sees the order and approves or declines it.
-#[utoipa::path(get, path = "/approve/{id}", responses((status = 200, description = "Approval page (HTML)", body = String, content_type = "text/html"), errors::Overloaded))]
+#[utoipa::path(get, path = "/approve/{id}", responses((status = 200, description = "Approval page (HTML)", body = String, content_type = "text/html")))]
 pub async fn approval_page(Path(_id): Path<String>) -> Response {
     crate::page::html_static(include_str!("../../assets/approve.html"))
 }

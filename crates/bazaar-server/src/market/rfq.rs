@@ -5,7 +5,7 @@
 
 use crate::auth::{ApiJson, Auth};
 use crate::exec::{self, execute, idem_for, load_doc, KeyRule};
-use crate::problem::{errors, Problem, ProblemDetails};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -48,7 +48,7 @@ pub struct RfqRequest {
 
 /// Buyer's agent: opens a request for quote (Idempotency-Key required). Sellers
 /// whose listings match `item` are invited; they find it by polling `GET /v1/rfqs`.
-#[utoipa::path(post, path = "/v1/rfqs", request_body = RfqRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "The request, with the sellers invited", body = schema::Rfq), errors::Unauthenticated, errors::BodyRefused, errors::Conflict, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/rfqs", request_body = RfqRequest, params(("Idempotency-Key" = String, Header, description = "Required: reuse it on every retry of this request")), security(("credential" = []), ("session" = [])), responses((status = 201, description = "The request, with the sellers invited", body = schema::Rfq)))]
 pub async fn create_rfq(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -89,7 +89,7 @@ fn rfq_view(rfq: &Rfq) -> Value {
 }
 
 /// The buyer, an invited seller or the operator: the request, every offer (refused ones with their reason) and the allocation.
-#[utoipa::path(get, path = "/v1/rfqs/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The request for quote", body = schema::Rfq), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/rfqs/{id}", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The request for quote", body = schema::Rfq)))]
 pub async fn get_rfq(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -99,7 +99,7 @@ pub async fn get_rfq(
 }
 
 /// Requests for quote naming the caller (as buyer or invited seller): how sellers' agents poll.
-#[utoipa::path(get, path = "/v1/rfqs", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Requests naming the caller", body = schema::RfqList), errors::Unauthenticated, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/rfqs", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Requests naming the caller", body = schema::RfqList)))]
 pub async fn list_rfqs(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
     let rows = state.store.docs_by_party(DocKind::Rfq, &auth.member.id, "", PAGE_LIMIT_MAX).await?;
     let rfqs: Vec<Value> = rows.iter().map(|row| decode::<Rfq>(row).map(|r| rfq_view(&r))).collect::<Result<_, _>>()?;
@@ -118,7 +118,7 @@ pub struct OfferRequest {
 /// An invited seller's agent: proposes a price. Code checks it; a refused
 /// offer is answered 422 with its code and the numbers, uses one of the
 /// seller's three attempts, and may be revised.
-#[utoipa::path(post, path = "/v1/rfqs/{id}/offers", request_body = OfferRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "A valid offer", body = schema::Offer), errors::Unauthenticated, errors::BodyRefused, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unprocessable, errors::Unavailable, (status = 422, description = "Refused: offer_below_floor, offer_above_cap, offer_beyond_capacity, offer_notice_too_short, offer_deadline_passed, offer_revision_limit (the offer in `facts`)", body = ProblemDetails, content_type = "application/problem+json")))]
+#[utoipa::path(post, path = "/v1/rfqs/{id}/offers", request_body = OfferRequest, security(("credential" = []), ("session" = [])), responses((status = 201, description = "A valid offer", body = schema::Offer)))]
 pub async fn make_offer(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -162,7 +162,7 @@ async fn committed_units(state: &AppState, seller: &bazaar_types::MemberId) -> R
 }
 
 /// The buyer, an invited seller or the operator: the allocation as it stands (fixed once closed).
-#[utoipa::path(get, path = "/v1/rfqs/{id}/allocation", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cheapest valid offer first; the unfilled remainder", body = schema::RfqAllocation), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Unavailable))]
+#[utoipa::path(get, path = "/v1/rfqs/{id}/allocation", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Cheapest valid offer first; the unfilled remainder", body = schema::RfqAllocation)))]
 pub async fn allocation(
     State(state): State<Arc<AppState>>,
     auth: Auth,
@@ -173,7 +173,7 @@ pub async fn allocation(
 }
 
 /// The buyer: closes the request; its allocation is fixed.
-#[utoipa::path(post, path = "/v1/rfqs/{id}/close", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The fixed allocation", body = schema::RfqAllocation), errors::Unauthenticated, errors::Forbidden, errors::NotFound, errors::Conflict, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/rfqs/{id}/close", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The fixed allocation", body = schema::RfqAllocation)))]
 pub async fn close_rfq(
     State(state): State<Arc<AppState>>,
     auth: Auth,

@@ -5,7 +5,7 @@
 //! and `bazaar_wait` are these routes.
 
 use crate::auth::ApiQuery;
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -36,7 +36,7 @@ pub struct TaskQuery {
 /// the count of successful answers (failures and declines are not work), the
 /// answers and feedback from named workers, and how many events from others were ignored.
 #[utoipa::path(get, path = "/v1/jobs/{task_id}", params(("task_id" = String, Path, pattern = "^[0-9a-f]{64}$", description = "The job request's event id (64 hex)"), ("wait_s" = Option<u64>, Query, maximum = 120, description = "Seconds to wait for an answer, at most `WAIT_S_MAX` (120)")),
-    responses((status = 200, description = "The task", body = bazaar_wire::jobs::Task), errors::Invalid, errors::NotFound, errors::Gone, errors::Unavailable))]
+    responses((status = 200, description = "The task", body = bazaar_wire::jobs::Task)))]
 async fn task(
     State(state): State<Arc<AppState>>,
     Path(task_id): Path<String>,

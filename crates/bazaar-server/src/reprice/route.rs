@@ -4,7 +4,7 @@
 
 use super::{reprice, REPRICE_BYTES_MAX};
 use crate::chamber::stream::MaybeAuth;
-use crate::problem::{errors, Problem};
+use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -24,7 +24,7 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 /// A month of real orders (the CSV `bazaar reprice` reads, as the body) turned into a per-call price list, a
 /// suggested escrow threshold and the margin before and after this registry's fee. The first malformed row is
 /// `422 reprice_row_invalid` with its line; nothing is kept either way.
-#[utoipa::path(post, path = "/v1/reprice", request_body(content = String, description = "The orders file (CSV)", content_type = "text/csv"), security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The price list, threshold and margins", body = OpenObject), errors::Unauthenticated, errors::Invalid, errors::Unprocessable, errors::Unavailable))]
+#[utoipa::path(post, path = "/v1/reprice", request_body(content = String, description = "The orders file (CSV)", content_type = "text/csv"), security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The price list, threshold and margins", body = OpenObject)))]
 async fn reprice_orders(
     State(state): State<Arc<AppState>>,
     auth: MaybeAuth,
