@@ -3145,6 +3145,18 @@ export interface components {
              */
             position: number;
         };
+        /** @description One attack and the refusal code it must meet. */
+        Attack: {
+            /** @description The stable code the registry must refuse it with. */
+            expect: string;
+            name: string;
+        };
+        /** @description Every attack, and how many may run a minute on this node. */
+        AttackCatalogue: {
+            attacks: components["schemas"]["Attack"][];
+            /** Format: int64 */
+            per_minute_max: number;
+        };
         /** @description What needs attention in one channel. */
         Attention: {
             /** @description Present (true) when more unread messages lie beyond the 1,000 read: show "1000+". */
@@ -4670,6 +4682,26 @@ export interface components {
             /** @description The transfer ids posted. */
             transfers: string[];
         };
+        /** @description One SKU as a paid call: what it sold at, and the price to charge per call. */
+        PriceLine: {
+            /**
+             * Format: int64
+             * @description Units sold: each is one paid call at the suggested price.
+             */
+            calls: number;
+            /** Format: int64 */
+            max_unit_minor: number;
+            /** Format: int64 */
+            min_unit_minor: number;
+            /** Format: int64 */
+            orders: number;
+            /**
+             * Format: int64
+             * @description The median unit price the file shows: the suggested per-call price.
+             */
+            price_minor: number;
+            sku: string;
+        };
         /**
          * @description The problem+json body of every refusal and error (RFC 9457 members plus
          *     this API's stable `code` and its `facts`).
@@ -4866,6 +4898,44 @@ export interface components {
             author: string;
             /** Format: int64 */
             seq: number;
+        };
+        /** @description A month of orders as a per-call price list, an escrow threshold and the margins before and after the fee. */
+        Repriced: {
+            /** Format: int64 */
+            cost_minor: number;
+            customers: number;
+            /**
+             * Format: int32
+             * @description The registry's protocol fee on every order (each order one settlement or release).
+             */
+            fee_bps: number;
+            /** Format: int64 */
+            fees_minor: number;
+            /** Format: int64 */
+            margin_after_bps: number;
+            /** Format: int64 */
+            margin_after_minor: number;
+            /**
+             * Format: int64
+             * @description Margins as a share of revenue, in basis points.
+             */
+            margin_before_bps: number;
+            /**
+             * Format: int64
+             * @description Revenue less cost, as the file says it was.
+             */
+            margin_before_minor: number;
+            orders: number;
+            orders_above_threshold: number;
+            price_list: components["schemas"]["PriceLine"][];
+            /** Format: int64 */
+            revenue_minor: number;
+            /**
+             * Format: int64
+             * @description The 95th percentile of order amounts, at most the registry's threshold:
+             *     orders above it ride escrow, the rest are paid per call.
+             */
+            suggested_escrow_threshold_minor: number;
         };
         /** @description Everything published about one DID, computed from the ledger now. */
         Reputation: {
@@ -5675,6 +5745,8 @@ export type AddWebhookRequest = components['schemas']['AddWebhookRequest'];
 export type AgentRequest = components['schemas']['AgentRequest'];
 export type AgreeRequest = components['schemas']['AgreeRequest'];
 export type Answer = components['schemas']['Answer'];
+export type Attack = components['schemas']['Attack'];
+export type AttackCatalogue = components['schemas']['AttackCatalogue'];
 export type Attention = components['schemas']['Attention'];
 export type AuthorizationPage = components['schemas']['AuthorizationPage'];
 export type AuthorizationRecords = components['schemas']['AuthorizationRecords'];
@@ -5790,6 +5862,7 @@ export type PeerAdded = components['schemas']['PeerAdded'];
 export type PeerList = components['schemas']['PeerList'];
 export type PostRequest = components['schemas']['PostRequest'];
 export type Posting = components['schemas']['Posting'];
+export type PriceLine = components['schemas']['PriceLine'];
 export type ProblemDetails = components['schemas']['ProblemDetails'];
 export type PublishKeyRequest = components['schemas']['PublishKeyRequest'];
 export type ReactRequest = components['schemas']['ReactRequest'];
@@ -5807,6 +5880,7 @@ export type RenameRequest = components['schemas']['RenameRequest'];
 export type Renamed = components['schemas']['Renamed'];
 export type Replayed = components['schemas']['Replayed'];
 export type ReplyTo = components['schemas']['ReplyTo'];
+export type Repriced = components['schemas']['Repriced'];
 export type Reputation = components['schemas']['Reputation'];
 export type Revoked = components['schemas']['Revoked'];
 export type Reward = components['schemas']['Reward'];
@@ -9082,7 +9156,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["AttackCatalogue"];
                 };
             };
             /** @description Unauthorized: `unauthenticated` */
@@ -17274,7 +17348,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["Repriced"];
                 };
             };
             /** @description Bad Request: `invalid_request` */

@@ -206,7 +206,8 @@ fn offline_verify_takes_a_registry_key_that_begins_with_a_hyphen() {
         .find(|k| b64(k.verifying_key().as_bytes()).starts_with('-'))
         .expect("one seed in 256 gives a key that begins with '-'");
     let key = b64(signing.verifying_key().as_bytes());
-    let payload = b64(br#"{"ord":"hyphen","jti":"j1"}"#);
+    let claims = r#"{"v":1,"iss":"did:bazaar:r","jti":"j1","sub":"did:bazaar:b","aud":"did:bazaar:m","max":5,"ord":"hyphen","res":"https://shop","iat_ms":1,"exp_ms":2}"#;
+    let payload = b64(claims.as_bytes());
     let signature = signing.sign(format!("bazaar-apt-v1.{payload}").as_bytes());
     let token = format!("apt_{payload}.{}", b64(&signature.to_bytes()));
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))

@@ -17,6 +17,7 @@
 //! strict check tells the two apart.
 
 pub mod bounty;
+pub mod chamber;
 pub mod conversation;
 pub mod dispute;
 pub mod escrow;
@@ -29,6 +30,7 @@ pub mod nostr;
 pub mod owner;
 pub mod pay;
 pub mod registry;
+pub mod reprice;
 pub mod reputation;
 pub mod stream;
 pub mod strict;
@@ -130,6 +132,10 @@ strict::contract_types! {
     federation::Recognised,
     federation::CorridorTerms,
     nostr::SignedEvent,
+    chamber::Attack,
+    chamber::AttackCatalogue,
+    reprice::PriceLine,
+    reprice::Repriced,
     stream::StreamEvent,
     stream::StreamHistory,
     stream::StreamFlow,

@@ -151,6 +151,27 @@ class Answer(TypedDict):
     """
 
 
+class Attack(TypedDict):
+    """
+    One attack and the refusal code it must meet.
+    """
+
+    expect: str
+    """
+    The stable code the registry must refuse it with.
+    """
+    name: str
+
+
+class AttackCatalogue(TypedDict):
+    """
+    Every attack, and how many may run a minute on this node.
+    """
+
+    attacks: list[Attack]
+    per_minute_max: int
+
+
 class Attention(TypedDict):
     """
     What needs attention in one channel.
@@ -1590,6 +1611,25 @@ class Posting(TypedDict):
     """
 
 
+class PriceLine(TypedDict):
+    """
+    One SKU as a paid call: what it sold at, and the price to charge per call.
+    """
+
+    calls: int
+    """
+    Units sold: each is one paid call at the suggested price.
+    """
+    max_unit_minor: int
+    min_unit_minor: int
+    orders: int
+    price_minor: int
+    """
+    The median unit price the file shows: the suggested per-call price.
+    """
+    sku: str
+
+
 class ProblemDetails(TypedDict):
     """
     The problem+json body of every refusal and error (RFC 9457 members plus
@@ -1793,6 +1833,39 @@ class ReplyTo(TypedDict):
 
     author: str
     seq: int
+
+
+class Repriced(TypedDict):
+    """
+    A month of orders as a per-call price list, an escrow threshold and the margins before and after the fee.
+    """
+
+    cost_minor: int
+    customers: int
+    fee_bps: int
+    """
+    The registry's protocol fee on every order (each order one settlement or release).
+    """
+    fees_minor: int
+    margin_after_bps: int
+    margin_after_minor: int
+    margin_before_bps: int
+    """
+    Margins as a share of revenue, in basis points.
+    """
+    margin_before_minor: int
+    """
+    Revenue less cost, as the file says it was.
+    """
+    orders: int
+    orders_above_threshold: int
+    price_list: list[PriceLine]
+    revenue_minor: int
+    suggested_escrow_threshold_minor: int
+    """
+    The 95th percentile of order amounts, at most the registry's threshold:
+    orders above it ride escrow, the rest are paid per call.
+    """
 
 
 class Revoked(TypedDict):

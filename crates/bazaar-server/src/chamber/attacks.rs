@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use bazaar_core::chamber;
 use bazaar_core::command::Op;
+use bazaar_wire::chamber::{Attack, AttackCatalogue};
 use bazaar_wire::OpenObject;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -72,13 +73,12 @@ fn may_watch(state: &AppState, auth: &MaybeAuth) -> Result<(), Problem> {
 }
 
 /// The attack catalogue: each attack's name and the refusal it must meet.
-#[utoipa::path(get, path = "/v1/chamber/attacks", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The catalogue", body = OpenObject)))]
-pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Result<Json<Value>, Problem> {
+#[utoipa::path(get, path = "/v1/chamber/attacks", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The catalogue", body = AttackCatalogue)))]
+pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Result<Json<AttackCatalogue>, Problem> {
     may_watch(&state, &auth)?;
     let runner = state.attacks().ok_or_else(unavailable)?;
-    let attacks: Vec<Value> =
-        runner.catalogue().into_iter().map(|(name, expect)| json!({"name": name, "expect": expect})).collect();
-    Ok(Json(json!({"attacks": attacks, "per_minute_max": state.attack_limits().per_minute})))
+    let attacks = runner.catalogue().into_iter().map(|(name, expect)| Attack { name, expect }).collect();
+    Ok(Json(AttackCatalogue { attacks, per_minute_max: state.attack_limits().per_minute as u64 }))
 }
 
 /// Runs one attack in a scratch registry and answers its verdict: the

@@ -12,7 +12,6 @@
 pub mod route;
 
 use bazaar_types::limits::{AMOUNT_MINOR_MAX, ESCROW_THRESHOLD_MINOR};
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Orders one file may hold.
@@ -53,40 +52,7 @@ struct Order {
     cost_minor: u64,
 }
 
-/// One SKU as a paid call: what it sold at, and the price to charge per call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PriceLine {
-    pub sku: String,
-    /// Units sold: each is one paid call at the suggested price.
-    pub calls: u64,
-    pub orders: u64,
-    pub min_unit_minor: u64,
-    pub max_unit_minor: u64,
-    /// The median unit price the file shows: the suggested per-call price.
-    pub price_minor: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Repriced {
-    pub orders: usize,
-    pub customers: usize,
-    pub price_list: Vec<PriceLine>,
-    /// The 95th percentile of order amounts, at most the registry's threshold:
-    /// orders above it ride escrow, the rest are paid per call.
-    pub suggested_escrow_threshold_minor: u64,
-    pub orders_above_threshold: usize,
-    pub revenue_minor: u64,
-    pub cost_minor: u64,
-    /// Revenue less cost, as the file says it was.
-    pub margin_before_minor: i64,
-    /// The registry's protocol fee on every order (each order one settlement or release).
-    pub fee_bps: u32,
-    pub fees_minor: u64,
-    pub margin_after_minor: i64,
-    /// Margins as a share of revenue, in basis points.
-    pub margin_before_bps: i64,
-    pub margin_after_bps: i64,
-}
+pub use bazaar_wire::reprice::{PriceLine, Repriced};
 
 fn number(line: usize, field: &str, text: &str) -> Result<u64, RowError> {
     let value: u64 =

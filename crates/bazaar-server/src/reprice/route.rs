@@ -9,8 +9,7 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bazaar_wire::OpenObject;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -24,12 +23,12 @@ pub fn routes() -> OpenApiRouter<Arc<AppState>> {
 /// A month of real orders (the CSV `bazaar reprice` reads, as the body) turned into a per-call price list, a
 /// suggested escrow threshold and the margin before and after this registry's fee. The first malformed row is
 /// `422 reprice_row_invalid` with its line; nothing is kept either way.
-#[utoipa::path(post, path = "/v1/reprice", request_body(content = String, description = "The orders file (CSV)", content_type = "text/csv"), security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The price list, threshold and margins", body = OpenObject)))]
+#[utoipa::path(post, path = "/v1/reprice", request_body(content = String, description = "The orders file (CSV)", content_type = "text/csv"), security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The price list, threshold and margins", body = bazaar_wire::reprice::Repriced)))]
 async fn reprice_orders(
     State(state): State<Arc<AppState>>,
     auth: MaybeAuth,
     body: String,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<bazaar_wire::reprice::Repriced>, Problem> {
     if auth.0.is_none() && !state.public_stream() {
         return Err(Problem::new(
             StatusCode::UNAUTHORIZED,
@@ -39,7 +38,7 @@ async fn reprice_orders(
     }
     let fee_bps = state.config.fee_bps;
     match reprice(&body, fee_bps) {
-        Ok(repriced) => Ok(Json(serde_json::to_value(repriced).expect("a reprice serialises"))),
+        Ok(repriced) => Ok(Json(repriced)),
         Err(error) => {
             let mut problem = Problem::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
