@@ -1,7 +1,7 @@
 //! RFC 9457 problem+json: the one shape every failure takes, with a stable
 //! `code`, and its schema in the API description ([`ProblemDetails`]; each
 //! operation's error responses are built from the codes it can answer, in
-//! `crate::refusals`).
+//! the `refusals` module).
 
 use axum::extract::rejection::JsonRejection;
 use axum::http::{header, HeaderValue, StatusCode};

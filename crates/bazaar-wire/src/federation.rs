@@ -1,6 +1,6 @@
 //! Federation's response bodies: reputation, passports, keys, peers and guests.
 
-use crate::registry::DataIntegrityProof;
+use crate::proof::DataIntegrityProof;
 use crate::reputation::{Figures, Imported, StakeFigures};
 use serde::{Deserialize, Serialize};
 

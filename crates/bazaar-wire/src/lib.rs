@@ -29,6 +29,7 @@ pub mod market;
 pub mod nostr;
 pub mod owner;
 pub mod pay;
+pub mod proof;
 pub mod registry;
 pub mod reprice;
 pub mod reputation;
@@ -236,7 +237,7 @@ strict::contract_types! {
     registry::DisputeWindows,
     registry::X402Terms,
     registry::CardLimits,
-    registry::DataIntegrityProof,
+    proof::DataIntegrityProof,
     registry::Health,
     registry::X402Supported,
     registry::X402Verified,

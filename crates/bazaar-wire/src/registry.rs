@@ -1,5 +1,6 @@
 //! The registry-wide and x402 facilitator response bodies.
 
+pub use crate::proof::DataIntegrityProof;
 use serde::{Deserialize, Serialize};
 
 /// The ledger writer runs and the store answers.
@@ -145,22 +146,4 @@ pub struct CardLimits {
     pub order_id_len_max: u64,
     pub resource_len_max: u64,
     pub page_limit_max: u64,
-}
-
-/// A W3C Data Integrity proof (eddsa-jcs-2022).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct DataIntegrityProof {
-    #[serde(rename = "@context")]
-    pub context: Vec<String>,
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub cryptosuite: String,
-    pub created: String,
-    #[serde(rename = "verificationMethod")]
-    pub verification_method: String,
-    #[serde(rename = "proofPurpose")]
-    pub proof_purpose: String,
-    #[serde(rename = "proofValue")]
-    pub proof_value: String,
 }
