@@ -105,35 +105,26 @@ async fn x402_fetch_pays_an_sdk_route_once() {
 
     // A token minted for another resource is refused by the route before anything settles.
     let token = buyer.issue_token("x4-shop", PRICE, "x4-other", "http://elsewhere/forecast").await.unwrap();
-    let payload = json!({"x402Version": 2, "accepted": offer, "payload": {"token": token.body.token}});
-    let signature = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
-    let refused = reqwest::Client::new()
-        .get(format!("{shop}/forecast"))
-        .header("payment-signature", signature)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status().as_u16(), 402);
-    let header = refused.headers().get("payment-required").unwrap().to_str().unwrap().to_string();
-    let required: Value =
-        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(header).unwrap()).unwrap();
-    assert_eq!(required["error"], "wrong_resource");
+    assert_eq!(refusal(&shop, offer, &token.body.token).await, (402, json!("wrong_resource")));
     // A token whose claims do not read is an invalid payload, refused before anything settles.
-    let payload = json!({"x402Version": 2, "accepted": offer, "payload": {"token": "apt_bm90LWNsYWltcw.c2ln"}});
-    let signature = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
-    let refused = reqwest::Client::new()
-        .get(format!("{shop}/forecast"))
-        .header("payment-signature", signature)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status().as_u16(), 402);
-    let header = refused.headers().get("payment-required").unwrap().to_str().unwrap().to_string();
-    let required: Value =
-        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(header).unwrap()).unwrap();
-    assert_eq!(required["error"], "invalid_payload");
+    assert_eq!(refusal(&shop, offer, "apt_bm90LWNsYWltcw.c2ln").await, (402, json!("invalid_payload")));
     assert_eq!(runs.load(Ordering::SeqCst), 1, "no work for a refused payment");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The shop's answer to `token` presented under `offer` (x402 v2): its status and the `error` of its
+/// `PAYMENT-REQUIRED` header.
+async fn refusal(shop: &str, offer: &Value, token: &str) -> (u16, Value) {
+    use base64::Engine;
+    let payload = json!({"x402Version": 2, "accepted": offer, "payload": {"token": token}});
+    let signature = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
+    let refused =
+        reqwest::Client::new().get(format!("{shop}/forecast")).header("payment-signature", signature).send().await;
+    let refused = refused.unwrap();
+    let header = refused.headers().get("payment-required").unwrap().to_str().unwrap().to_string();
+    let required: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(header).unwrap()).unwrap();
+    (refused.status().as_u16(), required["error"].clone())
 }
 
 /// `@x402/express` 2.27, unmodified, uses the Bazaar registry as its facilitator
