@@ -364,14 +364,33 @@ async fn rename(
 
 /// The caller, its account and (for agents) its budget.
 #[utoipa::path(get, path = "/v1/me", security(("credential" = []), ("session" = [])), responses((status = 200, description = "Caller", body = schema::Me)))]
-async fn me(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<serde_json::Value>, Problem> {
-    let account = state.store.account(&AccountId::of_member(&auth.member.id)).await?;
-    let budget = state.store.budget(&auth.member.id).await?;
-    Ok(Json(json!({
-        "member": auth.member,
-        "balance_minor": account.as_ref().map(|a| a.balance() as i64),
-        "available_minor": account.as_ref().map(|a| a.available() as i64),
-        "held_minor": account.as_ref().map(|a| a.debits_pending),
-        "budget": budget.map(|b| bazaar_core::pay::budget_view(&b, state.now())),
-    })))
+async fn me(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<schema::Me>, Problem> {
+    let purse = purse_of(&state, &auth.member.id).await?;
+    Ok(Json(schema::Me {
+        member: crate::exec::wire(&auth.member)?,
+        balance_minor: purse.balance_minor,
+        available_minor: purse.available_minor,
+        held_minor: purse.held_minor,
+        budget: purse.budget,
+    }))
+}
+
+/// A member's money as `/v1/me` and an owner's list of agents show it: null figures without an account, no
+/// budget without one set.
+pub(crate) struct Purse {
+    pub balance_minor: Option<i64>,
+    pub available_minor: Option<i64>,
+    pub held_minor: Option<u64>,
+    pub budget: Option<bazaar_wire::pay::Budget>,
+}
+
+pub(crate) async fn purse_of(state: &AppState, member: &bazaar_types::MemberId) -> Result<Purse, Problem> {
+    let account = state.store.account(&AccountId::of_member(member)).await?;
+    let budget = state.store.budget(member).await?;
+    Ok(Purse {
+        balance_minor: account.as_ref().map(|a| a.balance() as i64),
+        available_minor: account.as_ref().map(|a| a.available() as i64),
+        held_minor: account.as_ref().map(|a| a.debits_pending),
+        budget: budget.map(|b| crate::exec::wire(&bazaar_core::pay::budget_view(&b, state.now()))).transpose()?,
+    })
 }

@@ -21,7 +21,6 @@ use bazaar_wire::hire::ServiceAuthorization;
 use bazaar_wire::owner::{
     AuthorizationRecords, BountyRecords, HireRecords, LeaseRecords, OwnedAgent, OwnedAgents, Spending, SpendingBalance,
 };
-use bazaar_wire::pay::Budget;
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -43,25 +42,19 @@ async fn my_agents(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Jso
     let agents = state.store.agents_of(&auth.member.id, AGENTS_LISTED_MAX).await?;
     let mut listed = Vec::with_capacity(agents.len());
     for agent in &agents {
-        let account = state.store.account(&AccountId::of_member(&agent.id)).await?;
+        let purse = crate::identity::purse_of(&state, &agent.id).await?;
         let stake = state.store.account(&AccountId::stake_of(&agent.id)).await?;
         listed.push(OwnedAgent {
             id: agent.id.to_string(),
             handle: agent.handle.clone(),
-            balance_minor: account.as_ref().map(|a| a.balance() as i64),
-            available_minor: account.as_ref().map(|a| a.available() as i64),
-            held_minor: account.as_ref().map(|a| a.debits_pending),
-            budget: budget_of(&state, &agent.id).await?,
+            balance_minor: purse.balance_minor,
+            available_minor: purse.available_minor,
+            held_minor: purse.held_minor,
+            budget: purse.budget,
             stake_minor: stake.as_ref().map_or(0, |a| a.balance() as i64),
         });
     }
     Ok(Json(OwnedAgents { agents: listed, complete: agents.len() < AGENTS_LISTED_MAX }))
-}
-
-/// `agent`'s budget as it stands now, if its owner set one.
-async fn budget_of(state: &AppState, agent: &MemberId) -> Result<Option<Budget>, Problem> {
-    let budget = state.store.budget(agent).await?;
-    budget.map(|b| crate::exec::wire(&bazaar_core::pay::budget_view(&b, state.now()))).transpose()
 }
 
 /// Every document of `kind` naming `party` (up to the cap), as its wire type; and whether that was all.
@@ -97,7 +90,7 @@ pub async fn spending(
         .into());
     }
     let id = &agent.id;
-    let account = state.store.account(&AccountId::of_member(id)).await?;
+    let purse = crate::identity::purse_of(&state, id).await?;
     let (authorizations, a_done) = all_of::<ServiceAuthorization>(&state, DocKind::ServiceAuthorization, id).await?;
     let authorizations = authorizations.into_iter().filter(|a| a.agent == id.as_str()).collect();
     let (hires, h_done) = all_of(&state, DocKind::Hire, id).await?;
@@ -115,10 +108,9 @@ pub async fn spending(
     Ok(Json(Spending {
         agent: id.to_string(),
         asset: "ledger units (minor)".into(),
-        balance: account
-            .as_ref()
-            .map(|a| SpendingBalance { available_minor: a.available() as i64, pending_minor: a.debits_pending }),
-        budget: budget_of(&state, id).await?,
+        balance: (purse.available_minor.zip(purse.held_minor))
+            .map(|(available_minor, pending_minor)| SpendingBalance { available_minor, pending_minor }),
+        budget: purse.budget,
         service_authorizations: AuthorizationRecords { records: authorizations, complete: a_done },
         hires: HireRecords { records: hires, complete: h_done },
         leases: LeaseRecords { records: leases, complete: l_done },
