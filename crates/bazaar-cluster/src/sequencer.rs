@@ -144,7 +144,7 @@ impl Sequenced {
     async fn forward(&self, command: &Command) -> Attempt {
         let (reply, answer) = oneshot::channel();
         if self.forwards.try_send((command.clone(), reply)).is_err() {
-            return Attempt::Final(Err(StoreError::Busy));
+            return Attempt::Final(Box::new(Err(StoreError::Busy)));
         }
         answer.await.unwrap_or_else(|_| Attempt::Unknown("the forwarding task stopped".into()))
     }
@@ -202,11 +202,12 @@ fn pack(batch: Vec<Forwarded>, limit: usize) -> Vec<Request> {
             Ok(encoded) => {
                 let detail =
                     format!("a command of {} bytes is over the {limit} one forwarded message carries", encoded.len());
-                let _ = reply.send(Attempt::Final(Err(StoreError::Unavailable(detail))));
+                let _ = reply.send(Attempt::Final(Box::new(Err(StoreError::Unavailable(detail)))));
                 continue;
             }
             Err(error) => {
-                let _ = reply.send(Attempt::Final(Err(StoreError::Corrupt(format!("encoding a command: {error}")))));
+                let _ = reply
+                    .send(Attempt::Final(Box::new(Err(StoreError::Corrupt(format!("encoding a command: {error}"))))));
                 continue;
             }
         };
@@ -254,7 +255,7 @@ async fn send_batch(nats: &async_nats::Client, subject: String, body: Vec<u8>, c
                 .map(|answer| match answer {
                     // Refused before anything was written: the lease moved on.
                     Err(StoreError::Fenced(_)) => Attempt::NotRun,
-                    answer => Attempt::Final(answer),
+                    answer => Attempt::Final(Box::new(answer)),
                 })
                 .collect(),
             Ok(answers) => {
@@ -282,7 +283,7 @@ impl Drop for InFlightKey<'_> {
 
 /// What one attempt at a command came to.
 enum Attempt {
-    Final(Result<Applied, StoreError>),
+    Final(Box<Result<Applied, StoreError>>),
     /// Provably not run (no sequencer, or a fenced one): safe to send again.
     NotRun,
     /// Sent, and no answer came back: it may have committed.
@@ -301,13 +302,13 @@ impl Store for Sequenced {
                         self.lease.step_down();
                         Attempt::NotRun
                     }
-                    answer => Attempt::Final(answer),
+                    answer => Attempt::Final(Box::new(answer)),
                 }
             } else {
                 self.forward(&command).await
             };
             match attempt {
-                Attempt::Final(answer) => return answer,
+                Attempt::Final(answer) => return *answer,
                 // The idempotency record, committed with the effects, answers a resend once.
                 Attempt::Unknown(detail) if command.idem.is_none() => {
                     return Err(StoreError::Unavailable(format!(
@@ -610,8 +611,11 @@ mod tests {
             }
         }
         assert_eq!(order, ["a", "b", "c", "d", "e"], "in order, none lost");
-        match big_answer.try_recv() {
-            Ok(Attempt::Final(Err(StoreError::Unavailable(detail)))) => assert!(detail.contains("over the")),
+        match big_answer.try_recv().map(|attempt| match attempt {
+            Attempt::Final(answer) => Some(*answer),
+            _ => None,
+        }) {
+            Ok(Some(Err(StoreError::Unavailable(detail)))) => assert!(detail.contains("over the")),
             _ => panic!("the oversized command is answered at once"),
         }
         assert!(answers.iter_mut().all(|a| a.try_recv().is_err()), "the others wait for the sequencer");

@@ -7,7 +7,8 @@ use crate::command::Command;
 use crate::kernel::state::{Changes, Snapshot};
 use bazaar_types::{Amount, Timestamp};
 
-pub use crate::kernel::batch::Applied;
+/// One command's outcome as the composer answers it: a tagged [`crate::command::Receipt`] or a refusal.
+pub type Applied = crate::kernel::batch::Applied<crate::command::Receipt>;
 
 /// Registry-wide settings: the kernel's money policies and each capability's own.
 #[derive(Clone, Debug)]

@@ -3,7 +3,7 @@
 //! capability in the op enum, its name, its rows and its dispatch — so adding
 //! a command touches its capability's folder and nothing here.
 
-use crate::kernel::batch::{Batch, Step};
+use crate::kernel::batch::{Batch, Receipts};
 use crate::kernel::model::Member;
 use crate::kernel::request::{Caller, Request};
 use crate::{bounty, chamber, dispute, escrow, federation, hire, identity, market, pay};
@@ -25,7 +25,68 @@ pub const EVENT_KIND_NAMES: &[&[&str]] = &[
     bounty::EVENT_KIND_NAMES,
     hire::EVENT_KIND_NAMES,
 ];
-pub use crate::kernel::request::{Idem, Outcome};
+pub use crate::kernel::request::Idem;
+
+/// What a command answers: its capability's typed receipt, or a refusal. Stored under an idempotency key
+/// and replayed as the same type (`kernel::batch::record`).
+pub type Outcome = crate::kernel::batch::Outcome<Receipt>;
+
+/// Every success a command answers with: its capability's receipt, tagged by capability. It serialises to the
+/// receipt's own JSON (what the API answers); an idempotency record stores it with its tag
+/// (`pay.Settled`), so a replay reads back the same variant and serialises to the same bytes.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Receipt {
+    Identity(identity::Receipt),
+    Pay(pay::Receipt),
+    Escrow(escrow::Receipt),
+    Dispute(dispute::Receipt),
+    Federation(federation::Receipt),
+    Market(market::Receipt),
+    Bounty(bounty::Receipt),
+    Hire(hire::Receipt),
+    Chamber(chamber::Receipt),
+    /// A receipt an idempotency record holds without a tag this build reads (written before receipts were
+    /// tagged, or by a build with a receipt this one lacks): replayed as its recorded JSON, byte for byte.
+    /// Such records go after `IDEMPOTENCY_RETENTION_S`.
+    Recorded(serde_json::Value),
+}
+
+impl Receipt {
+    /// The receipt as the API answers it, for a reader that wants fields by name.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("receipts serialize")
+    }
+}
+
+macro_rules! composed_receipts {
+    ($($capability:ident => $variant:ident),+) => {
+        impl Receipts for Receipt {
+            fn tag(&self) -> String {
+                match self {
+                    $(Receipt::$variant(receipt) => format!("{}.{}", stringify!($capability), receipt.name()),)+
+                    Receipt::Recorded(_) => "recorded".into(),
+                }
+            }
+            fn untag(tag: &str, body: serde_json::Value) -> Option<Receipt> {
+                let (capability, name) = tag.split_once('.')?;
+                match capability {
+                    $(stringify!($capability) => $capability::Receipt::read(name, body).map(Receipt::$variant),)+
+                    _ => None,
+                }
+            }
+            fn recorded(body: serde_json::Value) -> Receipt {
+                Receipt::Recorded(body)
+            }
+        }
+        $(impl From<$capability::Receipt> for Receipt {
+            fn from(receipt: $capability::Receipt) -> Receipt {
+                Receipt::$variant(receipt)
+            }
+        })+
+    };
+}
+composed_receipts!(identity => Identity, pay => Pay, escrow => Escrow, dispute => Dispute, federation => Federation, market => Market, bounty => Bounty, hire => Hire, chamber => Chamber);
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Command {
@@ -120,25 +181,20 @@ impl Keys {
     }
 }
 
-/// Runs one command in its capability. Receipts are typed up to here; this
-/// is where each is serialised, once, for the answer and the idempotency record.
-pub(crate) fn run(batch: &mut Batch<'_>, command: &Command, windows: &dispute::Windows) -> Step {
+/// Runs one command in its capability and tags its receipt with the capability.
+pub(crate) fn run(batch: &mut Batch<'_>, command: &Command, windows: &dispute::Windows) -> Outcome {
     let caller = command.caller();
     match &command.op {
-        Op::Identity(op) => op.apply(batch, &caller).map(json),
-        Op::Pay(op) => op.apply(batch, &caller).map(json),
-        Op::Escrow(op) => op.apply(batch, &caller).map(json),
-        Op::Dispute(op) => op.apply(batch, &caller, windows).map(json),
-        Op::Federation(op) => op.apply(batch, &caller).map(json),
-        Op::Market(op) => op.apply(batch, &caller).map(json),
-        Op::Bounty(op) => op.apply(batch, &caller).map(json),
-        Op::Hire(op) => op.apply(batch, &caller).map(json),
-        Op::Chamber(op) => op.apply(batch, &caller).map(json),
+        Op::Identity(op) => op.apply(batch, &caller).map(Receipt::Identity),
+        Op::Pay(op) => op.apply(batch, &caller).map(Receipt::Pay),
+        Op::Escrow(op) => op.apply(batch, &caller).map(Receipt::Escrow),
+        Op::Dispute(op) => op.apply(batch, &caller, windows).map(Receipt::Dispute),
+        Op::Federation(op) => op.apply(batch, &caller).map(Receipt::Federation),
+        Op::Market(op) => op.apply(batch, &caller).map(Receipt::Market),
+        Op::Bounty(op) => op.apply(batch, &caller).map(Receipt::Bounty),
+        Op::Hire(op) => op.apply(batch, &caller).map(Receipt::Hire),
+        Op::Chamber(op) => op.apply(batch, &caller).map(Receipt::Chamber),
     }
-}
-
-fn json(receipt: impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(receipt).expect("receipts serialize")
 }
 
 macro_rules! op_from {
@@ -151,3 +207,51 @@ macro_rules! op_from {
     };
 }
 op_from!(identity => Identity, pay => Pay, escrow => Escrow, dispute => Dispute, federation => Federation, market => Market, bounty => Bounty, hire => Hire, chamber => Chamber);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::batch::record;
+    use crate::kernel::refusal::{Code, Refusal};
+    use bazaar_types::MemberId;
+
+    fn press() -> Receipt {
+        Receipt::Chamber(chamber::Receipt::PressRecorded(chamber::PressRecorded {
+            attack: "over-ceiling".into(),
+            code: "budget_per_call_exceeded".into(),
+        }))
+    }
+
+    #[test]
+    fn a_recorded_receipt_reads_back_as_the_same_variant_and_the_same_bytes() {
+        let renamed = Receipt::Identity(identity::Receipt::Renamed(identity::receipts::Renamed {
+            member: MemberId("did:key:z6Mk-agent".into()),
+            from: "shopper".into(),
+            to: "buyer-bot".into(),
+        }));
+        for receipt in [press(), renamed] {
+            let text = record::to_string(&Ok(receipt.clone()));
+            let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(stored["Ok"], receipt.to_json(), "the record keeps the answer's JSON under `Ok`");
+            assert_eq!(stored["tag"], receipt.tag());
+            let read: Outcome = record::from_str(&text).unwrap();
+            assert_eq!(read, Ok(receipt.clone()), "the same variant, not its JSON");
+            let answered = serde_json::to_string(&receipt).unwrap();
+            assert_eq!(serde_json::to_string(&read.unwrap()).unwrap(), answered, "a replay answers the same bytes");
+        }
+        let refused = Err(Refusal::new(Code::NotPermitted, "no"));
+        assert_eq!(record::from_str::<Receipt>(&record::to_string(&refused)).unwrap(), refused);
+    }
+
+    #[test]
+    fn a_record_without_a_tag_or_with_an_unknown_one_replays_its_json() {
+        let legacy = r#"{"Ok":{"jti":"tok_1","amount_minor":300}}"#;
+        let json = serde_json::json!({"jti": "tok_1", "amount_minor": 300});
+        assert_eq!(record::from_str::<Receipt>(legacy).unwrap(), Ok(Receipt::Recorded(json.clone())));
+        for tag in ["pay.Unheard", "unheard.Settled", "untagged", "pay.Settled"] {
+            let text = serde_json::json!({"Ok": json, "tag": tag}).to_string();
+            assert_eq!(record::from_str::<Receipt>(&text).unwrap(), Ok(Receipt::Recorded(json.clone())), "{tag}");
+        }
+        assert!(record::from_str::<Receipt>(r#"{"Err":{"code":"not_permitted","detail":"no"},"Ok":1}"#).is_err());
+    }
+}

@@ -48,14 +48,16 @@
 //!   most once per batch), `keys` (`Keys`: the rows a batch needs), `state`
 //!   (`Snapshot` in, `Changes` out), `model` (rows, `DocRow`, `DocKind`),
 //!   `chain` (event hashing, `verify_page`), `refusal` (`Code`: stable machine
-//!   codes), `request` (`Caller`, `Idem`, `Outcome`), `config` (the fee and
+//!   codes), `request` (`Caller`, `Idem`), `config` (the fee and
 //!   the escrow threshold — kernel settings only).
 //! - One folder per capability, each with its `Op` sub-enum (`name`, `keys`,
 //!   `apply`), its event-kind enum, its event bodies (`events.rs`: one
 //!   `EventBody` type per kind it writes, written with `Batch::emit`, the parts
 //!   other capabilities read flattened into them), its success answers
-//!   (`receipts.rs`: one type per answer and an untagged `Receipt` that
-//!   `Op::apply` returns; the composer serialises it once) and its documents.
+//!   (`receipts.rs`: one type per answer and a `Receipt` declared with
+//!   `receipt_set!` that `Op::apply` returns; the composer tags it with its
+//!   capability, `command::Receipt`, and `Outcome` carries that type to the
+//!   edge, into the idempotency record and back) and its documents.
 //!   A receipt and the event it accompanies are separate types even where
 //!   they share fields, so either can change alone. The capabilities:
 //!   `identity` (bootstrap, owners, invites,

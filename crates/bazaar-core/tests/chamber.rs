@@ -35,7 +35,8 @@ fn the_registry_records_one_refusal_that_names_the_attack_and_moves_nothing() {
     let command = record(registry, "over-ceiling", "budget_per_call_exceeded");
     assert!(!command.op.moves_money());
     let (applied, changes) = apply_batch(&mut snap, &Config::standard(), &[command], Timestamp(1));
-    assert_eq!(applied[0].outcome, Ok(json!({"attack": "over-ceiling", "code": "budget_per_call_exceeded"})));
+    let receipt = applied[0].outcome.as_ref().map(|receipt| receipt.to_json());
+    assert_eq!(receipt, Ok(json!({"attack": "over-ceiling", "code": "budget_per_call_exceeded"})));
     assert_eq!(changes.insert_events.len(), 1);
     let event = &changes.insert_events[0];
     assert_eq!(event.kind, "refusal.recorded");

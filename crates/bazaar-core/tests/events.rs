@@ -36,7 +36,7 @@ fn read<B: EventBody + Serialize + DeserializeOwned>(db: &Db, kind: &str) -> B {
 
 fn run(db: &mut Db, commands: Vec<Command>) -> Vec<serde_json::Value> {
     let applied = db.apply_as_adapter(&Config::standard(), &commands, NOW);
-    applied.into_iter().map(|a| a.outcome.expect("succeeds")).collect()
+    applied.into_iter().map(|a| a.outcome.expect("succeeds").to_json()).collect()
 }
 
 /// A registry with an owner, a buyer and a merchant agent, a paid call settled, and a peer.

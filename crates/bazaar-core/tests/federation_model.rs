@@ -51,7 +51,7 @@ impl Side {
     fn ok(&mut self, actor: &Member, op: Op, now: Timestamp) -> serde_json::Value {
         let name = op.name();
         let applied = self.run(Command { actor: actor.clone(), idem: None, op }, now);
-        applied.outcome.unwrap_or_else(|r| panic!("{name}: {r:?}"))
+        applied.outcome.unwrap_or_else(|r| panic!("{name}: {r:?}")).to_json()
     }
 
     fn balance(&self, account: &AccountId) -> i128 {
@@ -282,7 +282,7 @@ impl World {
             let answer = self.a.run(Command { actor: self.peer_b_on_a.clone(), idem: Some(idem), op }, self.now);
             match (lose_answer, answer.outcome) {
                 (true, _) => RelayResult::Unreachable,
-                (false, Ok(receipt)) => RelayResult::Settled(receipt),
+                (false, Ok(receipt)) => RelayResult::Settled(receipt.to_json()),
                 (false, Err(refusal)) => RelayResult::Refused(refusal),
             }
         };

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bazaar_core::apply::Applied;
-use bazaar_core::command::{Command, Idem, Op};
+use bazaar_core::command::{Command, Idem, Op, Receipt};
 use bazaar_core::crypto::sha256_hex;
 use bazaar_core::kernel::docs::{decode, Document};
 use bazaar_core::model::DocKind;
@@ -77,7 +77,7 @@ pub(crate) async fn execute(
     op: Op,
     success: StatusCode,
 ) -> Response {
-    execute_shaped(state, actor, idem, op, success, |receipt| receipt).await
+    answer(state, actor, idem, op, success, |success, receipt| (success, Json(receipt)).into_response()).await
 }
 
 /// [`execute`], with the success body built from the receipt by `shape` (a
@@ -90,6 +90,20 @@ pub(crate) async fn execute_shaped(
     op: Op,
     success: StatusCode,
     shape: fn(serde_json::Value) -> serde_json::Value,
+) -> Response {
+    let respond = move |success, receipt: Receipt| (success, Json(shape(receipt.to_json()))).into_response();
+    answer(state, actor, idem, op, success, respond).await
+}
+
+/// Submits one command and answers with `respond(success, receipt)` or the refusal as problem+json,
+/// replays marked.
+async fn answer(
+    state: &Arc<AppState>,
+    actor: Member,
+    idem: Option<Idem>,
+    op: Op,
+    success: StatusCode,
+    respond: impl FnOnce(StatusCode, Receipt) -> Response,
 ) -> Response {
     let _guard = match &idem {
         Some(idem) => match state.claim(&idem.scope, &idem.key) {
@@ -116,11 +130,11 @@ pub(crate) async fn execute_shaped(
         state.metrics.add("bazaar_idempotent_replays_total", format!("op=\"{op_name}\""), 1.0);
     }
     let mut response = match applied.outcome {
-        Ok(body) => {
+        Ok(receipt) => {
             if op_name == "settle" {
                 state.metrics.add("bazaar_settlements_total", String::new(), 1.0);
             }
-            (success, Json(shape(body))).into_response()
+            respond(success, receipt)
         }
         Err(refusal) => {
             state.metrics.add("bazaar_refusals_total", format!("code=\"{}\"", refusal.code.as_str()), 1.0);
@@ -136,10 +150,15 @@ pub(crate) async fn execute_shaped(
 /// Submits one command without an idempotency key and returns its receipt, a
 /// refusal or a store error as the problem to answer: for handlers that shape
 /// their own answer from the receipt.
-pub(crate) async fn receipt(state: &AppState, actor: Member, op: Op) -> Result<serde_json::Value, Problem> {
+pub(crate) async fn receipt(state: &AppState, actor: Member, op: Op) -> Result<Receipt, Problem> {
     spending_allowed(&op)?;
     let applied = state.store.submit(Command { actor, idem: None, op }).await?;
     Ok(applied.outcome?)
+}
+
+/// The problem for a receipt its command cannot answer (a fresh command's receipt is always its own variant).
+pub(crate) fn unexpected(receipt: &Receipt) -> Problem {
+    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("unexpected receipt: {receipt:?}"))
 }
 
 /// A money-moving command needs a credential that may spend: one issued

@@ -16,7 +16,7 @@ use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
-use bazaar_core::command::{Command, Op};
+use bazaar_core::command::{Command, Op, Receipt};
 use bazaar_core::model::TokenState;
 use bazaar_core::pay;
 use bazaar_core::token::TokenClaims;
@@ -150,9 +150,9 @@ pub async fn settle(
         error_reason: Some(reason.to_string()),
         error_message: Some(message),
     };
-    let settled = |transaction: &Value, payer: String, amount: String| schema::X402Settled {
+    let settled = |transaction: &str, payer: String, amount: String| schema::X402Settled {
         success: true,
-        transaction: transaction.as_str().unwrap_or_default().to_string(),
+        transaction: transaction.to_string(),
         network: network.clone(),
         payer: Some(payer),
         amount: Some(amount),
@@ -171,10 +171,18 @@ pub async fn settle(
     crate::exec::spending_allowed(&op)?;
     let applied = state.store.submit(Command { actor: auth.member.clone(), idem, op }).await?;
     Ok(Json(match applied.outcome {
-        Ok(receipt) => settled(&receipt["settlement_id"], claims.sub.to_string(), amount.0.to_string()),
+        Ok(Receipt::Pay(pay::Receipt::Settled(receipt))) => {
+            settled(&receipt.settlement.row.settlement_id, claims.sub.to_string(), amount.0.to_string())
+        }
+        // A settlement recorded before receipts were tagged replays as its JSON.
+        Ok(receipt) => settled(
+            receipt.to_json()["settlement_id"].as_str().unwrap_or_default(),
+            claims.sub.to_string(),
+            amount.0.to_string(),
+        ),
         // A settled token replays its settlement: the same transaction.
         Err(refusal) if refusal.code.as_str() == "token_settled" => settled(
-            &refusal.facts["settlement_id"],
+            refusal.facts["settlement_id"].as_str().unwrap_or_default(),
             claims.sub.to_string(),
             refusal.facts["amount_minor"].as_u64().unwrap_or(amount.0).to_string(),
         ),

@@ -164,6 +164,42 @@ async fn settle_replays_conflicts_and_in_flight() {
     assert_eq!(buyer.me().await.unwrap().balance_minor, Some(9_000));
 }
 
+/// A replay answers the first answer's bytes, not only its JSON: the idempotency record keeps the typed receipt
+/// with its tag, and it serialises as it did the first time (a token's receipt and a settlement's).
+#[tokio::test]
+async fn a_replay_answers_the_same_bytes() {
+    let r = registry().await;
+    let (_, buyer, merchant, shop) = cast(&r, "bytes", 10_000).await;
+    let http = reqwest::Client::new();
+    let twice = |path: &str, credential: String, body: Value| {
+        let (http, url) = (http.clone(), format!("{}{path}", r.url));
+        async move {
+            let mut answers = Vec::new();
+            for _ in 0..2 {
+                let response = http
+                    .post(&url)
+                    .bearer_auth(&credential)
+                    .header("idempotency-key", "bytes-1")
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                let replayed = response.headers().contains_key("idempotent-replayed");
+                assert!(response.status().is_success(), "{url}: {}", response.status());
+                answers.push((replayed, response.bytes().await.unwrap()));
+            }
+            assert_eq!((answers[0].0, answers[1].0), (false, true), "{url}: the second is the replay");
+            assert_eq!(answers[0].1, answers[1].1, "{url}: the replay's bytes");
+            serde_json::from_slice::<Value>(&answers[0].1).unwrap()
+        }
+    };
+    let issue = json!({"merchant": shop, "max_amount_minor": 500, "order_id": "o-bytes", "resource": "https://shop/x"});
+    let issued = twice("/v1/tokens", merchant_credential(&buyer), issue).await;
+    let settle = json!({"token": issued["token"], "amount_minor": 400, "order_id": "o-bytes"});
+    let settled = twice("/v1/settlements", merchant_credential(&merchant), settle).await;
+    assert_eq!(settled["net_minor"], 396);
+}
+
 fn merchant_credential(client: &Client) -> String {
     client.credential().unwrap_or_default().to_string()
 }

@@ -22,10 +22,11 @@ use crate::relay::{
 use crate::report::{Failure, Report};
 use crate::rng::{lock, Rng, SharedRng};
 use bazaar_core::apply::Applied;
-use bazaar_core::command::{Command, Op, Outcome};
+use bazaar_core::command::{Command, Op, Outcome, Receipt};
 use bazaar_core::dispute::{Dispute, DisputeAct};
 use bazaar_core::escrow::{Contract, ContractAct};
 use bazaar_core::federation::{Netting, NettingAnswer, NettingState, Relay, RelayResult, RelayState};
+use bazaar_core::kernel::batch::record;
 use bazaar_core::model::{DocKind, Member};
 use bazaar_core::refusal::Code;
 use bazaar_core::{federation, pay, token};
@@ -84,7 +85,7 @@ type Step = Result<(), String>;
 
 fn summary(outcome: &Outcome) -> String {
     match outcome {
-        Ok(value) => value.to_string(),
+        Ok(receipt) => receipt.to_json().to_string(),
         Err(refusal) => format!("refused {}", refusal.code.as_str()),
     }
 }
@@ -418,6 +419,10 @@ impl Sim {
             return Ok(false);
         };
         self.note(format!("{name} {} {}", applied.replayed, summary(&applied.outcome)));
+        let recorded = record::to_string(&applied.outcome);
+        if record::from_str(&recorded).ok().as_ref() != Some(&applied.outcome) {
+            return Err(format!("{name}'s outcome does not read back from its record as itself: {recorded}"));
+        }
         let keyed = request.command.idem.is_some();
         let at = match &request.first {
             Some((_, at)) if !keyed => *at,
@@ -494,7 +499,7 @@ impl Sim {
                     self.fault("peer_late");
                     RelayResult::Unreachable
                 }
-                Ok(Applied { outcome: Ok(receipt), .. }) => RelayResult::Settled(receipt),
+                Ok(Applied { outcome: Ok(receipt), .. }) => RelayResult::Settled(receipt.to_json()),
                 Ok(Applied { outcome: Err(refusal), .. }) if refusal.code == Code::IdempotencyInFlight => {
                     RelayResult::Unreachable
                 }
@@ -533,9 +538,14 @@ impl Sim {
                 return Ok(());
             }
             Ok(Applied { outcome: Ok(receipt), .. }) => {
-                let signed = receipt["signatures"].as_array().is_some_and(|s| s.len() == 2);
+                let signed = match &receipt {
+                    Receipt::Federation(federation::Receipt::NettingStatus(status)) => {
+                        status.netting.signatures.len() == 2
+                    }
+                    _ => false,
+                };
                 if !signed {
-                    return Err(format!("netting {id}: B recorded it without both signatures: {receipt}"));
+                    return Err(format!("netting {id}: B recorded it without both signatures: {receipt:?}"));
                 }
                 NettingAnswer::Recorded(signed_by(&self.peer_cast.registry.id))
             }

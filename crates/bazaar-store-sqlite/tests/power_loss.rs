@@ -345,7 +345,7 @@ async fn acknowledged_are_there(
     for sent in lanes.iter().flat_map(|(_, sent)| sent) {
         let Some(answer) = &sent.answer else { continue };
         let body = match &answer.outcome {
-            Ok(body) => body,
+            Ok(receipt) => receipt.to_json(),
             Err(refusal) => {
                 problem(Problem::Refused, format!("{:?} refused before the cut: {refusal:?}", sent.what));
                 continue;

@@ -7,7 +7,7 @@
 use crate::{Engine, Store, StoreError};
 use bazaar_core::apply::{Applied, Config};
 use bazaar_core::audit::AuditReport;
-use bazaar_core::command::{Command, Idem, Keys, Op, Outcome};
+use bazaar_core::command::{Command, Idem, Keys, Op, Outcome, Receipt};
 use bazaar_core::crypto::did_key;
 use bazaar_core::kernel::docs::decode;
 use bazaar_core::model::{Member, MemberKind, TokenState};
@@ -92,7 +92,7 @@ impl Fixture {
         self.submit(actor, None, op).await.outcome
     }
 
-    pub async fn ok(&self, actor: &Member, op: Op) -> serde_json::Value {
+    pub async fn ok(&self, actor: &Member, op: Op) -> Receipt {
         match self.run(actor, op).await {
             Ok(value) => value,
             Err(refusal) => panic!("expected success, got {refusal:?}"),
@@ -459,7 +459,7 @@ async fn pay_settle_conserves(f: Fixture) {
     assert_eq!(f.balance(&buyer).await, 10_000);
     let view = f.store.token(&claims.jti).await.unwrap().unwrap();
     assert_eq!(TokenState::of(&view.hold, f.clock.now()), TokenState::Open);
-    let receipt = f.ok(&merchant, f.settle_op(&claims, 400)).await;
+    let receipt = f.ok(&merchant, f.settle_op(&claims, 400)).await.to_json();
     assert_eq!(receipt["amount_minor"], 400);
     assert_eq!(receipt["fee_minor"], 4);
     assert_eq!(receipt["net_minor"], 396);

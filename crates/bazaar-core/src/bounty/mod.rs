@@ -21,6 +21,7 @@
 pub mod events;
 mod flow;
 pub mod receipts;
+pub use receipts::Receipt;
 
 pub use flow::*;
 

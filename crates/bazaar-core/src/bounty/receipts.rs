@@ -3,10 +3,12 @@
 use super::flow::{Bounty, Reward};
 use serde::Serialize;
 
-/// Every success answer of a bounty command.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Receipt {
-    Bounty(Bounty),
-    Reward(Reward),
+crate::receipt_set! {
+    /// Every success answer of a bounty command.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        Bounty(Bounty),
+        Reward(Reward),
+    }
 }

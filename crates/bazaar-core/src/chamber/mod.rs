@@ -43,10 +43,20 @@ pub struct AttackRefused {
 crate::event_bodies!(AttackRefused => KernelEvent::RefusalRecorded);
 
 /// What recording a press answers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Receipt {
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PressRecorded {
     pub attack: String,
     pub code: String,
+}
+
+crate::receipt_set! {
+    /// Every success answer of a chamber command.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        PressRecorded(PressRecorded),
+    }
 }
 
 /// The command's stable name (also the recorded event's `op`).
@@ -93,7 +103,7 @@ impl Op {
                     met_in: MetIn::Scratch,
                 };
                 batch.emit(caller, &body);
-                Ok(Receipt { attack: attack.clone(), code: code.clone() })
+                Ok(Receipt::PressRecorded(PressRecorded { attack: attack.clone(), code: code.clone() }))
             }
         }
     }

@@ -20,7 +20,7 @@ use crate::kernel::model::{DocKind, DESK_HANDLE, DESK_ID};
 use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use bazaar_types::{AccountId, Amount, DisputeId, MemberId};
-use receipts::Receipt;
+pub use receipts::Receipt;
 
 crate::event_kinds! {
     /// What disputes and stake write on the event ledger.

@@ -17,7 +17,7 @@ pub struct Executed {
 }
 
 /// An item of evidence added, and the phase it left the dispute in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct EvidenceAccepted {
     pub dispute: DisputeId,
     pub evidence: Evidence,
@@ -25,7 +25,7 @@ pub struct EvidenceAccepted {
 }
 
 /// The sweeper found nothing due on this dispute.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct NotAdvanced {
     pub dispute: DisputeId,
     pub phase: Phase,
@@ -34,7 +34,7 @@ pub struct NotAdvanced {
 }
 
 /// Stake locked: the lock, its transfer, and the stake after it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Locked {
     #[serde(flatten)]
     pub locked: StakeLocked,
@@ -43,7 +43,7 @@ pub struct Locked {
 }
 
 /// The unlock cooldown started.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct UnlockRequested {
     pub member: MemberId,
     pub unlock_minor: Amount,
@@ -51,7 +51,7 @@ pub struct UnlockRequested {
 }
 
 /// Unlocked stake moved back to the balance (no transfer when nothing was left to move).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Withdrawn {
     #[serde(flatten)]
     pub withdrawn: StakeWithdrawn,
@@ -59,20 +59,22 @@ pub struct Withdrawn {
     pub transfer: Option<TransferId>,
 }
 
-/// Every success answer of a dispute or stake command.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum Receipt {
-    /// The dispute as stored, after filing or an act that did not execute it.
-    Dispute(Box<Dispute>),
-    Executed(Box<Executed>),
-    Evidence(EvidenceAccepted),
-    NotAdvanced(NotAdvanced),
-    Locked(Locked),
-    UnlockRequested(UnlockRequested),
-    Withdrawn(Withdrawn),
-    /// The desk's enrolment, as identity answers it.
-    Desk(crate::identity::receipts::Joined),
+crate::receipt_set! {
+    /// Every success answer of a dispute or stake command.
+    #[derive(Clone, Debug, PartialEq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        /// The dispute as stored, after filing or an act that did not execute it.
+        Dispute(Box<Dispute>),
+        Executed(Box<Executed>),
+        Evidence(EvidenceAccepted),
+        NotAdvanced(NotAdvanced),
+        Locked(Locked),
+        UnlockRequested(UnlockRequested),
+        Withdrawn(Withdrawn),
+        /// The desk's enrolment, as identity answers it.
+        Desk(crate::identity::receipts::Joined),
+    }
 }
 
 impl From<Dispute> for Receipt {

@@ -24,6 +24,7 @@
 mod contract;
 pub mod events;
 pub mod receipts;
+pub use receipts::Receipt;
 
 pub use contract::*;
 

@@ -8,7 +8,7 @@ use bazaar_types::{Amount, ContractId};
 use serde::{Deserialize, Serialize};
 
 /// A contract as the API shows it: the stored contract and what it still holds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ContractView {
     #[serde(flatten)]
     pub contract: Contract,
@@ -16,7 +16,7 @@ pub struct ContractView {
 }
 
 /// A milestone marked delivered: the review window is open until the deadline.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Delivered {
     #[serde(flatten)]
     pub delivery: Delivery,
@@ -32,7 +32,7 @@ pub struct Released {
 }
 
 /// An undelivered milestone reclaimed by its buyer after the due date and the grace.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Reclaimed {
     #[serde(flatten)]
     pub reclaimed: MilestoneReclaimed,
@@ -41,19 +41,21 @@ pub struct Reclaimed {
 }
 
 /// The sweeper's pass over one contract: every milestone it released.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ReleasedDue {
     pub contract: ContractId,
     pub released: Vec<Released>,
 }
 
-/// Every success answer of an escrow command.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Receipt {
-    Contract(ContractView),
-    Delivered(Delivered),
-    Released(Released),
-    ReleasedDue(ReleasedDue),
-    Reclaimed(Reclaimed),
+crate::receipt_set! {
+    /// Every success answer of an escrow command.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        Contract(ContractView),
+        Delivered(Delivered),
+        Released(Released),
+        ReleasedDue(ReleasedDue),
+        Reclaimed(Reclaimed),
+    }
 }

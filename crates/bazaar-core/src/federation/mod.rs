@@ -7,6 +7,7 @@ pub mod events;
 pub mod netting;
 mod peers;
 pub mod receipts;
+pub use receipts::Receipt;
 
 pub use netting::{verify_statement, Netting, NettingAnswer, NettingState, NettingStatement, RegistrySignature};
 pub use peers::*;

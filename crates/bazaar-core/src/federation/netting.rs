@@ -176,7 +176,7 @@ impl Netting {
 }
 
 /// A netting statement's state, as answered.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct NettingStatus {
     #[serde(flatten)]
     pub netting: Netting,

@@ -13,14 +13,14 @@ use bazaar_types::{Amount, MemberId};
 use serde::Serialize;
 
 /// A peer recognised or updated.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PeerRecorded {
     #[serde(flatten)]
     pub peer: PeerFacts,
 }
 
 /// A new signing key recorded.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct KeyRecorded {
     pub did: String,
     pub from_ms: i64,
@@ -28,7 +28,7 @@ pub struct KeyRecorded {
 }
 
 /// A signed passport's figures recorded.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PassportRecorded {
     #[serde(flatten)]
     pub issued: IssuedFigures,
@@ -37,21 +37,21 @@ pub struct PassportRecorded {
 }
 
 /// Imported reputation stored.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ImportStored {
     #[serde(flatten)]
     pub record: ImportRecord,
 }
 
 /// A relay's state (opened, retrying, failed, or already settled).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct RelayStatus {
     #[serde(flatten)]
     pub relay: RelayFacts,
 }
 
 /// A relayed settlement paid out to the merchant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct RelayPaid {
     #[serde(flatten)]
     pub settlement: SettlementFacts,
@@ -60,7 +60,7 @@ pub struct RelayPaid {
 }
 
 /// A new guest.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GuestJoined {
     #[serde(flatten)]
     pub member: Enrolled,
@@ -71,7 +71,7 @@ pub struct GuestJoined {
 }
 
 /// A returning guest with a new credential.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GuestReturned {
     pub id: MemberId,
     pub handle: String,
@@ -80,21 +80,23 @@ pub struct GuestReturned {
     pub returning: bool,
 }
 
-/// Every success federation answers with.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Receipt {
-    PeerRecorded(PeerRecorded),
-    KeyRecorded(KeyRecorded),
-    PassportRecorded(PassportRecorded),
-    ImportStored(ImportStored),
-    TokenGranted(TokenGranted),
-    Settled(Settled),
-    RelayStatus(RelayStatus),
-    RelayPaid(RelayPaid),
-    GuestJoined(GuestJoined),
-    GuestReturned(GuestReturned),
-    NettingStatus(NettingStatus),
+crate::receipt_set! {
+    /// Every success federation answers with.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        PeerRecorded(PeerRecorded),
+        KeyRecorded(KeyRecorded),
+        PassportRecorded(PassportRecorded),
+        ImportStored(ImportStored),
+        TokenGranted(TokenGranted),
+        Settled(Settled),
+        RelayStatus(RelayStatus),
+        RelayPaid(RelayPaid),
+        GuestJoined(GuestJoined),
+        GuestReturned(GuestReturned),
+        NettingStatus(NettingStatus),
+    }
 }
 
 crate::receipts_into!(Receipt: PeerRecorded,

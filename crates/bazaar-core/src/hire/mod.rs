@@ -26,6 +26,7 @@ pub mod events;
 mod guest;
 mod lease;
 pub mod receipts;
+pub use receipts::Receipt;
 mod service;
 
 pub use guest::*;

@@ -6,13 +6,15 @@ use super::lease::Lease;
 use super::service::ServiceAuthorization;
 use serde::Serialize;
 
-/// Every success answer of a hiring command.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Receipt {
-    Authorization(ServiceAuthorization),
-    Paid(Payment),
-    Hire(Hire),
-    HirePaid(HirePayment),
-    Lease(Lease),
+crate::receipt_set! {
+    /// Every success answer of a hiring command.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        Authorization(ServiceAuthorization),
+        Paid(Payment),
+        Hire(Hire),
+        HirePaid(HirePayment),
+        Lease(Lease),
+    }
 }

@@ -5,6 +5,7 @@
 pub mod events;
 mod members;
 pub mod receipts;
+pub use receipts::Receipt;
 
 use crate::kernel::batch::Batch;
 use crate::kernel::keys::Keys;

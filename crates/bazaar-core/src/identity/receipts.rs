@@ -7,7 +7,7 @@ use bazaar_types::{Amount, MemberId, Timestamp};
 use serde::Serialize;
 
 /// The registry is set up.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Bootstrapped {
     pub registry: MemberId,
     pub operator: MemberId,
@@ -16,42 +16,44 @@ pub struct Bootstrapped {
 }
 
 /// A member joined (an owner created, an agent enrolled).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Joined {
     #[serde(flatten)]
     pub member: Enrolled,
 }
 
 /// An invite was issued.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Invited {
     pub owner: MemberId,
     pub expires_at_ms: Timestamp,
 }
 
 /// A credential was rotated or revoked.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CredentialChanged {
     pub member: MemberId,
 }
 
 /// A member took a new handle.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Renamed {
     pub member: MemberId,
     pub from: String,
     pub to: String,
 }
 
-/// Every success identity answers with.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Receipt {
-    Bootstrapped(Bootstrapped),
-    Joined(Joined),
-    Invited(Invited),
-    CredentialChanged(CredentialChanged),
-    Renamed(Renamed),
+crate::receipt_set! {
+    /// Every success identity answers with.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        Bootstrapped(Bootstrapped),
+        Joined(Joined),
+        Invited(Invited),
+        CredentialChanged(CredentialChanged),
+        Renamed(Renamed),
+    }
 }
 
 crate::receipts_into!(Receipt: Bootstrapped, Joined, Invited, CredentialChanged, Renamed);

@@ -9,7 +9,7 @@ use crate::kernel::chain;
 use crate::kernel::config::Config;
 use crate::kernel::model::*;
 use crate::kernel::refusal::{Code, Refusal};
-use crate::kernel::request::{Caller, Outcome, Request};
+use crate::kernel::request::{Caller, Request};
 use crate::kernel::state::{Changes, Dirty, Snapshot};
 use bazaar_types::{MemberId, Timestamp};
 use serde_json::json;
@@ -18,18 +18,124 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-/// What running one command gives a capability: a JSON receipt or a refusal.
-pub type Step = Result<serde_json::Value, Refusal>;
+/// What running one command gives: its typed receipt or a refusal. The same
+/// type is stored under an idempotency key and replayed (see [`record`]).
+pub type Outcome<T> = Result<T, Refusal>;
 
 pub fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal::new(code, detail))
 }
 
+/// One command's outcome. Sent between nodes (and stored) in the tagged form of [`record`], so a receipt
+/// arrives as the type it left.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Applied {
-    pub outcome: Outcome,
+#[serde(bound(serialize = "T: Receipts", deserialize = "T: Receipts"))]
+pub struct Applied<T> {
+    #[serde(with = "record")]
+    pub outcome: Outcome<T>,
     /// The outcome came from an idempotency record, not from running the command.
     pub replayed: bool,
+}
+
+/// A closed set of typed success answers (receipts). Serialising one gives exactly the JSON the API answers;
+/// [`Receipts::tag`] names its variant, stored beside that JSON in an idempotency record, and
+/// [`Receipts::untag`] reads the JSON back into the same variant, so a replay is the typed receipt the first
+/// run answered and serialises to the same bytes. Each capability declares its set with `receipt_set!`.
+pub trait Receipts: serde::Serialize + Sized {
+    /// The variant's name, stable across builds (`Settled`; the composer's are `pay.Settled`).
+    fn tag(&self) -> String;
+    /// The receipt `tag` names, read from its JSON; `None` when the tag is unknown or the JSON is not its shape.
+    fn untag(tag: &str, body: serde_json::Value) -> Option<Self>;
+    /// A receipt recorded without a tag (before receipts were tagged), or under a tag this build cannot read:
+    /// replayed as its recorded JSON. The composer's `Receipt::Recorded`.
+    fn recorded(body: serde_json::Value) -> Self;
+}
+
+/// Declares a capability's closed set of receipts as an untagged enum (it serialises to the receipt's own
+/// JSON), each variant's `name` (its tag) and `read` (a variant from its tag and JSON): `receipt_set! {
+/// #[derive(…, serde::Serialize)] #[serde(untagged)] pub enum Receipt { A(A), B(Box<B>) } }`. The composer
+/// implements [`Receipts`] over every capability's set.
+#[macro_export]
+macro_rules! receipt_set {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident($ty:ty)),+ $(,)? }) => {
+        $(#[$meta])*
+        pub enum $name { $($(#[$vmeta])* $variant($ty)),+ }
+        impl $name {
+            /// The variant's name: the tag an idempotency record stores beside the receipt's JSON.
+            pub fn name(&self) -> &'static str {
+                match self { $($name::$variant(_) => stringify!($variant)),+ }
+            }
+            /// The receipt `tag` names, read from its JSON.
+            pub fn read(tag: &str, body: serde_json::Value) -> Option<$name> {
+                match tag {
+                    $(stringify!($variant) => serde_json::from_value::<$ty>(body).ok().map($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+/// The stored (and node-to-node) form of an [`Outcome`]: `{"Ok": <the receipt's JSON>, "tag": "pay.Settled"}`
+/// or `{"Err": <refusal>}` — the shape records always had, plus the tag, so a migration that reads
+/// `$.Ok.<field>` reads both. A record without a tag (written before receipts were tagged) replays as
+/// [`Receipts::recorded`] until the retention period drops it.
+pub mod record {
+    use super::{Outcome, Receipts};
+    use crate::kernel::refusal::Refusal;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    #[allow(non_snake_case)]
+    struct Written<'a, T> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        Ok: Option<&'a T>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tag: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        Err: Option<&'a Refusal>,
+    }
+
+    #[derive(Deserialize)]
+    #[allow(non_snake_case)]
+    #[serde(deny_unknown_fields)]
+    struct Read {
+        Ok: Option<serde_json::Value>,
+        tag: Option<String>,
+        Err: Option<Refusal>,
+    }
+
+    pub fn serialize<T: Receipts, S: Serializer>(outcome: &Outcome<T>, serializer: S) -> Result<S::Ok, S::Error> {
+        match outcome {
+            Ok(receipt) => Written { Ok: Some(receipt), tag: Some(receipt.tag()), Err: None },
+            Err(refusal) => Written { Ok: None, tag: None, Err: Some(refusal) },
+        }
+        .serialize(serializer)
+    }
+
+    pub fn deserialize<'de, T: Receipts, D: Deserializer<'de>>(deserializer: D) -> Result<Outcome<T>, D::Error> {
+        use serde::de::Error;
+        match Read::deserialize(deserializer)? {
+            Read { Ok: Some(body), tag: Some(tag), Err: None } => {
+                Ok(Ok(T::untag(&tag, body.clone()).unwrap_or_else(|| T::recorded(body))))
+            }
+            Read { Ok: Some(body), tag: None, Err: None } => Ok(Ok(T::recorded(body))),
+            Read { Ok: None, tag: None, Err: Some(refusal) } => Ok(Err(refusal)),
+            _ => Err(D::Error::custom("an outcome is `Ok` with its `tag`, or `Err`")),
+        }
+    }
+
+    /// The record's text for `outcome`.
+    pub fn to_string<T: Receipts>(outcome: &Outcome<T>) -> String {
+        let mut out = Vec::with_capacity(256);
+        serialize(outcome, &mut serde_json::Serializer::new(&mut out)).expect("outcomes serialize");
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    /// The outcome a record's text holds.
+    pub fn from_str<T: Receipts>(text: &str) -> serde_json::Result<Outcome<T>> {
+        deserialize(&mut serde_json::Deserializer::from_str(text))
+    }
 }
 
 /// A closed set of event kinds, one enum per capability. The stored kind is
@@ -132,13 +238,13 @@ impl EventBody for RefusalRecorded<'_> {
 
 /// Runs `requests` in order over `snap`; `run` dispatches one command to its
 /// capability. Returns each outcome and the rows to write.
-pub fn apply_batch<R: Request>(
+pub fn apply_batch<R: Request, T: Receipts>(
     snap: &mut Snapshot,
     config: &Config,
     requests: &[R],
     now: Timestamp,
-    mut run: impl FnMut(&mut Batch<'_>, &R) -> Step,
-) -> (Vec<Applied>, Changes) {
+    mut run: impl FnMut(&mut Batch<'_>, &R) -> Outcome<T>,
+) -> (Vec<Applied<T>>, Changes) {
     let mut batch =
         Batch { snap, config, now, changes: Changes::default(), dirty: Dirty::default(), typed: RefCell::default() };
     let results = requests.iter().map(|r| batch.apply_one(r, &mut run)).collect();
@@ -157,7 +263,11 @@ pub struct Batch<'a> {
 }
 
 impl Batch<'_> {
-    fn apply_one<R: Request>(&mut self, request: &R, run: &mut impl FnMut(&mut Self, &R) -> Step) -> Applied {
+    fn apply_one<R: Request, T: Receipts>(
+        &mut self,
+        request: &R,
+        run: &mut impl FnMut(&mut Self, &R) -> Outcome<T>,
+    ) -> Applied<T> {
         let caller = request.caller();
         if let Some(idem) = caller.idem {
             if let Some(record) = self.snap.idem.get(&(idem.scope.clone(), idem.key.clone())) {
@@ -168,7 +278,7 @@ impl Batch<'_> {
                     );
                     return Applied { outcome: Err(refusal), replayed: false };
                 }
-                let outcome: Outcome = serde_json::from_str(&record.outcome).expect("stored outcomes parse");
+                let outcome = record::from_str(&record.outcome).expect("stored outcomes parse");
                 return Applied { outcome, replayed: true };
             }
         }
@@ -178,7 +288,7 @@ impl Batch<'_> {
                 scope: idem.scope.clone(),
                 key: idem.key.clone(),
                 fingerprint: idem.fingerprint.clone(),
-                outcome: serde_json::to_string(&outcome).expect("outcomes serialize"),
+                outcome: record::to_string(&outcome),
                 created_at: self.now,
             };
             self.snap.idem.insert((record.scope.clone(), record.key.clone()), record.clone());

@@ -4,10 +4,6 @@
 use crate::kernel::model::{Member, MemberKind};
 use crate::kernel::refusal::{Code, Refusal};
 
-/// The result of one command, as stored under an idempotency key and as
-/// replayed: a JSON receipt or a refusal.
-pub type Outcome = Result<serde_json::Value, Refusal>;
-
 /// An idempotency key in its scope (the caller and the operation), with the
 /// fingerprint of the request it first came with.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -23,7 +23,7 @@ use crate::kernel::refusal::Refusal;
 use crate::kernel::request::Caller;
 use bazaar_types::limits::ORDER_LINES_MAX;
 use bazaar_types::{AccountId, Amount, ListingId, MarketOrderId, MemberId, RfqId};
-use receipts::Receipt;
+pub use receipts::Receipt;
 
 crate::event_kinds! {
     /// What the market writes on the event ledger.

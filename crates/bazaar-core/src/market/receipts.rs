@@ -11,7 +11,7 @@ use bazaar_types::{Amount, ListingId, MarketOrderId, MemberId, RfqId, Timestamp}
 use serde::Serialize;
 
 /// A listing as the API shows it: without its search words, with the lowest price offers are checked against.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ListingView {
     pub id: ListingId,
     pub seller: MemberId,
@@ -45,7 +45,7 @@ impl ListingView {
 }
 
 /// A proposal as recorded, and how many attempts its seller has left.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct OfferRecorded {
     #[serde(flatten)]
     pub offer: Offer,
@@ -53,21 +53,21 @@ pub struct OfferRecorded {
 }
 
 /// A closed request's allocation (the same answer when it was closed already).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Closed {
     pub rfq: RfqId,
     pub allocation: Option<Allocation>,
 }
 
 /// A share paid on its proof of shipment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SharePaid {
     #[serde(flatten)]
     pub paid: SharePayment,
 }
 
 /// A share cancelled before it shipped.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ShareCancelled {
     pub order: MarketOrderId,
     pub share: u32,
@@ -75,16 +75,18 @@ pub struct ShareCancelled {
     pub order_state: OrderState,
 }
 
-/// Every success answer of a market command.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Receipt {
-    Listing(Box<ListingView>),
-    Rfq(Box<Rfq>),
-    Offer(Box<OfferRecorded>),
-    Closed(Closed),
-    Policy(OrderPolicy),
-    Order(Box<Order>),
-    SharePaid(Box<SharePaid>),
-    ShareCancelled(ShareCancelled),
+crate::receipt_set! {
+    /// Every success answer of a market command.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        Listing(Box<ListingView>),
+        Rfq(Box<Rfq>),
+        Offer(Box<OfferRecorded>),
+        Closed(Closed),
+        Policy(OrderPolicy),
+        Order(Box<Order>),
+        SharePaid(Box<SharePaid>),
+        ShareCancelled(ShareCancelled),
+    }
 }

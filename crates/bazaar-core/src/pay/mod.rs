@@ -6,6 +6,7 @@
 mod budget;
 pub mod events;
 pub mod receipts;
+pub use receipts::Receipt;
 mod settle;
 pub mod terms;
 pub mod token;

@@ -9,14 +9,14 @@ use bazaar_types::{Amount, HoldId, MemberId, TokenId};
 use serde::Serialize;
 
 /// The budget as set.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct BudgetSet {
     #[serde(flatten)]
     pub budget: BudgetFacts,
 }
 
 /// Units minted into an owner's account.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Minted {
     #[serde(flatten)]
     pub legs: Linked,
@@ -24,7 +24,7 @@ pub struct Minted {
 }
 
 /// Units moved from an owner to its agent.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Funded {
     #[serde(flatten)]
     pub legs: Linked,
@@ -32,7 +32,7 @@ pub struct Funded {
 }
 
 /// A new payment token and what backs it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TokenGranted {
     #[serde(flatten)]
     pub issued: TokenFacts,
@@ -41,7 +41,7 @@ pub struct TokenGranted {
 }
 
 /// A token settled: the settlement and how it was posted.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Settled {
     #[serde(flatten)]
     pub settlement: SettlementFacts,
@@ -53,7 +53,7 @@ pub struct Settled {
 }
 
 /// A token's hold voided or expired.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct HoldReleased {
     pub jti: TokenId,
     pub hold: HoldId,
@@ -61,18 +61,20 @@ pub struct HoldReleased {
     pub state: HoldState,
 }
 
-/// Every success pay answers with.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Receipt {
-    BudgetSet(BudgetSet),
-    Minted(Minted),
-    Funded(Funded),
-    TokenGranted(TokenGranted),
-    Settled(Settled),
-    HoldReleased(HoldReleased),
-    /// A merchant's terms as set.
-    Terms(super::terms::MerchantTerms),
+crate::receipt_set! {
+    /// Every success pay answers with.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+    #[serde(untagged)]
+    pub enum Receipt {
+        BudgetSet(BudgetSet),
+        Minted(Minted),
+        Funded(Funded),
+        TokenGranted(TokenGranted),
+        Settled(Settled),
+        HoldReleased(HoldReleased),
+        /// A merchant's terms as set.
+        Terms(super::terms::MerchantTerms),
+    }
 }
 
 crate::receipts_into!(Receipt: BudgetSet, Minted, Funded, TokenGranted, Settled, HoldReleased);

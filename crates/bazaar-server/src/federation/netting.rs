@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
-use bazaar_core::command::Op;
+use bazaar_core::command::{Op, Receipt};
 use bazaar_core::crypto::{did_key, sign};
 use bazaar_core::federation::{
     self, verify_statement, Netting, NettingAnswer, NettingState, NettingStatement, Peer, RegistrySignature,
@@ -139,8 +139,10 @@ pub async fn propose(
         statement: statement.clone(),
         signature: signature.clone(),
     });
-    let proposed: Netting = serde_json::from_value(exec::receipt(&state, auth.member, op).await?)
-        .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let proposed: Netting = match exec::receipt(&state, auth.member, op).await? {
+        Receipt::Federation(federation::Receipt::NettingStatus(status)) => status.netting,
+        other => return Err(exec::unexpected(&other)),
+    };
     let answered = proposed.state != NettingState::Proposed || send(&state, &peer, &proposed).await?;
     let netting = exec::load_doc::<Netting>(&state, &statement.id, || {
         Refusal::new(Code::NettingNotFound, "No netting statement with this id.")

@@ -225,7 +225,7 @@ pub async fn join_guest(
         credential_hash: sha256_hex(credential.as_bytes()),
         home: MemberId(body.home.clone()),
     });
-    let mut receipt = exec::receipt(&state, state.registry_actor(), op).await?;
+    let mut receipt = exec::receipt(&state, state.registry_actor(), op).await?.to_json();
     receipt["credential"] = json!(credential);
     Ok((StatusCode::CREATED, Json(receipt)).into_response())
 }

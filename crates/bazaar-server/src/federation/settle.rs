@@ -148,7 +148,7 @@ pub async fn settle_foreign(
     let op = Op::Federation(federation::Op::RelayOpen { claims: claims.clone(), token: text.to_string(), amount });
     let view = exec::receipt(state, merchant, op).await?;
     let row = state.store.doc(DocKind::Relay, claims.jti.as_str()).await?.ok_or_else(|| {
-        Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("relay vanished: {view}"))
+        Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("relay vanished: {view:?}"))
     })?;
     let relay = decode::<Relay>(&row)?;
     let outcome = match relay.state {

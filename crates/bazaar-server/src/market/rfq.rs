@@ -133,7 +133,7 @@ pub async fn make_offer(
         proposal,
         committed,
     });
-    let offer = exec::receipt(&state, auth.member, op).await?;
+    let offer = exec::receipt(&state, auth.member, op).await?.to_json();
     if offer["status"] == "refused" {
         let refusal = &offer["refusal"];
         let code = refusal["code"].as_str().unwrap_or_default();
