@@ -15,14 +15,18 @@ pub async fn publish_sealing_key(client: &Client, identity: &SigningKey, me: &Me
     let public_key = SealingSecret::derive(identity).public_key();
     let signature = sign_sealing_key(identity, me, &public_key);
     let body = json!({"public_key": public_key, "signature": signature});
-    client.call(reqwest::Method::PUT, "/v1/sealing-key", Some(body), None).await?;
+    client
+        .call::<serde_json::Value>(reqwest::Method::PUT, "/v1/sealing-key", Some(bazaar_sdk::Body::json(body)), None)
+        .await?;
     Ok(public_key)
 }
 
 /// Every current member of `channel` with the sealing key a post must be
 /// sealed for; an error names a member that has none.
 pub async fn sealing_keys(client: &Client, channel: &ChannelId) -> Result<Vec<(MemberId, String)>> {
-    let keys = client.call(reqwest::Method::GET, &format!("/v1/channels/{channel}/sealing-keys"), None, None).await?;
+    let keys = client
+        .call::<serde_json::Value>(reqwest::Method::GET, &format!("/v1/channels/{channel}/sealing-keys"), None, None)
+        .await?;
     let mut to = Vec::new();
     for entry in keys.body.as_array().into_iter().flatten() {
         let member = MemberId(entry["member"].as_str().unwrap_or_default().to_string());

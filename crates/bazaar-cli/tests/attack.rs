@@ -176,7 +176,8 @@ const PRESSED: &[&str] = &["over-ceiling", "forged-token", "invite-reuse", "priv
 /// What the live registry holds as the API shows it to its operator: every account's balance and how many
 /// members were ever created.
 async fn holdings(operator: &bazaar_sdk::Client) -> (serde_json::Value, usize) {
-    let accounts = operator.call(reqwest::Method::GET, "/v1/accounts", None, None).await.unwrap().body;
+    let accounts =
+        operator.call::<serde_json::Value>(reqwest::Method::GET, "/v1/accounts", None, None).await.unwrap().body;
     assert!(accounts["next_after"].is_null(), "one page holds this registry's accounts");
     let mut members = 0;
     for kind in ["registry.created", "owner.created", "agent.enrolled"] {

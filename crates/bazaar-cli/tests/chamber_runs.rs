@@ -117,12 +117,16 @@ async fn the_story_runs_to_its_approval_link_for_the_operator_only_and_again() {
         assert!(link.starts_with(&format!("{}/approve/ord_", local.url)), "{run}");
         let order = run["order"].as_str().unwrap();
         let hotel = bazaar_sdk::Client::new(&local.url, run["hotel_owner_credential"].as_str().map(str::to_string));
-        let waiting = hotel.call(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
+        let waiting =
+            hotel.call::<Value>(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
         assert_eq!(waiting["state"], "awaiting_approval", "nothing paid or held before a person approves: {waiting}");
         let refused: Vec<&Value> = run["proposals"].as_array().unwrap().iter().filter(|p| p[3] != "valid").collect();
         assert_eq!(refused.len(), 3, "the story's three refused offers: {run}");
-        let approved =
-            hotel.call(reqwest::Method::POST, &format!("/v1/orders/{order}/approve"), None, None).await.unwrap().body;
+        let approved = hotel
+            .call::<Value>(reqwest::Method::POST, &format!("/v1/orders/{order}/approve"), None, None)
+            .await
+            .unwrap()
+            .body;
         assert_eq!(approved["state"], "authorized", "{approved}");
     }
     let (status, body) = post(&local, "/v1/chamber/runs/agent", Some("op"), json!({})).await;
@@ -154,7 +158,8 @@ async fn the_ai_buyer_agent_chooses_the_mcp_tools_and_ends_at_the_approval_link(
     assert!(link.starts_with(&format!("{}/approve/ord_", local.url)), "{run}");
     let order_id = link.rsplit('/').next().unwrap();
     let hotel = bazaar_sdk::Client::new(&local.url, run["hotel_owner_credential"].as_str().map(str::to_string));
-    let order = hotel.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
+    let order =
+        hotel.call::<Value>(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
     assert_eq!(order["state"], "awaiting_approval", "the agent cannot pay: {order}");
     assert!(order["total"].as_u64().unwrap() > 0 && order["lines"].as_array().unwrap().len() >= 2, "{order}");
     {

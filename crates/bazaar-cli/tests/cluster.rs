@@ -15,7 +15,7 @@
 mod common;
 
 use bazaar_cli::wire_json;
-use bazaar_sdk::{generate_key, Client};
+use bazaar_sdk::{generate_key, Body, Client};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::process::Child;
@@ -207,10 +207,16 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
     // A listener in a room; her inbox is followed on every node.
     let listener = operator.create_owner(&generate_key(), "cluster-listener").await.unwrap();
     let listener_credential = listener.credential.clone();
-    let room = owner.call(reqwest::Method::POST, "/v1/rooms", Some(json!({"name": "floor"})), None).await.unwrap();
+    let room = owner
+        .call::<Value>(reqwest::Method::POST, "/v1/rooms", Some(Body::json(json!({"name": "floor"}))), None)
+        .await
+        .unwrap();
     let room = room.body["id"].as_str().unwrap().to_string();
     let as_listener = operator.with_credential(&listener_credential);
-    as_listener.call(reqwest::Method::POST, &format!("/v1/channels/{room}/join"), Some(json!({})), None).await.unwrap();
+    as_listener
+        .call::<Value>(reqwest::Method::POST, &format!("/v1/channels/{room}/join"), Some(Body::json(json!({}))), None)
+        .await
+        .unwrap();
 
     // The sweeper runs on exactly one node.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
@@ -303,7 +309,7 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
                 let key = format!("post-{i}");
                 let body = json!({"body": format!("lot {i}")});
                 let message = common::retry(&format!("message {i}"), || {
-                    owner.call(reqwest::Method::POST, &path, Some(body.clone()), Some(&key))
+                    owner.call::<Value>(reqwest::Method::POST, &path, Some(Body::json(body.clone())), Some(&key))
                 })
                 .await
                 .body;

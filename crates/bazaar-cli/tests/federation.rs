@@ -10,7 +10,7 @@
 mod common;
 
 use bazaar_cli::wire_json;
-use bazaar_sdk::{generate_key, Client, SdkError};
+use bazaar_sdk::{generate_key, Body, Client, SdkError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -162,7 +162,7 @@ async fn world(name: &str) -> World {
 async fn cross_token(w: &World, order: &str) -> Result<String, SdkError> {
     let body = json!({"merchant": w.merchant_did, "registry": w.b.did, "max_amount_minor": PRICE,
         "order_id": order, "resource": "https://shop.b/fed"});
-    let answer = w.buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?;
+    let answer = w.buyer.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), None).await?;
     Ok(answer.body["token"].as_str().unwrap().to_string())
 }
 
@@ -336,8 +336,14 @@ async fn kill_9_of_either_registry_mid_flow_loses_nothing() {
                     let settled = loop {
                         assert!(Instant::now() < deadline, "order {order} never settled");
                         let attempt = async {
-                            let issued =
-                                buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), None).await?;
+                            let issued = buyer
+                                .call::<Value>(
+                                    reqwest::Method::POST,
+                                    "/v1/tokens",
+                                    Some(Body::json(body.clone())),
+                                    None,
+                                )
+                                .await?;
                             let token = issued.body["token"].as_str().unwrap().to_string();
                             merchant.settle(&token, PRICE, &order, None).await
                         };
@@ -459,11 +465,11 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     assert_eq!(wire_json(&guest.me().await.unwrap())["member"]["id"], did.as_str(), "the first credential still works");
     // Another key cannot join under this DID.
     let impostor = anonymous
-        .call(
+        .call::<Value>(
             reqwest::Method::POST,
             "/v1/federation/guests",
-            Some(json!({"did": did, "home": w.a.did,
-            "presented_at_ms": bazaar_cli::runtime_now_ms(), "signature": "AAAA"})),
+            Some(Body::json(json!({"did": did, "home": w.a.did,
+            "presented_at_ms": bazaar_cli::runtime_now_ms(), "signature": "AAAA"}))),
             None,
         )
         .await
@@ -477,7 +483,8 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     // Funding: a token on A addressed to itself at B, settled by itself at B.
     let body = json!({"merchant": did, "registry": w.b.did, "max_amount_minor": FUNDING,
         "order_id": "guest-funding-1", "resource": "guest funding"});
-    let token = stranger.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await.unwrap();
+    let token =
+        stranger.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), None).await.unwrap();
     let token = token.body["token"].as_str().unwrap().to_string();
     guest.settle(&token, FUNDING, "guest-funding-1", None).await.unwrap();
     let funded = FUNDING - FUNDING * FEE_BPS as u64 / 10_000;
@@ -501,7 +508,8 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     // A paid call relayed from A: the buyer, now also a guest at B, can dispute it there.
     let body = json!({"merchant": w.merchant_did, "registry": w.b.did, "max_amount_minor": PRICE,
         "order_id": "call-1", "resource": "https://shop.b/fed"});
-    let token = stranger.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await.unwrap();
+    let token =
+        stranger.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), None).await.unwrap();
     w.merchant.settle(token.body["token"].as_str().unwrap(), PRICE, "call-1", None).await.unwrap();
     let subject = bazaar_sdk::wire::dispute::DisputeSubject::Call {
         merchant: w.merchant_did.to_string(),

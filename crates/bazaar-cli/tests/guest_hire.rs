@@ -16,7 +16,7 @@ fn code_of<T: std::fmt::Debug>(result: Result<T, SdkError>) -> String {
 use bazaar_cli::story::{enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_relay::jobs::JOB_RESULT;
 use bazaar_relay::Signer;
-use bazaar_sdk::{Client, SdkError};
+use bazaar_sdk::{Body, Client, SdkError};
 use bazaar_server::OsEntropy;
 use bazaar_types::limits::{DISPUTE_APPEAL_S, DISPUTE_EVIDENCE_S};
 use ed25519_dalek::SigningKey;
@@ -90,10 +90,23 @@ async fn locked_terms_and_a_verified_acceptance(local: &LocalRegistry, with_plan
     // plane): the specialist is in no room it was not in before.
     if with_plane {
         let conversation = hire["conversation"].as_str().expect("a guest conversation").to_string();
-        let channels = c.specialist.call(reqwest::Method::GET, "/v1/channels", None, None).await.unwrap().body;
+        let channels = c
+            .specialist
+            .call::<serde_json::Value>(reqwest::Method::GET, "/v1/channels", None, None)
+            .await
+            .unwrap()
+            .body;
         let listed: Vec<&str> = channels.as_array().unwrap().iter().filter_map(|m| m["channel"].as_str()).collect();
         assert_eq!(listed, [conversation.as_str()], "{channels}");
-        let dm = c.hirer.call(reqwest::Method::POST, "/v1/dms", Some(json!({"with": c.specialist_id})), None).await;
+        let dm = c
+            .hirer
+            .call::<serde_json::Value>(
+                reqwest::Method::POST,
+                "/v1/dms",
+                Some(Body::json(json!({"with": c.specialist_id}))),
+                None,
+            )
+            .await;
         assert_eq!(dm.unwrap().body["id"].as_str(), Some(conversation.as_str()), "the same persistent DM");
     }
 

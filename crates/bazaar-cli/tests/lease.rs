@@ -59,7 +59,7 @@ async fn leases(local: &LocalRegistry) {
     assert_eq!(refused(payer.receipt_lease(&id).await).0, "not_party", "only the worker publishes its receipt");
     let receipted = wire_json(&worker.receipt_lease(&id).await.unwrap().body);
     assert_eq!(receipted["status"], "active");
-    let listed = worker.call(reqwest::Method::GET, "/v1/leases", None, None).await.unwrap().body;
+    let listed = worker.call::<serde_json::Value>(reqwest::Method::GET, "/v1/leases", None, None).await.unwrap().body;
     assert_eq!(listed["leases"][0]["status"], "active");
     assert_eq!(listed["leases"][0]["identity"], identity.pubkey.as_str());
 

@@ -39,12 +39,23 @@ async fn one_order(dir: &std::path::Path) -> (LocalRegistry, Client, Client, Cli
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 10 * 86_400_000;
     let ask =
         json!({"item": "cushion covers", "quantity": UNITS, "max_unit_price_minor": 3_000, "deadline_ms": deadline});
-    let rfq = buyer.call(Method::POST, "/v1/rfqs", Some(ask), Some("mp-rfq")).await.unwrap().body;
+    let rfq = buyer
+        .call::<Value>(Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(ask)), Some("mp-rfq"))
+        .await
+        .unwrap()
+        .body;
     let rfq = rfq["id"].as_str().unwrap().to_string();
     let offer = json!({"listing": listed["id"], "unit_price_minor": PRICE, "quantity": UNITS});
-    maker.call(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(offer), None).await.unwrap();
-    buyer.call(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
-    let order = buyer.call(Method::POST, "/v1/orders", Some(json!({"rfq": rfq})), Some("mp-order")).await.unwrap().body;
+    maker
+        .call::<Value>(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(bazaar_sdk::Body::json(offer)), None)
+        .await
+        .unwrap();
+    buyer.call::<Value>(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
+    let order = buyer
+        .call::<Value>(Method::POST, "/v1/orders", Some(bazaar_sdk::Body::json(json!({"rfq": rfq}))), Some("mp-order"))
+        .await
+        .unwrap()
+        .body;
     assert_eq!(order["state"], "authorized", "{order}");
     (local, owner, maker, stranger, order["id"].as_str().unwrap().to_string())
 }
@@ -56,7 +67,7 @@ async fn id_of(client: &Client) -> String {
 /// The share's proof and the `order.share_paid` event: both name the owner who sent it.
 async fn assert_proved_by_owner(local: &LocalRegistry, owner: &Client, order: &str) {
     let owner_id = id_of(owner).await;
-    let stored = owner.call(Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
+    let stored = owner.call::<Value>(Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
     assert_eq!(stored["lines"][0]["state"], "paid", "{stored}");
     assert_eq!(stored["lines"][0]["proof"]["proved_by"], owner_id.as_str(), "recorded as sent by her owner: {stored}");
     let events = wire_json(&local.operator().events(0, 500).await.unwrap());
@@ -73,11 +84,11 @@ async fn assert_proved_by_owner(local: &LocalRegistry, owner: &Client, order: &s
 async fn a_makers_owner_proves_her_share_on_its_behalf_and_nobody_else_can() {
     let dir = common::fresh_dir("bazaar-maker-owner");
     let (local, owner, maker, stranger, order) = one_order(&dir).await;
-    let listed = owner.call(Method::GET, "/v1/orders?agent=amara", None, None).await.unwrap().body;
+    let listed = owner.call::<Value>(Method::GET, "/v1/orders?agent=amara", None, None).await.unwrap().body;
     assert_eq!(listed["orders"].as_array().unwrap().len(), 1, "{listed}");
-    let (code, _) = refused(stranger.call(Method::GET, "/v1/orders?agent=amara", None, None).await);
+    let (code, _) = refused(stranger.call::<Value>(Method::GET, "/v1/orders?agent=amara", None, None).await);
     assert_eq!(code, "not_owner");
-    let (code, _) = refused(stranger.call(Method::GET, &format!("/v1/orders/{order}"), None, None).await);
+    let (code, _) = refused(stranger.call::<Value>(Method::GET, &format!("/v1/orders/{order}"), None, None).await);
     assert_eq!(code, "not_party");
     let (code, _) = refused(stranger.prove_shipment(&order, 0, "TRK-X", "image/png", b"not hers".to_vec()).await);
     assert_eq!(code, "not_party", "another maker's owner may not prove this share");

@@ -129,14 +129,24 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     common::fund_agent(&operator, &hotel, "hotel-buyer", funding).await;
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 30 * 86_400_000;
     let ask = json!({"item": "embroidered cushion covers", "quantity": 40, "max_unit_price_minor": 3000, "deadline_ms": deadline});
-    let no_key = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask.clone()), None).await.unwrap_err();
+    let no_key = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(ask.clone())), None)
+        .await
+        .unwrap_err();
     assert_eq!(no_key.code(), Some("idempotency_key_required"));
-    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask.clone()), Some("rfq-1")).await.unwrap().body;
-    let again = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("rfq-1")).await.unwrap();
+    let rfq = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(ask.clone())), Some("rfq-1"))
+        .await
+        .unwrap()
+        .body;
+    let again = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(ask)), Some("rfq-1"))
+        .await
+        .unwrap();
     assert!(again.replayed, "a retried request for quote is the same request");
     let id = rfq["id"].as_str().unwrap().to_string();
     assert_eq!(rfq["invited"].as_array().unwrap().len(), 3, "every matching maker is invited");
-    let polled = makers[0].0.call(reqwest::Method::GET, "/v1/rfqs", None, None).await.unwrap().body;
+    let polled = makers[0].0.call::<Value>(reqwest::Method::GET, "/v1/rfqs", None, None).await.unwrap().body;
     assert_eq!(polled["rfqs"][0]["id"], id.as_str(), "makers find it by polling");
 
     let offer = |n: usize, price: u64, quantity: u64| {
@@ -144,7 +154,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         let path = format!("/v1/rfqs/{id}/offers");
         async move {
             let body = json!({"listing": listing, "unit_price_minor": price, "quantity": quantity});
-            maker.call(reqwest::Method::POST, &path, Some(body), None).await
+            maker.call::<Value>(reqwest::Method::POST, &path, Some(bazaar_sdk::Body::json(body)), None).await
         }
     };
     // Amara: below her own lowest price (2560), then revised.
@@ -164,10 +174,10 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert_eq!(offer(2, 2_500, 20).await.unwrap_err().code(), Some("offer_notice_too_short"));
     // A stranger cannot offer.
     let stranger = buyer
-        .call(
+        .call::<Value>(
             reqwest::Method::POST,
             &format!("/v1/rfqs/{id}/offers"),
-            Some(json!({"listing": makers[0].1, "unit_price_minor": 2600, "quantity": 1})),
+            Some(bazaar_sdk::Body::json(json!({"listing": makers[0].1, "unit_price_minor": 2600, "quantity": 1}))),
             None,
         )
         .await
@@ -175,7 +185,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert_eq!(stranger.code(), Some("not_party"));
 
     let allocation =
-        buyer.call(reqwest::Method::GET, &format!("/v1/rfqs/{id}/allocation"), None, None).await.unwrap().body;
+        buyer.call::<Value>(reqwest::Method::GET, &format!("/v1/rfqs/{id}/allocation"), None, None).await.unwrap().body;
     let lines: Vec<(u64, u64)> = allocation["allocation"]["lines"]
         .as_array()
         .unwrap()
@@ -187,15 +197,32 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         (allocation["allocation"]["filled"].as_u64(), allocation["allocation"]["unfilled"].as_u64()),
         (Some(35), Some(5))
     );
-    let closed = buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{id}/close"), None, None).await.unwrap().body;
+    let closed =
+        buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/rfqs/{id}/close"), None, None).await.unwrap().body;
     assert_eq!(closed["allocation"]["total"], 20 * 2_600 + 15 * 2_900);
     assert_eq!(offer(0, 2_560, 20).await.unwrap_err().code(), Some("rfq_closed"));
 
     // The order: the owner's policy asks for a person above 50 000; the agent cannot approve.
     let policy = json!({"approval_above_minor": 50_000});
-    hotel.call(reqwest::Method::PUT, "/v1/agents/hotel-buyer/order-policy", Some(policy), None).await.unwrap();
-    let order =
-        buyer.call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": id})), Some("order-1")).await.unwrap().body;
+    hotel
+        .call::<Value>(
+            reqwest::Method::PUT,
+            "/v1/agents/hotel-buyer/order-policy",
+            Some(bazaar_sdk::Body::json(policy)),
+            None,
+        )
+        .await
+        .unwrap();
+    let order = buyer
+        .call::<Value>(
+            reqwest::Method::POST,
+            "/v1/orders",
+            Some(bazaar_sdk::Body::json(json!({"rfq": id}))),
+            Some("order-1"),
+        )
+        .await
+        .unwrap()
+        .body;
     assert_eq!(order["state"], "awaiting_approval");
     let order_id = order["id"].as_str().unwrap().to_string();
     assert_eq!(order["approval_url"], format!("/approve/{order_id}"));
@@ -204,7 +231,12 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert!(page.text().await.unwrap().contains("Only you, its owner, can approve it"));
     let path = |action: &str| format!("/v1/orders/{order_id}/{action}");
     let again = buyer
-        .call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": id})), Some("order-1-again"))
+        .call::<Value>(
+            reqwest::Method::POST,
+            "/v1/orders",
+            Some(bazaar_sdk::Body::json(json!({"rfq": id}))),
+            Some("order-1-again"),
+        )
         .await
         .unwrap_err();
     let SdkProblem { body, .. } = problem(again);
@@ -212,15 +244,15 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
         (body["code"].as_str(), body["facts"]["order"].as_str()),
         (Some("rfq_ordered"), Some(order_id.as_str()))
     );
-    let by_agent = buyer.call(reqwest::Method::POST, &path("approve"), None, None).await.unwrap_err();
+    let by_agent = buyer.call::<Value>(reqwest::Method::POST, &path("approve"), None, None).await.unwrap_err();
     assert_eq!((by_agent.status(), by_agent.code()), (Some(403), Some("approval_by_person")));
-    let approved = hotel.call(reqwest::Method::POST, &path("approve"), None, None).await.unwrap().body;
+    let approved = hotel.call::<Value>(reqwest::Method::POST, &path("approve"), None, None).await.unwrap().body;
     assert_eq!(approved["state"], "authorized");
     assert!(approved["lines"][0]["contract"].is_null(), "below the escrow threshold: plain holds");
     let total = 20 * 2_600 + 15 * 2_900;
     assert_eq!(wire_json(&buyer.me().await.unwrap())["held_minor"], total, "one authorization for the whole order");
     // Each maker is told in her language.
-    let amara_sees = makers[0].0.call(reqwest::Method::GET, "/v1/orders", None, None).await.unwrap().body;
+    let amara_sees = makers[0].0.call::<Value>(reqwest::Method::GET, "/v1/orders", None, None).await.unwrap().body;
     let note = &amara_sees["orders"][0]["lines"][0]["notification"];
     assert_eq!((note["language"].as_str(), note["fallback"].as_bool()), (Some("hi"), Some(false)));
     assert!(note["text"].as_str().unwrap().starts_with("नया ऑर्डर"), "{note}");
@@ -231,7 +263,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     bazaar_server::conversation::notices::notify_once(&local.state).await.unwrap();
     let inbox = |who: &bazaar_sdk::Client| {
         let who = who.clone();
-        async move { who.call(reqwest::Method::GET, "/v1/inbox", None, None).await.unwrap().body }
+        async move { who.call::<Value>(reqwest::Method::GET, "/v1/inbox", None, None).await.unwrap().body }
     };
     let notices = |page: &Value, event: &str| -> Vec<Value> {
         let messages = page["messages"].as_array().unwrap().iter();
@@ -252,10 +284,18 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
 
     // Lucia's 15 promised units count against her capacity on a new request.
     let ask = json!({"item": "cushion cover", "quantity": 5, "max_unit_price_minor": 3000, "deadline_ms": deadline});
-    let second = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("rfq-2")).await.unwrap().body;
+    let second = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(ask)), Some("rfq-2"))
+        .await
+        .unwrap()
+        .body;
     let body = json!({"listing": makers[1].1, "unit_price_minor": 2_900, "quantity": 1});
     let path2 = format!("/v1/rfqs/{}/offers", second["id"].as_str().unwrap());
-    let full = makers[1].0.call(reqwest::Method::POST, &path2, Some(body), None).await.unwrap_err();
+    let full = makers[1]
+        .0
+        .call::<Value>(reqwest::Method::POST, &path2, Some(bazaar_sdk::Body::json(body)), None)
+        .await
+        .unwrap_err();
     let SdkProblem { body, .. } = problem(full);
     assert_eq!((body["code"].as_str(), body["facts"]["committed"].as_u64()), (Some("offer_beyond_capacity"), Some(15)));
 
@@ -280,7 +320,8 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert_eq!((status, twice["code"].as_str()), (409, Some("share_paid")), "a share is paid once");
     assert_eq!(wire_json(&makers[1].0.me().await.unwrap())["balance_minor"], 15 * 2_900 - 15 * 29);
     // The tracking shows on the order; the receipt is stored by its hash.
-    let shown = buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
+    let shown =
+        buyer.call::<Value>(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
     assert_eq!(shown["lines"][1]["proof"]["tracking"], "ES123456789");
     let sha = shown["lines"][1]["proof"]["receipt_sha256"].as_str().unwrap().to_string();
     let image = hotel
@@ -293,7 +334,7 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
     assert_eq!(image.bytes().await.unwrap().to_vec(), receipt);
     // Cancelling Amara's share before it ships releases its hold; the order is then complete.
     let cancelled = buyer
-        .call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/0/cancel"), None, None)
+        .call::<Value>(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/0/cancel"), None, None)
         .await
         .unwrap()
         .body;
@@ -306,18 +347,35 @@ async fn a_request_for_quote_is_checked_by_code_and_allocated_cheapest_first() {
 
     // An order the owner declines holds nothing and is cancelled; the agent cannot decline for it either.
     let ask = json!({"item": "cushion cover", "quantity": 2, "max_unit_price_minor": 3000, "deadline_ms": deadline});
-    let third = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("rfq-3")).await.unwrap().body;
+    let third = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(ask)), Some("rfq-3"))
+        .await
+        .unwrap()
+        .body;
     let third = third["id"].as_str().unwrap().to_string();
     let body = json!({"listing": makers[0].1, "unit_price_minor": 2_600, "quantity": 2});
-    makers[0].0.call(reqwest::Method::POST, &format!("/v1/rfqs/{third}/offers"), Some(body), None).await.unwrap();
-    buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{third}/close"), None, None).await.unwrap();
+    makers[0]
+        .0
+        .call::<Value>(
+            reqwest::Method::POST,
+            &format!("/v1/rfqs/{third}/offers"),
+            Some(bazaar_sdk::Body::json(body)),
+            None,
+        )
+        .await
+        .unwrap();
+    buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/rfqs/{third}/close"), None, None).await.unwrap();
     let small = json!({"rfq": third, "require_approval": true});
-    let small = buyer.call(reqwest::Method::POST, "/v1/orders", Some(small), Some("order-3")).await.unwrap().body;
+    let small = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/orders", Some(bazaar_sdk::Body::json(small)), Some("order-3"))
+        .await
+        .unwrap()
+        .body;
     assert_eq!(small["state"], "awaiting_approval", "asked to wait even under the policy's amount");
     let decline = format!("/v1/orders/{}/decline", small["id"].as_str().unwrap());
-    let by_agent = buyer.call(reqwest::Method::POST, &decline, None, None).await.unwrap_err();
+    let by_agent = buyer.call::<Value>(reqwest::Method::POST, &decline, None, None).await.unwrap_err();
     assert_eq!(by_agent.code(), Some("approval_by_person"));
-    let declined = hotel.call(reqwest::Method::POST, &decline, None, None).await.unwrap().body;
+    let declined = hotel.call::<Value>(reqwest::Method::POST, &decline, None, None).await.unwrap().body;
     assert_eq!(
         (declined["state"].as_str(), declined["lines"][0]["state"].as_str()),
         (Some("cancelled"), Some("cancelled"))
@@ -394,15 +452,32 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     common::fund_agent(&operator, &hotel, "oe-buyer", funding).await;
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 10 * 86_400_000;
     let ask = json!({"item": "embroidered cushion cover", "quantity": 6, "max_unit_price_minor": 3000, "deadline_ms": deadline});
-    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some("oe-rfq")).await.unwrap().body;
+    let rfq = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(ask)), Some("oe-rfq"))
+        .await
+        .unwrap()
+        .body;
     let rfq = rfq["id"].as_str().unwrap().to_string();
     for (maker, listing, _) in &makers {
         let body = json!({"listing": listing, "unit_price_minor": 2_500, "quantity": 2});
-        maker.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await.unwrap();
+        maker
+            .call::<Value>(
+                reqwest::Method::POST,
+                &format!("/v1/rfqs/{rfq}/offers"),
+                Some(bazaar_sdk::Body::json(body)),
+                None,
+            )
+            .await
+            .unwrap();
     }
-    buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
+    buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
     let order = buyer
-        .call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": rfq})), Some("oe-order"))
+        .call::<Value>(
+            reqwest::Method::POST,
+            "/v1/orders",
+            Some(bazaar_sdk::Body::json(json!({"rfq": rfq}))),
+            Some("oe-order"),
+        )
         .await
         .unwrap()
         .body;
@@ -427,7 +502,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     assert_eq!(filed.body.phase, "filed");
     // Share 1 is cancelled before shipment: its contract is voided and the hold released.
     let cancelled = buyer
-        .call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/1/cancel"), None, None)
+        .call::<Value>(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/1/cancel"), None, None)
         .await
         .unwrap()
         .body;
@@ -444,7 +519,8 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
     let available = wire_json(&buyer.me().await.unwrap())["available_minor"].clone();
     let proof = maker_of(2).prove_shipment(&order_id, 2, "TRK2", "image/png", b"receipt two".to_vec()).await;
     assert_eq!(proof.unwrap_err().code(), Some("milestone_state"), "not paid past its dispute");
-    let cancel = buyer.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/2/cancel"), None, None).await;
+    let cancel =
+        buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/orders/{order_id}/shares/2/cancel"), None, None).await;
     assert_eq!(cancel.unwrap_err().code(), Some("milestone_state"), "not voided past its dispute");
     let disputed = wire_json(&buyer.contract(&contract_of(2)).await.unwrap());
     assert_eq!(

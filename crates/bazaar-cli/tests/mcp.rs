@@ -107,7 +107,15 @@ async fn an_mcp_client_shops_the_storefront() {
     // The makers offer over REST (they are other agents).
     for (maker, listing, price) in &makers {
         let body = json!({"listing": listing, "unit_price_minor": price, "quantity": 20});
-        maker.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await.unwrap();
+        maker
+            .call::<Value>(
+                reqwest::Method::POST,
+                &format!("/v1/rfqs/{rfq}/offers"),
+                Some(bazaar_sdk::Body::json(body)),
+                None,
+            )
+            .await
+            .unwrap();
     }
     let second = mcp(
         &local.url,
@@ -133,7 +141,7 @@ async fn an_mcp_client_shops_the_storefront() {
     assert_eq!(wire_json(&buyer.me().await.unwrap())["held_minor"], 0, "nothing held until approved");
 
     // The person approves on the link; the agent reads the status again.
-    hotel.call(reqwest::Method::POST, &format!("/v1/orders/{order_id}/approve"), None, None).await.unwrap();
+    hotel.call::<Value>(reqwest::Method::POST, &format!("/v1/orders/{order_id}/approve"), None, None).await.unwrap();
     let third = mcp(
         &local.url,
         &credential,

@@ -9,6 +9,7 @@ mod common;
 use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
+use bazaar_sdk::Body;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -37,23 +38,24 @@ async fn an_owner_sees_its_agents_approves_here_and_follows_its_disputes() {
     let listed = wire_json(&maker.put_listing(&serde_json::from_value(listing).unwrap()).await.unwrap());
     let deadline = bazaar_types::Clock::now(local.clock.as_ref()).ms() + 10 * 86_400_000;
     let ask = json!({"item": "cushion covers", "quantity": 2, "max_unit_price_minor": 3_000, "deadline_ms": deadline});
-    let rfq = buyer.call(Method::POST, "/v1/rfqs", Some(ask), Some("ow-rfq")).await.unwrap().body;
+    let rfq = buyer.call::<Value>(Method::POST, "/v1/rfqs", Some(Body::json(ask)), Some("ow-rfq")).await.unwrap().body;
     let rfq = rfq["id"].as_str().unwrap().to_string();
     let offer = json!({"listing": listed["id"], "unit_price_minor": 2_500, "quantity": 2});
-    maker.call(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(offer), None).await.unwrap();
-    buyer.call(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
+    maker.call::<Value>(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(Body::json(offer)), None).await.unwrap();
+    buyer.call::<Value>(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
     let body = json!({"rfq": rfq, "require_approval": true});
-    let order = buyer.call(Method::POST, "/v1/orders", Some(body), Some("ow-order")).await.unwrap().body;
+    let order =
+        buyer.call::<Value>(Method::POST, "/v1/orders", Some(Body::json(body)), Some("ow-order")).await.unwrap().body;
     let order_id = order["id"].as_str().unwrap().to_string();
 
     // The route: its own agents only.
-    let mine = hotel.call(Method::GET, "/v1/me/agents", None, None).await.unwrap().body;
+    let mine = hotel.call::<Value>(Method::GET, "/v1/me/agents", None, None).await.unwrap().body;
     let agents = mine["agents"].as_array().unwrap();
     assert_eq!(agents.len(), 1, "{mine}");
     assert_eq!(agents[0]["handle"], "ow-buyer");
     assert_eq!(agents[0]["budget"]["per_call_max_minor"], 20_000, "{mine}");
     assert_eq!(agents[0]["balance_minor"], 50_000 - 300, "{mine}");
-    let theirs = other.call(Method::GET, "/v1/me/agents", None, None).await.unwrap().body;
+    let theirs = other.call::<Value>(Method::GET, "/v1/me/agents", None, None).await.unwrap().body;
     assert_eq!(theirs["agents"][0]["handle"], "ow-other-agent", "{theirs}");
 
     let credential = hotel.credential().unwrap().to_string();
@@ -80,7 +82,8 @@ async fn an_owner_sees_its_agents_approves_here_and_follows_its_disputes() {
     assert_eq!(report["axe"], json!([]), "{report}");
     assert!(report["overflow_px"].as_i64().unwrap() <= 0, "{report}");
     assert!(exited_ok, "{report}");
-    let decided: Value = hotel.call(Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
+    let decided: Value =
+        hotel.call::<Value>(Method::GET, &format!("/v1/orders/{order_id}"), None, None).await.unwrap().body;
     assert_eq!(decided["state"], "authorized", "approved on the page: {decided}");
     common::assert_store_audit_passes(&local).await;
     std::fs::remove_dir_all(&dir).ok();

@@ -33,13 +33,29 @@ async fn order_awaiting_approval(
     owner.set_budget("hotel-agent", 100_000, 100_000, 100_000).await.unwrap();
     let rfq = json!({"item": "cushion covers", "quantity": 10, "max_unit_price_minor": 3_000,
         "deadline_ms": now_ms + 30 * 86_400_000_i64});
-    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(rfq), Some("rfq-1")).await.unwrap().body;
+    let rfq = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(rfq)), Some("rfq-1"))
+        .await
+        .unwrap()
+        .body;
     let rfq = rfq["id"].as_str().unwrap().to_string();
     let offer = json!({"listing": listed["id"], "unit_price_minor": 2_600, "quantity": 10});
-    maker.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(offer), None).await.unwrap();
-    buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
+    maker
+        .call::<Value>(
+            reqwest::Method::POST,
+            &format!("/v1/rfqs/{rfq}/offers"),
+            Some(bazaar_sdk::Body::json(offer)),
+            None,
+        )
+        .await
+        .unwrap();
+    buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
     let body = json!({"rfq": rfq, "require_approval": true});
-    let order = buyer.call(reqwest::Method::POST, "/v1/orders", Some(body), Some("order-1")).await.unwrap().body;
+    let order = buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/orders", Some(bazaar_sdk::Body::json(body)), Some("order-1"))
+        .await
+        .unwrap()
+        .body;
     assert_eq!(order["state"], "awaiting_approval", "{order}");
     order["id"].as_str().unwrap().to_string()
 }
@@ -77,16 +93,18 @@ async fn an_owner_registers_a_passkey_signs_in_without_a_username_and_approves()
     assert_eq!(seen["foreign"], json!({"status": 403, "code": "origin_refused"}));
     assert_eq!((seen["me_signed_in"].as_u64(), seen["me_after_sign_out"].as_u64()), (Some(200), Some(401)));
     // The approval the session made is the owner's own.
-    let status = owner.call(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
+    let status =
+        owner.call::<Value>(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await.unwrap().body;
     let owner_id = wire_json(&owner.me().await.unwrap())["member"]["id"].clone();
     assert_eq!((&status["state"], &status["approval"]["approved"]), (&json!("authorized"), &json!(true)), "{status}");
     assert_eq!(status["approval"]["decided_by"], owner_id, "decided by the owner, signed in with its passkey");
-    let passkeys = owner.call(reqwest::Method::GET, "/v1/passkeys", None, None).await.unwrap().body;
+    let passkeys = owner.call::<Value>(reqwest::Method::GET, "/v1/passkeys", None, None).await.unwrap().body;
     assert_eq!(passkeys.as_array().unwrap().len(), 1);
     assert!(passkeys[0]["last_used_at"].is_i64(), "the sign-in was recorded: {passkeys}");
     assert!(passkeys[0].get("passkey").is_none(), "the key's state never leaves the registry");
     // An agent has no passkeys: they are for people.
-    let refused = buyer.call(reqwest::Method::POST, "/v1/passkeys/register/start", None, None).await.unwrap_err();
+    let refused =
+        buyer.call::<Value>(reqwest::Method::POST, "/v1/passkeys/register/start", None, None).await.unwrap_err();
     assert_eq!(refused.code(), Some("passkeys_for_people"));
     std::fs::remove_dir_all(&dir).ok();
 }

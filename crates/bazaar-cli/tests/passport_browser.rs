@@ -192,7 +192,11 @@ async fn changing_any_number_on_the_card_fails_the_check_again() {
         let token = buyer.issue_token("card-shop", 400, &order, "https://shop/x").await.unwrap();
         shop.settle(token.body.token.as_str(), 400, &order, None).await.unwrap();
     }
-    let passport = shop.call(reqwest::Method::POST, "/v1/passports", Some(json!({})), None).await.unwrap().body;
+    let passport = shop
+        .call::<Value>(reqwest::Method::POST, "/v1/passports", Some(bazaar_sdk::Body::json(json!({}))), None)
+        .await
+        .unwrap()
+        .body;
     let file = dir.join("card.json");
     std::fs::write(&file, serde_json::to_string_pretty(&passport).unwrap()).unwrap();
     let args = vec![local.url.clone(), file.display().to_string()];

@@ -19,14 +19,39 @@ async fn a_member_reads_its_rooms_with_badges_headers_and_the_member_rail() {
     let ada_id = bazaar_types::MemberId(ada.me().await.unwrap().member.id);
     bazaar_cli::sealed::publish_sealing_key(&ada, &key, &ada_id).await.unwrap();
     let create = |name: &str, private: bool, sealed: bool| json!({"name": name, "private": private, "sealed": sealed});
-    let lobby = ada.call(Method::POST, "/v1/rooms", Some(create("lobby", false, false)), None).await.unwrap().body;
+    let lobby = ada
+        .call::<serde_json::Value>(
+            Method::POST,
+            "/v1/rooms",
+            Some(bazaar_sdk::Body::json(create("lobby", false, false))),
+            None,
+        )
+        .await
+        .unwrap()
+        .body;
     let lobby = lobby["id"].as_str().unwrap().to_string();
-    let vault = ada.call(Method::POST, "/v1/rooms", Some(create("vault", true, true)), None).await.unwrap().body;
+    let vault = ada
+        .call::<serde_json::Value>(
+            Method::POST,
+            "/v1/rooms",
+            Some(bazaar_sdk::Body::json(create("vault", true, true))),
+            None,
+        )
+        .await
+        .unwrap()
+        .body;
     assert_eq!(vault["sealed"], true, "{vault}");
     let vault = vault["id"].as_str().unwrap().to_string();
-    bo.call(Method::POST, &format!("/v1/channels/{lobby}/join"), None, None).await.unwrap();
+    bo.call::<serde_json::Value>(Method::POST, &format!("/v1/channels/{lobby}/join"), None, None).await.unwrap();
     let post = json!({"body": "the linen arrived"});
-    bo.call(Method::POST, &format!("/v1/channels/{lobby}/messages"), Some(post), None).await.unwrap();
+    bo.call::<serde_json::Value>(
+        Method::POST,
+        &format!("/v1/channels/{lobby}/messages"),
+        Some(bazaar_sdk::Body::json(post)),
+        None,
+    )
+    .await
+    .unwrap();
 
     let args = vec![local.url.clone(), ada.credential().unwrap().to_string(), lobby.clone(), vault.clone()];
     let (report, exited_ok) = common::browser_driver("rooms", args).await;
@@ -70,14 +95,25 @@ async fn a_member_reads_and_writes_sealed_messages_in_the_browser_through_her_va
     let bob_id = bazaar_types::MemberId(bazaar_sdk::did_of(&bob_key));
     bazaar_cli::sealed::publish_sealing_key(&ada, &ada_key, &ada_id).await.unwrap();
     bazaar_cli::sealed::publish_sealing_key(&bob, &bob_key, &bob_id).await.unwrap();
-    let dm = bob.call(Method::POST, "/v1/dms", Some(json!({"with": "ada"})), None).await.unwrap().body;
+    let dm = bob
+        .call::<serde_json::Value>(Method::POST, "/v1/dms", Some(bazaar_sdk::Body::json(json!({"with": "ada"}))), None)
+        .await
+        .unwrap()
+        .body;
     assert_eq!(dm["sealed"], true, "{dm}");
     let channel = ChannelId(dm["id"].as_str().unwrap().to_string());
     let to = bazaar_cli::sealed::sealing_keys(&bob, &channel).await.unwrap();
     let sealed = seal(&channel, &bob_id, FIRST, &to).unwrap();
     let signature = sign_message(&bob_key, &channel, &bob_id, &Content::Sealed(&sealed));
     let path = format!("/v1/channels/{channel}/messages");
-    bob.call(Method::POST, &path, Some(json!({"sealed": sealed, "signature": signature})), None).await.unwrap();
+    bob.call::<serde_json::Value>(
+        Method::POST,
+        &path,
+        Some(bazaar_sdk::Body::json(json!({"sealed": sealed, "signature": signature}))),
+        None,
+    )
+    .await
+    .unwrap();
 
     let base = local.url.replace("127.0.0.1", "localhost");
     let other_seed = hex::encode(bazaar_sdk::generate_key().to_bytes());
@@ -131,7 +167,7 @@ async fn bob_opens_the_reply_and_no_plaintext_is_on_disk(
     use bazaar_conversation::sealing::{open, SealedBody, SealingSecret};
     let bob_id = bazaar_types::MemberId(bazaar_sdk::did_of(bob_key));
     let path = format!("/v1/channels/{channel}/messages?limit=10");
-    let listed = bob.call(Method::GET, &path, None, None).await.unwrap().body;
+    let listed = bob.call::<serde_json::Value>(Method::GET, &path, None, None).await.unwrap().body;
     let messages = listed["messages"].as_array().or(listed.as_array()).unwrap().clone();
     let reply = messages.iter().find(|m| m["authored_by"] == ada_id.0.as_str()).expect("ada's reply");
     assert_eq!(reply["body"], "", "no plaintext body stored: {reply}");

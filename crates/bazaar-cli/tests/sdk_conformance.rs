@@ -11,7 +11,7 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use bazaar_cli::wire_json;
 use bazaar_sdk::paid::{paid, FaultPoint, PaidRoute, Settled};
-use bazaar_sdk::{generate_key, Client, SdkError};
+use bazaar_sdk::{generate_key, Body, Client, SdkError};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -479,7 +479,7 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     for order in ["k-1", "k-2"] {
                         let body = json!({"merchant": merchant_did, "max_amount_minor": price, "order_id": order,
                             "resource": shop.url});
-                        buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), key).await?;
+                        buyer.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), key).await?;
                     }
                     json!({"status": 200})
                 }
@@ -487,7 +487,7 @@ async fn rust_driver(world: &Value, scenario: &Value) -> Value {
                     let ttl = args["ttl_s"].as_u64().unwrap();
                     let body = json!({"merchant": merchant_did, "max_amount_minor": price, "order_id": order,
                         "resource": shop.url, "ttl_s": ttl});
-                    let issued = buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?;
+                    let issued = buyer.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), None).await?;
                     tokio::time::sleep(std::time::Duration::from_millis(ttl * 1000 + 1500)).await;
                     merchant.settle(issued.body["token"].as_str().unwrap(), price, order, None).await?;
                     json!({"status": 200})

@@ -110,7 +110,18 @@ async fn an_order_refused_once_is_paid_with_a_new_token() {
     let ask = |key: &'static str| {
         let buyer = buyer.clone();
         let body = serde_json::json!({"merchant": "shop-r", "max_amount_minor": PRICE_MINOR, "order_id": "x", "resource": "r"});
-        async move { buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), Some(key)).await.unwrap().body }
+        async move {
+            buyer
+                .call::<serde_json::Value>(
+                    reqwest::Method::POST,
+                    "/v1/tokens",
+                    Some(bazaar_sdk::Body::json(body)),
+                    Some(key),
+                )
+                .await
+                .unwrap()
+                .body
+        }
     };
     let http = reqwest::Client::new();
     let first = ask("first").await;

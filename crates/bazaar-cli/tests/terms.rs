@@ -16,7 +16,10 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 async fn set_terms(client: &Client, merchant: &str, body: Value) -> Result<Value, bazaar_sdk::SdkError> {
-    client.call(Method::PUT, &format!("/v1/agents/{merchant}/terms"), Some(body), None).await.map(|a| a.body)
+    client
+        .call::<Value>(Method::PUT, &format!("/v1/agents/{merchant}/terms"), Some(bazaar_sdk::Body::json(body)), None)
+        .await
+        .map(|a| a.body)
 }
 
 async fn did(client: &Client) -> String {
@@ -42,7 +45,7 @@ async fn a_pilot_takes_only_invited_buyers_and_its_own_threshold_until_it_opens(
     let (stranger_owner, invited_id) = (&buyers[1].0, did(invited).await);
 
     // No terms yet: the registry's defaults on the card.
-    let card = shop.call(Method::GET, "/v1/agents/terms-shop/terms", None, None).await.unwrap().body;
+    let card = shop.call::<Value>(Method::GET, "/v1/agents/terms-shop/terms", None, None).await.unwrap().body;
     assert_eq!((card["own"].as_bool(), card["invited_buyers"].is_null()), (Some(false), true), "{card}");
     let registry = card["registry_escrow_threshold_minor"].as_u64().unwrap();
     assert_eq!(card["escrow_threshold_minor"], registry);
@@ -71,7 +74,7 @@ async fn a_pilot_takes_only_invited_buyers_and_its_own_threshold_until_it_opens(
         (set["escrow_threshold_minor"].as_u64(), set["invited_buyers"][0].as_str()),
         (Some(500), Some(invited_id.as_str()))
     );
-    let card = stranger.call(Method::GET, "/v1/agents/terms-shop/terms", None, None).await.unwrap().body;
+    let card = stranger.call::<Value>(Method::GET, "/v1/agents/terms-shop/terms", None, None).await.unwrap().body;
     assert_eq!((card["own"].as_bool(), card["escrow_threshold_minor"].as_u64()), (Some(true), Some(500)), "{card}");
     assert_eq!(card["invited_buyers"], json!([invited_id]), "{card}");
 
@@ -144,14 +147,33 @@ async fn storefront_shares_follow_each_makers_terms() {
         let makers = makers.clone();
         async move {
             let ask = json!({"item": "embroidered cushion cover", "quantity": 4, "max_unit_price_minor": 3000, "deadline_ms": deadline});
-            let rfq = buyer.call(Method::POST, "/v1/rfqs", Some(ask), Some(&format!("{tag}-rfq"))).await.unwrap().body;
+            let rfq = buyer
+                .call::<Value>(Method::POST, "/v1/rfqs", Some(bazaar_sdk::Body::json(ask)), Some(&format!("{tag}-rfq")))
+                .await
+                .unwrap()
+                .body;
             let rfq = rfq["id"].as_str().unwrap().to_string();
             for (maker, listing, _) in &makers {
                 let body = json!({"listing": listing, "unit_price_minor": 2_500, "quantity": 2});
-                maker.call(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await.unwrap();
+                maker
+                    .call::<Value>(
+                        Method::POST,
+                        &format!("/v1/rfqs/{rfq}/offers"),
+                        Some(bazaar_sdk::Body::json(body)),
+                        None,
+                    )
+                    .await
+                    .unwrap();
             }
-            buyer.call(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
-            buyer.call(Method::POST, "/v1/orders", Some(json!({"rfq": rfq})), Some(&format!("{tag}-order"))).await
+            buyer.call::<Value>(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
+            buyer
+                .call::<Value>(
+                    Method::POST,
+                    "/v1/orders",
+                    Some(bazaar_sdk::Body::json(json!({"rfq": rfq}))),
+                    Some(&format!("{tag}-order")),
+                )
+                .await
         }
     };
     let order = order_from(buyers[0].clone(), "hotel").await.unwrap().body;

@@ -188,12 +188,20 @@ async fn x402_express_uses_the_bazaar_facilitator() {
         "paymentPayload": {"x402Version": 2, "resource": {"url": format!("{shop}/paid")}, "payload": {"token": token.body.token}},
         "paymentRequirements": {"scheme": "apt", "network": network, "amount": PRICE.to_string(), "asset": "BNU",
             "payTo": merchant_did, "maxTimeoutSeconds": 900}});
-    let verdict = merchant.call(reqwest::Method::POST, "/x402/verify", Some(request.clone()), None).await.unwrap().body;
+    let verdict = merchant
+        .call::<Value>(reqwest::Method::POST, "/x402/verify", Some(bazaar_sdk::Body::json(request.clone())), None)
+        .await
+        .unwrap()
+        .body;
     assert_eq!(
         (verdict["isValid"].as_bool(), verdict["invalidReason"].as_str()),
         (Some(false), Some("wrong_merchant"))
     );
-    let settled = merchant.call(reqwest::Method::POST, "/x402/settle", Some(request), None).await.unwrap().body;
+    let settled = merchant
+        .call::<Value>(reqwest::Method::POST, "/x402/settle", Some(bazaar_sdk::Body::json(request)), None)
+        .await
+        .unwrap()
+        .body;
     assert_eq!(settled["success"], false);
     assert_ne!(rival_did, merchant_did);
     child.kill().ok();

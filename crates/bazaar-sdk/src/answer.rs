@@ -24,7 +24,7 @@ pub enum SdkError {
 
 impl SdkError {
     /// A problem+json answer (`body`) with its HTTP `status`.
-    pub fn problem(status: u16, body: Value) -> SdkError {
+    pub(crate) fn problem(status: u16, body: Value) -> SdkError {
         SdkError::Problem {
             status,
             code: body["code"].as_str().unwrap_or("unknown").to_string(),
@@ -57,15 +57,26 @@ impl SdkError {
 
 /// `body` as the wire type `T`; a body that does not read as it is [`SdkError::Answer`]. Reading is lenient
 /// (members the type does not know are ignored), so a newer registry that adds members still reads.
-pub fn typed<T: serde::de::DeserializeOwned>(body: Value) -> Result<T, SdkError> {
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(body: Value) -> Result<T, SdkError> {
     serde_json::from_value(body).map_err(|error| SdkError::Answer {
         what: std::any::type_name::<T>().rsplit("::").next().unwrap_or("its type"),
         why: error.to_string(),
     })
 }
 
-/// One answer: its body (the call's wire type; JSON only from [`crate::Client::call`], the untyped escape
-/// hatch) and whether it was replayed from an idempotency record.
+/// A request's JSON body for [`crate::Client::call`]: any `Serialize` value (a `bazaar_wire` request type,
+/// or `json!` for a route without one).
+#[derive(Debug, Clone)]
+pub struct Body(pub(crate) Value);
+
+impl Body {
+    pub fn json(body: impl serde::Serialize) -> Body {
+        Body(serde_json::to_value(body).expect("request bodies serialize to JSON"))
+    }
+}
+
+/// One answer: its body (the call's wire type; JSON only where the caller of [`crate::Client::call`] asks
+/// for it) and whether it was replayed from an idempotency record.
 #[derive(Debug, Clone)]
 pub struct Answer<T = Value> {
     pub body: T,
@@ -74,7 +85,7 @@ pub struct Answer<T = Value> {
 
 impl Answer<Value> {
     /// This answer with its body read as the wire type `T` ([`typed`]).
-    pub fn typed<T: serde::de::DeserializeOwned>(self) -> Result<Answer<T>, SdkError> {
+    pub(crate) fn typed<T: serde::de::DeserializeOwned>(self) -> Result<Answer<T>, SdkError> {
         Ok(Answer { body: typed(self.body)?, replayed: self.replayed })
     }
 }

@@ -35,7 +35,7 @@ fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-pub use crate::answer::{Answer, SdkError};
+pub use crate::answer::{Answer, Body, SdkError};
 
 /// A registry's nodes as one client sees them: every URL, and the one in use.
 /// Clones of a client share it, so a failover is seen by all of them.
@@ -56,7 +56,7 @@ pub struct Client {
 /// A coalesced batch goes out as any other call of this client (its node, its credential, its failover).
 impl crate::coalesce::Sender for Client {
     async fn send_batch(&self, path: &'static str, items: Vec<Value>) -> Result<Answer, SdkError> {
-        self.call(reqwest::Method::POST, path, Some(json!({ "items": items })), None).await
+        self.raw(reqwest::Method::POST, path, Some(json!({ "items": items })), None).await
     }
 }
 
@@ -140,8 +140,31 @@ impl Client {
         &self.http
     }
 
-    /// Sends one request; problem+json answers become [`SdkError::Problem`].
-    pub async fn call(
+    /// Sends one request and reads its answer as `T`: a `bazaar_wire` type, or `serde_json::Value` for a
+    /// route this SDK has no method for (the escape hatch); `body` is sent as JSON ([`Body::json`]).
+    /// problem+json answers become [`SdkError::Problem`]; a success that does not read as `T` is
+    /// [`SdkError::Answer`].
+    pub async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Body>,
+        idempotency_key: Option<&str>,
+    ) -> Result<Answer<T>, SdkError> {
+        self.raw(method, path, body.map(|body| body.0), idempotency_key).await?.typed()
+    }
+
+    /// Sends a request built on [`Client::http`] (for bodies and headers `call`
+    /// does not make) and reads its answer as `T`; problem+json answers become [`SdkError::Problem`].
+    pub async fn send<T: serde::de::DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Answer<T>, SdkError> {
+        self.send_raw(request).await?.typed()
+    }
+
+    /// [`Client::call`] with the answer as JSON: what the typed methods read from.
+    pub(crate) async fn raw(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -164,7 +187,7 @@ impl Client {
             if let Some(body) = &body {
                 request = request.json(body);
             }
-            match self.send(request).await {
+            match self.send_raw(request).await {
                 Err(SdkError::Transport(error)) if tries > 1 && (error.is_connect() || resendable) => {
                     tries -= 1;
                     self.fail_over(at);
@@ -174,9 +197,7 @@ impl Client {
         }
     }
 
-    /// Sends a request built on [`Client::http`] (for bodies and headers `call`
-    /// does not make); problem+json answers become [`SdkError::Problem`].
-    pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, SdkError> {
+    async fn send_raw(&self, request: reqwest::RequestBuilder) -> Result<Answer, SdkError> {
         let response = request.send().await?;
         let status = response.status().as_u16();
         let replayed = response.headers().get("idempotent-replayed").is_some();
@@ -203,11 +224,11 @@ impl Client {
     }
 
     async fn get(&self, path: &str) -> Result<Value, SdkError> {
-        Ok(self.call(reqwest::Method::GET, path, None, None).await?.body)
+        Ok(self.raw(reqwest::Method::GET, path, None, None).await?.body)
     }
 
     async fn post(&self, path: &str, body: Value, key: Option<&str>) -> Result<Value, SdkError> {
-        Ok(self.call(reqwest::Method::POST, path, Some(body), key).await?.body)
+        Ok(self.raw(reqwest::Method::POST, path, Some(body), key).await?.body)
     }
 
     /// The registry's card (read it; verify its signature over the JSON as served, from [`Client::call`]).
@@ -230,7 +251,7 @@ impl Client {
     }
 
     pub async fn issue_invite(&self) -> Result<String, SdkError> {
-        let body = self.call(reqwest::Method::POST, "/v1/invites", None, None).await?.body;
+        let body = self.raw(reqwest::Method::POST, "/v1/invites", None, None).await?.body;
         Ok(body["invite_code"].as_str().unwrap_or_default().to_string())
     }
 
@@ -262,11 +283,11 @@ impl Client {
 
     /// Revokes this client's credential; it stops working at once.
     pub async fn revoke_credential(&self) -> Result<wire::identity::Revoked, SdkError> {
-        crate::answer::typed(self.call(reqwest::Method::POST, "/v1/credentials/revoke", None, None).await?.body)
+        crate::answer::typed(self.raw(reqwest::Method::POST, "/v1/credentials/revoke", None, None).await?.body)
     }
 
     pub async fn rotate_credential(&self) -> Result<String, SdkError> {
-        let body = self.call(reqwest::Method::POST, "/v1/credentials/rotate", None, None).await?.body;
+        let body = self.raw(reqwest::Method::POST, "/v1/credentials/rotate", None, None).await?.body;
         Ok(body["credential"].as_str().unwrap_or_default().to_string())
     }
 
@@ -279,7 +300,7 @@ impl Client {
     ) -> Result<wire::pay::Budget, SdkError> {
         let body = json!({"per_call_max_minor": per_call, "per_day_max_minor": per_day, "total_max_minor": total});
         let path = format!("/v1/agents/{agent}/budget");
-        crate::answer::typed(self.call(reqwest::Method::PUT, &path, Some(body), None).await?.body)
+        crate::answer::typed(self.raw(reqwest::Method::PUT, &path, Some(body), None).await?.body)
     }
 
     pub async fn mint(&self, owner: &str, amount: u64, key: &str) -> Result<wire::pay::Minted, SdkError> {
@@ -302,7 +323,7 @@ impl Client {
             json!({"merchant": merchant, "max_amount_minor": max_amount, "order_id": order_id, "resource": resource});
         match &self.lanes {
             Some(lanes) => lanes.tokens.submit(self, body).await?.typed(),
-            None => self.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?.typed(),
+            None => self.raw(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?.typed(),
         }
     }
 
@@ -327,7 +348,7 @@ impl Client {
                 }
                 lanes.settlements.submit(self, body).await?.typed()
             }
-            None => self.call(reqwest::Method::POST, "/v1/settlements", Some(body), key).await?.typed(),
+            None => self.raw(reqwest::Method::POST, "/v1/settlements", Some(body), key).await?.typed(),
         }
     }
 
@@ -371,7 +392,7 @@ impl Client {
             request["registry"] = json!(registry);
         }
         let mut issued =
-            self.retrying(|| self.call(reqwest::Method::POST, "/v1/tokens", Some(request.clone()), None)).await?;
+            self.retrying(|| self.raw(reqwest::Method::POST, "/v1/tokens", Some(request.clone()), None)).await?;
         // The order's derived key replays the first token, even once it has expired or was voided (a merchant's
         // refusal voids it). Then ask again under a key naming the dead token, and check that answer the same way
         // if it is a replay too: one key per dead token, so every retry of the order finds the same chain.
@@ -379,9 +400,8 @@ impl Client {
             let jti = issued.body["jti"].as_str().unwrap_or_default().to_string();
             let key = format!("{RENEW_KEY_PREFIX}{jti}");
             let body = request.clone();
-            issued = self
-                .retrying(|| self.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), Some(&key)))
-                .await?;
+            issued =
+                self.retrying(|| self.raw(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), Some(&key))).await?;
             if issued.body["jti"].as_str() == Some(jti.as_str()) {
                 break;
             }
@@ -438,7 +458,7 @@ impl Client {
         let token = issued["token"].as_str().unwrap_or_default();
         let check = json!({ "token": token });
         let state =
-            self.retrying(|| self.call(reqwest::Method::POST, "/v1/tokens/verify", Some(check.clone()), None)).await;
+            self.retrying(|| self.raw(reqwest::Method::POST, "/v1/tokens/verify", Some(check.clone()), None)).await;
         match state.as_ref().map(|a| a.body["state"].as_str().unwrap_or_default()) {
             Ok("settled") => true,
             Ok("voided" | "expired") => false,
@@ -586,7 +606,7 @@ impl Client {
     /// Operator: retry a stuck relay now; answers the relay after that attempt.
     pub async fn retry_relay(&self, jti: &str) -> Result<wire::federation::RelayRetried, SdkError> {
         crate::answer::typed(
-            self.call(reqwest::Method::POST, &format!("/v1/federation/relays/{jti}/retry"), None, None).await?.body,
+            self.raw(reqwest::Method::POST, &format!("/v1/federation/relays/{jti}/retry"), None, None).await?.body,
         )
     }
 
@@ -600,7 +620,7 @@ impl Client {
     /// Seller's agent: list (or relist, same `sku`) a product.
     pub async fn put_listing(&self, listing: &wire::market::ListingRequest) -> Result<wire::market::Listing, SdkError> {
         let body = serde_json::to_value(listing).expect("a listing serializes");
-        crate::answer::typed(self.call(reqwest::Method::PUT, "/v1/listings", Some(body), None).await?.body)
+        crate::answer::typed(self.raw(reqwest::Method::PUT, "/v1/listings", Some(body), None).await?.body)
     }
 
     pub async fn listing(&self, id: &str) -> Result<wire::market::Listing, SdkError> {
@@ -631,7 +651,7 @@ impl Client {
             .bearer_auth(self.credential.as_deref().unwrap_or_default())
             .header("content-type", content_type)
             .body(image);
-        crate::answer::typed(self.send(request).await?.body)
+        crate::answer::typed(self.send_raw(request).await?.body)
     }
 
     /// Searches that found nothing, most frequent first.
@@ -660,7 +680,7 @@ impl Client {
         let terms_sha256 = hex_sha256(terms.as_bytes());
         let body = json!({"seller": seller, "arbiter": arbiter, "milestones": milestones,
             "terms_sha256": terms_sha256, "review_window_s": review_window_s});
-        self.call(reqwest::Method::POST, "/v1/contracts", Some(body), Some(key)).await?.typed()
+        self.raw(reqwest::Method::POST, "/v1/contracts", Some(body), Some(key)).await?.typed()
     }
 
     pub async fn contract(&self, id: &str) -> Result<wire::escrow::Contract, SdkError> {
@@ -669,7 +689,7 @@ impl Client {
 
     /// `act` is accept, decline or cancel.
     pub async fn contract_act(&self, id: &str, act: &str) -> Result<Answer<wire::escrow::Contract>, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/{act}"), None, None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/contracts/{id}/{act}"), None, None).await?.typed()
     }
 
     pub async fn deliver(
@@ -679,14 +699,9 @@ impl Client {
         evidence: &[u8],
     ) -> Result<Answer<wire::escrow::MilestoneDelivered>, SdkError> {
         let body = json!({"evidence_sha256": hex_sha256(evidence)});
-        self.call(
-            reqwest::Method::POST,
-            &format!("/v1/contracts/{id}/milestones/{milestone}/deliver"),
-            Some(body),
-            None,
-        )
-        .await?
-        .typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/deliver"), Some(body), None)
+            .await?
+            .typed()
     }
 
     /// Buyer: releases a delivered milestone. `key = None` uses the registry's
@@ -697,7 +712,7 @@ impl Client {
         milestone: u32,
         key: Option<&str>,
     ) -> Result<Answer<wire::escrow::MilestoneReleased>, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/release"), None, key)
+        self.raw(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/release"), None, key)
             .await?
             .typed()
     }
@@ -712,7 +727,7 @@ impl Client {
         milestone: u32,
         key: Option<&str>,
     ) -> Result<Answer<wire::escrow::MilestoneReclaimed>, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/reclaim"), None, key)
+        self.raw(reqwest::Method::POST, &format!("/v1/contracts/{id}/milestones/{milestone}/reclaim"), None, key)
             .await?
             .typed()
     }
@@ -727,7 +742,7 @@ impl Client {
         note: &str,
     ) -> Result<Answer<wire::dispute::Dispute>, SdkError> {
         let body = json!({"subject": subject, "reason": reason, "claimed_minor": claimed, "note": note});
-        self.call(reqwest::Method::POST, "/v1/disputes", Some(body), None).await?.typed()
+        self.raw(reqwest::Method::POST, "/v1/disputes", Some(body), None).await?.typed()
     }
 
     pub async fn dispute(&self, id: &str) -> Result<wire::dispute::Dispute, SdkError> {
@@ -755,7 +770,7 @@ impl Client {
         let signature =
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.sign(message.as_bytes()).to_bytes());
         let body = json!({"sha256": sha256, "url": url, "signature": signature});
-        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/evidence"), Some(body), None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/evidence"), Some(body), None).await?.typed()
     }
 
     /// Arbiter: `decision` is refund_full, refund_partial or reject.
@@ -768,11 +783,11 @@ impl Client {
         reasons: &str,
     ) -> Result<Answer<wire::dispute::RulingAnswer>, SdkError> {
         let body = json!({"decision": decision, "refund_minor": refund, "slash_minor": slash, "reasons": reasons});
-        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/ruling"), Some(body), None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/ruling"), Some(body), None).await?.typed()
     }
 
     pub async fn appeal(&self, dispute: &str) -> Result<Answer<wire::dispute::Dispute>, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/appeal"), None, None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/appeal"), None, None).await?.typed()
     }
 
     pub async fn execute_dispute(
@@ -780,11 +795,11 @@ impl Client {
         dispute: &str,
         key: Option<&str>,
     ) -> Result<Answer<wire::dispute::DisputeOutcome>, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/execute"), None, key).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/disputes/{dispute}/execute"), None, key).await?.typed()
     }
 
     pub async fn stake_lock(&self, amount: u64, key: &str) -> Result<Answer<wire::dispute::StakeLocked>, SdkError> {
-        self.call(reqwest::Method::POST, "/v1/stake", Some(json!({"amount_minor": amount})), Some(key)).await?.typed()
+        self.raw(reqwest::Method::POST, "/v1/stake", Some(json!({"amount_minor": amount})), Some(key)).await?.typed()
     }
 
     pub async fn stake_unlock(
@@ -792,13 +807,13 @@ impl Client {
         amount: u64,
         key: &str,
     ) -> Result<Answer<wire::dispute::StakeUnlocking>, SdkError> {
-        self.call(reqwest::Method::POST, "/v1/stake/unlock", Some(json!({"amount_minor": amount})), Some(key))
+        self.raw(reqwest::Method::POST, "/v1/stake/unlock", Some(json!({"amount_minor": amount})), Some(key))
             .await?
             .typed()
     }
 
     pub async fn stake_withdraw(&self, key: &str) -> Result<Answer<wire::dispute::StakeWithdrawn>, SdkError> {
-        self.call(reqwest::Method::POST, "/v1/stake/withdraw", None, Some(key)).await?.typed()
+        self.raw(reqwest::Method::POST, "/v1/stake/withdraw", None, Some(key)).await?.typed()
     }
 
     pub async fn stake(&self, member: &str) -> Result<wire::dispute::Stake, SdkError> {
@@ -864,7 +879,7 @@ impl Client {
         claim_s: Option<u64>,
     ) -> Result<Answer<wire::bounty::Bounty>, SdkError> {
         let body = json!({"job": job, "amount_minor": amount, "claim_s": claim_s});
-        self.call(reqwest::Method::POST, "/v1/bounties", Some(body), None).await?.typed()
+        self.raw(reqwest::Method::POST, "/v1/bounties", Some(body), None).await?.typed()
     }
 
     pub async fn bounty(&self, id: &str) -> Result<wire::bounty::Bounty, SdkError> {
@@ -880,12 +895,12 @@ impl Client {
         review: &wire::nostr::SignedEvent,
     ) -> Result<Answer<wire::bounty::Reward>, SdkError> {
         let body = json!({"verdict": verdict, "enrollment": enrollment, "review": review});
-        self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/release"), Some(body), None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/bounties/{id}/release"), Some(body), None).await?.typed()
     }
 
     /// Poster: takes an unclaimed reward back after its claim window.
     pub async fn withdraw_bounty(&self, id: &str) -> Result<Answer<wire::bounty::Bounty>, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/bounties/{id}/withdraw"), None, None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/bounties/{id}/withdraw"), None, None).await?.typed()
     }
 
     /// An agent's ledger-confirmed earnings (DID or handle).
@@ -907,7 +922,7 @@ impl Client {
     ) -> Result<Answer<wire::hire::ServiceAuthorization>, SdkError> {
         let body =
             json!({"agent": agent, "task": task, "specialist": specialist, "pay_to": pay_to, "amount_minor": amount});
-        self.call(reqwest::Method::POST, "/v1/service-authorizations", Some(body), None).await?.typed()
+        self.raw(reqwest::Method::POST, "/v1/service-authorizations", Some(body), None).await?.typed()
     }
 
     pub async fn service_authorization(&self, id: &str) -> Result<wire::hire::ServiceAuthorization, SdkError> {
@@ -926,14 +941,14 @@ impl Client {
         key: &str,
     ) -> Result<Answer<wire::hire::ServicePayment>, SdkError> {
         let body = json!({"task": task, "specialist": specialist, "pay_to": pay_to, "amount_minor": amount});
-        self.call(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/pay"), Some(body), Some(key))
+        self.raw(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/pay"), Some(body), Some(key))
             .await?
             .typed()
     }
 
     /// Owner: revokes an unpaid authorization.
     pub async fn revoke_service(&self, id: &str) -> Result<Answer<wire::hire::ServiceAuthorization>, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/revoke"), None, None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/service-authorizations/{id}/revoke"), None, None).await?.typed()
     }
 }
 
@@ -951,7 +966,7 @@ impl Client {
     ) -> Result<Answer<wire::hire::Hire>, SdkError> {
         let body = json!({"specialist": specialist, "task": task, "price_minor": price, "pay_to": pay_to,
             "offer_signature": offer_signature, "escrow": escrow});
-        self.call(reqwest::Method::POST, "/v1/hires", Some(body), None).await?.typed()
+        self.raw(reqwest::Method::POST, "/v1/hires", Some(body), None).await?.typed()
     }
 
     pub async fn hire(&self, id: &str) -> Result<wire::hire::Hire, SdkError> {
@@ -966,7 +981,7 @@ impl Client {
         enrollment: &wire::nostr::SignedEvent,
     ) -> Result<Answer<wire::hire::HirePayment>, SdkError> {
         let body = json!({"result": result, "enrollment": enrollment});
-        self.call(reqwest::Method::POST, &format!("/v1/hires/{id}/accept"), Some(body), None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/hires/{id}/accept"), Some(body), None).await?.typed()
     }
 }
 
@@ -983,7 +998,7 @@ impl Client {
         key: &str,
     ) -> Result<Answer<wire::hire::Lease>, SdkError> {
         let body = json!({"worker": worker, "pay_to": pay_to, "price_minor": price, "period_s": period_s, "identity": enrollment});
-        self.call(reqwest::Method::POST, "/v1/leases", Some(body), Some(key)).await?.typed()
+        self.raw(reqwest::Method::POST, "/v1/leases", Some(body), Some(key)).await?.typed()
     }
 
     pub async fn lease(&self, id: &str) -> Result<wire::hire::Lease, SdkError> {
@@ -997,7 +1012,7 @@ impl Client {
 
     /// Worker (or its owner): publishes the lease's receipt.
     pub async fn receipt_lease(&self, id: &str) -> Result<Answer<wire::hire::Lease>, SdkError> {
-        self.call(reqwest::Method::POST, &format!("/v1/leases/{id}/receipt"), None, None).await?.typed()
+        self.raw(reqwest::Method::POST, &format!("/v1/leases/{id}/receipt"), None, None).await?.typed()
     }
 }
 

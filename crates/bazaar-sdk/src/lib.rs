@@ -28,6 +28,7 @@ pub mod paid;
 pub mod storefront;
 pub mod token;
 
+pub use answer::{Answer, Body};
 /// The wire contract the calls answer with (`bazaar-wire`): the same types the registry serves.
 pub use bazaar_wire as wire;
 pub use client::{hire_offer_statement, Client, Purchase, SdkError};

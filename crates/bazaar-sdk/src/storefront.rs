@@ -33,9 +33,7 @@ impl Client {
     pub async fn search_at_most(&self, query: &str, limit: usize) -> Result<wire::market::SearchResults, SdkError> {
         let mut url = reqwest::Url::parse("http://x/v1/search").expect("static URL");
         url.query_pairs_mut().append_pair("q", query).append_pair("limit", &limit.to_string());
-        typed(
-            self.call(Method::GET, &format!("/v1/search?{}", url.query().unwrap_or_default()), None, None).await?.body,
-        )
+        typed(self.raw(Method::GET, &format!("/v1/search?{}", url.query().unwrap_or_default()), None, None).await?.body)
     }
 
     /// Buyer's agent: opens a request for quote under `key`; the sellers whose listings match are invited.
@@ -46,17 +44,17 @@ impl Client {
     ) -> Result<Answer<wire::market::Rfq>, SdkError> {
         let body = json!({"item": request.item, "quantity": request.quantity,
             "max_unit_price_minor": request.max_unit_price_minor, "deadline_ms": request.deadline_ms});
-        self.call(Method::POST, "/v1/rfqs", Some(body), Some(key)).await?.typed()
+        self.raw(Method::POST, "/v1/rfqs", Some(body), Some(key)).await?.typed()
     }
 
     /// Requests for quote naming the caller, as buyer or as an invited seller (how sellers poll).
     pub async fn rfqs(&self) -> Result<wire::market::RfqList, SdkError> {
-        typed(self.call(Method::GET, "/v1/rfqs", None, None).await?.body)
+        typed(self.raw(Method::GET, "/v1/rfqs", None, None).await?.body)
     }
 
     /// The buyer or an invited seller: the request, every offer (refused ones with their reason), the allocation.
     pub async fn rfq(&self, id: &str) -> Result<wire::market::Rfq, SdkError> {
-        typed(self.call(Method::GET, &format!("/v1/rfqs/{id}"), None, None).await?.body)
+        typed(self.raw(Method::GET, &format!("/v1/rfqs/{id}"), None, None).await?.body)
     }
 
     /// An invited seller's agent: offers `quantity` units of `listing` at `unit_price_minor`. A refused
@@ -69,17 +67,17 @@ impl Client {
         quantity: u64,
     ) -> Result<Answer<wire::market::Offer>, SdkError> {
         let body = json!({"listing": listing, "unit_price_minor": unit_price_minor, "quantity": quantity});
-        self.call(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await?.typed()
+        self.raw(Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await?.typed()
     }
 
     /// The buyer or an invited seller: the allocation as it stands (fixed once closed).
     pub async fn rfq_allocation(&self, rfq: &str) -> Result<wire::market::RfqAllocation, SdkError> {
-        typed(self.call(Method::GET, &format!("/v1/rfqs/{rfq}/allocation"), None, None).await?.body)
+        typed(self.raw(Method::GET, &format!("/v1/rfqs/{rfq}/allocation"), None, None).await?.body)
     }
 
     /// The buyer: closes the request; its allocation is fixed and may be ordered.
     pub async fn close_rfq(&self, rfq: &str) -> Result<Answer<wire::market::RfqAllocation>, SdkError> {
-        self.call(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await?.typed()
+        self.raw(Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await?.typed()
     }
 
     /// Owner: orders of `agent` (handle or DID) with a total above `approval_above_minor` wait for a person
@@ -90,7 +88,7 @@ impl Client {
         approval_above_minor: u64,
     ) -> Result<Answer<wire::market::OrderPolicy>, SdkError> {
         let body = json!({"approval_above_minor": approval_above_minor});
-        self.call(Method::PUT, &format!("/v1/agents/{agent}/order-policy"), Some(body), None).await?.typed()
+        self.raw(Method::PUT, &format!("/v1/agents/{agent}/order-policy"), Some(body), None).await?.typed()
     }
 
     /// Buyer's agent: orders a closed request's allocation under `key` — one authorization, or an order
@@ -102,7 +100,7 @@ impl Client {
         key: &str,
     ) -> Result<Answer<wire::market::Order>, SdkError> {
         let body = json!({"rfq": rfq, "require_approval": require_approval});
-        self.call(Method::POST, "/v1/orders", Some(body), Some(key)).await?.typed()
+        self.raw(Method::POST, "/v1/orders", Some(body), Some(key)).await?.typed()
     }
 
     /// Orders naming the caller or, with `agent`, naming one of the caller's agents (a maker's owner).
@@ -115,22 +113,22 @@ impl Client {
                 format!("/v1/orders?{}", url.query().unwrap_or_default())
             }
         };
-        typed(self.call(Method::GET, &path, None, None).await?.body)
+        typed(self.raw(Method::GET, &path, None, None).await?.body)
     }
 
     /// The buyer, its owner, a maker in it (or her owner), or the operator: one order and its shares.
     pub async fn order(&self, id: &str) -> Result<wire::market::Order, SdkError> {
-        typed(self.call(Method::GET, &format!("/v1/orders/{id}"), None, None).await?.body)
+        typed(self.raw(Method::GET, &format!("/v1/orders/{id}"), None, None).await?.body)
     }
 
     /// The buyer's owner (a person; an agent is refused `approval_by_person`): approves a waiting order.
     pub async fn approve_order(&self, id: &str) -> Result<Answer<wire::market::Order>, SdkError> {
-        self.call(Method::POST, &format!("/v1/orders/{id}/approve"), None, None).await?.typed()
+        self.raw(Method::POST, &format!("/v1/orders/{id}/approve"), None, None).await?.typed()
     }
 
     /// The buyer's owner: declines a waiting order.
     pub async fn decline_order(&self, id: &str) -> Result<Answer<wire::market::Order>, SdkError> {
-        self.call(Method::POST, &format!("/v1/orders/{id}/decline"), None, None).await?.typed()
+        self.raw(Method::POST, &format!("/v1/orders/{id}/decline"), None, None).await?.typed()
     }
 
     /// The buyer agent or its owner: cancels share `share` before it ships; its hold is released.
@@ -139,7 +137,7 @@ impl Client {
         order: &str,
         share: u32,
     ) -> Result<Answer<wire::market::ShareCancelled>, SdkError> {
-        self.call(Method::POST, &format!("/v1/orders/{order}/shares/{share}/cancel"), None, None).await?.typed()
+        self.raw(Method::POST, &format!("/v1/orders/{order}/shares/{share}/cancel"), None, None).await?.typed()
     }
 
     /// A stored receipt image by its SHA-256 (the buyer, its owner, the maker or the operator).

@@ -5,7 +5,7 @@
 
 use bazaar_core::apply::Config;
 use bazaar_core::model::{Account, Budget, Credential, DocKind, DocRow, Event, Hold, Member, Settlement, Transfer};
-use bazaar_sdk::{generate_key, Client, SdkError};
+use bazaar_sdk::{generate_key, Body, Client, SdkError};
 use bazaar_server::{boot, router, sweep_once, AppState};
 use bazaar_store::conformance::EPOCH;
 use bazaar_store::Store;
@@ -98,8 +98,15 @@ async fn problems_are_rfc9457_with_stable_codes() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["code"], "invalid_request");
     assert!(body["detail"].as_str().unwrap().contains("surprise"), "{body}");
-    let unkeyed =
-        r.operator.call(reqwest::Method::POST, "/v1/mint", Some(json!({"owner": "x", "amount_minor": 1})), None).await;
+    let unkeyed = r
+        .operator
+        .call::<Value>(
+            reqwest::Method::POST,
+            "/v1/mint",
+            Some(Body::json(json!({"owner": "x", "amount_minor": 1}))),
+            None,
+        )
+        .await;
     assert_eq!(code(unkeyed.unwrap_err()), (400, "idempotency_key_required".into()));
     let too_big = http
         .post(format!("{}/v1/tokens/verify", r.url))
@@ -226,10 +233,12 @@ async fn sixty_four_concurrent_settles_make_one_transfer() {
     let mut tokens = Vec::new();
     for i in 0..64 {
         let answer = buyer
-            .call(
+            .call::<Value>(
                 reqwest::Method::POST,
                 "/v1/tokens",
-                Some(json!({"merchant": shop, "max_amount_minor": 250, "order_id": "race-2", "resource": "r"})),
+                Some(Body::json(
+                    json!({"merchant": shop, "max_amount_minor": 250, "order_id": "race-2", "resource": "r"}),
+                )),
                 Some(&format!("t-{i}")),
             )
             .await
@@ -329,7 +338,7 @@ async fn expired_tokens_release_their_holds_and_cannot_settle() {
     let ask = |order: &str, ttl_s: u64| {
         let body =
             json!({"merchant": shop, "max_amount_minor": 10, "order_id": order, "resource": "r", "ttl_s": ttl_s});
-        buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), None)
+        buyer.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), None)
     };
     let short = ask("short", 60).await.unwrap().body;
     let now = bazaar_types::Clock::now(r.clock.as_ref()).ms();
@@ -360,7 +369,16 @@ async fn a_refused_token_never_blocks_the_next_token_for_its_order() {
     let ask = |key: &'static str| {
         let body = json!({"merchant": shop, "max_amount_minor": 400, "order_id": "again", "resource": "r"});
         let buyer = buyer.clone();
-        async move { buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), Some(key)).await?.typed() }
+        async move {
+            buyer
+                .call::<bazaar_sdk::wire::pay::TokenIssued>(
+                    reqwest::Method::POST,
+                    "/v1/tokens",
+                    Some(Body::json(body)),
+                    Some(key),
+                )
+                .await
+        }
     };
     let second = token_of(ask("renew-1").await.unwrap());
     let settled = merchant.settle(&second, 400, "again", None).await.unwrap();
@@ -387,7 +405,8 @@ async fn a_refusal_under_a_derived_key_never_pins_the_order() {
     let refused = code(buyer.issue_token(&shop, 400, "pinned", "r").await.unwrap_err());
     assert_eq!(refused.0 / 100, 4, "over budget: {refused:?}");
     let body = json!({"merchant": shop, "max_amount_minor": 400, "order_id": "sticky", "resource": "r"});
-    let with_key = || buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body.clone()), Some("chosen-key"));
+    let with_key =
+        || buyer.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body.clone())), Some("chosen-key"));
     assert_eq!(code(with_key().await.unwrap_err()), refused);
     let owner_id = owner.me().await.unwrap().member.id;
     r.operator.mint(&owner_id, 1_000, "mint-pin-more").await.unwrap();
@@ -861,7 +880,7 @@ async fn answers_fit_the_bodies_the_api_description_states() {
     check("post", "/v1/contracts/{id}/milestones/{index}/release", "200", &released);
     check("get", "/v1/contracts/{id}", "200", &buyer.contract(id).await.unwrap());
     // A list serves each contract as GET of one does: its view (with `held_minor`), never the stored document.
-    let listed = buyer.call(reqwest::Method::GET, "/v1/contracts", None, None).await.unwrap().body;
+    let listed = buyer.call::<Value>(reqwest::Method::GET, "/v1/contracts", None, None).await.unwrap().body;
     check("get", "/v1/contracts", "200", &listed);
     let in_list = listed["contracts"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap();
     let one = serde_json::to_value(buyer.contract(id).await.unwrap()).unwrap();
@@ -1084,7 +1103,8 @@ async fn the_x402_facilitator_and_the_settle_route_share_the_tokens_derived_key(
         "paymentRequirements": {"scheme": bazaar_server::x402::SCHEME, "network": network,
             "asset": bazaar_server::x402::ASSET, "amount": "500", "payTo": merchant_id},
     });
-    let settle = || merchant.call(reqwest::Method::POST, "/x402/settle", Some(payment.clone()), None);
+    let settle =
+        || merchant.call::<Value>(reqwest::Method::POST, "/x402/settle", Some(Body::json(payment.clone())), None);
     let first = settle().await.unwrap().body;
     assert_eq!(first["success"], true, "{first}");
     let transaction = first["transaction"].clone();

@@ -130,7 +130,10 @@ impl World {
             at += run.len();
             let (client, path) =
                 if kind { (&self.buyer, "/v1/tokens/batch") } else { (&self.merchant, "/v1/settlements/batch") };
-            let answer = client.call(reqwest::Method::POST, path, Some(json!({"items": run})), None).await.unwrap();
+            let answer = client
+                .call::<Value>(reqwest::Method::POST, path, Some(bazaar_sdk::Body::json(json!({"items": run}))), None)
+                .await
+                .unwrap();
             out.extend(answer.body["results"].as_array().unwrap().iter().cloned());
         }
         out
@@ -202,8 +205,15 @@ async fn a_batch_is_bounded_and_a_bad_item_fails_only_itself() {
         .map(|n| json!({"merchant": w.merchant_did, "max_amount_minor": 1, "order_id": format!("m-{n}"), "resource": "r"}))
         .collect();
     for items in [vec![], too_many] {
-        let refused =
-            w.buyer.call(reqwest::Method::POST, "/v1/tokens/batch", Some(json!({"items": items})), None).await;
+        let refused = w
+            .buyer
+            .call::<Value>(
+                reqwest::Method::POST,
+                "/v1/tokens/batch",
+                Some(bazaar_sdk::Body::json(json!({"items": items}))),
+                None,
+            )
+            .await;
         assert_eq!(refused.unwrap_err().code(), Some("invalid_request"));
     }
     let items = json!([
@@ -212,8 +222,16 @@ async fn a_batch_is_bounded_and_a_bad_item_fails_only_itself() {
         {"merchant": w.merchant_did, "max_amount_minor": 5_000, "order_id": "too-much", "resource": "r"},
         {"merchant": "nobody-here", "max_amount_minor": 100, "order_id": "no-merchant", "resource": "r"},
     ]);
-    let answered =
-        w.buyer.call(reqwest::Method::POST, "/v1/tokens/batch", Some(json!({"items": items})), None).await.unwrap();
+    let answered = w
+        .buyer
+        .call::<Value>(
+            reqwest::Method::POST,
+            "/v1/tokens/batch",
+            Some(bazaar_sdk::Body::json(json!({"items": items}))),
+            None,
+        )
+        .await
+        .unwrap();
     let results = answered.body["results"].as_array().unwrap();
     let seen: Vec<(u64, Option<&str>)> =
         results.iter().map(|r| (r["status"].as_u64().unwrap(), r["body"]["code"].as_str())).collect();
@@ -226,7 +244,12 @@ async fn a_batch_is_bounded_and_a_bad_item_fails_only_itself() {
     let settle = json!({"token": token, "amount_minor": 100, "order_id": "ok-1"});
     let answered = w
         .merchant
-        .call(reqwest::Method::POST, "/v1/settlements/batch", Some(json!({"items": [settle.clone(), settle]})), None)
+        .call::<Value>(
+            reqwest::Method::POST,
+            "/v1/settlements/batch",
+            Some(bazaar_sdk::Body::json(json!({"items": [settle.clone(), settle]}))),
+            None,
+        )
         .await
         .unwrap();
     let results = answered.body["results"].as_array().unwrap();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use bazaar_sdk::{generate_key, Client};
+use bazaar_sdk::{generate_key, Body, Client};
 use common::{person, registry};
 use serde_json::{json, Value};
 
@@ -113,8 +113,7 @@ async fn a_credential_without_pay_reads_and_talks_but_never_moves_money() {
     let job_run = owner.issue_scoped_credential("concierge", &["jobs", "read", "talk"]).await.unwrap();
     assert_eq!(call(&r, &job_run, reqwest::Method::GET, "/v1/me").await.0, 200, "it reads");
     let runner = owner.with_credential(&job_run);
-    let talked =
-        runner.call(reqwest::Method::POST, "/v1/rooms", Some(json!({"name": "ops", "private": true})), None).await;
+    let talked = post(&runner, "/v1/rooms", json!({"name": "ops", "private": true})).await;
     assert!(talked.is_ok(), "it talks: {talked:?}");
     let refusals = [
         (
@@ -136,10 +135,12 @@ async fn a_credential_without_pay_reads_and_talks_but_never_moves_money() {
     }
     let paid = owner
         .with_credential(&agent.credential)
-        .call(
+        .call::<Value>(
             reqwest::Method::POST,
             "/v1/tokens",
-            Some(json!({"merchant": "shop", "max_amount_minor": 100, "order_id": "o-2", "resource": "https://x/y"})),
+            Some(Body::json(
+                json!({"merchant": "shop", "max_amount_minor": 100, "order_id": "o-2", "resource": "https://x/y"}),
+            )),
             Some("k-2"),
         )
         .await;
@@ -152,6 +153,11 @@ async fn a_credential_without_pay_reads_and_talks_but_never_moves_money() {
     let by_agent =
         owner.with_credential(&agent.credential).issue_scoped_credential("concierge", &["read"]).await.unwrap_err();
     assert_eq!(by_agent.code(), Some("not_owner"), "an agent cannot issue itself credentials");
+}
+
+/// A POST of `body`, answered as JSON.
+async fn post(client: &Client, path: &str, body: Value) -> Result<bazaar_sdk::Answer<Value>, bazaar_sdk::SdkError> {
+    client.call(reqwest::Method::POST, path, Some(Body::json(body)), None).await
 }
 
 /// A credential without `talk` reads rooms but never speaks in them: every
@@ -168,15 +174,10 @@ async fn a_credential_without_talk_reads_rooms_but_never_speaks() {
     let owner = r.operator.with_credential(&hotel.credential);
     let agent = common::agent_of(&r, &hotel, "concierge").await;
     let full = owner.with_credential(&agent.credential);
-    let room = full.call(reqwest::Method::POST, "/v1/rooms", Some(json!({"name": "ops", "private": true})), None).await;
+    let room = post(&full, "/v1/rooms", json!({"name": "ops", "private": true})).await;
     let room = room.unwrap().body["id"].as_str().unwrap().to_string();
-    full.call(reqwest::Method::POST, &format!("/v1/channels/{room}/members"), Some(json!({"member": "guest"})), None)
-        .await
-        .unwrap();
-    let said = full
-        .call(reqwest::Method::POST, &format!("/v1/channels/{room}/messages"), Some(json!({"body": "hello"})), None)
-        .await
-        .unwrap();
+    post(&full, &format!("/v1/channels/{room}/members"), json!({"member": "guest"})).await.unwrap();
+    let said = post(&full, &format!("/v1/channels/{room}/messages"), json!({"body": "hello"})).await.unwrap();
     let seq = said.body["seq"].as_u64().unwrap();
     let quiet = owner.issue_scoped_credential("concierge", &["jobs", "pay", "read"]).await.unwrap();
     let quiet = owner.with_credential(&quiet);
@@ -195,11 +196,11 @@ async fn a_credential_without_talk_reads_rooms_but_never_speaks() {
         (Method::PUT, "/v1/sealing-key".into(), Some(json!({"public_key": "x", "signature": "y"}))),
     ];
     for (method, path, body) in speaking {
-        let refused = quiet.call(method.clone(), &path, body, None).await.unwrap_err();
+        let refused = quiet.call::<Value>(method.clone(), &path, (body).map(Body::json), None).await.unwrap_err();
         assert_eq!((refused.status(), refused.code()), (Some(403), Some("credential_cannot_talk")), "{method} {path}");
     }
     // Nothing it tried was said: the room holds the join lines and hello, and guest is still a member.
-    let history = quiet.call(Method::GET, &format!("/v1/channels/{room}/messages"), None, None).await.unwrap();
+    let history = quiet.call::<Value>(Method::GET, &format!("/v1/channels/{room}/messages"), None, None).await.unwrap();
     let bodies: Vec<&str> = history.body.as_array().unwrap().iter().filter_map(|m| m["body"].as_str()).collect();
     assert!(bodies.contains(&"hello") && !bodies.contains(&"psst"), "{bodies:?}");
     let (_, guests) = call(&r, &guest.credential, Method::GET, "/v1/channels").await;
@@ -210,17 +211,10 @@ async fn a_credential_without_talk_reads_rooms_but_never_speaks() {
         (Method::PUT, format!("/v1/channels/{room}/mute"), Some(json!({"muted": true}))),
         (Method::POST, format!("/v1/channels/{room}/read"), Some(json!({"seq": seq}))),
     ] {
-        let read = quiet.call(method.clone(), &path, body, None).await;
+        let read = quiet.call::<Value>(method.clone(), &path, (body).map(Body::json), None).await;
         assert!(read.is_ok(), "{method} {path}: {read:?}");
     }
     // The full credential still speaks.
-    let reacted = full
-        .call(
-            Method::POST,
-            &format!("/v1/channels/{room}/messages/{seq}/reactions"),
-            Some(json!({"emoji": "ok"})),
-            None,
-        )
-        .await;
+    let reacted = post(&full, &format!("/v1/channels/{room}/messages/{seq}/reactions"), json!({"emoji": "ok"})).await;
     assert!(reacted.is_ok(), "{reacted:?}");
 }

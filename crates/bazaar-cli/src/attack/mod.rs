@@ -19,7 +19,7 @@ use anyhow::{bail, ensure, Context, Result};
 use bazaar_conversation::sealing::{seal, sign_message, Content};
 use bazaar_core::refusal::Code;
 use bazaar_sdk::wire::{federation::Reputation, market::SharePaid};
-use bazaar_sdk::{generate_key, Client, SdkError};
+use bazaar_sdk::{generate_key, Body, Client, SdkError};
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -567,30 +567,32 @@ mod hire;
 
 async fn room(owner: &Client, name: &str, private: bool) -> Result<String> {
     let body = json!({"name": name, "private": private});
-    let room = owner.call(reqwest::Method::POST, "/v1/rooms", Some(body), None).await?.body;
+    let room = owner.call::<Value>(reqwest::Method::POST, "/v1/rooms", Some(Body::json(body)), None).await?.body;
     room["id"].as_str().map(str::to_string).context("a room id")
 }
 
 async fn private_room_read(cast: &Cast) -> Result<Measured> {
     let secret = room(&cast.owner, "negotiation", true).await?;
     let path = format!("/v1/channels/{secret}/messages");
-    cast.owner.call(reqwest::Method::POST, &path, Some(json!({"body": "our floor is 2,400"})), None).await?;
+    cast.owner
+        .call::<Value>(reqwest::Method::POST, &path, Some(Body::json(json!({"body": "our floor is 2,400"}))), None)
+        .await?;
     measured!(cast, "read a private room's history as a member of the registry who is not in it", async {
-        cast.other_merchant.call(reqwest::Method::GET, &path, None, None).await.map(|a| a.body)
+        cast.other_merchant.call::<Value>(reqwest::Method::GET, &path, None, None).await.map(|a| a.body)
     })
 }
 
 async fn agent_etiquette(cast: &Cast) -> Result<Measured> {
     let lobby = room(&cast.owner, "lobby", false).await?;
-    cast.buyer.call(reqwest::Method::POST, &format!("/v1/channels/{lobby}/join"), None, None).await?;
+    cast.buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/channels/{lobby}/join"), None, None).await?;
     let path = format!("/v1/channels/{lobby}/messages");
     for n in 0..bazaar_types::limits::AGENT_UNADDRESSED_POSTS_MAX {
         let body = json!({"body": format!("buy now, offer {n}")});
-        cast.buyer.call(reqwest::Method::POST, &path, Some(body), None).await?;
+        cast.buyer.call::<Value>(reqwest::Method::POST, &path, Some(Body::json(body)), None).await?;
     }
     measured!(cast, "an agent posts to a room once more without anyone addressing it", async {
         let body = json!({"body": "buy now, one more time"});
-        cast.buyer.call(reqwest::Method::POST, &path, Some(body), None).await.map(|a| a.body)
+        cast.buyer.call::<Value>(reqwest::Method::POST, &path, Some(Body::json(body)), None).await.map(|a| a.body)
     })
 }
 
@@ -607,7 +609,7 @@ async fn sealed_dm(cast: &Cast) -> Result<(String, Client, ed25519_dalek::Signin
         crate::sealed::publish_sealing_key(client, key, &member).await?;
     }
     let with = json!({"with": format!("peer-{}", cast.tag)});
-    let dm = cast.merchant.call(reqwest::Method::POST, "/v1/dms", Some(with), None).await?.body;
+    let dm = cast.merchant.call::<Value>(reqwest::Method::POST, "/v1/dms", Some(Body::json(with)), None).await?.body;
     let id = dm["id"].as_str().context("a DM id")?.to_string();
     Ok((id, peer, peer_key))
 }
@@ -617,7 +619,7 @@ async fn sealed_plaintext_post(cast: &Cast) -> Result<Measured> {
     let path = format!("/v1/channels/{dm}/messages");
     measured!(cast, "post plaintext into a sealed DM, where the registry would store it readable", async {
         let body = json!({"body": "our floor is 2,400"});
-        cast.merchant.call(reqwest::Method::POST, &path, Some(body), None).await.map(|a| a.body)
+        cast.merchant.call::<Value>(reqwest::Method::POST, &path, Some(Body::json(body)), None).await.map(|a| a.body)
     })
 }
 
@@ -633,7 +635,7 @@ async fn forged_message_signature(cast: &Cast) -> Result<Measured> {
     let path = format!("/v1/channels/{dm}/messages");
     measured!(cast, "post a sealed message whose signature is by someone other than its author", async {
         let body = json!({"sealed": sealed, "signature": signature});
-        cast.merchant.call(reqwest::Method::POST, &path, Some(body), None).await.map(|a| a.body)
+        cast.merchant.call::<Value>(reqwest::Method::POST, &path, Some(Body::json(body)), None).await.map(|a| a.body)
     })
 }
 
@@ -661,23 +663,30 @@ async fn capture_delivery(cast: &Cast) -> Result<Captured> {
         }),
     );
     let url = format!("{}/hook", crate::story::serve(receiver).await?);
-    let endpoint =
-        match cast.merchant.call(reqwest::Method::POST, "/v1/webhooks", Some(json!({"url": url})), None).await {
-            Err(SdkError::Problem { code, .. }) if code == WEBHOOK_URL_REFUSED => {
-                return Err(Unmet(format!(
+    let endpoint = match cast
+        .merchant
+        .call::<Value>(reqwest::Method::POST, "/v1/webhooks", Some(Body::json(json!({"url": url}))), None)
+        .await
+    {
+        Err(SdkError::Problem { code, .. }) if code == WEBHOOK_URL_REFUSED => {
+            return Err(Unmet(format!(
                 "it registers a webhook on a loopback receiver it runs, which this registry refuses ({code}); run it \
                  against a registry started with --allow-private-webhooks"
             ))
-                .into())
-            }
-            endpoint => endpoint.context("registering a loopback webhook")?,
-        };
+            .into())
+        }
+        endpoint => endpoint.context("registering a loopback webhook")?,
+    };
     let secret = endpoint.body["secret"].as_str().context("the endpoint's secret")?.to_string();
-    let dm =
-        cast.buyer.call(reqwest::Method::POST, "/v1/dms", Some(json!({"with": cast.merchant_handle})), None).await?;
+    let dm = cast
+        .buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/dms", Some(Body::json(json!({"with": cast.merchant_handle}))), None)
+        .await?;
     let dm = dm.body["id"].as_str().context("a DM id")?.to_string();
     let path = format!("/v1/channels/{dm}/messages");
-    cast.buyer.call(reqwest::Method::POST, &path, Some(json!({"body": "the invoice is attached"})), None).await?;
+    cast.buyer
+        .call::<Value>(reqwest::Method::POST, &path, Some(Body::json(json!({"body": "the invoice is attached"}))), None)
+        .await?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(DELIVERY_WAIT_S);
     loop {
         if let Some((headers, body)) = kept.lock().expect("kept").clone() {
@@ -758,7 +767,8 @@ async fn second_settlement(cast: &Cast) -> Result<Measured> {
     // The buyer is tricked into a second token for the paid order; the merchant settles it too.
     let key = format!("second-{}", cast.tag);
     let body = json!({"merchant": cast.merchant_handle, "max_amount_minor": PRICE_MINOR, "order_id": "order-1", "resource": "https://shop/restock"});
-    let second = cast.buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), Some(&key)).await?;
+    let second =
+        cast.buyer.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), Some(&key)).await?;
     let second = second.body["token"].as_str().unwrap_or_default().to_string();
     let (balances_before, head_before) = snapshot(cast).await?;
     let result = cast
@@ -783,7 +793,7 @@ async fn replayed_token(cast: &Cast) -> Result<Measured> {
 async fn expired_token(cast: &Cast) -> Result<Measured> {
     let ttl_s = bazaar_types::limits::TOKEN_TTL_S_MIN;
     let body = json!({"merchant": cast.merchant_handle, "max_amount_minor": PRICE_MINOR, "order_id": "order-1", "resource": "r", "ttl_s": ttl_s});
-    let answer = cast.buyer.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?;
+    let answer = cast.buyer.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), None).await?;
     let token = answer.body["token"].as_str().unwrap_or_default().to_string();
     // Wait out the shortest lifetime a token can have, then for the sweeper to
     // release its hold, so the snapshot is taken after the registry's own work.
@@ -1052,7 +1062,7 @@ async fn replayed_relay(cast: &Cast) -> Result<Measured> {
             .header("bazaar-registry-signature", &header)
             .header("content-type", "application/json")
             .body(body.clone());
-        Ok(cast.operator.send(request).await?.body)
+        Ok(cast.operator.send::<Value>(request).await?.body)
     })
 }
 
@@ -1125,13 +1135,16 @@ async fn open_rfq(cast: &Cast, quantity: u64) -> Result<String> {
     let ask = json!({"item": format!("widget {}", cast.tag), "quantity": quantity,
         "max_unit_price_minor": UNIT_PRICE_MINOR + 20, "deadline_ms": deadline});
     let key = format!("rfq-{}", cast.tag);
-    let rfq = cast.buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some(&key)).await?;
+    let rfq = cast.buyer.call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(Body::json(ask)), Some(&key)).await?;
     rfq.body["id"].as_str().map(str::to_string).context("rfq id")
 }
 
 async fn propose(maker: &Client, rfq: &str, listing: &str, price: u64, quantity: u64) -> Result<Value, SdkError> {
     let body = json!({"listing": listing, "unit_price_minor": price, "quantity": quantity});
-    Ok(maker.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(body), None).await?.body)
+    Ok(maker
+        .call::<Value>(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/offers"), Some(Body::json(body)), None)
+        .await?
+        .body)
 }
 
 #[derive(Clone, Copy)]
@@ -1170,20 +1183,27 @@ async fn placed_order(cast: &Cast, makers: &[&Client]) -> Result<String> {
     for (maker, listing) in makers.iter().zip(&listings) {
         propose(maker, &rfq, listing, UNIT_PRICE_MINOR, SHARE_UNITS).await?;
     }
-    cast.buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await?;
+    cast.buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await?;
     let buyer_handle = format!("buy-{}", cast.tag);
     let policy = json!({"approval_above_minor": 0});
     let path = format!("/v1/agents/{buyer_handle}/order-policy");
-    cast.owner.call(reqwest::Method::PUT, &path, Some(policy), None).await?;
+    cast.owner.call::<Value>(reqwest::Method::PUT, &path, Some(Body::json(policy)), None).await?;
     let key = format!("order-{}", cast.tag);
-    let order = cast.buyer.call(reqwest::Method::POST, "/v1/orders", Some(json!({"rfq": rfq})), Some(&key)).await?;
+    let order = cast
+        .buyer
+        .call::<Value>(reqwest::Method::POST, "/v1/orders", Some(Body::json(json!({"rfq": rfq}))), Some(&key))
+        .await?;
     order.body["id"].as_str().map(str::to_string).context("order id")
 }
 
 async fn agent_self_approval(cast: &Cast) -> Result<Measured> {
     let order = placed_order(cast, &[&cast.merchant]).await?;
     measured!(cast, "the buyer agent approves its own order", async {
-        Ok(cast.buyer.call(reqwest::Method::POST, &format!("/v1/orders/{order}/approve"), None, None).await?.body)
+        Ok(cast
+            .buyer
+            .call::<Value>(reqwest::Method::POST, &format!("/v1/orders/{order}/approve"), None, None)
+            .await?
+            .body)
     })
 }
 
@@ -1194,7 +1214,7 @@ async fn prove(maker: &Client, order: &str, share: u32, tracking: &str) -> Resul
 /// Which share in `order` is `maker`'s.
 async fn share_of(cast: &Cast, order: &str, maker: &Client) -> Result<u32> {
     let me = maker.me().await?.member.id;
-    let shown = cast.buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await?.body;
+    let shown = cast.buyer.call::<Value>(reqwest::Method::GET, &format!("/v1/orders/{order}"), None, None).await?.body;
     let lines = shown["lines"].as_array().context("lines")?;
     let index = lines.iter().position(|l| l["seller"] == me.as_str()).context("the maker has a share")?;
     Ok(index as u32)
@@ -1202,7 +1222,7 @@ async fn share_of(cast: &Cast, order: &str, maker: &Client) -> Result<u32> {
 
 async fn approved_order(cast: &Cast) -> Result<String> {
     let order = placed_order(cast, &[&cast.merchant, &cast.other_merchant]).await?;
-    cast.owner.call(reqwest::Method::POST, &format!("/v1/orders/{order}/approve"), None, None).await?;
+    cast.owner.call::<Value>(reqwest::Method::POST, &format!("/v1/orders/{order}/approve"), None, None).await?;
     Ok(order)
 }
 
@@ -1248,7 +1268,11 @@ async fn x402_foreign_token(cast: &Cast, other_resource: bool) -> Result<Measure
         "settle an x402 payment with a token minted for another merchant"
     };
     measured!(cast, tried, async {
-        Ok(cast.merchant.call(reqwest::Method::POST, "/x402/settle", Some(request.clone()), None).await?.body)
+        Ok(cast
+            .merchant
+            .call::<Value>(reqwest::Method::POST, "/x402/settle", Some(Body::json(request.clone())), None)
+            .await?
+            .body)
     })
 }
 

@@ -240,7 +240,7 @@ async fn contract_cmd(client: &Client, action: ContractCmd) -> Result<Value> {
         ContractCmd::Show { id } => bazaar_cli::wire_json(&client.contract(&id).await?),
         ContractCmd::List { party } => {
             let path = party.map(|p| format!("/v1/contracts?party={p}")).unwrap_or_else(|| "/v1/contracts".into());
-            client.call(reqwest::Method::GET, &path, None, None).await?.body
+            client.call::<Value>(reqwest::Method::GET, &path, None, None).await?.body
         }
         ContractCmd::Accept { id } => bazaar_cli::wire_json(&client.contract_act(&id, "accept").await?.body),
         ContractCmd::Decline { id } => bazaar_cli::wire_json(&client.contract_act(&id, "decline").await?.body),

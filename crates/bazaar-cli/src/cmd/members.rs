@@ -113,7 +113,11 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
         Command::Keygen { out } => keygen(out, j)?,
         Command::Owner { remote, handle, public_key } => {
             let body = json!({"public_key": public_key, "handle": handle});
-            let value = remote.client()?.call(reqwest::Method::POST, "/v1/owners", Some(body), None).await?.body;
+            let value = remote
+                .client()?
+                .call::<Value>(reqwest::Method::POST, "/v1/owners", Some(bazaar_sdk::Body::json(body)), None)
+                .await?
+                .body;
             print(j, &value, owner_prose);
         }
         Command::Invite { remote } => {
@@ -197,7 +201,11 @@ fn enrolled_prose(v: &Value) -> String {
 async fn rename(remote: Remote, member: &str, handle: String, json_output: bool) -> Result<()> {
     let body = json!({"handle": handle});
     let path = format!("/v1/members/{member}/handle");
-    let value = remote.client()?.call(reqwest::Method::PUT, &path, Some(body), None).await?.body;
+    let value = remote
+        .client()?
+        .call::<Value>(reqwest::Method::PUT, &path, Some(bazaar_sdk::Body::json(body)), None)
+        .await?
+        .body;
     print(json_output, &value, |v| format!("renamed {} to {}; {} stays reserved", v["from"], v["to"], v["from"]));
     Ok(())
 }

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use bazaar_cli::runtime;
 use bazaar_conversation::sealing::{open, seal, sign_message, Content, SealedBody, SealingSecret};
 use bazaar_conversation::ChannelId;
-use bazaar_sdk::{Client, SdkError};
+use bazaar_sdk::{Body, Client, SdkError};
 use bazaar_types::MemberId;
 use clap::Subcommand;
 use ed25519_dalek::SigningKey;
@@ -121,7 +121,7 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
 }
 
 async fn get(client: &Client, path: &str) -> Result<Value> {
-    Ok(client.call(reqwest::Method::GET, path, None, None).await?.body)
+    Ok(client.call::<Value>(reqwest::Method::GET, path, None, None).await?.body)
 }
 
 /// A DM as this command sees it.
@@ -140,7 +140,10 @@ async fn signed_in(remote: &Remote) -> Result<(Client, MemberId)> {
 /// already holds exactly it; whether it published now.
 async fn ensure_sealing_key(client: &Client, identity: &SigningKey, me: &MemberId) -> Result<(String, bool)> {
     let public_key = SealingSecret::derive(identity).public_key();
-    match client.call(reqwest::Method::GET, &format!("/v1/members/{me}/sealing-key"), None, None).await.map(|a| a.body)
+    match client
+        .call::<Value>(reqwest::Method::GET, &format!("/v1/members/{me}/sealing-key"), None, None)
+        .await
+        .map(|a| a.body)
     {
         Ok(found) if found["public_key"] == public_key.as_str() => return Ok((public_key, false)),
         Ok(_) => {}
@@ -151,7 +154,10 @@ async fn ensure_sealing_key(client: &Client, identity: &SigningKey, me: &MemberI
 }
 
 async fn open_dm(client: &Client, with: &str) -> Result<DirectMessage> {
-    let dm = client.call(reqwest::Method::POST, "/v1/dms", Some(json!({"with": with})), None).await?.body;
+    let dm = client
+        .call::<Value>(reqwest::Method::POST, "/v1/dms", Some(Body::json(json!({"with": with}))), None)
+        .await?
+        .body;
     let Some(id) = dm["id"].as_str() else { bail!("the registry answered no DM: {dm}") };
     Ok(DirectMessage { id: ChannelId(id.to_string()), sealed: dm["sealed"] == true })
 }
@@ -177,7 +183,7 @@ async fn send(
         let why = history[0]["body"].as_str().unwrap_or("the DM was born plaintext").to_string();
         (json!({"body": text, "signature": signature}), Some(why))
     };
-    let posted = client.call(reqwest::Method::POST, &path, Some(body), Some(idem_key)).await?.body;
+    let posted = client.call::<Value>(reqwest::Method::POST, &path, Some(Body::json(body)), Some(idem_key)).await?.body;
     Ok(json!({
         "channel": dm.id, "seq": posted["seq"], "position": posted["position"],
         "sealed": dm.sealed, "why_not_sealed": why_not,

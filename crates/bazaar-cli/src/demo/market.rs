@@ -10,7 +10,7 @@
 
 use crate::story::{enroll_pair, member_id, refusal_code, LocalRegistry};
 use anyhow::{ensure, Context, Result};
-use bazaar_sdk::{Client, SdkError};
+use bazaar_sdk::{Body, Client, SdkError};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -127,7 +127,8 @@ pub async fn stage(operator: &Client, now_ms: i64, suffix: &str, say: &(dyn Fn(S
     let (hotel, buyer) = hotel(operator, suffix).await?;
     let (rfq_id, unmet) = search_and_ask(now_ms, &buyer, suffix, say).await?;
     let proposals = collect_offers(&makers, &rfq_id, suffix, say).await?;
-    let closed = buyer.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq_id}/close"), None, None).await?.body;
+    let closed =
+        buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/rfqs/{rfq_id}/close"), None, None).await?.body;
     let allocation = closed["allocation"].clone();
     Ok(Staged { makers, hotel, buyer, rfq_id, unmet, proposals, allocation })
 }
@@ -136,7 +137,8 @@ pub async fn stage(operator: &Client, now_ms: i64, suffix: &str, say: &(dyn Fn(S
 pub async fn place_order(staged: &Staged, suffix: &str) -> Result<Value> {
     let key = format!("order-cushions-1{suffix}");
     let body = json!({"rfq": staged.rfq_id});
-    let order = staged.buyer.call(reqwest::Method::POST, "/v1/orders", Some(body), Some(&key)).await?.body;
+    let order =
+        staged.buyer.call::<Value>(reqwest::Method::POST, "/v1/orders", Some(Body::json(body)), Some(&key)).await?.body;
     ensure!(order["state"] == "awaiting_approval", "the order should wait for approval: {order}");
     Ok(order)
 }
@@ -162,7 +164,7 @@ pub async fn market_story(local: &LocalRegistry, say: &(dyn Fn(String) + Sync)) 
     ));
     let (order_id, approved, agent_approval_code) = order_and_approve(local, &staged, say).await?;
     let paid = ship_and_pay(makers, &order_id, &approved, say).await?;
-    let order = buyer.call(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await?.body;
+    let order = buyer.call::<Value>(reqwest::Method::GET, &format!("/v1/orders/{order_id}"), None, None).await?.body;
     say(format!(
         "order {}: {}; paid {} to makers, {} in fees; tracking on the order: {}",
         order_id,
@@ -233,7 +235,14 @@ pub(crate) async fn hotel(operator: &Client, suffix: &str) -> Result<(Client, Cl
     hotel.fund(&agent, 150_000, &format!("market-fund{suffix}")).await?;
     hotel.set_budget(&agent, 150_000, 150_000, 150_000).await?;
     let policy = json!({"approval_above_minor": APPROVAL_ABOVE_MINOR});
-    hotel.call(reqwest::Method::PUT, &format!("/v1/agents/{agent}/order-policy"), Some(policy), None).await?;
+    hotel
+        .call::<Value>(
+            reqwest::Method::PUT,
+            &format!("/v1/agents/{agent}/order-policy"),
+            Some(Body::json(policy)),
+            None,
+        )
+        .await?;
     Ok((hotel, buyer))
 }
 
@@ -256,7 +265,7 @@ async fn search_and_ask(
     let ask = json!({"item": "hand-embroidered cushion covers", "quantity": QUANTITY,
         "max_unit_price_minor": CAP_MINOR, "deadline_ms": now + 30 * 86_400_000});
     let key = format!("cushions-1{suffix}");
-    let rfq = buyer.call(reqwest::Method::POST, "/v1/rfqs", Some(ask), Some(&key)).await?.body;
+    let rfq = buyer.call::<Value>(reqwest::Method::POST, "/v1/rfqs", Some(Body::json(ask)), Some(&key)).await?.body;
     let rfq_id = rfq["id"].as_str().context("rfq id")?.to_string();
     say(format!(
         "it asks for {QUANTITY} at no more than {CAP_MINOR} each, due in 30 days: {} makers invited",
@@ -276,8 +285,14 @@ pub(crate) async fn collect_offers(
     for (maker, Listed { client, listing, .. }) in MAKERS.iter().zip(makers) {
         for (price, units) in maker.proposals {
             let body = json!({"listing": listing, "unit_price_minor": price, "quantity": units});
-            let answer =
-                client.call(reqwest::Method::POST, &format!("/v1/rfqs/{rfq_id}/offers"), Some(body), None).await;
+            let answer = client
+                .call::<Value>(
+                    reqwest::Method::POST,
+                    &format!("/v1/rfqs/{rfq_id}/offers"),
+                    Some(Body::json(body)),
+                    None,
+                )
+                .await;
             let verdict = match &answer {
                 Ok(_) => "valid".to_string(),
                 Err(SdkError::Problem { code, .. }) => code.clone(),
@@ -305,12 +320,12 @@ async fn order_and_approve(
     let order = place_order(staged, "").await?;
     let order_id = order["id"].as_str().context("order id")?.to_string();
     let approve = format!("/v1/orders/{order_id}/approve");
-    let agent_approval_code = refusal_code(buyer.call(reqwest::Method::POST, &approve, None, None).await);
+    let agent_approval_code = refusal_code(buyer.call::<Value>(reqwest::Method::POST, &approve, None, None).await);
     say(format!(
         "the order ({} > {APPROVAL_ABOVE_MINOR}) waits for a person at {}{}; the agent's own approval is refused: {agent_approval_code}",
         order["total"], local.url, order["approval_url"].as_str().unwrap_or_default()
     ));
-    let approved = hotel.call(reqwest::Method::POST, &approve, None, None).await?.body;
+    let approved = hotel.call::<Value>(reqwest::Method::POST, &approve, None, None).await?.body;
     say(format!(
         "the hotel's owner approves on the link: one authorization holds {} on the agent's budget",
         approved["total"]

@@ -268,7 +268,10 @@ pub async fn pilot(operator: &Client, dir: &Path, calls: u32, suffix: &str) -> R
     let history = format!("/v1/accounts/acct:{}/transfers", member_id(&merchant).await?);
     let (mut settlements, mut after) = (0u64, 0i64);
     loop {
-        let page = merchant.call(reqwest::Method::GET, &format!("{history}?after={after}"), None, None).await?.body;
+        let page = merchant
+            .call::<serde_json::Value>(reqwest::Method::GET, &format!("{history}?after={after}"), None, None)
+            .await?
+            .body;
         settlements += page["transfers"]
             .as_array()
             .into_iter()
@@ -283,7 +286,7 @@ pub async fn pilot(operator: &Client, dir: &Path, calls: u32, suffix: &str) -> R
     let (mut balance_sum, mut cursor) = (0i128, String::new());
     loop {
         let path = format!("/v1/accounts?after={cursor}&limit={}", bazaar_types::limits::PAGE_LIMIT_MAX);
-        let page = operator.call(reqwest::Method::GET, &path, None, None).await?.body;
+        let page = operator.call::<serde_json::Value>(reqwest::Method::GET, &path, None, None).await?.body;
         for account in page["accounts"].as_array().into_iter().flatten() {
             balance_sum += account["balance"].as_str().and_then(|b| b.parse::<i128>().ok()).unwrap_or_default();
         }

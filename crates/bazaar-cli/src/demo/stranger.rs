@@ -28,7 +28,7 @@ use crate::story::{
 };
 use anyhow::{ensure, Context, Result};
 use bazaar_sdk::paid::PaidRoute;
-use bazaar_sdk::{did_of, generate_key, Client};
+use bazaar_sdk::{did_of, generate_key, Body, Client};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -105,7 +105,7 @@ pub async fn stranger_run(here: &Client, peer: &Peer, now_ms: i64, suffix: &str,
     let funding_order = format!("far-funding{suffix}");
     let body = json!({"merchant": did, "registry": peer.here_did, "max_amount_minor": STRANGER_FUNDING_MINOR,
         "order_id": funding_order, "resource": "guest funding"});
-    let token = stranger.call(reqwest::Method::POST, "/v1/tokens", Some(body), None).await?;
+    let token = stranger.call::<Value>(reqwest::Method::POST, "/v1/tokens", Some(Body::json(body)), None).await?;
     let token = token.body["token"].as_str().context("the funding token")?.to_string();
     guest.settle(&token, STRANGER_FUNDING_MINOR, &funding_order, None).await?;
     let milestones = [(STRANGER_MILESTONE_MINOR, "forty embroidered cushion covers", now_ms + MILESTONE_DUE_MS)];
@@ -121,7 +121,7 @@ pub async fn stranger_run(here: &Client, peer: &Peer, now_ms: i64, suffix: &str,
     // 4. The proof.
     let balance = |c: Client| async move { Ok::<_, anyhow::Error>(c.me().await?.balance_minor.unwrap_or(0)) };
     let path = format!("/v1/accounts/corridor:{}/transfers?limit=1", peer.did);
-    let corridor_here = here.call(reqwest::Method::GET, &path, None, None).await?.body;
+    let corridor_here = here.call::<Value>(reqwest::Method::GET, &path, None, None).await?.body;
     let corridor_here: i64 = corridor_here["account"]["balance"].as_str().unwrap_or("0").parse().unwrap_or(0);
     let audit_b = bazaar_store::audit::audit(b.state.store.as_ref(), &|_| {}).await?;
     let corridor_b = audit_b.corridors.get(&format!("corridor:{}", peer.here_did)).copied().unwrap_or(0);

@@ -85,7 +85,7 @@ pub async fn release(
     match answer {
         Ok(answer) => Ok(answer.body),
         Err(bazaar_sdk::SdkError::Problem { code, body, .. }) if code == "bounty_already_released" => {
-            Ok(bazaar_sdk::answer::typed(body["facts"].clone())?)
+            serde_json::from_value(body["facts"].clone()).context("reading the reward a released bounty paid")
         }
         Err(error) => Err(error).context("releasing the job's bounty"),
     }

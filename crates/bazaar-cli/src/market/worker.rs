@@ -143,7 +143,7 @@ impl LeaseSource {
     /// and gives no priority; a registry that cannot be read gives none either.
     pub async fn priority(&self) -> HashSet<PublicKey> {
         let path = format!("/v1/leases?party={}", self.agent);
-        let Ok(page) = self.registry.call(reqwest::Method::GET, &path, None, None).await else {
+        let Ok(page) = self.registry.call::<serde_json::Value>(reqwest::Method::GET, &path, None, None).await else {
             tracing::warn!("the registry's leases could not be read; no priority this turn");
             return HashSet::new();
         };
