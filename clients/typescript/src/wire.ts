@@ -3157,6 +3157,28 @@ export interface components {
             /** Format: int64 */
             per_minute_max: number;
         };
+        /** @description What pressing one attack came to in a scratch registry, and whether this registry recorded the refusal. */
+        AttackVerdict: {
+            /** @description Whether every party's balance is what it was before the press. */
+            balances_unchanged: boolean;
+            /** @description The refusal code it met. */
+            code: string;
+            /** @description The kinds of the events appended during the press (only `refusal.recorded` may be). */
+            events_appended: string[];
+            ledger_unchanged: boolean;
+            name: string;
+            /** @description Whether this registry appended its one record of the press (only for a refusal as expected). */
+            recorded: boolean;
+            /** @description Whether that is the status and code the catalogue expects. */
+            refused_as_expected: boolean;
+            /**
+             * Format: int32
+             * @description The HTTP status it met (0 where the attack is not an HTTP request).
+             */
+            status: number;
+            /** @description What the attack sent, in words. */
+            tried: string;
+        };
         /** @description What needs attention in one channel. */
         Attention: {
             /** @description Present (true) when more unread messages lie beyond the 1,000 read: show "1000+". */
@@ -5053,6 +5075,16 @@ export interface components {
              */
             slash_minor?: number;
         };
+        /** @description What the chamber's run buttons can do on this registry. */
+        RunsAvailable: {
+            /** @description The model the AI buyer agent uses; `null` when none is configured. */
+            agent_model?: string | null;
+            /** @description The AI run's request when none is given. */
+            default_request: string;
+            signed_in_as_operator: boolean;
+            /** @description Whether the binary attached the runs (the story, the pilot, the federation phase). */
+            story: boolean;
+        };
         /**
          * @description A credential's scope (`CREDENTIAL_SCOPES`): `pay` lets it move money.
          * @enum {string}
@@ -5747,6 +5779,7 @@ export type AgreeRequest = components['schemas']['AgreeRequest'];
 export type Answer = components['schemas']['Answer'];
 export type Attack = components['schemas']['Attack'];
 export type AttackCatalogue = components['schemas']['AttackCatalogue'];
+export type AttackVerdict = components['schemas']['AttackVerdict'];
 export type Attention = components['schemas']['Attention'];
 export type AuthorizationPage = components['schemas']['AuthorizationPage'];
 export type AuthorizationRecords = components['schemas']['AuthorizationRecords'];
@@ -5892,6 +5925,7 @@ export type RoleRequest = components['schemas']['RoleRequest'];
 export type Rotated = components['schemas']['Rotated'];
 export type RulingAnswer = components['schemas']['RulingAnswer'];
 export type RulingRequest = components['schemas']['RulingRequest'];
+export type RunsAvailable = components['schemas']['RunsAvailable'];
 export type Scope = components['schemas']['Scope'];
 export type SealingKey = components['schemas']['SealingKey'];
 export type SearchResults = components['schemas']['SearchResults'];
@@ -9232,7 +9266,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["AttackVerdict"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -9315,7 +9349,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["RunsAvailable"];
                 };
             };
             /** @description Unauthorized: `unauthenticated` */

@@ -597,7 +597,7 @@ pub trait AttackRunner: Send + Sync {
     /// (name, expected refusal code) for every attack.
     fn catalogue(&self) -> Vec<(String, String)>;
     /// Runs one attack through the public API; its verdict (code, and whether balances and the ledger stayed put).
-    fn run(&self, name: String) -> BoxFuture<'static, Result<Value, String>>;
+    fn run(&self, name: String) -> BoxFuture<'static, Result<bazaar_wire::chamber::AttackVerdict, String>>;
 }
 
 /// The chamber's runs, which the `bazaar` binary attaches: the scripted

@@ -8,6 +8,7 @@
 mod common;
 
 use bazaar_server::chamber::attacks::{AttackRunner, ATTACKS_PER_MINUTE_MAX, ATTACKS_PER_VISITOR_PER_MINUTE};
+use bazaar_wire::chamber::AttackVerdict;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -20,15 +21,24 @@ impl AttackRunner for StandIn {
     fn catalogue(&self) -> Vec<(String, String)> {
         ["quick", "slow", "accepted"].into_iter().map(|name| (name.into(), "token_settled".into())).collect()
     }
-    fn run(&self, name: String) -> BoxFuture<'static, Result<Value, String>> {
+    fn run(&self, name: String) -> BoxFuture<'static, Result<AttackVerdict, String>> {
         Box::pin(async move {
             if name == "slow" {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
-            if name == "accepted" {
-                return Ok(json!({"name": name, "status": 200, "code": "ACCEPTED", "refused_as_expected": false}));
-            }
-            Ok(json!({"name": name, "status": 409, "code": "token_settled", "refused_as_expected": true}))
+            let refused = name != "accepted";
+            let (status, code) = if refused { (409, "token_settled") } else { (200, "ACCEPTED") };
+            Ok(AttackVerdict {
+                name,
+                tried: "a stand-in".into(),
+                status,
+                code: code.into(),
+                refused_as_expected: refused,
+                balances_unchanged: true,
+                events_appended: Vec::new(),
+                ledger_unchanged: true,
+                recorded: false,
+            })
         })
     }
 }

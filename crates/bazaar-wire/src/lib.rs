@@ -135,6 +135,8 @@ strict::contract_types! {
     nostr::SignedEvent,
     chamber::Attack,
     chamber::AttackCatalogue,
+    chamber::AttackVerdict,
+    chamber::RunsAvailable,
     reprice::PriceLine,
     reprice::Repriced,
     stream::StreamEvent,

@@ -172,6 +172,43 @@ class AttackCatalogue(TypedDict):
     per_minute_max: int
 
 
+class AttackVerdict(TypedDict):
+    """
+    What pressing one attack came to in a scratch registry, and whether this registry recorded the refusal.
+    """
+
+    balances_unchanged: bool
+    """
+    Whether every party's balance is what it was before the press.
+    """
+    code: str
+    """
+    The refusal code it met.
+    """
+    events_appended: list[str]
+    """
+    The kinds of the events appended during the press (only `refusal.recorded` may be).
+    """
+    ledger_unchanged: bool
+    name: str
+    recorded: bool
+    """
+    Whether this registry appended its one record of the press (only for a refusal as expected).
+    """
+    refused_as_expected: bool
+    """
+    Whether that is the status and code the catalogue expects.
+    """
+    status: int
+    """
+    The HTTP status it met (0 where the attack is not an HTTP request).
+    """
+    tried: str
+    """
+    What the attack sent, in words.
+    """
+
+
 class Attention(TypedDict):
     """
     What needs attention in one channel.
@@ -2015,6 +2052,26 @@ class RulingRequest(TypedDict, closed=True):
     slash_minor: NotRequired[int]
     """
     Stake to take from the respondent (bounded by what it has at execution).
+    """
+
+
+class RunsAvailable(TypedDict):
+    """
+    What the chamber's run buttons can do on this registry.
+    """
+
+    agent_model: NotRequired[str | None]
+    """
+    The model the AI buyer agent uses; `null` when none is configured.
+    """
+    default_request: str
+    """
+    The AI run's request when none is given.
+    """
+    signed_in_as_operator: bool
+    story: bool
+    """
+    Whether the binary attached the runs (the story, the pilot, the federation phase).
     """
 
 

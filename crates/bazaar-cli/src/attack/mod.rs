@@ -1287,7 +1287,11 @@ impl bazaar_server::chamber::attacks::AttackRunner for ChamberAttacks {
         CATALOGUE.iter().map(|a| (a.name.to_string(), a.expect.as_str().to_string())).collect()
     }
 
-    fn run(&self, name: String) -> futures::future::BoxFuture<'static, std::result::Result<Value, String>> {
+    fn run(
+        &self,
+        name: String,
+    ) -> futures::future::BoxFuture<'static, std::result::Result<bazaar_sdk::wire::chamber::AttackVerdict, String>>
+    {
         let deadline = std::time::Duration::from_secs(bazaar_server::chamber::attacks::ATTACK_RUN_TIMEOUT_S);
         Box::pin(async move {
             let ran = scratch::run(vec![name], |_| {}, Some(deadline)).await.map_err(|e| format!("{e:#}"))?;
@@ -1295,7 +1299,18 @@ impl bazaar_server::chamber::attacks::AttackRunner for ChamberAttacks {
             if let Some(reason) = verdict.skipped {
                 return Err(format!("not run in the scratch registry: {reason}"));
             }
-            serde_json::to_value(verdict).map_err(|e| e.to_string())
+            Ok(bazaar_sdk::wire::chamber::AttackVerdict {
+                name: verdict.name,
+                tried: verdict.tried,
+                status: verdict.status,
+                code: verdict.code,
+                refused_as_expected: verdict.refused_as_expected,
+                balances_unchanged: verdict.balances_unchanged,
+                events_appended: verdict.events_appended,
+                ledger_unchanged: verdict.ledger_unchanged,
+                // The registry that served the press sets it when it records the refusal.
+                recorded: false,
+            })
         })
     }
 }

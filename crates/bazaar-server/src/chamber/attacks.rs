@@ -16,9 +16,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use bazaar_core::chamber;
 use bazaar_core::command::Op;
-use bazaar_wire::chamber::{Attack, AttackCatalogue};
-use bazaar_wire::OpenObject;
-use serde_json::{json, Value};
+use bazaar_wire::chamber::{Attack, AttackCatalogue, AttackVerdict};
 use std::sync::Arc;
 use std::time::Duration;
 use utoipa_axum::router::OpenApiRouter;
@@ -86,13 +84,13 @@ pub async fn catalogue(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> R
 /// (but for the refusal's own record) stayed as they were there. This registry
 /// records the refusal (`recorded`), and nothing else of the press. One at a
 /// time per node, at most 20 a minute and 5 a minute per visitor (`429 attack_rate_limited`).
-#[utoipa::path(post, path = "/v1/chamber/attacks/{name}", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The verdict", body = OpenObject)))]
+#[utoipa::path(post, path = "/v1/chamber/attacks/{name}", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The verdict", body = AttackVerdict)))]
 pub async fn run(
     State(state): State<Arc<AppState>>,
     auth: MaybeAuth,
     client: Option<axum::Extension<crate::edge::ClientAddress>>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<AttackVerdict>, Problem> {
     may_watch(&state, &auth)?;
     let runner = state.attacks().ok_or_else(unavailable)?.clone();
     let Some((_, expect)) = runner.catalogue().into_iter().find(|(known, _)| known == &name) else {
@@ -145,21 +143,19 @@ pub async fn run(
                 ))
             }
         };
-    let recorded = record_refusal(&state, &name, &expect, &verdict).await?;
-    verdict["recorded"] = json!(recorded);
+    verdict.recorded = record_refusal(&state, &name, &expect, &verdict).await?;
     Ok(Json(verdict))
 }
 
 /// Appends the one record this registry keeps of a press — the refusal the attack met in its scratch
 /// registry — when the verdict says it was refused with the code the catalogue expects; an attack that
 /// was not refused as expected leaves nothing here (its verdict says so). Whether it recorded.
-async fn record_refusal(state: &AppState, name: &str, expect: &str, verdict: &Value) -> Result<bool, Problem> {
-    let code = verdict["code"].as_str().unwrap_or_default();
-    if verdict["refused_as_expected"] != true || code != expect {
+async fn record_refusal(state: &AppState, name: &str, expect: &str, verdict: &AttackVerdict) -> Result<bool, Problem> {
+    if !verdict.refused_as_expected || verdict.code != expect {
         return Ok(false);
     }
-    let status = verdict["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(0);
-    let op = chamber::Op::RecordAttackRefusal { attack: name.to_string(), code: code.to_string(), status };
+    let (code, status) = (verdict.code.clone(), verdict.status);
+    let op = chamber::Op::RecordAttackRefusal { attack: name.to_string(), code, status };
     as_registry(state, Op::Chamber(op)).await?.outcome?;
     Ok(true)
 }

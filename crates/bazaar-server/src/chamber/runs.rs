@@ -13,9 +13,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use bazaar_core::model::MemberKind;
+use bazaar_wire::chamber::RunsAvailable;
 use bazaar_wire::OpenObject;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use utoipa_axum::router::OpenApiRouter;
@@ -82,16 +83,16 @@ async fn one_run(
 
 /// What the run buttons can do here: whether the runs are attached and which model the AI agent uses (none: the
 /// button says so). Anyone may ask; pressing needs the operator.
-#[utoipa::path(get, path = "/v1/chamber/runs", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The runs available", body = OpenObject)))]
-async fn available(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/chamber/runs", security((), ("credential" = []), ("session" = [])), responses((status = 200, description = "The runs available", body = RunsAvailable)))]
+async fn available(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Json<RunsAvailable> {
     let runner = state.runs();
     let operator = auth.0.as_ref().is_some_and(|a| a.member.kind == MemberKind::Operator);
-    Json(json!({
-        "story": runner.is_some(),
-        "agent_model": runner.and_then(|r| r.agent_model()),
-        "signed_in_as_operator": operator,
-        "default_request": DEFAULT_AGENT_REQUEST,
-    }))
+    Json(RunsAvailable {
+        story: runner.is_some(),
+        agent_model: runner.and_then(|r| r.agent_model()),
+        signed_in_as_operator: operator,
+        default_request: DEFAULT_AGENT_REQUEST.to_string(),
+    })
 }
 
 /// Operator: runs the scripted cushion-cover story against this registry with a fresh cast, up to the order
