@@ -3112,9 +3112,39 @@ export interface components {
             /** @description Where deliveries are POSTed. No custom headers are stored: the receiver checks the signature. */
             url: string;
         };
+        /** @description The AI buyer agent's run on a request in words. */
+        AgentReport: {
+            agent: components["schemas"]["AgentRun"];
+            cast: string;
+            hotel_owner_credential?: string | null;
+            request: string;
+            /** @description `agent`. */
+            run: string;
+        };
         AgentRequest: {
             /** @description The request in words; absent: the hotel's cushion covers. */
             request?: string | null;
+        };
+        /** @description How an AI buyer agent's run ended. */
+        AgentRun: {
+            /** @description The model's last words, when it answered. */
+            answer?: string | null;
+            approval_url?: string | null;
+            /** @description Why the run stopped, when it did. */
+            error?: string | null;
+            model: string;
+            /** @description `approval_link` (the order waits for a person), `answered` (the model stopped with words), or `stopped`. */
+            outcome: string;
+            steps: components["schemas"]["AgentStep"][];
+        };
+        /** @description One tool call the AI buyer agent's model made and what came back. */
+        AgentStep: {
+            /** @description The arguments the model chose, as it sent them (free-form: a model's output). */
+            arguments: components["schemas"]["OpenObject"];
+            /** @description False when the tool answered with an error (a refusal's code is in `result`). */
+            ok: boolean;
+            result: string;
+            tool: string;
         };
         AgreeRequest: {
             /** @description Fund an escrowed contract now, with the dispute desk as arbiter (pay-to must be the specialist). */
@@ -3634,6 +3664,13 @@ export interface components {
             /** @description The agent's owner; null for an owner. */
             owner: string | null;
         };
+        /** @description The guest's escrowed order. */
+        EscrowShown: {
+            contract: string;
+            /** Format: int64 */
+            milestone_minor: number;
+            state: string;
+        };
         /** @description One entry of the hash-chained event ledger. */
         Event: {
             /**
@@ -3682,6 +3719,33 @@ export interface components {
             paymentRequirements: Record<string, never>;
             /** Format: int32 */
             x402Version?: number | null;
+        };
+        /** @description The federation phase's proof: a stranger from a peer registry pays here, joins as a guest and orders. */
+        FederationProof: {
+            /** Format: int64 */
+            atelier_received_minor: number;
+            call: components["schemas"]["StrangerCall"];
+            cast: string;
+            /** @description The corridor account's balance here, a decimal string. */
+            corridor_here_minor: string;
+            /** @description The corridor account's balance on the peer, a decimal string. */
+            corridor_on_peer_minor: string;
+            escrow: components["schemas"]["EscrowShown"];
+            guest: components["schemas"]["GuestShown"];
+            peer: components["schemas"]["PeerShown"];
+            peer_audit_ok: boolean;
+            /** @description `federation`. */
+            run: string;
+            /** @description The stranger's DID. */
+            stranger: string;
+            /** Format: int64 */
+            stranger_funds_minor: number;
+            /** Format: int64 */
+            stranger_on_peer_minor: number;
+            /** Format: int64 */
+            stranger_paid_minor: number;
+            /** @description This registry had never seen the stranger before the run. */
+            unknown_here_before: boolean;
         };
         /** @description The figures published for one member: the raw counts beside the score. */
         Figures: {
@@ -3831,6 +3895,14 @@ export interface components {
             id: string;
             /** @description True. */
             returning: boolean;
+        };
+        /** @description The stranger joined here as a guest and funded through the corridor. */
+        GuestShown: {
+            /** Format: int64 */
+            balance_minor: number;
+            /** Format: int64 */
+            funded_minor: number;
+            joined_as: string;
         };
         /** @description The ledger writer runs and the store answers. */
         Health: {
@@ -4665,6 +4737,42 @@ export interface components {
         PeerList: {
             peers: components["schemas"]["Peer"][];
         };
+        /** @description The peer registry of the federation run. */
+        PeerShown: {
+            did: string;
+            url: string;
+        };
+        /** @description The pilot's proof: paid calls through the paid-route middleware with crashes, read back through the API. */
+        PilotProof: {
+            /** @description Σ of every account's balance, a decimal string: `0`. */
+            balance_sum_minor: string;
+            /** Format: int64 */
+            buyer_paid_minor: number;
+            /** Format: int32 */
+            calls: number;
+            cast: string;
+            /** Format: int64 */
+            merchant_received_minor: number;
+            /**
+             * Format: int64
+             * @description Answers the merchant gave from its work receipts.
+             */
+            replayed_answers: number;
+            /** Format: int64 */
+            requests_sent: number;
+            /** @description `pilot`. */
+            run: string;
+            /**
+             * Format: int64
+             * @description Settlements on the merchant's account: one per order.
+             */
+            settlements: number;
+            /**
+             * Format: int64
+             * @description Times the merchant's work ran: one per order.
+             */
+            work_runs: number;
+        };
         PostRequest: {
             /**
              * @description 1 to 4,096 bytes of UTF-8. `@handle` mentions are resolved now.
@@ -5385,6 +5493,35 @@ export interface components {
             set_at: number;
             set_by: string;
         };
+        /** @description The scripted story's report: the order waiting at its approval link, and how it got there. */
+        StoryReport: {
+            /** @description The closed request's allocation, as `POST /v1/rfqs/{id}/close` answers it. */
+            allocation: components["schemas"]["OpenObject"];
+            approval_url: string;
+            /** @description The suffix every handle of this run's cast ends in. */
+            cast: string;
+            /** @description The throwaway hotel owner's credential, to approve the order with. */
+            hotel_owner_credential?: string | null;
+            /** @description The order's id. */
+            order: string;
+            /** @description (maker, unit price, units, its refusal code or `valid`) for every proposal. */
+            proposals: components["schemas"]["OpenObject"][][];
+            /** @description `story`. */
+            run: string;
+            /** Format: int64 */
+            total_minor: number;
+            /** @description What the buyer searched for that nobody sells. */
+            unmet: components["schemas"]["UnmetSearches"];
+        };
+        /** @description The stranger's paid call here, relayed through its own registry, and its retry. */
+        StrangerCall: {
+            order: string;
+            /** @description The retry was answered from the merchant's work receipt. */
+            retry_replayed: boolean;
+            settlement?: string | null;
+            /** Format: int32 */
+            status: number;
+        };
         /** @description One ledger event as a viewer may see it. */
         StreamEvent: {
             /**
@@ -5774,7 +5911,10 @@ export type AccountTransfer = components['schemas']['AccountTransfer'];
 export type AddMemberRequest = components['schemas']['AddMemberRequest'];
 export type AddPeerRequest = components['schemas']['AddPeerRequest'];
 export type AddWebhookRequest = components['schemas']['AddWebhookRequest'];
+export type AgentReport = components['schemas']['AgentReport'];
 export type AgentRequest = components['schemas']['AgentRequest'];
+export type AgentRun = components['schemas']['AgentRun'];
+export type AgentStep = components['schemas']['AgentStep'];
 export type AgreeRequest = components['schemas']['AgreeRequest'];
 export type Answer = components['schemas']['Answer'];
 export type Attack = components['schemas']['Attack'];
@@ -5815,11 +5955,13 @@ export type Earnings = components['schemas']['Earnings'];
 export type EarningsTotals = components['schemas']['EarningsTotals'];
 export type EditRequest = components['schemas']['EditRequest'];
 export type Enrolled = components['schemas']['Enrolled'];
+export type EscrowShown = components['schemas']['EscrowShown'];
 export type Event = components['schemas']['Event'];
 export type EventPage = components['schemas']['EventPage'];
 export type EvidenceAdded = components['schemas']['EvidenceAdded'];
 export type EvidenceRequest = components['schemas']['EvidenceRequest'];
 export type FacilitatorRequest = components['schemas']['FacilitatorRequest'];
+export type FederationProof = components['schemas']['FederationProof'];
 export type Figures = components['schemas']['Figures'];
 export type FinishRequest = components['schemas']['FinishRequest'];
 export type ForeignTokenCheck = components['schemas']['ForeignTokenCheck'];
@@ -5829,6 +5971,7 @@ export type GuestEnrolled = components['schemas']['GuestEnrolled'];
 export type GuestNew = components['schemas']['GuestNew'];
 export type GuestRequest = components['schemas']['GuestRequest'];
 export type GuestReturning = components['schemas']['GuestReturning'];
+export type GuestShown = components['schemas']['GuestShown'];
 export type Health = components['schemas']['Health'];
 export type Hire = components['schemas']['Hire'];
 export type HirePage = components['schemas']['HirePage'];
@@ -5893,6 +6036,8 @@ export type PassportValid = components['schemas']['PassportValid'];
 export type Peer = components['schemas']['Peer'];
 export type PeerAdded = components['schemas']['PeerAdded'];
 export type PeerList = components['schemas']['PeerList'];
+export type PeerShown = components['schemas']['PeerShown'];
+export type PilotProof = components['schemas']['PilotProof'];
 export type PostRequest = components['schemas']['PostRequest'];
 export type Posting = components['schemas']['Posting'];
 export type PriceLine = components['schemas']['PriceLine'];
@@ -5950,6 +6095,8 @@ export type StakeRequest = components['schemas']['StakeRequest'];
 export type StakeUnlocking = components['schemas']['StakeUnlocking'];
 export type StakeWithdrawn = components['schemas']['StakeWithdrawn'];
 export type StoredTerms = components['schemas']['StoredTerms'];
+export type StoryReport = components['schemas']['StoryReport'];
+export type StrangerCall = components['schemas']['StrangerCall'];
 export type StreamEvent = components['schemas']['StreamEvent'];
 export type StreamFlow = components['schemas']['StreamFlow'];
 export type StreamHistory = components['schemas']['StreamHistory'];
@@ -9418,7 +9565,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["AgentReport"];
                 };
             };
             /** @description Bad Request: `invalid_request` */
@@ -9528,7 +9675,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["FederationProof"];
                 };
             };
             /** @description Unauthorized: `unauthenticated` */
@@ -9602,7 +9749,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["PilotProof"];
                 };
             };
             /** @description Unauthorized: `unauthenticated` */
@@ -9676,7 +9823,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OpenObject"];
+                    "application/json": components["schemas"]["StoryReport"];
                 };
             };
             /** @description Unauthorized: `unauthenticated` */

@@ -16,7 +16,6 @@ use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
-use serde::Serialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -41,29 +40,8 @@ pub struct ModelConfig {
     pub key: Option<String>,
 }
 
-/// One tool call the model made and what came back.
-#[derive(Clone, Debug, Serialize)]
-pub struct Step {
-    pub tool: String,
-    pub arguments: Value,
-    /// False when the tool answered with an error (a refusal's code is in `result`).
-    pub ok: bool,
-    pub result: String,
-}
-
-/// How a run ended.
-#[derive(Clone, Debug, Serialize)]
-pub struct AgentRun {
-    pub model: String,
-    pub steps: Vec<Step>,
-    /// `approval_link` (the order waits for a person), `answered` (the model stopped with words), or `stopped`.
-    pub outcome: String,
-    pub approval_url: Option<String>,
-    /// The model's last words, when it answered.
-    pub answer: Option<String>,
-    /// Why the run stopped, when it did.
-    pub error: Option<String>,
-}
+/// One tool call the model made and what came back, and how a run ended: the chamber serves them.
+pub use bazaar_sdk::wire::chamber::{AgentRun, AgentStep as Step};
 
 fn system_prompt(now_ms: i64) -> String {
     format!(

@@ -606,16 +606,16 @@ pub trait AttackRunner: Send + Sync {
 /// link — neither can pay.
 pub trait StoryRunner: Send + Sync {
     /// Runs the scripted story with a fresh cast up to the order waiting for its approval.
-    fn story(&self) -> BoxFuture<'static, Result<Value, String>>;
+    fn story(&self) -> BoxFuture<'static, Result<bazaar_wire::chamber::StoryReport, String>>;
     /// Runs the pilot's proof with a fresh cast: a hundred paid calls, a buyer crash mid-retry, charged once.
-    fn pilot(&self) -> BoxFuture<'static, Result<Value, String>>;
+    fn pilot(&self) -> BoxFuture<'static, Result<bazaar_wire::chamber::PilotProof, String>>;
     /// Runs the federation phase with a fresh cast: a stranger's agent from a peer registry (started beside this
     /// one on the first run) pays here once and places an escrowed order, with no manual onboarding.
-    fn federation(&self) -> BoxFuture<'static, Result<Value, String>>;
+    fn federation(&self) -> BoxFuture<'static, Result<bazaar_wire::chamber::FederationProof, String>>;
     /// The configured model's name; `None` when no model is configured.
     fn agent_model(&self) -> Option<String>;
     /// Runs the AI buyer agent on `request` (words) with a fresh cast; `Err` when it could not start.
-    fn agent(&self, request: String) -> BoxFuture<'static, Result<Value, String>>;
+    fn agent(&self, request: String) -> BoxFuture<'static, Result<bazaar_wire::chamber::AgentReport, String>>;
 }
 
 /// Attack runs a node starts in any sliding minute.

@@ -577,6 +577,16 @@ class Enrolled(TypedDict):
     """
 
 
+class EscrowShown(TypedDict):
+    """
+    The guest's escrowed order.
+    """
+
+    contract: str
+    milestone_minor: int
+    state: str
+
+
 class Event(TypedDict):
     """
     One entry of the hash-chained event ledger.
@@ -796,6 +806,16 @@ class GuestReturning(TypedDict):
     """
     True.
     """
+
+
+class GuestShown(TypedDict):
+    """
+    The stranger joined here as a guest and funded through the corridor.
+    """
+
+    balance_minor: int
+    funded_minor: int
+    joined_as: str
 
 
 class Health(TypedDict):
@@ -1596,6 +1616,47 @@ class PeerList(TypedDict):
     """
 
     peers: list[Peer]
+
+
+class PeerShown(TypedDict):
+    """
+    The peer registry of the federation run.
+    """
+
+    did: str
+    url: str
+
+
+class PilotProof(TypedDict):
+    """
+    The pilot's proof: paid calls through the paid-route middleware with crashes, read back through the API.
+    """
+
+    balance_sum_minor: str
+    """
+    Σ of every account's balance, a decimal string: `0`.
+    """
+    buyer_paid_minor: int
+    calls: int
+    cast: str
+    merchant_received_minor: int
+    replayed_answers: int
+    """
+    Answers the merchant gave from its work receipts.
+    """
+    requests_sent: int
+    run: str
+    """
+    `pilot`.
+    """
+    settlements: int
+    """
+    Settlements on the merchant's account: one per order.
+    """
+    work_runs: int
+    """
+    Times the merchant's work ran: one per order.
+    """
 
 
 class PostRequest(TypedDict, closed=True):
@@ -2404,6 +2465,20 @@ class StoredTerms(TypedDict):
     set_by: str
 
 
+class StrangerCall(TypedDict):
+    """
+    The stranger's paid call here, relayed through its own registry, and its retry.
+    """
+
+    order: str
+    retry_replayed: bool
+    """
+    The retry was answered from the merchant's work receipt.
+    """
+    settlement: NotRequired[str | None]
+    status: int
+
+
 class StreamEvent(TypedDict):
     """
     One ledger event as a viewer may see it.
@@ -2889,6 +2964,23 @@ class AccountHistory(TypedDict):
     transfers: list[AccountTransfer]
 
 
+class AgentStep(TypedDict):
+    """
+    One tool call the AI buyer agent's model made and what came back.
+    """
+
+    arguments: OpenObject
+    """
+    The arguments the model chose, as it sent them (free-form: a model's output).
+    """
+    ok: bool
+    """
+    False when the tool answered with an error (a refusal's code is in `result`).
+    """
+    result: str
+    tool: str
+
+
 class Contract(TypedDict):
     """
     An escrowed contract and what it still holds.
@@ -3105,6 +3197,43 @@ class Earnings(TypedDict):
     """
     rewards: list[Reward]
     totals: EarningsTotals
+
+
+class FederationProof(TypedDict):
+    """
+    The federation phase's proof: a stranger from a peer registry pays here, joins as a guest and orders.
+    """
+
+    atelier_received_minor: int
+    call: StrangerCall
+    cast: str
+    corridor_here_minor: str
+    """
+    The corridor account's balance here, a decimal string.
+    """
+    corridor_on_peer_minor: str
+    """
+    The corridor account's balance on the peer, a decimal string.
+    """
+    escrow: EscrowShown
+    guest: GuestShown
+    peer: PeerShown
+    peer_audit_ok: bool
+    run: str
+    """
+    `federation`.
+    """
+    stranger: str
+    """
+    The stranger's DID.
+    """
+    stranger_funds_minor: int
+    stranger_on_peer_minor: int
+    stranger_paid_minor: int
+    unknown_here_before: bool
+    """
+    This registry had never seen the stranger before the run.
+    """
 
 
 class ForeignTokenCheck(TypedDict):
@@ -3545,6 +3674,43 @@ class SettleBatch(TypedDict, closed=True):
     """
 
 
+class StoryReport(TypedDict):
+    """
+    The scripted story's report: the order waiting at its approval link, and how it got there.
+    """
+
+    allocation: OpenObject
+    """
+    The closed request's allocation, as `POST /v1/rfqs/{id}/close` answers it.
+    """
+    approval_url: str
+    cast: str
+    """
+    The suffix every handle of this run's cast ends in.
+    """
+    hotel_owner_credential: NotRequired[str | None]
+    """
+    The throwaway hotel owner's credential, to approve the order with.
+    """
+    order: str
+    """
+    The order's id.
+    """
+    proposals: list[list[OpenObject]]
+    """
+    (maker, unit price, units, its refusal code or `valid`) for every proposal.
+    """
+    run: str
+    """
+    `story`.
+    """
+    total_minor: int
+    unmet: UnmetSearches
+    """
+    What the buyer searched for that nobody sells.
+    """
+
+
 class Task(TypedDict):
     """
     A task: its request, who may answer, its state and the eligible answers and feedback.
@@ -3602,6 +3768,28 @@ TokenCheck: TypeAlias = ForeignTokenCheck | LocalTokenCheck | NotGenuine
 What verify says about a token: a receipt check, never a work order. One
 of three shapes, told apart by `genuine` and by `issuer`.
 """
+
+
+class AgentRun(TypedDict):
+    """
+    How an AI buyer agent's run ended.
+    """
+
+    answer: NotRequired[str | None]
+    """
+    The model's last words, when it answered.
+    """
+    approval_url: NotRequired[str | None]
+    error: NotRequired[str | None]
+    """
+    Why the run stopped, when it did.
+    """
+    model: str
+    outcome: str
+    """
+    `approval_link` (the order waits for a person), `answered` (the model stopped with words), or `stopped`.
+    """
+    steps: list[AgentStep]
 
 
 class AuthorizationPage(TypedDict):
@@ -3688,3 +3876,18 @@ class Spending(TypedDict):
     What this view cannot show: the records on the worker's machine.
     """
     service_authorizations: AuthorizationRecords
+
+
+class AgentReport(TypedDict):
+    """
+    The AI buyer agent's run on a request in words.
+    """
+
+    agent: AgentRun
+    cast: str
+    hotel_owner_credential: NotRequired[str | None]
+    request: str
+    run: str
+    """
+    `agent`.
+    """

@@ -12,6 +12,7 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use bazaar_sdk::client::PaidResponse;
 use bazaar_sdk::paid::{paid, FaultPoint, PaidRoute, Settled};
+use bazaar_sdk::wire::chamber::PilotProof;
 use bazaar_sdk::Client;
 use bazaar_store::Store;
 use serde::Serialize;
@@ -254,7 +255,7 @@ fn fault_once(crashed: Arc<Mutex<HashSet<String>>>) -> bazaar_sdk::paid::FaultHo
 /// crashes — with a fresh cast (handles end in `suffix`) against the registry `operator` speaks to, the proof
 /// read back through the public API: one settlement per order, the work run once per order, what the buyer
 /// paid, and every balance summing to zero. Work receipts live in `dir`.
-pub async fn pilot(operator: &Client, dir: &Path, calls: u32, suffix: &str) -> Result<serde_json::Value> {
+pub async fn pilot(operator: &Client, dir: &Path, calls: u32, suffix: &str) -> Result<PilotProof> {
     let (buyer, merchant) = cast(operator, suffix, &|_| {}).await?;
     let merchant_handle = format!("wholesaler{suffix}");
     let work_runs = Arc::new(AtomicU64::new(0));
@@ -296,16 +297,16 @@ pub async fn pilot(operator: &Client, dir: &Path, calls: u32, suffix: &str) -> R
         }
     }
     let available = |me: bazaar_sdk::wire::identity::Me| me.balance_minor.unwrap_or_default();
-    Ok(json!({
-        "run": "pilot",
-        "cast": suffix,
-        "calls": calls,
-        "settlements": settlements,
-        "work_runs": work_runs.load(Ordering::SeqCst),
-        "requests_sent": tally.requests_sent,
-        "replayed_answers": tally.replayed_answers,
-        "buyer_paid_minor": 60_000 - available(buyer.me().await?),
-        "merchant_received_minor": available(merchant.me().await?),
-        "balance_sum_minor": balance_sum.to_string(),
-    }))
+    Ok(PilotProof {
+        run: "pilot".into(),
+        cast: suffix.to_string(),
+        calls,
+        settlements,
+        work_runs: work_runs.load(Ordering::SeqCst),
+        requests_sent: tally.requests_sent,
+        replayed_answers: tally.replayed_answers,
+        buyer_paid_minor: 60_000 - available(buyer.me().await?),
+        merchant_received_minor: available(merchant.me().await?),
+        balance_sum_minor: balance_sum.to_string(),
+    })
 }

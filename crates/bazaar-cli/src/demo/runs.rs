@@ -13,12 +13,13 @@ use super::market::{self, place_order, stage};
 use super::stranger;
 use crate::agent::{self, ModelConfig};
 use anyhow::{Context, Result};
+use bazaar_sdk::wire::chamber::{AgentReport, FederationProof, PilotProof, StoryReport};
 use bazaar_sdk::Client;
 use bazaar_server::live::StoryRunner;
 use bazaar_types::Clock;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -55,21 +56,21 @@ impl ChamberRuns {
 }
 
 /// The scripted story up to its approval link.
-async fn story(registry: String, operator: String, now_ms: i64, suffix: String) -> Result<Value> {
+async fn story(registry: String, operator: String, now_ms: i64, suffix: String) -> Result<StoryReport> {
     let operator = Client::new(&registry, Some(operator));
     let staged = stage(&operator, now_ms, &suffix, &|_| {}).await?;
     let order = place_order(&staged, &suffix).await?;
-    Ok(json!({
-        "run": "story",
-        "cast": suffix,
-        "order": order["id"],
-        "total_minor": order["total"],
-        "approval_url": format!("{registry}{}", order["approval_url"].as_str().unwrap_or_default()),
-        "hotel_owner_credential": staged.hotel.credential(),
-        "proposals": staged.proposals,
-        "allocation": staged.allocation,
-        "unmet": staged.unmet,
-    }))
+    Ok(StoryReport {
+        run: "story".into(),
+        cast: suffix,
+        order: order["id"].as_str().context("the order's id")?.to_string(),
+        total_minor: order["total"].as_u64().context("the order's total")?,
+        approval_url: format!("{registry}{}", order["approval_url"].as_str().unwrap_or_default()),
+        hotel_owner_credential: staged.hotel.credential().map(str::to_string),
+        proposals: staged.proposals,
+        allocation: staged.allocation,
+        unmet: serde_json::from_value(staged.unmet).context("the unmet searches")?,
+    })
 }
 
 /// The AI buyer agent on `request`, with the makers listed and answering as in the story.
@@ -80,7 +81,7 @@ async fn ai_run(
     suffix: String,
     model: ModelConfig,
     request: String,
-) -> Result<Value> {
+) -> Result<AgentReport> {
     let operator = Client::new(&registry, Some(operator));
     let makers = market::list_makers(&operator, &suffix, &|_| {}).await?;
     let (hotel, buyer) = market::hotel(&operator, &suffix).await?;
@@ -98,13 +99,13 @@ async fn ai_run(
         }
     };
     let run = agent::run(&model, &registry, &credential, &request, now_ms, answer_quotes).await?;
-    Ok(json!({
-        "run": "agent",
-        "cast": suffix,
-        "request": request,
-        "agent": run,
-        "hotel_owner_credential": hotel.credential(),
-    }))
+    Ok(AgentReport {
+        run: "agent".into(),
+        cast: suffix,
+        request,
+        agent: run,
+        hotel_owner_credential: hotel.credential().map(str::to_string),
+    })
 }
 
 /// A number no other peer registry of this process was started with.
@@ -114,13 +115,13 @@ fn peer_number() -> u64 {
 }
 
 impl StoryRunner for ChamberRuns {
-    fn story(&self) -> BoxFuture<'static, Result<Value, String>> {
+    fn story(&self) -> BoxFuture<'static, Result<StoryReport, String>> {
         let (registry, operator) = (self.registry.clone(), self.operator_credential.clone());
         let (now, suffix) = (self.clock.now().ms(), self.suffix());
         async move { story(registry, operator, now, suffix).await.map_err(|e| format!("{e:#}")) }.boxed()
     }
 
-    fn pilot(&self) -> BoxFuture<'static, Result<Value, String>> {
+    fn pilot(&self) -> BoxFuture<'static, Result<PilotProof, String>> {
         let (registry, operator) = (self.registry.clone(), self.operator_credential.clone());
         let suffix = self.suffix();
         async move {
@@ -133,7 +134,7 @@ impl StoryRunner for ChamberRuns {
         .boxed()
     }
 
-    fn federation(&self) -> BoxFuture<'static, Result<Value, String>> {
+    fn federation(&self) -> BoxFuture<'static, Result<FederationProof, String>> {
         let (registry, operator) = (self.registry.clone(), self.operator_credential.clone());
         let (now, suffix, peer) = (self.clock.now().ms(), self.suffix(), self.peer.clone());
         async move {
@@ -157,7 +158,7 @@ impl StoryRunner for ChamberRuns {
         self.model.as_ref().map(|m| m.model.clone())
     }
 
-    fn agent(&self, request: String) -> BoxFuture<'static, Result<Value, String>> {
+    fn agent(&self, request: String) -> BoxFuture<'static, Result<AgentReport, String>> {
         let Some(model) = self.model.clone() else {
             return async { Err("no model is configured".to_string()) }.boxed();
         };

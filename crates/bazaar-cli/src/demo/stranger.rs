@@ -28,6 +28,7 @@ use crate::story::{
 };
 use anyhow::{ensure, Context, Result};
 use bazaar_sdk::paid::PaidRoute;
+use bazaar_sdk::wire::chamber::{EscrowShown, FederationProof, GuestShown, PeerShown, StrangerCall};
 use bazaar_sdk::{did_of, generate_key, Body, Client};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -72,7 +73,13 @@ pub async fn start_peer(here: &Client, here_now_ms: i64, dir: &Path) -> Result<P
 }
 
 /// One run with a fresh cast (`suffix`); `here` is A's operator, `now_ms` A's clock.
-pub async fn stranger_run(here: &Client, peer: &Peer, now_ms: i64, suffix: &str, dir: &Path) -> Result<Value> {
+pub async fn stranger_run(
+    here: &Client,
+    peer: &Peer,
+    now_ms: i64,
+    suffix: &str,
+    dir: &Path,
+) -> Result<FederationProof> {
     std::fs::create_dir_all(dir)?;
     let b = &peer.registry;
     let (_, atelier) = enroll_pair(here, &format!("atelier-owner{suffix}"), &format!("atelier{suffix}")).await?;
@@ -125,21 +132,22 @@ pub async fn stranger_run(here: &Client, peer: &Peer, now_ms: i64, suffix: &str,
     let corridor_here: i64 = corridor_here["account"]["balance"].as_str().unwrap_or("0").parse().unwrap_or(0);
     let audit_b = bazaar_store::audit::audit(b.state.store.as_ref(), &|_| {}).await?;
     let corridor_b = audit_b.corridors.get(&format!("corridor:{}", peer.here_did)).copied().unwrap_or(0);
-    Ok(json!({
-        "run": "federation",
-        "cast": suffix,
-        "peer": {"did": peer.did, "url": b.url},
-        "stranger": did,
-        "unknown_here_before": unknown_here,
-        "call": {"order": order, "status": call.status, "settlement": call.settlement, "retry_replayed": retry.replayed},
-        "guest": {"joined_as": joined_as, "funded_minor": STRANGER_FUNDING_MINOR, "balance_minor": balance(guest.clone()).await?},
-        "escrow": {"contract": contract, "milestone_minor": STRANGER_MILESTONE_MINOR, "state": contract_state},
-        "stranger_on_peer_minor": balance(stranger).await?,
-        "stranger_paid_minor": STRANGER_CALL_MINOR + STRANGER_FUNDING_MINOR,
-        "stranger_funds_minor": STRANGER_FUNDS_MINOR,
-        "atelier_received_minor": balance(atelier).await?,
-        "corridor_here_minor": corridor_here.to_string(),
-        "corridor_on_peer_minor": corridor_b.to_string(),
-        "peer_audit_ok": audit_b.ok,
-    }))
+    let guest_balance = balance(guest.clone()).await?;
+    Ok(FederationProof {
+        run: "federation".into(),
+        cast: suffix.to_string(),
+        peer: PeerShown { did: peer.did.clone(), url: b.url.clone() },
+        stranger: did,
+        unknown_here_before: unknown_here,
+        call: StrangerCall { order, status: call.status, settlement: call.settlement, retry_replayed: retry.replayed },
+        guest: GuestShown { joined_as, funded_minor: STRANGER_FUNDING_MINOR, balance_minor: guest_balance },
+        escrow: EscrowShown { contract, milestone_minor: STRANGER_MILESTONE_MINOR, state: contract_state },
+        stranger_on_peer_minor: balance(stranger).await?,
+        stranger_paid_minor: STRANGER_CALL_MINOR + STRANGER_FUNDING_MINOR,
+        stranger_funds_minor: STRANGER_FUNDS_MINOR,
+        atelier_received_minor: balance(atelier).await?,
+        corridor_here_minor: corridor_here.to_string(),
+        corridor_on_peer_minor: corridor_b.to_string(),
+        peer_audit_ok: audit_b.ok,
+    })
 }

@@ -13,10 +13,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use bazaar_core::model::MemberKind;
-use bazaar_wire::chamber::RunsAvailable;
-use bazaar_wire::OpenObject;
+use bazaar_wire::chamber::{AgentReport, FederationProof, PilotProof, RunsAvailable, StoryReport};
 use serde::Deserialize;
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use utoipa_axum::router::OpenApiRouter;
@@ -58,10 +56,10 @@ fn operator_only(auth: &Auth) -> Result<(), Problem> {
     ))
 }
 
-async fn one_run(
+async fn one_run<T>(
     state: &AppState,
-    run: futures::future::BoxFuture<'static, Result<Value, String>>,
-) -> Result<Json<Value>, Problem> {
+    run: futures::future::BoxFuture<'static, Result<T, String>>,
+) -> Result<Json<T>, Problem> {
     let Ok(_running) = state.run_lock.try_lock() else {
         let problem = Problem::retry_later(
             StatusCode::TOO_MANY_REQUESTS,
@@ -97,8 +95,8 @@ async fn available(State(state): State<Arc<AppState>>, auth: MaybeAuth) -> Json<
 
 /// Operator: runs the scripted cushion-cover story against this registry with a fresh cast, up to the order
 /// waiting at its approval link (the report holds the link and the throwaway hotel owner's credential).
-#[utoipa::path(post, path = "/v1/chamber/runs/story", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's report", body = OpenObject)))]
-async fn run_story(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
+#[utoipa::path(post, path = "/v1/chamber/runs/story", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's report", body = StoryReport)))]
+async fn run_story(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<StoryReport>, Problem> {
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
     one_run(&state, runner.story()).await
@@ -107,8 +105,8 @@ async fn run_story(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Jso
 /// Operator: the pilot phase's proof, live — a hundred paid calls through the SDK's paid-route middleware with a
 /// fresh cast (the buyer crashes mid-retry and re-sends one order five times; the merchant crashes twice), read
 /// back through the public API: one settlement per order, the work run once per order, balances summing to zero.
-#[utoipa::path(post, path = "/v1/chamber/runs/pilot", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's proof", body = OpenObject)))]
-async fn run_pilot(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
+#[utoipa::path(post, path = "/v1/chamber/runs/pilot", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's proof", body = PilotProof)))]
+async fn run_pilot(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<PilotProof>, Problem> {
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
     one_run(&state, runner.pilot()).await
@@ -118,8 +116,8 @@ async fn run_pilot(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Jso
 /// recognised both ways on the first run), a buyer agent there that this registry has never seen paying a merchant
 /// here once (a retry answered from the work receipt), then joining here as a guest by its own signature, funding
 /// its guest account through the corridor and placing an escrowed order that is delivered and released.
-#[utoipa::path(post, path = "/v1/chamber/runs/federation", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's proof", body = OpenObject)))]
-async fn run_federation(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<Value>, Problem> {
+#[utoipa::path(post, path = "/v1/chamber/runs/federation", security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's proof", body = FederationProof)))]
+async fn run_federation(State(state): State<Arc<AppState>>, auth: Auth) -> Result<Json<FederationProof>, Problem> {
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
     one_run(&state, runner.federation()).await
@@ -134,12 +132,12 @@ pub struct AgentRequest {
 
 /// Operator: runs the AI buyer agent (the configured model choosing the storefront's MCP tools) on a request in
 /// words with a fresh cast, up to the approval link. `503 agent_model_unconfigured` without a model.
-#[utoipa::path(post, path = "/v1/chamber/runs/agent", request_body = AgentRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's report: each tool call and how it ended", body = OpenObject)))]
+#[utoipa::path(post, path = "/v1/chamber/runs/agent", request_body = AgentRequest, security(("credential" = []), ("session" = [])), responses((status = 200, description = "The run's report: each tool call and how it ended", body = AgentReport)))]
 async fn run_agent(
     State(state): State<Arc<AppState>>,
     auth: Auth,
     crate::auth::ApiJson(body): crate::auth::ApiJson<AgentRequest>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<AgentReport>, Problem> {
     operator_only(&auth)?;
     let runner = state.runs().ok_or_else(unavailable)?.clone();
     if runner.agent_model().is_none() {
