@@ -230,28 +230,49 @@ mod tests {
             to: "buyer-bot".into(),
         }));
         for receipt in [press(), renamed] {
-            let text = record::to_string(&Ok(receipt.clone()));
+            let (text, tag) = record::to_parts(&Ok(receipt.clone()));
             let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(stored["Ok"], receipt.to_json(), "the record keeps the answer's JSON under `Ok`");
-            assert_eq!(stored["tag"], receipt.tag());
-            let read: Outcome = record::from_str(&text).unwrap();
+            assert_eq!(stored, serde_json::json!({"Ok": receipt.to_json()}), "the text records always held");
+            assert_eq!(tag, receipt.tag());
+            let read: Outcome = record::from_parts(&text, &tag).unwrap();
             assert_eq!(read, Ok(receipt.clone()), "the same variant, not its JSON");
             let answered = serde_json::to_string(&receipt).unwrap();
             assert_eq!(serde_json::to_string(&read.unwrap()).unwrap(), answered, "a replay answers the same bytes");
+            // A build that predates tags reads the same text as it always did.
+            let old: Result<serde_json::Value, Refusal> = serde_json::from_str(&text).unwrap();
+            assert_eq!(old, Ok(receipt.to_json()));
         }
         let refused = Err(Refusal::new(Code::NotPermitted, "no"));
-        assert_eq!(record::from_str::<Receipt>(&record::to_string(&refused)).unwrap(), refused);
+        let (text, tag) = record::to_parts::<Receipt>(&refused);
+        assert_eq!((record::from_parts::<Receipt>(&text, &tag).unwrap(), tag.as_str()), (refused, ""));
     }
 
     #[test]
     fn a_record_without_a_tag_or_with_an_unknown_one_replays_its_json() {
-        let legacy = r#"{"Ok":{"jti":"tok_1","amount_minor":300}}"#;
+        let text = r#"{"Ok":{"jti":"tok_1","amount_minor":300}}"#;
         let json = serde_json::json!({"jti": "tok_1", "amount_minor": 300});
-        assert_eq!(record::from_str::<Receipt>(legacy).unwrap(), Ok(Receipt::Recorded(json.clone())));
-        for tag in ["pay.Unheard", "unheard.Settled", "untagged", "pay.Settled"] {
-            let text = serde_json::json!({"Ok": json, "tag": tag}).to_string();
-            assert_eq!(record::from_str::<Receipt>(&text).unwrap(), Ok(Receipt::Recorded(json.clone())), "{tag}");
+        for tag in ["", "pay.Unheard", "unheard.Settled", "untagged", "pay.Settled"] {
+            let read = record::from_parts::<Receipt>(text, tag).unwrap();
+            assert_eq!(read, Ok(Receipt::Recorded(json.clone())), "{tag:?}");
         }
-        assert!(record::from_str::<Receipt>(r#"{"Err":{"code":"not_permitted","detail":"no"},"Ok":1}"#).is_err());
+        assert!(record::from_parts::<Receipt>(r#"{"Err":{"code":"not_permitted","detail":"no"},"Ok":1}"#, "").is_err());
+    }
+
+    #[test]
+    fn an_outcome_crosses_between_nodes_as_itself_and_an_older_node_reads_it() {
+        let applied = crate::apply::Applied { outcome: Ok(press()), replayed: true };
+        let sent = serde_json::to_string(&applied).unwrap();
+        assert_eq!(serde_json::from_str::<crate::apply::Applied>(&sent).unwrap(), applied);
+        // What a node of the previous release reads: the outcome as `{"Ok": …}` and `replayed`; `tag` ignored.
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Before {
+            outcome: Result<serde_json::Value, Refusal>,
+            replayed: bool,
+        }
+        let before: Before = serde_json::from_str(&sent).unwrap();
+        assert_eq!(before, Before { outcome: Ok(press().to_json()), replayed: true });
+        let from_before = serde_json::json!({"outcome": {"Ok": press().to_json()}, "replayed": true}).to_string();
+        let read: crate::apply::Applied = serde_json::from_str(&from_before).unwrap();
+        assert_eq!(read.outcome, Ok(Receipt::Recorded(press().to_json())), "an untagged answer is its JSON");
     }
 }

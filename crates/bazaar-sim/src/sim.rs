@@ -419,9 +419,9 @@ impl Sim {
             return Ok(false);
         };
         self.note(format!("{name} {} {}", applied.replayed, summary(&applied.outcome)));
-        let recorded = record::to_string(&applied.outcome);
-        if record::from_str(&recorded).ok().as_ref() != Some(&applied.outcome) {
-            return Err(format!("{name}'s outcome does not read back from its record as itself: {recorded}"));
+        let (recorded, tag) = record::to_parts(&applied.outcome);
+        if record::from_parts(&recorded, &tag).ok().as_ref() != Some(&applied.outcome) {
+            return Err(format!("{name}'s outcome does not read back from its record as itself: {tag} {recorded}"));
         }
         let keyed = request.command.idem.is_some();
         let at = match &request.first {

@@ -131,8 +131,8 @@ crate::statements! {
             ORDER BY t.ord",
             debit = name_n("t.debit"), credit = name_n("t.credit"),
             authored_by = name_n("t.authored_by"), on_behalf_of = name_n("t.on_behalf_of"));
-        insert_idem = "INSERT INTO idempotency (scope, key, fingerprint, outcome, created_at) \
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])";
+        insert_idem = "INSERT INTO idempotency (scope, key, fingerprint, outcome, created_at, receipt_tag) \
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[])";
         // `prev_hash` is not stored: the `events` view reads it from the event before (migration 0013).
         insert_events = format!("INSERT INTO event_rows \
             (seq, hash, kind, body, authored_by, on_behalf_of, at) \
@@ -774,6 +774,7 @@ fn record_jobs<'a>(st: &'a WriteStatements, c: &'a Changes, jobs: &mut Vec<Job<'
                 strs(r, |r| r.fingerprint.as_str()),
                 strs(r, |r| r.outcome.as_str()),
                 ints(r, |r| r.created_at.0),
+                strs(r, |r| r.tag.as_str()),
             ],
         ));
     }

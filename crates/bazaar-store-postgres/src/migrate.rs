@@ -23,6 +23,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0011_fold_snapshots", include_str!("../migrations/0011_fold_snapshots.sql")),
     ("0012_sequencer", include_str!("../migrations/0012_sequencer.sql")),
     ("0013_compact_ledger_rows", include_str!("../migrations/0013_compact_ledger_rows.sql")),
+    ("0014_receipt_tags", include_str!("../migrations/0014_receipt_tags.sql")),
 ];
 
 /// The advisory lock key every node takes while migrating ("bazaar" then 1).

@@ -23,7 +23,7 @@ pub const TOKEN_COLUMNS: &str = "jti, buyer, merchant, max_amount, order_id, res
 pub const SETTLEMENT_COLUMNS: &str = "id, jti, buyer, merchant, order_id, amount, fee, net, settled_at";
 pub const TRANSFER_COLUMNS: &str = "pos, id, debit, credit, amount, kind, hold, link, authored_by, on_behalf_of, at";
 pub const EVENT_COLUMNS: &str = "seq, prev_hash, hash, kind, body, authored_by, on_behalf_of, at";
-pub const IDEM_COLUMNS: &str = "scope, key, fingerprint, outcome, created_at";
+pub const IDEM_COLUMNS: &str = "scope, key, fingerprint, outcome, created_at, receipt_tag";
 pub const DOC_COLUMNS: &str = "kind, id, body, due_at, parties";
 
 /// Columns per record, for decoding joined rows.
@@ -213,6 +213,7 @@ pub fn idem(r: &Row, o: usize) -> Result<IdempotencyRecord, StoreError> {
         fingerprint: get(r, o + 2)?,
         outcome: get(r, o + 3)?,
         created_at: ts(r, o + 4)?,
+        tag: get(r, o + 5)?,
     })
 }
 

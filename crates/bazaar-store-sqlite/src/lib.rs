@@ -42,6 +42,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0010_settle_keys_name_the_token", include_str!("../migrations/0010_settle_keys_name_the_token.sql")),
     ("0011_fold_snapshots", include_str!("../migrations/0011_fold_snapshots.sql")),
     ("0012_compact_ledger_rows", include_str!("../migrations/0012_compact_ledger_rows.sql")),
+    ("0013_receipt_tags", include_str!("../migrations/0013_receipt_tags.sql")),
 ];
 /// Read connections kept open.
 const READERS_MAX: usize = 4;

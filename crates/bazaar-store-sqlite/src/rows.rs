@@ -246,6 +246,7 @@ fn idem_row(r: &Row) -> rusqlite::Result<IdempotencyRecord> {
         fingerprint: r.get(2)?,
         outcome: r.get(3)?,
         created_at: ts(r, 4)?,
+        tag: r.get(5)?,
     })
 }
 
@@ -323,7 +324,7 @@ pub fn load_snapshot(conn: &Connection, keys: &Keys) -> rusqlite::Result<Snapsho
         }
     }
     for (scope, key) in &keys.idem {
-        let sql = "SELECT scope, key, fingerprint, outcome, created_at FROM idempotency WHERE scope = ?1 AND key = ?2";
+        let sql = "SELECT scope, key, fingerprint, outcome, created_at, receipt_tag FROM idempotency WHERE scope = ?1 AND key = ?2";
         if let Some(row) = one(conn, sql, [scope, key], idem_row)? {
             s.idem.insert((scope.clone(), key.clone()), row);
         }
@@ -548,13 +549,9 @@ fn write_payments(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite
 /// Writes idempotency records, documents, blobs, and the events with the chain head.
 fn write_records(conn: &Connection, names: &mut Names, c: &Changes) -> rusqlite::Result<()> {
     for r in &c.insert_idem {
-        conn.prepare_cached("INSERT INTO idempotency VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![
-            r.scope,
-            r.key,
-            r.fingerprint,
-            r.outcome,
-            r.created_at.0
-        ])?;
+        let sql = "INSERT INTO idempotency (scope, key, fingerprint, outcome, created_at, receipt_tag) \
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+        conn.prepare_cached(sql)?.execute(params![r.scope, r.key, r.fingerprint, r.outcome, r.created_at.0, r.tag])?;
     }
     for d in &c.insert_docs {
         let body = serde_json::to_string(&d.body).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;

@@ -26,12 +26,10 @@ pub fn refuse<T>(code: Code, detail: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal::new(code, detail))
 }
 
-/// One command's outcome. Sent between nodes (and stored) in the tagged form of [`record`], so a receipt
-/// arrives as the type it left.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(bound(serialize = "T: Receipts", deserialize = "T: Receipts"))]
+/// One command's outcome. Sent between nodes with its receipt's tag ([`record`]), so a receipt arrives as
+/// the type it left.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Applied<T> {
-    #[serde(with = "record")]
     pub outcome: Outcome<T>,
     /// The outcome came from an idempotency record, not from running the command.
     pub replayed: bool,
@@ -76,65 +74,84 @@ macro_rules! receipt_set {
     };
 }
 
-/// The stored (and node-to-node) form of an [`Outcome`]: `{"Ok": <the receipt's JSON>, "tag": "pay.Settled"}`
-/// or `{"Err": <refusal>}` — the shape records always had, plus the tag, so a migration that reads
-/// `$.Ok.<field>` reads both. A record without a tag (written before receipts were tagged) replays as
-/// [`Receipts::recorded`] until the retention period drops it.
+/// The stored (and node-to-node) form of an [`Outcome`]: the text `{"Ok": <the receipt's JSON>}` or
+/// `{"Err": <refusal>}` — exactly what records always held, so a build that predates tags (a node mid-roll, a
+/// migration reading `$.Ok.jti`) still reads it — and, beside it, the receipt's tag (`pay.Settled`), which a
+/// record keeps in its own column (`IdempotencyRecord::tag`) and a node-to-node [`Applied`] in its own member.
+/// A record without a tag (written before receipts were tagged), or with one this build cannot read, replays
+/// as [`Receipts::recorded`]: its JSON, byte for byte, until the retention period drops it.
 pub mod record {
-    use super::{Outcome, Receipts};
+    use super::{Applied, Outcome, Receipts};
     use crate::kernel::refusal::Refusal;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     #[derive(Serialize)]
-    #[allow(non_snake_case)]
-    struct Written<'a, T> {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        Ok: Option<&'a T>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        tag: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        Err: Option<&'a Refusal>,
+    enum Written<'a, T> {
+        Ok(&'a T),
+        Err(&'a Refusal),
     }
 
     #[derive(Deserialize)]
-    #[allow(non_snake_case)]
-    #[serde(deny_unknown_fields)]
-    struct Read {
-        Ok: Option<serde_json::Value>,
-        tag: Option<String>,
-        Err: Option<Refusal>,
+    enum Read {
+        Ok(serde_json::Value),
+        Err(Refusal),
     }
 
-    pub fn serialize<T: Receipts, S: Serializer>(outcome: &Outcome<T>, serializer: S) -> Result<S::Ok, S::Error> {
-        match outcome {
-            Ok(receipt) => Written { Ok: Some(receipt), tag: Some(receipt.tag()), Err: None },
-            Err(refusal) => Written { Ok: None, tag: None, Err: Some(refusal) },
+    /// The record's text for `outcome`, and its tag (empty for a refusal).
+    pub fn to_parts<T: Receipts>(outcome: &Outcome<T>) -> (String, String) {
+        let (written, tag) = match outcome {
+            Ok(receipt) => (Written::Ok(receipt), receipt.tag()),
+            Err(refusal) => (Written::Err(refusal), String::new()),
+        };
+        (serde_json::to_string(&written).expect("outcomes serialize"), tag)
+    }
+
+    /// The outcome a record's text and tag hold.
+    pub fn from_parts<T: Receipts>(text: &str, tag: &str) -> serde_json::Result<Outcome<T>> {
+        Ok(read(serde_json::from_str(text)?, tag))
+    }
+
+    fn read<T: Receipts>(read: Read, tag: &str) -> Outcome<T> {
+        match read {
+            Read::Ok(body) if tag.is_empty() => Ok(T::recorded(body)),
+            Read::Ok(body) => Ok(T::untag(tag, body.clone()).unwrap_or_else(|| T::recorded(body))),
+            Read::Err(refusal) => Err(refusal),
         }
-        .serialize(serializer)
     }
 
-    pub fn deserialize<'de, T: Receipts, D: Deserializer<'de>>(deserializer: D) -> Result<Outcome<T>, D::Error> {
-        use serde::de::Error;
-        match Read::deserialize(deserializer)? {
-            Read { Ok: Some(body), tag: Some(tag), Err: None } => {
-                Ok(Ok(T::untag(&tag, body.clone()).unwrap_or_else(|| T::recorded(body))))
-            }
-            Read { Ok: Some(body), tag: None, Err: None } => Ok(Ok(T::recorded(body))),
-            Read { Ok: None, tag: None, Err: Some(refusal) } => Ok(Err(refusal)),
-            _ => Err(D::Error::custom("an outcome is `Ok` with its `tag`, or `Err`")),
+    /// An [`Applied`] between nodes: `{"outcome": {"Ok": …}, "replayed": …, "tag": …}`; a node that does
+    /// not know `tag` ignores it and reads the rest as before.
+    #[derive(Serialize)]
+    struct AppliedOut<'a, T> {
+        outcome: Written<'a, T>,
+        replayed: bool,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        tag: String,
+    }
+
+    #[derive(Deserialize)]
+    struct AppliedIn {
+        outcome: Read,
+        replayed: bool,
+        #[serde(default)]
+        tag: String,
+    }
+
+    impl<T: Receipts> Serialize for Applied<T> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let (outcome, tag) = match &self.outcome {
+                Ok(receipt) => (Written::Ok(receipt), receipt.tag()),
+                Err(refusal) => (Written::Err(refusal), String::new()),
+            };
+            AppliedOut { outcome, replayed: self.replayed, tag }.serialize(serializer)
         }
     }
 
-    /// The record's text for `outcome`.
-    pub fn to_string<T: Receipts>(outcome: &Outcome<T>) -> String {
-        let mut out = Vec::with_capacity(256);
-        serialize(outcome, &mut serde_json::Serializer::new(&mut out)).expect("outcomes serialize");
-        String::from_utf8(out).expect("JSON is UTF-8")
-    }
-
-    /// The outcome a record's text holds.
-    pub fn from_str<T: Receipts>(text: &str) -> serde_json::Result<Outcome<T>> {
-        deserialize(&mut serde_json::Deserializer::from_str(text))
+    impl<'de, T: Receipts> Deserialize<'de> for Applied<T> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            let AppliedIn { outcome, replayed, tag } = AppliedIn::deserialize(deserializer)?;
+            Ok(Applied { outcome: read(outcome, &tag), replayed })
+        }
     }
 }
 
@@ -278,17 +295,19 @@ impl Batch<'_> {
                     );
                     return Applied { outcome: Err(refusal), replayed: false };
                 }
-                let outcome = record::from_str(&record.outcome).expect("stored outcomes parse");
+                let outcome = record::from_parts(&record.outcome, &record.tag).expect("stored outcomes parse");
                 return Applied { outcome, replayed: true };
             }
         }
         let outcome = run(self, request);
         if let Some(idem) = caller.idem.filter(|idem| outcome.is_ok() || idem.keeps_refusals) {
+            let (text, tag) = record::to_parts(&outcome);
             let record = IdempotencyRecord {
                 scope: idem.scope.clone(),
                 key: idem.key.clone(),
                 fingerprint: idem.fingerprint.clone(),
-                outcome: record::to_string(&outcome),
+                outcome: text,
+                tag,
                 created_at: self.now,
             };
             self.snap.idem.insert((record.scope.clone(), record.key.clone()), record.clone());

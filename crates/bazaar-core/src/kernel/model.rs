@@ -367,8 +367,14 @@ pub struct IdempotencyRecord {
     pub scope: String,
     pub key: String,
     pub fingerprint: String,
-    /// The serialized [`crate::kernel::request::Outcome`].
+    /// The outcome as stored: `{"Ok": <the receipt's JSON>}` or `{"Err": <refusal>}`
+    /// (`kernel::batch::record`).
     pub outcome: String,
+    /// The receipt's tag (`pay.Settled`) that reads `outcome` back as its type; empty for a refusal and
+    /// for records written before receipts were tagged. A column of its own, so a build that does not
+    /// know it still reads `outcome`.
+    #[serde(default)]
+    pub tag: String,
     pub created_at: Timestamp,
 }
 
