@@ -459,16 +459,7 @@ async fn orders_above_the_threshold_ride_escrow_and_stay_disputable() {
         .body;
     let rfq = rfq["id"].as_str().unwrap().to_string();
     for (maker, listing, _) in &makers {
-        let body = json!({"listing": listing, "unit_price_minor": 2_500, "quantity": 2});
-        maker
-            .call::<Value>(
-                reqwest::Method::POST,
-                &format!("/v1/rfqs/{rfq}/offers"),
-                Some(bazaar_sdk::Body::json(body)),
-                None,
-            )
-            .await
-            .unwrap();
+        maker.make_offer(&rfq, listing, 2_500, 2).await.unwrap();
     }
     buyer.call::<Value>(reqwest::Method::POST, &format!("/v1/rfqs/{rfq}/close"), None, None).await.unwrap();
     let order = buyer

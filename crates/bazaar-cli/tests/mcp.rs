@@ -106,16 +106,7 @@ async fn an_mcp_client_shops_the_storefront() {
 
     // The makers offer over REST (they are other agents).
     for (maker, listing, price) in &makers {
-        let body = json!({"listing": listing, "unit_price_minor": price, "quantity": 20});
-        maker
-            .call::<Value>(
-                reqwest::Method::POST,
-                &format!("/v1/rfqs/{rfq}/offers"),
-                Some(bazaar_sdk::Body::json(body)),
-                None,
-            )
-            .await
-            .unwrap();
+        maker.make_offer(&rfq, listing, *price, 20).await.unwrap();
     }
     let second = mcp(
         &local.url,
