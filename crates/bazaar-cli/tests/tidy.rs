@@ -463,3 +463,116 @@ fn the_encryption_claim_check_sees_what_it_must() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Names the map speaks of that live outside this workspace (other crates' types, an HTTP status).
+const MAP_OUTSIDE_NAMES: &[&str] = &["OsRng", "ThreadRng", "OK", "SystemTime", "rand", "utoipa", "anyhow"];
+
+/// Every Rust item this workspace defines, by name: functions, types, traits, constants, statics, modules,
+/// macros and enum variants (a line that starts with the name and a `(`, `{` or `,`), and every file's and
+/// directory's name under `crates/`.
+fn workspace_names(root: &Path) -> std::collections::HashSet<String> {
+    let mut names = std::collections::HashSet::new();
+    let mut files = Vec::new();
+    files_named(&root.join("crates"), &|_| true, &mut files);
+    let keywords = ["fn ", "struct ", "enum ", "trait ", "type ", "const ", "static ", "mod ", "macro_rules! "];
+    for file in files {
+        for part in file.strip_prefix(root).unwrap().iter() {
+            let part = part.to_string_lossy();
+            names.insert(part.trim_end_matches(".rs").to_string());
+        }
+        if file.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&file).unwrap().lines() {
+            let line = line.trim_start();
+            for keyword in keywords {
+                for (i, _) in line.match_indices(keyword) {
+                    let before = line[..i].chars().last();
+                    if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                        continue;
+                    }
+                    let name: String =
+                        line[i + keyword.len()..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    names.insert(name);
+                }
+            }
+            // Environment variables and other names the code spells as a string: `"BAZAAR_LOG"`.
+            for literal in line.split('"').skip(1).step_by(2) {
+                if !literal.is_empty() && literal.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                    names.insert(literal.to_string());
+                }
+            }
+            let variant: String = line.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if line[variant.len()..].starts_with(['(', '{', ',', ' ']) && variant.starts_with(char::is_uppercase) {
+                names.insert(variant);
+            }
+        }
+    }
+    names
+}
+
+/// What a backticked span of the map names, if it names a path or a Rust item: `Some(checks)` where each
+/// check is a path (contains `/` or a file extension) or an item name; `None` for prose, commands, routes,
+/// headers, keys and SQL.
+fn map_names(span: &str) -> Option<Vec<String>> {
+    let rusty = |c: char| c.is_alphanumeric() || c == '_';
+    if span.contains([' ', '{', '<', '*', '=', '\'', '.']) && !span.ends_with(".rs") && !span.ends_with(".md") {
+        return None;
+    }
+    if span.starts_with(['/', '-']) || span.contains(":{") {
+        return None;
+    }
+    if span.contains('/') || span.ends_with(".rs") || span.ends_with(".md") {
+        return Some(vec![span.trim_end_matches('/').to_string()]);
+    }
+    let span = span.trim_end_matches('!');
+    let segments: Vec<&str> = span.split("::").collect();
+    // Another crate's item, or an HTTP header (`Retry-After`).
+    if MAP_OUTSIDE_NAMES.contains(&segments[0]) || (span.contains('-') && span.starts_with(char::is_uppercase)) {
+        return None;
+    }
+    if segments.iter().any(|s| s.is_empty() || !s.replace('-', "_").chars().all(rusty)) {
+        return None;
+    }
+    if segments.len() == 1 {
+        let name = segments[0];
+        // A type or a constant, or a test's name; single lowercase words are prose.
+        let named = name.starts_with(char::is_uppercase) || name.matches('_').count() >= 3;
+        return named.then(|| vec![name.to_string()]);
+    }
+    Some(segments.iter().map(|s| s.replace('-', "_")).collect())
+}
+
+/// The map (`ARCHITECTURE.md`) stays true: every file or directory it names exists, and every Rust item it
+/// names (`Batch::emit`, `bazaar_store::packed`, `AppState`, `IDEMPOTENCY_RETENTION_S`, a test's name) is
+/// defined somewhere in the workspace.
+#[test]
+fn the_map_names_only_what_exists() {
+    let root = workspace();
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let names = workspace_names(&root);
+    let mut files = Vec::new();
+    files_named(&root, &|_| true, &mut files);
+    let paths: Vec<String> = files.iter().map(|f| f.strip_prefix(&root).unwrap().display().to_string()).collect();
+    let mut missing = Vec::new();
+    for span in map.split('`').skip(1).step_by(2) {
+        let Some(checks) = map_names(span) else { continue };
+        for check in checks {
+            let crate_name = check.replace('_', "-");
+            let known = if check.contains('/') || check.contains('.') {
+                root.join(&check).exists()
+                    || root.join("crates").join(&check).exists()
+                    || paths.iter().any(|p| p.ends_with(&format!("/{check}")) || p.contains(&format!("/{check}/")))
+            } else {
+                names.contains(&check)
+                    || MAP_OUTSIDE_NAMES.contains(&check.as_str())
+                    || root.join("crates").join(&crate_name).is_dir()
+                    || ["std", "serde_json"].contains(&check.as_str())
+            };
+            if !known {
+                missing.push(format!("`{span}` ({check})"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "ARCHITECTURE.md names what does not exist: {missing:?}");
+}
