@@ -173,7 +173,7 @@ fn sqlite(args: &AttentionArgs) -> Result<Timing> {
 }
 
 fn postgres(args: &AttentionArgs) -> Result<Timing> {
-    use bazaar_conversation_postgres::testing::{execute, with_database};
+    use bazaar_postgres_testing::{execute, with_database};
     let name = format!("bench_attention_{}", std::process::id());
     // One statement each: CREATE DATABASE cannot run inside the implicit transaction of a batch.
     execute(&args.database_url, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));

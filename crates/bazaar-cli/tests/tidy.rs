@@ -83,6 +83,23 @@ fn dependency_direction_holds() {
     }
 }
 
+/// The PostgreSQL test helpers (they panic on failure) are never linked into a server: only tests, and the
+/// benchmark harness that makes its own databases, depend on `bazaar-postgres-testing`.
+#[test]
+fn postgres_test_helpers_are_for_tests_only() {
+    for entry in std::fs::read_dir(workspace().join("crates")).unwrap() {
+        let krate = entry.unwrap().file_name().to_string_lossy().to_string();
+        if ["bazaar-postgres-testing", "bazaar-bench"].contains(&krate.as_str()) {
+            continue;
+        }
+        let deps = dependencies(&krate);
+        assert!(
+            !deps.contains(&"bazaar-postgres-testing".to_string()),
+            "{krate} depends on bazaar-postgres-testing outside [dev-dependencies]"
+        );
+    }
+}
+
 #[test]
 fn cargo_run_in_the_workspace_runs_the_bazaar_binary() {
     // README: `cargo run --release -- demo` must pick the `bazaar` binary with no -p.

@@ -27,7 +27,6 @@
 
 mod outbox;
 mod rows;
-pub mod testing;
 mod tx;
 
 use std::sync::{Arc, Mutex};

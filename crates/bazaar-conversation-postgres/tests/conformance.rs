@@ -7,8 +7,8 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use bazaar_conversation::conformance::{self, BoxedStore, Harness, Step};
-use bazaar_conversation_postgres::testing::{execute, with_schema, ThrowawayDatabase};
 use bazaar_conversation_postgres::PostgresConversationStore;
+use bazaar_postgres_testing::{execute, with_schema, ThrowawayDatabase};
 use bazaar_types::{Clock, SeededEntropy};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

@@ -3,15 +3,16 @@
 //! fresh schema per case, and a URL that puts a connection in one schema.
 //! One copy for every PostgreSQL engine (the ledger's, the conversation
 //! plane's, the relay's), so no plane depends on another's crate for its
-//! tests. Not for production: these panic on failure.
+//! tests. Not for production: these panic on failure, and only tests (and the
+//! benchmark harness) depend on this crate (`tidy.rs` checks it).
 //!
 //! ## Map
 //!
 //! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
 //!
 //! throwaway PostgreSQL databases and schemas
-//! for the three PostgreSQL engines' tests (each engine's `testing` module
-//! re-exports it), so no plane depends on another's crate to test.
+//! for the three PostgreSQL engines' tests and every test that needs a
+//! database, so no plane depends on another's crate to test.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

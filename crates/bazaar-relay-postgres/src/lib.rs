@@ -30,7 +30,6 @@
 
 mod connection;
 mod read;
-pub mod testing;
 mod write;
 
 use std::sync::{Mutex, MutexGuard};

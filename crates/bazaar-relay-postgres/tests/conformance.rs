@@ -7,9 +7,9 @@
 use std::sync::{Arc, Barrier};
 use std::thread;
 
+use bazaar_postgres_testing::ThrowawayDatabase;
 use bazaar_relay::conformance::{self, Harness, T0};
 use bazaar_relay::{Encoded, EventStore, Filter, Signer, Written};
-use bazaar_relay_postgres::testing::ThrowawayDatabase;
 use bazaar_relay_postgres::PostgresEventStore;
 use bazaar_types::SeededEntropy;
 

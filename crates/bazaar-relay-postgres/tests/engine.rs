@@ -9,11 +9,11 @@
 use std::sync::{Arc, Barrier};
 use std::thread;
 
+use bazaar_postgres_testing::{execute, ThrowawayDatabase};
 use bazaar_relay::conformance::T0;
 use bazaar_relay::event::tag;
 use bazaar_relay::kind::DELETION;
 use bazaar_relay::{Encoded, Event, EventStore, Filter, Signer, Written};
-use bazaar_relay_postgres::testing::{execute, ThrowawayDatabase};
 use bazaar_relay_postgres::PostgresEventStore;
 use bazaar_types::SeededEntropy;
 

@@ -332,7 +332,7 @@ proptest! {
     #[test]
     fn on_postgres_any_mix_of_single_and_batched_calls_answers_exactly_as_single_calls(steps in steps()) {
         // A database per case, dropped after it (the runtime, and so the store's connections, go first).
-        let database = bazaar_store_postgres::testing::ThrowawayDatabase::create("bazaar_batch");
+        let database = bazaar_postgres_testing::ThrowawayDatabase::create("bazaar_batch");
         let schema = database.fresh_schema();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         runtime.block_on(async {

@@ -44,7 +44,6 @@ mod engine;
 mod migrate;
 mod rows;
 pub mod sequencer;
-pub mod testing;
 
 use async_trait::async_trait;
 use bazaar_core::apply::{Applied, Config};

@@ -3,9 +3,9 @@
 
 use bazaar_core::command::Command;
 use bazaar_core::refusal::Code;
+use bazaar_postgres_testing::{admin_url, with_database};
 use bazaar_store::conformance::{self, Fixture};
 use bazaar_store::Store;
-use bazaar_store_postgres::testing::{admin_url, with_database};
 use bazaar_store_postgres::PostgresStore;
 use bazaar_types::{ManualClock, MemberId, OrderId, Timestamp, TokenId};
 use ed25519_dalek::SigningKey;

@@ -4,9 +4,9 @@
 
 use bazaar_core::command::Op;
 use bazaar_core::pay;
+use bazaar_postgres_testing::ThrowawayDatabase;
 use bazaar_store::conformance::{self, Fixture};
 use bazaar_store::{Store, StoreError};
-use bazaar_store_postgres::testing::ThrowawayDatabase;
 use bazaar_store_postgres::{PostgresStore, SequencerLease, Standing};
 use bazaar_types::{Amount, ManualClock};
 use ed25519_dalek::SigningKey;

@@ -118,14 +118,14 @@ pub struct ThrowawayDatabase {
 
 impl ThrowawayDatabase {
     pub async fn create(name: &str) -> ThrowawayDatabase {
-        let admin_url = bazaar_store_postgres::testing::admin_url();
+        let admin_url = bazaar_postgres_testing::admin_url();
         let (admin, connection) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
             .await
             .expect("PostgreSQL must be running for this test");
         tokio::spawn(connection);
         admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.unwrap();
         admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-        let url = bazaar_store_postgres::testing::with_database(&admin_url, name);
+        let url = bazaar_postgres_testing::with_database(&admin_url, name);
         ThrowawayDatabase { admin, name: name.to_string(), url }
     }
 
