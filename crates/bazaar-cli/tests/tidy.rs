@@ -593,3 +593,40 @@ fn the_map_names_only_what_exists() {
     }
     assert!(missing.is_empty(), "ARCHITECTURE.md names what does not exist: {missing:?}");
 }
+
+/// The Rust SDK's public methods take and return wire types, never `serde_json::Value` (`Client::call`/`send`
+/// are generic over the answer): no `pub fn` signature in `bazaar-sdk` names `Value`.
+#[test]
+fn no_public_sdk_method_takes_or_returns_json() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates/bazaar-sdk/src"), &mut files);
+    let mut untyped = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (at, _) in text.match_indices("pub fn ").chain(text.match_indices("pub async fn ")) {
+            let signature = &text[at..text[at..].find('{').map_or(text.len(), |end| at + end)];
+            let words = signature.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+            if words.into_iter().any(|word| word == "Value") {
+                untyped.push(format!(
+                    "{}: {}",
+                    file.display(),
+                    signature.split_whitespace().collect::<Vec<_>>().join(" ")
+                ));
+            }
+        }
+    }
+    assert!(untyped.is_empty(), "public SDK methods that speak JSON: {untyped:#?}");
+}
+
+/// Every operation answers a typed body: only the OpenAPI document itself is described as a free-form object.
+#[test]
+fn only_the_api_description_answers_a_free_form_object() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates/bazaar-server/src"), &mut files);
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for line in text.lines().filter(|line| line.contains("#[utoipa::path(") && line.contains("OpenObject")) {
+            assert!(line.contains("path = \"/openapi.json\""), "{} answers a free-form object: {line}", file.display());
+        }
+    }
+}

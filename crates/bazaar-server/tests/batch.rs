@@ -204,16 +204,12 @@ async fn a_batch_is_bounded_and_a_bad_item_fails_only_itself() {
     let too_many: Vec<Value> = (0..=bazaar_server::pay::BATCH_ITEMS_MAX)
         .map(|n| json!({"merchant": w.merchant_did, "max_amount_minor": 1, "order_id": format!("m-{n}"), "resource": "r"}))
         .collect();
+    let batch = |items: Value| {
+        let body = Some(bazaar_sdk::Body::json(json!({"items": items})));
+        w.buyer.call::<Value>(reqwest::Method::POST, "/v1/tokens/batch", body, None)
+    };
     for items in [vec![], too_many] {
-        let refused = w
-            .buyer
-            .call::<Value>(
-                reqwest::Method::POST,
-                "/v1/tokens/batch",
-                Some(bazaar_sdk::Body::json(json!({"items": items}))),
-                None,
-            )
-            .await;
+        let refused = batch(json!(items)).await;
         assert_eq!(refused.unwrap_err().code(), Some("invalid_request"));
     }
     let items = json!([
@@ -222,16 +218,7 @@ async fn a_batch_is_bounded_and_a_bad_item_fails_only_itself() {
         {"merchant": w.merchant_did, "max_amount_minor": 5_000, "order_id": "too-much", "resource": "r"},
         {"merchant": "nobody-here", "max_amount_minor": 100, "order_id": "no-merchant", "resource": "r"},
     ]);
-    let answered = w
-        .buyer
-        .call::<Value>(
-            reqwest::Method::POST,
-            "/v1/tokens/batch",
-            Some(bazaar_sdk::Body::json(json!({"items": items}))),
-            None,
-        )
-        .await
-        .unwrap();
+    let answered = batch(items).await.unwrap();
     let results = answered.body["results"].as_array().unwrap();
     let seen: Vec<(u64, Option<&str>)> =
         results.iter().map(|r| (r["status"].as_u64().unwrap(), r["body"]["code"].as_str())).collect();

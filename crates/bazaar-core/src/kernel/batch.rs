@@ -97,12 +97,17 @@ pub mod record {
         Err(Refusal),
     }
 
-    /// The record's text for `outcome`, and its tag (empty for a refusal).
-    pub fn to_parts<T: Receipts>(outcome: &Outcome<T>) -> (String, String) {
-        let (written, tag) = match outcome {
+    /// `outcome` as written, and its receipt's tag (empty for a refusal).
+    fn written<T: Receipts>(outcome: &Outcome<T>) -> (Written<'_, T>, String) {
+        match outcome {
             Ok(receipt) => (Written::Ok(receipt), receipt.tag()),
             Err(refusal) => (Written::Err(refusal), String::new()),
-        };
+        }
+    }
+
+    /// The record's text for `outcome`, and its tag (empty for a refusal).
+    pub fn to_parts<T: Receipts>(outcome: &Outcome<T>) -> (String, String) {
+        let (written, tag) = written(outcome);
         (serde_json::to_string(&written).expect("outcomes serialize"), tag)
     }
 
@@ -139,10 +144,7 @@ pub mod record {
 
     impl<T: Receipts> Serialize for Applied<T> {
         fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            let (outcome, tag) = match &self.outcome {
-                Ok(receipt) => (Written::Ok(receipt), receipt.tag()),
-                Err(refusal) => (Written::Err(refusal), String::new()),
-            };
+            let (outcome, tag) = written(&self.outcome);
             AppliedOut { outcome, replayed: self.replayed, tag }.serialize(serializer)
         }
     }
