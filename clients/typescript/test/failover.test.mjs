@@ -1,7 +1,7 @@
 // Failover across a registry's nodes: a client given every node's URL uses one at a time and moves to the next
 // when a node cannot be reached. A request goes again to the next node only when that is safe: it never reached
 // the node (connection refused), or it is a read, or it carries an idempotency key (or is one the registry keys by
-// its order). The Rust SDK's `Client::with_nodes` behaves the same (crates/bazaar-cli/tests/cluster.rs).
+// its order). The Rust SDK's `Client::with_nodes` behaves the same (crates/bazaar-cli/tests/it/cluster.rs).
 // Run after the build: `node --test test/`.
 import { test } from "node:test";
 import assert from "node:assert/strict";

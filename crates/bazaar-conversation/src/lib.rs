@@ -50,7 +50,7 @@
 //! ## Invariants (from ARCHITECTURE.md)
 //!
 //! Conversation invariants, each with a test (`bazaar_conversation::conformance`,
-//! run on SQLite and PostgreSQL; `bazaar-server/tests/conversation.rs` and
+//! run on SQLite and PostgreSQL; `bazaar-server/tests/it/conversation.rs` and
 //! `webhooks.rs` over HTTP):
 //!
 //! - `seq` is gapless per channel and `position` gapless across the plane,
@@ -64,7 +64,7 @@
 //! - A channel is sealed or plaintext from birth and never converts; a sealed
 //!   channel stores no plaintext body, and a sealed post is accepted only for
 //!   exactly its current members under their current keys, signed by its
-//!   author (`conformance::sealing`; `bazaar-server/tests/sealing.rs` scans the
+//!   author (`conformance::sealing`; `bazaar-server/tests/it/sealing.rs` scans the
 //!   database files for the words).
 //! - Live streams hold no per-connection queue: each reads from its own
 //!   cursor, from memory only across a gap-free window with the member's

@@ -39,8 +39,8 @@
 //! ## Invariants (from ARCHITECTURE.md)
 //!
 //! Relay and market invariants, each with a test (`bazaar_relay::conformance`
-//! on SQLite and PostgreSQL; `bazaar-server/tests/relay.rs` over a real socket;
-//! `bazaar-cli/tests/relay.rs` with nostr-tools; `bazaar-cli/tests/labor.rs`):
+//! on SQLite and PostgreSQL; `bazaar-server/tests/it/relay.rs` over a real socket;
+//! `bazaar-cli/tests/it/relay.rs` with nostr-tools; `bazaar-cli/tests/it/labor.rs`):
 //!
 //! - `OK` is sent only after the event is durable, and live subscribers hear of
 //!   it before its publisher's `OK`; an event's id is always recomputed from its

@@ -17,7 +17,7 @@
 //! same settle-then-work-once semantics; the TypeScript one carries the buyer
 //! scheme for `@x402/fetch`), held to one wire contract by
 //! `clients/conformance` (`contract.json`, `scenario.json`) and
-//! `crates/bazaar-cli/tests/sdk_conformance.rs`. Depends on HTTP, `bazaar-types` and, for the
+//! `crates/bazaar-cli/tests/it/sdk_conformance.rs`. Depends on HTTP, `bazaar-types` and, for the
 //! work receipts, rusqlite (a SQLite file per paid route, WAL) — never on the
 //! core or a store.
 

@@ -8,7 +8,7 @@
 //! The kernel imports no capability; capabilities (identity, pay, escrow,
 //! dispute, federation, market, reputation) sit beside it and use it, and the
 //! composer (`command.rs`, `apply.rs` at the crate root) sits on top. Checked by the tidy
-//! test in `bazaar-cli/tests/tidy.rs`.
+//! test in `bazaar-cli/tests/it/tidy.rs`.
 
 pub mod batch;
 pub mod chain;

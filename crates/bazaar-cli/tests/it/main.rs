@@ -1,0 +1,45 @@
+//! The bazaar binary's end-to-end tests, built as one test binary (one link, not one per
+//! file). Run one family with `cargo test -p bazaar-cli --test it market::`.
+
+mod attack;
+mod audit;
+mod backup;
+mod bounty;
+mod chamber_browser;
+mod chamber_runs;
+mod clients;
+mod cluster;
+mod common;
+mod crash;
+mod dm;
+mod escrow;
+mod federation;
+mod guest_hire;
+mod hire;
+mod labor;
+mod lease;
+mod ledger_browser;
+mod listen;
+mod maker_phone;
+mod market;
+mod market_cli;
+mod mcp;
+mod migration;
+mod newcomer_browser;
+mod openapi;
+mod owner_page;
+mod passkey_browser;
+mod passport;
+mod passport_browser;
+mod quickstart_cli;
+mod quickstart_sdks;
+mod relay;
+mod relay_page;
+mod reprice;
+mod rooms_page;
+mod sdk_conformance;
+mod serve;
+mod story;
+mod terms;
+mod tidy;
+mod x402;
