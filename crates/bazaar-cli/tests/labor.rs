@@ -23,8 +23,8 @@ use bazaar_cli::market::validator::Validator;
 use bazaar_cli::market::worker::{self, Role, WorkerConfig};
 use bazaar_cli::relay_client::RelayClient;
 use bazaar_relay::jobs::{request_tags, JOB_FEEDBACK, JOB_REQUEST, JOB_RESULT};
-use bazaar_relay::market::outcome::Verdict;
-use bazaar_relay::market::review::{preflight, review_event, Manifest};
+use bazaar_relay::labor::outcome::Verdict;
+use bazaar_relay::labor::review::{preflight, review_event, Manifest};
 use bazaar_relay::{Filter, Signer};
 use bazaar_server::OsEntropy;
 
@@ -419,7 +419,7 @@ async fn a_specialist_answers_only_permitted_coordinators_and_a_changed_config_n
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_specialist_works_within_its_allowance_and_unknown_costs_wait_for_the_owner() {
     use bazaar_cli::market::worker::{AllowanceConfig, Meter};
-    use bazaar_relay::market::allowance::PendingWhy;
+    use bazaar_relay::labor::allowance::PendingWhy;
     let mut market = Market::open("allowance").await;
     market.workers.drain(..).for_each(|w| w.abort());
     let metered = |daily: u64| {
@@ -495,7 +495,7 @@ async fn wait_for_feedback(
 /// The longer answer wins: a pairwise judge for the test.
 struct Longer;
 
-impl bazaar_relay::market::judge::PairwiseJudge for Longer {
+impl bazaar_relay::labor::judge::PairwiseJudge for Longer {
     fn compare(&self, _prompt: &str, a: &str, b: &str) -> Option<f64> {
         Some(match a.len().cmp(&b.len()) {
             std::cmp::Ordering::Greater => 1.0,
@@ -510,7 +510,7 @@ impl bazaar_relay::market::judge::PairwiseJudge for Longer {
 /// kept under the contest rubric, apart from coordination's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contest_rates_named_workers_by_pairwise_judgement_apart_from_coordination() {
-    use bazaar_relay::market::judge::{Rubric, CONTEST_ANSWER};
+    use bazaar_relay::labor::judge::{Rubric, CONTEST_ANSWER};
     let mut market = Market::open("contest").await;
     let coordination = market.run(SCRIPT, false, Mode::Serve).await;
     assert_eq!(coordination.assessment.verdict, Verdict::Accepted);

@@ -244,7 +244,7 @@ async fn a_worker_process_answers_a_directed_job() {
     // A passed review, published directly (the CLI's review also checks the reward destination at a registry).
     let worker =
         bazaar_relay::Signer::from_secret_hex(&std::fs::read_to_string(dir.join("worker.key")).unwrap()).unwrap();
-    let passed = bazaar_relay::market::review::review_event(
+    let passed = bazaar_relay::labor::review::review_event(
         &worker,
         &serde_json::from_value(body).unwrap(),
         &Default::default(),

@@ -11,9 +11,9 @@
 use bazaar_cli::story::{embedded_registry_with, LocalRegistry};
 use bazaar_relay::event::tag;
 use bazaar_relay::jobs::{request_tags, JOB_FEEDBACK, JOB_REQUEST, JOB_RESULT};
-use bazaar_relay::market::evidence::coordinator_result_tags;
-use bazaar_relay::market::outcome::{verdict_event, Assessment, Subject};
-use bazaar_relay::market::BRIEF_SCRIPT_DELIVERY;
+use bazaar_relay::labor::evidence::coordinator_result_tags;
+use bazaar_relay::labor::outcome::{verdict_event, Assessment, Subject};
+use bazaar_relay::labor::BRIEF_SCRIPT_DELIVERY;
 use bazaar_relay::{Event, Filter, Signer};
 use bazaar_server::OsEntropy;
 use serde_json::Value;

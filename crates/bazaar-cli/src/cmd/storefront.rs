@@ -404,7 +404,7 @@ async fn rfq(action: RfqCmd) -> Result<Shown> {
         RfqCmd::Create { remote, item, quantity, max_unit_price, deadline_days, deadline_ms, key } => {
             let deadline_ms = match (deadline_days, deadline_ms) {
                 (_, Some(ms)) => ms,
-                (Some(days), None) => end_of_day_ms(bazaar_cli::runtime_now_ms(), days),
+                (Some(days), None) => end_of_day_ms(bazaar_sdk::clock::now_ms(), days),
                 (None, None) => anyhow::bail!("give --deadline-days or --deadline-ms"),
             };
             let request = QuoteRequest { item: &item, quantity, max_unit_price_minor: max_unit_price, deadline_ms };

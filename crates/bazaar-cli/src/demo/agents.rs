@@ -2,7 +2,7 @@
 //! works on the demo registry at once: a buyer agent (enrolled, rotated, funded, with ceilings) and a merchant
 //! agent (enrolled, rotated), each printed as one `export` line a shell takes as it is.
 
-use crate::story::{enroll_pair, member_id, LocalRegistry};
+use bazaar_stage::{enroll_pair, member_id, LocalRegistry};
 use anyhow::Result;
 
 /// The owner both agents belong to, and the agents' handles.

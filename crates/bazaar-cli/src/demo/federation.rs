@@ -11,7 +11,7 @@
 //! 4. the translator carries B's passport to A, where it counts at B's weight,
 //!    shown apart from A's local figures; both audits pass.
 
-use crate::story::{audit_word, enroll_pair_with_key, member_id, peer_registry, serve, LocalRegistry};
+use bazaar_stage::{audit_word, enroll_pair_with_key, member_id, peer_registry, serve, LocalRegistry};
 use anyhow::{ensure, Result};
 use axum::routing::post;
 use axum::{Extension, Json, Router};

@@ -6,7 +6,7 @@
 //! is refused. Its report proves one debit per order, the work run once per
 //! order, conservation, and a passing audit.
 
-use crate::story::{audit_word, enroll_pair, member_id, refusal_code, serve, LocalRegistry};
+use bazaar_stage::{audit_word, enroll_pair, member_id, refusal_code, serve, LocalRegistry};
 use anyhow::{ensure, Context, Result};
 use axum::routing::post;
 use axum::{Extension, Json, Router};

@@ -22,8 +22,8 @@
 //!    other, and B's audit.
 
 use super::federation::{paid_front, CORRIDOR_FEE_BPS, PEER_WEIGHT_BPS};
-use crate::runtime::OffsetClock;
-use crate::story::{
+use bazaar_stage::OffsetClock;
+use bazaar_stage::{
     embedded_on_clock, enroll_pair, enroll_pair_with_key, member_id, serve_until_dropped, LocalRegistry,
 };
 use anyhow::{ensure, Context, Result};
