@@ -1,75 +1,37 @@
-//! Library side of the `bazaar` binary: process plumbing, the stage the demo
-//! and the integration tests share (`story`), the demo's chapters, the attack
-//! catalogue and offline passport checks.
+//! Library side of the `bazaar` binary: process plumbing and the demo's chapters. The agents (the labor
+//! market's runtimes, the AI buyer, the relay client) are `bazaar_agents`; the attack catalogue is
+//! `bazaar_attacks`; the stage the demo and the tests share (embedded registries, enrolment, the data
+//! directory's rules) is `bazaar_stage`. This crate parses arguments and calls them.
 //!
 //! ## Map
 //!
 //! (What this crate holds, file by file; `ARCHITECTURE.md` keeps the one-line summary.)
 //!
-//! the binary. `main.rs` parses and hands each command to its
-//! family in `cmd/` (`registry`, `demo`, `members`, `payments`, `attack`,
-//! `escrow`, `reputation`, `federation`, `talk` — `dm key|send|read`, sealing
-//! and opening on the client — with `common` beneath them), which
-//! runs it and prints prose or `--json`. The library: `data_dir` (the data
-//! directory 0700 and its files 0600; `serve` refuses an exposed one), `runtime` (the only wall
-//! clock, `OffsetClock` for the demo, store selection, joining a cluster,
-//! serve with graceful shutdown, audit), `listen` (`--listen`, HTTPS on rustls
-//! with `--tls-cert`/`--tls-key`, the plain-HTTP-on-a-public-address warning),
-//! `conn` (the accept loop under `serve`, plain and TLS alike: connections per
-//! remote address, each place held by the socket so a WebSocket counts until it closes, the header-read and idle timeout, header size, TLS
-//! handshake timeout, each request's `ConnectInfo`, draining on shutdown), `story` (the stage the demo chapters and the integration
-//! tests share: embedded registries, enrolment, serving, narration helpers),
-//! `demo` (composes the chapters `restock`, `escrow` — the escrowed order with
-//! a dispute, an appeal and a slash — `federation` and `market`; chapters
-//! import `story`, never each other), `attack`
-//! (the refusal rails: a `CATALOGUE` of attacks run through the public API,
-//! each judged on its refusal code, unchanged balances and an event ledger
-//! unchanged but for `refusal.recorded`; the relay's and the evidence
-//! fetch's attacks in `attack::market`; `attack::scratch`, the registry a
-//! chamber press or `bazaar attack` without `--registry` runs in, on its own
-//! runtime and temp dir, both gone after — a press never touches the live
-//! registry but for the one refusal record its route appends), `relay_client` (a NIP-01 client over
-//! outbound WebSockets, and `follow_task`, the remote ask/wait), `market`
-//! (the labor market's runtimes: `worker` — accepted askers only, one task at
-//! a time, answers saved before they are published; `validator` — post,
-//! collect, accept, judge, attest, replay, export, records, on its own SQLite
-//! file; `contest` — contests and the command pairwise judge; `fetch` — the
-//! evidence fetch policy; `engine` — usage read as it arrives; `identity` —
-//! the did:key seam for enrollment; the worker's `Meter` keeps its allowance;
-//! the worker's `LeaseSource` and `next_job` order its queue by active leases;
-//! `bounty` — funding before posting, release on acceptance, earnings beside
-//! unverified claims; `payments` — the hiring agent's journal, saved before
-//! money moves, never retrying an uncertain attempt). `cmd/jobs.rs`,
-//! `cmd/market.rs` and `cmd/hire.rs` are their commands (`cmd/market.rs` is
-//! the labor market's `worker` and `validator`; `cmd/storefront.rs` is
-//! `bazaar market`, the storefront, on the SDK's `storefront` calls); `bazaar reprice`
-//! reads its file with `bazaar_server::reprice` (re-exported as
-//! `bazaar_cli::reprice`), the same code the chamber's Discover page calls.
-//! `agent` is the chamber's AI buyer agent (OpenAI-compatible tool calling
-//! over the storefront's MCP tools, rmcp's client) and `demo::runs` the chamber's
-//! run buttons (the scripted story, the pilot, the agent and — in
-//! `demo::stranger` — the federation proof with a peer registry started
-//! beside the served one on its first run; fresh cast each time), attached to
-//! a served registry as `bazaar_server::live::StoryRunner`.
+//! The binary: `main.rs` parses and hands each command to its family in `cmd/` (`registry`, `demo`,
+//! `members`, `payments`, `attack`, `escrow`, `reputation`, `federation`, `talk` — `dm key|send|read`,
+//! sealing and opening on the client —, `jobs`, `labor` — the labor market's `worker` and `validator` —,
+//! `hire`, `storefront` — `bazaar market`, the storefront, on the SDK's `storefront` calls —, `reprice`,
+//! `backup`, with `common` beneath them), which runs it and prints prose or `--json`. The library:
+//! `runtime` (store selection, joining a cluster, serve with graceful shutdown, audit; the wall clock is
+//! `bazaar_sdk::clock`'s), `listen` (`--listen`, HTTPS on rustls with `--tls-cert`/`--tls-key`, the
+//! plain-HTTP-on-a-public-address warning), `conn` (the accept loop under `serve`, plain and TLS alike:
+//! connections per remote address, each place held by the socket so a WebSocket counts until it closes, the
+//! header-read and idle timeout, header size, TLS handshake timeout, each request's `ConnectInfo`, draining on
+//! shutdown), `passport` (offline passport checks), and `demo` (composes the chapters `restock`, `escrow` —
+//! the escrowed order with a dispute, an appeal and a slash —, `federation`, `market` (the storefront),
+//! `labor` and `agents`; chapters import `bazaar_stage`, never each other; `demo::runs` is the chamber's run
+//! buttons — the scripted story, the pilot, the agent and, in `demo::stranger`, the federation proof with a
+//! peer registry started beside the served one on its first run; fresh cast each time —, attached to a served
+//! registry as `bazaar_server::live::StoryRunner`). `bazaar reprice` reads its file with
+//! `bazaar_server::reprice` (re-exported as `bazaar_cli::reprice`), the same code the chamber's Discover page
+//! calls.
 
-pub mod agent;
-pub mod attack;
 pub mod conn;
-pub mod data_dir;
 pub mod demo;
 pub mod listen;
-pub mod market;
 pub mod passport;
-pub mod relay_client;
 pub use bazaar_server::reprice;
 pub mod runtime;
-pub mod sealed;
-pub mod story;
-
-/// Wall-clock milliseconds, for client-side commands (due dates, waits).
-pub fn runtime_now_ms() -> i64 {
-    bazaar_types::Clock::now(&runtime::SystemClock).ms()
-}
 
 /// Dispute phase deadlines and the stake cooldown this registry uses.
 #[derive(clap::Args, Clone, Debug)]
@@ -239,7 +201,4 @@ pub struct StoreArgs {
     pub database_url: Option<String>,
 }
 
-/// A typed SDK answer (`bazaar_sdk::wire`) as the JSON the registry served, for code that reads answers as JSON.
-pub fn wire_json(answer: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(answer).expect("wire types serialise")
-}
+pub use bazaar_wire::wire_json;

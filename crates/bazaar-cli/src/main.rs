@@ -14,7 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cmd::{
-    attack, backup, demo, escrow, federation, hire, jobs, market, members, merchant, payments, registry, reprice,
+    attack, backup, demo, escrow, federation, hire, jobs, labor, members, merchant, payments, registry, reprice,
     reputation, storefront, talk,
 };
 use serde_json::json;
@@ -57,7 +57,7 @@ enum Command {
     #[command(flatten)]
     Jobs(jobs::Command),
     #[command(flatten)]
-    Market(market::Command),
+    Labor(labor::Command),
     #[command(flatten)]
     Hire(hire::Command),
     #[command(flatten)]
@@ -145,7 +145,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Federation(command) => federation::run(command, json).await,
         Command::Talk(command) => talk::run(command, json).await,
         Command::Jobs(command) => jobs::run(command, json).await,
-        Command::Market(command) => market::run(command, json).await,
+        Command::Labor(command) => labor::run(command, json).await,
         Command::Hire(command) => hire::run(command, json).await,
         Command::Reprice(command) => reprice::run(command, json).await,
         Command::Storefront(command) => storefront::run(command, json).await,

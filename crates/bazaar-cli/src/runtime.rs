@@ -1,55 +1,20 @@
 //! Process plumbing: opening the configured store, serving with graceful
-//! shutdown, the audit command, and secret files. The system clock lives here
-//! and only here.
+//! shutdown, the audit command, and secret files. The wall clock is `bazaar_sdk::clock`'s.
 
 use crate::StoreArgs;
 use anyhow::{Context, Result};
 use bazaar_core::apply::Config;
 use bazaar_store::Store;
-use bazaar_types::{Clock, Timestamp};
+use bazaar_types::Clock;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The wall clock. Everything else receives time through `Clock`.
-pub struct SystemClock;
+use bazaar_sdk::clock::SystemClock;
 
-impl Clock for SystemClock {
-    #[allow(clippy::disallowed_methods)] // The one place the wall clock is read.
-    fn now(&self) -> Timestamp {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970");
-        Timestamp(since.as_millis() as i64)
-    }
-}
-
-/// Unix seconds by the wall clock: what the market's roles stamp events with.
-pub fn unix_now() -> u64 {
-    (SystemClock.now().0 / 1000).max(0) as u64
-}
-
-/// The wall clock plus an offset the demo moves forward to show deadlines
-/// passing (review windows, dispute phases) without waiting days.
-#[derive(Debug, Default)]
-pub struct OffsetClock(std::sync::atomic::AtomicI64);
-
-impl OffsetClock {
-    /// A clock that reads `now_ms` now and runs on with the wall clock from there (a peer registry started
-    /// beside one whose clock was moved ahead).
-    pub fn reading(now_ms: i64) -> OffsetClock {
-        OffsetClock(std::sync::atomic::AtomicI64::new(now_ms - SystemClock.now().0))
-    }
-
-    pub fn advance_s(&self, seconds: u64) {
-        self.0.fetch_add(seconds as i64 * 1000, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Clock for OffsetClock {
-    fn now(&self) -> Timestamp {
-        Timestamp(SystemClock.now().0 + self.0.load(std::sync::atomic::Ordering::SeqCst))
-    }
-}
-
-pub use crate::data_dir::{CONVERSATION_FILE, DESK_CREDENTIAL_FILE, OPERATOR_CREDENTIAL_FILE, RELAY_FILE, SQLITE_FILE};
+pub use bazaar_stage::data_dir::{
+    CONVERSATION_FILE, DESK_CREDENTIAL_FILE, OPERATOR_CREDENTIAL_FILE, RELAY_FILE, SQLITE_FILE,
+};
+use bazaar_stage::relay_url;
 
 pub fn registry_config() -> Config {
     Config::standard()
@@ -62,7 +27,7 @@ pub async fn open_store(args: &StoreArgs, config: Config, clock: Arc<dyn Clock>)
             .with_context(|| "opening PostgreSQL (check --database-url)".to_string())?;
         return Ok(Arc::new(store));
     }
-    let path = crate::data_dir::private_file(&args.data_dir, SQLITE_FILE)?;
+    let path = bazaar_stage::data_dir::private_file(&args.data_dir, SQLITE_FILE)?;
     let store = bazaar_store_sqlite::SqliteStore::open(&path, config, clock)
         .with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
@@ -77,7 +42,7 @@ pub async fn open_relay_store(args: &StoreArgs) -> Result<Arc<dyn bazaar_relay::
             .with_context(|| "opening the relay's store on PostgreSQL (check --database-url)".to_string())?;
         return Ok(Arc::new(store));
     }
-    let path = crate::data_dir::private_file(&args.data_dir, RELAY_FILE)?;
+    let path = bazaar_stage::data_dir::private_file(&args.data_dir, RELAY_FILE)?;
     let store =
         bazaar_relay::sqlite::SqliteEventStore::open(&path).with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
@@ -118,22 +83,6 @@ async fn start_relay(
     Ok(url)
 }
 
-/// The relay's WebSocket URL: on its own port when given, else `/relay` under the registry's URL.
-pub fn relay_url(public_url: &str, relay_port: Option<u16>) -> String {
-    let ws = public_url.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1);
-    let base = ws.trim_end_matches('/');
-    match relay_port {
-        Some(port) => {
-            let host_end = base.find("://").map_or(0, |i| i + 3);
-            let authority = &base[host_end..];
-            let host = authority.split('/').next().unwrap_or(authority);
-            let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
-            format!("{}{host}:{port}/", &base[..host_end])
-        }
-        None => format!("{base}{}", bazaar_server::relay::RELAY_PATH),
-    }
-}
-
 /// The conversation plane's store: PostgreSQL beside the ledger when
 /// `--database-url` is given (its own tables), else its own SQLite file.
 pub async fn open_conversation(
@@ -149,7 +98,7 @@ pub async fn open_conversation(
         .with_context(|| "opening the conversation plane on PostgreSQL (check --database-url)".to_string())?;
         return Ok(Arc::new(store));
     }
-    let path = crate::data_dir::private_file(&args.data_dir, CONVERSATION_FILE)?;
+    let path = bazaar_stage::data_dir::private_file(&args.data_dir, CONVERSATION_FILE)?;
     let store = bazaar_conversation::sqlite::SqliteConversationStore::open(&path, clock, entropy)
         .with_context(|| format!("opening {}", path.display()))?;
     Ok(Arc::new(store))
@@ -171,7 +120,7 @@ pub struct Serving {
     pub allow_private_webhooks: bool,
     /// Anonymous visitors may watch the live event stream.
     pub public_stream: bool,
-    /// Serve from a data directory others can read, with a warning (see [`crate::data_dir::guard`]).
+    /// Serve from a data directory others can read, with a warning (see [`bazaar_stage::data_dir::guard`]).
     pub allow_insecure_permissions: bool,
     pub relay: crate::RelayArgs,
     /// The chamber's attack catalogue ("try to break it"): each press runs in a scratch registry of its own,
@@ -207,7 +156,7 @@ pub async fn serve(args: StoreArgs, windows: crate::WindowArgs, serving: Serving
     let config = Config { windows: windows.windows().map_err(anyhow::Error::msg)?, ..registry_config() };
     // The data directory holds the signing key and credentials: an exposed one refuses the start, before
     // anything is opened or written.
-    crate::data_dir::guard(&args.data_dir, allow_insecure_permissions)?;
+    bazaar_stage::data_dir::guard(&args.data_dir, allow_insecure_permissions)?;
     // The cluster is reached first: if it cannot be, the start fails with nothing opened.
     let cluster = reach_cluster(&cluster, &args).await?;
     let (store, sequenced) = open_ledger(cluster.as_ref(), &args, &config, &clock).await?;
@@ -361,7 +310,7 @@ fn write_first_start_secrets(booted: &bazaar_server::Booted, data_dir: &Path) ->
         (&booted.desk_credential, DESK_CREDENTIAL_FILE, "dispute desk created; its credential written (mode 0600)"),
     ] {
         if let Some(credential) = credential {
-            crate::data_dir::create(data_dir)?;
+            bazaar_stage::data_dir::create(data_dir)?;
             let path = data_dir.join(file);
             write_secret(&path, credential)?;
             tracing::info!(path = %path.display(), "{what}");
@@ -454,17 +403,4 @@ pub fn read_key(path: &Path) -> Result<ed25519_dalek::SigningKey> {
     let seed: [u8; 32] =
         bytes.try_into().map_err(|_| anyhow::anyhow!("{} does not hold a 32-byte hex secret key", path.display()))?;
     Ok(ed25519_dalek::SigningKey::from_bytes(&seed))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_relay_url_follows_the_public_url_and_its_own_port() {
-        assert_eq!(relay_url("http://127.0.0.1:8080", None), "ws://127.0.0.1:8080/relay");
-        assert_eq!(relay_url("https://bazaar.example/", None), "wss://bazaar.example/relay");
-        assert_eq!(relay_url("https://bazaar.example:8443/base", Some(7447)), "wss://bazaar.example:7447/");
-        assert_eq!(relay_url("http://127.0.0.1:8080", Some(7447)), "ws://127.0.0.1:7447/");
-    }
 }

@@ -6,7 +6,7 @@
 //! the protocol's other shapes, `kind` the kind table, `limits` every bound
 //! (NIP-11 advertises them), `store` the engine trait, `sqlite` the embedded
 //! engine, `ingest` the group-commit writer, `relay` admission and queries,
-//! `session` one connection, `jobs` the NIP-90-shaped market, `collect` the
+//! `session` one connection, `jobs` the NIP-90-shaped labor market, `collect` the
 //! in-process ask/wait collector, `info` the
 //! NIP-11 document, and `conformance` the cases every engine passes.
 //!
@@ -28,7 +28,7 @@
 //! NIP-70, the directed-job rule; queries; the live feed), `session` (one
 //! connection: subscriptions, NIP-42, the publish budget), `jobs` (NIP-90
 //! shapes: `JobRequest`, `directed`, `task` — the state derived from the
-//! relay), `collect` (ask/wait in process), `market` (sans IO: `enrollment`,
+//! relay), `collect` (ask/wait in process), `labor` (the labor market, sans IO: `enrollment`,
 //! `review`, `evidence`, `outcome`, `judge` — with contests' pairwise
 //! judging and Bradley–Terry —, `grades`, `allowance` — the model-usage meter,
 //! not money), and `conformance`
@@ -65,8 +65,8 @@ pub mod info;
 mod ingest;
 pub mod jobs;
 pub mod kind;
+pub mod labor;
 pub mod limits;
-pub mod market;
 pub mod message;
 pub mod relay;
 pub mod session;

@@ -7,7 +7,7 @@
 //! the owner's clear after that record; what is spent today is exactly what
 //! was charged today.
 
-use bazaar_relay::market::allowance::{Allowance, Micros, Refused};
+use bazaar_relay::labor::allowance::{Allowance, Micros, Refused};
 use proptest::prelude::*;
 
 const DAILY: Micros = 1_000_000;
@@ -129,7 +129,7 @@ fn run(steps: &[Step]) {
 fn check(
     a: &mut Allowance,
     shadow: &Shadow,
-    pending_before: Option<&bazaar_relay::market::allowance::Pending>,
+    pending_before: Option<&bazaar_relay::labor::allowance::Pending>,
     now: u64,
 ) {
     assert_eq!(a.spent, shadow.spent_today, "spent today is exactly what was charged today");

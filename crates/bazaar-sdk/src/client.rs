@@ -28,13 +28,6 @@ pub const VOID_ON_CODES: [&str; 4] =
 /// so sending one again is always safe.
 pub const NATURALLY_KEYED: [&str; 4] = ["/v1/tokens", "/v1/settlements", "/v1/tokens/batch", "/v1/settlements/batch"];
 
-/// Milliseconds since the epoch by this machine's clock; the SDK runs in the
-/// caller's process, outside the registry's injected clock.
-#[allow(clippy::disallowed_methods)]
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 pub use crate::answer::{Answer, Body, SdkError};
 
 /// A registry's nodes as one client sees them: every URL, and the one in use.
@@ -462,7 +455,7 @@ impl Client {
         match state.as_ref().map(|a| a.body["state"].as_str().unwrap_or_default()) {
             Ok("settled") => true,
             Ok("voided" | "expired") => false,
-            _ => issued["expires_at_ms"].as_i64().unwrap_or(0) > wall_clock_ms() + TOKEN_RENEW_MARGIN_MS,
+            _ => issued["expires_at_ms"].as_i64().unwrap_or(0) > crate::clock::now_ms() + TOKEN_RENEW_MARGIN_MS,
         }
     }
 
@@ -510,7 +503,7 @@ impl Client {
         subject_key: &SigningKey,
         audience: &str,
     ) -> Result<wire::federation::PassportImported, SdkError> {
-        self.import_passport_at(passport, subject_key, audience, wall_clock_ms()).await
+        self.import_passport_at(passport, subject_key, audience, crate::clock::now_ms()).await
     }
 
     /// [`Client::import_passport`] with the presentation time given (milliseconds,
@@ -532,7 +525,7 @@ impl Client {
     /// An agent of `home` (a registry this one recognises) joins here as a guest,
     /// signing with its own key; returns a client holding its new credential.
     pub async fn join_as_guest(&self, key: &SigningKey, home: &str, audience: &str) -> Result<Client, SdkError> {
-        self.join_as_guest_at(key, home, audience, wall_clock_ms()).await
+        self.join_as_guest_at(key, home, audience, crate::clock::now_ms()).await
     }
 
     /// [`Client::join_as_guest`] with the signing time given.
@@ -834,7 +827,7 @@ impl Client {
         // Rounded to the UTC day so a retry sends the same body (and so replays);
         // a retry on a later day is refused `idempotency_conflict` instead.
         let day_ms = 86_400_000;
-        let due = (wall_clock_ms() / day_ms + 1) * day_ms + ESCROW_DUE_S as i64 * 1000;
+        let due = (crate::clock::now_ms() / day_ms + 1) * day_ms + ESCROW_DUE_S as i64 * 1000;
         let description = format!("order {order_id}: {url}");
         let terms = format!("bazaar-order-v1\n{merchant}\n{order_id}\n{url}\n{price}");
         let key = format!("order:{merchant}:{order_id}");

@@ -23,6 +23,7 @@
 
 pub mod answer;
 pub mod client;
+pub mod clock;
 pub mod coalesce;
 pub mod paid;
 pub mod storefront;

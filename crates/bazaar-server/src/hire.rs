@@ -296,7 +296,7 @@ fn verified_response(body: &AcceptRequest) -> Result<hire::VerifiedResponse, Pro
     let task = result.tag("e").ok_or_else(|| invalid("`result` names no task"))?.to_string();
     let enrollment = bazaar_relay::Event::parse(&body.enrollment.to_string())
         .map_err(|_| invalid("`enrollment` is not a Nostr event"))?;
-    let binding = bazaar_relay::market::enrollment::verify_enrollment(&enrollment, &bazaar_core::crypto::did_signed)
+    let binding = bazaar_relay::labor::enrollment::verify_enrollment(&enrollment, &bazaar_core::crypto::did_signed)
         .map_err(|e| invalid(&format!("`enrollment` does not hold: {e}")))?;
     if binding.nostr != result.pubkey {
         return Err(invalid("the result was not signed by the key the enrollment binds"));
@@ -395,7 +395,7 @@ pub async fn buy_lease(
     let mismatch = |detail: String| -> Problem { Refusal::new(Code::LeaseIdentityMismatch, detail).into() };
     let enrollment = bazaar_relay::Event::parse(&body.identity.to_string())
         .map_err(|_| mismatch("`identity` is not an enrollment event".into()))?;
-    let binding = bazaar_relay::market::enrollment::verify_enrollment(&enrollment, &bazaar_core::crypto::did_signed)
+    let binding = bazaar_relay::labor::enrollment::verify_enrollment(&enrollment, &bazaar_core::crypto::did_signed)
         .map_err(|e| mismatch(format!("`identity` does not hold: {e}")))?;
     let order = hire::LeaseOrder {
         worker: resolve_id(&state, &body.worker).await?,

@@ -19,6 +19,7 @@
 
 pub mod durable;
 pub mod limits;
+pub mod net;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

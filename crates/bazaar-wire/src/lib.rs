@@ -38,6 +38,12 @@ pub mod strict;
 
 use serde::{Deserialize, Serialize};
 
+/// A wire body as JSON, for what prints `--json`, keeps a journal or compares answers: every type here
+/// serialises, so this cannot fail.
+pub fn wire_json(answer: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(answer).expect("wire types serialise")
+}
+
 /// A JSON object whose members the route does not fix (a signed document, an
 /// outcome whose shape depends on what happened): see the route's description.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 
 use super::common::credential;
 use anyhow::{Context, Result};
-use bazaar_cli::attack::{left_behind, scratch, Verdict, CATALOGUE};
+use bazaar_attacks::{left_behind, scratch, Verdict, CATALOGUE};
 use clap::Subcommand;
 use std::path::PathBuf;
 
@@ -92,7 +92,7 @@ async fn against(registry: &str, credential: &str, names: &[String], json_output
             println!("{line}");
         }
     };
-    let verdicts = bazaar_cli::attack::run(registry, credential, names, &say).await?;
+    let verdicts = bazaar_attacks::run(registry, credential, names, &say).await?;
     report(&verdicts, json_output, &format!("the attacks' casts stay on {registry}"))
 }
 

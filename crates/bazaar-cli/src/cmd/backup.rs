@@ -35,7 +35,7 @@ pub enum Command {
 
 /// The data directory's SQLite files (the ledger's, which must exist, first) and the secrets `bazaar serve`
 /// writes beside them: one list, the one `bazaar serve` holds to mode 0600.
-use bazaar_cli::data_dir::{DATABASES, SECRETS};
+use bazaar_stage::data_dir::{DATABASES, SECRETS};
 /// Written last: its presence is what makes a directory a complete backup.
 const MANIFEST_FILE: &str = "manifest.json";
 const MANIFEST_FORMAT: &str = "bazaar-backup-v1";
@@ -190,7 +190,7 @@ fn copy_all(data_dir: &Path, out: &Path, json_output: bool, written: &mut Vec<Pa
     }
     let manifest = Manifest {
         format: MANIFEST_FORMAT,
-        created_at_ms: bazaar_cli::runtime_now_ms(),
+        created_at_ms: bazaar_sdk::clock::now_ms(),
         data_dir: data_dir.display().to_string(),
         ledger_event_seq,
         files,

@@ -31,10 +31,10 @@ pub enum Command {
 
 pub async fn run(command: Command, json_output: bool) -> Result<i32> {
     let Command::Demo { calls, serve, agent_model_url, agent_model, viewer_wait_s } = command;
-    let model = agent_model_url.zip(agent_model).map(|(url, model)| bazaar_cli::agent::ModelConfig {
+    let model = agent_model_url.zip(agent_model).map(|(url, model)| bazaar_agents::buyer::ModelConfig {
         url,
         model,
-        key: std::env::var(bazaar_cli::agent::MODEL_KEY_ENV).ok().filter(|k| !k.is_empty()),
+        key: std::env::var(bazaar_agents::buyer::MODEL_KEY_ENV).ok().filter(|k| !k.is_empty()),
     });
     bazaar_cli::demo::run_with(calls, json_output, serve, model, viewer_wait_s).await
 }

@@ -230,7 +230,7 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
 async fn contract_cmd(client: &Client, action: ContractCmd) -> Result<Value> {
     Ok(match action {
         ContractCmd::Create { seller, arbiter, milestones, terms, review_window_s, key } => {
-            let specs = milestone_specs(&milestones, bazaar_cli::runtime_now_ms())?;
+            let specs = milestone_specs(&milestones, bazaar_sdk::clock::now_ms())?;
             let specs: Vec<(u64, &str, i64)> = specs.iter().map(|(a, d, t)| (*a, d.as_str(), *t)).collect();
             let created = client
                 .create_contract(&seller, arbiter.as_deref(), &specs, &terms, review_window_s, &key_or_random(key))

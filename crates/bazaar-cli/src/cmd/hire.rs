@@ -7,7 +7,7 @@
 
 use super::common::{print_pretty, Remote};
 use anyhow::{bail, Context, Result};
-use bazaar_cli::market::payments::{Journal, Order, PayOutcome};
+use bazaar_agents::labor::payments::{Journal, Order, PayOutcome};
 use clap::Subcommand;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -243,9 +243,9 @@ async fn spending(remote: &Remote, agent: &str, state_dirs: &[PathBuf]) -> Resul
     let mut local = Vec::new();
     for dir in state_dirs {
         let meter = dir
-            .join(bazaar_cli::market::worker::ALLOWANCE_FILE)
+            .join(bazaar_agents::labor::worker::ALLOWANCE_FILE)
             .exists()
-            .then(|| super::market::allowance(dir, super::market::AllowanceCmd::Show))
+            .then(|| super::labor::allowance(dir, super::labor::AllowanceCmd::Show))
             .transpose()?;
         let journal = Journal::inspect(dir)?;
         local.push(json!({

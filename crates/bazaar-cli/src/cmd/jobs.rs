@@ -7,7 +7,7 @@
 
 use super::common::print;
 use anyhow::{anyhow, bail, Context, Result};
-use bazaar_cli::relay_client::{follow_task, RelayClient};
+use bazaar_agents::relay_client::{follow_task, RelayClient};
 use bazaar_relay::jobs::{request_tags, JOB_REQUEST};
 use bazaar_relay::{Hex32, Signer};
 use clap::{Args, Subcommand};
@@ -129,7 +129,7 @@ async fn post(
         .map(|w| Hex32::parse(w).ok_or_else(|| anyhow!("--worker {w}: expected 64 lowercase hex characters")))
         .collect::<Result<_>>()?;
     let job = signer.sign(
-        bazaar_cli::runtime::unix_now(),
+        bazaar_sdk::clock::unix_now(),
         JOB_REQUEST,
         request_tags(workflow, evaluation_data, &workers, input),
         "",

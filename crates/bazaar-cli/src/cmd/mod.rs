@@ -11,7 +11,7 @@ pub mod escrow;
 pub mod federation;
 pub mod hire;
 pub mod jobs;
-pub mod market;
+pub mod labor;
 pub mod members;
 pub mod merchant;
 pub mod payments;

@@ -88,10 +88,10 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
             allow_insecure_permissions,
             relay,
         } => {
-            let model = agent_model_url.zip(agent_model).map(|(url, model)| bazaar_cli::agent::ModelConfig {
+            let model = agent_model_url.zip(agent_model).map(|(url, model)| bazaar_agents::buyer::ModelConfig {
                 url,
                 model,
-                key: std::env::var(bazaar_cli::agent::MODEL_KEY_ENV).ok().filter(|k| !k.is_empty()),
+                key: std::env::var(bazaar_agents::buyer::MODEL_KEY_ENV).ok().filter(|k| !k.is_empty()),
             });
             let serving = runtime::Serving {
                 port,
@@ -103,7 +103,7 @@ pub async fn run(command: Command, json_output: bool) -> Result<i32> {
                 public_stream,
                 allow_insecure_permissions,
                 relay,
-                attacks: Some(std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks)),
+                attacks: Some(std::sync::Arc::new(bazaar_attacks::ChamberAttacks)),
                 runs: Some(Box::new(move |registry, operator_credential, clock| {
                     std::sync::Arc::new(bazaar_cli::demo::runs::ChamberRuns::new(
                         registry,

@@ -101,7 +101,7 @@ async fn passport_cmd(action: PassportCmd, json_output: bool) -> Result<i32> {
         PassportCmd::Verify { file, keys } => {
             let passport: Value =
                 serde_json::from_str(&read(&file)?).with_context(|| format!("{} is not JSON", file.display()))?;
-            let verdict = bazaar_cli::passport::verify_file(&passport, keys.as_deref(), bazaar_cli::runtime_now_ms())?;
+            let verdict = bazaar_cli::passport::verify_file(&passport, keys.as_deref(), bazaar_sdk::clock::now_ms())?;
             print(json_output, &verdict, verdict_prose);
             Ok(if verdict["valid"] == true { 0 } else { 1 })
         }

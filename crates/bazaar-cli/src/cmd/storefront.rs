@@ -1,7 +1,7 @@
 //! `bazaar market`: the storefront from the command line — `listing` (put,
 //! show), `search`, `unmet`, `rfq` (create, list, show, allocation, close),
 //! `offer` (make, list), `order` (create, list, show, approve, decline,
-//! proof, cancel, receipt) and `policy set`. (`cmd/market.rs` is the *labor*
+//! proof, cancel, receipt) and `policy set`. (`cmd/labor.rs` is the labor
 //! market: `bazaar worker` and `bazaar validator`.) Each answer prints as prose
 //! or, with `--json`, as the registry's JSON on one line. A refusal prints its
 //! problem code, detail and facts and exits 1; a command that could not run
@@ -404,7 +404,7 @@ async fn rfq(action: RfqCmd) -> Result<Shown> {
         RfqCmd::Create { remote, item, quantity, max_unit_price, deadline_days, deadline_ms, key } => {
             let deadline_ms = match (deadline_days, deadline_ms) {
                 (_, Some(ms)) => ms,
-                (Some(days), None) => end_of_day_ms(bazaar_cli::runtime_now_ms(), days),
+                (Some(days), None) => end_of_day_ms(bazaar_sdk::clock::now_ms(), days),
                 (None, None) => anyhow::bail!("give --deadline-days or --deadline-ms"),
             };
             let request = QuoteRequest { item: &item, quantity, max_unit_price_minor: max_unit_price, deadline_ms };

@@ -150,7 +150,7 @@ async fn ensure_sealing_key(client: &Client, identity: &SigningKey, me: &MemberI
         Err(SdkError::Problem { code, .. }) if code == "sealing_key_not_found" => {}
         Err(other) => return Err(other.into()),
     }
-    Ok((bazaar_cli::sealed::publish_sealing_key(client, identity, me).await?, true))
+    Ok((bazaar_agents::sealed::publish_sealing_key(client, identity, me).await?, true))
 }
 
 async fn open_dm(client: &Client, with: &str) -> Result<DirectMessage> {
@@ -173,7 +173,7 @@ async fn send(
 ) -> Result<Value> {
     let path = format!("/v1/channels/{}/messages", dm.id);
     let (body, why_not) = if dm.sealed {
-        let to = bazaar_cli::sealed::sealing_keys(client, &dm.id).await?;
+        let to = bazaar_agents::sealed::sealing_keys(client, &dm.id).await?;
         let sealed = seal(&dm.id, me, text, &to)?;
         let signature = sign_message(identity, &dm.id, me, &Content::Sealed(&sealed));
         (json!({"sealed": sealed, "signature": signature}), None)

@@ -2,8 +2,8 @@
 //! works on the demo registry at once: a buyer agent (enrolled, rotated, funded, with ceilings) and a merchant
 //! agent (enrolled, rotated), each printed as one `export` line a shell takes as it is.
 
-use crate::story::{enroll_pair, member_id, LocalRegistry};
 use anyhow::Result;
+use bazaar_stage::{enroll_pair, member_id, LocalRegistry};
 
 /// The owner both agents belong to, and the agents' handles.
 pub const OWNER: &str = "you";

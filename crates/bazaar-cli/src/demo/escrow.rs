@@ -6,9 +6,9 @@
 //! that splits the milestone and slashes the mill's stake — then executed once.
 //! The demo moves the registry's clock forward instead of waiting days.
 
-use crate::story::{enroll_pair_with_key, member_id, refusal_code, LocalRegistry};
 use anyhow::{ensure, Context, Result};
 use bazaar_sdk::{generate_key, Client};
+use bazaar_stage::{enroll_pair_with_key, member_id, refusal_code, LocalRegistry};
 use bazaar_types::limits::{DISPUTE_EVIDENCE_S, REVIEW_WINDOW_S};
 use bazaar_types::AccountId;
 use ed25519_dalek::SigningKey;
@@ -100,7 +100,7 @@ async fn open_contract(parties: &Parties, say: &(dyn Fn(String) + Sync)) -> Resu
         "  a bare token for {total} is refused ({bare_token_code}): above the threshold of {}, orders ride a contract",
         card.escrow_threshold_minor
     ));
-    let due = crate::runtime_now_ms() + 30 * 86_400_000;
+    let due = bazaar_sdk::clock::now_ms() + 30 * 86_400_000;
     let names = ["cut", "weave", "hem and ship"];
     let specs: Vec<(u64, &str, i64)> = MILESTONES_MINOR.iter().zip(names).map(|(a, n)| (*a, n, due)).collect();
     let created =

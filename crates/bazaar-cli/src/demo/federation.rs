@@ -11,7 +11,6 @@
 //! 4. the translator carries B's passport to A, where it counts at B's weight,
 //!    shown apart from A's local figures; both audits pass.
 
-use crate::story::{audit_word, enroll_pair_with_key, member_id, peer_registry, serve, LocalRegistry};
 use anyhow::{ensure, Result};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
@@ -19,6 +18,7 @@ use bazaar_core::federation::verify_passport;
 use bazaar_core::reputation::PPM;
 use bazaar_sdk::paid::{paid, PaidRoute, Settled};
 use bazaar_sdk::{did_of, generate_key, Client};
+use bazaar_stage::{audit_word, enroll_pair_with_key, member_id, peer_registry, serve, LocalRegistry};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;

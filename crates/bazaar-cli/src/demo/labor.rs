@@ -16,18 +16,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use bazaar_relay::market::outcome::Verdict;
-use bazaar_relay::market::review::{preflight, review_event, Manifest};
+use bazaar_relay::labor::outcome::Verdict;
+use bazaar_relay::labor::review::{preflight, review_event, Manifest};
 use bazaar_relay::Signer;
 use serde::Serialize;
 
-use crate::market::bounty::PostReward;
-use crate::market::engine::Engine;
-use crate::market::fetch::{FetchPolicy, FixedResolver};
-use crate::market::validator::Validator;
-use crate::market::worker::{self, Role, WorkerConfig};
-use crate::relay_client::{follow_task, RelayClient};
-use crate::story::{serve, LocalRegistry};
+use bazaar_agents::labor::bounty::PostReward;
+use bazaar_agents::labor::engine::Engine;
+use bazaar_agents::labor::fetch::{FetchPolicy, FixedResolver};
+use bazaar_agents::labor::validator::Validator;
+use bazaar_agents::labor::worker::{self, Role, WorkerConfig};
+use bazaar_agents::relay_client::{follow_task, RelayClient};
+use bazaar_stage::{serve, LocalRegistry};
 
 /// The name the specialist's artifacts are served under (resolved to loopback for the demo).
 const ARTIFACT_HOST: &str = "artifacts.demo";
@@ -64,17 +64,17 @@ async fn money(
     agent_key: &ed25519_dalek::SigningKey,
 ) -> Result<Money> {
     let operator = local.operator();
-    let (poster_owner, poster) = crate::story::enroll_pair(&operator, "labor-poster-owner", "labor-poster").await?;
-    let owner_id = crate::story::member_id(&poster_owner).await?;
+    let (poster_owner, poster) = bazaar_stage::enroll_pair(&operator, "labor-poster-owner", "labor-poster").await?;
+    let owner_id = bazaar_stage::member_id(&poster_owner).await?;
     operator.mint(&owner_id, 2 * BOUNTY_MINOR, "labor-mint").await?;
     poster_owner.fund("labor-poster", 2 * BOUNTY_MINOR, "labor-fund").await?;
     poster_owner.set_budget("labor-poster", BOUNTY_MINOR, 2 * BOUNTY_MINOR, 2 * BOUNTY_MINOR).await?;
     let (coordinator_owner, _) =
-        crate::story::enroll_pair_with_key(&operator, "labor-coord-owner", "labor-coord", agent_key).await?;
-    let enrollment = crate::market::identity::enroll(coordinator, agent_key, crate::runtime::unix_now());
+        bazaar_stage::enroll_pair_with_key(&operator, "labor-coord-owner", "labor-coord", agent_key).await?;
+    let enrollment = bazaar_agents::labor::identity::enroll(coordinator, agent_key, bazaar_sdk::clock::unix_now());
     let (accepted, message) = RelayClient::connect(relay).await?.publish(&enrollment).await?;
     anyhow::ensure!(accepted, "the enrollment was refused: {message}");
-    let destination = crate::story::member_id(&coordinator_owner).await?;
+    let destination = bazaar_stage::member_id(&coordinator_owner).await?;
     Ok(Money { poster, coordinator_owner, destination })
 }
 
@@ -91,7 +91,7 @@ fn manifest(model: &str, destination: &str) -> Manifest {
 
 async fn reviewed(relay: &str, signer: Signer, manifest: &Manifest) -> Result<Arc<Signer>> {
     let review =
-        review_event(&signer, manifest, &preflight(manifest, &|_| true, &|_| true), crate::runtime::unix_now());
+        review_event(&signer, manifest, &preflight(manifest, &|_| true, &|_| true), bazaar_sdk::clock::unix_now());
     let (accepted, message) = RelayClient::connect(relay).await?.publish(&review).await?;
     anyhow::ensure!(accepted, "the review was refused: {message}");
     Ok(Arc::new(signer))
@@ -108,7 +108,7 @@ fn validator(relay: &str, key: &str, artifacts: &str, allow: bool, db: &Path) ->
 
 pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &(dyn Fn(String) + Sync)) -> Result<LaborReport> {
     say("\n— the labor market: a brief, a coordinator, a specialist, a validator —".into());
-    let relay = crate::runtime::relay_url(&local.url, None);
+    let relay = bazaar_stage::relay_url(&local.url, None);
     let artifact_dir = dir.join("artifacts");
     std::fs::create_dir_all(&artifact_dir)?;
     let files = axum::Router::new().fallback_service(tower_http_free_serve(artifact_dir.clone()));
@@ -141,7 +141,7 @@ pub async fn labor_story(local: &LocalRegistry, dir: &Path, say: &(dyn Fn(String
         role: Role::Coordinator {
             specialist: specialist.public_key(),
             handoff_wait: Duration::from_secs(30),
-            fee: crate::market::worker::SpecialistFee::Sponsored,
+            fee: bazaar_agents::labor::worker::SpecialistFee::Sponsored,
         },
         state_dir: dir.join("coordinator"),
         allowance: None,

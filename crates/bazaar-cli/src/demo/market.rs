@@ -8,9 +8,9 @@
 //! refused); each maker is told in her language (one in English, for want of
 //! a translation), uploads her courier receipt and is paid on that proof.
 
-use crate::story::{enroll_pair, member_id, refusal_code, LocalRegistry};
 use anyhow::{ensure, Context, Result};
 use bazaar_sdk::{Body, Client, SdkError};
+use bazaar_stage::{enroll_pair, member_id, refusal_code, LocalRegistry};
 use serde::Serialize;
 use serde_json::{json, Value};
 

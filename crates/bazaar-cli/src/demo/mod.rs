@@ -2,7 +2,7 @@
 //! restock story ([`restock`]), the escrowed order with a dispute
 //! ([`escrow`]), passports and a second registry ([`federation`]), and the
 //! storefront ([`market`]), the labor market ([`labor`]) — then a final audit. The chapters share only
-//! [`crate::story`]; this module is the one place that knows their order.
+//! [`bazaar_stage`]; this module is the one place that knows their order.
 
 pub mod agents;
 pub mod escrow;
@@ -13,8 +13,8 @@ pub mod restock;
 pub mod runs;
 pub mod stranger;
 
-use crate::story::{audit_word, embedded_registry, LocalRegistry};
 use anyhow::Result;
+use bazaar_stage::{audit_word, embedded_registry, LocalRegistry};
 use serde::Serialize;
 
 /// `bazaar demo --calls` is clamped to this many paid calls.
@@ -53,11 +53,11 @@ pub async fn run_with(
     calls: u32,
     json_output: bool,
     serve: bool,
-    model: Option<crate::agent::ModelConfig>,
+    model: Option<bazaar_agents::buyer::ModelConfig>,
     viewer_wait_s: u64,
 ) -> Result<i32> {
     let dir = std::env::temp_dir().join(format!("bazaar-demo-{}", std::process::id()));
-    crate::data_dir::create(&dir)?;
+    bazaar_stage::data_dir::create(&dir)?;
     let say = |line: String| {
         if !json_output {
             println!("{line}");
@@ -67,7 +67,7 @@ pub async fn run_with(
         let local = embedded_registry(&dir, None).await?;
         if serve {
             local.state.set_public_stream(true);
-            local.state.attach_attacks(std::sync::Arc::new(crate::attack::ChamberAttacks));
+            local.state.attach_attacks(std::sync::Arc::new(bazaar_attacks::ChamberAttacks));
             local.state.attach_runs(std::sync::Arc::new(runs::ChamberRuns::new(
                 local.url.clone(),
                 local.operator_credential.clone(),
@@ -135,7 +135,7 @@ fn proved(report: &StoryReport) -> bool {
     let market_ok = report.market.as_ref().is_some_and(|m| m.order["state"] == "completed" && !m.paid.is_empty());
     let labor_ok = report.labor.as_ref().is_some_and(|l| {
         let verdicts: Vec<_> = l.outcomes.iter().map(|o| o.1).collect();
-        use bazaar_relay::market::outcome::Verdict::*;
+        use bazaar_relay::labor::outcome::Verdict::*;
         verdicts == [Accepted, Rejected, Unassessed] && l.replay_agrees && l.rewards.0 > 0
     });
     let restock = &report.restock;

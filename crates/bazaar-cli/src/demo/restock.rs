@@ -6,7 +6,6 @@
 //! is refused. Its report proves one debit per order, the work run once per
 //! order, conservation, and a passing audit.
 
-use crate::story::{audit_word, enroll_pair, member_id, refusal_code, serve, LocalRegistry};
 use anyhow::{ensure, Context, Result};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
@@ -14,6 +13,7 @@ use bazaar_sdk::client::PaidResponse;
 use bazaar_sdk::paid::{paid, FaultPoint, PaidRoute, Settled};
 use bazaar_sdk::wire::chamber::PilotProof;
 use bazaar_sdk::Client;
+use bazaar_stage::{audit_word, enroll_pair, member_id, refusal_code, serve, LocalRegistry};
 use bazaar_store::Store;
 use serde::Serialize;
 use serde_json::json;

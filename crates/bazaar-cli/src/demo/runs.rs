@@ -11,8 +11,8 @@
 
 use super::market::{self, place_order, stage};
 use super::stranger;
-use crate::agent::{self, ModelConfig};
 use anyhow::{Context, Result};
+use bazaar_agents::buyer::{self as agent, ModelConfig};
 use bazaar_sdk::wire::chamber::{AgentReport, FederationProof, PilotProof, StoryReport};
 use bazaar_sdk::Client;
 use bazaar_server::live::StoryRunner;
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn every_run_gets_a_new_cast() {
-        let runs = ChamberRuns::new("http://x".into(), "op".into(), Arc::new(crate::runtime::SystemClock), None);
+        let runs = ChamberRuns::new("http://x".into(), "op".into(), Arc::new(bazaar_sdk::clock::SystemClock), None);
         assert_ne!(runs.suffix(), runs.suffix());
     }
 }

@@ -22,14 +22,14 @@
 //!    other, and B's audit.
 
 use super::federation::{paid_front, CORRIDOR_FEE_BPS, PEER_WEIGHT_BPS};
-use crate::runtime::OffsetClock;
-use crate::story::{
-    embedded_on_clock, enroll_pair, enroll_pair_with_key, member_id, serve_until_dropped, LocalRegistry,
-};
 use anyhow::{ensure, Context, Result};
 use bazaar_sdk::paid::PaidRoute;
 use bazaar_sdk::wire::chamber::{EscrowShown, FederationProof, GuestShown, PeerShown, StrangerCall};
 use bazaar_sdk::{did_of, generate_key, Body, Client};
+use bazaar_stage::OffsetClock;
+use bazaar_stage::{
+    embedded_on_clock, enroll_pair, enroll_pair_with_key, member_id, serve_until_dropped, LocalRegistry,
+};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;

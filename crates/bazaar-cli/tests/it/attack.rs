@@ -10,11 +10,11 @@
 
 use crate::common;
 
-use bazaar_cli::attack::{ensure_all_held, run, CATALOGUE};
-use bazaar_cli::story::{embedded_registry_with, LocalRegistry};
+use bazaar_attacks::{ensure_all_held, run, CATALOGUE};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_core::dispute::Windows;
+use bazaar_stage::{embedded_registry_with, LocalRegistry};
 
 /// Seconds of each dispute phase the attacks outwait.
 const SHORT_WINDOW_S: u64 = 2;
@@ -208,8 +208,8 @@ async fn fifty_presses_leave_fifty_refusal_records_and_nothing_else() {
     let (local, operator) = common::embedded_with_operator(&dir, "attack-op").await;
     // The standard limits (20 a minute, 5 per visitor) would hold this test for minutes.
     assert!(local.state.limit_attacks(AttackLimits { per_minute: PRESSES, per_visitor_per_minute: PRESSES }));
-    assert!(local.state.attach_attacks(std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks)));
-    let (owner, _) = bazaar_cli::story::enroll_pair(&operator, "press-owner", "press-agent").await.unwrap();
+    assert!(local.state.attach_attacks(std::sync::Arc::new(bazaar_attacks::ChamberAttacks)));
+    let (owner, _) = bazaar_stage::enroll_pair(&operator, "press-owner", "press-agent").await.unwrap();
     let funding =
         common::Funding { mint: (5_000, "press-mint"), fund: (2_000, "press-fund"), budget: [500, 2_000, 2_000] };
     common::fund_agent(&operator, &owner, "press-agent", funding).await;
@@ -266,7 +266,7 @@ async fn fifty_presses_leave_fifty_refusal_records_and_nothing_else() {
         .filter_map(|e| Some((e["body"]["attack"].as_str()?, e["body"]["code"].as_str()?)))
         .collect();
     assert_eq!(seen.len(), PRESSES, "each press's attack and code are public: {public}");
-    let left = bazaar_cli::attack::scratch::scratch_dirs_of(std::process::id());
+    let left = bazaar_attacks::scratch::scratch_dirs_of(std::process::id());
     assert!(left.is_empty(), "scratch registries left behind: {left:?}");
     let threads = scratch_threads();
     assert!(threads.is_empty(), "scratch registries' threads still running: {threads:?}");
@@ -344,6 +344,6 @@ fn attack_all_without_a_registry_runs_the_whole_catalogue_in_a_scratch_registry(
             assert_eq!(verdict[held], true, "{held}: {verdict}");
         }
     }
-    let left = bazaar_cli::attack::scratch::scratch_dirs_of(pid);
+    let left = bazaar_attacks::scratch::scratch_dirs_of(pid);
     assert!(left.is_empty(), "scratch registries left behind: {left:?}");
 }

@@ -12,9 +12,9 @@
 
 use crate::common;
 
-use bazaar_cli::story::enroll_pair;
 use bazaar_cli::wire_json;
 use bazaar_sdk::Client;
+use bazaar_stage::enroll_pair;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};

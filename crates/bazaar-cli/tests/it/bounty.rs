@@ -10,14 +10,14 @@ use crate::common;
 use bazaar_cli::wire_json;
 use common::{available, event_json, refused};
 
-use bazaar_cli::story::{enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_relay::jobs::request_tags;
 use bazaar_relay::jobs::reward::JobReward;
-use bazaar_relay::market::outcome::{verdict_event, Assessment, Subject};
-use bazaar_relay::market::review::{preflight, review_event, Manifest};
+use bazaar_relay::labor::outcome::{verdict_event, Assessment, Subject};
+use bazaar_relay::labor::review::{preflight, review_event, Manifest};
 use bazaar_relay::{Event, Signer};
 use bazaar_sdk::Client;
 use bazaar_server::OsEntropy;
+use bazaar_stage::{enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_types::limits::BOUNTY_CLAIM_S_MIN;
 use serde_json::json;
 
@@ -27,7 +27,7 @@ const FEE: u64 = REWARD / 100;
 fn job(validator: &Signer, worker: &Signer, reward: Option<JobReward>) -> Event {
     let mut tags = request_tags("coordination/v1", false, &[worker.public_key()], "brief");
     tags.extend(reward.map(|r| r.tag()));
-    validator.sign(bazaar_cli::runtime::unix_now(), bazaar_relay::jobs::JOB_REQUEST, tags, "")
+    validator.sign(bazaar_sdk::clock::unix_now(), bazaar_relay::jobs::JOB_REQUEST, tags, "")
 }
 
 fn review(worker: &Signer, destination: &str, later_s: u64) -> bazaar_sdk::wire::nostr::SignedEvent {
@@ -40,7 +40,7 @@ fn review(worker: &Signer, destination: &str, later_s: u64) -> bazaar_sdk::wire:
         reports_usage: true,
     };
     let found = preflight(&manifest, &|_| true, &|_| true);
-    event_json(&review_event(worker, &manifest, &found, bazaar_cli::runtime::unix_now() + later_s))
+    event_json(&review_event(worker, &manifest, &found, bazaar_sdk::clock::unix_now() + later_s))
 }
 
 fn verdict(
@@ -88,7 +88,7 @@ async fn cast(local: &LocalRegistry, case: &str) -> Cast {
         enroll_pair(&operator, &format!("{case}-stranger-owner"), &format!("{case}-stranger")).await.unwrap();
     let worker = Signer::generate(&OsEntropy);
     let enrollment =
-        event_json(&bazaar_cli::market::identity::enroll(&worker, &agent_key, bazaar_cli::runtime::unix_now()));
+        event_json(&bazaar_agents::labor::identity::enroll(&worker, &agent_key, bazaar_sdk::clock::unix_now()));
     Cast {
         poster_id: member_id(&poster).await.unwrap(),
         poster,

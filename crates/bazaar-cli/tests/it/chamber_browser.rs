@@ -13,7 +13,7 @@
 
 use crate::common;
 
-use bazaar_cli::story::enroll_pair;
+use bazaar_stage::enroll_pair;
 use serde_json::{json, Value};
 use std::process::Command;
 
@@ -22,7 +22,7 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
     let dir = common::fresh_dir("bazaar-chamber");
     let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     local.state.set_public_stream(true);
-    local.state.attach_attacks(std::sync::Arc::new(bazaar_cli::attack::ChamberAttacks));
+    local.state.attach_attacks(std::sync::Arc::new(bazaar_attacks::ChamberAttacks));
     let (owner, buyer) = enroll_pair(&operator, "chamber-hotel", "chamber-buyer").await.unwrap();
     let (_, merchant) = enroll_pair(&operator, "chamber-mill", "chamber-shop").await.unwrap();
     let funding = common::Funding { mint: (5_000, "m"), fund: (5_000, "f"), budget: [1_000, 5_000, 5_000] };
@@ -69,7 +69,7 @@ async fn the_chamber_shows_a_paid_call_from_the_live_stream_and_passes_axe() {
     assert!(trace[1]["text"].as_str().unwrap().contains("no event, by design"), "{report}");
     assert!(trace[4]["text"].as_str().unwrap().contains("settled calls"), "the merchant's reputation: {report}");
     let listed = report["attacks_listed"].as_u64().unwrap() as usize;
-    assert_eq!(listed, bazaar_cli::attack::CATALOGUE.len(), "every attack is a button");
+    assert_eq!(listed, bazaar_attacks::CATALOGUE.len(), "every attack is a button");
     for attack in report["attacks"].as_array().unwrap() {
         let said = attack["text"].as_str().unwrap();
         assert_eq!(attack["held"], true, "{said}");

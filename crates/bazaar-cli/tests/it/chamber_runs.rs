@@ -12,10 +12,10 @@ use crate::common;
 
 use axum::extract::State;
 use axum::Json;
-use bazaar_cli::agent::ModelConfig;
+use bazaar_agents::buyer::ModelConfig;
 use bazaar_cli::demo::runs::ChamberRuns;
-use bazaar_cli::story::LocalRegistry;
 use bazaar_cli::wire_json;
+use bazaar_stage::LocalRegistry;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
@@ -106,7 +106,7 @@ async fn the_story_runs_to_its_approval_link_for_the_operator_only_and_again() {
     assert_eq!((listed["story"].as_bool(), listed["agent_model"].is_null()), (Some(true), true), "{listed}");
     let (status, _) = post(&local, "/v1/chamber/runs/story", None, json!(null)).await;
     assert_eq!(status, 401);
-    let (owner, _) = bazaar_cli::story::enroll_pair(&local.operator(), "runs-owner", "runs-agent").await.unwrap();
+    let (owner, _) = bazaar_stage::enroll_pair(&local.operator(), "runs-owner", "runs-agent").await.unwrap();
     let (status, body) = post(&local, "/v1/chamber/runs/story", owner.credential(), json!(null)).await;
     assert_eq!((status, body["code"].as_str()), (403, Some("not_permitted")), "{body}");
 
@@ -170,7 +170,7 @@ async fn the_ai_buyer_agent_chooses_the_mcp_tools_and_ends_at_the_approval_link(
         assert_eq!(first["messages"][1]["content"], request, "the request in words");
         let offered: Vec<&str> =
             first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
-        assert_eq!(offered.len(), bazaar_cli::agent::AGENT_TOOLS.len(), "{offered:?}");
+        assert_eq!(offered.len(), bazaar_agents::buyer::AGENT_TOOLS.len(), "{offered:?}");
         assert!(!offered.contains(&"post_message"), "shopping tools only: {offered:?}");
     }
     common::assert_store_audit_passes(&local).await;
@@ -274,8 +274,8 @@ async fn the_adoption_page_reads_disputes_from_the_ledger_and_runs_the_pilot() {
     let dir = common::fresh_dir("bazaar-adoption-page");
     let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     attach(&local, None);
-    let (owner, buyer) = bazaar_cli::story::enroll_pair(&operator, "ad-hotel", "ad-buyer").await.unwrap();
-    let (_, shop) = bazaar_cli::story::enroll_pair(&operator, "ad-mill", "ad-shop").await.unwrap();
+    let (owner, buyer) = bazaar_stage::enroll_pair(&operator, "ad-hotel", "ad-buyer").await.unwrap();
+    let (_, shop) = bazaar_stage::enroll_pair(&operator, "ad-mill", "ad-shop").await.unwrap();
     let funding = common::Funding { mint: (5_000, "m"), fund: (5_000, "f"), budget: [1_000, 5_000, 5_000] };
     common::fund_agent(&operator, &owner, "ad-buyer", funding).await;
     let token = buyer.issue_token("ad-shop", 300, "ad-1", "https://shop/x").await.unwrap();
@@ -311,7 +311,7 @@ async fn the_federation_proof_brings_a_fresh_stranger_from_a_peer_each_run() {
     let dir = common::fresh_dir("bazaar-runs-federation");
     let (local, operator) = common::embedded_with_operator(&dir, "op").await;
     attach(&local, None);
-    let (owner, _) = bazaar_cli::story::enroll_pair(&operator, "fed-runs-owner", "fed-runs-agent").await.unwrap();
+    let (owner, _) = bazaar_stage::enroll_pair(&operator, "fed-runs-owner", "fed-runs-agent").await.unwrap();
     let (status, body) = post(&local, "/v1/chamber/runs/federation", owner.credential(), json!(null)).await;
     assert_eq!((status, body["code"].as_str()), (403, Some("not_permitted")), "{body}");
     let mut strangers = Vec::new();

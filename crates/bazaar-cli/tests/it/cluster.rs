@@ -232,22 +232,22 @@ async fn three_nodes_on_one_postgres_and_nats_survive_a_kill() {
 
     // A relay event published on one node reaches a live subscription on another.
     let relay_url = |i: usize| format!("ws://127.0.0.1:{}/relay", nodes[i].port);
-    let mut watcher = bazaar_cli::relay_client::RelayClient::connect(&relay_url(1)).await.unwrap();
+    let mut watcher = bazaar_agents::relay_client::RelayClient::connect(&relay_url(1)).await.unwrap();
     let filter = bazaar_relay::Filter { kinds: Some(vec![1]), ..Default::default() };
     watcher.subscribe("live", &[filter]).await.unwrap();
     loop {
         match watcher.next("live", Duration::from_secs(5)).await.unwrap() {
-            Some(bazaar_cli::relay_client::Delivery::EndOfStored) => break,
-            Some(bazaar_cli::relay_client::Delivery::Event(_)) => {}
+            Some(bazaar_agents::relay_client::Delivery::EndOfStored) => break,
+            Some(bazaar_agents::relay_client::Delivery::Event(_)) => {}
             other => panic!("the relay subscription ended: {other:?}"),
         }
     }
     let signer = bazaar_relay::Signer::generate(&bazaar_server::OsEntropy);
-    let note = signer.sign(bazaar_cli::runtime::unix_now(), 1, vec![], "lot 1 is open");
-    let mut publisher = bazaar_cli::relay_client::RelayClient::connect(&relay_url(2)).await.unwrap();
+    let note = signer.sign(bazaar_sdk::clock::unix_now(), 1, vec![], "lot 1 is open");
+    let mut publisher = bazaar_agents::relay_client::RelayClient::connect(&relay_url(2)).await.unwrap();
     assert!(publisher.publish(&note).await.unwrap().0, "node 2 stores the note");
     match watcher.next("live", Duration::from_secs(5)).await.unwrap() {
-        Some(bazaar_cli::relay_client::Delivery::Event(event)) => assert_eq!(event.id, note.id),
+        Some(bazaar_agents::relay_client::Delivery::Event(event)) => assert_eq!(event.id, note.id),
         other => panic!("node 1's live subscriber never got node 2's event: {other:?}"),
     }
 

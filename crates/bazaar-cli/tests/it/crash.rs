@@ -189,7 +189,7 @@ async fn escrow_crash_run(store_args: Vec<String>) {
     seller_owner.fund("esc-seller", 10_000, "esc-fund-s").await.unwrap();
     buyer_owner.fund("esc-buyer", 1_000_000, "esc-fund").await.unwrap();
     buyer_owner.set_budget("esc-buyer", 100_000, 1_000_000, 1_000_000).await.unwrap();
-    let due = bazaar_cli::runtime_now_ms() + 86_400_000;
+    let due = bazaar_sdk::clock::now_ms() + 86_400_000;
     let specs: Vec<(u64, &str, i64)> = (0..MILESTONES).map(|_| (MILESTONE_PRICE, "part", due)).collect();
     let mut contracts = Vec::new();
     for c in 0..CONTRACTS {

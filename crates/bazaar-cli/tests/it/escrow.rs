@@ -7,9 +7,9 @@
 use crate::common;
 
 use bazaar_cli::demo::escrow::{escrow_story, EscrowReport, MILESTONES_MINOR, REFUND_MINOR, SLASH_MINOR, STAKE_MINOR};
-use bazaar_cli::story::{embedded_registry_with, enroll_pair, LocalRegistry};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
+use bazaar_stage::{embedded_registry_with, enroll_pair, LocalRegistry};
 
 fn check(report: &EscrowReport) {
     let total: u64 = MILESTONES_MINOR.iter().sum();

@@ -469,7 +469,7 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
             reqwest::Method::POST,
             "/v1/federation/guests",
             Some(Body::json(json!({"did": did, "home": w.a.did,
-            "presented_at_ms": bazaar_cli::runtime_now_ms(), "signature": "AAAA"}))),
+            "presented_at_ms": bazaar_sdk::clock::now_ms(), "signature": "AAAA"}))),
             None,
         )
         .await
@@ -491,7 +491,7 @@ async fn a_stranger_joins_b_and_places_an_escrowed_order_the_same_afternoon() {
     assert_eq!(balance(&guest).await, funded as i64);
 
     // The escrowed order: held on the guest's budget at B, released on delivery.
-    let due = bazaar_cli::runtime_now_ms() + 86_400_000;
+    let due = bazaar_sdk::clock::now_ms() + 86_400_000;
     let milestones = [(MILESTONE, "translate the menu", due)];
     let created =
         guest.create_contract(&w.merchant_did, None, &milestones, "terms", None, "guest-order-1").await.unwrap();

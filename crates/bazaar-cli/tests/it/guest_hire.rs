@@ -13,11 +13,11 @@ fn code_of<T: std::fmt::Debug>(result: Result<T, SdkError>) -> String {
     refused(result).0
 }
 
-use bazaar_cli::story::{enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_relay::jobs::JOB_RESULT;
 use bazaar_relay::Signer;
 use bazaar_sdk::{Body, Client, SdkError};
 use bazaar_server::OsEntropy;
+use bazaar_stage::{enroll_pair, enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_types::limits::{DISPUTE_APPEAL_S, DISPUTE_EVIDENCE_S};
 use ed25519_dalek::SigningKey;
 use serde_json::json;
@@ -50,7 +50,7 @@ async fn cast(local: &LocalRegistry, case: &str) -> Cast {
             .unwrap();
     let nostr = Signer::generate(&OsEntropy);
     let enrollment =
-        event_json(&bazaar_cli::market::identity::enroll(&nostr, &specialist_key, bazaar_cli::runtime::unix_now()));
+        event_json(&bazaar_agents::labor::identity::enroll(&nostr, &specialist_key, bazaar_sdk::clock::unix_now()));
     Cast {
         hirer,
         specialist_id: member_id(&specialist).await.unwrap(),
@@ -70,7 +70,7 @@ impl Cast {
     }
 
     fn result(&self, by: &Signer, task: &str) -> bazaar_sdk::wire::nostr::SignedEvent {
-        event_json(&by.sign(bazaar_cli::runtime::unix_now(), JOB_RESULT, vec![vec!["e".into(), task.into()]], "done"))
+        event_json(&by.sign(bazaar_sdk::clock::unix_now(), JOB_RESULT, vec![vec!["e".into(), task.into()]], "done"))
     }
 }
 
@@ -143,7 +143,7 @@ async fn locked_terms_and_a_verified_acceptance(local: &LocalRegistry, with_plan
     assert_eq!(record["acceptance"]["result_event"], good.id.as_str());
     assert!(record.get("grade").is_none() && record["acceptance"].get("quality").is_none(), "acceptance, not a grade");
     let another = event_json(&c.nostr.sign(
-        bazaar_cli::runtime::unix_now(),
+        bazaar_sdk::clock::unix_now(),
         JOB_RESULT,
         vec![vec!["e".into(), t.clone()]],
         "again",

@@ -11,9 +11,9 @@ use crate::common;
 use bazaar_cli::wire_json;
 use common::{available, refused};
 
-use bazaar_cli::market::payments::{Attempt, AttemptState, Journal, Order, PayOutcome, PAYMENTS_FILE};
-use bazaar_cli::story::{enroll_pair, member_id, LocalRegistry};
+use bazaar_agents::labor::payments::{Attempt, AttemptState, Journal, Order, PayOutcome, PAYMENTS_FILE};
 use bazaar_sdk::{Client, SdkError};
+use bazaar_stage::{enroll_pair, member_id, LocalRegistry};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -307,8 +307,8 @@ async fn the_hire_commands_pay_once_and_resolve_only_what_the_ledger_shows() {
     );
 
     // The owner's view: ledger figures from the registry, the meter and the journal from this machine, each in its asset.
-    let config = bazaar_cli::market::worker::AllowanceConfig { asset: "USD".into(), daily: 5_000_000 };
-    bazaar_cli::market::worker::Meter::open(&dir.join("state"), &config).unwrap();
+    let config = bazaar_agents::labor::worker::AllowanceConfig { asset: "USD".into(), daily: 5_000_000 };
+    bazaar_agents::labor::worker::Meter::open(&dir.join("state"), &config).unwrap();
     let view = [&["spending"][..], &registry, &["--agent", "cli-hirer", "--state-dir", state]].concat();
     let (code, seen) = bazaar(&view, &owner);
     assert_eq!(code, 0, "{seen}");

@@ -16,15 +16,15 @@ use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use bazaar_cli::market::bounty::PostReward;
-use bazaar_cli::market::engine::Engine;
-use bazaar_cli::market::fetch::{FetchPolicy, FixedResolver, BODY_BYTES_MAX};
-use bazaar_cli::market::validator::Validator;
-use bazaar_cli::market::worker::{self, Role, WorkerConfig};
-use bazaar_cli::relay_client::RelayClient;
+use bazaar_agents::labor::bounty::PostReward;
+use bazaar_agents::labor::engine::Engine;
+use bazaar_agents::labor::fetch::{FetchPolicy, FixedResolver, BODY_BYTES_MAX};
+use bazaar_agents::labor::validator::Validator;
+use bazaar_agents::labor::worker::{self, Role, WorkerConfig};
+use bazaar_agents::relay_client::RelayClient;
 use bazaar_relay::jobs::{request_tags, JOB_FEEDBACK, JOB_REQUEST, JOB_RESULT};
-use bazaar_relay::market::outcome::Verdict;
-use bazaar_relay::market::review::{preflight, review_event, Manifest};
+use bazaar_relay::labor::outcome::Verdict;
+use bazaar_relay::labor::review::{preflight, review_event, Manifest};
 use bazaar_relay::{Filter, Signer};
 use bazaar_server::OsEntropy;
 
@@ -67,7 +67,7 @@ async fn artifact(State(host): State<Host>, UrlPath(file): UrlPath<String>) -> R
 }
 
 struct Market {
-    _local: bazaar_cli::story::LocalRegistry,
+    _local: bazaar_stage::LocalRegistry,
     /// The validator's agent at the registry: it funds the bounties.
     poster: bazaar_sdk::Client,
     /// The coordinator's owner: its reward destination.
@@ -103,23 +103,23 @@ fn paying(model: &str, destination: &str) -> Manifest {
 /// The registry's cast: the validator's funded agent, and the coordinator's
 /// owner and agent (whose key the coordinator's enrollment binds).
 async fn registry_cast(
-    local: &bazaar_cli::story::LocalRegistry,
+    local: &bazaar_stage::LocalRegistry,
     relay: &str,
     coordinator: &Signer,
 ) -> (bazaar_sdk::Client, bazaar_sdk::Client, String, bazaar_sdk::Client) {
     let operator = local.operator();
-    let (poster_owner, poster) = bazaar_cli::story::enroll_pair(&operator, "poster-owner", "poster").await.unwrap();
-    let owner_id = bazaar_cli::story::member_id(&poster_owner).await.unwrap();
+    let (poster_owner, poster) = bazaar_stage::enroll_pair(&operator, "poster-owner", "poster").await.unwrap();
+    let owner_id = bazaar_stage::member_id(&poster_owner).await.unwrap();
     operator.mint(&owner_id, 10_000, "mint").await.unwrap();
     poster_owner.fund("poster", 10_000, "fund").await.unwrap();
     poster_owner.set_budget("poster", 5_000, 10_000, 10_000).await.unwrap();
     let agent_key = bazaar_sdk::generate_key();
     let (coordinator_owner, agent) =
-        bazaar_cli::story::enroll_pair_with_key(&operator, "paid-coord-owner", "paid-coord", &agent_key).await.unwrap();
-    let enrollment = bazaar_cli::market::identity::enroll(coordinator, &agent_key, bazaar_cli::runtime::unix_now());
+        bazaar_stage::enroll_pair_with_key(&operator, "paid-coord-owner", "paid-coord", &agent_key).await.unwrap();
+    let enrollment = bazaar_agents::labor::identity::enroll(coordinator, &agent_key, bazaar_sdk::clock::unix_now());
     let (accepted, message) = RelayClient::connect(relay).await.unwrap().publish(&enrollment).await.unwrap();
     assert!(accepted, "{message}");
-    let agent_id = bazaar_cli::story::member_id(&agent).await.unwrap();
+    let agent_id = bazaar_stage::member_id(&agent).await.unwrap();
     (poster, coordinator_owner, agent_id, agent)
 }
 
@@ -129,7 +129,7 @@ const SPECIALIST_ENGINE: &str = "sed 's/WRONG-ME/altered/'; echo 'usage: 0.0042 
 /// Publishes a passed review, `later_s` seconds after now (a re-review must be newer than the last).
 async fn review(relay: &str, signer: &Signer, manifest: &Manifest, later_s: u64) {
     let found = preflight(manifest, &|_| true, &|_| true);
-    let event = review_event(signer, manifest, &found, bazaar_cli::runtime::unix_now() + later_s);
+    let event = review_event(signer, manifest, &found, bazaar_sdk::clock::unix_now() + later_s);
     let (accepted, message) = RelayClient::connect(relay).await.unwrap().publish(&event).await.unwrap();
     assert!(accepted, "{message}");
 }
@@ -140,7 +140,7 @@ impl Market {
         std::fs::remove_dir_all(&dir).ok();
         std::fs::create_dir_all(dir.join("artifacts")).unwrap();
         let local =
-            bazaar_cli::story::embedded_registry_with(&dir, Some("op".into()), bazaar_core::apply::Config::standard())
+            bazaar_stage::embedded_registry_with(&dir, Some("op".into()), bazaar_core::apply::Config::standard())
                 .await
                 .unwrap();
         let relay = format!("{}/relay", local.url.replace("http://", "ws://"));
@@ -163,7 +163,7 @@ impl Market {
         let validator = Validator::open(&relay, Signer::generate(&OsEntropy), policy, &dir.join("validator.db"))
             .unwrap()
             .with_registry(poster.clone());
-        let owner_id = bazaar_cli::story::member_id(&coordinator_owner).await.unwrap();
+        let owner_id = bazaar_stage::member_id(&coordinator_owner).await.unwrap();
         let coordinator_manifest = paying("coordinator-1", &format!("acct:{owner_id}"));
         review(&relay, &coordinator, &coordinator_manifest, 0).await;
         review(&relay, &specialist, &manifest("specialist-1"), 0).await;
@@ -228,7 +228,7 @@ impl Market {
     }
 
     /// Posts `script`, lets the workers answer, and assesses with the host in `mode`.
-    async fn run(&self, script: &str, evaluation_data: bool, mode: Mode) -> bazaar_cli::market::validator::Recorded {
+    async fn run(&self, script: &str, evaluation_data: bool, mode: Mode) -> bazaar_agents::labor::validator::Recorded {
         self.run_paid(script, evaluation_data, mode, PostReward::None).await
     }
 
@@ -238,11 +238,11 @@ impl Market {
         evaluation_data: bool,
         mode: Mode,
         reward: PostReward,
-    ) -> bazaar_cli::market::validator::Recorded {
+    ) -> bazaar_agents::labor::validator::Recorded {
         *self.host.mode.lock().unwrap() = Mode::Serve;
         let coordinator = self.coordinator.public_key();
         let job = self.validator.post_with(coordinator, script, evaluation_data, reward).await.unwrap();
-        let answered = bazaar_cli::relay_client::follow_task(&self.relay, &job.id, 30).await.unwrap();
+        let answered = bazaar_agents::relay_client::follow_task(&self.relay, &job.id, 30).await.unwrap();
         assert!(!answered.answers.is_empty() || answered.failures > 0, "the coordinator answered: {answered:?}");
         *self.host.mode.lock().unwrap() = mode;
         let recorded = self.validator.assess(&job.id, Duration::from_secs(1)).await.unwrap().expect("an outcome");
@@ -355,7 +355,7 @@ async fn workers_report_usage_as_reported_and_answer_once_across_restarts() {
 
     // A crash between saving an answer and publishing it: the restarted worker publishes the saved one.
     market.workers.drain(..).for_each(|w| w.abort());
-    let now = bazaar_cli::runtime::unix_now();
+    let now = bazaar_sdk::clock::unix_now();
     let tags = request_tags("script-delivery/v1", false, &[market.specialist.public_key()], "saved before the crash");
     let job = market.coordinator.sign(now, JOB_REQUEST, tags, "");
     RelayClient::connect(&market.relay).await.unwrap().publish(&job).await.unwrap();
@@ -368,7 +368,7 @@ async fn workers_report_usage_as_reported_and_answer_once_across_restarts() {
     let path = market.dir.join("specialist-state/answered").join(format!("{}.json", job.id));
     std::fs::write(&path, saved.to_json()).unwrap();
     market.start_specialist();
-    let view = bazaar_cli::relay_client::follow_task(&market.relay, &job.id, 10).await.unwrap();
+    let view = bazaar_agents::relay_client::follow_task(&market.relay, &job.id, 10).await.unwrap();
     assert_eq!(
         view.answers.iter().map(|a| a.id).collect::<Vec<_>>(),
         vec![saved.id],
@@ -382,10 +382,10 @@ async fn a_specialist_answers_only_permitted_coordinators_and_a_changed_config_n
     // A stranger names the specialist directly: enrollment grants no summon permission.
     let stranger = Signer::generate(&OsEntropy);
     let tags = request_tags("script-delivery/v1", false, &[market.specialist.public_key()], "sneak");
-    let job = stranger.sign(bazaar_cli::runtime::unix_now(), JOB_REQUEST, tags, "");
+    let job = stranger.sign(bazaar_sdk::clock::unix_now(), JOB_REQUEST, tags, "");
     RelayClient::connect(&market.relay).await.unwrap().publish(&job).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let view = bazaar_cli::relay_client::follow_task(&market.relay, &job.id, 0).await.unwrap();
+    let view = bazaar_agents::relay_client::follow_task(&market.relay, &job.id, 0).await.unwrap();
     assert_eq!((view.feedback.len(), view.answers.len()), (0, 0), "not claimed, not answered");
 
     // A coordinator that claims a configuration it was never reviewed with is rejected,
@@ -393,7 +393,7 @@ async fn a_specialist_answers_only_permitted_coordinators_and_a_changed_config_n
     let mut changed = market.coordinator_manifest.clone();
     changed.model = "coordinator-unreviewed".into();
     let job = market.validator.post(market.coordinator.public_key(), "unreviewed config", false).await.unwrap();
-    bazaar_cli::relay_client::follow_task(&market.relay, &job.id, 30).await.unwrap();
+    bazaar_agents::relay_client::follow_task(&market.relay, &job.id, 30).await.unwrap();
     review(&market.relay, &market.coordinator, &changed, 2).await;
     let recorded = market.validator.assess(&job.id, Duration::from_secs(1)).await.unwrap().unwrap();
     assert_eq!(recorded.assessment.verdict, Verdict::Rejected, "{recorded:?}");
@@ -418,8 +418,8 @@ async fn a_specialist_answers_only_permitted_coordinators_and_a_changed_config_n
 /// restart and blocks work until the owner records the cost and clears it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_specialist_works_within_its_allowance_and_unknown_costs_wait_for_the_owner() {
-    use bazaar_cli::market::worker::{AllowanceConfig, Meter};
-    use bazaar_relay::market::allowance::PendingWhy;
+    use bazaar_agents::labor::worker::{AllowanceConfig, Meter};
+    use bazaar_relay::labor::allowance::PendingWhy;
     let mut market = Market::open("allowance").await;
     market.workers.drain(..).for_each(|w| w.abort());
     let metered = |daily: u64| {
@@ -434,7 +434,7 @@ async fn a_specialist_works_within_its_allowance_and_unknown_costs_wait_for_the_
     };
     let job = |input: &str| {
         let tags = request_tags("script-delivery/v1", false, &[market.specialist.public_key()], input);
-        market.coordinator.sign(bazaar_cli::runtime::unix_now(), JOB_REQUEST, tags, "")
+        market.coordinator.sign(bazaar_sdk::clock::unix_now(), JOB_REQUEST, tags, "")
     };
     let worker = tokio::spawn(worker::run(metered(1_000_000), std::future::pending()));
     let first = job("first");
@@ -452,8 +452,8 @@ async fn a_specialist_works_within_its_allowance_and_unknown_costs_wait_for_the_
     // A crash with a task running: on restart its cost is unknown and blocks work.
     let mut meter = Meter::inspect(&market.dir.join("specialist-state")).unwrap();
     meter.state.daily = 10_000_000;
-    meter.state.reserve("crashed-task", bazaar_cli::runtime::unix_now()).unwrap();
-    meter.state.usage("crashed-task", 100_000, bazaar_cli::runtime::unix_now());
+    meter.state.reserve("crashed-task", bazaar_sdk::clock::unix_now()).unwrap();
+    meter.state.usage("crashed-task", 100_000, bazaar_sdk::clock::unix_now());
     meter.save().unwrap();
     let worker = tokio::spawn(worker::run(metered(10_000_000), std::future::pending()));
     let third = job("third");
@@ -465,7 +465,7 @@ async fn a_specialist_works_within_its_allowance_and_unknown_costs_wait_for_the_
     let pending = meter.state.pending.clone().expect("pending across the restart");
     assert_eq!((pending.why, pending.used_known, pending.missing_cost), (PendingWhy::Interrupted, 100_000, None));
     assert!(meter.state.clear().is_err(), "an unknown cost is never cleared as zero");
-    meter.state.reconcile(50_000, bazaar_cli::runtime::unix_now()).unwrap();
+    meter.state.reconcile(50_000, bazaar_sdk::clock::unix_now()).unwrap();
     meter.state.clear().unwrap();
     meter.save().unwrap();
     market.workers.push(tokio::spawn(worker::run(metered(10_000_000), std::future::pending())));
@@ -483,7 +483,7 @@ async fn wait_for_feedback(
     status: &str,
 ) -> bazaar_relay::jobs::task::Feedback {
     for _ in 0..100 {
-        let view = bazaar_cli::relay_client::follow_task(relay, task, 0).await.unwrap();
+        let view = bazaar_agents::relay_client::follow_task(relay, task, 0).await.unwrap();
         if let Some(found) = view.feedback.iter().find(|f| f.status == status) {
             return found.clone();
         }
@@ -495,7 +495,7 @@ async fn wait_for_feedback(
 /// The longer answer wins: a pairwise judge for the test.
 struct Longer;
 
-impl bazaar_relay::market::judge::PairwiseJudge for Longer {
+impl bazaar_relay::labor::judge::PairwiseJudge for Longer {
     fn compare(&self, _prompt: &str, a: &str, b: &str) -> Option<f64> {
         Some(match a.len().cmp(&b.len()) {
             std::cmp::Ordering::Greater => 1.0,
@@ -510,7 +510,7 @@ impl bazaar_relay::market::judge::PairwiseJudge for Longer {
 /// kept under the contest rubric, apart from coordination's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contest_rates_named_workers_by_pairwise_judgement_apart_from_coordination() {
-    use bazaar_relay::market::judge::{Rubric, CONTEST_ANSWER};
+    use bazaar_relay::labor::judge::{Rubric, CONTEST_ANSWER};
     let mut market = Market::open("contest").await;
     let coordination = market.run(SCRIPT, false, Mode::Serve).await;
     assert_eq!(coordination.assessment.verdict, Verdict::Accepted);
@@ -561,17 +561,17 @@ async fn a_failed_job_touches_no_stake_and_no_reputation_and_stake_rescues_nothi
     let operator = bazaar_sdk::Client::new(&market._local.url, Some("op".into()));
     let agent_key = bazaar_sdk::generate_key();
     let (owner, agent) =
-        bazaar_cli::story::enroll_pair_with_key(&operator, "coord-owner", "coord-agent", &agent_key).await.unwrap();
-    let owner_id = bazaar_cli::story::member_id(&owner).await.unwrap();
+        bazaar_stage::enroll_pair_with_key(&operator, "coord-owner", "coord-agent", &agent_key).await.unwrap();
+    let owner_id = bazaar_stage::member_id(&owner).await.unwrap();
     operator.mint(&owner_id, 10_000, "distinct-mint").await.unwrap();
     owner.fund("coord-agent", 5_000, "distinct-fund").await.unwrap();
     // A stake lock counts against the agent's budget like any commitment of its own money.
     owner.set_budget("coord-agent", 0, 2_000, 2_000).await.unwrap();
     agent.stake_lock(2_000, "distinct-stake").await.unwrap();
     let enrollment =
-        bazaar_cli::market::identity::enroll(&market.coordinator, &agent_key, bazaar_cli::runtime::unix_now());
+        bazaar_agents::labor::identity::enroll(&market.coordinator, &agent_key, bazaar_sdk::clock::unix_now());
     RelayClient::connect(&market.relay).await.unwrap().publish(&enrollment).await.unwrap();
-    let agent_id = bazaar_cli::story::member_id(&agent).await.unwrap();
+    let agent_id = bazaar_stage::member_id(&agent).await.unwrap();
     let (stake_before, reputation_before) =
         (operator.stake(&agent_id).await.unwrap(), operator.reputation(&agent_id).await.unwrap());
 
@@ -637,7 +637,7 @@ async fn a_bounty_pays_once_on_acceptance_and_never_on_rejection_or_unassessed()
     assert_eq!(available(&market.coordinator_owner).await, 495, "a rejected outcome releases nothing");
     assert_eq!(available(&market.poster).await, before - 800, "the rejected job's bounty stays held for its poster");
 
-    let earnings = bazaar_cli::market::bounty::earnings(
+    let earnings = bazaar_agents::labor::bounty::earnings(
         &market.coordinator_owner,
         &market.coordinator_agent,
         &market.relay,
@@ -668,22 +668,21 @@ async fn wait_for_lines(path: &std::path::Path, count: usize) -> Vec<String> {
 /// is a recovery case and gives no priority.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leased_identity_is_served_first_only_once_the_lease_is_receipted() {
-    use bazaar_cli::market::worker::LeaseSource;
+    use bazaar_agents::labor::worker::LeaseSource;
     let mut market = Market::open("lease").await;
     market.workers.drain(..).for_each(|w| w.abort());
     let operator = market._local.operator();
     let payer_key = bazaar_sdk::generate_key();
     let (payer_owner, payer) =
-        bazaar_cli::story::enroll_pair_with_key(&operator, "lease-b-owner", "lease-b", &payer_key).await.unwrap();
-    let owner_id = bazaar_cli::story::member_id(&payer_owner).await.unwrap();
+        bazaar_stage::enroll_pair_with_key(&operator, "lease-b-owner", "lease-b", &payer_key).await.unwrap();
+    let owner_id = bazaar_stage::member_id(&payer_owner).await.unwrap();
     operator.mint(&owner_id, 1_000, "lease-mint").await.unwrap();
     payer_owner.fund("lease-b", 1_000, "lease-fund").await.unwrap();
     payer_owner.set_budget("lease-b", 1_000, 1_000, 1_000).await.unwrap();
-    let (worker_owner, worker_agent) =
-        bazaar_cli::story::enroll_pair(&operator, "lease-w-owner", "lease-w").await.unwrap();
-    let worker_owner_id = bazaar_cli::story::member_id(&worker_owner).await.unwrap();
+    let (worker_owner, worker_agent) = bazaar_stage::enroll_pair(&operator, "lease-w-owner", "lease-w").await.unwrap();
+    let worker_owner_id = bazaar_stage::member_id(&worker_owner).await.unwrap();
     let (walk_in, leased) = (Signer::generate(&OsEntropy), Signer::generate(&OsEntropy));
-    let identity = bazaar_cli::market::identity::enroll(&leased, &payer_key, bazaar_cli::runtime::unix_now());
+    let identity = bazaar_agents::labor::identity::enroll(&leased, &payer_key, bazaar_sdk::clock::unix_now());
     let identity = bazaar_sdk::wire::nostr::SignedEvent::from(&identity);
     let lease =
         wire_json(&payer.buy_lease("lease-w", &worker_owner_id, 100, 3_600, &identity, "lease-1").await.unwrap().body);
@@ -702,7 +701,7 @@ async fn a_leased_identity_is_served_first_only_once_the_lease_is_receipted() {
     // The leased identity's job is older, so the relay hands the walk-in's over first.
     let post = |by: &Signer, input: &str, age_s: u64| {
         let tags = request_tags("script-delivery/v1", false, &[market.specialist.public_key()], input);
-        by.sign(bazaar_cli::runtime::unix_now() - age_s, JOB_REQUEST, tags, "")
+        by.sign(bazaar_sdk::clock::unix_now() - age_s, JOB_REQUEST, tags, "")
     };
     let round = |config: WorkerConfig, jobs: Vec<bazaar_relay::Event>, lines: usize| {
         let relay = market.relay.clone();
@@ -738,15 +737,13 @@ async fn a_coordinator_pays_only_the_authorized_fee_before_handing_off() {
     market.workers.drain(..).for_each(|w| w.abort());
     market.start_specialist();
     let operator = market._local.operator();
-    let owner_id = bazaar_cli::story::member_id(&market.coordinator_owner).await.unwrap();
+    let owner_id = bazaar_stage::member_id(&market.coordinator_owner).await.unwrap();
     operator.mint(&owner_id, 1_000, "fee-mint").await.unwrap();
     market.coordinator_owner.fund("paid-coord", 1_000, "fee-fund").await.unwrap();
     market.coordinator_owner.set_budget("paid-coord", 500, 1_000, 1_000).await.unwrap();
-    let (spec_owner, spec_agent) = bazaar_cli::story::enroll_pair(&operator, "spec-owner", "spec-agent").await.unwrap();
-    let (spec_owner_id, spec_agent_id) = (
-        bazaar_cli::story::member_id(&spec_owner).await.unwrap(),
-        bazaar_cli::story::member_id(&spec_agent).await.unwrap(),
-    );
+    let (spec_owner, spec_agent) = bazaar_stage::enroll_pair(&operator, "spec-owner", "spec-agent").await.unwrap();
+    let (spec_owner_id, spec_agent_id) =
+        (bazaar_stage::member_id(&spec_owner).await.unwrap(), bazaar_stage::member_id(&spec_agent).await.unwrap());
     let job = market.validator.post(market.coordinator.public_key(), SCRIPT, false).await.unwrap();
     let coordinator = |market: &Market| {
         let fee = worker::SpecialistFee::Authorized {
@@ -780,7 +777,7 @@ async fn a_coordinator_pays_only_the_authorized_fee_before_handing_off() {
         .await
         .unwrap();
     market.workers.push(tokio::spawn(worker::run(coordinator(&market), std::future::pending())));
-    let answered = bazaar_cli::relay_client::follow_task_until(&market.relay, &job.id, 30, &|view| {
+    let answered = bazaar_agents::relay_client::follow_task_until(&market.relay, &job.id, 30, &|view| {
         view.state == bazaar_relay::jobs::task::TaskState::Answered
     })
     .await
@@ -788,9 +785,9 @@ async fn a_coordinator_pays_only_the_authorized_fee_before_handing_off() {
     assert_eq!(answered.state, bazaar_relay::jobs::task::TaskState::Answered, "taken again once authorized");
     assert_eq!(available(&spec_owner).await, 198, "the authorized fee, less the protocol fee");
     assert_eq!(available(&market.coordinator_client).await, 800, "from the coordinator's own budget");
-    let journal = bazaar_cli::market::payments::Journal::inspect(&market.dir.join("coordinator-state")).unwrap();
+    let journal = bazaar_agents::labor::payments::Journal::inspect(&market.dir.join("coordinator-state")).unwrap();
     assert_eq!(journal.attempts().len(), 1);
-    assert_eq!(journal.attempts()[0].state, bazaar_cli::market::payments::AttemptState::Confirmed);
+    assert_eq!(journal.attempts()[0].state, bazaar_agents::labor::payments::AttemptState::Confirmed);
     let recorded = market.validator.assess(&job.id, Duration::from_secs(1)).await.unwrap().unwrap();
     assert_eq!(recorded.assessment.verdict, Verdict::Accepted, "a paid fee does not accept the job; the evidence does");
 }

@@ -8,10 +8,10 @@ use crate::common;
 use bazaar_cli::wire_json;
 use common::{available, refused};
 
-use bazaar_cli::story::{enroll_pair_with_key, member_id, LocalRegistry};
 use bazaar_relay::Signer;
 use bazaar_sdk::Client;
 use bazaar_server::OsEntropy;
+use bazaar_stage::{enroll_pair_with_key, member_id, LocalRegistry};
 
 const PRICE: u64 = 300;
 const PERIOD_S: u64 = 3_600;
@@ -25,7 +25,7 @@ async fn agent_with_identity(
     let key = bazaar_sdk::generate_key();
     let (owner, agent) = enroll_pair_with_key(&local.operator(), owner, agent, &key).await.unwrap();
     let nostr = Signer::generate(&OsEntropy);
-    let enrollment = bazaar_cli::market::identity::enroll(&nostr, &key, bazaar_cli::runtime::unix_now());
+    let enrollment = bazaar_agents::labor::identity::enroll(&nostr, &key, bazaar_sdk::clock::unix_now());
     let enrollment = bazaar_sdk::wire::nostr::SignedEvent::from(&enrollment);
     let id = member_id(&agent).await.unwrap();
     (owner, agent, id, enrollment)

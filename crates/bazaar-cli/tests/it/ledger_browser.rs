@@ -9,8 +9,8 @@
 
 use crate::common;
 
-use bazaar_cli::story::enroll_pair;
 use bazaar_cli::wire_json;
+use bazaar_stage::enroll_pair;
 use serde_json::{json, Value};
 
 const CALLS: u64 = 3;

@@ -7,9 +7,9 @@
 
 use crate::common;
 
-use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
+use bazaar_stage::{embedded_registry_with, enroll_pair};
 use serde_json::{json, Value};
 
 fn listing(sku: &str, title: &str, tags: &[&str], language: &str) -> Value {

@@ -14,7 +14,7 @@
 
 use crate::common;
 
-use bazaar_cli::story::{enroll_pair, member_id};
+use bazaar_stage::{enroll_pair, member_id};
 use serde_json::Value;
 use std::process::Command;
 
@@ -114,7 +114,7 @@ struct Cast {
 /// The buyer's agent is funded with this, and may spend all of it.
 const BUDGET_MINOR: u64 = 50_000;
 
-async fn cast(local: &bazaar_cli::story::LocalRegistry, operator: &bazaar_sdk::Client, dir: &std::path::Path) -> Cast {
+async fn cast(local: &bazaar_stage::LocalRegistry, operator: &bazaar_sdk::Client, dir: &std::path::Path) -> Cast {
     let (_, amara) = enroll_pair(operator, "amara-home", "amara").await.unwrap();
     let (_, lucia) = enroll_pair(operator, "lucia-home", "lucia").await.unwrap();
     let (hotel, buyer) = enroll_pair(operator, "hotel", "hotel-buyer").await.unwrap();

@@ -7,9 +7,9 @@
 // reason: an end-to-end test reads as one story of requests and the checks after each.
 #![allow(clippy::too_many_lines)]
 
-use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
+use bazaar_stage::{embedded_registry_with, enroll_pair};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 

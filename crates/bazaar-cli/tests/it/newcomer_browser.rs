@@ -12,7 +12,7 @@
 
 use crate::common;
 
-use bazaar_cli::story::enroll_pair;
+use bazaar_stage::enroll_pair;
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

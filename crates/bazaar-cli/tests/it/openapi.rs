@@ -10,8 +10,8 @@
 
 use crate::common;
 
-use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_core::apply::Config;
+use bazaar_stage::{embedded_registry_with, enroll_pair};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

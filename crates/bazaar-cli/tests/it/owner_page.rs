@@ -6,10 +6,10 @@
 
 use crate::common;
 
-use bazaar_cli::story::{embedded_registry_with, enroll_pair};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::Body;
+use bazaar_stage::{embedded_registry_with, enroll_pair};
 use reqwest::Method;
 use serde_json::{json, Value};
 

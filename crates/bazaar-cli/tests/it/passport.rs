@@ -6,10 +6,10 @@
 
 use crate::common;
 
-use bazaar_cli::story::{embedded_registry_with, enroll_pair, enroll_pair_with_key, peer_registry, LocalRegistry};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::generate_key;
+use bazaar_stage::{embedded_registry_with, enroll_pair, enroll_pair_with_key, peer_registry, LocalRegistry};
 use serde_json::{json, Value};
 
 /// A passport as JSON (tampered, say) read as the SDK's type: every member kept, so it is what was signed or altered.

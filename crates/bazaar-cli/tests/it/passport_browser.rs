@@ -6,9 +6,9 @@
 //! Needs `/usr/bin/chromium` and `tests/browser/node_modules`; `./scripts/test`
 //! installs both. Without them this test fails, it never passes silently.
 
-use bazaar_cli::story::{embedded_registry_with, LocalRegistry};
 use bazaar_core::crypto::did_key;
 use bazaar_core::vc::{did_key_verification_method, rfc3339_from_ms, sign_eddsa_jcs_2022};
+use bazaar_stage::{embedded_registry_with, LocalRegistry};
 use ed25519_dalek::SigningKey;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -110,7 +110,7 @@ async fn the_browser_page_verifies_passports_signed_by_the_registry() {
     let registry_key = &local.state.signing_key();
     assert_eq!(did_key(&registry_key.verifying_key()), local.state.registry.0);
 
-    let now = bazaar_cli::runtime_now_ms();
+    let now = bazaar_sdk::clock::now_ms();
     let genuine = passport(registry_key, now, now + DAY_MS);
     let mut changed = genuine.clone();
     changed["credentialSubject"]["settledCount"] = json!(413);
@@ -143,7 +143,7 @@ async fn the_browser_page_verifies_passports_signed_by_the_registry() {
     let new_key = local.state.signing_key();
     // Past the rotation's second, so only the new key covers the issue time.
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
-    let later = bazaar_cli::runtime_now_ms();
+    let later = bazaar_sdk::clock::now_ms();
     let cases = vec![
         ("old-key-before-rotation", passport(&old_key, now, now + DAY_MS)),
         ("new-key", passport(&new_key, later, later + DAY_MS)),
@@ -181,8 +181,8 @@ async fn changing_any_number_on_the_card_fails_the_check_again() {
     driver();
     let (local, dir) = registry("card").await;
     let operator = local.operator();
-    let (owner, buyer) = bazaar_cli::story::enroll_pair(&operator, "card-hotel", "card-buyer").await.unwrap();
-    let (_, shop) = bazaar_cli::story::enroll_pair(&operator, "card-mill", "card-shop").await.unwrap();
+    let (owner, buyer) = bazaar_stage::enroll_pair(&operator, "card-hotel", "card-buyer").await.unwrap();
+    let (_, shop) = bazaar_stage::enroll_pair(&operator, "card-mill", "card-shop").await.unwrap();
     let owner_id = owner.me().await.unwrap().member.id;
     operator.mint(&owner_id, 5_000, "m").await.unwrap();
     owner.fund("card-buyer", 5_000, "f").await.unwrap();

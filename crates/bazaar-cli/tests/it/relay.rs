@@ -111,9 +111,8 @@ async fn registered_agent(registry: &str, dir: &Path) -> String {
     let operator = bazaar_sdk::Client::new(registry, Some(operator_credential));
     let agent_key = bazaar_sdk::generate_key();
     std::fs::write(dir.join("agent.key"), hex::encode(agent_key.to_bytes())).unwrap();
-    let (owner, _) =
-        bazaar_cli::story::enroll_pair_with_key(&operator, "w-owner", "w-agent", &agent_key).await.unwrap();
-    bazaar_cli::story::enroll_pair(&operator, "s-owner", "s-agent").await.unwrap();
+    let (owner, _) = bazaar_stage::enroll_pair_with_key(&operator, "w-owner", "w-agent", &agent_key).await.unwrap();
+    bazaar_stage::enroll_pair(&operator, "s-owner", "s-agent").await.unwrap();
     owner.credential().unwrap().to_string()
 }
 
@@ -143,10 +142,10 @@ async fn workers_enroll_and_are_reviewed_from_the_command_line() {
     assert_eq!(enrolled["nostr"], worker["public_key"]);
     assert!(enrolled["did"].as_str().unwrap().starts_with("did:key:z"));
     let record_id = bazaar_relay::Hex32::parse(enrolled["record"].as_str().unwrap()).unwrap();
-    let mut client = bazaar_cli::relay_client::RelayClient::connect(&url).await.unwrap();
+    let mut client = bazaar_agents::relay_client::RelayClient::connect(&url).await.unwrap();
     let filter = bazaar_relay::Filter { ids: Some(vec![record_id]), ..Default::default() };
     let record = client.fetch(&[filter]).await.unwrap().pop().expect("the record is on the relay");
-    let binding = bazaar_cli::market::identity::check(&record).unwrap();
+    let binding = bazaar_agents::labor::identity::check(&record).unwrap();
     assert_eq!(binding.did, enrolled["did"].as_str().unwrap());
 
     let manifest = |tool: &str, reward: &str| {
@@ -194,9 +193,9 @@ async fn workers_enroll_and_are_reviewed_from_the_command_line() {
 /// owner records it, then clears.
 #[test]
 fn the_owner_reconciles_an_unknown_cost_from_the_command_line() {
-    use bazaar_cli::market::worker::{AllowanceConfig, Meter};
+    use bazaar_agents::labor::worker::{AllowanceConfig, Meter};
     let dir = common::fresh_dir("bazaar-allowance-cli");
-    let now = bazaar_cli::runtime::unix_now();
+    let now = bazaar_sdk::clock::unix_now();
     let mut meter = Meter::open(&dir, &AllowanceConfig { asset: "USD".into(), daily: 5_000_000 }).unwrap();
     meter.state.reserve("job-1", now).unwrap();
     meter.state.usage("job-1", 250_000, now);
@@ -244,13 +243,13 @@ async fn a_worker_process_answers_a_directed_job() {
     // A passed review, published directly (the CLI's review also checks the reward destination at a registry).
     let worker =
         bazaar_relay::Signer::from_secret_hex(&std::fs::read_to_string(dir.join("worker.key")).unwrap()).unwrap();
-    let passed = bazaar_relay::market::review::review_event(
+    let passed = bazaar_relay::labor::review::review_event(
         &worker,
         &serde_json::from_value(body).unwrap(),
         &Default::default(),
-        bazaar_cli::runtime::unix_now(),
+        bazaar_sdk::clock::unix_now(),
     );
-    let mut client = bazaar_cli::relay_client::RelayClient::connect(&url).await.unwrap();
+    let mut client = bazaar_agents::relay_client::RelayClient::connect(&url).await.unwrap();
     assert!(client.publish(&passed).await.unwrap().0);
     let coordinator = bazaar_relay::Signer::generate(&bazaar_server::OsEntropy);
     let mut process = std::process::Command::new(env!("CARGO_BIN_EXE_bazaar"))
@@ -264,15 +263,15 @@ async fn a_worker_process_answers_a_directed_job() {
         .spawn()
         .unwrap();
     let tags = request_tags("script-delivery/v1", false, &[worker.public_key()], "the text");
-    let job = coordinator.sign(bazaar_cli::runtime::unix_now(), JOB_REQUEST, tags, "");
+    let job = coordinator.sign(bazaar_sdk::clock::unix_now(), JOB_REQUEST, tags, "");
     assert!(client.publish(&job).await.unwrap().0);
-    let view = bazaar_cli::relay_client::follow_task(&url, &job.id, 20).await.unwrap();
+    let view = bazaar_agents::relay_client::follow_task(&url, &job.id, 20).await.unwrap();
     process.kill().unwrap();
     process.wait().unwrap();
     assert_eq!(view.successful_answers, 1, "{view:?}");
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"the text"));
     assert_eq!(std::fs::read_to_string(dir.join("artifacts").join(format!("{sha}.txt"))).unwrap(), "the text");
-    let meter = bazaar_cli::market::worker::Meter::inspect(&dir.join("state")).unwrap();
+    let meter = bazaar_agents::labor::worker::Meter::inspect(&dir.join("state")).unwrap();
     assert_eq!(meter.state.spent, 2_000, "the engine's reported usage, in millionths");
 }
 
@@ -285,17 +284,17 @@ async fn the_relay_answers_on_its_own_port_too() {
     let _server =
         serve(&["--data-dir".into(), dir.display().to_string(), "--relay-port".into(), relay_port.to_string()], port);
     let note = bazaar_relay::Signer::generate(&bazaar_server::OsEntropy).sign(
-        bazaar_cli::runtime::unix_now(),
+        bazaar_sdk::clock::unix_now(),
         1,
         vec![],
         "own port",
     );
     let own = format!("ws://127.0.0.1:{relay_port}/");
-    let mut client = bazaar_cli::relay_client::RelayClient::connect(&own).await.unwrap();
+    let mut client = bazaar_agents::relay_client::RelayClient::connect(&own).await.unwrap();
     assert!(client.publish(&note).await.unwrap().0);
     let by_id = bazaar_relay::Filter { ids: Some(vec![note.id]), ..Default::default() };
     for url in [format!("ws://127.0.0.1:{relay_port}/relay"), format!("ws://127.0.0.1:{port}/relay")] {
-        let mut reader = bazaar_cli::relay_client::RelayClient::connect(&url).await.unwrap();
+        let mut reader = bazaar_agents::relay_client::RelayClient::connect(&url).await.unwrap();
         assert_eq!(reader.fetch(std::slice::from_ref(&by_id)).await.unwrap(), vec![note.clone()], "{url}");
     }
     let info: Value = reqwest::Client::new()

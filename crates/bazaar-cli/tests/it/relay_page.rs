@@ -8,14 +8,14 @@
 //! Needs `/usr/bin/chromium`, `tests/browser/node_modules` and `tests/relay/node_modules`;
 //! `./scripts/test` installs them. Without them these tests fail, they never pass silently.
 
-use bazaar_cli::story::{embedded_registry_with, LocalRegistry};
 use bazaar_relay::event::tag;
 use bazaar_relay::jobs::{request_tags, JOB_FEEDBACK, JOB_REQUEST, JOB_RESULT};
-use bazaar_relay::market::evidence::coordinator_result_tags;
-use bazaar_relay::market::outcome::{verdict_event, Assessment, Subject};
-use bazaar_relay::market::BRIEF_SCRIPT_DELIVERY;
+use bazaar_relay::labor::evidence::coordinator_result_tags;
+use bazaar_relay::labor::outcome::{verdict_event, Assessment, Subject};
+use bazaar_relay::labor::BRIEF_SCRIPT_DELIVERY;
 use bazaar_relay::{Event, Filter, Signer};
 use bazaar_server::OsEntropy;
+use bazaar_stage::{embedded_registry_with, LocalRegistry};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

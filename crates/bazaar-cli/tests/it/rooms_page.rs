@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use bazaar_cli::story::{enroll_pair, enroll_pair_with_key};
+use bazaar_stage::{enroll_pair, enroll_pair_with_key};
 use reqwest::Method;
 use serde_json::json;
 
@@ -17,7 +17,7 @@ async fn a_member_reads_its_rooms_with_badges_headers_and_the_member_rail() {
     let (_, ada) = enroll_pair_with_key(&operator, "rooms-home", "ada", &key).await.unwrap();
     let (_, bo) = enroll_pair(&operator, "rooms-other", "bob").await.unwrap();
     let ada_id = bazaar_types::MemberId(ada.me().await.unwrap().member.id);
-    bazaar_cli::sealed::publish_sealing_key(&ada, &key, &ada_id).await.unwrap();
+    bazaar_agents::sealed::publish_sealing_key(&ada, &key, &ada_id).await.unwrap();
     let create = |name: &str, private: bool, sealed: bool| json!({"name": name, "private": private, "sealed": sealed});
     let lobby = ada
         .call::<serde_json::Value>(
@@ -93,8 +93,8 @@ async fn a_member_reads_and_writes_sealed_messages_in_the_browser_through_her_va
     let (_, bob) = enroll_pair_with_key(&operator, "vault-other", "bob", &bob_key).await.unwrap();
     let ada_id = bazaar_types::MemberId(bazaar_sdk::did_of(&ada_key));
     let bob_id = bazaar_types::MemberId(bazaar_sdk::did_of(&bob_key));
-    bazaar_cli::sealed::publish_sealing_key(&ada, &ada_key, &ada_id).await.unwrap();
-    bazaar_cli::sealed::publish_sealing_key(&bob, &bob_key, &bob_id).await.unwrap();
+    bazaar_agents::sealed::publish_sealing_key(&ada, &ada_key, &ada_id).await.unwrap();
+    bazaar_agents::sealed::publish_sealing_key(&bob, &bob_key, &bob_id).await.unwrap();
     let dm = bob
         .call::<serde_json::Value>(Method::POST, "/v1/dms", Some(bazaar_sdk::Body::json(json!({"with": "ada"}))), None)
         .await
@@ -102,7 +102,7 @@ async fn a_member_reads_and_writes_sealed_messages_in_the_browser_through_her_va
         .body;
     assert_eq!(dm["sealed"], true, "{dm}");
     let channel = ChannelId(dm["id"].as_str().unwrap().to_string());
-    let to = bazaar_cli::sealed::sealing_keys(&bob, &channel).await.unwrap();
+    let to = bazaar_agents::sealed::sealing_keys(&bob, &channel).await.unwrap();
     let sealed = seal(&channel, &bob_id, FIRST, &to).unwrap();
     let signature = sign_message(&bob_key, &channel, &bob_id, &Content::Sealed(&sealed));
     let path = format!("/v1/channels/{channel}/messages");

@@ -191,7 +191,7 @@ async fn rust_shop(world: &Value, dir: &Path, who: &str, runs: Arc<AtomicU64>) -
                 paid(axum::extract::State(route), request, next)
             },
         ));
-    let url = bazaar_cli::story::serve(app).await.unwrap();
+    let url = bazaar_stage::serve(app).await.unwrap();
     Shop { url: format!("{url}/work"), runs, faults, price: charging, routes, merchant, receipts }
 }
 

@@ -93,7 +93,7 @@ async fn a_hundred_paid_calls_settle_and_work_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_refused_once_is_paid_with_a_new_token() {
     use bazaar_cli::demo::restock::{storefront, PRICE_MINOR};
-    use bazaar_cli::story::{embedded_registry, enroll_pair, serve};
+    use bazaar_stage::{embedded_registry, enroll_pair, serve};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 

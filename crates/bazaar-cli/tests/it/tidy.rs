@@ -81,6 +81,16 @@ fn dependency_direction_holds() {
     for dep in ["bazaar-core", "bazaar-store", "bazaar-server", "tokio"] {
         assert!(!conversation.contains(&dep.to_string()), "bazaar-conversation must not depend on {dep}");
     }
+    // Agents reach a registry as any client does (the SDK, the relay's WebSocket), never through its insides.
+    let agents = dependencies("bazaar-agents");
+    for dep in ["bazaar-server", "bazaar-store", "bazaar-store-sqlite", "bazaar-store-postgres", "bazaar-stage", "axum"] {
+        assert!(!agents.contains(&dep.to_string()), "bazaar-agents must not depend on {dep}");
+    }
+    // The libraries never reach up into the binary.
+    for krate in ["bazaar-agents", "bazaar-stage", "bazaar-attacks"] {
+        assert!(!dependencies(krate).contains(&"bazaar-cli".to_string()), "{krate} must not depend on bazaar-cli");
+    }
+    assert!(!dependencies("bazaar-stage").contains(&"bazaar-attacks".to_string()));
 }
 
 /// The most integration-test binaries (top-level `tests/*.rs` files) one crate may have. Each is a link of

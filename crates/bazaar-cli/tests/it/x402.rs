@@ -6,10 +6,10 @@
 // reason: an end-to-end test reads as one story of requests and the checks after each.
 #![allow(clippy::too_many_lines)]
 
-use bazaar_cli::story::{embedded_registry_with, enroll_pair, serve};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::paid::{x402_paid, PaidRoute, Settled, X402Route};
+use bazaar_stage::{embedded_registry_with, enroll_pair, serve};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

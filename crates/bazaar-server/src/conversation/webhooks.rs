@@ -29,7 +29,7 @@ use bazaar_types::limits::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use utoipa::ToSchema;
@@ -54,44 +54,7 @@ fn refused(reason: impl Into<String>) -> Problem {
     crate::plane::problem(ConversationError::WebhookUrlInvalid(reason.into()))
 }
 
-/// Addresses a webhook may never reach unless the operator allows private
-/// targets: loopback, private, link-local, shared, reserved, multicast and
-/// unspecified ranges, in IPv4 and IPv6 (IPv4-mapped included).
-pub fn is_private_address(address: IpAddr) -> bool {
-    match address {
-        IpAddr::V4(v4) => is_private_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => is_private_v4(v4),
-            None => is_private_v6(v6),
-        },
-    }
-}
-
-fn is_private_v4(v4: Ipv4Addr) -> bool {
-    let [a, b, c, _] = v4.octets();
-    v4.is_loopback()
-        || v4.is_private()
-        || v4.is_link_local()
-        || v4.is_unspecified()
-        || v4.is_broadcast()
-        || v4.is_multicast()
-        || v4.is_documentation()
-        || a == 0
-        || (a == 100 && (64..128).contains(&b))
-        || (a == 192 && b == 0 && c == 0)
-        || (a == 198 && (b == 18 || b == 19))
-        || a >= 240
-}
-
-fn is_private_v6(v6: Ipv6Addr) -> bool {
-    let first = v6.segments()[0];
-    v6.is_loopback()
-        || v6.is_unspecified()
-        || v6.is_multicast()
-        || (first & 0xfe00) == 0xfc00
-        || (first & 0xffc0) == 0xfe80
-        || (first == 0x2001 && v6.segments()[1] == 0x0db8)
-}
+pub use bazaar_types::net::is_private_address;
 
 /// A URL a webhook may be registered at: http(s), a host, no credentials, no
 /// fragment; an address literal or `localhost` in a private range is refused
@@ -110,7 +73,7 @@ pub fn check_target(url: &str, allow_private: bool) -> Result<reqwest::Url, Prob
     let host = parsed.host().ok_or_else(|| refused("the URL has no host"))?;
     if !allow_private {
         let private = match host {
-            url::Host::Ipv4(v4) => is_private_v4(v4),
+            url::Host::Ipv4(v4) => is_private_address(IpAddr::V4(v4)),
             url::Host::Ipv6(v6) => is_private_address(IpAddr::V6(v6)),
             url::Host::Domain(name) => name == "localhost" || name.ends_with(".localhost"),
         };

@@ -467,9 +467,9 @@ impl World {
         self.ids.insert("hire", hired["id"].as_str().unwrap().into());
         let identity = bazaar_relay::Signer::generate(&bazaar_types::SeededEntropy::new(9));
         let at = (r.state.now().ms() / 1000) as u64;
-        let binding = bazaar_relay::market::enrollment::binding_statement(&identity.public_key(), &a.id, at);
+        let binding = bazaar_relay::labor::enrollment::binding_statement(&identity.public_key(), &a.id, at);
         let signature = bazaar_core::crypto::sign(&a.key, binding.as_bytes());
-        let enrollment = bazaar_relay::market::enrollment::enrollment_event(&identity, &a.id, at, &signature);
+        let enrollment = bazaar_relay::labor::enrollment::enrollment_event(&identity, &a.id, at, &signature);
         let lease = json!({"worker": self.ids["worker"], "pay_to": self.ids["worker"], "price_minor": 10,
             "period_s": 3_600, "identity": serde_json::from_str::<Value>(&enrollment.to_json()).unwrap()});
         let bought = call(r, &a.credential, Method::POST, "/v1/leases", Some(lease.clone()), Some("authz-lease")).await;

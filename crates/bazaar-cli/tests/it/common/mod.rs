@@ -7,10 +7,10 @@
 
 pub mod markdown;
 
-use bazaar_cli::story::{embedded_registry_with, local_registry, LocalRegistry};
 use bazaar_cli::wire_json;
 use bazaar_core::apply::Config;
 use bazaar_sdk::Client;
+use bazaar_stage::{embedded_registry_with, local_registry, LocalRegistry};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -133,7 +133,7 @@ impl ThrowawayDatabase {
 
     /// A registry on this database on the standard settings, served on 127.0.0.1.
     pub async fn registry(&self) -> LocalRegistry {
-        let offset = Arc::new(bazaar_cli::runtime::OffsetClock::default());
+        let offset = Arc::new(bazaar_stage::OffsetClock::default());
         let store =
             bazaar_store_postgres::PostgresStore::connect(&self.url, Config::standard(), offset.clone()).await.unwrap();
         local_registry(Arc::new(store), offset, Config::standard(), None).await.unwrap()

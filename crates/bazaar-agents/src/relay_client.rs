@@ -1,4 +1,4 @@
-//! A small NIP-01 client for the CLI's market roles (`jobs`, `worker`,
+//! A small NIP-01 client for the labor market's roles (`jobs`, `worker`,
 //! `validator`): outbound connections only, to any relay. It publishes and
 //! waits for `OK`, reads a subscription to `EOSE`, and follows it live. Frames
 //! it did not ask about (NOTICEs, other subscriptions) are skipped.

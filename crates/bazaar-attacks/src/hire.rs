@@ -74,9 +74,9 @@ pub(super) async fn accept_without_verified_response(cast: &Cast) -> Result<Meas
     // A "result" for the task from a key the specialist never enrolled, with its own enrollment.
     let stranger = Signer::generate(&bazaar_server::OsEntropy);
     let stranger_identity = bazaar_sdk::generate_key();
-    let now = crate::runtime::unix_now();
+    let now = bazaar_sdk::clock::unix_now();
     let result = stranger.sign(now, JOB_RESULT, vec![vec!["e".into(), task.clone()]], "done, trust me");
-    let enrollment = crate::market::identity::enroll(&stranger, &stranger_identity, now);
+    let enrollment = bazaar_agents::labor::identity::enroll(&stranger, &stranger_identity, now);
     let (result, enrollment) = (json_of(&result)?, json_of(&enrollment)?);
     measured!(cast, "accept and pay a hire with a result the hired specialist never signed", async {
         cast.buyer.accept_hire(&id, &result, &enrollment).await.map(|a| a.body)
@@ -88,7 +88,7 @@ pub(super) async fn lease_for_another_identity(cast: &Cast) -> Result<Measured> 
     // The merchant's own task identity, bound to the merchant's DID: not the buyer's.
     let theirs = Signer::generate(&bazaar_server::OsEntropy);
     let enrollment =
-        json_of(&crate::market::identity::enroll(&theirs, &cast.merchant_key, crate::runtime::unix_now()))?;
+        json_of(&bazaar_agents::labor::identity::enroll(&theirs, &cast.merchant_key, bazaar_sdk::clock::unix_now()))?;
     measured!(cast, "buy queue priority for a task identity that belongs to someone else", async {
         let key = format!("lease-{}", cast.tag);
         cast.buyer.buy_lease(&merchant, &merchant, PRICE_MINOR, 3_600, &enrollment, &key).await.map(|a| a.body)

@@ -18,9 +18,9 @@ use anyhow::{bail, Context, Result};
 use bazaar_relay::event::tag;
 use bazaar_relay::jobs::task::{task_filters, TaskState};
 use bazaar_relay::jobs::{request_tags, JobRequest, JOB_FEEDBACK, JOB_REQUEST, JOB_RESULT};
-use bazaar_relay::market::allowance::{micros, Allowance, Metered, Micros};
-use bazaar_relay::market::evidence::{artifact_of, coordinator_result_tags};
-use bazaar_relay::market::review::{passed_config, Manifest, REVIEW};
+use bazaar_relay::labor::allowance::{micros, Allowance, Metered, Micros};
+use bazaar_relay::labor::evidence::{artifact_of, coordinator_result_tags};
+use bazaar_relay::labor::review::{passed_config, Manifest, REVIEW};
 use bazaar_relay::{Event, Filter, PublicKey, Signer};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -209,7 +209,7 @@ impl Meter {
 }
 
 fn now() -> u64 {
-    crate::runtime::unix_now()
+    bazaar_sdk::clock::unix_now()
 }
 
 /// Runs until `stop` resolves (or the relay connection fails).

@@ -12,9 +12,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use bazaar_relay::jobs::task::TaskView;
 use bazaar_relay::jobs::{request_tags, JOB_REQUEST};
-use bazaar_relay::market::evidence::artifact_of;
-use bazaar_relay::market::judge::{judge_contest, PairwiseJudge, CONTEST_ANSWER};
-use bazaar_relay::market::outcome::{verdict_event, Assessment, Subject};
+use bazaar_relay::labor::evidence::artifact_of;
+use bazaar_relay::labor::judge::{judge_contest, PairwiseJudge, CONTEST_ANSWER};
+use bazaar_relay::labor::outcome::{verdict_event, Assessment, Subject};
 use bazaar_relay::{Event, Filter, PublicKey};
 use rusqlite::params;
 use serde::Serialize;
@@ -71,7 +71,7 @@ impl Validator {
             bail!("a contest needs at least two workers");
         }
         let job = self.signer.sign(
-            crate::runtime::unix_now(),
+            bazaar_sdk::clock::unix_now(),
             JOB_REQUEST,
             request_tags(CONTEST_ANSWER, false, workers, prompt),
             "",
@@ -129,7 +129,7 @@ impl Validator {
             workflow: CONTEST_ANSWER,
             config_hash: &config_hash,
         };
-        let verdict = verdict_event(&self.signer, &subject, &assessment, crate::runtime::unix_now());
+        let verdict = verdict_event(&self.signer, &subject, &assessment, bazaar_sdk::clock::unix_now());
         self.db()?.execute(
             "INSERT INTO contest_outcomes VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![

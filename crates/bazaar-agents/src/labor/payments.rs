@@ -167,7 +167,7 @@ impl Journal {
         if let Some(paid) = self.attempts.iter().find(|a| a.task == order.task && a.paid()) {
             return Ok(PayOutcome::AlreadyPaid(paid.clone()));
         }
-        let now = crate::runtime::unix_now();
+        let now = bazaar_sdk::clock::unix_now();
         let number = self.attempts.iter().filter(|a| a.task == order.task).count() + 1;
         let attempt = Attempt {
             id: format!("svc-{}-{}-{number}", order.authorization, now),
@@ -197,12 +197,12 @@ impl Journal {
             .await;
         let index = self.attempts.len() - 1;
         let slot = &mut self.attempts[index];
-        slot.settled_at = Some(crate::runtime::unix_now());
+        slot.settled_at = Some(bazaar_sdk::clock::unix_now());
         let outcome = match answer {
             Ok(answer) => {
                 slot.state = AttemptState::Confirmed;
                 // The journal keeps the payment as the JSON the registry answered.
-                let payment = crate::wire_json(&answer.body);
+                let payment = bazaar_sdk::wire::wire_json(&answer.body);
                 slot.payment = Some(payment.clone());
                 PayOutcome::Paid(payment)
             }

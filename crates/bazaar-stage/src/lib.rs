@@ -1,15 +1,19 @@
-//! The stage every chapter of `bazaar demo` plays on, and the integration tests
-//! with it: embedded registries served on 127.0.0.1, owners and agents enrolled
-//! through invites, any router served on a free port, and narration helpers.
-//! The chapters import this module and never each other, so one can change
-//! without reading the others; `demo` composes them.
+//! The stage the demo's chapters, the attack catalogue and the integration tests play on: embedded
+//! registries served on 127.0.0.1 (their data directories kept private by `data_dir`), owners and agents
+//! enrolled through invites, any router served on a free port, the demo's `OffsetClock` that moves deadlines
+//! forward without waiting days, and narration helpers. The demo's chapters import this crate and never each
+//! other, so one can change without reading the others; `bazaar demo` composes them.
 
-use crate::runtime::{registry_config, OffsetClock, SQLITE_FILE};
+pub mod data_dir;
+
+use crate::data_dir::{CONVERSATION_FILE, RELAY_FILE, SQLITE_FILE};
 use anyhow::{Context, Result};
 use axum::Router;
+use bazaar_core::apply::Config;
+use bazaar_sdk::clock::SystemClock;
 use bazaar_sdk::{generate_key, Client, SdkError};
 use bazaar_store::Store;
-use bazaar_types::Clock;
+use bazaar_types::{Clock, Timestamp};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -34,7 +38,7 @@ impl LocalRegistry {
 /// Opens (or creates) an embedded registry in `dir` and serves it. A fresh one
 /// takes `operator_credential`, or draws one.
 pub async fn embedded_registry(dir: &Path, operator_credential: Option<String>) -> Result<LocalRegistry> {
-    embedded_registry_with(dir, operator_credential, registry_config()).await
+    embedded_registry_with(dir, operator_credential, Config::standard()).await
 }
 
 /// [`embedded_registry`] with the registry's settings (short dispute windows in tests).
@@ -71,15 +75,14 @@ pub async fn embedded_on_clock(
     // The conversation plane beside it, on its own file (notices are written
     // when a caller runs the notifier; the demo and tests drive it).
     let plane = bazaar_conversation::sqlite::SqliteConversationStore::open(
-        &crate::data_dir::private_file(dir, crate::runtime::CONVERSATION_FILE)?,
+        &crate::data_dir::private_file(dir, CONVERSATION_FILE)?,
         offset,
         local.state.entropy.clone(),
     )?;
     local.state.attach_conversation(Arc::new(plane));
     // And the labor market's relay, on its own file too.
-    let relay_store =
-        bazaar_relay::sqlite::SqliteEventStore::open(&crate::data_dir::private_file(dir, crate::runtime::RELAY_FILE)?)?;
-    let relay_url = crate::runtime::relay_url(&local.url, None);
+    let relay_store = bazaar_relay::sqlite::SqliteEventStore::open(&crate::data_dir::private_file(dir, RELAY_FILE)?)?;
+    let relay_url = relay_url(&local.url, None);
     let relay = bazaar_relay::Relay::start(
         Arc::new(relay_store),
         local.clock.clone(),
@@ -171,5 +174,57 @@ pub fn audit_word(ok: bool) -> &'static str {
         "passed"
     } else {
         "FAILED"
+    }
+}
+
+/// The wall clock plus an offset the demo moves forward to show deadlines
+/// passing (review windows, dispute phases) without waiting days.
+#[derive(Debug, Default)]
+pub struct OffsetClock(std::sync::atomic::AtomicI64);
+
+impl OffsetClock {
+    /// A clock that reads `now_ms` now and runs on with the wall clock from there (a peer registry started
+    /// beside one whose clock was moved ahead).
+    pub fn reading(now_ms: i64) -> OffsetClock {
+        OffsetClock(std::sync::atomic::AtomicI64::new(now_ms - SystemClock.now().0))
+    }
+
+    pub fn advance_s(&self, seconds: u64) {
+        self.0.fetch_add(seconds as i64 * 1000, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(SystemClock.now().0 + self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// The relay's WebSocket URL: on its own port when given, else `/relay` under the registry's URL.
+pub fn relay_url(public_url: &str, relay_port: Option<u16>) -> String {
+    let ws = public_url.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1);
+    let base = ws.trim_end_matches('/');
+    match relay_port {
+        Some(port) => {
+            let host_end = base.find("://").map_or(0, |i| i + 3);
+            let authority = &base[host_end..];
+            let host = authority.split('/').next().unwrap_or(authority);
+            let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+            format!("{}{host}:{port}/", &base[..host_end])
+        }
+        None => format!("{base}{}", bazaar_server::relay::RELAY_PATH),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_relay_url_follows_the_public_url_and_its_own_port() {
+        assert_eq!(relay_url("http://127.0.0.1:8080", None), "ws://127.0.0.1:8080/relay");
+        assert_eq!(relay_url("https://bazaar.example/", None), "wss://bazaar.example/relay");
+        assert_eq!(relay_url("https://bazaar.example:8443/base", Some(7447)), "wss://bazaar.example:7447/");
+        assert_eq!(relay_url("http://127.0.0.1:8080", Some(7447)), "ws://127.0.0.1:7447/");
     }
 }

@@ -2,7 +2,7 @@
 //! Bazaar's own DID method (`did:key`, Ed25519), and signed with the agent's key file.
 
 use base64::Engine;
-use bazaar_relay::market::enrollment::{binding_statement, enrollment_event, verify_enrollment, Binding};
+use bazaar_relay::labor::enrollment::{binding_statement, enrollment_event, verify_enrollment, Binding};
 use bazaar_relay::{Event, Signer};
 use ed25519_dalek::Signer as _;
 
@@ -17,6 +17,6 @@ pub fn enroll(worker: &Signer, identity: &ed25519_dalek::SigningKey, created_at:
 }
 
 /// Checks an enrollment record with `did:key`.
-pub fn check(event: &Event) -> Result<Binding, bazaar_relay::market::enrollment::EnrollmentInvalid> {
+pub fn check(event: &Event) -> Result<Binding, bazaar_relay::labor::enrollment::EnrollmentInvalid> {
     verify_enrollment(event, &bazaar_core::crypto::did_signed)
 }

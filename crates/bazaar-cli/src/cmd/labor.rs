@@ -1,23 +1,24 @@
-//! The market's roles on the command line: `bazaar worker enroll|review|run`
+//! The labor market's roles on the command line: `bazaar worker enroll|review|run`
 //! and `bazaar validator post|assess|replay|export|records`. The runtimes are
-//! `bazaar_cli::market`; this module parses arguments and prints answers.
+//! `bazaar_agents::labor`; this module parses arguments and prints answers.
 
 use super::common::print_pretty;
 use super::jobs::{read_signer, RelayArg};
 use anyhow::{anyhow, bail, Context, Result};
-use bazaar_cli::market::bounty::{self, PostReward};
-use bazaar_cli::market::contest::CommandJudge;
-use bazaar_cli::market::engine::Engine;
-use bazaar_cli::market::fetch::{FetchPolicy, FixedResolver};
-use bazaar_cli::market::identity;
-use bazaar_cli::market::validator::Validator;
-use bazaar_cli::market::worker::{self, AllowanceConfig, Meter, Role, WorkerConfig};
-use bazaar_cli::relay_client::RelayClient;
-use bazaar_cli::runtime::{read_key, unix_now};
-use bazaar_relay::market::allowance::{decimal, micros};
-use bazaar_relay::market::enrollment::ENROLLMENT;
-use bazaar_relay::market::review::{preflight, review_event, Manifest, REVIEW};
+use bazaar_agents::labor::bounty::{self, PostReward};
+use bazaar_agents::labor::contest::CommandJudge;
+use bazaar_agents::labor::engine::Engine;
+use bazaar_agents::labor::fetch::{FetchPolicy, FixedResolver};
+use bazaar_agents::labor::identity;
+use bazaar_agents::labor::validator::Validator;
+use bazaar_agents::labor::worker::{self, AllowanceConfig, Meter, Role, WorkerConfig};
+use bazaar_agents::relay_client::RelayClient;
+use bazaar_cli::runtime::read_key;
+use bazaar_relay::labor::allowance::{decimal, micros};
+use bazaar_relay::labor::enrollment::ENROLLMENT;
+use bazaar_relay::labor::review::{preflight, review_event, Manifest, REVIEW};
 use bazaar_relay::{Hex32, Signer};
+use bazaar_sdk::clock::unix_now;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::collections::HashSet;

@@ -8,10 +8,10 @@
 //! and the directory is removed, so nothing an attack touched is kept anywhere.
 
 use super::Verdict;
-use crate::story::{embedded_registry_with, LocalRegistry};
 use anyhow::{anyhow, Context, Result};
 use bazaar_core::apply::Config;
 use bazaar_core::dispute::Windows;
+use bazaar_stage::{embedded_registry_with, LocalRegistry};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -98,7 +98,7 @@ async fn start(dir: &Path) -> Result<LocalRegistry> {
         appeal_s: SCRATCH_WINDOW_S,
         ..Windows::standard()
     };
-    let config = Config { windows, ..crate::runtime::registry_config() };
+    let config = Config { windows, ..Config::standard() };
     let local = embedded_registry_with(dir, None, config).await?;
     local.state.plane().map_err(|problem| anyhow!("{}", problem.detail))?.allow_private_webhooks(true);
     bazaar_server::conversation::webhooks::spawn_sender(local.state.clone());

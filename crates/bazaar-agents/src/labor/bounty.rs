@@ -9,8 +9,8 @@
 use anyhow::{anyhow, bail, Context, Result};
 use bazaar_relay::jobs::reward::JobReward;
 use bazaar_relay::jobs::JOB_RESULT;
-use bazaar_relay::market::enrollment::ENROLLMENT;
-use bazaar_relay::market::review::REVIEW;
+use bazaar_relay::labor::enrollment::ENROLLMENT;
+use bazaar_relay::labor::review::REVIEW;
 use bazaar_relay::{Event, Filter, PublicKey};
 use bazaar_sdk::wire::bounty::{Bounty, Reward};
 use serde_json::{json, Value};
@@ -95,7 +95,8 @@ pub async fn release(
 /// beside them — never added to them — any payment its results on the relay
 /// claim (`amount` tags), marked unverified.
 pub async fn earnings(registry: &bazaar_sdk::Client, agent: &str, relay: &str, worker: PublicKey) -> Result<Value> {
-    let mut record = crate::wire_json(&registry.earnings(agent).await.context("reading the agent's earnings")?);
+    let mut record =
+        bazaar_sdk::wire::wire_json(&registry.earnings(agent).await.context("reading the agent's earnings")?);
     let results = Filter { kinds: Some(vec![JOB_RESULT]), authors: Some(vec![worker]), ..Filter::default() };
     let claims: Vec<Value> = RelayClient::connect(relay)
         .await?

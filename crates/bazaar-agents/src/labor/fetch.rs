@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bazaar_server::conversation::webhooks::is_private_address;
+use bazaar_types::net::is_private_address;
 
 /// Redirects followed at most.
 pub const REDIRECTS_MAX: usize = 3;

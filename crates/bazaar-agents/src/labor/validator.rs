@@ -17,12 +17,12 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use bazaar_relay::jobs::task::TaskState;
 use bazaar_relay::jobs::{request_tags, JobRequest, JOB_REQUEST};
-use bazaar_relay::market::evidence::{check_chain, links_of, ArtifactRef, Chain};
-use bazaar_relay::market::grades::{GradeKey, Records};
-use bazaar_relay::market::judge::{CoordinationJudge, ExactText, Judge, Observer, Rubric, CONTEST_ANSWER};
-use bazaar_relay::market::outcome::{verdict_event, Assessment, Subject, Verdict};
-use bazaar_relay::market::review::{passed_config, REVIEW};
-use bazaar_relay::market::BRIEF_SCRIPT_DELIVERY;
+use bazaar_relay::labor::evidence::{check_chain, links_of, ArtifactRef, Chain};
+use bazaar_relay::labor::grades::{GradeKey, Records};
+use bazaar_relay::labor::judge::{CoordinationJudge, ExactText, Judge, Observer, Rubric, CONTEST_ANSWER};
+use bazaar_relay::labor::outcome::{verdict_event, Assessment, Subject, Verdict};
+use bazaar_relay::labor::review::{passed_config, REVIEW};
+use bazaar_relay::labor::BRIEF_SCRIPT_DELIVERY;
 use bazaar_relay::{Event, Filter, Hex32, PublicKey, Signer};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
@@ -151,7 +151,7 @@ impl Validator {
             }
         };
         tags.push(bounty::reward_tag(reward, &poster));
-        let job = self.signer.sign(crate::runtime::unix_now(), JOB_REQUEST, tags, "");
+        let job = self.signer.sign(bazaar_sdk::clock::unix_now(), JOB_REQUEST, tags, "");
         if let (PostReward::Bounty(amount), Some(registry)) = (reward, &self.registry) {
             let funded = bounty::fund(registry, &job, amount).await?;
             let id = funded.id.clone();
@@ -277,7 +277,7 @@ impl Validator {
         let config_hash = result.and_then(|r| r.tag("config")).unwrap_or("unknown").to_string();
         let subject =
             Subject { job, result, worker: &worker, workflow: BRIEF_SCRIPT_DELIVERY, config_hash: &config_hash };
-        let verdict = verdict_event(&self.signer, &subject, &assessment, crate::runtime::unix_now());
+        let verdict = verdict_event(&self.signer, &subject, &assessment, bazaar_sdk::clock::unix_now());
         let specialist = gathered.events.get(3).map(|r| r.pubkey.to_hex());
         let evidence = serde_json::to_string(&gathered.events)?;
         self.db()?.execute(
@@ -350,7 +350,7 @@ impl Validator {
             "UPDATE bounties SET reward = ?2 WHERE job_id = ?1",
             params![job_id.to_hex(), serde_json::to_string(&reward)?],
         )?;
-        Ok(Some(crate::wire_json(&reward)))
+        Ok(Some(bazaar_sdk::wire::wire_json(&reward)))
     }
 
     fn task(&self, job_id: &Hex32) -> Result<(Event, String)> {

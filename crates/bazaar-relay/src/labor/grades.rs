@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::event::PublicKey;
-use crate::market::judge::Rubric;
-use crate::market::outcome::{Assessment, Verdict};
+use crate::labor::judge::Rubric;
+use crate::labor::outcome::{Assessment, Verdict};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct GradeKey {

@@ -4,7 +4,7 @@
 //! `bounty` (a job's reward funded before posting, released on acceptance),
 //! `payments` (the hiring agent's journal: saved before money moves, never retried when uncertain),
 //! `fetch` (evidence from an allowlist, defensively), `engine` (the pluggable
-//! command a worker runs). The rules they apply are `bazaar_relay::market`'s.
+//! command a worker runs). The rules they apply are `bazaar_relay::labor`'s.
 
 pub mod bounty;
 pub mod contest;

@@ -13,11 +13,11 @@ use bazaar_sdk::SdkError;
 use serde_json::{json, Value};
 
 use super::{snapshot, Attempt, Cast, Measured};
-use crate::market::fetch::{fetch, FetchError, FetchPolicy, FixedResolver};
-use crate::relay_client::RelayClient;
+use bazaar_agents::labor::fetch::{fetch, FetchError, FetchPolicy, FixedResolver};
+use bazaar_agents::relay_client::RelayClient;
 
 fn relay_url(cast: &Cast) -> String {
-    crate::runtime::relay_url(&cast.registry, None)
+    bazaar_stage::relay_url(&cast.registry, None)
 }
 
 fn signer() -> Signer {
@@ -52,7 +52,7 @@ async fn accepted(client: &mut RelayClient, event: &Event) -> Result<()> {
 pub async fn unnamed_worker_result(cast: &Cast) -> Result<Measured> {
     let mut client = RelayClient::connect(&relay_url(cast)).await?;
     let (asker, named, intruder) = (signer(), signer(), signer());
-    let now = crate::runtime::unix_now();
+    let now = bazaar_sdk::clock::unix_now();
     let job = asker.sign(now, JOB_REQUEST, request_tags("attack/v1", false, &[named.public_key()], "x"), "");
     accepted(&mut client, &job).await?;
     let result = intruder.sign(now, JOB_RESULT, vec![tag(&["e", &job.id.to_hex()])], "I was not asked");
@@ -61,7 +61,7 @@ pub async fn unnamed_worker_result(cast: &Cast) -> Result<Measured> {
 
 pub async fn forged_event(cast: &Cast) -> Result<Measured> {
     let mut client = RelayClient::connect(&relay_url(cast)).await?;
-    let mut event = signer().sign(crate::runtime::unix_now(), 1, vec![], "pay 10 to worker A");
+    let mut event = signer().sign(bazaar_sdk::clock::unix_now(), 1, vec![], "pay 10 to worker A");
     event.content = "pay 10 to worker B".into();
     attempt(cast, "publish an event altered after it was signed", &mut client, &event).await
 }
@@ -69,7 +69,7 @@ pub async fn forged_event(cast: &Cast) -> Result<Measured> {
 pub async fn resubmitted_deleted(cast: &Cast) -> Result<Measured> {
     let mut client = RelayClient::connect(&relay_url(cast)).await?;
     let author = signer();
-    let now = crate::runtime::unix_now();
+    let now = bazaar_sdk::clock::unix_now();
     let note = author.sign(now, 1, vec![], "withdrawn offer");
     accepted(&mut client, &note).await?;
     accepted(&mut client, &author.sign(now, 5, vec![tag(&["e", &note.id.to_hex()])], "")).await?;
@@ -79,7 +79,7 @@ pub async fn resubmitted_deleted(cast: &Cast) -> Result<Measured> {
 pub async fn older_replaceable(cast: &Cast) -> Result<Measured> {
     let mut client = RelayClient::connect(&relay_url(cast)).await?;
     let author = signer();
-    let now = crate::runtime::unix_now();
+    let now = bazaar_sdk::clock::unix_now();
     let older = author.sign(now - 60, 10_002, vec![], "older relay list");
     accepted(&mut client, &author.sign(now, 10_002, vec![], "newer relay list")).await?;
     attempt(cast, "replace a replaceable event with an older version", &mut client, &older).await
@@ -113,7 +113,7 @@ pub async fn redirect_to_private(cast: &Cast) -> Result<Measured> {
             axum::response::Redirect::temporary("http://metadata.internal/latest/meta-data")
         }),
     );
-    let url = format!("{}/artifact.txt", crate::story::serve(receiver).await?);
+    let url = format!("{}/artifact.txt", bazaar_stage::serve(receiver).await?);
     let host = url.split("//").nth(1).and_then(|rest| rest.split([':', '/']).next()).unwrap_or_default().to_string();
     let mut policy = FetchPolicy::new([host.clone(), "metadata.internal".to_string()]);
     policy.private_hosts = [host.clone()].into();

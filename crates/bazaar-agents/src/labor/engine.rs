@@ -119,6 +119,6 @@ async fn watch(
 fn parse_usage(line: &str) -> Option<Usage> {
     let mut words = line.strip_prefix("usage:")?.split_whitespace();
     let amount = words.next()?;
-    bazaar_relay::market::allowance::micros(amount)?;
+    bazaar_relay::labor::allowance::micros(amount)?;
     Some(Usage { amount: amount.to_string(), asset: words.next().unwrap_or("USD").to_string() })
 }

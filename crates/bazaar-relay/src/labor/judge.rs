@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::market::outcome::Assessment;
+use crate::labor::outcome::Assessment;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -166,7 +166,7 @@ pub fn judge_contest(prompt: &str, answers: &[String], judge: &dyn PairwiseJudge
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::market::outcome::Verdict;
+    use crate::labor::outcome::Verdict;
 
     #[test]
     fn exact_text_is_exact() {
