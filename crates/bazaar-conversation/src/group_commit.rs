@@ -1,19 +1,18 @@
-//! The embedded engine's writer: one thread owns the write connection and
-//! commits whatever acts are waiting in one transaction (group commit), each
-//! act in a savepoint of its own, so one act's refusal undoes only its own
-//! writes and a burst of posts costs one fsync, not one each.
+//! The embedded engine's writer: the plane kit's sequenced writer ([`bazaar_plane::writer`]) owning the
+//! write connection, committing whatever acts are waiting in one transaction (group commit), each act in a
+//! savepoint of its own, so one act's refusal undoes only its own writes and a burst of posts costs one
+//! fsync, not one each.
 //!
-//! Callers block until their act's transaction has committed (or failed), so
-//! a reply always means durable. If anything but an act's own refusal goes
-//! wrong (a savepoint or the commit fails), the whole transaction is rolled
-//! back and every act in it is answered `unavailable`: none is half-written.
+//! Callers block until their act's transaction has committed (or failed), so a reply always means durable.
+//! If anything but an act's own refusal goes wrong (a savepoint or the commit fails), the whole transaction
+//! is rolled back and every act in it is answered `unavailable`: none is half-written. A full queue
+//! (`CONVERSATION_WRITE_QUEUE_MAX` acts) is answered `unavailable` at once rather than grow.
 
 use std::any::Any;
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use bazaar_types::limits::GROUP_COMMIT_MAX;
+use bazaar_plane::writer::{GroupWrite, GroupWriter, Limits};
+use bazaar_types::limits::{CONVERSATION_WRITE_QUEUE_MAX, GROUP_COMMIT_MAX};
 use bazaar_types::{Clock, Timestamp};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
@@ -22,30 +21,34 @@ use crate::store::{ConversationError, Result};
 type Outcome = Result<Box<dyn Any + Send>>;
 type Job = Box<dyn FnOnce(&Transaction<'_>, Timestamp) -> Outcome + Send>;
 
-struct Request {
-    job: Job,
-    reply: mpsc::Sender<Outcome>,
-}
-
 fn unavailable(error: impl std::fmt::Display) -> ConversationError {
     ConversationError::Unavailable(error.to_string())
 }
 
-/// The writer thread and the queue to it.
-pub(crate) struct Writer {
-    queue: Option<mpsc::Sender<Request>>,
-    thread: Option<JoinHandle<()>>,
+/// The write connection and the clock each group is stamped by.
+struct Acts {
+    connection: Connection,
+    clock: Arc<dyn Clock>,
 }
+
+impl GroupWrite for Acts {
+    type Item = Job;
+    type Answer = Outcome;
+
+    fn write(&mut self, group: Vec<Job>) -> Vec<Outcome> {
+        let now = self.clock.now();
+        commit_group(&mut self.connection, now, group)
+    }
+}
+
+/// The writer thread and the queue to it; dropping it writes what is queued and waits for the thread.
+pub(crate) struct Writer(GroupWriter<Acts>);
 
 impl Writer {
     /// Starts the thread that owns `connection`.
     pub(crate) fn start(connection: Connection, clock: Arc<dyn Clock>) -> Result<Writer> {
-        let (queue, requests) = mpsc::channel::<Request>();
-        let thread = std::thread::Builder::new()
-            .name("conversation-writer".into())
-            .spawn(move || run(connection, clock.as_ref(), &requests))
-            .map_err(unavailable)?;
-        Ok(Writer { queue: Some(queue), thread: Some(thread) })
+        let limits = Limits { queue_max: CONVERSATION_WRITE_QUEUE_MAX, group_max: GROUP_COMMIT_MAX };
+        GroupWriter::spawn("conversation-writer", limits, Acts { connection, clock }).map(Writer).map_err(unavailable)
     }
 
     /// Runs `act` in the next group and waits for that group's commit.
@@ -53,83 +56,43 @@ impl Writer {
         &self,
         act: impl FnOnce(&Transaction<'_>, Timestamp) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let (reply, answer) = mpsc::channel();
         let job: Job = Box::new(move |tx, now| act(tx, now).map(|value| Box::new(value) as Box<dyn Any + Send>));
-        let queue = self.queue.as_ref().ok_or_else(|| unavailable("the writer has stopped"))?;
-        queue.send(Request { job, reply }).map_err(|_| unavailable("the writer has stopped"))?;
-        let value = answer.recv().map_err(|_| unavailable("the writer stopped during this write"))??;
+        let value = self.0.submit_blocking(job).map_err(unavailable)??;
         value.downcast::<T>().map(|boxed| *boxed).map_err(|_| unavailable("the writer answered with another type"))
     }
 }
 
-impl Drop for Writer {
-    /// Closes the queue, lets the thread finish what it holds, and waits for it.
-    fn drop(&mut self) {
-        self.queue.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn run(mut connection: Connection, clock: &dyn Clock, requests: &mpsc::Receiver<Request>) {
-    while let Ok(first) = requests.recv() {
-        let mut group = vec![first];
-        while group.len() < GROUP_COMMIT_MAX {
-            match requests.try_recv() {
-                Ok(next) => group.push(next),
-                Err(_) => break,
-            }
-        }
-        commit_group(&mut connection, clock.now(), group);
-    }
-}
-
 /// One transaction for the group; each act between `SAVEPOINT` and `RELEASE`
-/// (or `ROLLBACK TO` when it refuses). Outcomes are held until the commit:
+/// (or `ROLLBACK TO` when it refuses). Outcomes are answered after the commit:
 /// an act is answered only once it is durable.
-fn commit_group(connection: &mut Connection, now: Timestamp, group: Vec<Request>) {
+fn commit_group(connection: &mut Connection, now: Timestamp, group: Vec<Job>) -> Vec<Outcome> {
+    let size = group.len();
     let tx = match connection.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
-        Err(error) => return answer_all(group.into_iter().map(|r| r.reply), &error),
+        Err(error) => return failed(size, &error),
     };
-    let mut done: Vec<(mpsc::Sender<Outcome>, Outcome)> = Vec::with_capacity(group.len());
-    let mut waiting = group.into_iter();
-    while let Some(Request { job, reply }) = waiting.next() {
-        let failed = match tx.execute_batch("SAVEPOINT act") {
-            Err(error) => {
-                done.push((reply, Err(unavailable(&error))));
-                Some(error)
-            }
-            Ok(()) => {
-                let outcome = job(&tx, now);
-                let end = if outcome.is_ok() { "RELEASE act" } else { "ROLLBACK TO act; RELEASE act" };
-                let ended = tx.execute_batch(end);
-                done.push((reply, outcome));
-                ended.err()
-            }
-        };
-        if let Some(error) = failed {
+    let mut done: Vec<Outcome> = Vec::with_capacity(size);
+    for job in group {
+        if let Err(error) = tx.execute_batch("SAVEPOINT act") {
             // The transaction rolls back as it drops: nothing of the group is written.
-            let replies = done.into_iter().map(|(reply, _)| reply);
-            return answer_all(replies.chain(waiting.map(|r| r.reply)), &error);
+            return failed(size, &error);
         }
+        let outcome = job(&tx, now);
+        let end = if outcome.is_ok() { "RELEASE act" } else { "ROLLBACK TO act; RELEASE act" };
+        if let Err(error) = tx.execute_batch(end) {
+            return failed(size, &error);
+        }
+        done.push(outcome);
     }
     match tx.commit() {
-        Ok(()) => {
-            for (reply, outcome) in done {
-                let _ = reply.send(outcome);
-            }
-        }
-        Err(error) => answer_all(done.into_iter().map(|(reply, _)| reply), &error),
+        Ok(()) => done,
+        Err(error) => failed(size, &error),
     }
 }
 
 /// Every act of a failed group is answered `unavailable`.
-fn answer_all(replies: impl Iterator<Item = mpsc::Sender<Outcome>>, error: &dyn std::fmt::Display) {
-    for reply in replies {
-        let _ = reply.send(Err(unavailable(error)));
-    }
+fn failed(size: usize, error: &dyn std::fmt::Display) -> Vec<Outcome> {
+    (0..size).map(|_| Err(unavailable(error))).collect()
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 //! `Rows` — how each row is read or written — and is then a
 //! `ConversationStore` and a `WebhookStore`, together a `PlaneStore`;
 //! `Engine::write` takes an owned (`'static`) act so an engine may run it on
-//! another thread); `group_commit` (the embedded writer thread: every waiting
+//! another thread); `group_commit` (the embedded writer, on the plane kit's `GroupWriter`: every waiting
 //! act in one transaction, a savepoint each);
 //! `delivery` (webhook endpoints and outbox rows) and `webhooks` (the
 //! outbox's acts: claim with a lease, one endpoint's oldest first, retry

@@ -1,18 +1,16 @@
-//! The relay's writer: one thread that takes whatever events are queued and
-//! writes them in one transaction (group commit, no flush timer: a lone
-//! publisher waits for one fsync, not for a tick), answers each only after
-//! the commit, then hands the stored ones to live subscribers. The strfry
-//! model: one writer, never an `OK` before the commit.
+//! The relay's writer: the plane kit's sequenced writer ([`bazaar_plane::writer`]) taking whatever events
+//! are queued and writing them in one transaction (group commit, no flush timer: a lone publisher waits for
+//! one fsync, not for a tick), answering each only after the commit, and handing the stored ones to live
+//! subscribers. The strfry model: one writer, never an `OK` before the commit.
 
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
+use bazaar_plane::writer::{GroupWrite, GroupWriter, Limits};
 use bazaar_types::Clock;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 
 use crate::event::{Encoded, Event};
-use crate::limits::INGEST_GROUP_MAX;
+use crate::limits::{INGEST_GROUP_MAX, INGEST_QUEUE_MAX};
 use crate::store::{unavailable, EventStore, Result, Written};
 
 /// An event as live subscribers receive it: parsed (to match filters) and as
@@ -39,74 +37,48 @@ impl Feeds {
     }
 }
 
-struct Request {
-    event: Event,
-    reply: oneshot::Sender<Result<Written>>,
+/// The store and the feeds one group is written to and announced on.
+struct Events {
+    store: Arc<dyn EventStore>,
+    clock: Arc<dyn Clock>,
+    feed: Feeds,
 }
 
-pub(crate) struct Ingest {
-    queue: Option<mpsc::Sender<Request>>,
-    thread: Option<JoinHandle<()>>,
-}
+impl GroupWrite for Events {
+    type Item = Event;
+    type Answer = Result<Written>;
 
-impl Ingest {
-    pub(crate) fn start(store: Arc<dyn EventStore>, clock: Arc<dyn Clock>, feed: Feeds) -> Result<Ingest> {
-        let (queue, requests) = mpsc::channel::<Request>();
-        let thread = std::thread::Builder::new()
-            .name("relay-writer".into())
-            .spawn(move || run(store.as_ref(), clock.as_ref(), &feed, &requests))
-            .map_err(unavailable)?;
-        Ok(Ingest { queue: Some(queue), thread: Some(thread) })
-    }
-
-    /// Queues `event` for the next group and waits for that group's commit.
-    pub(crate) async fn submit(&self, event: Event) -> Result<Written> {
-        let (reply, answer) = oneshot::channel();
-        let queue = self.queue.as_ref().ok_or_else(|| unavailable("the relay writer has stopped"))?;
-        queue.send(Request { event, reply }).map_err(|_| unavailable("the relay writer has stopped"))?;
-        answer.await.map_err(|_| unavailable("the relay writer stopped during this write"))?
-    }
-}
-
-impl Drop for Ingest {
-    /// Closes the queue, lets the thread write what it holds, and waits for it.
-    fn drop(&mut self) {
-        self.queue.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn run(store: &dyn EventStore, clock: &dyn Clock, feed: &Feeds, requests: &mpsc::Receiver<Request>) {
-    while let Ok(first) = requests.recv() {
-        let mut group = vec![first];
-        while group.len() < INGEST_GROUP_MAX {
-            match requests.try_recv() {
-                Ok(next) => group.push(next),
-                Err(_) => break,
-            }
-        }
-        let (events, replies): (Vec<Encoded>, Vec<_>) =
-            group.into_iter().map(|r| (Encoded::of(r.event), r.reply)).unzip();
-        let now = (clock.now().0 / 1000).max(0) as u64;
-        match store.write(&events, now) {
+    fn write(&mut self, group: Vec<Event>) -> Vec<Result<Written>> {
+        let events: Vec<Encoded> = group.into_iter().map(Encoded::of).collect();
+        let now = (self.clock.now().0 / 1000).max(0) as u64;
+        match self.store.write(&events, now) {
             Ok(written) => {
                 // Live subscribers hear of an event before its publisher's OK: a
                 // client that subscribes after its OK finds the event stored and
                 // is not sent it a second time as live.
-                for ((encoded, reply), outcome) in events.into_iter().zip(replies).zip(written) {
-                    if outcome == Written::Stored {
-                        feed.send(encoded);
+                for (encoded, outcome) in events.into_iter().zip(&written) {
+                    if *outcome == Written::Stored {
+                        self.feed.send(encoded);
                     }
-                    let _ = reply.send(Ok(outcome));
                 }
+                written.into_iter().map(Ok).collect()
             }
-            Err(error) => {
-                for reply in replies {
-                    let _ = reply.send(Err(error.clone()));
-                }
-            }
+            Err(error) => events.iter().map(|_| Err(error.clone())).collect(),
         }
+    }
+}
+
+/// The relay's writer; dropping it writes what is queued and waits for the thread.
+pub(crate) struct Ingest(GroupWriter<Events>);
+
+impl Ingest {
+    pub(crate) fn start(store: Arc<dyn EventStore>, clock: Arc<dyn Clock>, feed: Feeds) -> Result<Ingest> {
+        let limits = Limits { queue_max: INGEST_QUEUE_MAX, group_max: INGEST_GROUP_MAX };
+        GroupWriter::spawn("relay-writer", limits, Events { store, clock, feed }).map(Ingest).map_err(unavailable)
+    }
+
+    /// Queues `event` for the next group and waits for that group's commit.
+    pub(crate) async fn submit(&self, event: Event) -> Result<Written> {
+        self.0.submit(event).await.map_err(|refused| unavailable(format!("the relay writer: {refused}")))?
     }
 }

@@ -22,7 +22,7 @@
 //! NIP-11 from them), `store` (`EventStore`: a batch written in order in one
 //! transaction, each event `Stored`/`Duplicate`/`Superseded`/`Deleted`),
 //! `sqlite` (its own file, WAL, FULL; a writer and at most `STORE_READERS_MAX` readers, no mmap,
-//! `EventStore::memory` for `/metrics`), `ingest` (one writer thread that
+//! `EventStore::memory` for `/metrics`), `ingest` (the plane kit's `GroupWriter` that
 //! group-commits whatever is queued, tells live subscribers, then answers
 //! `OK`), `relay` (admission: id, signature, time window, NIP-40, access,
 //! NIP-70, the directed-job rule; queries; the live feed), `session` (one

@@ -37,6 +37,9 @@ pub const PUBLISH_PER_S_PER_CONNECTION: u32 = 5_000;
 pub const PUBLISHES_IN_FLIGHT_PER_CONNECTION: usize = 256;
 /// Most events one group commit writes.
 pub const INGEST_GROUP_MAX: usize = 1_024;
+/// Events waiting for the relay's writer; one more is answered `OK false "error: …"` at once rather than
+/// queue. Every connection with every publish in flight fits; nothing is allocated for the bound.
+pub const INGEST_QUEUE_MAX: usize = CONNECTIONS_MAX * PUBLISHES_IN_FLIGHT_PER_CONNECTION;
 /// Events queued for live subscribers before a slow connection misses some
 /// (it then gets `CLOSED "error: …"` for its live subscriptions, never silence).
 pub const FANOUT_BUFFER: usize = 16_384;

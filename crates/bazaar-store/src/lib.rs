@@ -1,5 +1,5 @@
 //! The storage boundary: the [`Store`] trait every adapter implements, the
-//! shared group-commit [`writer`], and the [`conformance`] suite that runs
+//! group-commit [`writer`] (the ledger's batch on the plane kit's `GroupWriter`), and the [`conformance`] suite that runs
 //! unchanged against every adapter.
 //!
 //! Writes never go straight to an adapter: each command is queued to one

@@ -1,30 +1,42 @@
-//! The group-commit writer shared by every adapter: one thread, one
-//! connection, a bounded queue, and one transaction per batch.
+//! The ledger's writer: the plane kit's sequenced writer ([`bazaar_plane::writer`]: one thread, one
+//! connection, a bounded queue, every command answered after its batch's transaction ends, a failed
+//! invariant stopping it) with the ledger's batch — load the rows the commands name, apply them in the
+//! core, write, commit — and the idempotency prune between batches.
 
 use crate::{Engine, StoreError};
 
 use bazaar_core::apply::{apply_batch, Applied, Config};
 use bazaar_core::command::{Command, Keys};
+use bazaar_plane::writer::{GroupWrite, GroupWriter, Limits, Refused};
 use bazaar_types::limits::{WRITE_BATCH_MAX, WRITE_QUEUE_MAX};
 use bazaar_types::{Clock, Timestamp};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
-
-type Reply = oneshot::Sender<Result<Applied, StoreError>>;
 
 /// Work for the writer thread. Nearly every job is `Apply`; boxing it to
 /// shrink the rare `Prune` would cost an allocation per command.
 #[allow(clippy::large_enum_variant)]
 enum Job {
-    Apply(Command, Reply),
-    Prune { before: Timestamp, limit: usize, reply: oneshot::Sender<Result<usize, StoreError>> },
+    Apply(Command),
+    /// Runs between batches, alone: idempotency records older than `before`, at most `limit`.
+    Prune {
+        before: Timestamp,
+        limit: usize,
+    },
 }
 
-/// The handle commands are submitted through. Cheap to clone.
+/// What a job came to. Nearly every answer is `Applied`; boxing it would cost an allocation per command.
+#[allow(clippy::large_enum_variant)]
+enum Done {
+    Applied(Result<Applied, StoreError>),
+    Pruned(Result<usize, StoreError>),
+}
+
+/// The handle commands are submitted through. Cheap to clone; the writer
+/// stops (after what is queued) when the last clone is dropped.
 #[derive(Clone)]
 pub struct Writer {
-    queue: mpsc::Sender<Job>,
+    writer: GroupWriter<Ledger>,
     stats: Arc<Counters>,
 }
 
@@ -57,26 +69,85 @@ pub struct WriterStats {
     pub forwarded: u64,
 }
 
+/// The ledger's group write: an engine, the core's config and the clock.
+struct Ledger {
+    engine: Box<dyn Engine>,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    counters: Arc<Counters>,
+}
+
+impl Ledger {
+    fn batch(&mut self, commands: &[Command]) -> Result<Vec<Applied>, StoreError> {
+        run_batch(self.engine.as_mut(), &self.config, self.clock.as_ref(), commands)
+    }
+}
+
+impl GroupWrite for Ledger {
+    type Item = Job;
+    type Answer = Done;
+
+    fn alone(job: &Job) -> bool {
+        matches!(job, Job::Prune { .. })
+    }
+
+    fn write(&mut self, jobs: Vec<Job>) -> Vec<Done> {
+        let mut commands = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            match job {
+                Job::Prune { before, limit } => {
+                    return vec![Done::Pruned(self.engine.prune_idempotency(before, limit))]
+                }
+                Job::Apply(command) => commands.push(command),
+            }
+        }
+        let started = std::time::Instant::now();
+        let results = match self.batch(&commands) {
+            Ok(results) => results.into_iter().map(Ok).collect(),
+            // A constraint fired: the batch is gone as a whole. Run each command
+            // alone so only the offending one fails and the rest see fresh rows.
+            Err(StoreError::Constraint(_)) if commands.len() > 1 => {
+                commands.iter().map(|c| self.batch(std::slice::from_ref(c)).map(|mut r| r.remove(0))).collect()
+            }
+            Err(error) => {
+                if matches!(error, StoreError::Fenced(_)) {
+                    self.counters.fenced.fetch_add(1, Ordering::Relaxed);
+                }
+                vec![Err(error); commands.len()]
+            }
+        };
+        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        self.counters.commands.fetch_add(commands.len() as u64, Ordering::Relaxed);
+        self.counters.busy_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        results.into_iter().map(Done::Applied).collect()
+    }
+}
+
+fn refused(refused: Refused) -> StoreError {
+    match refused {
+        Refused::Busy => StoreError::Busy,
+        Refused::Stopped => StoreError::Unavailable("writer stopped".into()),
+    }
+}
+
 impl Writer {
     /// Starts the writer thread. It stops when every `Writer` clone is dropped.
     pub fn spawn<E: Engine>(engine: E, config: Config, clock: Arc<dyn Clock>) -> Writer {
-        let (queue, receiver) = mpsc::channel(WRITE_QUEUE_MAX);
         let stats = Arc::new(Counters::default());
-        let counters = stats.clone();
-        std::thread::Builder::new()
-            .name("bazaar-writer".into())
-            .spawn(move || run(engine, config, clock, receiver, &counters))
-            .expect("spawn writer thread");
-        Writer { queue, stats }
+        let ledger = Ledger { engine: Box::new(engine), config, clock, counters: stats.clone() };
+        let limits = Limits { queue_max: WRITE_QUEUE_MAX, group_max: WRITE_BATCH_MAX };
+        let writer = GroupWriter::spawn("bazaar-writer", limits, ledger).expect("spawn writer thread");
+        Writer { writer, stats }
     }
 
     pub fn stats(&self) -> WriterStats {
+        let kit = self.writer.stats();
         WriterStats {
-            running: !self.queue.is_closed(),
+            running: kit.running,
             batches: self.stats.batches.load(Ordering::Relaxed),
             commands: self.stats.commands.load(Ordering::Relaxed),
             busy_us: self.stats.busy_us.load(Ordering::Relaxed),
-            queued: (self.queue.max_capacity() - self.queue.capacity()) as u64,
+            queued: kit.queued,
             fenced: self.stats.fenced.load(Ordering::Relaxed),
             sequencer: None,
             forwarded: 0,
@@ -84,84 +155,23 @@ impl Writer {
     }
 
     pub async fn submit(&self, command: Command) -> Result<Applied, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.enqueue(Job::Apply(command, reply))?;
-        answer.await.map_err(|_| StoreError::Unavailable("writer stopped".into()))?
+        match self.writer.submit(Job::Apply(command)).await.map_err(refused)? {
+            Done::Applied(result) => result,
+            Done::Pruned(_) => unreachable!("an apply is answered as applied"),
+        }
     }
 
     /// Prunes idempotency records on the writer's own connection, between batches.
     pub async fn prune_idempotency(&self, before: Timestamp, limit: usize) -> Result<usize, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.enqueue(Job::Prune { before, limit, reply })?;
-        answer.await.map_err(|_| StoreError::Unavailable("writer stopped".into()))?
-    }
-
-    fn enqueue(&self, job: Job) -> Result<(), StoreError> {
-        self.queue.try_send(job).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => StoreError::Busy,
-            mpsc::error::TrySendError::Closed(_) => StoreError::Unavailable("writer stopped".into()),
-        })
-    }
-}
-
-fn run<E: Engine>(
-    mut engine: E,
-    config: Config,
-    clock: Arc<dyn Clock>,
-    mut receiver: mpsc::Receiver<Job>,
-    counters: &Counters,
-) {
-    let mut next = None;
-    while let Some(first) = next.take().or_else(|| receiver.blocking_recv()) {
-        let mut jobs = Vec::new();
-        match first {
-            Job::Prune { before, limit, reply } => {
-                let _ = reply.send(engine.prune_idempotency(before, limit));
-                continue;
-            }
-            Job::Apply(command, reply) => jobs.push((command, reply)),
-        }
-        // Fold in whatever else is waiting, up to a batch; a prune waits for the next turn.
-        while jobs.len() < WRITE_BATCH_MAX {
-            match receiver.try_recv() {
-                Ok(Job::Apply(command, reply)) => jobs.push((command, reply)),
-                Ok(prune) => {
-                    next = Some(prune);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        let (commands, replies): (Vec<Command>, Vec<Reply>) = jobs.into_iter().unzip();
-        let started = std::time::Instant::now();
-        let results = match run_batch(&mut engine, &config, clock.as_ref(), &commands) {
-            Ok(results) => results.into_iter().map(Ok).collect(),
-            // A constraint fired: the batch is gone as a whole. Run each command
-            // alone so only the offending one fails and the rest see fresh rows.
-            Err(StoreError::Constraint(_)) if commands.len() > 1 => commands
-                .iter()
-                .map(|c| {
-                    run_batch(&mut engine, &config, clock.as_ref(), std::slice::from_ref(c)).map(|mut r| r.remove(0))
-                })
-                .collect(),
-            Err(error) => {
-                if matches!(error, StoreError::Fenced(_)) {
-                    counters.fenced.fetch_add(1, Ordering::Relaxed);
-                }
-                vec![Err(error); commands.len()]
-            }
-        };
-        counters.batches.fetch_add(1, Ordering::Relaxed);
-        counters.commands.fetch_add(commands.len() as u64, Ordering::Relaxed);
-        counters.busy_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        for (reply, result) in replies.into_iter().zip(results) {
-            let _ = reply.send(result);
+        match self.writer.submit(Job::Prune { before, limit }).await.map_err(refused)? {
+            Done::Pruned(result) => result,
+            Done::Applied(_) => unreachable!("a prune is answered as pruned"),
         }
     }
 }
 
 /// One transaction: load, apply, write, commit. Nothing is written unless all of it commits.
-pub fn run_batch<E: Engine>(
+pub fn run_batch<E: Engine + ?Sized>(
     engine: &mut E,
     config: &Config,
     clock: &dyn Clock,

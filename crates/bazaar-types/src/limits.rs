@@ -335,6 +335,9 @@ pub const NOTIFIER_BATCH: usize = 200;
 pub const CONVERSATION_PAGE_CACHE_KIB: u64 = 2 * 1024;
 /// Conversation acts the embedded writer commits in one transaction at most.
 pub const GROUP_COMMIT_MAX: usize = 256;
+/// Conversation acts waiting for the embedded writer; one more is answered `unavailable` rather than queue.
+pub const CONVERSATION_WRITE_QUEUE_MAX: usize = 4096;
+const _: () = assert!(GROUP_COMMIT_MAX <= CONVERSATION_WRITE_QUEUE_MAX);
 /// Committed messages a node keeps in memory for its live streams to deliver
 /// without a read; a stream further behind reads the store.
 pub const RECENT_MESSAGES_MAX: usize = 4_096;

@@ -83,7 +83,8 @@ fn dependency_direction_holds() {
     }
     // Agents reach a registry as any client does (the SDK, the relay's WebSocket), never through its insides.
     let agents = dependencies("bazaar-agents");
-    for dep in ["bazaar-server", "bazaar-store", "bazaar-store-sqlite", "bazaar-store-postgres", "bazaar-stage", "axum"] {
+    for dep in ["bazaar-server", "bazaar-store", "bazaar-store-sqlite", "bazaar-store-postgres", "bazaar-stage", "axum"]
+    {
         assert!(!agents.contains(&dep.to_string()), "bazaar-agents must not depend on {dep}");
     }
     // The libraries never reach up into the binary.
