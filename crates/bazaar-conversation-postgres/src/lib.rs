@@ -88,22 +88,9 @@ impl PostgresConversationStore {
 
     fn migrate(&self) -> Result<()> {
         let mut client = self.client.lock().map_err(unavailable)?;
-        let inner = self.runtime.block_on(client.transaction()).map_err(unavailable)?;
-        let tx = Tx { runtime: &self.runtime, inner };
-        // Transaction-scoped: two stores starting together apply each file once.
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])?;
-        tx.execute(
-            "CREATE TABLE IF NOT EXISTS conversation_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
-            &[],
-        )?;
-        for (name, sql) in MIGRATIONS {
-            if tx.query_opt("SELECT 1 FROM conversation_migrations WHERE name = $1", &[name])?.is_some() {
-                continue;
-            }
-            tx.runtime.block_on(tx.inner.batch_execute(sql)).map_err(unavailable)?;
-            tx.execute("INSERT INTO conversation_migrations VALUES ($1, extract(epoch FROM now())::bigint)", &[name])?;
-        }
-        tx.commit()
+        let plan =
+            bazaar_pg::Migrations { table: "conversation_migrations", lock_key: MIGRATION_LOCK_KEY, files: MIGRATIONS };
+        self.runtime.block_on(plan.run(&mut client)).map(|_| ()).map_err(unavailable)
     }
 }
 

@@ -22,10 +22,14 @@
 //! (absent = `disable`) and `sslrootcert` out of the URL into a
 //! `tokio_postgres::Config` plus a rustls connector (ring), and `connect`
 //! returns the client and its boxed, logging connection future for the caller
-//! to spawn on its own runtime.
+//! to spawn on its own runtime; `migrations` is the one runner every PostgreSQL plane's schema goes
+//! through (`Migrations::run`: its files in order, once each, under its advisory lock).
 
+pub mod migrations;
 mod tls;
 mod url;
+
+pub use migrations::Migrations;
 
 pub use tls::ROOT_CERT_BYTES_MAX;
 pub use url::{parse_url, ParsedUrl, SslMode, Verification};

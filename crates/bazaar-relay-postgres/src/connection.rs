@@ -18,6 +18,11 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    /// Brings the relay's schema up to date on this connection (`bazaar_pg::Migrations::run`).
+    pub(crate) fn migrate(&mut self, plan: &bazaar_pg::Migrations) -> Result<()> {
+        self.runtime.block_on(plan.run(&mut self.client)).map(|_| ()).map_err(unavailable)
+    }
+
     pub(crate) fn open(database: &Database) -> Result<Connection> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(unavailable)?;
         let (client, connection) = runtime.block_on(database.connect()).map_err(unavailable)?;
@@ -72,10 +77,6 @@ impl Tx<'_> {
 
     pub(crate) fn execute<S: ?Sized + ToStatement>(&self, statement: &S, params: Params<'_>) -> Result<u64> {
         self.runtime.block_on(self.inner.execute(statement, params)).map_err(unavailable)
-    }
-
-    pub(crate) fn batch_execute(&self, sql: &str) -> Result<()> {
-        self.runtime.block_on(self.inner.batch_execute(sql)).map_err(unavailable)
     }
 
     pub(crate) fn commit(self) -> Result<()> {

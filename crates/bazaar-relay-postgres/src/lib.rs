@@ -108,26 +108,11 @@ impl PostgresEventStore {
     }
 }
 
-/// Applies the migrations not yet recorded, in one transaction holding the
-/// migration lock: two stores starting together apply each file once.
+/// Applies the migrations not yet recorded, through the runner every PostgreSQL plane shares: one
+/// transaction holding the relay's migration lock, so two stores starting together apply each file once.
 fn migrate(connection: &mut Connection) -> Result<()> {
-    let tx = connection.transaction()?;
-    let outcome = (|| {
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])?;
-        tx.execute(
-            "CREATE TABLE IF NOT EXISTS relay_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
-            &[],
-        )?;
-        for (name, sql) in MIGRATIONS {
-            if tx.query_opt("SELECT 1 FROM relay_migrations WHERE name = $1", &[name])?.is_some() {
-                continue;
-            }
-            tx.batch_execute(sql)?;
-            tx.execute("INSERT INTO relay_migrations VALUES ($1, extract(epoch FROM now())::bigint)", &[name])?;
-        }
-        Ok(())
-    })();
-    tx.finish(outcome)
+    let plan = bazaar_pg::Migrations { table: "relay_migrations", lock_key: MIGRATION_LOCK_KEY, files: MIGRATIONS };
+    connection.migrate(&plan)
 }
 
 impl EventStore for PostgresEventStore {

@@ -1,9 +1,8 @@
-//! Schema migrations: the numbered files in `migrations/`, applied once each
-//! and recorded in `schema_migrations`, all in one transaction holding an
-//! advisory lock so nodes starting together do not race.
+//! The ledger's schema migrations: the numbered files in `migrations/`, recorded in `schema_migrations`,
+//! applied by the runner every PostgreSQL plane shares (`bazaar_pg::Migrations`).
 
 use crate::{connect_client, pg_error};
-use bazaar_pg::Database;
+use bazaar_pg::{Database, Migrations};
 use bazaar_store::StoreError;
 
 /// Migrations, in order. Never edit a landed one; add a new file.
@@ -35,29 +34,6 @@ const MIGRATION_APPLICATION_NAME: &str = "bazaar-migrate";
 /// at once: the second waits for the first, then finds nothing left to do.
 pub async fn run(database: &Database) -> Result<(), StoreError> {
     let mut client = connect_client(database, MIGRATION_APPLICATION_NAME).await?;
-    let tx = client.transaction().await.map_err(pg_error)?;
-    // Transaction-scoped: released by COMMIT or ROLLBACK, even if this
-    // process dies half way.
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY]).await.map_err(pg_error)?;
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
-    )
-    .await
-    .map_err(pg_error)?;
-    for (name, sql) in MIGRATIONS {
-        let done =
-            tx.query_opt("SELECT 1 FROM schema_migrations WHERE name = $1", &[name]).await.map_err(pg_error)?.is_some();
-        if done {
-            continue;
-        }
-        tx.batch_execute(sql).await.map_err(pg_error)?;
-        tx.execute(
-            "INSERT INTO schema_migrations (name, applied_at) VALUES ($1, extract(epoch FROM now())::bigint)",
-            &[name],
-        )
-        .await
-        .map_err(pg_error)?;
-        tracing::info!(migration = name, "applied migration");
-    }
-    tx.commit().await.map_err(pg_error)
+    let plan = Migrations { table: "schema_migrations", lock_key: MIGRATION_LOCK_KEY, files: MIGRATIONS };
+    plan.run(&mut client).await.map(|_| ()).map_err(pg_error)
 }
