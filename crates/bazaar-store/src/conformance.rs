@@ -239,14 +239,17 @@ pub async fn run_all<F>(open: F)
 where
     F: Fn(Config, Arc<ManualClock>) -> BoxFuture<'static, Arc<dyn Store>>,
 {
-    for (name, case) in CASES {
-        let key = SigningKey::from_bytes(&[42u8; 32]);
-        let clock = Arc::new(ManualClock::new(EPOCH));
-        let store = open(test_config(), clock.clone()).await;
-        eprintln!("conformance: {name}");
-        let fixture = Fixture::new(store, clock, key).await;
-        case(fixture).await;
-    }
+    bazaar_plane::conformance::run_async("ledger", CASES.iter().copied(), |case| {
+        let open = &open;
+        async move {
+            let key = SigningKey::from_bytes(&[42u8; 32]);
+            let clock = Arc::new(ManualClock::new(EPOCH));
+            let store = open(test_config(), clock.clone()).await;
+            let fixture = Fixture::new(store, clock, key).await;
+            case(fixture).await;
+        }
+    })
+    .await;
 }
 
 /// The upgrade to settle keys that name the token (`pay::settle_key`), on one

@@ -77,10 +77,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
 
 /// Run every case, each on a fresh database.
 pub fn run_all<H: Harness>(harness: &H) {
-    for (name, case) in cases::<H>() {
-        eprintln!("conversation conformance: {name}");
-        case(harness);
-    }
+    bazaar_plane::conformance::run("conversation", cases::<H>(), |case| case(harness));
 }
 
 /// Handles by member and back, renamable like the registry's identity.

@@ -38,10 +38,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, Case<H>)> {
 
 /// Runs every case, naming the one that fails.
 pub fn run_all<H: Harness>(harness: &H) {
-    for (name, case) in cases::<H>() {
-        eprintln!("relay conformance: {name}");
-        case(harness);
-    }
+    bazaar_plane::conformance::run("relay", cases::<H>(), |case| case(harness));
 }
 
 fn signer(seed: u64) -> Signer {
