@@ -31,8 +31,8 @@ mod tx;
 
 use std::sync::{Arc, Mutex};
 
-use bazaar_conversation::acts::{Engine, Rows};
 use bazaar_conversation::delivery::{Delivery, DeliveryState, Endpoint};
+use bazaar_conversation::engine::{BodyRows, ChannelRows, Engine, MeterRows, OutboxRows, PeopleRows};
 use bazaar_conversation::model::Metered;
 use bazaar_conversation::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
 use bazaar_conversation::model::{Channel, ChannelId, Membership, Message};
@@ -161,40 +161,51 @@ fn answer_from_row(row: &tokio_postgres::Row) -> Result<Answer> {
     })
 }
 
-impl Rows for Tx<'_> {
+impl ChannelRows for Tx<'_> {
     fn load_channel(&self, id: &ChannelId) -> Result<Channel> {
         load_channel(self, id)
     }
+
     fn current_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<Membership>> {
         current_stint(self, channel, member)
     }
+
     fn stints_of(&self, member: &MemberId, only_current: bool) -> Result<Vec<Membership>> {
         stints_of(self, member, only_current)
     }
+
     fn previous_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<(bool, u64)>> {
         previous_stint(self, channel, member)
     }
+
     fn open_member_count(&self, channel: &ChannelId) -> Result<usize> {
         open_member_count(self, channel)
     }
+
     fn current_members(&self, channel: &ChannelId) -> Result<Vec<Membership>> {
         current_members(self, channel)
     }
+
     fn public_rooms(&self, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>> {
         public_rooms(self, after, limit)
     }
+
     fn last_position(&self) -> Result<u64> {
         last_position(self)
     }
+
     fn last_seq(&self, channel: &ChannelId) -> Result<u64> {
         last_seq(self, channel)
     }
+
     fn next_numbers(&self, channel: &ChannelId) -> Result<(u64, u64)> {
         next_numbers(self, channel)
     }
+
     fn reply_author(&self, channel: &ChannelId, seq: u64) -> Result<MemberId> {
         reply_author(self, channel, seq)
     }
+
     fn channel_messages(&self, channel: &ChannelId, range: HistoryRange, limit: usize) -> Result<Vec<Message>> {
         let (id, limit) = (channel.as_str(), big(limit as u64));
         match range {
@@ -213,6 +224,7 @@ impl Rows for Tx<'_> {
             ),
         }
     }
+
     fn inbox_candidates(&self, member: &MemberId, after_position: u64, scan: usize) -> Result<Vec<Message>> {
         query_messages(
             self,
@@ -221,16 +233,20 @@ impl Rows for Tx<'_> {
             &[&big(after_position), &member.as_str(), &big(scan as u64)],
         )
     }
+
     fn messages_after(&self, channel: &ChannelId, seq: u64, limit: usize) -> Result<Vec<Message>> {
         let clause = "WHERE m.channel = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3";
         query_messages(self, clause, &[&channel.as_str(), &big(seq), &big(limit as u64)])
     }
+
     fn insert_channel(&self, channel: &Channel) -> Result<()> {
         insert_channel(self, channel)
     }
+
     fn insert_stint(&self, stint: &Membership) -> Result<()> {
         insert_stint(self, stint)
     }
+
     fn update_open_stint(&self, stint: &Membership) -> Result<()> {
         self.execute(
             "UPDATE memberships SET left_at = $1, left_after = $2, muted = $3, read_seq = $4, role = $7
@@ -247,22 +263,27 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn insert_message(&self, message: &Message, idem_key: Option<&str>) -> Result<()> {
         insert_message(self, message, idem_key)
     }
+
     fn load_message(&self, channel: &ChannelId, seq: u64) -> Result<Option<Message>> {
         let found = query_messages(self, "WHERE m.channel = $1 AND m.seq = $2", &[&channel.as_str(), &big(seq)])?;
         Ok(found.into_iter().next())
     }
+
     fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
         query_messages(self, "WHERE m.channel = $1 AND m.ref_seq = $2 ORDER BY m.seq", &[&channel.as_str(), &big(seq)])
     }
+
     fn counter(&self, name: &str) -> Result<u64> {
         match self.query_opt("SELECT value FROM plane_counters WHERE name = $1", &[&name])? {
             Some(row) => tx::count(&row, 0),
             None => Ok(0),
         }
     }
+
     fn set_counter(&self, name: &str, value: u64) -> Result<()> {
         self.execute(
             "INSERT INTO plane_counters (name, value) VALUES ($1, $2)
@@ -271,6 +292,7 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn sealing_key(&self, member: &MemberId) -> Result<Option<SealingKey>> {
         let sql = "SELECT member, public_key, signature, published_at FROM sealing_keys WHERE member = $1";
         match self.query_opt(sql, &[&member.as_str()])? {
@@ -283,6 +305,7 @@ impl Rows for Tx<'_> {
             None => Ok(None),
         }
     }
+
     fn put_sealing_key(&self, key: &SealingKey) -> Result<()> {
         self.execute(
             "INSERT INTO sealing_keys (member, public_key, signature, published_at) VALUES ($1, $2, $3, $4)
@@ -292,6 +315,14 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
+    fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
+        let found = query_messages(self, "WHERE m.authored_by = $1 AND m.idem_key = $2", &[&author.as_str(), &key])?;
+        Ok(found.into_iter().next())
+    }
+}
+
+impl PeopleRows for Tx<'_> {
     fn insert_passkey(&self, p: &PasskeyRecord) -> Result<()> {
         self.execute(
             "INSERT INTO passkeys (credential_id, member, user_handle, passkey, created_at, last_used_at)
@@ -307,15 +338,18 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn load_passkey(&self, credential_id: &str) -> Result<Option<PasskeyRecord>> {
         let sql = format!("SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE credential_id = $1");
         self.query_opt(&sql, &[&credential_id])?.map(|row| passkey_from_row(&row)).transpose()
     }
+
     fn passkeys_of(&self, member: &MemberId) -> Result<Vec<PasskeyRecord>> {
         let sql =
             format!("SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE member = $1 ORDER BY created_at, credential_id");
         self.query(&sql, &[&member.as_str()])?.iter().map(passkey_from_row).collect()
     }
+
     fn update_passkey(&self, p: &PasskeyRecord) -> Result<()> {
         self.execute(
             "UPDATE passkeys SET passkey = $2, last_used_at = $3 WHERE credential_id = $1",
@@ -323,6 +357,7 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn insert_ceremony(&self, c: &Ceremony) -> Result<()> {
         self.execute(
             "INSERT INTO ceremonies (id, kind, member, state, expires_at) VALUES ($1, $2, $3, $4, $5)",
@@ -330,6 +365,7 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn take_ceremony(&self, id: &str) -> Result<Option<Ceremony>> {
         let sql = "DELETE FROM ceremonies WHERE id = $1 RETURNING id, kind, member, state, expires_at";
         match self.query_opt(sql, &[&id])? {
@@ -343,6 +379,7 @@ impl Rows for Tx<'_> {
             None => Ok(None),
         }
     }
+
     fn insert_session(&self, s: &Session) -> Result<()> {
         self.execute(
             "INSERT INTO sessions (hash, member, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5)",
@@ -350,6 +387,7 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn load_session(&self, hash: &str) -> Result<Option<Session>> {
         let sql = "SELECT hash, member, created_at, expires_at, revoked_at FROM sessions WHERE hash = $1";
         match self.query_opt(sql, &[&hash])? {
@@ -363,10 +401,14 @@ impl Rows for Tx<'_> {
             None => Ok(None),
         }
     }
+
     fn update_session(&self, s: &Session) -> Result<()> {
         self.execute("UPDATE sessions SET revoked_at = $2 WHERE hash = $1", &[&s.hash, &s.revoked_at.map(|t| t.0)])?;
         Ok(())
     }
+}
+
+impl BodyRows for Tx<'_> {
     fn load_lease(&self, member: &MemberId) -> Result<Option<BodyLease>> {
         let sql = "SELECT member, body, expires_at FROM body_leases WHERE member = $1";
         match self.query_opt(sql, &[&member.as_str()])? {
@@ -378,6 +420,7 @@ impl Rows for Tx<'_> {
             None => Ok(None),
         }
     }
+
     fn put_lease(&self, lease: &BodyLease) -> Result<()> {
         self.execute(
             "INSERT INTO body_leases (member, body, expires_at) VALUES ($1, $2, $3)
@@ -386,14 +429,17 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn delete_lease(&self, member: &MemberId) -> Result<()> {
         self.execute("DELETE FROM body_leases WHERE member = $1", &[&member.as_str()])?;
         Ok(())
     }
+
     fn load_answer(&self, member: &MemberId, position: u64) -> Result<Option<Answer>> {
         let sql = "SELECT member, position, body, at FROM answers WHERE member = $1 AND position = $2";
         self.query_opt(sql, &[&member.as_str(), &big(position)])?.map(|row| answer_from_row(&row)).transpose()
     }
+
     fn insert_answer(&self, answer: &Answer) -> Result<()> {
         self.execute(
             "INSERT INTO answers (member, position, body, at) VALUES ($1, $2, $3, $4)",
@@ -401,12 +447,16 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn answers_of(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<Vec<Answer>> {
         let sql = "SELECT member, position, body, at FROM answers WHERE member = $1 AND position > $2
                    ORDER BY position LIMIT $3";
         let rows = self.query(sql, &[&member.as_str(), &big(after_position), &(limit as i64)])?;
         rows.iter().map(answer_from_row).collect()
     }
+}
+
+impl MeterRows for Tx<'_> {
     fn add_meter(&self, count: &Metered) -> Result<()> {
         self.execute(
             "INSERT INTO meter (member, day, transport, events) VALUES ($1, $2, $3, $4)
@@ -415,6 +465,7 @@ impl Rows for Tx<'_> {
         )?;
         Ok(())
     }
+
     fn meter_of(&self, member: &MemberId, day: i64) -> Result<Vec<Metered>> {
         let sql = "SELECT member, day, transport, events FROM meter WHERE member = $1 AND day = $2 ORDER BY transport";
         let rows = self.query(sql, &[&member.as_str(), &day])?;
@@ -429,44 +480,54 @@ impl Rows for Tx<'_> {
             })
             .collect()
     }
-    fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
-        let found = query_messages(self, "WHERE m.authored_by = $1 AND m.idem_key = $2", &[&author.as_str(), &key])?;
-        Ok(found.into_iter().next())
-    }
+}
+
+impl OutboxRows for Tx<'_> {
     fn enqueue_deliveries(&self, channel: &ChannelId, position: u64, now: Timestamp) -> Result<()> {
         outbox::enqueue_deliveries(self, channel, position, now)
     }
+
     fn insert_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
         outbox::insert_endpoint(self, endpoint)
     }
+
     fn load_endpoint(&self, id: &str) -> Result<Option<Endpoint>> {
         outbox::load_endpoint(self, id)
     }
+
     fn endpoints_of(&self, member: &MemberId) -> Result<Vec<Endpoint>> {
         outbox::endpoints_of(self, member)
     }
+
     fn update_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
         outbox::update_endpoint(self, endpoint)
     }
+
     fn delete_endpoint(&self, id: &str) -> Result<()> {
         outbox::delete_endpoint(self, id)
     }
+
     fn due_deliveries(&self, now: Timestamp, limit: usize) -> Result<Vec<Delivery>> {
         outbox::due_deliveries(self, now, limit)
     }
+
     fn load_delivery(&self, id: u64) -> Result<Option<Delivery>> {
         outbox::load_delivery(self, id)
     }
+
     fn update_delivery(&self, delivery: &Delivery) -> Result<()> {
         outbox::update_delivery(self, delivery)
     }
+
     fn message_at(&self, position: u64) -> Result<Message> {
         let found = query_messages(self, "WHERE m.position = $1", &[&big(position)])?;
         found.into_iter().next().ok_or_else(|| unavailable(format!("no message at position {position}")))
     }
+
     fn deliveries_of(&self, endpoint: &str, state: DeliveryState, limit: usize) -> Result<Vec<Delivery>> {
         outbox::deliveries_of(self, endpoint, state, limit)
     }
+
     fn requeue_dead(&self, endpoint: &str, now: Timestamp) -> Result<u64> {
         outbox::requeue_dead(self, endpoint, now)
     }

@@ -9,7 +9,7 @@
 use bazaar_types::limits::BODY_LEASE_TTL_S;
 use bazaar_types::MemberId;
 
-use crate::acts::{Engine, Rows};
+use crate::engine::{BodyRows, Engine};
 pub use crate::model::{Answer, BodyLease};
 use crate::store::{ConversationError, Result};
 

@@ -18,12 +18,13 @@
 //! messages with a per-channel `seq` and a server-wide `position` (the inbox
 //! cursor). `eligibility` (`delivered_to`, `wakes`) is the one place that
 //! decides delivery and waking; `compose` checks a body and resolves
-//! `@handle` mentions through the narrow `Directory` trait; `acts` (every
-//! act written once: an engine implements `Engine` — transactions — and
-//! `Rows` — how each row is read or written — and is then a
-//! `ConversationStore` and a `WebhookStore`, together a `PlaneStore`;
-//! `Engine::write` takes an owned (`'static`) act so an engine may run it on
-//! another thread); `group_commit` (the embedded writer, on the plane kit's `GroupWriter`: every waiting
+//! `@handle` mentions through the narrow `Directory` trait; `engine` (what an
+//! engine implements: `Engine` — transactions — and `Rows`, one trait per
+//! family — `ChannelRows`, `PeopleRows`, `BodyRows`, `MeterRows`,
+//! `OutboxRows` —; `Engine::write` takes an owned (`'static`) act so an
+//! engine may run it on another thread); `acts` (the channel and message acts
+//! written once: every engine is a `ConversationStore`, and with the other
+//! families' acts a `PlaneStore`); `group_commit` (the embedded writer, on the plane kit's `GroupWriter`: every waiting
 //! act in one transaction, a savepoint each);
 //! `delivery` (webhook endpoints and outbox rows) and `webhooks` (the
 //! outbox's acts: claim with a lease, one endpoint's oldest first, retry
@@ -77,6 +78,7 @@ pub mod compose;
 pub mod conformance;
 pub mod delivery;
 pub mod eligibility;
+pub mod engine;
 mod group_commit;
 pub mod mentions;
 pub mod meter;

@@ -5,7 +5,7 @@
 
 use bazaar_types::{MemberId, Timestamp};
 
-use crate::acts::{Engine, Rows};
+use crate::engine::{Engine, MeterRows};
 pub use crate::model::Metered;
 use crate::store::Result;
 

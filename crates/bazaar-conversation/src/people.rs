@@ -7,7 +7,7 @@
 use bazaar_types::limits::{PASSKEYS_PER_MEMBER_MAX, SESSION_TTL_S};
 use bazaar_types::{MemberId, Timestamp};
 
-use crate::acts::{Engine, Rows};
+use crate::engine::{Engine, PeopleRows};
 pub use crate::model::{Ceremony, PasskeyRecord, Session};
 use crate::store::{ConversationError, Result};
 

@@ -13,8 +13,8 @@ use bazaar_types::limits::CONVERSATION_PAGE_CACHE_KIB;
 use bazaar_types::{Clock, Entropy, MemberId, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use crate::acts::{Engine, Rows};
 use crate::delivery::{Delivery, DeliveryState, Endpoint};
+use crate::engine::{BodyRows, ChannelRows, Engine, MeterRows, OutboxRows, PeopleRows};
 use crate::group_commit::Writer;
 use crate::model::Metered;
 use crate::model::{Answer, BodyLease, Ceremony, PasskeyRecord, Session};
@@ -433,16 +433,19 @@ fn reply_author(tx: &Transaction<'_>, channel: &ChannelId, seq: u64) -> Result<M
 
 // The rows, for the acts written once in `acts`.
 
-impl Rows for Transaction<'_> {
+impl ChannelRows for Transaction<'_> {
     fn load_channel(&self, id: &ChannelId) -> Result<Channel> {
         load_channel(self, id)
     }
+
     fn current_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<Membership>> {
         current_stint(self, channel, member)
     }
+
     fn stints_of(&self, member: &MemberId, only_current: bool) -> Result<Vec<Membership>> {
         stints_of(self, member, only_current)
     }
+
     fn previous_stint(&self, channel: &ChannelId, member: &MemberId) -> Result<Option<(bool, u64)>> {
         self.one(
             "SELECT muted, read_seq FROM memberships WHERE channel = ?1 AND member = ?2 ORDER BY stint DESC LIMIT 1",
@@ -452,9 +455,11 @@ impl Rows for Transaction<'_> {
         .optional()
         .map_err(unavailable)
     }
+
     fn open_member_count(&self, channel: &ChannelId) -> Result<usize> {
         current_member_count(self, channel)
     }
+
     fn current_members(&self, channel: &ChannelId) -> Result<Vec<Membership>> {
         let sql = format!(
             "SELECT {MEMBERSHIP_COLUMNS} FROM memberships WHERE channel = ?1 AND left_after IS NULL ORDER BY stint"
@@ -463,6 +468,7 @@ impl Rows for Transaction<'_> {
         let rows = statement.query_map([channel.as_str()], membership_from_row).map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }
+
     fn public_rooms(&self, after: Option<&ChannelId>, limit: usize) -> Result<Vec<Channel>> {
         let sql = format!(
             "SELECT {CHANNEL_COLUMNS} FROM channels WHERE kind = 'public_room' AND id > ?1 ORDER BY id LIMIT ?2"
@@ -472,19 +478,24 @@ impl Rows for Transaction<'_> {
         let rows = statement.query_map(params![after, limit as u64], channel_from_row).map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }
+
     fn last_position(&self) -> Result<u64> {
         last_position(self)
     }
+
     fn last_seq(&self, channel: &ChannelId) -> Result<u64> {
         last_seq(self, channel)
     }
+
     /// One past the last of each: the immediate transaction holds the write lock, so nobody else takes them.
     fn next_numbers(&self, channel: &ChannelId) -> Result<(u64, u64)> {
         Ok((last_seq(self, channel)? + 1, last_position(self)? + 1))
     }
+
     fn reply_author(&self, channel: &ChannelId, seq: u64) -> Result<MemberId> {
         reply_author(self, channel, seq)
     }
+
     fn channel_messages(&self, channel: &ChannelId, range: HistoryRange, limit: usize) -> Result<Vec<Message>> {
         let (id, limit) = (channel.as_str(), limit as u64);
         match range {
@@ -503,6 +514,7 @@ impl Rows for Transaction<'_> {
             ),
         }
     }
+
     fn inbox_candidates(&self, member: &MemberId, after_position: u64, scan: usize) -> Result<Vec<Message>> {
         query_messages(
             self,
@@ -511,13 +523,16 @@ impl Rows for Transaction<'_> {
             params![big(after_position), member.as_str(), scan as u64],
         )
     }
+
     fn messages_after(&self, channel: &ChannelId, seq: u64, limit: usize) -> Result<Vec<Message>> {
         let clause = "WHERE m.channel = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3";
         query_messages(self, clause, params![channel.as_str(), big(seq), limit as u64])
     }
+
     fn insert_channel(&self, channel: &Channel) -> Result<()> {
         insert_channel(self, channel)
     }
+
     fn insert_stint(&self, stint: &Membership) -> Result<()> {
         self.run(
             "INSERT INTO memberships (channel, member, role, joined_at, joined_after, muted, read_seq)
@@ -535,6 +550,7 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn update_open_stint(&self, stint: &Membership) -> Result<()> {
         self.run(
             "UPDATE memberships SET left_at = ?1, left_after = ?2, muted = ?3, read_seq = ?4, role = ?7
@@ -552,13 +568,16 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn insert_message(&self, message: &Message, idem_key: Option<&str>) -> Result<()> {
         insert_message(self, message, idem_key)
     }
+
     fn load_message(&self, channel: &ChannelId, seq: u64) -> Result<Option<Message>> {
         let found = query_messages(self, "WHERE m.channel = ?1 AND m.seq = ?2", params![channel.as_str(), big(seq)])?;
         Ok(found.into_iter().next())
     }
+
     fn messages_referring(&self, channel: &ChannelId, seq: u64) -> Result<Vec<Message>> {
         query_messages(
             self,
@@ -566,6 +585,7 @@ impl Rows for Transaction<'_> {
             params![channel.as_str(), big(seq)],
         )
     }
+
     fn counter(&self, name: &str) -> Result<u64> {
         let found: Option<u64> = self
             .one("SELECT value FROM plane_counters WHERE name = ?1", [name], |r| r.get(0))
@@ -573,6 +593,7 @@ impl Rows for Transaction<'_> {
             .map_err(unavailable)?;
         Ok(found.unwrap_or(0))
     }
+
     fn set_counter(&self, name: &str, value: u64) -> Result<()> {
         self.run(
             "INSERT INTO plane_counters (name, value) VALUES (?1, ?2)
@@ -582,6 +603,7 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn sealing_key(&self, member: &MemberId) -> Result<Option<SealingKey>> {
         self.one(
             "SELECT member, public_key, signature, published_at FROM sealing_keys WHERE member = ?1",
@@ -598,6 +620,7 @@ impl Rows for Transaction<'_> {
         .optional()
         .map_err(unavailable)
     }
+
     fn put_sealing_key(&self, key: &SealingKey) -> Result<()> {
         self.run(
             "INSERT INTO sealing_keys (member, public_key, signature, published_at) VALUES (?1, ?2, ?3, ?4)
@@ -608,6 +631,15 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
+    fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
+        let found =
+            query_messages(self, "WHERE m.authored_by = ?1 AND m.idem_key = ?2", params![author.as_str(), key])?;
+        Ok(found.into_iter().next())
+    }
+}
+
+impl PeopleRows for Transaction<'_> {
     fn insert_passkey(&self, p: &PasskeyRecord) -> Result<()> {
         self.run(
             "INSERT INTO passkeys (credential_id, member, user_handle, passkey, created_at, last_used_at)
@@ -624,10 +656,12 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn load_passkey(&self, credential_id: &str) -> Result<Option<PasskeyRecord>> {
         let sql = format!("SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE credential_id = ?1");
         self.one(&sql, [credential_id], passkey_from_row).optional().map_err(unavailable)
     }
+
     fn passkeys_of(&self, member: &MemberId) -> Result<Vec<PasskeyRecord>> {
         let sql =
             format!("SELECT {PASSKEY_COLUMNS} FROM passkeys WHERE member = ?1 ORDER BY created_at, credential_id");
@@ -635,6 +669,7 @@ impl Rows for Transaction<'_> {
         let rows = statement.query_map([member.as_str()], passkey_from_row).map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }
+
     fn update_passkey(&self, p: &PasskeyRecord) -> Result<()> {
         self.run(
             "UPDATE passkeys SET passkey = ?2, last_used_at = ?3 WHERE credential_id = ?1",
@@ -643,6 +678,7 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn insert_ceremony(&self, c: &Ceremony) -> Result<()> {
         self.run(
             "INSERT INTO ceremonies (id, kind, member, state, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -651,6 +687,7 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn take_ceremony(&self, id: &str) -> Result<Option<Ceremony>> {
         let found = self
             .one("DELETE FROM ceremonies WHERE id = ?1 RETURNING id, kind, member, state, expires_at", [id], |r| {
@@ -666,6 +703,7 @@ impl Rows for Transaction<'_> {
             .map_err(unavailable)?;
         Ok(found)
     }
+
     fn insert_session(&self, s: &Session) -> Result<()> {
         self.run(
             "INSERT INTO sessions (hash, member, created_at, expires_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -674,6 +712,7 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn load_session(&self, hash: &str) -> Result<Option<Session>> {
         self.one("SELECT hash, member, created_at, expires_at, revoked_at FROM sessions WHERE hash = ?1", [hash], |r| {
             Ok(Session {
@@ -687,11 +726,15 @@ impl Rows for Transaction<'_> {
         .optional()
         .map_err(unavailable)
     }
+
     fn update_session(&self, s: &Session) -> Result<()> {
         self.run("UPDATE sessions SET revoked_at = ?2 WHERE hash = ?1", params![s.hash, s.revoked_at.map(|t| t.0)])
             .map_err(unavailable)?;
         Ok(())
     }
+}
+
+impl BodyRows for Transaction<'_> {
     fn load_lease(&self, member: &MemberId) -> Result<Option<BodyLease>> {
         self.one("SELECT member, body, expires_at FROM body_leases WHERE member = ?1", [member.as_str()], |r| {
             Ok(BodyLease { member: MemberId(r.get(0)?), body: r.get(1)?, expires_at: Timestamp(r.get(2)?) })
@@ -699,6 +742,7 @@ impl Rows for Transaction<'_> {
         .optional()
         .map_err(unavailable)
     }
+
     fn put_lease(&self, lease: &BodyLease) -> Result<()> {
         self.run(
             "INSERT INTO body_leases (member, body, expires_at) VALUES (?1, ?2, ?3)
@@ -708,14 +752,17 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn delete_lease(&self, member: &MemberId) -> Result<()> {
         self.run("DELETE FROM body_leases WHERE member = ?1", [member.as_str()]).map_err(unavailable)?;
         Ok(())
     }
+
     fn load_answer(&self, member: &MemberId, position: u64) -> Result<Option<Answer>> {
         let sql = "SELECT member, position, body, at FROM answers WHERE member = ?1 AND position = ?2";
         self.one(sql, params![member.as_str(), big(position)], answer_from_row).optional().map_err(unavailable)
     }
+
     fn insert_answer(&self, answer: &Answer) -> Result<()> {
         self.run(
             "INSERT INTO answers (member, position, body, at) VALUES (?1, ?2, ?3, ?4)",
@@ -724,6 +771,7 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn answers_of(&self, member: &MemberId, after_position: u64, limit: usize) -> Result<Vec<Answer>> {
         let sql = "SELECT member, position, body, at FROM answers WHERE member = ?1 AND position > ?2
                    ORDER BY position LIMIT ?3";
@@ -733,6 +781,9 @@ impl Rows for Transaction<'_> {
             .map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }
+}
+
+impl MeterRows for Transaction<'_> {
     fn add_meter(&self, count: &Metered) -> Result<()> {
         self.run(
             "INSERT INTO meter (member, day, transport, events) VALUES (?1, ?2, ?3, ?4)
@@ -742,6 +793,7 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn meter_of(&self, member: &MemberId, day: i64) -> Result<Vec<Metered>> {
         let sql = "SELECT member, day, transport, events FROM meter WHERE member = ?1 AND day = ?2 ORDER BY transport";
         let mut statement = self.prepare_cached(sql).map_err(unavailable)?;
@@ -752,11 +804,9 @@ impl Rows for Transaction<'_> {
             .map_err(unavailable)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)
     }
-    fn message_by_idem(&self, author: &MemberId, key: &str) -> Result<Option<Message>> {
-        let found =
-            query_messages(self, "WHERE m.authored_by = ?1 AND m.idem_key = ?2", params![author.as_str(), key])?;
-        Ok(found.into_iter().next())
-    }
+}
+
+impl OutboxRows for Transaction<'_> {
     fn enqueue_deliveries(&self, channel: &ChannelId, position: u64, now: Timestamp) -> Result<()> {
         self.run(
             "INSERT INTO webhook_deliveries (endpoint, position, state, attempts, next_attempt_at, updated_at)
@@ -768,6 +818,7 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn insert_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
         let sql =
             format!("INSERT INTO webhook_endpoints ({ENDPOINT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
@@ -788,14 +839,17 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn load_endpoint(&self, id: &str) -> Result<Option<Endpoint>> {
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1");
         self.one(&sql, [id], endpoint_from_row).optional().map_err(unavailable)
     }
+
     fn endpoints_of(&self, member: &MemberId) -> Result<Vec<Endpoint>> {
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE member = ?1 ORDER BY created_at, id");
         query_rows(self, &sql, [member.as_str()], endpoint_from_row)
     }
+
     fn update_endpoint(&self, endpoint: &Endpoint) -> Result<()> {
         self.run(
             "UPDATE webhook_endpoints SET secret = ?2, previous_secret = ?3, previous_until = ?4,
@@ -812,11 +866,13 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn delete_endpoint(&self, id: &str) -> Result<()> {
         self.run("DELETE FROM webhook_deliveries WHERE endpoint = ?1", [id]).map_err(unavailable)?;
         self.run("DELETE FROM webhook_endpoints WHERE id = ?1", [id]).map_err(unavailable)?;
         Ok(())
     }
+
     fn due_deliveries(&self, now: Timestamp, limit: usize) -> Result<Vec<Delivery>> {
         let sql = format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint
@@ -828,10 +884,12 @@ impl Rows for Transaction<'_> {
         );
         query_rows(self, &sql, params![now.0, limit as u64], delivery_from_row)
     }
+
     fn load_delivery(&self, id: u64) -> Result<Option<Delivery>> {
         let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.id = ?1");
         self.one(&sql, [id], delivery_from_row).optional().map_err(unavailable)
     }
+
     fn update_delivery(&self, delivery: &Delivery) -> Result<()> {
         self.run(
             "UPDATE webhook_deliveries SET state = ?2, attempts = ?3, next_attempt_at = ?4, leased_until = ?5,
@@ -850,10 +908,12 @@ impl Rows for Transaction<'_> {
         .map_err(unavailable)?;
         Ok(())
     }
+
     fn message_at(&self, position: u64) -> Result<Message> {
         let found = query_messages(self, "WHERE m.position = ?1", params![big(position)])?;
         found.into_iter().next().ok_or_else(|| unavailable(format!("no message at position {position}")))
     }
+
     fn deliveries_of(&self, endpoint: &str, state: DeliveryState, limit: usize) -> Result<Vec<Delivery>> {
         let sql = format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.endpoint = ?1 AND d.state = ?2
@@ -861,6 +921,7 @@ impl Rows for Transaction<'_> {
         );
         query_rows(self, &sql, params![endpoint, state.as_str(), limit as u64], delivery_from_row)
     }
+
     fn requeue_dead(&self, endpoint: &str, now: Timestamp) -> Result<u64> {
         let changed = self
             .run(

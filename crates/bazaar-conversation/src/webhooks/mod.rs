@@ -10,9 +10,9 @@ pub mod sign;
 use bazaar_types::limits::{WEBHOOK_DELIVERIES_PAGE_MAX, WEBHOOK_ENDPOINTS_PER_MEMBER_MAX, WEBHOOK_URL_BYTES_MAX};
 use bazaar_types::{MemberId, Timestamp};
 
-use crate::acts::{Engine, Rows};
 use crate::compose::check_page;
 use crate::delivery::{Attempt, Delivery, DeliveryState, Due, Endpoint};
+use crate::engine::{Engine, OutboxRows};
 use crate::store::{ConversationError, Result};
 
 /// The webhook half of the conversation store; every [`Engine`] is one.
@@ -47,7 +47,7 @@ pub trait WebhookStore {
 /// Random hex characters after `ep_` in an endpoint id.
 const ENDPOINT_ID_BYTES: usize = 16;
 
-fn owned_endpoint(tx: &impl Rows, member: &MemberId, id: &str) -> Result<Endpoint> {
+fn owned_endpoint(tx: &impl OutboxRows, member: &MemberId, id: &str) -> Result<Endpoint> {
     match tx.load_endpoint(id)? {
         Some(endpoint) if endpoint.member == *member => Ok(endpoint),
         _ => Err(ConversationError::WebhookNotFound(id.to_string())),
