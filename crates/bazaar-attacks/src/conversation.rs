@@ -1,7 +1,11 @@
 //! The conversation plane's attacks: rooms, sealed channels and webhooks. They move no money, so balances
 //! and the event ledger must not move at all.
 
-use super::*;
+use super::{snapshot, Attempt, Cast, Measured, Unmet, DELIVERY_WAIT_S, RECEIVER_REFUSAL_STATUS, WEBHOOK_URL_REFUSED};
+use anyhow::{ensure, Context, Result};
+use bazaar_conversation::sealing::{seal, sign_message, Content};
+use bazaar_sdk::{generate_key, Body, Client, SdkError};
+use serde_json::{json, Value};
 
 pub(super) async fn room(owner: &Client, name: &str, private: bool) -> Result<String> {
     let body = json!({"name": name, "private": private});

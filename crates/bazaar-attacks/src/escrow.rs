@@ -2,7 +2,12 @@
 //! paid or not one's own, evidence from a stranger, a party ruling, a second execution, early withdrawal of
 //! stake, a late appeal.
 
-use super::*;
+use super::{
+    paid_order, snapshot, Attempt, Cast, Measured, Unmet, MILESTONE_MINOR, PHASE_WAIT_S_MAX, PRICE_MINOR, STAKE_MINOR,
+};
+use anyhow::{ensure, Result};
+use bazaar_sdk::{generate_key, Client};
+use serde_json::Value;
 
 /// A funded, accepted one-milestone contract from the buyer to the merchant,
 /// delivered; `arbiter` defaults to the dispute desk.

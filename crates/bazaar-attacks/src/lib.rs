@@ -15,10 +15,8 @@ mod labor;
 pub mod scratch;
 
 use anyhow::{bail, ensure, Context, Result};
-use bazaar_conversation::sealing::{seal, sign_message, Content};
 use bazaar_core::refusal::Code;
-use bazaar_sdk::wire::{federation::Reputation, market::SharePaid};
-use bazaar_sdk::{generate_key, Body, Client, SdkError};
+use bazaar_sdk::{generate_key, Client, SdkError};
 use bazaar_stage::enroll_pair;
 use futures::future::BoxFuture;
 use serde::Serialize;

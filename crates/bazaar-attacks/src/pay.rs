@@ -1,7 +1,10 @@
 //! The paid call's attacks: spending without the `pay` scope, a second settlement, replayed, expired,
 //! over-ceiling, foreign and forged tokens, a reused invite.
 
-use super::*;
+use super::{paid_order, snapshot, token, Attempt, Cast, Measured, PER_CALL_MAX_MINOR, PRICE_MINOR, SWEEP_WAITS_MAX};
+use anyhow::{ensure, Context, Result};
+use bazaar_sdk::{generate_key, Body};
+use serde_json::{json, Value};
 
 pub(super) async fn spend_without_pay(cast: &Cast) -> Result<Measured> {
     // The owner hands its agent a job-run credential: jobs, read, talk — no `pay`.

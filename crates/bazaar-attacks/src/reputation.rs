@@ -1,7 +1,11 @@
 //! Reputation, passports and federation: tampered and foreign passports, an unrecognised issuer, a replayed
 //! relay, self-dealing and tiny buys that must not raise a score.
 
-use super::*;
+use super::{paid_order, snapshot, token, Attempt, Cast, Measured, PRICE_MINOR, SELF_DEALS, TINY_BUYS};
+use anyhow::{Context, Result};
+use bazaar_sdk::wire::federation::Reputation;
+use bazaar_sdk::{generate_key, SdkError};
+use serde_json::{json, Value};
 
 pub(super) async fn merchant_passport(cast: &Cast) -> Result<bazaar_sdk::wire::federation::Passport> {
     paid_order(cast, "order-1").await?;

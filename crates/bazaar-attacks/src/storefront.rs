@@ -1,7 +1,11 @@
 //! The storefront's attacks: offers outside a listing's terms, an agent approving its own order, a proof for
 //! another maker's share, a share proved twice.
 
-use super::*;
+use super::{snapshot, Attempt, Cast, Measured};
+use anyhow::{Context, Result};
+use bazaar_sdk::wire::market::SharePaid;
+use bazaar_sdk::{Body, Client, SdkError};
+use serde_json::{json, Value};
 
 /// Units per maker and the buyer's cap in the storefront attacks (within the cast's per-call ceiling).
 pub(super) const SHARE_UNITS: u64 = 2;

@@ -1,6 +1,9 @@
 //! x402's attacks: the registry's facilitator settling a token minted for another merchant or resource.
 
-use super::*;
+use super::{snapshot, Attempt, Cast, Measured, PRICE_MINOR};
+use anyhow::Result;
+use bazaar_sdk::Body;
+use serde_json::{json, Value};
 
 /// The merchant settles, through the registry's x402 facilitator, a token the
 /// buyer minted for another merchant (or for another resource of this one).
