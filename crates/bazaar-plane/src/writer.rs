@@ -17,7 +17,7 @@
 use futures::channel::oneshot;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// What a plane's writer does with one group of queued items, on the writer's own thread.
@@ -81,17 +81,17 @@ struct Counters {
     queued: AtomicU64,
 }
 
-struct Inner<W: GroupWrite> {
-    queue: Mutex<Option<Sender<Queued<W>>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+/// What every handle shares: the thread, joined when the last handle goes, and the counters.
+struct Inner {
+    thread: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
 }
 
-impl<W: GroupWrite> Drop for Inner<W> {
-    /// Closes the queue, lets the thread write what it holds, and waits for it.
+impl Drop for Inner {
+    /// Runs after the last handle's sender is gone (see `GroupWriter`'s field order), so the queue is
+    /// closed: the thread writes what it holds and ends, and this waits for it.
     fn drop(&mut self) {
-        self.queue.get_mut().map(Option::take).ok();
-        if let Some(thread) = self.thread.get_mut().ok().and_then(Option::take) {
+        if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
@@ -101,7 +101,7 @@ impl<W: GroupWrite> Drop for Inner<W> {
 pub struct GroupWriter<W: GroupWrite> {
     // Declared (so dropped) before `inner`: the last handle's sender closes before `Inner` joins the thread.
     queue: Sender<Queued<W>>,
-    inner: Arc<Inner<W>>,
+    inner: Arc<Inner>,
     queue_max: u64,
 }
 
@@ -121,9 +121,7 @@ impl<W: GroupWrite> GroupWriter<W> {
         let running = counters.clone();
         let thread =
             std::thread::Builder::new().name(name.into()).spawn(move || run(write, limits, &receiver, &running))?;
-        let inner = Inner { queue: Mutex::new(Some(queue.clone())), thread: Mutex::new(Some(thread)), counters };
-        // The handle's own sender is the one that closes the queue: `Inner` keeps a copy only so that its
-        // drop (after the last handle's) can close it before joining.
+        let inner = Inner { thread: Some(thread), counters };
         Ok(GroupWriter { queue, inner: Arc::new(inner), queue_max: limits.queue_max as u64 })
     }
 
@@ -226,6 +224,7 @@ fn run<W: GroupWrite>(mut write: W, limits: Limits, receiver: &Receiver<Queued<W
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
 
     /// The groups a writer was given, in order.
     type Groups = Arc<Mutex<Vec<Vec<u32>>>>;
