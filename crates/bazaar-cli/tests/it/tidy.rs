@@ -127,6 +127,36 @@ fn a_crate_links_its_tests_as_few_binaries() {
     assert!(checked >= 10, "only {checked} crates have tests");
 }
 
+/// "market" has one meaning, the storefront: every source module named `market` (a `market.rs` or a
+/// `market/` folder) says in its `//!` docs that it is the storefront's, and no code names the labor market's
+/// rules anything but `labor` (`bazaar_relay::labor`).
+#[test]
+fn market_means_the_storefront_everywhere() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates"), &mut files);
+    let mut modules = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let path = file.to_string_lossy();
+        if path.contains("/tests/") {
+            continue;
+        }
+        assert!(!text.contains("relay::market"), "{path} names the labor market's rules `market`");
+        let module = file.file_stem().is_some_and(|s| s == "market")
+            || (file.file_name().is_some_and(|n| n == "mod.rs")
+                && file.parent().and_then(|p| p.file_name()).is_some_and(|n| n == "market"));
+        if module {
+            let docs: String = text.lines().take_while(|l| l.starts_with("//!")).collect::<Vec<_>>().join(" ");
+            assert!(
+                docs.to_lowercase().contains("storefront"),
+                "{path}: a `market` module that is not the storefront's"
+            );
+            modules += 1;
+        }
+    }
+    assert!(modules >= 5, "only {modules} market modules found");
+}
+
 /// The PostgreSQL test helpers (they panic on failure) are never linked into a server: only tests, and the
 /// benchmark harness that makes its own databases, depend on `bazaar-postgres-testing`.
 #[test]
